@@ -1,0 +1,383 @@
+//! The event trace file format (version 1). Little-endian throughout.
+//!
+//! ```text
+//! header  : 8 bytes  "FDEVTR01"
+//! record  : tag u8, then the fields of that tag:
+//!   0 FileCreate      time u64, file u32, kind u8, name_len u16, name [name_len] (UTF-8)
+//!   1 FileRename      time u64, file u32, name_len u16, name [name_len]
+//!   2 FileRemove      time u64, file u32
+//!   3 FileTruncate    time u64, file u32, len u64
+//!   4 Write           time u64, file u32, file_kind u8, table u32, page_kind u8,
+//!                     offset u64, len u32, flags u8 (bit 0: id_index), stream u8
+//!   5 Free            time u64, file u32, offset u64, len u64
+//!   6 CheckpointBegin time u64, id u64
+//!   7 CheckpointCommit time u64, id u64
+//! ```
+//! `kind`/`file_kind` and `page_kind` use the discriminants of [`FileKind`] and [`PageKind`].
+//! A trace cut short (a crashed writer) ends at its last whole record.
+
+use crate::event::{Event, FileKind, PageKind, WriteEvent};
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::Path;
+
+pub const MAGIC: &[u8; 8] = b"FDEVTR01";
+
+pub struct TraceWriter {
+    out: BufWriter<File>,
+    error: Option<io::Error>,
+    buf: Vec<u8>,
+}
+
+impl TraceWriter {
+    pub fn create(path: &Path) -> io::Result<Self> {
+        let mut out = BufWriter::with_capacity(1 << 20, File::create(path)?);
+        out.write_all(MAGIC)?;
+        Ok(Self {
+            out,
+            error: None,
+            buf: Vec::with_capacity(64),
+        })
+    }
+
+    /// Appends one event; the first I/O error is kept and returned by [`TraceWriter::flush`].
+    pub fn write(&mut self, event: &Event) {
+        if self.error.is_some() {
+            return;
+        }
+        self.buf.clear();
+        encode(event, &mut self.buf);
+        if let Err(e) = self.out.write_all(&self.buf) {
+            self.error = Some(e);
+        }
+    }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.out.flush()
+    }
+}
+
+impl Drop for TraceWriter {
+    fn drop(&mut self) {
+        let _ = self.out.flush();
+    }
+}
+
+fn put_name(buf: &mut Vec<u8>, name: &str) {
+    let bytes = &name.as_bytes()[..name.len().min(u16::MAX as usize)];
+    buf.extend_from_slice(&(bytes.len() as u16).to_le_bytes());
+    buf.extend_from_slice(bytes);
+}
+
+pub fn encode(event: &Event, buf: &mut Vec<u8>) {
+    match event {
+        Event::FileCreate {
+            time_ns,
+            file,
+            kind,
+            name,
+        } => {
+            buf.push(0);
+            buf.extend_from_slice(&time_ns.to_le_bytes());
+            buf.extend_from_slice(&file.to_le_bytes());
+            buf.push(*kind as u8);
+            put_name(buf, name);
+        }
+        Event::FileRename {
+            time_ns,
+            file,
+            name,
+        } => {
+            buf.push(1);
+            buf.extend_from_slice(&time_ns.to_le_bytes());
+            buf.extend_from_slice(&file.to_le_bytes());
+            put_name(buf, name);
+        }
+        Event::FileRemove { time_ns, file } => {
+            buf.push(2);
+            buf.extend_from_slice(&time_ns.to_le_bytes());
+            buf.extend_from_slice(&file.to_le_bytes());
+        }
+        Event::FileTruncate { time_ns, file, len } => {
+            buf.push(3);
+            buf.extend_from_slice(&time_ns.to_le_bytes());
+            buf.extend_from_slice(&file.to_le_bytes());
+            buf.extend_from_slice(&len.to_le_bytes());
+        }
+        Event::Write(w) => {
+            buf.push(4);
+            buf.extend_from_slice(&w.time_ns.to_le_bytes());
+            buf.extend_from_slice(&w.file.to_le_bytes());
+            buf.push(w.file_kind as u8);
+            buf.extend_from_slice(&w.table.to_le_bytes());
+            buf.push(w.page_kind as u8);
+            buf.extend_from_slice(&w.offset.to_le_bytes());
+            buf.extend_from_slice(&w.len.to_le_bytes());
+            buf.push(w.id_index as u8);
+            buf.push(w.stream);
+        }
+        Event::Free {
+            time_ns,
+            file,
+            offset,
+            len,
+        } => {
+            buf.push(5);
+            buf.extend_from_slice(&time_ns.to_le_bytes());
+            buf.extend_from_slice(&file.to_le_bytes());
+            buf.extend_from_slice(&offset.to_le_bytes());
+            buf.extend_from_slice(&len.to_le_bytes());
+        }
+        Event::CheckpointBegin { time_ns, id } => {
+            buf.push(6);
+            buf.extend_from_slice(&time_ns.to_le_bytes());
+            buf.extend_from_slice(&id.to_le_bytes());
+        }
+        Event::CheckpointCommit { time_ns, id } => {
+            buf.push(7);
+            buf.extend_from_slice(&time_ns.to_le_bytes());
+            buf.extend_from_slice(&id.to_le_bytes());
+        }
+    }
+}
+
+/// Reads a trace file event by event.
+pub struct TraceReader<R: Read> {
+    input: R,
+    /// Number of events returned so far (for error messages).
+    pub events_read: u64,
+}
+
+impl TraceReader<BufReader<File>> {
+    pub fn open(path: &Path) -> io::Result<Self> {
+        Self::new(BufReader::with_capacity(1 << 20, File::open(path)?))
+    }
+}
+
+fn bad(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg)
+}
+
+impl<R: Read> TraceReader<R> {
+    pub fn new(mut input: R) -> io::Result<Self> {
+        let mut magic = [0u8; 8];
+        input.read_exact(&mut magic)?;
+        if &magic != MAGIC {
+            return Err(bad("not a flashdoc event trace (bad magic)".into()));
+        }
+        Ok(Self {
+            input,
+            events_read: 0,
+        })
+    }
+
+    fn u8(&mut self) -> io::Result<u8> {
+        let mut b = [0u8; 1];
+        self.input.read_exact(&mut b)?;
+        Ok(b[0])
+    }
+    fn u16(&mut self) -> io::Result<u16> {
+        let mut b = [0u8; 2];
+        self.input.read_exact(&mut b)?;
+        Ok(u16::from_le_bytes(b))
+    }
+    fn u32(&mut self) -> io::Result<u32> {
+        let mut b = [0u8; 4];
+        self.input.read_exact(&mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+    fn u64(&mut self) -> io::Result<u64> {
+        let mut b = [0u8; 8];
+        self.input.read_exact(&mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+    fn name(&mut self) -> io::Result<String> {
+        let n = self.u16()? as usize;
+        let mut b = vec![0u8; n];
+        self.input.read_exact(&mut b)?;
+        String::from_utf8(b).map_err(|_| bad("file name is not UTF-8".into()))
+    }
+
+    /// The next event; `Ok(None)` at the end (including a final record cut short).
+    pub fn next_event(&mut self) -> io::Result<Option<Event>> {
+        let tag = match self.u8() {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        match self.read_body(tag) {
+            Ok(ev) => {
+                self.events_read += 1;
+                Ok(Some(ev))
+            }
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn read_body(&mut self, tag: u8) -> io::Result<Event> {
+        let time_ns = self.u64()?;
+        Ok(match tag {
+            0 => {
+                let file = self.u32()?;
+                let k = self.u8()?;
+                let kind = FileKind::from_u8(k)
+                    .ok_or_else(|| bad(format!("event {}: bad file kind {k}", self.events_read)))?;
+                Event::FileCreate {
+                    time_ns,
+                    file,
+                    kind,
+                    name: self.name()?,
+                }
+            }
+            1 => Event::FileRename {
+                time_ns,
+                file: self.u32()?,
+                name: self.name()?,
+            },
+            2 => Event::FileRemove {
+                time_ns,
+                file: self.u32()?,
+            },
+            3 => Event::FileTruncate {
+                time_ns,
+                file: self.u32()?,
+                len: self.u64()?,
+            },
+            4 => {
+                let file = self.u32()?;
+                let fk = self.u8()?;
+                let file_kind = FileKind::from_u8(fk)
+                    .ok_or_else(|| bad(format!("event {}: bad file kind {fk}", self.events_read)))?;
+                let table = self.u32()?;
+                let pk = self.u8()?;
+                let page_kind = PageKind::from_u8(pk)
+                    .ok_or_else(|| bad(format!("event {}: bad page kind {pk}", self.events_read)))?;
+                let offset = self.u64()?;
+                let len = self.u32()?;
+                let flags = self.u8()?;
+                let stream = self.u8()?;
+                Event::Write(WriteEvent {
+                    time_ns,
+                    file,
+                    file_kind,
+                    table,
+                    page_kind,
+                    offset,
+                    len,
+                    id_index: flags & 1 != 0,
+                    stream,
+                })
+            }
+            5 => Event::Free {
+                time_ns,
+                file: self.u32()?,
+                offset: self.u64()?,
+                len: self.u64()?,
+            },
+            6 => Event::CheckpointBegin {
+                time_ns,
+                id: self.u64()?,
+            },
+            7 => Event::CheckpointCommit {
+                time_ns,
+                id: self.u64()?,
+            },
+            t => {
+                return Err(bad(format!(
+                    "event {}: unknown record tag {t}",
+                    self.events_read
+                )))
+            }
+        })
+    }
+}
+
+impl<R: Read> Iterator for TraceReader<R> {
+    type Item = io::Result<Event>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_event().transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<Event> {
+        vec![
+            Event::FileCreate {
+                time_ns: 1,
+                file: 7,
+                kind: FileKind::Index,
+                name: "index-3-1.fdb".into(),
+            },
+            Event::Write(WriteEvent {
+                time_ns: 2,
+                file: 7,
+                file_kind: FileKind::Index,
+                table: 3,
+                page_kind: PageKind::Leaf,
+                offset: 4096,
+                len: 16384,
+                id_index: true,
+                stream: 5,
+            }),
+            Event::Free {
+                time_ns: 3,
+                file: 7,
+                offset: 4096,
+                len: 16384,
+            },
+            Event::CheckpointBegin { time_ns: 4, id: 1 },
+            Event::CheckpointCommit { time_ns: 5, id: 1 },
+            Event::FileTruncate {
+                time_ns: 6,
+                file: 7,
+                len: 8192,
+            },
+            Event::FileRename {
+                time_ns: 7,
+                file: 7,
+                name: "x".into(),
+            },
+            Event::FileRemove { time_ns: 8, file: 7 },
+        ]
+    }
+
+    #[test]
+    fn round_trip_and_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.trace");
+        {
+            let mut w = TraceWriter::create(&path).unwrap();
+            for e in sample() {
+                w.write(&e);
+            }
+            w.flush().unwrap();
+        }
+        let got: Vec<Event> = TraceReader::open(&path)
+            .unwrap()
+            .collect::<io::Result<_>>()
+            .unwrap();
+        assert_eq!(got, sample());
+        // Cut the last record in half: the reader stops at the last whole one.
+        let len = std::fs::metadata(&path).unwrap().len();
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(len - 3).unwrap();
+        let got: Vec<Event> = TraceReader::open(&path)
+            .unwrap()
+            .collect::<io::Result<_>>()
+            .unwrap();
+        assert_eq!(got, sample()[..sample().len() - 1].to_vec());
+    }
+
+    #[test]
+    fn bad_magic_is_an_error() {
+        let err = TraceReader::new(&b"NOTATRACE"[..]).err().unwrap();
+        assert!(err.to_string().contains("bad magic"));
+    }
+}
