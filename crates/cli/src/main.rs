@@ -1,1 +1,25 @@
-fn main() {}
+//! The `flashdoc` command.
+
+use clap::{Parser, Subcommand};
+
+mod ssd_cmd;
+
+#[derive(Parser)]
+#[command(name = "flashdoc", version, about = "flashdoc: a flash-aware document database and the lab that measures it")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The SSD simulator: replay traces, validate the model against theory.
+    Ssd(ssd_cmd::SsdArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Ssd(args) => ssd_cmd::run(args),
+    }
+}

@@ -1,1 +1,29 @@
-//! (being written)
+//! flashdoc's storage engine: a WiredTiger-style copy-on-write B+tree over an extent block
+//! manager, with a cache and eviction, checkpoints, a journal and recovery, behind a pluggable
+//! KV interface. See docs/engine.md.
+//!
+//! Modules follow WiredTiger's split: `block` (extents, allocation, checkpoint lists),
+//! `page` (page formats), `btree` (tree, reconciliation, splits), `cache` (accounting),
+//! `journal` (write-ahead log), `meta` (metadata commit, process lock), `engine` (write path,
+//! eviction, checkpoints, recovery), `memory` (the in-memory engine).
+
+pub mod block;
+pub mod btree;
+pub mod cache;
+pub mod config;
+pub mod cursor;
+pub mod engine;
+pub mod error;
+pub mod events;
+pub mod journal;
+pub mod kv;
+pub mod memory;
+pub mod meta;
+pub mod page;
+
+pub use config::{AllocPolicy, Compressor, EngineConfig, EngineKind, TableConfig, TableKind};
+pub use engine::{open_engine, DiskEngine};
+pub use error::{Error, Result};
+pub use journal::{JournalCompressor, JournalConfig, Lsn};
+pub use kv::{Direction, KvCursor, KvEngine, KvPair, TableId, WriteBatch, WriteOp, WriteOptions};
+pub use memory::MemEngine;

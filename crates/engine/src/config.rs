@@ -1,0 +1,314 @@
+//! Engine and table configuration, with MongoDB's defaults (see docs/engine.md for sources).
+
+use crate::error::{Error, Result};
+use crate::journal::JournalConfig;
+use placement::{FileKind, Observer};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The allocation unit: every block is a multiple of it (WiredTiger's `allocation_size`).
+pub const ALLOC_UNIT: u64 = 4096;
+
+/// Block compression.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Compressor {
+    None,
+    Snappy,
+    Zlib,
+    Zstd,
+}
+
+impl Compressor {
+    pub const ALL: [Compressor; 4] = [
+        Compressor::None,
+        Compressor::Snappy,
+        Compressor::Zlib,
+        Compressor::Zstd,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Compressor::None => "none",
+            Compressor::Snappy => "snappy",
+            Compressor::Zlib => "zlib",
+            Compressor::Zstd => "zstd",
+        }
+    }
+}
+
+impl FromStr for Compressor {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" | "" => Ok(Compressor::None),
+            "snappy" => Ok(Compressor::Snappy),
+            "zlib" => Ok(Compressor::Zlib),
+            "zstd" => Ok(Compressor::Zstd),
+            _ => Err(Error::Config(format!(
+                "unknown block compressor {s:?} (expected none, snappy, zlib or zstd)"
+            ))),
+        }
+    }
+}
+
+/// Where the block manager puts a new block (WiredTiger's `block_allocation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AllocPolicy {
+    /// Smallest free extent that fits, lowest offset among equals (the default).
+    Best,
+    /// Lowest-offset free extent that fits.
+    First,
+    /// Always at the end of the file.
+    Append,
+}
+
+impl FromStr for AllocPolicy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "best" => Ok(AllocPolicy::Best),
+            "first" => Ok(AllocPolicy::First),
+            "append" => Ok(AllocPolicy::Append),
+            _ => Err(Error::Config(format!(
+                "unknown block allocation {s:?} (expected best, first or append)"
+            ))),
+        }
+    }
+}
+
+/// Per-table settings. Fixed when the table is created and stored in the metadata.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableConfig {
+    /// Collection or index (decides defaults and the file name; reported with every write).
+    pub kind: TableKind,
+    /// The table is a collection's `_id` index (reported for analysis only).
+    #[serde(default)]
+    pub id_index: bool,
+    pub internal_page_max: u32,
+    pub leaf_page_max: u32,
+    /// Values longer than this go to overflow blocks.
+    pub leaf_value_max: u32,
+    /// An in-memory leaf larger than this is reconciled (and split) by the thread that grew it.
+    pub memory_page_max: u64,
+    pub compressor: Compressor,
+    pub prefix_compression: bool,
+    pub allocation: AllocPolicy,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TableKind {
+    Collection,
+    Index,
+}
+
+impl TableKind {
+    pub fn file_kind(self) -> FileKind {
+        match self {
+            TableKind::Collection => FileKind::Collection,
+            TableKind::Index => FileKind::Index,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            TableKind::Collection => "collection",
+            TableKind::Index => "index",
+        }
+    }
+}
+
+impl TableConfig {
+    /// MongoDB's collection table: 4 KB internal, 32 KB leaf pages, snappy, no prefix compression,
+    /// `memory_page_max=10m` (wiredtiger_record_store.cpp).
+    pub fn collection() -> Self {
+        TableConfig {
+            kind: TableKind::Collection,
+            id_index: false,
+            internal_page_max: 4096,
+            leaf_page_max: 32 * 1024,
+            leaf_value_max: 32 * 1024,
+            memory_page_max: 10 << 20,
+            compressor: Compressor::Snappy,
+            prefix_compression: false,
+            allocation: AllocPolicy::Best,
+        }
+    }
+
+    /// MongoDB's index table: 16 KB internal and leaf pages, prefix compression, no block
+    /// compression (wiredtiger_index.cpp), WiredTiger's 5 MB `memory_page_max`.
+    pub fn index() -> Self {
+        TableConfig {
+            kind: TableKind::Index,
+            id_index: false,
+            internal_page_max: 16 * 1024,
+            leaf_page_max: 16 * 1024,
+            leaf_value_max: 16 * 1024,
+            memory_page_max: 5 << 20,
+            compressor: Compressor::None,
+            prefix_compression: true,
+            allocation: AllocPolicy::Best,
+        }
+    }
+
+    pub fn with_leaf_page_max(mut self, bytes: u32) -> Self {
+        self.leaf_page_max = bytes;
+        self.leaf_value_max = bytes;
+        self
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        let ok = |v: u32| v as u64 >= ALLOC_UNIT && v as u64 % ALLOC_UNIT == 0 && v <= 512 << 20;
+        if !ok(self.internal_page_max) || !ok(self.leaf_page_max) {
+            return Err(Error::Config(format!(
+                "page sizes must be multiples of 4 KB between 4 KB and 512 MB (internal {}, leaf {})",
+                self.internal_page_max, self.leaf_page_max
+            )));
+        }
+        if self.leaf_value_max < 64 {
+            return Err(Error::Config("leaf_value_max must be at least 64 bytes".into()));
+        }
+        Ok(())
+    }
+
+    /// The size reconciliation fills a page to before it starts another: 90% of the maximum,
+    /// rounded to the nearest allocation unit (WiredTiger's `split_pct=90`); when rounding
+    /// reaches the maximum itself, the unrounded 90% is used, as WiredTiger does.
+    pub fn split_size(&self, page_max: u32) -> usize {
+        let raw = page_max as u64 * 90 / 100;
+        let rounded = (raw + ALLOC_UNIT / 2) / ALLOC_UNIT * ALLOC_UNIT;
+        if rounded >= page_max as u64 || rounded == 0 {
+            raw as usize
+        } else {
+            rounded as usize
+        }
+    }
+}
+
+/// Which engine sits behind the KV interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineKind {
+    /// The on-disk copy-on-write B+tree engine (MongoDB's `wiredTiger` name is accepted too).
+    Disk,
+    /// Everything in memory, nothing on disk.
+    InMemory,
+}
+
+impl FromStr for EngineKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "wiredTiger" | "wiredtiger" | "flashdoc" | "disk" => Ok(EngineKind::Disk),
+            "inMemory" | "inmemory" | "memory" => Ok(EngineKind::InMemory),
+            _ => Err(Error::Config(format!(
+                "unknown storage engine {s:?} (expected wiredTiger or inMemory)"
+            ))),
+        }
+    }
+}
+
+/// Engine-wide settings.
+#[derive(Clone)]
+pub struct EngineConfig {
+    pub db_path: PathBuf,
+    /// Cache budget in bytes.
+    pub cache_size: u64,
+    /// Eviction thresholds in percent of the cache (WiredTiger's defaults 80/95/5/20).
+    pub eviction_target: u8,
+    pub eviction_trigger: u8,
+    pub eviction_dirty_target: u8,
+    pub eviction_dirty_trigger: u8,
+    /// `None` disables the journal: then only checkpointed data survives a crash.
+    pub journal: Option<JournalConfig>,
+    /// Time between the end of one checkpoint and the start of the next (MongoDB `syncPeriodSecs`).
+    /// `None`: checkpoints only on demand.
+    pub checkpoint_interval: Option<Duration>,
+    /// Also checkpoint after this many journal bytes (MongoDB 3.x: 2 GB).
+    pub checkpoint_log_size: Option<u64>,
+    /// Receives every I/O event; `None` costs nothing.
+    pub observer: Option<Arc<dyn Observer>>,
+}
+
+impl EngineConfig {
+    pub fn new(db_path: impl Into<PathBuf>) -> Self {
+        let db_path = db_path.into();
+        EngineConfig {
+            journal: Some(JournalConfig {
+                dir: db_path.join("journal"),
+                ..JournalConfig::default()
+            }),
+            db_path,
+            cache_size: default_cache_size(),
+            eviction_target: 80,
+            eviction_trigger: 95,
+            eviction_dirty_target: 5,
+            eviction_dirty_trigger: 20,
+            checkpoint_interval: Some(Duration::from_secs(60)),
+            checkpoint_log_size: None,
+            observer: None,
+        }
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.cache_size < 64 * 1024 {
+            return Err(Error::Config(format!(
+                "cache size {} bytes is too small (minimum 64 KiB)",
+                self.cache_size
+            )));
+        }
+        let pct = [
+            self.eviction_target,
+            self.eviction_trigger,
+            self.eviction_dirty_target,
+            self.eviction_dirty_trigger,
+        ];
+        if pct.iter().any(|&p| p == 0 || p > 100)
+            || self.eviction_target > self.eviction_trigger
+            || self.eviction_dirty_target > self.eviction_dirty_trigger
+        {
+            return Err(Error::Config(
+                "eviction thresholds must be percentages with target <= trigger".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// MongoDB's default: max(50% of (RAM − 1 GB), 256 MB).
+pub fn default_cache_size() -> u64 {
+    let ram = physical_memory().unwrap_or(1 << 30);
+    let half = ram.saturating_sub(1 << 30) / 2;
+    half.max(256 << 20)
+}
+
+fn physical_memory() -> Option<u64> {
+    // SAFETY: sysconf has no preconditions.
+    let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    (pages > 0 && size > 0).then(|| pages as u64 * size as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_sizes_follow_wiredtiger() {
+        let c = TableConfig::collection();
+        assert_eq!(c.split_size(32 * 1024), 28 * 1024);
+        // 16 KB rounds to 16 KB, so the unrounded 90% is used.
+        assert_eq!(c.split_size(16 * 1024), 14745);
+        assert_eq!(c.split_size(4096), 3686);
+    }
+
+    #[test]
+    fn parse_names() {
+        assert_eq!("ZSTD".parse::<Compressor>().unwrap(), Compressor::Zstd);
+        assert!("lz5".parse::<Compressor>().is_err());
+        assert_eq!("first".parse::<AllocPolicy>().unwrap(), AllocPolicy::First);
+        assert_eq!("inMemory".parse::<EngineKind>().unwrap(), EngineKind::InMemory);
+    }
+}

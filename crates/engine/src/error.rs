@@ -1,0 +1,68 @@
+//! The engine's error type. Every error names what failed (file, offset, table) in plain words.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("checksum mismatch in {file} at offset {offset} (size {size}): the block is corrupt")]
+    Checksum {
+        file: PathBuf,
+        offset: u64,
+        size: u64,
+    },
+    #[error("corrupt data in {file} at offset {offset}: {what}")]
+    Corrupt {
+        file: PathBuf,
+        offset: u64,
+        what: String,
+    },
+    #[error("database directory {path} is locked by another process (lock file {lock})")]
+    Locked { path: PathBuf, lock: PathBuf },
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("no such table: {0}")]
+    NoSuchTable(String),
+    #[error("table already exists: {0}")]
+    TableExists(String),
+    #[error("key too large: {len} bytes (the limit is {max})")]
+    KeyTooLarge { len: usize, max: usize },
+    #[error("the engine is shut down or has failed: {0}")]
+    Closed(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// Wraps an I/O error with what was being done.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Error {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// True for "no space left on device" and "file too large" (quota) errors.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Error::Io { source, .. } => matches!(source.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EFBIG) | Some(libc::EDQUOT)),
+            _ => false,
+        }
+    }
+}
+
+/// Shorthand: `.ctx(|| format!("writing {path}"))` on an `io::Result`.
+pub trait IoContext<T> {
+    fn ctx<F: FnOnce() -> String>(self, f: F) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn ctx<F: FnOnce() -> String>(self, f: F) -> Result<T> {
+        self.map_err(|e| Error::io(f(), e))
+    }
+}

@@ -1,0 +1,97 @@
+//! The pluggable KV interface (seed 001 §10.5.1): tables of ordered byte keys → byte values,
+//! point reads, range cursors both ways, and atomic write batches across tables.
+
+use crate::config::TableConfig;
+use crate::error::Result;
+use std::ops::Bound;
+
+pub type TableId = u32;
+pub type KvPair = (Vec<u8>, Vec<u8>);
+pub type KvCursor = Box<dyn Iterator<Item = Result<KvPair>> + Send>;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteOp {
+    pub table: TableId,
+    pub key: Vec<u8>,
+    /// `None` deletes the key.
+    pub value: Option<Vec<u8>>,
+}
+
+/// Updates that commit together or not at all (a document and its index entries).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WriteBatch {
+    pub ops: Vec<WriteOp>,
+}
+
+impl WriteBatch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn put(&mut self, table: TableId, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) {
+        self.ops.push(WriteOp {
+            table,
+            key: key.into(),
+            value: Some(value.into()),
+        });
+    }
+    pub fn delete(&mut self, table: TableId, key: impl Into<Vec<u8>>) {
+        self.ops.push(WriteOp {
+            table,
+            key: key.into(),
+            value: None,
+        });
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WriteOptions {
+    /// Wait until the batch is in the synced journal (MongoDB `j: true`).
+    pub sync: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Forward,
+    Reverse,
+}
+
+pub trait KvEngine: Send + Sync {
+    fn create_table(&self, name: &str, cfg: &TableConfig) -> Result<TableId>;
+    fn drop_table(&self, name: &str) -> Result<()>;
+    fn table_id(&self, name: &str) -> Option<TableId>;
+    /// Every table: (name, id, config), by name.
+    fn tables(&self) -> Vec<(String, TableId, TableConfig)>;
+    fn get(&self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    fn write(&self, batch: &WriteBatch, opts: WriteOptions) -> Result<()>;
+    /// Entries with keys in (lower, upper), ascending or descending. The cursor sees each
+    /// key's newest value when it reaches it (no snapshot across pages).
+    fn scan(
+        &self,
+        table: TableId,
+        lower: Bound<Vec<u8>>,
+        upper: Bound<Vec<u8>>,
+        direction: Direction,
+    ) -> Result<KvCursor>;
+    /// Makes everything written so far durable as a checkpoint.
+    fn checkpoint(&self) -> Result<()>;
+    /// Waits until everything written so far is in the synced journal.
+    fn sync(&self) -> Result<()>;
+    /// Statistics for serverStatus / benchmarks.
+    fn stats(&self) -> serde_json::Value;
+    /// Flushes and releases the database; further calls fail.
+    fn close(&self) -> Result<()>;
+
+    fn put(&self, table: TableId, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(table, key, value);
+        self.write(&b, WriteOptions::default())
+    }
+    fn delete(&self, table: TableId, key: &[u8]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(table, key);
+        self.write(&b, WriteOptions::default())
+    }
+}
