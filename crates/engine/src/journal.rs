@@ -1,0 +1,763 @@
+//! The journal (write-ahead log), after WiredTiger's log as MongoDB runs it.
+//!
+//! Records go to numbered files `journal/FlashdocLog.NNNNNNNNNN` of `file_max` bytes (100 MiB),
+//! preallocated when created. An [`Lsn`] is (file number, byte offset). Appending only copies the
+//! framed record into an in-memory group-commit buffer, because the engine appends while holding
+//! page latches; a flusher thread writes the buffer with positioned writes and fdatasyncs it every
+//! `commit_interval` (MongoDB's JournalFlusher: 100 ms), or at once when someone waits in
+//! [`Journal::sync_to`] (`j:true`). Every open starts a new file, so an old, possibly torn, tail is
+//! never appended to. Whole files older than a checkpoint's LSN are removed by
+//! [`Journal::remove_before`]. The on-disk format is in `docs/journal.md` and `journal/format.rs`.
+
+mod format;
+mod replay;
+#[cfg(test)]
+mod tests;
+
+pub use replay::{replay, ReplayOutcome};
+
+use crate::error::{Error, IoContext, Result};
+use crate::events::Events;
+use format::{EncodedRecord, FileHeader, FILE_HEADER_SIZE, MAX_PAYLOAD};
+use parking_lot::{Condvar, Mutex};
+use placement::{Event, FileId, FileKind, PageKind, WriteEvent};
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JournalCompressor {
+    None,
+    Snappy,
+    Zstd,
+}
+
+impl FromStr for JournalCompressor {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" => Ok(JournalCompressor::None),
+            "snappy" => Ok(JournalCompressor::Snappy),
+            "zstd" => Ok(JournalCompressor::Zstd),
+            _ => Err(Error::Config(format!(
+                "unknown journal compressor {s:?} (expected none, snappy or zstd)"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for JournalCompressor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            JournalCompressor::None => "none",
+            JournalCompressor::Snappy => "snappy",
+            JournalCompressor::Zstd => "zstd",
+        })
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct JournalConfig {
+    /// The journal directory (dbPath/journal); created if missing.
+    pub dir: PathBuf,
+    /// Size of a journal file; 64 KiB to 2 GiB.
+    pub file_max: u64,
+    /// Group-commit sync period (MongoDB's commitIntervalMs).
+    pub commit_interval: Duration,
+    pub compressor: JournalCompressor,
+    /// Allocate new files to `file_max` before use, so that running out of space shows up when a
+    /// file is created rather than in the middle of a write, and appends do not change the size.
+    pub preallocate: bool,
+}
+
+pub const MIN_FILE_MAX: u64 = 64 << 10;
+pub const MAX_FILE_MAX: u64 = 2 << 30;
+
+impl Default for JournalConfig {
+    fn default() -> Self {
+        JournalConfig {
+            dir: PathBuf::from("journal"),
+            file_max: 100 << 20,
+            commit_interval: Duration::from_millis(100),
+            compressor: JournalCompressor::Snappy,
+            preallocate: true,
+        }
+    }
+}
+
+impl JournalConfig {
+    fn validate(&self) -> Result<()> {
+        if !(MIN_FILE_MAX..=MAX_FILE_MAX).contains(&self.file_max) {
+            return Err(Error::Config(format!(
+                "journal file_max {} is out of range ({MIN_FILE_MAX} to {MAX_FILE_MAX} bytes)",
+                self.file_max
+            )));
+        }
+        if self.commit_interval.is_zero() {
+            return Err(Error::Config(
+                "journal commit_interval must be greater than zero".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A position in the journal: a record's first byte.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+pub struct Lsn {
+    /// Journal file number, from 1.
+    pub file: u32,
+    pub offset: u32,
+}
+
+impl fmt::Display for Lsn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.file, self.offset)
+    }
+}
+
+/// Counters for serverStatus.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct JournalStats {
+    pub records: u64,
+    /// Payload bytes appended, before compression.
+    pub bytes_appended: u64,
+    /// Bytes written to journal files (records with headers and padding, file headers).
+    pub bytes_written: u64,
+    pub writes: u64,
+    pub syncs: u64,
+    pub files_created: u64,
+    pub files_removed: u64,
+    pub current_file: u64,
+}
+
+/// Wake the flusher early once this much is buffered, so a write burst turns into a few
+/// large writes instead of one huge one every commit interval.
+const FLUSH_BYTES: u64 = 4 << 20;
+/// `throttle` blocks while more than this is appended but not yet written.
+const MAX_BUFFERED: u64 = 32 << 20;
+/// Initial capacity of a group-commit buffer.
+const CHUNK_CAPACITY: usize = 1 << 20;
+/// Emptied buffers kept for reuse, so appends rarely grow a buffer under the mutex.
+const SPARE_BUFFERS: usize = 2;
+/// A buffer grown by a huge record is freed rather than kept.
+const MAX_SPARE_CAPACITY: usize = 16 << 20;
+
+pub struct Journal {
+    shared: Arc<Shared>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// What the appenders and the flusher thread share.
+struct Shared {
+    cfg: JournalConfig,
+    events: Arc<Events>,
+    state: Mutex<State>,
+    /// Wakes the flusher: a sync was asked for, the buffer is large, or close.
+    flusher_wake: Condvar,
+    /// Signalled when `durable` advances, the journal fails or the flusher exits.
+    durable_changed: Condvar,
+    /// Signalled when buffered bytes have been written (for `throttle`).
+    written: Condvar,
+    /// Trace ids of journal files, by file number.
+    file_ids: Mutex<HashMap<u32, FileId>>,
+    stats: Counters,
+}
+
+struct State {
+    /// The LSN of the next record.
+    next: Lsn,
+    /// Size of file `next.file`: `file_max`, or more for a file holding one oversized record.
+    cur_cap: u64,
+    /// Appended records not yet handed to the flusher, one buffer per file.
+    pending: Vec<Chunk>,
+    spare: Vec<Vec<u8>>,
+    /// Appended bytes not yet written.
+    buffered: u64,
+    /// Every record with an lsn below this is written and synced.
+    durable: Lsn,
+    sync_requested: bool,
+    closing: bool,
+    flusher_exited: bool,
+    failure: Option<Failure>,
+}
+
+/// Records bound for one file, contiguous from `offset`.
+struct Chunk {
+    file: u32,
+    offset: u32,
+    /// Size to create the file with, if the flusher has to create it.
+    cap: u64,
+    bytes: Vec<u8>,
+}
+
+/// A failed write or sync, kept so that every later caller gets the same error.
+#[derive(Clone)]
+struct Failure {
+    context: String,
+    raw_os_error: Option<i32>,
+    kind: std::io::ErrorKind,
+    message: String,
+}
+
+impl Failure {
+    fn new(e: &Error) -> Failure {
+        match e {
+            Error::Io { context, source } => Failure {
+                context: context.clone(),
+                raw_os_error: source.raw_os_error(),
+                kind: source.kind(),
+                message: source.to_string(),
+            },
+            other => Failure {
+                context: other.to_string(),
+                raw_os_error: None,
+                kind: std::io::ErrorKind::Other,
+                message: "journal failed".into(),
+            },
+        }
+    }
+
+    fn to_error(&self) -> Error {
+        let source = match self.raw_os_error {
+            Some(code) => std::io::Error::from_raw_os_error(code),
+            None => std::io::Error::new(self.kind, self.message.clone()),
+        };
+        Error::io(
+            format!(
+                "{} (the journal has failed and accepts no more records)",
+                self.context
+            ),
+            source,
+        )
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    records: AtomicU64,
+    bytes_appended: AtomicU64,
+    bytes_written: AtomicU64,
+    writes: AtomicU64,
+    syncs: AtomicU64,
+    files_created: AtomicU64,
+    files_removed: AtomicU64,
+    current_file: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64, by: u64) {
+    counter.fetch_add(by, Ordering::Relaxed);
+}
+
+impl Journal {
+    /// Opens for appending: starts a new file numbered one past the highest existing file (an old
+    /// file's tail may be torn, so it is never appended to), and starts the flusher thread.
+    pub fn open(cfg: JournalConfig, events: Arc<Events>) -> Result<Arc<Journal>> {
+        cfg.validate()?;
+        std::fs::create_dir_all(&cfg.dir)
+            .ctx(|| format!("creating journal directory {}", cfg.dir.display()))?;
+        let number = replay::list_files(&cfg.dir)?.last().map_or(1, |n| n + 1);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                next: Lsn {
+                    file: number,
+                    offset: FILE_HEADER_SIZE,
+                },
+                cur_cap: file_capacity(cfg.file_max),
+                pending: Vec::new(),
+                spare: Vec::new(),
+                buffered: 0,
+                durable: Lsn {
+                    file: number,
+                    offset: FILE_HEADER_SIZE,
+                },
+                sync_requested: false,
+                closing: false,
+                flusher_exited: false,
+                failure: None,
+            }),
+            cfg,
+            events,
+            flusher_wake: Condvar::new(),
+            durable_changed: Condvar::new(),
+            written: Condvar::new(),
+            file_ids: Mutex::new(HashMap::new()),
+            stats: Counters::default(),
+        });
+        let header = FileHeader {
+            number,
+            file_max: shared.cfg.file_max,
+            session_start: true,
+            prev_end: Lsn::default(),
+        };
+        let first = shared.create_file(header, file_capacity(shared.cfg.file_max))?;
+        let flusher_shared = Arc::clone(&shared);
+        let flusher = std::thread::Builder::new()
+            .name("journal-flusher".into())
+            .spawn(move || Flusher::new(flusher_shared, first).run())
+            .ctx(|| "starting the journal flusher thread".to_string())?;
+        Ok(Arc::new(Journal {
+            shared,
+            flusher: Mutex::new(Some(flusher)),
+        }))
+    }
+
+    /// Appends one record and returns its LSN. Does no file I/O: the record is framed and
+    /// compressed before the mutex is taken, then copied into the group-commit buffer. A record
+    /// never spans files: if it does not fit in the rest of the current file it starts the next
+    /// one, and a record larger than `file_max` gets a file of its own sized to fit.
+    pub fn append(&self, payload: &[u8]) -> Result<Lsn> {
+        if payload.len() > MAX_PAYLOAD {
+            return Err(Error::Config(format!(
+                "journal record of {} bytes is larger than the {MAX_PAYLOAD}-byte limit",
+                payload.len()
+            )));
+        }
+        let record = EncodedRecord::encode(payload, self.shared.cfg.compressor);
+        let disk_len = record.disk_len();
+        let sh = &*self.shared;
+        let mut st = sh.state.lock();
+        if let Some(f) = &st.failure {
+            return Err(f.to_error());
+        }
+        if st.closing {
+            return Err(Error::Closed("the journal is closed".into()));
+        }
+        if st.next.offset as u64 + disk_len > st.cur_cap {
+            st.cur_cap = file_capacity(sh.cfg.file_max).max(FILE_HEADER_SIZE as u64 + disk_len);
+            st.next = Lsn {
+                file: st.next.file + 1,
+                offset: FILE_HEADER_SIZE,
+            };
+        }
+        let lsn = st.next;
+        let cap = st.cur_cap;
+        let st = &mut *st;
+        match st.pending.last_mut() {
+            Some(chunk) if chunk.file == lsn.file => record.write_to(&mut chunk.bytes),
+            _ => {
+                let mut bytes = st
+                    .spare
+                    .pop()
+                    .unwrap_or_else(|| Vec::with_capacity(CHUNK_CAPACITY));
+                record.write_to(&mut bytes);
+                st.pending.push(Chunk {
+                    file: lsn.file,
+                    offset: lsn.offset,
+                    cap,
+                    bytes,
+                });
+            }
+        }
+        st.next.offset += disk_len as u32;
+        let before = st.buffered;
+        st.buffered += disk_len;
+        if before < FLUSH_BYTES && st.buffered >= FLUSH_BYTES {
+            sh.flusher_wake.notify_one();
+        }
+        bump(&sh.stats.records, 1);
+        bump(&sh.stats.bytes_appended, payload.len() as u64);
+        Ok(lsn)
+    }
+
+    /// The LSN the next append will get, or a lower bound of it: every record appended before
+    /// this call has a smaller LSN. A checkpoint's journal position.
+    pub fn next_lsn(&self) -> Lsn {
+        self.shared.state.lock().next
+    }
+
+    /// Blocks until every record with lsn <= `lsn` is written and fdatasync'ed (`j:true`). Asks
+    /// the flusher for an immediate flush; concurrent callers share one sync.
+    pub fn sync_to(&self, lsn: Lsn) -> Result<()> {
+        self.wait_durable(Some(lsn))
+    }
+
+    /// Flushes and syncs everything appended so far.
+    pub fn sync_all(&self) -> Result<()> {
+        self.wait_durable(None)
+    }
+
+    fn wait_durable(&self, lsn: Option<Lsn>) -> Result<()> {
+        let sh = &*self.shared;
+        let mut st = sh.state.lock();
+        // Records appended after this call are not waited for.
+        let appended_end = st.next;
+        loop {
+            if st.durable >= appended_end || lsn.is_some_and(|l| st.durable > l) {
+                return Ok(());
+            }
+            if let Some(f) = &st.failure {
+                return Err(f.to_error());
+            }
+            if st.flusher_exited {
+                return Err(Error::Closed(
+                    "the journal is closed with records not yet synced".into(),
+                ));
+            }
+            st.sync_requested = true;
+            sh.flusher_wake.notify_one();
+            sh.durable_changed.wait(&mut st);
+        }
+    }
+
+    /// Backpressure: blocks while more than 32 MiB are appended but not yet written. Call it
+    /// without latches held. Returns at once if the journal has failed (the next append reports
+    /// it).
+    pub fn throttle(&self) {
+        let sh = &*self.shared;
+        let mut st = sh.state.lock();
+        while st.buffered > MAX_BUFFERED && st.failure.is_none() && !st.flusher_exited {
+            sh.flusher_wake.notify_one();
+            sh.written.wait(&mut st);
+        }
+    }
+
+    /// Deletes every whole journal file all of whose records have lsn < `lsn`, that is every file
+    /// numbered below `lsn.file`. Files the flusher may still write to are kept for a later call.
+    pub fn remove_before(&self, lsn: Lsn) -> Result<()> {
+        let sh = &*self.shared;
+        let limit = lsn.file.min(sh.state.lock().durable.file);
+        let dir = &sh.cfg.dir;
+        let mut removed = false;
+        for n in replay::list_files(dir)? {
+            if n >= limit {
+                break;
+            }
+            let path = dir.join(format::file_name(n));
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                // Someone else removed it: the goal is met.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(Error::io(
+                        format!("removing journal file {}", path.display()),
+                        e,
+                    ))
+                }
+            }
+            removed = true;
+            bump(&sh.stats.files_removed, 1);
+            // A file from an earlier run has no trace id yet; it gets one so that the removal
+            // (space given back) is still reported.
+            let id = sh.file_ids.lock().remove(&n);
+            sh.events.emit(|time_ns| Event::FileRemove {
+                time_ns,
+                file: id.unwrap_or_else(|| sh.events.new_file_id()),
+            });
+        }
+        if removed {
+            // Not needed for correctness (replay starts at the checkpoint's file), but it keeps
+            // removed files from reappearing after a crash and being removed twice.
+            sync_dir(dir)?;
+        }
+        Ok(())
+    }
+
+    /// Stops the flusher after a final flush and sync. Idempotent; also called on drop. Returns
+    /// the journal's failure, if it failed.
+    pub fn close(&self) -> Result<()> {
+        let handle = self.flusher.lock().take();
+        if let Some(handle) = handle {
+            self.shared.state.lock().closing = true;
+            self.shared.flusher_wake.notify_one();
+            if handle.join().is_err() {
+                return Err(Error::Closed("the journal flusher thread panicked".into()));
+            }
+        }
+        match &self.shared.state.lock().failure {
+            Some(f) => Err(f.to_error()),
+            None => Ok(()),
+        }
+    }
+
+    pub fn stats(&self) -> JournalStats {
+        let c = &self.shared.stats;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        JournalStats {
+            records: get(&c.records),
+            bytes_appended: get(&c.bytes_appended),
+            bytes_written: get(&c.bytes_written),
+            writes: get(&c.writes),
+            syncs: get(&c.syncs),
+            files_created: get(&c.files_created),
+            files_removed: get(&c.files_removed),
+            current_file: get(&c.current_file),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.shared.cfg.dir
+    }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        // A failure here was already reported to every append and sync after it happened.
+        let _ = self.close();
+    }
+}
+
+/// A journal file open for writing.
+struct OpenFile {
+    number: u32,
+    file: File,
+    id: FileId,
+    path: PathBuf,
+}
+
+impl Shared {
+    /// Creates a journal file, preallocates it and makes its header and its name durable, so that
+    /// replay never finds a gap in the numbering or a file without a header before a later file.
+    fn create_file(&self, header: FileHeader, cap: u64) -> Result<OpenFile> {
+        let name = format::file_name(header.number);
+        let path = self.cfg.dir.join(&name);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .ctx(|| format!("creating journal file {}", path.display()))?;
+        let id = self.events.new_file_id();
+        self.file_ids.lock().insert(header.number, id);
+        self.events.emit(|time_ns| Event::FileCreate {
+            time_ns,
+            file: id,
+            kind: FileKind::Journal,
+            name: trace_name(&self.cfg.dir, &name),
+        });
+        bump(&self.stats.files_created, 1);
+        self.stats
+            .current_file
+            .store(header.number as u64, Ordering::Relaxed);
+        let open = OpenFile {
+            number: header.number,
+            file,
+            id,
+            path,
+        };
+        if self.cfg.preallocate {
+            preallocate(&open.file, cap).ctx(|| {
+                format!(
+                    "preallocating {cap} bytes for journal file {}",
+                    open.path.display()
+                )
+            })?;
+        }
+        self.write_at(&open, &header.encode(), 0)?;
+        open.file
+            .sync_all()
+            .ctx(|| format!("syncing new journal file {}", open.path.display()))?;
+        bump(&self.stats.syncs, 1);
+        sync_dir(&self.cfg.dir)?;
+        Ok(open)
+    }
+
+    fn write_at(&self, f: &OpenFile, bytes: &[u8], offset: u64) -> Result<()> {
+        f.file.write_all_at(bytes, offset).ctx(|| {
+            format!(
+                "writing {} bytes to journal file {} at offset {offset}",
+                bytes.len(),
+                f.path.display()
+            )
+        })?;
+        bump(&self.stats.writes, 1);
+        bump(&self.stats.bytes_written, bytes.len() as u64);
+        self.events.emit(|time_ns| {
+            Event::Write(WriteEvent {
+                time_ns,
+                file: f.id,
+                file_kind: FileKind::Journal,
+                table: 0,
+                page_kind: PageKind::Log,
+                offset,
+                len: bytes.len() as u32,
+                id_index: false,
+                stream: 0,
+            })
+        });
+        Ok(())
+    }
+
+    fn sync_data(&self, f: &OpenFile) -> Result<()> {
+        f.file
+            .sync_data()
+            .ctx(|| format!("syncing journal file {}", f.path.display()))?;
+        bump(&self.stats.syncs, 1);
+        Ok(())
+    }
+}
+
+/// The usable size of a journal file: `file_max` rounded down to the record alignment, so that
+/// every file ends on a record boundary and a partial record at the end is always a tear.
+fn file_capacity(file_max: u64) -> u64 {
+    file_max / format::ALIGN * format::ALIGN
+}
+
+/// The file's name as the trace shows it: relative to the database directory.
+fn trace_name(dir: &Path, name: &str) -> String {
+    match dir.file_name() {
+        Some(d) => format!("{}/{name}", d.to_string_lossy()),
+        None => name.to_string(),
+    }
+}
+
+/// Allocates `len` bytes of disk for `file`. Falls back to extending the size (a sparse file,
+/// which still reads as zeros) where the filesystem cannot allocate ahead.
+fn preallocate(file: &File, len: u64) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: fallocate only reads its integer arguments; the descriptor is open.
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if !matches!(
+            e.raw_os_error(),
+            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL)
+        ) {
+            return Err(e);
+        }
+    }
+    file.set_len(len)
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .ctx(|| format!("syncing journal directory {}", dir.display()))
+}
+
+/// The flusher thread: takes the group-commit buffer, writes it, syncs, and advances `durable`.
+/// It is the only thread that writes records, so records reach their files in LSN order.
+struct Flusher {
+    shared: Arc<Shared>,
+    file: OpenFile,
+    /// Just past the last record written.
+    written_end: Lsn,
+}
+
+impl Flusher {
+    fn new(shared: Arc<Shared>, file: OpenFile) -> Flusher {
+        let written_end = Lsn {
+            file: file.number,
+            offset: FILE_HEADER_SIZE,
+        };
+        Flusher {
+            shared,
+            file,
+            written_end,
+        }
+    }
+
+    fn run(mut self) {
+        let sh = Arc::clone(&self.shared);
+        loop {
+            let (chunks, target, closing) = {
+                let mut st = sh.state.lock();
+                while !(st.closing || st.sync_requested || st.buffered >= FLUSH_BYTES) {
+                    if sh
+                        .flusher_wake
+                        .wait_for(&mut st, sh.cfg.commit_interval)
+                        .timed_out()
+                    {
+                        break;
+                    }
+                }
+                st.sync_requested = false;
+                (std::mem::take(&mut st.pending), st.next, st.closing)
+            };
+            if !chunks.is_empty() {
+                let bytes: u64 = chunks.iter().map(|c| c.bytes.len() as u64).sum();
+                let result = self.write_and_sync(chunks, bytes);
+                let mut st = sh.state.lock();
+                match result {
+                    Ok(buffers) => {
+                        st.durable = target;
+                        for b in buffers {
+                            if st.spare.len() < SPARE_BUFFERS && b.capacity() <= MAX_SPARE_CAPACITY
+                            {
+                                st.spare.push(b);
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        // After a failed write or fsync the kernel may have dropped the dirty
+                        // pages, so retrying could report data durable that is not: the journal
+                        // stops for good and everyone waiting or appending gets the error.
+                        st.failure = Some(Failure::new(&e));
+                        st.flusher_exited = true;
+                        sh.durable_changed.notify_all();
+                        sh.written.notify_all();
+                        return;
+                    }
+                }
+                sh.durable_changed.notify_all();
+            }
+            if closing {
+                let mut st = sh.state.lock();
+                st.flusher_exited = true;
+                sh.durable_changed.notify_all();
+                sh.written.notify_all();
+                return;
+            }
+        }
+    }
+
+    /// Writes the chunks in order, creating files as the LSNs cross into them, then syncs.
+    /// Returns the emptied buffers for reuse.
+    fn write_and_sync(&mut self, chunks: Vec<Chunk>, bytes: u64) -> Result<Vec<Vec<u8>>> {
+        let sh = Arc::clone(&self.shared);
+        let mut buffers = Vec::with_capacity(chunks.len());
+        for mut chunk in chunks {
+            if chunk.file != self.file.number {
+                debug_assert_eq!(chunk.file, self.file.number + 1);
+                // Replay reads a file started inside a session only if the previous one ended
+                // cleanly, so the previous file must be durable before the next one exists.
+                sh.sync_data(&self.file)?;
+                let header = FileHeader {
+                    number: chunk.file,
+                    file_max: sh.cfg.file_max,
+                    session_start: false,
+                    prev_end: self.written_end,
+                };
+                self.file = sh.create_file(header, chunk.cap)?;
+            }
+            sh.write_at(&self.file, &chunk.bytes, chunk.offset as u64)?;
+            self.written_end = Lsn {
+                file: chunk.file,
+                offset: chunk.offset + chunk.bytes.len() as u32,
+            };
+            chunk.bytes.clear();
+            buffers.push(chunk.bytes);
+        }
+        {
+            // The bytes are in the kernel now; appenders held back by `throttle` may go on.
+            let mut st = sh.state.lock();
+            st.buffered -= bytes;
+            sh.written.notify_all();
+        }
+        sh.sync_data(&self.file)?;
+        Ok(buffers)
+    }
+}
