@@ -36,7 +36,10 @@ pub const MAX_KEY_LEN: usize = 64 * 1024;
 pub enum Value {
     Inline(Vec<u8>),
     /// Longer than `leaf_value_max`: kept in its own block; `addr` once written.
-    Overflow { data: Vec<u8>, addr: Option<Addr> },
+    Overflow {
+        data: Vec<u8>,
+        addr: Option<Addr>,
+    },
 }
 
 impl Value {
@@ -237,7 +240,19 @@ impl Table {
         ))
     }
 
-    /// Descends to the leaf whose range holds `key`.
+    /// The leaf whose range holds `key` (the hot path: no bounds copied).
+    pub fn leaf_for(&self, key: &[u8]) -> Arc<Leaf> {
+        let root = self.root.read();
+        let mut n = &*root;
+        loop {
+            match &n.children[n.child_for(key)] {
+                Child::Leaf(l) => return l.clone(),
+                Child::Node(c) => n = c,
+            }
+        }
+    }
+
+    /// Descends to the leaf whose range holds `key`, with the range's bounds.
     pub fn locate(&self, key: &[u8]) -> Located {
         let root = self.root.read();
         let (mut lower, mut upper): (Option<&[u8]>, Option<&[u8]>) = (None, None);
@@ -319,7 +334,7 @@ impl Table {
         f: impl FnOnce(&Leaf, &mut LeafState) -> R,
     ) -> Result<R> {
         loop {
-            let leaf = self.locate(key).leaf;
+            let leaf = self.leaf_for(key);
             let mut st = leaf.state.lock();
             if leaf.is_retired() {
                 drop(st);
@@ -340,7 +355,10 @@ impl Table {
         let addr = st.addr.expect("a leaf without a page has a disk image");
         let (kind, payload) = self.file.read(addr)?;
         if kind != PageKind::Leaf {
-            return Err(self.corrupt(addr.offset, format!("expected a leaf page, found {}", kind.name())));
+            return Err(self.corrupt(
+                addr.offset,
+                format!("expected a leaf page, found {}", kind.name()),
+            ));
         }
         let mut map = PageMap::new();
         let mut mem = 0usize;
@@ -442,7 +460,11 @@ impl Table {
         let page = st.page.as_mut().expect("a dirty leaf is resident");
         // Overflow values are written once and referenced by every later image.
         for v in page.values_mut() {
-            if let Value::Overflow { data, addr: a @ None } = v {
+            if let Value::Overflow {
+                data,
+                addr: a @ None,
+            } = v
+            {
                 let img = build_block(PageKind::Overflow, data, self.cfg.compressor)?;
                 *a = Some(self.file.write(&img, PageKind::Overflow, false)?);
             }
@@ -507,7 +529,11 @@ impl Table {
                 self.cache.add(mem as i64);
                 (Some(part), mem)
             };
-            let route = if i == 0 { leaf.route.clone() } else { sep.clone() };
+            let route = if i == 0 {
+                leaf.route.clone()
+            } else {
+                sep.clone()
+            };
             let l = Leaf::new(
                 self.leaf_ids.fetch_add(1, Ordering::Relaxed),
                 route,
@@ -519,8 +545,7 @@ impl Table {
                     pending_free: Vec::new(),
                 },
             );
-            l.last_access
-                .store(leaf.last_access(), Ordering::Relaxed);
+            l.last_access.store(leaf.last_access(), Ordering::Relaxed);
             new_leaves.push((sep.clone(), l));
         }
         new_leaves.reverse();
@@ -563,7 +588,10 @@ impl Table {
                 && (w.len() >= target || w.len() + w.entry_len(k, &sv) > self.leaf_split)
                 && out.len() + 1 < pieces * 2
             {
-                out.push((std::mem::take(&mut sep), std::mem::replace(&mut w, LeafWriter::new(pc)).finish()));
+                out.push((
+                    std::mem::take(&mut sep),
+                    std::mem::replace(&mut w, LeafWriter::new(pc)).finish(),
+                ));
                 sep = separator(prev_key, k);
             }
             w.push(k, &sv);
@@ -689,7 +717,11 @@ impl Table {
                         n.addr.unwrap()
                     }
                 }
-                Child::Leaf(l) => l.state.lock().addr.expect("leaves are written before internal pages"),
+                Child::Leaf(l) => l
+                    .state
+                    .lock()
+                    .addr
+                    .expect("leaves are written before internal pages"),
             };
             child_addrs.push(a);
         }
@@ -706,7 +738,11 @@ impl Table {
                 .map(|(i, k)| if i == 0 { &[][..] } else { k.as_slice() })
                 .zip(child_addrs),
         );
-        let kind = if is_root { PageKind::Root } else { PageKind::Internal };
+        let kind = if is_root {
+            PageKind::Root
+        } else {
+            PageKind::Internal
+        };
         let img = build_block(kind, &payload, self.cfg.compressor)?;
         // WiredTiger writes roots first-fit (block_ckpt.c).
         let addr = self.file.write(&img, kind, is_root)?;
@@ -833,7 +869,10 @@ fn replace_in(
             }
         }
         Child::Leaf(l) => {
-            assert!(Arc::ptr_eq(l, old), "the retired leaf is where its route leads");
+            assert!(
+                Arc::ptr_eq(l, old),
+                "the retired leaf is where its route leads"
+            );
             let mut it = new.into_iter();
             let (_, first) = it.next().expect("at least one replacement");
             node.children[i] = Child::Leaf(first);

@@ -327,7 +327,11 @@ impl Inner {
                 // A batch on a table dropped later in the log is skipped, as the drop will be.
                 let known: Vec<_> = {
                     let t = self.tables.read();
-                    batch.ops.iter().map(|o| t.by_id.contains_key(&o.table)).collect()
+                    batch
+                        .ops
+                        .iter()
+                        .map(|o| t.by_id.contains_key(&o.table))
+                        .collect()
                 };
                 let mut b = WriteBatch::new();
                 for (op, ok) in batch.ops.into_iter().zip(known) {
@@ -414,7 +418,7 @@ impl Inner {
                 .ops
                 .iter()
                 .zip(&tables)
-                .map(|(op, t)| t.locate(&op.key).leaf)
+                .map(|(op, t)| t.leaf_for(&op.key))
                 .collect();
             let op_leaf: Vec<u64> = leaves.iter().map(|l| l.id).collect();
             leaves.sort_by_key(|l| l.id);
@@ -555,7 +559,10 @@ impl Inner {
         let mut cands: Vec<(bool, u64, Arc<Table>, Arc<Leaf>)> = Vec::new();
         for t in tables {
             for l in t.leaves() {
-                let resident_dirty = l.state.try_lock().and_then(|s| s.page.as_ref().map(|_| s.dirty));
+                let resident_dirty = l
+                    .state
+                    .try_lock()
+                    .and_then(|s| s.page.as_ref().map(|_| s.dirty));
                 if let Some(d) = resident_dirty {
                     cands.push((dirty_pressure && d, l.last_access(), t.clone(), l));
                 }
@@ -581,7 +588,9 @@ impl Inner {
         match &res {
             Ok(()) => {
                 self.counters.checkpoints.fetch_add(1, Ordering::Relaxed);
-                self.counters.checkpoint_ms_last.store(ms, Ordering::Relaxed);
+                self.counters
+                    .checkpoint_ms_last
+                    .store(ms, Ordering::Relaxed);
                 self.counters
                     .checkpoint_ms_total
                     .fetch_add(ms, Ordering::Relaxed);
@@ -658,8 +667,10 @@ impl Inner {
                 })
             });
             if let Some(old) = old {
-                self.events
-                    .emit(|t| Event::FileRemove { time_ns: t, file: old });
+                self.events.emit(|t| Event::FileRemove {
+                    time_ns: t,
+                    file: old,
+                });
             }
             self.events.emit(|t| Event::FileRename {
                 time_ns: t,
@@ -684,9 +695,10 @@ impl Inner {
         cs.dropped = keep;
         for (path, fid) in gone {
             match std::fs::remove_file(&path) {
-                Ok(()) => self
-                    .events
-                    .emit(|t| Event::FileRemove { time_ns: t, file: fid }),
+                Ok(()) => self.events.emit(|t| Event::FileRemove {
+                    time_ns: t,
+                    file: fid,
+                }),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(Error::io(format!("removing {}", path.display()), e)),
             }
@@ -737,8 +749,7 @@ fn checkpoint_server(weak: Weak<Inner>) {
             .is_some_and(|iv| inner.last_checkpoint_end.lock().elapsed() >= iv);
         let due_by_log = match (&inner.journal, inner.cfg.checkpoint_log_size) {
             (Some(j), Some(limit)) => {
-                j.stats().bytes_appended
-                    - inner.journal_bytes_at_checkpoint.load(Ordering::Relaxed)
+                j.stats().bytes_appended - inner.journal_bytes_at_checkpoint.load(Ordering::Relaxed)
                     >= limit
             }
             _ => false,
