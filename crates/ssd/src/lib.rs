@@ -22,6 +22,7 @@ pub mod error;
 pub mod fs_layout;
 pub mod ftl;
 pub mod precondition;
+pub mod replay;
 pub mod theory;
 pub mod timing;
 pub mod trace;
@@ -31,4 +32,5 @@ pub use config::{DieStripe, GcDest, GcPolicy, SsdConfig, TimingConfig, PAGE_BYTE
 pub use device::{HostOp, OpKind, Report, Ssd};
 pub use error::{ConfigError, SsdError};
 
+pub use fs_layout::{AllocPolicy, FsLayout};
 pub use precondition::{PreconditionConfig, PreconditionReport};
