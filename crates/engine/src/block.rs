@@ -103,7 +103,10 @@ impl ExtentSet {
     pub fn insert(&mut self, mut off: u64, mut len: u64) {
         debug_assert!(len > 0);
         if let Some((&p, &pl)) = self.by_off.range(..=off).next_back() {
-            assert!(p + pl <= off, "extent [{off}, +{len}) overlaps [{p}, +{pl})");
+            assert!(
+                p + pl <= off,
+                "extent [{off}, +{len}) overlaps [{p}, +{pl})"
+            );
             if p + pl == off {
                 self.raw_remove(p);
                 off = p;
@@ -111,7 +114,10 @@ impl ExtentSet {
             }
         }
         if let Some((&n, &nl)) = self.by_off.range(off + 1..).next() {
-            assert!(off + len <= n, "extent [{off}, +{len}) overlaps [{n}, +{nl})");
+            assert!(
+                off + len <= n,
+                "extent [{off}, +{len}) overlaps [{n}, +{nl})"
+            );
             if off + len == n {
                 self.raw_remove(n);
                 len += nl;
@@ -145,7 +151,11 @@ impl ExtentSet {
     }
     /// Takes `len` bytes from the lowest-offset fitting extent.
     fn take_first(&mut self, len: u64) -> Option<u64> {
-        let off = self.by_off.iter().find(|(_, &l)| l >= len).map(|(&o, _)| o)?;
+        let off = self
+            .by_off
+            .iter()
+            .find(|(_, &l)| l >= len)
+            .map(|(&o, _)| o)?;
         self.take_at(off, len);
         Some(off)
     }
@@ -565,12 +575,16 @@ impl BlockFile {
             return Err(bad());
         }
         let kind = PageKind::from_u8(buf[4]).ok_or_else(bad)?;
-        let payload = decompress(buf[5], &buf[BLOCK_HEADER..BLOCK_HEADER + stored_len], mem_len)
-            .map_err(|what| Error::Corrupt {
-                file: self.path.clone(),
-                offset: addr.offset,
-                what,
-            })?;
+        let payload = decompress(
+            buf[5],
+            &buf[BLOCK_HEADER..BLOCK_HEADER + stored_len],
+            mem_len,
+        )
+        .map_err(|what| Error::Corrupt {
+            file: self.path.clone(),
+            offset: addr.offset,
+            what,
+        })?;
         Ok((kind, payload))
     }
 
@@ -619,8 +633,7 @@ impl BlockFile {
         } else {
             round_up(BLOCK_HEADER + est(st.discard.len())) as u64
         };
-        let avail_len =
-            round_up(BLOCK_HEADER + est(st.avail.len() + st.discard.len() + 3)) as u64;
+        let avail_len = round_up(BLOCK_HEADER + est(st.avail.len() + st.discard.len() + 3)) as u64;
         let policy = self.policy;
         let alloc_off = Self::allocate(&mut st, policy, alloc_len, true);
         let disc_off = (disc_len > 0).then(|| Self::allocate(&mut st, policy, disc_len, true));
@@ -700,9 +713,13 @@ impl BlockFile {
             Err(e) => {
                 // The list blocks were never referenced: their space is free again. The old
                 // lists stay referenced by the durable checkpoint.
-                for (off, len) in [Some((alloc_off, alloc_len)), disc_off.map(|o| (o, disc_len)), Some((avail_off, avail_len))]
-                    .into_iter()
-                    .flatten()
+                for (off, len) in [
+                    Some((alloc_off, alloc_len)),
+                    disc_off.map(|o| (o, disc_len)),
+                    Some((avail_off, avail_len)),
+                ]
+                .into_iter()
+                .flatten()
                 {
                     st.avail.insert(off, len);
                 }
@@ -834,7 +851,11 @@ mod tests {
         let b = bf.write(&img, PageKind::Leaf, false).unwrap();
         assert_eq!(b.offset, 4096);
         let root = bf
-            .write(&build_block(PageKind::Root, &[1], Compressor::None).unwrap(), PageKind::Root, true)
+            .write(
+                &build_block(PageKind::Root, &[1], Compressor::None).unwrap(),
+                PageKind::Root,
+                true,
+            )
             .unwrap();
         bf.checkpoint(root).unwrap();
         bf.resolve();
@@ -843,7 +864,11 @@ mod tests {
         let c = bf.write(&img, PageKind::Leaf, false).unwrap();
         assert_ne!(c.offset, b.offset);
         let root2 = bf
-            .write(&build_block(PageKind::Root, &[2], Compressor::None).unwrap(), PageKind::Root, true)
+            .write(
+                &build_block(PageKind::Root, &[2], Compressor::None).unwrap(),
+                PageKind::Root,
+                true,
+            )
             .unwrap();
         bf.free(root);
         bf.checkpoint(root2).unwrap();
@@ -852,7 +877,10 @@ mod tests {
         assert_ne!(d.offset, b.offset);
         bf.resolve();
         let e = bf.write(&img, PageKind::Leaf, false).unwrap();
-        assert_eq!(e.offset, b.offset, "after the next durable checkpoint, b's space is reused");
+        assert_eq!(
+            e.offset, b.offset,
+            "after the next durable checkpoint, b's space is reused"
+        );
         assert_eq!(bf.read(e).unwrap().1, vec![7u8; 5000]);
     }
 
@@ -888,11 +916,21 @@ mod tests {
         let ev = Arc::new(Events::new(None));
         let bf = BlockFile::create(&path, tag(), AllocPolicy::Best, ev).unwrap();
         let a = bf
-            .write(&build_block(PageKind::Leaf, b"hello", Compressor::None).unwrap(), PageKind::Leaf, false)
+            .write(
+                &build_block(PageKind::Leaf, b"hello", Compressor::None).unwrap(),
+                PageKind::Leaf,
+                false,
+            )
             .unwrap();
         let f = OpenOptions::new().write(true).open(&path).unwrap();
-        f.write_all_at(b"J", a.offset + BLOCK_HEADER as u64).unwrap();
+        f.write_all_at(b"J", a.offset + BLOCK_HEADER as u64)
+            .unwrap();
         let err = bf.read(a).unwrap_err().to_string();
-        assert!(err.contains("checksum") && err.contains("offset 4096") && err.contains(&path.display().to_string()), "{err}");
+        assert!(
+            err.contains("checksum")
+                && err.contains("offset 4096")
+                && err.contains(&path.display().to_string()),
+            "{err}"
+        );
     }
 }

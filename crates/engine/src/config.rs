@@ -169,7 +169,9 @@ impl TableConfig {
             )));
         }
         if self.leaf_value_max < 64 {
-            return Err(Error::Config("leaf_value_max must be at least 64 bytes".into()));
+            return Err(Error::Config(
+                "leaf_value_max must be at least 64 bytes".into(),
+            ));
         }
         Ok(())
     }
@@ -309,6 +311,9 @@ mod tests {
         assert_eq!("ZSTD".parse::<Compressor>().unwrap(), Compressor::Zstd);
         assert!("lz5".parse::<Compressor>().is_err());
         assert_eq!("first".parse::<AllocPolicy>().unwrap(), AllocPolicy::First);
-        assert_eq!("inMemory".parse::<EngineKind>().unwrap(), EngineKind::InMemory);
+        assert_eq!(
+            "inMemory".parse::<EngineKind>().unwrap(),
+            EngineKind::InMemory
+        );
     }
 }

@@ -91,7 +91,9 @@ impl Iterator for BatchedCursor {
 pub fn empty_range(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
     match (lo, hi) {
         (Bound::Included(a), Bound::Included(b)) => a > b,
-        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => a >= b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+            a >= b
+        }
         _ => false,
     }
 }

@@ -50,7 +50,10 @@ impl Error {
     /// True for "no space left on device" and "file too large" (quota) errors.
     pub fn is_disk_full(&self) -> bool {
         match self {
-            Error::Io { source, .. } => matches!(source.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EFBIG) | Some(libc::EDQUOT)),
+            Error::Io { source, .. } => matches!(
+                source.raw_os_error(),
+                Some(libc::ENOSPC) | Some(libc::EFBIG) | Some(libc::EDQUOT)
+            ),
             _ => false,
         }
     }

@@ -1,8 +1,8 @@
 //! The in-memory engine (`storage.engine: inMemory`): the same KV interface, nothing on disk.
 
 use crate::config::TableConfig;
-use crate::error::{Error, Result};
 use crate::cursor::{copy_from_map, BatchedCursor};
+use crate::error::{Error, Result};
 use crate::kv::{Direction, KvCursor, KvEngine, KvPair, TableId, WriteBatch, WriteOptions};
 use parking_lot::RwLock;
 use std::collections::{BTreeMap, HashMap};

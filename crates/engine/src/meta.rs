@@ -78,7 +78,8 @@ pub fn commit(dir: &Path, meta: &Metadata) -> Result<usize> {
     f.sync_all().ctx(|| format!("fsync {}", tmp.display()))?;
     drop(f);
     let dst = dir.join(TURTLE);
-    std::fs::rename(&tmp, &dst).ctx(|| format!("renaming {} to {}", tmp.display(), dst.display()))?;
+    std::fs::rename(&tmp, &dst)
+        .ctx(|| format!("renaming {} to {}", tmp.display(), dst.display()))?;
     sync_dir(dir)?;
     Ok(text.len())
 }
@@ -117,7 +118,8 @@ impl ProcessLock {
             }
             return Err(Error::io(format!("locking {}", path.display()), e));
         }
-        file.set_len(0).ctx(|| format!("writing {}", path.display()))?;
+        file.set_len(0)
+            .ctx(|| format!("writing {}", path.display()))?;
         (&file)
             .write_all(format!("{}\n", std::process::id()).as_bytes())
             .ctx(|| format!("writing {}", path.display()))?;

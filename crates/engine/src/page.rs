@@ -285,11 +285,23 @@ mod tests {
     fn leaf_round_trip_with_prefix_compression() {
         for pc in [false, true] {
             let mut w = LeafWriter::new(pc);
-            let keys: Vec<Vec<u8>> = (0..50).map(|i| format!("user{:08}", i * 7).into_bytes()).collect();
-            let ovfl = Addr { offset: 8192, size: 4096, checksum: 9 };
+            let keys: Vec<Vec<u8>> = (0..50)
+                .map(|i| format!("user{:08}", i * 7).into_bytes())
+                .collect();
+            let ovfl = Addr {
+                offset: 8192,
+                size: 4096,
+                checksum: 9,
+            };
             for (i, k) in keys.iter().enumerate() {
                 if i == 3 {
-                    w.push(k, &StoredValue::Overflow { addr: ovfl, len: 99999 });
+                    w.push(
+                        k,
+                        &StoredValue::Overflow {
+                            addr: ovfl,
+                            len: 99999,
+                        },
+                    );
                 } else {
                     w.push(k, &StoredValue::Inline(k));
                 }
@@ -321,7 +333,18 @@ mod tests {
         for cut in 0..buf.len() {
             assert!(decode_leaf(&buf[..cut], |_, _| {}).is_err());
         }
-        let ints = encode_internal(0, [(&b""[..], Addr { offset: 4096, size: 4096, checksum: 1 })].into_iter());
+        let ints = encode_internal(
+            0,
+            [(
+                &b""[..],
+                Addr {
+                    offset: 4096,
+                    size: 4096,
+                    checksum: 1,
+                },
+            )]
+            .into_iter(),
+        );
         assert!(decode_internal(&ints[..ints.len() - 1]).is_err());
         let ext = encode_extents(100, [(4096u64, 4096u64)].into_iter());
         assert!(decode_extents(&ext).is_err(), "extent past the file size");

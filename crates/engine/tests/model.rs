@@ -110,11 +110,20 @@ fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize) {
             }
             50..=69 => {
                 let k = key(&mut rng);
-                assert_eq!(eng.get(tid, &k).unwrap(), models[t].get(&k).cloned(), "{}", ctx(step));
+                assert_eq!(
+                    eng.get(tid, &k).unwrap(),
+                    models[t].get(&k).cloned(),
+                    "{}",
+                    ctx(step)
+                );
             }
             70..=79 => {
                 let (lo, hi) = (bound(&mut rng), bound(&mut rng));
-                let d = if rng.gen() { Direction::Forward } else { Direction::Reverse };
+                let d = if rng.gen() {
+                    Direction::Forward
+                } else {
+                    Direction::Reverse
+                };
                 let limit = rng.gen_range(1..400);
                 let got: Vec<_> = eng
                     .scan(tid, lo.clone(), hi.clone(), d)
@@ -122,7 +131,10 @@ fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize) {
                     .take(limit)
                     .collect::<Result<_, _>>()
                     .unwrap();
-                let want: Vec<_> = model_range(&models[t], &lo, &hi, d).into_iter().take(limit).collect();
+                let want: Vec<_> = model_range(&models[t], &lo, &hi, d)
+                    .into_iter()
+                    .take(limit)
+                    .collect();
                 assert_eq!(got, want, "{} scan {lo:?}..{hi:?} {d:?}", ctx(step));
             }
             80..=92 => {
@@ -141,7 +153,13 @@ fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize) {
                         models[t].insert(k, v);
                     }
                 }
-                eng.write(&b, WriteOptions { sync: rng.gen_range(0..8) == 0 }).unwrap();
+                eng.write(
+                    &b,
+                    WriteOptions {
+                        sync: rng.gen_range(0..8) == 0,
+                    },
+                )
+                .unwrap();
             }
             93..=96 => eng.checkpoint().unwrap(),
             _ => {
@@ -151,7 +169,12 @@ fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize) {
                 eng.close().unwrap();
                 drop(eng);
                 eng = DiskEngine::open(config(dir.path())).unwrap();
-                assert_eq!(eng.verify().unwrap() as usize, models[0].len() + models[1].len(), "{}", ctx(step));
+                assert_eq!(
+                    eng.verify().unwrap() as usize,
+                    models[0].len() + models[1].len(),
+                    "{}",
+                    ctx(step)
+                );
             }
         }
     }
@@ -160,7 +183,14 @@ fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize) {
     evicted += st["cache"]["pages_evicted"].as_u64().unwrap();
     read += st["cache"]["pages_read"].as_u64().unwrap();
     assert!(evicted > 0 && read > 0, "evicted {evicted} read {read}");
-    assert!(st["tables"].as_array().unwrap().iter().any(|t| t["leaves"].as_u64().unwrap() > 4), "{st}");
+    assert!(
+        st["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["leaves"].as_u64().unwrap() > 4),
+        "{st}"
+    );
     // Everything, both ways, at the end, and again after a reopen.
     for round in 0..2 {
         for (t, name) in names.iter().enumerate() {
@@ -171,7 +201,12 @@ fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize) {
                     .unwrap()
                     .collect::<Result<_, _>>()
                     .unwrap();
-                assert_eq!(got, model_range(&models[t], &Bound::Unbounded, &Bound::Unbounded, d), "{} final round {round}", ctx(steps));
+                assert_eq!(
+                    got,
+                    model_range(&models[t], &Bound::Unbounded, &Bound::Unbounded, d),
+                    "{} final round {round}",
+                    ctx(steps)
+                );
             }
         }
         eng.close().unwrap();
@@ -225,8 +260,16 @@ fn in_memory_engine_matches_the_model() {
     }
     for _ in 0..100 {
         let (lo, hi) = (bound(&mut rng), bound(&mut rng));
-        let d = if rng.gen() { Direction::Forward } else { Direction::Reverse };
-        let got: Vec<_> = eng.scan(t, lo.clone(), hi.clone(), d).unwrap().collect::<Result<_, _>>().unwrap();
+        let d = if rng.gen() {
+            Direction::Forward
+        } else {
+            Direction::Reverse
+        };
+        let got: Vec<_> = eng
+            .scan(t, lo.clone(), hi.clone(), d)
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
         assert_eq!(got, model_range(&m, &lo, &hi, d));
     }
 }
