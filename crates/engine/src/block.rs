@@ -348,7 +348,7 @@ impl BlockFile {
         desc[12..16].copy_from_slice(&(ALLOC_UNIT as u32).to_le_bytes());
         let sum = crc32c::crc32c(&desc[..16]);
         desc[16..20].copy_from_slice(&sum.to_le_bytes());
-        bf.pwrite(&desc, 0, PageKind::Descriptor)?;
+        bf.pwrite(&desc, 0, PageKind::Descriptor, 0)?;
         Ok(bf)
     }
 
@@ -453,7 +453,7 @@ impl BlockFile {
         st.avail.bytes() + st.discard.bytes() + st.pending.bytes()
     }
 
-    fn pwrite(&self, buf: &[u8], offset: u64, kind: PageKind) -> Result<()> {
+    fn pwrite(&self, buf: &[u8], offset: u64, kind: PageKind, page_id: u64) -> Result<()> {
         self.file.write_all_at(buf, offset).ctx(|| {
             format!(
                 "writing {} bytes at offset {offset} of {}",
@@ -477,6 +477,7 @@ impl BlockFile {
                 len: buf.len() as u32,
                 id_index: tag.id_index,
                 stream: 0,
+                page_id,
             })
         });
         Ok(())
@@ -497,7 +498,14 @@ impl BlockFile {
     }
 
     /// Writes a page as a new block and returns its address. Never overwrites a live block.
-    pub fn write(&self, image: &BlockImage, kind: PageKind, first_fit: bool) -> Result<Addr> {
+    /// `page_id` names the logical page (see `placement::WriteEvent::page_id`).
+    pub fn write(
+        &self,
+        image: &BlockImage,
+        kind: PageKind,
+        first_fit: bool,
+        page_id: u64,
+    ) -> Result<Addr> {
         let len = image.buf.len() as u64;
         let offset = {
             let mut st = self.state.lock();
@@ -505,7 +513,7 @@ impl BlockFile {
             st.alloc.insert(off, len);
             off
         };
-        if let Err(e) = self.pwrite(&image.buf, offset, kind) {
+        if let Err(e) = self.pwrite(&image.buf, offset, kind, page_id) {
             // Give the space back: it was never referenced.
             let mut st = self.state.lock();
             st.alloc.remove_range(offset, len);
@@ -671,7 +679,7 @@ impl BlockFile {
             let pad = |img: &BlockImage, len: u64, off: u64| -> Result<Addr> {
                 let mut buf = img.buf.clone();
                 buf.resize(len as usize, 0);
-                self.pwrite(&buf, off, PageKind::ExtentList)?;
+                self.pwrite(&buf, off, PageKind::ExtentList, 0)?;
                 Ok(Addr {
                     offset: off,
                     size: len as u32,
@@ -844,39 +852,41 @@ mod tests {
         let ev = Arc::new(Events::new(None));
         let bf = BlockFile::create(&dir.path().join("f"), tag(), AllocPolicy::Best, ev).unwrap();
         let img = build_block(PageKind::Leaf, &[7u8; 5000], Compressor::None).unwrap();
-        let a = bf.write(&img, PageKind::Leaf, false).unwrap();
+        let a = bf.write(&img, PageKind::Leaf, false, 0).unwrap();
         assert_eq!(a.offset, 4096);
         // Freed in the interval it was allocated in: reusable at once.
         bf.free(a);
-        let b = bf.write(&img, PageKind::Leaf, false).unwrap();
+        let b = bf.write(&img, PageKind::Leaf, false, 0).unwrap();
         assert_eq!(b.offset, 4096);
         let root = bf
             .write(
                 &build_block(PageKind::Root, &[1], Compressor::None).unwrap(),
                 PageKind::Root,
                 true,
+                0,
             )
             .unwrap();
         bf.checkpoint(root).unwrap();
         bf.resolve();
         // Now b belongs to the durable checkpoint: freeing it must not make it reusable.
         bf.free(b);
-        let c = bf.write(&img, PageKind::Leaf, false).unwrap();
+        let c = bf.write(&img, PageKind::Leaf, false, 0).unwrap();
         assert_ne!(c.offset, b.offset);
         let root2 = bf
             .write(
                 &build_block(PageKind::Root, &[2], Compressor::None).unwrap(),
                 PageKind::Root,
                 true,
+                0,
             )
             .unwrap();
         bf.free(root);
         bf.checkpoint(root2).unwrap();
         // Written but not yet durable: still not reusable.
-        let d = bf.write(&img, PageKind::Leaf, false).unwrap();
+        let d = bf.write(&img, PageKind::Leaf, false, 0).unwrap();
         assert_ne!(d.offset, b.offset);
         bf.resolve();
-        let e = bf.write(&img, PageKind::Leaf, false).unwrap();
+        let e = bf.write(&img, PageKind::Leaf, false, 0).unwrap();
         assert_eq!(
             e.offset, b.offset,
             "after the next durable checkpoint, b's space is reused"
@@ -920,6 +930,7 @@ mod tests {
                 &build_block(PageKind::Leaf, b"hello", Compressor::None).unwrap(),
                 PageKind::Leaf,
                 false,
+                0,
             )
             .unwrap();
         let f = OpenOptions::new().write(true).open(&path).unwrap();

@@ -68,6 +68,9 @@ pub struct LeafState {
 pub struct Leaf {
     /// Engine-wide unique: batches latch leaves in id order.
     pub id: u64,
+    /// The logical page this leaf holds, kept across its copy-on-write moves (and by the
+    /// first piece of a split), reported with every write of it.
+    pub page_id: u64,
     /// A key that routes to this leaf (its lower bound when it was created).
     route: Vec<u8>,
     pub state: Mutex<LeafState>,
@@ -76,9 +79,10 @@ pub struct Leaf {
 }
 
 impl Leaf {
-    fn new(id: u64, route: Vec<u8>, st: LeafState) -> Arc<Leaf> {
+    fn new(id: u64, page_id: u64, route: Vec<u8>, st: LeafState) -> Arc<Leaf> {
         Arc::new(Leaf {
             id,
+            page_id,
             route,
             state: Mutex::new(st),
             last_access: AtomicU64::new(0),
@@ -104,6 +108,8 @@ struct Internal {
     level: u8,
     addr: Option<Addr>,
     dirty: AtomicBool,
+    /// The logical page id reported with this node's writes.
+    page_id: u64,
 }
 
 enum Child {
@@ -164,8 +170,10 @@ impl Table {
         cache: Arc<Cache>,
         leaf_ids: Arc<AtomicU64>,
     ) -> Table {
+        let leaf_id = leaf_ids.fetch_add(1, Ordering::Relaxed);
         let leaf = Leaf::new(
-            leaf_ids.fetch_add(1, Ordering::Relaxed),
+            leaf_id,
+            leaf_id,
             Vec::new(),
             LeafState {
                 page: Some(PageMap::new()),
@@ -181,6 +189,7 @@ impl Table {
             level: 0,
             addr: None,
             dirty: AtomicBool::new(true),
+            page_id: leaf_ids.fetch_add(1, Ordering::Relaxed),
         };
         Self::assemble(id, name, cfg, file, cache, leaf_ids, root, None)
     }
@@ -466,14 +475,24 @@ impl Table {
             } = v
             {
                 let img = build_block(PageKind::Overflow, data, self.cfg.compressor)?;
-                *a = Some(self.file.write(&img, PageKind::Overflow, false)?);
+                *a = Some(self.file.write(&img, PageKind::Overflow, false, 0)?);
             }
         }
         let chunks = self.chunk(page);
+        // The first piece keeps the page's identity; further pieces are new pages.
+        let page_ids: Vec<u64> = (0..chunks.len())
+            .map(|i| {
+                if i == 0 {
+                    leaf.page_id
+                } else {
+                    self.leaf_ids.fetch_add(1, Ordering::Relaxed)
+                }
+            })
+            .collect();
         let mut written: Vec<Addr> = Vec::with_capacity(chunks.len());
-        for (_, payload) in &chunks {
+        for ((_, payload), &pid) in chunks.iter().zip(&page_ids) {
             let res = build_block(PageKind::Leaf, payload, self.cfg.compressor)
-                .and_then(|img| self.file.write(&img, PageKind::Leaf, false));
+                .and_then(|img| self.file.write(&img, PageKind::Leaf, false, pid));
             match res {
                 Ok(a) => written.push(a),
                 Err(e) => {
@@ -536,6 +555,7 @@ impl Table {
             };
             let l = Leaf::new(
                 self.leaf_ids.fetch_add(1, Ordering::Relaxed),
+                page_ids[i],
                 route,
                 LeafState {
                     page: resident,
@@ -619,7 +639,7 @@ impl Table {
         let mut root = self.root.write();
         let split = self.internal_split;
         let max = self.cfg.internal_page_max as usize;
-        if let Some(siblings) = replace_in(&mut root, old, new, split, max) {
+        if let Some(siblings) = replace_in(&mut root, old, new, split, max, &self.leaf_ids) {
             // The root split: grow the tree by one level.
             let old_root = std::mem::replace(
                 &mut *root,
@@ -629,6 +649,7 @@ impl Table {
                     level: 0,
                     addr: None,
                     dirty: AtomicBool::new(true),
+                    page_id: 0,
                 },
             );
             let level = old_root.level + 1;
@@ -644,10 +665,11 @@ impl Table {
                 level,
                 addr: None,
                 dirty: AtomicBool::new(true),
+                page_id: self.leaf_ids.fetch_add(1, Ordering::Relaxed),
             };
             // A very wide split can leave even the new root too large.
             while root.image_len() > max && root.children.len() > 2 {
-                let pieces = split_node(&mut root, split);
+                let pieces = split_node(&mut root, split, &self.leaf_ids);
                 let old_root = std::mem::replace(
                     &mut *root,
                     Internal {
@@ -656,6 +678,7 @@ impl Table {
                         level: 0,
                         addr: None,
                         dirty: AtomicBool::new(true),
+                        page_id: 0,
                     },
                 );
                 let level = old_root.level + 1;
@@ -671,6 +694,7 @@ impl Table {
                     level,
                     addr: None,
                     dirty: AtomicBool::new(true),
+                    page_id: self.leaf_ids.fetch_add(1, Ordering::Relaxed),
                 };
             }
         }
@@ -745,7 +769,7 @@ impl Table {
         };
         let img = build_block(kind, &payload, self.cfg.compressor)?;
         // WiredTiger writes roots first-fit (block_ckpt.c).
-        let addr = self.file.write(&img, kind, is_root)?;
+        let addr = self.file.write(&img, kind, is_root, node.page_id)?;
         if let Some(old) = node.addr.replace(addr) {
             self.file.free(old);
         }
@@ -857,12 +881,13 @@ fn replace_in(
     new: Vec<(Vec<u8>, Arc<Leaf>)>,
     split: usize,
     max: usize,
+    ids: &AtomicU64,
 ) -> Option<Vec<(Vec<u8>, Box<Internal>)>> {
     node.mark_dirty();
     let i = node.child_for(&old.route);
     match &mut node.children[i] {
         Child::Node(c) => {
-            let siblings = replace_in(c, old, new, split, max)?;
+            let siblings = replace_in(c, old, new, split, max, ids)?;
             for (j, (k, n)) in siblings.into_iter().enumerate() {
                 node.keys.insert(i + 1 + j, k);
                 node.children.insert(i + 1 + j, Child::Node(n));
@@ -882,11 +907,11 @@ fn replace_in(
             }
         }
     }
-    (node.image_len() > max && node.children.len() > 1).then(|| split_node(node, split))
+    (node.image_len() > max && node.children.len() > 1).then(|| split_node(node, split, ids))
 }
 
 /// Cuts an oversized node: keeps the first piece in place, returns the others.
-fn split_node(node: &mut Internal, split: usize) -> Vec<(Vec<u8>, Box<Internal>)> {
+fn split_node(node: &mut Internal, split: usize, ids: &AtomicU64) -> Vec<(Vec<u8>, Box<Internal>)> {
     let total = node.image_len();
     let pieces = total.div_ceil(split).max(2);
     let target = total.div_ceil(pieces);
@@ -913,6 +938,7 @@ fn split_node(node: &mut Internal, split: usize) -> Vec<(Vec<u8>, Box<Internal>)
                 level: node.level,
                 addr: None,
                 dirty: AtomicBool::new(true),
+                page_id: ids.fetch_add(1, Ordering::Relaxed),
             }),
         ));
     }
@@ -947,6 +973,7 @@ fn load_internal(
         let child = if level == 0 {
             Child::Leaf(Leaf::new(
                 leaf_ids.fetch_add(1, Ordering::Relaxed),
+                leaf_ids.fetch_add(1, Ordering::Relaxed),
                 child_route,
                 LeafState {
                     page: None,
@@ -968,6 +995,7 @@ fn load_internal(
         level,
         addr: Some(addr),
         dirty: AtomicBool::new(false),
+        page_id: leaf_ids.fetch_add(1, Ordering::Relaxed),
     })
 }
 

@@ -664,6 +664,7 @@ impl Inner {
                     len: bytes as u32,
                     id_index: false,
                     stream: 0,
+                    page_id: 0,
                 })
             });
             if let Some(old) = old {

@@ -592,6 +592,7 @@ impl Shared {
                 len: bytes.len() as u32,
                 id_index: false,
                 stream: 0,
+                page_id: 0,
             })
         });
         Ok(())

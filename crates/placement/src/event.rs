@@ -87,6 +87,9 @@ pub struct WriteEvent {
     pub id_index: bool,
     /// The stream the write was issued on (0 = default stream).
     pub stream: u8,
+    /// The logical page written, stable across its copy-on-write moves (0: not a tree page,
+    /// or unknown). Lets a policy see one page's successive writes at different offsets.
+    pub page_id: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

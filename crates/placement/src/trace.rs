@@ -1,14 +1,14 @@
-//! The event trace file format (version 1). Little-endian throughout.
+//! The event trace file format (version 2). Little-endian throughout.
 //!
 //! ```text
-//! header  : 8 bytes  "FDEVTR01"
+//! header  : 8 bytes  "FDEVTR02"
 //! record  : tag u8, then the fields of that tag:
 //!   0 FileCreate      time u64, file u32, kind u8, name_len u16, name [name_len] (UTF-8)
 //!   1 FileRename      time u64, file u32, name_len u16, name [name_len]
 //!   2 FileRemove      time u64, file u32
 //!   3 FileTruncate    time u64, file u32, len u64
 //!   4 Write           time u64, file u32, file_kind u8, table u32, page_kind u8,
-//!                     offset u64, len u32, flags u8 (bit 0: id_index), stream u8
+//!                     offset u64, len u32, flags u8 (bit 0: id_index), stream u8, page_id u64
 //!   5 Free            time u64, file u32, offset u64, len u64
 //!   6 CheckpointBegin time u64, id u64
 //!   7 CheckpointCommit time u64, id u64
@@ -21,7 +21,7 @@ use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
-pub const MAGIC: &[u8; 8] = b"FDEVTR01";
+pub const MAGIC: &[u8; 8] = b"FDEVTR02";
 
 pub struct TraceWriter {
     out: BufWriter<File>,
@@ -118,6 +118,7 @@ pub fn encode(event: &Event, buf: &mut Vec<u8>) {
             buf.extend_from_slice(&w.len.to_le_bytes());
             buf.push(w.id_index as u8);
             buf.push(w.stream);
+            buf.extend_from_slice(&w.page_id.to_le_bytes());
         }
         Event::Free {
             time_ns,
@@ -250,16 +251,19 @@ impl<R: Read> TraceReader<R> {
             4 => {
                 let file = self.u32()?;
                 let fk = self.u8()?;
-                let file_kind = FileKind::from_u8(fk)
-                    .ok_or_else(|| bad(format!("event {}: bad file kind {fk}", self.events_read)))?;
+                let file_kind = FileKind::from_u8(fk).ok_or_else(|| {
+                    bad(format!("event {}: bad file kind {fk}", self.events_read))
+                })?;
                 let table = self.u32()?;
                 let pk = self.u8()?;
-                let page_kind = PageKind::from_u8(pk)
-                    .ok_or_else(|| bad(format!("event {}: bad page kind {pk}", self.events_read)))?;
+                let page_kind = PageKind::from_u8(pk).ok_or_else(|| {
+                    bad(format!("event {}: bad page kind {pk}", self.events_read))
+                })?;
                 let offset = self.u64()?;
                 let len = self.u32()?;
                 let flags = self.u8()?;
                 let stream = self.u8()?;
+                let page_id = self.u64()?;
                 Event::Write(WriteEvent {
                     time_ns,
                     file,
@@ -270,6 +274,7 @@ impl<R: Read> TraceReader<R> {
                     len,
                     id_index: flags & 1 != 0,
                     stream,
+                    page_id,
                 })
             }
             5 => Event::Free {
@@ -325,6 +330,7 @@ mod tests {
                 len: 16384,
                 id_index: true,
                 stream: 5,
+                page_id: 42,
             }),
             Event::Free {
                 time_ns: 3,
@@ -344,7 +350,10 @@ mod tests {
                 file: 7,
                 name: "x".into(),
             },
-            Event::FileRemove { time_ns: 8, file: 7 },
+            Event::FileRemove {
+                time_ns: 8,
+                file: 7,
+            },
         ]
     }
 
