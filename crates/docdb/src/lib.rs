@@ -1,0 +1,3 @@
+//! flashdoc's document layer (being written).
+pub mod error;
+pub use error::{DocError, DocResult};
