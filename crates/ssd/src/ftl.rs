@@ -109,6 +109,9 @@ pub struct WafPoint {
 
 pub struct Ftl {
     unit_pages: u32,
+    /// log2(unit_pages) when it is a power of two (the default 256): a shift instead of a
+    /// division on every page.
+    unit_shift: Option<u32>,
     units: u32,
     logical_pages: u32,
     l2p: Vec<u32>,
@@ -186,6 +189,9 @@ impl Ftl {
         let greedy = cfg.gc == GcPolicy::Greedy;
         Ok(Ftl {
             unit_pages,
+            unit_shift: unit_pages
+                .is_power_of_two()
+                .then(|| unit_pages.trailing_zeros()),
             units,
             logical_pages: cfg.logical_pages as u32,
             l2p: vec![NONE; cfg.logical_pages as usize],
@@ -341,9 +347,9 @@ impl Ftl {
         s.host_write_pages += 1;
         s.per_stream_host_pages[stream as usize] += 1;
         self.clock += 1;
-        if (ppn + 1) % self.unit_pages == 0 {
+        if self.is_last_page(ppn) {
             self.host_open[stream as usize] = None;
-            self.seal(ppn / self.unit_pages);
+            self.seal(self.unit_of(ppn));
         }
         if self.waf_interval != 0 && self.stats.host_write_pages % self.waf_interval == 0 {
             self.push_waf_point();
@@ -394,16 +400,30 @@ impl Ftl {
     }
 
     #[inline]
+    fn unit_of(&self, ppn: u32) -> u32 {
+        match self.unit_shift {
+            Some(s) => ppn >> s,
+            None => ppn / self.unit_pages,
+        }
+    }
+
+    #[inline]
+    fn is_last_page(&self, ppn: u32) -> bool {
+        self.unit_of(ppn + 1) != self.unit_of(ppn)
+    }
+
+    #[inline]
     fn place(&mut self, ppn: u32, lba: u32, stream: u8) {
         self.l2p[lba as usize] = ppn;
         self.p2l[ppn as usize] = lba;
         self.page_stream[ppn as usize] = stream;
-        self.valid[(ppn / self.unit_pages) as usize] += 1;
+        let u = self.unit_of(ppn);
+        self.valid[u as usize] += 1;
     }
 
     #[inline]
     fn invalidate(&mut self, ppn: u32) {
-        let u = ppn / self.unit_pages;
+        let u = self.unit_of(ppn);
         debug_assert!(self.p2l[ppn as usize] != NONE);
         self.p2l[ppn as usize] = NONE;
         let v = self.valid[u as usize];
@@ -613,12 +633,12 @@ impl Ftl {
             }
             self.stats.gc_copy_pages += 1;
             self.stats.per_stream_gc_pages[stream as usize] += 1;
-            if (dst + 1) % self.unit_pages == 0 {
+            if self.is_last_page(dst) {
                 match self.gc_dest {
                     GcDest::Separate => self.pools[p].gc_open = None,
                     GcDest::SameStream => self.host_open[stream as usize] = None,
                 }
-                self.seal(dst / self.unit_pages);
+                self.seal(self.unit_of(dst));
             }
         }
         self.valid[victim as usize] = 0;
@@ -662,7 +682,7 @@ impl Ftl {
                     self.p2l[ppn as usize], lba as u32,
                     "p2l/l2p disagree at lba {lba}"
                 );
-                valid[(ppn / self.unit_pages) as usize] += 1;
+                valid[self.unit_of(ppn) as usize] += 1;
             }
         }
         for (ppn, &lba) in self.p2l.iter().enumerate() {
