@@ -17,6 +17,7 @@ pub mod error;
 pub mod events;
 pub mod journal;
 pub mod kv;
+pub mod linux_io;
 pub mod memory;
 pub mod meta;
 pub mod page;
