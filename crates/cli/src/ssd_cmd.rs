@@ -221,7 +221,7 @@ fn replay(a: ReplayArgs) -> Result<()> {
         f => bail!("unknown trace format {f:?} (auto, binary, csv, blkparse, events)"),
     };
     let file_level = matches!(format, Format::CsvFile | Format::PlacementEvents);
-    if !(a.fill > 0.0 && a.fill <= 1.0) {
+    if a.fill.is_nan() || a.fill <= 0.0 || a.fill > 1.0 {
         bail!("--fill must be in (0, 1], not {}", a.fill);
     }
     let alloc = AllocPolicy::parse(&a.alloc)?;
@@ -243,7 +243,7 @@ fn replay(a: ReplayArgs) -> Result<()> {
         sized_from = Some(ext);
         pages.max(1)
     } else {
-        if !(a.capacity_gib > 0.0) {
+        if a.capacity_gib.is_nan() || a.capacity_gib <= 0.0 {
             bail!("--capacity-gib must be > 0");
         }
         (a.capacity_gib * (1u64 << 30) as f64 / ssd::PAGE_BYTES as f64).round() as u64
