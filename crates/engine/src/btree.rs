@@ -734,13 +734,10 @@ impl Table {
         let mut child_addrs = Vec::with_capacity(node.children.len());
         for c in node.children.iter_mut() {
             let a = match c {
-                Child::Node(n) => {
-                    if n.dirty.load(Ordering::Relaxed) || n.addr.is_none() {
-                        self.write_internal(n, false)?
-                    } else {
-                        n.addr.unwrap()
-                    }
-                }
+                Child::Node(n) => match n.addr {
+                    Some(a) if !n.dirty.load(Ordering::Relaxed) => a,
+                    _ => self.write_internal(n, false)?,
+                },
                 Child::Leaf(l) => l
                     .state
                     .lock()

@@ -161,7 +161,9 @@ impl TableConfig {
     }
 
     pub fn validate(&self) -> Result<()> {
-        let ok = |v: u32| v as u64 >= ALLOC_UNIT && v as u64 % ALLOC_UNIT == 0 && v <= 512 << 20;
+        let ok = |v: u32| {
+            v as u64 >= ALLOC_UNIT && (v as u64).is_multiple_of(ALLOC_UNIT) && v <= 512 << 20
+        };
         if !ok(self.internal_page_max) || !ok(self.leaf_page_max) {
             return Err(Error::Config(format!(
                 "page sizes must be multiples of 4 KB between 4 KB and 512 MB (internal {}, leaf {})",

@@ -293,7 +293,7 @@ impl Ftl {
     fn check_lba(&self, lba: u64, pages: u64) -> Result<(), SsdError> {
         if lba
             .checked_add(pages)
-            .map_or(true, |end| end > self.logical_pages as u64)
+            .is_none_or(|end| end > self.logical_pages as u64)
         {
             return Err(SsdError::OutOfRange {
                 lba,
