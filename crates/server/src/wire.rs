@@ -1,0 +1,593 @@
+//! MongoDB wire messages: the 16-byte header, OP_MSG (2013), the legacy OP_QUERY (2004) /
+//! OP_REPLY (1) handshake, and OP_COMPRESSED (2012). Parsing never trusts a length: every
+//! field is bounds-checked and a bad message is an error, never a panic.
+
+use bson::{Document, RawDocumentBuf};
+use std::fmt;
+
+pub const OP_REPLY: i32 = 1;
+pub const OP_QUERY: i32 = 2004;
+pub const OP_COMPRESSED: i32 = 2012;
+pub const OP_MSG: i32 = 2013;
+
+/// mongod's limits, advertised in the handshake.
+pub const MAX_BSON_OBJECT_SIZE: i32 = 16 * 1024 * 1024;
+pub const MAX_MESSAGE_SIZE: i32 = 48_000_000;
+pub const MAX_WRITE_BATCH_SIZE: i32 = 100_000;
+
+const CHECKSUM_PRESENT: u32 = 1;
+pub const MORE_TO_COME: u32 = 1 << 1;
+const EXHAUST_ALLOWED: u32 = 1 << 16;
+/// Flag bits a receiver must understand (the low 16); others are optional.
+const REQUIRED_MASK: u32 = 0xffff;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireError(pub String);
+
+impl fmt::Display for WireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for WireError {}
+
+fn err<T>(msg: impl Into<String>) -> Result<T, WireError> {
+    Err(WireError(msg.into()))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub length: i32,
+    pub request_id: i32,
+    pub response_to: i32,
+    pub op_code: i32,
+}
+
+impl Header {
+    pub const LEN: usize = 16;
+    pub fn parse(b: &[u8; 16]) -> Header {
+        let i = |o: usize| i32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+        Header {
+            length: i(0),
+            request_id: i(4),
+            response_to: i(8),
+            op_code: i(12),
+        }
+    }
+    /// Checks the declared length before anything is allocated for the body.
+    pub fn validate(&self) -> Result<usize, WireError> {
+        if self.length < Header::LEN as i32 {
+            return err(format!(
+                "message length {} is shorter than its header",
+                self.length
+            ));
+        }
+        if self.length > MAX_MESSAGE_SIZE {
+            return err(format!(
+                "message length {} exceeds maxMessageSizeBytes {MAX_MESSAGE_SIZE}",
+                self.length
+            ));
+        }
+        Ok(self.length as usize - Header::LEN)
+    }
+}
+
+/// A request, decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    /// OP_MSG: the body with every document sequence merged in as an array.
+    Msg {
+        flags: u32,
+        body: Document,
+        /// The compressor the request came with (replies mirror it).
+        compressor: Option<Compressor>,
+    },
+    /// Legacy OP_QUERY (only the handshake and auth commands are served over it).
+    Query { collection: String, query: Document },
+}
+
+impl Request {
+    pub fn wants_reply(&self) -> bool {
+        match self {
+            Request::Msg { flags, .. } => flags & MORE_TO_COME == 0,
+            Request::Query { .. } => true,
+        }
+    }
+    pub fn exhaust_allowed(&self) -> bool {
+        matches!(self, Request::Msg { flags, .. } if flags & EXHAUST_ALLOWED != 0)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compressor {
+    Noop,
+    Snappy,
+    Zlib,
+    Zstd,
+}
+
+impl Compressor {
+    pub fn id(self) -> u8 {
+        match self {
+            Compressor::Noop => 0,
+            Compressor::Snappy => 1,
+            Compressor::Zlib => 2,
+            Compressor::Zstd => 3,
+        }
+    }
+    pub fn from_id(id: u8) -> Option<Compressor> {
+        Some(match id {
+            0 => Compressor::Noop,
+            1 => Compressor::Snappy,
+            2 => Compressor::Zlib,
+            3 => Compressor::Zstd,
+            _ => return None,
+        })
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Compressor::Noop => "noop",
+            Compressor::Snappy => "snappy",
+            Compressor::Zlib => "zlib",
+            Compressor::Zstd => "zstd",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Compressor> {
+        Some(match s {
+            "snappy" => Compressor::Snappy,
+            "zlib" => Compressor::Zlib,
+            "zstd" => Compressor::Zstd,
+            "noop" => Compressor::Noop,
+            _ => return None,
+        })
+    }
+    fn compress(self, data: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        match self {
+            Compressor::Noop => data.to_vec(),
+            Compressor::Snappy => snap::raw::Encoder::new()
+                .compress_vec(data)
+                .expect("snappy compresses any input"),
+            Compressor::Zlib => {
+                let mut e =
+                    flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(6));
+                e.write_all(data).expect("in-memory write");
+                e.finish().expect("in-memory write")
+            }
+            Compressor::Zstd => zstd::bulk::compress(data, 6).expect("zstd compresses any input"),
+        }
+    }
+    fn decompress(self, data: &[u8], size: usize) -> Result<Vec<u8>, WireError> {
+        use std::io::Read;
+        let out = match self {
+            Compressor::Noop => data.to_vec(),
+            Compressor::Snappy => snap::raw::Decoder::new()
+                .decompress_vec(data)
+                .map_err(|e| WireError(format!("snappy: {e}")))?,
+            Compressor::Zlib => {
+                let mut out = Vec::with_capacity(size);
+                flate2::read::ZlibDecoder::new(data)
+                    .take(size as u64 + 1)
+                    .read_to_end(&mut out)
+                    .map_err(|e| WireError(format!("zlib: {e}")))?;
+                out
+            }
+            Compressor::Zstd => {
+                zstd::bulk::decompress(data, size).map_err(|e| WireError(format!("zstd: {e}")))?
+            }
+        };
+        if out.len() != size {
+            return err(format!(
+                "OP_COMPRESSED declared {size} bytes but held {}",
+                out.len()
+            ));
+        }
+        Ok(out)
+    }
+}
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
+        if self.b.len() - self.pos < n {
+            return err(format!("message truncated at byte {}", self.pos));
+        }
+        let s = &self.b[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+    fn i32(&mut self) -> Result<i32, WireError> {
+        Ok(i32::from_le_bytes(self.take(4)?.try_into().unwrap()))
+    }
+    fn u8(&mut self) -> Result<u8, WireError> {
+        Ok(self.take(1)?[0])
+    }
+    fn cstring(&mut self) -> Result<String, WireError> {
+        let rest = &self.b[self.pos..];
+        let end = rest
+            .iter()
+            .position(|&c| c == 0)
+            .ok_or_else(|| WireError("unterminated C string".into()))?;
+        let s = std::str::from_utf8(&rest[..end])
+            .map_err(|_| WireError("C string is not UTF-8".into()))?
+            .to_string();
+        self.pos += end + 1;
+        Ok(s)
+    }
+    /// One BSON document, length-checked, validated and decoded.
+    fn document(&mut self) -> Result<Document, WireError> {
+        if self.b.len() - self.pos < 5 {
+            return err("truncated BSON document");
+        }
+        let len = i32::from_le_bytes(self.b[self.pos..self.pos + 4].try_into().unwrap());
+        if len < 5 || len > MAX_BSON_OBJECT_SIZE + 16 * 1024 {
+            return err(format!("invalid BSON document length {len}"));
+        }
+        let raw = self.take(len as usize)?;
+        let raw = RawDocumentBuf::from_bytes(raw.to_vec())
+            .map_err(|e| WireError(format!("invalid BSON: {e}")))?;
+        Document::try_from(raw.as_ref()).map_err(|e| WireError(format!("invalid BSON: {e}")))
+    }
+    fn done(&self) -> bool {
+        self.pos == self.b.len()
+    }
+}
+
+/// Decodes a message body (after the header).
+pub fn parse_request(header: &Header, body: &[u8]) -> Result<Request, WireError> {
+    match header.op_code {
+        OP_MSG => parse_msg(body, None, Some(header)),
+        OP_QUERY => parse_query(body),
+        OP_COMPRESSED => {
+            let mut c = Cursor { b: body, pos: 0 };
+            let original = c.i32()?;
+            let size = c.i32()?;
+            if size < 0 || size > MAX_MESSAGE_SIZE {
+                return err(format!(
+                    "OP_COMPRESSED uncompressed size {size} is out of range"
+                ));
+            }
+            let id = c.u8()?;
+            let comp = Compressor::from_id(id)
+                .ok_or_else(|| WireError(format!("unknown compressor id {id}")))?;
+            let inner = comp.decompress(&body[c.pos..], size as usize)?;
+            match original {
+                OP_MSG => parse_msg(&inner, Some(comp), None),
+                OP_QUERY => parse_query(&inner),
+                o => err(format!("OP_COMPRESSED wraps unsupported opcode {o}")),
+            }
+        }
+        o => err(format!("unsupported opcode {o}")),
+    }
+}
+
+fn parse_msg(
+    body: &[u8],
+    compressor: Option<Compressor>,
+    header: Option<&Header>,
+) -> Result<Request, WireError> {
+    let mut c = Cursor { b: body, pos: 0 };
+    let flags = c.i32()? as u32;
+    let unknown_required = flags & REQUIRED_MASK & !(CHECKSUM_PRESENT | MORE_TO_COME);
+    if unknown_required != 0 {
+        return err(format!(
+            "OP_MSG has unknown required flag bits {unknown_required:#x}"
+        ));
+    }
+    let mut end = body.len();
+    if flags & CHECKSUM_PRESENT != 0 {
+        if body.len() < 8 {
+            return err("OP_MSG too short for its checksum");
+        }
+        end -= 4;
+        // The checksum covers the whole message before it, header included.
+        if let Some(h) = header {
+            let want = u32::from_le_bytes(body[end..].try_into().unwrap());
+            let mut whole = Vec::with_capacity(Header::LEN + end);
+            whole.extend_from_slice(&h.length.to_le_bytes());
+            whole.extend_from_slice(&h.request_id.to_le_bytes());
+            whole.extend_from_slice(&h.response_to.to_le_bytes());
+            whole.extend_from_slice(&h.op_code.to_le_bytes());
+            whole.extend_from_slice(&body[..end]);
+            if crc32c::crc32c(&whole) != want {
+                return err("OP_MSG checksum mismatch");
+            }
+        }
+    }
+    let mut c = Cursor {
+        b: &body[..end],
+        pos: c.pos,
+    };
+    let mut main: Option<Document> = None;
+    let mut sequences: Vec<(String, Vec<Document>)> = Vec::new();
+    while !c.done() {
+        match c.u8()? {
+            0 => {
+                if main.is_some() {
+                    return err("OP_MSG has more than one body section");
+                }
+                main = Some(c.document()?);
+            }
+            1 => {
+                let start = c.pos;
+                let size = c.i32()?;
+                if size < 5 || (size as usize) > c.b.len() - start {
+                    return err(format!("invalid document sequence size {size}"));
+                }
+                let stop = start + size as usize;
+                let id = c.cstring()?;
+                let mut docs = Vec::new();
+                let mut sc = Cursor {
+                    b: &c.b[..stop],
+                    pos: c.pos,
+                };
+                while !sc.done() {
+                    docs.push(sc.document()?);
+                }
+                c.pos = stop;
+                if sequences.iter().any(|(n, _)| *n == id) {
+                    return err(format!("document sequence {id:?} appears twice"));
+                }
+                sequences.push((id, docs));
+            }
+            k => return err(format!("unknown OP_MSG section kind {k}")),
+        }
+    }
+    let mut body = main.ok_or_else(|| WireError("OP_MSG has no body section".into()))?;
+    for (id, docs) in sequences {
+        if body.contains_key(&id) {
+            return err(format!(
+                "field {id:?} is both in the body and a document sequence"
+            ));
+        }
+        body.insert(
+            id,
+            docs.into_iter()
+                .map(bson::Bson::Document)
+                .collect::<Vec<_>>(),
+        );
+    }
+    Ok(Request::Msg {
+        flags,
+        body,
+        compressor,
+    })
+}
+
+fn parse_query(body: &[u8]) -> Result<Request, WireError> {
+    let mut c = Cursor { b: body, pos: 0 };
+    let _flags = c.i32()?;
+    let collection = c.cstring()?;
+    let _skip = c.i32()?;
+    let _n = c.i32()?;
+    let mut query = c.document()?;
+    // Some drivers wrap the command as {$query: {...}, $readPreference: ...}.
+    if let Ok(inner) = query.get_document("$query") {
+        query = inner.clone();
+    }
+    Ok(Request::Query { collection, query })
+}
+
+fn header_bytes(len: usize, request_id: i32, response_to: i32, op: i32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(len);
+    out.extend_from_slice(&(len as i32).to_le_bytes());
+    out.extend_from_slice(&request_id.to_le_bytes());
+    out.extend_from_slice(&response_to.to_le_bytes());
+    out.extend_from_slice(&op.to_le_bytes());
+    out
+}
+
+/// An OP_MSG reply with one body section, compressed when the request was.
+pub fn msg_reply(
+    doc: &Document,
+    request_id: i32,
+    response_to: i32,
+    flags: u32,
+    compressor: Option<Compressor>,
+) -> Vec<u8> {
+    let mut body = Vec::with_capacity(256);
+    body.extend_from_slice(&flags.to_le_bytes());
+    body.push(0);
+    doc.to_writer(&mut body).expect("a Document serializes");
+    match compressor {
+        Some(comp) => {
+            let packed = comp.compress(&body);
+            let len = Header::LEN + 9 + packed.len();
+            let mut out = header_bytes(len, request_id, response_to, OP_COMPRESSED);
+            out.extend_from_slice(&OP_MSG.to_le_bytes());
+            out.extend_from_slice(&(body.len() as i32).to_le_bytes());
+            out.push(comp.id());
+            out.extend_from_slice(&packed);
+            out
+        }
+        None => {
+            let mut out = header_bytes(Header::LEN + body.len(), request_id, response_to, OP_MSG);
+            out.extend_from_slice(&body);
+            out
+        }
+    }
+}
+
+/// A legacy OP_REPLY holding one document.
+pub fn op_reply(doc: &Document, request_id: i32, response_to: i32) -> Vec<u8> {
+    let mut d = Vec::new();
+    doc.to_writer(&mut d).expect("a Document serializes");
+    let len = Header::LEN + 20 + d.len();
+    let mut out = header_bytes(len, request_id, response_to, OP_REPLY);
+    out.extend_from_slice(&0i32.to_le_bytes()); // responseFlags
+    out.extend_from_slice(&0i64.to_le_bytes()); // cursorID
+    out.extend_from_slice(&0i32.to_le_bytes()); // startingFrom
+    out.extend_from_slice(&1i32.to_le_bytes()); // numberReturned
+    out.extend_from_slice(&d);
+    out
+}
+
+/// Builds an OP_MSG request (tests and the Rust-side tools use it).
+pub fn msg_request(
+    body: &Document,
+    sequences: &[(&str, &[Document])],
+    request_id: i32,
+    flags: u32,
+) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&flags.to_le_bytes());
+    b.push(0);
+    body.to_writer(&mut b).unwrap();
+    for (id, docs) in sequences {
+        b.push(1);
+        let start = b.len();
+        b.extend_from_slice(&[0; 4]);
+        b.extend_from_slice(id.as_bytes());
+        b.push(0);
+        for d in *docs {
+            d.to_writer(&mut b).unwrap();
+        }
+        let size = (b.len() - start) as i32;
+        b[start..start + 4].copy_from_slice(&size.to_le_bytes());
+    }
+    let mut out = header_bytes(Header::LEN + b.len(), request_id, 0, OP_MSG);
+    out.extend_from_slice(&b);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+
+    fn split(msg: &[u8]) -> (Header, &[u8]) {
+        let h = Header::parse(msg[..16].try_into().unwrap());
+        (h, &msg[16..])
+    }
+
+    #[test]
+    fn op_msg_with_a_document_sequence_merges_it() {
+        let docs = [doc! {"_id": 1}, doc! {"_id": 2}];
+        let m = msg_request(
+            &doc! {"insert": "c", "$db": "d"},
+            &[("documents", &docs)],
+            7,
+            0,
+        );
+        let (h, body) = split(&m);
+        assert_eq!(h.validate().unwrap(), body.len());
+        let Request::Msg { body, .. } = parse_request(&h, body).unwrap() else {
+            panic!()
+        };
+        assert_eq!(body.get_array("documents").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn compressed_round_trip_for_every_compressor() {
+        for comp in [
+            Compressor::Noop,
+            Compressor::Snappy,
+            Compressor::Zlib,
+            Compressor::Zstd,
+        ] {
+            let reply = msg_reply(&doc! {"ok": 1.0, "x": "y".repeat(300)}, 1, 2, 0, Some(comp));
+            let (h, body) = split(&reply);
+            assert_eq!(h.op_code, OP_COMPRESSED);
+            let Request::Msg {
+                body, compressor, ..
+            } = parse_request(&h, body).unwrap()
+            else {
+                panic!()
+            };
+            assert_eq!(compressor, Some(comp));
+            assert_eq!(body.get_f64("ok").unwrap(), 1.0);
+        }
+    }
+
+    #[test]
+    fn checksum_is_verified() {
+        let mut m = msg_request(&doc! {"ping": 1, "$db": "admin"}, &[], 1, CHECKSUM_PRESENT);
+        let sum = crc32c::crc32c(&{
+            let mut x = m.clone();
+            let l = (x.len() + 4) as i32;
+            x[..4].copy_from_slice(&l.to_le_bytes());
+            x
+        });
+        let l = (m.len() + 4) as i32;
+        m[..4].copy_from_slice(&l.to_le_bytes());
+        m.extend_from_slice(&sum.to_le_bytes());
+        let (h, body) = split(&m);
+        assert!(parse_request(&h, body).is_ok());
+        let mut bad = m.clone();
+        let n = bad.len();
+        bad[n - 1] ^= 1;
+        let (h, body) = split(&bad);
+        assert!(parse_request(&h, body).unwrap_err().0.contains("checksum"));
+    }
+
+    #[test]
+    fn malformed_input_is_an_error_never_a_panic() {
+        let good = msg_request(
+            &doc! {"find": "c", "$db": "d"},
+            &[("x", &[doc! {"a": 1}])],
+            1,
+            0,
+        );
+        let (h, body) = split(&good);
+        for cut in 0..body.len() {
+            let _ = parse_request(&h, &body[..cut]);
+        }
+        for i in 0..body.len() {
+            let mut b = body.to_vec();
+            b[i] ^= 0xff;
+            let _ = parse_request(&h, &b);
+        }
+        assert!(Header {
+            length: 3,
+            request_id: 0,
+            response_to: 0,
+            op_code: OP_MSG
+        }
+        .validate()
+        .is_err());
+        assert!(Header {
+            length: i32::MAX,
+            request_id: 0,
+            response_to: 0,
+            op_code: OP_MSG
+        }
+        .validate()
+        .is_err());
+        assert!(parse_request(
+            &Header {
+                length: 20,
+                request_id: 0,
+                response_to: 0,
+                op_code: 2002
+            },
+            &[0; 4]
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn legacy_query_unwraps_dollar_query() {
+        let mut b = Vec::new();
+        b.extend_from_slice(&0i32.to_le_bytes());
+        b.extend_from_slice(b"admin.$cmd\0");
+        b.extend_from_slice(&0i32.to_le_bytes());
+        b.extend_from_slice(&(-1i32).to_le_bytes());
+        doc! {"$query": {"isMaster": 1}}.to_writer(&mut b).unwrap();
+        let h = Header {
+            length: 16 + b.len() as i32,
+            request_id: 1,
+            response_to: 0,
+            op_code: OP_QUERY,
+        };
+        let Request::Query { collection, query } = parse_request(&h, &b).unwrap() else {
+            panic!()
+        };
+        assert_eq!(collection, "admin.$cmd");
+        assert!(query.contains_key("isMaster"));
+    }
+}
