@@ -2,10 +2,15 @@
 
 use clap::{Parser, Subcommand};
 
+mod engine_bench;
 mod ssd_cmd;
 
 #[derive(Parser)]
-#[command(name = "flashdoc", version, about = "flashdoc: a flash-aware document database and the lab that measures it")]
+#[command(
+    name = "flashdoc",
+    version,
+    about = "flashdoc: a flash-aware document database and the lab that measures it"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -15,11 +20,14 @@ struct Cli {
 enum Command {
     /// The SSD simulator: replay traces, validate the model against theory.
     Ssd(ssd_cmd::SsdArgs),
+    /// Benchmark the storage engine alone (YCSB-style load + read/update mix).
+    EngineBench(engine_bench::EngineBenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Ssd(args) => ssd_cmd::run(args),
+        Command::EngineBench(args) => engine_bench::run(args),
     }
 }
