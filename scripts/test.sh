@@ -10,6 +10,14 @@ echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== cargo test"
 cargo test --workspace --quiet 2>&1 | tee target/test-output.txt
+echo "== end-to-end tests (pytest + pymongo against a real flashdoc serve)"
+cargo build --quiet -p flashdoc
+if [ ! -x target/venv/bin/python ]; then
+  python3 -m venv target/venv
+fi
+target/venv/bin/pip install --quiet --disable-pip-version-check pytest pymongo
+(cd tests/e2e && FLASHDOC_BIN="$PWD/../../target/debug/flashdoc" ../../target/venv/bin/python -m pytest -q -p no:cacheprovider) 2>&1 | tee target/pytest-output.txt
 # One closing line for CI: totals over every test binary.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i) ~ /^passed/) p += $(i-1); if ($(i) ~ /^failed/) f += $(i-1); if ($(i) ~ /^ignored/) s += $(i-1) } }
      END { printf "cargo: %d passed, %d failed, %d skipped\n", p, f, s }' target/test-output.txt
+tail -n 1 target/pytest-output.txt
