@@ -9,3 +9,18 @@ pub mod projection;
 pub mod sort;
 pub mod update;
 pub use error::{DocError, DocResult};
+pub mod catalog;
+pub mod collection;
+pub mod config;
+pub mod cursor;
+pub mod db;
+pub mod index;
+pub mod interop;
+pub mod keystring;
+pub mod planner;
+pub use config::DocDbConfig;
+pub use cursor::DocCursor;
+pub use db::{
+    CollectionInfo, CreateIndexesOutcome, DatabaseInfo, DeleteStatement, DocDb, FindAndModify,
+    FindAndModifyOutcome, FindQuery, UpdateStatement, WriteError, WriteOpts, WriteOutcome,
+};

@@ -1,0 +1,235 @@
+//! The durable catalog: the `_mdb_catalog` table maps a namespace (`db.coll`) to a BSON entry
+//!
+//! ```text
+//! { ns, uuid: UUID, options: {...}, ident: "collection-<uuid>",
+//!   indexes: [ { spec: {v, key, name, unique?, sparse?, ...}, ident: "index-<uuid>-<n>",
+//!                multikey: bool } ... ],
+//!   nextIndexIdent: n }
+//! ```
+//!
+//! Table names ("idents") never contain the namespace, so a rename rewrites one catalog entry
+//! and moves no data — as MongoDB does. Catalog entries are written in their own engine batch;
+//! tables are created before the entry that names them is written and dropped after the entry
+//! is deleted, and tables no entry names are dropped at open (a crash in between leaves no
+//! garbage behind).
+#![allow(clippy::result_large_err)]
+
+use crate::error::{DocError, DocResult};
+use crate::index::IndexDef;
+use bson::{doc, Bson, Document, Uuid};
+
+pub const CATALOG_TABLE: &str = "_mdb_catalog";
+
+#[derive(Clone, Debug)]
+pub struct IndexEntry {
+    pub def: IndexDef,
+    pub ident: String,
+    pub multikey: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct CollEntry {
+    pub ns: String,
+    pub uuid: Uuid,
+    pub options: Document,
+    pub ident: String,
+    pub indexes: Vec<IndexEntry>,
+    pub next_index_ident: i64,
+}
+
+impl CollEntry {
+    pub fn to_doc(&self) -> Document {
+        let indexes: Vec<Bson> = self
+            .indexes
+            .iter()
+            .map(|i| {
+                Bson::Document(doc! {
+                    "spec": i.def.spec.clone(),
+                    "ident": i.ident.clone(),
+                    "multikey": i.multikey,
+                })
+            })
+            .collect();
+        doc! {
+            "ns": self.ns.clone(),
+            "uuid": self.uuid,
+            "options": self.options.clone(),
+            "ident": self.ident.clone(),
+            "indexes": indexes,
+            "nextIndexIdent": self.next_index_ident,
+        }
+    }
+
+    pub fn from_doc(d: &Document) -> DocResult<CollEntry> {
+        let bad =
+            |what: &str| DocError::internal_error(format!("corrupt catalog entry ({what}): {d}"));
+        let uuid = match d.get("uuid") {
+            Some(Bson::Binary(b)) => b.to_uuid().map_err(|_| bad("uuid"))?,
+            _ => return Err(bad("uuid")),
+        };
+        let mut indexes = Vec::new();
+        for i in d.get_array("indexes").map_err(|_| bad("indexes"))? {
+            let i = i.as_document().ok_or_else(|| bad("index"))?;
+            let spec = i.get_document("spec").map_err(|_| bad("spec"))?;
+            let def = IndexDef::parse(spec)?;
+            indexes.push(IndexEntry {
+                def,
+                ident: i
+                    .get_str("ident")
+                    .map_err(|_| bad("index ident"))?
+                    .to_string(),
+                multikey: i.get_bool("multikey").unwrap_or(false),
+            });
+        }
+        Ok(CollEntry {
+            ns: d.get_str("ns").map_err(|_| bad("ns"))?.to_string(),
+            uuid,
+            options: d.get_document("options").cloned().unwrap_or_default(),
+            ident: d.get_str("ident").map_err(|_| bad("ident"))?.to_string(),
+            indexes,
+            next_index_ident: d.get_i64("nextIndexIdent").unwrap_or(1),
+        })
+    }
+}
+
+pub fn ns(db: &str, coll: &str) -> String {
+    format!("{db}.{coll}")
+}
+
+/// Splits `db.coll` at the first dot.
+pub fn split_ns(ns: &str) -> Option<(&str, &str)> {
+    ns.split_once('.')
+}
+
+/// mongod's database-name rules.
+pub fn validate_db_name(db: &str) -> DocResult<()> {
+    if db.is_empty() {
+        return Err(DocError::invalid_namespace("database name cannot be empty"));
+    }
+    if db.len() >= 64 {
+        return Err(DocError::invalid_namespace(format!(
+            "db name is too long: {db} (max 63 bytes)"
+        )));
+    }
+    if let Some(c) = db.chars().find(|c| {
+        matches!(
+            c,
+            '/' | '\\' | '.' | ' ' | '"' | '$' | '*' | '<' | '>' | ':' | '|' | '?' | '\0'
+        )
+    }) {
+        return Err(DocError::invalid_namespace(format!(
+            "Invalid database name: '{db}' (contains '{}')",
+            c.escape_default()
+        )));
+    }
+    Ok(())
+}
+
+/// mongod's collection-name rules (and the 255-byte namespace limit).
+pub fn validate_coll_name(db: &str, coll: &str) -> DocResult<()> {
+    validate_db_name(db)?;
+    let full = ns(db, coll);
+    if coll.is_empty() {
+        return Err(DocError::invalid_namespace(format!(
+            "Invalid namespace specified '{full}'"
+        )));
+    }
+    if coll.contains('\0') {
+        return Err(DocError::invalid_namespace(
+            "collection names cannot contain the null character",
+        ));
+    }
+    if coll.starts_with('.') || coll.ends_with('.') {
+        return Err(DocError::invalid_namespace(format!(
+            "Invalid collection name: '{coll}'"
+        )));
+    }
+    if coll.contains('$') {
+        return Err(DocError::invalid_namespace(format!(
+            "Invalid collection name: '{coll}' (collection names cannot contain '$')"
+        )));
+    }
+    if full.len() > 255 {
+        return Err(DocError::invalid_namespace(format!(
+            "Fully qualified namespace is too long. Namespace: {full} Max: 255"
+        )));
+    }
+    Ok(())
+}
+
+/// Accepted `create` options; anything else is an InvalidOptions error. Capped collections,
+/// validators and the like are stored and reported but not enforced (see docs/docdb.md).
+pub fn validate_create_options(options: &Document) -> DocResult<Document> {
+    let mut out = Document::new();
+    for (k, v) in options {
+        match k.as_str() {
+            "capped"
+            | "size"
+            | "max"
+            | "validator"
+            | "validationLevel"
+            | "validationAction"
+            | "storageEngine"
+            | "indexOptionDefaults"
+            | "comment"
+            | "collation"
+            | "changeStreamPreAndPostImages"
+            | "clusteredIndex"
+            | "expireAfterSeconds"
+            | "timeseries"
+            | "viewOn"
+            | "pipeline" => {
+                if matches!(
+                    k.as_str(),
+                    "viewOn" | "pipeline" | "timeseries" | "clusteredIndex"
+                ) {
+                    return Err(DocError::invalid_options(format!(
+                        "the '{k}' option is not supported by flashdoc"
+                    )));
+                }
+                if k != "comment" {
+                    out.insert(k.clone(), v.clone());
+                }
+            }
+            // Generic command fields the server may pass through.
+            "writeConcern"
+            | "lsid"
+            | "$db"
+            | "$readPreference"
+            | "$clusterTime"
+            | "apiVersion"
+            | "apiStrict"
+            | "apiDeprecationErrors"
+            | "txnNumber"
+            | "autocommit"
+            | "startTransaction"
+            | "maxTimeMS" => {}
+            _ => {
+                return Err(DocError::invalid_options(format!(
+                    "BSON field 'create.{k}' is an unknown field."
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(validate_coll_name("db", "c").is_ok());
+        assert!(validate_coll_name("db", "system.views").is_ok());
+        assert_eq!(validate_coll_name("d b", "c").unwrap_err().code, 73);
+        assert_eq!(validate_coll_name("db", "").unwrap_err().code, 73);
+        assert_eq!(validate_coll_name("db", "a$b").unwrap_err().code, 73);
+        assert_eq!(validate_coll_name("db", ".a").unwrap_err().code, 73);
+        assert_eq!(validate_coll_name("", "a").unwrap_err().code, 73);
+        assert_eq!(
+            validate_coll_name("db", &"x".repeat(300)).unwrap_err().code,
+            73
+        );
+    }
+}

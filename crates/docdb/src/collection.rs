@@ -1,0 +1,392 @@
+//! A collection at run time: its record-store table (`RecordId → BSON`), its index tables, and
+//! the write primitives that turn one document change into one atomic engine batch (the
+//! collection put/delete plus every index entry put/delete).
+//!
+//! Concurrency:
+//! - `state` (RwLock): every document write holds it shared; index builds/drops, collection
+//!   drop and rename hold it exclusively, so a write never races an index list change.
+//! - document locks (64 stripes by RecordId): held by update/delete/findAndModify from the
+//!   re-read of a document to its write, so two updates of one document never interleave
+//!   (no lost `$inc`).
+//! - unique-key locks (256 stripes by (index, key)): a write that adds keys to unique indexes
+//!   takes the stripes of those keys (sorted, so no deadlock), then checks the index and
+//!   writes while holding them. Two writers of the same unique key are therefore serialized
+//!   and the second sees the first's entry; writers of different keys rarely share a stripe.
+//!   Lock order: state → one document lock → key stripes in ascending order → catalog lock.
+#![allow(clippy::result_large_err)]
+
+use crate::catalog::{CollEntry, IndexEntry};
+use crate::error::{DocError, DocResult};
+use crate::index::{self, DocKeys, IndexDef, RecordId};
+use bson::{Bson, Document, Uuid};
+use engine::{Direction, KvEngine, TableId, WriteBatch, WriteOptions};
+use parking_lot::{Mutex, MutexGuard, RwLock};
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+
+const DOC_STRIPES: usize = 64;
+const KEY_STRIPES: usize = 256;
+/// mongod's BSONObjMaxUserSize.
+pub const MAX_DOC_SIZE: usize = 16 * 1024 * 1024;
+
+pub struct Index {
+    pub def: IndexDef,
+    pub ident: String,
+    pub table: TableId,
+    pub multikey: AtomicBool,
+}
+
+impl Index {
+    pub fn is_multikey(&self) -> bool {
+        self.multikey.load(Ordering::Acquire)
+    }
+}
+
+pub struct CollState {
+    pub indexes: Vec<Arc<Index>>,
+    pub options: Document,
+    pub next_index_ident: i64,
+    /// Set when the collection was dropped or renamed away; holders of a stale handle retry.
+    pub dropped: bool,
+}
+
+pub struct Coll {
+    pub db: String,
+    pub name: String,
+    pub ns: String,
+    pub uuid: Uuid,
+    pub ident: String,
+    pub table: TableId,
+    pub engine: Arc<dyn KvEngine>,
+    catalog_table: TableId,
+    pub state: RwLock<CollState>,
+    next_rid: AtomicI64,
+    doc_locks: Vec<Mutex<()>>,
+    key_locks: Vec<Mutex<()>>,
+    catalog_lock: Mutex<()>,
+    /// (document count, data size in bytes), computed on first use, then maintained.
+    counts: Mutex<Option<(i64, i64)>>,
+}
+
+pub fn encode_doc(doc: &Document) -> DocResult<Vec<u8>> {
+    let mut v = Vec::new();
+    doc.to_writer(&mut v)
+        .map_err(|e| DocError::bad_value(format!("cannot encode document: {e}")))?;
+    Ok(v)
+}
+
+pub fn decode_doc(bytes: &[u8]) -> DocResult<Document> {
+    Document::from_reader(bytes)
+        .map_err(|e| DocError::internal_error(format!("corrupt stored document: {e}")))
+}
+
+impl Coll {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        db: &str,
+        name: &str,
+        engine: Arc<dyn KvEngine>,
+        catalog_table: TableId,
+        entry: &CollEntry,
+        table: TableId,
+        indexes: Vec<Arc<Index>>,
+    ) -> DocResult<Coll> {
+        // RecordIds continue after the largest one stored.
+        let last = engine
+            .scan(
+                table,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Direction::Reverse,
+            )?
+            .next()
+            .transpose()?;
+        let next = match last {
+            Some((k, _)) => index::rid_from(&k)? + 1,
+            None => 1,
+        };
+        Ok(Coll {
+            db: db.to_string(),
+            name: name.to_string(),
+            ns: entry.ns.clone(),
+            uuid: entry.uuid,
+            ident: entry.ident.clone(),
+            table,
+            engine,
+            catalog_table,
+            state: RwLock::new(CollState {
+                indexes,
+                options: entry.options.clone(),
+                next_index_ident: entry.next_index_ident,
+                dropped: false,
+            }),
+            next_rid: AtomicI64::new(next),
+            doc_locks: (0..DOC_STRIPES).map(|_| Mutex::new(())).collect(),
+            key_locks: (0..KEY_STRIPES).map(|_| Mutex::new(())).collect(),
+            catalog_lock: Mutex::new(()),
+            counts: Mutex::new(None),
+        })
+    }
+
+    pub fn entry(&self, st: &CollState) -> CollEntry {
+        CollEntry {
+            ns: self.ns.clone(),
+            uuid: self.uuid,
+            options: st.options.clone(),
+            ident: self.ident.clone(),
+            indexes: st
+                .indexes
+                .iter()
+                .map(|i| IndexEntry {
+                    def: i.def.clone(),
+                    ident: i.ident.clone(),
+                    multikey: i.is_multikey(),
+                })
+                .collect(),
+            next_index_ident: st.next_index_ident,
+        }
+    }
+
+    /// Writes this collection's catalog entry (from the current state).
+    pub fn persist_entry(&self, st: &CollState) -> DocResult<()> {
+        let _g = self.catalog_lock.lock();
+        let bytes = encode_doc(&self.entry(st).to_doc())?;
+        let mut b = WriteBatch::new();
+        b.put(self.catalog_table, self.ns.as_bytes().to_vec(), bytes);
+        self.engine.write(&b, WriteOptions { sync: true })?;
+        Ok(())
+    }
+
+    pub fn get(&self, rid: RecordId) -> DocResult<Option<Document>> {
+        match self.engine.get(self.table, &index::rid_bytes(rid))? {
+            Some(v) => Ok(Some(decode_doc(&v)?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn lock_doc(&self, rid: RecordId) -> MutexGuard<'_, ()> {
+        self.doc_locks[(rid as u64 as usize) % DOC_STRIPES].lock()
+    }
+
+    fn key_stripe(table: TableId, key: &[u8]) -> usize {
+        let mut h = DefaultHasher::new();
+        table.hash(&mut h);
+        key.hash(&mut h);
+        (h.finish() as usize) % KEY_STRIPES
+    }
+
+    /// Marks indexes multikey (durably, before the document that makes them so).
+    fn note_multikey(&self, st: &CollState, which: &[usize]) -> DocResult<()> {
+        let mut changed = false;
+        for &i in which {
+            if !st.indexes[i].multikey.swap(true, Ordering::AcqRel) {
+                changed = true;
+            }
+        }
+        if changed {
+            self.persist_entry(st)?;
+        }
+        Ok(())
+    }
+
+    pub fn keys_for(&self, st: &CollState, doc: &Document) -> DocResult<Vec<DocKeys>> {
+        st.indexes
+            .iter()
+            .map(|i| index::doc_keys(&i.def, doc))
+            .collect()
+    }
+
+    /// Inserts, updates or deletes one document: `old` is the stored version (with its
+    /// RecordId) or none; `new` the version to store or none. One atomic batch; unique keys are
+    /// checked under their key locks first, so a violation writes nothing.
+    pub fn write_doc(
+        &self,
+        st: &CollState,
+        rid: RecordId,
+        old: Option<&Document>,
+        new: Option<&Document>,
+        sync: bool,
+    ) -> DocResult<()> {
+        let old_keys = match old {
+            Some(d) => self.keys_for(st, d)?,
+            None => Vec::new(),
+        };
+        let (new_keys, new_bytes) = match new {
+            Some(d) => {
+                let bytes = encode_doc(d)?;
+                if bytes.len() > MAX_DOC_SIZE {
+                    return Err(DocError::bson_object_too_large(format!(
+                        "object to insert too large. size in bytes: {}, max size: {MAX_DOC_SIZE}",
+                        bytes.len()
+                    )));
+                }
+                (self.keys_for(st, d)?, Some(bytes))
+            }
+            None => (Vec::new(), None),
+        };
+        let mut batch = WriteBatch::new();
+        let mut unique_checks: Vec<(usize, &index::IndexKey)> = Vec::new();
+        let mut multikey = Vec::new();
+        let empty = Vec::new();
+        for (i, idx) in st.indexes.iter().enumerate() {
+            let unique = idx.def.unique;
+            let ok = old_keys.get(i).map(|k| &k.keys).unwrap_or(&empty);
+            let nk = new_keys.get(i).map(|k| &k.keys).unwrap_or(&empty);
+            if new_keys.get(i).is_some_and(|k| k.multikey) && !idx.is_multikey() {
+                multikey.push(i);
+            }
+            for k in ok {
+                if !nk.iter().any(|n| n.encoded == k.encoded) {
+                    batch.delete(idx.table, index::entry_key(unique, &k.encoded, rid));
+                }
+            }
+            for k in nk {
+                if !ok.iter().any(|o| o.encoded == k.encoded) {
+                    let value = if unique {
+                        index::rid_bytes(rid).to_vec()
+                    } else {
+                        Vec::new()
+                    };
+                    batch.put(idx.table, index::entry_key(unique, &k.encoded, rid), value);
+                    if unique {
+                        unique_checks.push((i, k));
+                    }
+                }
+            }
+        }
+        match &new_bytes {
+            Some(b) => batch.put(self.table, index::rid_bytes(rid).to_vec(), b.clone()),
+            None => batch.delete(self.table, index::rid_bytes(rid).to_vec()),
+        }
+        let mut stripes: Vec<usize> = unique_checks
+            .iter()
+            .map(|(i, k)| Self::key_stripe(st.indexes[*i].table, &k.encoded))
+            .collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        let _guards: Vec<_> = stripes.iter().map(|&s| self.key_locks[s].lock()).collect();
+        for (i, k) in &unique_checks {
+            let idx = &st.indexes[*i];
+            if let Some(v) = self.engine.get(idx.table, &k.encoded)? {
+                if index::rid_from(&v)? != rid {
+                    return Err(DocError::duplicate_key(
+                        &self.ns,
+                        &idx.def.name,
+                        idx.def.key.clone(),
+                        index::key_value_doc(&idx.def, &k.values),
+                    ));
+                }
+            }
+        }
+        self.note_multikey(st, &multikey)?;
+        self.engine.write(&batch, WriteOptions { sync })?;
+        let old_size = old
+            .map(|d| encode_doc(d).map(|b| b.len() as i64))
+            .transpose()?;
+        let mut c = self.counts.lock();
+        if let Some((n, size)) = c.as_mut() {
+            *n += new.is_some() as i64 - old.is_some() as i64;
+            *size += new_bytes.map(|b| b.len() as i64).unwrap_or(0) - old_size.unwrap_or(0);
+        }
+        Ok(())
+    }
+
+    pub fn next_rid(&self) -> RecordId {
+        self.next_rid.fetch_add(1, Ordering::AcqRel)
+    }
+
+    pub fn rid_counter(&self) -> RecordId {
+        self.next_rid.load(Ordering::Acquire)
+    }
+
+    /// (count, data size); computed by one scan the first time (writers are excluded by the
+    /// caller holding `state` exclusively or by the count being already known).
+    pub fn counts(&self) -> DocResult<(i64, i64)> {
+        if let Some(c) = *self.counts.lock() {
+            return Ok(c);
+        }
+        let _excl = self.state.write();
+        let mut n = 0;
+        let mut size = 0;
+        for kv in self.engine.scan(
+            self.table,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Direction::Forward,
+        )? {
+            let (_, v) = kv?;
+            n += 1;
+            size += v.len() as i64;
+        }
+        *self.counts.lock() = Some((n, size));
+        Ok((n, size))
+    }
+
+    /// Size of a table's entries (keys + values), for stats.
+    pub fn table_bytes(&self, table: TableId) -> DocResult<i64> {
+        let mut size = 0i64;
+        for kv in self.engine.scan(
+            table,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Direction::Forward,
+        )? {
+            let (k, v) = kv?;
+            size += (k.len() + v.len()) as i64;
+        }
+        Ok(size)
+    }
+}
+
+/// Checks a document for insertion and puts `_id` first (generating an ObjectId if missing).
+pub fn prepare_insert(doc: Document) -> DocResult<Document> {
+    for k in doc.keys() {
+        if k.starts_with('$') {
+            return Err(DocError::bad_value(format!(
+                "Document can't have $ prefixed field names: {k}"
+            )));
+        }
+    }
+    let id = doc
+        .get("_id")
+        .cloned()
+        .unwrap_or_else(|| Bson::ObjectId(bson::oid::ObjectId::new()));
+    check_id(&id)?;
+    if doc.keys().next().map(String::as_str) == Some("_id") {
+        return Ok(doc);
+    }
+    let mut out = Document::new();
+    out.insert("_id", id);
+    for (k, v) in doc {
+        if k != "_id" {
+            out.insert(k, v);
+        }
+    }
+    Ok(out)
+}
+
+pub fn check_id(id: &Bson) -> DocResult<()> {
+    let what = match id {
+        Bson::Array(_) => "an array",
+        Bson::RegularExpression(_) => "a regex",
+        Bson::Undefined => "a undefined",
+        _ => return check_id_fields(id),
+    };
+    Err(DocError::bad_value(format!("can't use {what} for _id")))
+}
+
+fn check_id_fields(id: &Bson) -> DocResult<()> {
+    if let Bson::Document(d) = id {
+        for k in d.keys() {
+            if k.starts_with('$') {
+                return Err(DocError::dollar_prefixed_field_name(format!(
+                    "_id fields may not contain '$'-prefixed fields: {k} is not valid for storage."
+                )));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,177 @@
+//! Query execution: a plan becomes a `Send + 'static` iterator of documents (the server keeps
+//! it across getMore calls). Stages: scan (collection, or index ranges → fetch by RecordId),
+//! filter (the matcher re-checks every document), blocking sort when the scan does not provide
+//! the order, skip, limit, projection. Counters feed explain's executionStats.
+//!
+//! Reads see each key's newest value (the engine has no snapshots yet): a document updated or
+//! deleted while a cursor is open is returned in its current version or skipped; a document
+//! whose index key moves behind the cursor can be missed, as with MongoDB's yielding scans.
+#![allow(clippy::result_large_err)]
+
+use crate::collection::decode_doc;
+use crate::error::DocResult;
+use crate::index;
+use crate::interop::{DocIter, Filter, Proj, Sort};
+use crate::planner::{Access, Plan};
+use bson::Document;
+use engine::{Direction, KvEngine, TableId};
+use std::collections::HashSet;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Documents with their RecordIds.
+pub type RidIter = Box<dyn Iterator<Item = DocResult<(i64, Document)>> + Send>;
+
+/// Documents of a find or aggregate, in order.
+pub struct DocCursor {
+    inner: DocIter,
+}
+
+impl DocCursor {
+    pub fn new(inner: DocIter) -> DocCursor {
+        DocCursor { inner }
+    }
+    pub fn empty() -> DocCursor {
+        DocCursor {
+            inner: Box::new(std::iter::empty()),
+        }
+    }
+    pub fn from_docs(docs: Vec<Document>) -> DocCursor {
+        DocCursor {
+            inner: Box::new(docs.into_iter().map(Ok)),
+        }
+    }
+    pub fn into_inner(self) -> DocIter {
+        self.inner
+    }
+}
+
+impl Iterator for DocCursor {
+    type Item = DocResult<Document>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.inner.next()
+    }
+}
+
+#[derive(Default, Debug)]
+pub struct ExecStats {
+    pub keys_examined: AtomicU64,
+    pub docs_examined: AtomicU64,
+}
+
+/// Everything needed to run a plan without borrowing the database.
+pub struct Exec {
+    pub engine: Arc<dyn KvEngine>,
+    pub table: TableId,
+    pub plan: Plan,
+    pub filter: Option<Arc<Filter>>,
+    pub sort: Option<Arc<Sort>>,
+    pub projection: Option<Arc<Proj>>,
+    pub skip: u64,
+    pub limit: Option<u64>,
+    pub stats: Arc<ExecStats>,
+}
+
+impl Exec {
+    /// The document source: scan + fetch + filter (no sort, skip, limit, projection), with
+    /// each document's RecordId (the write paths use it).
+    pub fn source(&self) -> DocResult<RidIter> {
+        let engine = self.engine.clone();
+        let stats = self.stats.clone();
+        let dir = if self.plan.reverse {
+            Direction::Reverse
+        } else {
+            Direction::Forward
+        };
+        let raw: RidIter = match &self.plan.access {
+            Access::CollScan => {
+                let st = stats.clone();
+                let it = engine.scan(self.table, Bound::Unbounded, Bound::Unbounded, dir)?;
+                Box::new(it.map(move |kv| {
+                    st.docs_examined.fetch_add(1, Ordering::Relaxed);
+                    let (k, v) = kv?;
+                    Ok((index::rid_from(&k)?, decode_doc(&v)?))
+                }))
+            }
+            Access::IxScan { index, ranges, .. } => {
+                let mut ranges = ranges.clone();
+                if self.plan.reverse {
+                    ranges.reverse();
+                }
+                let unique = index.def.unique;
+                let itable = index.table;
+                let dedup = index.is_multikey();
+                let eng = engine.clone();
+                let table = self.table;
+                let st = stats.clone();
+                let mut seen: HashSet<i64> = HashSet::new();
+                let entries = ranges.into_iter().flat_map(move |(lo, hi)| {
+                    match eng.scan(itable, lo, hi, dir) {
+                        Ok(c) => c,
+                        Err(e) => Box::new(std::iter::once(Err(e))) as engine::KvCursor,
+                    }
+                });
+                Box::new(entries.filter_map(move |kv| {
+                    st.keys_examined.fetch_add(1, Ordering::Relaxed);
+                    let (k, v) = match kv {
+                        Ok(x) => x,
+                        Err(e) => return Some(Err(e.into())),
+                    };
+                    let rid = match index::entry_rid(unique, &k, &v) {
+                        Ok(r) => r,
+                        Err(e) => return Some(Err(e)),
+                    };
+                    if dedup && !seen.insert(rid) {
+                        return None;
+                    }
+                    st.docs_examined.fetch_add(1, Ordering::Relaxed);
+                    match engine.get(table, &index::rid_bytes(rid)) {
+                        Ok(Some(bytes)) => Some(decode_doc(&bytes).map(|d| (rid, d))),
+                        Ok(None) => None, // deleted since the index entry was read
+                        Err(e) => Some(Err(e.into())),
+                    }
+                }))
+            }
+        };
+        Ok(match &self.filter {
+            Some(f) => {
+                let f = f.clone();
+                Box::new(raw.filter(move |d| match d {
+                    Ok((_, doc)) => f.matches(doc),
+                    Err(_) => true,
+                }))
+            }
+            None => raw,
+        })
+    }
+
+    /// The full pipeline of stages.
+    pub fn run(self) -> DocResult<DocCursor> {
+        let src: DocIter = Box::new(self.source()?.map(|r| r.map(|(_, d)| d)));
+        let sorted: DocIter = match (&self.sort, self.plan.sort_provided) {
+            (Some(s), false) => {
+                let mut docs: Vec<Document> = src.collect::<DocResult<_>>()?;
+                docs.sort_by(|a, b| s.compare(a, b));
+                Box::new(docs.into_iter().map(Ok))
+            }
+            _ => src,
+        };
+        let skipped: DocIter = if self.skip > 0 {
+            Box::new(sorted.skip(self.skip as usize))
+        } else {
+            sorted
+        };
+        let limited: DocIter = match self.limit {
+            Some(n) if n > 0 => Box::new(skipped.take(n as usize)),
+            _ => skipped,
+        };
+        let filter = self.filter.clone();
+        Ok(DocCursor::new(match self.projection {
+            Some(p) => {
+                Box::new(limited.map(move |d| d.and_then(|d| p.apply(&d, filter.as_deref()))))
+            }
+            None => limited,
+        }))
+    }
+}

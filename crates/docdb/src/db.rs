@@ -1,0 +1,1492 @@
+//! The document database: the public API the wire server calls (catalog commands, writes,
+//! queries, explain, stats). See docs/docdb.md for the design.
+#![allow(clippy::result_large_err)]
+
+use crate::catalog::{self, CollEntry, IndexEntry, CATALOG_TABLE};
+use crate::collection::{self, decode_doc, encode_doc, Coll, CollState, Index};
+use crate::config::DocDbConfig;
+use crate::cursor::{DocCursor, Exec, ExecStats};
+use crate::error::{DocError, DocResult};
+use crate::index::{self, IndexDef, RecordId};
+use crate::interop::{self, Filter, LookupFn, Modifier, Proj, Sort};
+use crate::planner::{self, Access, Plan};
+use bson::{doc, Bson, Document, Uuid};
+use engine::{Direction, KvEngine, TableConfig, TableId, WriteBatch, WriteOptions};
+use parking_lot::{Mutex, RwLock};
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashSet};
+use std::ops::Bound;
+use std::sync::atomic::Ordering as AtomicOrdering;
+use std::sync::{Arc, Weak};
+
+/// mongod's limit on indexes per collection.
+const MAX_INDEXES: usize = 64;
+/// Documents per engine batch while building an index.
+const BUILD_BATCH: usize = 512;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct DatabaseInfo {
+    pub name: String,
+    pub size_on_disk: u64,
+    pub empty: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CollectionInfo {
+    pub name: String,
+    pub options: Document,
+    pub uuid: Uuid,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CreateIndexesOutcome {
+    pub num_indexes_before: i32,
+    pub num_indexes_after: i32,
+    pub created_collection_automatically: bool,
+    /// "all indexes already exist" when nothing was created.
+    pub note: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct WriteOpts {
+    /// Stop at the first failing statement (default) or try them all.
+    pub ordered: bool,
+    /// `j: true`: the batch is in the synced journal before the call returns.
+    pub journal: bool,
+}
+
+impl Default for WriteOpts {
+    fn default() -> Self {
+        WriteOpts {
+            ordered: true,
+            journal: false,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct WriteError {
+    /// Position of the failing statement in the request.
+    pub index: usize,
+    pub error: DocError,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WriteOutcome {
+    /// insert: documents inserted; update: documents matched plus upserted; delete: deleted.
+    pub n: u64,
+    pub n_modified: u64,
+    /// (statement index, `_id`) of each upserted document.
+    pub upserted: Vec<(usize, Bson)>,
+    pub write_errors: Vec<WriteError>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct UpdateStatement {
+    pub q: Document,
+    /// Update operators, a replacement document, or a pipeline (array).
+    pub u: Bson,
+    pub upsert: bool,
+    pub multi: bool,
+    pub array_filters: Option<Vec<Document>>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeleteStatement {
+    pub q: Document,
+    /// 0: all matching documents; 1: the first.
+    pub limit: i64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FindAndModify {
+    pub query: Document,
+    pub sort: Option<Document>,
+    pub update: Option<Bson>,
+    pub remove: bool,
+    /// Return the document after the update (default: before).
+    pub new: bool,
+    pub fields: Option<Document>,
+    pub upsert: bool,
+    pub array_filters: Option<Vec<Document>>,
+    pub journal: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FindAndModifyOutcome {
+    pub value: Option<Document>,
+    /// lastErrorObject.n
+    pub n: u64,
+    /// lastErrorObject.updatedExisting
+    pub updated_existing: bool,
+    /// lastErrorObject.upserted
+    pub upserted: Option<Bson>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FindQuery {
+    pub filter: Document,
+    pub projection: Option<Document>,
+    pub sort: Option<Document>,
+    pub skip: u64,
+    /// None or 0: no limit; a negative limit is taken as its absolute value.
+    pub limit: Option<i64>,
+    /// An index name, a key pattern, or `{$natural: ±1}`.
+    pub hint: Option<Bson>,
+}
+
+pub struct DocDb {
+    engine: Arc<dyn KvEngine>,
+    cfg: DocDbConfig,
+    catalog_table: TableId,
+    colls: RwLock<BTreeMap<String, Arc<Coll>>>,
+    /// Serializes catalog changes (create, drop, rename, index builds and drops).
+    ddl: Mutex<()>,
+    me: Weak<DocDb>,
+}
+
+fn table_name_coll(uuid: &Uuid) -> String {
+    format!("collection-{uuid}")
+}
+
+fn table_name_index(uuid: &Uuid, n: i64) -> String {
+    format!("index-{uuid}-{n}")
+}
+
+fn sort_unique_bson(v: &mut Vec<Bson>) {
+    v.sort_by(interop::compare);
+    v.dedup_by(|a, b| interop::compare(a, b) == Ordering::Equal);
+}
+
+impl DocDb {
+    pub fn open(cfg: DocDbConfig) -> DocResult<Arc<DocDb>> {
+        let engine = engine::open_engine(cfg.engine_kind, cfg.engine.clone())?;
+        let catalog_table = match engine.table_id(CATALOG_TABLE) {
+            Some(t) => t,
+            None => engine.create_table(CATALOG_TABLE, &TableConfig::collection())?,
+        };
+        let mut entries = Vec::new();
+        for kv in engine.scan(
+            catalog_table,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Direction::Forward,
+        )? {
+            let (_, v) = kv?;
+            entries.push(CollEntry::from_doc(&decode_doc(&v)?)?);
+        }
+        let mut colls = BTreeMap::new();
+        let mut referenced = HashSet::new();
+        referenced.insert(CATALOG_TABLE.to_string());
+        for e in entries {
+            let (db, name) = catalog::split_ns(&e.ns)
+                .ok_or_else(|| DocError::internal_error(format!("bad catalog ns {}", e.ns)))?;
+            let table = engine.table_id(&e.ident).ok_or_else(|| {
+                DocError::internal_error(format!("catalog names missing table {}", e.ident))
+            })?;
+            referenced.insert(e.ident.clone());
+            let mut idx = Vec::new();
+            for i in &e.indexes {
+                let t = engine.table_id(&i.ident).ok_or_else(|| {
+                    DocError::internal_error(format!("catalog names missing table {}", i.ident))
+                })?;
+                referenced.insert(i.ident.clone());
+                idx.push(Arc::new(Index {
+                    def: i.def.clone(),
+                    ident: i.ident.clone(),
+                    table: t,
+                    multikey: i.multikey.into(),
+                }));
+            }
+            let c = Coll::new(db, name, engine.clone(), catalog_table, &e, table, idx)?;
+            colls.insert(e.ns.clone(), Arc::new(c));
+        }
+        // Tables of a create or index build that crashed before its catalog entry was written.
+        for (name, _, _) in engine.tables() {
+            if !referenced.contains(&name)
+                && (name.starts_with("collection-") || name.starts_with("index-"))
+            {
+                engine.drop_table(&name)?;
+            }
+        }
+        Ok(Arc::new_cyclic(|me| DocDb {
+            engine,
+            cfg,
+            catalog_table,
+            colls: RwLock::new(colls),
+            ddl: Mutex::new(()),
+            me: me.clone(),
+        }))
+    }
+
+    pub fn engine(&self) -> &Arc<dyn KvEngine> {
+        &self.engine
+    }
+
+    pub fn config(&self) -> &DocDbConfig {
+        &self.cfg
+    }
+
+    /// Checkpoints and closes the engine; further calls fail.
+    pub fn shutdown(&self) -> DocResult<()> {
+        self.engine.checkpoint()?;
+        self.engine.close()?;
+        Ok(())
+    }
+
+    fn get_coll(&self, db: &str, coll: &str) -> Option<Arc<Coll>> {
+        self.colls.read().get(&catalog::ns(db, coll)).cloned()
+    }
+
+    /// Creates a collection (caller holds `ddl`). Returns the new handle.
+    fn create_locked(&self, db: &str, coll: &str, options: Document) -> DocResult<Arc<Coll>> {
+        let uuid = Uuid::new();
+        let ident = table_name_coll(&uuid);
+        let table = self
+            .engine
+            .create_table(&ident, &self.cfg.collection_table)?;
+        let id_ident = table_name_index(&uuid, 0);
+        let mut icfg = self.cfg.index_table.clone();
+        icfg.id_index = true;
+        let id_table = self.engine.create_table(&id_ident, &icfg)?;
+        let entry = CollEntry {
+            ns: catalog::ns(db, coll),
+            uuid,
+            options,
+            ident,
+            indexes: vec![IndexEntry {
+                def: IndexDef::id_index(),
+                ident: id_ident.clone(),
+                multikey: false,
+            }],
+            next_index_ident: 1,
+        };
+        let idx = vec![Arc::new(Index {
+            def: IndexDef::id_index(),
+            ident: id_ident,
+            table: id_table,
+            multikey: false.into(),
+        })];
+        let c = Arc::new(Coll::new(
+            db,
+            coll,
+            self.engine.clone(),
+            self.catalog_table,
+            &entry,
+            table,
+            idx,
+        )?);
+        c.persist_entry(&c.state.read())?;
+        self.colls.write().insert(entry.ns.clone(), c.clone());
+        Ok(c)
+    }
+
+    /// The collection, created (implicitly, as MongoDB does on first write) if missing.
+    fn get_or_create(&self, db: &str, coll: &str) -> DocResult<(Arc<Coll>, bool)> {
+        if let Some(c) = self.get_coll(db, coll) {
+            return Ok((c, false));
+        }
+        catalog::validate_coll_name(db, coll)?;
+        let _g = self.ddl.lock();
+        if let Some(c) = self.get_coll(db, coll) {
+            return Ok((c, false));
+        }
+        Ok((self.create_locked(db, coll, Document::new())?, true))
+    }
+
+    /// Runs `f` with the collection's state shared (retrying if it was dropped meanwhile).
+    fn with_write<T>(
+        &self,
+        db: &str,
+        coll: &str,
+        create: bool,
+        mut f: impl FnMut(&Coll, &CollState) -> T,
+    ) -> DocResult<Option<T>> {
+        loop {
+            let c = if create {
+                self.get_or_create(db, coll)?.0
+            } else {
+                match self.get_coll(db, coll) {
+                    Some(c) => c,
+                    None => return Ok(None),
+                }
+            };
+            let st = c.state.read();
+            if st.dropped {
+                continue;
+            }
+            return Ok(Some(f(&c, &st)));
+        }
+    }
+
+    // ---------------------------------------------------------------- catalog commands
+
+    pub fn list_databases(&self) -> DocResult<Vec<DatabaseInfo>> {
+        let colls: Vec<Arc<Coll>> = self.colls.read().values().cloned().collect();
+        let mut by_db: BTreeMap<String, u64> = BTreeMap::new();
+        for c in colls {
+            let size = self.coll_storage(&c)?;
+            *by_db.entry(c.db.clone()).or_default() += size.0 + size.1;
+        }
+        Ok(by_db
+            .into_iter()
+            .map(|(name, size_on_disk)| DatabaseInfo {
+                name,
+                size_on_disk,
+                empty: false,
+            })
+            .collect())
+    }
+
+    pub fn list_collections(&self, db: &str) -> DocResult<Vec<CollectionInfo>> {
+        catalog::validate_db_name(db)?;
+        let colls: Vec<Arc<Coll>> = self
+            .colls
+            .read()
+            .values()
+            .filter(|c| c.db == db)
+            .cloned()
+            .collect();
+        Ok(colls
+            .into_iter()
+            .map(|c| CollectionInfo {
+                name: c.name.clone(),
+                options: c.state.read().options.clone(),
+                uuid: c.uuid,
+            })
+            .collect())
+    }
+
+    pub fn create_collection(&self, db: &str, coll: &str, options: &Document) -> DocResult<()> {
+        catalog::validate_coll_name(db, coll)?;
+        let options = catalog::validate_create_options(options)?;
+        let _g = self.ddl.lock();
+        if self.get_coll(db, coll).is_some() {
+            return Err(DocError::namespace_exists(format!(
+                "Collection {} already exists.",
+                catalog::ns(db, coll)
+            )));
+        }
+        self.create_locked(db, coll, options)?;
+        Ok(())
+    }
+
+    /// Drops a collection (caller holds `ddl`).
+    fn drop_locked(&self, c: &Arc<Coll>) -> DocResult<()> {
+        let mut st = c.state.write();
+        st.dropped = true;
+        self.colls.write().remove(&c.ns);
+        let mut b = WriteBatch::new();
+        b.delete(self.catalog_table, c.ns.as_bytes().to_vec());
+        self.engine.write(&b, WriteOptions { sync: true })?;
+        for i in &st.indexes {
+            self.engine.drop_table(&i.ident)?;
+        }
+        self.engine.drop_table(&c.ident)?;
+        st.indexes.clear();
+        Ok(())
+    }
+
+    pub fn drop_collection(&self, db: &str, coll: &str) -> DocResult<()> {
+        catalog::validate_coll_name(db, coll)?;
+        let _g = self.ddl.lock();
+        let c = self
+            .get_coll(db, coll)
+            .ok_or_else(|| DocError::namespace_not_found("ns not found"))?;
+        self.drop_locked(&c)
+    }
+
+    pub fn drop_database(&self, db: &str) -> DocResult<()> {
+        catalog::validate_db_name(db)?;
+        let _g = self.ddl.lock();
+        let colls: Vec<Arc<Coll>> = self
+            .colls
+            .read()
+            .values()
+            .filter(|c| c.db == db)
+            .cloned()
+            .collect();
+        for c in colls {
+            self.drop_locked(&c)?;
+        }
+        Ok(())
+    }
+
+    pub fn rename_collection(
+        &self,
+        from_db: &str,
+        from_coll: &str,
+        to_db: &str,
+        to_coll: &str,
+        drop_target: bool,
+    ) -> DocResult<()> {
+        catalog::validate_coll_name(from_db, from_coll)?;
+        catalog::validate_coll_name(to_db, to_coll)?;
+        let _g = self.ddl.lock();
+        let src = self
+            .get_coll(from_db, from_coll)
+            .ok_or_else(|| DocError::namespace_not_found("source namespace does not exist"))?;
+        let to_ns = catalog::ns(to_db, to_coll);
+        if src.ns == to_ns {
+            return Err(DocError::illegal_operation(
+                "Can't rename a collection to itself",
+            ));
+        }
+        if let Some(t) = self.get_coll(to_db, to_coll) {
+            if !drop_target {
+                return Err(DocError::namespace_exists("target namespace exists"));
+            }
+            self.drop_locked(&t)?;
+        }
+        let mut st = src.state.write();
+        let mut entry = src.entry(&st);
+        entry.ns = to_ns.clone();
+        let mut b = WriteBatch::new();
+        b.delete(self.catalog_table, src.ns.as_bytes().to_vec());
+        b.put(
+            self.catalog_table,
+            to_ns.as_bytes().to_vec(),
+            encode_doc(&entry.to_doc())?,
+        );
+        self.engine.write(&b, WriteOptions { sync: true })?;
+        let moved = Arc::new(Coll::new(
+            to_db,
+            to_coll,
+            self.engine.clone(),
+            self.catalog_table,
+            &entry,
+            src.table,
+            st.indexes.clone(),
+        )?);
+        st.dropped = true;
+        let mut colls = self.colls.write();
+        colls.remove(&src.ns);
+        colls.insert(to_ns, moved);
+        Ok(())
+    }
+
+    pub fn create_indexes(
+        &self,
+        db: &str,
+        coll: &str,
+        specs: &[Document],
+    ) -> DocResult<CreateIndexesOutcome> {
+        catalog::validate_coll_name(db, coll)?;
+        if specs.is_empty() {
+            return Err(DocError::bad_value(
+                "Must specify at least one index to create",
+            ));
+        }
+        let defs = specs
+            .iter()
+            .map(IndexDef::parse)
+            .collect::<DocResult<Vec<_>>>()?;
+        for (i, a) in defs.iter().enumerate() {
+            if defs[..i].iter().any(|b| b.name == a.name) {
+                return Err(DocError::with_code(
+                    68,
+                    "IndexAlreadyExists",
+                    format!("Identical index already exists: {}", a.name),
+                ));
+            }
+        }
+        let (c, created) = self.get_or_create(db, coll)?;
+        let _g = self.ddl.lock();
+        let c = match self.get_coll(db, coll) {
+            Some(x) if Arc::ptr_eq(&x, &c) => c,
+            Some(x) => x,
+            None => self.create_locked(db, coll, Document::new())?,
+        };
+        let mut st = c.state.write();
+        let before = st.indexes.len() as i32;
+        let mut todo = Vec::new();
+        for def in defs {
+            let mut exists = false;
+            for i in &st.indexes {
+                let same_key = i.def.key == def.key;
+                let same_opts = i.def.unique == def.unique && i.def.sparse == def.sparse;
+                if i.def.name == def.name {
+                    if !same_key {
+                        return Err(DocError::index_key_specs_conflict(format!(
+                            "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {}",
+                            def.spec, i.def.spec
+                        )));
+                    }
+                    if !same_opts {
+                        return Err(DocError::index_options_conflict(format!(
+                            "An equivalent index already exists with the same name but different options. Requested index: {}, existing index: {}",
+                            def.spec, i.def.spec
+                        )));
+                    }
+                    exists = true;
+                } else if same_key {
+                    return Err(DocError::index_options_conflict(format!(
+                        "Index already exists with a different name: {}",
+                        i.def.name
+                    )));
+                }
+            }
+            if !exists {
+                todo.push(def);
+            }
+        }
+        if st.indexes.len() + todo.len() > MAX_INDEXES {
+            return Err(DocError::with_code(
+                67,
+                "CannotCreateIndex",
+                format!(
+                    "add index fails, too many indexes for {} key:{}",
+                    c.ns,
+                    todo.last().map(|d| d.key.to_string()).unwrap_or_default()
+                ),
+            ));
+        }
+        let nothing = todo.is_empty();
+        for def in todo {
+            let n = st.next_index_ident;
+            st.next_index_ident += 1;
+            let idx = self.build_index(&c, def, n)?;
+            st.indexes.push(Arc::new(idx));
+            c.persist_entry(&st)?;
+        }
+        Ok(CreateIndexesOutcome {
+            num_indexes_before: before,
+            num_indexes_after: st.indexes.len() as i32,
+            created_collection_automatically: created,
+            note: nothing.then(|| "all indexes already exist".to_string()),
+        })
+    }
+
+    /// Builds a new index table from the collection (writers are excluded by the caller).
+    /// On any error the table is dropped and nothing refers to it.
+    fn build_index(&self, c: &Coll, def: IndexDef, n: i64) -> DocResult<Index> {
+        let ident = table_name_index(&c.uuid, n);
+        let table = self.engine.create_table(&ident, &self.cfg.index_table)?;
+        let result = (|| -> DocResult<bool> {
+            let mut multikey = false;
+            let mut batch = WriteBatch::new();
+            let mut pending: BTreeMap<Vec<u8>, (RecordId, Vec<Bson>)> = BTreeMap::new();
+            let mut docs_in_batch = 0;
+            for kv in self.engine.scan(
+                c.table,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Direction::Forward,
+            )? {
+                let (k, v) = kv?;
+                let rid = index::rid_from(&k)?;
+                let doc = decode_doc(&v)?;
+                let keys = index::doc_keys(&def, &doc)?;
+                multikey |= keys.multikey;
+                for key in keys.keys {
+                    if def.unique {
+                        let dup = pending.contains_key(&key.encoded)
+                            || self.engine.get(table, &key.encoded)?.is_some();
+                        if dup {
+                            return Err(DocError::duplicate_key(
+                                &c.ns,
+                                &def.name,
+                                def.key.clone(),
+                                index::key_value_doc(&def, &key.values),
+                            ));
+                        }
+                        pending.insert(key.encoded.clone(), (rid, key.values.clone()));
+                        batch.put(table, key.encoded, index::rid_bytes(rid).to_vec());
+                    } else {
+                        batch.put(
+                            table,
+                            index::entry_key(false, &key.encoded, rid),
+                            Vec::new(),
+                        );
+                    }
+                }
+                docs_in_batch += 1;
+                if docs_in_batch >= BUILD_BATCH {
+                    self.engine.write(&batch, WriteOptions::default())?;
+                    batch = WriteBatch::new();
+                    pending.clear();
+                    docs_in_batch = 0;
+                }
+            }
+            if !batch.is_empty() {
+                self.engine.write(&batch, WriteOptions::default())?;
+            }
+            Ok(multikey)
+        })();
+        match result {
+            Ok(multikey) => Ok(Index {
+                def,
+                ident,
+                table,
+                multikey: multikey.into(),
+            }),
+            Err(e) => {
+                let _ = self.engine.drop_table(&ident);
+                Err(e)
+            }
+        }
+    }
+
+    pub fn list_indexes(&self, db: &str, coll: &str) -> DocResult<Vec<Document>> {
+        catalog::validate_coll_name(db, coll)?;
+        let c = self.get_coll(db, coll).ok_or_else(|| {
+            DocError::namespace_not_found(format!("ns does not exist: {}", catalog::ns(db, coll)))
+        })?;
+        let st = c.state.read();
+        Ok(st.indexes.iter().map(|i| i.def.spec.clone()).collect())
+    }
+
+    pub fn drop_indexes(&self, db: &str, coll: &str, which: &Bson) -> DocResult<i32> {
+        catalog::validate_coll_name(db, coll)?;
+        let _g = self.ddl.lock();
+        let c = self.get_coll(db, coll).ok_or_else(|| {
+            DocError::namespace_not_found(format!("ns not found {}", catalog::ns(db, coll)))
+        })?;
+        let mut st = c.state.write();
+        let was = st.indexes.len() as i32;
+        let find = |st: &CollState, w: &Bson| -> DocResult<usize> {
+            let pos = st.indexes.iter().position(|i| match w {
+                Bson::String(n) => &i.def.name == n,
+                Bson::Document(k) => &i.def.key == k,
+                _ => false,
+            });
+            let pos = pos.ok_or_else(|| {
+                DocError::index_not_found(match w {
+                    Bson::Document(k) => format!("can't find index with key: {k}"),
+                    other => format!(
+                        "index not found with name [{}]",
+                        other.as_str().unwrap_or("")
+                    ),
+                })
+            })?;
+            if st.indexes[pos].def.is_id() {
+                return Err(DocError::invalid_options("cannot drop _id index"));
+            }
+            Ok(pos)
+        };
+        let mut victims: Vec<usize> = match which {
+            Bson::String(s) if s == "*" => (0..st.indexes.len())
+                .filter(|&i| !st.indexes[i].def.is_id())
+                .collect(),
+            Bson::String(_) | Bson::Document(_) => vec![find(&st, which)?],
+            Bson::Array(names) => {
+                let mut v = Vec::new();
+                for n in names {
+                    if !matches!(n, Bson::String(_)) {
+                        return Err(DocError::type_mismatch("dropIndexes names must be strings"));
+                    }
+                    v.push(find(&st, n)?);
+                }
+                v
+            }
+            _ => {
+                return Err(DocError::type_mismatch(
+                    "BSON field 'dropIndexes.index' is the wrong type",
+                ))
+            }
+        };
+        victims.sort_unstable();
+        victims.dedup();
+        let mut dropped = Vec::new();
+        for &i in victims.iter().rev() {
+            dropped.push(st.indexes.remove(i));
+        }
+        c.persist_entry(&st)?;
+        for i in dropped {
+            self.engine.drop_table(&i.ident)?;
+        }
+        Ok(was)
+    }
+
+    // ---------------------------------------------------------------- writes
+
+    pub fn insert(
+        &self,
+        db: &str,
+        coll: &str,
+        docs: Vec<Document>,
+        opts: WriteOpts,
+    ) -> WriteOutcome {
+        let mut out = WriteOutcome::default();
+        if let Err(e) = catalog::validate_coll_name(db, coll) {
+            out.write_errors.push(WriteError { index: 0, error: e });
+            return out;
+        }
+        for (i, doc) in docs.into_iter().enumerate() {
+            let r = collection::prepare_insert(doc).and_then(|doc| {
+                self.with_write(db, coll, true, |c, st| {
+                    let rid = c.next_rid();
+                    c.write_doc(st, rid, None, Some(&doc), opts.journal)
+                })?
+                .expect("created")
+            });
+            match r {
+                Ok(()) => out.n += 1,
+                Err(error) => {
+                    out.write_errors.push(WriteError { index: i, error });
+                    if opts.ordered {
+                        break;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn exec_for(&self, c: &Coll, st: &CollState, q: &FindQuery) -> DocResult<Exec> {
+        let filter = Filter::new(&q.filter)?;
+        let sort = match &q.sort {
+            Some(s) if !s.is_empty() => Some(Arc::new(Sort::parse(s)?)),
+            _ => None,
+        };
+        let projection = match &q.projection {
+            Some(p) if !p.is_empty() => Some(Arc::new(Proj::parse(p)?)),
+            _ => None,
+        };
+        let plan = planner::plan(
+            &st.indexes,
+            &q.filter,
+            sort.as_ref().and(q.sort.as_ref()),
+            q.hint.as_ref(),
+        )?;
+        Ok(Exec {
+            engine: self.engine.clone(),
+            table: c.table,
+            plan,
+            filter: if q.filter.is_empty() {
+                None
+            } else {
+                Some(Arc::new(filter))
+            },
+            sort,
+            projection,
+            skip: q.skip,
+            limit: q.limit.map(|l| l.unsigned_abs()).filter(|&l| l > 0),
+            stats: Arc::new(ExecStats::default()),
+        })
+    }
+
+    /// RecordIds of the documents a write statement targets (collected before any is changed,
+    /// so a document moved by its own update is not seen twice).
+    fn targets(
+        &self,
+        c: &Coll,
+        st: &CollState,
+        filter: &Document,
+        sort: Option<&Document>,
+        one: bool,
+    ) -> DocResult<Vec<RecordId>> {
+        let q = FindQuery {
+            filter: filter.clone(),
+            sort: sort.cloned(),
+            ..Default::default()
+        };
+        let exec = self.exec_for(c, st, &q)?;
+        let sort = exec.sort.clone();
+        let mut src = exec.source()?;
+        if let (Some(s), false) = (sort, exec.plan.sort_provided) {
+            let mut all: Vec<(RecordId, Document)> = src.by_ref().collect::<DocResult<_>>()?;
+            all.sort_by(|a, b| s.compare(&a.1, &b.1));
+            return Ok(all.into_iter().map(|x| x.0).collect());
+        }
+        let mut rids = Vec::new();
+        for r in src {
+            rids.push(r?.0);
+            if one && rids.len() >= 64 {
+                break;
+            }
+        }
+        Ok(rids)
+    }
+
+    pub fn update(
+        &self,
+        db: &str,
+        coll: &str,
+        stmts: &[UpdateStatement],
+        opts: WriteOpts,
+    ) -> WriteOutcome {
+        let mut out = WriteOutcome::default();
+        if let Err(e) = catalog::validate_coll_name(db, coll) {
+            out.write_errors.push(WriteError { index: 0, error: e });
+            return out;
+        }
+        for (i, s) in stmts.iter().enumerate() {
+            match self.update_one_stmt(db, coll, s, opts.journal) {
+                Ok((matched, modified, upserted)) => {
+                    out.n += matched;
+                    out.n_modified += modified;
+                    if let Some(id) = upserted {
+                        out.n += 1;
+                        out.upserted.push((i, id));
+                    }
+                }
+                Err(error) => {
+                    out.write_errors.push(WriteError { index: i, error });
+                    if opts.ordered {
+                        break;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// (matched, modified, upserted _id).
+    fn update_one_stmt(
+        &self,
+        db: &str,
+        coll: &str,
+        s: &UpdateStatement,
+        sync: bool,
+    ) -> DocResult<(u64, u64, Option<Bson>)> {
+        let filter = Filter::new(&s.q)?;
+        let modifier = Modifier::parse(&s.u, s.array_filters.as_deref())?;
+        if s.multi && modifier.is_replacement() {
+            return Err(DocError::failed_to_parse(
+                "multi update is not supported for replacement-style update",
+            ));
+        }
+        let r = self.with_write(db, coll, s.upsert, |c, st| -> DocResult<(u64, u64)> {
+            let rids = self.targets(c, st, &s.q, None, !s.multi)?;
+            let (mut matched, mut modified) = (0, 0);
+            for rid in rids {
+                let _lock = c.lock_doc(rid);
+                let Some(old) = c.get(rid)? else { continue };
+                let (hit, pos) = filter.matches_with_position(&old);
+                if !hit {
+                    continue;
+                }
+                matched += 1;
+                let new = updated_doc(&old, &modifier, pos)?;
+                if new != old {
+                    c.write_doc(st, rid, Some(&old), Some(&new), sync)?;
+                    modified += 1;
+                }
+                if !s.multi {
+                    break;
+                }
+            }
+            Ok((matched, modified))
+        })?;
+        let (matched, modified) = match r {
+            Some(x) => x?,
+            None => (0, 0),
+        };
+        if matched > 0 || !s.upsert {
+            return Ok((matched, modified, None));
+        }
+        let doc = upsert_doc(&s.q, &modifier)?;
+        let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
+        self.with_write(db, coll, true, |c, st| {
+            let rid = c.next_rid();
+            c.write_doc(st, rid, None, Some(&doc), sync)
+        })?
+        .expect("created")?;
+        Ok((0, 0, Some(id)))
+    }
+
+    pub fn delete(
+        &self,
+        db: &str,
+        coll: &str,
+        stmts: &[DeleteStatement],
+        opts: WriteOpts,
+    ) -> WriteOutcome {
+        let mut out = WriteOutcome::default();
+        if let Err(e) = catalog::validate_coll_name(db, coll) {
+            out.write_errors.push(WriteError { index: 0, error: e });
+            return out;
+        }
+        for (i, s) in stmts.iter().enumerate() {
+            let r = (|| -> DocResult<u64> {
+                if s.limit != 0 && s.limit != 1 {
+                    return Err(DocError::failed_to_parse(format!(
+                        "The limit field in delete objects must be 0 or 1. Got {}",
+                        s.limit
+                    )));
+                }
+                let filter = Filter::new(&s.q)?;
+                let r = self.with_write(db, coll, false, |c, st| -> DocResult<u64> {
+                    let rids = self.targets(c, st, &s.q, None, s.limit == 1)?;
+                    let mut n = 0;
+                    for rid in rids {
+                        let _lock = c.lock_doc(rid);
+                        let Some(old) = c.get(rid)? else { continue };
+                        if !filter.matches(&old) {
+                            continue;
+                        }
+                        c.write_doc(st, rid, Some(&old), None, opts.journal)?;
+                        n += 1;
+                        if s.limit == 1 {
+                            break;
+                        }
+                    }
+                    Ok(n)
+                })?;
+                r.unwrap_or(Ok(0))
+            })();
+            match r {
+                Ok(n) => out.n += n,
+                Err(error) => {
+                    out.write_errors.push(WriteError { index: i, error });
+                    if opts.ordered {
+                        break;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    pub fn find_and_modify(
+        &self,
+        db: &str,
+        coll: &str,
+        spec: &FindAndModify,
+    ) -> DocResult<FindAndModifyOutcome> {
+        catalog::validate_coll_name(db, coll)?;
+        let modifier = match (&spec.update, spec.remove) {
+            (Some(_), true) => {
+                return Err(DocError::failed_to_parse(
+                    "Cannot specify both an update and remove=true",
+                ))
+            }
+            (None, false) => {
+                return Err(DocError::failed_to_parse(
+                    "Either an update or remove=true must be specified",
+                ))
+            }
+            (Some(u), false) => Some(Modifier::parse(u, spec.array_filters.as_deref())?),
+            (None, true) => {
+                if spec.upsert {
+                    return Err(DocError::failed_to_parse(
+                        "Cannot specify both upsert=true and remove=true",
+                    ));
+                }
+                if spec.new {
+                    return Err(DocError::failed_to_parse(
+                        "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document",
+                    ));
+                }
+                None
+            }
+        };
+        let filter = Filter::new(&spec.query)?;
+        let proj = match &spec.fields {
+            Some(p) if !p.is_empty() => Some(Proj::parse(p)?),
+            _ => None,
+        };
+        let project = |d: Document| -> DocResult<Document> {
+            match &proj {
+                Some(p) => p.apply(&d, Some(&filter)),
+                None => Ok(d),
+            }
+        };
+        let sync = spec.journal;
+        let r = self.with_write(
+            db,
+            coll,
+            spec.upsert,
+            |c, st| -> DocResult<Option<FindAndModifyOutcome>> {
+                let rids = self.targets(c, st, &spec.query, spec.sort.as_ref(), true)?;
+                for rid in rids {
+                    let _lock = c.lock_doc(rid);
+                    let Some(old) = c.get(rid)? else { continue };
+                    let (hit, pos) = filter.matches_with_position(&old);
+                    if !hit {
+                        continue;
+                    }
+                    return match &modifier {
+                        None => {
+                            c.write_doc(st, rid, Some(&old), None, sync)?;
+                            Ok(Some(FindAndModifyOutcome {
+                                value: Some(project(old)?),
+                                n: 1,
+                                ..Default::default()
+                            }))
+                        }
+                        Some(m) => {
+                            let new = updated_doc(&old, m, pos)?;
+                            if new != old {
+                                c.write_doc(st, rid, Some(&old), Some(&new), sync)?;
+                            }
+                            Ok(Some(FindAndModifyOutcome {
+                                value: Some(project(if spec.new { new } else { old })?),
+                                n: 1,
+                                updated_existing: true,
+                                upserted: None,
+                            }))
+                        }
+                    };
+                }
+                Ok(None)
+            },
+        )?;
+        if let Some(Some(outcome)) = r.transpose()? {
+            return Ok(outcome);
+        }
+        match (&modifier, spec.upsert) {
+            (Some(m), true) => {
+                let doc = upsert_doc(&spec.query, m)?;
+                let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
+                self.with_write(db, coll, true, |c, st| {
+                    let rid = c.next_rid();
+                    c.write_doc(st, rid, None, Some(&doc), sync)
+                })?
+                .expect("created")?;
+                Ok(FindAndModifyOutcome {
+                    value: if spec.new { Some(project(doc)?) } else { None },
+                    n: 1,
+                    updated_existing: false,
+                    upserted: Some(id),
+                })
+            }
+            _ => Ok(FindAndModifyOutcome::default()),
+        }
+    }
+
+    // ---------------------------------------------------------------- reads
+
+    pub fn find(&self, db: &str, coll: &str, q: &FindQuery) -> DocResult<DocCursor> {
+        catalog::validate_coll_name(db, coll)?;
+        let Some(c) = self.get_coll(db, coll) else {
+            // Parse anyway so bad input errors even on a missing collection.
+            Filter::new(&q.filter)?;
+            return Ok(DocCursor::empty());
+        };
+        let st = c.state.read();
+        let exec = self.exec_for(&c, &st, q)?;
+        drop(st);
+        exec.run()
+    }
+
+    pub fn count(
+        &self,
+        db: &str,
+        coll: &str,
+        filter: &Document,
+        skip: u64,
+        limit: Option<i64>,
+    ) -> DocResult<u64> {
+        if filter.is_empty() && skip == 0 && limit.is_none_or_zero() {
+            catalog::validate_coll_name(db, coll)?;
+            return match self.get_coll(db, coll) {
+                Some(c) => Ok(c.counts()?.0 as u64),
+                None => Ok(0),
+            };
+        }
+        let q = FindQuery {
+            filter: filter.clone(),
+            skip,
+            limit,
+            ..Default::default()
+        };
+        let mut n = 0;
+        for d in self.find(db, coll, &q)? {
+            d?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    pub fn distinct(
+        &self,
+        db: &str,
+        coll: &str,
+        key: &str,
+        filter: &Document,
+    ) -> DocResult<Vec<Bson>> {
+        if key.is_empty() {
+            return Err(DocError::bad_value(
+                "FieldPath cannot be constructed with empty string",
+            ));
+        }
+        let q = FindQuery {
+            filter: filter.clone(),
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        for d in self.find(db, coll, &q)? {
+            let d = d?;
+            for v in interop::path_values(&d, key) {
+                match v {
+                    Bson::Array(a) => out.extend(a),
+                    other => out.push(other),
+                }
+            }
+        }
+        sort_unique_bson(&mut out);
+        Ok(out)
+    }
+
+    pub fn aggregate(&self, db: &str, coll: &str, pipeline: &[Document]) -> DocResult<DocCursor> {
+        catalog::validate_coll_name(db, coll)?;
+        let (filter, rest) = match pipeline.first() {
+            Some(first) if first.len() == 1 && first.contains_key("$match") => {
+                match first.get("$match") {
+                    Some(Bson::Document(f)) => (f.clone(), &pipeline[1..]),
+                    _ => {
+                        return Err(DocError::with_code(
+                            15959,
+                            "Location15959",
+                            "the match filter must be an expression in an object",
+                        ))
+                    }
+                }
+            }
+            _ => (Document::new(), pipeline),
+        };
+        let input = self
+            .find(
+                db,
+                coll,
+                &FindQuery {
+                    filter,
+                    ..Default::default()
+                },
+            )?
+            .into_inner();
+        let me = self.me.clone();
+        let dbname = db.to_string();
+        let lookup: LookupFn = Arc::new(move |other: &str| {
+            let Some(this) = me.upgrade() else {
+                return Err(DocError::internal_error("database closed"));
+            };
+            this.find(&dbname, other, &FindQuery::default())?.collect()
+        });
+        Ok(DocCursor::new(interop::run_pipeline(rest, input, lookup)?))
+    }
+
+    pub fn explain_find(&self, db: &str, coll: &str, q: &FindQuery) -> DocResult<Document> {
+        catalog::validate_coll_name(db, coll)?;
+        let ns = catalog::ns(db, coll);
+        let Some(c) = self.get_coll(db, coll) else {
+            Filter::new(&q.filter)?;
+            return Ok(doc! {
+                "queryPlanner": {
+                    "namespace": ns, "indexFilterSet": false, "parsedQuery": q.filter.clone(),
+                    "winningPlan": {"stage": "EOF"}, "rejectedPlans": [],
+                },
+                "executionStats": {
+                    "executionSuccess": true, "nReturned": 0, "executionTimeMillis": 0,
+                    "totalKeysExamined": 0, "totalDocsExamined": 0,
+                },
+            });
+        };
+        let st = c.state.read();
+        let exec = self.exec_for(&c, &st, q)?;
+        drop(st);
+        let winning = plan_doc(&exec, q);
+        let stats = exec.stats.clone();
+        let started = std::time::Instant::now();
+        let mut n = 0i64;
+        for d in exec.run()? {
+            d?;
+            n += 1;
+        }
+        Ok(doc! {
+            "queryPlanner": {
+                "namespace": ns,
+                "indexFilterSet": false,
+                "parsedQuery": q.filter.clone(),
+                "winningPlan": winning,
+                "rejectedPlans": [],
+            },
+            "executionStats": {
+                "executionSuccess": true,
+                "nReturned": n,
+                "executionTimeMillis": started.elapsed().as_millis() as i64,
+                "totalKeysExamined": stats.keys_examined.load(AtomicOrdering::Relaxed) as i64,
+                "totalDocsExamined": stats.docs_examined.load(AtomicOrdering::Relaxed) as i64,
+            },
+        })
+    }
+
+    /// The plan a find would use, for tests and the server's explain of other commands.
+    pub fn plan_summary(&self, db: &str, coll: &str, q: &FindQuery) -> DocResult<String> {
+        let Some(c) = self.get_coll(db, coll) else {
+            return Ok("EOF".into());
+        };
+        let st = c.state.read();
+        let exec = self.exec_for(&c, &st, q)?;
+        Ok(match exec.plan.index_name() {
+            Some(n) => format!("IXSCAN {n}"),
+            None => "COLLSCAN".into(),
+        })
+    }
+
+    // ---------------------------------------------------------------- stats
+
+    /// (data bytes, index bytes) on disk for one collection: the table files' sizes on the disk
+    /// engine, the entries' sizes in memory.
+    fn coll_storage(&self, c: &Coll) -> DocResult<(u64, u64)> {
+        let idents: Vec<(String, TableId)> = {
+            let st = c.state.read();
+            st.indexes
+                .iter()
+                .map(|i| (i.ident.clone(), i.table))
+                .collect()
+        };
+        let data = self.table_size(&c.ident, c.table, c)?;
+        let mut idx = 0;
+        for (name, t) in idents {
+            idx += self.table_size(&name, t, c)?;
+        }
+        Ok((data, idx))
+    }
+
+    fn table_size(&self, name: &str, table: TableId, c: &Coll) -> DocResult<u64> {
+        if let Some(f) = self.table_file(name) {
+            if let Ok(m) = std::fs::metadata(&f) {
+                return Ok(m.len());
+            }
+        }
+        Ok(c.table_bytes(table)? as u64)
+    }
+
+    fn table_file(&self, name: &str) -> Option<std::path::PathBuf> {
+        if self.cfg.engine_kind != engine::EngineKind::Disk {
+            return None;
+        }
+        let stats = self.engine.stats();
+        let file = stats
+            .get("tables")?
+            .as_array()?
+            .iter()
+            .find(|t| t.get("name").and_then(|n| n.as_str()) == Some(name))?
+            .get("file")?
+            .as_str()?
+            .to_string();
+        Some(self.cfg.engine.db_path.join(file))
+    }
+
+    pub fn coll_stats(&self, db: &str, coll: &str) -> DocResult<Document> {
+        catalog::validate_coll_name(db, coll)?;
+        let ns = catalog::ns(db, coll);
+        let Some(c) = self.get_coll(db, coll) else {
+            return Err(DocError::namespace_not_found(format!(
+                "Collection [{ns}] not found."
+            )));
+        };
+        let (count, size) = c.counts()?;
+        let data_file = self.table_size(&c.ident, c.table, &c)?;
+        let indexes: Vec<(String, String, TableId)> = {
+            let st = c.state.read();
+            st.indexes
+                .iter()
+                .map(|i| (i.def.name.clone(), i.ident.clone(), i.table))
+                .collect()
+        };
+        let mut index_sizes = Document::new();
+        let mut total_index = 0i64;
+        for (name, ident, t) in &indexes {
+            let s = self.table_size(ident, *t, &c)? as i64;
+            total_index += s;
+            index_sizes.insert(name.clone(), s);
+        }
+        let ct = &self.cfg.collection_table;
+        let creation = format!(
+            "allocation_size=4KB,block_allocation={:?},block_compressor={},internal_page_max={},leaf_page_max={},leaf_value_max={},memory_page_max={},prefix_compression={},split_pct=90,type=file",
+            ct.allocation,
+            ct.compressor.name(),
+            ct.internal_page_max,
+            ct.leaf_page_max,
+            ct.leaf_value_max,
+            ct.memory_page_max,
+            ct.prefix_compression
+        )
+        .to_lowercase();
+        Ok(doc! {
+            "ns": ns,
+            "size": size,
+            "count": count,
+            "avgObjSize": if count > 0 { size / count } else { 0 },
+            "storageSize": data_file as i64,
+            "freeStorageSize": 0i64,
+            "capped": c.state.read().options.get_bool("capped").unwrap_or(false),
+            "wiredTiger": {
+                "creationString": creation,
+                "type": "file",
+                "uri": format!("statistics:table:{}", c.ident),
+            },
+            "nindexes": indexes.len() as i32,
+            "indexBuilds": [],
+            "totalIndexSize": total_index,
+            "totalSize": data_file as i64 + total_index,
+            "indexSizes": index_sizes,
+            "scaleFactor": 1,
+            "ok": 1.0,
+        })
+    }
+
+    pub fn db_stats(&self, db: &str) -> DocResult<Document> {
+        catalog::validate_db_name(db)?;
+        let colls: Vec<Arc<Coll>> = self
+            .colls
+            .read()
+            .values()
+            .filter(|c| c.db == db)
+            .cloned()
+            .collect();
+        let (mut objects, mut data, mut storage, mut nidx, mut idx_size) =
+            (0i64, 0i64, 0i64, 0i64, 0i64);
+        for c in &colls {
+            let (n, s) = c.counts()?;
+            objects += n;
+            data += s;
+            let (d, i) = self.coll_storage(c)?;
+            storage += d as i64;
+            idx_size += i as i64;
+            nidx += c.state.read().indexes.len() as i64;
+        }
+        Ok(doc! {
+            "db": db,
+            "collections": colls.len() as i64,
+            "views": 0i64,
+            "objects": objects,
+            "avgObjSize": if objects > 0 { data as f64 / objects as f64 } else { 0.0 },
+            "dataSize": data as f64,
+            "storageSize": storage as f64,
+            "indexes": nidx,
+            "indexSize": idx_size as f64,
+            "totalSize": (storage + idx_size) as f64,
+            "scaleFactor": 1i64,
+            "fsUsedSize": 0.0,
+            "fsTotalSize": 0.0,
+            "ok": 1.0,
+        })
+    }
+
+    /// The engine's statistics as a BSON document (for serverStatus).
+    pub fn storage_stats(&self) -> Document {
+        let v = self.engine.stats();
+        match bson::to_bson(&v) {
+            Ok(Bson::Document(d)) => d,
+            Ok(other) => doc! {"engine": other},
+            Err(e) => doc! {"error": e.to_string()},
+        }
+    }
+}
+
+/// explain's winningPlan: [PROJECTION_SIMPLE →] [LIMIT →] [SKIP →] [SORT →] FETCH → IXSCAN | COLLSCAN.
+fn plan_doc(exec: &Exec, q: &FindQuery) -> Document {
+    let plan: &Plan = &exec.plan;
+    let direction = if plan.reverse { "backward" } else { "forward" };
+    let mut stage = match &plan.access {
+        Access::CollScan => doc! {
+            "stage": "COLLSCAN",
+            "filter": q.filter.clone(),
+            "direction": direction,
+        },
+        Access::IxScan { index, bounds, .. } => doc! {
+            "stage": "FETCH",
+            "filter": q.filter.clone(),
+            "inputStage": {
+                "stage": "IXSCAN",
+                "keyPattern": index.def.key.clone(),
+                "indexName": index.def.name.clone(),
+                "isMultiKey": index.is_multikey(),
+                "isUnique": index.def.unique,
+                "isSparse": index.def.sparse,
+                "isPartial": false,
+                "indexVersion": 2,
+                "direction": direction,
+                "indexBounds": bounds.clone(),
+            },
+        },
+    };
+    if exec.sort.is_some() && !plan.sort_provided {
+        stage = doc! {"stage": "SORT", "sortPattern": q.sort.clone().unwrap_or_default(), "inputStage": stage};
+    }
+    if exec.skip > 0 {
+        stage = doc! {"stage": "SKIP", "skipAmount": exec.skip as i64, "inputStage": stage};
+    }
+    if let Some(l) = exec.limit {
+        stage = doc! {"stage": "LIMIT", "limitAmount": l as i64, "inputStage": stage};
+    }
+    if exec.projection.is_some() {
+        stage = doc! {"stage": "PROJECTION_DEFAULT", "transformBy": q.projection.clone().unwrap_or_default(), "inputStage": stage};
+    }
+    stage
+}
+
+trait LimitExt {
+    fn is_none_or_zero(&self) -> bool;
+}
+
+impl LimitExt for Option<i64> {
+    fn is_none_or_zero(&self) -> bool {
+        matches!(self, None | Some(0))
+    }
+}
+
+/// Applies an update to a stored document and checks the result (`_id` unchanged and first,
+/// no `$`-prefixed top-level fields).
+fn updated_doc(old: &Document, m: &Modifier, pos: Option<usize>) -> DocResult<Document> {
+    let mut new = old.clone();
+    m.apply(&mut new, false, pos)?;
+    let old_id = old.get("_id");
+    match (old_id, new.get("_id")) {
+        (Some(a), Some(b))
+            if interop::compare(a, b) == Ordering::Equal
+                && a.element_type() == b.element_type() => {}
+        (Some(a), None) => {
+            let mut d = doc! {"_id": a.clone()};
+            d.extend(new);
+            new = d;
+        }
+        (None, _) => {}
+        _ => {
+            return Err(DocError::immutable_field(
+                "Performing an update on the path '_id' would modify the immutable field '_id'",
+            ))
+        }
+    }
+    finish_doc(new)
+}
+
+fn finish_doc(doc: Document) -> DocResult<Document> {
+    for k in doc.keys() {
+        if k.starts_with('$') {
+            return Err(DocError::dollar_prefixed_field_name(format!(
+                "The dollar ($) prefixed field '{k}' in '{k}' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith."
+            )));
+        }
+    }
+    if let Some(id) = doc.get("_id") {
+        if matches!(id, Bson::Array(_)) {
+            return Err(DocError::invalid_id_field(
+                "The '_id' value cannot be of type array",
+            ));
+        }
+        collection::check_id(id)?;
+    }
+    if doc.keys().next().map(String::as_str) != Some("_id") && doc.contains_key("_id") {
+        let mut d = doc! {"_id": doc.get("_id").cloned().unwrap()};
+        for (k, v) in doc {
+            if k != "_id" {
+                d.insert(k, v);
+            }
+        }
+        return Ok(d);
+    }
+    Ok(doc)
+}
+
+/// The document an upsert inserts.
+fn upsert_doc(filter: &Document, m: &Modifier) -> DocResult<Document> {
+    let seed = m.upsert_seed(filter)?;
+    let mut doc = if m.is_replacement() {
+        let mut d = Document::new();
+        if let Some(id) = seed.get("_id") {
+            d.insert("_id", id.clone());
+        }
+        d
+    } else {
+        seed
+    };
+    m.apply(&mut doc, true, None)?;
+    let doc = finish_doc(doc)?;
+    collection::prepare_insert(doc)
+}

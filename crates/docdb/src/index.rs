@@ -1,0 +1,458 @@
+//! Index specifications and index keys.
+//!
+//! An index table holds one entry per (key, document): for a unique index the entry is
+//! `KeyString(key) → RecordId` (so a second document with the same key finds the first);
+//! otherwise `KeyString(key) ++ RecordId → ""` (duplicates sort by RecordId). RecordIds are
+//! 8-byte big-endian positive i64s. A field holding an array contributes one key per element
+//! (multikey; an empty array indexes as `undefined`); a missing field indexes as null; a
+//! compound key may have at most one array field (CannotIndexParallelArrays, 171).
+#![allow(clippy::result_large_err)]
+
+use crate::error::{DocError, DocResult};
+use crate::keystring;
+use bson::{doc, Bson, Document};
+
+pub type RecordId = i64;
+
+pub fn rid_bytes(rid: RecordId) -> [u8; 8] {
+    (rid as u64).to_be_bytes()
+}
+
+pub fn rid_from(bytes: &[u8]) -> DocResult<RecordId> {
+    let b: [u8; 8] = bytes
+        .try_into()
+        .map_err(|_| DocError::internal_error("corrupt RecordId in index or collection"))?;
+    Ok(u64::from_be_bytes(b) as i64)
+}
+
+/// A validated index definition as the catalog stores it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexDef {
+    pub name: String,
+    /// The key pattern exactly as given (e.g. `{a: 1, b: -1}`).
+    pub key: Document,
+    /// (path, descending) per field.
+    pub fields: Vec<(String, bool)>,
+    pub unique: bool,
+    pub sparse: bool,
+    /// The full spec as listIndexes shows it (`v`, `key`, `name`, options).
+    pub spec: Document,
+}
+
+impl IndexDef {
+    pub fn id_index() -> IndexDef {
+        let key = doc! {"_id": 1};
+        IndexDef {
+            name: "_id_".into(),
+            fields: vec![("_id".into(), false)],
+            unique: true,
+            sparse: false,
+            spec: doc! {"v": 2, "key": key.clone(), "name": "_id_"},
+            key,
+        }
+    }
+
+    pub fn is_id(&self) -> bool {
+        self.name == "_id_"
+    }
+
+    pub fn descending(&self) -> Vec<bool> {
+        self.fields.iter().map(|f| f.1).collect()
+    }
+
+    /// Validates a createIndexes spec (MongoDB's rules and error codes).
+    pub fn parse(spec: &Document) -> DocResult<IndexDef> {
+        let key = match spec.get("key") {
+            Some(Bson::Document(k)) => k.clone(),
+            Some(_) => return Err(DocError::type_mismatch("The field 'key' must be an object")),
+            None => {
+                return Err(DocError::failed_to_parse(
+                    "The 'key' field is a required property of an index specification",
+                ))
+            }
+        };
+        if key.is_empty() {
+            return Err(cannot_create("Index keys cannot be empty."));
+        }
+        if key.len() > 32 {
+            return Err(cannot_create(
+                "Index key pattern has more than 32 fields (the compound index limit)",
+            ));
+        }
+        let mut fields = Vec::new();
+        for (path, dir) in &key {
+            if path.is_empty() || path.split('.').any(|p| p.is_empty()) {
+                return Err(cannot_create(format!(
+                    "Index key contains an illegal field name: '{path}'"
+                )));
+            }
+            if path.split('.').any(|p| p.starts_with('$')) {
+                return Err(cannot_create(format!(
+                    "Index key contains an illegal field name: field name starts with '$': {path}"
+                )));
+            }
+            let n = match dir {
+                Bson::Int32(i) => *i as f64,
+                Bson::Int64(i) => *i as f64,
+                Bson::Double(d) => *d,
+                Bson::Decimal128(d) => d.to_string().parse().unwrap_or(0.0),
+                Bson::String(s) => {
+                    return Err(cannot_create(match s.as_str() {
+                        "text" | "2d" | "2dsphere" | "hashed" | "geoHaystack" | "wildcard" => {
+                            format!("Index type '{s}' is not supported by flashdoc (field '{path}')")
+                        }
+                        _ => format!("Unknown index plugin '{s}'"),
+                    }))
+                }
+                other => {
+                    return Err(cannot_create(format!(
+                        "Values in v:2 index key pattern cannot be of type {:?}. Only numbers > 0, numbers < 0, and strings are allowed.",
+                        other.element_type()
+                    )))
+                }
+            };
+            if n == 0.0 || n.is_nan() {
+                return Err(cannot_create("Values in the index key pattern can't be 0."));
+            }
+            if fields.iter().any(|(p, _): &(String, bool)| p == path) {
+                return Err(cannot_create(format!(
+                    "Index key pattern has a repeated field: {path}"
+                )));
+            }
+            fields.push((path.clone(), n < 0.0));
+        }
+        let name = match spec.get("name") {
+            Some(Bson::String(s)) if !s.is_empty() => s.clone(),
+            Some(Bson::String(_)) => return Err(cannot_create("The index name cannot be empty")),
+            Some(_) => return Err(DocError::type_mismatch("The field 'name' must be a string")),
+            None => default_name(&key),
+        };
+        if name.contains('\0') {
+            return Err(cannot_create("The index name cannot contain null bytes"));
+        }
+        let mut unique = false;
+        let mut sparse = false;
+        let mut out = doc! {"v": 2, "key": key.clone(), "name": name.clone()};
+        for (k, v) in spec {
+            match k.as_str() {
+                "key" | "name" | "ns" | "background" => {}
+                "v" => match v.as_i32().or(v.as_i64().map(|x| x as i32)) {
+                    Some(1) | Some(2) => {}
+                    _ => {
+                        return Err(cannot_create(format!(
+                            "Invalid index specification {spec}; index version must be 1 or 2"
+                        )))
+                    }
+                },
+                "unique" | "sparse" | "hidden" => {
+                    let b = bool_value(v).ok_or_else(|| {
+                        DocError::type_mismatch(format!("The field '{k}' must be a boolean"))
+                    })?;
+                    match k.as_str() {
+                        "unique" => unique = b,
+                        "sparse" => sparse = b,
+                        _ => {}
+                    }
+                    if b {
+                        out.insert(k.clone(), true);
+                    }
+                }
+                "expireAfterSeconds" => {
+                    if v.as_i32().is_none() && v.as_i64().is_none() && v.as_f64().is_none() {
+                        return Err(DocError::type_mismatch(
+                            "TTL index 'expireAfterSeconds' option must be numeric",
+                        ));
+                    }
+                    // Stored and reported; documents are not expired (see docs/docdb.md).
+                    out.insert(k.clone(), v.clone());
+                }
+                "collation" => match v {
+                    Bson::Document(c) if c.get_str("locale").ok() == Some("simple") => {}
+                    _ => {
+                        return Err(DocError::with_code(
+                            197,
+                            "InvalidIndexSpecificationOption",
+                            "collations other than 'simple' are not supported",
+                        ))
+                    }
+                },
+                _ => {
+                    return Err(DocError::with_code(
+                        197,
+                        "InvalidIndexSpecificationOption",
+                        format!("The field '{k}' is not valid for an index specification. Specification: {spec}"),
+                    ))
+                }
+            }
+        }
+        let is_id_key = fields.len() == 1 && fields[0].0 == "_id";
+        if name == "_id_" && !is_id_key {
+            return Err(DocError::bad_value(
+                "The index name '_id_' is reserved for the _id index, which must have key pattern {_id: 1}",
+            ));
+        }
+        if is_id_key && !fields[0].1 && name == "_id_" {
+            if unique || sparse {
+                return Err(DocError::with_code(
+                    197,
+                    "InvalidIndexSpecificationOption",
+                    "The field 'unique' and 'sparse' are not valid for an _id index specification",
+                ));
+            }
+            return Ok(IndexDef::id_index());
+        }
+        Ok(IndexDef {
+            name,
+            key,
+            fields,
+            unique,
+            sparse,
+            spec: out,
+        })
+    }
+}
+
+fn bool_value(v: &Bson) -> Option<bool> {
+    match v {
+        Bson::Boolean(b) => Some(*b),
+        Bson::Int32(i) => Some(*i != 0),
+        Bson::Int64(i) => Some(*i != 0),
+        Bson::Double(d) => Some(*d != 0.0),
+        _ => None,
+    }
+}
+
+fn cannot_create(msg: impl Into<String>) -> DocError {
+    DocError::with_code(67, "CannotCreateIndex", msg)
+}
+
+/// mongod's default index name: `a_1_b_-1`.
+pub fn default_name(key: &Document) -> String {
+    key.iter()
+        .map(|(k, v)| format!("{k}_{}", display_dir(v)))
+        .collect::<Vec<_>>()
+        .join("_")
+}
+
+fn display_dir(v: &Bson) -> String {
+    match v {
+        Bson::Int32(i) => i.to_string(),
+        Bson::Int64(i) => i.to_string(),
+        Bson::Double(d) if d.fract() == 0.0 => format!("{}", *d as i64),
+        Bson::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// One index key of a document: the values (for keyValue in duplicate-key errors) and their
+/// encoding.
+#[derive(Clone, Debug)]
+pub struct IndexKey {
+    pub values: Vec<Bson>,
+    pub encoded: Vec<u8>,
+}
+
+/// All keys a document contributes to an index, and whether any indexed field was an array.
+pub struct DocKeys {
+    pub keys: Vec<IndexKey>,
+    pub multikey: bool,
+}
+
+/// Extracts a document's keys for an index (deduplicated, in encoded order).
+pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
+    let mut per_field: Vec<Vec<Bson>> = Vec::with_capacity(def.fields.len());
+    let mut array_fields: Vec<&str> = Vec::new();
+    let mut any_present = false;
+    for (path, _) in &def.fields {
+        let parts: Vec<&str> = path.split('.').collect();
+        let mut vals = Vec::new();
+        let mut arrays = false;
+        let mut present = false;
+        collect(
+            &Bson::Document(doc.clone()),
+            &parts,
+            &mut vals,
+            &mut arrays,
+            &mut present,
+            true,
+        );
+        if vals.is_empty() {
+            vals.push(Bson::Null);
+        }
+        if arrays {
+            array_fields.push(path);
+        }
+        any_present |= present;
+        per_field.push(vals);
+    }
+    if array_fields.len() > 1 {
+        return Err(DocError::with_code(
+            171,
+            "CannotIndexParallelArrays",
+            format!(
+                "cannot index parallel arrays [{}] [{}]",
+                array_fields[1], array_fields[0]
+            ),
+        ));
+    }
+    if def.sparse && !any_present {
+        return Ok(DocKeys {
+            keys: Vec::new(),
+            multikey: false,
+        });
+    }
+    let desc = def.descending();
+    let mut combos: Vec<Vec<Bson>> = vec![Vec::new()];
+    for vals in &per_field {
+        let mut next = Vec::with_capacity(combos.len() * vals.len());
+        for c in &combos {
+            for v in vals {
+                let mut c2 = c.clone();
+                c2.push(v.clone());
+                next.push(c2);
+            }
+        }
+        combos = next;
+    }
+    let mut keys: Vec<IndexKey> = combos
+        .into_iter()
+        .map(|values| {
+            let refs: Vec<&Bson> = values.iter().collect();
+            let encoded = keystring::encode_key(&refs, &desc);
+            IndexKey { values, encoded }
+        })
+        .collect();
+    keys.sort_by(|a, b| a.encoded.cmp(&b.encoded));
+    keys.dedup_by(|a, b| a.encoded == b.encoded);
+    Ok(DocKeys {
+        keys,
+        multikey: !array_fields.is_empty(),
+    })
+}
+
+/// Generous extraction: every value the query language could find at `parts` (arrays at any
+/// level are traversed), null where a path is missing.
+fn collect(
+    v: &Bson,
+    parts: &[&str],
+    out: &mut Vec<Bson>,
+    arrays: &mut bool,
+    present: &mut bool,
+    top: bool,
+) {
+    if parts.is_empty() {
+        *present = true;
+        match v {
+            Bson::Array(a) if !top => {
+                *arrays = true;
+                if a.is_empty() {
+                    out.push(Bson::Undefined);
+                }
+                for e in a {
+                    out.push(e.clone());
+                }
+            }
+            other => out.push(other.clone()),
+        }
+        return;
+    }
+    match v {
+        Bson::Document(d) => match d.get(parts[0]) {
+            Some(x) => collect(x, &parts[1..], out, arrays, present, false),
+            None => out.push(Bson::Null),
+        },
+        Bson::Array(a) => {
+            *arrays = true;
+            if let Ok(i) = parts[0].parse::<usize>() {
+                if let Some(x) = a.get(i) {
+                    collect(x, &parts[1..], out, arrays, present, false);
+                }
+            }
+            if a.is_empty() {
+                out.push(Bson::Null);
+            }
+            for e in a {
+                match e {
+                    Bson::Document(_) | Bson::Array(_) => {
+                        collect(e, parts, out, arrays, present, false)
+                    }
+                    _ => out.push(Bson::Null),
+                }
+            }
+        }
+        _ => out.push(Bson::Null),
+    }
+}
+
+/// The table key of an index entry.
+pub fn entry_key(unique: bool, key: &[u8], rid: RecordId) -> Vec<u8> {
+    if unique {
+        key.to_vec()
+    } else {
+        let mut k = Vec::with_capacity(key.len() + 8);
+        k.extend_from_slice(key);
+        k.extend_from_slice(&rid_bytes(rid));
+        k
+    }
+}
+
+/// The RecordId an index entry points at.
+pub fn entry_rid(unique: bool, key: &[u8], value: &[u8]) -> DocResult<RecordId> {
+    if unique {
+        rid_from(value)
+    } else if key.len() >= 8 {
+        rid_from(&key[key.len() - 8..])
+    } else {
+        Err(DocError::internal_error("corrupt index entry"))
+    }
+}
+
+/// `keyValue` of a duplicate-key error: `{field: value, ...}`.
+pub fn key_value_doc(def: &IndexDef, values: &[Bson]) -> Document {
+    let mut d = Document::new();
+    for ((path, _), v) in def.fields.iter().zip(values) {
+        d.insert(path.clone(), v.clone());
+    }
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_multikey_and_parallel() {
+        let def = IndexDef::parse(&doc! {"key": {"a": 1, "b": -1}, "name": "ab"}).unwrap();
+        let k = doc_keys(&def, &doc! {"a": [1, 2, 2], "b": 5}).unwrap();
+        assert_eq!(k.keys.len(), 2);
+        assert!(k.multikey);
+        let e = doc_keys(&def, &doc! {"a": [1], "b": [2]}).err().unwrap();
+        assert_eq!(e.code, 171);
+        let k = doc_keys(&def, &doc! {"x": 1}).unwrap();
+        assert_eq!(k.keys[0].values, vec![Bson::Null, Bson::Null]);
+        let def = IndexDef::parse(&doc! {"key": {"a.b": 1}, "name": "ab"}).unwrap();
+        let k = doc_keys(&def, &doc! {"a": [{"b": 1}, {"b": 3}]}).unwrap();
+        assert!(k.multikey);
+        assert!(k.keys.iter().any(|x| x.values == vec![Bson::Int32(3)]));
+    }
+
+    #[test]
+    fn spec_errors() {
+        let code = |d: Document| IndexDef::parse(&d).err().map(|e| e.code);
+        assert_eq!(code(doc! {"key": {"a": 0}, "name": "x"}), Some(67));
+        assert_eq!(code(doc! {"key": {}, "name": "x"}), Some(67));
+        assert_eq!(code(doc! {"key": {"a": "foo"}, "name": "x"}), Some(67));
+        assert_eq!(code(doc! {"name": "x"}), Some(9));
+        assert_eq!(
+            code(doc! {"key": {"a": 1}, "name": "x", "bogus": 1}),
+            Some(197)
+        );
+        assert_eq!(code(doc! {"key": 5, "name": "x"}), Some(14));
+        assert_eq!(
+            IndexDef::parse(&doc! {"key": {"a": 1, "b": -1}})
+                .unwrap()
+                .name,
+            "a_1_b_-1"
+        );
+    }
+}

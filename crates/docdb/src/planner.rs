@@ -1,0 +1,579 @@
+//! Query planning: pick an index whose leading fields the filter constrains (equality prefix,
+//! then at most one range field) or whose key order gives the requested sort, else a
+//! collection scan. Index bounds are byte ranges over KeyString keys; they are a superset of
+//! the matching documents (the matcher re-checks every fetched document), so the planner only
+//! has to be conservative, never exact.
+//!
+//! What is indexable, per top-level (or `$and`-nested) field predicate: equality with a scalar,
+//! document or null (`{a: v}`, `{$eq: v}`), `$in` of such values, and `$gt/$gte/$lt/$lte`
+//! with a scalar (bounded to that value's type bracket, as MongoDB's type bracketing does).
+//! Arrays, regexes, MinKey/MaxKey operands and every other operator are left to the matcher.
+//! On a multikey index two predicates of one field are not intersected (different array
+//! elements may satisfy them); one of them bounds the scan. A sparse index is not used for
+//! predicates that can match null/missing, nor for sort-only scans.
+#![allow(clippy::result_large_err)]
+
+use crate::collection::Index;
+use crate::error::{DocError, DocResult};
+use crate::keystring::{self, prefix_successor};
+use bson::{Bson, Document};
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// At most this many point combinations on an index's equality prefix.
+const MAX_POINTS: usize = 4096;
+
+pub type Range = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+#[derive(Clone, Debug)]
+struct Interval {
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    lo_disp: String,
+    hi_disp: String,
+}
+
+impl Interval {
+    fn point(v: &Bson) -> Interval {
+        let e = keystring::encode_one(v, false);
+        let d = keystring::display_value(v);
+        Interval {
+            lo: Bound::Included(e.clone()),
+            hi: Bound::Included(e),
+            lo_disp: d.clone(),
+            hi_disp: d,
+        }
+    }
+    fn is_point(&self) -> bool {
+        matches!((&self.lo, &self.hi), (Bound::Included(a), Bound::Included(b)) if a == b)
+    }
+    fn is_empty(&self) -> bool {
+        match (&self.lo, &self.hi) {
+            (Bound::Included(a), Bound::Included(b)) => a > b,
+            (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+                a >= b
+            }
+            _ => false,
+        }
+    }
+    fn display(&self) -> String {
+        let l = if matches!(self.lo, Bound::Excluded(_)) {
+            "("
+        } else {
+            "["
+        };
+        let r = if matches!(self.hi, Bound::Excluded(_)) {
+            ")"
+        } else {
+            "]"
+        };
+        format!("{l}{}, {}{r}", self.lo_disp, self.hi_disp)
+    }
+    fn full() -> Interval {
+        Interval {
+            lo: Bound::Unbounded,
+            hi: Bound::Unbounded,
+            lo_disp: "MinKey".into(),
+            hi_disp: "MaxKey".into(),
+        }
+    }
+    /// For a descending field: the same set of values in inverted-byte space.
+    fn inverted(&self) -> Interval {
+        let inv = |b: &Bound<Vec<u8>>| match b {
+            Bound::Included(x) => Bound::Included(inv_bytes(x)),
+            Bound::Excluded(x) => Bound::Excluded(inv_bytes(x)),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        Interval {
+            lo: inv(&self.hi),
+            hi: inv(&self.lo),
+            lo_disp: self.hi_disp.clone(),
+            hi_disp: self.lo_disp.clone(),
+        }
+    }
+}
+
+fn inv_bytes(x: &[u8]) -> Vec<u8> {
+    let mut v = x.to_vec();
+    keystring::invert(&mut v);
+    v
+}
+
+fn lo_key(b: &Bound<Vec<u8>>) -> (u8, &[u8], u8) {
+    match b {
+        Bound::Unbounded => (0, &[], 0),
+        Bound::Included(x) => (1, x, 0),
+        Bound::Excluded(x) => (1, x, 1),
+    }
+}
+
+fn hi_key(b: &Bound<Vec<u8>>) -> (u8, &[u8], u8) {
+    match b {
+        Bound::Unbounded => (1, &[], 0),
+        Bound::Included(x) => (0, x, 1),
+        Bound::Excluded(x) => (0, x, 0),
+    }
+}
+
+fn intersect(a: &Interval, b: &Interval) -> Interval {
+    let (lo, lo_disp) = if lo_key(&a.lo) >= lo_key(&b.lo) {
+        (a.lo.clone(), a.lo_disp.clone())
+    } else {
+        (b.lo.clone(), b.lo_disp.clone())
+    };
+    let (hi, hi_disp) = if hi_key(&a.hi) <= hi_key(&b.hi) {
+        (a.hi.clone(), a.hi_disp.clone())
+    } else {
+        (b.hi.clone(), b.hi_disp.clone())
+    };
+    Interval {
+        lo,
+        hi,
+        lo_disp,
+        hi_disp,
+    }
+}
+
+fn intersect_lists(a: &[Interval], b: &[Interval]) -> Vec<Interval> {
+    let mut out = Vec::new();
+    for x in a {
+        for y in b {
+            let i = intersect(x, y);
+            if !i.is_empty() {
+                out.push(i);
+            }
+        }
+    }
+    out
+}
+
+/// One indexable predicate on a field.
+#[derive(Clone, Debug)]
+struct Pred {
+    intervals: Vec<Interval>,
+    /// Can match null or a missing field (not usable on a sparse index).
+    matches_null: bool,
+    equality: bool,
+}
+
+fn scalar_ok(v: &Bson) -> bool {
+    !matches!(
+        v,
+        Bson::Array(_) | Bson::RegularExpression(_) | Bson::MinKey | Bson::MaxKey | Bson::Undefined
+    )
+}
+
+fn range_pred(op: &str, v: &Bson) -> Option<Pred> {
+    if !scalar_ok(v) || matches!(v, Bson::Document(_)) {
+        return None;
+    }
+    if matches!(v, Bson::Double(d) if d.is_nan()) {
+        return None;
+    }
+    let t = keystring::type_byte(v);
+    let e = keystring::encode_one(v, false);
+    let d = keystring::display_value(v);
+    let bstart = (
+        Bound::Included(vec![t]),
+        keystring::bracket_display(t, false),
+    );
+    let bend = (
+        Bound::Excluded(vec![t + 1]),
+        keystring::bracket_display(t, true),
+    );
+    let ((lo, lo_disp), (hi, hi_disp)) = match op {
+        "$gt" => ((Bound::Excluded(e), d), bend),
+        "$gte" => ((Bound::Included(e), d), bend),
+        "$lt" => (bstart, (Bound::Excluded(e), d)),
+        "$lte" => (bstart, (Bound::Included(e), d)),
+        _ => return None,
+    };
+    Some(Pred {
+        intervals: vec![Interval {
+            lo,
+            hi,
+            lo_disp,
+            hi_disp,
+        }],
+        matches_null: matches!(v, Bson::Null) && op.ends_with('e'),
+        equality: false,
+    })
+}
+
+fn eq_pred(v: &Bson) -> Option<Pred> {
+    if !scalar_ok(v) {
+        return None;
+    }
+    Some(Pred {
+        intervals: vec![Interval::point(v)],
+        matches_null: matches!(v, Bson::Null),
+        equality: true,
+    })
+}
+
+fn in_pred(v: &Bson) -> Option<Pred> {
+    let arr = v.as_array()?;
+    let mut pts: Vec<(Vec<u8>, &Bson)> = Vec::new();
+    for e in arr {
+        if !scalar_ok(e) {
+            return None;
+        }
+        pts.push((keystring::encode_one(e, false), e));
+    }
+    pts.sort_by(|a, b| a.0.cmp(&b.0));
+    pts.dedup_by(|a, b| a.0 == b.0);
+    Some(Pred {
+        matches_null: arr.iter().any(|e| matches!(e, Bson::Null)),
+        intervals: pts.into_iter().map(|(_, e)| Interval::point(e)).collect(),
+        equality: true,
+    })
+}
+
+/// The indexable predicates of a filter, by field path.
+fn collect_preds(filter: &Document, out: &mut HashMap<String, Vec<Pred>>) {
+    for (k, v) in filter {
+        if k == "$and" {
+            if let Some(arr) = v.as_array() {
+                for e in arr {
+                    if let Some(d) = e.as_document() {
+                        collect_preds(d, out);
+                    }
+                }
+            }
+            continue;
+        }
+        if k.starts_with('$') {
+            continue;
+        }
+        let ops = match v {
+            Bson::Document(d) if d.keys().next().is_some_and(|x| x.starts_with('$')) => d,
+            _ => {
+                if let Some(p) = eq_pred(v) {
+                    out.entry(k.clone()).or_default().push(p);
+                }
+                continue;
+            }
+        };
+        for (op, arg) in ops {
+            let p = match op.as_str() {
+                "$eq" => eq_pred(arg),
+                "$in" => in_pred(arg),
+                "$gt" | "$gte" | "$lt" | "$lte" => range_pred(op, arg),
+                _ => None,
+            };
+            if let Some(p) = p {
+                out.entry(k.clone()).or_default().push(p);
+            }
+        }
+    }
+}
+
+/// Sort fields with directions, if the sort is a plain `{field: ±1, ...}` spec.
+pub fn simple_sort(sort: &Document) -> Option<Vec<(String, bool)>> {
+    let mut v = Vec::new();
+    for (k, d) in sort {
+        let n = match d {
+            Bson::Int32(i) => *i as f64,
+            Bson::Int64(i) => *i as f64,
+            Bson::Double(f) => *f,
+            _ => return None,
+        };
+        if n == 1.0 {
+            v.push((k.clone(), false));
+        } else if n == -1.0 {
+            v.push((k.clone(), true));
+        } else {
+            return None;
+        }
+    }
+    Some(v)
+}
+
+pub enum Access {
+    CollScan,
+    IxScan {
+        index: Arc<Index>,
+        ranges: Vec<Range>,
+        /// `{field: ["[1, 1]", ...]}` for explain.
+        bounds: Document,
+    },
+}
+
+pub struct Plan {
+    pub access: Access,
+    /// Scan direction (backward: to provide a descending sort, or `$natural: -1`).
+    pub reverse: bool,
+    /// The scan already returns documents in the requested sort order.
+    pub sort_provided: bool,
+}
+
+impl Plan {
+    pub fn index_name(&self) -> Option<&str> {
+        match &self.access {
+            Access::IxScan { index, .. } => Some(&index.def.name),
+            Access::CollScan => None,
+        }
+    }
+}
+
+struct Candidate {
+    plan: Plan,
+    score: i64,
+}
+
+fn plan_index(
+    index: &Arc<Index>,
+    preds: &HashMap<String, Vec<Pred>>,
+    sort: Option<&[(String, bool)]>,
+) -> Option<Candidate> {
+    let multikey = index.is_multikey();
+    let sparse = index.def.sparse;
+    // Intervals per index field (ascending value space), until the first non-point field.
+    let mut fields: Vec<Vec<Interval>> = Vec::new();
+    let mut eq_len = 0;
+    let mut has_range = false;
+    for (path, _) in &index.def.fields {
+        let ps: Vec<&Pred> = preds
+            .get(path)
+            .map(|v| v.iter().filter(|p| !(sparse && p.matches_null)).collect())
+            .unwrap_or_default();
+        if ps.is_empty() {
+            break;
+        }
+        let ivs = if multikey {
+            let p = ps.iter().find(|p| p.equality).unwrap_or(&ps[0]);
+            p.intervals.clone()
+        } else {
+            let mut acc = ps[0].intervals.clone();
+            for p in &ps[1..] {
+                acc = intersect_lists(&acc, &p.intervals);
+            }
+            acc
+        };
+        let all_points = !ivs.is_empty() && ivs.iter().all(Interval::is_point);
+        let product: usize = fields.iter().map(|f| f.len().max(1)).product();
+        if product.saturating_mul(ivs.len().max(1)) > MAX_POINTS {
+            break;
+        }
+        fields.push(ivs);
+        if all_points {
+            eq_len += 1;
+        } else {
+            has_range = true;
+            break;
+        }
+    }
+    let single_range = fields.iter().all(|f| f.len() == 1);
+    // Can the index order provide the sort?
+    let mut sort_dir: Option<bool> = None;
+    if let Some(sort) = sort {
+        if !sort.is_empty() && !multikey && single_range {
+            let max_start = eq_len;
+            for s in 0..=max_start {
+                if s + sort.len() > index.def.fields.len() {
+                    break;
+                }
+                let idx_fields = &index.def.fields[s..s + sort.len()];
+                let names_match = idx_fields.iter().zip(sort).all(|(a, b)| a.0 == b.0);
+                if !names_match {
+                    continue;
+                }
+                let same = idx_fields.iter().zip(sort).all(|(a, b)| a.1 == b.1);
+                let opposite = idx_fields.iter().zip(sort).all(|(a, b)| a.1 != b.1);
+                if same {
+                    sort_dir = Some(false);
+                } else if opposite {
+                    sort_dir = Some(true);
+                }
+                if sort_dir.is_some() {
+                    break;
+                }
+            }
+        }
+    }
+    let usable_filter = eq_len > 0 || has_range;
+    if !usable_filter && (sort_dir.is_none() || sparse) {
+        return None;
+    }
+    let exact_unique = index.def.unique && eq_len == index.def.fields.len();
+    let score = eq_len as i64 * 8
+        + has_range as i64 * 4
+        + sort_dir.is_some() as i64 * 2
+        + exact_unique as i64 * 100
+        + index.def.is_id() as i64;
+    let (ranges, bounds) = build_ranges(index, &fields);
+    Some(Candidate {
+        plan: Plan {
+            access: Access::IxScan {
+                index: index.clone(),
+                ranges,
+                bounds,
+            },
+            reverse: sort_dir.unwrap_or(false),
+            sort_provided: sort_dir.is_some(),
+        },
+        score,
+    })
+}
+
+/// Byte ranges over the index table for per-field intervals (leading fields; the rest are
+/// unconstrained), sorted in key order, plus their explain rendering.
+fn build_ranges(index: &Index, fields: &[Vec<Interval>]) -> (Vec<Range>, Document) {
+    let mut bounds = Document::new();
+    for (i, (path, _)) in index.def.fields.iter().enumerate() {
+        let shown: Vec<Bson> = match fields.get(i) {
+            Some(ivs) => ivs.iter().map(|x| Bson::String(x.display())).collect(),
+            None => vec![Bson::String(Interval::full().display())],
+        };
+        bounds.insert(path.clone(), shown);
+    }
+    // Components in index byte space.
+    let comps: Vec<Vec<Interval>> = fields
+        .iter()
+        .enumerate()
+        .map(|(i, ivs)| {
+            if index.def.fields[i].1 {
+                ivs.iter().map(Interval::inverted).collect()
+            } else {
+                ivs.clone()
+            }
+        })
+        .collect();
+    let (points, last) = match comps.split_last() {
+        Some((last, rest)) if !last.iter().all(Interval::is_point) => (rest, Some(last)),
+        _ => (&comps[..], None),
+    };
+    let mut prefixes: Vec<Vec<u8>> = vec![Vec::new()];
+    for f in points {
+        let mut next = Vec::new();
+        for p in &prefixes {
+            for iv in f {
+                if let Bound::Included(x) = &iv.lo {
+                    let mut q = p.clone();
+                    q.extend_from_slice(x);
+                    next.push(q);
+                }
+            }
+        }
+        prefixes = next;
+    }
+    let mut ranges = Vec::new();
+    for p in &prefixes {
+        match last {
+            None => ranges.push(prefix_range(p)),
+            Some(ivs) => {
+                for iv in ivs {
+                    if let Some(r) = compose(p, iv) {
+                        ranges.push(r);
+                    }
+                }
+            }
+        }
+    }
+    ranges.sort_by(|a, b| lo_key(&a.0).cmp(&lo_key(&b.0)));
+    (ranges, bounds)
+}
+
+fn prefix_range(p: &[u8]) -> Range {
+    if p.is_empty() {
+        return (Bound::Unbounded, Bound::Unbounded);
+    }
+    (
+        Bound::Included(p.to_vec()),
+        match prefix_successor(p) {
+            Some(s) => Bound::Excluded(s),
+            None => Bound::Unbounded,
+        },
+    )
+}
+
+fn cat(p: &[u8], x: &[u8]) -> Vec<u8> {
+    let mut v = p.to_vec();
+    v.extend_from_slice(x);
+    v
+}
+
+fn compose(p: &[u8], iv: &Interval) -> Option<Range> {
+    let lo = match &iv.lo {
+        Bound::Unbounded if p.is_empty() => Bound::Unbounded,
+        Bound::Unbounded => Bound::Included(p.to_vec()),
+        Bound::Included(x) => Bound::Included(cat(p, x)),
+        Bound::Excluded(x) => Bound::Included(prefix_successor(&cat(p, x))?),
+    };
+    let hi = match &iv.hi {
+        Bound::Unbounded => match prefix_successor(p) {
+            Some(s) if !p.is_empty() => Bound::Excluded(s),
+            _ => Bound::Unbounded,
+        },
+        Bound::Included(x) => match prefix_successor(&cat(p, x)) {
+            Some(s) => Bound::Excluded(s),
+            None => Bound::Unbounded,
+        },
+        Bound::Excluded(x) => Bound::Excluded(cat(p, x)),
+    };
+    Some((lo, hi))
+}
+
+/// Chooses the plan for a find.
+pub fn plan(
+    indexes: &[Arc<Index>],
+    filter: &Document,
+    sort: Option<&Document>,
+    hint: Option<&Bson>,
+) -> DocResult<Plan> {
+    let mut preds = HashMap::new();
+    collect_preds(filter, &mut preds);
+    let sort_fields = sort.and_then(simple_sort);
+    let sort_ref = sort_fields.as_deref();
+    let collscan = |reverse: bool| Plan {
+        access: Access::CollScan,
+        reverse,
+        sort_provided: false,
+    };
+    if let Some(h) = hint {
+        let natural = match h {
+            Bson::Document(d) => d.get("$natural").map(|v| {
+                matches!(v, Bson::Int32(i) if *i < 0)
+                    || matches!(v, Bson::Int64(i) if *i < 0)
+                    || matches!(v, Bson::Double(f) if *f < 0.0)
+            }),
+            _ => None,
+        };
+        if let Some(rev) = natural {
+            return Ok(collscan(rev));
+        }
+        let found = indexes.iter().find(|i| match h {
+            Bson::String(name) => &i.def.name == name,
+            Bson::Document(k) => &i.def.key == k,
+            _ => false,
+        });
+        let Some(index) = found else {
+            return Err(DocError::bad_value(
+                "error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index",
+            ));
+        };
+        if let Some(c) = plan_index(index, &preds, sort_ref) {
+            return Ok(c.plan);
+        }
+        let (ranges, bounds) = build_ranges(index, &[]);
+        return Ok(Plan {
+            access: Access::IxScan {
+                index: index.clone(),
+                ranges,
+                bounds,
+            },
+            reverse: false,
+            sort_provided: false,
+        });
+    }
+    let mut best: Option<Candidate> = None;
+    for index in indexes {
+        if let Some(c) = plan_index(index, &preds, sort_ref) {
+            if best.as_ref().is_none_or(|b| c.score > b.score) {
+                best = Some(c);
+            }
+        }
+    }
+    Ok(best.map(|c| c.plan).unwrap_or_else(|| collscan(false)))
+}
