@@ -641,15 +641,19 @@ impl BlockFile {
         } else {
             round_up(BLOCK_HEADER + est(st.discard.len())) as u64
         };
-        let avail_len = round_up(BLOCK_HEADER + est(st.avail.len() + st.discard.len() + 3)) as u64;
+        let avail_len =
+            round_up(BLOCK_HEADER + est(st.avail.len() + st.discard.len() + st.pending.len() + 3))
+                as u64;
         let policy = self.policy;
         let alloc_off = Self::allocate(&mut st, policy, alloc_len, true);
         let disc_off = (disc_len > 0).then(|| Self::allocate(&mut st, policy, disc_len, true));
         let avail_off = Self::allocate(&mut st, policy, avail_len, true);
         // What will be free once this checkpoint is durable: avail now, plus everything the
-        // previous checkpoint held that this one no longer does.
+        // previous checkpoint held that this one no longer does — including `pending`, left by
+        // a checkpoint that was written but never committed (resolve not called): without it
+        // that space would be in no list after a reopen, leaked for good.
         let mut after = st.avail.clone();
-        for (o, l) in st.discard.iter() {
+        for (o, l) in st.discard.iter().chain(st.pending.iter()) {
             after.insert(o, l);
         }
         let size = st.size;
@@ -892,6 +896,42 @@ mod tests {
             "after the next durable checkpoint, b's space is reused"
         );
         assert_eq!(bf.read(e).unwrap().1, vec![7u8; 5000]);
+    }
+
+    #[test]
+    fn space_freed_before_an_uncommitted_checkpoint_is_in_the_next_avail_list() {
+        // C1 is durable and references b. b is freed; checkpoint C2 is written but its commit
+        // fails (another table or the metadata write failed: no resolve). C3 commits. b is
+        // free once C3 is durable, so C3's avail list must hold it: a reopen from C3 must not
+        // leak it.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let ev = Arc::new(Events::new(None));
+        let bf = BlockFile::create(&path, tag(), AllocPolicy::Best, ev.clone()).unwrap();
+        let img = build_block(PageKind::Leaf, &[7u8; 5000], Compressor::None).unwrap();
+        let root_img = |n: u8| build_block(PageKind::Root, &[n], Compressor::None).unwrap();
+        let b = bf.write(&img, PageKind::Leaf, false, 0).unwrap();
+        let keep = bf.write(&img, PageKind::Leaf, false, 0).unwrap();
+        let root1 = bf.write(&root_img(1), PageKind::Root, true, 0).unwrap();
+        bf.checkpoint(root1).unwrap();
+        bf.resolve();
+        bf.free(b);
+        let root2 = bf.write(&root_img(2), PageKind::Root, true, 0).unwrap();
+        bf.free(root1);
+        bf.checkpoint(root2).unwrap(); // written, never committed
+        let root3 = bf.write(&root_img(3), PageKind::Root, true, 0).unwrap();
+        bf.free(root2);
+        let c3 = bf.checkpoint(root3).unwrap();
+        bf.resolve();
+        drop(bf);
+        let bf = BlockFile::open_checkpoint(&path, tag(), AllocPolicy::Best, &c3, ev).unwrap();
+        let free = bf.free_extents();
+        let covered = |a: Addr| {
+            free.iter()
+                .any(|&(o, l)| o <= a.offset && a.offset + a.size as u64 <= o + l)
+        };
+        assert!(covered(b), "b {b:?} leaked: free extents {free:?}");
+        assert!(!covered(keep) && !covered(root3));
     }
 
     #[test]

@@ -277,6 +277,11 @@ impl EngineConfig {
                 "eviction thresholds must be percentages with target <= trigger".into(),
             ));
         }
+        // Checked here, not only when the journal opens: by then the dbPath and its lock file
+        // exist and the old journal has been replayed.
+        if let Some(j) = &self.journal {
+            j.validate()?;
+        }
         Ok(())
     }
 }

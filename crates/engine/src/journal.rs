@@ -93,7 +93,8 @@ impl Default for JournalConfig {
 }
 
 impl JournalConfig {
-    fn validate(&self) -> Result<()> {
+    /// Checks the settings (also done by `EngineConfig::validate`, before anything is created).
+    pub fn validate(&self) -> Result<()> {
         if !(MIN_FILE_MAX..=MAX_FILE_MAX).contains(&self.file_max) {
             return Err(Error::Config(format!(
                 "journal file_max {} is out of range ({MIN_FILE_MAX} to {MAX_FILE_MAX} bytes)",

@@ -1,0 +1,124 @@
+//! Crash test: a writer child (`flashdoc-engine-torture write`) is SIGKILLed at a random instant
+//! (10–300 ms after it starts, from a seeded RNG), over and over on the same database, so state
+//! accumulates and some kills land in start-up, recovery and checkpoints. After a kill the
+//! database is opened here (on two cycles in three; otherwise the next child recovers it) and
+//! must hold every acknowledged batch, the in-flight batch in full or not at all, and verify.
+//!
+//! `FLASHDOC_CRASH_CYCLES=N` runs N cycles (default 50), `FLASHDOC_CRASH_SEED=S` picks the
+//! seed. For long runs use the binary: `flashdoc-engine-torture crash-loop DBPATH --cycles 1000`.
+
+#[path = "../src/bin/torture/workload.rs"]
+mod workload;
+
+use std::path::Path;
+use workload::CrashLoop;
+
+const EXE: &str = env!("CARGO_BIN_EXE_flashdoc-engine-torture");
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} must be a number, got {v:?}")),
+        Err(_) => default,
+    }
+}
+
+#[test]
+fn sigkill_at_random_instants_loses_no_acknowledged_batch() {
+    let cycles = env_u64("FLASHDOC_CRASH_CYCLES", 50);
+    let seed = env_u64("FLASHDOC_CRASH_SEED", 20240601);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let mut cl = CrashLoop::new(Path::new(EXE), &db, seed);
+    for i in 0..cycles {
+        if let Err(e) = cl.cycle(i + 1 == cycles) {
+            panic!(
+                "crash cycle {i} of {cycles} failed (rerun with FLASHDOC_CRASH_SEED={seed}; \
+                 {} batches acknowledged before it):\n{e}",
+                cl.acked()
+            );
+        }
+    }
+    let s = cl.stats.clone();
+    eprintln!(
+        "seed {seed}: {cycles} cycles, {} batches acknowledged, {s:?}",
+        cl.acked()
+    );
+    // The test proves nothing unless the children got work done between kills (not a speed
+    // bar: one batch in 50 kills is enough), and some states were checked here (which cycles
+    // are checked is a function of the seed alone).
+    assert!(cl.acked() > 0, "no batch acknowledged in {cycles} cycles");
+    assert!(s.verified > 0, "{s:?}");
+}
+
+/// The binary's `crash-loop` mode (what a long run uses) works end to end.
+#[test]
+fn crash_loop_mode_runs_and_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let out = std::process::Command::new(EXE)
+        .arg("crash-loop")
+        .arg(&db)
+        .args(["--cycles", "3", "--seed", "5"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("crash-loop OK: seed 5, 3 cycles"),
+        "status {}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The checker itself can fail: a lost acknowledged batch and a half-applied batch are both
+/// caught (so a passing crash test means something).
+#[test]
+fn checker_rejects_lost_and_partial_batches() {
+    use workload::{batch, check_state, Found, Model, Shape};
+    let seed = 99;
+    let mut m = Model::new(seed, Shape::Churn);
+    m.advance_to(40);
+    assert_eq!(check_state(&m.state, &m).unwrap(), Found::Acked);
+    // The in-flight batch applied in full is accepted.
+    let mut plus = m.clone();
+    plus.advance_to(41);
+    assert_eq!(
+        check_state(&plus.state, &m).unwrap(),
+        Found::AckedPlusInFlight
+    );
+    // A lost acknowledged batch: the state of batches 0..=39 checked against 0..=40.
+    let mut older = Model::new(seed, Shape::Churn);
+    older.advance_to(39);
+    assert_ne!(
+        older.state, m.state,
+        "batch 40 of seed {seed} changes something"
+    );
+    {
+        let e = check_state(&older.state, &m).unwrap_err();
+        assert!(e.contains("neither"), "{e}");
+    }
+    // Half of the in-flight batch: find a batch with at least two distinct effective keys.
+    let mut n = 41;
+    loop {
+        let mut m2 = m.clone();
+        m2.advance_to(n - 1);
+        let ops = batch(seed, Shape::Churn, n);
+        let mut partial = m2.state.clone();
+        let op = &ops[0];
+        match &op.value {
+            Some(v) => partial[op.table].insert(op.key.clone(), v.clone()),
+            None => partial[op.table].remove(&op.key),
+        };
+        let mut full = m2.clone();
+        full.advance_to(n);
+        if partial != m2.state && partial != full.state {
+            let e = check_state(&partial, &m2).unwrap_err();
+            assert!(e.contains(&format!("in-flight batch {n}")), "{e}");
+            break;
+        }
+        n += 1;
+        assert!(n < 200, "no batch with two effective ops");
+    }
+}
