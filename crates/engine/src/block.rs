@@ -202,7 +202,7 @@ pub struct FileTag {
 
 pub struct BlockFile {
     path: PathBuf,
-    file: File,
+    file: Arc<File>,
     tag: FileTag,
     policy: AllocPolicy,
     state: Mutex<ExtentState>,
@@ -320,6 +320,8 @@ impl BlockFile {
             .truncate(true)
             .open(path)
             .ctx(|| format!("creating {}", path.display()))?;
+        let file = Arc::new(file);
+        events.register_file(tag.id, &file);
         events.emit(|t| Event::FileCreate {
             time_ns: t,
             file: tag.id,
@@ -387,6 +389,8 @@ impl BlockFile {
             file.set_len(ckpt.file_size)
                 .ctx(|| format!("resizing {} to its checkpoint size", path.display()))?;
         }
+        let file = Arc::new(file);
+        events.register_file(tag.id, &file);
         events.emit(|t| Event::FileCreate {
             time_ns: t,
             file: tag.id,
@@ -454,32 +458,42 @@ impl BlockFile {
     }
 
     fn pwrite(&self, buf: &[u8], offset: u64, kind: PageKind, page_id: u64) -> Result<()> {
-        self.file.write_all_at(buf, offset).ctx(|| {
-            format!(
-                "writing {} bytes at offset {offset} of {}",
-                buf.len(),
-                self.path.display()
-            )
-        })?;
+        let tag = self.tag;
+        // Announced before it is issued: the placement policy picks its stream, and a pending
+        // trim of this space is cancelled before the data lands.
+        self.events.before_write(&self.file, |t| WriteEvent {
+            time_ns: t,
+            file: tag.id,
+            file_kind: tag.kind,
+            table: tag.table,
+            page_kind: kind,
+            offset,
+            len: buf.len() as u32,
+            id_index: tag.id_index,
+            stream: 0,
+            page_id,
+        });
+        if let Err(e) = self.file.write_all_at(buf, offset) {
+            // The announced write did not happen: its space holds nothing anyone can reach.
+            self.events.emit(|t| Event::Free {
+                time_ns: t,
+                file: tag.id,
+                offset,
+                len: buf.len() as u64,
+            });
+            return Err(Error::io(
+                format!(
+                    "writing {} bytes at offset {offset} of {}",
+                    buf.len(),
+                    self.path.display()
+                ),
+                e,
+            ));
+        }
         self.stats
             .bytes_written
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
         self.stats.blocks_written.fetch_add(1, Ordering::Relaxed);
-        let tag = self.tag;
-        self.events.emit(|t| {
-            Event::Write(WriteEvent {
-                time_ns: t,
-                file: tag.id,
-                file_kind: tag.kind,
-                table: tag.table,
-                page_kind: kind,
-                offset,
-                len: buf.len() as u32,
-                id_index: tag.id_index,
-                stream: 0,
-                page_id,
-            })
-        });
         Ok(())
     }
 

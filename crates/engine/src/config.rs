@@ -234,6 +234,8 @@ pub struct EngineConfig {
     pub checkpoint_log_size: Option<u64>,
     /// Receives every I/O event; `None` costs nothing.
     pub observer: Option<Arc<dyn Observer>>,
+    /// Stream placement, Linux hints and TRIM (`storage.flash`).
+    pub flash: crate::events::FlashConfig,
 }
 
 impl EngineConfig {
@@ -253,6 +255,7 @@ impl EngineConfig {
             checkpoint_interval: Some(Duration::from_secs(60)),
             checkpoint_log_size: None,
             observer: None,
+            flash: crate::events::FlashConfig::default(),
         }
     }
 
@@ -281,6 +284,13 @@ impl EngineConfig {
         // exist and the old journal has been replayed.
         if let Some(j) = &self.journal {
             j.validate()?;
+        }
+        placement::policy::make_policy(&self.flash.placement, &self.flash.placement_config)
+            .map_err(|e| Error::Config(format!("storage.flash.placement: {e}")))?;
+        if self.flash.trim_batch == Some(0) {
+            return Err(Error::Config(
+                "storage.flash.trim.batch must be at least 1".into(),
+            ));
         }
         Ok(())
     }

@@ -114,7 +114,10 @@ impl DiskEngine {
         }
         std::fs::create_dir_all(&dir).ctx(|| format!("creating dbPath {}", dir.display()))?;
         let lock = ProcessLock::acquire(&dir)?;
-        let events = Arc::new(Events::new(cfg.observer.clone()));
+        let events = Arc::new(
+            Events::with_flash(cfg.observer.clone(), &cfg.flash)
+                .map_err(|e| Error::Config(format!("storage.flash: {e}")))?,
+        );
         let cache = Arc::new(Cache::new(
             cfg.cache_size,
             cfg.eviction_target,
@@ -998,8 +1001,13 @@ impl KvEngine for DiskEngine {
             "journal": journal,
             "writes": { "batches": ld(&n.batches), "ops": ld(&n.ops) },
             "bytes_written_by_file_kind": by_kind,
+            "flash": inner.events.flash_stats(),
             "tables": per_table,
         })
+    }
+
+    fn end_of_load(&self) {
+        self.inner.events.end_of_load();
     }
 
     fn close(&self) -> Result<()> {

@@ -1,29 +1,117 @@
-//! The engine's side of event reporting: a clock, file numbering, and an emitter that builds an
-//! event only when an observer is attached (so the default costs one branch).
+//! The engine's side of event reporting and flash placement: a clock, file numbering, and the
+//! hub every physical write and every other I/O event passes through.
+//!
+//! With neither an observer nor a flash configuration, nothing is built (one branch per
+//! write). With a placement policy, each write gets its stream *before* it is issued; with
+//! `hints: linux` the file's write-life hint is set for that stream; with TRIM on, `Free`
+//! events go to the TRIM batcher, whose batches are punched out of the files.
+//!
+//! Trims and writes are ordered by the hub's lock: a write announces itself (cancelling any
+//! pending trim it overlaps) under the lock before its `pwrite`, and a batch is punched under
+//! the same lock, so a punch can never land on space a write has just reused.
 
-use placement::{Event, FileId, Observer};
+use crate::linux_io::{hint_for_stream, LinuxIo};
+use parking_lot::Mutex;
+use placement::policy::{make_policy, PlacementConfig, Policy};
+use placement::trim::{TrimBatcher, TrimExtent};
+use placement::{Event, FileId, Observer, WriteEvent};
+use std::collections::HashMap;
+use std::fs::File;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Flash placement, hints and TRIM for a running engine (`storage.flash`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlashConfig {
+    /// none | file | boundary | dsm | dsm-skip-primary | lifetime
+    pub placement: String,
+    pub placement_config: PlacementConfig,
+    /// Release freed extents as trims in batches of this many (None: no trims).
+    pub trim_batch: Option<usize>,
+    /// Set Linux write-life hints (`F_SET_RW_HINT`) and punch trims into the files.
+    pub linux_hints: bool,
+}
+
+impl Default for FlashConfig {
+    fn default() -> Self {
+        FlashConfig {
+            placement: "none".into(),
+            placement_config: PlacementConfig::default(),
+            trim_batch: None,
+            linux_hints: false,
+        }
+    }
+}
+
+impl FlashConfig {
+    /// True when the default settings leave nothing to do on the write path.
+    fn is_inert(&self) -> bool {
+        self.placement == "none" && self.trim_batch.is_none() && !self.linux_hints
+    }
+}
+
+struct FlashState {
+    policy: Box<dyn Policy>,
+    trim: Option<TrimBatcher>,
+    /// Open files by trace id: trims are punched into them.
+    files: HashMap<FileId, Arc<File>>,
+    /// The last hint set on each file (the call is skipped when it would not change).
+    hints: HashMap<FileId, u64>,
+    out: Vec<TrimExtent>,
+}
+
+struct Flash {
+    streams: u8,
+    linux_hints: bool,
+    state: Mutex<FlashState>,
+    io: LinuxIo,
+}
+
 pub struct Events {
     observer: Option<Arc<dyn Observer>>,
+    flash: Option<Flash>,
     start: Instant,
     next_file: AtomicU32,
 }
 
 impl Events {
     pub fn new(observer: Option<Arc<dyn Observer>>) -> Self {
-        Self {
+        Events {
             observer,
+            flash: None,
             start: Instant::now(),
             next_file: AtomicU32::new(1),
         }
     }
 
+    /// An event hub that also places writes on streams, sets hints and trims.
+    pub fn with_flash(
+        observer: Option<Arc<dyn Observer>>,
+        flash: &FlashConfig,
+    ) -> Result<Self, String> {
+        let mut e = Events::new(observer);
+        if !flash.is_inert() {
+            let policy = make_policy(&flash.placement, &flash.placement_config)?;
+            e.flash = Some(Flash {
+                streams: flash.placement_config.streams,
+                linux_hints: flash.linux_hints,
+                state: Mutex::new(FlashState {
+                    policy,
+                    trim: flash.trim_batch.map(TrimBatcher::new),
+                    files: HashMap::new(),
+                    hints: HashMap::new(),
+                    out: Vec::new(),
+                }),
+                io: LinuxIo::default(),
+            });
+        }
+        Ok(e)
+    }
+
     #[inline]
     pub fn enabled(&self) -> bool {
-        self.observer.is_some()
+        self.observer.is_some() || self.flash.is_some()
     }
 
     /// Nanoseconds since the engine opened.
@@ -36,11 +124,112 @@ impl Events {
         self.next_file.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// Remembers an open file so trims can be punched into it.
+    pub fn register_file(&self, id: FileId, file: &Arc<File>) {
+        if let Some(f) = &self.flash {
+            let mut st = f.state.lock();
+            if st.trim.is_some() && f.linux_hints {
+                st.files.insert(id, file.clone());
+            }
+        }
+    }
+
+    /// Announces a write about to be issued to `file` and returns its stream. Must be called
+    /// before the `pwrite` (see the module doc).
+    #[inline]
+    pub fn before_write(&self, file: &File, make: impl FnOnce(u64) -> WriteEvent) -> u8 {
+        if !self.enabled() {
+            return 0;
+        }
+        let mut w = make(self.now_ns());
+        if let Some(f) = &self.flash {
+            let mut st = f.state.lock();
+            w.stream = st.policy.place(&w).min(f.streams.saturating_sub(1));
+            let ev = Event::Write(w.clone());
+            let FlashState { trim, out, .. } = &mut *st;
+            if let Some(t) = trim {
+                t.observe(&ev, out);
+                debug_assert!(out.is_empty(), "a write never releases a trim batch");
+            }
+            if f.linux_hints {
+                let hint = hint_for_stream(w.stream, f.streams);
+                if st.hints.get(&w.file) != Some(&hint) {
+                    f.io.set_hint(file, hint);
+                    st.hints.insert(w.file, hint);
+                }
+            }
+        }
+        let stream = w.stream;
+        if let Some(o) = &self.observer {
+            o.observe(&Event::Write(w));
+        }
+        stream
+    }
+
     /// Reports the event built by `make(now_ns)`, if anyone listens.
     #[inline]
     pub fn emit(&self, make: impl FnOnce(u64) -> Event) {
+        if !self.enabled() {
+            return;
+        }
+        let ev = make(self.now_ns());
+        if let Some(f) = &self.flash {
+            let mut st = f.state.lock();
+            st.policy.observe(&ev);
+            let FlashState {
+                trim, out, files, ..
+            } = &mut *st;
+            if let Some(t) = trim {
+                t.observe(&ev, out);
+                // Punch under the lock: no write can reuse this space until we are done.
+                for x in out.drain(..) {
+                    if f.linux_hints {
+                        if let Some(file) = files.get(&x.file) {
+                            f.io.punch_hole(file, x.offset, x.len);
+                        }
+                    }
+                }
+            }
+            if let Event::FileRemove { file, .. } = ev {
+                st.files.remove(&file);
+                st.hints.remove(&file);
+            }
+        }
         if let Some(o) = &self.observer {
-            o.observe(&make(self.now_ns()));
+            o.observe(&ev);
+        }
+    }
+
+    /// The load phase is over (the boundary policy takes each file's size as its boundary).
+    pub fn end_of_load(&self) {
+        if let Some(f) = &self.flash {
+            f.state.lock().policy.end_of_load();
+        }
+    }
+
+    /// Placement, hint and trim counters for statistics.
+    pub fn flash_stats(&self) -> serde_json::Value {
+        match &self.flash {
+            None => serde_json::json!({"placement": "none"}),
+            Some(f) => {
+                let st = f.state.lock();
+                let trim = st.trim.as_ref().map(|t| {
+                    let s = t.stats();
+                    serde_json::json!({
+                        "collected_extents": s.collected, "collected_bytes": s.collected_bytes,
+                        "batches": s.batches, "released_extents": s.released_extents,
+                        "released_bytes": s.released_bytes,
+                        "cancelled_bytes": s.cancelled_bytes, "dropped_bytes": s.dropped_bytes,
+                        "pending_extents": t.pending(),
+                    })
+                });
+                serde_json::json!({
+                    "placement": st.policy.name(),
+                    "streams": f.streams,
+                    "linux": f.io.stats(),
+                    "trim": trim,
+                })
+            }
         }
     }
 

@@ -573,6 +573,19 @@ impl Shared {
     }
 
     fn write_at(&self, f: &OpenFile, bytes: &[u8], offset: u64) -> Result<()> {
+        // Announced before it is issued, so a placement policy can choose its stream.
+        self.events.before_write(&f.file, |time_ns| WriteEvent {
+            time_ns,
+            file: f.id,
+            file_kind: FileKind::Journal,
+            table: 0,
+            page_kind: PageKind::Log,
+            offset,
+            len: bytes.len() as u32,
+            id_index: false,
+            stream: 0,
+            page_id: 0,
+        });
         f.file.write_all_at(bytes, offset).ctx(|| {
             format!(
                 "writing {} bytes to journal file {} at offset {offset}",
@@ -582,20 +595,6 @@ impl Shared {
         })?;
         bump(&self.stats.writes, 1);
         bump(&self.stats.bytes_written, bytes.len() as u64);
-        self.events.emit(|time_ns| {
-            Event::Write(WriteEvent {
-                time_ns,
-                file: f.id,
-                file_kind: FileKind::Journal,
-                table: 0,
-                page_kind: PageKind::Log,
-                offset,
-                len: bytes.len() as u32,
-                id_index: false,
-                stream: 0,
-                page_id: 0,
-            })
-        });
         Ok(())
     }
 

@@ -83,6 +83,9 @@ pub trait KvEngine: Send + Sync {
     fn stats(&self) -> serde_json::Value;
     /// Flushes and releases the database; further calls fail.
     fn close(&self) -> Result<()>;
+    /// Declares the end of the load phase (the boundary placement policy sizes its regions
+    /// from it). Engines without placement ignore it.
+    fn end_of_load(&self) {}
 
     fn put(&self, table: TableId, key: &[u8], value: &[u8]) -> Result<()> {
         let mut b = WriteBatch::new();
