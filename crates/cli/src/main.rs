@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod engine_bench;
+mod placement_cmd;
 mod ssd_cmd;
 
 #[derive(Parser)]
@@ -20,6 +21,8 @@ struct Cli {
 enum Command {
     /// The SSD simulator: replay traces, validate the model against theory.
     Ssd(ssd_cmd::SsdArgs),
+    /// Placement policies offline: replay an event trace on the simulated SSD.
+    Placement(placement_cmd::PlacementArgs),
     /// Benchmark the storage engine alone (YCSB-style load + read/update mix).
     EngineBench(engine_bench::EngineBenchArgs),
 }
@@ -29,5 +32,6 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Ssd(args) => ssd_cmd::run(args),
         Command::EngineBench(args) => engine_bench::run(args),
+        Command::Placement(args) => placement_cmd::run(args),
     }
 }

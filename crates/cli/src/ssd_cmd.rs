@@ -4,7 +4,8 @@
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
-use ssd::replay::{FsReplayer, LayoutStats, PeakUsage};
+use placement::sim::EventCounts;
+use ssd::replay::{FsReplayer, LayoutStats};
 use ssd::trace::{self, Format, Record};
 use ssd::{AllocPolicy, GcDest, GcPolicy, Ssd, SsdConfig, TimingConfig};
 use std::io::Write;
@@ -194,15 +195,6 @@ struct ReplayOutput {
     result: ssd::Report,
 }
 
-#[derive(Serialize, Default, Clone)]
-struct EventCounts {
-    writes: u64,
-    frees: u64,
-    removes: u64,
-    truncates: u64,
-    creates: u64,
-    other: u64,
-}
 
 fn replay(a: ReplayArgs) -> Result<()> {
     let format = match a.format.as_str() {
@@ -231,7 +223,13 @@ fn replay(a: ReplayArgs) -> Result<()> {
     let logical_pages = if a.size_to_trace {
         eprintln!("sizing the device to the trace (one pass)…");
         let ext = if format == Format::PlacementEvents {
-            scan_events(&a.trace, a.punch_frees)?
+            // The event → layout mapping is shared with `placement replay` (placement::sim).
+            placement::sim::scan_events(
+                placement::trace::TraceReader::open(&a.trace)
+                    .with_context(|| format!("opening {}", a.trace.display()))?
+                    .map(|e| e.map_err(anyhow::Error::from)),
+                a.punch_frees,
+            )?
         } else {
             ssd::replay::scan(open_reader(&a.trace, format, &a.blkparse_action)?)?
         };
@@ -316,7 +314,11 @@ fn replay(a: ReplayArgs) -> Result<()> {
             .with_context(|| format!("opening event trace {}", a.trace.display()))?;
         for ev in reader {
             let ev = ev.with_context(|| format!("{}: event {}", a.trace.display(), records))?;
-            apply_event(fs, &mut dev, &ev, a.punch_frees, &mut events)
+            let stream = match &ev {
+                placement::Event::Write(w) => w.stream,
+                _ => 0,
+            };
+            placement::sim::apply_to_device(fs, &mut dev, &ev, stream, a.punch_frees, &mut events)
                 .with_context(|| format!("{}: event {} ({:?})", a.trace.display(), records, ev))?;
             records += 1;
             after_record(records, &mut dev, &mut progress);
@@ -356,7 +358,7 @@ fn replay(a: ReplayArgs) -> Result<()> {
             sized_from,
         },
         layout: fs.as_ref().map(|f| f.stats()),
-        events: (format == Format::PlacementEvents).then(|| events.clone()),
+        events: (format == Format::PlacementEvents).then_some(events),
         result: report,
     };
     if let Some(p) = &a.json {
@@ -370,91 +372,6 @@ fn open_reader(path: &Path, format: Format, action: &str) -> Result<trace::Reade
     let mut r = trace::Reader::open(path, format)?;
     r.set_blkparse_action(action);
     Ok(r)
-}
-
-/// The mapping of the placement crate's events onto the device: writes go through the layout
-/// on the event's stream; removing or truncating a file frees its pages (trimmed with
-/// --fs-discard); `Free` events punch holes only with --punch-frees; creates, renames and
-/// checkpoints touch nothing on the device.
-fn apply_event(
-    fs: &mut FsReplayer,
-    dev: &mut Ssd,
-    ev: &placement::Event,
-    punch_frees: bool,
-    n: &mut EventCounts,
-) -> Result<(), ssd::SsdError> {
-    use placement::Event;
-    match ev {
-        Event::Write(w) => {
-            n.writes += 1;
-            fs.write(
-                dev,
-                w.time_ns,
-                w.file as u64,
-                w.offset,
-                w.len as u64,
-                w.stream as u32,
-            )
-        }
-        Event::Free {
-            time_ns,
-            file,
-            offset,
-            len,
-        } => {
-            n.frees += 1;
-            if punch_frees {
-                fs.punch(dev, *time_ns, *file as u64, *offset, *len)
-            } else {
-                Ok(())
-            }
-        }
-        Event::FileRemove { time_ns, file } => {
-            n.removes += 1;
-            fs.remove(dev, *time_ns, *file as u64)
-        }
-        Event::FileTruncate { time_ns, file, len } => {
-            n.truncates += 1;
-            fs.truncate(dev, *time_ns, *file as u64, *len)
-        }
-        Event::FileCreate { .. } => {
-            n.creates += 1;
-            Ok(())
-        }
-        Event::FileRename { .. }
-        | Event::CheckpointBegin { .. }
-        | Event::CheckpointCommit { .. } => {
-            n.other += 1;
-            Ok(())
-        }
-    }
-}
-
-/// The peak footprint of an event trace's files.
-fn scan_events(path: &Path, punch_frees: bool) -> Result<ssd::replay::TraceExtent> {
-    use placement::Event;
-    let mut peak = PeakUsage::new();
-    let mut records = 0;
-    for ev in placement::trace::TraceReader::open(path)
-        .with_context(|| format!("opening {}", path.display()))?
-    {
-        let ev = ev.with_context(|| format!("{}: event {records}", path.display()))?;
-        records += 1;
-        match ev {
-            Event::Write(w) => peak.write(w.file as u64, w.offset, w.len as u64)?,
-            Event::Free {
-                file, offset, len, ..
-            } if punch_frees => peak.punch(file as u64, offset, len),
-            Event::FileRemove { file, .. } => peak.remove(file as u64),
-            Event::FileTruncate { file, len, .. } => peak.truncate(file as u64, len),
-            _ => {}
-        }
-    }
-    Ok(ssd::replay::TraceExtent {
-        records,
-        lba_end: 0,
-        peak_file_pages: peak.peak_pages(),
-    })
 }
 
 fn print_summary(r: &ssd::Report) {

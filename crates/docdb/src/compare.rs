@@ -366,7 +366,7 @@ impl Ord for OrdBson {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use bson::{doc, oid::ObjectId, spec::BinarySubtype, Binary, DateTime, Decimal128, Regex};
     use proptest::prelude::*;

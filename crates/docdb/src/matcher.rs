@@ -1089,4 +1089,69 @@ mod tests {
         );
         let _ = bson!(1);
     }
+
+    #[test]
+    fn decimals_and_mixed_numbers() {
+        let d = |s: &str| Bson::Decimal128(s.parse().unwrap());
+        assert!(m(doc! {"a": d("1.0")}, doc! {"a": 1}));
+        assert!(m(doc! {"a": {"$gt": d("0.5")}}, doc! {"a": 1}));
+        assert!(m(doc! {"a": {"$in": [Bson::Int64(2)]}}, doc! {"a": 2.0}));
+        assert!(m(doc! {"a": {"$type": "decimal"}}, doc! {"a": d("1")}));
+    }
+
+    #[test]
+    fn nested_arrays_and_docs() {
+        let d = doc! {"a": [{"b": [{"c": 1}, {"c": 2}]}, {"b": {"c": 3}}]};
+        assert!(m(doc! {"a.b.c": 2}, d.clone()));
+        assert!(m(doc! {"a.b.c": 3}, d.clone()));
+        assert!(m(doc! {"a.b.c": {"$gt": 2}}, d.clone()));
+        assert!(!m(doc! {"a.b.c": 4}, d.clone()));
+        assert!(m(doc! {"a": {"$elemMatch": {"b.c": 2}}}, d.clone()));
+        assert!(m(
+            doc! {"a": {"$elemMatch": {"b": {"$elemMatch": {"c": {"$gte": 2}}}}}},
+            d.clone()
+        ));
+        assert!(m(
+            doc! {"$and": [{"a.b.c": 1}, {"a.b": {"$size": 2}}]},
+            d.clone()
+        ));
+        assert!(m(doc! {"a.1.b.c": 3}, d.clone()));
+        assert!(m(doc! {"a.0.b.1.c": 2}, d.clone()));
+        assert!(m(doc! {"a.b": {"c": 3}}, d.clone()));
+        assert!(m(
+            doc! {"a": {"$size": 2}, "a.b": {"$exists": true}},
+            d.clone()
+        ));
+    }
+
+    use proptest::prelude::*;
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+        #[test]
+        fn equality_is_reflexive(v in crate::compare::tests::arb_bson()) {
+            let target = doc! {"a": v.clone()};
+            let eq = Matcher::new(&doc! {"a": v.clone()}).unwrap().matches(&target);
+            let inn = Matcher::new(&doc! {"a": {"$in": [v.clone()]}}).unwrap().matches(&target);
+            let ne = Matcher::new(&doc! {"a": {"$ne": v.clone()}}).unwrap().matches(&target);
+            prop_assert!(eq, "eq {:?}", v);
+            prop_assert!(inn, "in {:?}", v);
+            prop_assert!(!ne, "ne {:?}", v);
+        }
+
+        #[test]
+        fn comparisons_agree_with_compare_bson(v in crate::compare::tests::arb_bson(), w in crate::compare::tests::arb_bson()) {
+            let nan = |x: &Bson| Num::of(x).is_some_and(Num::is_nan);
+            prop_assume!(!matches!(v, Bson::Array(_)) && !nan(&v) && !nan(&w));
+            prop_assume!(!matches!(w, Bson::MinKey | Bson::MaxKey | Bson::Null | Bson::RegularExpression(_)));
+            let o = compare_bson(&v, &w);
+            let same = canonical_type_rank(&v) == canonical_type_rank(&w);
+            let doc = doc! {"a": v.clone()};
+            let q = |op: &str| Matcher::new(&doc! {"a": {op: w.clone()}}).unwrap().matches(&doc);
+            prop_assert_eq!(q("$gt"), same && o == Ordering::Greater);
+            prop_assert_eq!(q("$gte"), same && o != Ordering::Less);
+            prop_assert_eq!(q("$lt"), same && o == Ordering::Less);
+            prop_assert_eq!(q("$lte"), same && o != Ordering::Greater);
+            prop_assert_eq!(q("$eq"), bson_equal(&v, &w));
+        }
+    }
 }

@@ -553,8 +553,11 @@ impl Update {
         match &self.kind {
             Kind::Replacement(r) => {
                 let mut out = Document::new();
-                if let Some(id) = &old_id {
-                    out.insert("_id", id.clone());
+                match (&old_id, r.get("_id")) {
+                    (Some(id), _) | (None, Some(id)) => {
+                        out.insert("_id", id.clone());
+                    }
+                    _ => {}
                 }
                 for (k, v) in r {
                     if k == "_id" {
@@ -562,8 +565,6 @@ impl Update {
                             if !same_id(id, v) {
                                 return Err(id_altered(v));
                             }
-                        } else {
-                            out.insert("_id", v.clone());
                         }
                         continue;
                     }

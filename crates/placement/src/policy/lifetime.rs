@@ -1,0 +1,336 @@
+//! `lifetime` (flashdoc's own): each write goes to the stream of its page's *predicted
+//! lifetime*, bucketed on a log scale whose boundaries follow the recent predictions.
+//!
+//! - **Clock**: host bytes written (every write counts), so predictions do not depend on the
+//!   device or on wall-clock pauses.
+//! - **Pages with history** (`page_id ≠ 0` seen before in the same file): the prediction is a
+//!   moving average in log₂ space of the page's inter-write intervals (the newest interval
+//!   weighted [`super::LifetimeConfig::ewma_weight`], ½ by default). In a copy-on-write tree a
+//!   page's image dies roughly when the page is next written (its old extent is freed by the
+//!   following checkpoint), so the interval between its last two writes is its natural
+//!   lifetime estimate.
+//! - **A page's first write**: the file's recent typical interval (moving average of the
+//!   intervals observed in that file); if the file has none yet (a load), the coldest bucket.
+//! - **`page_id = 0` in table files** (extent lists, descriptors, overflow values): per
+//!   (file kind, page kind) class, a moving average of the *true* lifetimes observed online —
+//!   from the write to the `Free`, overlapping write, truncation or removal that ends it; the
+//!   coldest bucket until one is observed.
+//! - **Buckets**: the data streams are split by boundaries evenly spaced in log₂ between the
+//!   `low_quantile` and `high_quantile` (5 %, 95 %) of the predictions made since the previous
+//!   checkpoint commit (byte-weighted, older windows decayed by ½ each checkpoint). They are
+//!   recomputed at each checkpoint commit; before the first, everything is in the coldest
+//!   bucket. Shorter predicted lifetime → lower stream.
+//! - **Journal**: sequential, and it dies as a whole file when a checkpoint no longer needs
+//!   it: its own stream. **Metadata**: stream 0.
+//!
+//! Streams: ≥ 4 streams: metadata 0, journal 1, buckets on 2..streams−1 (6 buckets on 8
+//! streams). 3 streams: metadata and journal 0, buckets 1, 2. 2 streams: metadata and journal
+//! 0, one bucket (1).
+
+use super::{is_table, LifetimeConfig, PlacementConfig, Policy};
+use crate::event::{Event, FileId, FileKind, PageKind, WriteEvent};
+use std::collections::{BTreeMap, HashMap};
+
+/// Histogram bins per power of two of predicted lifetime.
+const BINS_PER_OCTAVE: f64 = 4.0;
+const BINS: usize = 64 * 4 + 1;
+
+/// A live `page_id = 0` block: (end, birth clock, class).
+type Untracked = (u64, u64, (FileKind, PageKind));
+
+#[derive(Clone, Copy, Debug)]
+struct PageState {
+    last_clock: u64,
+    /// log₂ of the predicted lifetime in bytes (NaN: no interval yet).
+    pred: f64,
+}
+
+#[derive(Clone, Debug)]
+pub struct LifetimePolicy {
+    cfg: LifetimeConfig,
+    metadata: u8,
+    journal: u8,
+    first_bucket: u8,
+    buckets: u8,
+    clock: u64,
+    pages: HashMap<(FileId, u64), PageState>,
+    /// Per file: log₂ moving average of its pages' intervals.
+    file_pred: HashMap<FileId, f64>,
+    /// Per (file kind, page kind): log₂ moving average of observed true lifetimes of
+    /// `page_id = 0` blocks.
+    class_pred: HashMap<(FileKind, PageKind), f64>,
+    /// Live `page_id = 0` blocks of table files: (file, offset) → (end, birth clock, class).
+    untracked: BTreeMap<(FileId, u64), Untracked>,
+    /// Byte-weighted histogram of log₂ predictions since the last boundary update (decayed).
+    hist: Vec<f64>,
+    /// Bucket boundaries, log₂ bytes (buckets − 1 of them); None before the first checkpoint.
+    bounds: Option<Vec<f64>>,
+}
+
+impl LifetimePolicy {
+    pub fn new(cfg: &PlacementConfig) -> Self {
+        let (metadata, journal, first_bucket) = match cfg.streams {
+            s if s >= 4 => (0, 1, 2),
+            _ => (0, 0, 1),
+        };
+        LifetimePolicy {
+            cfg: cfg.lifetime.clone(),
+            metadata,
+            journal,
+            first_bucket,
+            buckets: cfg.streams - first_bucket,
+            clock: 0,
+            pages: HashMap::new(),
+            file_pred: HashMap::new(),
+            class_pred: HashMap::new(),
+            untracked: BTreeMap::new(),
+            hist: vec![0.0; BINS],
+            bounds: None,
+        }
+    }
+
+    /// The current bucket boundaries (log₂ bytes), for reports and tests.
+    pub fn boundaries(&self) -> Option<&[f64]> {
+        self.bounds.as_deref()
+    }
+
+    fn ewma(&self, old: f64, new: f64) -> f64 {
+        if old.is_nan() {
+            new
+        } else {
+            let a = self.cfg.ewma_weight;
+            a * new + (1.0 - a) * old
+        }
+    }
+
+    fn bucket(&self, pred: f64) -> u8 {
+        let last = self.buckets - 1;
+        if pred.is_nan() {
+            return last;
+        }
+        match &self.bounds {
+            None => last,
+            Some(b) => b.iter().take_while(|&&x| pred >= x).count() as u8,
+        }
+    }
+
+    fn record(&mut self, pred: f64, bytes: u64) {
+        if pred.is_nan() {
+            return;
+        }
+        let bin = ((pred * BINS_PER_OCTAVE).round().max(0.0) as usize).min(BINS - 1);
+        self.hist[bin] += bytes as f64;
+    }
+
+    fn recompute_bounds(&mut self) {
+        let total: f64 = self.hist.iter().sum();
+        if total > 0.0 && self.buckets > 1 {
+            let q = |p: f64| {
+                let target = p * total;
+                let mut acc = 0.0;
+                for (i, &h) in self.hist.iter().enumerate() {
+                    acc += h;
+                    if acc >= target && h > 0.0 {
+                        return i as f64 / BINS_PER_OCTAVE;
+                    }
+                }
+                (BINS - 1) as f64 / BINS_PER_OCTAVE
+            };
+            let lo = q(self.cfg.low_quantile);
+            let hi = q(self.cfg.high_quantile).max(lo + 1.0 / BINS_PER_OCTAVE);
+            let n = self.buckets as usize - 1; // boundaries
+                                               // n boundaries evenly spaced from lo to hi (one boundary: their midpoint).
+            let b: Vec<f64> = if n == 1 {
+                vec![(lo + hi) / 2.0]
+            } else {
+                (0..n)
+                    .map(|i| lo + (hi - lo) * i as f64 / (n - 1) as f64)
+                    .collect()
+            };
+            self.bounds = Some(b);
+        }
+        for h in &mut self.hist {
+            *h *= 0.5;
+        }
+    }
+
+    /// Ends the life of `page_id = 0` blocks overlapping `[off, end)` of `file`.
+    fn kill_untracked(&mut self, file: FileId, off: u64, end: u64) {
+        let keys: Vec<(FileId, u64)> = self
+            .untracked
+            .range((file, 0)..(file, end))
+            .filter(|(_, v)| v.0 > off)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in keys {
+            let (_, birth, class) = self.untracked.remove(&k).expect("present");
+            let life = ((self.clock - birth).max(1) as f64).log2();
+            let old = self.class_pred.get(&class).copied().unwrap_or(f64::NAN);
+            let v = self.ewma(old, life);
+            self.class_pred.insert(class, v);
+        }
+    }
+}
+
+impl Policy for LifetimePolicy {
+    fn name(&self) -> &'static str {
+        "lifetime"
+    }
+
+    fn place(&mut self, w: &WriteEvent) -> u8 {
+        let now = self.clock;
+        self.clock += w.len as u64;
+        match w.file_kind {
+            FileKind::Metadata => return self.metadata,
+            FileKind::Journal => return self.journal,
+            _ => debug_assert!(is_table(w.file_kind)),
+        }
+        let end = w.offset + w.len as u64;
+        if !self.untracked.is_empty() {
+            self.kill_untracked(w.file, w.offset, end);
+        }
+        let pred = if w.page_id == 0 {
+            let class = (w.file_kind, w.page_kind);
+            self.untracked.insert((w.file, w.offset), (end, now, class));
+            self.class_pred.get(&class).copied().unwrap_or(f64::NAN)
+        } else {
+            let key = (w.file, w.page_id);
+            match self.pages.get(&key).copied() {
+                Some(st) => {
+                    let interval = ((now - st.last_clock).max(1) as f64).log2();
+                    let pred = self.ewma(st.pred, interval);
+                    self.pages.insert(
+                        key,
+                        PageState {
+                            last_clock: now,
+                            pred,
+                        },
+                    );
+                    let fp = self.file_pred.get(&w.file).copied().unwrap_or(f64::NAN);
+                    let fp = self.ewma(fp, interval);
+                    self.file_pred.insert(w.file, fp);
+                    pred
+                }
+                None => {
+                    self.pages.insert(
+                        key,
+                        PageState {
+                            last_clock: now,
+                            pred: f64::NAN,
+                        },
+                    );
+                    self.file_pred.get(&w.file).copied().unwrap_or(f64::NAN)
+                }
+            }
+        };
+        self.record(pred, w.len as u64);
+        self.first_bucket + self.bucket(pred)
+    }
+
+    fn observe(&mut self, ev: &Event) {
+        match ev {
+            Event::Free {
+                file, offset, len, ..
+            } => self.kill_untracked(*file, *offset, offset + len),
+            Event::FileTruncate { file, len, .. } => self.kill_untracked(*file, *len, u64::MAX),
+            Event::FileRemove { file, .. } => {
+                self.kill_untracked(*file, 0, u64::MAX);
+                self.pages.retain(|k, _| k.0 != *file);
+                self.file_pred.remove(file);
+            }
+            Event::CheckpointCommit { .. } => self.recompute_bounds(),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(page_id: u64, offset: u64, len: u32) -> WriteEvent {
+        WriteEvent {
+            time_ns: 0,
+            file: 1,
+            file_kind: FileKind::Collection,
+            table: 1,
+            page_kind: if page_id == 0 {
+                PageKind::ExtentList
+            } else {
+                PageKind::Leaf
+            },
+            offset,
+            len,
+            id_index: false,
+            stream: 0,
+            page_id,
+        }
+    }
+
+    #[test]
+    fn hot_pages_go_to_lower_streams_than_cold_pages() {
+        let mut p = LifetimePolicy::new(&PlacementConfig::default());
+        // Load: 100 pages, first writes → coldest bucket (stream 7), journal 1, metadata 0.
+        for id in 1..=100 {
+            assert_eq!(p.place(&w(id, id * 4096, 4096)), 7);
+        }
+        let mut j = w(0, 0, 4096);
+        j.file_kind = FileKind::Journal;
+        assert_eq!(p.place(&j), 1);
+        j.file_kind = FileKind::Metadata;
+        assert_eq!(p.place(&j), 0);
+        // Windows: pages 1..=10 rewritten 10× per window, pages 11..=100 once per window.
+        let mut last = (0, 0);
+        for win in 0..6 {
+            let (mut hot, mut cold) = (vec![], vec![]);
+            for r in 0..10 {
+                for id in 1..=10 {
+                    hot.push(p.place(&w(id, (1000 + id) * 4096, 4096)));
+                }
+                for id in (11 + r * 9)..(11 + r * 9 + 9) {
+                    cold.push(p.place(&w(id, (2000 + id) * 4096, 4096)));
+                }
+            }
+            p.observe(&Event::CheckpointCommit {
+                time_ns: 0,
+                id: win,
+            });
+            last = (*hot.last().unwrap(), *cold.last().unwrap());
+        }
+        assert!(p.boundaries().is_some());
+        assert!(last.0 < last.1, "hot {} cold {}", last.0, last.1);
+        assert!((2..=7).contains(&last.0) && (2..=7).contains(&last.1));
+    }
+
+    #[test]
+    fn untracked_blocks_learn_their_class_lifetime() {
+        let mut p = LifetimePolicy::new(&PlacementConfig::default());
+        p.place(&w(0, 0, 4096)); // extent list, class unknown → coldest
+        for id in 1..=15 {
+            p.place(&w(id, id * 4096, 4096));
+        }
+        // Freed after 16 pages (65536 bytes) of writes: lifetime 2^16 learned.
+        p.observe(&Event::Free {
+            time_ns: 0,
+            file: 1,
+            offset: 0,
+            len: 4096,
+        });
+        assert_eq!(
+            p.class_pred[&(FileKind::Collection, PageKind::ExtentList)],
+            16.0
+        );
+    }
+
+    #[test]
+    fn folds() {
+        for s in 2..=16u8 {
+            let mut p = LifetimePolicy::new(&PlacementConfig {
+                streams: s,
+                ..Default::default()
+            });
+            assert!(p.place(&w(1, 0, 4096)) < s);
+            assert_eq!(p.first_bucket + p.buckets, s);
+        }
+    }
+}

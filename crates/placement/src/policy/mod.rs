@@ -1,0 +1,390 @@
+//! Stream-placement policies: each chooses a stream for every write from the event stream
+//! alone, so the same code runs online in the engine and offline on a trace.
+//!
+//! | policy | seed | streams (8-stream device) |
+//! | --- | --- | --- |
+//! | `none` | — | everything on 0 |
+//! | `file` | 000 Table 2 | metadata 0, journal 1, collections 2, indexes 3 |
+//! | `boundary` | 003 Alg. 1, 000 Fig. 4 / Table 2 | metadata 0, journal 1, collections 2 (below the boundary) 3 (above), indexes 4, 5 |
+//! | `dsm` | 000 §4, Fig. 9 / Table 2 | metadata 0, journal + primary indexes 1, collection groups 2,3,4, secondary-index groups 5,6,7 |
+//! | `dsm-skip-primary` | 000 §5.3 | as `dsm` without primary-index filtering: stream 1 holds the journal only |
+//! | `lifetime` | flashdoc | metadata 0, journal 1, predicted-lifetime buckets 2..7 (shortest first) |
+//! | `oracle` | offline bound | true remaining-lifetime buckets 0..7 (shortest first) |
+//!
+//! Each policy's module says how it folds its groups onto fewer streams (down to 2); the full
+//! tables are in `docs/placement.md`. Policies are deterministic functions of the events they
+//! are shown.
+
+mod boundary;
+mod dsm;
+mod file;
+mod lifetime;
+mod none;
+mod oracle;
+
+pub use boundary::BoundaryPolicy;
+pub use dsm::{
+    compute_pivots, map_sid_by_hotness, predict_stream, DsmCheckpoint, DsmPolicy, RegionStat,
+};
+pub use file::FilePolicy;
+pub use lifetime::LifetimePolicy;
+pub use none::NonePolicy;
+pub use oracle::{DeathRules, OraclePolicy};
+
+use crate::event::{Event, FileId, FileKind, WriteEvent};
+use std::collections::HashMap;
+
+/// The 4 KB page the seeds count in (seed 000 Eq. 1 `PAGESIZE`).
+pub const PAGE_SIZE: u64 = 4096;
+
+/// Every policy name [`make_policy`] knows, plus `oracle` (offline only: [`OraclePolicy`]).
+pub const POLICY_NAMES: &[&str] = &[
+    "none",
+    "file",
+    "boundary",
+    "dsm",
+    "dsm-skip-primary",
+    "lifetime",
+    "oracle",
+];
+
+/// Parameters of seed 000's dynamic stream mapping.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DsmConfig {
+    /// K: hotness groups per file type (collections, secondary indexes). Default 3.
+    pub groups: u8,
+    /// α: the positive-integer weight of Eq. 3 (≥ 2; α = K gives K equal-width groups).
+    /// Default 3.
+    pub alpha: u32,
+    /// THRESHOLD1 of Fig. 9, in percent: an index file whose two regions' global percentages
+    /// sum to at most this is a primary index. Default 5.
+    pub threshold1: f64,
+    /// THRESHOLD2 of Fig. 9, in percent: an index file with a region whose global percentage
+    /// is at most this is a primary index. Default 1.
+    pub threshold2: f64,
+    /// How PredictStream decides that a region's hot-cold trend changed (see `dsm.rs`,
+    /// ambiguity 10). Default [`DsmPrediction::Trend`].
+    pub prediction: DsmPrediction,
+}
+
+/// Seed 000 Eq. 5 / Fig. A.5 read two ways.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DsmPrediction {
+    /// The prose of §4.4: the trend is unchanged when a region's newly computed stream equals
+    /// the one computed at the previous checkpoint; then it is kept, else the region is
+    /// predicted to swap (it takes the other region's newly computed stream).
+    Trend,
+    /// Fig. A.5 to the letter: compare with the *predicted* stream of the previous checkpoint.
+    Literal,
+}
+
+impl DsmPrediction {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "trend" => Ok(DsmPrediction::Trend),
+            "literal" => Ok(DsmPrediction::Literal),
+            o => Err(format!("unknown DSM prediction {o:?} (trend, literal)")),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            DsmPrediction::Trend => "trend",
+            DsmPrediction::Literal => "literal",
+        }
+    }
+}
+
+impl Default for DsmConfig {
+    fn default() -> Self {
+        DsmConfig {
+            groups: 3,
+            alpha: 3,
+            threshold1: 5.0,
+            threshold2: 1.0,
+            prediction: DsmPrediction::Trend,
+        }
+    }
+}
+
+/// Parameters of the `lifetime` policy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LifetimeConfig {
+    /// Weight of the newest inter-write interval in a page's log₂-space moving average.
+    pub ewma_weight: f64,
+    /// Quantiles of recent predictions that the outermost bucket boundaries sit on.
+    pub low_quantile: f64,
+    pub high_quantile: f64,
+}
+
+impl Default for LifetimeConfig {
+    fn default() -> Self {
+        LifetimeConfig {
+            ewma_weight: 0.5,
+            low_quantile: 0.05,
+            high_quantile: 0.95,
+        }
+    }
+}
+
+/// What every policy is configured with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlacementConfig {
+    /// The device's stream budget, stream 0 included (2..=16; default 8).
+    pub streams: u8,
+    pub dsm: DsmConfig,
+    pub lifetime: LifetimeConfig,
+}
+
+impl Default for PlacementConfig {
+    fn default() -> Self {
+        PlacementConfig {
+            streams: 8,
+            dsm: DsmConfig::default(),
+            lifetime: LifetimeConfig::default(),
+        }
+    }
+}
+
+impl PlacementConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(2..=16).contains(&self.streams) {
+            return Err(format!(
+                "streams must be in 2..=16 (stream 0 included), not {}",
+                self.streams
+            ));
+        }
+        if self.dsm.groups == 0 {
+            return Err("dsm groups (K) must be at least 1".into());
+        }
+        if self.dsm.alpha < 2 {
+            return Err(format!(
+                "dsm alpha must be an integer ≥ 2 (α = 1 puts p1 above p(K−1)), not {}",
+                self.dsm.alpha
+            ));
+        }
+        let l = &self.lifetime;
+        if !(l.ewma_weight > 0.0 && l.ewma_weight <= 1.0) {
+            return Err("lifetime ewma_weight must be in (0, 1]".into());
+        }
+        if !(0.0 <= l.low_quantile && l.low_quantile < l.high_quantile && l.high_quantile <= 1.0) {
+            return Err("lifetime quantiles must satisfy 0 ≤ low < high ≤ 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// A placement policy. The engine calls [`Policy::place`] for each write it is about to issue
+/// and [`Policy::observe`] for every other event, in order.
+pub trait Policy: Send {
+    fn name(&self) -> &'static str;
+    /// Chooses the stream (0..streams) for a write about to be issued (`w.stream` is ignored).
+    fn place(&mut self, w: &WriteEvent) -> u8;
+    /// Sees every other event, in order (file create/rename/remove/truncate, Free, checkpoint
+    /// begin/commit).
+    fn observe(&mut self, ev: &Event);
+    /// The end of the load phase was declared (boundary policy; others ignore it).
+    fn end_of_load(&mut self) {}
+}
+
+/// Builds an online policy by name. `oracle` needs the whole trace: build it with
+/// [`OraclePolicy::from_events`].
+pub fn make_policy(name: &str, cfg: &PlacementConfig) -> Result<Box<dyn Policy>, String> {
+    cfg.validate()?;
+    Ok(match name {
+        "none" => Box::new(NonePolicy),
+        "file" => Box::new(FilePolicy::new(cfg)),
+        "boundary" => Box::new(BoundaryPolicy::new(cfg)),
+        "dsm" => Box::new(DsmPolicy::new(cfg, true)),
+        "dsm-skip-primary" => Box::new(DsmPolicy::new(cfg, false)),
+        "lifetime" => Box::new(LifetimePolicy::new(cfg)),
+        "oracle" => return Err(
+            "oracle is offline only: it is built from the whole trace (OraclePolicy::from_events)"
+                .into(),
+        ),
+        o => {
+            return Err(format!(
+                "unknown placement policy {o:?} (known: {})",
+                POLICY_NAMES.join(", ")
+            ))
+        }
+    })
+}
+
+/// Is this a B-tree table file (the files the region-based policies split)?
+pub(crate) fn is_table(kind: FileKind) -> bool {
+    matches!(kind, FileKind::Collection | FileKind::Index)
+}
+
+/// The boundary between the two regions of each collection/index file (seed 003 §3.2: "the
+/// last file offset after the load phase finished").
+///
+/// - [`Boundaries::end_of_load`] (the explicit API): every table file known then gets its
+///   current size (highest written end) as boundary, replacing any automatic one.
+/// - Automatic fallback, for files without an explicit boundary (end of load never declared,
+///   or the file created after it): at each checkpoint commit the file's growth since the
+///   previous commit is measured. Once a checkpoint window passes in which the file did not
+///   grow (by more than max(64 KiB, 1 % of its size)), the boundary is its size **at the start
+///   of the last window in which it grew** — because in WiredTiger (and flashdoc's engine) the
+///   first window after the load still appends: nothing is free until the first checkpoint
+///   after the load releases the pages that window rewrote, so those appends *are* the second
+///   region. Exception: if that last growing window more than doubled the file it was itself
+///   loading, and the boundary is the current size.
+/// - Until a file has a boundary every write counts as region 1 (below the boundary).
+#[derive(Default, Debug, Clone)]
+pub(crate) struct Boundaries {
+    files: HashMap<FileId, FileBoundary>,
+}
+
+#[derive(Default, Debug, Clone)]
+struct FileBoundary {
+    /// Highest written end (bytes), cut by truncation.
+    size: u64,
+    boundary: Option<u64>,
+    explicit: bool,
+    size_at_last_commit: u64,
+    /// Size at the start of the most recent window in which the file grew.
+    pre_growth_size: u64,
+    last_growth: u64,
+    grew_ever: bool,
+}
+
+impl Boundaries {
+    pub(crate) fn on_write(&mut self, w: &WriteEvent) {
+        if !is_table(w.file_kind) {
+            return;
+        }
+        let f = self.files.entry(w.file).or_default();
+        f.size = f.size.max(w.offset + w.len as u64);
+    }
+
+    pub(crate) fn observe(&mut self, ev: &Event) {
+        match ev {
+            Event::FileRemove { file, .. } => {
+                self.files.remove(file);
+            }
+            Event::FileTruncate { file, len, .. } => {
+                if let Some(f) = self.files.get_mut(file) {
+                    f.size = f.size.min(*len);
+                }
+            }
+            Event::CheckpointCommit { .. } => {
+                for f in self.files.values_mut() {
+                    let growth = f.size.saturating_sub(f.size_at_last_commit);
+                    let tol = (64 << 10).max(f.size / 100);
+                    if growth > tol {
+                        f.pre_growth_size = f.size_at_last_commit;
+                        f.last_growth = growth;
+                        f.grew_ever = true;
+                    } else if f.boundary.is_none() && f.grew_ever {
+                        f.boundary = Some(if f.last_growth > f.pre_growth_size {
+                            f.size
+                        } else {
+                            f.pre_growth_size
+                        });
+                    }
+                    f.size_at_last_commit = f.size;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub(crate) fn end_of_load(&mut self) {
+        for f in self.files.values_mut() {
+            f.boundary = Some(f.size);
+            f.explicit = true;
+        }
+    }
+
+    pub(crate) fn boundary(&self, file: FileId) -> Option<u64> {
+        self.files.get(&file).and_then(|f| f.boundary)
+    }
+
+    /// 0 = region 1 (below the boundary, or no boundary yet), 1 = region 2.
+    pub(crate) fn region(&self, file: FileId, offset: u64) -> usize {
+        match self.boundary(file) {
+            Some(b) if offset >= b => 1,
+            _ => 0,
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn is_explicit(&self, file: FileId) -> bool {
+        self.files.get(&file).is_some_and(|f| f.explicit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::PageKind;
+
+    pub(crate) fn w(file: FileId, kind: FileKind, offset: u64, len: u32) -> WriteEvent {
+        WriteEvent {
+            time_ns: 0,
+            file,
+            file_kind: kind,
+            table: 1,
+            page_kind: PageKind::Leaf,
+            offset,
+            len,
+            id_index: false,
+            stream: 0,
+            page_id: 0,
+        }
+    }
+    fn commit() -> Event {
+        Event::CheckpointCommit { time_ns: 0, id: 0 }
+    }
+
+    #[test]
+    fn names_build_and_unknown_is_an_error() {
+        let cfg = PlacementConfig::default();
+        for &n in POLICY_NAMES.iter().filter(|&&n| n != "oracle") {
+            assert_eq!(make_policy(n, &cfg).unwrap().name(), n);
+        }
+        assert!(make_policy("oracle", &cfg).is_err());
+        assert!(make_policy("nope", &cfg).is_err());
+        let bad = PlacementConfig {
+            streams: 1,
+            ..Default::default()
+        };
+        assert!(make_policy("none", &bad).is_err());
+    }
+
+    #[test]
+    fn boundary_fallback_is_the_size_before_the_last_growing_window() {
+        let mut b = Boundaries::default();
+        let c = FileKind::Collection;
+        // Window 0: load to 10 MB.
+        b.on_write(&w(1, c, 0, 4096));
+        b.on_write(&w(1, c, 10 << 20, 4096));
+        b.observe(&commit());
+        assert_eq!(b.boundary(1), None);
+        // Window 1: the first update window appends 2 MB (the second region).
+        b.on_write(&w(1, c, 12 << 20, 4096));
+        b.observe(&commit());
+        assert_eq!(b.boundary(1), None);
+        // Window 2: no growth → boundary = size at the start of window 1.
+        b.on_write(&w(1, c, 4096, 4096));
+        b.observe(&commit());
+        assert_eq!(b.boundary(1), Some((10 << 20) + 4096));
+        assert_eq!(b.region(1, 4096), 0);
+        assert_eq!(b.region(1, 11 << 20), 1);
+        // end_of_load overrides it.
+        b.end_of_load();
+        assert_eq!(b.boundary(1), Some((12 << 20) + 4096));
+        assert!(b.is_explicit(1));
+    }
+
+    #[test]
+    fn boundary_fallback_when_the_load_window_is_the_last_growth() {
+        let mut b = Boundaries::default();
+        let c = FileKind::Index;
+        b.on_write(&w(2, c, 1 << 20, 4096));
+        b.observe(&commit()); // grew 0 → 1 MB: a load window (more than doubled)
+        b.on_write(&w(2, c, 0, 4096));
+        b.observe(&commit()); // no growth
+        assert_eq!(b.boundary(2), Some((1 << 20) + 4096));
+    }
+}

@@ -1,0 +1,293 @@
+//! Offline replay of an event stream with a placement policy and a TRIM mode on the `ssd`
+//! crate's simulated device (feature `sim`; `flashdoc placement replay` and the tests).
+//!
+//! Mapping of events onto the device ([`apply_to_device`], the same as `flashdoc ssd replay`
+//! does for event traces): a write goes through the filesystem layout ([`FsReplayer`]) on the
+//! stream the policy chose; removing or truncating a file frees its pages (trimmed when the
+//! layout was built with discard); creates, renames and checkpoints touch nothing. `Free`
+//! events reach the device only through the TRIM batcher: a released extent is punched out of
+//! the file (`fallocate(PUNCH_HOLE)`), which the filesystem forwards as TRIM when it discards.
+
+use crate::event::Event;
+use crate::policy::Policy;
+use crate::trim::{ReplaceTrimmer, TrimBatcher, TrimExtent, TrimStats, TrimWhen};
+use ssd::replay::{FsReplayer, LayoutStats, PeakUsage, TraceExtent};
+use ssd::{Ssd, SsdError};
+
+/// What the events of a replay were.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct EventCounts {
+    pub writes: u64,
+    pub frees: u64,
+    pub removes: u64,
+    pub truncates: u64,
+    pub creates: u64,
+    pub other: u64,
+}
+
+/// Applies one event to the device through the layout, the write on `stream`. `Free` punches
+/// a hole only with `punch_frees` (the TRIM batcher normally decides).
+pub fn apply_to_device(
+    fs: &mut FsReplayer,
+    dev: &mut Ssd,
+    ev: &Event,
+    stream: u8,
+    punch_frees: bool,
+    n: &mut EventCounts,
+) -> Result<(), SsdError> {
+    match ev {
+        Event::Write(w) => {
+            n.writes += 1;
+            fs.write(
+                dev,
+                w.time_ns,
+                w.file as u64,
+                w.offset,
+                w.len as u64,
+                stream as u32,
+            )
+        }
+        Event::Free {
+            time_ns,
+            file,
+            offset,
+            len,
+        } => {
+            n.frees += 1;
+            if punch_frees {
+                fs.punch(dev, *time_ns, *file as u64, *offset, *len)
+            } else {
+                Ok(())
+            }
+        }
+        Event::FileRemove { time_ns, file } => {
+            n.removes += 1;
+            fs.remove(dev, *time_ns, *file as u64)
+        }
+        Event::FileTruncate { time_ns, file, len } => {
+            n.truncates += 1;
+            fs.truncate(dev, *time_ns, *file as u64, *len)
+        }
+        Event::FileCreate { .. } => {
+            n.creates += 1;
+            Ok(())
+        }
+        Event::FileRename { .. }
+        | Event::CheckpointBegin { .. }
+        | Event::CheckpointCommit { .. } => {
+            n.other += 1;
+            Ok(())
+        }
+    }
+}
+
+/// The peak footprint of an event stream's files (for sizing a device to a trace). With
+/// `punch_frees`, freed extents count as deallocated.
+pub fn scan_events<I, E>(events: I, punch_frees: bool) -> Result<TraceExtent, E>
+where
+    I: IntoIterator<Item = Result<Event, E>>,
+    E: From<SsdError>,
+{
+    let mut peak = PeakUsage::new();
+    let mut records = 0;
+    for ev in events {
+        let ev = ev?;
+        records += 1;
+        match ev {
+            Event::Write(w) => peak.write(w.file as u64, w.offset, w.len as u64)?,
+            Event::Free {
+                file, offset, len, ..
+            } if punch_frees => peak.punch(file as u64, offset, len),
+            Event::FileRemove { file, .. } => peak.remove(file as u64),
+            Event::FileTruncate { file, len, .. } => peak.truncate(file as u64, len),
+            _ => {}
+        }
+    }
+    Ok(TraceExtent {
+        records,
+        lba_end: 0,
+        peak_file_pages: peak.peak_pages(),
+    })
+}
+
+/// TRIM of freed space during a replay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TrimConfig {
+    /// Trim frequency k (extents per batch); `None`: no TRIM at all.
+    pub batch: Option<usize>,
+    pub when: TrimWhen,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplayConfig {
+    pub trim: TrimConfig,
+    /// Call the policy's `end_of_load` before the event of this index (0-based); `None`: the
+    /// policies' automatic fallback.
+    pub end_of_load_at: Option<u64>,
+    /// Reset the device's counters before the event of this index (0: never).
+    pub reset_stats_at: u64,
+}
+
+impl Default for ReplayConfig {
+    fn default() -> Self {
+        ReplayConfig {
+            trim: TrimConfig {
+                batch: Some(20_000),
+                when: TrimWhen::Free,
+            },
+            end_of_load_at: None,
+            reset_stats_at: 0,
+        }
+    }
+}
+
+enum Trimmer {
+    Off,
+    Free(TrimBatcher),
+    Replace(ReplaceTrimmer),
+}
+
+/// The result of one replay.
+#[derive(Clone, Debug)]
+pub struct ReplayOutcome {
+    pub policy: &'static str,
+    pub events: u64,
+    pub counts: EventCounts,
+    pub trim: Option<TrimStats>,
+    pub layout: LayoutStats,
+    pub report: ssd::Report,
+}
+
+/// Replays events one at a time (so a caller can stream a trace file and show progress).
+pub struct Replayer {
+    policy: Box<dyn Policy>,
+    dev: Ssd,
+    fs: FsReplayer,
+    trimmer: Trimmer,
+    cfg: ReplayConfig,
+    index: u64,
+    counts: EventCounts,
+    buf: Vec<TrimExtent>,
+}
+
+impl Replayer {
+    pub fn new(policy: Box<dyn Policy>, dev: Ssd, fs: FsReplayer, cfg: ReplayConfig) -> Self {
+        let trimmer = match cfg.trim.batch {
+            None => Trimmer::Off,
+            Some(k) => match cfg.trim.when {
+                TrimWhen::Free => Trimmer::Free(TrimBatcher::new(k)),
+                TrimWhen::Replace => Trimmer::Replace(ReplaceTrimmer::new(k)),
+            },
+        };
+        Replayer {
+            policy,
+            dev,
+            fs,
+            trimmer,
+            cfg,
+            index: 0,
+            counts: EventCounts::default(),
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn device(&self) -> &Ssd {
+        &self.dev
+    }
+    pub fn events(&self) -> u64 {
+        self.index
+    }
+
+    pub fn apply(&mut self, ev: &Event) -> Result<(), SsdError> {
+        if self.cfg.end_of_load_at == Some(self.index) {
+            self.policy.end_of_load();
+        }
+        if self.cfg.reset_stats_at > 0 && self.cfg.reset_stats_at == self.index {
+            self.dev.reset_stats();
+        }
+        self.index += 1;
+        let stream = match ev {
+            Event::Write(w) => {
+                let s = self.policy.place(w);
+                let max = self.dev.config().streams;
+                if s as u32 >= max {
+                    return Err(SsdError::Layout(format!(
+                        "policy {} chose stream {s} on a device with {max} streams",
+                        self.policy.name()
+                    )));
+                }
+                s
+            }
+            other => {
+                self.policy.observe(other);
+                0
+            }
+        };
+        self.buf.clear();
+        match &mut self.trimmer {
+            Trimmer::Off => {}
+            Trimmer::Free(t) => t.observe(ev, &mut self.buf),
+            Trimmer::Replace(t) => t.observe(ev, &mut self.buf),
+        }
+        apply_to_device(
+            &mut self.fs,
+            &mut self.dev,
+            ev,
+            stream,
+            false,
+            &mut self.counts,
+        )?;
+        self.punch(ev.time_ns())
+    }
+
+    fn punch(&mut self, time_ns: u64) -> Result<(), SsdError> {
+        for e in std::mem::take(&mut self.buf) {
+            self.fs
+                .punch(&mut self.dev, time_ns, e.file as u64, e.offset, e.len)?;
+        }
+        Ok(())
+    }
+
+    /// Releases pending TRIMs and reports.
+    pub fn finish(mut self) -> Result<ReplayOutcome, SsdError> {
+        self.buf.clear();
+        let trim = match &mut self.trimmer {
+            Trimmer::Off => None,
+            Trimmer::Free(t) => {
+                t.flush(&mut self.buf);
+                Some(t.stats())
+            }
+            Trimmer::Replace(t) => {
+                t.flush(&mut self.buf);
+                Some(t.stats())
+            }
+        };
+        self.punch(u64::MAX / 2)?;
+        Ok(ReplayOutcome {
+            policy: self.policy.name(),
+            events: self.index,
+            counts: self.counts,
+            trim,
+            layout: self.fs.stats(),
+            report: self.dev.report(),
+        })
+    }
+}
+
+/// Replays an in-memory event list (tests, synthetic traces).
+pub fn replay_events(
+    events: &[Event],
+    policy: Box<dyn Policy>,
+    dev: Ssd,
+    fs: FsReplayer,
+    cfg: ReplayConfig,
+) -> Result<ReplayOutcome, SsdError> {
+    let mut r = Replayer::new(policy, dev, fs, cfg);
+    for ev in events {
+        r.apply(ev)?;
+    }
+    r.finish()
+}
+
+#[cfg(test)]
+mod tests;
