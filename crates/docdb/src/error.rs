@@ -9,7 +9,7 @@ pub struct DocError {
     pub code_name: &'static str,
     pub message: String,
     /// Extra fields of the error reply (e.g. `keyPattern`, `keyValue` for code 11000).
-    pub extra: Option<Document>,
+    pub extra: Option<Box<Document>>,
 }
 
 pub type DocResult<T> = Result<T, DocError>;
@@ -85,7 +85,7 @@ impl DocError {
             message: format!(
                 "E11000 duplicate key error collection: {ns} index: {index_name} dup key: {{ {shown} }}"
             ),
-            extra: Some(extra),
+            extra: Some(Box::new(extra)),
         }
     }
 

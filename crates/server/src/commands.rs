@@ -61,7 +61,7 @@ pub fn error_reply(e: &DocError) -> Document {
     let mut d =
         doc! {"ok": 0.0, "errmsg": e.message.clone(), "code": e.code, "codeName": e.code_name};
     if let Some(extra) = &e.extra {
-        for (k, v) in extra {
+        for (k, v) in extra.iter() {
             d.insert(k.clone(), v.clone());
         }
     }
@@ -792,7 +792,7 @@ fn write_reply(out: WriteOutcome, is_update: bool) -> Document {
             .map(|we| {
                 let mut e = doc! {"index": we.index as i32, "code": we.error.code, "errmsg": we.error.message.clone()};
                 if let Some(extra) = we.error.extra {
-                    for (k, v) in extra {
+                    for (k, v) in *extra {
                         e.insert(k, v);
                     }
                 }

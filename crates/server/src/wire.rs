@@ -225,7 +225,7 @@ impl<'a> Cursor<'a> {
             return err("truncated BSON document");
         }
         let len = i32::from_le_bytes(self.b[self.pos..self.pos + 4].try_into().unwrap());
-        if len < 5 || len > MAX_BSON_OBJECT_SIZE + 16 * 1024 {
+        if !(5..=MAX_BSON_OBJECT_SIZE + 16 * 1024).contains(&len) {
             return err(format!("invalid BSON document length {len}"));
         }
         let raw = self.take(len as usize)?;
@@ -247,7 +247,7 @@ pub fn parse_request(header: &Header, body: &[u8]) -> Result<Request, WireError>
             let mut c = Cursor { b: body, pos: 0 };
             let original = c.i32()?;
             let size = c.i32()?;
-            if size < 0 || size > MAX_MESSAGE_SIZE {
+            if !(0..=MAX_MESSAGE_SIZE).contains(&size) {
                 return err(format!(
                     "OP_COMPRESSED uncompressed size {size} is out of range"
                 ));

@@ -186,7 +186,7 @@ fn lsns_increase_and_next_lsn_is_a_lower_bound() {
                 "in the same file the record lands where next_lsn said"
             );
         }
-        assert!(prev.map_or(true, |q| q < lsn));
+        assert!(prev.is_none_or(|q| q < lsn));
         assert!(j.next_lsn() > lsn);
         prev = Some(lsn);
     }
