@@ -1,12 +1,16 @@
-//! flashdoc's workloads.
-//!
-//! For now this crate holds the YCSB 0.17.0 generator core ([`ycsb`]): the key hash and key
-//! names, and the number generators CoreWorkload draws keys, operations and lengths from. It
-//! depends on nothing of ours. Later it will also hold LinkBench's generators and the drivers
-//! that run a workload against the engine in process (`docdb`) or over the wire (`server`), with
-//! their latency histograms (see DESIGN.md: `workload` → `server` → `docdb`).
+//! flashdoc's workloads: YCSB 0.17.0's CoreWorkload ([`ycsb`]) and LinkBench as LinkBenchX
+//! runs it on MongoDB ([`linkbench`]), driven against a [`store::Store`]: the document layer
+//! in process ([`store::InProc`]) or any MongoDB-compatible server over the wire
+//! ([`store::Wire`]), with HdrHistogram latencies per operation ([`measure`]).
+//! See docs/workloads.md.
 
+pub mod linkbench;
+pub mod measure;
+pub mod store;
 pub mod ycsb;
+
+pub use measure::{PhaseResult, Progress};
+pub use store::{InProc, Store, Wire};
 
 /// The seedable RNG the generators are driven with in our drivers and benchmarks
 /// (rand's `SmallRng`: fast, not cryptographic, reproducible for a given seed).

@@ -15,3 +15,10 @@ pub use generator::{
     TooManyUnacknowledged, UniformLongGenerator, ZipfianGenerator, ACK_WINDOW_SIZE,
     SCRAMBLED_ITEM_COUNT, SCRAMBLED_ZETAN, ZIPFIAN_CONSTANT,
 };
+
+pub mod workload;
+
+pub use workload::{
+    prepare_load, random_bytes, run_load, run_ops, Op, OpKind, RequestDistribution,
+    ScanLengthDistribution, ThreadWorkload, Workload, YcsbConfig, YcsbReport,
+};
