@@ -5,9 +5,6 @@
 //! the matches), `$replaceRoot`/`$replaceWith`, `$sortByCount`. Streaming stages are chained
 //! lazily; `$group`, `$sort` and `$count` consume their input.
 
-// DocError carries an optional extra document (it is the crate-wide error type).
-#![allow(clippy::result_large_err)]
-
 use std::collections::BTreeMap;
 
 use bson::{Bson, Document};

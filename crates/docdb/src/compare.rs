@@ -9,9 +9,6 @@
 //! Undefined has its own bracket just below Null, as in mongod (and as an empty array sorts,
 //! "less than null or missing").
 
-// DocError carries an optional extra document (it is the crate-wide error type).
-#![allow(clippy::result_large_err)]
-
 use std::cmp::Ordering;
 
 use bson::{Bson, Document};

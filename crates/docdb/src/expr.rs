@@ -4,9 +4,6 @@
 //! Values are `Option<Bson>`: `None` is "missing", which differs from null (it is dropped from
 //! objects, and `{$eq: ["$missing", null]}` is false).
 
-// DocError carries an optional extra document (it is the crate-wide error type).
-#![allow(clippy::result_large_err)]
-
 use std::cmp::Ordering;
 
 use bson::{Bson, DateTime, Document};

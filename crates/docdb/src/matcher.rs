@@ -5,9 +5,6 @@
 //! matches a missing `f`; negations (`$ne`, `$nin`, `$not`, `$exists: false`) negate the whole
 //! path predicate; comparisons only compare values of the same canonical type bracket.
 
-// DocError carries an optional extra document (it is the crate-wide error type).
-#![allow(clippy::result_large_err)]
-
 use std::cmp::Ordering;
 
 use bson::{Bson, Document};

@@ -7,9 +7,6 @@
 //! * Reading, writing and removing one concrete path as updates do ([`get_path`], [`set_path`],
 //!   [`remove_path`]): numeric components index arrays, nothing is expanded.
 
-// DocError carries an optional extra document (it is the crate-wide error type).
-#![allow(clippy::result_large_err)]
-
 use bson::{Bson, Document};
 
 use crate::compare::shell_repr;

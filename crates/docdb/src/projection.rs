@@ -5,9 +5,6 @@
 //! documents and arrays of documents. Find projections also support `$slice`, `$elemMatch` and
 //! the positional `a.$`.
 
-// DocError carries an optional extra document (it is the crate-wide error type).
-#![allow(clippy::result_large_err)]
-
 use bson::{Bson, Document};
 
 use crate::compare::Num;

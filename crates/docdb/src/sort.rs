@@ -3,9 +3,6 @@
 //! A field holding an array sorts by its smallest element ascending and its largest element
 //! descending; an empty array sorts before null; a missing field sorts as null.
 
-// DocError carries an optional extra document (it is the crate-wide error type).
-#![allow(clippy::result_large_err)]
-
 use std::cmp::Ordering;
 
 use bson::{Bson, Document};

@@ -5,9 +5,6 @@
 //! see [`Update::apply_with_position`]), `$[]` (every element) and `$[<id>]` (elements matching
 //! the array filter `<id>`).
 
-// DocError carries an optional extra document (it is the crate-wide error type).
-#![allow(clippy::result_large_err)]
-
 use std::cmp::Ordering;
 
 use bson::{Bson, DateTime, Document, Timestamp};
