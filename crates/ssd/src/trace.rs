@@ -27,8 +27,9 @@ use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
 pub const MAGIC: &[u8; 8] = b"FDSSDT01";
-/// The placement crate's event trace header (replayed by the cli through a layout).
-pub const EVENT_TRACE_MAGIC: &[u8; 8] = b"FDEVTR01";
+/// The placement crate's event trace header, without its two version digits (the placement
+/// crate's reader checks the version; this crate only recognises the format).
+pub const EVENT_TRACE_MAGIC_PREFIX: &[u8; 6] = b"FDEVTR";
 const RECORD: usize = 24;
 
 /// File-level operations (CSV file form; the cli maps placement events onto the same).
@@ -92,7 +93,7 @@ pub fn detect(path: &Path) -> Result<Format, SsdError> {
     if n == 8 && &head == MAGIC {
         return Ok(Format::Binary);
     }
-    if n == 8 && &head == EVENT_TRACE_MAGIC {
+    if n == 8 && head.starts_with(EVENT_TRACE_MAGIC_PREFIX) {
         return Ok(Format::PlacementEvents);
     }
     let r = BufReader::new(File::open(path)?);

@@ -1,0 +1,2 @@
+//! flashdoc's lab (being written).
+pub mod plot;
