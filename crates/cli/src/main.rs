@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod bench_cmd;
 mod engine_bench;
 mod placement_cmd;
 mod ssd_cmd;
@@ -25,6 +26,8 @@ enum Command {
     Placement(placement_cmd::PlacementArgs),
     /// Benchmark the storage engine alone (YCSB-style load + read/update mix).
     EngineBench(engine_bench::EngineBenchArgs),
+    /// Run YCSB or LinkBench against flashdoc (in-process) or any MongoDB-compatible server.
+    Bench(bench_cmd::BenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -32,6 +35,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Ssd(args) => ssd_cmd::run(args),
         Command::EngineBench(args) => engine_bench::run(args),
+        Command::Bench(args) => bench_cmd::run(args),
         Command::Placement(args) => placement_cmd::run(args),
     }
 }
