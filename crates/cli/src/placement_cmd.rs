@@ -2,16 +2,14 @@
 //! simulated SSD (`placement::sim`), and write the synthetic two-region trace.
 
 use anyhow::{bail, Context, Result};
-use placement::policy::{
-    make_policy, DeathRules, DsmConfig, DsmPrediction, OraclePolicy, PlacementConfig, Policy,
-    POLICY_NAMES,
+use placement::policy::{DsmConfig, DsmPrediction, PlacementConfig, POLICY_NAMES};
+use placement::sim::{
+    replay_trace_file, scan_events, ReplayConfig, ReplayOutcome, TraceReplay, TrimConfig,
 };
-use placement::sim::{scan_events, ReplayConfig, ReplayOutcome, Replayer, TrimConfig};
 use placement::trace::TraceReader;
 use placement::TrimWhen;
 use serde_json::{json, Value};
-use ssd::replay::FsReplayer;
-use ssd::{AllocPolicy, GcDest, GcPolicy, Ssd, SsdConfig, TimingConfig};
+use ssd::{AllocPolicy, GcDest, GcPolicy, SsdConfig, TimingConfig};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -270,55 +268,44 @@ fn replay(a: ReplayArgs) -> Result<()> {
     let mut rows = Vec::new();
     for name in names {
         let start = Instant::now();
-        let policy: Box<dyn Policy> = if name == "oracle" {
+        if name == "oracle" {
             eprintln!("oracle: computing every write's death time (one pass)…");
-            let rules = DeathRules {
-                free: rc.trim.batch.is_some() && trim_when == TrimWhen::Free,
-                replace: rc.trim.batch.is_some() && trim_when == TrimWhen::Replace,
-            };
-            Box::new(OraclePolicy::from_events(events(&a.trace)?, &pc, rules)?)
-        } else {
-            make_policy(name, &pc).map_err(anyhow::Error::msg)?
-        };
-        let mut dev = Ssd::new(dev_cfg.clone())?;
-        if a.precondition {
-            dev.precondition(&ssd::PreconditionConfig {
+        }
+        let job = TraceReplay {
+            trace: &a.trace,
+            policy: name,
+            placement: &pc,
+            device: dev_cfg.clone(),
+            precondition: a.precondition.then(|| ssd::PreconditionConfig {
                 seed: a.seed,
                 ..Default::default()
-            })?;
-        }
-        let fs = FsReplayer::new(dev.logical_pages(), alloc, fs_discard)?;
-        let mut r = Replayer::new(policy, dev, fs, rc);
-        let mut last = Instant::now();
+            }),
+            alloc,
+            fs_discard,
+            replay: rc,
+        };
         let mut shown = false;
-        for ev in events(&a.trace)? {
-            let ev = ev.with_context(|| format!("{}: event {}", a.trace.display(), r.events()))?;
-            r.apply(&ev)
-                .with_context(|| format!("{}: event {} ({ev:?})", a.trace.display(), r.events()))?;
-            if last.elapsed().as_millis() >= 250 {
-                last = Instant::now();
-                shown = true;
-                let s = r.device().stats();
-                eprint!(
-                    "\r\x1b[2K{name}: {} events, {:.2} GiB host writes, WAF {:.3}",
-                    r.events(),
-                    (s.host_write_pages * ssd::PAGE_BYTES) as f64 / (1u64 << 30) as f64,
-                    s.write_amplification()
-                );
-                let _ = std::io::stderr().flush();
-            }
-        }
+        let out = replay_trace_file(&job, |events, dev| {
+            shown = true;
+            let s = dev.stats();
+            eprint!(
+                "\r\x1b[2K{name}: {events} events, {:.2} GiB host writes, WAF {:.3}",
+                (s.host_write_pages * ssd::PAGE_BYTES) as f64 / (1u64 << 30) as f64,
+                s.write_amplification()
+            );
+            let _ = std::io::stderr().flush();
+        })
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
         if shown {
             eprintln!();
         }
-        if a.warmup_records > 0 && r.events() < a.warmup_records {
+        if a.warmup_records > 0 && out.events < a.warmup_records {
             bail!(
                 "the trace has {} events, fewer than --warmup-records {}",
-                r.events(),
+                out.events,
                 a.warmup_records
             );
         }
-        let out = r.finish()?;
         rows.push(Row {
             name,
             out,

@@ -291,3 +291,64 @@ pub fn replay_events(
 
 #[cfg(test)]
 mod tests;
+
+/// One replay of a trace file: a policy (the oracle included) on a fresh device.
+pub struct TraceReplay<'a> {
+    pub trace: &'a std::path::Path,
+    pub policy: &'a str,
+    pub placement: &'a crate::policy::PlacementConfig,
+    pub device: ssd::SsdConfig,
+    /// Age the device first (fill, then random overwrites until WA is steady).
+    pub precondition: Option<ssd::PreconditionConfig>,
+    /// How the filesystem lays files out on LBAs.
+    pub alloc: ssd::AllocPolicy,
+    /// The filesystem discards (TRIMs) what file removal, truncation and punched holes free.
+    pub fs_discard: bool,
+    pub replay: ReplayConfig,
+}
+
+pub type SimResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// Replays `job.trace` with `job.policy`; `progress(events, device)` is called every 2^16
+/// events. The oracle is built from a first pass over the same trace.
+pub fn replay_trace_file(
+    job: &TraceReplay,
+    mut progress: impl FnMut(u64, &Ssd),
+) -> SimResult<ReplayOutcome> {
+    use crate::policy::{make_policy, DeathRules, OraclePolicy};
+    use crate::trace::TraceReader;
+    let open = || {
+        TraceReader::open(job.trace)
+            .map_err(|e| format!("opening event trace {}: {e}", job.trace.display()))
+    };
+    let policy: Box<dyn Policy> = if job.policy == "oracle" {
+        let batch = job.replay.trim.batch.is_some();
+        let rules = DeathRules {
+            free: batch && job.replay.trim.when == TrimWhen::Free,
+            replace: batch && job.replay.trim.when == TrimWhen::Replace,
+        };
+        Box::new(OraclePolicy::from_events(open()?, job.placement, rules)?)
+    } else {
+        make_policy(job.policy, job.placement)?
+    };
+    let mut dev = Ssd::new(job.device.clone())?;
+    if let Some(p) = &job.precondition {
+        dev.precondition(p)?;
+    }
+    let fs = FsReplayer::new(dev.logical_pages(), job.alloc, job.fs_discard)?;
+    let mut r = Replayer::new(policy, dev, fs, job.replay);
+    for ev in open()? {
+        let ev = ev.map_err(|e| format!("{}: event {}: {e}", job.trace.display(), r.events()))?;
+        r.apply(&ev).map_err(|e| {
+            format!(
+                "{}: event {} ({ev:?}): {e}",
+                job.trace.display(),
+                r.events()
+            )
+        })?;
+        if r.events() & 0xffff == 0 {
+            progress(r.events(), r.device());
+        }
+    }
+    Ok(r.finish()?)
+}
