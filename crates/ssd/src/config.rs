@@ -96,6 +96,13 @@ pub struct TimingConfig {
     pub t_host_xfer_ns: u64,
     /// Host commands in flight at most (NCQ depth).
     pub queue_depth: u32,
+    /// Pages of one physical block on one die (tBERS erases this much). An FTL erase unit
+    /// striped over the dies holds only `unit_pages / dies` pages per die; each die is charged
+    /// tBERS in proportion to the share of a physical block it frees, so the erase cost per
+    /// page is the real device's whatever the simulated unit size (lab-sized devices use small
+    /// units to keep thousands of them).
+    #[serde(default = "default_block_pages")]
+    pub block_pages: u32,
     pub stripe: DieStripe,
     /// `true`: issue each I/O at its trace time (open loop); `false`: issue as soon as a queue
     /// slot is free (closed loop, gives the sustainable throughput).
@@ -115,10 +122,15 @@ impl Default for TimingConfig {
             // 4096 B at 600 MB/s (6 Gb/s with 8b/10b coding).
             t_host_xfer_ns: 6_827,
             queue_depth: 32,
+            block_pages: default_block_pages(),
             stripe: DieStripe::Page,
             use_trace_time: false,
         }
     }
+}
+
+fn default_block_pages() -> u32 {
+    256
 }
 
 impl TimingConfig {

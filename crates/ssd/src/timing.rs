@@ -232,10 +232,15 @@ impl Timing {
                 .collect(),
             DieStripe::Unit => vec![(unit % dies) as usize],
         };
+        // Each die frees `slice` pages of the unit: charge that share of a physical block's
+        // erase time (see TimingConfig::block_pages).
+        let slice = (self.unit_pages as u64).div_ceil(span.len() as u64);
+        let t_erase = (self.cfg.t_erase_ns * slice / self.cfg.block_pages.max(1) as u64)
+            .clamp(1, self.cfg.t_erase_ns);
         let mut done = ready;
         for d in span {
             let start = ready.max(self.die_free[d]);
-            let end = start + self.cfg.t_erase_ns;
+            let end = start + t_erase;
             self.busy(d, start, end);
             done = done.max(end);
         }
@@ -371,6 +376,8 @@ mod tests {
             t_xfer_ns: 10,
             t_host_xfer_ns: 5,
             queue_depth: 1,
+            // Every erase costs a full tBERS (a unit here is one whole physical block).
+            block_pages: 1,
             stripe: DieStripe::Page,
             use_trace_time: false,
         }
