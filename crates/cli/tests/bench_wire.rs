@@ -64,7 +64,11 @@ fn ycsb_both(cfg: &YcsbConfig, store: &dyn Store) -> (u64, u64) {
     assert_eq!(load.operations, cfg.record_count);
     let run = ycsb::run_ops(cfg, store, Progress::Hidden).unwrap();
     for (name, m) in &run.metrics {
-        assert!(!name.ends_with("-FAILED"), "{}: {name} {m:?}", store.describe());
+        assert!(
+            !name.ends_with("-FAILED"),
+            "{}: {name} {m:?}",
+            store.describe()
+        );
         assert_eq!(m.returns.get("ERROR"), None, "{name}");
     }
     collection_checksum(store, &cfg.table).unwrap()
@@ -73,7 +77,13 @@ fn ycsb_both(cfg: &YcsbConfig, store: &dyn Store) -> (u64, u64) {
 #[test]
 fn ycsb_in_process_and_over_the_wire_end_with_identical_data() {
     let server = Server::start();
-    for w in [Workload::A, Workload::UpdateOnly, Workload::D, Workload::E, Workload::F] {
+    for w in [
+        Workload::A,
+        Workload::UpdateOnly,
+        Workload::D,
+        Workload::E,
+        Workload::F,
+    ] {
         let mut cfg = YcsbConfig::workload(w, 300, 600);
         cfg.seed = 9;
         let wire = Wire::connect(&server.uri("ycsb"), "ycsb").unwrap();

@@ -34,8 +34,10 @@ impl Status {
     }
 }
 
+/// 1 µs to 1 hour at 3 significant digits (YCSB's precision). Fixed bounds: an
+/// auto-resizing histogram's `saturating_record` clamps to its current (tiny) range.
 fn new_hist() -> Histogram<u64> {
-    Histogram::new(3).expect("a 3-digit histogram")
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("a 3-digit histogram")
 }
 
 /// One thread's measurements.
@@ -442,4 +444,32 @@ where
     }
     let result = PhaseResult::from_measurements(phase, &total, n, elapsed, series);
     (total, result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_and_short_latencies_and_failures() {
+        let mut m = Measurements::new();
+        m.record("LOAD", Status::Ok, 45_000_000);
+        m.record("LOAD", Status::Ok, 0);
+        m.record("READ", Status::NotFound, 7);
+        let mut other = Measurements::new();
+        other.record("LOAD", Status::Ok, 5);
+        m.merge(other);
+        let r = PhaseResult::from_measurements("run", &m, 4, Duration::from_secs(2), vec![]);
+        let load = &r.metrics["LOAD"];
+        assert_eq!(load.operations, 3);
+        assert!(load.max_us >= 44_990_000, "{}", load.max_us);
+        assert_eq!(load.min_us, 0);
+        assert_eq!(load.returns["OK"], 3);
+        assert_eq!(r.metrics["READ-FAILED"].operations, 1);
+        assert_eq!(r.metrics["READ"].returns["NOT_FOUND"], 1);
+        assert_eq!(r.throughput_ops_sec, 2.0);
+        let t = r.ycsb_text();
+        assert!(t.contains("[LOAD], 99thPercentileLatency(us), "));
+        assert!(t.contains("[READ], Return=NOT_FOUND, 1"));
+    }
 }
