@@ -4,7 +4,9 @@ use clap::{Parser, Subcommand};
 
 mod bench_cmd;
 mod engine_bench;
+mod lab_cmd;
 mod placement_cmd;
+mod serve_cmd;
 mod ssd_cmd;
 
 #[derive(Parser)]
@@ -24,6 +26,10 @@ enum Command {
     Ssd(ssd_cmd::SsdArgs),
     /// Placement policies offline: replay an event trace on the simulated SSD.
     Placement(placement_cmd::PlacementArgs),
+    /// The lab: run experiments on the engine and the simulated SSD, write reports.
+    Lab(lab_cmd::LabArgs),
+    /// Run the MongoDB-compatible server.
+    Serve(serve_cmd::ServeArgs),
     /// Benchmark the storage engine alone (YCSB-style load + read/update mix).
     EngineBench(engine_bench::EngineBenchArgs),
     /// Run YCSB or LinkBench against flashdoc (in-process) or any MongoDB-compatible server.
@@ -37,5 +43,7 @@ fn main() -> anyhow::Result<()> {
         Command::EngineBench(args) => engine_bench::run(args),
         Command::Bench(args) => bench_cmd::run(args),
         Command::Placement(args) => placement_cmd::run(args),
+        Command::Serve(args) => serve_cmd::run(args),
+        Command::Lab(args) => lab_cmd::run(args),
     }
 }

@@ -43,7 +43,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         cfg.bind_ip = ip;
     }
     if let Some(e) = args.storage_engine {
-        cfg.engine = e.parse().map_err(|e| anyhow::anyhow!("--storage-engine: {e}"))?;
+        cfg.engine = e
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--storage-engine: {e}"))?;
     }
     let addr: SocketAddr = (cfg.bind_ip.as_str(), cfg.port)
         .to_socket_addrs()

@@ -3,8 +3,8 @@
 //! the `placement` crate's event traces onto it through `ssd`'s filesystem layout.
 
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
 use placement::sim::EventCounts;
+use serde::Serialize;
 use ssd::replay::{FsReplayer, LayoutStats};
 use ssd::trace::{self, Format, Record};
 use ssd::{AllocPolicy, GcDest, GcPolicy, Ssd, SsdConfig, TimingConfig};
@@ -194,7 +194,6 @@ struct ReplayOutput {
     events: Option<EventCounts>,
     result: ssd::Report,
 }
-
 
 fn replay(a: ReplayArgs) -> Result<()> {
     let format = match a.format.as_str() {

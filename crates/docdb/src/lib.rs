@@ -1,7 +1,7 @@
 //! flashdoc's document layer (being written).
-pub mod error;
 pub mod aggregate;
 pub mod compare;
+pub mod error;
 pub mod expr;
 pub mod matcher;
 pub mod path;

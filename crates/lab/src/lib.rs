@@ -1,2 +1,46 @@
-//! flashdoc's lab (being written).
+//! flashdoc's lab: experiments that run workloads on the engine, replay their I/O through the
+//! placement policies on the simulated SSD, and publish the results as files, plots and a
+//! report beside the seeds' published numbers.
+pub mod experiment;
 pub mod plot;
+pub mod report;
+pub mod run;
+
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+
+/// Loads a built-in experiment by name, or an experiment YAML file.
+pub fn load_experiment(name_or_file: &str) -> Result<experiment::Experiment> {
+    if let Some(e) = experiment::find(name_or_file) {
+        return Ok(e);
+    }
+    let p = Path::new(name_or_file);
+    if p.exists() {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        let e: experiment::Experiment =
+            serde_yaml::from_str(&text).with_context(|| format!("in {}", p.display()))?;
+        e.validate()?;
+        return Ok(e);
+    }
+    let names: Vec<String> = experiment::builtins().into_iter().map(|e| e.name).collect();
+    anyhow::bail!(
+        "no experiment named '{name_or_file}' (built-in: {}; or give a YAML file)",
+        names.join(", ")
+    )
+}
+
+/// Runs (or resumes) an experiment into `out` and writes results, plots and the report.
+/// Returns the path of `report.html`.
+pub fn run_experiment(
+    exp: experiment::Experiment,
+    scale: Option<&str>,
+    out: &Path,
+    quiet: bool,
+) -> Result<PathBuf> {
+    let lab = run::Lab::new(out, exp, scale, quiet)?;
+    let points = lab.run_all()?;
+    let runs = run::engine_runs(&lab)?;
+    run::write_results(out, &lab.exp, &lab.scale, &points, &runs)?;
+    report::write(out, &lab.exp, &lab.scale, &points, &runs)
+}

@@ -1,0 +1,64 @@
+//! `flashdoc lab`: list and run experiments.
+
+use anyhow::Result;
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct LabArgs {
+    #[command(subcommand)]
+    command: LabCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum LabCommand {
+    /// List the built-in experiments.
+    List,
+    /// Run (or resume) an experiment and write results.csv/json, plots and report.md/html.
+    Run {
+        /// A built-in experiment name or an experiment YAML file.
+        experiment: String,
+        /// tiny | quick | medium | paper (default: the experiment's own).
+        #[arg(long)]
+        scale: Option<String>,
+        /// Output directory (finished points there are skipped).
+        #[arg(long, default_value = "results/lab")]
+        out: PathBuf,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Print an experiment as YAML (a starting point for your own).
+    Show { experiment: String },
+}
+
+pub fn run(args: LabArgs) -> Result<()> {
+    match args.command {
+        LabCommand::List => {
+            for e in lab::experiment::builtins() {
+                println!("{:<16} {:<8} {}", e.name, e.scale, e.title);
+            }
+            Ok(())
+        }
+        LabCommand::Show { experiment } => {
+            print!(
+                "{}",
+                serde_yaml::to_string(&lab::load_experiment(&experiment)?)?
+            );
+            Ok(())
+        }
+        LabCommand::Run {
+            experiment,
+            scale,
+            out,
+            quiet,
+        } => {
+            let exp = lab::load_experiment(&experiment)?;
+            let out = out.join(&exp.name);
+            let started = std::time::Instant::now();
+            let report = lab::run_experiment(exp, scale.as_deref(), &out, quiet)?;
+            eprintln!("done in {:.0} s", started.elapsed().as_secs_f64());
+            println!("report: {}", report.display());
+            Ok(())
+        }
+    }
+}
