@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# flashdoc's main job. Until the lab lands (issue 7) it runs the storage-engine benchmark at a
-# small size and the SSD simulator's validation against theory, and prints where the results are.
+# flashdoc's main job: the lab's headline experiment, `streams-quick` — five workloads (YCSB
+# update-heavy and update-only, LinkBench original, mixed and update-only) on the engine, every
+# placement policy replayed on an aged 8-stream simulated SSD — then prints the report's path.
+# A rerun resumes (finished points are kept in results/lab/streams-quick/points).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/ensure-toolchain.sh
+if ! fc-list 2>/dev/null | grep -qi "dejavu\|liberation"; then
+  apt-get update -qq && apt-get install -y -qq fonts-dejavu-core >/dev/null
+fi
 cargo build --release -p flashdoc
-out=results/main
-mkdir -p "$out"
-./target/release/flashdoc engine-bench --records 200000 --seconds 10 --json "$out/engine-bench.json"
-./target/release/flashdoc ssd validate --quick --json "$out/ssd-validate.json"
-echo "results: $out/engine-bench.json $out/ssd-validate.json"
+./target/release/flashdoc lab run streams-quick --out results/lab "$@"

@@ -1,4 +1,5 @@
-//! flashdoc's document layer (being written).
+//! flashdoc's document layer: catalog, collections, `_id` and secondary indexes, queries,
+//! updates, aggregation, over the engine's KV interface (docs/docdb.md).
 pub mod aggregate;
 pub mod compare;
 pub mod error;

@@ -103,13 +103,13 @@ where
             .flat_map(|s| s.1.iter().copied())
             .fold(0.0, f64::max)
     };
-    let top = top.max(c.reference.unwrap_or(0.0)).max(1e-9) * 1.15;
+    // Headroom above the tallest bar for the legend (about one line per series).
+    let top = top.max(c.reference.unwrap_or(0.0)).max(1e-9) * (1.12 + 0.06 * n_ser as f64);
     let mut chart = ChartBuilder::on(root)
         .caption(c.title, ("sans-serif", 24))
         .margin(16)
         .x_label_area_size(60)
         .y_label_area_size(80)
-        .right_y_label_area_size(10)
         .build_cartesian_2d(0f64..n_cat as f64, 0f64..top)
         .map_err(|e| anyhow!("{e}"))?;
     let cats = c.categories.to_vec();
@@ -127,6 +127,7 @@ where
         })
         .x_desc(c.x_label)
         .y_desc(c.y_label)
+        .light_line_style(WHITE)
         .label_style(("sans-serif", 15))
         .axis_desc_style(("sans-serif", 17))
         .draw()
