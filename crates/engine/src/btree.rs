@@ -261,13 +261,14 @@ impl Table {
         }
     }
 
-    /// Descends to the leaf whose range holds `key`, with the range's bounds.
-    pub fn locate(&self, key: &[u8]) -> Located {
+    /// Descends to a leaf, taking at each node the child `pick` chooses, and returns the leaf
+    /// with its key range.
+    fn descend(&self, pick: impl Fn(&Internal) -> usize) -> Located {
         let root = self.root.read();
         let (mut lower, mut upper): (Option<&[u8]>, Option<&[u8]>) = (None, None);
         let mut n = &*root;
         loop {
-            let i = n.child_for(key);
+            let i = pick(n);
             if i > 0 {
                 lower = Some(&n.keys[i]);
             }
@@ -285,55 +286,21 @@ impl Table {
                 Child::Node(c) => n = c,
             }
         }
+    }
+
+    /// The leaf whose range holds `key`, with the range's bounds.
+    pub fn locate(&self, key: &[u8]) -> Located {
+        self.descend(|n| n.child_for(key))
     }
 
     /// The leaf holding the greatest keys below `key` (for reverse scans).
     pub fn locate_before(&self, key: &[u8]) -> Located {
-        let root = self.root.read();
-        let (mut lower, mut upper): (Option<&[u8]>, Option<&[u8]>) = (None, None);
-        let mut n = &*root;
-        loop {
-            let i = n.child_before(key);
-            if i > 0 {
-                lower = Some(&n.keys[i]);
-            }
-            if i + 1 < n.keys.len() {
-                upper = Some(&n.keys[i + 1]);
-            }
-            match &n.children[i] {
-                Child::Leaf(l) => {
-                    return Located {
-                        leaf: l.clone(),
-                        lower: lower.map(|k| k.to_vec()),
-                        upper: upper.map(|k| k.to_vec()),
-                    }
-                }
-                Child::Node(c) => n = c,
-            }
-        }
+        self.descend(|n| n.child_before(key))
     }
 
     /// The rightmost leaf (reverse scans from the end).
     pub fn locate_last(&self) -> Located {
-        let root = self.root.read();
-        let mut lower: Option<&[u8]> = None;
-        let mut n = &*root;
-        loop {
-            let i = n.children.len() - 1;
-            if i > 0 {
-                lower = Some(&n.keys[i]);
-            }
-            match &n.children[i] {
-                Child::Leaf(l) => {
-                    return Located {
-                        leaf: l.clone(),
-                        lower: lower.map(|k| k.to_vec()),
-                        upper: None,
-                    }
-                }
-                Child::Node(c) => n = c,
-            }
-        }
+        self.descend(|n| n.children.len() - 1)
     }
 
     /// Runs `f` on the leaf for `key`, latched and resident. Retries past retired leaves.
