@@ -247,6 +247,7 @@ where
             .configure_mesh()
             .x_desc("time (s)")
             .y_desc("file offset (MB)")
+            .light_line_style(WHITE)
             .label_style(("sans-serif", 13))
             .axis_desc_style(("sans-serif", 14))
             .draw()
