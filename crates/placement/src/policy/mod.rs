@@ -8,7 +8,7 @@
 //! | `boundary` | 003 Alg. 1, 000 Fig. 4 / Table 2 | metadata 0, journal 1, collections 2 (below the boundary) 3 (above), indexes 4, 5 |
 //! | `dsm` | 000 §4, Fig. 9 / Table 2 | metadata 0, journal + primary indexes 1, collection groups 2,3,4, secondary-index groups 5,6,7 |
 //! | `dsm-skip-primary` | 000 §5.3 | as `dsm` without primary-index filtering: stream 1 holds the journal only |
-//! | `lifetime` | flashdoc | metadata 0, journal 1, predicted-lifetime buckets 2..7 (shortest first) |
+//! | `lifetime` | flashdoc | metadata 0, journal 1, predicted-lifetime buckets 2, 3 (shortest first; up to 2..7) |
 //! | `oracle` | offline bound | true remaining-lifetime buckets 0..7 (shortest first) |
 //!
 //! Each policy's module says how it folds its groups onto fewer streams (down to 2); the full
@@ -109,19 +109,27 @@ impl Default for DsmConfig {
 /// Parameters of the `lifetime` policy.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LifetimeConfig {
-    /// Weight of the newest inter-write interval in a page's log₂-space moving average.
+    /// Weight of the newest inter-write interval in a page's (linear-space) moving average of
+    /// its intervals. Default 0.2.
     pub ewma_weight: f64,
     /// Quantiles of recent predictions that the outermost bucket boundaries sit on.
     pub low_quantile: f64,
     pub high_quantile: f64,
+    /// At most this many lifetime buckets (data streams). Default 2.
+    pub buckets: u8,
+    /// Octaves (log₂) added to the prediction of tree-page writes made during a checkpoint.
+    /// Default 2.
+    pub checkpoint_bias: f64,
 }
 
 impl Default for LifetimeConfig {
     fn default() -> Self {
         LifetimeConfig {
-            ewma_weight: 0.5,
+            ewma_weight: 0.2,
             low_quantile: 0.05,
             high_quantile: 0.95,
+            buckets: 2,
+            checkpoint_bias: 2.0,
         }
     }
 }
@@ -168,6 +176,9 @@ impl PlacementConfig {
         }
         if !(0.0 <= l.low_quantile && l.low_quantile < l.high_quantile && l.high_quantile <= 1.0) {
             return Err("lifetime quantiles must satisfy 0 ≤ low < high ≤ 1".into());
+        }
+        if l.buckets == 0 || !l.checkpoint_bias.is_finite() {
+            return Err("lifetime buckets must be ≥ 1 and checkpoint_bias finite".into());
         }
         Ok(())
     }
