@@ -176,7 +176,7 @@ fn open_target(c: &Common, dbname: &str) -> Result<Target> {
     }
     std::fs::create_dir_all(&cfg.db_path)
         .with_context(|| format!("creating {}", cfg.db_path.display()))?;
-    let ip = Arc::new(InProc::open(cfg.docdb_config(), dbname)?);
+    let ip = Arc::new(InProc::open(cfg.docdb_config()?, dbname)?);
     Ok(Target {
         store: ip.clone(),
         inproc: Some(ip),

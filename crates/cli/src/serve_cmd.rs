@@ -52,7 +52,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("net.bindIp {}:{} is not an address", cfg.bind_ip, cfg.port))?
         .next()
         .with_context(|| format!("net.bindIp {} resolves to nothing", cfg.bind_ip))?;
-    let db = docdb::DocDb::open(cfg.docdb_config())
+    let db = docdb::DocDb::open(cfg.docdb_config().context("in the configuration")?)
         .map_err(|e| anyhow::anyhow!("opening the database at {}: {e}", cfg.db_path.display()))?;
     server::serve(db, addr, cfg.as_document()).context("serving")?;
     Ok(())

@@ -16,7 +16,7 @@
 //!   flash:                        # flashdoc's placement and TRIM settings
 //!     placement: dsm              # none | file | boundary | dsm | dsm-skip-primary | lifetime
 //!     streams: 8
-//!     dsm: {groups: 3, alpha: 0.5, threshold1: 0.6, threshold2: 0.4}
+//!     dsm: {groups: 3, alpha: 3, threshold1: 5, threshold2: 1}   # thresholds in percent
 //!     trim: {enabled: true, batch: 20000, when: free}
 //!     hints: none                 # or linux
 //!     trace: /tmp/events.trace
@@ -47,8 +47,9 @@ impl std::error::Error for ConfigError {}
 pub struct FlashOptions {
     pub placement: String,
     pub streams: u8,
-    pub dsm_groups: u32,
-    pub dsm_alpha: f64,
+    pub dsm_groups: u8,
+    pub dsm_alpha: u32,
+    /// Percent (seed 000 Fig. 9's THRESHOLD1 / THRESHOLD2; docs/placement.md).
     pub dsm_threshold1: f64,
     pub dsm_threshold2: f64,
     pub trim_enabled: bool,
@@ -64,9 +65,9 @@ impl Default for FlashOptions {
             placement: "none".into(),
             streams: 8,
             dsm_groups: 3,
-            dsm_alpha: 0.5,
-            dsm_threshold1: 0.6,
-            dsm_threshold2: 0.4,
+            dsm_alpha: 3,
+            dsm_threshold1: 5.0,
+            dsm_threshold2: 1.0,
             trim_enabled: false,
             trim_batch: 20_000,
             trim_when: "free".into(),
@@ -363,10 +364,14 @@ impl ServerConfig {
             }
             if let Some(mut d) = fl.section("dsm")? {
                 if let Some(g) = d.u64("groups")? {
-                    f.dsm_groups = g as u32;
+                    f.dsm_groups = u8::try_from(g).map_err(|_| {
+                        ConfigError(format!("storage.flash.dsm.groups: {g} is too large"))
+                    })?;
                 }
-                if let Some(a) = d.f64("alpha")? {
-                    f.dsm_alpha = a;
+                if let Some(a) = d.u64("alpha")? {
+                    f.dsm_alpha = u32::try_from(a).map_err(|_| {
+                        ConfigError(format!("storage.flash.dsm.alpha: {a} is too large"))
+                    })?;
                 }
                 if let Some(t) = d.f64("threshold1")? {
                     f.dsm_threshold1 = t;
@@ -476,9 +481,41 @@ impl ServerConfig {
         Ok(())
     }
 
-    /// The engine configuration this file describes.
-    pub fn engine_config(&self) -> EngineConfig {
+    /// The engine's flash settings (`storage.flash`).
+    pub fn flash_config(&self) -> engine::FlashConfig {
+        let f = &self.flash;
+        engine::FlashConfig {
+            placement: f.placement.clone(),
+            placement_config: placement::policy::PlacementConfig {
+                streams: f.streams,
+                dsm: placement::policy::DsmConfig {
+                    groups: f.dsm_groups,
+                    alpha: f.dsm_alpha,
+                    threshold1: f.dsm_threshold1,
+                    threshold2: f.dsm_threshold2,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            trim_batch: f.trim_enabled.then_some(f.trim_batch),
+            linux_hints: f.hints == "linux",
+        }
+    }
+
+    /// The engine configuration this file describes. A `storage.flash.trace` file is opened
+    /// (created) here.
+    pub fn engine_config(&self) -> Result<EngineConfig, ConfigError> {
         let mut e = EngineConfig::new(&self.db_path);
+        e.flash = self.flash_config();
+        if let Some(t) = &self.flash.trace {
+            let obs = placement::TraceObserver::create(t).map_err(|err| {
+                ConfigError(format!(
+                    "storage.flash.trace: cannot create {}: {err}",
+                    t.display()
+                ))
+            })?;
+            e.observer = Some(std::sync::Arc::new(obs));
+        }
         if let Some(c) = self.cache_size_bytes {
             e.cache_size = c;
         }
@@ -491,18 +528,19 @@ impl ServerConfig {
         }
         e.checkpoint_interval =
             (self.checkpoint_secs > 0).then(|| Duration::from_secs(self.checkpoint_secs));
-        e
+        e.validate().map_err(|err| ConfigError(err.to_string()))?;
+        Ok(e)
     }
 
     /// The document layer's configuration: engine, its settings, table templates.
-    pub fn docdb_config(&self) -> docdb::DocDbConfig {
-        docdb::DocDbConfig {
+    pub fn docdb_config(&self) -> Result<docdb::DocDbConfig, ConfigError> {
+        Ok(docdb::DocDbConfig {
             engine_kind: self.engine,
-            engine: self.engine_config(),
+            engine: self.engine_config()?,
             collection_table: self.collection.clone(),
             index_table: self.index.clone(),
             directory_per_db: self.directory_per_db,
-        }
+        })
     }
 
     /// The options as getCmdLineOpts reports them.
@@ -544,7 +582,7 @@ mod tests {
         assert!(!c.index.prefix_compression);
         assert_eq!(c.cache_size_bytes, Some(512 << 20));
         assert_eq!(c.journal_compressor, JournalCompressor::Zstd);
-        let e = c.engine_config();
+        let e = c.engine_config().unwrap();
         assert_eq!(
             e.journal.unwrap().commit_interval,
             Duration::from_millis(50)
@@ -571,6 +609,24 @@ mod tests {
         let e = ServerConfig::from_yaml("storage: [1, 2]\n").unwrap_err();
         assert!(e.0.contains("storage"), "{e}");
         assert!(ServerConfig::from_yaml("net: {port: 1\n").is_err());
+    }
+
+    #[test]
+    fn the_flash_section_reaches_the_engine() {
+        let c = ServerConfig::from_yaml(
+            "storage:\n  flash:\n    placement: dsm\n    streams: 4\n    dsm: {groups: 2, alpha: 4}\n    trim: {enabled: true, batch: 500}\n    hints: linux\n",
+        )
+        .unwrap();
+        let f = c.engine_config().unwrap().flash;
+        assert_eq!(f.placement, "dsm");
+        assert_eq!(f.placement_config.streams, 4);
+        assert_eq!(f.placement_config.dsm.groups, 2);
+        assert_eq!(f.placement_config.dsm.alpha, 4);
+        assert_eq!(f.trim_batch, Some(500));
+        assert!(f.linux_hints);
+        let bad = ServerConfig::from_yaml("storage:\n  flash:\n    dsm: {alpha: 1}\n").unwrap();
+        let err = bad.engine_config().err().expect("alpha 1 is refused");
+        assert!(err.0.contains("alpha"), "{err}");
     }
 
     #[test]
