@@ -68,3 +68,19 @@ impl Observer for TraceObserver {
         }
     }
 }
+
+/// Sends every event to several observers (e.g. a trace file and a simulated SSD at once).
+pub struct Tee(pub Vec<std::sync::Arc<dyn Observer>>);
+
+impl Observer for Tee {
+    fn observe(&self, event: &Event) {
+        for o in &self.0 {
+            o.observe(event);
+        }
+    }
+    fn flush(&self) {
+        for o in &self.0 {
+            o.flush();
+        }
+    }
+}

@@ -352,3 +352,61 @@ pub fn replay_trace_file(
     }
     Ok(r.finish()?)
 }
+
+/// Keeps the stream a write already carries: for a device in the loop of an engine that
+/// placed its writes online.
+pub struct RecordedStreams;
+
+impl Policy for RecordedStreams {
+    fn name(&self) -> &'static str {
+        "recorded"
+    }
+    fn place(&mut self, w: &crate::event::WriteEvent) -> u8 {
+        w.stream
+    }
+    fn observe(&mut self, _ev: &Event) {}
+}
+
+/// The simulated SSD in the engine's loop: an observer that applies every event, as it
+/// happens, to a device, on the stream the engine's own placement chose.
+pub struct SimObserver {
+    state: parking_lot::Mutex<(Option<Replayer>, Option<String>)>,
+}
+
+impl SimObserver {
+    pub fn new(dev: Ssd, fs: FsReplayer, cfg: ReplayConfig) -> Self {
+        SimObserver {
+            state: parking_lot::Mutex::new((
+                Some(Replayer::new(Box::new(RecordedStreams), dev, fs, cfg)),
+                None,
+            )),
+        }
+    }
+
+    /// Ends the replay and reports (the first device error, if the device refused an event).
+    pub fn finish(&self) -> SimResult<ReplayOutcome> {
+        let mut st = self.state.lock();
+        if let Some(e) = st.1.take() {
+            return Err(e.into());
+        }
+        let r =
+            st.0.take()
+                .ok_or("the simulated device was already finished")?;
+        Ok(r.finish()?)
+    }
+}
+
+impl crate::observer::Observer for SimObserver {
+    fn observe(&self, event: &Event) {
+        let mut st = self.state.lock();
+        let (rep, err) = &mut *st;
+        if err.is_some() {
+            return;
+        }
+        if let Some(r) = rep {
+            if let Err(e) = r.apply(event) {
+                *err = Some(format!("simulated device: event {}: {e}", r.events()));
+            }
+        }
+    }
+}
