@@ -295,6 +295,9 @@ pub struct ChildOptions {
     /// On a write error, print `ERR …`, wait 20 ms and retry the same batch, forever (an
     /// application riding out a full disk), instead of exiting.
     pub retry: bool,
+    /// Trim freed space in batches of this many extents, punched into the files
+    /// (`fallocate(PUNCH_HOLE)`), with DSM placement and Linux write-life hints.
+    pub trim_batch: Option<usize>,
 }
 
 impl Default for ChildOptions {
@@ -307,6 +310,7 @@ impl Default for ChildOptions {
             preallocate: true,
             journal_compressor: JournalCompressor::Snappy,
             retry: false,
+            trim_batch: None,
         }
     }
 }
@@ -334,6 +338,9 @@ impl ChildOptions {
         if self.retry {
             a.push("--retry".into());
         }
+        if let Some(k) = self.trim_batch {
+            a.extend(["--trim".to_string(), k.to_string()]);
+        }
         a
     }
 
@@ -348,6 +355,7 @@ impl ChildOptions {
                 "--no-preallocate" => o.preallocate = false,
                 "--retry" => o.retry = true,
                 "--batches" => o.batches = Some(val(a)?.parse().map_err(|e| format!("{a}: {e}"))?),
+                "--trim" => o.trim_batch = Some(val(a)?.parse().map_err(|e| format!("{a}: {e}"))?),
                 "--journal-file-max" => {
                     o.journal_file_max = val(a)?.parse().map_err(|e| format!("{a}: {e}"))?
                 }
@@ -370,6 +378,14 @@ impl ChildOptions {
         j.file_max = self.journal_file_max;
         j.preallocate = self.preallocate;
         j.compressor = self.journal_compressor;
+        if let Some(k) = self.trim_batch {
+            cfg.flash = engine::FlashConfig {
+                placement: "dsm".into(),
+                trim_batch: Some(k),
+                linux_hints: true,
+                ..engine::FlashConfig::default()
+            };
+        }
         cfg
     }
 }
