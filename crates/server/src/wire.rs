@@ -162,9 +162,20 @@ impl Compressor {
         use std::io::Read;
         let out = match self {
             Compressor::Noop => data.to_vec(),
-            Compressor::Snappy => snap::raw::Decoder::new()
-                .decompress_vec(data)
-                .map_err(|e| WireError(format!("snappy: {e}")))?,
+            Compressor::Snappy => {
+                // The stream's own length preamble sizes the output buffer: check it against
+                // the declared size before anything is allocated.
+                let n = snap::raw::decompress_len(data)
+                    .map_err(|e| WireError(format!("snappy: {e}")))?;
+                if n != size {
+                    return err(format!(
+                        "OP_COMPRESSED declared {size} bytes but its snappy stream holds {n}"
+                    ));
+                }
+                snap::raw::Decoder::new()
+                    .decompress_vec(data)
+                    .map_err(|e| WireError(format!("snappy: {e}")))?
+            }
             Compressor::Zlib => {
                 let mut out = Vec::with_capacity(size);
                 flate2::read::ZlibDecoder::new(data)
@@ -321,6 +332,11 @@ fn parse_msg(
                 }
                 let stop = start + size as usize;
                 let id = c.cstring()?;
+                if c.pos > stop {
+                    return err(format!(
+                        "document sequence identifier runs past its size {size}"
+                    ));
+                }
                 let mut docs = Vec::new();
                 let mut sc = Cursor {
                     b: &c.b[..stop],
@@ -568,6 +584,44 @@ mod tests {
             &[0; 4]
         )
         .is_err());
+    }
+
+    #[test]
+    fn sequence_identifier_longer_than_its_section_is_an_error() {
+        // Found by fuzz/fuzz_targets/wire.rs: a kind-1 section whose size (5) ends inside its
+        // identifier left the cursor past the section's end (an overflow panic).
+        let mut b = Vec::new();
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.push(0);
+        doc! {"insert": "c", "$db": "d"}.to_writer(&mut b).unwrap();
+        b.push(1);
+        b.extend_from_slice(&5i32.to_le_bytes());
+        b.extend_from_slice(b"documents\0");
+        let h = Header {
+            length: 16 + b.len() as i32,
+            request_id: 1,
+            response_to: 0,
+            op_code: OP_MSG,
+        };
+        assert!(parse_request(&h, &b).unwrap_err().0.contains("runs past"));
+    }
+
+    #[test]
+    fn snappy_length_preamble_is_checked_before_allocating() {
+        // Found by fuzz/fuzz_targets/wire.rs: a 5-byte snappy stream declaring ~3 GB made the
+        // decoder allocate that much although OP_COMPRESSED declared 12 bytes.
+        let mut b = Vec::new();
+        b.extend_from_slice(&OP_MSG.to_le_bytes());
+        b.extend_from_slice(&12i32.to_le_bytes());
+        b.push(Compressor::Snappy.id());
+        b.extend_from_slice(&[0xf5, 0xff, 0xe9, 0x87, 0x0c]); // varint 3_237_642_229
+        let h = Header {
+            length: 16 + b.len() as i32,
+            request_id: 1,
+            response_to: 0,
+            op_code: OP_COMPRESSED,
+        };
+        assert!(parse_request(&h, &b).unwrap_err().0.contains("snappy"));
     }
 
     #[test]
