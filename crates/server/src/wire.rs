@@ -240,6 +240,7 @@ impl<'a> Cursor<'a> {
             return err(format!("invalid BSON document length {len}"));
         }
         let raw = self.take(len as usize)?;
+        check_nesting(raw)?;
         let raw = RawDocumentBuf::from_bytes(raw.to_vec())
             .map_err(|e| WireError(format!("invalid BSON: {e}")))?;
         Document::try_from(raw.as_ref()).map_err(|e| WireError(format!("invalid BSON: {e}")))
@@ -247,6 +248,76 @@ impl<'a> Cursor<'a> {
     fn done(&self) -> bool {
         self.pos == self.b.len()
     }
+}
+
+/// mongod refuses documents nested deeper than this (BSONDepth's default maximum).
+pub const MAX_BSON_DEPTH: usize = 200;
+
+/// Walks a BSON document's bytes without recursion and refuses nesting deeper than
+/// [`MAX_BSON_DEPTH`], before any recursive decoder sees it (a deep document would otherwise
+/// exhaust a worker thread's stack). Only the structure is checked here; the decoder checks
+/// the rest.
+fn check_nesting(b: &[u8]) -> Result<(), WireError> {
+    let bad = || WireError("invalid BSON: malformed element".into());
+    let mut pos = 4usize;
+    let mut depth = 1usize;
+    let need = |pos: usize, n: usize| {
+        if b.len().saturating_sub(pos) < n {
+            Err(bad())
+        } else {
+            Ok(())
+        }
+    };
+    let i32_at = |pos: usize| -> Result<usize, WireError> {
+        need(pos, 4)?;
+        let v = i32::from_le_bytes(b[pos..pos + 4].try_into().unwrap());
+        usize::try_from(v).map_err(|_| bad())
+    };
+    let cstr_end = |pos: usize| -> Result<usize, WireError> {
+        b[pos.min(b.len())..]
+            .iter()
+            .position(|&c| c == 0)
+            .map(|i| pos + i + 1)
+            .ok_or_else(bad)
+    };
+    while depth > 0 {
+        need(pos, 1)?;
+        let t = b[pos];
+        pos += 1;
+        if t == 0 {
+            depth -= 1;
+            continue;
+        }
+        pos = cstr_end(pos)?;
+        pos += match t {
+            0x01 | 0x09 | 0x11 | 0x12 => 8,
+            0x02 | 0x0D | 0x0E => 4 + i32_at(pos)?,
+            0x03 | 0x04 => {
+                depth += 1;
+                if depth > MAX_BSON_DEPTH {
+                    return Err(WireError(format!(
+                        "BSON document nested deeper than {MAX_BSON_DEPTH} levels"
+                    )));
+                }
+                4
+            }
+            0x05 => 5 + i32_at(pos)?,
+            0x06 | 0x0A | 0x7F | 0xFF => 0,
+            0x07 => 12,
+            0x08 => 1,
+            0x0B => {
+                let e = cstr_end(pos)?;
+                cstr_end(e)? - pos
+            }
+            0x0C => 4 + i32_at(pos)? + 12,
+            0x0F => i32_at(pos)?,
+            0x10 => 4,
+            0x13 => 16,
+            _ => return Err(bad()),
+        };
+        need(pos, 0)?;
+    }
+    Ok(())
 }
 
 /// Decodes a message body (after the header).
@@ -622,6 +693,43 @@ mod tests {
             op_code: OP_COMPRESSED,
         };
         assert!(parse_request(&h, &b).unwrap_err().0.contains("snappy"));
+    }
+
+    #[test]
+    fn deeply_nested_documents_are_refused_before_decoding() {
+        // 100 000 levels of {a: {a: …}} would overflow a recursive decoder's stack.
+        let depth = 100_000;
+        let mut inner = vec![5u8, 0, 0, 0, 0];
+        for _ in 0..depth {
+            let mut d = Vec::with_capacity(inner.len() + 8);
+            d.extend_from_slice(&[0; 4]);
+            d.push(0x03);
+            d.extend_from_slice(b"a\0");
+            d.extend_from_slice(&inner);
+            d.push(0);
+            let n = d.len() as i32;
+            d[..4].copy_from_slice(&n.to_le_bytes());
+            inner = d;
+        }
+        let mut body = vec![0u8; 4];
+        body.push(0);
+        body.extend_from_slice(&inner);
+        let h = Header {
+            length: 16 + body.len() as i32,
+            request_id: 1,
+            response_to: 0,
+            op_code: OP_MSG,
+        };
+        let e = parse_request(&h, &body).unwrap_err();
+        assert!(e.0.contains("nested deeper"), "{e}");
+        // 150 levels are fine.
+        let mut d = doc! {"x": 1};
+        for _ in 0..150 {
+            d = doc! {"a": d};
+        }
+        let m = msg_request(&doc! {"find": "c", "filter": d, "$db": "x"}, &[], 1, 0);
+        let (h, b) = split(&m);
+        assert!(parse_request(&h, b).is_ok());
     }
 
     #[test]
