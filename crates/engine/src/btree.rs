@@ -76,10 +76,6 @@ pub struct Leaf {
     pub state: Mutex<LeafState>,
     last_access: AtomicU64,
     retired: AtomicBool,
-    /// The leaf has an entry on the cache's clock ring (changed under the leaf's latch).
-    pub in_ring: AtomicBool,
-    /// The leaf has an entry on the cache's dirty queue (changed under the leaf's latch).
-    pub in_dirty_queue: AtomicBool,
 }
 
 impl Leaf {
@@ -91,8 +87,6 @@ impl Leaf {
             state: Mutex::new(st),
             last_access: AtomicU64::new(0),
             retired: AtomicBool::new(false),
-            in_ring: AtomicBool::new(false),
-            in_dirty_queue: AtomicBool::new(false),
         })
     }
     pub fn is_retired(&self) -> bool {
@@ -189,8 +183,6 @@ impl Table {
                 pending_free: Vec::new(),
             },
         );
-        cache.queue_resident(id, &leaf);
-        cache.queue_dirty(id, &leaf);
         let root = Internal {
             keys: vec![Vec::new()],
             children: vec![Child::Leaf(leaf)],
@@ -331,7 +323,7 @@ impl Table {
     }
 
     /// Makes the leaf's page resident, reading and verifying its block (under its latch only).
-    pub fn ensure_loaded(&self, leaf: &Arc<Leaf>, st: &mut LeafState) -> Result<()> {
+    pub fn ensure_loaded(&self, leaf: &Leaf, st: &mut LeafState) -> Result<()> {
         leaf.last_access.store(self.cache.now(), Ordering::Relaxed);
         if st.page.is_some() {
             return Ok(());
@@ -373,7 +365,6 @@ impl Table {
         self.cache.pages_read.fetch_add(1, Ordering::Relaxed);
         st.mem = mem;
         st.page = Some(map);
-        self.cache.queue_resident(self.id, leaf);
         Ok(())
     }
 
@@ -386,7 +377,7 @@ impl Table {
     }
 
     /// Applies a put or delete to a latched, resident leaf.
-    pub fn apply(&self, leaf: &Arc<Leaf>, st: &mut LeafState, key: &[u8], value: Option<&[u8]>) {
+    pub fn apply(&self, st: &mut LeafState, key: &[u8], value: Option<&[u8]>) {
         let page = st.page.as_mut().expect("resident");
         let mut delta: i64 = 0;
         let old = match value {
@@ -417,7 +408,6 @@ impl Table {
         } else {
             st.dirty = true;
             self.cache.add_dirty(st.mem as i64);
-            self.cache.queue_dirty(self.id, leaf);
         }
     }
 
@@ -543,9 +533,6 @@ impl Table {
                 },
             );
             l.last_access.store(leaf.last_access(), Ordering::Relaxed);
-            if !evict {
-                self.cache.queue_resident(self.id, &l);
-            }
             new_leaves.push((sep.clone(), l));
         }
         new_leaves.reverse();

@@ -67,7 +67,6 @@ struct Counters {
     ops: AtomicU64,
     forced_splits: AtomicU64,
     app_evictions: AtomicU64,
-    dirty_evictions: AtomicU64,
 }
 
 struct Inner {
@@ -463,7 +462,7 @@ impl Inner {
             };
             for ((op, t), leaf_id) in batch.ops.iter().zip(&tables).zip(&op_leaf) {
                 let i = leaves.binary_search_by_key(leaf_id, |l| l.id).unwrap();
-                t.apply(&leaves[i], &mut guards[i], &op.key, op.value.as_deref());
+                t.apply(&mut guards[i], &op.key, op.value.as_deref());
             }
             for (i, g) in guards.iter().enumerate() {
                 let t = &tables[op_leaf.iter().position(|&id| id == leaves[i].id).unwrap()];
@@ -497,162 +496,35 @@ impl Inner {
         while self.cache.over_trigger() && rounds < 1000 {
             rounds += 1;
             self.counters.app_evictions.fetch_add(1, Ordering::Relaxed);
-            if !self.evict_some(2, false)? {
+            if !self.evict_some(8)? {
                 break;
             }
         }
         Ok(())
     }
 
-    /// Evicts up to `n` pages, or fewer once the cache is back under its targets. Under dirty
-    /// pressure, the leaves that became dirty longest ago are written (and kept in memory,
-    /// clean, while the cache has room: WiredTiger's scrub); over the cache target, the clock
-    /// ring gives up its least recently queued leaves not touched since. Neither walks the
-    /// trees; if both queues run dry, a full scan finds candidates. Returns false if nothing
-    /// could be evicted.
-    fn evict_some(&self, n: usize, slack: bool) -> Result<bool> {
+    /// Evicts up to `n` pages, oldest first. Returns false if nothing could be evicted.
+    fn evict_some(&self, n: usize) -> Result<bool> {
         let mut evicted = 0;
         let mut tried = 0;
         while evicted < n && tried < n * 8 {
-            let (full_over, dirty_over) = self.cache.over_target_parts(slack);
-            if !dirty_over && !full_over {
-                break;
-            }
-            tried += 1;
-            let mut empty = true;
-            if dirty_over {
-                if let Some(done) = self.evict_dirty_step()? {
-                    empty = false;
-                    evicted += done as usize;
-                }
-            }
-            if full_over {
-                if let Some(done) = self.evict_ring_step()? {
-                    empty = false;
-                    evicted += done as usize;
-                }
-            }
-            if empty {
-                let next = {
-                    let mut q = self.evict_queue.lock();
+            let next = {
+                let mut q = self.evict_queue.lock();
+                if q.is_empty() {
+                    self.fill_evict_queue(&mut q);
                     if q.is_empty() {
-                        self.fill_evict_queue(&mut q);
+                        break;
                     }
-                    q.pop()
-                };
-                let Some((table, leaf)) = next else { break };
-                if self.evict_one(&table, &leaf)? {
-                    evicted += 1;
                 }
+                q.pop()
+            };
+            let Some((table, leaf)) = next else { break };
+            tried += 1;
+            if self.evict_one(&table, &leaf)? {
+                evicted += 1;
             }
         }
         Ok(evicted > 0)
-    }
-
-    fn table_by_id(&self, id: u32) -> Option<Arc<Table>> {
-        self.tables.read().by_id.get(&id).cloned()
-    }
-
-    /// Writes the leaf that became dirty longest ago. None: the dirty queue is empty;
-    /// Some(written).
-    fn evict_dirty_step(&self) -> Result<Option<bool>> {
-        let Some((tid, leaf, stamp, had_chance)) = self.cache.dirty_queue.lock().pop_front() else {
-            return Ok(None);
-        };
-        let Some(table) = self.table_by_id(tid) else {
-            leaf.in_dirty_queue.store(false, Ordering::Release);
-            return Ok(Some(false));
-        };
-        // A page touched since it was queued gets one more trip through the queue: hot
-        // pages then absorb more updates per write.
-        if !had_chance && leaf.last_access() > stamp {
-            self.cache.requeue_dirty(tid, leaf, true);
-            return Ok(Some(false));
-        }
-        {
-            let Some(st) = leaf.state.try_lock() else {
-                self.cache.requeue_dirty(tid, leaf, had_chance);
-                return Ok(Some(false));
-            };
-            // The entry is consumed under the latch, so a write that dirties the page again
-            // queues it anew.
-            leaf.in_dirty_queue.store(false, Ordering::Release);
-            if leaf.is_retired() || !st.dirty || st.page.is_none() {
-                return Ok(Some(false));
-            }
-        }
-        let Some(_s) = table.structure.try_lock() else {
-            self.requeue_dirty(tid, &leaf);
-            return Ok(Some(false));
-        };
-        let keep = self.cache.scrub();
-        if let Err(e) = table.reconcile(&leaf, !keep) {
-            self.requeue_dirty(tid, &leaf);
-            return Err(e);
-        }
-        if !keep {
-            self.counters
-                .dirty_evictions
-                .fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(Some(true))
-    }
-
-    fn requeue_dirty(&self, tid: u32, leaf: &Arc<Leaf>) {
-        let st = leaf.state.lock();
-        if st.dirty && !leaf.is_retired() {
-            self.cache.queue_dirty(tid, leaf);
-        }
-    }
-
-    /// Advances the clock ring by one entry: drops the leaf if it was not touched since it
-    /// was queued (writing it first if dirty), else gives it a second chance. None: the ring
-    /// is empty; Some(evicted).
-    fn evict_ring_step(&self) -> Result<Option<bool>> {
-        let Some((tid, leaf, stamp)) = self.cache.ring.lock().pop_front() else {
-            return Ok(None);
-        };
-        let Some(table) = self.table_by_id(tid) else {
-            leaf.in_ring.store(false, Ordering::Release);
-            return Ok(Some(false));
-        };
-        {
-            let Some(mut st) = leaf.state.try_lock() else {
-                self.cache.requeue_resident(tid, leaf);
-                return Ok(Some(false));
-            };
-            if leaf.is_retired() || st.page.is_none() {
-                // Under the latch: whoever loads the page next queues it again.
-                leaf.in_ring.store(false, Ordering::Release);
-                return Ok(Some(false));
-            }
-            if leaf.last_access() > stamp {
-                drop(st);
-                self.cache.requeue_resident(tid, leaf);
-                return Ok(Some(false));
-            }
-            if !st.dirty {
-                let mem = st.mem as i64;
-                st.page = None;
-                st.mem = 0;
-                leaf.in_ring.store(false, Ordering::Release);
-                self.cache.add(-mem);
-                self.cache.pages_evicted.fetch_add(1, Ordering::Relaxed);
-                return Ok(Some(true));
-            }
-        }
-        let res = match table.structure.try_lock() {
-            Some(_s) => table.reconcile(&leaf, true).map(|()| true),
-            None => Ok(false),
-        };
-        let st = leaf.state.lock();
-        if leaf.is_retired() || st.page.is_none() {
-            leaf.in_ring.store(false, Ordering::Release);
-        } else {
-            drop(st);
-            self.cache.requeue_resident(tid, leaf);
-        }
-        res.map(Some)
     }
 
     fn evict_one(&self, table: &Arc<Table>, leaf: &Arc<Leaf>) -> Result<bool> {
@@ -850,9 +722,8 @@ fn evict_server(weak: Weak<Inner>) {
         if inner.shutdown.load(Ordering::Relaxed) {
             return;
         }
-        // Evict a little below the targets, so writers do not wake this thread at every page.
-        while inner.cache.over_target_with_slack() && !inner.shutdown.load(Ordering::Relaxed) {
-            match inner.evict_some(16, true) {
+        while inner.cache.over_target() && !inner.shutdown.load(Ordering::Relaxed) {
+            match inner.evict_some(16) {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) => {
@@ -1119,7 +990,6 @@ impl KvEngine for DiskEngine {
                 "pages_evicted": ld(&c.pages_evicted),
                 "dirty_pages_written": ld(&c.dirty_pages_written),
                 "app_thread_evictions": ld(&n.app_evictions),
-                "dirty_pages_written_and_dropped": ld(&n.dirty_evictions),
                 "forced_splits": ld(&n.forced_splits),
             },
             "checkpoints": {
