@@ -546,9 +546,10 @@ impl BlockFile {
         let (off, len) = (addr.offset, addr.size as u64);
         let mut st = self.state.lock();
         if st.alloc.remove_range(off, len) {
-            // Allocated in this checkpoint interval: no checkpoint can reach it.
-            st.avail.insert(off, len);
-            drop(st);
+            // Allocated in this checkpoint interval: no checkpoint can reach it. Announced
+            // before the space can be allocated again (the state lock is still held): a TRIM
+            // batcher must see this Free before any later Write of the same space, or it would
+            // trim that write's data.
             let id = self.tag.id;
             self.events.emit(|t| Event::Free {
                 time_ns: t,
@@ -556,6 +557,7 @@ impl BlockFile {
                 offset: off,
                 len,
             });
+            st.avail.insert(off, len);
         } else {
             st.discard.insert(off, len);
         }
@@ -761,22 +763,18 @@ impl BlockFile {
     /// Called once the checkpoint is durable: what the previous checkpoint held and this one
     /// does not becomes reusable, and is announced as free.
     pub fn resolve(&self) {
-        let pending = std::mem::take(&mut self.state.lock().pending);
         let mut st = self.state.lock();
+        let pending = std::mem::take(&mut st.pending);
+        // Announce each extent before it becomes allocatable (see `free`).
+        let id = self.tag.id;
         for (o, l) in pending.iter() {
+            self.events.emit(|t| Event::Free {
+                time_ns: t,
+                file: id,
+                offset: o,
+                len: l,
+            });
             st.avail.insert(o, l);
-        }
-        drop(st);
-        if self.events.enabled() {
-            for (o, l) in pending.iter() {
-                let id = self.tag.id;
-                self.events.emit(|t| Event::Free {
-                    time_ns: t,
-                    file: id,
-                    offset: o,
-                    len: l,
-                });
-            }
         }
     }
 
