@@ -17,7 +17,7 @@ use placement::policy::PlacementConfig;
 use placement::sim::{ReplayConfig, TraceReplay, TrimConfig};
 use placement::{Event, Observer, TraceObserver, TrimWhen};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -777,8 +777,4 @@ pub fn engine_runs(lab: &Lab) -> Result<Vec<EngineRun>> {
     }
     v.sort_by(|a, b| a.key.cmp(&b.key));
     Ok(v)
-}
-
-pub fn value_of(v: &Value) -> f64 {
-    v.as_f64().unwrap_or(0.0)
 }
