@@ -320,30 +320,7 @@ impl BlockFile {
             .truncate(true)
             .open(path)
             .ctx(|| format!("creating {}", path.display()))?;
-        let file = Arc::new(file);
-        events.register_file(tag.id, &file);
-        events.emit(|t| Event::FileCreate {
-            time_ns: t,
-            file: tag.id,
-            kind: tag.kind,
-            name: file_name(path),
-        });
-        let bf = BlockFile {
-            path: path.to_path_buf(),
-            file,
-            tag,
-            policy,
-            state: Mutex::new(ExtentState {
-                size: ALLOC_UNIT,
-                avail: ExtentSet::default(),
-                alloc: ExtentSet::default(),
-                discard: ExtentSet::default(),
-                pending: ExtentSet::default(),
-                lists: Vec::new(),
-            }),
-            events,
-            stats: BlockStats::default(),
-        };
+        let bf = BlockFile::from_parts(path, file, tag, policy, ALLOC_UNIT, Vec::new(), events);
         let mut desc = vec![0u8; ALLOC_UNIT as usize];
         desc[..8].copy_from_slice(DESC_MAGIC);
         desc[8..12].copy_from_slice(&1u32.to_le_bytes()); // format version
@@ -389,33 +366,11 @@ impl BlockFile {
             file.set_len(ckpt.file_size)
                 .ctx(|| format!("resizing {} to its checkpoint size", path.display()))?;
         }
-        let file = Arc::new(file);
-        events.register_file(tag.id, &file);
-        events.emit(|t| Event::FileCreate {
-            time_ns: t,
-            file: tag.id,
-            kind: tag.kind,
-            name: file_name(path),
-        });
-        let bf = BlockFile {
-            path: path.to_path_buf(),
-            file,
-            tag,
-            policy,
-            state: Mutex::new(ExtentState {
-                size: ckpt.file_size,
-                avail: ExtentSet::default(),
-                alloc: ExtentSet::default(),
-                discard: ExtentSet::default(),
-                pending: ExtentSet::default(),
-                lists: [Some(ckpt.alloc), ckpt.discard, Some(ckpt.avail)]
-                    .into_iter()
-                    .flatten()
-                    .collect(),
-            }),
-            events,
-            stats: BlockStats::default(),
-        };
+        let lists = [Some(ckpt.alloc), ckpt.discard, Some(ckpt.avail)]
+            .into_iter()
+            .flatten()
+            .collect();
+        let bf = BlockFile::from_parts(path, file, tag, policy, ckpt.file_size, lists, events);
         let (_, payload) = bf.read(ckpt.avail)?;
         let (file_size, extents) =
             crate::page::decode_extents(&payload).map_err(|what| Error::Corrupt {
@@ -440,6 +395,43 @@ impl BlockFile {
             }
         }
         Ok(bf)
+    }
+
+    /// An open file of `size` bytes whose free space is yet to be filled in; announced to the
+    /// event hub (registered for trims, reported as created).
+    fn from_parts(
+        path: &Path,
+        file: File,
+        tag: FileTag,
+        policy: AllocPolicy,
+        size: u64,
+        lists: Vec<Addr>,
+        events: Arc<Events>,
+    ) -> BlockFile {
+        let file = Arc::new(file);
+        events.register_file(tag.id, &file);
+        events.emit(|t| Event::FileCreate {
+            time_ns: t,
+            file: tag.id,
+            kind: tag.kind,
+            name: file_name(path),
+        });
+        BlockFile {
+            path: path.to_path_buf(),
+            file,
+            tag,
+            policy,
+            state: Mutex::new(ExtentState {
+                size,
+                avail: ExtentSet::default(),
+                alloc: ExtentSet::default(),
+                discard: ExtentSet::default(),
+                pending: ExtentSet::default(),
+                lists,
+            }),
+            events,
+            stats: BlockStats::default(),
+        }
     }
 
     pub fn path(&self) -> &Path {

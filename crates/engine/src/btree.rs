@@ -606,8 +606,10 @@ impl Table {
         let mut root = self.root.write();
         let split = self.internal_split;
         let max = self.cfg.internal_page_max as usize;
-        if let Some(siblings) = replace_in(&mut root, old, new, split, max, &self.leaf_ids) {
-            // The root split: grow the tree by one level.
+        let mut siblings = replace_in(&mut root, old, new, split, max, &self.leaf_ids);
+        // While the root splits (a very wide split can leave even a new root too large), grow
+        // the tree by one level over the old root and its new siblings.
+        while let Some(pieces) = siblings {
             let old_root = std::mem::replace(
                 &mut *root,
                 Internal {
@@ -622,7 +624,7 @@ impl Table {
             let level = old_root.level + 1;
             let mut keys = vec![Vec::new()];
             let mut children = vec![Child::Node(Box::new(old_root))];
-            for (k, n) in siblings {
+            for (k, n) in pieces {
                 keys.push(k);
                 children.push(Child::Node(n));
             }
@@ -634,36 +636,8 @@ impl Table {
                 dirty: AtomicBool::new(true),
                 page_id: self.leaf_ids.fetch_add(1, Ordering::Relaxed),
             };
-            // A very wide split can leave even the new root too large.
-            while root.image_len() > max && root.children.len() > 2 {
-                let pieces = split_node(&mut root, split, &self.leaf_ids);
-                let old_root = std::mem::replace(
-                    &mut *root,
-                    Internal {
-                        keys: Vec::new(),
-                        children: Vec::new(),
-                        level: 0,
-                        addr: None,
-                        dirty: AtomicBool::new(true),
-                        page_id: 0,
-                    },
-                );
-                let level = old_root.level + 1;
-                let mut keys = vec![Vec::new()];
-                let mut children = vec![Child::Node(Box::new(old_root))];
-                for (k, n) in pieces {
-                    keys.push(k);
-                    children.push(Child::Node(n));
-                }
-                *root = Internal {
-                    keys,
-                    children,
-                    level,
-                    addr: None,
-                    dirty: AtomicBool::new(true),
-                    page_id: self.leaf_ids.fetch_add(1, Ordering::Relaxed),
-                };
-            }
+            siblings = (root.image_len() > max && root.children.len() > 2)
+                .then(|| split_node(&mut root, split, &self.leaf_ids));
         }
     }
 
