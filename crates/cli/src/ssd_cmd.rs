@@ -69,9 +69,10 @@ struct ReplayArgs {
     /// at their peak.
     #[arg(long, default_value_t = 0.8)]
     fill: f64,
-    /// Age the device first: fill, then random overwrites until WA is steady.
-    #[arg(long)]
-    precondition: bool,
+    /// Age the device first: `fill` (every LBA written once; the bare flag) or `steady` (the
+    /// fill, then random overwrites until WA is steady).
+    #[arg(long, num_args = 0..=1, default_missing_value = "fill")]
+    precondition: Option<String>,
     /// Reset all counters after this many trace records (a warm-up part of the trace).
     #[arg(long, default_value_t = 0)]
     warmup_records: u64,
@@ -271,9 +272,10 @@ fn replay(a: ReplayArgs) -> Result<()> {
     cfg.validate()?;
     let mut dev = Ssd::new(cfg)?;
 
-    if a.precondition {
+    if let Some(mode) = &a.precondition {
         eprintln!("preconditioning {} logical pages…", dev.logical_pages());
         let r = dev.precondition(&ssd::PreconditionConfig {
+            mode: ssd::PreconditionMode::parse(mode)?,
             seed: a.seed,
             ..Default::default()
         })?;

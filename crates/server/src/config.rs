@@ -14,7 +14,7 @@
 //!     collectionConfig: {blockCompressor: snappy, leafPageMax: 32KB, internalPageMax: 4KB}
 //!     indexConfig: {prefixCompression: true, leafPageMax: 16KB, internalPageMax: 16KB}
 //!   flash:                        # flashdoc's placement and TRIM settings
-//!     placement: dsm              # none | file | boundary | dsm | dsm-skip-primary | lifetime
+//!     placement: dsm              # none | file | boundary | dsm | dsm-skip-primary | lifetime | filelog
 //!     streams: 8
 //!     dsm: {groups: 3, alpha: 3, threshold1: 5, threshold2: 1}   # thresholds in percent
 //!     trim: {enabled: true, batch: 20000, when: free}
@@ -458,10 +458,13 @@ impl ServerConfig {
         if let Some(a) = s.string("blockAllocation")? {
             t.allocation = a.parse().map_err(|_| {
                 ConfigError(format!(
-                    "{}: expected best, first or append, got {a}",
+                    "{}: expected best, first, append or sweep, got {a}",
                     s.key("blockAllocation")
                 ))
             })?;
+        }
+        if let Some(v) = s.u64("sweepReservePct")? {
+            t.sweep_reserve_pct = u8::try_from(v).unwrap_or(u8::MAX);
         }
         t.validate()
             .map_err(|e| ConfigError(format!("{}: {e}", s.path)))?;
@@ -471,10 +474,10 @@ impl ServerConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         if !matches!(
             self.flash.placement.as_str(),
-            "none" | "file" | "boundary" | "dsm" | "dsm-skip-primary" | "lifetime"
+            "none" | "file" | "boundary" | "dsm" | "dsm-skip-primary" | "lifetime" | "filelog"
         ) {
             return Err(ConfigError(format!(
-                "storage.flash.placement: unknown policy '{}' (none, file, boundary, dsm, dsm-skip-primary, lifetime)",
+                "storage.flash.placement: unknown policy '{}' (none, file, boundary, dsm, dsm-skip-primary, lifetime, filelog)",
                 self.flash.placement
             )));
         }
