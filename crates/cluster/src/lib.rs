@@ -12,7 +12,9 @@
 //!   admin commands, the `config` database, auto-split and the balancer;
 //! - `transport`: how the router and shards send each other commands (TCP, or in process).
 pub mod meta;
+pub mod shard;
 pub mod shardkey;
 pub mod split;
 pub mod store;
+pub mod transport;
 pub mod version;

@@ -131,9 +131,11 @@ impl SplitPolicy {
                     ..LoadConfig::default()
                 })
             }
-            other => return Err(DocError::bad_value(format!(
+            other => {
+                return Err(DocError::bad_value(format!(
                 "unknown split.policy '{other}' (default, hass-static, hass-dynamic, load, oracle)"
-            ))),
+            )))
+            }
         })
     }
 
