@@ -12,9 +12,22 @@
 //!   admin commands, the `config` database, auto-split and the balancer;
 //! - `transport`: how the router and shards send each other commands (TCP, or in process).
 pub mod meta;
+pub mod router;
 pub mod shard;
 pub mod shardkey;
 pub mod split;
 pub mod store;
 pub mod transport;
 pub mod version;
+
+/// A numeric field as i64 (any BSON number; 0 when absent or not a number).
+pub(crate) fn int_field(v: Option<&bson::Bson>) -> i64 {
+    num_field(v) as i64
+}
+
+/// A numeric field as f64 (0 when absent or not a number).
+pub(crate) fn num_field(v: Option<&bson::Bson>) -> f64 {
+    v.and_then(docdb::compare::Num::of)
+        .map(|n| n.as_f64())
+        .unwrap_or(0.0)
+}

@@ -112,6 +112,7 @@ struct Donor {
     capture: Arc<Capture>,
     clone: Mutex<Option<DocCursor>>,
     cloned: AtomicU64,
+    cloned_bytes: AtomicU64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -234,6 +235,7 @@ pub fn move_chunk(node: &Arc<ShardNode>, cmd: &Document) -> DocResult<Document> 
             capture,
             clone: Mutex::new(cursor.ok()),
             cloned: AtomicU64::new(0),
+            cloned_bytes: AtomicU64::new(0),
         });
         *slot = Some(d.clone());
         d
@@ -262,6 +264,7 @@ pub fn move_chunk(node: &Arc<ShardNode>, cmd: &Document) -> DocResult<Document> 
             let _ = recipient
                 .call(&doc! {"_flushRoutingTableCacheUpdates": ns.clone(), "$db": "admin"});
             let cloned = donor.cloned.load(Ordering::Relaxed) as i64;
+            let cloned_bytes = donor.cloned_bytes.load(Ordering::Relaxed) as i64;
             let task = RangeDeletion {
                 node: node.clone(),
                 ns: ns.clone(),
@@ -281,7 +284,7 @@ pub fn move_chunk(node: &Arc<ShardNode>, cmd: &Document) -> DocResult<Document> 
                     })
                     .map_err(|e| DocError::internal_error(format!("spawn range deleter: {e}")))?;
             }
-            Ok(doc! {"migrationId": mig_id, "cloned": cloned})
+            Ok(doc! {"migrationId": mig_id, "cloned": cloned, "clonedBytes": cloned_bytes})
         }
         Err(e) => {
             node.gate(&ns).open();
@@ -498,6 +501,9 @@ pub fn migrate_clone(node: &ShardNode, cmd: &Document) -> DocResult<Document> {
         }
     }
     donor.cloned.fetch_add(out.len() as u64, Ordering::Relaxed);
+    donor
+        .cloned_bytes
+        .fetch_add(bytes as u64, Ordering::Relaxed);
     Ok(doc! {"objects": out})
 }
 

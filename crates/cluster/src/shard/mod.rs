@@ -135,6 +135,9 @@ impl ChunkStats {
     }
 }
 
+/// A chunk's access mean, access count, and per-key counts (policy `oracle`).
+pub type AccessStats = (Option<f64>, u64, Option<Vec<(Vec<u8>, u64)>>);
+
 /// A migration's critical section: writes to the collection wait while it is closed.
 #[derive(Default)]
 pub struct Gate {
@@ -537,11 +540,7 @@ impl ShardNode {
         }
     }
 
-    fn access_stats(
-        &self,
-        ns: &str,
-        min_enc: &[u8],
-    ) -> (Option<f64>, u64, Option<Vec<(Vec<u8>, u64)>>) {
+    fn access_stats(&self, ns: &str, min_enc: &[u8]) -> AccessStats {
         let stats = self.stats.lock();
         match stats.get(ns).and_then(|m| m.get(min_enc)) {
             Some(s) => (
@@ -821,24 +820,17 @@ fn check_versioned_write(
 ) -> DocResult<()> {
     let key = meta.key();
     match (old, new) {
-        (Some(o), Some(n)) => {
-            if key.position_of_doc(o) != key.position_of_doc(n) {
-                return Err(DocError::immutable_field(format!(
-                    "After applying the update, the (immutable) field(s) of the shard key {} were found to have been altered",
-                    key.pattern
-                )));
-            }
+        (Some(o), Some(n)) if key.position_of_doc(o) != key.position_of_doc(n) => {
+            Err(DocError::immutable_field(format!(
+                "After applying the update, the (immutable) field(s) of the shard key {} were found to have been altered",
+                key.pattern
+            )))
         }
-        (None, Some(n)) => {
-            if !meta.owns_doc(n) {
-                return Err(stale_config(
-                    &meta.snap.ns,
-                    &ChunkVersion::unsharded(),
-                    &meta.version,
-                ));
-            }
-        }
-        _ => {}
+        (None, Some(n)) if !meta.owns_doc(n) => Err(stale_config(
+            &meta.snap.ns,
+            &ChunkVersion::unsharded(),
+            &meta.version,
+        )),
+        _ => Ok(()),
     }
-    Ok(())
 }

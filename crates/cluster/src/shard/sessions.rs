@@ -204,8 +204,8 @@ pub fn run_retryable(
             Err(e) => server::commands::error_reply(&e),
         };
         let ok = crate::transport::is_ok(&reply);
-        n += number(reply.get("n"));
-        modified += number(reply.get("nModified"));
+        n += crate::int_field(reply.get("n"));
+        modified += crate::int_field(reply.get("nModified"));
         if let Ok(list) = reply.get_array("upserted") {
             for u in list.iter().filter_map(Bson::as_document) {
                 let mut u = u.clone();
@@ -247,15 +247,6 @@ pub fn run_retryable(
     }
     out.insert("ok", 1.0);
     out
-}
-
-fn number(v: Option<&Bson>) -> i64 {
-    match v {
-        Some(Bson::Int32(i)) => *i as i64,
-        Some(Bson::Int64(i)) => *i,
-        Some(Bson::Double(d)) => *d as i64,
-        _ => 0,
-    }
 }
 
 /// The reply a findAndModify gave, rebuilt from its record.
