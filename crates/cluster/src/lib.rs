@@ -31,3 +31,4 @@ pub(crate) fn num_field(v: Option<&bson::Bson>) -> f64 {
         .map(|n| n.as_f64())
         .unwrap_or(0.0)
 }
+pub mod config;

@@ -116,8 +116,9 @@ pub struct TcpShard {
 /// Idle connections kept per host.
 const POOL_MAX: usize = 32;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// A command may take this long (a migration's clone batches and commits are the slowest).
-const REPLY_TIMEOUT: Duration = Duration::from_secs(300);
+/// A command may take this long (a large batch of journaled writes is the slowest); a node
+/// that stays silent longer is taken as unreachable.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(3600);
 static REQUEST_ID: AtomicI32 = AtomicI32::new(1);
 
 impl TcpShard {
@@ -135,24 +136,6 @@ impl TcpShard {
         s.set_write_timeout(Some(REPLY_TIMEOUT)).ok();
         Ok(s)
     }
-
-    fn roundtrip(&self, s: &mut TcpStream, cmd: &Document) -> std::io::Result<Document> {
-        let id = REQUEST_ID.fetch_add(1, Ordering::Relaxed);
-        s.write_all(&wire::msg_request(cmd, &[], id, 0))?;
-        let mut h = [0u8; wire::Header::LEN];
-        s.read_exact(&mut h)?;
-        let header = wire::Header::parse(&h);
-        let len = header
-            .validate()
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-        let mut body = vec![0u8; len];
-        s.read_exact(&mut body)?;
-        match wire::parse_request(&header, &body) {
-            Ok(wire::Request::Msg { body, .. }) => Ok(body),
-            Ok(_) => Err(std::io::Error::other("unexpected reply opcode")),
-            Err(e) => Err(std::io::Error::other(e.to_string())),
-        }
-    }
 }
 
 impl ShardConn for TcpShard {
@@ -162,23 +145,38 @@ impl ShardConn for TcpShard {
             Some(s) => s,
             None => self.open()?,
         };
-        let reply = match self.roundtrip(&mut s, cmd) {
-            Ok(r) => r,
-            // A pooled connection may have been closed by the peer meanwhile: one fresh try.
-            Err(_) => {
-                let mut fresh = self.open()?;
-                let r = self
-                    .roundtrip(&mut fresh, cmd)
-                    .map_err(|e| host_unreachable(&self.host, e))?;
-                s = fresh;
-                r
-            }
-        };
+        let id = REQUEST_ID.fetch_add(1, Ordering::Relaxed);
+        let request = wire::msg_request(cmd, &[], id, 0);
+        if s.write_all(&request).is_err() {
+            // A pooled connection the peer closed meanwhile: the request never arrived whole,
+            // so sending it on a fresh connection cannot run it twice.
+            s = self.open()?;
+            s.write_all(&request)
+                .map_err(|e| host_unreachable(&self.host, e))?;
+        }
+        // Once sent, a command is never sent again: the node may have run it.
+        let reply = read_reply(&mut s).map_err(|e| host_unreachable(&self.host, e))?;
         let mut idle = self.idle.lock();
         if idle.len() < POOL_MAX {
             idle.push(s);
         }
         Ok(reply)
+    }
+}
+
+fn read_reply(s: &mut TcpStream) -> std::io::Result<Document> {
+    let mut h = [0u8; wire::Header::LEN];
+    s.read_exact(&mut h)?;
+    let header = wire::Header::parse(&h);
+    let len = header
+        .validate()
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body)?;
+    match wire::parse_request(&header, &body) {
+        Ok(wire::Request::Msg { body, .. }) => Ok(body),
+        Ok(_) => Err(std::io::Error::other("unexpected reply opcode")),
+        Err(e) => Err(std::io::Error::other(e.to_string())),
     }
 }
 
