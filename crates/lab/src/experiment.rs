@@ -21,6 +21,9 @@ pub enum Kind {
     IoPattern,
     /// Insert time, cold/warm reads and disk use per block compressor (seed 001 §10.6).
     Compression,
+    /// Split policies on an in-process sharded cluster, per-shard device load (seed 004);
+    /// `workloads` and `policies` name hass workloads and split policies (hass.rs).
+    Hass,
 }
 
 /// A workload by the seeds' names.
@@ -287,6 +290,15 @@ pub fn builtins() -> Vec<Experiment> {
             workloads: s(&["chapter10"]),
             policies: s(&["none"]),
             compressors: s(&["none", "snappy", "zlib", "zstd"]),
+            ..base.clone()
+        },
+        Experiment {
+            name: "hass".into(),
+            title: "Hotness-aware chunk splits (HASS) on a sharded cluster".into(),
+            kind: Kind::Hass,
+            description: "YCSB-A with 1 KB records on an in-process cluster whose shards each run the engine on their own simulated SSD: MongoDB 3.6's split points (default), HASS static and dynamic tuning, CockroachDB/TiKV-style load-based splitting and an access-weighted oracle; the paper's scrambled zipfian over hashed keys, and hotness clustered in key order (seed 004, Fig. 5–9, Tables I–II).".into(),
+            workloads: s(crate::hass::WORKLOADS),
+            policies: s(crate::hass::POLICIES),
             ..base
         },
     ]
@@ -304,6 +316,9 @@ impl Experiment {
                 "experiment {}: needs at least one workload and one policy",
                 self.name
             );
+        }
+        if self.kind == Kind::Hass {
+            return self.validate_hass();
         }
         for w in &self.workloads {
             if !WORKLOADS.contains(&w.as_str()) && w != "chapter10" {
@@ -332,6 +347,37 @@ impl Experiment {
             bail!("experiment {}: device_fill must be in (0, 1]", self.name);
         }
         if ScaleSpec::named(&self.scale).is_none() {
+            bail!(
+                "experiment {}: scale must be tiny, quick, medium or paper",
+                self.name
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Experiment {
+    fn validate_hass(&self) -> anyhow::Result<()> {
+        use anyhow::bail;
+        for w in &self.workloads {
+            if !crate::hass::WORKLOADS.contains(&w.as_str()) {
+                bail!(
+                    "experiment {}: unknown hass workload '{w}' (one of {})",
+                    self.name,
+                    crate::hass::WORKLOADS.join(", ")
+                );
+            }
+        }
+        for p in &self.policies {
+            if !crate::hass::POLICIES.contains(&p.as_str()) {
+                bail!(
+                    "experiment {}: unknown split policy '{p}' (one of {})",
+                    self.name,
+                    crate::hass::POLICIES.join(", ")
+                );
+            }
+        }
+        if crate::hass::HassScale::named(&self.scale).is_none() {
             bail!(
                 "experiment {}: scale must be tiny, quick, medium or paper",
                 self.name

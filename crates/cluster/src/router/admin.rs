@@ -565,8 +565,18 @@ pub fn shard_collection(r: &Router, cmd: &Document) -> DocResult<Document> {
     holders.push(dbe.primary.clone());
     holders.sort();
     holders.dedup();
+    let id_key = key.index_key() == doc! {"_id": 1};
     for s in &holders {
-        call_ok(&*r.shard_conn(s)?, &index)?;
+        let conn = r.shard_conn(s)?;
+        if id_key {
+            // The _id index backs the key; the collection just has to exist.
+            let rep = conn.call(&doc! {"create": coll.clone(), "$db": db.clone()})?;
+            if !is_ok(&rep) && rep.get_i32("code") != Ok(48) {
+                return Err(reply_error(&rep));
+            }
+        } else {
+            call_ok(&*conn, &index)?;
+        }
     }
     if !r
         .catalog

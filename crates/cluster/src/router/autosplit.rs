@@ -48,6 +48,7 @@ pub struct SplitCounters {
     /// Splits whose points the policy moved away from the default ones.
     pub tuned: AtomicU64,
     pub top_chunk_moves: AtomicU64,
+    pub top_chunk_bytes: AtomicU64,
 }
 
 /// The desired chunk size for a collection with `chunks` chunks (module docs, step 2).
