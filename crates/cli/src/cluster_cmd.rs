@@ -271,6 +271,13 @@ enum ClusterCommand {
         #[arg(long, default_value = "flashdoc-cluster")]
         dir: PathBuf,
     },
+    /// Add running shards to a cluster through its router (addShard).
+    AddShard {
+        /// The router, host:port.
+        router: String,
+        /// Shards, host:port each.
+        shards: Vec<String>,
+    },
 }
 
 pub fn run_cluster(args: ClusterArgs) -> Result<()> {
@@ -282,6 +289,15 @@ pub fn run_cluster(args: ClusterArgs) -> Result<()> {
             etcd,
         } => cluster_up(shards, &dir, port, etcd),
         ClusterCommand::Down { dir } => cluster_down(&dir),
+        ClusterCommand::AddShard { router, shards } => {
+            let conn = TcpConnector::default().connect(&router);
+            for s in shards {
+                let r = call_ok(&*conn, &doc! {"addShard": s.clone(), "$db": "admin"})
+                    .map_err(|e| anyhow!("addShard {s}: {e}"))?;
+                println!("{s}: {}", r.get_str("shardAdded").unwrap_or("?"));
+            }
+            Ok(())
+        }
     }
 }
 
