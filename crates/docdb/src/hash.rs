@@ -34,25 +34,13 @@ pub fn hash_with_seed(v: &Bson, seed: i32) -> i64 {
     i64::from_le_bytes(first)
 }
 
+/// mongod's canonical type as hashing sees it: the comparison bracket, except that MinKey is
+/// −1 and undefined 0 there.
 fn canonical_type(v: &Bson) -> i32 {
     match v {
         Bson::MinKey => -1,
         Bson::Undefined => 0,
-        Bson::Null => 5,
-        Bson::Double(_) | Bson::Int32(_) | Bson::Int64(_) | Bson::Decimal128(_) => 10,
-        Bson::String(_) | Bson::Symbol(_) => 15,
-        Bson::Document(_) => 20,
-        Bson::Array(_) => 25,
-        Bson::Binary(_) => 30,
-        Bson::ObjectId(_) => 35,
-        Bson::Boolean(_) => 40,
-        Bson::DateTime(_) => 45,
-        Bson::Timestamp(_) => 47,
-        Bson::RegularExpression(_) => 50,
-        Bson::DbPointer(_) => 55,
-        Bson::JavaScriptCode(_) => 60,
-        Bson::JavaScriptCodeWithScope(_) => 65,
-        Bson::MaxKey => 127,
+        other => crate::compare::canonical_type_rank(other) as i32,
     }
 }
 

@@ -858,6 +858,26 @@ fn find<'a>(points: &'a [HassPoint], w: &str, p: &str) -> Option<&'a HassPoint> 
     points.iter().find(|x| x.workload == w && x.policy == p)
 }
 
+/// One table row per point, in workload then policy order.
+fn rows_per_point(
+    points: &[HassPoint],
+    workloads: &[String],
+    policies: &[String],
+    cells: impl Fn(&HassPoint) -> Vec<String>,
+) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for w in workloads {
+        for p in policies {
+            if let Some(x) = find(points, w, p) {
+                let mut row = vec![w.clone(), p.clone()];
+                row.extend(cells(x));
+                rows.push(row);
+            }
+        }
+    }
+    rows
+}
+
 /// Relative improvement of a latency against `default` (positive: faster), %.
 fn gain(
     p: &HassPoint,
@@ -887,27 +907,20 @@ fn report(
     let policies: Vec<String> = exp.policies.clone();
     r.h2("Fairness: per-shard device time");
     r.p("PAR = max / mean of the shards' device time in each 1-s window of the run phase (median and p90 over windows; 1.0 is perfect); CV and Jain's index over the whole run; σ of per-shard disk utilization as the paper's Table II reports it (busy fraction × 10⁶).");
-    let mut rows = Vec::new();
-    for w in &workloads {
-        for p in &policies {
-            if let Some(x) = find(points, w, p) {
-                rows.push(vec![
-                    w.clone(),
-                    p.clone(),
-                    format!("{:.2}", x.par_median),
-                    format!("{:.2}", x.par_p90),
-                    format!("{:.3}", x.cv),
-                    format!("{:.3}", x.jain),
-                    format!("{:.0}", x.util_sigma),
-                    x.run_ops_per_shard
-                        .iter()
-                        .map(|n| n.to_string())
-                        .collect::<Vec<_>>()
-                        .join(" / "),
-                ]);
-            }
-        }
-    }
+    let rows = rows_per_point(points, &workloads, &policies, |x| {
+        vec![
+            format!("{:.2}", x.par_median),
+            format!("{:.2}", x.par_p90),
+            format!("{:.3}", x.cv),
+            format!("{:.3}", x.jain),
+            format!("{:.0}", x.util_sigma),
+            x.run_ops_per_shard
+                .iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(" / "),
+        ]
+    });
     r.table(
         &[
             "workload",
@@ -1077,24 +1090,17 @@ fn report(
     );
     r.p("Improvements are of mean latency (the paper reports relative latency per operation type). The paper's σ is in unstated units; ours is per-shard busy fraction × 10⁶ of the modeled device, so compare the direction and the relative gap, not the values.");
     r.h2("What the policies cost");
-    let mut rows = Vec::new();
-    for w in &workloads {
-        for p in &policies {
-            if let Some(x) = find(points, w, p) {
-                rows.push(vec![
-                    w.clone(),
-                    p.clone(),
-                    x.splits_load.to_string(),
-                    x.splits_run.to_string(),
-                    x.tuned_splits.to_string(),
-                    x.migrations.to_string(),
-                    format!("{:.1}", x.bytes_moved as f64 / 1048576.0),
-                    x.chunks.to_string(),
-                    format!("{} / {}", x.chunk_docs_max, x.chunk_docs_median),
-                ]);
-            }
-        }
-    }
+    let rows = rows_per_point(points, &workloads, &policies, |x| {
+        vec![
+            x.splits_load.to_string(),
+            x.splits_run.to_string(),
+            x.tuned_splits.to_string(),
+            x.migrations.to_string(),
+            format!("{:.1}", x.bytes_moved as f64 / 1048576.0),
+            x.chunks.to_string(),
+            format!("{} / {}", x.chunk_docs_max, x.chunk_docs_median),
+        ]
+    });
     r.table(
         &[
             "workload",

@@ -66,6 +66,33 @@ pub(crate) fn targets(
     }
 }
 
+/// Sends one command to several shards at once (with their versions); each shard's reply.
+pub(crate) fn send_parallel(
+    r: &Router,
+    shards: &[String],
+    cmd: &Document,
+    table: Option<&CollSnapshot>,
+) -> Vec<(String, DocResult<Document>)> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = shards
+            .iter()
+            .map(|sh| {
+                let cmd = cmd.clone();
+                (sh.clone(), s.spawn(move || r.send_versioned(sh, cmd, table)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|(sh, h)| {
+                let reply = h
+                    .join()
+                    .unwrap_or_else(|_| Err(DocError::internal_error("shard call panicked")));
+                (sh, reply)
+            })
+            .collect()
+    })
+}
+
 /// Sends one command to several shards at once (with their versions); any StaleConfig reply
 /// makes the whole round stale (`Ok(None)`), any other error fails it.
 pub(crate) fn scatter(
@@ -74,28 +101,7 @@ pub(crate) fn scatter(
     cmd: &Document,
     table: Option<&CollSnapshot>,
 ) -> DocResult<Option<Vec<(String, Document)>>> {
-    let replies: Vec<(String, DocResult<Document>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = shards
-            .iter()
-            .map(|sh| {
-                let cmd = cmd.clone();
-                (
-                    sh.clone(),
-                    s.spawn(move || r.send_versioned(sh, cmd, table)),
-                )
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|(sh, h)| {
-                (
-                    sh,
-                    h.join()
-                        .unwrap_or_else(|_| Err(DocError::internal_error("shard call panicked"))),
-                )
-            })
-            .collect()
-    });
+    let replies = send_parallel(r, shards, cmd, table);
     let mut out = Vec::new();
     let mut stale = false;
     for (sh, rep) in replies {

@@ -455,21 +455,7 @@ fn execute(
         }
         Run::Broadcast(i, shards) => {
             let cmd = build(&[*i]);
-            let replies: Vec<(String, DocResult<Document>)> = std::thread::scope(|s| {
-                let hs: Vec<_> = shards
-                    .iter()
-                    .map(|sh| {
-                        let cmd = cmd.clone();
-                        (
-                            sh.clone(),
-                            s.spawn(move || r.send_versioned(sh, cmd, table)),
-                        )
-                    })
-                    .collect();
-                hs.into_iter()
-                    .map(|(sh, h)| (sh, h.join().expect("shard call panicked")))
-                    .collect()
-            });
+            let replies = super::read::send_parallel(r, shards, &cmd, table);
             for (sh, rep) in replies {
                 absorb(&mut out, rep, &[*i], &sh);
             }
