@@ -6,7 +6,7 @@
 //! | `hass-static` (`t_s`) | same | the default points, each moved toward the chunk's access mean by the static tuning interval TI_s = range × t_s (seed 004, Algorithm 1, Eq. 1) |
 //! | `hass-dynamic` (`t_s`, `t_d`) | same | each moved toward the mean by TI_s × t_d^n, n = other points between it and the mean (Algorithm 2, Eq. 2) |
 //! | `oracle` | same | the true access-weighted quantiles of the chunk (as many points as the default), from exact per-key access counts: a reference, not a production policy |
-//! | `load` | CockroachDB's and TiKV's load trigger: the chunk's requests per second above a threshold for a sustained time | one point: the reservoir-sampled key that best balances requests left and right (|L−R|/(L+R) < 0.25) |
+//! | `load` | CockroachDB's and TiKV's: their size trigger (here 3.6's, with the default points), plus the load trigger: the chunk's requests per second above a threshold for a sustained time | on a load trigger, one point: the reservoir-sampled key that best balances requests left and right (|L−R|/(L+R) < 0.25) |
 //!
 //! ## How HASS is read here (a documented interpretation)
 //! The prose and Eq. 2 say every split point moves *toward* the access mean of its chunk;
@@ -74,9 +74,6 @@ impl SplitPolicy {
             SplitPolicy::Oracle => "oracle",
             SplitPolicy::Load(_) => "load",
         }
-    }
-    pub fn uses_size_trigger(&self) -> bool {
-        !matches!(self, SplitPolicy::Load(_))
     }
 
     /// From the `split` settings document `{_id: "split", policy, ts, td, qps, sustainSecs}`.

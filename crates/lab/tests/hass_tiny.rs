@@ -19,13 +19,22 @@ fn hass_runs_at_tiny_scale_and_is_deterministic() {
     for plot in lab::report::referenced_plots(&md) {
         assert!(a.path().join(&plot).exists(), "{plot}");
     }
-    assert!(md.contains("1,538,318"), "the seed's numbers are quoted beside ours");
+    assert!(
+        md.contains("1,538,318"),
+        "the seed's numbers are quoted beside ours"
+    );
     let ra = results(a.path());
-    assert_eq!(ra.len(), lab::hass::WORKLOADS.len() * lab::hass::POLICIES.len());
+    assert_eq!(
+        ra.len(),
+        lab::hass::WORKLOADS.len() * lab::hass::POLICIES.len()
+    );
     for p in &ra {
         assert!(p["run"]["ops"].as_u64().unwrap() > 0);
         assert!(p["par_median"].as_f64().unwrap() >= 1.0);
-        assert!(p["chunks"].as_u64().unwrap() >= 2, "the collection split: {p}");
+        assert!(
+            p["chunks"].as_u64().unwrap() >= 2,
+            "the collection split: {p}"
+        );
     }
     // Rerun one workload into another directory: identical numbers.
     let mut one = exp;
@@ -33,7 +42,10 @@ fn hass_runs_at_tiny_scale_and_is_deterministic() {
     lab::run_experiment(one, Some("tiny"), b.path(), true).unwrap();
     let rb = results(b.path());
     let pick = |v: &[serde_json::Value]| -> Vec<serde_json::Value> {
-        v.iter().filter(|p| p["workload"] == "hotspot-ordered").cloned().collect()
+        v.iter()
+            .filter(|p| p["workload"] == "hotspot-ordered")
+            .cloned()
+            .collect()
     };
     assert_eq!(pick(&ra), rb);
 }

@@ -15,8 +15,9 @@
 //!    one document and catches the next monotonic inserts; with the balancer on, that new edge
 //!    chunk is moved to the shard with the fewest chunks.
 //!
-//! The `load` policy has no size trigger: [`load_split_round`] asks each shard for chunks
-//! whose request rate stayed above the threshold and splits them at the finder's key.
+//! The `load` policy keeps the size trigger (with the default points), as CockroachDB and
+//! TiKV split by size too, and adds the load trigger: [`load_split_round`] asks each shard for
+//! chunks whose request rate stayed above the threshold and splits them at the finder's key.
 #![allow(clippy::result_large_err)]
 
 use super::Router;
@@ -70,7 +71,7 @@ impl AutoSplit {
     pub fn note_writes(&self, r: &Router, ns: &str, touched: &[(Vec<u8>, i64)]) {
         let result = (|| -> DocResult<()> {
             let settings = r.settings()?;
-            if !settings.autosplit || !settings.policy.uses_size_trigger() {
+            if !settings.autosplit {
                 return Ok(());
             }
             let Some(table) = r.table(ns)? else {

@@ -78,7 +78,10 @@ pub(crate) fn send_parallel(
             .iter()
             .map(|sh| {
                 let cmd = cmd.clone();
-                (sh.clone(), s.spawn(move || r.send_versioned(sh, cmd, table)))
+                (
+                    sh.clone(),
+                    s.spawn(move || r.send_versioned(sh, cmd, table)),
+                )
             })
             .collect();
         handles
