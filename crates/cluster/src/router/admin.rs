@@ -225,6 +225,7 @@ pub fn drop_database(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> 
         }
     }
     r.catalog.delete_database(db)?;
+    r.forget_database(db);
     Ok(doc! {"dropped": db})
 }
 
@@ -419,6 +420,7 @@ pub fn remove_shard(r: &Router, cmd: &Document) -> DocResult<Document> {
         .collect();
     if chunks == 0 && dbs.is_empty() {
         r.catalog.remove_shard(name, rev)?;
+        r.flush();
         return Ok(
             doc! {"msg": "removeshard completed successfully", "state": "completed", "shard": name},
         );
@@ -443,6 +445,7 @@ pub fn enable_sharding(r: &Router, cmd: &Document) -> DocResult<Document> {
         }
         e.partitioned = true;
         if r.catalog.put_database(&e, rev)? {
+            r.forget_database(db);
             return Ok(doc! {});
         }
     }

@@ -46,7 +46,10 @@ pub struct Router {
     catalog: Catalog,
     config_db: String,
     connector: Arc<dyn Connector>,
-    tables: RwLock<HashMap<String, Arc<CollSnapshot>>>,
+    /// Routing tables by namespace; `None`: known to be unsharded.
+    tables: RwLock<HashMap<String, Option<Arc<CollSnapshot>>>>,
+    databases: RwLock<HashMap<String, DatabaseEntry>>,
+    conns: RwLock<HashMap<String, Arc<dyn ShardConn>>>,
     pub(crate) options: RouterOptions,
     pub autosplit: autosplit::AutoSplit,
     pub balancer: balancer::Balancer,
@@ -120,6 +123,8 @@ impl Router {
             config_db: config_db.to_string(),
             connector,
             tables: RwLock::new(HashMap::new()),
+            databases: RwLock::new(HashMap::new()),
+            conns: RwLock::new(HashMap::new()),
             options,
             autosplit: autosplit::AutoSplit::default(),
             balancer: balancer::Balancer::default(),
@@ -170,6 +175,13 @@ impl Router {
         Ok(s)
     }
 
+    pub fn forget_database(&self, db: &str) {
+        self.databases.write().remove(db);
+        self.tables
+            .write()
+            .retain(|ns, _| ns.split_once('.').map(|(d, _)| d) != Some(db));
+    }
+
     pub fn invalidate_settings(&self) {
         *self.settings.lock() = None;
     }
@@ -180,25 +192,19 @@ impl Router {
 
     // ------------------------------------------------------------------ routing table
 
-    /// The cached routing table of `ns` (`None`: not sharded).
+    /// The cached routing table of `ns` (`None`: not sharded). An unsharded answer is cached
+    /// too: if the collection becomes sharded, its primary shard answers StaleConfig to the
+    /// UNSHARDED version and the router reloads.
     pub fn table(&self, ns: &str) -> DocResult<Option<Arc<CollSnapshot>>> {
         if let Some(t) = self.tables.read().get(ns) {
-            return Ok(Some(t.clone()));
+            return Ok(t.clone());
         }
         self.reload(ns)
     }
 
     pub fn reload(&self, ns: &str) -> DocResult<Option<Arc<CollSnapshot>>> {
         let snap = self.catalog.collection(ns)?.map(Arc::new);
-        let mut t = self.tables.write();
-        match &snap {
-            Some(s) => {
-                t.insert(ns.to_string(), s.clone());
-            }
-            None => {
-                t.remove(ns);
-            }
-        }
+        self.tables.write().insert(ns.to_string(), snap.clone());
         Ok(snap)
     }
 
@@ -206,12 +212,25 @@ impl Router {
         self.tables.write().remove(ns);
     }
 
+    /// Forgets every cached table, database and shard address.
+    pub fn flush(&self) {
+        self.tables.write().clear();
+        self.databases.write().clear();
+        self.conns.write().clear();
+    }
+
     pub fn shard_conn(&self, shard: &str) -> DocResult<Arc<dyn ShardConn>> {
+        if let Some(c) = self.conns.read().get(shard) {
+            return Ok(c.clone());
+        }
         let (d, _) = self.catalog.shard(shard)?.ok_or_else(|| {
             DocError::with_code(70, "ShardNotFound", format!("shard {shard} not found"))
         })?;
-        let host = d.get_str("host").unwrap_or_default();
-        Ok(self.connector.connect(host))
+        let conn = self
+            .connector
+            .connect(d.get_str("host").unwrap_or_default());
+        self.conns.write().insert(shard.to_string(), conn.clone());
+        Ok(conn)
     }
 
     pub fn shard_names(&self) -> DocResult<Vec<String>> {
@@ -231,8 +250,12 @@ impl Router {
                 "the '{db}' database lives on the router's metadata store and cannot hold user data"
             )));
         }
+        if let Some(e) = self.databases.read().get(db) {
+            return Ok(Some(e.clone()));
+        }
         for _ in 0..MAX_STALE_RETRIES {
             if let Some((e, _)) = self.catalog.database(db)? {
+                self.databases.write().insert(db.to_string(), e.clone());
                 return Ok(Some(e));
             }
             if !create {
@@ -246,6 +269,7 @@ impl Router {
                 partitioned: false,
             };
             if self.catalog.put_database(&e, 0)? {
+                self.databases.write().insert(db.to_string(), e.clone());
                 return Ok(Some(e));
             }
         }
@@ -337,7 +361,7 @@ impl Router {
             "balancerStop" => admin::balancer_state(self, true),
             "balancerStatus" => admin::balancer_status(self),
             "flushRouterConfig" | "flushrouterconfig" => {
-                self.tables.write().clear();
+                self.flush();
                 Ok(doc! {"flushed": true})
             }
             "isdbgrid" => Ok(doc! {"isdbgrid": 1, "hostname": server::commands::hostname()}),

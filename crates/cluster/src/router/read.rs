@@ -73,6 +73,9 @@ pub(crate) fn send_parallel(
     cmd: &Document,
     table: Option<&CollSnapshot>,
 ) -> Vec<(String, DocResult<Document>)> {
+    if let [one] = shards {
+        return vec![(one.clone(), r.send_versioned(one, cmd.clone(), table))];
+    }
     std::thread::scope(|s| {
         let handles: Vec<_> = shards
             .iter()

@@ -200,6 +200,13 @@ pub fn write(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> {
                 }
             }
             v
+        } else if runs.len() == 1 {
+            runs.into_iter()
+                .map(|run| {
+                    let o = exec(&run);
+                    (run, o)
+                })
+                .collect()
         } else {
             std::thread::scope(|s| {
                 let hs: Vec<_> = runs

@@ -235,7 +235,9 @@ pub struct ShardNode {
     host: String,
     identity: RwLock<Option<Arc<Identity>>>,
     open_store: StoreOpener,
-    colls: RwLock<HashMap<String, Arc<CollMeta>>>,
+    /// What the shard knows per namespace; `None`: known to be unsharded (a router ahead of
+    /// that makes it refresh).
+    colls: RwLock<HashMap<String, Option<Arc<CollMeta>>>>,
     stats: Mutex<HashMap<String, HashMap<Vec<u8>, ChunkStats>>>,
     policy: RwLock<SplitPolicy>,
     gates: Mutex<HashMap<String, Arc<Gate>>>,
@@ -416,22 +418,18 @@ impl ShardNode {
     pub fn refresh(&self, ns: &str) -> DocResult<Option<Arc<CollMeta>>> {
         let id = self.identity()?;
         let snap = id.catalog.collection(ns)?;
-        let mut colls = self.colls.write();
-        match snap {
-            Some(s) => {
-                let m = Arc::new(CollMeta::new(s, &id.name));
-                colls.insert(ns.to_string(), m.clone());
-                Ok(Some(m))
-            }
-            None => {
-                colls.remove(ns);
-                Ok(None)
-            }
-        }
+        let meta = snap.map(|s| Arc::new(CollMeta::new(s, &id.name)));
+        self.colls.write().insert(ns.to_string(), meta.clone());
+        Ok(meta)
+    }
+
+    /// The cached metadata: `None` if nothing is cached, `Some(None)` if known unsharded.
+    fn cached_entry(&self, ns: &str) -> Option<Option<Arc<CollMeta>>> {
+        self.colls.read().get(ns).cloned()
     }
 
     fn cached(&self, ns: &str) -> Option<Arc<CollMeta>> {
-        self.colls.read().get(ns).cloned()
+        self.cached_entry(ns).flatten()
     }
 
     /// The metadata a request at version `received` may use, or StaleConfig.
@@ -440,8 +438,8 @@ impl ShardNode {
         ns: &str,
         received: &ChunkVersion,
     ) -> DocResult<Option<Arc<CollMeta>>> {
-        let mut meta = match self.cached(ns) {
-            Some(m) => Some(m),
+        let mut meta = match self.cached_entry(ns) {
+            Some(m) => m,
             None => self.refresh(ns)?,
         };
         for attempt in 0..2 {
@@ -565,7 +563,7 @@ impl ShardNode {
             .colls
             .read()
             .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
             .collect();
         let mut stats = self.stats.lock();
         for (ns, meta) in colls {
