@@ -137,6 +137,8 @@ def test_retryable_writes_apply_once(router):
 
 def test_two_routers_race_on_one_chunk(cluster, router):
     other = cluster.add_router().client()
+    # Only the racing splits should change the chunks (sh.disableAutoSplit()).
+    router.config.settings.update_one({"_id": "autosplit"}, {"$set": {"enabled": False}}, upsert=True)
     router.admin.command("enableSharding", "race")
     router.admin.command("shardCollection", "race.c", key={"k": 1})
     router.race.c.insert_many([{"k": i} for i in range(200)])
@@ -179,6 +181,7 @@ def test_two_routers_race_on_one_chunk(cluster, router):
     owner = next(c["shard"] for c in chunks(router, "race.c") if c["min"]["k"] == 40)
     assert owner == winners[0]
     assert other.race.c.count_documents({}) == 200
+    router.config.settings.update_one({"_id": "autosplit"}, {"$set": {"enabled": True}})
     other.close()
 
 
