@@ -21,7 +21,7 @@ pub struct SsdArgs {
 #[derive(clap::Subcommand)]
 enum SsdCommand {
     /// Replay a trace (binary, CSV, blkparse text, or a flashdoc event trace) on a simulated SSD.
-    Replay(ReplayArgs),
+    Replay(Box<ReplayArgs>),
     /// Compare simulated write amplification with the analytical models, side by side.
     Validate(ValidateArgs),
     /// Measure simulated host page writes per second at steady state.
@@ -136,7 +136,7 @@ struct BenchArgs {
 
 pub fn run(args: SsdArgs) -> Result<()> {
     match args.command {
-        SsdCommand::Replay(a) => replay(a),
+        SsdCommand::Replay(a) => replay(*a),
         SsdCommand::Validate(a) => validate(a),
         SsdCommand::Bench(a) => bench(a),
     }

@@ -10,6 +10,7 @@ use crate::error::{DocError, DocResult};
 use crate::index::{self, IndexDef, RecordId};
 use crate::interop::{self, Filter, LookupFn, Modifier, Proj, Sort};
 use crate::planner::{self, Access, Plan};
+use crate::scope::{self, Hooks, WriteHook};
 use bson::{doc, Bson, Document, Uuid};
 use engine::{Direction, KvEngine, TableConfig, TableId, WriteBatch, WriteOptions};
 use parking_lot::{Mutex, RwLock};
@@ -142,6 +143,7 @@ pub struct DocDb {
     colls: RwLock<BTreeMap<String, Arc<Coll>>>,
     /// Serializes catalog changes (create, drop, rename, index builds and drops).
     ddl: Mutex<()>,
+    hooks: Arc<Hooks>,
     me: Weak<DocDb>,
 }
 
@@ -176,6 +178,7 @@ impl DocDb {
             entries.push(CollEntry::from_doc(&decode_doc(&v)?)?);
         }
         let mut colls = BTreeMap::new();
+        let hooks = Arc::new(Hooks::default());
         let mut referenced = HashSet::new();
         referenced.insert(CATALOG_TABLE.to_string());
         for e in entries {
@@ -198,7 +201,16 @@ impl DocDb {
                     multikey: i.multikey.into(),
                 }));
             }
-            let c = Coll::new(db, name, engine.clone(), catalog_table, &e, table, idx)?;
+            let c = Coll::new(
+                db,
+                name,
+                engine.clone(),
+                catalog_table,
+                &e,
+                table,
+                idx,
+                hooks.clone(),
+            )?;
             colls.insert(e.ns.clone(), Arc::new(c));
         }
         // Tables of a create or index build that crashed before its catalog entry was written.
@@ -215,6 +227,7 @@ impl DocDb {
             catalog_table,
             colls: RwLock::new(colls),
             ddl: Mutex::new(()),
+            hooks,
             me: me.clone(),
         }))
     }
@@ -225,6 +238,11 @@ impl DocDb {
 
     pub fn config(&self) -> &DocDbConfig {
         &self.cfg
+    }
+
+    /// Installs (or removes) the hook every document write passes through (see `scope`).
+    pub fn set_write_hook(&self, hook: Option<Arc<dyn WriteHook>>) {
+        self.hooks.set_write_hook(hook);
     }
 
     /// Checkpoints and closes the engine; further calls fail.
@@ -275,6 +293,7 @@ impl DocDb {
             &entry,
             table,
             idx,
+            self.hooks.clone(),
         )?);
         c.persist_entry(&c.state.read())?;
         self.colls.write().insert(entry.ns.clone(), c.clone());
@@ -457,6 +476,7 @@ impl DocDb {
             &entry,
             src.table,
             st.indexes.clone(),
+            self.hooks.clone(),
         )?);
         st.dropped = true;
         let mut colls = self.colls.write();
@@ -758,6 +778,7 @@ impl DocDb {
             } else {
                 Some(Arc::new(filter))
             },
+            ownership: scope::current_ownership(),
             sort,
             projection,
             skip: q.skip,
@@ -1061,6 +1082,54 @@ impl DocDb {
         exec.run()
     }
 
+    /// The documents whose keys in the index with key pattern `key` fall in `[lo, hi)`-style
+    /// byte bounds over its KeyString keys, in index order (a shard clones, deletes and
+    /// splits chunk ranges this way; for a hashed index the keys are the hashes).
+    pub fn scan_index(
+        &self,
+        db: &str,
+        coll: &str,
+        key: &Document,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+    ) -> DocResult<DocCursor> {
+        catalog::validate_coll_name(db, coll)?;
+        let Some(c) = self.get_coll(db, coll) else {
+            return Ok(DocCursor::empty());
+        };
+        let st = c.state.read();
+        let index = st
+            .indexes
+            .iter()
+            .find(|i| &i.def.key == key)
+            .cloned()
+            .ok_or_else(|| {
+                DocError::index_not_found(format!("no index with key pattern {key} on {db}.{coll}"))
+            })?;
+        let exec = Exec {
+            engine: self.engine.clone(),
+            table: c.table,
+            plan: Plan {
+                access: Access::IxScan {
+                    index,
+                    ranges: vec![(lo, hi)],
+                    bounds: doc! {"range": "chunk bounds"},
+                },
+                reverse: false,
+                sort_provided: true,
+            },
+            filter: None,
+            ownership: scope::current_ownership(),
+            sort: None,
+            projection: None,
+            skip: 0,
+            limit: None,
+            stats: Arc::new(ExecStats::default()),
+        };
+        drop(st);
+        exec.run()
+    }
+
     pub fn count(
         &self,
         db: &str,
@@ -1069,7 +1138,11 @@ impl DocDb {
         skip: u64,
         limit: Option<i64>,
     ) -> DocResult<u64> {
-        if filter.is_empty() && skip == 0 && limit.is_none_or_zero() {
+        if filter.is_empty()
+            && skip == 0
+            && limit.is_none_or_zero()
+            && scope::current_ownership().is_none()
+        {
             catalog::validate_coll_name(db, coll)?;
             return match self.get_coll(db, coll) {
                 Some(c) => Ok(c.counts()?.0 as u64),

@@ -31,6 +31,9 @@ pub enum Kind {
     /// The stream experiment at several scales: how each headline figure moves with the
     /// database, the device and the run (the converged scale).
     Scale,
+    /// Split policies on an in-process sharded cluster, per-shard device load (seed 004);
+    /// `workloads` and `policies` name hass workloads and split policies (hass.rs).
+    Hass,
 }
 
 /// A workload by the seeds' names.
@@ -494,6 +497,17 @@ pub fn builtins() -> Vec<Experiment> {
             compressors: s(&["none", "snappy", "zlib", "zstd"]),
             allocations: best_fit(),
             seeds: vec![1],
+            ..base.clone()
+        },
+        Experiment {
+            name: "hass".into(),
+            title: "Hotness-aware chunk splits (HASS) on a sharded cluster".into(),
+            kind: Kind::Hass,
+            description: "YCSB-A with 1 KB records on an in-process cluster whose shards each run the engine on their own simulated SSD: MongoDB 3.6's split points (default), HASS static and dynamic tuning, CockroachDB/TiKV-style load-based splitting and an access-weighted oracle; the paper's scrambled zipfian over hashed keys, and hotness clustered in key order (seed 004, Fig. 5–9, Tables I–II).".into(),
+            workloads: s(crate::hass::WORKLOADS),
+            policies: s(crate::hass::POLICIES),
+            allocations: best_fit(),
+            seeds: vec![1],
             ..base
         },
     ]
@@ -509,6 +523,9 @@ impl Experiment {
         let name = &self.name;
         if self.workloads.is_empty() || self.policies.is_empty() || self.seeds.is_empty() {
             bail!("experiment {name}: needs at least one workload, one policy and one seed");
+        }
+        if self.kind == Kind::Hass {
+            return self.validate_hass();
         }
         for w in &self.workloads {
             if !WORKLOADS.contains(&w.as_str()) && w != "chapter10" {
@@ -558,7 +575,7 @@ impl Experiment {
         }
         if self.allocations.is_empty()
             || self.cache_shares.is_empty()
-            || self.cache_shares.iter().any(|&c| !(c > 0.0))
+            || self.cache_shares.iter().any(|&c| c.is_nan() || c <= 0.0)
         {
             bail!("experiment {name}: needs an allocation, and cache_shares must be positive");
         }
@@ -568,7 +585,11 @@ impl Experiment {
         if self.sweep_reserve_pct > 90 {
             bail!("experiment {name}: sweep_reserve_pct must be 0–90");
         }
-        if self.ssds.iter().any(|d| !(d.trim_command_us >= 0.0)) {
+        if self
+            .ssds
+            .iter()
+            .any(|d| d.trim_command_us.is_nan() || d.trim_command_us < 0.0)
+        {
             bail!("experiment {name}: trim_command_us must be ≥ 0");
         }
         if !(self.run_factor > 0.0 && self.run_factor <= 1000.0) {
@@ -592,6 +613,37 @@ impl Experiment {
             bail!(
                 "experiment {name}: scale must be one of {}",
                 SCALES.join(", ")
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Experiment {
+    fn validate_hass(&self) -> anyhow::Result<()> {
+        use anyhow::bail;
+        for w in &self.workloads {
+            if !crate::hass::WORKLOADS.contains(&w.as_str()) {
+                bail!(
+                    "experiment {}: unknown hass workload '{w}' (one of {})",
+                    self.name,
+                    crate::hass::WORKLOADS.join(", ")
+                );
+            }
+        }
+        for p in &self.policies {
+            if !crate::hass::POLICIES.contains(&p.as_str()) {
+                bail!(
+                    "experiment {}: unknown split policy '{p}' (one of {})",
+                    self.name,
+                    crate::hass::POLICIES.join(", ")
+                );
+            }
+        }
+        if crate::hass::HassScale::named(&self.scale).is_none() {
+            bail!(
+                "experiment {}: scale must be tiny, quick, medium or paper",
+                self.name
             );
         }
         Ok(())

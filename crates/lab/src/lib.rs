@@ -2,6 +2,7 @@
 //! placement policies on the simulated SSD, and publish the results as files, plots and a
 //! report beside the seeds' published numbers.
 pub mod experiment;
+pub mod hass;
 pub mod plot;
 pub mod report;
 pub mod run;
@@ -41,6 +42,15 @@ pub fn run_experiment(
     quiet: bool,
     compare: Option<&Path>,
 ) -> Result<PathBuf> {
+    if exp.kind == experiment::Kind::Hass {
+        let mut exp = exp;
+        if let Some(s) = scale {
+            exp.scale = s.to_string();
+        }
+        exp.validate()?;
+        let scale = exp.scale.clone();
+        return hass::run(&exp, &scale, out, quiet);
+    }
     let reference = compare.map(load_reference).transpose()?;
     let lab = run::Lab::new(out, exp, scale, quiet)?;
     let points = lab.run_all()?;

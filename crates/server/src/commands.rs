@@ -2,6 +2,7 @@
 //! answered in mongod's reply shapes (shared/notes/wire-and-peers.md §2).
 
 use crate::cursors::{CursorEntry, CursorRegistry};
+use crate::hook::CommandCall;
 use crate::state::{ConnInfo, ServerState};
 use bson::{doc, spec::BinarySubtype, Bson, Document};
 use docdb::{
@@ -45,7 +46,37 @@ pub fn run(state: &Arc<ServerState>, cmd: &Document, conn: &ConnInfo) -> (Docume
         None => "admin".to_string(),
     };
     state.count_command(&name);
-    let res = dispatch(state, &name, &db, cmd, conn);
+    if let Some(hook) = state.hook() {
+        let call = CommandCall {
+            name: &name,
+            db: &db,
+            cmd,
+            state,
+            conn,
+        };
+        if let Some(reply) = hook.run(&call) {
+            return (reply, After::Continue);
+        }
+    }
+    let (mut reply, after) = finish(dispatch(state, &name, &db, cmd, conn));
+    if let Some(hook) = state.hook() {
+        hook.amend_reply(&name, &mut reply);
+    }
+    (reply, after)
+}
+
+/// The built-in implementation of one command, for a hook that wraps it.
+pub(crate) fn run_builtin(
+    state: &Arc<ServerState>,
+    name: &str,
+    db: &str,
+    cmd: &Document,
+    conn: &ConnInfo,
+) -> Document {
+    finish(dispatch(state, name, db, cmd, conn)).0
+}
+
+fn finish(res: DocResult<(Document, After)>) -> (Document, After) {
     match res {
         Ok((mut reply, after)) => {
             if !reply.contains_key("ok") {
@@ -805,7 +836,7 @@ fn write_reply(out: WriteOutcome, is_update: bool) -> Document {
 }
 
 /// Fills a batch from the cursor; keeps the cursor for getMore unless it is exhausted.
-fn cursor_reply(
+pub(crate) fn cursor_reply(
     state: &Arc<ServerState>,
     ns: &str,
     mut cursor: DocCursor,

@@ -8,6 +8,7 @@ pub mod commands;
 pub mod config;
 pub mod conn;
 pub mod cursors;
+pub mod hook;
 pub mod state;
 pub mod wire;
 
@@ -21,11 +22,21 @@ use std::sync::Arc;
 /// cleanly (checkpoint, journal synced). Prints "waiting for connections on <addr>" once
 /// listening (tests and scripts wait for that line).
 pub fn serve(db: Arc<DocDb>, addr: SocketAddr, parsed_options: Document) -> std::io::Result<()> {
+    serve_with_hook(db, addr, parsed_options, None)
+}
+
+/// [`serve`], with a command hook (see `hook`) in front of the built-in commands.
+pub fn serve_with_hook(
+    db: Arc<DocDb>,
+    addr: SocketAddr,
+    parsed_options: Document,
+    hook: Option<Arc<dyn hook::CommandHook>>,
+) -> std::io::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("flashdoc-net")
         .build()?;
-    let state = Arc::new(ServerState::new(db.clone(), parsed_options));
+    let state = Arc::new(ServerState::new(db.clone(), parsed_options).with_hook(hook));
     rt.block_on(async {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         println!(

@@ -1,6 +1,7 @@
 //! What all connections share: the database, the cursors, counters for serverStatus.
 
 use crate::cursors::CursorRegistry;
+use crate::hook::CommandHook;
 use bson::{doc, Bson, Document};
 use docdb::DocDb;
 use parking_lot::Mutex;
@@ -23,6 +24,7 @@ pub struct ServerState {
     pub connections_total: AtomicI64,
     commands: Mutex<BTreeMap<String, u64>>,
     parsed_options: Document,
+    hook: Option<Arc<dyn CommandHook>>,
 }
 
 impl ServerState {
@@ -36,7 +38,16 @@ impl ServerState {
             connections_total: AtomicI64::new(0),
             commands: Mutex::new(BTreeMap::new()),
             parsed_options,
+            hook: None,
         }
+    }
+    /// Puts a command hook in front of the built-in commands.
+    pub fn with_hook(mut self, hook: Option<Arc<dyn CommandHook>>) -> Self {
+        self.hook = hook;
+        self
+    }
+    pub fn hook(&self) -> Option<&Arc<dyn CommandHook>> {
+        self.hook.as_ref()
     }
     pub fn db(&self) -> &Arc<DocDb> {
         &self.db

@@ -30,22 +30,38 @@ pub struct Report {
 }
 
 impl Report {
-    fn h2(&mut self, s: impl Into<String>) {
+    pub(crate) fn new(title: impl Into<String>) -> Report {
+        Report {
+            title: title.into(),
+            blocks: Vec::new(),
+            plots: Vec::new(),
+        }
+    }
+
+    /// Writes `report.md` and `report.html` into `out`; returns the HTML's path.
+    pub(crate) fn save(&self, out: &Path) -> Result<PathBuf> {
+        std::fs::write(out.join("report.md"), self.markdown())?;
+        let html = out.join("report.html");
+        std::fs::write(&html, self.html(out)?)?;
+        Ok(html)
+    }
+
+    pub(crate) fn h2(&mut self, s: impl Into<String>) {
         self.blocks.push(Block::H2(s.into()));
     }
-    fn h3(&mut self, s: impl Into<String>) {
+    pub(crate) fn h3(&mut self, s: impl Into<String>) {
         self.blocks.push(Block::H3(s.into()));
     }
-    fn p(&mut self, s: impl Into<String>) {
+    pub(crate) fn p(&mut self, s: impl Into<String>) {
         self.blocks.push(Block::P(s.into()));
     }
-    fn table(&mut self, head: &[&str], rows: Vec<Vec<String>>) {
+    pub(crate) fn table(&mut self, head: &[&str], rows: Vec<Vec<String>>) {
         self.blocks.push(Block::Table(
             head.iter().map(|s| s.to_string()).collect(),
             rows,
         ));
     }
-    fn img(&mut self, file: &str, alt: &str) {
+    pub(crate) fn img(&mut self, file: &str, alt: &str) {
         self.plots.push(file.to_string());
         self.blocks
             .push(Block::Img(file.to_string(), alt.to_string()));
@@ -155,11 +171,7 @@ pub fn write(
     runs: &[EngineRun],
     reference: Option<&crate::Reference>,
 ) -> Result<PathBuf> {
-    let mut r = Report {
-        title: format!("flashdoc lab: {}", exp.title),
-        blocks: Vec::new(),
-        plots: Vec::new(),
-    };
+    let mut r = Report::new(format!("flashdoc lab: {}", exp.title));
     r.p(exp.description.clone());
     r.p(format!(
         "Experiment `{}`, scale `{}`: YCSB {} records / {} operations, LinkBench maxid1 {} / {} requests, {} client threads. Reproduce with `flashdoc lab run {} --scale {} --out DIR`.",
@@ -174,15 +186,13 @@ pub fn write(
         Kind::IoPattern => io_section(&mut r, out, exp, runs)?,
         Kind::Compression => compression_section(&mut r, out, runs)?,
         Kind::Scale => scale::section(&mut r, out, exp, points)?,
+        Kind::Hass => unreachable!("hass experiments write their own report (hass.rs)"),
     }
     if let Some(rf) = reference {
         streams::compare(&mut r, exp, points, rf);
     }
     host_section(&mut r, runs);
-    std::fs::write(out.join("report.md"), r.markdown())?;
-    let html = out.join("report.html");
-    std::fs::write(&html, r.html(out)?)?;
-    Ok(html)
+    r.save(out)
 }
 
 fn model_section(r: &mut Report, exp: &Experiment, points: &[Point], runs: &[EngineRun]) {

@@ -171,12 +171,10 @@ fn table_rows(
     rows.iter()
         .map(|(label, vals)| {
             std::iter::once(label.to_string())
-                .chain((0..workloads.len()).map(|i| {
-                    vals[i]
-                        .as_ref()
-                        .map(|v| cell(v))
-                        .unwrap_or_else(|| "–".into())
-                }))
+                .chain(
+                    (0..workloads.len())
+                        .map(|i| vals[i].as_ref().map(&cell).unwrap_or_else(|| "–".into())),
+                )
                 .collect()
         })
         .collect()
@@ -632,10 +630,10 @@ fn cause(t: &Table, base: &Cell, claim: &Claim, runs: &[EngineRun]) -> String {
         )
         .unwrap();
     }
-    let separated = match (claim.ours, claim.against) {
-        (_, "none") | ("boundary", "file") | ("dsm", "boundary") => true,
-        _ => false,
-    };
+    let separated = matches!(
+        (claim.ours, claim.against),
+        (_, "none") | ("boundary", "file") | ("dsm", "boundary")
+    );
     if separated {
         let waf_of = |p: &str| t.spread(&base.with(WIREDTIGER, p), waf).map(|s| s.median);
         if let (Some(a), Some(b)) = (waf_of(claim.ours), waf_of(claim.against)) {
