@@ -688,7 +688,9 @@ mod tests {
         // device).
         let t = find("trim").unwrap();
         assert!(t.trims.iter().any(|t| t.batch == Some(20_000) && t.discard));
-        assert!(find("streams-trim").unwrap().trims[0].discard);
+        let st = find("streams-trim").unwrap();
+        assert_eq!(st.trims[0], TrimSpec::off(), "the baseline beside it");
+        assert!(st.trims[1].discard && st.trims[1].batch.is_some());
     }
 
     #[test]
