@@ -189,6 +189,7 @@ pub fn run_router(args: RouterArgs) -> Result<()> {
             ),
             test_commands: cfg.test_commands,
             inline_autosplit: false,
+            balancer_waits_for_delete: false,
         },
     );
     spawn_background(

@@ -1050,6 +1050,12 @@ impl KvEngine for DiskEngine {
         self.inner.events.end_of_load();
     }
 
+    fn settle_background_io(&self) {
+        if let Some(j) = &self.inner.journal {
+            j.settle();
+        }
+    }
+
     fn reconfigure(&self, r: &Reconfigure) -> Result<()> {
         let inner = &self.inner;
         if let Some(bytes) = r.cache_size {

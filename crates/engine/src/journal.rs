@@ -453,6 +453,18 @@ impl Journal {
         }
     }
 
+    /// Blocks until an early flush that appends made due (the buffer passed `FLUSH_BYTES`) has
+    /// written its bytes: the flusher's write then happened before this returns, whatever the
+    /// thread scheduling. Returns at once if the journal has failed or stopped.
+    pub fn settle(&self) {
+        let sh = &*self.shared;
+        let mut st = sh.state.lock();
+        while st.buffered >= FLUSH_BYTES && st.failure.is_none() && !st.flusher_exited {
+            sh.flusher_wake.notify_one();
+            sh.written.wait(&mut st);
+        }
+    }
+
     /// Deletes every whole journal file all of whose records have lsn < `lsn`, that is every file
     /// numbered below `lsn.file`. Files the flusher may still write to are kept for a later call.
     pub fn remove_before(&self, lsn: Lsn) -> Result<()> {

@@ -115,6 +115,11 @@ pub trait KvEngine: Send + Sync {
     /// Declares the end of the load phase (the boundary placement policy sizes its regions
     /// from it). Engines without placement ignore it.
     fn end_of_load(&self) {}
+    /// Waits until background I/O that the writes so far made due has been issued — the
+    /// journal's early flush once its buffer passes the flush threshold — so a single-threaded
+    /// simulation that charges each operation the I/O it caused does not depend on when a
+    /// background thread gets to run. Engines without background I/O return at once.
+    fn settle_background_io(&self) {}
 
     fn put(&self, table: TableId, key: &[u8], value: &[u8]) -> Result<()> {
         let mut b = WriteBatch::new();

@@ -327,6 +327,7 @@ impl Lab {
                 id: "lab".into(),
                 test_commands: false,
                 inline_autosplit: true,
+                balancer_waits_for_delete: true,
             },
         );
         let rdb = DocDb::open(DocDbConfig::in_memory()).map_err(|e| anyhow!("{e}"))?;
@@ -571,6 +572,11 @@ fn phase(
         let rep = server::commands::run(&reply, &cmd, &lab.conn).0;
         if !cluster::transport::is_ok(&rep) || rep.get_array("writeErrors").is_ok() {
             bail!("{} failed: {rep}", kind.name());
+        }
+        // The journal's early flush runs on its own thread: wait for it on every shard, so the
+        // operation that filled a buffer is the one charged for its write (deterministic).
+        for s in &lab.shards {
+            s.db.engine().settle_background_io();
         }
         let s = &mut lab.shards[shard];
         let arrive = t + ROUTER_NS;

@@ -194,7 +194,13 @@ impl Balancer {
                 }
             }
             for (ch, to) in plan {
-                match super::admin::move_chunk_to(r, &ns, &ch, &to, false) {
+                match super::admin::move_chunk_to(
+                    r,
+                    &ns,
+                    &ch,
+                    &to,
+                    r.options.balancer_waits_for_delete,
+                ) {
                     Ok(rep) => {
                         moved += 1;
                         self.moves.fetch_add(1, Ordering::Relaxed);

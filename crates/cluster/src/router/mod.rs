@@ -39,6 +39,9 @@ pub struct RouterOptions {
     /// Split checks run on the writing thread (deterministic; the lab) instead of a
     /// background thread.
     pub inline_autosplit: bool,
+    /// The balancer's migrations wait for the donor's range deletion (`_waitForDelete`)
+    /// instead of leaving it to a background thread (deterministic; the lab).
+    pub balancer_waits_for_delete: bool,
 }
 
 pub struct Router {
