@@ -216,6 +216,7 @@ impl Coll {
         };
         let (new_keys, new_bytes) = match new {
             Some(d) => {
+                crate::limits::check_stored_depth(d)?;
                 let bytes = encode_doc(d)?;
                 if bytes.len() > MAX_DOC_SIZE {
                     return Err(DocError::bson_object_too_large(format!(

@@ -1102,6 +1102,7 @@ impl DocDb {
                 "FieldPath cannot be constructed with empty string",
             ));
         }
+        crate::limits::check_path(key)?;
         let q = FindQuery {
             filter: filter.clone(),
             ..Default::default()

@@ -81,6 +81,7 @@ impl IndexDef {
         }
         let mut fields = Vec::new();
         for (path, dir) in &key {
+            crate::limits::check_path(path)?;
             if path.is_empty() || path.split('.').any(|p| p.is_empty()) {
                 return Err(cannot_create(format!(
                     "Index key contains an illegal field name: '{path}'"

@@ -18,6 +18,7 @@ pub mod db;
 pub mod index;
 pub mod interop;
 pub mod keystring;
+pub mod limits;
 pub mod planner;
 pub use config::DocDbConfig;
 pub use cursor::DocCursor;

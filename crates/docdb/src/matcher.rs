@@ -277,6 +277,7 @@ fn parse_top(filter: &Document) -> DocResult<Node> {
 }
 
 fn parse_field(path: &str, v: &Bson) -> DocResult<Node> {
+    crate::limits::check_match_path(path)?;
     let pred = match v {
         Bson::RegularExpression(r) => Pred::Regex(RegexPred::new(&r.pattern, &r.options)?),
         Bson::Document(d) if is_operator_doc(v) => parse_operators(d)?,
