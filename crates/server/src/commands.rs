@@ -84,7 +84,7 @@ fn dispatch(
         "getParameter" => get_parameter(cmd).map(|d| (d, After::Continue)),
         "getLog" => ok(doc! {"totalLinesWritten": 0, "log": []}),
         "hostInfo" => ok(host_info()),
-        "whatsmyuri" => ok(doc! {"you": conn.peer.clone()}),
+        "whatsmyuri" => ok(doc! {"you": conn.peer.to_string()}),
         "connectionStatus" => {
             ok(doc! {"authInfo": {"authenticatedUsers": [], "authenticatedUserRoles": []}})
         }
@@ -211,7 +211,7 @@ fn dispatch(
                 ));
             }
             let out = dbx.find_and_modify(db, &coll, &spec)?;
-            let mut leo = doc! {"n": out.n as i64, "updatedExisting": out.updated_existing};
+            let mut leo = doc! {"n": count_bson(out.n), "updatedExisting": out.updated_existing};
             if let Some(id) = out.upserted {
                 leo.insert("upserted", id);
             }
@@ -225,7 +225,7 @@ fn dispatch(
             let skip = get_i64(cmd, "skip")?.unwrap_or(0).max(0) as u64;
             let limit = get_i64(cmd, "limit")?;
             let n = dbx.count(db, &coll, &filter, skip, limit)?;
-            ok(doc! {"n": n as i64})
+            ok(doc! {"n": count_bson(n)})
         }
         "distinct" => {
             let coll = coll_name(cmd, name)?;
@@ -237,6 +237,19 @@ fn dispatch(
             ok(doc! {"values": values})
         }
         "aggregate" => {
+            let pipeline = get_doc_list(cmd, "pipeline")?
+                .ok_or_else(|| DocError::failed_to_parse("aggregate needs a 'pipeline' array"))?;
+            if pipeline
+                .first()
+                .is_some_and(|s| s.contains_key("$changeStream"))
+            {
+                // A standalone has no oplog; mongod answers 40573 whatever the target.
+                return Err(DocError::with_code(
+                    40573,
+                    "Location40573",
+                    "The $changeStream stage is only supported on replica sets",
+                ));
+            }
             let coll = match cmd.get("aggregate") {
                 Some(Bson::String(s)) => s.clone(),
                 Some(Bson::Int32(1)) | Some(Bson::Int64(1)) | Some(Bson::Double(_)) => {
@@ -246,8 +259,6 @@ fn dispatch(
                 }
                 _ => return Err(DocError::type_mismatch("aggregate needs a collection name")),
             };
-            let pipeline = get_doc_list(cmd, "pipeline")?
-                .ok_or_else(|| DocError::failed_to_parse("aggregate needs a 'pipeline' array"))?;
             if cmd.get_bool("explain").unwrap_or(false) {
                 return ok(
                     doc! {"stages": pipeline.into_iter().map(Bson::Document).collect::<Vec<_>>()},
@@ -772,10 +783,19 @@ fn find_query(cmd: &Document) -> DocResult<FindQuery> {
     })
 }
 
+/// A count as mongod appends it (`appendNumber`): Int32 when it fits, else Int64. Drivers
+/// rely on it: mongosh shows an Int64 `n` as a Long object or a string.
+fn count_bson(n: u64) -> Bson {
+    match i32::try_from(n) {
+        Ok(i) => Bson::Int32(i),
+        Err(_) => Bson::Int64(n as i64),
+    }
+}
+
 fn write_reply(out: WriteOutcome, is_update: bool) -> Document {
-    let mut d = doc! {"n": out.n as i64};
+    let mut d = doc! {"n": count_bson(out.n)};
     if is_update {
-        d.insert("nModified", out.n_modified as i64);
+        d.insert("nModified", count_bson(out.n_modified));
         if !out.upserted.is_empty() {
             let ups: Vec<Bson> = out
                 .upserted

@@ -17,13 +17,48 @@ use state::ServerState;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+/// The stack of every server thread (async workers and the blocking pool that runs commands).
+/// Client input reaches recursive code only through bounded nesting (200 levels on the wire,
+/// 200 path components, `docdb::limits`); `tests::deepest_legal_requests_fit_the_stack` runs
+/// the deepest legal requests on a thread of this size.
+pub const THREAD_STACK_BYTES: usize = 16 << 20;
+
+/// Raises the soft limit on open files to the hard limit, as mongod advises (each connection
+/// is a descriptor; the default 1024 is too few for 1000 clients), and says what it got.
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            eprintln!("flashdoc: cannot read the open-file limit");
+            return;
+        }
+        let before = lim.rlim_cur;
+        if lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                lim.rlim_cur = before;
+            }
+        }
+        println!(
+            "flashdoc: open-file limit {} (was {before}, hard limit {})",
+            lim.rlim_cur, lim.rlim_max
+        );
+    }
+}
+
 /// Serves until the `shutdown` command, SIGTERM or SIGINT, then shuts the database down
 /// cleanly (checkpoint, journal synced). Prints "waiting for connections on <addr>" once
 /// listening (tests and scripts wait for that line).
 pub fn serve(db: Arc<DocDb>, addr: SocketAddr, parsed_options: Document) -> std::io::Result<()> {
+    raise_fd_limit();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("flashdoc-net")
+        .thread_stack_size(THREAD_STACK_BYTES)
         .build()?;
     let state = Arc::new(ServerState::new(db.clone(), parsed_options));
     rt.block_on(async {

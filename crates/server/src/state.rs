@@ -5,13 +5,14 @@ use bson::{doc, Bson, Document};
 use docdb::DocDb;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 pub struct ConnInfo {
     pub id: i32,
-    pub peer: String,
+    pub peer: SocketAddr,
 }
 
 pub struct ServerState {
@@ -47,7 +48,7 @@ impl ServerState {
     pub fn parsed_options(&self) -> Document {
         self.parsed_options.clone()
     }
-    pub fn new_connection(&self, peer: String) -> ConnInfo {
+    pub fn new_connection(&self, peer: SocketAddr) -> ConnInfo {
         self.connections_current.fetch_add(1, Ordering::Relaxed);
         self.connections_total.fetch_add(1, Ordering::Relaxed);
         ConnInfo {

@@ -3,6 +3,7 @@
 //! field is bounds-checked and a bad message is an error, never a panic.
 
 use bson::{Document, RawDocumentBuf};
+use std::collections::HashSet;
 use std::fmt;
 
 pub const OP_REPLY: i32 = 1;
@@ -21,19 +22,42 @@ const EXHAUST_ALLOWED: u32 = 1 << 16;
 /// Flag bits a receiver must understand (the low 16); others are optional.
 const REQUIRED_MASK: u32 = 0xffff;
 
+/// A message that could not be decoded, with the code mongod answers it with (most are
+/// ProtocolError 17; a few have codes of their own).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WireError(pub String);
+pub struct WireError {
+    pub code: i32,
+    pub code_name: &'static str,
+    pub message: String,
+}
+
+impl WireError {
+    pub fn protocol(message: impl Into<String>) -> WireError {
+        WireError {
+            code: 17,
+            code_name: "ProtocolError",
+            message: message.into(),
+        }
+    }
+    fn with_code(code: i32, code_name: &'static str, message: impl Into<String>) -> WireError {
+        WireError {
+            code,
+            code_name,
+            message: message.into(),
+        }
+    }
+}
 
 impl fmt::Display for WireError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
 impl std::error::Error for WireError {}
 
 fn err<T>(msg: impl Into<String>) -> Result<T, WireError> {
-    Err(WireError(msg.into()))
+    Err(WireError::protocol(msg))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,7 +190,7 @@ impl Compressor {
                 // The stream's own length preamble sizes the output buffer: check it against
                 // the declared size before anything is allocated.
                 let n = snap::raw::decompress_len(data)
-                    .map_err(|e| WireError(format!("snappy: {e}")))?;
+                    .map_err(|e| WireError::protocol(format!("snappy: {e}")))?;
                 if n != size {
                     return err(format!(
                         "OP_COMPRESSED declared {size} bytes but its snappy stream holds {n}"
@@ -174,19 +198,18 @@ impl Compressor {
                 }
                 snap::raw::Decoder::new()
                     .decompress_vec(data)
-                    .map_err(|e| WireError(format!("snappy: {e}")))?
+                    .map_err(|e| WireError::protocol(format!("snappy: {e}")))?
             }
             Compressor::Zlib => {
                 let mut out = Vec::with_capacity(size);
                 flate2::read::ZlibDecoder::new(data)
                     .take(size as u64 + 1)
                     .read_to_end(&mut out)
-                    .map_err(|e| WireError(format!("zlib: {e}")))?;
+                    .map_err(|e| WireError::protocol(format!("zlib: {e}")))?;
                 out
             }
-            Compressor::Zstd => {
-                zstd::bulk::decompress(data, size).map_err(|e| WireError(format!("zstd: {e}")))?
-            }
+            Compressor::Zstd => zstd::bulk::decompress(data, size)
+                .map_err(|e| WireError::protocol(format!("zstd: {e}")))?,
         };
         if out.len() != size {
             return err(format!(
@@ -223,9 +246,9 @@ impl<'a> Cursor<'a> {
         let end = rest
             .iter()
             .position(|&c| c == 0)
-            .ok_or_else(|| WireError("unterminated C string".into()))?;
+            .ok_or_else(|| WireError::protocol("unterminated C string"))?;
         let s = std::str::from_utf8(&rest[..end])
-            .map_err(|_| WireError("C string is not UTF-8".into()))?
+            .map_err(|_| WireError::protocol("C string is not UTF-8"))?
             .to_string();
         self.pos += end + 1;
         Ok(s)
@@ -236,14 +259,24 @@ impl<'a> Cursor<'a> {
             return err("truncated BSON document");
         }
         let len = i32::from_le_bytes(self.b[self.pos..self.pos + 4].try_into().unwrap());
-        if !(5..=MAX_BSON_OBJECT_SIZE + 16 * 1024).contains(&len) {
+        if len > MAX_BSON_INTERNAL_SIZE {
+            return Err(WireError::with_code(
+                10334,
+                "BSONObjectTooLarge",
+                format!(
+                    "BSONObj size: {len} is invalid. Size must be between 0 and {MAX_BSON_INTERNAL_SIZE}(16MB)"
+                ),
+            ));
+        }
+        if len < 5 {
             return err(format!("invalid BSON document length {len}"));
         }
         let raw = self.take(len as usize)?;
         check_nesting(raw)?;
         let raw = RawDocumentBuf::from_bytes(raw.to_vec())
-            .map_err(|e| WireError(format!("invalid BSON: {e}")))?;
-        Document::try_from(raw.as_ref()).map_err(|e| WireError(format!("invalid BSON: {e}")))
+            .map_err(|e| WireError::protocol(format!("invalid BSON: {e}")))?;
+        Document::try_from(raw.as_ref())
+            .map_err(|e| WireError::protocol(format!("invalid BSON: {e}")))
     }
     fn done(&self) -> bool {
         self.pos == self.b.len()
@@ -252,13 +285,17 @@ impl<'a> Cursor<'a> {
 
 /// mongod refuses documents nested deeper than this (BSONDepth's default maximum).
 pub const MAX_BSON_DEPTH: usize = 200;
+/// The largest document a message may carry: a user document's 16 MB plus room for the command
+/// around it (mongod's BSONObjMaxInternalSize). A stored document is held to 16 MB by the
+/// document layer, which answers BSONObjectTooLarge (10334) as mongod does.
+pub const MAX_BSON_INTERNAL_SIZE: i32 = MAX_BSON_OBJECT_SIZE + 16 * 1024;
 
 /// Walks a BSON document's bytes without recursion and refuses nesting deeper than
 /// [`MAX_BSON_DEPTH`], before any recursive decoder sees it (a deep document would otherwise
 /// exhaust a worker thread's stack). Only the structure is checked here; the decoder checks
 /// the rest.
 fn check_nesting(b: &[u8]) -> Result<(), WireError> {
-    let bad = || WireError("invalid BSON: malformed element".into());
+    let bad = || WireError::protocol("invalid BSON: malformed element");
     let mut pos = 4usize;
     let mut depth = 1usize;
     let need = |pos: usize, n: usize| {
@@ -295,9 +332,11 @@ fn check_nesting(b: &[u8]) -> Result<(), WireError> {
             0x03 | 0x04 => {
                 depth += 1;
                 if depth > MAX_BSON_DEPTH {
-                    return Err(WireError(format!(
-                        "BSON document nested deeper than {MAX_BSON_DEPTH} levels"
-                    )));
+                    return Err(WireError::with_code(
+                        15,
+                        "Overflow",
+                        format!("BSON document nested deeper than {MAX_BSON_DEPTH} levels"),
+                    ));
                 }
                 4
             }
@@ -336,7 +375,7 @@ pub fn parse_request(header: &Header, body: &[u8]) -> Result<Request, WireError>
             }
             let id = c.u8()?;
             let comp = Compressor::from_id(id)
-                .ok_or_else(|| WireError(format!("unknown compressor id {id}")))?;
+                .ok_or_else(|| WireError::protocol(format!("unknown compressor id {id}")))?;
             let inner = comp.decompress(&body[c.pos..], size as usize)?;
             match original {
                 OP_MSG => parse_msg(&inner, Some(comp), None),
@@ -387,11 +426,17 @@ fn parse_msg(
     };
     let mut main: Option<Document> = None;
     let mut sequences: Vec<(String, Vec<Document>)> = Vec::new();
+    // A set, not a scan of the earlier ones: a message may hold a hundred thousand sections.
+    let mut seen_ids: HashSet<String> = HashSet::new();
     while !c.done() {
         match c.u8()? {
             0 => {
                 if main.is_some() {
-                    return err("OP_MSG has more than one body section");
+                    return Err(WireError::with_code(
+                        40430,
+                        "Location40430",
+                        "Multiple body sections in message",
+                    ));
                 }
                 main = Some(c.document()?);
             }
@@ -417,7 +462,7 @@ fn parse_msg(
                     docs.push(sc.document()?);
                 }
                 c.pos = stop;
-                if sequences.iter().any(|(n, _)| *n == id) {
+                if !seen_ids.insert(id.clone()) {
                     return err(format!("document sequence {id:?} appears twice"));
                 }
                 sequences.push((id, docs));
@@ -425,7 +470,7 @@ fn parse_msg(
             k => return err(format!("unknown OP_MSG section kind {k}")),
         }
     }
-    let mut body = main.ok_or_else(|| WireError("OP_MSG has no body section".into()))?;
+    let mut body = main.ok_or_else(|| WireError::protocol("OP_MSG has no body section"))?;
     for (id, docs) in sequences {
         if body.contains_key(&id) {
             return err(format!(
@@ -609,7 +654,10 @@ mod tests {
         let n = bad.len();
         bad[n - 1] ^= 1;
         let (h, body) = split(&bad);
-        assert!(parse_request(&h, body).unwrap_err().0.contains("checksum"));
+        assert!(parse_request(&h, body)
+            .unwrap_err()
+            .message
+            .contains("checksum"));
     }
 
     #[test]
@@ -674,7 +722,10 @@ mod tests {
             response_to: 0,
             op_code: OP_MSG,
         };
-        assert!(parse_request(&h, &b).unwrap_err().0.contains("runs past"));
+        assert!(parse_request(&h, &b)
+            .unwrap_err()
+            .message
+            .contains("runs past"));
     }
 
     #[test]
@@ -692,7 +743,10 @@ mod tests {
             response_to: 0,
             op_code: OP_COMPRESSED,
         };
-        assert!(parse_request(&h, &b).unwrap_err().0.contains("snappy"));
+        assert!(parse_request(&h, &b)
+            .unwrap_err()
+            .message
+            .contains("snappy"));
     }
 
     #[test]
@@ -721,7 +775,8 @@ mod tests {
             op_code: OP_MSG,
         };
         let e = parse_request(&h, &body).unwrap_err();
-        assert!(e.0.contains("nested deeper"), "{e}");
+        assert!(e.message.contains("nested deeper"), "{e}");
+        assert_eq!(e.code, 15);
         // 150 levels are fine.
         let mut d = doc! {"x": 1};
         for _ in 0..150 {
@@ -730,6 +785,68 @@ mod tests {
         let m = msg_request(&doc! {"find": "c", "filter": d, "$db": "x"}, &[], 1, 0);
         let (h, b) = split(&m);
         assert!(parse_request(&h, b).is_ok());
+    }
+
+    #[test]
+    fn two_body_sections_are_40430() {
+        let mut b = Vec::new();
+        b.extend_from_slice(&0u32.to_le_bytes());
+        for _ in 0..2 {
+            b.push(0);
+            doc! {"ping": 1, "$db": "admin"}.to_writer(&mut b).unwrap();
+        }
+        let h = Header {
+            length: 16 + b.len() as i32,
+            request_id: 1,
+            response_to: 0,
+            op_code: OP_MSG,
+        };
+        assert_eq!(parse_request(&h, &b).unwrap_err().code, 40430);
+    }
+
+    #[test]
+    fn a_hundred_thousand_sequence_sections_parse_in_one_pass() {
+        // Each identifier was once compared with every earlier one (quadratic: two such 692 KB
+        // messages froze new connections for seconds). Distinct ids parse; a repeat is refused.
+        let mut b = Vec::new();
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.push(0);
+        doc! {"insert": "c", "$db": "d"}.to_writer(&mut b).unwrap();
+        let n = 100_000;
+        for i in 0..n {
+            let id = format!("s{i}");
+            b.push(1);
+            b.extend_from_slice(&(4 + id.len() as i32 + 1).to_le_bytes());
+            b.extend_from_slice(id.as_bytes());
+            b.push(0);
+        }
+        let h = Header {
+            length: 16 + b.len() as i32,
+            request_id: 1,
+            response_to: 0,
+            op_code: OP_MSG,
+        };
+        let Request::Msg { body, .. } = parse_request(&h, &b).unwrap() else {
+            panic!()
+        };
+        assert_eq!(body.len(), 2 + n);
+        b.push(1);
+        b.extend_from_slice(&7i32.to_le_bytes());
+        b.extend_from_slice(b"s7\0");
+        let h = Header {
+            length: 16 + b.len() as i32,
+            ..h
+        };
+        assert!(parse_request(&h, &b).unwrap_err().message.contains("twice"));
+    }
+
+    #[test]
+    fn a_document_over_the_internal_maximum_is_bson_object_too_large() {
+        let big =
+            doc! {"insert": "c", "$db": "d", "x": "a".repeat(MAX_BSON_INTERNAL_SIZE as usize)};
+        let m = msg_request(&big, &[], 1, 0);
+        let (h, b) = split(&m);
+        assert_eq!(parse_request(&h, b).unwrap_err().code, 10334);
     }
 
     #[test]
