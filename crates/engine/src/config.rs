@@ -285,7 +285,7 @@ impl EngineConfig {
         if let Some(j) = &self.journal {
             j.validate()?;
         }
-        placement::policy::make_policy(&self.flash.placement, &self.flash.placement_config)
+        placement::policy::make_policy(self.flash.placement.as_str(), &self.flash.placement_config)
             .map_err(|e| Error::Config(format!("storage.flash.placement: {e}")))?;
         if self.flash.trim_batch == Some(0) {
             return Err(Error::Config(

@@ -21,6 +21,7 @@ pub mod linux_io;
 pub mod memory;
 pub mod meta;
 pub mod page;
+pub mod settings;
 
 pub use config::{AllocPolicy, Compressor, EngineConfig, EngineKind, TableConfig, TableKind};
 pub use engine::{open_engine, DiskEngine};
@@ -29,3 +30,4 @@ pub use events::FlashConfig;
 pub use journal::{JournalCompressor, JournalConfig, Lsn};
 pub use kv::{Direction, KvCursor, KvEngine, KvPair, TableId, WriteBatch, WriteOp, WriteOptions};
 pub use memory::MemEngine;
+pub use settings::{FlashSettings, WiredTigerSettings};
