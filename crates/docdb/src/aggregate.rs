@@ -12,6 +12,7 @@ use bson::{Bson, Document};
 use crate::compare::{bson_equal, compare_bson, shell_repr, type_name, Num, OrdBson};
 use crate::error::{DocError, DocResult};
 use crate::expr::{parse_expr, Ctx, Expr};
+use crate::interrupt::Interrupt;
 use crate::matcher::Matcher;
 use crate::path::{get_path, remove_path, set_path, split_path};
 use crate::projection::Projection;
@@ -712,6 +713,7 @@ pub fn run_pipeline(
     pipeline: &[Document],
     input: Box<dyn Iterator<Item = DocResult<Document>> + Send>,
     lookup: &dyn Fn(&str) -> DocResult<Vec<Document>>,
+    interrupt: &Interrupt,
 ) -> DocResult<Vec<Document>> {
     if pipeline.len() > MAX_PIPELINE_STAGES {
         return Err(DocError::with_code(
@@ -721,7 +723,8 @@ pub fn run_pipeline(
         ));
     }
     let stages: Vec<Stage> = pipeline.iter().map(parse_stage).collect::<DocResult<_>>()?;
-    let mut it: DocIter = input;
+    // Every document entering and leaving a stage is a yield point.
+    let mut it: DocIter = Box::new(interrupt.wrap(input));
     for stage in stages {
         let deepens = stage_may_deepen(&stage);
         it = match stage {
@@ -814,6 +817,7 @@ pub fn run_pipeline(
                             p,
                             Box::new(matched.into_iter().map(Ok).collect::<Vec<_>>().into_iter()),
                             lookup,
+                            interrupt,
                         )?,
                         None => matched,
                     };
@@ -867,6 +871,7 @@ pub fn run_pipeline(
                 Ok(d)
             }));
         }
+        it = Box::new(interrupt.wrap(it));
     }
     it.collect()
 }
@@ -913,6 +918,7 @@ mod tests {
                     Ok(vec![])
                 }
             },
+            &Interrupt::none(),
         )
     }
 
@@ -1003,6 +1009,7 @@ mod tests {
             &[doc! {"$match": {}}, doc! {"$bar": 1}],
             Box::new(std::iter::once(Err(DocError::internal_error("boom")))),
             &|_| Ok(vec![]),
+            &Interrupt::none(),
         )
         .unwrap_err();
         assert_eq!(e.code, 40324);
@@ -1011,6 +1018,7 @@ mod tests {
             &[doc! {"$match": {}}],
             Box::new(std::iter::once(Err(DocError::internal_error("boom")))),
             &|_| Ok(vec![]),
+            &Interrupt::none(),
         )
         .unwrap_err();
         assert_eq!(e.code, 1);

@@ -579,6 +579,7 @@ impl Update {
                     stages,
                     Box::new(std::iter::once(Ok(input))),
                     &|_| Ok(Vec::new()),
+                    &crate::interrupt::Interrupt::none(),
                 )?;
                 let mut new = out.into_iter().next().unwrap_or_default();
                 match (&old_id, new.get("_id")) {

@@ -41,15 +41,22 @@ pub async fn accept_loop(
                         let _ = sock.set_nodelay(true);
                         let state = state.clone();
                         let tx = shutdown_tx.clone();
+                        let Some(info) = state.new_connection(peer) else {
+                            crate::log::warn("NETWORK", &format!("connection refused from {peer}: net.maxIncomingConnections reached"));
+                            continue; // dropping the socket closes it
+                        };
+                        let info = Arc::new(info);
+                        crate::log::connection(&format!("connection accepted from {peer} #{}", info.id));
                         tokio::spawn(async move {
-                            let info = Arc::new(state.new_connection(peer));
+                            let id = info.id;
                             let _ = serve_connection(sock, state.clone(), info, tx).await;
                             state.end_connection();
+                            crate::log::connection(&format!("end connection {peer} #{id}"));
                         });
                     }
                     Err(e) => {
                         // Out of descriptors and the like: back off instead of spinning.
-                        eprintln!("flashdoc: accept failed: {e}");
+                        crate::log::warn("NETWORK", &format!("accept failed: {e}"));
                         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     }
                 }

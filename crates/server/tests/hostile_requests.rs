@@ -12,14 +12,17 @@ use std::sync::Arc;
 
 fn state() -> Arc<ServerState> {
     let db = docdb::DocDb::open(docdb::DocDbConfig::in_memory()).unwrap();
-    Arc::new(ServerState::new(db, Document::new()))
+    Arc::new(ServerState::new(
+        db,
+        &server::config::ServerConfig::default(),
+    ))
 }
 
 /// Runs one command through the wire decoder, the command and the reply encoder.
 fn run(st: &Arc<ServerState>, cmd: Document) -> Document {
     let msg = wire::msg_request(&cmd, &[], 1, 0);
     let h = Header::parse(msg[..16].try_into().unwrap());
-    let info = st.new_connection("127.0.0.1:1".parse().unwrap());
+    let info = st.new_connection("127.0.0.1:1".parse().unwrap()).unwrap();
     let out = handle_message(st, &info, &h, &msg[16..]);
     st.end_connection();
     let reply = out.reply.expect("a reply");
