@@ -1,6 +1,8 @@
 //! Command dispatch: every command a driver, mongosh or a tool sends to a standalone mongod,
 //! answered in mongod's reply shapes (shared/notes/wire-and-peers.md §2).
 
+use crate::auth;
+use crate::config::Authorization;
 use crate::cursors::{CursorEntry, CursorRegistry};
 use crate::state::{ConnInfo, ServerState};
 use bson::{doc, spec::BinarySubtype, Bson, Document};
@@ -47,7 +49,18 @@ pub fn run(state: &Arc<ServerState>, cmd: &Document, conn: &ConnInfo) -> (Docume
         None => "admin".to_string(),
     };
     state.count_command(&name);
-    let res = dispatch(state, &name, &db, cmd, conn);
+    crate::log::debug(1, "COMMAND", &format!("conn{} {db}: {name}", conn.id));
+    let started = Instant::now();
+    let res =
+        guard(state, &name, &db, cmd, conn).and_then(|()| dispatch(state, &name, &db, cmd, conn));
+    let ms = started.elapsed().as_millis() as u64;
+    let prof = &state.config().operation_profiling;
+    if ms > prof.slow_op_threshold_ms && rand::random::<f64>() < prof.slow_op_sample_rate {
+        crate::log::info(
+            "COMMAND",
+            &format!("Slow query: conn{} {db}: {name} took {ms} ms", conn.id),
+        );
+    }
     match res {
         Ok((mut reply, after)) => {
             if !reply.contains_key("ok") {
@@ -57,6 +70,29 @@ pub fn run(state: &Arc<ServerState>, cmd: &Document, conn: &ConnInfo) -> (Docume
         }
         Err(e) => (error_reply(&e), After::Continue),
     }
+}
+
+/// Checks before a command runs: authorization (when enabled), and that nobody reads or
+/// writes the user collection except through the user commands.
+fn guard(
+    state: &Arc<ServerState>,
+    name: &str,
+    db: &str,
+    cmd: &Document,
+    conn: &ConnInfo,
+) -> DocResult<()> {
+    if state.config().security.authorization == Authorization::Enabled {
+        auth::authorize(state, conn, name, db)?;
+    }
+    let target = cmd.get(name).and_then(Bson::as_str);
+    if db == auth::USERS_DB && target == Some(auth::USERS_COLL) && name != "listIndexes" {
+        return Err(DocError::with_code(
+            13,
+            "Unauthorized",
+            format!("{db}.{} is managed by the user commands (createUser, updateUser, dropUser, usersInfo)", auth::USERS_COLL),
+        ));
+    }
+    Ok(())
 }
 
 pub fn error_reply(e: &DocError) -> Document {
@@ -83,7 +119,7 @@ fn dispatch(
         check_fields(cmd, name, known, not_implemented, true)?;
     }
     match name {
-        "hello" | "isMaster" | "ismaster" => ok(hello(state, name, cmd, conn)),
+        "hello" | "isMaster" | "ismaster" => ok(hello(state, name, cmd, conn)?),
         "ping" => ok(doc! {}),
         "buildInfo" | "buildinfo" => ok(build_info()),
         "getParameter" => get_parameter(state, cmd).map(|d| (d, After::Continue)),
@@ -91,9 +127,24 @@ fn dispatch(
         "getLog" => ok(doc! {"totalLinesWritten": 0, "log": []}),
         "hostInfo" => ok(host_info()),
         "whatsmyuri" => ok(doc! {"you": conn.peer.to_string()}),
-        "connectionStatus" => {
-            ok(doc! {"authInfo": {"authenticatedUsers": [], "authenticatedUserRoles": []}})
+        "connectionStatus" => ok(auth::auth_info(conn)),
+        "saslStart" => ok(auth::sasl_start(state, conn, db, cmd)?),
+        "saslContinue" => ok(auth::sasl_continue(state, conn, cmd)?),
+        "authenticate" => Err(DocError::with_code(
+            334,
+            "MechanismUnavailable",
+            "only SCRAM-SHA-1 and SCRAM-SHA-256 (saslStart) are supported",
+        )),
+        "logout" => {
+            conn.auth.lock().users.retain(|u| u.db != db);
+            ok(doc! {})
         }
+        "createUser" => ok(auth::create_user(dbx, db, cmd)?),
+        "updateUser" => ok(auth::update_user(dbx, db, cmd)?),
+        "dropUser" => ok(auth::drop_user(dbx, db, cmd)?),
+        "usersInfo" => ok(auth::users_info(dbx, db, cmd)?),
+        "grantRolesToUser" => ok(auth::change_roles(dbx, db, cmd, true)?),
+        "revokeRolesFromUser" => ok(auth::change_roles(dbx, db, cmd, false)?),
         "getCmdLineOpts" => ok(
             doc! {"argv": std::env::args().collect::<Vec<_>>(), "parsed": state.parsed_options()},
         ),
@@ -519,7 +570,7 @@ fn dispatch(
     }
 }
 
-fn hello(state: &ServerState, name: &str, cmd: &Document, conn: &ConnInfo) -> Document {
+fn hello(state: &ServerState, name: &str, cmd: &Document, conn: &ConnInfo) -> DocResult<Document> {
     let mut d = Document::new();
     if name == "hello" {
         d.insert("isWritablePrimary", true);
@@ -550,8 +601,22 @@ fn hello(state: &ServerState, name: &str, cmd: &Document, conn: &ConnInfo) -> Do
             d.insert("compression", ours);
         }
     }
-    let _ = state;
-    d
+    // What the driver needs to pick SCRAM-SHA-256 for this user.
+    if let Ok(ns_user) = cmd.get_str("saslSupportedMechs") {
+        if let Some(m) = auth::supported_mechs(state, ns_user) {
+            d.insert("saslSupportedMechs", m);
+        }
+    }
+    // Speculative authentication: the first step of SCRAM rides on the handshake.
+    if let Ok(spec) = cmd.get_document("speculativeAuthenticate") {
+        if spec.contains_key("saslStart") {
+            let sdb = spec.get_str("db").unwrap_or("admin");
+            if let Ok(r) = auth::sasl_start(state, conn, sdb, spec) {
+                d.insert("speculativeAuthenticate", r);
+            }
+        }
+    }
+    Ok(d)
 }
 
 fn build_info() -> Document {
@@ -690,53 +755,14 @@ pub fn hostname() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
+/// listCommands: exactly the commands of the authorization table (auth::COMMANDS).
 fn list_commands() -> Document {
-    let names = [
-        "aggregate",
-        "buildInfo",
-        "collStats",
-        "connectionStatus",
-        "count",
-        "create",
-        "createIndexes",
-        "dbStats",
-        "delete",
-        "distinct",
-        "drop",
-        "dropDatabase",
-        "dropIndexes",
-        "endSessions",
-        "explain",
-        "find",
-        "findAndModify",
-        "fsync",
-        "getCmdLineOpts",
-        "getLog",
-        "getMore",
-        "getParameter",
-        "hello",
-        "hostInfo",
-        "insert",
-        "isMaster",
-        "killCursors",
-        "listCollections",
-        "listCommands",
-        "listDatabases",
-        "listIndexes",
-        "ping",
-        "renameCollection",
-        "serverStatus",
-        "shutdown",
-        "startSession",
-        "update",
-        "validate",
-        "whatsmyuri",
-    ];
     let mut cmds = Document::new();
-    for n in names {
+    for (n, action) in auth::COMMANDS {
+        let requires_auth = !matches!(action, auth::Action::Open);
         cmds.insert(
-            n,
-            doc! {"help": "", "requiresAuth": false, "secondaryOk": true, "adminOnly": false},
+            *n,
+            doc! {"help": "", "requiresAuth": requires_auth, "secondaryOk": true, "adminOnly": false},
         );
     }
     doc! {"commands": cmds}

@@ -6,6 +6,7 @@
 //! error reply and the connection goes on. Either way other connections are unaffected.
 
 use crate::commands::{self, After};
+use crate::config::TlsMode;
 use crate::state::{ConnInfo, ServerState};
 use crate::wire::{self, Header, Request};
 use bson::doc;
@@ -30,6 +31,7 @@ pub async fn accept_loop(
     listener: TcpListener,
     state: Arc<ServerState>,
     shutdown_tx: watch::Sender<bool>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
     let mut shutdown_rx = shutdown_tx.subscribe();
     let shutdown_tx = Arc::new(shutdown_tx);
@@ -47,9 +49,11 @@ pub async fn accept_loop(
                         };
                         let info = Arc::new(info);
                         crate::log::connection(&format!("connection accepted from {peer} #{}", info.id));
+                        let tls = tls.clone();
+                        let require = state.config().net.tls.mode == TlsMode::RequireTLS;
                         tokio::spawn(async move {
                             let id = info.id;
-                            let _ = serve_connection(sock, state.clone(), info, tx).await;
+                            let _ = serve_maybe_tls(sock, state.clone(), info, tx, tls, require).await;
                             state.end_connection();
                             crate::log::connection(&format!("end connection {peer} #{id}"));
                         });
@@ -62,6 +66,51 @@ pub async fn accept_loop(
                 }
             }
             _ = shutdown_rx.changed() => return,
+        }
+    }
+}
+
+/// Serves a freshly accepted connection over TLS or plain TCP, as `net.tls.mode` allows.
+async fn serve_maybe_tls(
+    sock: tokio::net::TcpStream,
+    state: Arc<ServerState>,
+    info: Arc<ConnInfo>,
+    shutdown: Arc<watch::Sender<bool>>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    require: bool,
+) -> std::io::Result<()> {
+    let Some(acceptor) = tls else {
+        return serve_connection(sock, state, info, shutdown).await;
+    };
+    let is_tls = if require {
+        true
+    } else {
+        // Wait for the first bytes without consuming them (bounded: a client that sends
+        // nothing only holds its own connection).
+        let mut first = [0u8; 3];
+        loop {
+            let n = sock.peek(&mut first).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            if n >= 3 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        crate::tls::looks_like_tls(&first)
+    };
+    if !is_tls {
+        return serve_connection(sock, state, info, shutdown).await;
+    }
+    match acceptor.accept(sock).await {
+        Ok(stream) => serve_connection(stream, state, info, shutdown).await,
+        Err(e) => {
+            crate::log::warn(
+                "NETWORK",
+                &format!("TLS handshake with {} failed: {e}", info.peer),
+            );
+            Ok(())
         }
     }
 }

@@ -4,12 +4,15 @@
 //! each command through the document layer, `cursors` keeps server-side cursors, `config`
 //! reads a mongod.conf-shaped YAML file, `log` writes the server's log.
 
+pub mod auth;
 pub mod commands;
 pub mod config;
 pub mod conn;
 pub mod cursors;
 pub mod log;
+pub mod scram;
 pub mod state;
+pub mod tls;
 pub mod wire;
 
 use config::{Authorization, ServerConfig};
@@ -71,7 +74,9 @@ pub fn serve(db: Arc<DocDb>, cfg: &ServerConfig) -> std::io::Result<()> {
         .thread_name("flashdoc-net")
         .thread_stack_size(THREAD_STACK_BYTES)
         .build()?;
+    let tls = tls::acceptor(&cfg.net.tls).map_err(std::io::Error::other)?;
     let state = Arc::new(ServerState::new(db.clone(), cfg));
+    docdb::validation::set_warning_sink(Box::new(|m| log::warn("STORAGE", m)));
     if cfg.security.authorization == Authorization::Disabled
         && addrs.iter().any(|a| !a.ip().is_loopback())
     {
@@ -119,6 +124,7 @@ pub fn serve(db: Arc<DocDb>, cfg: &ServerConfig) -> std::io::Result<()> {
                 l,
                 state.clone(),
                 tx.clone(),
+                tls.clone(),
             )));
         }
         let _ = rx.changed().await;

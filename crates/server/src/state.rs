@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 pub struct ConnInfo {
     pub id: i32,
     pub peer: SocketAddr,
+    /// Who authenticated on this connection, and a SCRAM conversation in progress.
+    pub auth: Mutex<crate::auth::ConnAuth>,
 }
 
 /// Stops the background threads promptly (they wait on it between passes).
@@ -142,6 +144,7 @@ impl ServerState {
         Some(ConnInfo {
             id: self.next_conn.fetch_add(1, Ordering::Relaxed),
             peer,
+            auth: Mutex::new(Default::default()),
         })
     }
     pub fn end_connection(&self) {
