@@ -722,8 +722,12 @@ pub fn auth_info(conn: &ConnInfo) -> Document {
 
 /// The authorization check before a command runs (when `security.authorization` is on).
 pub fn authorize(state: &ServerState, conn: &ConnInfo, name: &str, db: &str) -> DocResult<()> {
+    // A command missing from the table is refused: with authorization on, nothing runs
+    // that the table does not name.
     let Some(action) = command_action(name) else {
-        return Ok(()); // unknown: CommandNotFound follows
+        return Err(DocError::command_not_found(format!(
+            "no such command: '{name}'"
+        )));
     };
     if action == Action::Open {
         return Ok(());

@@ -325,10 +325,26 @@ fn check_nesting(b: &[u8]) -> Result<(), WireError> {
             depth -= 1;
             continue;
         }
+        let key_start = pos;
         pos = cstr_end(pos)?;
+        let key = &b[key_start..pos - 1];
+        let field = || String::from_utf8_lossy(key).into_owned();
+        if std::str::from_utf8(key).is_err() {
+            return Err(invalid_utf8(&field()));
+        }
         pos += match t {
             0x01 | 0x09 | 0x11 | 0x12 => 8,
-            0x02 | 0x0D | 0x0E => 4 + i32_at(pos)?,
+            0x02 | 0x0D | 0x0E => {
+                let n = i32_at(pos)?;
+                // The string's bytes, without its terminating NUL.
+                if n == 0 || b.len() < pos + 4 + n {
+                    return Err(bad());
+                }
+                if std::str::from_utf8(&b[pos + 4..pos + 4 + n - 1]).is_err() {
+                    return Err(invalid_utf8(&field()));
+                }
+                4 + n
+            }
             0x03 | 0x04 => {
                 depth += 1;
                 if depth > MAX_BSON_DEPTH {
@@ -357,6 +373,18 @@ fn check_nesting(b: &[u8]) -> Result<(), WireError> {
         need(pos, 0)?;
     }
     Ok(())
+}
+
+/// flashdoc's documents hold Rust strings, which are UTF-8: a string that is not is refused,
+/// naming the field (mongod would store the bytes as they are; see docs/security.md).
+fn invalid_utf8(field: &str) -> WireError {
+    WireError::with_code(
+        2,
+        "BadValue",
+        format!(
+            "field '{field}' holds a string that is not valid UTF-8; flashdoc stores strings as UTF-8 and refuses invalid bytes"
+        ),
+    )
 }
 
 /// Decodes a message body (after the header).
@@ -785,6 +813,28 @@ mod tests {
         let m = msg_request(&doc! {"find": "c", "filter": d, "$db": "x"}, &[], 1, 0);
         let (h, b) = split(&m);
         assert!(parse_request(&h, b).is_ok());
+    }
+
+    #[test]
+    fn invalid_utf8_is_refused_naming_the_field() {
+        let mut raw = Vec::new();
+        doc! {"insert": "c", "$db": "d", "name": "xx"}
+            .to_writer(&mut raw)
+            .unwrap();
+        let at = raw.windows(2).position(|w| w == b"xx").unwrap();
+        raw[at] = 0xff;
+        let mut b = vec![0u8; 4];
+        b.push(0);
+        b.extend_from_slice(&raw);
+        let h = Header {
+            length: 16 + b.len() as i32,
+            request_id: 1,
+            response_to: 0,
+            op_code: OP_MSG,
+        };
+        let e = parse_request(&h, &b).unwrap_err();
+        assert_eq!(e.code, 2);
+        assert!(e.message.contains("'name'"), "{e}");
     }
 
     #[test]
