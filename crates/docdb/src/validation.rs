@@ -35,10 +35,13 @@ pub struct Validator {
     pub action: Action,
 }
 
-static WARNING_SINK: OnceLock<Box<dyn Fn(&str) + Send + Sync>> = OnceLock::new();
+/// Receives the warnings of `validationAction: warn`.
+pub type WarningSink = Box<dyn Fn(&str) + Send + Sync>;
+
+static WARNING_SINK: OnceLock<WarningSink> = OnceLock::new();
 
 /// Where `validationAction: warn` reports documents that fail (the server sets its log).
-pub fn set_warning_sink(f: Box<dyn Fn(&str) + Send + Sync>) {
+pub fn set_warning_sink(f: WarningSink) {
     let _ = WARNING_SINK.set(f);
 }
 

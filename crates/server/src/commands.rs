@@ -1284,11 +1284,8 @@ fn get_more(
         }
     }
     entry.interrupt.pause();
-    let (batch, exhausted) = match result {
-        Ok(x) => x,
-        // A failed cursor (maxTimeMS spent, killed, an error) is closed.
-        Err(e) => return Err(e),
-    };
+    // A failed cursor (maxTimeMS spent, killed, an error) is closed: it is not put back.
+    let (batch, exhausted) = result?;
     let ns = entry.ns.clone();
     let out_id = if exhausted && !entry.tailable {
         0
