@@ -272,7 +272,7 @@ impl<'a> Cursor<'a> {
             return err(format!("invalid BSON document length {len}"));
         }
         let raw = self.take(len as usize)?;
-        check_nesting(raw)?;
+        check_document(raw)?;
         let raw = RawDocumentBuf::from_bytes(raw.to_vec())
             .map_err(|e| WireError::protocol(format!("invalid BSON: {e}")))?;
         Document::try_from(raw.as_ref())
@@ -291,10 +291,10 @@ pub const MAX_BSON_DEPTH: usize = 200;
 pub const MAX_BSON_INTERNAL_SIZE: i32 = MAX_BSON_OBJECT_SIZE + 16 * 1024;
 
 /// Walks a BSON document's bytes without recursion and refuses nesting deeper than
-/// [`MAX_BSON_DEPTH`], before any recursive decoder sees it (a deep document would otherwise
-/// exhaust a worker thread's stack). Only the structure is checked here; the decoder checks
-/// the rest.
-fn check_nesting(b: &[u8]) -> Result<(), WireError> {
+/// [`MAX_BSON_DEPTH`] and strings that are not UTF-8, before any recursive decoder sees it (a
+/// deep document would otherwise exhaust a worker thread's stack). Only the structure is
+/// checked here; the decoder checks the rest. Every document a message carries passes here.
+pub fn check_document(b: &[u8]) -> Result<(), WireError> {
     let bad = || WireError::protocol("invalid BSON: malformed element");
     let mut pos = 4usize;
     let mut depth = 1usize;
