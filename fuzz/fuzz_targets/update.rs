@@ -18,7 +18,13 @@ use docdb::update::Update;
 use flashdoc_fuzz::{as_server_sees, long_path, nest, take_doc, take_u16, take_u8, DEEP};
 use libfuzzer_sys::fuzz_target;
 
-fn run(spec: &Bson, filters: Option<&[Document]>, doc: &mut Document, inserting: bool, pos: Option<usize>) {
+fn run(
+    spec: &Bson,
+    filters: Option<&[Document]>,
+    doc: &mut Document,
+    inserting: bool,
+    pos: Option<usize>,
+) {
     let Ok(update) = Update::parse(spec, filters) else {
         return;
     };

@@ -68,7 +68,11 @@ fn parse(h: &Header, body: &[u8]) {
 fn nested_bytes(depth: usize, shape: u8) -> Vec<u8> {
     let mut inner = vec![5u8, 0, 0, 0, 0];
     for i in 0..depth {
-        let kind = if shape >> (i % 8) & 1 == 1 { 0x04 } else { 0x03 };
+        let kind = if shape >> (i % 8) & 1 == 1 {
+            0x04
+        } else {
+            0x03
+        };
         let mut d = Vec::with_capacity(inner.len() + 8);
         d.extend_from_slice(&[0; 4]);
         d.push(kind);
