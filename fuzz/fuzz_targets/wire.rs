@@ -10,9 +10,9 @@
 //!   bit is set, a corrupted byte is also flipped in the compressed stream);
 //! - mode % 5 == 3: OP_COMPRESSED with the compressed bytes taken from the input as they are;
 //! - mode % 5 == 4: deep structure: an OP_MSG whose body (or a document-sequence document)
-//!   nests documents and arrays up to 130 000 levels (a u16 depth × 2, a shape byte), written
-//!   byte by byte so nothing recursive builds it, with a flag byte that may break one length;
-//!   or, with the flag's high bit, a message of thousands of one-byte sequence sections.
+//!   nests documents and arrays up to 4 095 levels (a u16 depth, a shape byte), written byte
+//!   by byte so nothing recursive builds it, with a flag byte that may break one length; or,
+//!   with the flag's high bit, a message of up to 4 095 one-byte sequence sections.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -64,40 +64,39 @@ fn parse(h: &Header, body: &[u8]) {
     }
 }
 
-/// A document nested `depth` levels (shape bits pick document or array), as bytes.
+/// A document nested `depth` levels (shape bits pick document or array), as bytes, laid out
+/// from the outside in (no level is copied: level k from the inside is 5 + 8k bytes long).
 fn nested_bytes(depth: usize, shape: u8) -> Vec<u8> {
-    let mut inner = vec![5u8, 0, 0, 0, 0];
+    let mut out = Vec::with_capacity(5 + 9 * depth);
     for i in 0..depth {
-        let kind = if shape >> (i % 8) & 1 == 1 {
-            0x04
+        let k = (depth - i) as i32;
+        out.extend_from_slice(&(5 + 8 * k).to_le_bytes());
+        if shape >> (i % 8) & 1 == 1 {
+            out.extend_from_slice(b"\x040\0");
         } else {
-            0x03
-        };
-        let mut d = Vec::with_capacity(inner.len() + 8);
-        d.extend_from_slice(&[0; 4]);
-        d.push(kind);
-        d.extend_from_slice(if kind == 0x04 { b"0\0" } else { b"a\0" });
-        d.extend_from_slice(&inner);
-        d.push(0);
-        let n = d.len() as i32;
-        d[..4].copy_from_slice(&n.to_le_bytes());
-        inner = d;
+            out.extend_from_slice(b"\x03a\0");
+        }
     }
-    inner
+    out.extend_from_slice(&[5, 0, 0, 0, 0]);
+    out.resize(out.len() + depth, 0);
+    out
 }
 
 fn deep(rest: &[u8]) {
     if rest.len() < 4 {
         return;
     }
-    let depth = u16::from_le_bytes([rest[0], rest[1]]) as usize * 2;
+    // Up to 4 095 levels: far past the 200 the server allows (the check is iterative, so
+    // more levels only cost time), in messages small enough to keep thousands of runs a
+    // second; the seeds hold one 100 000-level message.
+    let depth = (u16::from_le_bytes([rest[0], rest[1]]) % 4096) as usize;
     let (shape, flags) = (rest[2], rest[3]);
     let mut body = vec![0u8; 4];
     if flags & 0x80 != 0 {
         // Many sequence sections (the identifiers were once compared pairwise).
         body.push(0);
         body.extend_from_slice(&bson::to_vec(&bson::doc! {"insert": "c", "$db": "d"}).unwrap());
-        for i in 0..depth.min(60_000) {
+        for i in 0..depth {
             let id = format!("s{}", if flags & 1 != 0 { i % 7 } else { i });
             body.push(1);
             body.extend_from_slice(&(4 + id.len() as i32 + 1).to_le_bytes());

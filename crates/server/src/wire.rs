@@ -182,8 +182,19 @@ impl Compressor {
             Compressor::Zstd => zstd::bulk::compress(data, 6).expect("zstd compresses any input"),
         }
     }
+    /// Decompresses to exactly `size` bytes. A declared size is not trusted for allocation:
+    /// a few compressed bytes could otherwise make the server reserve 48 MB each; buffers grow
+    /// with what actually decompresses, which is bounded by `size`.
     fn decompress(self, data: &[u8], size: usize) -> Result<Vec<u8>, WireError> {
         use std::io::Read;
+        let start = size.min(data.len().saturating_mul(8).saturating_add(4096));
+        let bounded = |r: &mut dyn Read, what: &str| -> Result<Vec<u8>, WireError> {
+            let mut out = Vec::with_capacity(start);
+            r.take(size as u64 + 1)
+                .read_to_end(&mut out)
+                .map_err(|e| WireError::protocol(format!("{what}: {e}")))?;
+            Ok(out)
+        };
         let out = match self {
             Compressor::Noop => data.to_vec(),
             Compressor::Snappy => {
@@ -196,20 +207,24 @@ impl Compressor {
                         "OP_COMPRESSED declared {size} bytes but its snappy stream holds {n}"
                     ));
                 }
+                // Snappy expands at most ~21× (a 3-byte copy of 64 bytes): a stream declaring
+                // more than 64× its length is lying, and is refused before the allocation.
+                if n > data.len().saturating_mul(64).saturating_add(64) {
+                    return err(format!(
+                        "snappy stream of {} bytes cannot hold the {n} it declares",
+                        data.len()
+                    ));
+                }
                 snap::raw::Decoder::new()
                     .decompress_vec(data)
                     .map_err(|e| WireError::protocol(format!("snappy: {e}")))?
             }
-            Compressor::Zlib => {
-                let mut out = Vec::with_capacity(size);
-                flate2::read::ZlibDecoder::new(data)
-                    .take(size as u64 + 1)
-                    .read_to_end(&mut out)
-                    .map_err(|e| WireError::protocol(format!("zlib: {e}")))?;
-                out
+            Compressor::Zlib => bounded(&mut flate2::read::ZlibDecoder::new(data), "zlib")?,
+            Compressor::Zstd => {
+                let mut d = zstd::stream::read::Decoder::with_buffer(data)
+                    .map_err(|e| WireError::protocol(format!("zstd: {e}")))?;
+                bounded(&mut d, "zstd")?
             }
-            Compressor::Zstd => zstd::bulk::decompress(data, size)
-                .map_err(|e| WireError::protocol(format!("zstd: {e}")))?,
         };
         if out.len() != size {
             return err(format!(
@@ -775,6 +790,27 @@ mod tests {
             .unwrap_err()
             .message
             .contains("snappy"));
+    }
+
+    #[test]
+    fn a_declared_size_is_not_allocated_up_front() {
+        // 48 MB declared, a few bytes sent: refused (zlib, zstd: short stream; snappy: the
+        // preamble claims more than the stream could hold) without reserving 48 MB.
+        for comp in [Compressor::Zlib, Compressor::Zstd, Compressor::Snappy] {
+            let packed = comp.compress(b"tiny");
+            let err = comp.decompress(&packed, 48_000_000).unwrap_err();
+            assert!(
+                err.message.contains("declared") || err.message.contains("cannot hold"),
+                "{err}"
+            );
+        }
+        let mut lying = Vec::new();
+        lying.extend_from_slice(&[0x80, 0xd8, 0xf1, 0x16]); // varint 48 000 000
+        lying.extend_from_slice(&[0x00, 0x61]);
+        let err = Compressor::Snappy
+            .decompress(&lying, 48_000_000)
+            .unwrap_err();
+        assert!(err.message.contains("cannot hold"), "{err}");
     }
 
     #[test]
