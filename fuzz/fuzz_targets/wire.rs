@@ -10,9 +10,9 @@
 //!   bit is set, a corrupted byte is also flipped in the compressed stream);
 //! - mode % 5 == 3: OP_COMPRESSED with the compressed bytes taken from the input as they are;
 //! - mode % 5 == 4: deep structure: an OP_MSG whose body (or a document-sequence document)
-//!   nests documents and arrays up to 4 095 levels (a u16 depth, a shape byte), written byte
+//!   nests documents and arrays up to 1 023 levels (a u16 depth, a shape byte), written byte
 //!   by byte so nothing recursive builds it, with a flag byte that may break one length; or,
-//!   with the flag's high bit, a message of up to 4 095 one-byte sequence sections.
+//!   with the flag's high bit, a message of up to 1 023 one-byte sequence sections.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -86,10 +86,10 @@ fn deep(rest: &[u8]) {
     if rest.len() < 4 {
         return;
     }
-    // Up to 4 095 levels: far past the 200 the server allows (the check is iterative, so
+    // Up to 1 023 levels: five times the 200 the server allows (the check is iterative, so
     // more levels only cost time), in messages small enough to keep thousands of runs a
-    // second; the seeds hold one 100 000-level message.
-    let depth = (u16::from_le_bytes([rest[0], rest[1]]) % 4096) as usize;
+    // second; the seeds hold a 4 000-level message.
+    let depth = (u16::from_le_bytes([rest[0], rest[1]]) % 1024) as usize;
     let (shape, flags) = (rest[2], rest[3]);
     let mut body = vec![0u8; 4];
     if flags & 0x80 != 0 {

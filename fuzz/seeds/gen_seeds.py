@@ -118,7 +118,7 @@ for kind in range(8):
     write("matcher", f"deep_{kind}", bytes([0xDE]) + struct.pack("<H", 250) + bytes([kind, 0x5A]))
 for op in range(8):
     write("update", f"deep_{op}", bytes([0xDE]) + struct.pack("<H", 6000) + bytes([op, 120]))
-write("wire", "deep_body_4000", bytes([4]) + struct.pack("<H", 4000) + bytes([0x33, 0]))
+write("wire", "deep_body_1000", bytes([4]) + struct.pack("<H", 1000) + bytes([0x33, 0]))
 write("wire", "deep_sequence_300", bytes([4]) + struct.pack("<H", 150) + bytes([0x0F, 1]))
 write("wire", "many_sequences", bytes([4]) + struct.pack("<H", 2000) + bytes([0, 0x80]))
 two = struct.pack("<I", 0) + b"\0" + doc({"ping": 1, "$db": "admin"}) + b"\0" + doc({"ping": 1, "$db": "admin"})
