@@ -52,6 +52,13 @@ fn parse(h: &Header, body: &[u8]) {
     }) = parse_request(h, body)
     {
         let want = bson::to_vec(&body).unwrap();
+        // Each document of a message is held to 200 levels on its own; merging a sequence's
+        // documents into the body as an array adds two (found by this target: a 199-level
+        // sequence document). Such a body is fine to run, but as a reply it would be deeper
+        // than a message may carry, so the round trip is checked only within the limit.
+        if server::wire::check_document(&want).is_err() {
+            return;
+        }
         let reply = msg_reply(&body, 1, 2, 0, compressor);
         let h2 = Header::parse(reply[..16].try_into().unwrap());
         assert_eq!(h2.validate().unwrap(), reply.len() - 16);
