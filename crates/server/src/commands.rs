@@ -85,7 +85,12 @@ fn guard(
         auth::authorize(state, conn, name, db)?;
     }
     let target = cmd.get(name).and_then(Bson::as_str);
-    if db == auth::USERS_DB && target == Some(auth::USERS_COLL) && name != "listIndexes" {
+    let users_ns = format!("{}.{}", auth::USERS_DB, auth::USERS_COLL);
+    let renames_users = name == "renameCollection"
+        && (target == Some(users_ns.as_str()) || cmd.get_str("to").ok() == Some(users_ns.as_str()));
+    if renames_users
+        || (db == auth::USERS_DB && target == Some(auth::USERS_COLL) && name != "listIndexes")
+    {
         return Err(DocError::with_code(
             13,
             "Unauthorized",
