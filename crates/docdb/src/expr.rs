@@ -169,6 +169,18 @@ fn arity(name: &str) -> Option<(usize, usize)> {
     })
 }
 
+/// A field name built from a string value: BSON names cannot hold a NUL byte (mongod: 4940400).
+fn check_key(k: &str) -> DocResult<()> {
+    if k.contains('\0') {
+        return Err(DocError::with_code(
+            4940400,
+            "Location4940400",
+            "Key field cannot contain an embedded null byte",
+        ));
+    }
+    Ok(())
+}
+
 /// The most memory `$range` may build (mongod's internalQueryMaxRangeBytes).
 const MAX_RANGE_BYTES: usize = 100 << 20;
 
@@ -1750,11 +1762,13 @@ impl Expr {
                                 let Bson::String(k) = &kv[0] else {
                                     return Err(DocError::with_code(40395, "Location40395", "$arrayToObject requires an array of key-value pairs, where the key must be of type string"));
                                 };
+                                check_key(k)?;
                                 d.insert(k.clone(), kv[1].clone());
                             }
                             Bson::Document(kv) if kv.len() == 2 => {
                                 match (kv.get("k"), kv.get("v")) {
                                     (Some(Bson::String(k)), Some(val)) => {
+                                        check_key(k)?;
                                         d.insert(k.clone(), val.clone());
                                     }
                                     _ => return Err(DocError::with_code(
@@ -2236,6 +2250,10 @@ mod tests {
         assert_eq!(
             ev(bson!({"$arrayToObject": [[["a", 1]]]}), d.clone()),
             Some(bson!({"a": 1}))
+        );
+        assert_eq!(
+            ev_err(bson!({"$arrayToObject": [[["a\0", 1]]]}), d.clone()).code,
+            4940400
         );
         assert_eq!(ev(bson!({"$sum": "$a"}), d.clone()), Some(bson!(6)));
         assert_eq!(ev(bson!({"$avg": "$a"}), d.clone()), Some(bson!(2.0)));

@@ -323,6 +323,13 @@ fn parse_op(modifier: &str, field: &str, v: &Bson) -> DocResult<Op> {
 
 fn check_path(path: &str) -> DocResult<()> {
     crate::limits::check_path(path)?;
+    if path.contains('\0') {
+        // A field name is a C string in BSON.
+        return Err(DocError::bad_value(format!(
+            "The update path '{}' contains a null byte, which is not allowed.",
+            path.escape_default()
+        )));
+    }
     if path.is_empty() {
         return Err(DocError::empty_field_name(
             "An empty update path is not valid.",
@@ -1471,6 +1478,9 @@ mod tests {
         );
         assert!(Update::parse(&bson!({"$set": {"a.b": 1, "a.c": 1, "ab": 1}}), None).is_ok());
         assert_eq!(parse_err(bson!({"$set": {"a..b": 1}})).code, 56);
+        // Found by fuzz/fuzz_targets/update.rs: a $rename target with a NUL byte made a
+        // document BSON cannot encode.
+        assert_eq!(parse_err(bson!({"$rename": {"y": "\0"}})).code, 2);
         assert_eq!(parse_err(bson!({"$set": {"": 1}})).code, 56);
         let e = parse_err(bson!({"a": 1, "$set": {"b": 1}}));
         assert_eq!(e.code, 52);

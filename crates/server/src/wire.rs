@@ -557,6 +557,24 @@ fn header_bytes(len: usize, request_id: i32, response_to: i32, op: i32) -> Vec<u
     out
 }
 
+/// A reply document's bytes. A document BSON cannot hold (a field name with a NUL byte, which
+/// a computed document could have) becomes an error reply instead of a panic.
+fn encode_reply(doc: &Document) -> Vec<u8> {
+    let mut b = Vec::with_capacity(256);
+    if let Err(e) = doc.to_writer(&mut b) {
+        b.clear();
+        bson::doc! {
+            "ok": 0.0,
+            "errmsg": format!("the reply cannot be encoded as BSON: {e}"),
+            "code": 1,
+            "codeName": "InternalError",
+        }
+        .to_writer(&mut b)
+        .expect("a plain error document encodes");
+    }
+    b
+}
+
 /// An OP_MSG reply with one body section, compressed when the request was.
 pub fn msg_reply(
     doc: &Document,
@@ -568,7 +586,7 @@ pub fn msg_reply(
     let mut body = Vec::with_capacity(256);
     body.extend_from_slice(&flags.to_le_bytes());
     body.push(0);
-    doc.to_writer(&mut body).expect("a Document serializes");
+    body.extend_from_slice(&encode_reply(doc));
     match compressor {
         Some(comp) => {
             let packed = comp.compress(&body);
@@ -590,8 +608,7 @@ pub fn msg_reply(
 
 /// A legacy OP_REPLY holding one document.
 pub fn op_reply(doc: &Document, request_id: i32, response_to: i32) -> Vec<u8> {
-    let mut d = Vec::new();
-    doc.to_writer(&mut d).expect("a Document serializes");
+    let d = encode_reply(doc);
     let len = Header::LEN + 20 + d.len();
     let mut out = header_bytes(len, request_id, response_to, OP_REPLY);
     out.extend_from_slice(&0i32.to_le_bytes()); // responseFlags
@@ -790,6 +807,18 @@ mod tests {
             .unwrap_err()
             .message
             .contains("snappy"));
+    }
+
+    #[test]
+    fn a_reply_bson_cannot_hold_becomes_an_error_reply() {
+        let mut d = Document::new();
+        d.insert("a\0b", 1);
+        let r = msg_reply(&d, 1, 2, 0, None);
+        let (h, b) = split(&r);
+        let Request::Msg { body, .. } = parse_request(&h, b).unwrap() else {
+            panic!()
+        };
+        assert_eq!(body.get_i32("code").unwrap(), 1);
     }
 
     #[test]
