@@ -25,6 +25,10 @@ if [ ! -x target/venv/bin/python ]; then
 fi
 target/venv/bin/pip install --quiet --disable-pip-version-check pytest pymongo
 (cd tests/e2e && FLASHDOC_BIN="$PWD/../../target/debug/flashdoc" ../../target/venv/bin/python -m pytest -q -p no:cacheprovider) 2>&1 | tee target/pytest-output.txt
+if [ "${FLASHDOC_DRIVER_SMOKE:-0}" = "1" ]; then
+  echo "== driver smoke checks (Java, Go, Node through a router)"
+  bash scripts/driver-smoke.sh
+fi
 # One closing line for CI: totals over every test binary.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i) ~ /^passed/) p += $(i-1); if ($(i) ~ /^failed/) f += $(i-1); if ($(i) ~ /^ignored/) s += $(i-1) } }
      END { printf "cargo: %d passed, %d failed, %d skipped\n", p, f, s }' target/test-output.txt

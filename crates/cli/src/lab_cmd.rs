@@ -26,6 +26,10 @@ enum LabCommand {
         /// No progress bar.
         #[arg(long)]
         quiet: bool,
+        /// Set the headline beside an earlier run's (a directory with results.json, e.g.
+        /// docs/results/streams).
+        #[arg(long)]
+        compare: Option<PathBuf>,
     },
     /// Print an experiment as YAML (a starting point for your own).
     Show { experiment: String },
@@ -51,11 +55,13 @@ pub fn run(args: LabArgs) -> Result<()> {
             scale,
             out,
             quiet,
+            compare,
         } => {
             let exp = lab::load_experiment(&experiment)?;
             let out = out.join(&exp.name);
             let started = std::time::Instant::now();
-            let report = lab::run_experiment(exp, scale.as_deref(), &out, quiet)?;
+            let report =
+                lab::run_experiment(exp, scale.as_deref(), &out, quiet, compare.as_deref())?;
             eprintln!("done in {:.0} s", started.elapsed().as_secs_f64());
             println!("report: {}", report.display());
             Ok(())

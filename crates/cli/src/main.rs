@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod bench_cmd;
+mod cluster_cmd;
 mod engine_bench;
 mod lab_cmd;
 mod placement_cmd;
@@ -28,8 +29,12 @@ enum Command {
     Placement(placement_cmd::PlacementArgs),
     /// The lab: run experiments on the engine and the simulated SSD, write reports.
     Lab(lab_cmd::LabArgs),
-    /// Run the MongoDB-compatible server.
+    /// Run the MongoDB-compatible server (a shard with --shardsvr).
     Serve(serve_cmd::ServeArgs),
+    /// Run a router (mongos) of a sharded cluster whose metadata lives in etcd.
+    Router(cluster_cmd::RouterArgs),
+    /// Start or stop a local sharded cluster: etcd, shards and a router.
+    Cluster(cluster_cmd::ClusterArgs),
     /// Benchmark the storage engine alone (YCSB-style load + read/update mix).
     EngineBench(engine_bench::EngineBenchArgs),
     /// Run YCSB or LinkBench against flashdoc (in-process) or any MongoDB-compatible server.
@@ -44,6 +49,8 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => bench_cmd::run(args),
         Command::Placement(args) => placement_cmd::run(args),
         Command::Serve(args) => serve_cmd::run(args),
+        Command::Router(args) => cluster_cmd::run_router(args),
+        Command::Cluster(args) => cluster_cmd::run_cluster(args),
         Command::Lab(args) => lab_cmd::run(args),
     }
 }

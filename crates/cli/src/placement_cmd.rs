@@ -43,7 +43,8 @@ struct SynthArgs {
 struct ReplayArgs {
     /// The event trace (flashdoc's binary event format).
     trace: PathBuf,
-    /// none | file | boundary | dsm | dsm-skip-primary | lifetime | oracle | all
+    /// none | file | boundary | dsm | dsm-skip-primary | lifetime | filelog | oracle |
+    /// oracle-death | all
     #[arg(long, default_value = "all")]
     policy: String,
     /// Stream budget of the device, stream 0 included (2..=16).
@@ -105,9 +106,10 @@ struct ReplayArgs {
     size_to_trace: bool,
     #[arg(long, alias = "fill", default_value_t = 0.8)]
     device_fill: f64,
-    /// Age the device first (fill, then random overwrites until WA is steady).
-    #[arg(long)]
-    precondition: bool,
+    /// Age the device first: `fill` (every LBA written once; the bare flag) or `steady` (the
+    /// fill, then random overwrites until WA is steady).
+    #[arg(long, num_args = 0..=1, default_missing_value = "fill")]
+    precondition: Option<String>,
     /// The filesystem forwards freed space (punched holes, removed/truncated files) as TRIM:
     /// on | off. On by default here (unlike `ssd replay`), since TRIM batching is the point.
     #[arg(long, default_value = "on", num_args = 0..=1, default_missing_value = "on")]
@@ -264,25 +266,31 @@ fn replay(a: ReplayArgs) -> Result<()> {
         (a.capacity_gib * (1u64 << 30) as f64 / ssd::PAGE_BYTES as f64).round() as u64
     };
     let dev_cfg = device_config(&a, logical_pages)?;
+    let precondition = match &a.precondition {
+        None => None,
+        Some(mode) => Some(ssd::PreconditionConfig {
+            mode: ssd::PreconditionMode::parse(mode)?,
+            seed: a.seed,
+            ..Default::default()
+        }),
+    };
 
     let mut rows = Vec::new();
     for name in names {
         let start = Instant::now();
-        if name == "oracle" {
-            eprintln!("oracle: computing every write's death time (one pass)…");
+        if name.starts_with("oracle") {
+            eprintln!("{name}: computing every write's death on the device (one pass)…");
         }
         let job = TraceReplay {
             trace: &a.trace,
             policy: name,
             placement: &pc,
             device: dev_cfg.clone(),
-            precondition: a.precondition.then(|| ssd::PreconditionConfig {
-                seed: a.seed,
-                ..Default::default()
-            }),
+            precondition: precondition.clone(),
             alloc,
             fs_discard,
             replay: rc,
+            loops: placement::sim::RunLoops::once(),
         };
         let mut shown = false;
         let out = replay_trace_file(&job, |events, dev| {

@@ -27,10 +27,14 @@ pub struct ServeArgs {
     /// `ttlMonitorSleepSecs=1`; may be repeated.
     #[arg(long = "set-parameter", alias = "setParameter")]
     set_parameter: Vec<String>,
+    /// Runs as a shard of a sharded cluster (sharding.clusterRole: shardsvr; default port
+    /// 27018). A router's addShard tells it where the cluster's metadata lives.
+    #[arg(long)]
+    shardsvr: bool,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let cfg = config(&args)?;
+    let (cfg, sharding) = config(&args)?;
     let docdb_cfg = cfg
         .storage
         .docdb_config()
@@ -41,20 +45,49 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             cfg.storage.db_path.display()
         )
     })?;
-    server::serve(db, &cfg).context("serving")?;
+    if !sharding.shardsvr {
+        server::serve(db, &cfg).context("serving")?;
+        return Ok(());
+    }
+    let addr = *cfg
+        .bind_addrs()?
+        .first()
+        .context("net.bindIp: no address")?;
+    let node = crate::cluster_cmd::open_shard(db.clone(), addr, sharding.config_db.as_deref())?;
+    let mut shown = bson::doc! {"clusterRole": "shardsvr"};
+    if let Some(c) = &sharding.config_db {
+        shown.insert("configDB", c.clone());
+    }
+    server::serve_with_hook(db, &cfg, Some(node), bson::doc! {"sharding": shown})
+        .context("serving")?;
     Ok(())
 }
 
-fn config(args: &ServeArgs) -> anyhow::Result<server::config::ServerConfig> {
-    let mut cfg = match &args.config {
+fn config(
+    args: &ServeArgs,
+) -> anyhow::Result<(
+    server::config::ServerConfig,
+    cluster::config::ShardingConfig,
+)> {
+    let (mut cfg, mut sharding) = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading the configuration file {}", path.display()))?;
-            server::config::ServerConfig::from_yaml(&text)
-                .with_context(|| format!("in {}", path.display()))?
+            let (rest, sharding) = cluster::config::split_sharding(&text)
+                .map_err(|e| anyhow::anyhow!("in {}: {e}", path.display()))?;
+            let cfg = server::config::ServerConfig::from_yaml(&rest)
+                .with_context(|| format!("in {}", path.display()))?;
+            (cfg, sharding)
         }
-        None => server::config::ServerConfig::default(),
+        None => (
+            server::config::ServerConfig::default(),
+            cluster::config::ShardingConfig::default(),
+        ),
     };
+    sharding.shardsvr |= args.shardsvr;
+    if sharding.shardsvr && args.config.is_none() && args.port.is_none() {
+        cfg.net.port = 27018;
+    }
     if let Some(p) = &args.dbpath {
         cfg.storage.db_path = p.clone();
     }
@@ -81,5 +114,9 @@ fn config(args: &ServeArgs) -> anyhow::Result<server::config::ServerConfig> {
             .map_err(|e| anyhow::anyhow!("--set-parameter {p}: {e}"))?;
     }
     cfg.validate()?;
-    Ok(cfg)
+    if sharding.shardsvr && cfg.security.authorization == server::config::Authorization::Enabled {
+        // A router reaches its shards as an unauthenticated client.
+        anyhow::bail!("security.authorization with sharding.clusterRole: shardsvr needs internal authentication between cluster members (security.keyFile), which flashdoc does not have");
+    }
+    Ok((cfg, sharding))
 }

@@ -21,7 +21,7 @@ pub struct SsdArgs {
 #[derive(clap::Subcommand)]
 enum SsdCommand {
     /// Replay a trace (binary, CSV, blkparse text, or a flashdoc event trace) on a simulated SSD.
-    Replay(ReplayArgs),
+    Replay(Box<ReplayArgs>),
     /// Compare simulated write amplification with the analytical models, side by side.
     Validate(ValidateArgs),
     /// Measure simulated host page writes per second at steady state.
@@ -69,9 +69,10 @@ struct ReplayArgs {
     /// at their peak.
     #[arg(long, default_value_t = 0.8)]
     fill: f64,
-    /// Age the device first: fill, then random overwrites until WA is steady.
-    #[arg(long)]
-    precondition: bool,
+    /// Age the device first: `fill` (every LBA written once; the bare flag) or `steady` (the
+    /// fill, then random overwrites until WA is steady).
+    #[arg(long, num_args = 0..=1, default_missing_value = "fill")]
+    precondition: Option<String>,
     /// Reset all counters after this many trace records (a warm-up part of the trace).
     #[arg(long, default_value_t = 0)]
     warmup_records: u64,
@@ -135,7 +136,7 @@ struct BenchArgs {
 
 pub fn run(args: SsdArgs) -> Result<()> {
     match args.command {
-        SsdCommand::Replay(a) => replay(a),
+        SsdCommand::Replay(a) => replay(*a),
         SsdCommand::Validate(a) => validate(a),
         SsdCommand::Bench(a) => bench(a),
     }
@@ -271,9 +272,10 @@ fn replay(a: ReplayArgs) -> Result<()> {
     cfg.validate()?;
     let mut dev = Ssd::new(cfg)?;
 
-    if a.precondition {
+    if let Some(mode) = &a.precondition {
         eprintln!("preconditioning {} logical pages…", dev.logical_pages());
         let r = dev.precondition(&ssd::PreconditionConfig {
+            mode: ssd::PreconditionMode::parse(mode)?,
             seed: a.seed,
             ..Default::default()
         })?;

@@ -18,6 +18,7 @@
 use crate::catalog::{CollEntry, IndexEntry};
 use crate::error::{DocError, DocResult};
 use crate::index::{self, DocKeys, IndexDef, RecordId};
+use crate::scope::Hooks;
 use bson::{Bson, Document, Uuid};
 use engine::{Direction, KvEngine, TableId, WriteBatch, WriteOptions};
 use parking_lot::{Mutex, MutexGuard, RwLock};
@@ -96,6 +97,7 @@ pub struct Coll {
     doc_locks: Vec<Mutex<()>>,
     key_locks: Vec<Mutex<()>>,
     catalog_lock: Mutex<()>,
+    hooks: Arc<Hooks>,
     /// (document count, data size in bytes), computed on first use, then maintained.
     counts: Mutex<Option<(i64, i64)>>,
     pub capped: Option<Capped>,
@@ -130,6 +132,7 @@ impl Coll {
         entry: &CollEntry,
         table: TableId,
         indexes: Vec<Arc<Index>>,
+        hooks: Arc<Hooks>,
     ) -> DocResult<Coll> {
         // RecordIds continue after the largest one stored.
         let last = engine
@@ -164,6 +167,7 @@ impl Coll {
             doc_locks: (0..DOC_STRIPES).map(|_| Mutex::new(())).collect(),
             key_locks: (0..KEY_STRIPES).map(|_| Mutex::new(())).collect(),
             catalog_lock: Mutex::new(()),
+            hooks,
             counts: Mutex::new(None),
             capped: Capped::from_options(&entry.options),
             capped_lock: Mutex::new(()),
@@ -396,7 +400,15 @@ impl Coll {
             }
         }
         self.note_multikey(st, &multikey)?;
-        self.engine.write(&batch, WriteOptions { sync })?;
+        let token = match self.hooks.write_hook() {
+            Some(h) => h.before(&self.ns, old, new, &mut batch)?,
+            None => None,
+        };
+        let written = self.engine.write(&batch, WriteOptions { sync });
+        if let Some(t) = token {
+            t.finish(written.is_ok());
+        }
+        written?;
         let old_size = old
             .map(|d| encode_doc(d).map(|b| b.len() as i64))
             .transpose()?;

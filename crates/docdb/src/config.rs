@@ -195,4 +195,68 @@ mod tests {
             .unwrap()
             .contains("commitIntervalMs"));
     }
+
+    #[test]
+    fn block_allocation_and_placement_reach_the_engine_tables() {
+        let dir = tempfile::tempdir().unwrap();
+        let s: StorageSettings = serde_yaml::from_str(&format!(
+            "dbPath: {}
+wiredTiger:
+  collectionConfig: {{blockAllocation: sweep, sweepReservePct: 30}}
+  indexConfig: {{blockAllocation: append}}
+flash: {{placement: filelog}}
+",
+            dir.path().display()
+        ))
+        .unwrap();
+        let cfg = s.docdb_config().unwrap();
+        assert_eq!(cfg.engine.flash.placement.as_str(), "filelog");
+        let db = crate::DocDb::open(cfg).unwrap();
+        let out = db.insert(
+            "d",
+            "c",
+            vec![bson::doc! {"_id": 1}],
+            crate::WriteOpts::default(),
+        );
+        assert_eq!(out.n, 1);
+        let tables = db.engine().tables();
+        let coll = tables
+            .iter()
+            .find(|(name, _, t)| {
+                name != crate::catalog::CATALOG_TABLE && t.kind == engine::TableKind::Collection
+            })
+            .map(|(_, _, t)| t.block_allocation())
+            .unwrap();
+        assert_eq!(coll.policy, engine::AllocPolicy::Sweep);
+        assert_eq!(coll.sweep_reserve_pct, 30);
+        let id_index = tables.iter().find(|(_, _, t)| t.id_index).unwrap();
+        assert_eq!(id_index.2.allocation, engine::AllocPolicy::Append);
+    }
+
+    #[test]
+    fn bad_allocation_and_placement_values_are_refused() {
+        let refused = |yaml: &str| match serde_yaml::from_str::<StorageSettings>(yaml) {
+            Err(e) => e.to_string(),
+            Ok(s) => s.docdb_config().err().expect(yaml),
+        };
+        let e = refused("wiredTiger: {collectionConfig: {blockAllocation: spiral}}\n");
+        assert!(e.contains("spiral"), "{e}");
+        let e = refused(
+            "wiredTiger: {collectionConfig: {blockAllocation: sweep, sweepReservePct: 95}}\n",
+        );
+        assert!(e.contains("sweepReservePct: must be 0–90"), "{e}");
+        let e = refused(
+            "wiredTiger: {collectionConfig: {blockAllocation: sweep, sweepReservePct: 300}}\n",
+        );
+        assert!(e.contains("sweepReservePct") || e.contains("300"), "{e}");
+        let e = refused("wiredTiger: {indexConfig: {sweepReservePct: 20}}\n");
+        assert!(
+            e.contains("indexConfig.sweepReservePct: applies only with blockAllocation: sweep"),
+            "{e}"
+        );
+        let e = refused("flash: {placement: oracle-death}\n");
+        assert!(e.contains("offline only"), "{e}");
+        let e = refused("flash: {placement: filelogg}\n");
+        assert!(e.contains("unknown placement policy"), "{e}");
+    }
 }

@@ -15,6 +15,7 @@ use crate::index;
 use crate::interop::{DocIter, Filter, Proj, Sort};
 use crate::interrupt::Interrupt;
 use crate::planner::{Access, Plan};
+use crate::scope::OwnershipFilter;
 use bson::Document;
 use engine::{Direction, KvEngine, TableId};
 use std::collections::HashSet;
@@ -81,6 +82,8 @@ pub struct Exec {
     pub table: TableId,
     pub plan: Plan,
     pub filter: Option<Arc<Filter>>,
+    /// The ownership filter of the call that planned this (see `scope`).
+    pub ownership: Option<OwnershipFilter>,
     pub sort: Option<Arc<Sort>>,
     pub projection: Option<Arc<Proj>>,
     pub skip: u64,
@@ -154,6 +157,16 @@ impl Exec {
             }
         };
         let raw: RidIter = Box::new(self.interrupt.wrap(raw));
+        let raw: RidIter = match &self.ownership {
+            Some(o) => {
+                let o = o.clone();
+                Box::new(raw.filter(move |d| match d {
+                    Ok((_, doc)) => o.keeps(doc),
+                    Err(_) => true,
+                }))
+            }
+            None => raw,
+        };
         Ok(match &self.filter {
             Some(f) => {
                 let f = f.clone();

@@ -12,6 +12,7 @@ use crate::index::{self, IndexDef, RecordId};
 use crate::interop::{self, Filter, LookupFn, Modifier, Proj, Sort};
 use crate::interrupt::Interrupt;
 use crate::planner::{self, Access, Plan};
+use crate::scope::{self, Hooks, WriteHook};
 use bson::{doc, Bson, Document, Uuid};
 use engine::{Direction, KvEngine, TableConfig, TableId, WriteBatch, WriteOptions};
 use parking_lot::{Mutex, RwLock};
@@ -176,6 +177,7 @@ pub struct DocDb {
     colls: RwLock<BTreeMap<String, Arc<Coll>>>,
     /// Serializes catalog changes (create, drop, rename, index builds and drops).
     ddl: Mutex<()>,
+    hooks: Arc<Hooks>,
     me: Weak<DocDb>,
 }
 
@@ -210,6 +212,7 @@ impl DocDb {
             entries.push(CollEntry::from_doc(&decode_doc(&v)?)?);
         }
         let mut colls = BTreeMap::new();
+        let hooks = Arc::new(Hooks::default());
         let mut referenced = HashSet::new();
         referenced.insert(CATALOG_TABLE.to_string());
         for e in entries {
@@ -232,7 +235,16 @@ impl DocDb {
                     multikey: i.multikey.into(),
                 }));
             }
-            let c = Coll::new(db, name, engine.clone(), catalog_table, &e, table, idx)?;
+            let c = Coll::new(
+                db,
+                name,
+                engine.clone(),
+                catalog_table,
+                &e,
+                table,
+                idx,
+                hooks.clone(),
+            )?;
             c.prepare()?;
             colls.insert(e.ns.clone(), Arc::new(c));
         }
@@ -250,6 +262,7 @@ impl DocDb {
             catalog_table,
             colls: RwLock::new(colls),
             ddl: Mutex::new(()),
+            hooks,
             me: me.clone(),
         }))
     }
@@ -260,6 +273,11 @@ impl DocDb {
 
     pub fn config(&self) -> &DocDbConfig {
         &self.cfg
+    }
+
+    /// Installs (or removes) the hook every document write passes through (see `scope`).
+    pub fn set_write_hook(&self, hook: Option<Arc<dyn WriteHook>>) {
+        self.hooks.set_write_hook(hook);
     }
 
     /// Checkpoints and closes the engine; further calls fail.
@@ -310,6 +328,7 @@ impl DocDb {
             &entry,
             table,
             idx,
+            self.hooks.clone(),
         )?);
         c.prepare()?;
         c.persist_entry(&c.state.read())?;
@@ -493,6 +512,7 @@ impl DocDb {
             &entry,
             src.table,
             st.indexes.clone(),
+            self.hooks.clone(),
         )?);
         moved.prepare()?;
         st.dropped = true;
@@ -541,6 +561,13 @@ impl DocDb {
             // An index without a collation of its own takes the collection's default.
             if !spec.contains_key("collation") {
                 if let Some(dc) = &c.default_collation {
+                    if def.hashed {
+                        return Err(DocError::with_code(
+                            67,
+                            "CannotCreateIndex",
+                            "a hashed index on a collection with a default collation is not supported by flashdoc",
+                        ));
+                    }
                     def.collation = Some(dc.clone());
                     def.spec.insert("collation", dc.spec().clone());
                 }
@@ -835,6 +862,7 @@ impl DocDb {
             } else {
                 Some(Arc::new(filter))
             },
+            ownership: scope::current_ownership(),
             sort,
             projection,
             skip: q.skip,
@@ -1223,9 +1251,65 @@ impl DocDb {
         exec.run()
     }
 
+    /// The documents whose keys in the index with key pattern `key` fall in `[lo, hi)`-style
+    /// byte bounds over its KeyString keys, in index order (a shard clones, deletes and
+    /// splits chunk ranges this way; for a hashed index the keys are the hashes).
+    pub fn scan_index(
+        &self,
+        db: &str,
+        coll: &str,
+        key: &Document,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+    ) -> DocResult<DocCursor> {
+        catalog::validate_coll_name(db, coll)?;
+        let Some(c) = self.get_coll(db, coll) else {
+            return Ok(DocCursor::empty());
+        };
+        let st = c.state.read();
+        let index = st
+            .indexes
+            .iter()
+            .find(|i| &i.def.key == key)
+            .cloned()
+            .ok_or_else(|| {
+                DocError::index_not_found(format!("no index with key pattern {key} on {db}.{coll}"))
+            })?;
+        let collation = index.def.collation.clone();
+        let exec = Exec {
+            engine: self.engine.clone(),
+            table: c.table,
+            plan: Plan {
+                access: Access::IxScan {
+                    index,
+                    ranges: vec![(lo, hi)],
+                    bounds: doc! {"range": "chunk bounds"},
+                },
+                reverse: false,
+                sort_provided: true,
+            },
+            filter: None,
+            ownership: scope::current_ownership(),
+            sort: None,
+            projection: None,
+            skip: 0,
+            limit: None,
+            stats: Arc::new(ExecStats::default()),
+            interrupt: Interrupt::none(),
+            // The keys were encoded under the index's collation.
+            collation,
+        };
+        drop(st);
+        exec.run()
+    }
+
     /// The number of documents a query (filter, skip, limit, collation) returns.
     pub fn count(&self, db: &str, coll: &str, q: &FindQuery) -> DocResult<u64> {
-        if q.filter.is_empty() && q.skip == 0 && q.limit.is_none_or_zero() {
+        if q.filter.is_empty()
+            && q.skip == 0
+            && q.limit.is_none_or_zero()
+            && scope::current_ownership().is_none()
+        {
             catalog::validate_coll_name(db, coll)?;
             return match self.get_coll(db, coll) {
                 Some(c) => Ok(c.counts()?.0 as u64),

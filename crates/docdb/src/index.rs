@@ -10,6 +10,7 @@
 
 use crate::collation::{self, Collation};
 use crate::error::{DocError, DocResult};
+use crate::hash;
 use crate::keystring;
 use bson::{doc, Bson, Document};
 use std::sync::Arc;
@@ -42,6 +43,9 @@ pub struct IndexDef {
     pub expire_after: Option<i64>,
     /// String keys are sort keys under this collation (None: the strings' bytes).
     pub collation: Option<Arc<Collation>>,
+    /// A hashed index (`{field: "hashed"}`): one field, whose key is the value's 64-bit hash
+    /// ([`crate::hash`]) stored as an Int64; it answers equality, never ranges or sorts.
+    pub hashed: bool,
     /// The full spec as listIndexes shows it (`v`, `key`, `name`, options).
     pub spec: Document,
 }
@@ -56,6 +60,7 @@ impl IndexDef {
             sparse: false,
             expire_after: None,
             collation: None,
+            hashed: false,
             spec: doc! {"v": 2, "key": key.clone(), "name": "_id_"},
             key,
         }
@@ -89,6 +94,7 @@ impl IndexDef {
             ));
         }
         let mut fields = Vec::new();
+        let mut hashed = false;
         for (path, dir) in &key {
             crate::limits::check_path(path)?;
             if path.is_empty() || path.split('.').any(|p| p.is_empty()) {
@@ -106,9 +112,18 @@ impl IndexDef {
                 Bson::Int64(i) => *i as f64,
                 Bson::Double(d) => *d,
                 Bson::Decimal128(d) => d.to_string().parse().unwrap_or(0.0),
+                Bson::String(s) if s == "hashed" => {
+                    if key.len() > 1 {
+                        return Err(cannot_create(format!(
+                            "A hashed index must have exactly one field (compound hashed indexes are not supported by flashdoc): {key}"
+                        )));
+                    }
+                    hashed = true;
+                    1.0
+                }
                 Bson::String(s) => {
                     return Err(cannot_create(match s.as_str() {
-                        "text" | "2d" | "2dsphere" | "hashed" | "geoHaystack" | "wildcard" => {
+                        "text" | "2d" | "2dsphere" | "geoHaystack" | "wildcard" => {
                             format!("Index type '{s}' is not supported by flashdoc (field '{path}')")
                         }
                         _ => format!("Unknown index plugin '{s}'"),
@@ -216,7 +231,20 @@ impl IndexDef {
                 }
             }
         }
-        let is_id_key = fields.len() == 1 && fields[0].0 == "_id";
+        if hashed && unique {
+            return Err(DocError::with_code(
+                16764,
+                "Location16764",
+                "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.",
+            ));
+        }
+        if hashed && collation.is_some() {
+            // The hash is of the value's bytes; equality under a collation would miss keys.
+            return Err(cannot_create(
+                "a hashed index with a collation is not supported by flashdoc",
+            ));
+        }
+        let is_id_key = fields.len() == 1 && fields[0].0 == "_id" && !hashed;
         if name == "_id_" && !is_id_key {
             return Err(DocError::bad_value(
                 "The index name '_id_' is reserved for the _id index, which must have key pattern {_id: 1}",
@@ -240,6 +268,7 @@ impl IndexDef {
             sparse,
             expire_after,
             collation,
+            hashed,
             spec: out,
         })
     }
@@ -320,6 +349,16 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
         any_present |= present;
         per_field.push(vals);
     }
+    if def.hashed && !array_fields.is_empty() {
+        return Err(DocError::with_code(
+            16766,
+            "Location16766",
+            format!(
+                "Error: hashed indexes do not currently support array values. Found array for field {}",
+                array_fields[0]
+            ),
+        ));
+    }
     if array_fields.len() > 1 {
         return Err(DocError::with_code(
             171,
@@ -352,8 +391,12 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
     let mut keys: Vec<IndexKey> = combos
         .into_iter()
         .map(|values| {
-            let refs: Vec<&Bson> = values.iter().collect();
-            let encoded = keystring::encode_key(&refs, &desc);
+            let encoded = if def.hashed {
+                keystring::encode_one(&Bson::Int64(hash::hash_value(&values[0])), false)
+            } else {
+                let refs: Vec<&Bson> = values.iter().collect();
+                keystring::encode_key(&refs, &desc)
+            };
             IndexKey { values, encoded }
         })
         .collect();
@@ -469,6 +512,30 @@ mod tests {
         let k = doc_keys(&def, &doc! {"a": [{"b": 1}, {"b": 3}]}).unwrap();
         assert!(k.multikey);
         assert!(k.keys.iter().any(|x| x.values == vec![Bson::Int32(3)]));
+    }
+
+    #[test]
+    fn hashed_keys() {
+        let def = IndexDef::parse(&doc! {"key": {"a": "hashed"}}).unwrap();
+        assert!(def.hashed);
+        assert_eq!(def.name, "a_hashed");
+        let k = doc_keys(&def, &doc! {"a": 42.5}).unwrap();
+        assert_eq!(
+            k.keys[0].encoded,
+            keystring::encode_one(&Bson::Int64(-944302157085130861), false)
+        );
+        assert_eq!(k.keys[0].values, vec![Bson::Double(42.5)]);
+        assert_eq!(doc_keys(&def, &doc! {"a": [1]}).err().unwrap().code, 16766);
+        let code = |d: Document| IndexDef::parse(&d).err().map(|e| e.code);
+        assert_eq!(
+            code(doc! {"key": {"a": "hashed"}, "unique": true}),
+            Some(16764)
+        );
+        assert_eq!(code(doc! {"key": {"a": "hashed", "b": 1}}), Some(67));
+        assert_eq!(
+            code(doc! {"key": {"a": "hashed"}, "collation": {"locale": "fr"}}),
+            Some(67)
+        );
     }
 
     #[test]

@@ -155,6 +155,8 @@ struct Pred {
     /// Can match null or a missing field (not usable on a sparse index).
     matches_null: bool,
     equality: bool,
+    /// The values of an equality (`$eq`, `$in`): a hashed index looks up their hashes.
+    values: Vec<Bson>,
 }
 
 fn scalar_ok(v: &Bson) -> bool {
@@ -198,6 +200,7 @@ fn range_pred(op: &str, v: &Bson) -> Option<Pred> {
         }],
         matches_null: matches!(v, Bson::Null) && op.ends_with('e'),
         equality: false,
+        values: Vec::new(),
     })
 }
 
@@ -209,6 +212,7 @@ fn eq_pred(v: &Bson) -> Option<Pred> {
         intervals: vec![Interval::point(v)],
         matches_null: matches!(v, Bson::Null),
         equality: true,
+        values: vec![v.clone()],
     })
 }
 
@@ -225,6 +229,7 @@ fn in_pred(v: &Bson) -> Option<Pred> {
     pts.dedup_by(|a, b| a.0 == b.0);
     Some(Pred {
         matches_null: arr.iter().any(|e| matches!(e, Bson::Null)),
+        values: pts.iter().map(|(_, e)| (*e).clone()).collect(),
         intervals: pts.into_iter().map(|(_, e)| Interval::point(e)).collect(),
         equality: true,
     })
@@ -327,6 +332,9 @@ fn plan_index(
     preds: &HashMap<String, Vec<Pred>>,
     sort: Option<&[(String, bool)]>,
 ) -> Option<Candidate> {
+    if index.def.hashed {
+        return plan_hashed(index, preds);
+    }
     let multikey = index.is_multikey();
     let sparse = index.def.sparse;
     // Intervals per index field (ascending value space), until the first non-point field.
@@ -414,6 +422,36 @@ fn plan_index(
             sort_provided: sort_dir.is_some(),
         },
         score,
+    })
+}
+
+/// A hashed index answers equality only: one point per hash of an equality's values. It never
+/// provides a sort (keys are in hash order).
+fn plan_hashed(index: &Arc<Index>, preds: &HashMap<String, Vec<Pred>>) -> Option<Candidate> {
+    let path = &index.def.fields[0].0;
+    let pred = preds
+        .get(path)?
+        .iter()
+        .find(|p| p.equality && !(index.def.sparse && p.matches_null))?;
+    let mut points: Vec<Interval> = pred
+        .values
+        .iter()
+        .map(|v| Interval::point(&Bson::Int64(crate::hash::hash_value(v))))
+        .collect();
+    points.sort_by(|a, b| lo_key(&a.lo).cmp(&lo_key(&b.lo)));
+    points.dedup_by(|a, b| a.lo == b.lo);
+    let (ranges, bounds) = build_ranges(index, &[points]);
+    Some(Candidate {
+        plan: Plan {
+            access: Access::IxScan {
+                index: index.clone(),
+                ranges,
+                bounds,
+            },
+            reverse: false,
+            sort_provided: false,
+        },
+        score: 8,
     })
 }
 

@@ -12,11 +12,11 @@
 //! `discard` to `pending`, and after the commit `resolve` merges `pending` into `avail`. This
 //! delay is what makes a B-tree file ping-pong between two regions (seed 000 Fig. 3).
 
-use crate::config::{AllocPolicy, Compressor, ALLOC_UNIT};
+use crate::config::{AllocPolicy, Allocation, Compressor, ALLOC_UNIT};
 use crate::error::{Error, IoContext, Result};
 use crate::events::Events;
 use parking_lot::Mutex;
-use placement::{Event, FileId, FileKind, PageKind, WriteEvent};
+use placement::{Event, FileId, FileKind, PageKind, WriteCause, WriteEvent};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
@@ -159,6 +159,27 @@ impl ExtentSet {
         self.take_at(off, len);
         Some(off)
     }
+    /// Takes `len` bytes at the first place at or after `from` where they fit (inside an
+    /// extent that starts before `from`, from `from` on). Looks at `max_extents` extents at
+    /// most.
+    fn take_next(&mut self, from: u64, len: u64, max_extents: usize) -> Option<u64> {
+        let straddling = self
+            .by_off
+            .range(..from)
+            .next_back()
+            .filter(|(&o, &l)| o + l >= from + len)
+            .map(|_| from);
+        let off = straddling.or_else(|| {
+            self.by_off
+                .range(from..)
+                .take(max_extents)
+                .find(|(_, &l)| l >= len)
+                .map(|(&o, _)| o)
+        })?;
+        let carved = self.remove_range(off, len);
+        debug_assert!(carved);
+        Some(off)
+    }
     fn take_at(&mut self, off: u64, len: u64) {
         let sz = self.raw_remove(off);
         if sz > len {
@@ -180,7 +201,19 @@ struct ExtentState {
     pending: ExtentSet,
     /// The extent-list blocks of the newest written checkpoint: freed by the next one.
     lists: Vec<Addr>,
+    /// The sweep allocator's position (`AllocPolicy::Sweep`).
+    cursor: u64,
 }
+
+impl ExtentState {
+    /// Free bytes, reusable now or after the next checkpoint.
+    fn free_bytes(&self) -> u64 {
+        self.avail.bytes() + self.discard.bytes() + self.pending.bytes()
+    }
+}
+
+/// How many free extents a sweep allocation looks at before it gives up and appends.
+const SWEEP_SCAN: usize = 4096;
 
 /// Counters for statistics.
 #[derive(Default)]
@@ -204,7 +237,7 @@ pub struct BlockFile {
     path: PathBuf,
     file: Arc<File>,
     tag: FileTag,
-    policy: AllocPolicy,
+    alloc: Allocation,
     state: Mutex<ExtentState>,
     events: Arc<Events>,
     pub stats: BlockStats,
@@ -310,7 +343,7 @@ impl BlockFile {
     pub fn create(
         path: &Path,
         tag: FileTag,
-        policy: AllocPolicy,
+        alloc: Allocation,
         events: Arc<Events>,
     ) -> Result<BlockFile> {
         let file = OpenOptions::new()
@@ -320,14 +353,14 @@ impl BlockFile {
             .truncate(true)
             .open(path)
             .ctx(|| format!("creating {}", path.display()))?;
-        let bf = BlockFile::from_parts(path, file, tag, policy, ALLOC_UNIT, Vec::new(), events);
+        let bf = BlockFile::from_parts(path, file, tag, alloc, ALLOC_UNIT, Vec::new(), events);
         let mut desc = vec![0u8; ALLOC_UNIT as usize];
         desc[..8].copy_from_slice(DESC_MAGIC);
         desc[8..12].copy_from_slice(&1u32.to_le_bytes()); // format version
         desc[12..16].copy_from_slice(&(ALLOC_UNIT as u32).to_le_bytes());
         let sum = crc32c::crc32c(&desc[..16]);
         desc[16..20].copy_from_slice(&sum.to_le_bytes());
-        bf.pwrite(&desc, 0, PageKind::Descriptor, 0)?;
+        bf.pwrite(&desc, 0, PageKind::Descriptor, 0, WriteCause::Other)?;
         Ok(bf)
     }
 
@@ -337,7 +370,7 @@ impl BlockFile {
     pub fn open_checkpoint(
         path: &Path,
         tag: FileTag,
-        policy: AllocPolicy,
+        alloc: Allocation,
         ckpt: &FileCheckpoint,
         events: Arc<Events>,
     ) -> Result<BlockFile> {
@@ -370,7 +403,7 @@ impl BlockFile {
             .into_iter()
             .flatten()
             .collect();
-        let bf = BlockFile::from_parts(path, file, tag, policy, ckpt.file_size, lists, events);
+        let bf = BlockFile::from_parts(path, file, tag, alloc, ckpt.file_size, lists, events);
         let (_, payload) = bf.read(ckpt.avail)?;
         let (file_size, extents) =
             crate::page::decode_extents(&payload).map_err(|what| Error::Corrupt {
@@ -403,7 +436,7 @@ impl BlockFile {
         path: &Path,
         file: File,
         tag: FileTag,
-        policy: AllocPolicy,
+        alloc: Allocation,
         size: u64,
         lists: Vec<Addr>,
         events: Arc<Events>,
@@ -420,7 +453,7 @@ impl BlockFile {
             path: path.to_path_buf(),
             file,
             tag,
-            policy,
+            alloc,
             state: Mutex::new(ExtentState {
                 size,
                 avail: ExtentSet::default(),
@@ -428,6 +461,7 @@ impl BlockFile {
                 discard: ExtentSet::default(),
                 pending: ExtentSet::default(),
                 lists,
+                cursor: 0,
             }),
             events,
             stats: BlockStats::default(),
@@ -445,26 +479,34 @@ impl BlockFile {
     }
     /// Bytes in free extents (reusable now or after the next checkpoint).
     pub fn free_bytes(&self) -> u64 {
-        let st = self.state.lock();
-        st.avail.bytes() + st.discard.bytes() + st.pending.bytes()
+        self.state.lock().free_bytes()
     }
 
-    fn pwrite(&self, buf: &[u8], offset: u64, kind: PageKind, page_id: u64) -> Result<()> {
+    fn pwrite(
+        &self,
+        buf: &[u8],
+        offset: u64,
+        kind: PageKind,
+        page_id: u64,
+        cause: WriteCause,
+    ) -> Result<()> {
         let tag = self.tag;
         // Announced before it is issued: the placement policy picks its stream, and a pending
         // trim of this space is cancelled before the data lands.
-        self.events.before_write(&self.file, |t| WriteEvent {
-            time_ns: t,
-            file: tag.id,
-            file_kind: tag.kind,
-            table: tag.table,
-            page_kind: kind,
-            offset,
-            len: buf.len() as u32,
-            id_index: tag.id_index,
-            stream: 0,
-            page_id,
-        });
+        self.events
+            .before_write(&self.file, buf.len() as u64, |t| WriteEvent {
+                time_ns: t,
+                file: tag.id,
+                file_kind: tag.kind,
+                table: tag.table,
+                page_kind: kind,
+                offset,
+                len: buf.len() as u32,
+                id_index: tag.id_index,
+                stream: 0,
+                page_id,
+                cause,
+            });
         if let Err(e) = self.file.write_all_at(buf, offset) {
             // The announced write did not happen: its space holds nothing anyone can reach.
             self.events.emit(|t| Event::Free {
@@ -490,11 +532,12 @@ impl BlockFile {
     }
 
     /// Chooses space for `len` bytes. `first_fit` is forced for roots and extent lists.
-    fn allocate(st: &mut ExtentState, policy: AllocPolicy, len: u64, first_fit: bool) -> u64 {
-        let found = match (policy, first_fit) {
+    fn allocate(st: &mut ExtentState, alloc: Allocation, len: u64, first_fit: bool) -> u64 {
+        let found = match (alloc.policy, first_fit) {
             (AllocPolicy::Append, _) => None,
             (_, true) | (AllocPolicy::First, _) => st.avail.take_first(len),
             (AllocPolicy::Best, false) => st.avail.take_best(len),
+            (AllocPolicy::Sweep, false) => Self::sweep(st, len, alloc.sweep_reserve()),
         };
         found.unwrap_or_else(|| {
             let off = st.size;
@@ -503,23 +546,39 @@ impl BlockFile {
         })
     }
 
+    /// The sweep allocator: the next fitting free extent at or after the cursor; at the end of
+    /// the file, wrap to its start only while the file keeps its free reserve, else append.
+    fn sweep(st: &mut ExtentState, len: u64, reserve_share: f64) -> Option<u64> {
+        let found = st.avail.take_next(st.cursor, len, SWEEP_SCAN).or_else(|| {
+            let reserve = (st.size as f64 * reserve_share) as u64;
+            (st.free_bytes() >= reserve)
+                .then(|| st.avail.take_next(0, len, SWEEP_SCAN))
+                .flatten()
+        });
+        // Appending moves the cursor to the end too: the sweep then goes on from there.
+        st.cursor = found.unwrap_or(st.size) + len;
+        found
+    }
+
     /// Writes a page as a new block and returns its address. Never overwrites a live block.
-    /// `page_id` names the logical page (see `placement::WriteEvent::page_id`).
+    /// `page_id` names the logical page (see `placement::WriteEvent::page_id`); `cause` says
+    /// why it is written.
     pub fn write(
         &self,
         image: &BlockImage,
         kind: PageKind,
         first_fit: bool,
         page_id: u64,
+        cause: WriteCause,
     ) -> Result<Addr> {
         let len = image.buf.len() as u64;
         let offset = {
             let mut st = self.state.lock();
-            let off = Self::allocate(&mut st, self.policy, len, first_fit);
+            let off = Self::allocate(&mut st, self.alloc, len, first_fit);
             st.alloc.insert(off, len);
             off
         };
-        if let Err(e) = self.pwrite(&image.buf, offset, kind, page_id) {
+        if let Err(e) = self.pwrite(&image.buf, offset, kind, page_id, cause) {
             // Give the space back: it was never referenced.
             let mut st = self.state.lock();
             st.alloc.remove_range(offset, len);
@@ -615,7 +674,15 @@ impl BlockFile {
         // qualifies: it holds nothing the durable checkpoint references.
         let old_size = st.size;
         if let Some((off, len)) = st.avail.last() {
-            if off + len == st.size {
+            // The sweep allocator keeps its reserve: it gives back only free space beyond it.
+            let keep = match self.alloc.policy {
+                AllocPolicy::Sweep => {
+                    let reserve = (st.size as f64 * self.alloc.sweep_reserve()) as u64;
+                    st.free_bytes().saturating_sub(len) < reserve
+                }
+                _ => false,
+            };
+            if off + len == st.size && !keep {
                 st.avail.remove_range(off, len);
                 st.size = off;
             }
@@ -652,7 +719,7 @@ impl BlockFile {
         let avail_len =
             round_up(BLOCK_HEADER + est(st.avail.len() + st.discard.len() + st.pending.len() + 3))
                 as u64;
-        let policy = self.policy;
+        let policy = self.alloc;
         let alloc_off = Self::allocate(&mut st, policy, alloc_len, true);
         let disc_off = (disc_len > 0).then(|| Self::allocate(&mut st, policy, disc_len, true));
         let avail_off = Self::allocate(&mut st, policy, avail_len, true);
@@ -691,7 +758,7 @@ impl BlockFile {
             let pad = |img: &BlockImage, len: u64, off: u64| -> Result<Addr> {
                 let mut buf = img.buf.clone();
                 buf.resize(len as usize, 0);
-                self.pwrite(&buf, off, PageKind::ExtentList, 0)?;
+                self.pwrite(&buf, off, PageKind::ExtentList, 0, WriteCause::Checkpoint)?;
                 Ok(Addr {
                     offset: off,
                     size: len as u32,
@@ -858,13 +925,17 @@ mod tests {
     fn reuse_follows_checkpoint_rules() {
         let dir = tempfile::tempdir().unwrap();
         let ev = Arc::new(Events::new(None));
-        let bf = BlockFile::create(&dir.path().join("f"), tag(), AllocPolicy::Best, ev).unwrap();
+        let bf = BlockFile::create(&dir.path().join("f"), tag(), Allocation::best(), ev).unwrap();
         let img = build_block(PageKind::Leaf, &[7u8; 5000], Compressor::None).unwrap();
-        let a = bf.write(&img, PageKind::Leaf, false, 0).unwrap();
+        let a = bf
+            .write(&img, PageKind::Leaf, false, 0, WriteCause::Other)
+            .unwrap();
         assert_eq!(a.offset, 4096);
         // Freed in the interval it was allocated in: reusable at once.
         bf.free(a);
-        let b = bf.write(&img, PageKind::Leaf, false, 0).unwrap();
+        let b = bf
+            .write(&img, PageKind::Leaf, false, 0, WriteCause::Other)
+            .unwrap();
         assert_eq!(b.offset, 4096);
         let root = bf
             .write(
@@ -872,13 +943,16 @@ mod tests {
                 PageKind::Root,
                 true,
                 0,
+                WriteCause::Checkpoint,
             )
             .unwrap();
         bf.checkpoint(root).unwrap();
         bf.resolve();
         // Now b belongs to the durable checkpoint: freeing it must not make it reusable.
         bf.free(b);
-        let c = bf.write(&img, PageKind::Leaf, false, 0).unwrap();
+        let c = bf
+            .write(&img, PageKind::Leaf, false, 0, WriteCause::Other)
+            .unwrap();
         assert_ne!(c.offset, b.offset);
         let root2 = bf
             .write(
@@ -886,15 +960,20 @@ mod tests {
                 PageKind::Root,
                 true,
                 0,
+                WriteCause::Checkpoint,
             )
             .unwrap();
         bf.free(root);
         bf.checkpoint(root2).unwrap();
         // Written but not yet durable: still not reusable.
-        let d = bf.write(&img, PageKind::Leaf, false, 0).unwrap();
+        let d = bf
+            .write(&img, PageKind::Leaf, false, 0, WriteCause::Other)
+            .unwrap();
         assert_ne!(d.offset, b.offset);
         bf.resolve();
-        let e = bf.write(&img, PageKind::Leaf, false, 0).unwrap();
+        let e = bf
+            .write(&img, PageKind::Leaf, false, 0, WriteCause::Other)
+            .unwrap();
         assert_eq!(
             e.offset, b.offset,
             "after the next durable checkpoint, b's space is reused"
@@ -911,24 +990,52 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         let ev = Arc::new(Events::new(None));
-        let bf = BlockFile::create(&path, tag(), AllocPolicy::Best, ev.clone()).unwrap();
+        let bf = BlockFile::create(&path, tag(), Allocation::best(), ev.clone()).unwrap();
         let img = build_block(PageKind::Leaf, &[7u8; 5000], Compressor::None).unwrap();
         let root_img = |n: u8| build_block(PageKind::Root, &[n], Compressor::None).unwrap();
-        let b = bf.write(&img, PageKind::Leaf, false, 0).unwrap();
-        let keep = bf.write(&img, PageKind::Leaf, false, 0).unwrap();
-        let root1 = bf.write(&root_img(1), PageKind::Root, true, 0).unwrap();
+        let b = bf
+            .write(&img, PageKind::Leaf, false, 0, WriteCause::Other)
+            .unwrap();
+        let keep = bf
+            .write(&img, PageKind::Leaf, false, 0, WriteCause::Other)
+            .unwrap();
+        let root1 = bf
+            .write(
+                &root_img(1),
+                PageKind::Root,
+                true,
+                0,
+                WriteCause::Checkpoint,
+            )
+            .unwrap();
         bf.checkpoint(root1).unwrap();
         bf.resolve();
         bf.free(b);
-        let root2 = bf.write(&root_img(2), PageKind::Root, true, 0).unwrap();
+        let root2 = bf
+            .write(
+                &root_img(2),
+                PageKind::Root,
+                true,
+                0,
+                WriteCause::Checkpoint,
+            )
+            .unwrap();
         bf.free(root1);
         bf.checkpoint(root2).unwrap(); // written, never committed
-        let root3 = bf.write(&root_img(3), PageKind::Root, true, 0).unwrap();
+        let root3 = bf
+            .write(
+                &root_img(3),
+                PageKind::Root,
+                true,
+                0,
+                WriteCause::Checkpoint,
+            )
+            .unwrap();
         bf.free(root2);
         let c3 = bf.checkpoint(root3).unwrap();
         bf.resolve();
         drop(bf);
-        let bf = BlockFile::open_checkpoint(&path, tag(), AllocPolicy::Best, &c3, ev).unwrap();
+        let bf = BlockFile::open_checkpoint(&path, tag(), Allocation::best(), &c3, ev).unwrap();
         let free = bf.free_extents();
         let covered = |a: Addr| {
             free.iter()
@@ -968,13 +1075,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         let ev = Arc::new(Events::new(None));
-        let bf = BlockFile::create(&path, tag(), AllocPolicy::Best, ev).unwrap();
+        let bf = BlockFile::create(&path, tag(), Allocation::best(), ev).unwrap();
         let a = bf
             .write(
                 &build_block(PageKind::Leaf, b"hello", Compressor::None).unwrap(),
                 PageKind::Leaf,
                 false,
                 0,
+                WriteCause::Other,
             )
             .unwrap();
         let f = OpenOptions::new().write(true).open(&path).unwrap();

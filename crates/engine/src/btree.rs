@@ -23,7 +23,7 @@ use crate::config::TableConfig;
 use crate::error::{Error, Result};
 use crate::page::{self, LeafWriter, StoredValue};
 use parking_lot::{Mutex, RwLock};
-use placement::PageKind;
+use placement::{PageKind, WriteCause};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -207,7 +207,7 @@ impl Table {
     ) -> Table {
         // WiredTiger clamps memory_page_max to a tenth of the dirty trigger and to at least
         // one leaf page (bt_handle.c).
-        let clamp = (cache.dirty_trigger / 10).max(cfg.leaf_page_max as u64);
+        let clamp = (cache.dirty_trigger() / 10).max(cfg.leaf_page_max as u64);
         let memory_page_max = cfg.memory_page_max.min(clamp).max(cfg.leaf_page_max as u64) as usize;
         Table {
             id,
@@ -419,7 +419,8 @@ impl Table {
     /// Writes a dirty leaf as new block(s), freeing its old image; splits it if it no longer
     /// fits one page. With `evict`, the page leaves memory afterwards. The caller holds
     /// `structure`.
-    pub fn reconcile(&self, leaf: &Arc<Leaf>, evict: bool) -> Result<()> {
+    pub fn reconcile(&self, leaf: &Arc<Leaf>, cause: WriteCause) -> Result<()> {
+        let evict = cause == WriteCause::Eviction;
         let mut st = leaf.state.lock();
         if leaf.is_retired() {
             return Ok(());
@@ -442,7 +443,7 @@ impl Table {
             } = v
             {
                 let img = build_block(PageKind::Overflow, data, self.cfg.compressor)?;
-                *a = Some(self.file.write(&img, PageKind::Overflow, false, 0)?);
+                *a = Some(self.file.write(&img, PageKind::Overflow, false, 0, cause)?);
             }
         }
         let chunks = self.chunk(page);
@@ -459,7 +460,7 @@ impl Table {
         let mut written: Vec<Addr> = Vec::with_capacity(chunks.len());
         for ((_, payload), &pid) in chunks.iter().zip(&page_ids) {
             let res = build_block(PageKind::Leaf, payload, self.cfg.compressor)
-                .and_then(|img| self.file.write(&img, PageKind::Leaf, false, pid));
+                .and_then(|img| self.file.write(&img, PageKind::Leaf, false, pid, cause));
             match res {
                 Ok(a) => written.push(a),
                 Err(e) => {
@@ -655,7 +656,7 @@ impl Table {
     pub fn checkpoint(&self) -> Result<FileCheckpoint> {
         for leaf in self.leaves() {
             if leaf.state.lock().dirty {
-                self.reconcile(&leaf, false)?;
+                self.reconcile(&leaf, WriteCause::Checkpoint)?;
             }
         }
         let mut root = self.root.write();
@@ -707,7 +708,9 @@ impl Table {
         };
         let img = build_block(kind, &payload, self.cfg.compressor)?;
         // WiredTiger writes roots first-fit (block_ckpt.c).
-        let addr = self.file.write(&img, kind, is_root, node.page_id)?;
+        let addr = self
+            .file
+            .write(&img, kind, is_root, node.page_id, WriteCause::Checkpoint)?;
         if let Some(old) = node.addr.replace(addr) {
             self.file.free(old);
         }

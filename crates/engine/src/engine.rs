@@ -21,7 +21,9 @@ use crate::cursor::BatchedCursor;
 use crate::error::{Error, IoContext, Result};
 use crate::events::Events;
 use crate::journal::{self, Journal, Lsn};
-use crate::kv::{Direction, KvCursor, KvEngine, KvPair, TableId, WriteBatch, WriteOptions};
+use crate::kv::{
+    Direction, KvCursor, KvEngine, KvPair, Reconfigure, TableId, WriteBatch, WriteOptions,
+};
 use crate::meta::{self, Metadata, ProcessLock, TableMeta};
 use crate::page::{put_varint, Reader};
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
@@ -54,6 +56,14 @@ struct CheckpointState {
     dropped: Vec<(PathBuf, u32)>,
     /// The metadata file's id in the event trace.
     meta_file: Option<u32>,
+}
+
+/// The background checkpoint's triggers (`EngineConfig::checkpoint_*`).
+#[derive(Clone, Copy, Debug)]
+struct Triggers {
+    interval: Option<Duration>,
+    log_size: Option<u64>,
+    written_bytes: Option<u64>,
 }
 
 #[derive(Default)]
@@ -90,6 +100,8 @@ struct Inner {
     wake_lock: Mutex<()>,
     last_checkpoint_end: Mutex<Instant>,
     journal_bytes_at_checkpoint: AtomicU64,
+    /// What starts a checkpoint besides a caller (changed by `reconfigure`).
+    triggers: Mutex<Triggers>,
     counters: Counters,
     _lock: ProcessLock,
 }
@@ -151,7 +163,7 @@ impl DiskEngine {
                 let file = BlockFile::open_checkpoint(
                     &path,
                     tag,
-                    t.config.allocation,
+                    t.config.block_allocation(),
                     &t.checkpoint,
                     events.clone(),
                 )?;
@@ -185,6 +197,11 @@ impl DiskEngine {
             wake_lock: Mutex::new(()),
             last_checkpoint_end: Mutex::new(Instant::now()),
             journal_bytes_at_checkpoint: AtomicU64::new(0),
+            triggers: Mutex::new(Triggers {
+                interval: cfg.checkpoint_interval,
+                log_size: cfg.checkpoint_log_size,
+                written_bytes: cfg.checkpoint_written_bytes,
+            }),
             counters: Counters::default(),
             _lock: lock,
             cfg,
@@ -294,7 +311,7 @@ impl Inner {
             table: id,
             id_index: cfg.id_index,
         };
-        let file = BlockFile::create(&path, tag, cfg.allocation, self.events.clone())?;
+        let file = BlockFile::create(&path, tag, cfg.block_allocation(), self.events.clone())?;
         let t = Arc::new(Table::new(
             id,
             name.to_string(),
@@ -479,7 +496,7 @@ impl Inner {
             // grew it, as WiredTiger forces eviction of large pages. Skip if a checkpoint or
             // eviction is busy with the tree: the next write will try again.
             if let Some(_s) = t.structure.try_lock() {
-                t.reconcile(&leaf, false)?;
+                t.reconcile(&leaf, placement::WriteCause::Split)?;
                 self.counters.forced_splits.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -550,7 +567,7 @@ impl Inner {
         let Some(_s) = table.structure.try_lock() else {
             return Ok(false);
         };
-        table.reconcile(leaf, true)?;
+        table.reconcile(leaf, placement::WriteCause::Eviction)?;
         Ok(true)
     }
 
@@ -558,7 +575,7 @@ impl Inner {
     /// pressure, dirty pages go first.
     fn fill_evict_queue(&self, q: &mut Vec<(Arc<Table>, Arc<Leaf>)>) {
         let tables: Vec<_> = self.tables.read().by_id.values().cloned().collect();
-        let dirty_pressure = self.cache.dirty_bytes() > self.cache.dirty_target;
+        let dirty_pressure = self.cache.dirty_bytes() > self.cache.dirty_target();
         let mut cands: Vec<(bool, u64, Arc<Table>, Arc<Leaf>)> = Vec::new();
         for t in tables {
             for l in t.leaves() {
@@ -581,6 +598,9 @@ impl Inner {
 
     fn checkpoint(&self) -> Result<()> {
         let started = Instant::now();
+        // Counted from the begin, as WiredTiger's log_size counts from the checkpoint's LSN:
+        // one interval then writes the configured bytes however long the checkpoint takes.
+        self.arm_written_trigger();
         let res = self.checkpoint_inner();
         let ms = started.elapsed().as_millis() as u64;
         *self.last_checkpoint_end.lock() = Instant::now();
@@ -668,6 +688,7 @@ impl Inner {
                     id_index: false,
                     stream: 0,
                     page_id: 0,
+                    cause: placement::WriteCause::Other,
                 })
             });
             if let Some(old) = old {
@@ -710,9 +731,35 @@ impl Inner {
         Ok(())
     }
 
+    /// The next written-bytes checkpoint is due `written_bytes` after now (called as a
+    /// checkpoint begins).
+    fn arm_written_trigger(&self) {
+        let meter = self.events.meter();
+        let every = self.triggers.lock().written_bytes;
+        meter.arm(every.map(|n| meter.written().saturating_add(n)));
+    }
+
+    /// Whether a background checkpoint is due now.
+    fn checkpoint_due(&self) -> bool {
+        let t = *self.triggers.lock();
+        let by_time = t
+            .interval
+            .is_some_and(|iv| self.last_checkpoint_end.lock().elapsed() >= iv);
+        let by_log = match (&self.journal, t.log_size) {
+            (Some(j), Some(limit)) => {
+                j.stats().bytes_appended - self.journal_bytes_at_checkpoint.load(Ordering::Relaxed)
+                    >= limit
+            }
+            _ => false,
+        };
+        let by_bytes = t.written_bytes.is_some() && self.events.meter().due();
+        by_time || by_log || by_bytes
+    }
+
     fn wake_threads(&self) {
         let _g = self.wake_lock.lock();
         self.wake.notify_all();
+        self.events.meter().signal();
     }
 }
 
@@ -742,31 +789,24 @@ fn evict_server(weak: Weak<Inner>) {
 }
 
 fn checkpoint_server(weak: Weak<Inner>) {
+    if let Some(inner) = weak.upgrade() {
+        inner.arm_written_trigger();
+    }
     loop {
         let Some(inner) = weak.upgrade() else { return };
         if inner.shutdown.load(Ordering::Relaxed) {
             return;
         }
-        let due_by_time = inner
-            .cfg
-            .checkpoint_interval
-            .is_some_and(|iv| inner.last_checkpoint_end.lock().elapsed() >= iv);
-        let due_by_log = match (&inner.journal, inner.cfg.checkpoint_log_size) {
-            (Some(j), Some(limit)) => {
-                j.stats().bytes_appended - inner.journal_bytes_at_checkpoint.load(Ordering::Relaxed)
-                    >= limit
-            }
-            _ => false,
-        };
-        if due_by_time || due_by_log {
+        if inner.checkpoint_due() {
             if let Err(e) = inner.checkpoint() {
                 eprintln!("flashdoc: checkpoint failed (will retry): {e}");
             }
         }
-        let mut g = inner.wake_lock.lock();
-        if !inner.shutdown.load(Ordering::Relaxed) {
-            inner.wake.wait_for(&mut g, Duration::from_millis(50));
-        }
+        let events = inner.events.clone();
+        drop(inner);
+        // The written-bytes trigger wakes this wait the moment it fires; the time and journal
+        // triggers are looked at every 50 ms.
+        events.meter().wait(Duration::from_millis(50));
     }
 }
 
@@ -995,7 +1035,7 @@ impl KvEngine for DiskEngine {
         serde_json::json!({
             "engine": "wiredTiger-style (flashdoc)",
             "cache": {
-                "budget_bytes": c.budget,
+                "budget_bytes": c.budget(),
                 "bytes": c.used(),
                 "dirty_bytes": c.dirty_bytes(),
                 "internal_bytes": internal,
@@ -1021,6 +1061,49 @@ impl KvEngine for DiskEngine {
 
     fn end_of_load(&self) {
         self.inner.events.end_of_load();
+    }
+
+    fn reconfigure(&self, r: &Reconfigure) -> Result<()> {
+        let inner = &self.inner;
+        if let Some(bytes) = r.cache_size {
+            if bytes < 64 * 1024 {
+                return Err(Error::Config(format!(
+                    "cache size {bytes} bytes is too small (minimum 64 KiB)"
+                )));
+            }
+        }
+        if [r.checkpoint_log_size, r.checkpoint_written_bytes].contains(&Some(Some(0))) {
+            return Err(Error::Config(
+                "checkpoint byte triggers must be at least 1 byte".into(),
+            ));
+        }
+        if let Some(bytes) = r.journal_file_max {
+            let j = inner
+                .journal
+                .as_ref()
+                .ok_or_else(|| Error::Config("journal_file_max: the journal is disabled".into()))?;
+            j.set_file_max(bytes)?;
+        }
+        if let Some(bytes) = r.cache_size {
+            inner.cache.resize(bytes);
+        }
+        {
+            let mut t = inner.triggers.lock();
+            if let Some(iv) = r.checkpoint_interval {
+                t.interval = iv;
+            }
+            if let Some(n) = r.checkpoint_log_size {
+                t.log_size = n;
+            }
+            if let Some(n) = r.checkpoint_written_bytes {
+                t.written_bytes = n;
+            }
+        }
+        if r.checkpoint_written_bytes.is_some() {
+            inner.arm_written_trigger();
+        }
+        inner.wake_threads();
+        Ok(())
     }
 
     fn close(&self) -> Result<()> {

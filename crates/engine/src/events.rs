@@ -17,9 +17,9 @@ use placement::trim::{TrimBatcher, TrimExtent};
 use placement::{Event, FileId, Observer, WriteEvent};
 use std::collections::HashMap;
 use std::fs::File;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Flash placement, hints and TRIM for a running engine (`storage.flash`).
 #[derive(Clone, Debug, PartialEq)]
@@ -73,6 +73,72 @@ pub struct Events {
     flash: Option<Flash>,
     start: Instant,
     next_file: AtomicU32,
+    meter: WriteMeter,
+}
+
+/// Counts the bytes of every announced write (table files and journal) and wakes the
+/// checkpoint server when the written-bytes trigger is reached: a checkpoint interval measured
+/// in bytes, which keeps what one interval writes a fixed share of a device whatever the
+/// machine's speed (`EngineConfig::checkpoint_written_bytes`).
+pub struct WriteMeter {
+    written: AtomicU64,
+    /// The `written` count at which a checkpoint is due (`u64::MAX`: no byte trigger).
+    due_at: AtomicU64,
+    /// Set when the trigger fires (or on shutdown), cleared by the waiter.
+    signalled: Mutex<bool>,
+    cv: parking_lot::Condvar,
+}
+
+impl WriteMeter {
+    fn new() -> Self {
+        WriteMeter {
+            written: AtomicU64::new(0),
+            due_at: AtomicU64::new(u64::MAX),
+            signalled: Mutex::new(false),
+            cv: parking_lot::Condvar::new(),
+        }
+    }
+
+    /// Bytes written since the engine opened.
+    pub fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+
+    fn add(&self, bytes: u64) {
+        let before = self.written.fetch_add(bytes, Ordering::Relaxed);
+        let due = self.due_at.load(Ordering::Relaxed);
+        if before < due && before + bytes >= due {
+            self.signal();
+        }
+    }
+
+    /// Makes a checkpoint due once `written()` reaches `at` (`None`: never by bytes).
+    pub fn arm(&self, at: Option<u64>) {
+        self.due_at.store(at.unwrap_or(u64::MAX), Ordering::Relaxed);
+        if at.is_some_and(|a| self.written() >= a) {
+            self.signal();
+        }
+    }
+
+    /// True once the armed count has been reached.
+    pub fn due(&self) -> bool {
+        self.written() >= self.due_at.load(Ordering::Relaxed)
+    }
+
+    /// Wakes a waiter now (shutdown, reconfiguration).
+    pub fn signal(&self) {
+        *self.signalled.lock() = true;
+        self.cv.notify_all();
+    }
+
+    /// Waits until signalled or `timeout` passes.
+    pub fn wait(&self, timeout: Duration) {
+        let mut s = self.signalled.lock();
+        if !*s {
+            self.cv.wait_for(&mut s, timeout);
+        }
+        *s = false;
+    }
 }
 
 impl Events {
@@ -82,7 +148,13 @@ impl Events {
             flash: None,
             start: Instant::now(),
             next_file: AtomicU32::new(1),
+            meter: WriteMeter::new(),
         }
+    }
+
+    /// The written-bytes meter (checkpoint trigger, statistics).
+    pub fn meter(&self) -> &WriteMeter {
+        &self.meter
     }
 
     /// An event hub that also places writes on streams, sets hints and trims.
@@ -134,14 +206,16 @@ impl Events {
         }
     }
 
-    /// Announces a write about to be issued to `file` and returns its stream. Must be called
-    /// before the `pwrite` (see the module doc).
+    /// Announces a write of `len` bytes about to be issued to `file` and returns its stream.
+    /// Must be called before the `pwrite` (see the module doc).
     #[inline]
-    pub fn before_write(&self, file: &File, make: impl FnOnce(u64) -> WriteEvent) -> u8 {
+    pub fn before_write(&self, file: &File, len: u64, make: impl FnOnce(u64) -> WriteEvent) -> u8 {
+        self.meter.add(len);
         if !self.enabled() {
             return 0;
         }
         let mut w = make(self.now_ns());
+        debug_assert_eq!(w.len as u64, len, "the announced length is the event's");
         if let Some(f) = &self.flash {
             let mut st = f.state.lock();
             w.stream = st.policy.place(&w).min(f.streams.saturating_sub(1));

@@ -171,6 +171,8 @@ pub struct Journal {
 /// What the appenders and the flusher thread share.
 struct Shared {
     cfg: JournalConfig,
+    /// Size of files created from now on (`cfg.file_max` until `set_file_max`).
+    file_max: AtomicU64,
     events: Arc<Events>,
     state: Mutex<State>,
     /// Wakes the flusher: a sync was asked for, the buffer is large, or close.
@@ -296,6 +298,7 @@ impl Journal {
                 flusher_exited: false,
                 failure: None,
             }),
+            file_max: AtomicU64::new(cfg.file_max),
             cfg,
             events,
             flusher_wake: Condvar::new(),
@@ -344,7 +347,8 @@ impl Journal {
             return Err(Error::Closed("the journal is closed".into()));
         }
         if st.next.offset as u64 + disk_len > st.cur_cap {
-            st.cur_cap = file_capacity(sh.cfg.file_max).max(FILE_HEADER_SIZE as u64 + disk_len);
+            st.cur_cap = file_capacity(sh.file_max.load(Ordering::Relaxed))
+                .max(FILE_HEADER_SIZE as u64 + disk_len);
             st.next = Lsn {
                 file: st.next.file + 1,
                 offset: FILE_HEADER_SIZE,
@@ -382,6 +386,23 @@ impl Journal {
 
     /// The LSN the next append will get, or a lower bound of it: every record appended before
     /// this call has a smaller LSN. A checkpoint's journal position.
+    /// Sets the file size from now on (64 KiB to 2 GiB). A current file larger than that ends
+    /// where it is written up to: the next record starts a new file of the new size.
+    pub fn set_file_max(&self, bytes: u64) -> Result<()> {
+        if !(MIN_FILE_MAX..=MAX_FILE_MAX).contains(&bytes) {
+            return Err(Error::Config(format!(
+                "journal file_max {bytes} is out of range ({MIN_FILE_MAX} to {MAX_FILE_MAX} bytes)"
+            )));
+        }
+        let mut st = self.shared.state.lock();
+        self.shared.file_max.store(bytes, Ordering::Relaxed);
+        let cap = file_capacity(bytes);
+        if st.cur_cap > cap {
+            st.cur_cap = cap.max(st.next.offset as u64);
+        }
+        Ok(())
+    }
+
     pub fn next_lsn(&self) -> Lsn {
         self.shared.state.lock().next
     }
@@ -574,18 +595,20 @@ impl Shared {
 
     fn write_at(&self, f: &OpenFile, bytes: &[u8], offset: u64) -> Result<()> {
         // Announced before it is issued, so a placement policy can choose its stream.
-        self.events.before_write(&f.file, |time_ns| WriteEvent {
-            time_ns,
-            file: f.id,
-            file_kind: FileKind::Journal,
-            table: 0,
-            page_kind: PageKind::Log,
-            offset,
-            len: bytes.len() as u32,
-            id_index: false,
-            stream: 0,
-            page_id: 0,
-        });
+        self.events
+            .before_write(&f.file, bytes.len() as u64, |time_ns| WriteEvent {
+                time_ns,
+                file: f.id,
+                file_kind: FileKind::Journal,
+                table: 0,
+                page_kind: PageKind::Log,
+                offset,
+                len: bytes.len() as u32,
+                id_index: false,
+                stream: 0,
+                page_id: 0,
+                cause: placement::WriteCause::Other,
+            });
         f.file.write_all_at(bytes, offset).ctx(|| {
             format!(
                 "writing {} bytes to journal file {} at offset {offset}",
@@ -738,7 +761,7 @@ impl Flusher {
                 sh.sync_data(&self.file)?;
                 let header = FileHeader {
                     number: chunk.file,
-                    file_max: sh.cfg.file_max,
+                    file_max: chunk.cap,
                     session_start: false,
                     prev_end: self.written_end,
                 };

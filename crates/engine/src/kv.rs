@@ -58,6 +58,25 @@ pub enum Direction {
     Reverse,
 }
 
+/// Settings a running engine can change (WiredTiger's `WT_CONNECTION::reconfigure`). `None`
+/// leaves a setting as it is; `Some(None)` turns an optional trigger off.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Reconfigure {
+    /// Cache budget in bytes (the eviction thresholds keep their percentages).
+    pub cache_size: Option<u64>,
+    pub checkpoint_interval: Option<Option<std::time::Duration>>,
+    pub checkpoint_log_size: Option<Option<u64>>,
+    pub checkpoint_written_bytes: Option<Option<u64>>,
+    /// Size of journal files created from now on.
+    pub journal_file_max: Option<u64>,
+}
+
+impl Reconfigure {
+    pub fn is_empty(&self) -> bool {
+        *self == Reconfigure::default()
+    }
+}
+
 pub trait KvEngine: Send + Sync {
     fn create_table(&self, name: &str, cfg: &TableConfig) -> Result<TableId>;
     fn drop_table(&self, name: &str) -> Result<()>;
@@ -98,6 +117,16 @@ pub trait KvEngine: Send + Sync {
             n += 1;
         }
         Ok(n)
+    }
+    /// Changes settings of the running engine. Engines that have none of them refuse any
+    /// change.
+    fn reconfigure(&self, r: &Reconfigure) -> Result<()> {
+        if r.is_empty() {
+            return Ok(());
+        }
+        Err(crate::Error::Config(format!(
+            "this storage engine cannot be reconfigured ({r:?})"
+        )))
     }
     /// Declares the end of the load phase (the boundary placement policy sizes its regions
     /// from it). Engines without placement ignore it.

@@ -23,11 +23,15 @@ pub mod meta;
 pub mod page;
 pub mod settings;
 
-pub use config::{AllocPolicy, Compressor, EngineConfig, EngineKind, TableConfig, TableKind};
+pub use config::{
+    AllocPolicy, Allocation, Compressor, EngineConfig, EngineKind, TableConfig, TableKind,
+};
 pub use engine::{open_engine, DiskEngine};
 pub use error::{Error, Result};
 pub use events::FlashConfig;
 pub use journal::{JournalCompressor, JournalConfig, Lsn};
-pub use kv::{Direction, KvCursor, KvEngine, KvPair, TableId, WriteBatch, WriteOp, WriteOptions};
+pub use kv::{
+    Direction, KvCursor, KvEngine, KvPair, Reconfigure, TableId, WriteBatch, WriteOp, WriteOptions,
+};
 pub use memory::MemEngine;
 pub use settings::{FlashSettings, WiredTigerSettings};

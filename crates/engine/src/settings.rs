@@ -9,7 +9,8 @@
 //! ```yaml
 //! wiredTiger:
 //!   engineConfig: {cacheSizeGB: 1, journalCompressor: snappy}
-//!   collectionConfig: {blockCompressor: snappy, leafPageMax: 32KB, internalPageMax: 4KB}
+//!   collectionConfig: {blockCompressor: snappy, leafPageMax: 32KB, internalPageMax: 4KB,
+//!                      blockAllocation: sweep, sweepReservePct: 50}   # best | first | append | sweep
 //!   indexConfig: {prefixCompression: true, leafPageMax: 16KB, internalPageMax: 16KB}
 //! flash:
 //!   placement: dsm        # any online policy of placement::policy::POLICY_NAMES
@@ -20,7 +21,7 @@
 //!   trace: /tmp/events.trace
 //! ```
 
-use crate::config::{AllocPolicy, Compressor, EngineConfig, TableConfig};
+use crate::config::{AllocPolicy, Compressor, EngineConfig, TableConfig, MAX_SWEEP_RESERVE_PCT};
 use crate::events::FlashConfig;
 use crate::journal::JournalCompressor;
 use placement::policy::{DsmConfig, PlacementConfig, PolicyName};
@@ -80,6 +81,9 @@ pub struct TableSettings {
     pub internal_page_max: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub block_allocation: Option<AllocPolicy>,
+    /// With `blockAllocation: sweep`: percent of the file kept free before the sweep wraps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep_reserve_pct: Option<u8>,
 }
 
 /// `storage.flash`.
@@ -226,6 +230,19 @@ impl TableSettings {
         if let Some(a) = self.block_allocation {
             t.allocation = a;
         }
+        if let Some(pct) = self.sweep_reserve_pct {
+            let key = format!("{key}.sweepReservePct");
+            if t.allocation != AllocPolicy::Sweep {
+                return Err(cfg_err(&key, "applies only with blockAllocation: sweep"));
+            }
+            if pct > MAX_SWEEP_RESERVE_PCT {
+                return Err(cfg_err(
+                    &key,
+                    format!("must be 0–{MAX_SWEEP_RESERVE_PCT}, not {pct}"),
+                ));
+            }
+            t.sweep_reserve_pct = pct;
+        }
         t.validate().map_err(|e| cfg_err(key, e))
     }
 }
@@ -355,8 +372,13 @@ mod tests {
         assert!(e.to_string().contains("replace"), "{e}");
         let e = serde_yaml::from_str::<FlashSettings>("placement: magic\n").unwrap_err();
         assert!(e.to_string().contains("unknown placement policy"), "{e}");
-        let oracle: FlashSettings = serde_yaml::from_str("placement: oracle\n").unwrap();
-        assert!(oracle.flash_config().is_err());
+        for offline in ["oracle", "oracle-death"] {
+            let f: FlashSettings =
+                serde_yaml::from_str(&format!("placement: {offline}\n")).unwrap();
+            assert!(f.flash_config().is_err(), "{offline}");
+        }
+        let f: FlashSettings = serde_yaml::from_str("placement: filelog\n").unwrap();
+        assert_eq!(f.flash_config().unwrap().placement.as_str(), "filelog");
     }
 
     #[test]
@@ -385,6 +407,34 @@ mod tests {
         let w: WiredTigerSettings =
             serde_yaml::from_str("engineConfig: {directoryForIndexes: true}\n").unwrap();
         assert!(w.apply(&mut e, &mut c, &mut i).is_err());
+    }
+
+    #[test]
+    fn block_allocation_and_the_sweep_reserve() {
+        let apply = |yaml: &str| -> Result<crate::Allocation, String> {
+            let t: TableSettings = serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
+            let mut c = TableConfig::collection();
+            t.apply(&mut c, "collectionConfig")
+                .map_err(|e| e.to_string())?;
+            Ok(c.block_allocation())
+        };
+        let a = apply("{blockAllocation: sweep, sweepReservePct: 20}").unwrap();
+        assert_eq!(a.policy, AllocPolicy::Sweep);
+        assert_eq!(a.sweep_reserve_pct, 20);
+        let a = apply("{blockAllocation: sweep}").unwrap();
+        assert_eq!(
+            a.sweep_reserve_pct,
+            crate::config::DEFAULT_SWEEP_RESERVE_PCT
+        );
+        assert_eq!(
+            apply("{blockAllocation: first}").unwrap().policy,
+            AllocPolicy::First
+        );
+        let err = |yaml: &str| apply(yaml).unwrap_err();
+        assert!(err("{blockAllocation: spiral}").contains("spiral"));
+        assert!(err("{blockAllocation: sweep, sweepReservePct: 91}").contains("must be 0–90"));
+        assert!(err("{blockAllocation: sweep, sweepReservePct: 256}").contains("256"));
+        assert!(err("{sweepReservePct: 10}").contains("applies only with blockAllocation: sweep"));
     }
 
     #[test]

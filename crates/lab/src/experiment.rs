@@ -1,5 +1,11 @@
-//! Experiment definitions: what to sweep, at which scale. Every experiment is a YAML-able
-//! value; the built-in ones mirror the seeds' evaluations.
+//! Experiment definitions: what to sweep, at which scale, under which conditions. Every
+//! experiment is a YAML-able value; the built-in ones mirror the seeds' evaluations.
+//!
+//! The stream experiments run under the seeds' conditions by default (seed 000 §5.1, seed 003
+//! §4): no TRIM of freed extents and no filesystem discard, an aged device, direct-I/O
+//! semantics, and a scale that keeps the seeds' dimensionless ratios (see [`Ratios`]). TRIM is
+//! studied in the `trim` experiment (seed 002), and `streams-trim` is `streams` with flashdoc's
+//! safe batched TRIM on.
 
 use serde::{Deserialize, Serialize};
 
@@ -7,7 +13,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
-    /// Throughput, p99 and WAF per placement policy and workload (seed 000 Fig. 10–11).
+    /// Flash writes per operation, throughput, p99 and WAF per placement policy and workload
+    /// (seed 000 Fig. 10–11).
     Streams,
     /// dsm vs dsm-skip-primary (seed 000 Fig. 12).
     PrimaryFilter,
@@ -21,6 +28,12 @@ pub enum Kind {
     IoPattern,
     /// Insert time, cold/warm reads and disk use per block compressor (seed 001 §10.6).
     Compression,
+    /// The stream experiment at several scales: how each headline figure moves with the
+    /// database, the device and the run (the converged scale).
+    Scale,
+    /// Split policies on an in-process sharded cluster, per-shard device load (seed 004);
+    /// `workloads` and `policies` name hass workloads and split policies (hass.rs).
+    Hass,
 }
 
 /// A workload by the seeds' names.
@@ -32,15 +45,61 @@ pub const WORKLOADS: &[&str] = &[
     "linkbench-update-only",
 ];
 
-/// TRIM of freed space during the replay.
+/// The seeds' drive: a 256 GB Samsung 840 Pro (decimal gigabytes, as sold). Quantities the
+/// seeds give per drive (TRIM batches, journal files) are scaled by the lab device's size over
+/// this one.
+pub const SEED_DEVICE_BYTES: f64 = 256e9;
+
+/// The dimensionless ratios that decide where a block dies relative to the device, as the
+/// seeds ran them (seed 000 §5.1, seed 002 §4, seed 003 §4). Scaling down keeps these.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Ratios {
+    /// The loaded database's live data ÷ the device's logical capacity. Seeds: about 25 GB
+    /// of YCSB documents (23 M × ~1.1 KB) and about 32 GB of LinkBench data (seed 000 §5.2)
+    /// on a 256 GB drive: 0.10–0.125. Their files took twice that (51.7 GB and 55 GB, seed
+    /// 000 §5.5: a footprint of 0.20–0.21); each run reports its own footprint, which
+    /// depends on the allocator.
+    pub device_fill: f64,
+    /// Bytes written per checkpoint interval ÷ the device's logical capacity. Seeds: 60 s
+    /// checkpoints at about 4.5 k updates/s (seed 002 Table 3) of about 25 KB each (a 32 KB
+    /// leaf rewritten per update when the cache is far smaller than the data, as measured
+    /// here) = 6–7 GB per interval on 256 GB: about 2.5 %.
+    pub checkpoint_share: f64,
+    /// The cache ÷ the database after the load (its live data). Seeds: 5–30 GB caches for
+    /// about 25 GB of YCSB documents (23 M × 1 KB) that took 51.7–55 GB on disk: 0.2–1.2
+    /// of the data, 0.1–0.58 of the files. The default is their smallest cache.
+    pub cache_share: f64,
+}
+
+impl Default for Ratios {
+    fn default() -> Self {
+        Ratios {
+            device_fill: 0.1,
+            checkpoint_share: 0.025,
+            cache_share: 0.2,
+        }
+    }
+}
+
+/// Journal file size ÷ device capacity: WiredTiger's 100 MB log files on the seeds' drive.
+pub const JOURNAL_FILE_SHARE: f64 = 100e6 / SEED_DEVICE_BYTES;
+
+/// TRIM of freed space and discard by the filesystem during the replay: one condition.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TrimSpec {
-    /// Extents per TRIM batch (the seeds' "trim frequency"); `None`: TRIM off.
+    /// Extents per TRIM batch as the seeds counted them on their 256 GB drive ("trim
+    /// frequency" k, seed 002 §4.6); the replay scales it to the lab device (`k × capacity /
+    /// 256 GB`, at least 1), so a batch frees the same share of the device. `None`: TRIM off.
     pub batch: Option<usize>,
     /// `free` (safe: only what no durable checkpoint reaches) or `replace` (the paper's
     /// trim at address replacement — simulator only).
     #[serde(default = "free")]
     pub when: String,
+    /// The filesystem discards (TRIMs) what file removal, truncation and punched holes free
+    /// (`-o discard`). Off, a deleted journal file's LBAs stay valid on the device until the
+    /// filesystem reuses them. A TRIM batch reaches the device only through discard.
+    #[serde(default)]
+    pub discard: bool,
 }
 
 fn free() -> String {
@@ -48,12 +107,36 @@ fn free() -> String {
 }
 
 impl TrimSpec {
-    pub fn label(&self) -> String {
-        match self.batch {
-            None => "off".into(),
-            Some(k) if self.when == "free" => format!("{k}"),
-            Some(k) => format!("{k}-{}", self.when),
+    /// The seeds' stream-experiment condition: no TRIM, no discard.
+    pub fn off() -> Self {
+        TrimSpec {
+            batch: None,
+            when: free(),
+            discard: false,
         }
+    }
+    /// flashdoc's safe batched TRIM at the seeds' best batch (k = 20 000), with discard.
+    pub fn safe(k: usize) -> Self {
+        TrimSpec {
+            batch: Some(k),
+            when: free(),
+            discard: true,
+        }
+    }
+    pub fn label(&self) -> String {
+        let d = if self.discard { "" } else { "-nodiscard" };
+        match self.batch {
+            None if self.discard => "off-discard".into(),
+            None => "off".into(),
+            Some(k) if self.when == "free" => format!("{k}{d}"),
+            Some(k) => format!("{k}-{}{d}", self.when),
+        }
+    }
+    /// The batch in extents for a device of `capacity_bytes`.
+    pub fn scaled_batch(&self, capacity_bytes: u64) -> Option<usize> {
+        self.batch.map(|k| {
+            ((k as f64 * capacity_bytes as f64 / SEED_DEVICE_BYTES).round() as usize).max(1)
+        })
     }
 }
 
@@ -65,15 +148,28 @@ pub struct SsdSpec {
     pub op: f64,
     /// greedy | cost-benefit | d-choices | fifo
     pub gc: String,
+    /// Time of one (non-queued) TRIM command, µs; `ssd::TrimCost` has the sources.
+    #[serde(default = "trim_command_us")]
+    pub trim_command_us: f64,
+}
+
+fn trim_command_us() -> f64 {
+    ssd::TimingConfig::default().trim.command_ns as f64 / 1e3
 }
 
 impl SsdSpec {
     pub fn label(&self) -> String {
-        format!("{}st-op{}-{}", self.streams, self.op, self.gc)
+        let t = if self.trim_command_us == trim_command_us() {
+            String::new()
+        } else {
+            format!("-trim{}us", self.trim_command_us)
+        };
+        format!("{}st-op{}-{}{t}", self.streams, self.op, self.gc)
     }
 }
 
-/// Sizes of one scale.
+/// Sizes of one scale. The device, the cache and the checkpoint interval follow from the
+/// database the load leaves and the experiment's [`Ratios`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ScaleSpec {
     pub ycsb_records: u64,
@@ -82,52 +178,74 @@ pub struct ScaleSpec {
     pub linkbench_requests: u64,
     /// Documents of the compression experiment (the chapter inserts 16 × 10,000).
     pub chapter10_docs: u64,
-    /// Checkpoint interval of the engine runs, seconds. The seeds' 60 s matches runs of hours;
-    /// lab runs are minutes, so the interval shrinks with them to keep several checkpoints per
-    /// run (what the placement policies learn from).
-    pub checkpoint_secs: f64,
+    /// The cache during the load, MB (the run phase's cache is `cache_share` of the loaded
+    /// database).
+    pub load_cache_mb: u64,
     /// Client threads.
     pub threads: usize,
 }
 
+/// The scales, smallest first.
+pub const SCALES: &[&str] = &["tiny", "quick", "medium", "large", "paper"];
+
 impl ScaleSpec {
+    /// The named scale with the run phase `run_factor` times longer.
+    pub fn with_run_factor(name: &str, run_factor: f64) -> Option<ScaleSpec> {
+        let mut s = ScaleSpec::named(name)?;
+        s.ycsb_ops = (s.ycsb_ops as f64 * run_factor).round() as u64;
+        s.linkbench_requests = (s.linkbench_requests as f64 * run_factor).round() as u64;
+        Some(s)
+    }
+
     pub fn named(name: &str) -> Option<ScaleSpec> {
+        // Run phases write a few times the device's capacity at every scale; the replay loops
+        // them until the device is warm (`Experiment::warmup_capacities`), so every scale is
+        // measured in the workload's steady state on a device of its own size.
         Some(match name {
             // For the lab's own end-to-end test: seconds, not a measurement.
             "tiny" => ScaleSpec {
                 ycsb_records: 3_000,
-                ycsb_ops: 6_000,
+                ycsb_ops: 9_000,
                 linkbench_maxid1: 1_500,
-                linkbench_requests: 3_000,
+                linkbench_requests: 4_500,
                 chapter10_docs: 2_000,
-                checkpoint_secs: 0.5,
+                load_cache_mb: 4,
                 threads: 2,
             },
             "quick" => ScaleSpec {
                 ycsb_records: 40_000,
-                ycsb_ops: 120_000,
+                ycsb_ops: 100_000,
                 linkbench_maxid1: 15_000,
-                linkbench_requests: 60_000,
+                linkbench_requests: 30_000,
                 chapter10_docs: 20_000,
-                checkpoint_secs: 2.0,
+                load_cache_mb: 16,
                 threads: 2,
             },
             "medium" => ScaleSpec {
-                ycsb_records: 300_000,
-                ycsb_ops: 1_000_000,
-                linkbench_maxid1: 100_000,
-                linkbench_requests: 500_000,
+                ycsb_records: 200_000,
+                ycsb_ops: 600_000,
+                linkbench_maxid1: 75_000,
+                linkbench_requests: 300_000,
                 chapter10_docs: 80_000,
-                checkpoint_secs: 5.0,
+                load_cache_mb: 64,
+                threads: 2,
+            },
+            "large" => ScaleSpec {
+                ycsb_records: 800_000,
+                ycsb_ops: 2_400_000,
+                linkbench_maxid1: 300_000,
+                linkbench_requests: 1_200_000,
+                chapter10_docs: 160_000,
+                load_cache_mb: 256,
                 threads: 2,
             },
             "paper" => ScaleSpec {
                 ycsb_records: 3_000_000,
-                ycsb_ops: 10_000_000,
+                ycsb_ops: 9_000_000,
                 linkbench_maxid1: 1_000_000,
-                linkbench_requests: 5_000_000,
+                linkbench_requests: 4_000_000,
                 chapter10_docs: 160_000,
-                checkpoint_secs: 60.0,
+                load_cache_mb: 1024,
                 threads: 4,
             },
             _ => return None,
@@ -144,18 +262,49 @@ pub struct Experiment {
     pub description: String,
     pub workloads: Vec<String>,
     pub policies: Vec<String>,
-    /// Engine cache sizes, MB. Small on purpose: the seeds' caches were far smaller than their
-    /// data, so eviction and checkpoints, not the cache, decided what reached the device.
-    pub cache_mb: Vec<u64>,
+    /// Run-phase caches as shares of the loaded database (the seeds' caches were far smaller
+    /// than their data, so eviction and checkpoints decided what reached the device).
+    pub cache_shares: Vec<f64>,
     pub leaf_kb: Vec<u32>,
     #[serde(default = "no_compression")]
     pub compressors: Vec<String>,
+    /// The block manager's allocation for table pages: `best` (WiredTiger's default, the
+    /// engine the seeds measured) and/or `sweep` (flashdoc's flash-aware co-design, which
+    /// reuses freed space in the order it was written; see engine::AllocPolicy::Sweep).
+    #[serde(default = "best_fit")]
+    pub allocations: Vec<String>,
+    /// The sweep allocation's free reserve, percent of each file (engine default 50).
+    #[serde(default = "sweep_reserve_pct")]
+    pub sweep_reserve_pct: u8,
+    /// TRIM and discard conditions.
     pub trims: Vec<TrimSpec>,
     pub ssds: Vec<SsdSpec>,
-    /// The database's peak footprint as a share of the device's logical capacity.
+    /// Database after load ÷ device capacity, and bytes per checkpoint interval ÷ device
+    /// capacity (the cache share is swept by `cache_shares`).
     pub device_fill: f64,
-    /// Age the device (fill, then random overwrites until WA is steady) before the replay.
-    pub precondition: bool,
+    pub checkpoint_share: f64,
+    /// How the device is aged before the replay: `fill` (the whole logical space written once,
+    /// so every LBA the filesystem hands out still holds data the device counts as valid —
+    /// the seeds' aged drive), `steady` (the fill, then random overwrites until write
+    /// amplification is steady), or `none` (a fresh device).
+    pub precondition: String,
+    /// Workload seeds: every point runs once per seed, and the report gives medians and the
+    /// spread between seeds.
+    pub seeds: Vec<u64>,
+    /// Run-phase length as a multiple of the scale's operations (the run-length axis of the
+    /// scale study).
+    #[serde(default = "one")]
+    pub run_factor: f64,
+    /// `scale` experiments: the scales to run, smallest first (the others run at `scale`).
+    #[serde(default)]
+    pub scales: Vec<String>,
+    /// Device capacities written to warm the device up before it is measured: the run phase is
+    /// replayed back to back until at least this much has been written, then once more, and
+    /// that last pass is measured. A device aged by one fill reaches the workload's steady
+    /// state only after being rewritten many times (docs/lab.md), and the seeds measured
+    /// drives in use.
+    #[serde(default = "warmup_capacities")]
+    pub warmup_capacities: f64,
     pub scale: String,
 }
 
@@ -163,41 +312,68 @@ fn no_compression() -> Vec<String> {
     vec!["none".into()]
 }
 
+fn one() -> f64 {
+    1.0
+}
+
+fn warmup_capacities() -> f64 {
+    24.0
+}
+
+fn sweep_reserve_pct() -> u8 {
+    engine::config::DEFAULT_SWEEP_RESERVE_PCT
+}
+
+fn best_fit() -> Vec<String> {
+    vec!["best".into()]
+}
+
 fn ssd8() -> SsdSpec {
     SsdSpec {
         streams: 8,
         op: 0.07,
         gc: "greedy".into(),
+        trim_command_us: trim_command_us(),
     }
 }
 
-fn trim_default() -> TrimSpec {
-    TrimSpec {
-        batch: Some(20_000),
-        when: "free".into(),
-    }
-}
-
-fn all_policies() -> Vec<String> {
-    [
+/// Every policy a stream experiment compares: the seeds', flashdoc's, and both oracles.
+pub fn all_policies() -> Vec<String> {
+    s(&[
         "none",
         "file",
         "boundary",
         "dsm",
         "dsm-skip-primary",
         "lifetime",
+        "filelog",
         "oracle",
-    ]
-    .map(String::from)
-    .to_vec()
+        "oracle-death",
+    ])
+}
+
+/// Both engines: WiredTiger's best-fit allocation (the engine the seeds measured) and
+/// flashdoc's sweep (the co-design `filelog` is built for).
+fn both_engines() -> Vec<String> {
+    s(&["best", "sweep"])
 }
 
 fn s(v: &[&str]) -> Vec<String> {
     v.iter().map(|x| x.to_string()).collect()
 }
 
+/// The experiments that run the seeds' stream conditions (TRIM and discard off by default).
+pub const STREAM_EXPERIMENTS: &[&str] = &[
+    "streams",
+    "streams-quick",
+    "primary-filter",
+    "leaf-size",
+    "io-pattern",
+];
+
 /// The built-in experiments (`flashdoc lab list`).
 pub fn builtins() -> Vec<Experiment> {
+    let r = Ratios::default();
     let base = Experiment {
         name: String::new(),
         title: String::new(),
@@ -205,28 +381,52 @@ pub fn builtins() -> Vec<Experiment> {
         description: String::new(),
         workloads: s(WORKLOADS),
         policies: all_policies(),
-        cache_mb: vec![16],
+        cache_shares: vec![r.cache_share],
         leaf_kb: vec![32],
         compressors: no_compression(),
-        trims: vec![trim_default()],
+        allocations: both_engines(),
+        sweep_reserve_pct: sweep_reserve_pct(),
+        trims: vec![TrimSpec::off()],
         ssds: vec![ssd8()],
-        device_fill: 0.8,
-        precondition: true,
+        device_fill: r.device_fill,
+        checkpoint_share: r.checkpoint_share,
+        precondition: "fill".into(),
+        // Fresh seeds: `filelog`'s parameters and the sweep's reserve were set on seed 1.
+        seeds: vec![2, 3, 4],
+        run_factor: 1.0,
+        scales: Vec::new(),
+        warmup_capacities: warmup_capacities(),
         scale: "quick".into(),
     };
     vec![
         Experiment {
             name: "streams-quick".into(),
             title: "Stream placement per policy and workload (quick)".into(),
-            description: "A small `streams`: the five workloads of seed 000 Table 1, every placement policy, on an aged 8-stream simulated SSD. The README's main job.".into(),
+            description: "A small `streams`: the five workloads of seed 000 Table 1, every placement policy, on an aged 8-stream simulated SSD under the seeds' conditions (no TRIM, no discard). The README's main job.".into(),
             ..base.clone()
         },
         Experiment {
             name: "streams".into(),
             title: "Stream placement per policy and workload".into(),
-            description: "Throughput, 99th-percentile latency and write amplification per placement policy for the five workloads (seed 000 Fig. 10–11; seed 003 Fig. 3–4), at two cache sizes.".into(),
-            cache_mb: vec![16, 64],
+            description: "Flash page writes per operation, modeled throughput, 99th-percentile latency and write amplification per placement policy for the five workloads (seed 000 Fig. 10–11; seed 003 Fig. 3–4), under the seeds' conditions (no TRIM, no discard).".into(),
             scale: "medium".into(),
+            ..base.clone()
+        },
+        Experiment {
+            name: "streams-trim".into(),
+            title: "Stream placement per policy and workload, with safe TRIM, on a full device".into(),
+            description: "`streams` with flashdoc's default: freed extents trimmed in batches of k = 20 000 (seed-equivalent) once no durable checkpoint references them, and filesystem discard on — beside no TRIM on the same device. At the seeds' fill TRIM leaves the device almost nothing to collect (write amplification about 1.01, docs/placement.md), so this runs a device whose live data fills 40% of it (its files up to 80% with the sweep's reserve), where both conditions leave placement something to win.".into(),
+            trims: vec![TrimSpec::off(), TrimSpec::safe(20_000)],
+            device_fill: 0.4,
+            scale: "medium".into(),
+            ..base.clone()
+        },
+        Experiment {
+            name: "scale".into(),
+            title: "How the headline figures move with scale".into(),
+            kind: Kind::Scale,
+            description: "`streams` at every scale this machine runs — database, device and run length grow together, the ratios stay — to find where each headline figure stops moving (the converged scale).".into(),
+            scales: s(&["quick", "medium", "large"]),
             ..base.clone()
         },
         Experiment {
@@ -236,15 +436,16 @@ pub fn builtins() -> Vec<Experiment> {
             description: "dsm vs dsm-skip-primary on the LinkBench workloads, where primary and secondary indexes are separate files (seed 000 Fig. 12).".into(),
             workloads: s(&["linkbench-original", "linkbench-mixed", "linkbench-update-only"]),
             policies: s(&["none", "dsm", "dsm-skip-primary"]),
+            allocations: best_fit(),
             ..base.clone()
         },
         Experiment {
             name: "leaf-size".into(),
             title: "32 KB vs 4 KB leaf pages".into(),
             kind: Kind::LeafSize,
-            description: "Every policy with the collection's leaf pages at 32 KB (WiredTiger's default) and 4 KB, with the database size each leaves (seed 000 Fig. 13 and §5.5; seed 003 Fig. 5).".into(),
+            description: "Every policy with the collection's leaf pages at 32 KB (WiredTiger's default) and 4 KB: flash page writes per operation, modeled throughput and the database size each leaves (seed 000 Fig. 13 and §5.5; seed 003 Fig. 5).".into(),
             workloads: s(&["ycsb-update-only", "linkbench-update-only"]),
-            policies: s(&["none", "file", "boundary", "dsm", "lifetime"]),
+            policies: s(&["none", "file", "boundary", "dsm", "lifetime", "filelog"]),
             leaf_kb: vec![32, 4],
             ..base.clone()
         },
@@ -252,13 +453,16 @@ pub fn builtins() -> Vec<Experiment> {
             name: "trim".into(),
             title: "Throughput by TRIM batch".into(),
             kind: Kind::Trim,
-            description: "Batched TRIM of freed space at trim frequencies 10k–40k, safe (free) and the paper's trim-at-replacement, against no TRIM (seed 002 Table 3).".into(),
+            description: "Batched TRIM of freed space at trim frequencies 10k–40k (seed-equivalent), safe (free) and the paper's trim-at-replacement, against no TRIM, with the cost of each TRIM command in the timing model (seed 002 Table 3).".into(),
             workloads: s(&["ycsb-update-heavy"]),
             policies: s(&["none"]),
-            trims: [None, Some(10_000), Some(15_000), Some(20_000), Some(30_000), Some(40_000)]
-                .into_iter()
-                .map(|b| TrimSpec { batch: b, when: "free".into() })
-                .chain([TrimSpec { batch: Some(20_000), when: "replace".into() }])
+            allocations: best_fit(),
+            ssds: [100.0, 1000.0, 10_000.0]
+                .map(|us| SsdSpec { trim_command_us: us, ..ssd8() })
+                .to_vec(),
+            trims: std::iter::once(TrimSpec::off())
+                .chain([10_000, 15_000, 20_000, 30_000, 40_000].map(TrimSpec::safe))
+                .chain([TrimSpec { batch: Some(20_000), when: "replace".into(), discard: true }])
                 .collect(),
             ..base.clone()
         },
@@ -268,6 +472,8 @@ pub fn builtins() -> Vec<Experiment> {
             kind: Kind::WriteShares,
             description: "Where the run phase's bytes go: collection, primary index, secondary indexes, journal, metadata (seed 000 / 003 Table 1), and root, internal, leaf, overflow, extent-list pages (seed 002 Table 2, seed 003 Table 2).".into(),
             policies: s(&["none"]),
+            allocations: best_fit(),
+            seeds: vec![1],
             ..base.clone()
         },
         Experiment {
@@ -277,6 +483,8 @@ pub fn builtins() -> Vec<Experiment> {
             description: "Every write's file offset against time, per file kind, coloured by the stream DSM gives it, with checkpoint lines (seed 000 Fig. 3, 5, 8; seed 002 Fig. 4–5).".into(),
             workloads: s(&["linkbench-update-only"]),
             policies: s(&["dsm"]),
+            allocations: best_fit(),
+            seeds: vec![1],
             ..base.clone()
         },
         Experiment {
@@ -287,6 +495,19 @@ pub fn builtins() -> Vec<Experiment> {
             workloads: s(&["chapter10"]),
             policies: s(&["none"]),
             compressors: s(&["none", "snappy", "zlib", "zstd"]),
+            allocations: best_fit(),
+            seeds: vec![1],
+            ..base.clone()
+        },
+        Experiment {
+            name: "hass".into(),
+            title: "Hotness-aware chunk splits (HASS) on a sharded cluster".into(),
+            kind: Kind::Hass,
+            description: "YCSB-A with 1 KB records on an in-process cluster whose shards each run the engine on their own simulated SSD: MongoDB 3.6's split points (default), HASS static and dynamic tuning, CockroachDB/TiKV-style load-based splitting and an access-weighted oracle; the paper's scrambled zipfian over hashed keys, and hotness clustered in key order (seed 004, Fig. 5–9, Tables I–II).".into(),
+            workloads: s(crate::hass::WORKLOADS),
+            policies: s(crate::hass::POLICIES),
+            allocations: best_fit(),
+            seeds: vec![1],
             ..base
         },
     ]
@@ -299,39 +520,127 @@ pub fn find(name: &str) -> Option<Experiment> {
 impl Experiment {
     pub fn validate(&self) -> anyhow::Result<()> {
         use anyhow::bail;
-        if self.workloads.is_empty() || self.policies.is_empty() {
-            bail!(
-                "experiment {}: needs at least one workload and one policy",
-                self.name
-            );
+        let name = &self.name;
+        if self.workloads.is_empty() || self.policies.is_empty() || self.seeds.is_empty() {
+            bail!("experiment {name}: needs at least one workload, one policy and one seed");
+        }
+        if self.kind == Kind::Hass {
+            return self.validate_hass();
         }
         for w in &self.workloads {
             if !WORKLOADS.contains(&w.as_str()) && w != "chapter10" {
                 bail!(
-                    "experiment {}: unknown workload '{w}' (one of {})",
-                    self.name,
+                    "experiment {name}: unknown workload '{w}' (one of {})",
                     WORKLOADS.join(", ")
                 );
             }
         }
         for p in &self.policies {
-            if p != "oracle" && !placement::policy::POLICY_NAMES.contains(&p.as_str()) {
-                bail!("experiment {}: unknown policy '{p}'", self.name);
+            if !placement::policy::POLICY_NAMES.contains(&p.as_str()) {
+                bail!(
+                    "experiment {name}: unknown policy '{p}' (one of {})",
+                    placement::policy::POLICY_NAMES.join(", ")
+                );
             }
         }
         for t in &self.trims {
             if t.when != "free" && t.when != "replace" {
                 bail!(
-                    "experiment {}: trim.when must be free or replace, not '{}'",
-                    self.name,
+                    "experiment {name}: trim.when must be free or replace, not '{}'",
                     t.when
                 );
             }
+            if t.batch.is_some() && !t.discard {
+                bail!(
+                    "experiment {name}: a TRIM batch reaches the device only through the filesystem's discard; set discard: true with batch {:?}",
+                    t.batch
+                );
+            }
+            if t.batch == Some(0) {
+                bail!("experiment {name}: a TRIM batch must be at least 1 extent");
+            }
         }
-        if !(self.device_fill > 0.0 && self.device_fill <= 1.0) {
-            bail!("experiment {}: device_fill must be in (0, 1]", self.name);
+        if !(self.device_fill > 0.0 && self.device_fill <= 0.9) {
+            bail!(
+                "experiment {name}: device_fill must be in (0, 0.9] (the database grows in its run phase)"
+            );
+        }
+        if !(self.checkpoint_share > 0.0 && self.checkpoint_share <= 1.0) {
+            bail!("experiment {name}: checkpoint_share must be in (0, 1]");
+        }
+        for a in &self.allocations {
+            if !["best", "first", "append", "sweep"].contains(&a.as_str()) {
+                bail!("experiment {name}: unknown allocation '{a}' (best, first, append, sweep)");
+            }
+        }
+        if self.allocations.is_empty()
+            || self.cache_shares.is_empty()
+            || self.cache_shares.iter().any(|&c| c.is_nan() || c <= 0.0)
+        {
+            bail!("experiment {name}: needs an allocation, and cache_shares must be positive");
+        }
+        if !(0.0..=1000.0).contains(&self.warmup_capacities) {
+            bail!("experiment {name}: warmup_capacities must be in [0, 1000]");
+        }
+        if self.sweep_reserve_pct > 90 {
+            bail!("experiment {name}: sweep_reserve_pct must be 0–90");
+        }
+        if self
+            .ssds
+            .iter()
+            .any(|d| d.trim_command_us.is_nan() || d.trim_command_us < 0.0)
+        {
+            bail!("experiment {name}: trim_command_us must be ≥ 0");
+        }
+        if !(self.run_factor > 0.0 && self.run_factor <= 1000.0) {
+            bail!("experiment {name}: run_factor must be in (0, 1000]");
+        }
+        if !["none", "fill", "steady"].contains(&self.precondition.as_str()) {
+            bail!(
+                "experiment {name}: precondition must be none, fill or steady, not '{}'",
+                self.precondition
+            );
+        }
+        for sc in &self.scales {
+            if ScaleSpec::named(sc).is_none() {
+                bail!("experiment {name}: unknown scale '{sc}' in scales");
+            }
+        }
+        if (self.kind == Kind::Scale) != (self.scales.len() > 1) {
+            bail!("experiment {name}: a scale experiment needs two or more scales, and only it takes them");
         }
         if ScaleSpec::named(&self.scale).is_none() {
+            bail!(
+                "experiment {name}: scale must be one of {}",
+                SCALES.join(", ")
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Experiment {
+    fn validate_hass(&self) -> anyhow::Result<()> {
+        use anyhow::bail;
+        for w in &self.workloads {
+            if !crate::hass::WORKLOADS.contains(&w.as_str()) {
+                bail!(
+                    "experiment {}: unknown hass workload '{w}' (one of {})",
+                    self.name,
+                    crate::hass::WORKLOADS.join(", ")
+                );
+            }
+        }
+        for p in &self.policies {
+            if !crate::hass::POLICIES.contains(&p.as_str()) {
+                bail!(
+                    "experiment {}: unknown split policy '{p}' (one of {})",
+                    self.name,
+                    crate::hass::POLICIES.join(", ")
+                );
+            }
+        }
+        if crate::hass::HassScale::named(&self.scale).is_none() {
             bail!(
                 "experiment {}: scale must be tiny, quick, medium or paper",
                 self.name
@@ -354,5 +663,57 @@ mod tests {
             assert_eq!(back, e);
         }
         assert!(find("streams-quick").is_some());
+        for s in SCALES {
+            assert!(ScaleSpec::named(s).is_some(), "{s}");
+        }
+    }
+
+    /// The seeds ran their stream experiments without TRIM and without discard: a silent drift
+    /// back to TRIM in these experiments would change every conclusion of the report.
+    #[test]
+    fn stream_experiments_default_to_the_seeds_conditions() {
+        for name in STREAM_EXPERIMENTS {
+            let e = find(name).unwrap();
+            assert_eq!(e.trims, vec![TrimSpec::off()], "{name}");
+            assert!(!e.trims[0].discard && e.trims[0].batch.is_none(), "{name}");
+            assert_eq!(e.precondition, "fill", "{name}: the seeds' device was aged");
+            assert_eq!(e.device_fill, Ratios::default().device_fill, "{name}");
+            assert_eq!(
+                e.checkpoint_share,
+                Ratios::default().checkpoint_share,
+                "{name}"
+            );
+        }
+        // TRIM is studied where it belongs, and with discard (the only way it reaches the
+        // device).
+        let t = find("trim").unwrap();
+        assert!(t.trims.iter().any(|t| t.batch == Some(20_000) && t.discard));
+        let st = find("streams-trim").unwrap();
+        assert_eq!(st.trims[0], TrimSpec::off(), "the baseline beside it");
+        assert!(st.trims[1].discard && st.trims[1].batch.is_some());
+    }
+
+    #[test]
+    fn trim_batches_scale_with_the_device() {
+        let t = TrimSpec::safe(20_000);
+        // The seeds' drive: unchanged; a 2.56 GB device: 200 extents; tiny devices: 1.
+        assert_eq!(t.scaled_batch(256_000_000_000), Some(20_000));
+        assert_eq!(t.scaled_batch(2_560_000_000), Some(200));
+        assert_eq!(t.scaled_batch(1 << 20), Some(1));
+        assert_eq!(TrimSpec::off().scaled_batch(1 << 30), None);
+        assert_eq!(TrimSpec::off().label(), "off");
+        assert_eq!(t.label(), "20000");
+    }
+
+    #[test]
+    fn a_trim_batch_without_discard_is_refused() {
+        let mut e = find("streams-quick").unwrap();
+        e.trims = vec![TrimSpec {
+            batch: Some(20_000),
+            when: "free".into(),
+            discard: false,
+        }];
+        let err = e.validate().unwrap_err().to_string();
+        assert!(err.contains("discard"), "{err}");
     }
 }

@@ -2,9 +2,11 @@
 //! placement policies on the simulated SSD, and publish the results as files, plots and a
 //! report beside the seeds' published numbers.
 pub mod experiment;
+pub mod hass;
 pub mod plot;
 pub mod report;
 pub mod run;
+pub mod summary;
 
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -30,17 +32,61 @@ pub fn load_experiment(name_or_file: &str) -> Result<experiment::Experiment> {
     )
 }
 
-/// Runs (or resumes) an experiment into `out` and writes results, plots and the report.
-/// Returns the path of `report.html`.
+/// Runs (or resumes) an experiment into `out` and writes results, plots and the report; with
+/// `compare`, the report also sets its headline beside that earlier run's (a directory with
+/// `results.json`, e.g. the committed converged run). Returns the path of `report.html`.
 pub fn run_experiment(
     exp: experiment::Experiment,
     scale: Option<&str>,
     out: &Path,
     quiet: bool,
+    compare: Option<&Path>,
 ) -> Result<PathBuf> {
+    if exp.kind == experiment::Kind::Hass {
+        let mut exp = exp;
+        if let Some(s) = scale {
+            exp.scale = s.to_string();
+        }
+        exp.validate()?;
+        let scale = exp.scale.clone();
+        return hass::run(&exp, &scale, out, quiet);
+    }
+    let reference = compare.map(load_reference).transpose()?;
     let lab = run::Lab::new(out, exp, scale, quiet)?;
     let points = lab.run_all()?;
     let runs = run::engine_runs(&lab)?;
     run::write_results(out, &lab.exp, &lab.scale, &points, &runs)?;
-    report::write(out, &lab.exp, &lab.scale, &points, &runs)
+    report::write(
+        out,
+        &lab.exp,
+        &lab.scale,
+        &points,
+        &runs,
+        reference.as_ref(),
+    )
+}
+
+/// An earlier run's points and where they came from.
+pub struct Reference {
+    pub dir: PathBuf,
+    pub scale: String,
+    pub points: Vec<run::Point>,
+}
+
+fn load_reference(dir: &Path) -> Result<Reference> {
+    let file = dir.join("results.json");
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("reading the run to compare with, {}", file.display()))?;
+    let doc: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))?;
+    let points: Vec<run::Point> = serde_json::from_value(doc["points"].clone())
+        .with_context(|| format!("the points of {}", file.display()))?;
+    Ok(Reference {
+        dir: dir.to_path_buf(),
+        scale: doc["experiment"]["scale"]
+            .as_str()
+            .unwrap_or("?")
+            .to_string(),
+        points,
+    })
 }

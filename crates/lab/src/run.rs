@@ -8,13 +8,13 @@
 //! on flash, not what the engine writes), so one engine run serves every policy and every
 //! device, and all policies see exactly the same writes.
 
-use crate::experiment::{Experiment, ScaleSpec, SsdSpec, TrimSpec};
+use crate::experiment::{Experiment, ScaleSpec, SsdSpec, TrimSpec, JOURNAL_FILE_SHARE};
 use anyhow::{anyhow, bail, Context, Result};
 use docdb::{DocDb, DocDbConfig};
-use engine::{Compressor, TableConfig};
+use engine::{Compressor, Reconfigure, TableConfig};
 use indicatif::{ProgressBar, ProgressStyle};
 use placement::policy::PlacementConfig;
-use placement::sim::{ReplayConfig, TraceReplay, TrimConfig};
+use placement::sim::{ReplayConfig, RunLoops, TraceReplay, TrimConfig};
 use placement::{Event, Observer, TraceObserver, TrimWhen};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -26,20 +26,33 @@ use std::time::{Duration, Instant};
 use workload::measure::{PhaseResult, Progress};
 use workload::store::InProc;
 
-/// What one engine run measured on the host.
+/// What one engine run measured on the host, and the device it was sized for.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EngineRun {
     pub key: String,
     pub workload: String,
-    pub cache_mb: u64,
+    /// Workload seed.
+    pub seed: u64,
+    /// Run-phase cache ÷ loaded database (the experiment's setting).
+    pub cache_share: f64,
     pub leaf_kb: u32,
     pub compressor: String,
+    #[serde(default = "best")]
+    pub allocation: String,
+    #[serde(default)]
+    pub scale_name: String,
     pub scale: ScaleSpec,
+    /// The device and the engine settings derived from the loaded database (see
+    /// [`Sizing`]).
+    pub sizing: Sizing,
     pub load: PhaseResult,
     pub run: PhaseResult,
     pub trace: PathBuf,
     /// The event index where the run phase begins (end of load).
     pub end_of_load_event: u64,
+    /// Bytes written in the run phase (every file).
+    #[serde(default)]
+    pub run_write_bytes: u64,
     pub events: u64,
     /// Bytes of the collection and index files at the end.
     pub db_bytes: u64,
@@ -48,6 +61,10 @@ pub struct EngineRun {
     pub write_bytes_by_file: BTreeMap<String, u64>,
     pub write_bytes_by_page: BTreeMap<String, u64>,
     pub checkpoints: u64,
+    /// Checkpoints begun in the run phase, and the mean bytes written from one begin to the
+    /// next (every file: tables, journal, metadata).
+    pub run_checkpoints: u64,
+    pub interval_bytes_mean: f64,
     pub wall_s: f64,
     /// Workload-specific measurements (the compression experiment's insert, cold-read and
     /// warm-read seconds).
@@ -55,13 +72,56 @@ pub struct EngineRun {
     pub extra: BTreeMap<String, f64>,
 }
 
+/// The simulated device and the engine settings of one engine run, all derived from the
+/// database the load phase left (its collection and index files after the end-of-load
+/// checkpoint) and the experiment's ratios.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sizing {
+    /// Live bytes of the collection and index files after the end-of-load checkpoint (their
+    /// size less their free extents): the data, whatever the allocator left free around it.
+    pub db_load_bytes: u64,
+    /// The device's logical capacity: `db_load_bytes / device_fill`, in whole 4 KB pages.
+    pub capacity_bytes: u64,
+    /// The run phase's cache: `cache_share × db_load_bytes` (at least 1 MB).
+    pub cache_bytes: u64,
+    /// The written-bytes checkpoint trigger: `checkpoint_share × capacity_bytes`.
+    pub checkpoint_every_bytes: u64,
+    /// Journal files: WiredTiger's 100 MB on the seeds' 256 GB drive, scaled (at least the
+    /// engine's 64 KiB minimum).
+    pub journal_file_bytes: u64,
+}
+
+impl Sizing {
+    pub fn new(db_load_bytes: u64, exp: &Experiment, cache_share: f64) -> Sizing {
+        let page = ssd::PAGE_BYTES;
+        let capacity = ((db_load_bytes as f64 / exp.device_fill / page as f64).ceil() as u64)
+            .max(16 * 1024)
+            * page;
+        let journal = (capacity as f64 * JOURNAL_FILE_SHARE) as u64;
+        Sizing {
+            db_load_bytes,
+            capacity_bytes: capacity,
+            cache_bytes: ((db_load_bytes as f64 * cache_share) as u64).max(1 << 20),
+            checkpoint_every_bytes: ((capacity as f64 * exp.checkpoint_share) as u64).max(page),
+            journal_file_bytes: journal.clamp(engine::journal::MIN_FILE_MAX, 100 << 20),
+        }
+    }
+}
+
 /// What one replay measured on the simulated device.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DeviceRun {
     pub policy: String,
     pub trim: TrimSpec,
+    /// The TRIM batch in extents on this device (`trim.batch` scaled to its capacity).
+    pub trim_batch_extents: Option<usize>,
     pub ssd: SsdSpec,
     pub waf: f64,
+    /// Flash page programs of the run phase: host pages plus GC copies.
+    pub flash_write_pages: u64,
+    /// Flash page writes per run-phase operation (host bytes × WAF ÷ operations, in 4 KB
+    /// pages): what the engine and the policy together cost the flash.
+    pub flash_writes_per_op: f64,
     pub gc_copies: u64,
     pub erases: u64,
     pub erase_min: u64,
@@ -78,7 +138,22 @@ pub struct DeviceRun {
     pub modeled_ops_s: f64,
     pub logical_gib: f64,
     pub trimmed_bytes: u64,
+    /// TRIM commands the device received in the run phase, and the device time they took
+    /// (queue drains included).
+    pub trim_commands: u64,
+    pub trim_device_s: f64,
+    /// Passes of the run phase replayed (the last one measured).
+    #[serde(default = "one_pass")]
+    pub run_loops: u32,
     pub replay_wall_s: f64,
+}
+
+fn one_pass() -> u32 {
+    1
+}
+
+fn best() -> String {
+    "best".into()
 }
 
 /// One result row: an engine run and one replay of it.
@@ -86,10 +161,14 @@ pub struct DeviceRun {
 pub struct Point {
     pub experiment: String,
     pub mode: String,
+    #[serde(default)]
+    pub scale: String,
     pub workload: String,
-    pub cache_mb: u64,
+    pub seed: u64,
+    pub cache_share: f64,
     pub leaf_kb: u32,
     pub compressor: String,
+    pub allocation: String,
     pub policy: String,
     pub trim: String,
     pub ssd: String,
@@ -148,7 +227,7 @@ impl Lab {
             exp.scale = s.to_string();
         }
         exp.validate()?;
-        let scale = ScaleSpec::named(&exp.scale).expect("validated");
+        let scale = ScaleSpec::with_run_factor(&exp.scale, exp.run_factor).expect("validated");
         std::fs::create_dir_all(out.join("points"))
             .with_context(|| format!("creating {}", out.display()))?;
         std::fs::create_dir_all(out.join("traces"))?;
@@ -162,37 +241,56 @@ impl Lab {
         })
     }
 
-    fn engine_key(&self, workload: &str, cache: u64, leaf: u32, comp: &str) -> String {
+    fn engine_key(&self, w: &EngineWork) -> String {
+        let e = &self.exp;
+        let alloc = match w.allocation.as_str() {
+            "sweep" => format!("sweep{}", e.sweep_reserve_pct),
+            a => a.to_string(),
+        };
         slug(&format!(
-            "{workload}-c{cache}-l{leaf}-{comp}-{}",
-            self.exp.scale
+            "{}-c{}-l{}-{}-{}-f{}-k{}-r{}-s{}-{}",
+            w.workload,
+            w.cache_share,
+            w.leaf_kb,
+            w.compressor,
+            alloc,
+            e.device_fill,
+            e.checkpoint_share,
+            e.run_factor,
+            w.seed,
+            w.scale
         ))
     }
 
-    /// Runs every point not already done and returns all points.
-    pub fn run_all(&self) -> Result<Vec<Point>> {
-        let mut points = Vec::new();
+    /// The scales the experiment runs at.
+    fn scales(&self) -> Vec<String> {
+        if self.exp.scales.is_empty() {
+            vec![self.exp.scale.clone()]
+        } else {
+            self.exp.scales.clone()
+        }
+    }
+
+    /// The engine runs the experiment needs, in order.
+    fn engine_work(&self) -> Vec<EngineWork> {
         let e = &self.exp;
-        let engine_total =
-            e.workloads.len() * e.cache_mb.len() * e.leaf_kb.len() * e.compressors.len();
-        let replay_total = engine_total * e.policies.len() * e.trims.len() * e.ssds.len();
-        let bar = self.bar(replay_total as u64, "points");
-        for w in &e.workloads {
-            for &cache in &e.cache_mb {
-                for &leaf in &e.leaf_kb {
-                    for comp in &e.compressors {
-                        let run = self.engine_run(w, cache, leaf, comp, &bar)?;
-                        for policy in &e.policies {
-                            for trim in &e.trims {
-                                for ssd in &e.ssds {
-                                    bar.set_message(format!(
-                                        "{w} c{cache} l{leaf}: replay {policy} trim {} {}",
-                                        trim.label(),
-                                        ssd.label()
-                                    ));
-                                    let dev = self.replay(&run, policy, trim, ssd)?;
-                                    points.push(self.point(&run, dev));
-                                    bar.inc(1);
+        let mut v = Vec::new();
+        for scale in self.scales() {
+            for w in &e.workloads {
+                for &cache_share in &e.cache_shares {
+                    for &leaf_kb in &e.leaf_kb {
+                        for comp in &e.compressors {
+                            for alloc in &e.allocations {
+                                for &seed in &e.seeds {
+                                    v.push(EngineWork {
+                                        workload: w.clone(),
+                                        cache_share,
+                                        leaf_kb,
+                                        compressor: comp.clone(),
+                                        allocation: alloc.clone(),
+                                        seed,
+                                        scale: scale.clone(),
+                                    });
                                 }
                             }
                         }
@@ -200,8 +298,72 @@ impl Lab {
                 }
             }
         }
+        v
+    }
+
+    /// Runs every point not already done and returns all points.
+    pub fn run_all(&self) -> Result<Vec<Point>> {
+        let mut points = Vec::new();
+        let e = &self.exp;
+        let work = self.engine_work();
+        let replay_total = work.len() * e.policies.len() * e.trims.len() * e.ssds.len();
+        let bar = self.bar(replay_total as u64, "points");
+        for w in &work {
+            let run = self.engine_run(w, &bar)?;
+            let jobs: Vec<(&String, &TrimSpec, &SsdSpec)> = e
+                .policies
+                .iter()
+                .flat_map(|p| {
+                    e.trims
+                        .iter()
+                        .flat_map(move |t| e.ssds.iter().map(move |d| (p, t, d)))
+                })
+                .collect();
+            bar.set_message(format!(
+                "{} seed {}: {} replays",
+                w.workload,
+                w.seed,
+                jobs.len()
+            ));
+            for dev in self.replays(&run, &jobs, &bar)? {
+                points.push(self.point(&run, dev));
+            }
+        }
         bar.finish_and_clear();
         Ok(points)
+    }
+
+    /// The replays of one engine run, on as many threads as the machine has cores (each
+    /// replay is one thread and independent of the others), in `jobs` order.
+    fn replays(
+        &self,
+        run: &EngineRun,
+        jobs: &[(&String, &TrimSpec, &SsdSpec)],
+        bar: &ProgressBar,
+    ) -> Result<Vec<DeviceRun>> {
+        let workers = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(jobs.len())
+            .max(1);
+        let next = AtomicU64::new(0);
+        let results: Vec<parking_lot::Mutex<Option<Result<DeviceRun>>>> =
+            jobs.iter().map(|_| parking_lot::Mutex::new(None)).collect();
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                    let Some(&(policy, trim, ssd)) = jobs.get(i) else {
+                        return;
+                    };
+                    *results[i].lock() = Some(self.replay(run, policy, trim, ssd));
+                    bar.inc(1);
+                });
+            }
+        });
+        results
+            .into_iter()
+            .map(|r| r.into_inner().expect("every job ran"))
+            .collect()
     }
 
     fn bar(&self, n: u64, what: &str) -> ProgressBar {
@@ -225,10 +387,13 @@ impl Lab {
         Point {
             experiment: self.exp.name.clone(),
             mode: "trace-replay".into(),
+            scale: run.scale_name.clone(),
             workload: run.workload.clone(),
-            cache_mb: run.cache_mb,
+            seed: run.seed,
+            cache_share: run.cache_share,
             leaf_kb: run.leaf_kb,
             compressor: run.compressor.clone(),
+            allocation: run.allocation.clone(),
             policy: device.policy.clone(),
             trim: device.trim.label(),
             ssd: device.ssd.label(),
@@ -243,15 +408,8 @@ impl Lab {
     }
 
     /// The engine run for these settings, from disk if it was done before.
-    pub fn engine_run(
-        &self,
-        workload: &str,
-        cache: u64,
-        leaf: u32,
-        comp: &str,
-        bar: &ProgressBar,
-    ) -> Result<EngineRun> {
-        let key = self.engine_key(workload, cache, leaf, comp);
+    pub fn engine_run(&self, w: &EngineWork, bar: &ProgressBar) -> Result<EngineRun> {
+        let key = self.engine_key(w);
         let saved = self.out.join("points").join(format!("engine-{key}.json"));
         if let Ok(text) = std::fs::read_to_string(&saved) {
             if let Ok(r) = serde_json::from_str::<EngineRun>(&text) {
@@ -260,8 +418,9 @@ impl Lab {
                 }
             }
         }
-        bar.set_message(format!("{workload} c{cache} l{leaf} {comp}: engine run"));
-        let r = run_engine(&self.out, &key, workload, cache, leaf, comp, &self.scale)?;
+        bar.set_message(format!("{} seed {}: engine run", w.workload, w.seed));
+        let scale = ScaleSpec::with_run_factor(&w.scale, self.exp.run_factor).expect("validated");
+        let r = run_engine(&self.out, &key, w, &self.exp, &scale)?;
         std::fs::write(&saved, serde_json::to_string_pretty(&r)?)?;
         Ok(r)
     }
@@ -275,12 +434,12 @@ impl Lab {
         ssd: &SsdSpec,
     ) -> Result<DeviceRun> {
         let key = slug(&format!(
-            "replay-{}-{policy}-t{}-{}-f{}-p{}",
+            "replay-{}-{policy}-t{}-{}-p{}-w{}",
             run.key,
             trim.label(),
             ssd.label(),
-            self.exp.device_fill,
-            self.exp.precondition
+            self.exp.precondition,
+            self.exp.warmup_capacities
         ));
         let saved = self.out.join("points").join(format!("{key}.json"));
         if let Ok(text) = std::fs::read_to_string(&saved) {
@@ -288,17 +447,23 @@ impl Lab {
                 return Ok(d);
             }
         }
-        let d = replay_run(
-            run,
-            policy,
-            trim,
-            ssd,
-            self.exp.device_fill,
-            self.exp.precondition,
-        )?;
+        let d = replay_run(run, policy, trim, ssd, &self.exp)?;
         std::fs::write(&saved, serde_json::to_string_pretty(&d)?)?;
         Ok(d)
     }
+}
+
+/// One engine run's settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineWork {
+    pub workload: String,
+    pub cache_share: f64,
+    pub leaf_kb: u32,
+    pub compressor: String,
+    /// Table pages' block allocation (engine::AllocPolicy).
+    pub allocation: String,
+    pub seed: u64,
+    pub scale: String,
 }
 
 /// (p50, p99) of all operations of a phase, µs (the operation-weighted mean of per-type
@@ -330,20 +495,21 @@ fn table_template(kind: &str, leaf: u32, comp: &str) -> Result<TableConfig> {
     })
 }
 
-/// Loads and runs one workload on a fresh database, tracing every I/O event.
+/// Loads and runs one workload on a fresh database, tracing every I/O event. The load runs
+/// with the scale's load cache and no timed checkpoints; after its end-of-load checkpoint the
+/// database is measured and the run phase gets the device-relative settings of [`Sizing`]:
+/// its cache, a written-bytes checkpoint trigger and the journal file size.
 pub fn run_engine(
     out: &Path,
     key: &str,
-    workload: &str,
-    cache_mb: u64,
-    leaf_kb: u32,
-    comp: &str,
+    w: &EngineWork,
+    exp: &Experiment,
     scale: &ScaleSpec,
 ) -> Result<EngineRun> {
     let started = Instant::now();
-    let work = out.join("work").join(key);
+    let work = work_root(out).join(key);
     let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work)?;
+    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let trace = out.join("traces").join(format!("{key}.trace"));
     let obs = Arc::new(CountingTrace {
         inner: TraceObserver::create(&trace)
@@ -352,79 +518,142 @@ pub fn run_engine(
         checkpoints: AtomicU64::new(0),
     });
     let mut cfg = DocDbConfig::disk(work.join("db"));
-    cfg.engine.cache_size = cache_mb << 20;
-    cfg.engine.checkpoint_interval = Some(Duration::from_secs_f64(scale.checkpoint_secs));
+    cfg.engine.cache_size = scale.load_cache_mb << 20;
+    // Checkpoints by bytes written only (set after the load): a timed interval would make
+    // what one interval writes depend on this machine's speed.
+    cfg.engine.checkpoint_interval = None;
     cfg.engine.observer = Some(obs.clone());
-    cfg.collection_table = table_template("collection", leaf_kb, comp)?;
-    cfg.index_table = table_template("index", leaf_kb, comp)?;
+    let alloc: engine::AllocPolicy = w.allocation.parse().map_err(|e| anyhow!("{e}"))?;
+    cfg.collection_table = TableConfig {
+        allocation: alloc,
+        sweep_reserve_pct: exp.sweep_reserve_pct,
+        ..table_template("collection", w.leaf_kb, &w.compressor)?
+    };
+    cfg.index_table = TableConfig {
+        allocation: alloc,
+        sweep_reserve_pct: exp.sweep_reserve_pct,
+        ..table_template("index", w.leaf_kb, &w.compressor)?
+    };
     let reopen_cfg = cfg.clone();
+    let db_dir = work.join("db");
     let db = DocDb::open(cfg).map_err(|e| anyhow!("opening the lab database: {e}"))?;
     let mut extra = BTreeMap::new();
-    let (load, run, eol) = if workload == "chapter10" {
-        let (load, eol) = chapter10_insert(&db, scale.chapter10_docs, &obs.count)?;
+    let mut sizing = None;
+    let mut end_of_load = |db: &Arc<DocDb>| -> Result<u64> {
+        // The seeds start their run phase from a loaded, checkpointed database.
+        db.engine()
+            .checkpoint()
+            .map_err(|e| anyhow!("checkpoint after load: {e}"))?;
+        let s = Sizing::new(live_table_bytes(db)?, exp, w.cache_share);
+        db.engine()
+            .reconfigure(&Reconfigure {
+                cache_size: Some(s.cache_bytes),
+                checkpoint_written_bytes: Some(Some(s.checkpoint_every_bytes)),
+                journal_file_max: Some(s.journal_file_bytes),
+                ..Reconfigure::default()
+            })
+            .map_err(|e| anyhow!("sizing the run phase: {e}"))?;
+        sizing = Some(s);
+        db.engine().end_of_load();
+        Ok(obs.count.load(Ordering::Relaxed))
+    };
+    let (load, run, eol) = if w.workload == "chapter10" {
+        let load = chapter10_insert(&db, scale.chapter10_docs)?;
+        let eol = end_of_load(&db)?;
         (load, PhaseResult::default(), eol)
     } else {
-        drive(&db, workload, scale, &obs.count)?
+        drive(&db, w, scale, end_of_load)?
     };
     db.shutdown()
         .map_err(|e| anyhow!("shutting the lab database down: {e}"))?;
     drop(db);
-    if workload == "chapter10" {
+    if w.workload == "chapter10" {
+        extra = chapter10_reads(reopen_cfg, scale.chapter10_docs)?;
         extra.insert("insert_s".into(), load.runtime_ms / 1e3);
-        // The chapter's read job: restart, then fetch every document 12 times; the first
-        // pass is cold (nothing cached), the rest warm.
-        let mut c = reopen_cfg;
-        c.engine.observer = None;
-        let db = DocDb::open(c).map_err(|e| anyhow!("reopening the lab database: {e}"))?;
-        let mut passes = Vec::new();
-        for _ in 0..12 {
-            let t = Instant::now();
-            let n = db
-                .find("bench", "benchmark", &docdb::FindQuery::default())
-                .map_err(|e| anyhow!("{e}"))?
-                .count();
-            if n as u64 != scale.chapter10_docs {
-                bail!(
-                    "read pass returned {n} documents, expected {}",
-                    scale.chapter10_docs
-                );
-            }
-            passes.push(t.elapsed().as_secs_f64());
-        }
-        db.shutdown().map_err(|e| anyhow!("{e}"))?;
-        extra.insert("cold_read_s".into(), passes[0]);
-        extra.insert("warm_read_s".into(), passes[1..].iter().sum::<f64>() / 11.0);
     }
     obs.flush();
     // The whole database is on disk after a clean shutdown; size it from its files.
-    let db_bytes = table_bytes(&work.join("db"))?;
-    let (by_file, by_page) = write_shares(&trace, eol)?;
+    let db_bytes = table_bytes(&db_dir)?;
+    let shares = write_shares(&trace, eol)?;
     let events = obs.count.load(Ordering::Relaxed);
     let _ = std::fs::remove_dir_all(&work);
+    if let Some(parent) = work.parent() {
+        // Removed only when empty (another run may share it).
+        let _ = std::fs::remove_dir(parent);
+    }
     Ok(EngineRun {
         key: key.to_string(),
-        workload: workload.to_string(),
-        cache_mb,
-        leaf_kb,
-        compressor: comp.to_string(),
+        workload: w.workload.clone(),
+        seed: w.seed,
+        cache_share: w.cache_share,
+        leaf_kb: w.leaf_kb,
+        compressor: w.compressor.clone(),
+        allocation: w.allocation.clone(),
+        scale_name: w.scale.clone(),
         scale: scale.clone(),
+        sizing: sizing.ok_or_else(|| anyhow!("the workload never reached its end of load"))?,
         load,
         run,
         trace,
         end_of_load_event: eol,
+        run_write_bytes: shares.by_file.values().sum(),
         events,
         db_bytes,
-        write_bytes_by_file: by_file,
-        write_bytes_by_page: by_page,
+        write_bytes_by_file: shares.by_file,
+        write_bytes_by_page: shares.by_page,
         checkpoints: obs.checkpoints.load(Ordering::Relaxed),
+        run_checkpoints: shares.checkpoints,
+        interval_bytes_mean: shares.interval_bytes_mean,
         wall_s: started.elapsed().as_secs_f64(),
         extra,
     })
 }
 
+/// Where engine runs keep their database: `$FLASHDOC_LAB_WORK`, else a RAM filesystem
+/// (`/dev/shm`) when there is one, else `OUT/work`. The lab measures the simulated device, not
+/// this machine's disk; on RAM, fsyncs are free, so a checkpoint's wall time (during which the
+/// clients keep writing) does not depend on the host's disk.
+fn work_root(out: &Path) -> PathBuf {
+    if let Some(dir) = std::env::var_os("FLASHDOC_LAB_WORK") {
+        return PathBuf::from(dir);
+    }
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        let probe = shm.join(format!("flashdoc-lab-{}", std::process::id()));
+        if std::fs::create_dir_all(&probe).is_ok() {
+            return probe;
+        }
+    }
+    out.join("work")
+}
+
+/// The chapter's read job (seed 001 §10.3.2): restart, then fetch every document 12 times;
+/// the first pass is cold (nothing cached), the rest warm.
+fn chapter10_reads(mut cfg: DocDbConfig, n: u64) -> Result<BTreeMap<String, f64>> {
+    cfg.engine.observer = None;
+    let db = DocDb::open(cfg).map_err(|e| anyhow!("reopening the lab database: {e}"))?;
+    let mut passes = Vec::new();
+    for _ in 0..12 {
+        let t = Instant::now();
+        let got = db
+            .find("bench", "benchmark", &docdb::FindQuery::default())
+            .map_err(|e| anyhow!("{e}"))?
+            .count();
+        if got as u64 != n {
+            bail!("read pass returned {got} documents, expected {n}");
+        }
+        passes.push(t.elapsed().as_secs_f64());
+    }
+    db.shutdown().map_err(|e| anyhow!("{e}"))?;
+    let mut extra = BTreeMap::new();
+    extra.insert("cold_read_s".into(), passes[0]);
+    extra.insert("warm_read_s".into(), passes[1..].iter().sum::<f64>() / 11.0);
+    Ok(extra)
+}
+
 /// Inserts `n` documents of the chapter's shape (seed 001 §10.3.2) one by one, then
-/// checkpoints. Returns the insert phase and the end-of-load event index.
-fn chapter10_insert(db: &Arc<DocDb>, n: u64, events: &AtomicU64) -> Result<(PhaseResult, u64)> {
+/// checkpoints. Returns the insert phase.
+fn chapter10_insert(db: &Arc<DocDb>, n: u64) -> Result<PhaseResult> {
     use bson::{doc, Bson, DateTime, Document};
     use rand::Rng;
     let mut rng = workload::rng(10);
@@ -473,8 +702,7 @@ fn chapter10_insert(db: &Arc<DocDb>, n: u64, events: &AtomicU64) -> Result<(Phas
         throughput_ops_sec: n as f64 / elapsed.as_secs_f64().max(1e-9),
         ..PhaseResult::default()
     };
-    db.engine().end_of_load();
-    Ok((load, events.load(Ordering::Relaxed)))
+    Ok(load)
 }
 
 /// Every write of the run phase as (time s, file kind label, offset MB, stream `policy` gives
@@ -541,37 +769,29 @@ pub fn io_pattern(
     Ok((all, ckpts))
 }
 
-/// The load phase, a checkpoint and the end-of-load mark (its event index is returned), then
-/// the run phase.
+/// The load phase, `end_of_load` (which checkpoints, sizes the run phase and returns the
+/// end-of-load event index), then the run phase.
 fn drive(
     db: &Arc<DocDb>,
-    workload: &str,
+    w: &EngineWork,
     scale: &ScaleSpec,
-    events: &AtomicU64,
+    mut end_of_load: impl FnMut(&Arc<DocDb>) -> Result<u64>,
 ) -> Result<(PhaseResult, PhaseResult, u64)> {
     use workload::linkbench::{self, LinkBenchConfig, Mix};
     use workload::ycsb::{self, Workload, YcsbConfig};
-    let end_of_load = || -> Result<u64> {
-        // The seeds start their run phase from a loaded, checkpointed database.
-        db.engine()
-            .checkpoint()
-            .map_err(|e| anyhow!("checkpoint after load: {e}"))?;
-        db.engine().end_of_load();
-        Ok(events.load(Ordering::Relaxed))
-    };
-    if let Some(rest) = workload.strip_prefix("ycsb-") {
-        let w = match rest {
+    if let Some(rest) = w.workload.strip_prefix("ycsb-") {
+        let kind = match rest {
             "update-heavy" => Workload::UpdateHeavy,
             "update-only" | "load" => Workload::UpdateOnly,
             other => bail!("unknown YCSB workload {other}"),
         };
-        let mut cfg = YcsbConfig::workload(w, scale.ycsb_records, scale.ycsb_ops);
+        let mut cfg = YcsbConfig::workload(kind, scale.ycsb_records, scale.ycsb_ops);
         cfg.threads = scale.threads;
-        cfg.seed = 1;
+        cfg.seed = w.seed;
         let store = InProc::new(db.clone(), "ycsb");
         ycsb::prepare_load(&cfg, &store)?;
         let load = ycsb::run_load(&cfg, &store, Progress::Hidden)?;
-        let eol = end_of_load()?;
+        let eol = end_of_load(db)?;
         let run = if rest == "load" {
             PhaseResult::default()
         } else {
@@ -579,28 +799,47 @@ fn drive(
         };
         return Ok((load, run, eol));
     }
-    if let Some(mix) = workload.strip_prefix("linkbench-") {
+    if let Some(mix) = w.workload.strip_prefix("linkbench-") {
         let cfg = LinkBenchConfig {
             maxid1: scale.linkbench_maxid1,
             requests: Some(scale.linkbench_requests),
             mix: mix.parse::<Mix>().map_err(|e| anyhow!(e))?,
             requesters: scale.threads,
             loaders: scale.threads,
-            seed: 1,
+            seed: w.seed,
             // LinkBench's out-degree distribution has a tail that does not shrink with the
-            // graph: at lab scale a handful of nodes would hold most links. Cap the degree at
-            // a tenth of the node count so a small graph keeps the shape of a large one.
+            // graph: at lab scale a handful of nodes would otherwise hold most links. Cap the
+            // degree at a tenth of the node count so a small graph keeps the shape of a large
+            // one.
             nlinks_cap: Some((scale.linkbench_maxid1 as u64 / 10).max(100)),
             ..LinkBenchConfig::default()
         };
         let store = InProc::new(db.clone(), cfg.database.clone());
         linkbench::prepare_load(&store)?;
         let load = linkbench::run_load(&cfg, &store, Progress::Hidden)?;
-        let eol = end_of_load()?;
+        let eol = end_of_load(db)?;
         let run = linkbench::run_ops(&cfg, &store, Progress::Hidden)?;
         return Ok((load, run, eol));
     }
-    bail!("unknown workload {workload}")
+    bail!("unknown workload {}", w.workload)
+}
+
+/// Bytes of live blocks in the collection and index files (file sizes less free extents).
+fn live_table_bytes(db: &Arc<DocDb>) -> Result<u64> {
+    let stats = db.engine().stats();
+    let tables = stats["tables"]
+        .as_array()
+        .ok_or_else(|| anyhow!("the engine reports no tables"))?;
+    let mut live = 0u64;
+    for t in tables {
+        let e = &t["extents"];
+        let field = |k: &str| {
+            e[k].as_u64()
+                .ok_or_else(|| anyhow!("table statistics lack extents.{k}: {e}"))
+        };
+        live += field("file_size")? - field("avail_bytes")? - field("discard_bytes")?;
+    }
+    Ok(live)
 }
 
 fn table_bytes(dir: &Path) -> Result<u64> {
@@ -614,29 +853,57 @@ fn table_bytes(dir: &Path) -> Result<u64> {
     Ok(n)
 }
 
-/// Bytes written after event `from`, by file kind (the primary index told apart) and by page
-/// kind.
-pub fn write_shares(
-    trace: &Path,
-    from: u64,
-) -> Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)> {
-    let mut by_file = BTreeMap::new();
-    let mut by_page = BTreeMap::new();
+/// What the run phase wrote: bytes by file kind (the primary index told apart) and by page
+/// kind, and its checkpoint intervals.
+pub struct RunWrites {
+    pub by_file: BTreeMap<String, u64>,
+    pub by_page: BTreeMap<String, u64>,
+    /// Checkpoints begun after the end of the load.
+    pub checkpoints: u64,
+    /// Mean bytes written between consecutive checkpoint begins of the run phase (0 with
+    /// fewer than two).
+    pub interval_bytes_mean: f64,
+}
+
+/// Reads the trace from event `from` on.
+pub fn write_shares(trace: &Path, from: u64) -> Result<RunWrites> {
+    let mut r = RunWrites {
+        by_file: BTreeMap::new(),
+        by_page: BTreeMap::new(),
+        checkpoints: 0,
+        interval_bytes_mean: 0.0,
+    };
+    let mut written = 0u64;
+    let mut first_begin = None;
+    let mut last_begin = 0u64;
     for (i, ev) in placement::trace::TraceReader::open(trace)?.enumerate() {
-        if let Event::Write(w) = ev? {
-            if (i as u64) < from {
-                continue;
+        let ev = ev?;
+        if (i as u64) < from {
+            continue;
+        }
+        match ev {
+            Event::Write(w) => {
+                let file = match (w.file_kind, w.id_index) {
+                    (placement::FileKind::Index, true) => "primary index",
+                    (placement::FileKind::Index, false) => "secondary index",
+                    (k, _) => k.name(),
+                };
+                *r.by_file.entry(file.to_string()).or_default() += w.len as u64;
+                *r.by_page.entry(w.page_kind.name().to_string()).or_default() += w.len as u64;
+                written += w.len as u64;
             }
-            let file = match (w.file_kind, w.id_index) {
-                (placement::FileKind::Index, true) => "primary index",
-                (placement::FileKind::Index, false) => "secondary index",
-                (k, _) => k.name(),
-            };
-            *by_file.entry(file.to_string()).or_default() += w.len as u64;
-            *by_page.entry(w.page_kind.name().to_string()).or_default() += w.len as u64;
+            Event::CheckpointBegin { .. } => {
+                r.checkpoints += 1;
+                first_begin.get_or_insert(written);
+                last_begin = written;
+            }
+            _ => {}
         }
     }
-    Ok((by_file, by_page))
+    if let (Some(first), true) = (first_begin, r.checkpoints >= 2) {
+        r.interval_bytes_mean = (last_begin - first) as f64 / (r.checkpoints - 1) as f64;
+    }
+    Ok(r)
 }
 
 fn replay_run(
@@ -644,21 +911,14 @@ fn replay_run(
     policy: &str,
     trim: &TrimSpec,
     ssd: &SsdSpec,
-    fill: f64,
-    precondition: bool,
+    exp: &Experiment,
 ) -> Result<DeviceRun> {
     let started = Instant::now();
     let pc = PlacementConfig {
         streams: ssd.streams,
         ..PlacementConfig::default()
     };
-    // Device capacity: the trace's peak file footprint is `fill` of it.
-    let ext = placement::sim::scan_events(
-        placement::trace::TraceReader::open(&run.trace)?.map(|e| e.map_err(anyhow::Error::from)),
-        false,
-    )?;
-    // At least 64 MiB, so even the tiny test scale has enough erase units for 8 open streams.
-    let logical_pages = ((ext.peak_file_pages as f64 / fill).ceil() as u64).max(16 * 1024);
+    let logical_pages = run.sizing.capacity_bytes / ssd::PAGE_BYTES;
     let mut dev = ssd::SsdConfig::with_op(logical_pages, ssd.op)?;
     // A lab-sized device is small; a real one has thousands of erase blocks, so the open
     // block of each stream costs nothing. Keep that true: at least ~1024 blocks, by using
@@ -667,38 +927,62 @@ fn replay_run(
     dev.set_op(ssd.op)?;
     dev.streams = ssd.streams as u32;
     dev.gc = ssd::GcPolicy::parse(&ssd.gc)?;
-    dev.timing = Some(ssd::TimingConfig::default());
+    let mut timing = ssd::TimingConfig::default();
+    timing.trim.command_ns = (ssd.trim_command_us * 1e3).round() as u64;
+    dev.timing = Some(timing);
     dev.validate()?;
     let when = TrimWhen::parse(&trim.when).map_err(|e| anyhow!(e))?;
+    let batch = trim.scaled_batch(run.sizing.capacity_bytes);
+    let loops = run_loops(run, exp.warmup_capacities);
     let job = TraceReplay {
         trace: &run.trace,
         policy,
         placement: &pc,
         device: dev,
-        precondition: precondition.then(ssd::PreconditionConfig::default),
+        precondition: match exp.precondition.as_str() {
+            "none" => None,
+            mode => Some(ssd::PreconditionConfig {
+                mode: ssd::PreconditionMode::parse(mode)?,
+                ..ssd::PreconditionConfig::default()
+            }),
+        },
         alloc: ssd::AllocPolicy::NextFit,
-        fs_discard: true,
+        fs_discard: trim.discard,
         replay: ReplayConfig {
-            trim: TrimConfig {
-                batch: trim.batch,
-                when,
-            },
+            trim: TrimConfig { batch, when },
             end_of_load_at: Some(run.end_of_load_event),
-            reset_stats_at: run.end_of_load_event.max(1),
+            // The last pass is measured.
+            reset_stats_at: (run.end_of_load_event
+                + (loops as u64 - 1) * (run.events - run.end_of_load_event))
+                .max(1),
+        },
+        loops: RunLoops {
+            from: run.end_of_load_event,
+            times: loops,
         },
     };
-    let out = placement::sim::replay_trace_file(&job, |_, _| {}).map_err(|e| anyhow!("{e}"))?;
+    let out = placement::sim::replay_trace_file(&job, |_, _| {}).map_err(|e| {
+        anyhow!(
+            "{e} (the device holds {} MB: the database grew past it; lower device_fill)",
+            run.sizing.capacity_bytes >> 20
+        )
+    })?;
     let r = &out.report;
     let t = r
         .timing
         .as_ref()
         .ok_or_else(|| anyhow!("the device model has no timing"))?;
     let device_s = t.makespan_ns as f64 / 1e9;
+    let ops = (run.run.operations as f64).max(1.0);
+    let flash = r.counters.host_write_pages + r.counters.gc_copy_pages;
     Ok(DeviceRun {
         policy: policy.to_string(),
         trim: trim.clone(),
+        trim_batch_extents: batch,
         ssd: ssd.clone(),
         waf: r.write_amplification,
+        flash_write_pages: flash,
+        flash_writes_per_op: flash as f64 / ops,
         gc_copies: r.counters.gc_copy_pages,
         erases: r.counters.erases,
         erase_min: r.erase_count.min as u64,
@@ -709,15 +993,24 @@ fn replay_run(
         device_mb_s: t.mb_per_s,
         write_p99_us: t.write_latency.p99_us,
         read_p99_us: t.read_latency.p99_us,
-        modeled_ops_s: if device_s > 0.0 {
-            run.run.operations as f64 / device_s
-        } else {
-            0.0
-        },
+        modeled_ops_s: if device_s > 0.0 { ops / device_s } else { 0.0 },
         logical_gib: logical_pages as f64 * ssd::PAGE_BYTES as f64 / (1u64 << 30) as f64,
         trimmed_bytes: out.trim.map(|s| s.released_bytes).unwrap_or(0),
+        trim_commands: r.host_trim_ios,
+        trim_device_s: t.trim_busy_ns as f64 / 1e9,
+        run_loops: loops,
         replay_wall_s: started.elapsed().as_secs_f64(),
     })
+}
+
+/// How many times the run phase is replayed: enough passes before the last to write
+/// `warmup_capacities` device capacities, then the measured pass (at most 64 in all).
+pub fn run_loops(run: &EngineRun, warmup_capacities: f64) -> u32 {
+    let per_pass = run.run_write_bytes as f64 / run.sizing.capacity_bytes as f64;
+    if per_pass <= 0.0 {
+        return 1;
+    }
+    (1.0 + (warmup_capacities / per_pass).ceil()).min(64.0) as u32
 }
 
 /// Erase-block size for a device of `logical_pages`: the largest power of two up to 256
@@ -750,14 +1043,14 @@ pub fn write_results(
         out.join("results.json"),
         serde_json::to_string_pretty(&doc)?,
     )?;
-    let mut csv = String::from("experiment,workload,cache_mb,leaf_kb,compressor,policy,trim,ssd,device_fill,host_ops_s,host_p50_us,host_p99_us,load_docs_s,db_mb,waf,gc_copies,erases,erase_max,device_s,modeled_ops_s,device_mb_s,write_p99_us,read_p99_us,trimmed_bytes\n");
+    let mut csv = String::from("experiment,scale,workload,seed,cache_share,leaf_kb,compressor,allocation,policy,trim,ssd,device_fill,host_ops_s,host_p50_us,host_p99_us,load_docs_s,db_mb,flash_writes_per_op,waf,gc_copies,erases,erase_max,device_s,modeled_ops_s,device_mb_s,write_p99_us,read_p99_us,trimmed_bytes,trim_commands\n");
     for p in points {
         let d = &p.device;
         csv.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{:.1},{:.1},{:.1},{:.1},{:.2},{:.4},{},{},{},{:.4},{:.1},{:.2},{:.1},{:.1},{}\n",
-            p.experiment, p.workload, p.cache_mb, p.leaf_kb, p.compressor, p.policy, p.trim, p.ssd, p.device_fill,
-            p.host_ops_s, p.host_p50_us, p.host_p99_us, p.load_docs_s, p.db_mb, d.waf, d.gc_copies, d.erases, d.erase_max,
-            d.device_s, d.modeled_ops_s, d.device_mb_s, d.write_p99_us, d.read_p99_us, d.trimmed_bytes
+            "{},{},{},{},{},{},{},{},{},{},{},{},{:.1},{:.1},{:.1},{:.1},{:.2},{:.4},{:.4},{},{},{},{:.4},{:.1},{:.2},{:.1},{:.1},{},{}\n",
+            p.experiment, p.scale, p.workload, p.seed, p.cache_share, p.leaf_kb, p.compressor, p.allocation, p.policy, p.trim, p.ssd, p.device_fill,
+            p.host_ops_s, p.host_p50_us, p.host_p99_us, p.load_docs_s, p.db_mb, d.flash_writes_per_op, d.waf, d.gc_copies, d.erases, d.erase_max,
+            d.device_s, d.modeled_ops_s, d.device_mb_s, d.write_p99_us, d.read_p99_us, d.trimmed_bytes, d.trim_commands
         ));
     }
     std::fs::write(out.join("results.csv"), csv)?;

@@ -8,11 +8,18 @@ fn a_tiny_streams_experiment_writes_results_plots_and_a_report() {
     let dir = tempfile::tempdir().unwrap();
     let mut exp = lab::experiment::find("streams-quick").unwrap();
     exp.workloads = vec!["ycsb-update-only".into(), "linkbench-update-only".into()];
-    exp.policies = vec!["none".into(), "file".into(), "dsm".into(), "oracle".into()];
-    // Aging the device dominates a debug-build run; the lab's own runs age it.
-    exp.precondition = false;
+    exp.policies = vec![
+        "none".into(),
+        "dsm".into(),
+        "filelog".into(),
+        "oracle".into(),
+    ];
+    exp.seeds = vec![2, 3];
+    // Aging the device and long warm-ups dominate a debug-build run; the lab's own runs do both.
+    exp.precondition = "none".into();
+    exp.warmup_capacities = 1.0;
     let out = dir.path().join("x");
-    let html = lab::run_experiment(exp.clone(), Some("tiny"), &out, true).unwrap();
+    let html = lab::run_experiment(exp.clone(), Some("tiny"), &out, true, None).unwrap();
     assert!(html.ends_with("report.html"));
 
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
@@ -28,10 +35,17 @@ fn a_tiny_streams_experiment_writes_results_plots_and_a_report() {
         "trim",
         "ssd",
         "device_fill",
+        "allocation",
+        "seed",
+        "flash_writes_per_op",
     ] {
         assert!(head.contains(&col), "results.csv lacks {col}");
     }
-    assert_eq!(lines.count(), 2 * 4, "one row per workload × policy");
+    assert_eq!(
+        lines.count(),
+        2 * 2 * 2 * 4,
+        "one row per workload × engine × seed × policy"
+    );
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     assert_eq!(json["experiment"]["name"], "streams-quick");
@@ -71,6 +85,22 @@ fn a_tiny_streams_experiment_writes_results_plots_and_a_report() {
         md.contains("paper:"),
         "the report quotes the seeds' published values"
     );
+    assert!(
+        md.contains("Flash page writes per operation"),
+        "the report opens with flash page writes per operation"
+    );
+    assert!(
+        md.contains("gap"),
+        "the report measures the gap to the oracle"
+    );
+    // A report compared with an earlier run sets the headlines side by side.
+    let html2 = lab::run_experiment(exp.clone(), Some("tiny"), &out, true, Some(&out)).unwrap();
+    let md2 = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        md2.contains("beside the converged run"),
+        "{}",
+        html2.display()
+    );
 
     // A second run resumes: nothing is recomputed (the engine run's file is untouched).
     let engine_file = std::fs::read_dir(out.join("points"))
@@ -80,7 +110,7 @@ fn a_tiny_streams_experiment_writes_results_plots_and_a_report() {
         .unwrap()
         .path();
     let before = std::fs::metadata(&engine_file).unwrap().modified().unwrap();
-    lab::run_experiment(exp, Some("tiny"), &out, true).unwrap();
+    lab::run_experiment(exp, Some("tiny"), &out, true, None).unwrap();
     assert_eq!(
         std::fs::metadata(&engine_file).unwrap().modified().unwrap(),
         before
@@ -90,6 +120,7 @@ fn a_tiny_streams_experiment_writes_results_plots_and_a_report() {
 #[test]
 fn every_experiment_kind_runs_at_tiny_scale() {
     for name in [
+        "scale",
         "write-shares",
         "io-pattern",
         "compression",
@@ -101,8 +132,17 @@ fn every_experiment_kind_runs_at_tiny_scale() {
         exp.workloads.truncate(1);
         exp.policies.truncate(2);
         exp.trims.truncate(3);
-        exp.precondition = false;
-        let html = lab::run_experiment(exp, Some("tiny"), dir.path(), true)
+        exp.ssds.truncate(1);
+        exp.seeds.truncate(1);
+        exp.precondition = "none".into();
+        exp.warmup_capacities = 1.0;
+        if name == "scale" {
+            // Two scales, the second cut short so a debug build finishes in seconds.
+            exp.scales = vec!["tiny".into(), "quick".into()];
+            exp.run_factor = 0.02;
+            exp.allocations.truncate(1);
+        }
+        let html = lab::run_experiment(exp, Some("tiny"), dir.path(), true, None)
             .unwrap_or_else(|e| panic!("{name}: {e:#}"));
         let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
         assert!(

@@ -72,6 +72,40 @@ impl PageKind {
     }
 }
 
+/// Why the engine wrote a tree page: what it knows at write time about the page's future.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum WriteCause {
+    /// Not a tree page write (journal, metadata, descriptors), or not said.
+    #[default]
+    Other,
+    /// Eviction: the page leaves the cache (it was the least recently used).
+    Eviction,
+    /// A checkpoint: the page stays in the cache, clean.
+    Checkpoint,
+    /// The writer reconciled a page that grew past its in-memory maximum (a hot page).
+    Split,
+}
+
+impl WriteCause {
+    pub const ALL: [WriteCause; 4] = [
+        WriteCause::Other,
+        WriteCause::Eviction,
+        WriteCause::Checkpoint,
+        WriteCause::Split,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteCause::Other => "other",
+            WriteCause::Eviction => "eviction",
+            WriteCause::Checkpoint => "checkpoint",
+            WriteCause::Split => "split",
+        }
+    }
+    pub fn from_u8(v: u8) -> Option<WriteCause> {
+        WriteCause::ALL.get(v as usize).copied()
+    }
+}
+
 /// One physical write, as issued (a `pwrite` of `len` bytes at `offset` of `file`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WriteEvent {
@@ -90,6 +124,8 @@ pub struct WriteEvent {
     /// The logical page written, stable across its copy-on-write moves (0: not a tree page,
     /// or unknown). Lets a policy see one page's successive writes at different offsets.
     pub page_id: u64,
+    /// Why the engine wrote it.
+    pub cause: WriteCause,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -137,6 +173,19 @@ pub enum Event {
 }
 
 impl Event {
+    pub fn set_time_ns(&mut self, t: u64) {
+        match self {
+            Event::FileCreate { time_ns, .. }
+            | Event::FileRename { time_ns, .. }
+            | Event::FileRemove { time_ns, .. }
+            | Event::FileTruncate { time_ns, .. }
+            | Event::Free { time_ns, .. }
+            | Event::CheckpointBegin { time_ns, .. }
+            | Event::CheckpointCommit { time_ns, .. } => *time_ns = t,
+            Event::Write(w) => w.time_ns = t,
+        }
+    }
+
     pub fn time_ns(&self) -> u64 {
         match self {
             Event::FileCreate { time_ns, .. }

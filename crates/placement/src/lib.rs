@@ -18,7 +18,7 @@ pub mod synth;
 pub mod trace;
 pub mod trim;
 
-pub use event::{Event, FileId, FileKind, PageKind, WriteEvent};
+pub use event::{Event, FileId, FileKind, PageKind, WriteCause, WriteEvent};
 pub use observer::{CollectingObserver, NoopObserver, Observer, Tee, TraceObserver};
 pub use policy::{make_policy, PlacementConfig, Policy, POLICY_NAMES};
 pub use trim::{TrimBatcher, TrimExtent, TrimWhen};

@@ -9,10 +9,10 @@
 //! the file (`fallocate(PUNCH_HOLE)`), which the filesystem forwards as TRIM when it discards.
 
 use crate::event::Event;
-use crate::policy::Policy;
+use crate::policy::{Lifetimes, Policy};
 use crate::trim::{ReplaceTrimmer, TrimBatcher, TrimExtent, TrimStats, TrimWhen};
 use ssd::replay::{FsReplayer, LayoutStats, PeakUsage, TraceExtent};
-use ssd::{Ssd, SsdError};
+use ssd::{BlockDevice, Ssd, SsdError};
 
 /// What the events of a replay were.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -29,7 +29,7 @@ pub struct EventCounts {
 /// a hole only with `punch_frees` (the TRIM batcher normally decides).
 pub fn apply_to_device(
     fs: &mut FsReplayer,
-    dev: &mut Ssd,
+    dev: &mut impl BlockDevice,
     ev: &Event,
     stream: u8,
     punch_frees: bool,
@@ -147,82 +147,48 @@ enum Trimmer {
     Replace(ReplaceTrimmer),
 }
 
-/// The result of one replay.
-#[derive(Clone, Debug)]
-pub struct ReplayOutcome {
-    pub policy: &'static str,
-    pub events: u64,
-    pub counts: EventCounts,
-    pub trim: Option<TrimStats>,
-    pub layout: LayoutStats,
-    pub report: ssd::Report,
+impl Trimmer {
+    fn new(cfg: TrimConfig) -> Self {
+        match cfg.batch {
+            None => Trimmer::Off,
+            Some(k) => match cfg.when {
+                TrimWhen::Free => Trimmer::Free(TrimBatcher::new(k)),
+                TrimWhen::Replace => Trimmer::Replace(ReplaceTrimmer::new(k)),
+            },
+        }
+    }
 }
 
-/// Replays events one at a time (so a caller can stream a trace file and show progress).
-pub struct Replayer {
-    policy: Box<dyn Policy>,
-    dev: Ssd,
+/// The policy-independent half of a replay: the TRIM batcher, the filesystem layout and the
+/// block device behind them. The replay runs it with the simulated SSD; the oracle's pre-pass
+/// runs the very same pipeline with a [`DeathTracker`], so both see every LBA written and
+/// trimmed at the same moment.
+pub struct FsPipeline<D> {
     fs: FsReplayer,
+    dev: D,
     trimmer: Trimmer,
-    cfg: ReplayConfig,
-    index: u64,
     counts: EventCounts,
     buf: Vec<TrimExtent>,
 }
 
-impl Replayer {
-    pub fn new(policy: Box<dyn Policy>, dev: Ssd, fs: FsReplayer, cfg: ReplayConfig) -> Self {
-        let trimmer = match cfg.trim.batch {
-            None => Trimmer::Off,
-            Some(k) => match cfg.trim.when {
-                TrimWhen::Free => Trimmer::Free(TrimBatcher::new(k)),
-                TrimWhen::Replace => Trimmer::Replace(ReplaceTrimmer::new(k)),
-            },
-        };
-        Replayer {
-            policy,
-            dev,
+impl<D: BlockDevice> FsPipeline<D> {
+    pub fn new(dev: D, fs: FsReplayer, trim: TrimConfig) -> Self {
+        FsPipeline {
             fs,
-            trimmer,
-            cfg,
-            index: 0,
+            dev,
+            trimmer: Trimmer::new(trim),
             counts: EventCounts::default(),
             buf: Vec::new(),
         }
     }
 
-    pub fn device(&self) -> &Ssd {
+    pub fn device(&self) -> &D {
         &self.dev
     }
-    pub fn events(&self) -> u64 {
-        self.index
-    }
 
-    pub fn apply(&mut self, ev: &Event) -> Result<(), SsdError> {
-        if self.cfg.end_of_load_at == Some(self.index) {
-            self.policy.end_of_load();
-        }
-        if self.cfg.reset_stats_at > 0 && self.cfg.reset_stats_at == self.index {
-            self.dev.reset_stats();
-        }
-        self.index += 1;
-        let stream = match ev {
-            Event::Write(w) => {
-                let s = self.policy.place(w);
-                let max = self.dev.config().streams;
-                if s as u32 >= max {
-                    return Err(SsdError::Layout(format!(
-                        "policy {} chose stream {s} on a device with {max} streams",
-                        self.policy.name()
-                    )));
-                }
-                s
-            }
-            other => {
-                self.policy.observe(other);
-                0
-            }
-        };
+    /// One event, a write on `stream`: the batcher sees it first (a write cancels pending
+    /// trims it overlaps), then the layout and the device, then the trims it released.
+    pub fn apply(&mut self, ev: &Event, stream: u8) -> Result<(), SsdError> {
         self.buf.clear();
         match &mut self.trimmer {
             Trimmer::Off => {}
@@ -248,8 +214,8 @@ impl Replayer {
         Ok(())
     }
 
-    /// Releases pending TRIMs and reports.
-    pub fn finish(mut self) -> Result<ReplayOutcome, SsdError> {
+    /// Releases pending TRIMs; returns the batcher's statistics, the layout's and the device.
+    pub fn finish(mut self) -> Result<(Option<TrimStats>, LayoutStats, EventCounts, D), SsdError> {
         self.buf.clear();
         let trim = match &mut self.trimmer {
             Trimmer::Off => None,
@@ -263,13 +229,84 @@ impl Replayer {
             }
         };
         self.punch(u64::MAX / 2)?;
+        Ok((trim, self.fs.stats(), self.counts, self.dev))
+    }
+}
+
+/// The result of one replay.
+#[derive(Clone, Debug)]
+pub struct ReplayOutcome {
+    pub policy: &'static str,
+    pub events: u64,
+    pub counts: EventCounts,
+    pub trim: Option<TrimStats>,
+    pub layout: LayoutStats,
+    pub report: ssd::Report,
+}
+
+/// Replays events one at a time (so a caller can stream a trace file and show progress).
+pub struct Replayer {
+    policy: Box<dyn Policy>,
+    pipe: FsPipeline<Ssd>,
+    cfg: ReplayConfig,
+    index: u64,
+}
+
+impl Replayer {
+    pub fn new(policy: Box<dyn Policy>, dev: Ssd, fs: FsReplayer, cfg: ReplayConfig) -> Self {
+        Replayer {
+            policy,
+            pipe: FsPipeline::new(dev, fs, cfg.trim),
+            cfg,
+            index: 0,
+        }
+    }
+
+    pub fn device(&self) -> &Ssd {
+        self.pipe.device()
+    }
+    pub fn events(&self) -> u64 {
+        self.index
+    }
+
+    pub fn apply(&mut self, ev: &Event) -> Result<(), SsdError> {
+        if self.cfg.end_of_load_at == Some(self.index) {
+            self.policy.end_of_load();
+        }
+        if self.cfg.reset_stats_at > 0 && self.cfg.reset_stats_at == self.index {
+            self.pipe.dev.reset_stats();
+        }
+        self.index += 1;
+        let stream = match ev {
+            Event::Write(w) => {
+                let s = self.policy.place(w);
+                let max = self.pipe.dev.config().streams;
+                if s as u32 >= max {
+                    return Err(SsdError::Layout(format!(
+                        "policy {} chose stream {s} on a device with {max} streams",
+                        self.policy.name()
+                    )));
+                }
+                s
+            }
+            other => {
+                self.policy.observe(other);
+                0
+            }
+        };
+        self.pipe.apply(ev, stream)
+    }
+
+    /// Releases pending TRIMs and reports.
+    pub fn finish(self) -> Result<ReplayOutcome, SsdError> {
+        let (trim, layout, counts, dev) = self.pipe.finish()?;
         Ok(ReplayOutcome {
             policy: self.policy.name(),
             events: self.index,
-            counts: self.counts,
+            counts,
             trim,
-            layout: self.fs.stats(),
-            report: self.dev.report(),
+            layout,
+            report: dev.report(),
         })
     }
 }
@@ -289,6 +326,125 @@ pub fn replay_events(
     r.finish()
 }
 
+const NO_OWNER: u32 = u32::MAX;
+
+/// A block device that keeps no data but knows, for every LBA, which write holds it, and so
+/// when each write dies on the device: when its last page is overwritten (by any file: the
+/// filesystem reuses freed LBAs) or trimmed. Without discard, a deleted file's pages stay
+/// valid on the device until their LBAs are written again — exactly what the device counts.
+///
+/// The clock is host pages written to the device.
+pub struct DeathTracker {
+    owner: Vec<u32>,
+    /// Per write: pages still holding its data.
+    alive: Vec<u32>,
+    lifetimes: Lifetimes,
+    current: u32,
+}
+
+impl DeathTracker {
+    pub fn new(logical_pages: u64) -> Self {
+        DeathTracker {
+            owner: vec![NO_OWNER; logical_pages as usize],
+            alive: Vec::new(),
+            lifetimes: Lifetimes::default(),
+            current: NO_OWNER,
+        }
+    }
+
+    /// The next writes submitted belong to a new trace write.
+    fn begin_write(&mut self) {
+        let l = &mut self.lifetimes;
+        assert!(
+            l.birth.len() < NO_OWNER as usize,
+            "too many writes to track"
+        );
+        self.current = l.birth.len() as u32;
+        l.birth.push(l.clock);
+        l.death.push(u64::MAX);
+        l.pages.push(0);
+        self.alive.push(0);
+    }
+
+    fn kill(&mut self, lba: usize) {
+        let w = std::mem::replace(&mut self.owner[lba], NO_OWNER);
+        if w == NO_OWNER {
+            return;
+        }
+        let a = &mut self.alive[w as usize];
+        debug_assert!(*a > 0, "write {w} has no live page at LBA {lba}");
+        *a -= 1;
+        if *a == 0 {
+            self.lifetimes.death[w as usize] = self.lifetimes.clock;
+        }
+    }
+
+    pub fn finish(self) -> Lifetimes {
+        self.lifetimes
+    }
+}
+
+impl BlockDevice for DeathTracker {
+    fn submit(&mut self, op: &ssd::HostOp) -> Result<Option<u64>, SsdError> {
+        let end = op.lba + op.pages;
+        if end > self.owner.len() as u64 {
+            return Err(SsdError::Layout(format!(
+                "LBA {} is past the device's {} pages",
+                end - 1,
+                self.owner.len()
+            )));
+        }
+        match op.kind {
+            ssd::OpKind::Write => {
+                assert_ne!(
+                    self.current, NO_OWNER,
+                    "a device write outside a trace write"
+                );
+                for lba in op.lba..end {
+                    self.kill(lba as usize);
+                    self.owner[lba as usize] = self.current;
+                    self.alive[self.current as usize] += 1;
+                    self.lifetimes.pages[self.current as usize] += 1;
+                    self.lifetimes.clock += 1;
+                }
+            }
+            ssd::OpKind::Trim => {
+                for lba in op.lba..end {
+                    self.kill(lba as usize);
+                }
+            }
+            ssd::OpKind::Read => {}
+        }
+        Ok(None)
+    }
+}
+
+/// Every write's device lifetime: the events through the same TRIM batcher and filesystem
+/// layout as a replay with this configuration (neither depends on the policy).
+pub fn device_lifetimes<I, E>(
+    events: I,
+    logical_pages: u64,
+    alloc: ssd::AllocPolicy,
+    fs_discard: bool,
+    trim: TrimConfig,
+) -> Result<Lifetimes, E>
+where
+    I: IntoIterator<Item = Result<Event, E>>,
+    E: From<SsdError>,
+{
+    let fs = FsReplayer::new(logical_pages, alloc, fs_discard)?;
+    let mut pipe = FsPipeline::new(DeathTracker::new(logical_pages), fs, trim);
+    for ev in events {
+        let ev = ev?;
+        if matches!(ev, Event::Write(_)) {
+            pipe.dev.begin_write();
+        }
+        pipe.apply(&ev, 0)?;
+    }
+    let (_, _, _, tracker) = pipe.finish()?;
+    Ok(tracker.finish())
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -305,9 +461,86 @@ pub struct TraceReplay<'a> {
     /// The filesystem discards (TRIMs) what file removal, truncation and punched holes free.
     pub fs_discard: bool,
     pub replay: ReplayConfig,
+    /// Replay the run phase (events from `RunLoops::from`) this many times back to back.
+    pub loops: RunLoops,
+}
+
+/// The run phase of a trace replayed several times in a row: the events before `from` once,
+/// then the events from `from` to the end `times` times. A device aged by one fill reaches
+/// the steady state of the workload only after it has been rewritten many times; looping a
+/// stationary run phase gets it there without running the engine that much longer (validated
+/// against long runs in docs/lab.md). Event indices (`ReplayConfig::reset_stats_at`,
+/// `end_of_load_at`) count events as they are replayed, loops included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunLoops {
+    pub from: u64,
+    pub times: u32,
+}
+
+impl RunLoops {
+    /// The trace once, as written.
+    pub fn once() -> Self {
+        RunLoops { from: 0, times: 1 }
+    }
 }
 
 pub type SimResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// The events of a trace file with its run phase looped (see [`RunLoops`]). Times are shifted
+/// so they keep increasing from one pass to the next.
+pub fn looped_events(
+    trace: &std::path::Path,
+    loops: RunLoops,
+) -> SimResult<impl Iterator<Item = SimResult<Event>>> {
+    use crate::trace::TraceReader;
+    if loops.times == 0 {
+        return Err("the run phase must be replayed at least once".into());
+    }
+    let name = trace.display().to_string();
+    let open = move || {
+        TraceReader::open(trace).map_err(|e| -> Box<dyn std::error::Error + Send + Sync> {
+            format!("opening event trace {}: {e}", trace.display()).into()
+        })
+    };
+    let mut passes: Vec<Box<dyn Iterator<Item = std::io::Result<Event>>>> = vec![Box::new(open()?)];
+    for _ in 1..loops.times {
+        passes.push(Box::new(open()?.skip(loops.from as usize)));
+    }
+    let mut shift = Shift::default();
+    Ok(passes
+        .into_iter()
+        .enumerate()
+        .flat_map(|(pass, events)| events.map(move |e| (pass, e)))
+        .map(move |(pass, e)| {
+            let mut ev = e.map_err(|e| -> Box<dyn std::error::Error + Send + Sync> {
+                format!("{name}: {e}").into()
+            })?;
+            shift.apply(pass, &mut ev);
+            Ok(ev)
+        }))
+}
+
+/// Keeps event times increasing across passes: a pass's times are moved past the previous
+/// pass's last.
+#[derive(Default)]
+struct Shift {
+    pass: usize,
+    offset: u64,
+    last: u64,
+}
+
+impl Shift {
+    fn apply(&mut self, pass: usize, ev: &mut Event) {
+        let t = ev.time_ns();
+        if pass != self.pass {
+            self.pass = pass;
+            self.offset = (self.last + 1).saturating_sub(t);
+        }
+        let shifted = t + self.offset;
+        ev.set_time_ns(shifted);
+        self.last = self.last.max(shifted);
+    }
+}
 
 /// Replays `job.trace` with `job.policy`; `progress(events, device)` is called every 2^16
 /// events. The oracle is built from a first pass over the same trace.
@@ -315,21 +548,24 @@ pub fn replay_trace_file(
     job: &TraceReplay,
     mut progress: impl FnMut(u64, &Ssd),
 ) -> SimResult<ReplayOutcome> {
-    use crate::policy::{make_policy, DeathRules, OraclePolicy};
-    use crate::trace::TraceReader;
-    let open = || {
-        TraceReader::open(job.trace)
-            .map_err(|e| format!("opening event trace {}: {e}", job.trace.display()))
-    };
-    let policy: Box<dyn Policy> = if job.policy == "oracle" {
-        let batch = job.replay.trim.batch.is_some();
-        let rules = DeathRules {
-            free: batch && job.replay.trim.when == TrimWhen::Free,
-            replace: batch && job.replay.trim.when == TrimWhen::Replace,
-        };
-        Box::new(OraclePolicy::from_events(open()?, job.placement, rules)?)
-    } else {
-        make_policy(job.policy, job.placement)?
+    use crate::policy::{make_policy, OracleGrouping, OraclePolicy};
+    let open = || looped_events(job.trace, job.loops);
+    let policy: Box<dyn Policy> = match OracleGrouping::from_name(job.policy) {
+        Some(grouping) => {
+            let lifetimes = device_lifetimes(
+                open()?,
+                job.device.logical_pages,
+                job.alloc,
+                job.fs_discard,
+                job.replay.trim,
+            )?;
+            Box::new(OraclePolicy::from_lifetimes(
+                &lifetimes,
+                job.placement.streams,
+                grouping,
+            ))
+        }
+        None => make_policy(job.policy, job.placement)?,
     };
     let mut dev = Ssd::new(job.device.clone())?;
     if let Some(p) = &job.precondition {
@@ -338,7 +574,7 @@ pub fn replay_trace_file(
     let fs = FsReplayer::new(dev.logical_pages(), job.alloc, job.fs_discard)?;
     let mut r = Replayer::new(policy, dev, fs, job.replay);
     for ev in open()? {
-        let ev = ev.map_err(|e| format!("{}: event {}: {e}", job.trace.display(), r.events()))?;
+        let ev = ev.map_err(|e| format!("event {}: {e}", r.events()))?;
         r.apply(&ev).map_err(|e| {
             format!(
                 "{}: event {} ({ev:?}): {e}",

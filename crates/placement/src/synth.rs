@@ -242,6 +242,7 @@ impl Gen {
             id_index,
             stream: 0,
             page_id,
+            cause: crate::event::WriteCause::Other,
         }));
     }
     fn free(&mut self, file: FileId, off: u64, len: u64) {

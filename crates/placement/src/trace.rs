@@ -8,7 +8,9 @@
 //!   2 FileRemove      time u64, file u32
 //!   3 FileTruncate    time u64, file u32, len u64
 //!   4 Write           time u64, file u32, file_kind u8, table u32, page_kind u8,
-//!                     offset u64, len u32, flags u8 (bit 0: id_index), stream u8, page_id u64
+//!                     offset u64, len u32, flags u8 (bit 0: id_index; bits 1–2: cause, the
+//!                     discriminant of [`WriteCause`], 0 in traces written before it existed),
+//!                     stream u8, page_id u64
 //!   5 Free            time u64, file u32, offset u64, len u64
 //!   6 CheckpointBegin time u64, id u64
 //!   7 CheckpointCommit time u64, id u64
@@ -16,7 +18,7 @@
 //! `kind`/`file_kind` and `page_kind` use the discriminants of [`FileKind`] and [`PageKind`].
 //! A trace cut short (a crashed writer) ends at its last whole record.
 
-use crate::event::{Event, FileKind, PageKind, WriteEvent};
+use crate::event::{Event, FileKind, PageKind, WriteCause, WriteEvent};
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::Path;
@@ -116,7 +118,7 @@ pub fn encode(event: &Event, buf: &mut Vec<u8>) {
             buf.push(w.page_kind as u8);
             buf.extend_from_slice(&w.offset.to_le_bytes());
             buf.extend_from_slice(&w.len.to_le_bytes());
-            buf.push(w.id_index as u8);
+            buf.push(w.id_index as u8 | (w.cause as u8) << 1);
             buf.push(w.stream);
             buf.extend_from_slice(&w.page_id.to_le_bytes());
         }
@@ -262,6 +264,13 @@ impl<R: Read> TraceReader<R> {
                 let offset = self.u64()?;
                 let len = self.u32()?;
                 let flags = self.u8()?;
+                let cause = WriteCause::from_u8((flags >> 1) & 3).expect("two bits");
+                if flags >> 3 != 0 {
+                    return Err(bad(format!(
+                        "event {}: unknown write flags {flags:#x}",
+                        self.events_read
+                    )));
+                }
                 let stream = self.u8()?;
                 let page_id = self.u64()?;
                 Event::Write(WriteEvent {
@@ -275,6 +284,7 @@ impl<R: Read> TraceReader<R> {
                     id_index: flags & 1 != 0,
                     stream,
                     page_id,
+                    cause,
                 })
             }
             5 => Event::Free {
@@ -331,6 +341,7 @@ mod tests {
                 id_index: true,
                 stream: 5,
                 page_id: 42,
+                cause: WriteCause::Eviction,
             }),
             Event::Free {
                 time_ns: 3,

@@ -321,6 +321,7 @@ mod tests {
             id_index: false,
             stream: 0,
             page_id,
+            cause: crate::event::WriteCause::Other,
         })
     }
     fn ext(file: FileId, offset: u64, len: u64) -> TrimExtent {

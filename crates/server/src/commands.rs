@@ -4,6 +4,7 @@
 use crate::auth;
 use crate::config::Authorization;
 use crate::cursors::{CursorEntry, CursorRegistry};
+use crate::hook::CommandCall;
 use crate::state::{ConnInfo, ServerState};
 use bson::{doc, spec::BinarySubtype, Bson, Document};
 use docdb::Interrupt;
@@ -51,8 +52,19 @@ pub fn run(state: &Arc<ServerState>, cmd: &Document, conn: &ConnInfo) -> (Docume
     state.count_command(&name);
     crate::log::debug(1, "COMMAND", &format!("conn{} {db}: {name}", conn.id));
     let started = Instant::now();
-    let res =
-        guard(state, &name, &db, cmd, conn).and_then(|()| dispatch(state, &name, &db, cmd, conn));
+    let (reply, after) = match guard(state, &name, &db, cmd, conn) {
+        Err(e) => (error_reply(&e), After::Continue),
+        Ok(()) => match run_hook(state, &name, &db, cmd, conn) {
+            Some(reply) => (reply, After::Continue),
+            None => {
+                let (mut reply, after) = finish(dispatch(state, &name, &db, cmd, conn));
+                if let Some(hook) = state.hook() {
+                    hook.amend_reply(&name, &mut reply);
+                }
+                (reply, after)
+            }
+        },
+    };
     let ms = started.elapsed().as_millis() as u64;
     let prof = &state.config().operation_profiling;
     if ms > prof.slow_op_threshold_ms && rand::random::<f64>() < prof.slow_op_sample_rate {
@@ -61,6 +73,39 @@ pub fn run(state: &Arc<ServerState>, cmd: &Document, conn: &ConnInfo) -> (Docume
             &format!("Slow query: conn{} {db}: {name} took {ms} ms", conn.id),
         );
     }
+    (reply, after)
+}
+
+/// The hook's answer to a command that passed the guard, if it answers it.
+fn run_hook(
+    state: &Arc<ServerState>,
+    name: &str,
+    db: &str,
+    cmd: &Document,
+    conn: &ConnInfo,
+) -> Option<Document> {
+    let call = CommandCall {
+        name,
+        db,
+        cmd,
+        state,
+        conn,
+    };
+    state.hook()?.run(&call)
+}
+
+/// The built-in implementation of one command, for a hook that wraps it (the guard has run).
+pub(crate) fn run_builtin(
+    state: &Arc<ServerState>,
+    name: &str,
+    db: &str,
+    cmd: &Document,
+    conn: &ConnInfo,
+) -> Document {
+    finish(dispatch(state, name, db, cmd, conn)).0
+}
+
+fn finish(res: DocResult<(Document, After)>) -> (Document, After) {
     match res {
         Ok((mut reply, after)) => {
             if !reply.contains_key("ok") {
@@ -1195,17 +1240,17 @@ fn write_reply(out: WriteOutcome, is_update: bool) -> Document {
 
 /// How a cursor is kept between batches.
 #[derive(Default)]
-struct CursorOpts {
-    single: bool,
-    no_timeout: bool,
-    tailable: bool,
-    await_data: bool,
-    interrupt: Interrupt,
+pub(crate) struct CursorOpts {
+    pub single: bool,
+    pub no_timeout: bool,
+    pub tailable: bool,
+    pub await_data: bool,
+    pub interrupt: Interrupt,
 }
 
 /// Fills a batch from the cursor; keeps the cursor for getMore unless it is exhausted (a
 /// tailable cursor is kept at the end of the data too).
-fn cursor_reply(
+pub(crate) fn cursor_reply(
     state: &Arc<ServerState>,
     ns: &str,
     mut cursor: DocCursor,

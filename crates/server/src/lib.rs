@@ -9,12 +9,14 @@ pub mod commands;
 pub mod config;
 pub mod conn;
 pub mod cursors;
+pub mod hook;
 pub mod log;
 pub mod scram;
 pub mod state;
 pub mod tls;
 pub mod wire;
 
+use bson::Document;
 use config::{Authorization, ServerConfig};
 use docdb::DocDb;
 use state::ServerState;
@@ -60,6 +62,18 @@ fn raise_fd_limit() {
 /// cleanly (checkpoint, journal synced). Prints "waiting for connections on <addr>" to standard
 /// output once listening (tests and scripts wait for that line).
 pub fn serve(db: Arc<DocDb>, cfg: &ServerConfig) -> std::io::Result<()> {
+    serve_with_hook(db, cfg, None, Document::new())
+}
+
+/// [`serve`], with a command hook (see `hook`) in front of the built-in commands.
+/// `other_options` are the configuration sections the server does not own (a router's or a
+/// shard's `sharding`), shown by getCmdLineOpts with the server's own.
+pub fn serve_with_hook(
+    db: Arc<DocDb>,
+    cfg: &ServerConfig,
+    hook: Option<Arc<dyn hook::CommandHook>>,
+    other_options: Document,
+) -> std::io::Result<()> {
     log::init(&cfg.system_log)?;
     raise_fd_limit();
     let addrs = cfg
@@ -75,7 +89,7 @@ pub fn serve(db: Arc<DocDb>, cfg: &ServerConfig) -> std::io::Result<()> {
         .thread_stack_size(THREAD_STACK_BYTES)
         .build()?;
     let tls = tls::acceptor(&cfg.net.tls).map_err(std::io::Error::other)?;
-    let state = Arc::new(ServerState::new(db.clone(), cfg));
+    let state = Arc::new(ServerState::new(db.clone(), cfg).with_hook(hook, other_options));
     docdb::validation::set_warning_sink(Box::new(|m| log::warn("STORAGE", m)));
     if cfg.security.authorization == Authorization::Disabled
         && addrs.iter().any(|a| !a.ip().is_loopback())

@@ -3,6 +3,7 @@
 
 use crate::config::{Parameters, ServerConfig};
 use crate::cursors::CursorRegistry;
+use crate::hook::CommandHook;
 use bson::{doc, Bson, Document};
 use docdb::DocDb;
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -18,6 +19,18 @@ pub struct ConnInfo {
     pub peer: SocketAddr,
     /// Who authenticated on this connection, and a SCRAM conversation in progress.
     pub auth: Mutex<crate::auth::ConnAuth>,
+}
+
+impl ConnInfo {
+    /// A caller inside the process (the lab's in-process cluster), not a network peer: it
+    /// counts as a local client.
+    pub fn in_process(id: i32) -> ConnInfo {
+        ConnInfo {
+            id,
+            peer: SocketAddr::from(([127, 0, 0, 1], 0)),
+            auth: Mutex::new(Default::default()),
+        }
+    }
 }
 
 /// Stops the background threads promptly (they wait on it between passes).
@@ -47,10 +60,13 @@ pub struct ServerState {
     pub connections_total: AtomicI64,
     commands: Mutex<BTreeMap<String, u64>>,
     config: ServerConfig,
+    /// Configuration sections the server does not own (see `serve_with_hook`).
+    other_options: Document,
     /// The server parameters as they are now (`setParameter` changes them at run time).
     params: Arc<RwLock<Parameters>>,
     stop: Arc<StopSignal>,
     ttl_thread: Mutex<Option<JoinHandle<()>>>,
+    hook: Option<Arc<dyn CommandHook>>,
 }
 
 impl ServerState {
@@ -66,13 +82,28 @@ impl ServerState {
             commands: Mutex::new(BTreeMap::new()),
             params: Arc::new(RwLock::new(config.set_parameter.clone())),
             config: config.clone(),
+            other_options: Document::new(),
             stop: Arc::new(StopSignal::default()),
             ttl_thread: Mutex::new(None),
+            hook: None,
         };
         st.start_ttl_monitor();
         st
     }
-
+    /// Puts a command hook in front of the built-in commands; `other_options` are shown by
+    /// getCmdLineOpts.
+    pub fn with_hook(
+        mut self,
+        hook: Option<Arc<dyn CommandHook>>,
+        other_options: Document,
+    ) -> Self {
+        self.hook = hook;
+        self.other_options = other_options;
+        self
+    }
+    pub fn hook(&self) -> Option<&Arc<dyn CommandHook>> {
+        self.hook.as_ref()
+    }
     pub fn db(&self) -> &Arc<DocDb> {
         &self.db
     }
@@ -83,7 +114,9 @@ impl ServerState {
         &self.config
     }
     pub fn parsed_options(&self) -> Document {
-        self.config.as_document()
+        let mut d = self.config.as_document();
+        d.extend(self.other_options.clone());
+        d
     }
     pub fn params(&self) -> Parameters {
         self.params.read().clone()

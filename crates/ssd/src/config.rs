@@ -71,6 +71,11 @@ pub enum GcDest {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DieStripe {
+    /// Each program goes to the die that can start it first, whatever unit or stream it
+    /// belongs to: a controller buffers incoming pages and programs whichever die is idle
+    /// (MQSim's dynamic page allocation). Open units of different streams then never queue
+    /// behind each other on a die that another die could have served.
+    Dynamic,
     /// Consecutive pages of a unit go to consecutive dies: the unit is a superblock across
     /// dies, as controllers build them to write all dies in parallel (FEMU "lines").
     Page,
@@ -107,6 +112,49 @@ pub struct TimingConfig {
     /// `true`: issue each I/O at its trace time (open loop); `false`: issue as soon as a queue
     /// slot is free (closed loop, gives the sustainable throughput).
     pub use_trace_time: bool,
+    /// The cost of a TRIM command (see `docs/ssd.md` for the sources).
+    #[serde(default)]
+    pub trim: TrimCost,
+}
+
+/// What one TRIM command (ATA DATA SET MANAGEMENT) costs the host. On SATA before 3.1 —
+/// and on the Samsung 8xx drives, whose queued TRIM Linux disables — TRIM is a non-queued
+/// command: the host drains the queue, issues it alone, and issues nothing else until it
+/// completes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrimCost {
+    /// `false`: non-queued (drain first, exclusive until done); `true`: queued like any I/O.
+    pub queued: bool,
+    /// Fixed time of one command, ns.
+    pub command_ns: u64,
+    /// Time per 4 KiB page the command unmaps, ns.
+    pub per_page_ns: u64,
+}
+
+impl Default for TrimCost {
+    /// A Samsung 840 Pro under Linux 3.13 (the seeds' drive and kernel): non-queued (Linux
+    /// never used queued TRIM on it), 1 ms per command and 40 ns per 4 KiB page unmapped. The
+    /// drain rule is libata's (`ata_std_qc_defer`); the two times are estimates between the
+    /// 10 ms measured on a 2011 SandForce drive and a DRAM mapping update — no measurement of
+    /// the 840 Pro exists. Sources and the sensitivity sweep: `docs/ssd.md`.
+    fn default() -> Self {
+        TrimCost {
+            queued: false,
+            command_ns: 1_000_000,
+            per_page_ns: 40,
+        }
+    }
+}
+
+impl TrimCost {
+    /// No cost at all (the model before it charged TRIMs).
+    pub fn free() -> Self {
+        TrimCost {
+            queued: true,
+            command_ns: 0,
+            per_page_ns: 0,
+        }
+    }
 }
 
 impl Default for TimingConfig {
@@ -123,8 +171,9 @@ impl Default for TimingConfig {
             t_host_xfer_ns: 6_827,
             queue_depth: 32,
             block_pages: default_block_pages(),
-            stripe: DieStripe::Page,
+            stripe: DieStripe::Dynamic,
             use_trace_time: false,
+            trim: TrimCost::default(),
         }
     }
 }
@@ -294,6 +343,14 @@ impl SsdConfig {
         }
         if self.gc_low_water < 2 {
             return err("gc_low_water must be ≥ 2 (GC needs one free unit to copy into)".into());
+        }
+        if let Some(t) = &self.timing {
+            if t.channels == 0 || t.dies_per_channel == 0 || t.dies() > 255 {
+                return err(format!(
+                    "timing needs 1 to 255 dies, not {} channels × {} dies",
+                    t.channels, t.dies_per_channel
+                ));
+            }
         }
         if self.gc == GcPolicy::DChoices && self.d_choices == 0 {
             return err("d-choices needs d ≥ 1".into());

@@ -37,6 +37,20 @@ pub struct HostOp {
     pub stream: u32,
 }
 
+/// Where block I/O goes: the simulated SSD, or anything else that wants the same LBA stream
+/// (the placement oracle's death tracker follows the filesystem layout's writes and TRIMs
+/// through it).
+pub trait BlockDevice {
+    /// Executes one host I/O; returns its completion time (ns) when the device keeps time.
+    fn submit(&mut self, op: &HostOp) -> Result<Option<u64>, SsdError>;
+}
+
+impl BlockDevice for Ssd {
+    fn submit(&mut self, op: &HostOp) -> Result<Option<u64>, SsdError> {
+        Ssd::submit(self, op)
+    }
+}
+
 /// A simulated SSD. Construct with [`Ssd::new`], feed it with [`Ssd::submit`] (or the
 /// [`Ssd::write`]/[`Ssd::trim`]/[`Ssd::read`] shorthands), read results with
 /// [`Ssd::report`].
@@ -172,7 +186,7 @@ impl Ssd {
         let done = match op.kind {
             OpKind::Write => t.host_write(issue, op.pages, &self.ops),
             OpKind::Read => t.host_read(issue, op.pages, &self.ops),
-            OpKind::Trim => t.host_trim(issue),
+            OpKind::Trim => t.host_trim(issue, op.pages),
         };
         Ok(Some(done))
     }

@@ -29,8 +29,8 @@ pub mod trace;
 pub mod validate;
 
 pub use config::{DieStripe, GcDest, GcPolicy, SsdConfig, TimingConfig, PAGE_BYTES};
-pub use device::{HostOp, OpKind, Report, Ssd};
+pub use device::{BlockDevice, HostOp, OpKind, Report, Ssd};
 pub use error::{ConfigError, SsdError};
 
 pub use fs_layout::{AllocPolicy, FsLayout};
-pub use precondition::{PreconditionConfig, PreconditionReport};
+pub use precondition::{PreconditionConfig, PreconditionMode, PreconditionReport};

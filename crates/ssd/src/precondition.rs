@@ -1,8 +1,19 @@
 //! Preconditioning: an "aged" device, as the seeds measured theirs (and as MQSim users learn
-//! the hard way, issue #49: a fresh device has WA 1 until the log wraps).
+//! the hard way, issue #49: a fresh device has WA 1 until the log wraps). Two modes:
+//!
+//! - [`PreconditionMode::Fill`]: the whole logical space written once, in LBA order — every
+//!   LBA holds data the device counts as valid, in dense blocks. This is the placement lab's
+//!   aged device: what a filesystem that has been used hands out (freed LBAs still hold stale
+//!   data until they are reused), without a random scatter the workload would first have to
+//!   undo.
+//! - [`PreconditionMode::Steady`]: the fill, then random overwrites until write amplification
+//!   is steady (SNIA's steady state for uniform random writes). It scatters every LBA's copy
+//!   over all blocks; a workload that then writes only part of the LBA space pays a long
+//!   start-up transient while GC gathers the untouched data back into dense blocks (measured
+//!   in `docs/ssd.md`).
 //!
 //! 1. Fill: every logical page written once, in LBA order, on stream 0.
-//! 2. Random overwrites: uniform single-page writes on stream 0, in windows of
+//! 2. (`Steady` only) Random overwrites: uniform single-page writes on stream 0, in windows of
 //!    `window_fraction · U` host pages. The WA of each window is measured.
 //! 3. Steady state = the WAs of `stable_windows` consecutive windows each differ from the
 //!    previous window's by less than `tolerance` (relative), after at least
@@ -15,8 +26,32 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+/// How far preconditioning goes (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PreconditionMode {
+    /// Every logical page written once, in LBA order.
+    Fill,
+    /// The fill, then random overwrites until write amplification is steady.
+    Steady,
+}
+
+impl PreconditionMode {
+    pub fn parse(s: &str) -> Result<Self, SsdError> {
+        match s {
+            "fill" => Ok(PreconditionMode::Fill),
+            "steady" => Ok(PreconditionMode::Steady),
+            o => Err(SsdError::Layout(format!(
+                "unknown precondition mode {o:?} (fill, steady)"
+            ))),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PreconditionConfig {
+    #[serde(default = "steady")]
+    pub mode: PreconditionMode,
     pub window_fraction: f64,
     pub tolerance: f64,
     pub stable_windows: u32,
@@ -25,9 +60,24 @@ pub struct PreconditionConfig {
     pub seed: u64,
 }
 
+fn steady() -> PreconditionMode {
+    PreconditionMode::Steady
+}
+
+impl PreconditionConfig {
+    /// The whole logical space written once (the lab's aged device).
+    pub fn fill() -> Self {
+        PreconditionConfig {
+            mode: PreconditionMode::Fill,
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for PreconditionConfig {
     fn default() -> Self {
         PreconditionConfig {
+            mode: PreconditionMode::Steady,
             window_fraction: 0.25,
             tolerance: 0.01,
             stable_windows: 3,
@@ -54,6 +104,16 @@ pub fn run(ftl: &mut Ftl, p: &PreconditionConfig) -> Result<PreconditionReport, 
     let u = ftl.logical_pages();
     for lba in 0..u {
         ftl.write_page(lba as u32, 0)?;
+    }
+    if p.mode == PreconditionMode::Fill {
+        return Ok(PreconditionReport {
+            config: p.clone(),
+            fill_pages: u,
+            overwrite_pages: 0,
+            steady: true,
+            final_window_waf: 1.0,
+            window_waf: Vec::new(),
+        });
     }
     let window = ((u as f64 * p.window_fraction) as u64).max(1);
     let min_pages = (u as f64 * p.min_overwrite_factor) as u64;
@@ -114,6 +174,16 @@ mod tests {
             "{} vs {expect}",
             r.final_window_waf
         );
+    }
+
+    #[test]
+    fn fill_writes_every_page_once_and_nothing_more() {
+        let cfg = SsdConfig::from_physical(512, 64, 0.25).unwrap();
+        let mut ftl = Ftl::new(&cfg).unwrap();
+        let r = run(&mut ftl, &PreconditionConfig::fill()).unwrap();
+        assert_eq!((r.fill_pages, r.overwrite_pages), (ftl.logical_pages(), 0));
+        assert_eq!(ftl.stats().host_write_pages, ftl.logical_pages());
+        assert_eq!(ftl.stats().gc_copy_pages, 0);
     }
 
     #[test]

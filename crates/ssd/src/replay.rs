@@ -1,7 +1,7 @@
 //! Replaying file-level I/O through a [`FsLayout`] onto a device, and sizing a device to a
 //! trace.
 
-use crate::device::{HostOp, OpKind, Ssd};
+use crate::device::{BlockDevice, HostOp, OpKind};
 use crate::error::SsdError;
 use crate::fs_layout::{AllocPolicy, Extent, FsLayout};
 use crate::trace::{FileOp, FileOpKind, Reader, Record};
@@ -55,13 +55,13 @@ impl FsReplayer {
 
     fn each(
         &mut self,
-        ssd: &mut Ssd,
+        dev: &mut impl BlockDevice,
         time_ns: u64,
         kind: OpKind,
         stream: u32,
     ) -> Result<(), SsdError> {
         for &(lba, pages) in &self.buf {
-            ssd.submit(&HostOp {
+            dev.submit(&HostOp {
                 time_ns,
                 kind,
                 lba,
@@ -72,19 +72,19 @@ impl FsReplayer {
         Ok(())
     }
 
-    fn freed(&mut self, ssd: &mut Ssd, time_ns: u64) -> Result<(), SsdError> {
+    fn freed(&mut self, dev: &mut impl BlockDevice, time_ns: u64) -> Result<(), SsdError> {
         let pages: u64 = self.buf.iter().map(|e| e.1).sum();
         self.stats.freed_pages += pages;
         if self.discard {
             self.stats.trimmed_pages += pages;
-            self.each(ssd, time_ns, OpKind::Trim, 0)?;
+            self.each(dev, time_ns, OpKind::Trim, 0)?;
         }
         Ok(())
     }
 
     pub fn write(
         &mut self,
-        ssd: &mut Ssd,
+        dev: &mut impl BlockDevice,
         time_ns: u64,
         file: u64,
         offset: u64,
@@ -92,54 +92,59 @@ impl FsReplayer {
         stream: u32,
     ) -> Result<(), SsdError> {
         self.layout.write(file, offset, len, &mut self.buf)?;
-        self.each(ssd, time_ns, OpKind::Write, stream)
+        self.each(dev, time_ns, OpKind::Write, stream)
     }
     pub fn read(
         &mut self,
-        ssd: &mut Ssd,
+        dev: &mut impl BlockDevice,
         time_ns: u64,
         file: u64,
         offset: u64,
         len: u64,
     ) -> Result<(), SsdError> {
         self.layout.mapped(file, offset, len, &mut self.buf);
-        self.each(ssd, time_ns, OpKind::Read, 0)
+        self.each(dev, time_ns, OpKind::Read, 0)
     }
     pub fn punch(
         &mut self,
-        ssd: &mut Ssd,
+        dev: &mut impl BlockDevice,
         time_ns: u64,
         file: u64,
         offset: u64,
         len: u64,
     ) -> Result<(), SsdError> {
         self.layout.punch(file, offset, len, &mut self.buf);
-        self.freed(ssd, time_ns)
+        self.freed(dev, time_ns)
     }
     pub fn truncate(
         &mut self,
-        ssd: &mut Ssd,
+        dev: &mut impl BlockDevice,
         time_ns: u64,
         file: u64,
         len: u64,
     ) -> Result<(), SsdError> {
         self.layout.truncate(file, len, &mut self.buf);
-        self.freed(ssd, time_ns)
+        self.freed(dev, time_ns)
     }
-    pub fn remove(&mut self, ssd: &mut Ssd, time_ns: u64, file: u64) -> Result<(), SsdError> {
+    pub fn remove(
+        &mut self,
+        dev: &mut impl BlockDevice,
+        time_ns: u64,
+        file: u64,
+    ) -> Result<(), SsdError> {
         self.layout.remove(file, &mut self.buf);
-        self.freed(ssd, time_ns)
+        self.freed(dev, time_ns)
     }
 
-    pub fn apply(&mut self, ssd: &mut Ssd, op: &FileOp) -> Result<(), SsdError> {
+    pub fn apply(&mut self, dev: &mut impl BlockDevice, op: &FileOp) -> Result<(), SsdError> {
         match op.kind {
             FileOpKind::Write => {
-                self.write(ssd, op.time_ns, op.file, op.offset, op.bytes, op.stream)
+                self.write(dev, op.time_ns, op.file, op.offset, op.bytes, op.stream)
             }
-            FileOpKind::Read => self.read(ssd, op.time_ns, op.file, op.offset, op.bytes),
-            FileOpKind::Trim => self.punch(ssd, op.time_ns, op.file, op.offset, op.bytes),
-            FileOpKind::Truncate => self.truncate(ssd, op.time_ns, op.file, op.offset),
-            FileOpKind::Remove => self.remove(ssd, op.time_ns, op.file),
+            FileOpKind::Read => self.read(dev, op.time_ns, op.file, op.offset, op.bytes),
+            FileOpKind::Trim => self.punch(dev, op.time_ns, op.file, op.offset, op.bytes),
+            FileOpKind::Truncate => self.truncate(dev, op.time_ns, op.file, op.offset),
+            FileOpKind::Remove => self.remove(dev, op.time_ns, op.file),
         }
     }
 }
@@ -223,6 +228,7 @@ pub fn scan(reader: Reader) -> Result<TraceExtent, SsdError> {
 mod tests {
     use super::*;
     use crate::config::SsdConfig;
+    use crate::device::Ssd;
 
     #[test]
     fn removing_a_file_trims_only_with_discard() {

@@ -31,6 +31,8 @@ pub struct LatencyHistogram {
 
 const SUB_BITS: u32 = 6;
 
+const NO_DIE: u8 = u8::MAX;
+
 impl LatencyHistogram {
     fn bucket(v: u64) -> usize {
         if v < (1 << SUB_BITS) {
@@ -120,6 +122,9 @@ pub struct TimingReport {
     /// `true` when I/Os were issued at their trace times, `false` for closed-loop issue at
     /// the queue depth (then the throughput is the sustainable one).
     pub trace_paced: bool,
+    /// TRIM commands, and the time from their issue to their completion (drain included).
+    pub trims: u64,
+    pub trim_busy_ns: u64,
 }
 
 pub struct Timing {
@@ -127,6 +132,9 @@ pub struct Timing {
     unit_pages: u32,
     die_free: Vec<u64>,
     die_busy: Vec<u64>,
+    /// With [`DieStripe::Dynamic`]: the die each physical page was programmed on
+    /// (`NO_DIE`: before timing started, e.g. preconditioning; then the page's static die).
+    die_of: Vec<u8>,
     chan_free: Vec<u64>,
     link_free: u64,
     in_flight: BinaryHeap<Reverse<u64>>,
@@ -137,6 +145,9 @@ pub struct Timing {
     trace_origin: Option<u64>,
     ios: u64,
     bytes: u64,
+    /// TRIM commands and the time they held the device (drain waits included).
+    trims: u64,
+    trim_busy: u64,
     pub write_hist: LatencyHistogram,
     pub read_hist: LatencyHistogram,
 }
@@ -149,6 +160,7 @@ impl Timing {
             unit_pages,
             die_free: vec![0; dies],
             die_busy: vec![0; dies],
+            die_of: Vec::new(),
             chan_free: vec![0; cfg.channels as usize],
             link_free: 0,
             in_flight: BinaryHeap::new(),
@@ -158,23 +170,57 @@ impl Timing {
             trace_origin: None,
             ios: 0,
             bytes: 0,
+            trims: 0,
+            trim_busy: 0,
             write_hist: LatencyHistogram::default(),
             read_hist: LatencyHistogram::default(),
         }
     }
 
-    /// Forgets all busy times and statistics (after preconditioning).
+    /// Forgets all busy times and statistics (after preconditioning); where pages live stays.
     pub fn reset(&mut self) {
+        let die_of = std::mem::take(&mut self.die_of);
         *self = Timing::new(&self.cfg.clone(), self.unit_pages);
+        self.die_of = die_of;
     }
 
+    /// The die that holds physical page `ppn`.
     #[inline]
     fn die_of_page(&self, ppn: u32) -> usize {
         let dies = self.die_free.len() as u32;
         match self.cfg.stripe {
+            DieStripe::Dynamic => match self.die_of.get(ppn as usize) {
+                Some(&d) if d != NO_DIE => d as usize,
+                _ => (ppn % dies) as usize,
+            },
             DieStripe::Page => (ppn % dies) as usize,
             DieStripe::Unit => ((ppn / self.unit_pages) % dies) as usize,
         }
+    }
+
+    /// The die a program of `ppn` goes to: with dynamic allocation the one that can start
+    /// it first (ties: the lowest), remembered for the page's reads and its unit's erase.
+    fn die_for_program(&mut self, ppn: u32, ready: u64) -> usize {
+        if self.cfg.stripe != DieStripe::Dynamic {
+            return self.die_of_page(ppn);
+        }
+        let mut best = 0;
+        let mut best_start = u64::MAX;
+        for d in 0..self.die_free.len() {
+            let start = ready
+                .max(self.die_free[d])
+                .max(self.chan_free[self.chan_of_die(d)]);
+            if start < best_start {
+                best = d;
+                best_start = start;
+            }
+        }
+        let i = ppn as usize;
+        if self.die_of.len() <= i {
+            self.die_of.resize(i + 1, NO_DIE);
+        }
+        self.die_of[i] = best as u8;
+        best
     }
     #[inline]
     fn chan_of_die(&self, die: usize) -> usize {
@@ -203,7 +249,7 @@ impl Timing {
     }
 
     fn program(&mut self, ppn: u32, ready: u64) -> u64 {
-        let d = self.die_of_page(ppn);
+        let d = self.die_for_program(ppn, ready);
         let c = self.chan_of_die(d);
         let start = ready.max(self.die_free[d]).max(self.chan_free[c]);
         self.chan_free[c] = start + self.cfg.t_xfer_ns;
@@ -225,20 +271,20 @@ impl Timing {
     }
 
     fn erase(&mut self, unit: u32, ready: u64) -> u64 {
-        let dies = self.die_free.len() as u32;
-        let span: Vec<usize> = match self.cfg.stripe {
-            DieStripe::Page => (0..self.unit_pages.min(dies))
-                .map(|i| self.die_of_page(unit * self.unit_pages + i))
-                .collect(),
-            DieStripe::Unit => vec![(unit % dies) as usize],
-        };
-        // Each die frees `slice` pages of the unit: charge that share of a physical block's
+        // Pages of the unit on each die: each die is charged that share of a physical block's
         // erase time (see TimingConfig::block_pages).
-        let slice = (self.unit_pages as u64).div_ceil(span.len() as u64);
-        let t_erase = (self.cfg.t_erase_ns * slice / self.cfg.block_pages.max(1) as u64)
-            .clamp(1, self.cfg.t_erase_ns);
+        let mut pages_on = vec![0u64; self.die_free.len()];
+        let first = unit * self.unit_pages;
+        for ppn in first..first + self.unit_pages {
+            pages_on[self.die_of_page(ppn)] += 1;
+        }
         let mut done = ready;
-        for d in span {
+        for (d, &n) in pages_on.iter().enumerate() {
+            if n == 0 {
+                continue;
+            }
+            let t_erase = (self.cfg.t_erase_ns * n / self.cfg.block_pages.max(1) as u64)
+                .clamp(1, self.cfg.t_erase_ns);
             let start = ready.max(self.die_free[d]);
             let end = start + t_erase;
             self.busy(d, start, end);
@@ -267,12 +313,35 @@ impl Timing {
         self.finish(issue, done, pages, false)
     }
 
-    /// A TRIM costs no flash time (the mapping update is in controller RAM).
-    pub fn host_trim(&mut self, issue: u64) -> u64 {
+    /// A TRIM of `pages` pages. It costs no flash time (the mapping update is in controller
+    /// RAM) but the command's own time (`TrimCost`); a non-queued TRIM first waits for every
+    /// I/O in flight, and nothing is issued until it completes.
+    pub fn host_trim(&mut self, issue: u64, pages: u64) -> u64 {
+        let cost = &self.cfg.trim;
+        let work = cost.command_ns + pages * cost.per_page_ns;
+        let start = if cost.queued {
+            issue
+        } else {
+            let drained = self
+                .in_flight
+                .drain()
+                .map(|Reverse(d)| d)
+                .max()
+                .unwrap_or(0);
+            issue.max(drained)
+        };
+        let done = start + work;
+        if !cost.queued {
+            // Exclusive: the link carries nothing else, and the next I/O issues after it.
+            self.link_free = self.link_free.max(done);
+            self.last_issue = self.last_issue.max(done);
+        }
         self.ios += 1;
-        self.in_flight.push(Reverse(issue));
-        self.last_done = self.last_done.max(issue);
-        issue
+        self.trims += 1;
+        self.trim_busy += done - issue;
+        self.in_flight.push(Reverse(done));
+        self.last_done = self.last_done.max(done);
+        done
     }
 
     /// GC operations start when the I/O is issued; host programs start when their data has
@@ -341,6 +410,8 @@ impl Timing {
             write_latency: self.write_hist.summary(),
             read_latency: self.read_hist.summary(),
             trace_paced: self.cfg.use_trace_time,
+            trims: self.trims,
+            trim_busy_ns: self.trim_busy,
         }
     }
 }
@@ -380,6 +451,7 @@ mod tests {
             block_pages: 1,
             stripe: DieStripe::Page,
             use_trace_time: false,
+            trim: crate::config::TrimCost::default(),
         }
     }
 
@@ -402,6 +474,39 @@ mod tests {
         let done = t.host_write(i, 1, &ops);
         assert_eq!(done - i, 60 + 510 + 3000 + 510);
         assert!(t.write_hist.quantile(1.0) >= done - i);
+    }
+
+    #[test]
+    fn a_non_queued_trim_drains_the_queue_and_holds_the_device() {
+        let mut cfg = one_die();
+        cfg.queue_depth = 4;
+        cfg.trim = crate::config::TrimCost {
+            queued: false,
+            command_ns: 100,
+            per_page_ns: 2,
+        };
+        let mut t = Timing::new(&cfg, 4);
+        let mut last = 0;
+        for p in 0..3 {
+            let i = t.issue_time(0);
+            last = t.host_write(i, 1, &[FlashOp::Program(p)]);
+        }
+        // Issued at once (queue depth 4), the TRIM waits for all three writes to finish.
+        let i = t.issue_time(0);
+        assert_eq!(i, 0);
+        let done = t.host_trim(i, 10);
+        assert_eq!(done, last + 100 + 20);
+        // Nothing issues before it completes.
+        assert_eq!(t.issue_time(0), done);
+        let r = t.report();
+        assert_eq!((r.trims, r.trim_busy_ns), (1, done));
+        // Queued, the same TRIM costs only its own time.
+        cfg.trim.queued = true;
+        let mut q = Timing::new(&cfg, 4);
+        let i = q.issue_time(0);
+        q.host_write(i, 1, &[FlashOp::Program(0)]);
+        let i = q.issue_time(0);
+        assert_eq!(q.host_trim(i, 10), 120);
     }
 
     #[test]

@@ -501,8 +501,10 @@ mod tests {
             id_index: false,
             stream: 0,
             page_id: 0,
+            cause: crate::event::WriteCause::Other,
         }
     }
+
     fn commit(t: u64) -> Event {
         Event::CheckpointCommit { time_ns: t, id: t }
     }

@@ -297,6 +297,7 @@ mod tests {
             id_index: false,
             stream: 0,
             page_id,
+            cause: crate::event::WriteCause::Other,
         }
     }
 

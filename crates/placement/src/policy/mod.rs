@@ -9,7 +9,9 @@
 //! | `dsm` | 000 §4, Fig. 9 / Table 2 | metadata 0, journal + primary indexes 1, collection groups 2,3,4, secondary-index groups 5,6,7 |
 //! | `dsm-skip-primary` | 000 §5.3 | as `dsm` without primary-index filtering: stream 1 holds the journal only |
 //! | `lifetime` | flashdoc | metadata 0, journal 1, predicted-lifetime buckets 2, 3 (shortest first; up to 2..7) |
-//! | `oracle` | offline bound | true remaining-lifetime buckets 0..7 (shortest first) |
+//! | `filelog` | flashdoc | metadata 0, journal and rarely written files 1, each busy table file its own stream 2..7 (busiest first) |
+//! | `oracle` | offline bound | true device-lifetime buckets 0..7 (shortest first) |
+//! | `oracle-death` | offline bound | true death time: lifetime classes split by death-time parity |
 //!
 //! Each policy's module says how it folds its groups onto fewer streams (down to 2); the full
 //! tables are in `docs/placement.md`. Policies are deterministic functions of the events they
@@ -18,6 +20,7 @@
 mod boundary;
 mod dsm;
 mod file;
+mod filelog;
 mod lifetime;
 mod none;
 mod oracle;
@@ -27,9 +30,10 @@ pub use dsm::{
     compute_pivots, map_sid_by_hotness, predict_stream, DsmCheckpoint, DsmPolicy, RegionStat,
 };
 pub use file::FilePolicy;
+pub use filelog::FileLogPolicy;
 pub use lifetime::LifetimePolicy;
 pub use none::NonePolicy;
-pub use oracle::{DeathRules, OraclePolicy};
+pub use oracle::{Lifetimes, OracleGrouping, OraclePolicy};
 
 use crate::event::{Event, FileId, FileKind, WriteEvent};
 use std::collections::HashMap;
@@ -37,7 +41,8 @@ use std::collections::HashMap;
 /// The 4 KB page the seeds count in (seed 000 Eq. 1 `PAGESIZE`).
 pub const PAGE_SIZE: u64 = 4096;
 
-/// Every policy name [`make_policy`] knows, plus `oracle` (offline only: [`OraclePolicy`]).
+/// Every policy name: those [`make_policy`] builds, and the two oracles (offline only:
+/// [`OraclePolicy`], built from the whole trace).
 pub const POLICY_NAMES: &[&str] = &[
     "none",
     "file",
@@ -45,7 +50,9 @@ pub const POLICY_NAMES: &[&str] = &[
     "dsm",
     "dsm-skip-primary",
     "lifetime",
+    "filelog",
     "oracle",
+    "oracle-death",
 ];
 
 /// A placement policy's name, checked against [`POLICY_NAMES`] when it is made, so a value of
@@ -66,9 +73,9 @@ impl PolicyName {
         POLICY_NAMES.iter().map(|&n| PolicyName(n))
     }
 
-    /// Whether [`make_policy`] can build it (the oracle is offline only).
+    /// Whether [`make_policy`] can build it (the oracles are offline only).
     pub fn is_online(self) -> bool {
-        self.0 != "oracle"
+        OracleGrouping::from_name(self.0).is_none()
     }
 }
 
@@ -199,6 +206,26 @@ impl Default for LifetimeConfig {
     }
 }
 
+/// Parameters of the `filelog` policy (see `policy/filelog.rs`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FileLogConfig {
+    /// A table file whose share of the (decayed) table bytes written is below this is rare:
+    /// it shares the journal's long-lived stream. Default 0.02.
+    pub cold_share: f64,
+    /// Each checkpoint commit multiplies a file's accumulated bytes by this before adding the
+    /// new window's. Default 0.5.
+    pub decay: f64,
+}
+
+impl Default for FileLogConfig {
+    fn default() -> Self {
+        FileLogConfig {
+            cold_share: 0.02,
+            decay: 0.5,
+        }
+    }
+}
+
 /// What every policy is configured with.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PlacementConfig {
@@ -206,6 +233,7 @@ pub struct PlacementConfig {
     pub streams: u8,
     pub dsm: DsmConfig,
     pub lifetime: LifetimeConfig,
+    pub filelog: FileLogConfig,
 }
 
 impl Default for PlacementConfig {
@@ -214,6 +242,7 @@ impl Default for PlacementConfig {
             streams: 8,
             dsm: DsmConfig::default(),
             lifetime: LifetimeConfig::default(),
+            filelog: FileLogConfig::default(),
         }
     }
 }
@@ -245,6 +274,10 @@ impl PlacementConfig {
         if l.buckets == 0 || !l.checkpoint_bias.is_finite() {
             return Err("lifetime buckets must be ≥ 1 and checkpoint_bias finite".into());
         }
+        let f = &self.filelog;
+        if !(0.0..1.0).contains(&f.cold_share) || !(0.0..=1.0).contains(&f.decay) {
+            return Err("filelog cold_share must be in [0, 1) and decay in [0, 1]".into());
+        }
         Ok(())
     }
 }
@@ -262,8 +295,8 @@ pub trait Policy: Send {
     fn end_of_load(&mut self) {}
 }
 
-/// Builds an online policy by name. `oracle` needs the whole trace: build it with
-/// [`OraclePolicy::from_events`].
+/// Builds an online policy by name. The oracles need the whole trace: the offline replay
+/// builds them ([`OraclePolicy::from_lifetimes`]).
 pub fn make_policy(name: &str, cfg: &PlacementConfig) -> Result<Box<dyn Policy>, String> {
     cfg.validate()?;
     Ok(match name {
@@ -273,10 +306,12 @@ pub fn make_policy(name: &str, cfg: &PlacementConfig) -> Result<Box<dyn Policy>,
         "dsm" => Box::new(DsmPolicy::new(cfg, true)),
         "dsm-skip-primary" => Box::new(DsmPolicy::new(cfg, false)),
         "lifetime" => Box::new(LifetimePolicy::new(cfg)),
-        "oracle" => return Err(
-            "oracle is offline only: it is built from the whole trace (OraclePolicy::from_events)"
-                .into(),
-        ),
+        "filelog" => Box::new(FileLogPolicy::new(cfg)),
+        "oracle" | "oracle-death" => {
+            return Err(format!(
+                "{name} is offline only: it is built from the whole trace by the replay"
+            ))
+        }
         o => {
             return Err(format!(
                 "unknown placement policy {o:?} (known: {})",
@@ -407,8 +442,10 @@ mod tests {
             id_index: false,
             stream: 0,
             page_id: 0,
+            cause: crate::event::WriteCause::Other,
         }
     }
+
     fn commit() -> Event {
         Event::CheckpointCommit { time_ns: 0, id: 0 }
     }
@@ -416,10 +453,16 @@ mod tests {
     #[test]
     fn names_build_and_unknown_is_an_error() {
         let cfg = PlacementConfig::default();
-        for &n in POLICY_NAMES.iter().filter(|&&n| n != "oracle") {
-            assert_eq!(make_policy(n, &cfg).unwrap().name(), n);
+        for &n in POLICY_NAMES {
+            match OracleGrouping::from_name(n) {
+                Some(g) => {
+                    assert_eq!(g.name(), n);
+                    let e = make_policy(n, &cfg).err().unwrap();
+                    assert!(e.contains("offline only"), "{e}");
+                }
+                None => assert_eq!(make_policy(n, &cfg).unwrap().name(), n),
+            }
         }
-        assert!(make_policy("oracle", &cfg).is_err());
         assert!(make_policy("nope", &cfg).is_err());
         let bad = PlacementConfig {
             streams: 1,

@@ -1,11 +1,10 @@
 //! Policies on the simulated SSD, on the synthetic two-region trace.
 
 use super::*;
-use crate::policy::{make_policy, DeathRules, OraclePolicy, PlacementConfig, POLICY_NAMES};
+use crate::policy::{make_policy, OracleGrouping, OraclePolicy, PlacementConfig, POLICY_NAMES};
 use crate::synth::{generate, SynthConfig, SynthTrace};
 use ssd::{AllocPolicy, SsdConfig};
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 
 fn device(trace: &SynthTrace, streams: u8) -> (Ssd, FsReplayer) {
     let ext = scan_events(trace.events.iter().cloned().map(Ok::<_, SsdError>), false).unwrap();
@@ -26,21 +25,20 @@ fn policy(
     pc: &PlacementConfig,
     rc: &ReplayConfig,
 ) -> Box<dyn Policy> {
-    if name == "oracle" {
-        let rules = DeathRules {
-            free: rc.trim.batch.is_some() && rc.trim.when == TrimWhen::Free,
-            replace: rc.trim.batch.is_some() && rc.trim.when == TrimWhen::Replace,
-        };
-        Box::new(
-            OraclePolicy::from_events(
-                trace.events.iter().cloned().map(Ok::<_, Infallible>),
-                pc,
-                rules,
+    match OracleGrouping::from_name(name) {
+        Some(g) => {
+            let (dev, _) = device(trace, pc.streams);
+            let l = device_lifetimes(
+                trace.events.iter().cloned().map(Ok::<_, SsdError>),
+                dev.logical_pages(),
+                AllocPolicy::NextFit,
+                true,
+                rc.trim,
             )
-            .unwrap(),
-        )
-    } else {
-        make_policy(name, pc).unwrap()
+            .unwrap();
+            Box::new(OraclePolicy::from_lifetimes(&l, pc.streams, g))
+        }
+        None => make_policy(name, pc).unwrap(),
     }
 }
 
@@ -95,8 +93,9 @@ fn two_region_trace_ranks_boundary_and_dsm_below_file_below_none() {
     assert!(waf("file") < waf("none"), "{table}");
     assert!(waf("boundary") < waf("file"), "{table}");
     assert!(waf("dsm") < waf("file"), "{table}");
-    for n in POLICY_NAMES.iter().filter(|&&n| n != "oracle") {
-        assert!(waf("oracle") <= waf(n) + 1e-9, "oracle vs {n}: {table}");
+    let best_oracle = waf("oracle").min(waf("oracle-death"));
+    for n in POLICY_NAMES.iter().filter(|n| !n.starts_with("oracle")) {
+        assert!(best_oracle <= waf(n) + 1e-9, "oracle vs {n}: {table}");
     }
     // For the record: Fig. A.5 to the letter (see dsm.rs, ambiguity 10).
     let pc = PlacementConfig {
@@ -220,13 +219,20 @@ fn trim_modes_and_no_trim_replay() {
     assert!(waf["replace"] < waf["off"], "{waf:?}");
 }
 
-/// The ranking over several seeds (slow-ish: `cargo test -p placement -- --ignored`).
+/// The ranking holds on other seeds of the synthetic trace, not just on seed 7.
 #[test]
-#[ignore]
-fn ranking_over_seeds() {
-    for seed in 1..=6 {
-        let trace = generate(&SynthConfig::linkbench_like(seed));
+fn ranking_holds_over_seeds() {
+    for seed in [1, 2, 3] {
+        let mut cfg = SynthConfig::linkbench_like(seed);
+        cfg.windows = 40;
+        let trace = generate(&cfg);
         let r = run_all(&trace, 8, synth_replay_config(&trace));
-        eprintln!("seed {seed}: {}", waf_table(&r));
+        let waf = |n: &str| r[n].report.write_amplification;
+        let table = waf_table(&r);
+        assert!(waf("file") < waf("none"), "seed {seed}: {table}");
+        assert!(waf("boundary") < waf("file"), "seed {seed}: {table}");
+        assert!(waf("dsm") < waf("file"), "seed {seed}: {table}");
+        let best_oracle = waf("oracle").min(waf("oracle-death"));
+        assert!(best_oracle < waf("dsm"), "seed {seed}: {table}");
     }
 }

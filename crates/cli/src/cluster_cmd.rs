@@ -1,0 +1,499 @@
+//! `flashdoc router` (a mongos whose metadata lives in etcd), `flashdoc cluster up|down` (a
+//! local cluster: etcd, N shards and a router, as detached processes), and the shard side of
+//! `flashdoc serve --shardsvr`.
+
+use anyhow::{anyhow, bail, Context, Result};
+use bson::doc;
+use cluster::meta::{Catalog, DEFAULT_ROOT};
+use cluster::router::{Router, RouterOptions};
+use cluster::shard::{ShardNode, SystemClock};
+use cluster::transport::{call_ok, Connector, TcpConnector};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn store_opener() -> cluster::shard::StoreOpener {
+    Arc::new(|s: &str| cluster::store::open(s))
+}
+
+/// The address others reach a node bound to `addr` at.
+fn advertised(addr: SocketAddr) -> String {
+    if addr.ip().is_unspecified() {
+        format!("127.0.0.1:{}", addr.port())
+    } else {
+        addr.to_string()
+    }
+}
+
+/// The shard side of `serve --shardsvr`.
+pub fn open_shard(
+    db: Arc<docdb::DocDb>,
+    addr: SocketAddr,
+    config_db: Option<&str>,
+) -> Result<Arc<dyn server::hook::CommandHook>> {
+    if addr.port() == 0 {
+        bail!("a shard needs a fixed port (the cluster stores its address): give --port");
+    }
+    let node = ShardNode::open(
+        db,
+        &advertised(addr),
+        store_opener(),
+        Arc::new(TcpConnector::default()),
+        Arc::new(SystemClock),
+    )
+    .map_err(|e| anyhow!("starting the shard: {e}"))?;
+    if let Some(want) = config_db {
+        cluster::store::open(want).map_err(|e| anyhow!("sharding.configDB: {e}"))?;
+        if let Some(name) = node.name() {
+            eprintln!("flashdoc: shard {name}, metadata at {want}");
+        }
+    }
+    Ok(node)
+}
+
+#[derive(clap::Args)]
+pub struct RouterArgs {
+    /// A mongos.conf-shaped YAML file (net.port, net.bindIp, sharding.configDB,
+    /// setParameter.enableTestCommands).
+    #[arg(long, short = 'f')]
+    config: Option<PathBuf>,
+    /// Where the metadata lives: etcd://host:port[,host:port…] (overrides sharding.configDB).
+    #[arg(long = "configdb")]
+    config_db: Option<String>,
+    #[arg(long)]
+    port: Option<u16>,
+    #[arg(long = "bind-ip")]
+    bind_ip: Option<String>,
+    /// Serve configureFailPoint (tests).
+    #[arg(long = "enable-test-commands")]
+    test_commands: bool,
+    /// Seconds between balancer rounds.
+    #[arg(long = "balancer-interval", default_value_t = 10)]
+    balancer_interval: u64,
+}
+
+struct RouterConfig {
+    port: u16,
+    bind_ip: String,
+    config_db: Option<String>,
+    test_commands: bool,
+}
+
+fn parse_router_yaml(text: &str) -> Result<RouterConfig> {
+    let (rest, sharding) = cluster::config::split_sharding(text).map_err(|e| anyhow!(e))?;
+    if sharding.shardsvr {
+        bail!("sharding.clusterRole: a router has no cluster role");
+    }
+    let mut c = RouterConfig {
+        port: 27017,
+        bind_ip: "127.0.0.1".into(),
+        config_db: sharding.config_db,
+        test_commands: false,
+    };
+    let v: serde_yaml::Value = serde_yaml::from_str(&rest)?;
+    let Some(m) = v.as_mapping() else {
+        return Ok(c);
+    };
+    for (k, val) in m {
+        match k.as_str().unwrap_or("") {
+            "net" => {
+                for (k2, v2) in val
+                    .as_mapping()
+                    .ok_or_else(|| anyhow!("net: expected a mapping"))?
+                {
+                    match k2.as_str().unwrap_or("") {
+                        "port" => {
+                            c.port = v2
+                                .as_u64()
+                                .and_then(|p| u16::try_from(p).ok())
+                                .ok_or_else(|| anyhow!("net.port: expected a port number"))?
+                        }
+                        "bindIp" => {
+                            c.bind_ip = v2
+                                .as_str()
+                                .ok_or_else(|| anyhow!("net.bindIp: expected a string"))?
+                                .to_string()
+                        }
+                        other => bail!("net.{other}: unknown key for a router"),
+                    }
+                }
+            }
+            "setParameter" => {
+                for (k2, v2) in val
+                    .as_mapping()
+                    .ok_or_else(|| anyhow!("setParameter: expected a mapping"))?
+                {
+                    match k2.as_str().unwrap_or("") {
+                        "enableTestCommands" => {
+                            c.test_commands = v2.as_bool().ok_or_else(|| {
+                                anyhow!("setParameter.enableTestCommands: expected true or false")
+                            })?
+                        }
+                        other => bail!("setParameter.{other}: unknown parameter"),
+                    }
+                }
+            }
+            other => bail!("{other}: unknown key for a router configuration"),
+        }
+    }
+    Ok(c)
+}
+
+pub fn run_router(args: RouterArgs) -> Result<()> {
+    let mut cfg = match &args.config {
+        Some(p) => parse_router_yaml(
+            &std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
+        )
+        .with_context(|| format!("in {}", p.display()))?,
+        None => RouterConfig {
+            port: 27017,
+            bind_ip: "127.0.0.1".into(),
+            config_db: None,
+            test_commands: false,
+        },
+    };
+    if let Some(p) = args.port {
+        cfg.port = p;
+    }
+    if let Some(b) = args.bind_ip {
+        cfg.bind_ip = b;
+    }
+    if args.config_db.is_some() {
+        cfg.config_db = args.config_db;
+    }
+    cfg.test_commands |= args.test_commands;
+    let config_db = cfg.config_db.ok_or_else(|| {
+        anyhow!("a router needs sharding.configDB (or --configdb etcd://host:port)")
+    })?;
+    if args.balancer_interval == 0 {
+        bail!("--balancer-interval must be at least 1 second");
+    }
+    let addr: SocketAddr = (cfg.bind_ip.as_str(), cfg.port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| anyhow!("net.bindIp {} resolves to nothing", cfg.bind_ip))?;
+    let store = cluster::store::open(&config_db).map_err(|e| anyhow!("{e}"))?;
+    let catalog = Catalog::new(store, DEFAULT_ROOT);
+    let router = Router::new(
+        catalog.clone(),
+        &config_db,
+        Arc::new(TcpConnector::default()),
+        RouterOptions {
+            id: format!(
+                "{}:{}-{}",
+                server::commands::hostname(),
+                cfg.port,
+                std::process::id()
+            ),
+            test_commands: cfg.test_commands,
+            inline_autosplit: false,
+        },
+    );
+    spawn_background(
+        router.clone(),
+        catalog,
+        Duration::from_secs(args.balancer_interval),
+    );
+    let db = docdb::DocDb::open(docdb::DocDbConfig::in_memory()).map_err(|e| anyhow!("{e}"))?;
+    let mut server_cfg = server::config::ServerConfig::default();
+    server_cfg.net.port = addr.port();
+    server_cfg.net.bind_ip = addr.ip().to_string();
+    server_cfg.net.ipv6 = addr.is_ipv6();
+    server_cfg
+        .storage
+        .set_engine("inMemory")
+        .map_err(|e| anyhow!(e))?;
+    server::serve_with_hook(
+        db,
+        &server_cfg,
+        Some(router),
+        doc! {"sharding": {"configDB": config_db}},
+    )
+    .context("serving")?;
+    Ok(())
+}
+
+/// The balancer (when this router holds the lock) and the load policy's split rounds.
+fn spawn_background(router: Arc<Router>, catalog: Catalog, interval: Duration) {
+    let id = router
+        .me()
+        .upgrade()
+        .map(|_| format!("router-{}", std::process::id()))
+        .unwrap_or_default();
+    std::thread::Builder::new()
+        .name("flashdoc-balancer".into())
+        .spawn(move || {
+            let mut last_round = Instant::now();
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+                if let Ok(s) = router.settings() {
+                    if matches!(s.policy, cluster::split::SplitPolicy::Load(_)) {
+                        if let Err(e) = cluster::router::autosplit::load_split_round(&router) {
+                            eprintln!("flashdoc: load split round: {e}");
+                        }
+                    }
+                }
+                if last_round.elapsed() < interval {
+                    continue;
+                }
+                last_round = Instant::now();
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis() as i64)
+                    .unwrap_or(0);
+                match catalog.take_lock("balancer", &id, now, 3 * interval.as_millis() as i64) {
+                    Ok(true) => {
+                        if let Err(e) = router.balancer.round(&router) {
+                            eprintln!("flashdoc: balancer round: {e}");
+                        }
+                    }
+                    Ok(false) => {}
+                    Err(e) => eprintln!("flashdoc: balancer lock: {e}"),
+                }
+            }
+        })
+        .expect("spawn the balancer thread");
+}
+
+#[derive(clap::Args)]
+pub struct ClusterArgs {
+    #[command(subcommand)]
+    command: ClusterCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum ClusterCommand {
+    /// Start etcd (unless --etcd is given), N shards and a router; print the connection string.
+    Up {
+        #[arg(long, default_value_t = 3)]
+        shards: usize,
+        /// Where data, logs and the process list go.
+        #[arg(long, default_value = "flashdoc-cluster")]
+        dir: PathBuf,
+        /// The router's port; shards take the next ones.
+        #[arg(long, default_value_t = 27017)]
+        port: u16,
+        /// Use this etcd instead of starting one: etcd://host:port.
+        #[arg(long)]
+        etcd: Option<String>,
+    },
+    /// Stop everything `cluster up` started in --dir.
+    Down {
+        #[arg(long, default_value = "flashdoc-cluster")]
+        dir: PathBuf,
+    },
+    /// Add running shards to a cluster through its router (addShard).
+    AddShard {
+        /// The router, host:port.
+        router: String,
+        /// Shards, host:port each.
+        shards: Vec<String>,
+    },
+}
+
+pub fn run_cluster(args: ClusterArgs) -> Result<()> {
+    match args.command {
+        ClusterCommand::Up {
+            shards,
+            dir,
+            port,
+            etcd,
+        } => cluster_up(shards, &dir, port, etcd),
+        ClusterCommand::Down { dir } => cluster_down(&dir),
+        ClusterCommand::AddShard { router, shards } => {
+            let conn = TcpConnector::default().connect(&router);
+            for s in shards {
+                let r = call_ok(&*conn, &doc! {"addShard": s.clone(), "$db": "admin"})
+                    .map_err(|e| anyhow!("addShard {s}: {e}"))?;
+                println!("{s}: {}", r.get_str("shardAdded").unwrap_or("?"));
+            }
+            Ok(())
+        }
+    }
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+fn spawn_detached(program: &Path, args: &[String], log: &Path) -> Result<u32> {
+    use std::os::unix::process::CommandExt;
+    let out = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("starting {}", program.display()))?;
+    Ok(child.id())
+}
+
+/// Waits until `log` contains `needle` (the line a node prints when it listens).
+fn wait_for_log(log: &Path, needle: &str, what: &str) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if std::fs::read_to_string(log).is_ok_and(|s| s.contains(needle)) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bail!("{what} did not start in 60 s; see {}", log.display())
+}
+
+fn cluster_up(shards: usize, dir: &Path, port: u16, etcd: Option<String>) -> Result<()> {
+    if shards == 0 || shards > 64 {
+        bail!("--shards must be between 1 and 64");
+    }
+    std::fs::create_dir_all(dir)?;
+    let dir = dir.canonicalize()?;
+    if dir.join("cluster.json").exists() {
+        bail!(
+            "{} already has a cluster (flashdoc cluster down --dir {} first)",
+            dir.display(),
+            dir.display()
+        );
+    }
+    let exe = std::env::current_exe()?;
+    let mut pids: Vec<(String, u32)> = Vec::new();
+    let config_db = match etcd {
+        Some(e) => e,
+        None => {
+            let etcd_bin = which("etcd").ok_or_else(|| anyhow!("etcd is not installed (Debian: apt-get install etcd-server), or pass --etcd etcd://host:port"))?;
+            let (client, peer) = (free_port()?, free_port()?);
+            let args: Vec<String> = [
+                "--name",
+                "flashdoc",
+                "--data-dir",
+                &dir.join("etcd").to_string_lossy(),
+                "--listen-client-urls",
+                &format!("http://127.0.0.1:{client}"),
+                "--advertise-client-urls",
+                &format!("http://127.0.0.1:{client}"),
+                "--listen-peer-urls",
+                &format!("http://127.0.0.1:{peer}"),
+                "--initial-advertise-peer-urls",
+                &format!("http://127.0.0.1:{peer}"),
+                "--initial-cluster",
+                &format!("flashdoc=http://127.0.0.1:{peer}"),
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            pids.push((
+                "etcd".into(),
+                spawn_detached(&etcd_bin, &args, &dir.join("etcd.log"))?,
+            ));
+            let url = format!("etcd://127.0.0.1:{client}");
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                if cluster::store::open(&url).and_then(|s| s.list("/")).is_ok() {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    bail!(
+                        "etcd did not answer in 30 s; see {}",
+                        dir.join("etcd.log").display()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            url
+        }
+    };
+    let mut hosts = Vec::new();
+    for i in 0..shards {
+        let p = port + 1 + i as u16;
+        let log = dir.join(format!("shard{i}.log"));
+        let args: Vec<String> = vec![
+            "serve".into(),
+            "--shardsvr".into(),
+            "--dbpath".into(),
+            dir.join(format!("shard{i}")).to_string_lossy().into_owned(),
+            "--port".into(),
+            p.to_string(),
+        ];
+        std::fs::create_dir_all(dir.join(format!("shard{i}")))?;
+        pids.push((format!("shard{i}"), spawn_detached(&exe, &args, &log)?));
+        hosts.push((format!("shard{i}"), format!("127.0.0.1:{p}"), log));
+    }
+    let rlog = dir.join("router.log");
+    let rargs: Vec<String> = vec![
+        "router".into(),
+        "--configdb".into(),
+        config_db.clone(),
+        "--port".into(),
+        port.to_string(),
+    ];
+    pids.push(("router".into(), spawn_detached(&exe, &rargs, &rlog)?));
+    let record = serde_json::json!({
+        "router": format!("mongodb://127.0.0.1:{port}/"),
+        "configDB": config_db,
+        "pids": pids.iter().map(|(n, p)| serde_json::json!({"name": n, "pid": p})).collect::<Vec<_>>(),
+    });
+    std::fs::write(
+        dir.join("cluster.json"),
+        serde_json::to_string_pretty(&record)?,
+    )?;
+    for (name, _, log) in &hosts {
+        wait_for_log(log, "waiting for connections", name)?;
+    }
+    wait_for_log(&rlog, "waiting for connections", "the router")?;
+    let conn = TcpConnector::default().connect(&format!("127.0.0.1:{port}"));
+    for (name, host, _) in &hosts {
+        call_ok(
+            &*conn,
+            &doc! {"addShard": host.clone(), "name": name.clone(), "$db": "admin"},
+        )
+        .map_err(|e| anyhow!("addShard {host}: {e}"))?;
+    }
+    println!("mongodb://127.0.0.1:{port}/");
+    Ok(())
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file())
+}
+
+fn cluster_down(dir: &Path) -> Result<()> {
+    let path = dir.join("cluster.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("no cluster in {} ({})", dir.display(), path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text)?;
+    let mut pids: Vec<(String, i32)> = v["pids"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| Some((p["name"].as_str()?.to_string(), p["pid"].as_i64()? as i32)))
+                .collect()
+        })
+        .unwrap_or_default();
+    // Router first, etcd last.
+    pids.reverse();
+    for (name, pid) in pids {
+        // SAFETY: kill has no memory-safety preconditions; the pid is one this command started.
+        if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+            continue;
+        }
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline && unsafe { libc::kill(pid, 0) } == 0 {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if unsafe { libc::kill(pid, 0) } == 0 {
+            eprintln!("{name} (pid {pid}) did not stop; killing it");
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+    std::fs::remove_file(&path)?;
+    println!("stopped");
+    Ok(())
+}

@@ -1,0 +1,228 @@
+//! How routers and shards send each other commands: [`ShardConn`] runs one command on one
+//! node and returns its reply. Over TCP ([`TcpConnector`]) it is an OP_MSG client with a small
+//! connection pool per host; in process ([`InProcConnector`], the lab) it calls the node's
+//! command dispatch directly, through the same hooks a socket would reach.
+#![allow(clippy::result_large_err)]
+
+use bson::{doc, Bson, Document};
+use docdb::{DocError, DocResult};
+use parking_lot::Mutex;
+use server::state::{ConnInfo, ServerState};
+use server::wire;
+use std::collections::{HashMap, HashSet};
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+pub trait ShardConn: Send + Sync {
+    /// Runs `cmd` (which carries `$db`); an `ok: 0` reply is returned as a reply, a node that
+    /// cannot be reached is an error (HostUnreachable).
+    fn call(&self, cmd: &Document) -> DocResult<Document>;
+}
+
+/// Opens connections to nodes by their host string.
+pub trait Connector: Send + Sync {
+    fn connect(&self, host: &str) -> Arc<dyn ShardConn>;
+}
+
+/// Runs a command and turns an `ok: 0` reply into an error with the node's code.
+pub fn call_ok(conn: &dyn ShardConn, cmd: &Document) -> DocResult<Document> {
+    let reply = conn.call(cmd)?;
+    if is_ok(&reply) {
+        Ok(reply)
+    } else {
+        Err(reply_error(&reply))
+    }
+}
+
+pub fn is_ok(reply: &Document) -> bool {
+    match reply.get("ok") {
+        Some(Bson::Double(d)) => *d == 1.0,
+        Some(Bson::Int32(i)) => *i == 1,
+        Some(Bson::Int64(i)) => *i == 1,
+        Some(Bson::Boolean(b)) => *b,
+        _ => false,
+    }
+}
+
+/// The error an `ok: 0` reply (or a write error document) describes, extra fields kept.
+pub fn reply_error(reply: &Document) -> DocError {
+    let code = reply.get_i32("code").unwrap_or(8);
+    let mut e = DocError::with_code(
+        code,
+        intern(reply.get_str("codeName").unwrap_or("UnknownError")),
+        reply
+            .get_str("errmsg")
+            .unwrap_or("unknown error")
+            .to_string(),
+    );
+    let mut extra = Document::new();
+    for (k, v) in reply {
+        if !matches!(k.as_str(), "ok" | "code" | "codeName" | "errmsg" | "index") {
+            extra.insert(k.clone(), v.clone());
+        }
+    }
+    if !extra.is_empty() {
+        e.extra = Some(Box::new(extra));
+    }
+    e
+}
+
+/// Error code names as `&'static str` (DocError's type); the set of names is small and fixed
+/// by the servers, so interning them is bounded.
+fn intern(name: &str) -> &'static str {
+    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut set = NAMES.get_or_init(Default::default).lock();
+    if let Some(n) = set.get(name) {
+        return n;
+    }
+    let leaked: &'static str = Box::leak(name.to_string().into_boxed_str());
+    set.insert(leaked);
+    leaked
+}
+
+pub fn host_unreachable(host: &str, what: impl std::fmt::Display) -> DocError {
+    DocError::with_code(6, "HostUnreachable", format!("{host}: {what}"))
+}
+
+/// TCP connections, pooled per host.
+#[derive(Default)]
+pub struct TcpConnector {
+    hosts: Mutex<HashMap<String, Arc<TcpShard>>>,
+}
+
+impl Connector for TcpConnector {
+    fn connect(&self, host: &str) -> Arc<dyn ShardConn> {
+        self.hosts
+            .lock()
+            .entry(host.to_string())
+            .or_insert_with(|| {
+                Arc::new(TcpShard {
+                    host: host.to_string(),
+                    idle: Mutex::new(Vec::new()),
+                })
+            })
+            .clone()
+    }
+}
+
+pub struct TcpShard {
+    host: String,
+    idle: Mutex<Vec<TcpStream>>,
+}
+
+/// Idle connections kept per host.
+const POOL_MAX: usize = 32;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// A command may take this long (a large batch of journaled writes is the slowest); a node
+/// that stays silent longer is taken as unreachable.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(3600);
+static REQUEST_ID: AtomicI32 = AtomicI32::new(1);
+
+impl TcpShard {
+    fn open(&self) -> DocResult<TcpStream> {
+        let addr = self
+            .host
+            .to_socket_addrs()
+            .map_err(|e| host_unreachable(&self.host, e))?
+            .next()
+            .ok_or_else(|| host_unreachable(&self.host, "resolves to nothing"))?;
+        let s = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+            .map_err(|e| host_unreachable(&self.host, e))?;
+        s.set_nodelay(true).ok();
+        s.set_read_timeout(Some(REPLY_TIMEOUT)).ok();
+        s.set_write_timeout(Some(REPLY_TIMEOUT)).ok();
+        Ok(s)
+    }
+}
+
+impl ShardConn for TcpShard {
+    fn call(&self, cmd: &Document) -> DocResult<Document> {
+        let pooled = self.idle.lock().pop();
+        let mut s = match pooled {
+            Some(s) => s,
+            None => self.open()?,
+        };
+        let id = REQUEST_ID.fetch_add(1, Ordering::Relaxed);
+        let request = wire::msg_request(cmd, &[], id, 0);
+        if s.write_all(&request).is_err() {
+            // A pooled connection the peer closed meanwhile: the request never arrived whole,
+            // so sending it on a fresh connection cannot run it twice.
+            s = self.open()?;
+            s.write_all(&request)
+                .map_err(|e| host_unreachable(&self.host, e))?;
+        }
+        // Once sent, a command is never sent again: the node may have run it.
+        let reply = read_reply(&mut s).map_err(|e| host_unreachable(&self.host, e))?;
+        let mut idle = self.idle.lock();
+        if idle.len() < POOL_MAX {
+            idle.push(s);
+        }
+        Ok(reply)
+    }
+}
+
+fn read_reply(s: &mut TcpStream) -> std::io::Result<Document> {
+    let mut h = [0u8; wire::Header::LEN];
+    s.read_exact(&mut h)?;
+    let header = wire::Header::parse(&h);
+    let len = header
+        .validate()
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body)?;
+    match wire::parse_request(&header, &body) {
+        Ok(wire::Request::Msg { body, .. }) => Ok(body),
+        Ok(_) => Err(std::io::Error::other("unexpected reply opcode")),
+        Err(e) => Err(std::io::Error::other(e.to_string())),
+    }
+}
+
+/// In-process nodes by host name (the lab's cluster).
+#[derive(Default)]
+pub struct InProcConnector {
+    nodes: Mutex<HashMap<String, Arc<InProcShard>>>,
+}
+
+impl InProcConnector {
+    pub fn register(&self, host: &str, state: Arc<ServerState>) {
+        self.nodes
+            .lock()
+            .insert(host.to_string(), Arc::new(InProcShard { state }));
+    }
+}
+
+impl Connector for InProcConnector {
+    fn connect(&self, host: &str) -> Arc<dyn ShardConn> {
+        match self.nodes.lock().get(host) {
+            Some(n) => n.clone(),
+            None => Arc::new(Unreachable(host.to_string())),
+        }
+    }
+}
+
+struct Unreachable(String);
+
+impl ShardConn for Unreachable {
+    fn call(&self, _cmd: &Document) -> DocResult<Document> {
+        Err(host_unreachable(&self.0, "no such in-process node"))
+    }
+}
+
+pub struct InProcShard {
+    state: Arc<ServerState>,
+}
+
+impl ShardConn for InProcShard {
+    fn call(&self, cmd: &Document) -> DocResult<Document> {
+        let conn = ConnInfo::in_process(0);
+        Ok(server::commands::run(&self.state, cmd, &conn).0)
+    }
+}
+
+/// `{name: value, $db: db}` helper for building commands.
+pub fn command(name: &str, value: impl Into<Bson>, db: &str) -> Document {
+    doc! {name: value.into(), "$db": db}
+}

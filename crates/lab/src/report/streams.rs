@@ -1,0 +1,727 @@
+//! The stream experiments' report: the headline (flash page writes per operation and modeled
+//! throughput per policy and engine), the gap the online policies close to the oracles, the
+//! secondary device figures, and the seeds' published claims beside ours. Every sentence
+//! that concludes something is computed from the points of this run.
+
+use super::Report;
+use crate::experiment::Experiment;
+use crate::plot::{self, Bars};
+use crate::run::{EngineRun, Point};
+use crate::summary::{
+    flash_per_op, gap_closure, modeled, waf, Cell, GapClosure, Spread, Table, FLASHDOC, WIREDTIGER,
+};
+use anyhow::Result;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One row of the headline: a policy on an engine.
+struct Row {
+    label: &'static str,
+    allocation: &'static str,
+    policy: &'static str,
+}
+
+const fn row(label: &'static str, allocation: &'static str, policy: &'static str) -> Row {
+    Row {
+        label,
+        allocation,
+        policy,
+    }
+}
+
+/// The headline's rows: the seeds' policies and ours on the engine the seeds measured, ours
+/// with the engine co-designed for it, and the oracles on both engines.
+const HEADLINE: &[Row] = &[
+    row("none", WIREDTIGER, "none"),
+    row("file", WIREDTIGER, "file"),
+    row("boundary", WIREDTIGER, "boundary"),
+    row("dsm", WIREDTIGER, "dsm"),
+    row("dsm-skip-primary", WIREDTIGER, "dsm-skip-primary"),
+    row("lifetime", WIREDTIGER, "lifetime"),
+    row("filelog", WIREDTIGER, "filelog"),
+    row("**flashdoc** (filelog + sweep)", FLASHDOC, "filelog"),
+    row("oracle", WIREDTIGER, "oracle"),
+    row("oracle-death", WIREDTIGER, "oracle-death"),
+    row("oracle, sweep engine", FLASHDOC, "oracle"),
+    row("oracle-death, sweep engine", FLASHDOC, "oracle-death"),
+];
+
+/// Points of one condition (everything but workload, allocation, policy and seed).
+type Condition = (u64, u32, String, String, String);
+
+fn conditions(t: &Table) -> BTreeMap<Condition, Vec<String>> {
+    let mut m: BTreeMap<Condition, Vec<String>> = BTreeMap::new();
+    for c in t.cells.keys() {
+        let k = (
+            c.cache_permille,
+            c.leaf_kb,
+            c.compressor.clone(),
+            c.trim.clone(),
+            c.ssd.clone(),
+        );
+        let w = m.entry(k).or_default();
+        if !w.contains(&c.workload) {
+            w.push(c.workload.clone());
+        }
+    }
+    m
+}
+
+fn base_cell(k: &Condition, workload: &str) -> Cell {
+    Cell {
+        workload: workload.into(),
+        cache_permille: k.0,
+        leaf_kb: k.1,
+        compressor: k.2.clone(),
+        allocation: WIREDTIGER.into(),
+        trim: k.3.clone(),
+        ssd: k.4.clone(),
+        policy: "none".into(),
+    }
+}
+
+pub fn section(
+    r: &mut Report,
+    out: &Path,
+    exp: &Experiment,
+    points: &[Point],
+    runs: &[EngineRun],
+) -> Result<()> {
+    let t = Table::new(points);
+    let seeds = exp.seeds.len();
+    for (k, mut workloads) in conditions(&t) {
+        workloads.sort_by_key(|w| exp.workloads.iter().position(|x| x == w));
+        let tag = format!("c{}-l{}-{}-t{}-{}", k.0, k.1, k.2, k.3, k.4).replace('.', "_");
+        r.h2(format!(
+            "Flash page writes per operation and modeled throughput (TRIM {}, cache {:.0}% of the data, leaf {} KB, {})",
+            k.3,
+            k.0 as f64 / 10.0,
+            k.1,
+            k.4
+        ));
+        r.p(format!(
+            "Each cell: median over {seeds} workload seed(s), [min–max] when there are several. **Flash page writes per operation** = host pages written × the device's write amplification ÷ run-phase operations: what one operation costs the flash, engine and placement together. *WiredTiger engine* rows replay the engine with WiredTiger's best-fit allocation (the engine the seeds measured); **flashdoc** is the co-design: the sweep allocator with `filelog` placement."
+        ));
+        let rows = headline_rows(&t, &k, &workloads);
+        let head: Vec<String> = std::iter::once("policy".to_string())
+            .chain(workloads.iter().cloned())
+            .collect();
+        let head_refs: Vec<&str> = head.iter().map(|s| s.as_str()).collect();
+        r.h3("Flash page writes per operation (lower is better)");
+        r.table(
+            &head_refs,
+            table_rows(&rows, &workloads, |v| v.flash.fmt(2)),
+        );
+        r.h3("Modeled throughput, operations per second of device time (× none)");
+        r.table(
+            &head_refs,
+            table_rows(&rows, &workloads, |v| {
+                format!("{} ({:.2}×)", v.ops.fmt(0), v.ops_vs_none.median)
+            }),
+        );
+        gap_section(r, &t, &k, &workloads);
+        margins(r, &t, &k, &workloads);
+        plots(r, out, &tag, &rows, &workloads)?;
+        secondary(r, &t, &k, &workloads);
+    }
+    claims(r, &t, runs);
+    Ok(())
+}
+
+/// A headline cell.
+struct Value {
+    flash: Spread,
+    ops: Spread,
+    ops_vs_none: Spread,
+}
+
+fn headline_rows(
+    t: &Table,
+    k: &Condition,
+    workloads: &[String],
+) -> Vec<(&'static str, Vec<Option<Value>>)> {
+    HEADLINE
+        .iter()
+        .filter_map(|row| {
+            let vals: Vec<Option<Value>> = workloads
+                .iter()
+                .map(|w| {
+                    let base = base_cell(k, w);
+                    let c = base.with(row.allocation, row.policy);
+                    Some(Value {
+                        flash: t.spread(&c, flash_per_op)?,
+                        ops: t.spread(&c, modeled)?,
+                        ops_vs_none: t.paired_ratio(&c, &base, modeled)?,
+                    })
+                })
+                .collect();
+            vals.iter()
+                .any(|v| v.is_some())
+                .then_some((row.label, vals))
+        })
+        .collect()
+}
+
+fn table_rows(
+    rows: &[(&'static str, Vec<Option<Value>>)],
+    workloads: &[String],
+    cell: impl Fn(&Value) -> String,
+) -> Vec<Vec<String>> {
+    rows.iter()
+        .map(|(label, vals)| {
+            std::iter::once(label.to_string())
+                .chain(
+                    (0..workloads.len())
+                        .map(|i| vals[i].as_ref().map(&cell).unwrap_or_else(|| "–".into())),
+                )
+                .collect()
+        })
+        .collect()
+}
+
+/// The gap to the oracle `filelog` closes: on each engine's own trace (WAF), and the
+/// co-design against dsm and the oracle on WiredTiger's engine (flash writes per operation).
+fn gap_section(r: &mut Report, t: &Table, k: &Condition, workloads: &[String]) {
+    r.h3("The gap to the oracle that flashdoc closes");
+    let pct = |g: &GapClosure| {
+        format!(
+            "{:.0}% [{:.0}–{:.0}]",
+            g.closed.median * 100.0,
+            g.closed.min * 100.0,
+            g.closed.max * 100.0
+        )
+    };
+    let mut rows = Vec::new();
+    let mut codesign = Vec::new();
+    let mut same_trace = Vec::new();
+    for w in workloads {
+        let base = base_cell(k, w);
+        let mut row = vec![w.clone()];
+        for (engine, metric_name) in [(WIREDTIGER, "WAF"), (FLASHDOC, "WAF")] {
+            match gap_closure(t, &base, (engine, "filelog"), (engine, "dsm"), engine, waf) {
+                Some(g) => {
+                    row.push(format!(
+                        "{metric_name} dsm {:.3} → {} {:.3}; filelog {:.3}: **{}**",
+                        g.dsm,
+                        g.oracle_name,
+                        g.oracle,
+                        g.ours,
+                        pct(&g)
+                    ));
+                    same_trace.push((w.clone(), engine, g.closed.median));
+                }
+                None => row.push("–".into()),
+            }
+        }
+        match gap_closure(
+            t,
+            &base,
+            (FLASHDOC, "filelog"),
+            (WIREDTIGER, "dsm"),
+            WIREDTIGER,
+            flash_per_op,
+        ) {
+            Some(g) => {
+                row.push(format!(
+                    "dsm {:.2} → {} {:.2}; flashdoc {:.2}: **{}**",
+                    g.dsm,
+                    g.oracle_name,
+                    g.oracle,
+                    g.ours,
+                    pct(&g)
+                ));
+                codesign.push((w.clone(), g.closed.median));
+            }
+            None => row.push("–".into()),
+        }
+        rows.push(row);
+    }
+    if rows.iter().all(|r| r[1..].iter().all(|c| c == "–")) {
+        return;
+    }
+    r.table(
+        &[
+            "workload",
+            "same trace, WiredTiger engine: filelog",
+            "same trace, sweep engine: filelog",
+            "co-design, flash writes per op: flashdoc vs dsm and the oracle on WiredTiger's engine",
+        ],
+        rows,
+    );
+    r.p("Gap closed = (dsm − ours) / (dsm − oracle), seed by seed, against the stronger oracle (the lower of `oracle` and `oracle-death`); median [min–max].");
+    let mut s = String::new();
+    let meets = |v: &[(String, f64)]| v.iter().filter(|x| x.1 >= 0.5).count();
+    if !codesign.is_empty() {
+        let worst = codesign
+            .iter()
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .expect("non-empty");
+        write!(s, "In flash page writes per operation, flashdoc (the sweep allocator with filelog) closes at least half of the gap between dsm and the oracle on WiredTiger's engine on {} of {} workloads (least: {:.0}% on {}). ", meets(&codesign), codesign.len(), worst.1 * 100.0, worst.0).unwrap();
+    }
+    for engine in [WIREDTIGER, FLASHDOC] {
+        let v: Vec<(String, f64)> = same_trace
+            .iter()
+            .filter(|x| x.1 == engine)
+            .map(|x| (x.0.clone(), x.2))
+            .collect();
+        if v.is_empty() {
+            continue;
+        }
+        let med = Spread::of(v.iter().map(|x| x.1).collect()).expect("non-empty");
+        write!(s, "On the {} engine's own trace, filelog alone closes a median {:.0}% of the WAF gap (half or more on {} of {} workloads). ", if engine == WIREDTIGER { "WiredTiger" } else { "sweep" }, med.median * 100.0, meets(&v), v.len()).unwrap();
+    }
+    r.p(s);
+}
+
+/// flashdoc against dsm and file (on WiredTiger's engine): the margin in flash writes per
+/// operation, and whether it is larger than the spread between seeds.
+fn margins(r: &mut Report, t: &Table, k: &Condition, workloads: &[String]) {
+    let mut rows = Vec::new();
+    let mut wins = 0;
+    let mut total = 0;
+    for w in workloads {
+        let base = base_cell(k, w);
+        let ours = base.with(FLASHDOC, "filelog");
+        let Some(o) = t.spread(&ours, flash_per_op) else {
+            continue;
+        };
+        let mut row = vec![w.clone()];
+        for rival in ["dsm", "file"] {
+            let rc = base.with(WIREDTIGER, rival);
+            let Some(rv) = t.spread(&rc, flash_per_op) else {
+                row.push("–".into());
+                continue;
+            };
+            let margin = 1.0 - o.median / rv.median;
+            let spread = o.rel_half_range().max(rv.rel_half_range());
+            let beats = margin > spread;
+            total += 1;
+            wins += beats as usize;
+            row.push(format!(
+                "{:+.1}% fewer (spread ±{:.1}%): {}",
+                margin * 100.0,
+                spread * 100.0,
+                if beats { "beats" } else { "does not beat" }
+            ));
+        }
+        rows.push(row);
+    }
+    if rows.is_empty() {
+        return;
+    }
+    r.h3("flashdoc against dsm and file");
+    r.table(
+        &[
+            "workload",
+            "vs dsm (flash writes/op)",
+            "vs file (flash writes/op)",
+        ],
+        rows,
+    );
+    r.p(format!(
+        "The margin is flashdoc's saving in flash page writes per operation; the spread is the larger half-range between seeds of the two. flashdoc beats its rival by more than the spread in {wins} of {total} comparisons."
+    ));
+}
+
+fn plots(
+    r: &mut Report,
+    out: &Path,
+    tag: &str,
+    rows: &[(&'static str, Vec<Option<Value>>)],
+    workloads: &[String],
+) -> Result<()> {
+    let series = |pick: &dyn Fn(&Value) -> f64| -> Vec<(String, Vec<f64>)> {
+        rows.iter()
+            .map(|(label, vals)| {
+                (
+                    label.replace("**", ""),
+                    vals.iter()
+                        .map(|v| v.as_ref().map(pick).unwrap_or(0.0))
+                        .collect(),
+                )
+            })
+            .collect()
+    };
+    let name = format!("flash-per-op-{tag}");
+    plot::bars(
+        &out.join(&name),
+        &Bars {
+            title: "Flash page writes per operation (median over seeds)",
+            x_label: "workload",
+            y_label: "flash page writes / operation",
+            categories: workloads,
+            series: &series(&|v| v.flash.median),
+            reference: None,
+            stacked: false,
+        },
+    )?;
+    r.img(&format!("{name}.png"), "flash page writes per operation");
+    let name = format!("throughput-{tag}");
+    plot::bars(
+        &out.join(&name),
+        &Bars {
+            title: "Modeled throughput relative to none on WiredTiger's engine",
+            x_label: "workload",
+            y_label: "throughput / none (×)",
+            categories: workloads,
+            series: &series(&|v| v.ops_vs_none.median),
+            reference: Some(1.0),
+            stacked: false,
+        },
+    )?;
+    r.img(&format!("{name}.png"), "modeled throughput");
+    Ok(())
+}
+
+/// WAF, GC copies and device write p99, every policy on every engine.
+fn secondary(r: &mut Report, t: &Table, k: &Condition, workloads: &[String]) {
+    r.h3("Write amplification, GC copies and device write p99");
+    let mut rows = Vec::new();
+    for w in workloads {
+        let base = base_cell(k, w);
+        for engine in [WIREDTIGER, FLASHDOC] {
+            let mut policies: Vec<&Cell> = t
+                .cells
+                .keys()
+                .filter(|c| {
+                    c.workload == *w
+                        && c.allocation == engine
+                        && (c.cache_permille, c.leaf_kb, &c.compressor, &c.trim, &c.ssd)
+                            == (k.0, k.1, &k.2, &k.3, &k.4)
+                })
+                .collect();
+            policies.sort_by_key(|c| {
+                crate::experiment::all_policies()
+                    .iter()
+                    .position(|p| *p == c.policy)
+            });
+            for c in policies {
+                let (Some(wa), Some(gc), Some(p99)) = (
+                    t.spread(c, waf),
+                    t.spread(c, |p| p.device.gc_copies as f64 / 1e3),
+                    t.spread(c, |p| p.device.write_p99_us / 1e3),
+                ) else {
+                    continue;
+                };
+                let vs = t
+                    .paired_ratio(c, &base, |p| p.device.write_p99_us)
+                    .map(|s| format!("{:.2}×", s.median))
+                    .unwrap_or_default();
+                rows.push(vec![
+                    w.clone(),
+                    engine_name(engine).into(),
+                    c.policy.clone(),
+                    wa.fmt(3),
+                    gc.fmt(0),
+                    format!("{} ({vs})", p99.fmt(2)),
+                ]);
+            }
+        }
+    }
+    r.table(
+        &[
+            "workload",
+            "engine",
+            "policy",
+            "WAF",
+            "GC copies (k pages)",
+            "device write p99, ms (× none)",
+        ],
+        rows,
+    );
+}
+
+pub fn engine_name(allocation: &str) -> &'static str {
+    match allocation {
+        FLASHDOC => "sweep (flashdoc)",
+        _ => "WiredTiger (best fit)",
+    }
+}
+
+/// One published claim: which policy against which, on which workloads, and the paper's
+/// numbers (throughput change in percent, or p99 change for `p99`).
+struct Claim {
+    what: &'static str,
+    source: &'static str,
+    ours: &'static str,
+    against: &'static str,
+    p99: bool,
+    paper: &'static [(&'static str, f64)],
+}
+
+const CLAIMS: &[Claim] = &[
+    Claim {
+        what: "boundary vs original, throughput",
+        source: "seed 003 §4, Fig. 3",
+        ours: "boundary",
+        against: "none",
+        p99: false,
+        paper: &[
+            ("ycsb-update-heavy", 23.0),
+            ("ycsb-update-only", 44.0),
+            ("linkbench-original", 23.26),
+            ("linkbench-mixed", 28.12),
+            ("linkbench-update-only", 43.73),
+        ],
+    },
+    Claim {
+        what: "boundary vs file-based, throughput",
+        source: "seed 003 §4",
+        ours: "boundary",
+        against: "file",
+        p99: false,
+        paper: &[
+            ("ycsb-update-heavy", 14.0),
+            ("ycsb-update-only", 24.4),
+            ("linkbench-original", 6.84),
+            ("linkbench-mixed", 11.0),
+            ("linkbench-update-only", 18.8),
+        ],
+    },
+    Claim {
+        what: "DSM vs original, throughput",
+        source: "seed 000 §5.2, Fig. 10",
+        ours: "dsm",
+        against: "none",
+        p99: false,
+        paper: &[
+            ("linkbench-original", 36.5),
+            ("linkbench-mixed", 50.7),
+            ("linkbench-update-only", 65.0),
+        ],
+    },
+    Claim {
+        what: "DSM vs original, 99th-percentile latency",
+        source: "seed 000 §5.2, Fig. 11",
+        ours: "dsm",
+        against: "none",
+        p99: true,
+        paper: &[
+            ("linkbench-original", -27.6),
+            ("linkbench-mixed", -31.8),
+            ("linkbench-update-only", -46.2),
+        ],
+    },
+    Claim {
+        what: "DSM vs boundary, throughput",
+        source: "seed 000 §5.2",
+        ours: "dsm",
+        against: "boundary",
+        p99: false,
+        paper: &[
+            ("linkbench-original", 10.8),
+            ("linkbench-mixed", 19.2),
+            ("linkbench-update-only", 23.0),
+        ],
+    },
+    Claim {
+        what: "DSM vs DSM without primary-index filtering, throughput",
+        source: "seed 000 §5.3, Fig. 12",
+        ours: "dsm",
+        against: "dsm-skip-primary",
+        p99: false,
+        paper: &[
+            ("linkbench-original", 5.9),
+            ("linkbench-mixed", 9.0),
+            ("linkbench-update-only", 11.7),
+        ],
+    },
+];
+
+/// The seeds' published numbers beside ours (WiredTiger engine, the first condition with the
+/// policies), with the direction and, where they differ, the causes measured in this run.
+fn claims(r: &mut Report, t: &Table, runs: &[EngineRun]) {
+    let mut rows = Vec::new();
+    for claim in CLAIMS {
+        for &(w, paper) in claim.paper {
+            let Some(base) = t
+                .cells
+                .keys()
+                .find(|c| c.workload == w && c.allocation == WIREDTIGER && c.policy == "none")
+                .cloned()
+            else {
+                continue;
+            };
+            let ours_c = base.with(WIREDTIGER, claim.ours);
+            let vs_c = base.with(WIREDTIGER, claim.against);
+            let metric = |p: &Point| {
+                if claim.p99 {
+                    p.device.write_p99_us
+                } else {
+                    p.device.modeled_ops_s
+                }
+            };
+            let Some(ratio) = t.paired_ratio(&ours_c, &vs_c, metric) else {
+                continue;
+            };
+            let ours = (ratio.median - 1.0) * 100.0;
+            let spread = (ratio.max - ratio.min) / 2.0 * 100.0;
+            let direction = if ours.abs() <= spread.max(0.5) {
+                "flat (within the spread)"
+            } else if ours.signum() == paper.signum() {
+                "right"
+            } else {
+                "wrong"
+            };
+            let cause = if direction == "right" && ours.abs() >= paper.abs() * 0.8 {
+                "—".to_string()
+            } else {
+                cause(t, &base, claim, runs)
+            };
+            rows.push(vec![
+                format!("paper: {} ({})", claim.what, claim.source),
+                w.to_string(),
+                format!("{paper:+.1}%"),
+                format!("{ours:+.1}% (±{spread:.1})"),
+                direction.to_string(),
+                cause,
+            ]);
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    r.h2("The seeds' published numbers beside ours");
+    r.table(
+        &[
+            "claim",
+            "workload",
+            "paper",
+            "ours",
+            "direction",
+            "measured cause of the difference",
+        ],
+        rows,
+    );
+    r.p("Ours: median of the seed-paired ratios on WiredTiger's engine under this run's conditions, ± half their range. A difference is explained by quantities measured in this run: the oracle's headroom over the baseline, how much of it the claimed policy takes, and the write share of the streams it separates.");
+}
+
+/// What this run measured that explains a claim's difference.
+fn cause(t: &Table, base: &Cell, claim: &Claim, runs: &[EngineRun]) -> String {
+    let ops = |p: &str| {
+        t.spread(&base.with(WIREDTIGER, p), modeled)
+            .map(|s| s.median)
+    };
+    let (Some(none), Some(ours), Some(against)) =
+        (ops("none"), ops(claim.ours), ops(claim.against))
+    else {
+        return "not measured".into();
+    };
+    let oracle = ["oracle", "oracle-death"]
+        .iter()
+        .filter_map(|o| ops(o))
+        .fold(f64::NAN, f64::max);
+    let mut s = String::new();
+    if oracle.is_finite() {
+        let head = oracle / none - 1.0;
+        let taken = if oracle > against {
+            (ours - against) / (oracle - against)
+        } else {
+            0.0
+        };
+        write!(
+            s,
+            "the oracle is {:+.0}% over none, so the headroom exists; {} takes {:.0}% of the oracle's lead over {}",
+            head * 100.0,
+            claim.ours,
+            taken * 100.0,
+            claim.against
+        )
+        .unwrap();
+    }
+    let separated = matches!(
+        (claim.ours, claim.against),
+        (_, "none") | ("boundary", "file") | ("dsm", "boundary")
+    );
+    if separated {
+        let waf_of = |p: &str| t.spread(&base.with(WIREDTIGER, p), waf).map(|s| s.median);
+        if let (Some(a), Some(b)) = (waf_of(claim.ours), waf_of(claim.against)) {
+            write!(s, "; WAF {a:.2} against {b:.2}").unwrap();
+        }
+    }
+    if claim.against == "none" {
+        // What separating the journal alone can buy: its share of the bytes.
+        let shares: Vec<f64> = runs
+            .iter()
+            .filter(|e| e.workload == base.workload && e.allocation == WIREDTIGER)
+            .map(|e| {
+                let total: u64 = e.write_bytes_by_file.values().sum();
+                *e.write_bytes_by_file.get("journal").unwrap_or(&0) as f64 * 100.0
+                    / total.max(1) as f64
+            })
+            .collect();
+        if let Some(j) = Spread::of(shares) {
+            let paper = crate::report::PAPER_JOURNAL_SHARE
+                .iter()
+                .find(|x| x.0 == base.workload)
+                .map(|x| format!(" (paper {:.1}%)", x.1))
+                .unwrap_or_default();
+            write!(
+                s,
+                "; the journal takes {:.1}% of the bytes{paper}",
+                j.median
+            )
+            .unwrap();
+        }
+    }
+    s
+}
+
+/// This run's headline beside an earlier run's (the committed converged run): flash writes per
+/// operation per policy and workload, and how far this run's lie from it.
+pub fn compare(r: &mut Report, exp: &Experiment, points: &[Point], rf: &crate::Reference) {
+    let here = Table::new(points);
+    let there = Table::new(&rf.points);
+    let mut rows = Vec::new();
+    let mut worst: f64 = 0.0;
+    for w in &exp.workloads {
+        for row in HEADLINE {
+            let pick = |t: &Table| {
+                t.cells
+                    .keys()
+                    .find(|c| {
+                        &c.workload == w && c.allocation == row.allocation && c.policy == row.policy
+                    })
+                    .and_then(|c| t.spread(c, flash_per_op))
+                    .map(|s| s.median)
+            };
+            let (Some(a), Some(b)) = (pick(&here), pick(&there)) else {
+                continue;
+            };
+            let d = a / b - 1.0;
+            worst = worst.max(d.abs());
+            rows.push(vec![
+                w.clone(),
+                row.label.to_string(),
+                format!("{a:.2}"),
+                format!("{b:.2}"),
+                format!("{:+.1}%", d * 100.0),
+            ]);
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    r.h2(format!(
+        "This run beside the converged run ({}, scale {})",
+        rf.dir.display(),
+        rf.scale
+    ));
+    r.table(
+        &[
+            "workload",
+            "policy",
+            "flash writes/op here",
+            "converged run",
+            "difference",
+        ],
+        rows,
+    );
+    r.p(format!(
+        "This run is at scale `{}`; the converged run at `{}`. The largest difference in flash page writes per operation is {:.1}%.",
+        exp.scale,
+        rf.scale,
+        worst * 100.0
+    ));
+}
