@@ -547,6 +547,8 @@ fn host_section(r: &mut Report, runs: &[EngineRun]) {
                 .unwrap_or(0);
             vec![
                 run.workload.clone(),
+                run.allocation.clone(),
+                run.seed.to_string(),
                 format!("{:.0}%", run.cache_share * 100.0),
                 format!("{} KB", run.leaf_kb),
                 run.compressor.clone(),
@@ -565,6 +567,8 @@ fn host_section(r: &mut Report, runs: &[EngineRun]) {
     r.table(
         &[
             "workload",
+            "allocation",
+            "seed",
             "cache",
             "leaf",
             "compressor",

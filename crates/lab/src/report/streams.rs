@@ -299,8 +299,9 @@ fn margins(r: &mut Report, t: &Table, k: &Condition, workloads: &[String]) {
             total += 1;
             wins += beats as usize;
             row.push(format!(
-                "{:+.1}% fewer (spread ±{:.1}%): {}",
-                margin * 100.0,
+                "{:.1}% {} (spread ±{:.1}%): {}",
+                margin.abs() * 100.0,
+                if margin >= 0.0 { "fewer" } else { "more" },
                 spread * 100.0,
                 if beats { "beats" } else { "does not beat" }
             ));
