@@ -632,6 +632,23 @@ impl DocDb {
     }
 
     /// Builds a new index table from the collection (writers are excluded by the caller).
+    /// A collection table's records in RecordId order, as stored (encoded BSON).
+    fn records(
+        &self,
+        table: TableId,
+    ) -> DocResult<impl Iterator<Item = DocResult<(RecordId, Vec<u8>)>>> {
+        let it = self.engine.scan(
+            table,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Direction::Forward,
+        )?;
+        Ok(it.map(|kv| {
+            let (k, v) = kv?;
+            Ok((index::rid_from(&k)?, v))
+        }))
+    }
+
     /// On any error the table is dropped and nothing refers to it.
     fn build_index(&self, c: &Coll, def: IndexDef, n: i64) -> DocResult<Index> {
         let ident = table_name_index(&c.uuid, n);
@@ -641,14 +658,8 @@ impl DocDb {
             let mut batch = WriteBatch::new();
             let mut pending: BTreeMap<Vec<u8>, (RecordId, Vec<Bson>)> = BTreeMap::new();
             let mut docs_in_batch = 0;
-            for kv in self.engine.scan(
-                c.table,
-                Bound::Unbounded,
-                Bound::Unbounded,
-                Direction::Forward,
-            )? {
-                let (k, v) = kv?;
-                let rid = index::rid_from(&k)?;
+            for rec in self.records(c.table)? {
+                let (rid, v) = rec?;
                 let doc = decode_doc(&v)?;
                 let keys = index::doc_keys(&def, &doc)?;
                 multikey |= keys.multikey;
@@ -1508,14 +1519,8 @@ impl DocDb {
         let mut expected = vec![0u64; st.indexes.len()];
         let (mut invalid_docs, mut missing) = (0i64, 0i64);
         if errors.is_empty() {
-            for kv in self.engine.scan(
-                c.table,
-                Bound::Unbounded,
-                Bound::Unbounded,
-                Direction::Forward,
-            )? {
-                let (k, v) = kv?;
-                let rid = index::rid_from(&k)?;
+            for rec in self.records(c.table)? {
+                let (rid, v) = rec?;
                 let doc = match collection::decode_doc(&v) {
                     Ok(d) => d,
                     Err(e) => {

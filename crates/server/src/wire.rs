@@ -652,6 +652,16 @@ mod tests {
     use super::*;
     use bson::doc;
 
+    /// The header of a request whose body (all after the header) is `body`.
+    fn header(op_code: i32, body: &[u8]) -> Header {
+        Header {
+            length: 16 + body.len() as i32,
+            request_id: 1,
+            response_to: 0,
+            op_code,
+        }
+    }
+
     fn split(msg: &[u8]) -> (Header, &[u8]) {
         let h = Header::parse(msg[..16].try_into().unwrap());
         (h, &msg[16..])
@@ -776,12 +786,7 @@ mod tests {
         b.push(1);
         b.extend_from_slice(&5i32.to_le_bytes());
         b.extend_from_slice(b"documents\0");
-        let h = Header {
-            length: 16 + b.len() as i32,
-            request_id: 1,
-            response_to: 0,
-            op_code: OP_MSG,
-        };
+        let h = header(OP_MSG, &b);
         assert!(parse_request(&h, &b)
             .unwrap_err()
             .message
@@ -797,12 +802,7 @@ mod tests {
         b.extend_from_slice(&12i32.to_le_bytes());
         b.push(Compressor::Snappy.id());
         b.extend_from_slice(&[0xf5, 0xff, 0xe9, 0x87, 0x0c]); // varint 3_237_642_229
-        let h = Header {
-            length: 16 + b.len() as i32,
-            request_id: 1,
-            response_to: 0,
-            op_code: OP_COMPRESSED,
-        };
+        let h = header(OP_COMPRESSED, &b);
         assert!(parse_request(&h, &b)
             .unwrap_err()
             .message
@@ -861,12 +861,7 @@ mod tests {
         let mut body = vec![0u8; 4];
         body.push(0);
         body.extend_from_slice(&inner);
-        let h = Header {
-            length: 16 + body.len() as i32,
-            request_id: 1,
-            response_to: 0,
-            op_code: OP_MSG,
-        };
+        let h = header(OP_MSG, &body);
         let e = parse_request(&h, &body).unwrap_err();
         assert!(e.message.contains("nested deeper"), "{e}");
         assert_eq!(e.code, 15);
@@ -891,12 +886,7 @@ mod tests {
         let mut b = vec![0u8; 4];
         b.push(0);
         b.extend_from_slice(&raw);
-        let h = Header {
-            length: 16 + b.len() as i32,
-            request_id: 1,
-            response_to: 0,
-            op_code: OP_MSG,
-        };
+        let h = header(OP_MSG, &b);
         let e = parse_request(&h, &b).unwrap_err();
         assert_eq!(e.code, 2);
         assert!(e.message.contains("'name'"), "{e}");
@@ -910,12 +900,7 @@ mod tests {
             b.push(0);
             doc! {"ping": 1, "$db": "admin"}.to_writer(&mut b).unwrap();
         }
-        let h = Header {
-            length: 16 + b.len() as i32,
-            request_id: 1,
-            response_to: 0,
-            op_code: OP_MSG,
-        };
+        let h = header(OP_MSG, &b);
         assert_eq!(parse_request(&h, &b).unwrap_err().code, 40430);
     }
 
@@ -935,12 +920,7 @@ mod tests {
             b.extend_from_slice(id.as_bytes());
             b.push(0);
         }
-        let h = Header {
-            length: 16 + b.len() as i32,
-            request_id: 1,
-            response_to: 0,
-            op_code: OP_MSG,
-        };
+        let h = header(OP_MSG, &b);
         let Request::Msg { body, .. } = parse_request(&h, &b).unwrap() else {
             panic!()
         };
@@ -972,12 +952,7 @@ mod tests {
         b.extend_from_slice(&0i32.to_le_bytes());
         b.extend_from_slice(&(-1i32).to_le_bytes());
         doc! {"$query": {"isMaster": 1}}.to_writer(&mut b).unwrap();
-        let h = Header {
-            length: 16 + b.len() as i32,
-            request_id: 1,
-            response_to: 0,
-            op_code: OP_QUERY,
-        };
+        let h = header(OP_QUERY, &b);
         let Request::Query { collection, query } = parse_request(&h, &b).unwrap() else {
             panic!()
         };
