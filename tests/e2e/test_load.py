@@ -101,8 +101,7 @@ def bad_frames():
     ]
 
 
-def bad_worker(port, stop, sent):
-    frames = bad_frames()
+def bad_worker(port, frames, stop, sent):
     i = 0
     while not stop.is_set():
         try:
@@ -132,7 +131,8 @@ def test_thousand_connections_with_hostile_neighbours(server):
     for _ in range(GOOD):
         assert ready.acquire(timeout=300)
     rss_connected = rss_kb(pid)
-    bad = [threading.Thread(target=bad_worker, args=(server.port, stop, sent)) for _ in range(BAD)]
+    frames = bad_frames()  # built before the clock starts, so they flow during the CRUD
+    bad = [threading.Thread(target=bad_worker, args=(server.port, frames, stop, sent)) for _ in range(BAD)]
     started = time.time()
     for t in bad:
         t.start()
