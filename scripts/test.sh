@@ -8,9 +8,17 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+echo "== cargo check fuzz/ (its own workspace: a crate split must not break the fuzz targets)"
+if ! command -v c++ >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq g++ >/dev/null   # libfuzzer-sys builds libFuzzer
+fi
+cargo check --quiet --manifest-path fuzz/Cargo.toml --bins
 echo "== cargo test"
 cargo test --workspace --quiet 2>&1 | tee target/test-output.txt
 echo "== end-to-end tests (pytest + pymongo against a real flashdoc serve)"
+if ! command -v openssl >/dev/null 2>&1; then
+  apt-get update -qq && apt-get install -y -qq openssl >/dev/null   # the TLS tests make a CA
+fi
 cargo build --quiet -p flashdoc
 if [ ! -x target/venv/bin/python ]; then
   python3 -m venv target/venv

@@ -104,3 +104,22 @@ ucases = [
 ]
 for i, (fl, u, d, af) in enumerate(ucases):
     write("update", f"case{i}", bytes([fl]) + doc(u) + doc(d) + (doc(af) if af else b""))
+
+# The wave-1 crashers (each once overflowed the server's stack) and the structures the
+# deep-structure generators build, as seeds.
+LONG5000 = ".".join(["a"] * 5000)
+for i, op in enumerate(["$set", "$unset", "$push"]):
+    write("update", f"crasher_{op[1:]}_5000_parts", bytes([0]) + doc({op: {LONG5000: 1}}) + doc({"a": []}))
+write("update", "crasher_addfields_5000_parts", bytes([2]) + doc({"0": {"$addFields": {LONG5000: 1}}}) + doc({}))
+write("matcher", "crasher_upsert_5000_parts", doc({LONG5000: 1}) + doc({"a": 1}))
+write("matcher", "crasher_projection_50000_parts",
+      doc({"a": 1}) + doc({"a": 1}) + doc({".".join(["a"] * 50000): 1}))
+for kind in range(8):
+    write("matcher", f"deep_{kind}", bytes([0xDE]) + struct.pack("<H", 250) + bytes([kind, 0x5A]))
+for op in range(8):
+    write("update", f"deep_{op}", bytes([0xDE]) + struct.pack("<H", 6000) + bytes([op, 120]))
+write("wire", "deep_body_1000", bytes([4]) + struct.pack("<H", 1000) + bytes([0x33, 0]))
+write("wire", "deep_sequence_300", bytes([4]) + struct.pack("<H", 150) + bytes([0x0F, 1]))
+write("wire", "many_sequences", bytes([4]) + struct.pack("<H", 2000) + bytes([0, 0x80]))
+two = struct.pack("<I", 0) + b"\0" + doc({"ping": 1, "$db": "admin"}) + b"\0" + doc({"ping": 1, "$db": "admin"})
+write("wire", "two_body_sections", b"\x00" + header(16 + len(two), 2013) + two)

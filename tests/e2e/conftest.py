@@ -1,9 +1,11 @@
 """Starts real `flashdoc serve` processes for the end-to-end tests."""
+import collections
 import os
 import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 import pymongo
@@ -39,10 +41,19 @@ class Server:
         while time.time() < deadline:
             line = self.proc.stdout.readline()
             if "waiting for connections" in line:
+                # Keep reading the log: a pipe nobody drains fills up (64 KB, about 900
+                # connection lines) and the server blocks writing to it.
+                self.log = collections.deque(maxlen=1000)
+                threading.Thread(target=self._drain, args=(self.proc, self.log), daemon=True).start()
                 return self
             if line == "" and self.proc.poll() is not None:
                 break
         raise RuntimeError(f"server did not start (exit {self.proc.poll()})")
+
+    @staticmethod
+    def _drain(proc, log):
+        for line in proc.stdout:
+            log.append(line)
 
     def client(self, **kw):
         return pymongo.MongoClient("127.0.0.1", self.port, serverSelectionTimeoutMS=10000, **kw)

@@ -161,7 +161,7 @@ fn open_target(c: &Common, dbname: &str) -> Result<Target> {
     };
     let mut tmp = None;
     match &c.db {
-        Some(d) => cfg.db_path = d.clone(),
+        Some(d) => cfg.storage.db_path = d.clone(),
         None => {
             if c.phase != Phase::Both {
                 bail!("--phase load|run needs a persistent --db DIR");
@@ -170,13 +170,14 @@ fn open_target(c: &Common, dbname: &str) -> Result<Target> {
                 .prefix("flashdoc-bench-")
                 .tempdir()
                 .context("creating a temporary database directory")?;
-            cfg.db_path = t.path().to_path_buf();
+            cfg.storage.db_path = t.path().to_path_buf();
             tmp = Some(t);
         }
     }
-    std::fs::create_dir_all(&cfg.db_path)
-        .with_context(|| format!("creating {}", cfg.db_path.display()))?;
-    let ip = Arc::new(InProc::open(cfg.docdb_config()?, dbname)?);
+    std::fs::create_dir_all(&cfg.storage.db_path)
+        .with_context(|| format!("creating {}", cfg.storage.db_path.display()))?;
+    let docdb_cfg = cfg.storage.docdb_config().map_err(anyhow::Error::msg)?;
+    let ip = Arc::new(InProc::open(docdb_cfg, dbname)?);
     Ok(Target {
         store: ip.clone(),
         inproc: Some(ip),

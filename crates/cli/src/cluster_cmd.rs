@@ -198,8 +198,21 @@ pub fn run_router(args: RouterArgs) -> Result<()> {
         Duration::from_secs(args.balancer_interval),
     );
     let db = docdb::DocDb::open(docdb::DocDbConfig::in_memory()).map_err(|e| anyhow!("{e}"))?;
-    let opts = doc! {"net": {"port": cfg.port as i32, "bindIp": cfg.bind_ip}, "sharding": {"configDB": config_db}};
-    server::serve_with_hook(db, addr, opts, Some(router)).context("serving")?;
+    let mut server_cfg = server::config::ServerConfig::default();
+    server_cfg.net.port = addr.port();
+    server_cfg.net.bind_ip = addr.ip().to_string();
+    server_cfg.net.ipv6 = addr.is_ipv6();
+    server_cfg
+        .storage
+        .set_engine("inMemory")
+        .map_err(|e| anyhow!(e))?;
+    server::serve_with_hook(
+        db,
+        &server_cfg,
+        Some(router),
+        doc! {"sharding": {"configDB": config_db}},
+    )
+    .context("serving")?;
     Ok(())
 }
 

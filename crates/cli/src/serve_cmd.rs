@@ -1,12 +1,11 @@
 //! `flashdoc serve`: the MongoDB wire-protocol server on a database directory.
 
 use anyhow::Context;
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
-    /// A mongod.conf-shaped YAML file (storage, net, systemLog, storage.flash).
+    /// A mongod.conf-shaped YAML file (storage, net, security, setParameter, systemLog, …).
     #[arg(long, short = 'f')]
     config: Option<PathBuf>,
     /// Overrides storage.dbPath.
@@ -15,12 +14,19 @@ pub struct ServeArgs {
     /// Overrides net.port (0 picks a free port; the chosen one is printed).
     #[arg(long)]
     port: Option<u16>,
-    /// Overrides net.bindIp.
+    /// Overrides net.bindIp (a comma-separated list).
     #[arg(long = "bind-ip", alias = "bind_ip")]
     bind_ip: Option<String>,
     /// Overrides storage.engine (wiredTiger or inMemory).
     #[arg(long = "storage-engine")]
     storage_engine: Option<String>,
+    /// Overrides security.authorization: clients must authenticate.
+    #[arg(long)]
+    auth: bool,
+    /// Sets a server parameter as `name=value` (mongod's --setParameter), e.g.
+    /// `ttlMonitorSleepSecs=1`; may be repeated.
+    #[arg(long = "set-parameter", alias = "setParameter")]
+    set_parameter: Vec<String>,
     /// Runs as a shard of a sharded cluster (sharding.clusterRole: shardsvr; default port
     /// 27018). A router's addShard tells it where the cluster's metadata lives.
     #[arg(long)]
@@ -28,6 +34,41 @@ pub struct ServeArgs {
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let (cfg, sharding) = config(&args)?;
+    let docdb_cfg = cfg
+        .storage
+        .docdb_config()
+        .map_err(|e| anyhow::anyhow!("in the configuration: {e}"))?;
+    let db = docdb::DocDb::open(docdb_cfg).map_err(|e| {
+        anyhow::anyhow!(
+            "opening the database at {}: {e}",
+            cfg.storage.db_path.display()
+        )
+    })?;
+    if !sharding.shardsvr {
+        server::serve(db, &cfg).context("serving")?;
+        return Ok(());
+    }
+    let addr = *cfg
+        .bind_addrs()?
+        .first()
+        .context("net.bindIp: no address")?;
+    let node = crate::cluster_cmd::open_shard(db.clone(), addr, sharding.config_db.as_deref())?;
+    let mut shown = bson::doc! {"clusterRole": "shardsvr"};
+    if let Some(c) = &sharding.config_db {
+        shown.insert("configDB", c.clone());
+    }
+    server::serve_with_hook(db, &cfg, Some(node), bson::doc! {"sharding": shown})
+        .context("serving")?;
+    Ok(())
+}
+
+fn config(
+    args: &ServeArgs,
+) -> anyhow::Result<(
+    server::config::ServerConfig,
+    cluster::config::ShardingConfig,
+)> {
     let (mut cfg, mut sharding) = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -45,34 +86,37 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     sharding.shardsvr |= args.shardsvr;
     if sharding.shardsvr && args.config.is_none() && args.port.is_none() {
-        cfg.port = 27018;
+        cfg.net.port = 27018;
     }
-    if let Some(p) = args.dbpath {
-        cfg.db_path = p;
+    if let Some(p) = &args.dbpath {
+        cfg.storage.db_path = p.clone();
     }
     if let Some(p) = args.port {
-        cfg.port = p;
+        cfg.net.port = p;
     }
-    if let Some(ip) = args.bind_ip {
-        cfg.bind_ip = ip;
+    if let Some(ip) = &args.bind_ip {
+        cfg.net.bind_ip = ip.clone();
     }
-    if let Some(e) = args.storage_engine {
-        cfg.engine = e
-            .parse()
+    if let Some(e) = &args.storage_engine {
+        cfg.storage
+            .set_engine(e)
             .map_err(|e| anyhow::anyhow!("--storage-engine: {e}"))?;
     }
-    let addr: SocketAddr = (cfg.bind_ip.as_str(), cfg.port)
-        .to_socket_addrs()
-        .with_context(|| format!("net.bindIp {}:{} is not an address", cfg.bind_ip, cfg.port))?
-        .next()
-        .with_context(|| format!("net.bindIp {} resolves to nothing", cfg.bind_ip))?;
-    let db = docdb::DocDb::open(cfg.docdb_config().context("in the configuration")?)
-        .map_err(|e| anyhow::anyhow!("opening the database at {}: {e}", cfg.db_path.display()))?;
-    if !sharding.shardsvr {
-        server::serve(db, addr, cfg.as_document()).context("serving")?;
-        return Ok(());
+    if args.auth {
+        cfg.security.authorization = server::config::Authorization::Enabled;
     }
-    let node = crate::cluster_cmd::open_shard(db.clone(), addr, sharding.config_db.as_deref())?;
-    server::serve_with_hook(db, addr, cfg.as_document(), Some(node)).context("serving")?;
-    Ok(())
+    for p in &args.set_parameter {
+        let (name, value) = p
+            .split_once('=')
+            .with_context(|| format!("--set-parameter {p}: expected name=value"))?;
+        cfg.set_parameter
+            .set(name, value)
+            .map_err(|e| anyhow::anyhow!("--set-parameter {p}: {e}"))?;
+    }
+    cfg.validate()?;
+    if sharding.shardsvr && cfg.security.authorization == server::config::Authorization::Enabled {
+        // A router reaches its shards as an unauthenticated client.
+        anyhow::bail!("security.authorization with sharding.clusterRole: shardsvr needs internal authentication between cluster members (security.keyFile), which flashdoc does not have");
+    }
+    Ok((cfg, sharding))
 }

@@ -188,13 +188,9 @@ pub struct InProcConnector {
 
 impl InProcConnector {
     pub fn register(&self, host: &str, state: Arc<ServerState>) {
-        self.nodes.lock().insert(
-            host.to_string(),
-            Arc::new(InProcShard {
-                host: host.to_string(),
-                state,
-            }),
-        );
+        self.nodes
+            .lock()
+            .insert(host.to_string(), Arc::new(InProcShard { state }));
     }
 }
 
@@ -216,16 +212,12 @@ impl ShardConn for Unreachable {
 }
 
 pub struct InProcShard {
-    host: String,
     state: Arc<ServerState>,
 }
 
 impl ShardConn for InProcShard {
     fn call(&self, cmd: &Document) -> DocResult<Document> {
-        let conn = ConnInfo {
-            id: 0,
-            peer: format!("inproc:{}", self.host),
-        };
+        let conn = ConnInfo::in_process(0);
         Ok(server::commands::run(&self.state, cmd, &conn).0)
     }
 }

@@ -12,6 +12,7 @@ use bson::{Bson, Document};
 use crate::compare::{bson_equal, compare_bson, shell_repr, type_name, Num, OrdBson};
 use crate::error::{DocError, DocResult};
 use crate::expr::{parse_expr, Ctx, Expr};
+use crate::interrupt::Interrupt;
 use crate::matcher::Matcher;
 use crate::path::{get_path, remove_path, set_path, split_path};
 use crate::projection::Projection;
@@ -154,7 +155,10 @@ fn parse_add_fields(d: &Document) -> DocResult<Vec<(Vec<String>, Expr)>> {
     fn walk(d: &Document, prefix: &[String], out: &mut Vec<(Vec<String>, Expr)>) -> DocResult<()> {
         for (k, v) in d {
             let mut path = prefix.to_vec();
-            path.extend(split_path(k));
+            path.extend(split_path(k)?);
+            if path.len() > crate::limits::MAX_PATH_PARTS {
+                return Err(DocError::with_code(15, "Overflow", "FieldPath is too long"));
+            }
             if k.starts_with('$') {
                 return Err(DocError::with_code(
                     16410,
@@ -222,7 +226,7 @@ fn parse_stage(s: &Document) -> DocResult<Stage> {
                 let Bson::String(s) = f else {
                     return Err(stage_err(31120, "$unset specification must be a string or an array containing only string values"));
                 };
-                paths.push(split_path(s));
+                paths.push(split_path(s)?);
             }
             Stage::Unset(paths)
         }
@@ -282,7 +286,7 @@ fn parse_stage(s: &Document) -> DocResult<Stage> {
                 let Some(p) = p.strip_prefix('$') else {
                     return Err(stage_err(28818, format!("path option to $unwind stage should be prefixed with a '$': {p}")));
                 };
-                Stage::Unwind { path: split_path(p), index: None, preserve: false }
+                Stage::Unwind { path: split_path(p)?, index: None, preserve: false }
             }
             Bson::Document(d) => {
                 let mut path = None;
@@ -294,7 +298,7 @@ fn parse_stage(s: &Document) -> DocResult<Stage> {
                             let Some(p) = p.strip_prefix('$') else {
                                 return Err(stage_err(28818, format!("path option to $unwind stage should be prefixed with a '$': {p}")));
                             };
-                            path = Some(split_path(p));
+                            path = Some(split_path(p)?);
                         }
                         ("path", _) => return Err(stage_err(28808, "expected a string as the path for $unwind stage")),
                         ("includeArrayIndex", Bson::String(s)) => {
@@ -369,16 +373,16 @@ fn parse_stage(s: &Document) -> DocResult<Stage> {
             match (&local, &foreign) {
                 (Some(l), Some(f)) => Stage::Lookup {
                     from,
-                    local: split_path(l),
+                    local: split_path(l)?,
                     foreign: f.clone(),
-                    as_: split_path(&as_),
+                    as_: split_path(&as_)?,
                     pipeline,
                 },
                 (None, None) if pipeline.is_some() => Stage::Lookup {
                     from,
                     local: Vec::new(),
                     foreign: String::new(),
-                    as_: split_path(&as_),
+                    as_: split_path(&as_)?,
                     pipeline,
                 },
                 _ => return Err(DocError::failed_to_parse("$lookup requires either 'pipeline' or both 'localField' and 'foreignField' to be specified")),
@@ -403,9 +407,17 @@ fn parse_stage(s: &Document) -> DocResult<Stage> {
             };
             Stage::SortByCount(e)
         }
+        // A standalone has no oplog to stream from; mongod answers the same.
+        "$changeStream" => {
+            return Err(DocError::with_code(
+                40573,
+                "Location40573",
+                "The $changeStream stage is only supported on replica sets",
+            ))
+        }
         "$out" | "$merge" | "$facet" | "$bucket" | "$bucketAuto" | "$sample" | "$graphLookup"
         | "$geoNear" | "$indexStats" | "$collStats" | "$currentOp" | "$listSessions"
-        | "$changeStream" | "$densify" | "$fill" | "$setWindowFields" | "$unionWith" | "$redact"
+        | "$densify" | "$fill" | "$setWindowFields" | "$unionWith" | "$redact"
         | "$search" | "$documents" => {
             return Err(DocError::with_code(
                 238,
@@ -659,7 +671,7 @@ fn unwind_doc(
         if let Some(name) = index {
             set_path(
                 &mut doc,
-                &split_path(name),
+                &split_path(name)?,
                 i.map(|i| Bson::Int64(i as i64)).unwrap_or(Bson::Null),
             )?;
         }
@@ -701,10 +713,20 @@ pub fn run_pipeline(
     pipeline: &[Document],
     input: Box<dyn Iterator<Item = DocResult<Document>> + Send>,
     lookup: &dyn Fn(&str) -> DocResult<Vec<Document>>,
+    interrupt: &Interrupt,
 ) -> DocResult<Vec<Document>> {
+    if pipeline.len() > MAX_PIPELINE_STAGES {
+        return Err(DocError::with_code(
+            7749501,
+            "Location7749501",
+            format!("Pipeline length must be no longer than {MAX_PIPELINE_STAGES} stages"),
+        ));
+    }
     let stages: Vec<Stage> = pipeline.iter().map(parse_stage).collect::<DocResult<_>>()?;
-    let mut it: DocIter = input;
+    // Every document entering and leaving a stage is a yield point.
+    let mut it: DocIter = Box::new(interrupt.wrap(input));
     for stage in stages {
+        let deepens = stage_may_deepen(&stage);
         it = match stage {
             Stage::Match(m) => Box::new(it.filter(move |r| match r {
                 Ok(d) => m.matches(d),
@@ -795,6 +817,7 @@ pub fn run_pipeline(
                             p,
                             Box::new(matched.into_iter().map(Ok).collect::<Vec<_>>().into_iter()),
                             lookup,
+                            interrupt,
                         )?,
                         None => matched,
                     };
@@ -831,8 +854,42 @@ pub fn run_pipeline(
                 Box::new(groups.into_iter().map(Ok))
             }
         };
+        if deepens {
+            // Stage after stage could wrap a document one level deeper each time.
+            it = Box::new(it.map(|r| {
+                let d = r?;
+                if crate::limits::doc_depth_exceeds(&d, crate::limits::MAX_BSON_DEPTH) {
+                    return Err(DocError::with_code(
+                        15,
+                        "Overflow",
+                        format!(
+                            "a pipeline stage produced a document nested deeper than {} levels",
+                            crate::limits::MAX_BSON_DEPTH
+                        ),
+                    ));
+                }
+                Ok(d)
+            }));
+        }
+        it = Box::new(interrupt.wrap(it));
     }
     it.collect()
+}
+
+/// mongod's internalPipelineLengthLimit.
+const MAX_PIPELINE_STAGES: usize = 1000;
+
+/// Whether a stage can return documents nested deeper than its input.
+fn stage_may_deepen(s: &Stage) -> bool {
+    matches!(
+        s,
+        Stage::Project(_)
+            | Stage::AddFields(_)
+            | Stage::Group(..)
+            | Stage::Lookup { .. }
+            | Stage::ReplaceRoot(_)
+            | Stage::SortByCount(_)
+    )
 }
 
 fn project(p: &Projection, d: &Document) -> DocResult<Document> {
@@ -861,6 +918,7 @@ mod tests {
                     Ok(vec![])
                 }
             },
+            &Interrupt::none(),
         )
     }
 
@@ -951,6 +1009,7 @@ mod tests {
             &[doc! {"$match": {}}, doc! {"$bar": 1}],
             Box::new(std::iter::once(Err(DocError::internal_error("boom")))),
             &|_| Ok(vec![]),
+            &Interrupt::none(),
         )
         .unwrap_err();
         assert_eq!(e.code, 40324);
@@ -959,6 +1018,7 @@ mod tests {
             &[doc! {"$match": {}}],
             Box::new(std::iter::once(Err(DocError::internal_error("boom")))),
             &|_| Ok(vec![]),
+            &Interrupt::none(),
         )
         .unwrap_err();
         assert_eq!(e.code, 1);

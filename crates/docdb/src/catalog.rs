@@ -157,39 +157,66 @@ pub fn validate_coll_name(db: &str, coll: &str) -> DocResult<()> {
     Ok(())
 }
 
-/// Accepted `create` options; anything else is an InvalidOptions error. Capped collections,
-/// validators and the like are stored and reported but not enforced (see docs/docdb.md).
+/// The `create` options flashdoc enforces: `capped` with `size` and `max`, `validator` with
+/// `validationLevel` and `validationAction`, `collation` (the collection's default), and
+/// `expireAfterSeconds` is refused (it belongs to clustered collections). Options mongod has
+/// and flashdoc does not are refused with InvalidOptions naming them; unknown ones too.
 pub fn validate_create_options(options: &Document) -> DocResult<Document> {
     let mut out = Document::new();
+    let num = |k: &str, v: &Bson| -> DocResult<f64> {
+        match v {
+            Bson::Int32(i) => Ok(*i as f64),
+            Bson::Int64(i) => Ok(*i as f64),
+            Bson::Double(d) => Ok(*d),
+            _ => Err(DocError::type_mismatch(format!(
+                "BSON field 'create.{k}' is the wrong type, expected a number"
+            ))),
+        }
+    };
     for (k, v) in options {
         match k.as_str() {
-            "capped"
-            | "size"
-            | "max"
-            | "validator"
-            | "validationLevel"
-            | "validationAction"
-            | "storageEngine"
+            "capped" => {
+                let Bson::Boolean(b) = v else {
+                    return Err(DocError::type_mismatch(
+                        "BSON field 'create.capped' is the wrong type, expected a boolean",
+                    ));
+                };
+                out.insert(k.clone(), *b);
+            }
+            "size" | "max" => {
+                let n = num(k, v)?;
+                if n < 0.0 || (k == "size" && n > 1e15) {
+                    return Err(DocError::bad_value(format!(
+                        "'{k}' has to be a non-negative number not above 1 PB"
+                    )));
+                }
+                out.insert(k.clone(), n as i64);
+            }
+            "validator" | "validationLevel" | "validationAction" => {
+                out.insert(k.clone(), v.clone());
+            }
+            "collation" => {
+                let Bson::Document(c) = v else {
+                    return Err(DocError::type_mismatch("'collation' must be an object"));
+                };
+                crate::collation::Collation::parse(c)?;
+                out.insert(k.clone(), v.clone());
+            }
+            "storageEngine"
             | "indexOptionDefaults"
-            | "comment"
-            | "collation"
             | "changeStreamPreAndPostImages"
             | "clusteredIndex"
             | "expireAfterSeconds"
             | "timeseries"
             | "viewOn"
-            | "pipeline" => {
-                if matches!(
-                    k.as_str(),
-                    "viewOn" | "pipeline" | "timeseries" | "clusteredIndex"
-                ) {
-                    return Err(DocError::invalid_options(format!(
-                        "the '{k}' option is not supported by flashdoc"
-                    )));
-                }
-                if k != "comment" {
-                    out.insert(k.clone(), v.clone());
-                }
+            | "pipeline"
+            | "encryptedFields"
+            | "autoIndexId"
+            | "flags"
+            | "temp" => {
+                return Err(DocError::invalid_options(format!(
+                    "the '{k}' option is not supported by flashdoc"
+                )))
             }
             // Generic command fields the server may pass through.
             "writeConcern"
@@ -203,7 +230,8 @@ pub fn validate_create_options(options: &Document) -> DocResult<Document> {
             | "txnNumber"
             | "autocommit"
             | "startTransaction"
-            | "maxTimeMS" => {}
+            | "maxTimeMS"
+            | "comment" => {}
             _ => {
                 return Err(DocError::invalid_options(format!(
                     "BSON field 'create.{k}' is an unknown field."
@@ -211,6 +239,18 @@ pub fn validate_create_options(options: &Document) -> DocResult<Document> {
             }
         }
     }
+    let capped = out.get_bool("capped").unwrap_or(false);
+    if capped && !out.contains_key("size") {
+        return Err(DocError::invalid_options(
+            "the 'size' field is required when 'capped' is true",
+        ));
+    }
+    if !capped && (out.contains_key("size") || out.contains_key("max")) {
+        return Err(DocError::invalid_options(
+            "the 'size' and 'max' fields are only valid for capped collections",
+        ));
+    }
+    crate::validation::check_options(&out)?;
     Ok(out)
 }
 

@@ -54,6 +54,35 @@ pub struct CollState {
     pub dropped: bool,
 }
 
+/// A capped collection's limits (`create` with `capped: true`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Capped {
+    /// Bytes of documents kept (mongod rounds `size` up to a multiple of 256, at least 4096).
+    pub size: i64,
+    /// Documents kept, if given.
+    pub max: Option<i64>,
+}
+
+impl Capped {
+    /// From a collection's stored options (validated at create).
+    pub fn from_options(o: &Document) -> Option<Capped> {
+        if !o.get_bool("capped").unwrap_or(false) {
+            return None;
+        }
+        let num = |k: &str| match o.get(k) {
+            Some(Bson::Int32(i)) => Some(*i as i64),
+            Some(Bson::Int64(i)) => Some(*i),
+            Some(Bson::Double(d)) => Some(*d as i64),
+            _ => None,
+        };
+        let size = num("size").unwrap_or(0).max(4096);
+        Some(Capped {
+            size: (size + 255) / 256 * 256,
+            max: num("max").filter(|&m| m > 0),
+        })
+    }
+}
+
 pub struct Coll {
     pub db: String,
     pub name: String,
@@ -71,6 +100,14 @@ pub struct Coll {
     hooks: Arc<Hooks>,
     /// (document count, data size in bytes), computed on first use, then maintained.
     counts: Mutex<Option<(i64, i64)>>,
+    pub capped: Option<Capped>,
+    /// Serializes a capped collection's inserts, so RecordId order is insertion order and
+    /// the oldest documents are the first ones.
+    pub capped_lock: Mutex<()>,
+    /// The document validator, from the collection's options.
+    pub validator: Option<crate::validation::Validator>,
+    /// The collection's default collation (`create` option `collation`).
+    pub default_collation: Option<Arc<crate::collation::Collation>>,
 }
 
 pub fn encode_doc(doc: &Document) -> DocResult<Vec<u8>> {
@@ -132,7 +169,83 @@ impl Coll {
             catalog_lock: Mutex::new(()),
             hooks,
             counts: Mutex::new(None),
+            capped: Capped::from_options(&entry.options),
+            capped_lock: Mutex::new(()),
+            validator: crate::validation::Validator::from_options(&entry.options)?,
+            default_collation: match entry.options.get_document("collation") {
+                Ok(c) => crate::collation::Collation::parse(c)?,
+                Err(_) => None,
+            },
         })
+    }
+
+    /// Readies a collection before it is published: a capped collection's counts must be
+    /// known before its first insert (computing them later would need the state lock its
+    /// inserts hold).
+    pub fn prepare(&self) -> DocResult<()> {
+        if self.capped.is_some() {
+            self.counts()?;
+        }
+        Ok(())
+    }
+
+    /// Checks a document against the collection's validator (unless bypassed).
+    pub fn validate(&self, new: &Document, old: Option<&Document>, bypass: bool) -> DocResult<()> {
+        match (&self.validator, bypass) {
+            (Some(v), false) => v.check(&self.ns, new, old),
+            _ => Ok(()),
+        }
+    }
+
+    /// Inserts a prepared document (validated; for a capped collection, in insertion order,
+    /// then the oldest documents past the limits are deleted).
+    pub fn insert_doc(
+        &self,
+        st: &CollState,
+        doc: &Document,
+        sync: bool,
+        bypass_validation: bool,
+    ) -> DocResult<()> {
+        self.validate(doc, None, bypass_validation)?;
+        let _order = self.capped.map(|_| self.capped_lock.lock());
+        let rid = self.next_rid();
+        self.write_doc(st, rid, None, Some(doc), sync)?;
+        self.trim_capped(st, sync)?;
+        Ok(())
+    }
+
+    /// Deletes the oldest documents until the capped limits hold (caller holds `capped_lock`
+    /// and `state` shared). Counts must be known already (see [`Coll::counts`]).
+    pub fn trim_capped(&self, st: &CollState, sync: bool) -> DocResult<u64> {
+        let Some(cap) = self.capped else { return Ok(0) };
+        let mut removed = 0;
+        loop {
+            let (n, size) = self
+                .counts
+                .lock()
+                .expect("capped counts are computed at open");
+            if n <= cap.max.unwrap_or(i64::MAX) && size <= cap.size {
+                return Ok(removed);
+            }
+            let oldest = self
+                .engine
+                .scan(
+                    self.table,
+                    Bound::Unbounded,
+                    Bound::Unbounded,
+                    Direction::Forward,
+                )?
+                .next()
+                .transpose()?;
+            let Some((k, v)) = oldest else {
+                return Ok(removed);
+            };
+            let rid = index::rid_from(&k)?;
+            let _lock = self.lock_doc(rid);
+            let old = decode_doc(&v)?;
+            self.write_doc(st, rid, Some(&old), None, sync)?;
+            removed += 1;
+        }
     }
 
     pub fn entry(&self, st: &CollState) -> CollEntry {
@@ -220,6 +333,7 @@ impl Coll {
         };
         let (new_keys, new_bytes) = match new {
             Some(d) => {
+                crate::limits::check_stored_depth(d)?;
                 let bytes = encode_doc(d)?;
                 if bytes.len() > MAX_DOC_SIZE {
                     return Err(DocError::bson_object_too_large(format!(

@@ -233,8 +233,9 @@ pub fn compare_bson(a: &Bson, b: &Bson) -> Ordering {
         return ra.cmp(&rb);
     }
     match (a, b) {
+        // Under the collation in effect (bytes when there is none): crate::collation.
         (Bson::String(_) | Bson::Symbol(_), _) => {
-            string_of(a).as_bytes().cmp(string_of(b).as_bytes())
+            crate::collation::compare_strings(string_of(a), string_of(b))
         }
         (Bson::Document(x), Bson::Document(y)) => compare_documents(x, y),
         (Bson::Array(x), Bson::Array(y)) => compare_arrays(x, y),

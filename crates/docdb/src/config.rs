@@ -1,11 +1,13 @@
 //! The document layer's configuration: which engine, its settings, and the table templates new
-//! collections and indexes are created with (what mongod.conf's
-//! `storage.wiredTiger.collectionConfig` / `indexConfig` set). The server's config-file parser
-//! fills this in.
+//! collections and indexes are created with; and `storage.*` of the configuration file, which
+//! this crate parses (the engine owns the serde types of `storage.wiredTiger` and
+//! `storage.flash`; the server composes the whole file).
 #![allow(clippy::result_large_err)]
 
-use engine::{EngineConfig, EngineKind, TableConfig};
+use engine::{EngineConfig, EngineKind, FlashSettings, TableConfig, WiredTigerSettings};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Clone)]
 pub struct DocDbConfig {
@@ -15,9 +17,6 @@ pub struct DocDbConfig {
     pub collection_table: TableConfig,
     /// Template for every index table (`id_index` is set per table by the catalog).
     pub index_table: TableConfig,
-    /// Accepted from `storage.directoryPerDB` and ignored: all tables live in `dbPath`, named by
-    /// the engine (`collection-<id>.fdb`, `index-<id>.fdb`).
-    pub directory_per_db: bool,
 }
 
 impl DocDbConfig {
@@ -28,7 +27,6 @@ impl DocDbConfig {
             engine: EngineConfig::new(db_path),
             collection_table: TableConfig::collection(),
             index_table: TableConfig::index(),
-            directory_per_db: false,
         }
     }
 
@@ -38,5 +36,227 @@ impl DocDbConfig {
             engine_kind: EngineKind::InMemory,
             ..DocDbConfig::disk("/nonexistent-in-memory")
         }
+    }
+}
+
+/// `storage` of a mongod.conf-shaped file.
+///
+/// ```yaml
+/// storage:
+///   dbPath: /var/lib/flashdoc
+///   engine: wiredTiger            # or inMemory
+///   syncPeriodSecs: 60            # checkpoint interval (0: only on demand)
+///   journal: {enabled: true, commitIntervalMs: 100}
+///   wiredTiger: ...               # engine::settings::WiredTigerSettings
+///   flash: ...                    # engine::settings::FlashSettings
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct StorageSettings {
+    pub db_path: PathBuf,
+    #[serde(
+        deserialize_with = "engine_kind_de",
+        serialize_with = "engine_kind_ser"
+    )]
+    pub engine: EngineKind,
+    /// Only `false`: every table file lives in dbPath, named by the engine.
+    #[serde(rename = "directoryPerDB")]
+    pub directory_per_db: bool,
+    pub sync_period_secs: u64,
+    pub journal: JournalSettings,
+    pub wired_tiger: WiredTigerSettings,
+    pub flash: FlashSettings,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct JournalSettings {
+    pub enabled: bool,
+    pub commit_interval_ms: u64,
+}
+
+impl Default for JournalSettings {
+    fn default() -> Self {
+        JournalSettings {
+            enabled: true,
+            commit_interval_ms: 100,
+        }
+    }
+}
+
+impl Default for StorageSettings {
+    fn default() -> Self {
+        StorageSettings {
+            db_path: PathBuf::from("/data/db"),
+            engine: EngineKind::Disk,
+            directory_per_db: false,
+            sync_period_secs: 60,
+            journal: JournalSettings::default(),
+            wired_tiger: WiredTigerSettings::default(),
+            flash: FlashSettings::default(),
+        }
+    }
+}
+
+fn engine_kind_de<'de, D: Deserializer<'de>>(d: D) -> Result<EngineKind, D::Error> {
+    let s = String::deserialize(d)?;
+    match s.as_str() {
+        "wiredTiger" => Ok(EngineKind::Disk),
+        "inMemory" => Ok(EngineKind::InMemory),
+        _ => Err(serde::de::Error::custom(format!(
+            "expected wiredTiger or inMemory, got {s}"
+        ))),
+    }
+}
+
+fn engine_kind_ser<S: Serializer>(k: &EngineKind, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(engine_kind_name(*k))
+}
+
+/// mongod's name for an engine kind.
+pub fn engine_kind_name(k: EngineKind) -> &'static str {
+    match k {
+        EngineKind::Disk => "wiredTiger",
+        EngineKind::InMemory => "inMemory",
+    }
+}
+
+impl StorageSettings {
+    /// `--storage-engine`: mongod's names (and flashdoc's aliases).
+    pub fn set_engine(&mut self, name: &str) -> Result<(), String> {
+        self.engine = name.parse().map_err(|e: engine::Error| e.to_string())?;
+        Ok(())
+    }
+
+    /// The document layer's configuration. Checks everything the engine would refuse later
+    /// (before the dbPath is touched); a `flash.trace` file is created here.
+    pub fn docdb_config(&self) -> Result<DocDbConfig, String> {
+        if self.directory_per_db {
+            return Err(
+                "storage.directoryPerDB: not supported: every table file lives in dbPath".into(),
+            );
+        }
+        let j = &self.journal;
+        if !(1..=500).contains(&j.commit_interval_ms) {
+            return Err(format!(
+                "storage.journal.commitIntervalMs: {} is outside 1..500",
+                j.commit_interval_ms
+            ));
+        }
+        let mut cfg = DocDbConfig::disk(&self.db_path);
+        cfg.engine_kind = self.engine;
+        let e = &mut cfg.engine;
+        if let Some(jc) = e.journal.as_mut() {
+            jc.commit_interval = Duration::from_millis(j.commit_interval_ms);
+        }
+        self.wired_tiger
+            .apply(e, &mut cfg.collection_table, &mut cfg.index_table)
+            .map_err(|err| err.to_string())?;
+        self.flash.apply(e).map_err(|err| err.to_string())?;
+        if !j.enabled {
+            e.journal = None;
+        }
+        e.checkpoint_interval =
+            (self.sync_period_secs > 0).then(|| Duration::from_secs(self.sync_period_secs));
+        e.validate().map_err(|err| err.to_string())?;
+        Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_storage_section_parses_and_reaches_the_engine() {
+        let s: StorageSettings = serde_yaml::from_str(
+            "dbPath: /tmp/x\njournal:\n  enabled: true\n  commitIntervalMs: 50\nengine: wiredTiger\nwiredTiger:\n  engineConfig:\n    cacheSizeGB: 0.5\n  collectionConfig:\n    blockCompressor: zlib\nflash: {placement: dsm, dsm: {alpha: 4}}\n",
+        )
+        .unwrap();
+        let c = s.docdb_config().unwrap();
+        assert_eq!(
+            c.engine.journal.as_ref().unwrap().commit_interval,
+            Duration::from_millis(50)
+        );
+        assert_eq!(c.engine.cache_size, 512 << 20);
+        assert_eq!(c.collection_table.compressor, engine::Compressor::Zlib);
+        assert_eq!(c.engine.flash.placement.as_str(), "dsm");
+        let e = serde_yaml::from_str::<StorageSettings>("dbPth: /x\n").unwrap_err();
+        assert!(e.to_string().contains("dbPth"), "{e}");
+        let bad: StorageSettings = serde_yaml::from_str("flash: {dsm: {alpha: 1}}\n").unwrap();
+        assert!(bad.docdb_config().err().unwrap().contains("alpha"));
+        let bad: StorageSettings = serde_yaml::from_str("directoryPerDB: true\n").unwrap();
+        assert!(bad.docdb_config().err().unwrap().contains("directoryPerDB"));
+        let bad: StorageSettings =
+            serde_yaml::from_str("journal: {commitIntervalMs: 900}\n").unwrap();
+        assert!(bad
+            .docdb_config()
+            .err()
+            .unwrap()
+            .contains("commitIntervalMs"));
+    }
+
+    #[test]
+    fn block_allocation_and_placement_reach_the_engine_tables() {
+        let dir = tempfile::tempdir().unwrap();
+        let s: StorageSettings = serde_yaml::from_str(&format!(
+            "dbPath: {}
+wiredTiger:
+  collectionConfig: {{blockAllocation: sweep, sweepReservePct: 30}}
+  indexConfig: {{blockAllocation: append}}
+flash: {{placement: filelog}}
+",
+            dir.path().display()
+        ))
+        .unwrap();
+        let cfg = s.docdb_config().unwrap();
+        assert_eq!(cfg.engine.flash.placement.as_str(), "filelog");
+        let db = crate::DocDb::open(cfg).unwrap();
+        let out = db.insert(
+            "d",
+            "c",
+            vec![bson::doc! {"_id": 1}],
+            crate::WriteOpts::default(),
+        );
+        assert_eq!(out.n, 1);
+        let tables = db.engine().tables();
+        let coll = tables
+            .iter()
+            .find(|(name, _, t)| {
+                name != crate::catalog::CATALOG_TABLE && t.kind == engine::TableKind::Collection
+            })
+            .map(|(_, _, t)| t.block_allocation())
+            .unwrap();
+        assert_eq!(coll.policy, engine::AllocPolicy::Sweep);
+        assert_eq!(coll.sweep_reserve_pct, 30);
+        let id_index = tables.iter().find(|(_, _, t)| t.id_index).unwrap();
+        assert_eq!(id_index.2.allocation, engine::AllocPolicy::Append);
+    }
+
+    #[test]
+    fn bad_allocation_and_placement_values_are_refused() {
+        let refused = |yaml: &str| match serde_yaml::from_str::<StorageSettings>(yaml) {
+            Err(e) => e.to_string(),
+            Ok(s) => s.docdb_config().err().expect(yaml),
+        };
+        let e = refused("wiredTiger: {collectionConfig: {blockAllocation: spiral}}\n");
+        assert!(e.contains("spiral"), "{e}");
+        let e = refused(
+            "wiredTiger: {collectionConfig: {blockAllocation: sweep, sweepReservePct: 95}}\n",
+        );
+        assert!(e.contains("sweepReservePct: must be 0–90"), "{e}");
+        let e = refused(
+            "wiredTiger: {collectionConfig: {blockAllocation: sweep, sweepReservePct: 300}}\n",
+        );
+        assert!(e.contains("sweepReservePct") || e.contains("300"), "{e}");
+        let e = refused("wiredTiger: {indexConfig: {sweepReservePct: 20}}\n");
+        assert!(
+            e.contains("indexConfig.sweepReservePct: applies only with blockAllocation: sweep"),
+            "{e}"
+        );
+        let e = refused("flash: {placement: oracle-death}\n");
+        assert!(e.contains("offline only"), "{e}");
+        let e = refused("flash: {placement: filelogg}\n");
+        assert!(e.contains("unknown placement policy"), "{e}");
     }
 }

@@ -8,10 +8,12 @@
 //! whose index key moves behind the cursor can be missed, as with MongoDB's yielding scans.
 #![allow(clippy::result_large_err)]
 
+use crate::collation::{self, Collation};
 use crate::collection::decode_doc;
 use crate::error::DocResult;
 use crate::index;
 use crate::interop::{DocIter, Filter, Proj, Sort};
+use crate::interrupt::Interrupt;
 use crate::planner::{Access, Plan};
 use crate::scope::OwnershipFilter;
 use bson::Document;
@@ -21,28 +23,40 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// Documents a tailable cursor reads per scan.
+const TAIL_BATCH: usize = 128;
+
 /// Documents with their RecordIds.
 pub type RidIter = Box<dyn Iterator<Item = DocResult<(i64, Document)>> + Send>;
 
 /// Documents of a find or aggregate, in order.
 pub struct DocCursor {
     inner: DocIter,
+    /// The collation the cursor was opened under: in effect whenever it produces documents
+    /// (a getMore may run on another thread than the find).
+    collation: Option<Arc<Collation>>,
 }
 
 impl DocCursor {
     pub fn new(inner: DocIter) -> DocCursor {
-        DocCursor { inner }
+        DocCursor {
+            inner,
+            collation: None,
+        }
+    }
+    pub fn with_collation(inner: DocIter, collation: Option<Arc<Collation>>) -> DocCursor {
+        DocCursor { inner, collation }
     }
     pub fn empty() -> DocCursor {
-        DocCursor {
-            inner: Box::new(std::iter::empty()),
-        }
+        DocCursor::new(Box::new(std::iter::empty()))
     }
     pub fn from_docs(docs: Vec<Document>) -> DocCursor {
-        DocCursor {
-            inner: Box::new(docs.into_iter().map(Ok)),
-        }
+        DocCursor::new(Box::new(docs.into_iter().map(Ok)))
     }
+    pub fn collation(&self) -> Option<&Arc<Collation>> {
+        self.collation.as_ref()
+    }
+    /// The documents; the caller keeps the collation in effect while it reads them.
     pub fn into_inner(self) -> DocIter {
         self.inner
     }
@@ -51,6 +65,7 @@ impl DocCursor {
 impl Iterator for DocCursor {
     type Item = DocResult<Document>;
     fn next(&mut self) -> Option<Self::Item> {
+        let _in_effect = collation::scope(self.collation.clone());
         self.inner.next()
     }
 }
@@ -74,6 +89,10 @@ pub struct Exec {
     pub skip: u64,
     pub limit: Option<u64>,
     pub stats: Arc<ExecStats>,
+    /// Checked for every document (or index entry) the scan examines.
+    pub interrupt: Interrupt,
+    /// The query's collation (the one the plan's index, if any, was built with).
+    pub collation: Option<Arc<Collation>>,
 }
 
 impl Exec {
@@ -137,6 +156,7 @@ impl Exec {
                 }))
             }
         };
+        let raw: RidIter = Box::new(self.interrupt.wrap(raw));
         let raw: RidIter = match &self.ownership {
             Some(o) => {
                 let o = o.clone();
@@ -159,8 +179,58 @@ impl Exec {
         })
     }
 
+    /// A tailable cursor (capped collections): documents in insertion order; at the end of
+    /// the data it yields nothing, and the next read scans again from just after the last
+    /// document returned, so it returns documents inserted in the meantime.
+    pub fn tail(self) -> DocCursor {
+        let mut after: Option<Vec<u8>> = None;
+        let mut buf: std::collections::VecDeque<DocResult<Document>> = Default::default();
+        let (engine, table, filter) = (self.engine.clone(), self.table, self.filter.clone());
+        let (interrupt, projection) = (self.interrupt.clone(), self.projection.clone());
+        let it = std::iter::from_fn(move || {
+            while buf.is_empty() {
+                let lower = match &after {
+                    Some(k) => Bound::Excluded(k.clone()),
+                    None => Bound::Unbounded,
+                };
+                let scan = match engine.scan(table, lower, Bound::Unbounded, Direction::Forward) {
+                    Ok(s) => s,
+                    Err(e) => return Some(Err(e.into())),
+                };
+                let mut seen = 0;
+                for kv in scan.take(TAIL_BATCH) {
+                    seen += 1;
+                    let (k, v) = match kv {
+                        Ok(x) => x,
+                        Err(e) => return Some(Err(e.into())),
+                    };
+                    after = Some(k);
+                    let doc = match decode_doc(&v) {
+                        Ok(d) => d,
+                        Err(e) => return Some(Err(e)),
+                    };
+                    if filter.as_ref().is_none_or(|f| f.matches(&doc)) {
+                        buf.push_back(match &projection {
+                            Some(p) => p.apply(&doc, filter.as_deref()),
+                            None => Ok(doc),
+                        });
+                    }
+                }
+                if seen == 0 {
+                    return None;
+                }
+            }
+            if let Err(e) = interrupt.check() {
+                return Some(Err(e));
+            }
+            buf.pop_front()
+        });
+        DocCursor::with_collation(Box::new(it), self.collation.clone())
+    }
+
     /// The full pipeline of stages.
     pub fn run(self) -> DocResult<DocCursor> {
+        let _in_effect = collation::scope(self.collation.clone());
         let src: DocIter = Box::new(self.source()?.map(|r| r.map(|(_, d)| d)));
         let sorted: DocIter = match (&self.sort, self.plan.sort_provided) {
             (Some(s), false) => {
@@ -180,11 +250,14 @@ impl Exec {
             _ => skipped,
         };
         let filter = self.filter.clone();
-        Ok(DocCursor::new(match self.projection {
-            Some(p) => {
-                Box::new(limited.map(move |d| d.and_then(|d| p.apply(&d, filter.as_deref()))))
-            }
-            None => limited,
-        }))
+        Ok(DocCursor::with_collation(
+            match self.projection {
+                Some(p) => {
+                    Box::new(limited.map(move |d| d.and_then(|d| p.apply(&d, filter.as_deref()))))
+                }
+                None => limited,
+            },
+            self.collation.clone(),
+        ))
     }
 }

@@ -3,12 +3,14 @@
 #![allow(clippy::result_large_err)]
 
 use crate::catalog::{self, CollEntry, IndexEntry, CATALOG_TABLE};
+use crate::collation;
 use crate::collection::{self, decode_doc, encode_doc, Coll, CollState, Index};
 use crate::config::DocDbConfig;
 use crate::cursor::{DocCursor, Exec, ExecStats};
 use crate::error::{DocError, DocResult};
 use crate::index::{self, IndexDef, RecordId};
 use crate::interop::{self, Filter, LookupFn, Modifier, Proj, Sort};
+use crate::interrupt::Interrupt;
 use crate::planner::{self, Access, Plan};
 use crate::scope::{self, Hooks, WriteHook};
 use bson::{doc, Bson, Document, Uuid};
@@ -24,6 +26,10 @@ use std::sync::{Arc, Weak};
 const MAX_INDEXES: usize = 64;
 /// Documents per engine batch while building an index.
 const BUILD_BATCH: usize = 512;
+/// Candidates a single-document write collects (some may stop matching before they are locked).
+const ONE_TARGET: usize = 64;
+/// Documents the TTL monitor deletes per batch.
+pub const TTL_BATCH: usize = 1000;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct DatabaseInfo {
@@ -48,12 +54,16 @@ pub struct CreateIndexesOutcome {
     pub note: Option<String>,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct WriteOpts {
     /// Stop at the first failing statement (default) or try them all.
     pub ordered: bool,
     /// `j: true`: the batch is in the synced journal before the call returns.
     pub journal: bool,
+    /// Checked before each statement and for each document a statement visits.
+    pub interrupt: Interrupt,
+    /// Skip document validation (`bypassDocumentValidation`).
+    pub bypass_validation: bool,
 }
 
 impl Default for WriteOpts {
@@ -61,8 +71,18 @@ impl Default for WriteOpts {
         WriteOpts {
             ordered: true,
             journal: false,
+            interrupt: Interrupt::none(),
+            bypass_validation: false,
         }
     }
+}
+
+/// Options of an aggregation.
+#[derive(Clone, Debug, Default)]
+pub struct AggregateOpts {
+    pub interrupt: Interrupt,
+    /// The aggregation's collation (`{locale: ...}`); None: the collection's default.
+    pub collation: Option<Document>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -90,6 +110,8 @@ pub struct UpdateStatement {
     pub upsert: bool,
     pub multi: bool,
     pub array_filters: Option<Vec<Document>>,
+    /// The statement's collation; None: the collection's default.
+    pub collation: Option<Document>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -97,6 +119,8 @@ pub struct DeleteStatement {
     pub q: Document,
     /// 0: all matching documents; 1: the first.
     pub limit: i64,
+    /// The statement's collation; None: the collection's default.
+    pub collation: Option<Document>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -111,6 +135,9 @@ pub struct FindAndModify {
     pub upsert: bool,
     pub array_filters: Option<Vec<Document>>,
     pub journal: bool,
+    pub collation: Option<Document>,
+    pub interrupt: Interrupt,
+    pub bypass_validation: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -134,6 +161,13 @@ pub struct FindQuery {
     pub limit: Option<i64>,
     /// An index name, a key pattern, or `{$natural: ±1}`.
     pub hint: Option<Bson>,
+    /// Checked for every document examined (and, for a cursor, every document returned).
+    pub interrupt: Interrupt,
+    /// The query's collation (`{locale: ...}`); None: the collection's default.
+    pub collation: Option<Document>,
+    /// A tailable cursor on a capped collection: it stays open at the end of the data and
+    /// returns documents inserted later.
+    pub tailable: bool,
 }
 
 pub struct DocDb {
@@ -211,6 +245,7 @@ impl DocDb {
                 idx,
                 hooks.clone(),
             )?;
+            c.prepare()?;
             colls.insert(e.ns.clone(), Arc::new(c));
         }
         // Tables of a create or index build that crashed before its catalog entry was written.
@@ -295,6 +330,7 @@ impl DocDb {
             idx,
             self.hooks.clone(),
         )?);
+        c.prepare()?;
         c.persist_entry(&c.state.read())?;
         self.colls.write().insert(entry.ns.clone(), c.clone());
         Ok(c)
@@ -478,6 +514,7 @@ impl DocDb {
             st.indexes.clone(),
             self.hooks.clone(),
         )?);
+        moved.prepare()?;
         st.dropped = true;
         let mut colls = self.colls.write();
         colls.remove(&src.ns);
@@ -520,11 +557,28 @@ impl DocDb {
         let mut st = c.state.write();
         let before = st.indexes.len() as i32;
         let mut todo = Vec::new();
-        for def in defs {
+        for (mut def, spec) in defs.into_iter().zip(specs) {
+            // An index without a collation of its own takes the collection's default.
+            if !spec.contains_key("collation") {
+                if let Some(dc) = &c.default_collation {
+                    if def.hashed {
+                        return Err(DocError::with_code(
+                            67,
+                            "CannotCreateIndex",
+                            "a hashed index on a collection with a default collation is not supported by flashdoc",
+                        ));
+                    }
+                    def.collation = Some(dc.clone());
+                    def.spec.insert("collation", dc.spec().clone());
+                }
+            }
             let mut exists = false;
             for i in &st.indexes {
                 let same_key = i.def.key == def.key;
-                let same_opts = i.def.unique == def.unique && i.def.sparse == def.sparse;
+                let same_opts = i.def.unique == def.unique
+                    && i.def.sparse == def.sparse
+                    && i.def.expire_after == def.expire_after
+                    && i.def.collation == def.collation;
                 if i.def.name == def.name {
                     if !same_key {
                         return Err(DocError::index_key_specs_conflict(format!(
@@ -578,6 +632,23 @@ impl DocDb {
     }
 
     /// Builds a new index table from the collection (writers are excluded by the caller).
+    /// A collection table's records in RecordId order, as stored (encoded BSON).
+    fn records(
+        &self,
+        table: TableId,
+    ) -> DocResult<impl Iterator<Item = DocResult<(RecordId, Vec<u8>)>>> {
+        let it = self.engine.scan(
+            table,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Direction::Forward,
+        )?;
+        Ok(it.map(|kv| {
+            let (k, v) = kv?;
+            Ok((index::rid_from(&k)?, v))
+        }))
+    }
+
     /// On any error the table is dropped and nothing refers to it.
     fn build_index(&self, c: &Coll, def: IndexDef, n: i64) -> DocResult<Index> {
         let ident = table_name_index(&c.uuid, n);
@@ -587,14 +658,8 @@ impl DocDb {
             let mut batch = WriteBatch::new();
             let mut pending: BTreeMap<Vec<u8>, (RecordId, Vec<Bson>)> = BTreeMap::new();
             let mut docs_in_batch = 0;
-            for kv in self.engine.scan(
-                c.table,
-                Bound::Unbounded,
-                Bound::Unbounded,
-                Direction::Forward,
-            )? {
-                let (k, v) = kv?;
-                let rid = index::rid_from(&k)?;
+            for rec in self.records(c.table)? {
+                let (rid, v) = rec?;
                 let doc = decode_doc(&v)?;
                 let keys = index::doc_keys(&def, &doc)?;
                 multikey |= keys.multikey;
@@ -735,8 +800,7 @@ impl DocDb {
         for (i, doc) in docs.into_iter().enumerate() {
             let r = collection::prepare_insert(doc).and_then(|doc| {
                 self.with_write(db, coll, true, |c, st| {
-                    let rid = c.next_rid();
-                    c.write_doc(st, rid, None, Some(&doc), opts.journal)
+                    c.insert_doc(st, &doc, opts.journal, opts.bypass_validation)
                 })?
                 .expect("created")
             });
@@ -763,12 +827,43 @@ impl DocDb {
             Some(p) if !p.is_empty() => Some(Arc::new(Proj::parse(p)?)),
             _ => None,
         };
-        let plan = planner::plan(
-            &st.indexes,
-            &q.filter,
-            sort.as_ref().and(q.sort.as_ref()),
-            q.hint.as_ref(),
-        )?;
+        let coll = collation::resolve(q.collation.as_ref(), c.default_collation.as_ref())?;
+        if q.tailable {
+            if c.capped.is_none() {
+                return Err(DocError::bad_value(format!(
+                    "error processing query: ns={} tailable cursor requested on non capped collection",
+                    c.ns
+                )));
+            }
+            if q.sort
+                .as_ref()
+                .is_some_and(|s| !s.is_empty() && !s.contains_key("$natural"))
+            {
+                return Err(DocError::bad_value(
+                    "error processing query: tailable cursors can only be sorted in natural order",
+                ));
+            }
+        }
+        // Index bounds are encoded under the query's collation, and only indexes built with
+        // it can answer the query.
+        let _in_effect = collation::scope(coll.clone());
+        let usable: Vec<Arc<Index>> = st
+            .indexes
+            .iter()
+            .filter(|i| collation::same(i.def.collation.as_ref(), coll.as_ref()))
+            .cloned()
+            .collect();
+        let plan = if q.tailable {
+            // Natural (insertion) order, resumed after the last RecordId returned.
+            planner::plan(&[], &Document::new(), None, None)?
+        } else {
+            planner::plan(
+                &usable,
+                &q.filter,
+                sort.as_ref().and(q.sort.as_ref()),
+                q.hint.as_ref(),
+            )?
+        };
         Ok(Exec {
             engine: self.engine.clone(),
             table: c.table,
@@ -784,25 +879,23 @@ impl DocDb {
             skip: q.skip,
             limit: q.limit.map(|l| l.unsigned_abs()).filter(|&l| l > 0),
             stats: Arc::new(ExecStats::default()),
+            interrupt: q.interrupt.clone(),
+            collation: coll,
         })
     }
 
     /// RecordIds of the documents a write statement targets (collected before any is changed,
     /// so a document moved by its own update is not seen twice).
+    /// At most `max` of them (a single-document statement asks for a few, in case some no
+    /// longer match when they are locked; the TTL monitor asks for a batch).
     fn targets(
         &self,
         c: &Coll,
         st: &CollState,
-        filter: &Document,
-        sort: Option<&Document>,
-        one: bool,
+        q: &FindQuery,
+        max: usize,
     ) -> DocResult<Vec<RecordId>> {
-        let q = FindQuery {
-            filter: filter.clone(),
-            sort: sort.cloned(),
-            ..Default::default()
-        };
-        let exec = self.exec_for(c, st, &q)?;
+        let exec = self.exec_for(c, st, q)?;
         let sort = exec.sort.clone();
         let mut src = exec.source()?;
         if let (Some(s), false) = (sort, exec.plan.sort_provided) {
@@ -813,7 +906,7 @@ impl DocDb {
         let mut rids = Vec::new();
         for r in src {
             rids.push(r?.0);
-            if one && rids.len() >= 64 {
+            if rids.len() >= max {
                 break;
             }
         }
@@ -833,7 +926,7 @@ impl DocDb {
             return out;
         }
         for (i, s) in stmts.iter().enumerate() {
-            match self.update_one_stmt(db, coll, s, opts.journal) {
+            match self.update_one_stmt(db, coll, s, &opts) {
                 Ok((matched, modified, upserted)) => {
                     out.n += matched;
                     out.n_modified += modified;
@@ -859,8 +952,10 @@ impl DocDb {
         db: &str,
         coll: &str,
         s: &UpdateStatement,
-        sync: bool,
+        opts: &WriteOpts,
     ) -> DocResult<(u64, u64, Option<Bson>)> {
+        let (sync, interrupt) = (opts.journal, &opts.interrupt);
+        interrupt.check()?;
         let filter = Filter::new(&s.q)?;
         let modifier = Modifier::parse(&s.u, s.array_filters.as_deref())?;
         if s.multi && modifier.is_replacement() {
@@ -869,9 +964,18 @@ impl DocDb {
             ));
         }
         let r = self.with_write(db, coll, s.upsert, |c, st| -> DocResult<(u64, u64)> {
-            let rids = self.targets(c, st, &s.q, None, !s.multi)?;
+            let coll = collation::resolve(s.collation.as_ref(), c.default_collation.as_ref())?;
+            let _in_effect = collation::scope(coll);
+            let q = FindQuery {
+                filter: s.q.clone(),
+                collation: s.collation.clone(),
+                interrupt: interrupt.clone(),
+                ..Default::default()
+            };
+            let rids = self.targets(c, st, &q, if s.multi { usize::MAX } else { ONE_TARGET })?;
             let (mut matched, mut modified) = (0, 0);
             for rid in rids {
+                interrupt.check()?;
                 let _lock = c.lock_doc(rid);
                 let Some(old) = c.get(rid)? else { continue };
                 let (hit, pos) = filter.matches_with_position(&old);
@@ -881,6 +985,7 @@ impl DocDb {
                 matched += 1;
                 let new = updated_doc(&old, &modifier, pos)?;
                 if new != old {
+                    c.validate(&new, Some(&old), opts.bypass_validation)?;
                     c.write_doc(st, rid, Some(&old), Some(&new), sync)?;
                     modified += 1;
                 }
@@ -900,8 +1005,7 @@ impl DocDb {
         let doc = upsert_doc(&s.q, &modifier)?;
         let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
         self.with_write(db, coll, true, |c, st| {
-            let rid = c.next_rid();
-            c.write_doc(st, rid, None, Some(&doc), sync)
+            c.insert_doc(st, &doc, sync, opts.bypass_validation)
         })?
         .expect("created")?;
         Ok((0, 0, Some(id)))
@@ -929,9 +1033,20 @@ impl DocDb {
                 }
                 let filter = Filter::new(&s.q)?;
                 let r = self.with_write(db, coll, false, |c, st| -> DocResult<u64> {
-                    let rids = self.targets(c, st, &s.q, None, s.limit == 1)?;
+                    let coll =
+                        collation::resolve(s.collation.as_ref(), c.default_collation.as_ref())?;
+                    let _in_effect = collation::scope(coll);
+                    let q = FindQuery {
+                        filter: s.q.clone(),
+                        collation: s.collation.clone(),
+                        interrupt: opts.interrupt.clone(),
+                        ..Default::default()
+                    };
+                    let max = if s.limit == 1 { ONE_TARGET } else { usize::MAX };
+                    let rids = self.targets(c, st, &q, max)?;
                     let mut n = 0;
                     for rid in rids {
+                        opts.interrupt.check()?;
                         let _lock = c.lock_doc(rid);
                         let Some(old) = c.get(rid)? else { continue };
                         if !filter.matches(&old) {
@@ -1010,7 +1125,17 @@ impl DocDb {
             coll,
             spec.upsert,
             |c, st| -> DocResult<Option<FindAndModifyOutcome>> {
-                let rids = self.targets(c, st, &spec.query, spec.sort.as_ref(), true)?;
+                let coll =
+                    collation::resolve(spec.collation.as_ref(), c.default_collation.as_ref())?;
+                let _in_effect = collation::scope(coll);
+                let q = FindQuery {
+                    filter: spec.query.clone(),
+                    sort: spec.sort.clone(),
+                    collation: spec.collation.clone(),
+                    interrupt: spec.interrupt.clone(),
+                    ..Default::default()
+                };
+                let rids = self.targets(c, st, &q, ONE_TARGET)?;
                 for rid in rids {
                     let _lock = c.lock_doc(rid);
                     let Some(old) = c.get(rid)? else { continue };
@@ -1030,6 +1155,7 @@ impl DocDb {
                         Some(m) => {
                             let new = updated_doc(&old, m, pos)?;
                             if new != old {
+                                c.validate(&new, Some(&old), spec.bypass_validation)?;
                                 c.write_doc(st, rid, Some(&old), Some(&new), sync)?;
                             }
                             Ok(Some(FindAndModifyOutcome {
@@ -1052,8 +1178,7 @@ impl DocDb {
                 let doc = upsert_doc(&spec.query, m)?;
                 let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
                 self.with_write(db, coll, true, |c, st| {
-                    let rid = c.next_rid();
-                    c.write_doc(st, rid, None, Some(&doc), sync)
+                    c.insert_doc(st, &doc, sync, spec.bypass_validation)
                 })?
                 .expect("created")?;
                 Ok(FindAndModifyOutcome {
@@ -1065,6 +1190,58 @@ impl DocDb {
             }
             _ => Ok(FindAndModifyOutcome::default()),
         }
+    }
+
+    /// One pass of the TTL monitor: for every TTL index, deletes the documents whose indexed
+    /// date (the earliest, for an array) is more than `expireAfterSeconds` in the past, in
+    /// batches of [`TTL_BATCH`] (each batch re-checks its documents under their locks, so a
+    /// document updated meanwhile is kept if it no longer qualifies). Returns how many.
+    pub fn ttl_pass(&self) -> DocResult<u64> {
+        let now = bson::DateTime::now().timestamp_millis();
+        let colls: Vec<Arc<Coll>> = self.colls.read().values().cloned().collect();
+        let mut deleted = 0;
+        for c in colls {
+            let ttl: Vec<(String, i64)> = c
+                .state
+                .read()
+                .indexes
+                .iter()
+                .filter_map(|i| Some((i.def.fields[0].0.clone(), i.def.expire_after?)))
+                .collect();
+            for (field, secs) in ttl {
+                let cutoff =
+                    bson::DateTime::from_millis(now.saturating_sub(secs.saturating_mul(1000)));
+                let q = FindQuery {
+                    filter: doc! {field: {"$lt": cutoff}},
+                    ..Default::default()
+                };
+                let filter = Filter::new(&q.filter)?;
+                // Each batch is (candidates found, documents deleted); a full batch that
+                // deleted something may have more behind it.
+                loop {
+                    let (found, n) = self
+                        .with_write(&c.db, &c.name, false, |c, st| -> DocResult<(usize, u64)> {
+                            let rids = self.targets(c, st, &q, TTL_BATCH)?;
+                            let mut n = 0;
+                            for rid in &rids {
+                                let _lock = c.lock_doc(*rid);
+                                let Some(old) = c.get(*rid)? else { continue };
+                                if filter.matches(&old) {
+                                    c.write_doc(st, *rid, Some(&old), None, false)?;
+                                    n += 1;
+                                }
+                            }
+                            Ok((rids.len(), n))
+                        })?
+                        .unwrap_or(Ok((0, 0)))?;
+                    deleted += n;
+                    if found < TTL_BATCH || n == 0 {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(deleted)
     }
 
     // ---------------------------------------------------------------- reads
@@ -1079,6 +1256,9 @@ impl DocDb {
         let st = c.state.read();
         let exec = self.exec_for(&c, &st, q)?;
         drop(st);
+        if q.tailable {
+            return Ok(exec.tail());
+        }
         exec.run()
     }
 
@@ -1106,6 +1286,7 @@ impl DocDb {
             .ok_or_else(|| {
                 DocError::index_not_found(format!("no index with key pattern {key} on {db}.{coll}"))
             })?;
+        let collation = index.def.collation.clone();
         let exec = Exec {
             engine: self.engine.clone(),
             table: c.table,
@@ -1125,22 +1306,19 @@ impl DocDb {
             skip: 0,
             limit: None,
             stats: Arc::new(ExecStats::default()),
+            interrupt: Interrupt::none(),
+            // The keys were encoded under the index's collation.
+            collation,
         };
         drop(st);
         exec.run()
     }
 
-    pub fn count(
-        &self,
-        db: &str,
-        coll: &str,
-        filter: &Document,
-        skip: u64,
-        limit: Option<i64>,
-    ) -> DocResult<u64> {
-        if filter.is_empty()
-            && skip == 0
-            && limit.is_none_or_zero()
+    /// The number of documents a query (filter, skip, limit, collation) returns.
+    pub fn count(&self, db: &str, coll: &str, q: &FindQuery) -> DocResult<u64> {
+        if q.filter.is_empty()
+            && q.skip == 0
+            && q.limit.is_none_or_zero()
             && scope::current_ownership().is_none()
         {
             catalog::validate_coll_name(db, coll)?;
@@ -1150,10 +1328,9 @@ impl DocDb {
             };
         }
         let q = FindQuery {
-            filter: filter.clone(),
-            skip,
-            limit,
-            ..Default::default()
+            projection: None,
+            sort: None,
+            ..q.clone()
         };
         let mut n = 0;
         for d in self.find(db, coll, &q)? {
@@ -1163,24 +1340,24 @@ impl DocDb {
         Ok(n)
     }
 
-    pub fn distinct(
-        &self,
-        db: &str,
-        coll: &str,
-        key: &str,
-        filter: &Document,
-    ) -> DocResult<Vec<Bson>> {
+    /// The distinct values at `key` among the documents `q` matches, in BSON order (under the
+    /// query's collation, strings equal under it count once).
+    pub fn distinct(&self, db: &str, coll: &str, key: &str, q: &FindQuery) -> DocResult<Vec<Bson>> {
         if key.is_empty() {
             return Err(DocError::bad_value(
                 "FieldPath cannot be constructed with empty string",
             ));
         }
+        crate::limits::check_path(key)?;
         let q = FindQuery {
-            filter: filter.clone(),
-            ..Default::default()
+            projection: None,
+            sort: None,
+            ..q.clone()
         };
         let mut out = Vec::new();
-        for d in self.find(db, coll, &q)? {
+        let cursor = self.find(db, coll, &q)?;
+        let _in_effect = collation::scope(cursor.collation().cloned());
+        for d in cursor {
             let d = d?;
             for v in interop::path_values(&d, key) {
                 match v {
@@ -1189,11 +1366,18 @@ impl DocDb {
                 }
             }
         }
+        // Values equal under the collation count once.
         sort_unique_bson(&mut out);
         Ok(out)
     }
 
-    pub fn aggregate(&self, db: &str, coll: &str, pipeline: &[Document]) -> DocResult<DocCursor> {
+    pub fn aggregate(
+        &self,
+        db: &str,
+        coll: &str,
+        pipeline: &[Document],
+        opts: &AggregateOpts,
+    ) -> DocResult<DocCursor> {
         catalog::validate_coll_name(db, coll)?;
         let (filter, rest) = match pipeline.first() {
             Some(first) if first.len() == 1 && first.contains_key("$match") => {
@@ -1216,6 +1400,8 @@ impl DocDb {
                 coll,
                 &FindQuery {
                     filter,
+                    interrupt: opts.interrupt.clone(),
+                    collation: opts.collation.clone(),
                     ..Default::default()
                 },
             )?
@@ -1228,7 +1414,15 @@ impl DocDb {
             };
             this.find(&dbname, other, &FindQuery::default())?.collect()
         });
-        Ok(DocCursor::new(interop::run_pipeline(rest, input, lookup)?))
+        let default = self
+            .get_coll(db, coll)
+            .and_then(|c| c.default_collation.clone());
+        let coll = collation::resolve(opts.collation.as_ref(), default.as_ref())?;
+        let _in_effect = collation::scope(coll.clone());
+        Ok(DocCursor::with_collation(
+            interop::run_pipeline(rest, input, lookup, &opts.interrupt)?,
+            coll,
+        ))
     }
 
     pub fn explain_find(&self, db: &str, coll: &str, q: &FindQuery) -> DocResult<Document> {
@@ -1286,6 +1480,119 @@ impl DocDb {
         Ok(match exec.plan.index_name() {
             Some(n) => format!("IXSCAN {n}"),
             None => "COLLSCAN".into(),
+        })
+    }
+
+    // ---------------------------------------------------------------- validate
+
+    /// The `validate` command: with writers to the collection held off, the engine reads every
+    /// block of the collection's table and of each index table (checksums, page kinds, key
+    /// order); every document is decoded and its keys are looked up in every index; each
+    /// index's entry count is compared with the keys the documents have. Problems are reported
+    /// in `errors` with `valid: false`, in mongod's reply shape; a missing collection is
+    /// NamespaceNotFound (26).
+    pub fn validate(&self, db: &str, coll: &str) -> DocResult<Document> {
+        catalog::validate_coll_name(db, coll)?;
+        let ns = catalog::ns(db, coll);
+        let c = self.get_coll(db, coll).ok_or_else(|| {
+            DocError::namespace_not_found(format!("Collection '{ns}' does not exist to validate."))
+        })?;
+        let st = c.state.write();
+        let mut errors: Vec<String> = Vec::new();
+        let nrecords = match self.engine.verify_table(c.table) {
+            Ok(n) => n as i64,
+            Err(e) => {
+                errors.push(format!("collection table {}: {e}", c.ident));
+                0
+            }
+        };
+        let mut entries: Vec<Option<u64>> = Vec::new();
+        for idx in &st.indexes {
+            entries.push(match self.engine.verify_table(idx.table) {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    errors.push(format!("index {} ({}): {e}", idx.def.name, idx.ident));
+                    None
+                }
+            });
+        }
+        let mut expected = vec![0u64; st.indexes.len()];
+        let (mut invalid_docs, mut missing) = (0i64, 0i64);
+        if errors.is_empty() {
+            for rec in self.records(c.table)? {
+                let (rid, v) = rec?;
+                let doc = match collection::decode_doc(&v) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        invalid_docs += 1;
+                        errors.push(format!("record {rid}: {e}"));
+                        continue;
+                    }
+                };
+                for (i, idx) in st.indexes.iter().enumerate() {
+                    let keys = index::doc_keys(&idx.def, &doc)?;
+                    for key in keys.keys {
+                        expected[i] += 1;
+                        let entry = index::entry_key(idx.def.unique, &key.encoded, rid);
+                        let found = match self.engine.get(idx.table, &entry)? {
+                            Some(val) => !idx.def.unique || index::rid_from(&val)? == rid,
+                            None => false,
+                        };
+                        if !found {
+                            missing += 1;
+                            if missing <= 10 {
+                                errors.push(format!(
+                                    "index {} is missing the entry {:?} for record {rid}",
+                                    idx.def.name, key.values
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            for (i, idx) in st.indexes.iter().enumerate() {
+                if let Some(n) = entries[i] {
+                    if n > expected[i] {
+                        errors.push(format!(
+                            "index {} has {n} entries but the documents have {} keys (extra index entries)",
+                            idx.def.name, expected[i]
+                        ));
+                    }
+                }
+            }
+        }
+        let keys_per_index: Document = st
+            .indexes
+            .iter()
+            .zip(&entries)
+            .map(|(i, n)| (i.def.name.clone(), Bson::Int64(n.unwrap_or(0) as i64)))
+            .collect();
+        let index_details: Document = st
+            .indexes
+            .iter()
+            .map(|i| {
+                let ok = !errors
+                    .iter()
+                    .any(|e| e.contains(&format!("index {}", i.def.name)));
+                (i.def.name.clone(), Bson::Document(doc! {"valid": ok}))
+            })
+            .collect();
+        Ok(doc! {
+            "ns": ns,
+            "uuid": c.uuid,
+            "nInvalidDocuments": invalid_docs,
+            "nNonCompliantDocuments": 0i64,
+            "nrecords": nrecords,
+            "nIndexes": st.indexes.len() as i32,
+            "keysPerIndex": keys_per_index,
+            "indexDetails": index_details,
+            "valid": errors.is_empty(),
+            "repaired": false,
+            "warnings": Vec::<Bson>::new(),
+            "errors": errors.into_iter().map(Bson::String).collect::<Vec<_>>(),
+            "extraIndexEntries": Vec::<Bson>::new(),
+            "missingIndexEntries": Vec::<Bson>::new(),
+            "corruptRecords": Vec::<Bson>::new(),
         })
     }
 

@@ -169,6 +169,21 @@ fn arity(name: &str) -> Option<(usize, usize)> {
     })
 }
 
+/// A field name built from a string value: BSON names cannot hold a NUL byte (mongod: 4940400).
+fn check_key(k: &str) -> DocResult<()> {
+    if k.contains('\0') {
+        return Err(DocError::with_code(
+            4940400,
+            "Location4940400",
+            "Key field cannot contain an embedded null byte",
+        ));
+    }
+    Ok(())
+}
+
+/// The most memory `$range` may build (mongod's internalQueryMaxRangeBytes).
+const MAX_RANGE_BYTES: usize = 100 << 20;
+
 fn parse_path_parts(s: &str) -> DocResult<Vec<String>> {
     if s.is_empty() {
         return Err(DocError::with_code(
@@ -177,6 +192,7 @@ fn parse_path_parts(s: &str) -> DocResult<Vec<String>> {
             "'$' by itself is not a valid FieldPath",
         ));
     }
+    crate::limits::check_path(s)?;
     let parts: Vec<String> = s.split('.').map(str::to_string).collect();
     if parts.iter().any(String::is_empty) {
         return Err(DocError::with_code(
@@ -965,6 +981,10 @@ impl Expr {
                         .with("value", acc.clone().unwrap_or(Bson::Null))
                         .with("this", e.clone());
                     acc = body.eval(&c)?;
+                    // `$$value` feeds back into itself: each step could nest one level more.
+                    if let Some(v @ (Bson::Document(_) | Bson::Array(_))) = &acc {
+                        crate::limits::check_value_depth(v)?;
+                    }
                 }
                 Ok(acc)
             }
@@ -1633,12 +1653,29 @@ impl Expr {
                         "$range requires a non-zero step value",
                     ));
                 }
-                let mut out = Vec::new();
-                let mut i = s;
-                while (step > 0 && i < e) || (step < 0 && i > e) {
-                    out.push(Bson::Int32(i as i32));
-                    i += step;
+                // The length first, so a huge range is refused before anything is allocated
+                // (mongod: internalQueryMaxRangeBytes, 100 MB).
+                let span = if step > 0 {
+                    e as i128 - s as i128
+                } else {
+                    s as i128 - e as i128
+                };
+                let length = if span <= 0 {
+                    0
+                } else {
+                    (span - 1) / (step as i128).abs() + 1
+                };
+                let mem_needed = length * std::mem::size_of::<Bson>() as i128;
+                if mem_needed >= MAX_RANGE_BYTES as i128 {
+                    return Err(DocError::with_code(
+                        146,
+                        "ExceededMemoryLimit",
+                        format!("$range would use too much memory ({mem_needed} bytes) and cannot spill to disk. Memory limit: {MAX_RANGE_BYTES} bytes"),
+                    ));
                 }
+                let out: Vec<Bson> = (0..length as i64)
+                    .map(|k| Bson::Int32((s + k * step) as i32))
+                    .collect();
                 Some(Bson::Array(out))
             }
             "$indexOfArray" => match v(0) {
@@ -1725,11 +1762,13 @@ impl Expr {
                                 let Bson::String(k) = &kv[0] else {
                                     return Err(DocError::with_code(40395, "Location40395", "$arrayToObject requires an array of key-value pairs, where the key must be of type string"));
                                 };
+                                check_key(k)?;
                                 d.insert(k.clone(), kv[1].clone());
                             }
                             Bson::Document(kv) if kv.len() == 2 => {
                                 match (kv.get("k"), kv.get("v")) {
                                     (Some(Bson::String(k)), Some(val)) => {
+                                        check_key(k)?;
                                         d.insert(k.clone(), val.clone());
                                     }
                                     _ => return Err(DocError::with_code(
@@ -2211,6 +2250,10 @@ mod tests {
         assert_eq!(
             ev(bson!({"$arrayToObject": [[["a", 1]]]}), d.clone()),
             Some(bson!({"a": 1}))
+        );
+        assert_eq!(
+            ev_err(bson!({"$arrayToObject": [[["a\0", 1]]]}), d.clone()).code,
+            4940400
         );
         assert_eq!(ev(bson!({"$sum": "$a"}), d.clone()), Some(bson!(6)));
         assert_eq!(ev(bson!({"$avg": "$a"}), d.clone()), Some(bson!(2.0)));

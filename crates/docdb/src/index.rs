@@ -8,10 +8,12 @@
 //! compound key may have at most one array field (CannotIndexParallelArrays, 171).
 #![allow(clippy::result_large_err)]
 
+use crate::collation::{self, Collation};
 use crate::error::{DocError, DocResult};
 use crate::hash;
 use crate::keystring;
 use bson::{doc, Bson, Document};
+use std::sync::Arc;
 
 pub type RecordId = i64;
 
@@ -36,6 +38,11 @@ pub struct IndexDef {
     pub fields: Vec<(String, bool)>,
     pub unique: bool,
     pub sparse: bool,
+    /// A TTL index: documents whose indexed date is older than this many seconds are deleted
+    /// by the TTL monitor.
+    pub expire_after: Option<i64>,
+    /// String keys are sort keys under this collation (None: the strings' bytes).
+    pub collation: Option<Arc<Collation>>,
     /// A hashed index (`{field: "hashed"}`): one field, whose key is the value's 64-bit hash
     /// ([`crate::hash`]) stored as an Int64; it answers equality, never ranges or sorts.
     pub hashed: bool,
@@ -51,6 +58,8 @@ impl IndexDef {
             fields: vec![("_id".into(), false)],
             unique: true,
             sparse: false,
+            expire_after: None,
+            collation: None,
             hashed: false,
             spec: doc! {"v": 2, "key": key.clone(), "name": "_id_"},
             key,
@@ -87,6 +96,7 @@ impl IndexDef {
         let mut fields = Vec::new();
         let mut hashed = false;
         for (path, dir) in &key {
+            crate::limits::check_path(path)?;
             if path.is_empty() || path.split('.').any(|p| p.is_empty()) {
                 return Err(cannot_create(format!(
                     "Index key contains an illegal field name: '{path}'"
@@ -147,6 +157,8 @@ impl IndexDef {
         }
         let mut unique = false;
         let mut sparse = false;
+        let mut expire_after = None;
+        let mut collation = None;
         let mut out = doc! {"v": 2, "key": key.clone(), "name": name.clone()};
         for (k, v) in spec {
             match k.as_str() {
@@ -173,21 +185,40 @@ impl IndexDef {
                     }
                 }
                 "expireAfterSeconds" => {
-                    if v.as_i32().is_none() && v.as_i64().is_none() && v.as_f64().is_none() {
-                        return Err(DocError::type_mismatch(
-                            "TTL index 'expireAfterSeconds' option must be numeric",
+                    let secs = match v {
+                        Bson::Int32(i) => *i as f64,
+                        Bson::Int64(i) => *i as f64,
+                        Bson::Double(d) => *d,
+                        _ => {
+                            return Err(DocError::type_mismatch(
+                                "TTL index 'expireAfterSeconds' option must be numeric",
+                            ))
+                        }
+                    };
+                    if !(0.0..=i32::MAX as f64).contains(&secs) {
+                        return Err(cannot_create(format!(
+                            "TTL index 'expireAfterSeconds' option must be within an acceptable range [0, {}], found: {secs}",
+                            i32::MAX
+                        )));
+                    }
+                    if fields.len() != 1 {
+                        return Err(cannot_create(
+                            "TTL indexes are single-field indexes, compound indexes do not support TTL",
                         ));
                     }
-                    // Stored and reported; documents are not expired (see docs/docdb.md).
-                    out.insert(k.clone(), v.clone());
+                    expire_after = Some(secs as i64);
+                    out.insert(k.clone(), Bson::Int32(secs as i32));
                 }
                 "collation" => match v {
-                    Bson::Document(c) if c.get_str("locale").ok() == Some("simple") => {}
+                    Bson::Document(c) => {
+                        collation = Collation::parse(c)?;
+                        if let Some(coll) = &collation {
+                            out.insert(k.clone(), coll.spec().clone());
+                        }
+                    }
                     _ => {
-                        return Err(DocError::with_code(
-                            197,
-                            "InvalidIndexSpecificationOption",
-                            "collations other than 'simple' are not supported",
+                        return Err(DocError::type_mismatch(
+                            "The field 'collation' must be an object",
                         ))
                     }
                 },
@@ -207,6 +238,12 @@ impl IndexDef {
                 "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.",
             ));
         }
+        if hashed && collation.is_some() {
+            // The hash is of the value's bytes; equality under a collation would miss keys.
+            return Err(cannot_create(
+                "a hashed index with a collation is not supported by flashdoc",
+            ));
+        }
         let is_id_key = fields.len() == 1 && fields[0].0 == "_id" && !hashed;
         if name == "_id_" && !is_id_key {
             return Err(DocError::bad_value(
@@ -214,11 +251,11 @@ impl IndexDef {
             ));
         }
         if is_id_key && !fields[0].1 && name == "_id_" {
-            if unique || sparse {
+            if unique || sparse || expire_after.is_some() {
                 return Err(DocError::with_code(
                     197,
                     "InvalidIndexSpecificationOption",
-                    "The field 'unique' and 'sparse' are not valid for an _id index specification",
+                    "The fields 'unique', 'sparse' and 'expireAfterSeconds' are not valid for an _id index specification",
                 ));
             }
             return Ok(IndexDef::id_index());
@@ -229,6 +266,8 @@ impl IndexDef {
             fields,
             unique,
             sparse,
+            expire_after,
+            collation,
             hashed,
             spec: out,
         })
@@ -283,6 +322,8 @@ pub struct DocKeys {
 
 /// Extracts a document's keys for an index (deduplicated, in encoded order).
 pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
+    // Keys are encoded under the index's collation, whatever the operation's.
+    let _index_collation = collation::scope(def.collation.clone());
     let mut per_field: Vec<Vec<Bson>> = Vec::with_capacity(def.fields.len());
     let mut array_fields: Vec<&str> = Vec::new();
     let mut any_present = false;
@@ -491,6 +532,10 @@ mod tests {
             Some(16764)
         );
         assert_eq!(code(doc! {"key": {"a": "hashed", "b": 1}}), Some(67));
+        assert_eq!(
+            code(doc! {"key": {"a": "hashed"}, "collation": {"locale": "fr"}}),
+            Some(67)
+        );
     }
 
     #[test]

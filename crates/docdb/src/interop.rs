@@ -6,6 +6,7 @@
 use crate::aggregate;
 use crate::compare;
 use crate::error::DocResult;
+use crate::interrupt::Interrupt;
 use crate::matcher::Matcher;
 use crate::path;
 use crate::projection::Projection;
@@ -98,8 +99,13 @@ impl Sort {
     }
 }
 
-pub fn run_pipeline(pipeline: &[Document], input: DocIter, lookup: LookupFn) -> DocResult<DocIter> {
-    let out = aggregate::run_pipeline(pipeline, input, &*lookup)?;
+pub fn run_pipeline(
+    pipeline: &[Document],
+    input: DocIter,
+    lookup: LookupFn,
+    interrupt: &Interrupt,
+) -> DocResult<DocIter> {
+    let out = aggregate::run_pipeline(pipeline, input, &*lookup, interrupt)?;
     Ok(Box::new(out.into_iter().map(Ok)))
 }
 

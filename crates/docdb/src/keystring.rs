@@ -97,7 +97,12 @@ fn encode_payload(out: &mut Vec<u8>, v: &Bson) {
             let f = d.to_string().parse::<f64>().unwrap_or(f64::NAN);
             encode_f64(out, f)
         }
-        Bson::String(s) | Bson::Symbol(s) | Bson::JavaScriptCode(s) => encode_str(out, s),
+        // Strings and symbols under the collation in effect (the index's, see
+        // crate::collation): their sort keys, which compare as the strings do.
+        Bson::String(s) | Bson::Symbol(s) => {
+            crate::collation::with_key_bytes(s, |b| encode_bytes_escaped(out, b))
+        }
+        Bson::JavaScriptCode(s) => encode_str(out, s),
         Bson::Document(d) => encode_doc(out, d),
         Bson::Array(a) => {
             for e in a {

@@ -27,6 +27,7 @@ enum Node {
     Nor(Vec<Node>),
     Field(String, Pred),
     Expr(Box<Expr>),
+    JsonSchema(Box<crate::jsonschema::Schema>),
     Const(bool),
 }
 
@@ -251,7 +252,15 @@ fn parse_top(filter: &Document) -> DocResult<Node> {
                 "expr" => children.push(Node::Expr(Box::new(expr::parse_expr(v)?))),
                 "alwaysTrue" => children.push(Node::Const(true)),
                 "alwaysFalse" => children.push(Node::Const(false)),
-                "where" | "text" | "jsonSchema" | "sampleRate" => {
+                "jsonSchema" => {
+                    let Bson::Document(s) = v else {
+                        return Err(DocError::type_mismatch("$jsonSchema must be an object"));
+                    };
+                    children.push(Node::JsonSchema(Box::new(
+                        crate::jsonschema::Schema::parse(s)?,
+                    )))
+                }
+                "where" | "text" | "sampleRate" => {
                     return Err(DocError::with_code(
                         238,
                         "NotImplemented",
@@ -277,6 +286,7 @@ fn parse_top(filter: &Document) -> DocResult<Node> {
 }
 
 fn parse_field(path: &str, v: &Bson) -> DocResult<Node> {
+    crate::limits::check_match_path(path)?;
     let pred = match v {
         Bson::RegularExpression(r) => Pred::Regex(RegexPred::new(&r.pattern, &r.options)?),
         Bson::Document(d) if is_operator_doc(v) => parse_operators(d)?,
@@ -674,6 +684,7 @@ impl Node {
                 .eval_root(doc)
                 .map(|v| expr::truthy(v.as_ref()))
                 .unwrap_or(false),
+            Node::JsonSchema(s) => s.matches_doc(doc),
             Node::Const(b) => *b,
         }
     }

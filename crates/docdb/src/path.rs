@@ -11,6 +11,7 @@ use bson::{Bson, Document};
 
 use crate::compare::shell_repr;
 use crate::error::{DocError, DocResult};
+use crate::limits;
 
 /// One value reached by a dotted path, as the matcher sees it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -115,9 +116,10 @@ pub fn lookup_path<'a>(doc: &'a Document, path: &str) -> Vec<&'a Bson> {
     out
 }
 
-/// Splits a dotted path into its components.
-pub fn split_path(path: &str) -> Vec<String> {
-    path.split('.').map(str::to_string).collect()
+/// Splits a dotted path into its components (at most [`limits::MAX_PATH_PARTS`]).
+pub fn split_path(path: &str) -> DocResult<Vec<String>> {
+    limits::check_path(path)?;
+    Ok(path.split('.').map(str::to_string).collect())
 }
 
 /// The value at one concrete path (numeric components index arrays; no expansion).
@@ -144,6 +146,9 @@ fn not_viable(field: &str, parent: &str, value: &Bson) -> DocError {
 /// nulls for numeric components past their end). Fails with PathNotViable (28) when the path
 /// runs through a scalar, or through an array by a non-numeric component.
 pub fn set_path(doc: &mut Document, parts: &[String], value: Bson) -> DocResult<()> {
+    // Recursion below is one level per component: callers split with `split_path`, which
+    // bounds the count; this guards any other caller.
+    assert!(parts.len() <= limits::MAX_PATH_PARTS + 1, "unbounded path");
     let first = &parts[0];
     if parts.len() == 1 {
         doc.insert(first.clone(), value);
@@ -232,6 +237,10 @@ mod tests {
     use super::*;
     use bson::{bson, doc};
 
+    fn sp(p: &str) -> Vec<String> {
+        split_path(p).unwrap()
+    }
+
     fn vals(doc: &Document, path: &str) -> Vec<Option<Bson>> {
         traverse_path(doc, path)
             .into_iter()
@@ -271,28 +280,25 @@ mod tests {
     #[test]
     fn set_get_remove() {
         let mut d = doc! {"a": {"b": 1}, "arr": [1, {"x": 1}]};
-        set_path(&mut d, &split_path("a.c.d"), bson!(2)).unwrap();
+        set_path(&mut d, &sp("a.c.d"), bson!(2)).unwrap();
         assert_eq!(d, doc! {"a": {"b": 1, "c": {"d": 2}}, "arr": [1, {"x": 1}]});
-        set_path(&mut d, &split_path("arr.1.y"), bson!(3)).unwrap();
-        set_path(&mut d, &split_path("arr.4"), bson!(9)).unwrap();
+        set_path(&mut d, &sp("arr.1.y"), bson!(3)).unwrap();
+        set_path(&mut d, &sp("arr.4"), bson!(9)).unwrap();
         assert_eq!(
             d.get("arr").unwrap(),
             &bson!([1, {"x": 1, "y": 3}, null, null, 9])
         );
-        assert_eq!(get_path(&d, &split_path("arr.1.y")), Some(&bson!(3)));
-        let e = set_path(&mut d, &split_path("a.b.c"), bson!(1)).unwrap_err();
+        assert_eq!(get_path(&d, &sp("arr.1.y")), Some(&bson!(3)));
+        let e = set_path(&mut d, &sp("a.b.c"), bson!(1)).unwrap_err();
         assert_eq!(e.code, 28);
         assert_eq!(e.message, "Cannot create field 'c' in element {b: 1}");
-        let e = set_path(&mut d, &split_path("arr.x"), bson!(1)).unwrap_err();
+        let e = set_path(&mut d, &sp("arr.x"), bson!(1)).unwrap_err();
         assert_eq!(e.code, 28);
-        assert_eq!(remove_path(&mut d, &split_path("arr.0")), Some(bson!(1)));
-        assert_eq!(get_path(&d, &split_path("arr.0")), Some(&Bson::Null));
-        assert_eq!(
-            remove_path(&mut d, &split_path("a.c")),
-            Some(bson!({"d": 2}))
-        );
-        assert_eq!(remove_path(&mut d, &split_path("a.zz.y")), None);
-        assert!(path_crosses_array(&d, &split_path("arr.1.y")));
-        assert!(!path_crosses_array(&d, &split_path("a.b")));
+        assert_eq!(remove_path(&mut d, &sp("arr.0")), Some(bson!(1)));
+        assert_eq!(get_path(&d, &sp("arr.0")), Some(&Bson::Null));
+        assert_eq!(remove_path(&mut d, &sp("a.c")), Some(bson!({"d": 2})));
+        assert_eq!(remove_path(&mut d, &sp("a.zz.y")), None);
+        assert!(path_crosses_array(&d, &sp("arr.1.y")));
+        assert!(!path_crosses_array(&d, &sp("a.b")));
     }
 }

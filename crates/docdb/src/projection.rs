@@ -113,6 +113,7 @@ impl Projection {
         let mut flat = Vec::new();
         flatten(p, "", &mut flat)?;
         for (path, v) in flat {
+            crate::limits::check_path(&path)?;
             let is_id = path == "_id";
             let (action, decisive) = if let Some(b) = is_truthy_flag(&v) {
                 if b {

@@ -31,6 +31,7 @@ impl SortSpec {
     pub fn parse(s: &Document) -> DocResult<SortSpec> {
         let mut fields = Vec::new();
         for (k, v) in s {
+            crate::limits::check_path(k)?;
             if k.is_empty() {
                 return Err(DocError::with_code(
                     40352,

@@ -215,7 +215,7 @@ fn parse_op(modifier: &str, field: &str, v: &Bson) -> DocResult<Op> {
                 )));
             }
             check_path(to)?;
-            Op::Rename(split_path(to))
+            Op::Rename(split_path(to)?)
         }
         "$push" => Op::Push(parse_push(field, v)?),
         "$addToSet" => match v {
@@ -322,6 +322,14 @@ fn parse_op(modifier: &str, field: &str, v: &Bson) -> DocResult<Op> {
 }
 
 fn check_path(path: &str) -> DocResult<()> {
+    crate::limits::check_path(path)?;
+    if path.contains('\0') {
+        // A field name is a C string in BSON.
+        return Err(DocError::bad_value(format!(
+            "The update path '{}' contains a null byte, which is not allowed.",
+            path.escape_default()
+        )));
+    }
     if path.is_empty() {
         return Err(DocError::empty_field_name(
             "An empty update path is not valid.",
@@ -336,6 +344,10 @@ fn check_path(path: &str) -> DocResult<()> {
 }
 
 fn is_prefix(a: &[String], b: &[String]) -> bool {
+    a.len() <= b.len() && a.iter().zip(b.iter()).all(|(x, y)| x == y)
+}
+
+fn is_prefix_str(a: &[&str], b: &[&str]) -> bool {
     a.len() <= b.len() && a.iter().zip(b.iter()).all(|(x, y)| x == y)
 }
 
@@ -432,7 +444,7 @@ impl Update {
                 check_path(field)?;
                 let op = parse_op(m, field, v)?;
                 ops.push(ModOp {
-                    path: split_path(field),
+                    path: split_path(field)?,
                     op,
                 });
             }
@@ -445,19 +457,18 @@ impl Update {
                 targets.push(to);
             }
         }
-        for i in 0..targets.len() {
-            for j in 0..targets.len() {
-                if i != j
-                    && is_prefix(targets[i], targets[j])
-                    && (i < j || targets[i].len() < targets[j].len())
-                {
-                    let (short, long) = (targets[i], targets[j]);
-                    return Err(DocError::conflicting_update_operators(format!(
-                        "Updating the path '{}' would create a conflict at '{}'",
-                        long.join("."),
-                        short.join(".")
-                    )));
-                }
+        // Sorted by components, a path is immediately followed by one it prefixes if any
+        // path extends it, so adjacent pairs find every conflict in O(n log n) (an update may
+        // name a hundred thousand fields).
+        targets.sort();
+        for w in targets.windows(2) {
+            let (short, long) = (w[0], w[1]);
+            if is_prefix(short, long) {
+                return Err(DocError::conflicting_update_operators(format!(
+                    "Updating the path '{}' would create a conflict at '{}'",
+                    long.join("."),
+                    short.join(".")
+                )));
             }
         }
         // Array filters: one per identifier, each used.
@@ -575,6 +586,7 @@ impl Update {
                     stages,
                     Box::new(std::iter::once(Ok(input))),
                     &|_| Ok(Vec::new()),
+                    &crate::interrupt::Interrupt::none(),
                 )?;
                 let mut new = out.into_iter().next().unwrap_or_default();
                 match (&old_id, new.get("_id")) {
@@ -978,28 +990,24 @@ fn apply_op(doc: &mut Document, path: &[String], op: &Op) -> DocResult<()> {
 pub fn upsert_seed(filter: &Document) -> DocResult<Document> {
     let mut eqs: Vec<(String, Bson)> = Vec::new();
     collect_equalities(filter, &mut eqs)?;
-    for i in 0..eqs.len() {
-        for j in 0..eqs.len() {
-            if i == j {
-                continue;
-            }
-            let (a, b) = (&eqs[i].0, &eqs[j].0);
-            if a == b && i < j {
-                return Err(DocError::with_code(
-                    54,
-                    "NotSingleValueField",
-                    format!("cannot infer query fields to set, path '{a}' is matched twice"),
-                ));
-            }
-            if b.starts_with(&format!("{a}.")) {
-                return Err(DocError::with_code(
-                    54,
-                    "NotSingleValueField",
-                    format!(
-                        "cannot infer query fields to set, both paths '{b}' and '{a}' are matched"
-                    ),
-                ));
-            }
+    // Adjacent pairs of the component-wise sorted paths find every duplicate and prefix.
+    let mut paths: Vec<Vec<&str>> = eqs.iter().map(|(p, _)| p.split('.').collect()).collect();
+    paths.sort();
+    for w in paths.windows(2) {
+        let (a, b) = (w[0].join("."), w[1].join("."));
+        if a == b {
+            return Err(DocError::with_code(
+                54,
+                "NotSingleValueField",
+                format!("cannot infer query fields to set, path '{a}' is matched twice"),
+            ));
+        }
+        if is_prefix_str(&w[0], &w[1]) {
+            return Err(DocError::with_code(
+                54,
+                "NotSingleValueField",
+                format!("cannot infer query fields to set, both paths '{b}' and '{a}' are matched"),
+            ));
         }
     }
     let mut doc = Document::new();
@@ -1010,7 +1018,7 @@ pub fn upsert_seed(filter: &Document) -> DocResult<Document> {
         if p == "_id" {
             continue;
         }
-        set_path(&mut doc, &split_path(&p), v)?;
+        set_path(&mut doc, &split_path(&p)?, v)?;
     }
     Ok(doc)
 }
@@ -1039,6 +1047,7 @@ fn collect_equalities(filter: &Document, out: &mut Vec<(String, Bson)>) -> DocRe
         if k.starts_with('$') {
             continue;
         }
+        crate::limits::check_match_path(k)?;
         match v {
             Bson::RegularExpression(_) => {}
             Bson::Document(d) if d.keys().next().is_some_and(|f| f.starts_with('$')) => {
@@ -1469,6 +1478,9 @@ mod tests {
         );
         assert!(Update::parse(&bson!({"$set": {"a.b": 1, "a.c": 1, "ab": 1}}), None).is_ok());
         assert_eq!(parse_err(bson!({"$set": {"a..b": 1}})).code, 56);
+        // Found by fuzz/fuzz_targets/update.rs: a $rename target with a NUL byte made a
+        // document BSON cannot encode.
+        assert_eq!(parse_err(bson!({"$rename": {"y": "\0"}})).code, 2);
         assert_eq!(parse_err(bson!({"$set": {"": 1}})).code, 56);
         let e = parse_err(bson!({"a": 1, "$set": {"b": 1}}));
         assert_eq!(e.code, 52);

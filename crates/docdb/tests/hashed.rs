@@ -60,7 +60,7 @@ fn ownership_scope_hides_documents_from_reads_and_writes() {
     db.insert("t", "c", docs, WriteOpts::default());
     let even = OwnershipFilter::new(|d| d.get_i32("_id").unwrap() % 2 == 0);
     let (n, found, upd) = with_ownership(even, || {
-        let n = db.count("t", "c", &doc! {}, 0, None).unwrap();
+        let n = db.count("t", "c", &filter(doc! {})).unwrap();
         let found = all(
             &db,
             FindQuery {
@@ -78,6 +78,7 @@ fn ownership_scope_hides_documents_from_reads_and_writes() {
                 upsert: false,
                 multi: true,
                 array_filters: None,
+                collation: None,
             }],
             WriteOpts::default(),
         );
@@ -87,8 +88,8 @@ fn ownership_scope_hides_documents_from_reads_and_writes() {
     let ids: Vec<i32> = found.iter().map(|d| d.get_i32("_id").unwrap()).collect();
     assert_eq!(ids, vec![8, 6]);
     assert_eq!(upd.n, 5);
-    assert_eq!(db.count("t", "c", &doc! {"x": 2}, 0, None).unwrap(), 5);
-    assert_eq!(db.count("t", "c", &doc! {}, 0, None).unwrap(), 10);
+    assert_eq!(db.count("t", "c", &filter(doc! {"x": 2})).unwrap(), 5);
+    assert_eq!(db.count("t", "c", &filter(doc! {})).unwrap(), 10);
 }
 
 struct Counting {
@@ -133,5 +134,12 @@ fn write_hook_sees_and_can_refuse_writes() {
     assert_eq!(out.n, 1);
     assert_eq!(out.write_errors[0].error.code, 66);
     assert_eq!(applied.load(Ordering::SeqCst), 1);
-    assert_eq!(db.count("t", "c", &doc! {}, 0, None).unwrap(), 1);
+    assert_eq!(db.count("t", "c", &filter(doc! {})).unwrap(), 1);
+}
+
+fn filter(f: Document) -> FindQuery {
+    FindQuery {
+        filter: f,
+        ..Default::default()
+    }
 }

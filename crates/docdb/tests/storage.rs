@@ -107,6 +107,7 @@ fn crud_round_trip_both_engines() {
                 upsert: false,
                 multi: false,
                 array_filters: None,
+                collation: None,
             }],
             WriteOpts::default(),
         );
@@ -123,11 +124,12 @@ fn crud_round_trip_both_engines() {
             &[DeleteStatement {
                 q: doc! {"x": {"$gte": 3}},
                 limit: 0,
+                collation: None,
             }],
             WriteOpts::default(),
         );
         assert_eq!(out.n, 2);
-        assert_eq!(db.count("t", "c", &doc! {}, 0, None).unwrap(), 1);
+        assert_eq!(db.count("t", "c", &FindQuery::default()).unwrap(), 1);
         assert_eq!(db.list_databases().unwrap()[0].name, "t");
         assert_eq!(db.list_collections("t").unwrap()[0].name, "c");
         let stats = db.coll_stats("t", "c").unwrap();
@@ -188,6 +190,7 @@ fn unique_violation_leaves_nothing_behind() {
                 upsert: false,
                 multi: false,
                 array_filters: None,
+                collation: None,
             }],
             WriteOpts::default(),
         );
@@ -208,6 +211,7 @@ fn unique_violation_leaves_nothing_behind() {
             WriteOpts {
                 ordered: false,
                 journal: true,
+                ..WriteOpts::default()
             },
         );
         assert_eq!(out.n, 2);
@@ -493,6 +497,7 @@ fn restart_keeps_catalog_indexes_and_data() {
             WriteOpts {
                 ordered: true,
                 journal: true,
+                ..WriteOpts::default()
             },
         );
         db.rename_collection("app", "other", "app2", "moved", false)
@@ -508,8 +513,11 @@ fn restart_keeps_catalog_indexes_and_data() {
         .collect();
     assert_eq!(names, vec!["app", "app2"]);
     assert_eq!(db.list_indexes("app", "users").unwrap().len(), 3);
-    assert_eq!(db.count("app2", "moved", &doc! {}, 0, None).unwrap(), 1);
-    assert_eq!(db.count("app", "users", &doc! {}, 0, None).unwrap(), 300);
+    assert_eq!(db.count("app2", "moved", &FindQuery::default()).unwrap(), 1);
+    assert_eq!(
+        db.count("app", "users", &FindQuery::default()).unwrap(),
+        300
+    );
     let q = filter(doc! {"email": "u42@x"});
     assert_eq!(
         db.plan_summary("app", "users", &q).unwrap(),
@@ -555,7 +563,10 @@ fn restart_keeps_catalog_indexes_and_data() {
         WriteOpts::default(),
     );
     assert_eq!(out.n, 1);
-    assert_eq!(db.count("app", "users", &doc! {}, 0, None).unwrap(), 301);
+    assert_eq!(
+        db.count("app", "users", &FindQuery::default()).unwrap(),
+        301
+    );
     db.drop_collection("app", "users").unwrap();
     db.shutdown().unwrap();
     drop(db);
@@ -585,6 +596,7 @@ fn upsert_multi_replacement_and_find_and_modify() {
             upsert,
             multi,
             array_filters: None,
+            collation: None,
         };
         let out = db.update(
             "t",
@@ -687,11 +699,29 @@ fn upsert_multi_replacement_and_find_and_modify() {
             .unwrap_err();
         assert_eq!(err.code, 9);
         // distinct, count with skip/limit, aggregate with a leading $match.
-        let g = db.distinct("t", "w", "g", &doc! {}).unwrap();
+        let g = db.distinct("t", "w", "g", &FindQuery::default()).unwrap();
         assert_eq!(g, vec![Bson::Int32(0), Bson::Int32(1)]);
-        assert_eq!(db.count("t", "w", &doc! {"g": 1}, 1, Some(2)).unwrap(), 2);
+        assert_eq!(
+            db.count(
+                "t",
+                "w",
+                &FindQuery {
+                    filter: doc! {"g": 1},
+                    skip: 1,
+                    limit: Some(2),
+                    ..Default::default()
+                }
+            )
+            .unwrap(),
+            2
+        );
         let agg: Vec<Document> = db
-            .aggregate("t", "w", &[doc! {"$match": {"g": 1}}, doc! {"$count": "n"}])
+            .aggregate(
+                "t",
+                "w",
+                &[doc! {"$match": {"g": 1}}, doc! {"$count": "n"}],
+                &Default::default(),
+            )
             .unwrap()
             .map(|d| d.unwrap())
             .collect();
@@ -736,6 +766,7 @@ fn concurrent_inserts_never_admit_duplicates() {
                                 upsert: true,
                                 multi: false,
                                 array_filters: None,
+                                collation: None,
                             }],
                             WriteOpts::default(),
                         );
@@ -796,7 +827,7 @@ fn bad_input_errors() {
     assert_eq!(code(ins(&db, "c", vec![doc! {"_id": [1, 2]}])), 2);
     let big = "x".repeat(17 * 1024 * 1024);
     assert_eq!(code(ins(&db, "c", vec![doc! {"big": big}])), 10334);
-    assert_eq!(db.count("t", "c", &doc! {}, 0, None).unwrap(), 0);
+    assert_eq!(db.count("t", "c", &FindQuery::default()).unwrap(), 0);
     db.create_collection("t", "x", &doc! {}).unwrap();
     assert_eq!(
         db.create_collection("t", "x", &doc! {}).unwrap_err().code,
@@ -846,6 +877,7 @@ fn bad_input_errors() {
         &[DeleteStatement {
             q: doc! {},
             limit: 5,
+            collation: None,
         }],
         WriteOpts::default(),
     );

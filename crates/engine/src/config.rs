@@ -98,6 +98,8 @@ impl Allocation {
 /// The sweep's default reserve: half the file free, the footprint WiredTiger had in the
 /// seeds' runs (51.7 GB of files for 23 M one-kilobyte documents, seed 000 §5.5).
 pub const DEFAULT_SWEEP_RESERVE_PCT: u8 = 50;
+/// The largest reserve a table may keep (more would leave the sweep too little to reuse).
+pub const MAX_SWEEP_RESERVE_PCT: u8 = 90;
 
 impl FromStr for AllocPolicy {
     type Err = Error;
@@ -212,9 +214,9 @@ impl TableConfig {
     }
 
     pub fn validate(&self) -> Result<()> {
-        if self.sweep_reserve_pct > 90 {
+        if self.sweep_reserve_pct > MAX_SWEEP_RESERVE_PCT {
             return Err(Error::Config(format!(
-                "sweep_reserve_pct must be 0–90, not {}",
+                "sweep_reserve_pct must be 0–{MAX_SWEEP_RESERVE_PCT}, not {}",
                 self.sweep_reserve_pct
             )));
         }
@@ -347,7 +349,7 @@ impl EngineConfig {
         if let Some(j) = &self.journal {
             j.validate()?;
         }
-        placement::policy::make_policy(&self.flash.placement, &self.flash.placement_config)
+        placement::policy::make_policy(self.flash.placement.as_str(), &self.flash.placement_config)
             .map_err(|e| Error::Config(format!("storage.flash.placement: {e}")))?;
         if self.checkpoint_written_bytes == Some(0) || self.checkpoint_log_size == Some(0) {
             return Err(Error::Config(

@@ -911,6 +911,19 @@ impl KvEngine for DiskEngine {
         self.inner.tables.read().by_name.get(name).copied()
     }
 
+    fn verify_table(&self, table: TableId) -> Result<u64> {
+        self.inner.check_open()?;
+        let t = self
+            .inner
+            .tables
+            .read()
+            .by_id
+            .get(&table)
+            .cloned()
+            .ok_or_else(|| Error::NoSuchTable(format!("table id {table}")))?;
+        t.verify()
+    }
+
     fn tables(&self) -> Vec<(String, TableId, TableConfig)> {
         let t = self.inner.tables.read();
         t.by_name

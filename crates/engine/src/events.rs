@@ -12,7 +12,7 @@
 
 use crate::linux_io::{hint_for_stream, LinuxIo};
 use parking_lot::Mutex;
-use placement::policy::{make_policy, PlacementConfig, Policy};
+use placement::policy::{make_policy, PlacementConfig, Policy, PolicyName};
 use placement::trim::{TrimBatcher, TrimExtent};
 use placement::{Event, FileId, Observer, WriteEvent};
 use std::collections::HashMap;
@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 /// Flash placement, hints and TRIM for a running engine (`storage.flash`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlashConfig {
-    /// none | file | boundary | dsm | dsm-skip-primary | lifetime
-    pub placement: String,
+    /// Any online policy (`PolicyName::is_online`).
+    pub placement: PolicyName,
     pub placement_config: PlacementConfig,
     /// Release freed extents as trims in batches of this many (None: no trims).
     pub trim_batch: Option<usize>,
@@ -36,7 +36,7 @@ pub struct FlashConfig {
 impl Default for FlashConfig {
     fn default() -> Self {
         FlashConfig {
-            placement: "none".into(),
+            placement: PolicyName::NONE,
             placement_config: PlacementConfig::default(),
             trim_batch: None,
             linux_hints: false,
@@ -47,7 +47,7 @@ impl Default for FlashConfig {
 impl FlashConfig {
     /// True when the default settings leave nothing to do on the write path.
     fn is_inert(&self) -> bool {
-        self.placement == "none" && self.trim_batch.is_none() && !self.linux_hints
+        self.placement == PolicyName::NONE && self.trim_batch.is_none() && !self.linux_hints
     }
 }
 
@@ -164,7 +164,7 @@ impl Events {
     ) -> Result<Self, String> {
         let mut e = Events::new(observer);
         if !flash.is_inert() {
-            let policy = make_policy(&flash.placement, &flash.placement_config)?;
+            let policy = make_policy(flash.placement.as_str(), &flash.placement_config)?;
             e.flash = Some(Flash {
                 streams: flash.placement_config.streams,
                 linux_hints: flash.linux_hints,

@@ -21,6 +21,7 @@ pub mod linux_io;
 pub mod memory;
 pub mod meta;
 pub mod page;
+pub mod settings;
 
 pub use config::{
     AllocPolicy, Allocation, Compressor, EngineConfig, EngineKind, TableConfig, TableKind,
@@ -33,3 +34,4 @@ pub use kv::{
     Direction, KvCursor, KvEngine, KvPair, Reconfigure, TableId, WriteBatch, WriteOp, WriteOptions,
 };
 pub use memory::MemEngine;
+pub use settings::{FlashSettings, WiredTigerSettings};

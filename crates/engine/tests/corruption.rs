@@ -31,10 +31,23 @@ fn config(dir: &Path) -> EngineConfig {
     cfg
 }
 
+/// Opens the database at `dir`. A child another test of this binary spawns holds copies of
+/// this process's descriptors between its fork and its exec, the lock file's among them, so a
+/// reopen right after a close may find the lock held for a moment: retry while it is.
+fn open(dir: &Path) -> DiskEngine {
+    for _ in 0..200 {
+        match DiskEngine::open(config(dir)) {
+            Err(Error::Locked { .. }) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            other => return other.unwrap(),
+        }
+    }
+    panic!("{} stayed locked for 2 s", dir.display());
+}
+
 /// A checkpointed, closed database with one table of 3000 entries on 4 KB leaves, stored
 /// uncompressed so the test can walk its pages. Returns the model.
 fn build_db(dir: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let eng = DiskEngine::open(config(dir)).unwrap();
+    let eng = open(dir);
     let tc = TableConfig {
         compressor: Compressor::None,
         ..TableConfig::collection().with_leaf_page_max(4096)
@@ -169,7 +182,7 @@ fn flipped_byte_in_a_leaf_is_an_error_naming_file_and_offset_never_a_wrong_answe
         );
         let old = flip(&lay.file, at);
 
-        let eng = DiskEngine::open(config(dir.path())).unwrap();
+        let eng = open(dir.path());
         let t = eng.table_id("t").unwrap();
         // Every point read: the right value, or an error naming the block. Never a wrong value.
         let mut errors = 0;
@@ -219,12 +232,12 @@ fn flipped_byte_in_a_leaf_is_an_error_naming_file_and_offset_never_a_wrong_answe
         };
         eng.close().unwrap();
         drop(eng);
-        let eng = DiskEngine::open(config(dir.path())).unwrap();
+        let eng = open(dir.path());
         assert_names_block(&eng.verify().unwrap_err(), &lay.file, leaf.offset, &case);
         drop(eng);
         restore(&lay.file, at, old);
         // Undo the extra key so the next case starts from the model.
-        let eng = DiskEngine::open(config(dir.path())).unwrap();
+        let eng = open(dir.path());
         if wrote {
             eng.delete(t, b"zzz-after").unwrap();
         }
@@ -252,7 +265,7 @@ fn flipped_byte_in_an_internal_page_or_extent_list_fails_the_open_naming_the_blo
         restore(&lay.file, at, old);
     }
     assert!(lay.internal.contains(&lay.root));
-    let eng = DiskEngine::open(config(dir.path())).unwrap();
+    let eng = open(dir.path());
     assert_eq!(eng.verify().unwrap(), 3000);
 }
 

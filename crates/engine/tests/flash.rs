@@ -67,7 +67,7 @@ fn file_policy_places_writes_before_they_are_issued() {
     let dir = tempfile::tempdir().unwrap();
     let obs = Arc::new(CollectingObserver::new());
     let flash = FlashConfig {
-        placement: "file".into(),
+        placement: "file".parse().unwrap(),
         ..FlashConfig::default()
     };
     run(dir.path(), flash, Some(obs.clone()));
@@ -91,7 +91,7 @@ fn file_policy_places_writes_before_they_are_issued() {
 fn linux_hints_and_batched_punch_holes_are_issued_and_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let flash = FlashConfig {
-        placement: "dsm".into(),
+        placement: "dsm".parse().unwrap(),
         trim_batch: Some(64),
         linux_hints: true,
         ..FlashConfig::default()
@@ -105,11 +105,11 @@ fn linux_hints_and_batched_punch_holes_are_issued_and_lose_nothing() {
 }
 
 #[test]
-fn a_bad_policy_name_fails_before_touching_the_disk() {
+fn an_offline_policy_fails_before_touching_the_disk() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     let mut cfg = EngineConfig::new(&db);
-    cfg.flash.placement = "magic".into();
+    cfg.flash.placement = "oracle".parse().unwrap(); // offline only
     let err = DiskEngine::open(cfg).err().unwrap().to_string();
     assert!(err.contains("storage.flash.placement"), "{err}");
     assert!(!db.exists());

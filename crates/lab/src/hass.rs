@@ -40,6 +40,7 @@ use parking_lot::Mutex;
 use placement::{Event, Observer};
 use rand::{Rng, RngCore, SeedableRng};
 use serde::{Deserialize, Serialize};
+use server::config::ServerConfig;
 use server::state::{ConnInfo, ServerState};
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::{Path, PathBuf};
@@ -307,8 +308,10 @@ impl Lab {
                 clock.clone(),
             )
             .map_err(|e| anyhow!("{e}"))?;
-            let state =
-                Arc::new(ServerState::new(db.clone(), Document::new()).with_hook(Some(node)));
+            let state = Arc::new(
+                ServerState::new(db.clone(), &ServerConfig::default())
+                    .with_hook(Some(node), Document::new()),
+            );
             connector.register(&name, state);
             shards.push(Shard {
                 db,
@@ -331,8 +334,10 @@ impl Lab {
             },
         );
         let rdb = DocDb::open(DocDbConfig::in_memory()).map_err(|e| anyhow!("{e}"))?;
-        let router_state =
-            Arc::new(ServerState::new(rdb, Document::new()).with_hook(Some(router.clone())));
+        let router_state = Arc::new(
+            ServerState::new(rdb, &ServerConfig::default())
+                .with_hook(Some(router.clone()), Document::new()),
+        );
         let lab = Lab {
             router,
             router_state,
@@ -340,10 +345,7 @@ impl Lab {
             names,
             clock,
             store,
-            conn: ConnInfo {
-                id: 0,
-                peer: "lab".into(),
-            },
+            conn: ConnInfo::in_process(0),
             next_checkpoint: scale.checkpoint_ms * 1_000_000,
             checkpoint_ns: scale.checkpoint_ms * 1_000_000,
         };

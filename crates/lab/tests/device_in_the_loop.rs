@@ -33,7 +33,7 @@ fn the_device_sees_the_engines_streams_live() {
     cfg.cache_size = 1 << 20;
     cfg.checkpoint_interval = None;
     cfg.flash = FlashConfig {
-        placement: "file".into(),
+        placement: "file".parse().unwrap(),
         ..FlashConfig::default()
     };
     cfg.observer = Some(Arc::new(Tee(vec![sim.clone() as Arc<dyn Observer>, trace])));

@@ -1,15 +1,19 @@
 //! Command dispatch: every command a driver, mongosh or a tool sends to a standalone mongod,
 //! answered in mongod's reply shapes (shared/notes/wire-and-peers.md §2).
 
+use crate::auth;
+use crate::config::Authorization;
 use crate::cursors::{CursorEntry, CursorRegistry};
 use crate::hook::CommandCall;
 use crate::state::{ConnInfo, ServerState};
 use bson::{doc, spec::BinarySubtype, Bson, Document};
+use docdb::Interrupt;
 use docdb::{
     DeleteStatement, DocCursor, DocError, DocResult, FindAndModify, FindQuery, UpdateStatement,
     WriteOpts, WriteOutcome,
 };
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The default first batch: 101 documents (or 16 MB), as mongod.
 const DEFAULT_FIRST_BATCH: usize = 101;
@@ -46,26 +50,51 @@ pub fn run(state: &Arc<ServerState>, cmd: &Document, conn: &ConnInfo) -> (Docume
         None => "admin".to_string(),
     };
     state.count_command(&name);
-    if let Some(hook) = state.hook() {
-        let call = CommandCall {
-            name: &name,
-            db: &db,
-            cmd,
-            state,
-            conn,
-        };
-        if let Some(reply) = hook.run(&call) {
-            return (reply, After::Continue);
-        }
-    }
-    let (mut reply, after) = finish(dispatch(state, &name, &db, cmd, conn));
-    if let Some(hook) = state.hook() {
-        hook.amend_reply(&name, &mut reply);
+    crate::log::debug(1, "COMMAND", &format!("conn{} {db}: {name}", conn.id));
+    let started = Instant::now();
+    let (reply, after) = match guard(state, &name, &db, cmd, conn) {
+        Err(e) => (error_reply(&e), After::Continue),
+        Ok(()) => match run_hook(state, &name, &db, cmd, conn) {
+            Some(reply) => (reply, After::Continue),
+            None => {
+                let (mut reply, after) = finish(dispatch(state, &name, &db, cmd, conn));
+                if let Some(hook) = state.hook() {
+                    hook.amend_reply(&name, &mut reply);
+                }
+                (reply, after)
+            }
+        },
+    };
+    let ms = started.elapsed().as_millis() as u64;
+    let prof = &state.config().operation_profiling;
+    if ms > prof.slow_op_threshold_ms && rand::random::<f64>() < prof.slow_op_sample_rate {
+        crate::log::info(
+            "COMMAND",
+            &format!("Slow query: conn{} {db}: {name} took {ms} ms", conn.id),
+        );
     }
     (reply, after)
 }
 
-/// The built-in implementation of one command, for a hook that wraps it.
+/// The hook's answer to a command that passed the guard, if it answers it.
+fn run_hook(
+    state: &Arc<ServerState>,
+    name: &str,
+    db: &str,
+    cmd: &Document,
+    conn: &ConnInfo,
+) -> Option<Document> {
+    let call = CommandCall {
+        name,
+        db,
+        cmd,
+        state,
+        conn,
+    };
+    state.hook()?.run(&call)
+}
+
+/// The built-in implementation of one command, for a hook that wraps it (the guard has run).
 pub(crate) fn run_builtin(
     state: &Arc<ServerState>,
     name: &str,
@@ -88,6 +117,34 @@ fn finish(res: DocResult<(Document, After)>) -> (Document, After) {
     }
 }
 
+/// Checks before a command runs: authorization (when enabled), and that nobody reads or
+/// writes the user collection except through the user commands.
+fn guard(
+    state: &Arc<ServerState>,
+    name: &str,
+    db: &str,
+    cmd: &Document,
+    conn: &ConnInfo,
+) -> DocResult<()> {
+    if state.config().security.authorization == Authorization::Enabled {
+        auth::authorize(state, conn, name, db)?;
+    }
+    let target = cmd.get(name).and_then(Bson::as_str);
+    let users_ns = format!("{}.{}", auth::USERS_DB, auth::USERS_COLL);
+    let renames_users = name == "renameCollection"
+        && (target == Some(users_ns.as_str()) || cmd.get_str("to").ok() == Some(users_ns.as_str()));
+    if renames_users
+        || (db == auth::USERS_DB && target == Some(auth::USERS_COLL) && name != "listIndexes")
+    {
+        return Err(DocError::with_code(
+            13,
+            "Unauthorized",
+            format!("{db}.{} is managed by the user commands (createUser, updateUser, dropUser, usersInfo)", auth::USERS_COLL),
+        ));
+    }
+    Ok(())
+}
+
 pub fn error_reply(e: &DocError) -> Document {
     let mut d =
         doc! {"ok": 0.0, "errmsg": e.message.clone(), "code": e.code, "codeName": e.code_name};
@@ -108,17 +165,36 @@ fn dispatch(
 ) -> DocResult<(Document, After)> {
     let ok = |d: Document| Ok((d, After::Continue));
     let dbx = state.db();
+    if let Some((known, not_implemented)) = command_fields(name) {
+        check_fields(cmd, name, known, not_implemented, true)?;
+    }
     match name {
-        "hello" | "isMaster" | "ismaster" => ok(hello(state, name, cmd, conn)),
+        "hello" | "isMaster" | "ismaster" => ok(hello(state, name, cmd, conn)?),
         "ping" => ok(doc! {}),
         "buildInfo" | "buildinfo" => ok(build_info()),
-        "getParameter" => get_parameter(cmd).map(|d| (d, After::Continue)),
+        "getParameter" => get_parameter(state, cmd).map(|d| (d, After::Continue)),
+        "setParameter" => set_parameter(state, cmd).map(|d| (d, After::Continue)),
         "getLog" => ok(doc! {"totalLinesWritten": 0, "log": []}),
         "hostInfo" => ok(host_info()),
-        "whatsmyuri" => ok(doc! {"you": conn.peer.clone()}),
-        "connectionStatus" => {
-            ok(doc! {"authInfo": {"authenticatedUsers": [], "authenticatedUserRoles": []}})
+        "whatsmyuri" => ok(doc! {"you": conn.peer.to_string()}),
+        "connectionStatus" => ok(auth::auth_info(conn)),
+        "saslStart" => ok(auth::sasl_start(state, conn, db, cmd)?),
+        "saslContinue" => ok(auth::sasl_continue(state, conn, cmd)?),
+        "authenticate" => Err(DocError::with_code(
+            334,
+            "MechanismUnavailable",
+            "only SCRAM-SHA-1 and SCRAM-SHA-256 (saslStart) are supported",
+        )),
+        "logout" => {
+            conn.auth.lock().users.retain(|u| u.db != db);
+            ok(doc! {})
         }
+        "createUser" => ok(auth::create_user(dbx, db, cmd)?),
+        "updateUser" => ok(auth::update_user(dbx, db, cmd)?),
+        "dropUser" => ok(auth::drop_user(dbx, db, cmd)?),
+        "usersInfo" => ok(auth::users_info(dbx, db, cmd)?),
+        "grantRolesToUser" => ok(auth::change_roles(dbx, db, cmd, true)?),
+        "revokeRolesFromUser" => ok(auth::change_roles(dbx, db, cmd, false)?),
         "getCmdLineOpts" => ok(
             doc! {"argv": std::env::args().collect::<Vec<_>>(), "parsed": state.parsed_options()},
         ),
@@ -148,7 +224,7 @@ fn dispatch(
             let coll = coll_name(cmd, name)?;
             reject_transactions(cmd)?;
             let docs = doc_array(cmd, "documents")?;
-            let out = dbx.insert(db, &coll, docs, write_opts(cmd));
+            let out = dbx.insert(db, &coll, docs, write_opts(cmd)?);
             ok(write_reply(out, false))
         }
         "update" => {
@@ -158,7 +234,7 @@ fn dispatch(
                 .into_iter()
                 .map(parse_update_statement)
                 .collect::<DocResult<Vec<_>>>()?;
-            let out = dbx.update(db, &coll, &stmts, write_opts(cmd));
+            let out = dbx.update(db, &coll, &stmts, write_opts(cmd)?);
             ok(write_reply(out, true))
         }
         "delete" => {
@@ -166,30 +242,35 @@ fn dispatch(
             reject_transactions(cmd)?;
             let stmts = doc_array(cmd, "deletes")?
                 .into_iter()
-                .map(|d| {
-                    Ok(DeleteStatement {
-                        q: get_doc(&d, "q")?.unwrap_or_default(),
-                        limit: get_i64(&d, "limit")?.unwrap_or(0),
-                    })
-                })
+                .map(parse_delete_statement)
                 .collect::<DocResult<Vec<_>>>()?;
-            let out = dbx.delete(db, &coll, &stmts, write_opts(cmd));
+            let out = dbx.delete(db, &coll, &stmts, write_opts(cmd)?);
             ok(write_reply(out, false))
         }
         "find" => {
             let coll = coll_name(cmd, name)?;
             let q = find_query(cmd)?;
             let limit = q.limit;
+            let opts = CursorOpts {
+                single: flag(cmd, "singleBatch")? || limit.is_some_and(|l| l < 0),
+                no_timeout: flag(cmd, "noCursorTimeout")?,
+                tailable: q.tailable,
+                await_data: flag(cmd, "awaitData")?,
+                interrupt: q.interrupt.clone(),
+            };
+            if opts.await_data && !opts.tailable {
+                return Err(DocError::failed_to_parse(
+                    "Cannot set 'awaitData' without also setting 'tailable'",
+                ));
+            }
             let cursor = dbx.find(db, &coll, &q)?;
-            let single =
-                cmd.get_bool("singleBatch").unwrap_or(false) || limit.is_some_and(|l| l < 0);
             let first = batch_size(cmd, "batchSize")?.unwrap_or(DEFAULT_FIRST_BATCH);
             ok(cursor_reply(
                 state,
                 &format!("{db}.{coll}"),
                 cursor,
                 first,
-                single,
+                opts,
                 "firstBatch",
             )?)
         }
@@ -202,7 +283,8 @@ fn dispatch(
                 .get_str("collection")
                 .map_err(|_| DocError::type_mismatch("collection must be a string"))?;
             let size = batch_size(cmd, "batchSize")?;
-            get_more(state.cursors(), id, db, coll, size).map(|d| (d, After::Continue))
+            let await_ms = max_time(cmd)?;
+            get_more(state.cursors(), id, db, coll, size, await_ms).map(|d| (d, After::Continue))
         }
         "killCursors" => {
             let ids = cmd
@@ -234,7 +316,10 @@ fn dispatch(
                 fields: get_doc(cmd, "fields")?,
                 upsert: truthy(cmd.get("upsert")),
                 array_filters: get_doc_list(cmd, "arrayFilters")?,
-                journal: write_opts(cmd).journal,
+                journal: write_opts(cmd)?.journal,
+                collation: get_doc(cmd, "collation")?,
+                interrupt: interrupt_for(cmd)?,
+                bypass_validation: flag(cmd, "bypassDocumentValidation")?,
             };
             if spec.remove == spec.update.is_some() {
                 return Err(DocError::failed_to_parse(
@@ -242,7 +327,7 @@ fn dispatch(
                 ));
             }
             let out = dbx.find_and_modify(db, &coll, &spec)?;
-            let mut leo = doc! {"n": out.n as i64, "updatedExisting": out.updated_existing};
+            let mut leo = doc! {"n": count_bson(out.n), "updatedExisting": out.updated_existing};
             if let Some(id) = out.upserted {
                 leo.insert("upserted", id);
             }
@@ -252,22 +337,47 @@ fn dispatch(
         }
         "count" => {
             let coll = coll_name(cmd, name)?;
-            let filter = get_doc(cmd, "query")?.unwrap_or_default();
-            let skip = get_i64(cmd, "skip")?.unwrap_or(0).max(0) as u64;
-            let limit = get_i64(cmd, "limit")?;
-            let n = dbx.count(db, &coll, &filter, skip, limit)?;
-            ok(doc! {"n": n as i64})
+            let q = FindQuery {
+                filter: get_doc(cmd, "query")?.unwrap_or_default(),
+                skip: get_i64(cmd, "skip")?.unwrap_or(0).max(0) as u64,
+                limit: get_i64(cmd, "limit")?,
+                hint: cmd.get("hint").cloned(),
+                collation: get_doc(cmd, "collation")?,
+                interrupt: interrupt_for(cmd)?,
+                ..Default::default()
+            };
+            let n = dbx.count(db, &coll, &q)?;
+            ok(doc! {"n": count_bson(n)})
         }
         "distinct" => {
             let coll = coll_name(cmd, name)?;
             let key = cmd
                 .get_str("key")
                 .map_err(|_| DocError::failed_to_parse("distinct needs a string 'key'"))?;
-            let filter = get_doc(cmd, "query")?.unwrap_or_default();
-            let values = dbx.distinct(db, &coll, key, &filter)?;
+            let q = FindQuery {
+                filter: get_doc(cmd, "query")?.unwrap_or_default(),
+                hint: cmd.get("hint").cloned(),
+                collation: get_doc(cmd, "collation")?,
+                interrupt: interrupt_for(cmd)?,
+                ..Default::default()
+            };
+            let values = dbx.distinct(db, &coll, key, &q)?;
             ok(doc! {"values": values})
         }
         "aggregate" => {
+            let pipeline = get_doc_list(cmd, "pipeline")?
+                .ok_or_else(|| DocError::failed_to_parse("aggregate needs a 'pipeline' array"))?;
+            if pipeline
+                .first()
+                .is_some_and(|s| s.contains_key("$changeStream"))
+            {
+                // A standalone has no oplog; mongod answers 40573 whatever the target.
+                return Err(DocError::with_code(
+                    40573,
+                    "Location40573",
+                    "The $changeStream stage is only supported on replica sets",
+                ));
+            }
             let coll = match cmd.get("aggregate") {
                 Some(Bson::String(s)) => s.clone(),
                 Some(Bson::Int32(1)) | Some(Bson::Int64(1)) | Some(Bson::Double(_)) => {
@@ -277,8 +387,6 @@ fn dispatch(
                 }
                 _ => return Err(DocError::type_mismatch("aggregate needs a collection name")),
             };
-            let pipeline = get_doc_list(cmd, "pipeline")?
-                .ok_or_else(|| DocError::failed_to_parse("aggregate needs a 'pipeline' array"))?;
             if cmd.get_bool("explain").unwrap_or(false) {
                 return ok(
                     doc! {"stages": pipeline.into_iter().map(Bson::Document).collect::<Vec<_>>()},
@@ -286,13 +394,20 @@ fn dispatch(
             }
             let cursor_opts = get_doc(cmd, "cursor")?.unwrap_or_default();
             let first = batch_size(&cursor_opts, "batchSize")?.unwrap_or(DEFAULT_FIRST_BATCH);
-            let cursor = dbx.aggregate(db, &coll, &pipeline)?;
+            let opts = docdb::AggregateOpts {
+                interrupt: interrupt_for(cmd)?,
+                collation: get_doc(cmd, "collation")?,
+            };
+            let cursor = dbx.aggregate(db, &coll, &pipeline, &opts)?;
             ok(cursor_reply(
                 state,
                 &format!("{db}.{coll}"),
                 cursor,
                 first,
-                false,
+                CursorOpts {
+                    interrupt: opts.interrupt,
+                    ..Default::default()
+                },
                 "firstBatch",
             )?)
         }
@@ -405,7 +520,10 @@ fn dispatch(
                 &format!("{db}.$cmd.listCollections"),
                 cursor,
                 usize::MAX,
-                true,
+                CursorOpts {
+                    single: true,
+                    ..Default::default()
+                },
                 "firstBatch",
             )?)
         }
@@ -455,7 +573,10 @@ fn dispatch(
                 &format!("{db}.{coll}"),
                 cursor,
                 usize::MAX,
-                true,
+                CursorOpts {
+                    single: true,
+                    ..Default::default()
+                },
                 "firstBatch",
             )?)
         }
@@ -475,10 +596,23 @@ fn dispatch(
         "dbStats" => ok(dbx.db_stats(db)?),
         "validate" => {
             let coll = coll_name(cmd, name)?;
-            let n = dbx.count(db, &coll, &Document::new(), 0, None)?;
-            ok(
-                doc! {"ns": format!("{db}.{coll}"), "nrecords": n as i64, "valid": true, "errors": [], "warnings": []},
-            )
+            for opt in [
+                "full",
+                "repair",
+                "metadata",
+                "checkBSONConformance",
+                "background",
+            ] {
+                if flag(cmd, opt)? && opt != "full" {
+                    return Err(DocError::with_code(
+                        238,
+                        "NotImplemented",
+                        format!("validate option '{opt}' is not supported by flashdoc"),
+                    ));
+                }
+            }
+            // Every validate is full: every block, checksum and index entry is read.
+            ok(dbx.validate(db, &coll)?)
         }
         _ => Err(DocError::command_not_found(format!(
             "no such command: '{name}'"
@@ -486,7 +620,7 @@ fn dispatch(
     }
 }
 
-fn hello(state: &ServerState, name: &str, cmd: &Document, conn: &ConnInfo) -> Document {
+fn hello(state: &ServerState, name: &str, cmd: &Document, conn: &ConnInfo) -> DocResult<Document> {
     let mut d = Document::new();
     if name == "hello" {
         d.insert("isWritablePrimary", true);
@@ -517,8 +651,22 @@ fn hello(state: &ServerState, name: &str, cmd: &Document, conn: &ConnInfo) -> Do
             d.insert("compression", ours);
         }
     }
-    let _ = state;
-    d
+    // What the driver needs to pick SCRAM-SHA-256 for this user.
+    if let Ok(ns_user) = cmd.get_str("saslSupportedMechs") {
+        if let Some(m) = auth::supported_mechs(state, ns_user) {
+            d.insert("saslSupportedMechs", m);
+        }
+    }
+    // Speculative authentication: the first step of SCRAM rides on the handshake.
+    if let Ok(spec) = cmd.get_document("speculativeAuthenticate") {
+        if spec.contains_key("saslStart") {
+            let sdb = spec.get_str("db").unwrap_or("admin");
+            if let Ok(r) = auth::sasl_start(state, conn, sdb, spec) {
+                d.insert("speculativeAuthenticate", r);
+            }
+        }
+    }
+    Ok(d)
 }
 
 fn build_info() -> Document {
@@ -537,34 +685,89 @@ fn build_info() -> Document {
     }
 }
 
-fn get_parameter(cmd: &Document) -> DocResult<Document> {
+/// The parameters `getParameter` knows, as they are now.
+fn parameters(state: &ServerState) -> Document {
+    let p = state.params();
+    doc! {
+        "featureCompatibilityVersion": {"version": "7.0"},
+        "authenticationMechanisms": ["SCRAM-SHA-1", "SCRAM-SHA-256"],
+        "ttlMonitorSleepSecs": p.ttl_monitor_sleep_secs as i64,
+        "cursorTimeoutMillis": p.cursor_timeout_millis as i64,
+        "enableLocalhostAuthBypass": p.enable_localhost_auth_bypass,
+        "maxBSONDepth": docdb::limits::MAX_BSON_DEPTH as i32,
+    }
+}
+
+fn get_parameter(state: &ServerState, cmd: &Document) -> DocResult<Document> {
+    let all = parameters(state);
+    if matches!(cmd.get("getParameter"), Some(Bson::String(s)) if s == "*") {
+        return Ok(all);
+    }
     let mut out = Document::new();
-    let all = matches!(cmd.get("getParameter"), Some(Bson::String(s)) if s == "*");
-    for (k, _) in cmd.iter() {
-        if k == "getParameter" || k.starts_with('$') || k == "lsid" || k == "comment" {
+    for k in cmd.keys().skip(1) {
+        if GENERIC_FIELDS.contains(&k.as_str()) {
             continue;
         }
-        match k.as_str() {
-            "featureCompatibilityVersion" => {
-                out.insert(k.clone(), doc! {"version": "7.0"});
+        match all.get(k) {
+            Some(v) => {
+                out.insert(k.clone(), v.clone());
             }
-            "authenticationMechanisms" => {
-                out.insert(k.clone(), Vec::<Bson>::new());
-            }
-            _ => {
-                if !all {
-                    return Err(DocError::invalid_options("no option found to get"));
-                }
-            }
+            None => return Err(DocError::invalid_options("no option found to get")),
         }
-    }
-    if all {
-        out.insert("featureCompatibilityVersion", doc! {"version": "7.0"});
     }
     if out.is_empty() {
         return Err(DocError::invalid_options("no option found to get"));
     }
     Ok(out)
+}
+
+/// `setParameter` at run time: `ttlMonitorSleepSecs` and `cursorTimeoutMillis` (the others
+/// are startup-only, as in mongod).
+fn set_parameter(state: &ServerState, cmd: &Document) -> DocResult<Document> {
+    let mut p = state.params();
+    let mut was = Document::new();
+    for (k, v) in cmd.iter().skip(1) {
+        if GENERIC_FIELDS.contains(&k.as_str()) {
+            continue;
+        }
+        let n = || match get_i64(cmd, k)? {
+            Some(n) if n >= 0 => Ok(n as u64),
+            _ => Err(DocError::bad_value(format!(
+                "{k} must be a non-negative integer, got {v}"
+            ))),
+        };
+        match k.as_str() {
+            "ttlMonitorSleepSecs" => {
+                let n = n()?;
+                if n == 0 {
+                    return Err(DocError::bad_value(
+                        "ttlMonitorSleepSecs must be at least 1",
+                    ));
+                }
+                was.insert(k.clone(), p.ttl_monitor_sleep_secs as i64);
+                p.ttl_monitor_sleep_secs = n;
+            }
+            "cursorTimeoutMillis" => {
+                was.insert(k.clone(), p.cursor_timeout_millis as i64);
+                p.cursor_timeout_millis = n()?;
+            }
+            "enableLocalhostAuthBypass" => {
+                return Err(DocError::bad_value(
+                    "enableLocalhostAuthBypass can only be set at startup",
+                ))
+            }
+            other => {
+                return Err(DocError::invalid_options(format!(
+                "attempted to set unrecognized parameter [{other}], use help:true to see options"
+            )))
+            }
+        }
+    }
+    if was.is_empty() {
+        return Err(DocError::invalid_options("no option found to set"));
+    }
+    state.set_params(p);
+    Ok(doc! {"was": was})
 }
 
 fn host_info() -> Document {
@@ -602,53 +805,14 @@ pub fn hostname() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
+/// listCommands: exactly the commands of the authorization table (auth::COMMANDS).
 fn list_commands() -> Document {
-    let names = [
-        "aggregate",
-        "buildInfo",
-        "collStats",
-        "connectionStatus",
-        "count",
-        "create",
-        "createIndexes",
-        "dbStats",
-        "delete",
-        "distinct",
-        "drop",
-        "dropDatabase",
-        "dropIndexes",
-        "endSessions",
-        "explain",
-        "find",
-        "findAndModify",
-        "fsync",
-        "getCmdLineOpts",
-        "getLog",
-        "getMore",
-        "getParameter",
-        "hello",
-        "hostInfo",
-        "insert",
-        "isMaster",
-        "killCursors",
-        "listCollections",
-        "listCommands",
-        "listDatabases",
-        "listIndexes",
-        "ping",
-        "renameCollection",
-        "serverStatus",
-        "shutdown",
-        "startSession",
-        "update",
-        "validate",
-        "whatsmyuri",
-    ];
     let mut cmds = Document::new();
-    for n in names {
+    for (n, action) in auth::COMMANDS {
+        let requires_auth = !matches!(action, auth::Action::Open);
         cmds.insert(
-            n,
-            doc! {"help": "", "requiresAuth": false, "secondaryOk": true, "adminOnly": false},
+            *n,
+            doc! {"help": "", "requiresAuth": requires_auth, "secondaryOk": true, "adminOnly": false},
         );
     }
     doc! {"commands": cmds}
@@ -765,7 +929,7 @@ fn batch_size(d: &Document, field: &str) -> DocResult<Option<usize>> {
     }
 }
 
-fn write_opts(cmd: &Document) -> WriteOpts {
+fn write_opts(cmd: &Document) -> DocResult<WriteOpts> {
     let ordered = cmd.get_bool("ordered").unwrap_or(true);
     let journal = cmd
         .get_document("writeConcern")
@@ -773,10 +937,51 @@ fn write_opts(cmd: &Document) -> WriteOpts {
             truthy(wc.get("j")) || matches!(wc.get("w"), Some(Bson::String(s)) if s == "majority")
         })
         .unwrap_or(false);
-    WriteOpts { ordered, journal }
+    Ok(WriteOpts {
+        ordered,
+        journal,
+        interrupt: interrupt_for(cmd)?,
+        bypass_validation: flag(cmd, "bypassDocumentValidation")?,
+    })
+}
+
+/// A boolean option (mongod also takes numbers); absent is false.
+fn flag(cmd: &Document, field: &str) -> DocResult<bool> {
+    match cmd.get(field) {
+        None | Some(Bson::Null) => Ok(false),
+        Some(Bson::Boolean(b)) => Ok(*b),
+        Some(v @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_))) => Ok(truthy(Some(v))),
+        Some(_) => Err(DocError::type_mismatch(format!(
+            "BSON field '{field}' is the wrong type, expected a boolean"
+        ))),
+    }
+}
+
+/// `maxTimeMS`: a non-negative integer; 0 or absent is no limit.
+fn max_time(cmd: &Document) -> DocResult<Option<Duration>> {
+    match get_i64(cmd, "maxTimeMS")? {
+        None | Some(0) => Ok(None),
+        Some(n) if n < 0 || n > i32::MAX as i64 => Err(DocError::bad_value(format!(
+            "{n} value for maxTimeMS is out of range [0, {}]",
+            i32::MAX
+        ))),
+        Some(n) => Ok(Some(Duration::from_millis(n as u64))),
+    }
+}
+
+/// The command's interruption (killable; with its `maxTimeMS` as budget).
+fn interrupt_for(cmd: &Document) -> DocResult<Interrupt> {
+    Ok(Interrupt::new(max_time(cmd)?))
 }
 
 fn parse_update_statement(d: Document) -> DocResult<UpdateStatement> {
+    check_fields(
+        &d,
+        "update.updates",
+        &["q", "u", "upsert", "multi", "arrayFilters", "collation"],
+        &["hint", "c", "sort", "upsertSupplied"],
+        false,
+    )?;
     let u = d.get("u").cloned().ok_or_else(|| {
         DocError::failed_to_parse("BSON field 'update.updates.u' is missing but a required field")
     })?;
@@ -786,10 +991,27 @@ fn parse_update_statement(d: Document) -> DocResult<UpdateStatement> {
         upsert: truthy(d.get("upsert")),
         multi: truthy(d.get("multi")),
         array_filters: get_doc_list(&d, "arrayFilters")?,
+        collation: get_doc(&d, "collation")?,
+    })
+}
+
+fn parse_delete_statement(d: Document) -> DocResult<DeleteStatement> {
+    check_fields(
+        &d,
+        "delete.deletes",
+        &["q", "limit", "collation"],
+        &["hint"],
+        false,
+    )?;
+    Ok(DeleteStatement {
+        q: get_doc(&d, "q")?.unwrap_or_default(),
+        limit: get_i64(&d, "limit")?.unwrap_or(0),
+        collation: get_doc(&d, "collation")?,
     })
 }
 
 fn find_query(cmd: &Document) -> DocResult<FindQuery> {
+    read_concern(cmd)?;
     Ok(FindQuery {
         filter: get_doc(cmd, "filter")?.unwrap_or_default(),
         projection: get_doc(cmd, "projection")?,
@@ -800,13 +1022,194 @@ fn find_query(cmd: &Document) -> DocResult<FindQuery> {
         },
         limit: get_i64(cmd, "limit")?.filter(|&l| l != 0),
         hint: cmd.get("hint").cloned(),
+        interrupt: interrupt_for(cmd)?,
+        collation: get_doc(cmd, "collation")?,
+        tailable: flag(cmd, "tailable")?,
     })
 }
 
+/// Fields every command may carry (mongod's generic arguments; on a standalone they change
+/// nothing, except `maxTimeMS`, `readConcern` and `writeConcern`, which are read where they
+/// apply).
+const GENERIC_FIELDS: &[&str] = &[
+    "$db",
+    "lsid",
+    "$readPreference",
+    "$clusterTime",
+    "txnNumber",
+    "autocommit",
+    "startTransaction",
+    "writeConcern",
+    "readConcern",
+    "comment",
+    "maxTimeMS",
+    "apiVersion",
+    "apiStrict",
+    "apiDeprecationErrors",
+];
+
+/// Refuses a field the command does not know (40415, as mongod) and one flashdoc knows but
+/// does not implement (NotImplemented, 238): nothing is accepted and ignored.
+fn check_fields(
+    d: &Document,
+    what: &str,
+    known: &[&str],
+    not_implemented: &[&str],
+    generic: bool,
+) -> DocResult<()> {
+    for k in d.keys().skip(usize::from(generic)) {
+        if known.contains(&k.as_str()) || (generic && GENERIC_FIELDS.contains(&k.as_str())) {
+            continue;
+        }
+        if not_implemented.contains(&k.as_str()) {
+            return Err(DocError::with_code(
+                238,
+                "NotImplemented",
+                format!("BSON field '{what}.{k}' is not supported by flashdoc"),
+            ));
+        }
+        return Err(DocError::with_code(
+            40415,
+            "Location40415",
+            format!("BSON field '{what}.{k}' is an unknown field."),
+        ));
+    }
+    Ok(())
+}
+
+/// The options of each command that takes options (the first key is the command itself):
+/// (known, known but not implemented).
+fn command_fields(name: &str) -> Option<(&'static [&'static str], &'static [&'static str])> {
+    Some(match name {
+        "find" => (
+            &[
+                "filter",
+                "sort",
+                "projection",
+                "hint",
+                "skip",
+                "limit",
+                "batchSize",
+                "singleBatch",
+                "collation",
+                "tailable",
+                "awaitData",
+                "noCursorTimeout",
+                "allowDiskUse",
+                "allowPartialResults",
+                "oplogReplay",
+            ],
+            &[
+                "let",
+                "min",
+                "max",
+                "returnKey",
+                "showRecordId",
+                "readOnce",
+                "term",
+            ],
+        ),
+        "getMore" => (
+            &["collection", "batchSize"],
+            &["term", "lastKnownCommittedOpTime"],
+        ),
+        "insert" => (&["documents", "ordered", "bypassDocumentValidation"], &[]),
+        "update" => (
+            &["updates", "ordered", "bypassDocumentValidation"],
+            &["let"],
+        ),
+        "delete" => (&["deletes", "ordered"], &["let"]),
+        "findAndModify" | "findandmodify" => (
+            &[
+                "query",
+                "sort",
+                "remove",
+                "update",
+                "new",
+                "fields",
+                "upsert",
+                "arrayFilters",
+                "collation",
+                "bypassDocumentValidation",
+            ],
+            &["hint", "let"],
+        ),
+        "count" => (&["query", "skip", "limit", "hint", "collation"], &[]),
+        "distinct" => (&["key", "query", "collation", "hint"], &[]),
+        "aggregate" => (
+            &["pipeline", "cursor", "explain", "allowDiskUse", "collation"],
+            &["let", "hint", "bypassDocumentValidation"],
+        ),
+        "killCursors" => (&["cursors"], &[]),
+        "createIndexes" => (&["indexes", "commitQuorum"], &[]),
+        "listIndexes" => (&["cursor"], &[]),
+        "listCollections" => (
+            &["filter", "nameOnly", "authorizedCollections", "cursor"],
+            &[],
+        ),
+        "dropIndexes" | "deleteIndexes" => (&["index"], &[]),
+        "drop" => (&[], &[]),
+        "validate" => (
+            &[
+                "full",
+                "repair",
+                "metadata",
+                "checkBSONConformance",
+                "background",
+                "scandata",
+            ],
+            &[],
+        ),
+        _ => return None,
+    })
+}
+
+/// `readConcern`: `local`, `available` and `majority` read the same on a standalone (every
+/// acknowledged write is the majority's); `snapshot` and `linearizable`, and
+/// `afterClusterTime`, are refused.
+fn read_concern(cmd: &Document) -> DocResult<()> {
+    let Some(rc) = cmd.get("readConcern") else {
+        return Ok(());
+    };
+    let Bson::Document(rc) = rc else {
+        return Err(DocError::type_mismatch("readConcern must be an object"));
+    };
+    for (k, v) in rc {
+        match (k.as_str(), v) {
+            ("level", Bson::String(l))
+                if matches!(l.as_str(), "local" | "available" | "majority") => {}
+            ("level", Bson::String(l)) => {
+                return Err(DocError::with_code(
+                    238,
+                    "NotImplemented",
+                    format!("readConcern level '{l}' is not supported by flashdoc"),
+                ))
+            }
+            _ => {
+                return Err(DocError::with_code(
+                    238,
+                    "NotImplemented",
+                    format!("readConcern.{k} is not supported by flashdoc"),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A count as mongod appends it (`appendNumber`): Int32 when it fits, else Int64. Drivers
+/// rely on it: mongosh shows an Int64 `n` as a Long object or a string.
+fn count_bson(n: u64) -> Bson {
+    match i32::try_from(n) {
+        Ok(i) => Bson::Int32(i),
+        Err(_) => Bson::Int64(n as i64),
+    }
+}
+
 fn write_reply(out: WriteOutcome, is_update: bool) -> Document {
-    let mut d = doc! {"n": out.n as i64};
+    let mut d = doc! {"n": count_bson(out.n)};
     if is_update {
-        d.insert("nModified", out.n_modified as i64);
+        d.insert("nModified", count_bson(out.n_modified));
         if !out.upserted.is_empty() {
             let ups: Vec<Bson> = out
                 .upserted
@@ -835,22 +1238,38 @@ fn write_reply(out: WriteOutcome, is_update: bool) -> Document {
     d
 }
 
-/// Fills a batch from the cursor; keeps the cursor for getMore unless it is exhausted.
+/// How a cursor is kept between batches.
+#[derive(Default)]
+pub(crate) struct CursorOpts {
+    pub single: bool,
+    pub no_timeout: bool,
+    pub tailable: bool,
+    pub await_data: bool,
+    pub interrupt: Interrupt,
+}
+
+/// Fills a batch from the cursor; keeps the cursor for getMore unless it is exhausted (a
+/// tailable cursor is kept at the end of the data too).
 pub(crate) fn cursor_reply(
     state: &Arc<ServerState>,
     ns: &str,
     mut cursor: DocCursor,
     first: usize,
-    single: bool,
+    opts: CursorOpts,
     field: &str,
 ) -> DocResult<Document> {
     let (batch, exhausted) = fill_batch(&mut cursor, first)?;
-    let id = if exhausted || single {
+    let id = if (exhausted && !opts.tailable) || opts.single {
         0i64
     } else {
-        state
-            .cursors()
-            .insert(CursorEntry::new(ns.to_string(), cursor))
+        // Time waiting for the next getMore is not charged to maxTimeMS.
+        opts.interrupt.pause();
+        let mut entry = CursorEntry::new(ns.to_string(), cursor);
+        entry.no_timeout = opts.no_timeout;
+        entry.tailable = opts.tailable;
+        entry.await_data = opts.await_data;
+        entry.interrupt = opts.interrupt;
+        state.cursors().insert(entry)
     };
     Ok(doc! {"cursor": {field: batch, "id": id, "ns": ns}})
 }
@@ -871,12 +1290,18 @@ fn fill_batch(cursor: &mut DocCursor, n: usize) -> DocResult<(Vec<Bson>, bool)> 
     Ok((out, false))
 }
 
+/// How long a getMore on an awaitData cursor waits for new documents by default.
+const DEFAULT_AWAIT: Duration = Duration::from_secs(1);
+/// How often an awaiting getMore looks for new documents.
+const AWAIT_POLL: Duration = Duration::from_millis(10);
+
 fn get_more(
     reg: &CursorRegistry,
     id: i64,
     db: &str,
     coll: &str,
     size: Option<usize>,
+    await_time: Option<Duration>,
 ) -> DocResult<Document> {
     let mut entry = reg
         .remove(id)
@@ -890,9 +1315,29 @@ fn get_more(
         reg.put_back(id, entry);
         return Err(DocError::with_code(13, "Unauthorized", msg));
     }
-    let (batch, exhausted) = fill_batch(&mut entry.cursor, size.unwrap_or(usize::MAX).max(1))?;
+    if await_time.is_some() && !entry.await_data {
+        reg.put_back(id, entry);
+        return Err(DocError::bad_value(
+            "cannot set maxTimeMS on getMore command for a non-awaitData cursor",
+        ));
+    }
+    let n = size.unwrap_or(usize::MAX).max(1);
+    entry.interrupt.resume();
+    let mut result = fill_batch(&mut entry.cursor, n);
+    if entry.await_data {
+        // Wait for documents inserted into the capped collection, up to the getMore's
+        // maxTimeMS (1 s by default), looking every few milliseconds.
+        let deadline = Instant::now() + await_time.unwrap_or(DEFAULT_AWAIT);
+        while matches!(&result, Ok((b, _)) if b.is_empty()) && Instant::now() < deadline {
+            std::thread::sleep(AWAIT_POLL);
+            result = fill_batch(&mut entry.cursor, n);
+        }
+    }
+    entry.interrupt.pause();
+    // A failed cursor (maxTimeMS spent, killed, an error) is closed: it is not put back.
+    let (batch, exhausted) = result?;
     let ns = entry.ns.clone();
-    let out_id = if exhausted {
+    let out_id = if exhausted && !entry.tailable {
         0
     } else {
         reg.put_back(id, entry);

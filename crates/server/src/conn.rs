@@ -1,25 +1,37 @@
 //! The accept loop and one task per connection. Framing: read the 16-byte header, check the
-//! declared length before allocating, read the body, decode, run the command on the blocking
-//! pool (the document layer is synchronous), write the reply. A message that cannot be framed
+//! declared length before allocating, read the body; then decoding (decompression included),
+//! the command and the reply's encoding run on the blocking pool, so a large or hostile message
+//! never occupies an async worker that other connections need. A message that cannot be framed
 //! (bad length, unknown opcode) closes the connection; one that is framed but malformed gets an
 //! error reply and the connection goes on. Either way other connections are unaffected.
 
 use crate::commands::{self, After};
-use crate::state::ServerState;
+use crate::config::TlsMode;
+use crate::state::{ConnInfo, ServerState};
 use crate::wire::{self, Header, Request};
 use bson::doc;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 static NEXT_REQUEST_ID: AtomicI32 = AtomicI32::new(1);
+
+/// What one message leads to.
+pub struct Outcome {
+    /// The bytes to send back (none for a `moreToCome` request).
+    pub reply: Option<Vec<u8>>,
+    /// The message could not be framed: close the connection without a reply.
+    pub close: bool,
+    pub after: After,
+}
 
 pub async fn accept_loop(
     listener: TcpListener,
     state: Arc<ServerState>,
     shutdown_tx: watch::Sender<bool>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
     let mut shutdown_rx = shutdown_tx.subscribe();
     let shutdown_tx = Arc::new(shutdown_tx);
@@ -31,15 +43,24 @@ pub async fn accept_loop(
                         let _ = sock.set_nodelay(true);
                         let state = state.clone();
                         let tx = shutdown_tx.clone();
+                        let Some(info) = state.new_connection(peer) else {
+                            crate::log::warn("NETWORK", &format!("connection refused from {peer}: net.maxIncomingConnections reached"));
+                            continue; // dropping the socket closes it
+                        };
+                        let info = Arc::new(info);
+                        crate::log::connection(&format!("connection accepted from {peer} #{}", info.id));
+                        let tls = tls.clone();
+                        let require = state.config().net.tls.mode == TlsMode::RequireTLS;
                         tokio::spawn(async move {
-                            let info = Arc::new(state.new_connection(peer.to_string()));
-                            let _ = serve_connection(sock, state.clone(), info, tx).await;
+                            let id = info.id;
+                            let _ = serve_maybe_tls(sock, state.clone(), info, tx, tls, require).await;
                             state.end_connection();
+                            crate::log::connection(&format!("end connection {peer} #{id}"));
                         });
                     }
                     Err(e) => {
                         // Out of descriptors and the like: back off instead of spinning.
-                        eprintln!("flashdoc: accept failed: {e}");
+                        crate::log::warn("NETWORK", &format!("accept failed: {e}"));
                         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     }
                 }
@@ -49,12 +70,62 @@ pub async fn accept_loop(
     }
 }
 
-async fn serve_connection(
-    mut sock: TcpStream,
+/// Serves a freshly accepted connection over TLS or plain TCP, as `net.tls.mode` allows.
+async fn serve_maybe_tls(
+    sock: tokio::net::TcpStream,
     state: Arc<ServerState>,
-    info: Arc<crate::state::ConnInfo>,
+    info: Arc<ConnInfo>,
     shutdown: Arc<watch::Sender<bool>>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    require: bool,
 ) -> std::io::Result<()> {
+    let Some(acceptor) = tls else {
+        return serve_connection(sock, state, info, shutdown).await;
+    };
+    let is_tls = if require {
+        true
+    } else {
+        // Wait for the first bytes without consuming them (bounded: a client that sends
+        // nothing only holds its own connection).
+        let mut first = [0u8; 3];
+        loop {
+            let n = sock.peek(&mut first).await?;
+            if n == 0 {
+                return Ok(());
+            }
+            if n >= 3 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        crate::tls::looks_like_tls(&first)
+    };
+    if !is_tls {
+        return serve_connection(sock, state, info, shutdown).await;
+    }
+    match acceptor.accept(sock).await {
+        Ok(stream) => serve_connection(stream, state, info, shutdown).await,
+        Err(e) => {
+            crate::log::warn(
+                "NETWORK",
+                &format!("TLS handshake with {} failed: {e}", info.peer),
+            );
+            Ok(())
+        }
+    }
+}
+
+/// Serves one connection until the peer hangs up, a message cannot be framed, or `shutdown`
+/// is asked for. Generic over the stream so plain TCP and TLS share it.
+pub async fn serve_connection<S>(
+    mut sock: S,
+    state: Arc<ServerState>,
+    info: Arc<ConnInfo>,
+    shutdown: Arc<watch::Sender<bool>>,
+) -> std::io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     let mut header = [0u8; Header::LEN];
     loop {
         if sock.read_exact(&mut header).await.is_err() {
@@ -69,69 +140,103 @@ async fn serve_connection(
         if sock.read_exact(&mut body).await.is_err() {
             return Ok(());
         }
-        let req = match wire::parse_request(&h, &body) {
-            Ok(r) => r,
-            Err(e) => {
-                if matches!(h.op_code, wire::OP_MSG | wire::OP_COMPRESSED) {
-                    let reply = doc! {"ok": 0.0, "errmsg": e.0.clone(), "code": 17, "codeName": "ProtocolError"};
-                    let out = wire::msg_reply(&reply, next_id(), h.request_id, 0, None);
-                    sock.write_all(&out).await?;
-                    continue;
-                }
-                return Ok(()); // unknown opcode or broken legacy message: close
-            }
-        };
-        let wants_reply = req.wants_reply();
-        let (cmd, compressor, legacy) = match req {
-            Request::Msg {
-                body, compressor, ..
-            } => (body, compressor, false),
-            Request::Query { collection, query } => {
-                let name = query.keys().next().cloned().unwrap_or_default();
-                let allowed = matches!(
-                    name.as_str(),
-                    "hello"
-                        | "isMaster"
-                        | "ismaster"
-                        | "saslStart"
-                        | "saslContinue"
-                        | "getnonce"
-                        | "authenticate"
-                );
-                if !allowed || !collection.ends_with(".$cmd") {
-                    let reply = doc! {"ok": 0.0, "errmsg": format!("Unsupported OP_QUERY command: {name}"), "code": 352, "codeName": "UnsupportedOpQueryCommand"};
-                    sock.write_all(&wire::op_reply(&reply, next_id(), h.request_id))
-                        .await?;
-                    continue;
-                }
-                let mut q = query;
-                q.insert("$db", collection.trim_end_matches(".$cmd").to_string());
-                (q, None, true)
-            }
-        };
         let st = state.clone();
         let ci = info.clone();
-        let (reply, after) = tokio::task::spawn_blocking(move || commands::run(&st, &cmd, &ci))
+        let outcome = tokio::task::spawn_blocking(move || handle_message(&st, &ci, &h, &body))
             .await
-            .unwrap_or_else(|e| {
-                (
-                    doc! {"ok": 0.0, "errmsg": format!("internal error: {e}"), "code": 1, "codeName": "InternalError"},
-                    After::Continue,
-                )
+            .unwrap_or_else(|e| Outcome {
+                reply: Some(wire::msg_reply(
+                    &doc! {"ok": 0.0, "errmsg": format!("internal error: {e}"), "code": 1, "codeName": "InternalError"},
+                    next_id(),
+                    h.request_id,
+                    0,
+                    None,
+                )),
+                close: false,
+                after: After::Continue,
             });
-        if wants_reply {
-            let out = if legacy {
-                wire::op_reply(&reply, next_id(), h.request_id)
-            } else {
-                // hello replies are never compressed; others mirror the request.
-                wire::msg_reply(&reply, next_id(), h.request_id, 0, compressor)
-            };
+        if outcome.close {
+            return Ok(());
+        }
+        if let Some(out) = outcome.reply {
             sock.write_all(&out).await?;
         }
-        if let After::Shutdown = after {
+        if let After::Shutdown = outcome.after {
             let _ = shutdown.send(true);
             return Ok(());
         }
+    }
+}
+
+/// Decodes one framed message, runs its command and encodes the reply (synchronous: it runs on
+/// the blocking pool).
+pub fn handle_message(
+    state: &Arc<ServerState>,
+    info: &ConnInfo,
+    h: &Header,
+    body: &[u8],
+) -> Outcome {
+    let req = match wire::parse_request(h, body) {
+        Ok(r) => r,
+        Err(e) => {
+            if matches!(h.op_code, wire::OP_MSG | wire::OP_COMPRESSED) {
+                let reply = doc! {"ok": 0.0, "errmsg": e.message.clone(), "code": e.code, "codeName": e.code_name};
+                return Outcome {
+                    reply: Some(wire::msg_reply(&reply, next_id(), h.request_id, 0, None)),
+                    close: false,
+                    after: After::Continue,
+                };
+            }
+            // Unknown opcode or broken legacy message: close.
+            return Outcome {
+                reply: None,
+                close: true,
+                after: After::Continue,
+            };
+        }
+    };
+    let wants_reply = req.wants_reply();
+    let (cmd, compressor, legacy) = match req {
+        Request::Msg {
+            body, compressor, ..
+        } => (body, compressor, false),
+        Request::Query { collection, query } => {
+            let name = query.keys().next().cloned().unwrap_or_default();
+            let allowed = matches!(
+                name.as_str(),
+                "hello"
+                    | "isMaster"
+                    | "ismaster"
+                    | "saslStart"
+                    | "saslContinue"
+                    | "getnonce"
+                    | "authenticate"
+            );
+            if !allowed || !collection.ends_with(".$cmd") {
+                let reply = doc! {"ok": 0.0, "errmsg": format!("Unsupported OP_QUERY command: {name}"), "code": 352, "codeName": "UnsupportedOpQueryCommand"};
+                return Outcome {
+                    reply: Some(wire::op_reply(&reply, next_id(), h.request_id)),
+                    close: false,
+                    after: After::Continue,
+                };
+            }
+            let mut q = query;
+            q.insert("$db", collection.trim_end_matches(".$cmd").to_string());
+            (q, None, true)
+        }
+    };
+    let (reply, after) = commands::run(state, &cmd, info);
+    let reply = wants_reply.then(|| {
+        if legacy {
+            wire::op_reply(&reply, next_id(), h.request_id)
+        } else {
+            wire::msg_reply(&reply, next_id(), h.request_id, 0, compressor)
+        }
+    });
+    Outcome {
+        reply,
+        close: false,
+        after,
     }
 }
 

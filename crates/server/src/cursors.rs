@@ -1,17 +1,25 @@
 //! Server-side cursors kept between `find`/`aggregate` and `getMore`. Ids are random non-zero
-//! Int64s (zero means "exhausted" on the wire). Idle cursors time out after 10 minutes, as in
-//! mongod (`cursorTimeoutMillis`).
+//! Int64s (zero means "exhausted" on the wire). Idle cursors are closed after
+//! `cursorTimeoutMillis` (10 minutes by default, as in mongod) unless opened with
+//! `noCursorTimeout`.
 
 use docdb::DocCursor;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
-
 pub struct CursorEntry {
     pub ns: String,
     pub cursor: DocCursor,
+    /// Opened with `noCursorTimeout`: never reaped for idleness.
+    pub no_timeout: bool,
+    /// A tailable cursor stays open when it runs out (capped collections).
+    pub tailable: bool,
+    /// With `tailable`: getMore waits for new documents up to its `maxTimeMS` (default 1 s).
+    pub await_data: bool,
+    /// The originating command's interruption: its maxTimeMS budget runs while a getMore
+    /// reads, and the cursor can be killed.
+    pub interrupt: docdb::Interrupt,
     last_used: Instant,
 }
 
@@ -20,6 +28,10 @@ impl CursorEntry {
         CursorEntry {
             ns,
             cursor,
+            no_timeout: false,
+            tailable: false,
+            await_data: false,
+            interrupt: docdb::Interrupt::none(),
             last_used: Instant::now(),
         }
     }
@@ -35,7 +47,7 @@ impl CursorRegistry {
     pub fn insert(&self, entry: CursorEntry) -> i64 {
         let mut map = self.map.lock();
         loop {
-            let id = (rand_u64() >> 1) as i64;
+            let id = (rand::random::<u64>() >> 1) as i64;
             if id != 0 && !map.contains_key(&id) {
                 map.insert(id, entry);
                 return id;
@@ -56,18 +68,30 @@ impl CursorRegistry {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// Drops cursors idle for longer than the timeout; returns how many.
-    pub fn reap(&self) -> usize {
+    /// Drops cursors idle for longer than `timeout`, except `noCursorTimeout` ones; returns
+    /// how many.
+    pub fn reap(&self, timeout: Duration) -> usize {
         let mut map = self.map.lock();
         let before = map.len();
-        map.retain(|_, e| e.last_used.elapsed() < IDLE_TIMEOUT);
+        map.retain(|_, e| e.no_timeout || e.last_used.elapsed() < timeout);
         before - map.len()
     }
 }
 
-fn rand_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(Instant::now().elapsed().as_nanos());
-    h.finish()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_cursors_are_reaped_unless_no_timeout() {
+        let reg = CursorRegistry::default();
+        let a = reg.insert(CursorEntry::new("d.c".into(), DocCursor::empty()));
+        let mut keep = CursorEntry::new("d.c".into(), DocCursor::empty());
+        keep.no_timeout = true;
+        let b = reg.insert(keep);
+        assert_eq!(reg.reap(Duration::from_secs(3600)), 0);
+        assert_eq!(reg.reap(Duration::ZERO), 1);
+        assert!(reg.remove(a).is_none());
+        assert!(reg.remove(b).is_some());
+    }
 }

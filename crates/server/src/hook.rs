@@ -42,6 +42,10 @@ impl CommandCall<'_> {
         first: usize,
         single: bool,
     ) -> DocResult<Document> {
-        commands::cursor_reply(self.state, ns, cursor, first, single, "firstBatch")
+        let opts = commands::CursorOpts {
+            single,
+            ..Default::default()
+        };
+        commands::cursor_reply(self.state, ns, cursor, first, opts, "firstBatch")
     }
 }

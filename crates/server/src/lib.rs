@@ -2,47 +2,113 @@
 //!
 //! `wire` decodes and encodes messages, `conn` runs connections on tokio, `commands` answers
 //! each command through the document layer, `cursors` keeps server-side cursors, `config`
-//! reads a mongod.conf-shaped YAML file.
+//! reads a mongod.conf-shaped YAML file, `log` writes the server's log.
 
+pub mod auth;
 pub mod commands;
 pub mod config;
 pub mod conn;
 pub mod cursors;
 pub mod hook;
+pub mod log;
+pub mod scram;
 pub mod state;
+pub mod tls;
 pub mod wire;
 
 use bson::Document;
+use config::{Authorization, ServerConfig};
 use docdb::DocDb;
 use state::ServerState;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
+/// The stack of every server thread (async workers and the blocking pool that runs commands).
+/// Client input reaches recursive code only through bounded nesting (200 levels on the wire,
+/// 200 path components, `docdb::limits`); `tests/hostile_requests.rs` runs the deepest legal
+/// requests on a thread of this size.
+pub const THREAD_STACK_BYTES: usize = 16 << 20;
+
+/// Raises the soft limit on open files to the hard limit, as mongod advises (each connection
+/// is a descriptor; the default 1024 is too few for 1000 clients), and logs what it got.
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            log::warn("CONTROL", "cannot read the open-file limit");
+            return;
+        }
+        let before = lim.rlim_cur;
+        if lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                lim.rlim_cur = before;
+            }
+        }
+        log::info(
+            "CONTROL",
+            &format!(
+                "open-file limit {} (was {before}, hard limit {})",
+                lim.rlim_cur, lim.rlim_max
+            ),
+        );
+    }
+}
+
 /// Serves until the `shutdown` command, SIGTERM or SIGINT, then shuts the database down
-/// cleanly (checkpoint, journal synced). Prints "waiting for connections on <addr>" once
-/// listening (tests and scripts wait for that line).
-pub fn serve(db: Arc<DocDb>, addr: SocketAddr, parsed_options: Document) -> std::io::Result<()> {
-    serve_with_hook(db, addr, parsed_options, None)
+/// cleanly (checkpoint, journal synced). Prints "waiting for connections on <addr>" to standard
+/// output once listening (tests and scripts wait for that line).
+pub fn serve(db: Arc<DocDb>, cfg: &ServerConfig) -> std::io::Result<()> {
+    serve_with_hook(db, cfg, None, Document::new())
 }
 
 /// [`serve`], with a command hook (see `hook`) in front of the built-in commands.
+/// `other_options` are the configuration sections the server does not own (a router's or a
+/// shard's `sharding`), shown by getCmdLineOpts with the server's own.
 pub fn serve_with_hook(
     db: Arc<DocDb>,
-    addr: SocketAddr,
-    parsed_options: Document,
+    cfg: &ServerConfig,
     hook: Option<Arc<dyn hook::CommandHook>>,
+    other_options: Document,
 ) -> std::io::Result<()> {
+    log::init(&cfg.system_log)?;
+    raise_fd_limit();
+    let addrs = cfg
+        .bind_addrs()
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    if let Some(pid) = &cfg.process_management.pid_file_path {
+        std::fs::write(pid, format!("{}\n", std::process::id()))
+            .map_err(|e| std::io::Error::new(e.kind(), format!("pidFilePath: {e}")))?;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("flashdoc-net")
+        .thread_stack_size(THREAD_STACK_BYTES)
         .build()?;
-    let state = Arc::new(ServerState::new(db.clone(), parsed_options).with_hook(hook));
-    rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind(addr).await?;
-        println!(
-            "flashdoc: waiting for connections on {}",
-            listener.local_addr()?
+    let tls = tls::acceptor(&cfg.net.tls).map_err(std::io::Error::other)?;
+    let state = Arc::new(ServerState::new(db.clone(), cfg).with_hook(hook, other_options));
+    docdb::validation::set_warning_sink(Box::new(|m| log::warn("STORAGE", m)));
+    if cfg.security.authorization == Authorization::Disabled
+        && addrs.iter().any(|a| !a.ip().is_loopback())
+    {
+        log::warn(
+            "CONTROL",
+            "Access control is not enabled for the database; this server is bound to a non-loopback address: anyone who can reach it can read and write all data. Enable security.authorization.",
         );
+    }
+    rt.block_on(async {
+        let mut listeners = Vec::new();
+        for a in &addrs {
+            listeners.push(tokio::net::TcpListener::bind(a).await?);
+        }
+        for l in &listeners {
+            let msg = format!("waiting for connections on {}", l.local_addr()?);
+            log::info("NETWORK", &msg);
+            println!("flashdoc: {msg}");
+        }
         use std::io::Write;
         let _ = std::io::stdout().flush();
         let (tx, mut rx) = tokio::sync::watch::channel(false);
@@ -62,18 +128,33 @@ pub fn serve_with_hook(
         let st = state.clone();
         tokio::spawn(async move {
             loop {
-                tokio::time::sleep(std::time::Duration::from_secs(60)).await;
-                st.cursors().reap();
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                st.cursors().reap(st.cursor_timeout());
             }
         });
-        let accept = tokio::spawn(conn::accept_loop(listener, state.clone(), tx));
+        let mut accepts = Vec::new();
+        for l in listeners {
+            accepts.push(tokio::spawn(conn::accept_loop(
+                l,
+                state.clone(),
+                tx.clone(),
+                tls.clone(),
+            )));
+        }
         let _ = rx.changed().await;
-        accept.abort();
+        for a in accepts {
+            a.abort();
+        }
         Ok::<(), std::io::Error>(())
     })?;
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    state.stop_background();
     db.shutdown()
         .map_err(|e| std::io::Error::other(e.to_string()))?;
+    if let Some(pid) = &cfg.process_management.pid_file_path {
+        let _ = std::fs::remove_file(pid);
+    }
+    log::info("CONTROL", "shut down cleanly");
     println!("flashdoc: shut down cleanly");
     Ok(())
 }

@@ -1,18 +1,54 @@
-//! What all connections share: the database, the cursors, counters for serverStatus.
+//! What all connections share: the database, the cursors, the server parameters, counters for
+//! serverStatus, and the background TTL monitor.
 
+use crate::config::{Parameters, ServerConfig};
 use crate::cursors::CursorRegistry;
 use crate::hook::CommandHook;
 use bson::{doc, Bson, Document};
 use docdb::DocDb;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 pub struct ConnInfo {
     pub id: i32,
-    pub peer: String,
+    pub peer: SocketAddr,
+    /// Who authenticated on this connection, and a SCRAM conversation in progress.
+    pub auth: Mutex<crate::auth::ConnAuth>,
+}
+
+impl ConnInfo {
+    /// A caller inside the process (the lab's in-process cluster), not a network peer: it
+    /// counts as a local client.
+    pub fn in_process(id: i32) -> ConnInfo {
+        ConnInfo {
+            id,
+            peer: SocketAddr::from(([127, 0, 0, 1], 0)),
+            auth: Mutex::new(Default::default()),
+        }
+    }
+}
+
+/// Stops the background threads promptly (they wait on it between passes).
+#[derive(Default)]
+struct StopSignal {
+    stopped: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl StopSignal {
+    /// Waits up to `d`; true when asked to stop.
+    fn wait(&self, d: Duration) -> bool {
+        let mut s = self.stopped.lock();
+        if !*s {
+            self.cv.wait_for(&mut s, d);
+        }
+        *s
+    }
 }
 
 pub struct ServerState {
@@ -23,13 +59,20 @@ pub struct ServerState {
     pub connections_current: AtomicI64,
     pub connections_total: AtomicI64,
     commands: Mutex<BTreeMap<String, u64>>,
-    parsed_options: Document,
+    config: ServerConfig,
+    /// Configuration sections the server does not own (see `serve_with_hook`).
+    other_options: Document,
+    /// The server parameters as they are now (`setParameter` changes them at run time).
+    params: Arc<RwLock<Parameters>>,
+    stop: Arc<StopSignal>,
+    ttl_thread: Mutex<Option<JoinHandle<()>>>,
     hook: Option<Arc<dyn CommandHook>>,
 }
 
 impl ServerState {
-    pub fn new(db: Arc<DocDb>, parsed_options: Document) -> Self {
-        ServerState {
+    /// The shared state; starts the TTL monitor.
+    pub fn new(db: Arc<DocDb>, config: &ServerConfig) -> Self {
+        let st = ServerState {
             db,
             cursors: CursorRegistry::default(),
             started: Instant::now(),
@@ -37,13 +80,25 @@ impl ServerState {
             connections_current: AtomicI64::new(0),
             connections_total: AtomicI64::new(0),
             commands: Mutex::new(BTreeMap::new()),
-            parsed_options,
+            params: Arc::new(RwLock::new(config.set_parameter.clone())),
+            config: config.clone(),
+            other_options: Document::new(),
+            stop: Arc::new(StopSignal::default()),
+            ttl_thread: Mutex::new(None),
             hook: None,
-        }
+        };
+        st.start_ttl_monitor();
+        st
     }
-    /// Puts a command hook in front of the built-in commands.
-    pub fn with_hook(mut self, hook: Option<Arc<dyn CommandHook>>) -> Self {
+    /// Puts a command hook in front of the built-in commands; `other_options` are shown by
+    /// getCmdLineOpts.
+    pub fn with_hook(
+        mut self,
+        hook: Option<Arc<dyn CommandHook>>,
+        other_options: Document,
+    ) -> Self {
         self.hook = hook;
+        self.other_options = other_options;
         self
     }
     pub fn hook(&self) -> Option<&Arc<dyn CommandHook>> {
@@ -55,19 +110,78 @@ impl ServerState {
     pub fn cursors(&self) -> &CursorRegistry {
         &self.cursors
     }
-    pub fn parsed_options(&self) -> Document {
-        self.parsed_options.clone()
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
     }
-    pub fn new_connection(&self, peer: String) -> ConnInfo {
-        self.connections_current.fetch_add(1, Ordering::Relaxed);
-        self.connections_total.fetch_add(1, Ordering::Relaxed);
-        ConnInfo {
-            id: self.next_conn.fetch_add(1, Ordering::Relaxed),
-            peer,
+    pub fn parsed_options(&self) -> Document {
+        let mut d = self.config.as_document();
+        d.extend(self.other_options.clone());
+        d
+    }
+    pub fn params(&self) -> Parameters {
+        self.params.read().clone()
+    }
+    pub fn set_params(&self, p: Parameters) {
+        *self.params.write() = p;
+    }
+    pub fn cursor_timeout(&self) -> Duration {
+        Duration::from_millis(self.params.read().cursor_timeout_millis)
+    }
+
+    /// The TTL monitor (mongod's TTLMonitor): every `ttlMonitorSleepSecs` it deletes the
+    /// expired documents of every TTL index, batch by batch.
+    fn start_ttl_monitor(&self) {
+        let db = Arc::downgrade(&self.db);
+        let stop = self.stop.clone();
+        let params = self.params.clone();
+        let handle = std::thread::Builder::new()
+            .name("flashdoc-ttl".into())
+            .stack_size(crate::THREAD_STACK_BYTES)
+            .spawn(move || loop {
+                let secs = params.read().ttl_monitor_sleep_secs.max(1);
+                if stop.wait(Duration::from_secs(secs)) {
+                    return;
+                }
+                let Some(db) = db.upgrade() else { return };
+                match db.ttl_pass() {
+                    Ok(0) => {}
+                    Ok(n) => crate::log::info(
+                        "INDEX",
+                        &format!("TTL monitor deleted {n} expired documents"),
+                    ),
+                    Err(e) => crate::log::warn("INDEX", &format!("TTL monitor: {e}")),
+                }
+            })
+            .expect("spawn the TTL monitor");
+        *self.ttl_thread.lock() = Some(handle);
+    }
+
+    /// Stops the background threads (before the database shuts down).
+    pub fn stop_background(&self) {
+        *self.stop.stopped.lock() = true;
+        self.stop.cv.notify_all();
+        if let Some(h) = self.ttl_thread.lock().take() {
+            let _ = h.join();
         }
     }
+
+    /// Registers a connection, or refuses it (None) past `net.maxIncomingConnections`.
+    pub fn new_connection(&self, peer: SocketAddr) -> Option<ConnInfo> {
+        let max = self.config.net.max_incoming_connections as i64;
+        let now = self.connections_current.fetch_add(1, Ordering::AcqRel) + 1;
+        if now > max {
+            self.connections_current.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        self.connections_total.fetch_add(1, Ordering::Relaxed);
+        Some(ConnInfo {
+            id: self.next_conn.fetch_add(1, Ordering::Relaxed),
+            peer,
+            auth: Mutex::new(Default::default()),
+        })
+    }
     pub fn end_connection(&self) {
-        self.connections_current.fetch_sub(1, Ordering::Relaxed);
+        self.connections_current.fetch_sub(1, Ordering::AcqRel);
     }
     pub fn count_command(&self, name: &str) {
         *self.commands.lock().entry(name.to_string()).or_default() += 1;
@@ -93,6 +207,7 @@ impl ServerState {
             .iter()
             .map(|(k, v)| (k.clone(), Bson::Int64(*v as i64)))
             .collect();
+        let current = self.connections_current.load(Ordering::Relaxed);
         doc! {
             "host": crate::commands::hostname(),
             "version": crate::commands::VERSION,
@@ -103,8 +218,8 @@ impl ServerState {
             "uptimeEstimate": up.as_secs() as i64,
             "localTime": bson::DateTime::now(),
             "connections": {
-                "current": self.connections_current.load(Ordering::Relaxed) as i32,
-                "available": 1_000_000 - self.connections_current.load(Ordering::Relaxed) as i32,
+                "current": current as i32,
+                "available": (self.config.net.max_incoming_connections as i64 - current) as i32,
                 "totalCreated": self.connections_total.load(Ordering::Relaxed),
             },
             "opcounters": opcounters,

@@ -3,6 +3,7 @@
 //! field is bounds-checked and a bad message is an error, never a panic.
 
 use bson::{Document, RawDocumentBuf};
+use std::collections::HashSet;
 use std::fmt;
 
 pub const OP_REPLY: i32 = 1;
@@ -21,19 +22,42 @@ const EXHAUST_ALLOWED: u32 = 1 << 16;
 /// Flag bits a receiver must understand (the low 16); others are optional.
 const REQUIRED_MASK: u32 = 0xffff;
 
+/// A message that could not be decoded, with the code mongod answers it with (most are
+/// ProtocolError 17; a few have codes of their own).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WireError(pub String);
+pub struct WireError {
+    pub code: i32,
+    pub code_name: &'static str,
+    pub message: String,
+}
+
+impl WireError {
+    pub fn protocol(message: impl Into<String>) -> WireError {
+        WireError {
+            code: 17,
+            code_name: "ProtocolError",
+            message: message.into(),
+        }
+    }
+    fn with_code(code: i32, code_name: &'static str, message: impl Into<String>) -> WireError {
+        WireError {
+            code,
+            code_name,
+            message: message.into(),
+        }
+    }
+}
 
 impl fmt::Display for WireError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
 impl std::error::Error for WireError {}
 
 fn err<T>(msg: impl Into<String>) -> Result<T, WireError> {
-    Err(WireError(msg.into()))
+    Err(WireError::protocol(msg))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,34 +182,48 @@ impl Compressor {
             Compressor::Zstd => zstd::bulk::compress(data, 6).expect("zstd compresses any input"),
         }
     }
+    /// Decompresses to exactly `size` bytes. A declared size is not trusted for allocation:
+    /// a few compressed bytes could otherwise make the server reserve 48 MB each; buffers grow
+    /// with what actually decompresses, which is bounded by `size`.
     fn decompress(self, data: &[u8], size: usize) -> Result<Vec<u8>, WireError> {
         use std::io::Read;
+        let start = size.min(data.len().saturating_mul(8).saturating_add(4096));
+        let bounded = |r: &mut dyn Read, what: &str| -> Result<Vec<u8>, WireError> {
+            let mut out = Vec::with_capacity(start);
+            r.take(size as u64 + 1)
+                .read_to_end(&mut out)
+                .map_err(|e| WireError::protocol(format!("{what}: {e}")))?;
+            Ok(out)
+        };
         let out = match self {
             Compressor::Noop => data.to_vec(),
             Compressor::Snappy => {
                 // The stream's own length preamble sizes the output buffer: check it against
                 // the declared size before anything is allocated.
                 let n = snap::raw::decompress_len(data)
-                    .map_err(|e| WireError(format!("snappy: {e}")))?;
+                    .map_err(|e| WireError::protocol(format!("snappy: {e}")))?;
                 if n != size {
                     return err(format!(
                         "OP_COMPRESSED declared {size} bytes but its snappy stream holds {n}"
                     ));
                 }
+                // Snappy expands at most ~21× (a 3-byte copy of 64 bytes): a stream declaring
+                // more than 64× its length is lying, and is refused before the allocation.
+                if n > data.len().saturating_mul(64).saturating_add(64) {
+                    return err(format!(
+                        "snappy stream of {} bytes cannot hold the {n} it declares",
+                        data.len()
+                    ));
+                }
                 snap::raw::Decoder::new()
                     .decompress_vec(data)
-                    .map_err(|e| WireError(format!("snappy: {e}")))?
+                    .map_err(|e| WireError::protocol(format!("snappy: {e}")))?
             }
-            Compressor::Zlib => {
-                let mut out = Vec::with_capacity(size);
-                flate2::read::ZlibDecoder::new(data)
-                    .take(size as u64 + 1)
-                    .read_to_end(&mut out)
-                    .map_err(|e| WireError(format!("zlib: {e}")))?;
-                out
-            }
+            Compressor::Zlib => bounded(&mut flate2::read::ZlibDecoder::new(data), "zlib")?,
             Compressor::Zstd => {
-                zstd::bulk::decompress(data, size).map_err(|e| WireError(format!("zstd: {e}")))?
+                let mut d = zstd::stream::read::Decoder::with_buffer(data)
+                    .map_err(|e| WireError::protocol(format!("zstd: {e}")))?;
+                bounded(&mut d, "zstd")?
             }
         };
         if out.len() != size {
@@ -223,9 +261,9 @@ impl<'a> Cursor<'a> {
         let end = rest
             .iter()
             .position(|&c| c == 0)
-            .ok_or_else(|| WireError("unterminated C string".into()))?;
+            .ok_or_else(|| WireError::protocol("unterminated C string"))?;
         let s = std::str::from_utf8(&rest[..end])
-            .map_err(|_| WireError("C string is not UTF-8".into()))?
+            .map_err(|_| WireError::protocol("C string is not UTF-8"))?
             .to_string();
         self.pos += end + 1;
         Ok(s)
@@ -236,14 +274,24 @@ impl<'a> Cursor<'a> {
             return err("truncated BSON document");
         }
         let len = i32::from_le_bytes(self.b[self.pos..self.pos + 4].try_into().unwrap());
-        if !(5..=MAX_BSON_OBJECT_SIZE + 16 * 1024).contains(&len) {
+        if len > MAX_BSON_INTERNAL_SIZE {
+            return Err(WireError::with_code(
+                10334,
+                "BSONObjectTooLarge",
+                format!(
+                    "BSONObj size: {len} is invalid. Size must be between 0 and {MAX_BSON_INTERNAL_SIZE}(16MB)"
+                ),
+            ));
+        }
+        if len < 5 {
             return err(format!("invalid BSON document length {len}"));
         }
         let raw = self.take(len as usize)?;
-        check_nesting(raw)?;
+        check_document(raw)?;
         let raw = RawDocumentBuf::from_bytes(raw.to_vec())
-            .map_err(|e| WireError(format!("invalid BSON: {e}")))?;
-        Document::try_from(raw.as_ref()).map_err(|e| WireError(format!("invalid BSON: {e}")))
+            .map_err(|e| WireError::protocol(format!("invalid BSON: {e}")))?;
+        Document::try_from(raw.as_ref())
+            .map_err(|e| WireError::protocol(format!("invalid BSON: {e}")))
     }
     fn done(&self) -> bool {
         self.pos == self.b.len()
@@ -252,13 +300,17 @@ impl<'a> Cursor<'a> {
 
 /// mongod refuses documents nested deeper than this (BSONDepth's default maximum).
 pub const MAX_BSON_DEPTH: usize = 200;
+/// The largest document a message may carry: a user document's 16 MB plus room for the command
+/// around it (mongod's BSONObjMaxInternalSize). A stored document is held to 16 MB by the
+/// document layer, which answers BSONObjectTooLarge (10334) as mongod does.
+pub const MAX_BSON_INTERNAL_SIZE: i32 = MAX_BSON_OBJECT_SIZE + 16 * 1024;
 
 /// Walks a BSON document's bytes without recursion and refuses nesting deeper than
-/// [`MAX_BSON_DEPTH`], before any recursive decoder sees it (a deep document would otherwise
-/// exhaust a worker thread's stack). Only the structure is checked here; the decoder checks
-/// the rest.
-fn check_nesting(b: &[u8]) -> Result<(), WireError> {
-    let bad = || WireError("invalid BSON: malformed element".into());
+/// [`MAX_BSON_DEPTH`] and strings that are not UTF-8, before any recursive decoder sees it (a
+/// deep document would otherwise exhaust a worker thread's stack). Only the structure is
+/// checked here; the decoder checks the rest. Every document a message carries passes here.
+pub fn check_document(b: &[u8]) -> Result<(), WireError> {
+    let bad = || WireError::protocol("invalid BSON: malformed element");
     let mut pos = 4usize;
     let mut depth = 1usize;
     let need = |pos: usize, n: usize| {
@@ -288,16 +340,34 @@ fn check_nesting(b: &[u8]) -> Result<(), WireError> {
             depth -= 1;
             continue;
         }
+        let key_start = pos;
         pos = cstr_end(pos)?;
+        let key = &b[key_start..pos - 1];
+        let field = || String::from_utf8_lossy(key).into_owned();
+        if std::str::from_utf8(key).is_err() {
+            return Err(invalid_utf8(&field()));
+        }
         pos += match t {
             0x01 | 0x09 | 0x11 | 0x12 => 8,
-            0x02 | 0x0D | 0x0E => 4 + i32_at(pos)?,
+            0x02 | 0x0D | 0x0E => {
+                let n = i32_at(pos)?;
+                // The string's bytes, without its terminating NUL.
+                if n == 0 || b.len() < pos + 4 + n {
+                    return Err(bad());
+                }
+                if std::str::from_utf8(&b[pos + 4..pos + 4 + n - 1]).is_err() {
+                    return Err(invalid_utf8(&field()));
+                }
+                4 + n
+            }
             0x03 | 0x04 => {
                 depth += 1;
                 if depth > MAX_BSON_DEPTH {
-                    return Err(WireError(format!(
-                        "BSON document nested deeper than {MAX_BSON_DEPTH} levels"
-                    )));
+                    return Err(WireError::with_code(
+                        15,
+                        "Overflow",
+                        format!("BSON document nested deeper than {MAX_BSON_DEPTH} levels"),
+                    ));
                 }
                 4
             }
@@ -320,6 +390,18 @@ fn check_nesting(b: &[u8]) -> Result<(), WireError> {
     Ok(())
 }
 
+/// flashdoc's documents hold Rust strings, which are UTF-8: a string that is not is refused,
+/// naming the field (mongod would store the bytes as they are; see docs/security.md).
+fn invalid_utf8(field: &str) -> WireError {
+    WireError::with_code(
+        2,
+        "BadValue",
+        format!(
+            "field '{field}' holds a string that is not valid UTF-8; flashdoc stores strings as UTF-8 and refuses invalid bytes"
+        ),
+    )
+}
+
 /// Decodes a message body (after the header).
 pub fn parse_request(header: &Header, body: &[u8]) -> Result<Request, WireError> {
     match header.op_code {
@@ -336,7 +418,7 @@ pub fn parse_request(header: &Header, body: &[u8]) -> Result<Request, WireError>
             }
             let id = c.u8()?;
             let comp = Compressor::from_id(id)
-                .ok_or_else(|| WireError(format!("unknown compressor id {id}")))?;
+                .ok_or_else(|| WireError::protocol(format!("unknown compressor id {id}")))?;
             let inner = comp.decompress(&body[c.pos..], size as usize)?;
             match original {
                 OP_MSG => parse_msg(&inner, Some(comp), None),
@@ -387,11 +469,17 @@ fn parse_msg(
     };
     let mut main: Option<Document> = None;
     let mut sequences: Vec<(String, Vec<Document>)> = Vec::new();
+    // A set, not a scan of the earlier ones: a message may hold a hundred thousand sections.
+    let mut seen_ids: HashSet<String> = HashSet::new();
     while !c.done() {
         match c.u8()? {
             0 => {
                 if main.is_some() {
-                    return err("OP_MSG has more than one body section");
+                    return Err(WireError::with_code(
+                        40430,
+                        "Location40430",
+                        "Multiple body sections in message",
+                    ));
                 }
                 main = Some(c.document()?);
             }
@@ -417,7 +505,7 @@ fn parse_msg(
                     docs.push(sc.document()?);
                 }
                 c.pos = stop;
-                if sequences.iter().any(|(n, _)| *n == id) {
+                if !seen_ids.insert(id.clone()) {
                     return err(format!("document sequence {id:?} appears twice"));
                 }
                 sequences.push((id, docs));
@@ -425,7 +513,7 @@ fn parse_msg(
             k => return err(format!("unknown OP_MSG section kind {k}")),
         }
     }
-    let mut body = main.ok_or_else(|| WireError("OP_MSG has no body section".into()))?;
+    let mut body = main.ok_or_else(|| WireError::protocol("OP_MSG has no body section"))?;
     for (id, docs) in sequences {
         if body.contains_key(&id) {
             return err(format!(
@@ -469,6 +557,24 @@ fn header_bytes(len: usize, request_id: i32, response_to: i32, op: i32) -> Vec<u
     out
 }
 
+/// A reply document's bytes. A document BSON cannot hold (a field name with a NUL byte, which
+/// a computed document could have) becomes an error reply instead of a panic.
+fn encode_reply(doc: &Document) -> Vec<u8> {
+    let mut b = Vec::with_capacity(256);
+    if let Err(e) = doc.to_writer(&mut b) {
+        b.clear();
+        bson::doc! {
+            "ok": 0.0,
+            "errmsg": format!("the reply cannot be encoded as BSON: {e}"),
+            "code": 1,
+            "codeName": "InternalError",
+        }
+        .to_writer(&mut b)
+        .expect("a plain error document encodes");
+    }
+    b
+}
+
 /// An OP_MSG reply with one body section, compressed when the request was.
 pub fn msg_reply(
     doc: &Document,
@@ -480,7 +586,7 @@ pub fn msg_reply(
     let mut body = Vec::with_capacity(256);
     body.extend_from_slice(&flags.to_le_bytes());
     body.push(0);
-    doc.to_writer(&mut body).expect("a Document serializes");
+    body.extend_from_slice(&encode_reply(doc));
     match compressor {
         Some(comp) => {
             let packed = comp.compress(&body);
@@ -502,8 +608,7 @@ pub fn msg_reply(
 
 /// A legacy OP_REPLY holding one document.
 pub fn op_reply(doc: &Document, request_id: i32, response_to: i32) -> Vec<u8> {
-    let mut d = Vec::new();
-    doc.to_writer(&mut d).expect("a Document serializes");
+    let d = encode_reply(doc);
     let len = Header::LEN + 20 + d.len();
     let mut out = header_bytes(len, request_id, response_to, OP_REPLY);
     out.extend_from_slice(&0i32.to_le_bytes()); // responseFlags
@@ -546,6 +651,16 @@ pub fn msg_request(
 mod tests {
     use super::*;
     use bson::doc;
+
+    /// The header of a request whose body (all after the header) is `body`.
+    fn header(op_code: i32, body: &[u8]) -> Header {
+        Header {
+            length: 16 + body.len() as i32,
+            request_id: 1,
+            response_to: 0,
+            op_code,
+        }
+    }
 
     fn split(msg: &[u8]) -> (Header, &[u8]) {
         let h = Header::parse(msg[..16].try_into().unwrap());
@@ -609,7 +724,10 @@ mod tests {
         let n = bad.len();
         bad[n - 1] ^= 1;
         let (h, body) = split(&bad);
-        assert!(parse_request(&h, body).unwrap_err().0.contains("checksum"));
+        assert!(parse_request(&h, body)
+            .unwrap_err()
+            .message
+            .contains("checksum"));
     }
 
     #[test]
@@ -668,13 +786,11 @@ mod tests {
         b.push(1);
         b.extend_from_slice(&5i32.to_le_bytes());
         b.extend_from_slice(b"documents\0");
-        let h = Header {
-            length: 16 + b.len() as i32,
-            request_id: 1,
-            response_to: 0,
-            op_code: OP_MSG,
-        };
-        assert!(parse_request(&h, &b).unwrap_err().0.contains("runs past"));
+        let h = header(OP_MSG, &b);
+        assert!(parse_request(&h, &b)
+            .unwrap_err()
+            .message
+            .contains("runs past"));
     }
 
     #[test]
@@ -686,13 +802,44 @@ mod tests {
         b.extend_from_slice(&12i32.to_le_bytes());
         b.push(Compressor::Snappy.id());
         b.extend_from_slice(&[0xf5, 0xff, 0xe9, 0x87, 0x0c]); // varint 3_237_642_229
-        let h = Header {
-            length: 16 + b.len() as i32,
-            request_id: 1,
-            response_to: 0,
-            op_code: OP_COMPRESSED,
+        let h = header(OP_COMPRESSED, &b);
+        assert!(parse_request(&h, &b)
+            .unwrap_err()
+            .message
+            .contains("snappy"));
+    }
+
+    #[test]
+    fn a_reply_bson_cannot_hold_becomes_an_error_reply() {
+        let mut d = Document::new();
+        d.insert("a\0b", 1);
+        let r = msg_reply(&d, 1, 2, 0, None);
+        let (h, b) = split(&r);
+        let Request::Msg { body, .. } = parse_request(&h, b).unwrap() else {
+            panic!()
         };
-        assert!(parse_request(&h, &b).unwrap_err().0.contains("snappy"));
+        assert_eq!(body.get_i32("code").unwrap(), 1);
+    }
+
+    #[test]
+    fn a_declared_size_is_not_allocated_up_front() {
+        // 48 MB declared, a few bytes sent: refused (zlib, zstd: short stream; snappy: the
+        // preamble claims more than the stream could hold) without reserving 48 MB.
+        for comp in [Compressor::Zlib, Compressor::Zstd, Compressor::Snappy] {
+            let packed = comp.compress(b"tiny");
+            let err = comp.decompress(&packed, 48_000_000).unwrap_err();
+            assert!(
+                err.message.contains("declared") || err.message.contains("cannot hold"),
+                "{err}"
+            );
+        }
+        let mut lying = Vec::new();
+        lying.extend_from_slice(&[0x80, 0xd8, 0xf1, 0x16]); // varint 48 000 000
+        lying.extend_from_slice(&[0x00, 0x61]);
+        let err = Compressor::Snappy
+            .decompress(&lying, 48_000_000)
+            .unwrap_err();
+        assert!(err.message.contains("cannot hold"), "{err}");
     }
 
     #[test]
@@ -714,14 +861,10 @@ mod tests {
         let mut body = vec![0u8; 4];
         body.push(0);
         body.extend_from_slice(&inner);
-        let h = Header {
-            length: 16 + body.len() as i32,
-            request_id: 1,
-            response_to: 0,
-            op_code: OP_MSG,
-        };
+        let h = header(OP_MSG, &body);
         let e = parse_request(&h, &body).unwrap_err();
-        assert!(e.0.contains("nested deeper"), "{e}");
+        assert!(e.message.contains("nested deeper"), "{e}");
+        assert_eq!(e.code, 15);
         // 150 levels are fine.
         let mut d = doc! {"x": 1};
         for _ in 0..150 {
@@ -733,6 +876,75 @@ mod tests {
     }
 
     #[test]
+    fn invalid_utf8_is_refused_naming_the_field() {
+        let mut raw = Vec::new();
+        doc! {"insert": "c", "$db": "d", "name": "xx"}
+            .to_writer(&mut raw)
+            .unwrap();
+        let at = raw.windows(2).position(|w| w == b"xx").unwrap();
+        raw[at] = 0xff;
+        let mut b = vec![0u8; 4];
+        b.push(0);
+        b.extend_from_slice(&raw);
+        let h = header(OP_MSG, &b);
+        let e = parse_request(&h, &b).unwrap_err();
+        assert_eq!(e.code, 2);
+        assert!(e.message.contains("'name'"), "{e}");
+    }
+
+    #[test]
+    fn two_body_sections_are_40430() {
+        let mut b = Vec::new();
+        b.extend_from_slice(&0u32.to_le_bytes());
+        for _ in 0..2 {
+            b.push(0);
+            doc! {"ping": 1, "$db": "admin"}.to_writer(&mut b).unwrap();
+        }
+        let h = header(OP_MSG, &b);
+        assert_eq!(parse_request(&h, &b).unwrap_err().code, 40430);
+    }
+
+    #[test]
+    fn a_hundred_thousand_sequence_sections_parse_in_one_pass() {
+        // Each identifier was once compared with every earlier one (quadratic: two such 692 KB
+        // messages froze new connections for seconds). Distinct ids parse; a repeat is refused.
+        let mut b = Vec::new();
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.push(0);
+        doc! {"insert": "c", "$db": "d"}.to_writer(&mut b).unwrap();
+        let n = 100_000;
+        for i in 0..n {
+            let id = format!("s{i}");
+            b.push(1);
+            b.extend_from_slice(&(4 + id.len() as i32 + 1).to_le_bytes());
+            b.extend_from_slice(id.as_bytes());
+            b.push(0);
+        }
+        let h = header(OP_MSG, &b);
+        let Request::Msg { body, .. } = parse_request(&h, &b).unwrap() else {
+            panic!()
+        };
+        assert_eq!(body.len(), 2 + n);
+        b.push(1);
+        b.extend_from_slice(&7i32.to_le_bytes());
+        b.extend_from_slice(b"s7\0");
+        let h = Header {
+            length: 16 + b.len() as i32,
+            ..h
+        };
+        assert!(parse_request(&h, &b).unwrap_err().message.contains("twice"));
+    }
+
+    #[test]
+    fn a_document_over_the_internal_maximum_is_bson_object_too_large() {
+        let big =
+            doc! {"insert": "c", "$db": "d", "x": "a".repeat(MAX_BSON_INTERNAL_SIZE as usize)};
+        let m = msg_request(&big, &[], 1, 0);
+        let (h, b) = split(&m);
+        assert_eq!(parse_request(&h, b).unwrap_err().code, 10334);
+    }
+
+    #[test]
     fn legacy_query_unwraps_dollar_query() {
         let mut b = Vec::new();
         b.extend_from_slice(&0i32.to_le_bytes());
@@ -740,12 +952,7 @@ mod tests {
         b.extend_from_slice(&0i32.to_le_bytes());
         b.extend_from_slice(&(-1i32).to_le_bytes());
         doc! {"$query": {"isMaster": 1}}.to_writer(&mut b).unwrap();
-        let h = Header {
-            length: 16 + b.len() as i32,
-            request_id: 1,
-            response_to: 0,
-            op_code: OP_QUERY,
-        };
+        let h = header(OP_QUERY, &b);
         let Request::Query { collection, query } = parse_request(&h, &b).unwrap() else {
             panic!()
         };

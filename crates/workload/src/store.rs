@@ -177,7 +177,7 @@ impl Store for InProc {
             docs,
             WriteOpts {
                 ordered: false,
-                journal: false,
+                ..WriteOpts::default()
             },
         );
         Ok(outcome(o)?.n)
@@ -190,7 +190,7 @@ impl Store for InProc {
             sort: q.sort.clone(),
             skip: q.skip,
             limit: (q.limit != 0).then_some(q.limit),
-            hint: None,
+            ..FindQuery::default()
         };
         let cur = self
             .db
@@ -219,6 +219,7 @@ impl Store for InProc {
                 upsert: u.upsert,
                 multi: false,
                 array_filters: None,
+                collation: None,
             }],
             WriteOpts::default(),
         );
@@ -240,6 +241,7 @@ impl Store for InProc {
                 upsert: u.upsert,
                 multi: false,
                 array_filters: None,
+                collation: None,
             })
             .collect();
         outcome(self.db.update(
@@ -248,7 +250,7 @@ impl Store for InProc {
             &stmts,
             WriteOpts {
                 ordered: false,
-                journal: false,
+                ..WriteOpts::default()
             },
         ))?;
         Ok(())
@@ -261,6 +263,7 @@ impl Store for InProc {
             &[DeleteStatement {
                 q: filter,
                 limit: 1,
+                collation: None,
             }],
             WriteOpts::default(),
         );
@@ -272,9 +275,12 @@ impl Store for InProc {
             .count(
                 &self.dbname,
                 coll,
-                &filter,
-                skip,
-                (limit != 0).then_some(limit),
+                &FindQuery {
+                    filter,
+                    skip,
+                    limit: (limit != 0).then_some(limit),
+                    ..FindQuery::default()
+                },
             )
             .map_err(|e| anyhow!("count on {coll}: {e}"))
     }

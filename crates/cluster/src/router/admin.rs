@@ -11,7 +11,7 @@ use crate::transport::{call_ok, is_ok, reply_error};
 use crate::version::ChunkVersion;
 use bson::{doc, oid::ObjectId, Bson, Document};
 use docdb::interop::{self, DocIter};
-use docdb::{DocCursor, DocError, DocResult};
+use docdb::{DocCursor, DocError, DocResult, Interrupt};
 use server::hook::CommandCall;
 use std::sync::Arc;
 
@@ -896,7 +896,7 @@ pub fn config_find(r: &Router, call: &CommandCall<'_>, coll: &str) -> DocResult<
     let docs = config_docs(r, coll)?;
     let input: DocIter = Box::new(docs.into_iter().map(Ok));
     let lookup: interop::LookupFn = Arc::new(|_: &str| Ok(Vec::new()));
-    let mut out = interop::run_pipeline(&stages, input, lookup)?;
+    let mut out = interop::run_pipeline(&stages, input, lookup, &Interrupt::none())?;
     if let Ok(p) = cmd.get_document("projection") {
         if !p.is_empty() {
             let p = interop::Proj::parse(p)?;

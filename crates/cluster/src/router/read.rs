@@ -9,7 +9,7 @@ use crate::meta::CollSnapshot;
 use crate::transport::{is_ok, reply_error, ShardConn};
 use bson::{doc, Bson, Document};
 use docdb::interop::{self, DocIter, Proj, Sort};
-use docdb::{DocCursor, DocError, DocResult};
+use docdb::{DocCursor, DocError, DocResult, Interrupt};
 use server::hook::CommandCall;
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -531,7 +531,7 @@ pub fn aggregate(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> {
     if db == "config" {
         let docs = admin::config_docs(r, &coll)?;
         let input: DocIter = Box::new(docs.into_iter().map(Ok));
-        let out = interop::run_pipeline(&pipeline, input, lookup)?;
+        let out = interop::run_pipeline(&pipeline, input, lookup, &Interrupt::none())?;
         return call.cursor_reply(&ns, DocCursor::new(out), first, false);
     }
     let (shard_part, kind, rest) = split_pipeline(&pipeline);
@@ -554,7 +554,7 @@ pub fn aggregate(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> {
     let out = if rest.is_empty() {
         m
     } else {
-        interop::run_pipeline(&rest, m, lookup)?
+        interop::run_pipeline(&rest, m, lookup, &Interrupt::none())?
     };
     call.cursor_reply(&ns, DocCursor::new(out), first, false)
 }

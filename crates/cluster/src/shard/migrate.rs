@@ -650,9 +650,16 @@ fn pull(node: &ShardNode, r: &Recipient) -> DocResult<()> {
                 upsert: true,
                 multi: false,
                 array_filters: None,
+                collation: None,
             })
             .collect();
-        let out = node.db.update(db, coll, &stmts, WriteOpts::default());
+        // The donor's documents were validated when they were written there (mongod's
+        // migrations bypass validation too).
+        let opts = WriteOpts {
+            bypass_validation: true,
+            ..WriteOpts::default()
+        };
+        let out = node.db.update(db, coll, &stmts, opts);
         match out.write_errors.into_iter().next() {
             Some(e) => Err(e.error),
             None => Ok(()),
@@ -696,6 +703,7 @@ fn pull(node: &ShardNode, r: &Recipient) -> DocResult<()> {
                 .map(|id| DeleteStatement {
                     q: doc! {"_id": id.clone()},
                     limit: 1,
+                    collation: None,
                 })
                 .collect();
             let out = node.db.delete(db, coll, &stmts, WriteOpts::default());
@@ -881,6 +889,7 @@ pub fn delete_range(
             .map(|id| DeleteStatement {
                 q: doc! {"_id": id},
                 limit: 1,
+                collation: None,
             })
             .collect();
         let out = node.db.delete(
@@ -890,6 +899,7 @@ pub fn delete_range(
             WriteOpts {
                 ordered: false,
                 journal: false,
+                ..WriteOpts::default()
             },
         );
         if let Some(e) = out.write_errors.into_iter().next() {

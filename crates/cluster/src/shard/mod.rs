@@ -372,10 +372,12 @@ impl ShardNode {
                 upsert: true,
                 multi: false,
                 array_filters: None,
+                collation: None,
             }],
             WriteOpts {
                 ordered: true,
                 journal: true,
+                ..WriteOpts::default()
             },
         );
         if let Some(e) = out.write_errors.into_iter().next() {
@@ -620,12 +622,18 @@ impl ShardNode {
         );
         let coll = call.cmd.get_str(call.name).ok()?;
         let ns = format!("{}.{coll}", call.db);
-        let received = match call.cmd.get("shardVersion") {
-            Some(v) => match ChunkVersion::from_bson(v) {
+        // The version is this hook's to check: the built-in command does not know the field.
+        let mut without_version = call.cmd.clone();
+        let received = match without_version.remove("shardVersion") {
+            Some(v) => match ChunkVersion::from_bson(&v) {
                 Ok(v) => Some(v),
                 Err(e) => return Some(error_reply(&e)),
             },
             None => None,
+        };
+        let call = &CommandCall {
+            cmd: &without_version,
+            ..*call
         };
         let Some(received) = received else {
             if !is_write {

@@ -55,6 +55,71 @@ pub const POLICY_NAMES: &[&str] = &[
     "oracle-death",
 ];
 
+/// A placement policy's name, checked against [`POLICY_NAMES`] when it is made, so a value of
+/// this type always names a known policy (adding a policy to `POLICY_NAMES` is all it takes to
+/// make its name parse). Configuration files name policies by it (`storage.flash.placement`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PolicyName(&'static str);
+
+impl PolicyName {
+    pub const NONE: PolicyName = PolicyName("none");
+
+    pub fn as_str(self) -> &'static str {
+        self.0
+    }
+
+    /// Every known name, in [`POLICY_NAMES`] order.
+    pub fn all() -> impl Iterator<Item = PolicyName> {
+        POLICY_NAMES.iter().map(|&n| PolicyName(n))
+    }
+
+    /// Whether [`make_policy`] can build it (the oracles are offline only).
+    pub fn is_online(self) -> bool {
+        OracleGrouping::from_name(self.0).is_none()
+    }
+}
+
+impl Default for PolicyName {
+    fn default() -> Self {
+        PolicyName::NONE
+    }
+}
+
+impl std::str::FromStr for PolicyName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        POLICY_NAMES
+            .iter()
+            .find(|&&n| n == s)
+            .map(|&n| PolicyName(n))
+            .ok_or_else(|| {
+                format!(
+                    "unknown placement policy {s:?} (known: {})",
+                    POLICY_NAMES.join(", ")
+                )
+            })
+    }
+}
+
+impl std::fmt::Display for PolicyName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl serde::Serialize for PolicyName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for PolicyName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// Parameters of seed 000's dynamic stream mapping.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DsmConfig {
@@ -404,6 +469,20 @@ mod tests {
             ..Default::default()
         };
         assert!(make_policy("none", &bad).is_err());
+    }
+
+    #[test]
+    fn policy_names_parse_from_the_list() {
+        for n in PolicyName::all() {
+            assert_eq!(n.as_str().parse::<PolicyName>().unwrap(), n);
+            assert_eq!(
+                n.is_online(),
+                make_policy(n.as_str(), &PlacementConfig::default()).is_ok()
+            );
+        }
+        assert_eq!(PolicyName::all().count(), POLICY_NAMES.len());
+        assert!("DSM".parse::<PolicyName>().unwrap_err().contains("unknown"));
+        assert_eq!(PolicyName::default().to_string(), "none");
     }
 
     #[test]

@@ -380,7 +380,7 @@ impl ChildOptions {
         j.compressor = self.journal_compressor;
         if let Some(k) = self.trim_batch {
             cfg.flash = engine::FlashConfig {
-                placement: "dsm".into(),
+                placement: "dsm".parse().unwrap(),
                 trim_batch: Some(k),
                 linux_hints: true,
                 ..engine::FlashConfig::default()

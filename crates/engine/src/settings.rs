@@ -1,0 +1,447 @@
+//! The configuration file's engine sections, as mongod.conf names them: `storage.wiredTiger`
+//! (cache, journal compressor, table templates) and flashdoc's `storage.flash` (placement,
+//! streams, DSM parameters, TRIM, Linux hints, an event trace). These are the serde types; the
+//! document layer parses `storage` around them and the server composes the whole file.
+//!
+//! Strict: an unknown key is an error naming it, and an option the engine cannot honour is
+//! refused, never accepted and ignored.
+//!
+//! ```yaml
+//! wiredTiger:
+//!   engineConfig: {cacheSizeGB: 1, journalCompressor: snappy}
+//!   collectionConfig: {blockCompressor: snappy, leafPageMax: 32KB, internalPageMax: 4KB,
+//!                      blockAllocation: sweep, sweepReservePct: 50}   # best | first | append | sweep
+//!   indexConfig: {prefixCompression: true, leafPageMax: 16KB, internalPageMax: 16KB}
+//! flash:
+//!   placement: dsm        # any online policy of placement::policy::POLICY_NAMES
+//!   streams: 8
+//!   dsm: {groups: 3, alpha: 3, threshold1: 5, threshold2: 1}   # thresholds in percent
+//!   trim: {enabled: true, batch: 20000, when: free}
+//!   hints: none           # or linux
+//!   trace: /tmp/events.trace
+//! ```
+
+use crate::config::{AllocPolicy, Compressor, EngineConfig, TableConfig, MAX_SWEEP_RESERVE_PCT};
+use crate::events::FlashConfig;
+use crate::journal::JournalCompressor;
+use placement::policy::{DsmConfig, PlacementConfig, PolicyName};
+use serde::{Deserialize, Deserializer, Serialize};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// `storage.wiredTiger`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WiredTigerSettings {
+    #[serde(default)]
+    pub engine_config: EngineSettings,
+    #[serde(default)]
+    pub collection_config: TableSettings,
+    #[serde(default)]
+    pub index_config: TableSettings,
+}
+
+/// `storage.wiredTiger.engineConfig`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct EngineSettings {
+    #[serde(rename = "cacheSizeGB", skip_serializing_if = "Option::is_none")]
+    pub cache_size_gb: Option<f64>,
+    #[serde(
+        default,
+        deserialize_with = "from_str_opt",
+        serialize_with = "display_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub journal_compressor: Option<JournalCompressor>,
+    /// Only `false`: every table file lives in dbPath.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub directory_for_indexes: Option<bool>,
+}
+
+/// `storage.wiredTiger.collectionConfig` / `indexConfig`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TableSettings {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block_compressor: Option<Compressor>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix_compression: Option<bool>,
+    #[serde(
+        default,
+        deserialize_with = "size_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub leaf_page_max: Option<u64>,
+    #[serde(
+        default,
+        deserialize_with = "size_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub internal_page_max: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block_allocation: Option<AllocPolicy>,
+    /// With `blockAllocation: sweep`: percent of the file kept free before the sweep wraps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep_reserve_pct: Option<u8>,
+}
+
+/// `storage.flash`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct FlashSettings {
+    pub placement: PolicyName,
+    pub streams: u8,
+    pub dsm: DsmSettings,
+    pub trim: TrimSettings,
+    pub hints: Hints,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<PathBuf>,
+}
+
+impl Default for FlashSettings {
+    fn default() -> Self {
+        let d = DsmConfig::default();
+        FlashSettings {
+            placement: PolicyName::NONE,
+            streams: PlacementConfig::default().streams,
+            dsm: DsmSettings {
+                groups: d.groups,
+                alpha: d.alpha,
+                threshold1: d.threshold1,
+                threshold2: d.threshold2,
+            },
+            trim: TrimSettings::default(),
+            hints: Hints::None,
+            trace: None,
+        }
+    }
+}
+
+/// `storage.flash.dsm`: seed 000's K, α and Fig. 9's thresholds (percent).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DsmSettings {
+    pub groups: u8,
+    pub alpha: u32,
+    pub threshold1: f64,
+    pub threshold2: f64,
+}
+
+impl Default for DsmSettings {
+    fn default() -> Self {
+        FlashSettings::default().dsm
+    }
+}
+
+/// `storage.flash.trim`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrimSettings {
+    pub enabled: bool,
+    pub batch: usize,
+    /// Only `free` on a real database: blocks are trimmed once no durable checkpoint needs them.
+    pub when: TrimWhen,
+}
+
+impl Default for TrimSettings {
+    fn default() -> Self {
+        TrimSettings {
+            enabled: false,
+            batch: 20_000,
+            when: TrimWhen::Free,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TrimWhen {
+    Free,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Hints {
+    None,
+    Linux,
+}
+
+fn cfg_err(key: &str, msg: impl std::fmt::Display) -> crate::Error {
+    crate::Error::Config(format!("{key}: {msg}"))
+}
+
+impl WiredTigerSettings {
+    /// Applies the engine keys to the engine configuration and the table templates.
+    pub fn apply(
+        &self,
+        engine: &mut EngineConfig,
+        collection: &mut TableConfig,
+        index: &mut TableConfig,
+    ) -> crate::Result<()> {
+        self.engine_config
+            .apply(engine, "storage.wiredTiger.engineConfig")?;
+        self.collection_config
+            .apply(collection, "storage.wiredTiger.collectionConfig")?;
+        self.index_config
+            .apply(index, "storage.wiredTiger.indexConfig")?;
+        Ok(())
+    }
+}
+
+impl EngineSettings {
+    pub fn apply(&self, e: &mut EngineConfig, key: &str) -> crate::Result<()> {
+        if let Some(gb) = self.cache_size_gb {
+            if !(gb > 0.0 && gb.is_finite()) {
+                return Err(cfg_err(&format!("{key}.cacheSizeGB"), "must be positive"));
+            }
+            e.cache_size = (gb * (1u64 << 30) as f64) as u64;
+        }
+        if let (Some(c), Some(j)) = (self.journal_compressor, e.journal.as_mut()) {
+            j.compressor = c;
+        }
+        if self.directory_for_indexes == Some(true) {
+            return Err(cfg_err(
+                &format!("{key}.directoryForIndexes"),
+                "not supported: every table file lives in dbPath",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl TableSettings {
+    pub fn apply(&self, t: &mut TableConfig, key: &str) -> crate::Result<()> {
+        if let Some(c) = self.block_compressor {
+            t.compressor = c;
+        }
+        if let Some(p) = self.prefix_compression {
+            t.prefix_compression = p;
+        }
+        if let Some(v) = self.leaf_page_max {
+            t.leaf_page_max = u32::try_from(v)
+                .map_err(|_| cfg_err(&format!("{key}.leafPageMax"), "too large"))?;
+            t.leaf_value_max = t.leaf_page_max;
+        }
+        if let Some(v) = self.internal_page_max {
+            t.internal_page_max = u32::try_from(v)
+                .map_err(|_| cfg_err(&format!("{key}.internalPageMax"), "too large"))?;
+        }
+        if let Some(a) = self.block_allocation {
+            t.allocation = a;
+        }
+        if let Some(pct) = self.sweep_reserve_pct {
+            let key = format!("{key}.sweepReservePct");
+            if t.allocation != AllocPolicy::Sweep {
+                return Err(cfg_err(&key, "applies only with blockAllocation: sweep"));
+            }
+            if pct > MAX_SWEEP_RESERVE_PCT {
+                return Err(cfg_err(
+                    &key,
+                    format!("must be 0–{MAX_SWEEP_RESERVE_PCT}, not {pct}"),
+                ));
+            }
+            t.sweep_reserve_pct = pct;
+        }
+        t.validate().map_err(|e| cfg_err(key, e))
+    }
+}
+
+impl FlashSettings {
+    /// The running engine's flash configuration.
+    pub fn flash_config(&self) -> crate::Result<FlashConfig> {
+        if !self.placement.is_online() {
+            return Err(cfg_err(
+                "storage.flash.placement",
+                format!(
+                    "'{}' is offline only (it needs the whole trace); it runs in the lab",
+                    self.placement
+                ),
+            ));
+        }
+        if !(1..=64).contains(&self.streams) {
+            return Err(cfg_err(
+                "storage.flash.streams",
+                format!("{} is outside 1..64", self.streams),
+            ));
+        }
+        Ok(FlashConfig {
+            placement: self.placement,
+            placement_config: PlacementConfig {
+                streams: self.streams,
+                dsm: DsmConfig {
+                    groups: self.dsm.groups,
+                    alpha: self.dsm.alpha,
+                    threshold1: self.dsm.threshold1,
+                    threshold2: self.dsm.threshold2,
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            trim_batch: self.trim.enabled.then_some(self.trim.batch),
+            linux_hints: self.hints == Hints::Linux,
+        })
+    }
+
+    /// Applies the section to the engine configuration; a `trace` file is created here.
+    pub fn apply(&self, e: &mut EngineConfig) -> crate::Result<()> {
+        e.flash = self.flash_config()?;
+        if let Some(t) = &self.trace {
+            let obs = placement::TraceObserver::create(t).map_err(|err| {
+                cfg_err(
+                    "storage.flash.trace",
+                    format!("cannot create {}: {err}", t.display()),
+                )
+            })?;
+            e.observer = Some(Arc::new(obs));
+        }
+        Ok(())
+    }
+}
+
+fn from_str_opt<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    let s = String::deserialize(d)?;
+    s.parse().map(Some).map_err(serde::de::Error::custom)
+}
+
+fn display_opt<S: serde::Serializer, T: std::fmt::Display>(
+    v: &Option<T>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => s.collect_str(v),
+        None => s.serialize_none(),
+    }
+}
+
+/// A size: a number of bytes, or a string such as `32KB`, `4096`, `1MB`.
+fn size_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        N(u64),
+        S(String),
+    }
+    match Size::deserialize(d)? {
+        Size::N(n) => Ok(Some(n)),
+        Size::S(s) => parse_size(&s).map(Some).ok_or_else(|| {
+            serde::de::Error::custom(format!("expected a size like 32KB, got {s:?}"))
+        }),
+    }
+}
+
+/// Parses `32KB`, `4096`, `1 MB`, `2G`.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let mult = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" => 1 << 10,
+        "M" | "MB" => 1 << 20,
+        "G" | "GB" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flash_section_reaches_the_engine() {
+        let f: FlashSettings = serde_yaml::from_str(
+            "placement: dsm\nstreams: 4\ndsm: {groups: 2, alpha: 4}\ntrim: {enabled: true, batch: 500}\nhints: linux\n",
+        )
+        .unwrap();
+        let c = f.flash_config().unwrap();
+        assert_eq!(c.placement.as_str(), "dsm");
+        assert_eq!(c.placement_config.streams, 4);
+        assert_eq!(c.placement_config.dsm.groups, 2);
+        assert_eq!(c.placement_config.dsm.alpha, 4);
+        assert_eq!(c.trim_batch, Some(500));
+        assert!(c.linux_hints);
+        let e = serde_yaml::from_str::<FlashSettings>("trim: {when: replace}\n").unwrap_err();
+        assert!(e.to_string().contains("replace"), "{e}");
+        let e = serde_yaml::from_str::<FlashSettings>("placement: magic\n").unwrap_err();
+        assert!(e.to_string().contains("unknown placement policy"), "{e}");
+        for offline in ["oracle", "oracle-death"] {
+            let f: FlashSettings =
+                serde_yaml::from_str(&format!("placement: {offline}\n")).unwrap();
+            assert!(f.flash_config().is_err(), "{offline}");
+        }
+        let f: FlashSettings = serde_yaml::from_str("placement: filelog\n").unwrap();
+        assert_eq!(f.flash_config().unwrap().placement.as_str(), "filelog");
+    }
+
+    #[test]
+    fn wired_tiger_keys_apply_and_unknown_keys_are_errors() {
+        let w: WiredTigerSettings = serde_yaml::from_str(
+            "engineConfig: {cacheSizeGB: 0.5, journalCompressor: zstd}\ncollectionConfig: {blockCompressor: zlib, leafPageMax: 4KB}\nindexConfig: {prefixCompression: false}\n",
+        )
+        .unwrap();
+        let mut e = EngineConfig::new("/tmp/x");
+        let (mut c, mut i) = (TableConfig::collection(), TableConfig::index());
+        w.apply(&mut e, &mut c, &mut i).unwrap();
+        assert_eq!(e.cache_size, 512 << 20);
+        assert_eq!(
+            e.journal.as_ref().unwrap().compressor,
+            JournalCompressor::Zstd
+        );
+        assert_eq!(c.compressor, Compressor::Zlib);
+        assert_eq!(c.leaf_page_max, 4096);
+        assert!(!i.prefix_compression);
+        let err = serde_yaml::from_str::<WiredTigerSettings>("engineConfig: {cacheSizeGB: lots}\n")
+            .unwrap_err();
+        assert!(err.to_string().contains("cacheSizeGB"), "{err}");
+        let err =
+            serde_yaml::from_str::<WiredTigerSettings>("engineConfig: {bogus: 1}\n").unwrap_err();
+        assert!(err.to_string().contains("bogus"), "{err}");
+        let w: WiredTigerSettings =
+            serde_yaml::from_str("engineConfig: {directoryForIndexes: true}\n").unwrap();
+        assert!(w.apply(&mut e, &mut c, &mut i).is_err());
+    }
+
+    #[test]
+    fn block_allocation_and_the_sweep_reserve() {
+        let apply = |yaml: &str| -> Result<crate::Allocation, String> {
+            let t: TableSettings = serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
+            let mut c = TableConfig::collection();
+            t.apply(&mut c, "collectionConfig")
+                .map_err(|e| e.to_string())?;
+            Ok(c.block_allocation())
+        };
+        let a = apply("{blockAllocation: sweep, sweepReservePct: 20}").unwrap();
+        assert_eq!(a.policy, AllocPolicy::Sweep);
+        assert_eq!(a.sweep_reserve_pct, 20);
+        let a = apply("{blockAllocation: sweep}").unwrap();
+        assert_eq!(
+            a.sweep_reserve_pct,
+            crate::config::DEFAULT_SWEEP_RESERVE_PCT
+        );
+        assert_eq!(
+            apply("{blockAllocation: first}").unwrap().policy,
+            AllocPolicy::First
+        );
+        let err = |yaml: &str| apply(yaml).unwrap_err();
+        assert!(err("{blockAllocation: spiral}").contains("spiral"));
+        assert!(err("{blockAllocation: sweep, sweepReservePct: 91}").contains("must be 0–90"));
+        assert!(err("{blockAllocation: sweep, sweepReservePct: 256}").contains("256"));
+        assert!(err("{sweepReservePct: 10}").contains("applies only with blockAllocation: sweep"));
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("32KB"), Some(32768));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("1 MB"), Some(1 << 20));
+        assert_eq!(parse_size("x"), None);
+    }
+}

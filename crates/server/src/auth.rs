@@ -1,0 +1,803 @@
+//! Users, built-in roles and authorization (`security.authorization: enabled`).
+//!
+//! - Users live in `admin.system.users` in mongod's shape: `{_id: "db.user", userId, user, db,
+//!   credentials: {"SCRAM-SHA-1": {...}, "SCRAM-SHA-256": {...}}, roles: [{role, db}],
+//!   customData?}`, with salted keys only ([`crate::scram`]). Clients cannot read or write that
+//!   collection directly; the user commands do.
+//! - Authorization is table-driven: every command maps to one [`Action`] ([`command_action`];
+//!   `listCommands` lists exactly these commands), and every built-in role is a set of
+//!   actions on its database, on every database (`…AnyDatabase`), or on the cluster
+//!   ([`role_grants`]).
+//! - With authorization on, an unauthenticated client may only run `hello` (and its legacy
+//!   names), `ping`, `saslStart`, `saslContinue`, `authenticate` and `logout`; anything else is
+//!   Unauthorized (13). The localhost exception: while no user exists, a client on a loopback
+//!   address may create the first user in `admin`.
+
+use crate::scram::{self, Conversation, Credential, Mechanism};
+use crate::state::{ConnInfo, ServerState};
+use bson::{doc, Bson, Document};
+use docdb::{DocDb, DocError, DocResult, FindQuery, WriteOpts};
+
+pub const USERS_DB: &str = "admin";
+pub const USERS_COLL: &str = "system.users";
+
+/// What a command does, for authorization.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Allowed to anyone, authenticated or not (handshake, ping, authentication).
+    Open,
+    /// Allowed to any authenticated user (about the session itself).
+    Session,
+    Find,
+    Insert,
+    Update,
+    Remove,
+    CreateCollection,
+    DropCollection,
+    DropDatabase,
+    CreateIndex,
+    DropIndex,
+    ListCollections,
+    ListIndexes,
+    CollStats,
+    DbStats,
+    Validate,
+    RenameCollection,
+    /// Creating, changing and dropping users and their roles.
+    UserAdmin,
+    ViewUser,
+    /// Cluster-wide: listDatabases, serverStatus, hostInfo, getCmdLineOpts, getLog,
+    /// getParameter.
+    ClusterMonitor,
+    /// Cluster-wide: shutdown, fsync, setParameter.
+    ClusterAdmin,
+}
+
+/// Every command the server runs, with its action (listCommands lists these).
+pub const COMMANDS: &[(&str, Action)] = &[
+    ("hello", Action::Open),
+    ("isMaster", Action::Open),
+    ("ismaster", Action::Open),
+    ("ping", Action::Open),
+    ("saslStart", Action::Open),
+    ("saslContinue", Action::Open),
+    ("authenticate", Action::Open),
+    ("logout", Action::Open),
+    ("buildInfo", Action::Session),
+    ("buildinfo", Action::Session),
+    ("connectionStatus", Action::Session),
+    ("whatsmyuri", Action::Session),
+    ("listCommands", Action::Session),
+    ("endSessions", Action::Session),
+    ("startSession", Action::Session),
+    ("refreshSessions", Action::Session),
+    ("killSessions", Action::Session),
+    ("killAllSessions", Action::Session),
+    ("commitTransaction", Action::Session),
+    ("abortTransaction", Action::Session),
+    ("getMore", Action::Find),
+    ("killCursors", Action::Find),
+    ("find", Action::Find),
+    ("count", Action::Find),
+    ("distinct", Action::Find),
+    ("aggregate", Action::Find),
+    ("explain", Action::Find),
+    ("insert", Action::Insert),
+    ("update", Action::Update),
+    ("findAndModify", Action::Update),
+    ("findandmodify", Action::Update),
+    ("delete", Action::Remove),
+    ("create", Action::CreateCollection),
+    ("drop", Action::DropCollection),
+    ("dropDatabase", Action::DropDatabase),
+    ("renameCollection", Action::RenameCollection),
+    ("createIndexes", Action::CreateIndex),
+    ("dropIndexes", Action::DropIndex),
+    ("deleteIndexes", Action::DropIndex),
+    ("listCollections", Action::ListCollections),
+    ("listIndexes", Action::ListIndexes),
+    ("collStats", Action::CollStats),
+    ("dbStats", Action::DbStats),
+    ("validate", Action::Validate),
+    ("createUser", Action::UserAdmin),
+    ("updateUser", Action::UserAdmin),
+    ("dropUser", Action::UserAdmin),
+    ("grantRolesToUser", Action::UserAdmin),
+    ("revokeRolesFromUser", Action::UserAdmin),
+    ("usersInfo", Action::ViewUser),
+    ("listDatabases", Action::ClusterMonitor),
+    ("serverStatus", Action::ClusterMonitor),
+    ("hostInfo", Action::ClusterMonitor),
+    ("getCmdLineOpts", Action::ClusterMonitor),
+    ("getLog", Action::ClusterMonitor),
+    ("getParameter", Action::ClusterMonitor),
+    ("setParameter", Action::ClusterAdmin),
+    ("fsync", Action::ClusterAdmin),
+    ("shutdown", Action::ClusterAdmin),
+];
+
+/// A command's action; None for a command the server does not have.
+pub fn command_action(name: &str) -> Option<Action> {
+    COMMANDS.iter().find(|(n, _)| *n == name).map(|(_, a)| *a)
+}
+
+/// The built-in roles (the `…AnyDatabase` ones and `clusterMonitor` and `root` exist in
+/// `admin` only).
+pub const BUILTIN_ROLES: &[&str] = &[
+    "read",
+    "readWrite",
+    "dbAdmin",
+    "userAdmin",
+    "readAnyDatabase",
+    "readWriteAnyDatabase",
+    "dbAdminAnyDatabase",
+    "userAdminAnyDatabase",
+    "clusterMonitor",
+    "root",
+];
+
+fn read_actions(a: Action) -> bool {
+    matches!(
+        a,
+        Action::Find
+            | Action::ListCollections
+            | Action::ListIndexes
+            | Action::CollStats
+            | Action::DbStats
+    )
+}
+
+fn write_actions(a: Action) -> bool {
+    read_actions(a)
+        || matches!(
+            a,
+            Action::Insert
+                | Action::Update
+                | Action::Remove
+                | Action::CreateCollection
+                | Action::DropCollection
+                | Action::CreateIndex
+                | Action::DropIndex
+                | Action::RenameCollection
+        )
+}
+
+fn db_admin_actions(a: Action) -> bool {
+    matches!(
+        a,
+        Action::ListCollections
+            | Action::ListIndexes
+            | Action::CollStats
+            | Action::DbStats
+            | Action::Validate
+            | Action::CreateCollection
+            | Action::DropCollection
+            | Action::DropDatabase
+            | Action::CreateIndex
+            | Action::DropIndex
+            | Action::RenameCollection
+    )
+}
+
+fn user_admin_actions(a: Action) -> bool {
+    matches!(a, Action::UserAdmin | Action::ViewUser)
+}
+
+/// Whether `role` (defined in `role_db`) grants `action` on database `db`.
+pub fn role_grants(role: &str, role_db: &str, action: Action, db: &str) -> bool {
+    match action {
+        Action::Open | Action::Session => return true,
+        _ => {}
+    }
+    let any = role_db == USERS_DB;
+    let cluster = matches!(action, Action::ClusterMonitor | Action::ClusterAdmin);
+    match role {
+        "read" => !cluster && role_db == db && read_actions(action),
+        "readWrite" => !cluster && role_db == db && write_actions(action),
+        "dbAdmin" => !cluster && role_db == db && db_admin_actions(action),
+        "userAdmin" => !cluster && role_db == db && user_admin_actions(action),
+        "readAnyDatabase" => any && read_actions(action),
+        "readWriteAnyDatabase" => any && write_actions(action),
+        "dbAdminAnyDatabase" => any && db_admin_actions(action),
+        "userAdminAnyDatabase" => any && user_admin_actions(action),
+        "clusterMonitor" => any && action == Action::ClusterMonitor,
+        "root" => any,
+        _ => false,
+    }
+}
+
+/// An authenticated user and its roles.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AuthedUser {
+    pub user: String,
+    pub db: String,
+    pub roles: Vec<(String, String)>,
+}
+
+/// A connection's authentication state.
+#[derive(Default)]
+pub struct ConnAuth {
+    pub users: Vec<AuthedUser>,
+    pub conversation: Option<Conversation>,
+    /// The client asked to end the exchange right after the server-final message.
+    pub skip_empty_exchange: bool,
+}
+
+impl ConnAuth {
+    pub fn is_authenticated(&self) -> bool {
+        !self.users.is_empty()
+    }
+    pub fn allows(&self, action: Action, db: &str) -> bool {
+        self.users.iter().any(|u| {
+            u.roles
+                .iter()
+                .any(|(r, rdb)| role_grants(r, rdb, action, db))
+        })
+    }
+}
+
+fn user_id(db: &str, user: &str) -> String {
+    format!("{db}.{user}")
+}
+
+/// A user's stored document.
+pub fn find_user(dbx: &DocDb, db: &str, user: &str) -> DocResult<Option<Document>> {
+    let q = FindQuery {
+        filter: doc! {"_id": user_id(db, user)},
+        ..Default::default()
+    };
+    dbx.find(USERS_DB, USERS_COLL, &q)?.next().transpose()
+}
+
+pub fn any_user_exists(dbx: &DocDb) -> DocResult<bool> {
+    Ok(dbx
+        .find(USERS_DB, USERS_COLL, &FindQuery::default())?
+        .next()
+        .transpose()?
+        .is_some())
+}
+
+/// The credentials of a user for a mechanism (None: no such user or no such credential).
+pub fn credential(
+    dbx: &DocDb,
+    db: &str,
+    user: &str,
+    mech: Mechanism,
+) -> DocResult<Option<Credential>> {
+    Ok(find_user(dbx, db, user)?.and_then(|u| {
+        let c = u.get_document("credentials").ok()?;
+        Credential::from_doc(c.get_document(mech.name()).ok()?)
+    }))
+}
+
+pub fn roles_of(u: &Document) -> Vec<(String, String)> {
+    u.get_array("roles")
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| {
+                    let r = r.as_document()?;
+                    Some((r.get_str("role").ok()?.into(), r.get_str("db").ok()?.into()))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn mechanisms_of(u: &Document) -> Vec<String> {
+    u.get_document("credentials")
+        .map(|c| c.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// Parses a `roles` argument: names (in `db`) or `{role, db}`; every role must be built in
+/// and exist in its database.
+pub fn parse_roles(v: &Bson, db: &str) -> DocResult<Vec<(String, String)>> {
+    let Bson::Array(a) = v else {
+        return Err(DocError::type_mismatch("roles must be an array"));
+    };
+    let mut out = Vec::new();
+    for r in a {
+        let (role, rdb) = match r {
+            Bson::String(s) => (s.clone(), db.to_string()),
+            Bson::Document(d) => (
+                d.get_str("role")
+                    .map_err(|_| DocError::bad_value("a role document needs a string 'role'"))?
+                    .to_string(),
+                d.get_str("db")
+                    .map_err(|_| DocError::bad_value("a role document needs a string 'db'"))?
+                    .to_string(),
+            ),
+            _ => {
+                return Err(DocError::type_mismatch(
+                    "roles must be strings or documents",
+                ))
+            }
+        };
+        let admin_only = !matches!(
+            role.as_str(),
+            "read" | "readWrite" | "dbAdmin" | "userAdmin"
+        );
+        if !BUILTIN_ROLES.contains(&role.as_str()) || (admin_only && rdb != USERS_DB) {
+            return Err(DocError::with_code(
+                31,
+                "RoleNotFound",
+                format!("Could not find role: {role}@{rdb}"),
+            ));
+        }
+        if !out.contains(&(role.clone(), rdb.clone())) {
+            out.push((role, rdb));
+        }
+    }
+    Ok(out)
+}
+
+fn roles_bson(roles: &[(String, String)]) -> Vec<Bson> {
+    roles
+        .iter()
+        .map(|(r, d)| Bson::Document(doc! {"role": r.clone(), "db": d.clone()}))
+        .collect()
+}
+
+fn mechanisms_arg(cmd: &Document) -> DocResult<Vec<Mechanism>> {
+    match cmd.get("mechanisms") {
+        None => Ok(vec![Mechanism::Sha1, Mechanism::Sha256]),
+        Some(Bson::Array(a)) if !a.is_empty() => a
+            .iter()
+            .map(|m| {
+                m.as_str()
+                    .and_then(Mechanism::parse)
+                    .ok_or_else(|| DocError::bad_value(format!("Unknown auth mechanism '{m}'")))
+            })
+            .collect(),
+        Some(_) => Err(DocError::bad_value("mechanisms must be a non-empty array")),
+    }
+}
+
+fn password_arg(cmd: &Document) -> DocResult<Option<String>> {
+    if matches!(cmd.get("digestPassword"), Some(Bson::Boolean(false))) {
+        return Err(DocError::bad_value(
+            "digestPassword: false is not supported (the server digests passwords itself)",
+        ));
+    }
+    match cmd.get("pwd") {
+        None => Ok(None),
+        Some(Bson::String(p)) if !p.is_empty() => Ok(Some(p.clone())),
+        Some(Bson::String(_)) => Err(DocError::bad_value("Password cannot be empty")),
+        Some(_) => Err(DocError::type_mismatch("pwd must be a string")),
+    }
+}
+
+fn credentials(user: &str, pwd: &str, mechs: &[Mechanism]) -> DocResult<Document> {
+    let mut d = Document::new();
+    for m in mechs {
+        let c = Credential::derive(*m, user, pwd).map_err(DocError::bad_value)?;
+        d.insert(m.name(), c.to_doc());
+    }
+    Ok(d)
+}
+
+fn first_error(out: docdb::WriteOutcome) -> DocResult<u64> {
+    match out.write_errors.into_iter().next() {
+        Some(e) => Err(e.error),
+        None => Ok(out.n),
+    }
+}
+
+fn sync_opts() -> WriteOpts {
+    WriteOpts {
+        journal: true,
+        ..WriteOpts::default()
+    }
+}
+
+/// createUser.
+pub fn create_user(dbx: &DocDb, db: &str, cmd: &Document) -> DocResult<Document> {
+    let user = cmd
+        .get_str("createUser")
+        .map_err(|_| DocError::type_mismatch("createUser must be a string"))?;
+    if user.is_empty() {
+        return Err(DocError::bad_value(
+            "User document needs 'user' field to be non-empty",
+        ));
+    }
+    let pwd = password_arg(cmd)?.ok_or_else(|| {
+        DocError::bad_value("Must provide a 'pwd' field for all user documents, except those with '$external' as the user's source db")
+    })?;
+    let roles = parse_roles(
+        cmd.get("roles").ok_or_else(|| {
+            DocError::failed_to_parse("\"createUser\" command requires a \"roles\" array")
+        })?,
+        db,
+    )?;
+    let mechs = mechanisms_arg(cmd)?;
+    if find_user(dbx, db, user)?.is_some() {
+        return Err(DocError::with_code(
+            51003,
+            "Location51003",
+            format!("User \"{user}@{db}\" already exists"),
+        ));
+    }
+    let mut u = doc! {
+        "_id": user_id(db, user),
+        "userId": bson::Uuid::new(),
+        "user": user,
+        "db": db,
+        "credentials": credentials(user, &pwd, &mechs)?,
+        "roles": roles_bson(&roles),
+    };
+    if let Some(c) = cmd.get("customData") {
+        u.insert("customData", c.clone());
+    }
+    first_error(dbx.insert(USERS_DB, USERS_COLL, vec![u], sync_opts()))?;
+    Ok(doc! {})
+}
+
+fn modify_user(dbx: &DocDb, db: &str, user: &str, set: Document) -> DocResult<()> {
+    let stmt = docdb::UpdateStatement {
+        q: doc! {"_id": user_id(db, user)},
+        u: Bson::Document(doc! {"$set": set}),
+        upsert: false,
+        multi: false,
+        array_filters: None,
+        collation: None,
+    };
+    let out = dbx.update(USERS_DB, USERS_COLL, &[stmt], sync_opts());
+    if first_error(out)? == 0 {
+        return Err(user_not_found(user, db));
+    }
+    Ok(())
+}
+
+fn user_not_found(user: &str, db: &str) -> DocError {
+    DocError::with_code(
+        11,
+        "UserNotFound",
+        format!("Could not find user \"{user}\" for db \"{db}\""),
+    )
+}
+
+fn existing(dbx: &DocDb, db: &str, user: &str) -> DocResult<Document> {
+    find_user(dbx, db, user)?.ok_or_else(|| user_not_found(user, db))
+}
+
+/// updateUser.
+pub fn update_user(dbx: &DocDb, db: &str, cmd: &Document) -> DocResult<Document> {
+    let user = cmd
+        .get_str("updateUser")
+        .map_err(|_| DocError::type_mismatch("updateUser must be a string"))?;
+    let u = existing(dbx, db, user)?;
+    let mut set = Document::new();
+    if let Some(pwd) = password_arg(cmd)? {
+        let mechs = match cmd.get("mechanisms") {
+            Some(_) => mechanisms_arg(cmd)?,
+            None => mechanisms_of(&u)
+                .iter()
+                .filter_map(|m| Mechanism::parse(m))
+                .collect(),
+        };
+        set.insert("credentials", credentials(user, &pwd, &mechs)?);
+    } else if cmd.contains_key("mechanisms") {
+        return Err(DocError::bad_value(
+            "mechanisms can only be changed together with the password",
+        ));
+    }
+    if let Some(r) = cmd.get("roles") {
+        set.insert("roles", roles_bson(&parse_roles(r, db)?));
+    }
+    if let Some(c) = cmd.get("customData") {
+        set.insert("customData", c.clone());
+    }
+    if set.is_empty() {
+        return Err(DocError::bad_value(
+            "Must specify at least one field to update in updateUser",
+        ));
+    }
+    modify_user(dbx, db, user, set)?;
+    Ok(doc! {})
+}
+
+/// dropUser.
+pub fn drop_user(dbx: &DocDb, db: &str, cmd: &Document) -> DocResult<Document> {
+    let user = cmd
+        .get_str("dropUser")
+        .map_err(|_| DocError::type_mismatch("dropUser must be a string"))?;
+    let stmt = docdb::DeleteStatement {
+        q: doc! {"_id": user_id(db, user)},
+        limit: 1,
+        collation: None,
+    };
+    if first_error(dbx.delete(USERS_DB, USERS_COLL, &[stmt], sync_opts()))? == 0 {
+        return Err(user_not_found(user, db));
+    }
+    Ok(doc! {})
+}
+
+/// grantRolesToUser / revokeRolesFromUser.
+pub fn change_roles(dbx: &DocDb, db: &str, cmd: &Document, grant: bool) -> DocResult<Document> {
+    let key = if grant {
+        "grantRolesToUser"
+    } else {
+        "revokeRolesFromUser"
+    };
+    let user = cmd
+        .get_str(key)
+        .map_err(|_| DocError::type_mismatch(format!("{key} must be a string")))?;
+    let change = parse_roles(
+        cmd.get("roles").ok_or_else(|| {
+            DocError::failed_to_parse(format!("{key} requires a \"roles\" array"))
+        })?,
+        db,
+    )?;
+    let u = existing(dbx, db, user)?;
+    let mut roles = roles_of(&u);
+    for r in change {
+        if grant {
+            if !roles.contains(&r) {
+                roles.push(r);
+            }
+        } else {
+            roles.retain(|x| *x != r);
+        }
+    }
+    modify_user(dbx, db, user, doc! {"roles": roles_bson(&roles)})?;
+    Ok(doc! {})
+}
+
+/// usersInfo: `1` (every user of the database), a name, `{user, db}`, or an array of these;
+/// `showCredentials` adds the stored (salted) credentials.
+pub fn users_info(dbx: &DocDb, db: &str, cmd: &Document) -> DocResult<Document> {
+    let show_credentials = matches!(cmd.get("showCredentials"), Some(Bson::Boolean(true)));
+    if matches!(cmd.get("showPrivileges"), Some(Bson::Boolean(true))) {
+        return Err(DocError::with_code(
+            238,
+            "NotImplemented",
+            "usersInfo showPrivileges is not supported by flashdoc",
+        ));
+    }
+    let one = |v: &Bson| -> DocResult<(String, String)> {
+        match v {
+            Bson::String(u) => Ok((db.to_string(), u.clone())),
+            Bson::Document(d) => Ok((
+                d.get_str("db").unwrap_or(db).to_string(),
+                d.get_str("user")
+                    .map_err(|_| DocError::bad_value("usersInfo entries need 'user'"))?
+                    .to_string(),
+            )),
+            _ => Err(DocError::bad_value(
+                "usersInfo expects a name, {user, db} or an array",
+            )),
+        }
+    };
+    let filter = match cmd.get("usersInfo") {
+        Some(Bson::Int32(1)) | Some(Bson::Int64(1)) | Some(Bson::Double(_)) => doc! {"db": db},
+        Some(Bson::Array(a)) => {
+            let ids: Vec<Bson> = a
+                .iter()
+                .map(|v| one(v).map(|(d, u)| Bson::String(user_id(&d, &u))))
+                .collect::<DocResult<_>>()?;
+            doc! {"_id": {"$in": ids}}
+        }
+        Some(v) => {
+            let (d, u) = one(v)?;
+            doc! {"_id": user_id(&d, &u)}
+        }
+        None => return Err(DocError::bad_value("usersInfo needs an argument")),
+    };
+    let q = FindQuery {
+        filter,
+        sort: Some(doc! {"_id": 1}),
+        ..Default::default()
+    };
+    let mut users = Vec::new();
+    for u in dbx.find(USERS_DB, USERS_COLL, &q)? {
+        let mut u = u?;
+        let mechs: Vec<Bson> = mechanisms_of(&u).into_iter().map(Bson::String).collect();
+        if !show_credentials {
+            u.remove("credentials");
+        }
+        u.insert("mechanisms", mechs);
+        users.push(Bson::Document(u));
+    }
+    Ok(doc! {"users": users})
+}
+
+// ------------------------------------------------------------------ authentication
+
+fn auth_failed() -> DocError {
+    DocError::with_code(18, "AuthenticationFailed", "Authentication failed.")
+}
+
+fn payload_bytes(cmd: &Document) -> DocResult<Vec<u8>> {
+    match cmd.get("payload") {
+        Some(Bson::Binary(b)) => Ok(b.bytes.clone()),
+        Some(Bson::String(s)) => Ok(s.as_bytes().to_vec()),
+        _ => Err(DocError::bad_value(
+            "saslStart/saslContinue need a BinData 'payload'",
+        )),
+    }
+}
+
+/// saslStart (also run for hello's speculativeAuthenticate): the client-first message.
+pub fn sasl_start(
+    state: &ServerState,
+    conn: &ConnInfo,
+    db: &str,
+    cmd: &Document,
+) -> DocResult<Document> {
+    let mech_name = cmd
+        .get_str("mechanism")
+        .map_err(|_| DocError::bad_value("saslStart needs a string 'mechanism'"))?;
+    let Some(mech) = Mechanism::parse(mech_name) else {
+        return Err(DocError::with_code(
+            334,
+            "MechanismUnavailable",
+            format!("Received authentication for mechanism {mech_name} which is not enabled"),
+        ));
+    };
+    let payload = payload_bytes(cmd)?;
+    let user = scram::client_first_user(&payload).map_err(DocError::bad_value)?;
+    let Some(cred) = credential(state.db(), db, &user, mech)? else {
+        return Err(auth_failed());
+    };
+    let (conv, server_first) =
+        Conversation::start(mech, db, &payload, cred).map_err(DocError::bad_value)?;
+    let skip_empty = cmd
+        .get_document("options")
+        .ok()
+        .and_then(|o| o.get_bool("skipEmptyExchange").ok())
+        .unwrap_or(false);
+    let mut a = conn.auth.lock();
+    a.conversation = Some(conv);
+    a.skip_empty_exchange = skip_empty;
+    Ok(doc! {"conversationId": 1, "done": false, "payload": scram::bin(server_first)})
+}
+
+/// saslContinue: the client-final message (the proof), then, without skipEmptyExchange, the
+/// client's empty last step.
+pub fn sasl_continue(state: &ServerState, conn: &ConnInfo, cmd: &Document) -> DocResult<Document> {
+    let mut a = conn.auth.lock();
+    let Some(mut conv) = a.conversation.take() else {
+        return Err(DocError::with_code(
+            17,
+            "ProtocolError",
+            "No SASL session state found",
+        ));
+    };
+    if !matches!(
+        cmd.get("conversationId"),
+        Some(Bson::Int32(1)) | Some(Bson::Int64(1))
+    ) {
+        return Err(DocError::bad_value("unknown SASL conversationId"));
+    }
+    if conv.verified {
+        return Ok(doc! {"conversationId": 1, "done": true, "payload": scram::bin(Vec::new())});
+    }
+    let server_final = conv
+        .finish(&payload_bytes(cmd)?)
+        .map_err(|_| auth_failed())?;
+    let u = find_user(state.db(), &conv.db, &conv.user)?.ok_or_else(auth_failed)?;
+    let authed = AuthedUser {
+        user: conv.user.clone(),
+        db: conv.db.clone(),
+        roles: roles_of(&u),
+    };
+    a.users
+        .retain(|x| !(x.user == authed.user && x.db == authed.db));
+    a.users.push(authed);
+    crate::log::info(
+        "ACCESS",
+        &format!(
+            "Successfully authenticated as principal {} on {} from client {} ({})",
+            conv.user,
+            conv.db,
+            conn.peer,
+            conv.mech.name()
+        ),
+    );
+    let done = a.skip_empty_exchange;
+    if !done {
+        a.conversation = Some(conv);
+    }
+    Ok(doc! {"conversationId": 1, "done": done, "payload": scram::bin(server_final)})
+}
+
+/// hello's `saslSupportedMechs: "db.user"`: the user's mechanisms (none if no such user).
+pub fn supported_mechs(state: &ServerState, ns_user: &str) -> Option<Vec<Bson>> {
+    let (db, user) = ns_user.split_once('.')?;
+    let u = find_user(state.db(), db, user).ok()??;
+    Some(mechanisms_of(&u).into_iter().map(Bson::String).collect())
+}
+
+/// connectionStatus's authInfo.
+pub fn auth_info(conn: &ConnInfo) -> Document {
+    let a = conn.auth.lock();
+    let users: Vec<Bson> = a
+        .users
+        .iter()
+        .map(|u| Bson::Document(doc! {"user": u.user.clone(), "db": u.db.clone()}))
+        .collect();
+    let roles: Vec<Bson> = a.users.iter().flat_map(|u| roles_bson(&u.roles)).collect();
+    doc! {"authInfo": {"authenticatedUsers": users, "authenticatedUserRoles": roles}}
+}
+
+/// The authorization check before a command runs (when `security.authorization` is on).
+pub fn authorize(state: &ServerState, conn: &ConnInfo, name: &str, db: &str) -> DocResult<()> {
+    // A command missing from the table is refused: with authorization on, nothing runs
+    // that the table does not name.
+    let Some(action) = command_action(name) else {
+        return Err(DocError::command_not_found(format!(
+            "no such command: '{name}'"
+        )));
+    };
+    if action == Action::Open {
+        return Ok(());
+    }
+    let a = conn.auth.lock();
+    if !a.is_authenticated() {
+        drop(a);
+        if name == "createUser" && db == USERS_DB && localhost_exception(state, conn)? {
+            return Ok(());
+        }
+        return Err(DocError::with_code(
+            13,
+            "Unauthorized",
+            format!("Command {name} requires authentication"),
+        ));
+    }
+    if a.allows(action, db) {
+        return Ok(());
+    }
+    Err(DocError::with_code(
+        13,
+        "Unauthorized",
+        format!("not authorized on {db} to execute command {{ {name}: ... }}"),
+    ))
+}
+
+/// The localhost exception: a loopback client may create the first user while none exists.
+fn localhost_exception(state: &ServerState, conn: &ConnInfo) -> DocResult<bool> {
+    Ok(state.params().enable_localhost_auth_bypass
+        && conn.peer.ip().is_loopback()
+        && !any_user_exists(state.db())?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_table() {
+        assert!(role_grants("read", "app", Action::Find, "app"));
+        assert!(!role_grants("read", "app", Action::Find, "other"));
+        assert!(!role_grants("read", "app", Action::Insert, "app"));
+        assert!(role_grants("readWrite", "app", Action::Insert, "app"));
+        assert!(!role_grants("dbAdmin", "app", Action::Find, "app"));
+        assert!(role_grants("dbAdmin", "app", Action::Validate, "app"));
+        assert!(role_grants("userAdmin", "app", Action::UserAdmin, "app"));
+        assert!(!role_grants("userAdmin", "app", Action::Find, "app"));
+        assert!(role_grants("readAnyDatabase", "admin", Action::Find, "x"));
+        assert!(!role_grants("readAnyDatabase", "app", Action::Find, "app"));
+        assert!(role_grants(
+            "clusterMonitor",
+            "admin",
+            Action::ClusterMonitor,
+            "admin"
+        ));
+        assert!(!role_grants(
+            "clusterMonitor",
+            "admin",
+            Action::Find,
+            "admin"
+        ));
+        assert!(role_grants("root", "admin", Action::ClusterAdmin, "admin"));
+        assert!(!role_grants(
+            "readWrite",
+            "app",
+            Action::ClusterMonitor,
+            "app"
+        ));
+        assert!(parse_roles(&bson::bson!(["root"]), "app").is_err());
+        assert!(parse_roles(&bson::bson!([{"role": "root", "db": "admin"}]), "app").is_ok());
+        assert!(parse_roles(&bson::bson!(["nope"]), "app").is_err());
+    }
+}

@@ -1,0 +1,152 @@
+//! Role enforcement walks the whole command table: for every built-in role, every command
+//! `listCommands` returns is run (on an application database and on `admin`) by a connection
+//! holding only that role, and it is refused with Unauthorized (13) exactly when the role does
+//! not grant the command's action there. Plus spot checks that state the expected decisions
+//! independently of the table.
+
+use bson::{doc, Bson, Document};
+use server::auth::{self, AuthedUser};
+use server::config::{Authorization, ServerConfig};
+use server::state::{ConnInfo, ServerState};
+use std::sync::Arc;
+
+fn state() -> Arc<ServerState> {
+    let db = docdb::DocDb::open(docdb::DocDbConfig::in_memory()).unwrap();
+    let mut cfg = ServerConfig::default();
+    cfg.security.authorization = Authorization::Enabled;
+    Arc::new(ServerState::new(db, &cfg))
+}
+
+fn conn(st: &ServerState, roles: &[(&str, &str)]) -> ConnInfo {
+    let c = st.new_connection("10.0.0.7:4000".parse().unwrap()).unwrap();
+    if !roles.is_empty() {
+        c.auth.lock().users.push(AuthedUser {
+            user: "u".into(),
+            db: "admin".into(),
+            roles: roles
+                .iter()
+                .map(|(r, d)| (r.to_string(), d.to_string()))
+                .collect(),
+        });
+    }
+    c
+}
+
+fn code(r: &Document) -> Option<i32> {
+    r.get_i32("code").ok()
+}
+
+fn run(st: &Arc<ServerState>, c: &ConnInfo, name: &str, db: &str) -> Document {
+    // `c` as the target collection or value: enough for every command to reach its check.
+    let arg = match name {
+        "getMore" => Bson::Int64(1),
+        "usersInfo" | "listCommands" | "hello" | "ping" => Bson::Int32(1),
+        _ => Bson::String("c".into()),
+    };
+    let cmd = doc! {name: arg, "$db": db};
+    server::commands::run(st, &cmd, c).0
+}
+
+#[test]
+fn every_listed_command_for_every_builtin_role() {
+    let st = state();
+    let listed = run(
+        &st,
+        &conn(&st, &[("root", "admin")]),
+        "listCommands",
+        "admin",
+    );
+    let names: Vec<String> = listed
+        .get_document("commands")
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(names.len(), auth::COMMANDS.len());
+    for &role in auth::BUILTIN_ROLES {
+        let role_db = if matches!(role, "read" | "readWrite" | "dbAdmin" | "userAdmin") {
+            "app"
+        } else {
+            "admin"
+        };
+        let c = conn(&st, &[(role, role_db)]);
+        for name in &names {
+            if name == "shutdown" || name == "logout" {
+                continue; // would end the test's own session or server loop
+            }
+            let action = auth::command_action(name).expect("every listed command has an action");
+            for db in ["app", "admin"] {
+                let r = run(&st, &c, name, db);
+                let granted = auth::role_grants(role, role_db, action, db);
+                assert_eq!(
+                    code(&r) == Some(13),
+                    !granted,
+                    "{role}@{role_db} running {name} on {db}: {r}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn unauthenticated_clients_may_only_handshake_and_authenticate() {
+    let st = state();
+    let c = conn(&st, &[]);
+    for name in ["hello", "isMaster", "ping", "saslStart"] {
+        assert_ne!(code(&run(&st, &c, name, "admin")), Some(13), "{name}");
+    }
+    for name in [
+        "find",
+        "insert",
+        "listDatabases",
+        "buildInfo",
+        "createUser",
+        "serverStatus",
+    ] {
+        assert_eq!(code(&run(&st, &c, name, "admin")), Some(13), "{name}");
+    }
+    // The localhost exception: only over loopback, only createUser in admin, only while no
+    // user exists.
+    let local = st
+        .new_connection("127.0.0.1:5000".parse().unwrap())
+        .unwrap();
+    let create = doc! {"createUser": "boss", "pwd": "pw", "roles": ["root"], "$db": "admin"};
+    let far = conn(&st, &[]);
+    assert_eq!(code(&server::commands::run(&st, &create, &far).0), Some(13));
+    assert_eq!(code(&run(&st, &local, "find", "admin")), Some(13));
+    let r = server::commands::run(&st, &create, &local).0;
+    assert_eq!(r.get_f64("ok"), Ok(1.0), "{r}");
+    let again = doc! {"createUser": "second", "pwd": "pw", "roles": ["root"], "$db": "admin"};
+    assert_eq!(
+        code(&server::commands::run(&st, &again, &local).0),
+        Some(13)
+    );
+}
+
+#[test]
+fn spot_checks_independent_of_the_table() {
+    let st = state();
+    let reader = conn(&st, &[("read", "app")]);
+    assert_ne!(code(&run(&st, &reader, "find", "app")), Some(13));
+    assert_eq!(code(&run(&st, &reader, "insert", "app")), Some(13));
+    assert_eq!(code(&run(&st, &reader, "find", "other")), Some(13));
+    let admin = conn(&st, &[("dbAdmin", "app")]);
+    assert_eq!(code(&run(&st, &admin, "find", "app")), Some(13));
+    assert_ne!(code(&run(&st, &admin, "validate", "app")), Some(13));
+    let monitor = conn(&st, &[("clusterMonitor", "admin")]);
+    assert_ne!(code(&run(&st, &monitor, "serverStatus", "admin")), Some(13));
+    assert_eq!(code(&run(&st, &monitor, "find", "admin")), Some(13));
+    let root = conn(&st, &[("root", "admin")]);
+    for name in [
+        "find",
+        "insert",
+        "serverStatus",
+        "setParameter",
+        "createUser",
+    ] {
+        assert_ne!(code(&run(&st, &root, name, "app")), Some(13), "{name}");
+    }
+    // Nobody touches admin.system.users directly.
+    let r = server::commands::run(&st, &doc! {"find": "system.users", "$db": "admin"}, &root).0;
+    assert_eq!(code(&r), Some(13));
+}

@@ -1,0 +1,210 @@
+"""What the server accepts it enforces: TTL, capped collections and tailable cursors,
+validators, collation, maxTimeMS, noCursorTimeout/cursorTimeoutMillis, validate."""
+import datetime
+import os
+import threading
+import time
+
+import pymongo
+import pytest
+from pymongo.collation import Collation
+from pymongo.errors import ExecutionTimeout, OperationFailure, WriteError
+
+from conftest import Server
+
+
+@pytest.fixture
+def fast_server(dbpath):
+    s = Server(dbpath, ["--set-parameter", "ttlMonitorSleepSecs=1"]).start()
+    yield s
+    s.stop()
+
+
+def wait_until(pred, seconds=30):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_ttl_monitor_removes_expired_documents(fast_server):
+    c = fast_server.client()
+    coll = c.t.sessions
+    coll.create_index("at", expireAfterSeconds=1)
+    old = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=30)
+    new = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
+    coll.insert_many(
+        [{"_id": i, "at": old} for i in range(2500)]  # more than one TTL batch
+        + [{"_id": "keep", "at": new}, {"_id": "no-date", "at": "x"}, {"_id": "missing"}]
+    )
+    assert wait_until(lambda: coll.count_documents({}) == 3)
+    assert sorted(d["_id"] for d in coll.find()) == ["keep", "missing", "no-date"]
+    info = {i["name"]: i for i in coll.list_indexes()}
+    assert info["at_1"]["expireAfterSeconds"] == 1
+    c.close()
+
+
+def test_ttl_index_options_are_checked(coll):
+    with pytest.raises(OperationFailure) as e:
+        coll.create_index([("a", 1), ("b", 1)], expireAfterSeconds=5)
+    assert e.value.code == 67
+    with pytest.raises(OperationFailure):
+        coll.create_index("a", expireAfterSeconds=-1)
+
+
+def test_capped_collection_keeps_the_newest_in_insertion_order(client):
+    db = client.t
+    capped = db.create_collection("log", capped=True, size=100_000, max=5)
+    for i in range(10):
+        capped.insert_one({"i": i})
+    assert [d["i"] for d in capped.find()] == [5, 6, 7, 8, 9]
+    assert db.command("collStats", "log")["capped"] is True
+    by_size = db.create_collection("small", capped=True, size=4096)
+    for i in range(200):
+        by_size.insert_one({"i": i, "pad": "x" * 100})
+    docs = [d["i"] for d in by_size.find()]
+    assert docs == sorted(docs) and docs[-1] == 199 and len(docs) < 200
+    total = sum(len(str(d)) for d in by_size.find())
+    assert total < 4096 * 2
+    with pytest.raises(OperationFailure):
+        db.create_collection("bad", capped=True)  # size is required
+
+
+def test_tailable_await_cursor_returns_new_documents_as_they_arrive(client):
+    db = client.t
+    capped = db.create_collection("feed", capped=True, size=100_000)
+    capped.insert_one({"i": 0})
+    cur = capped.find(cursor_type=pymongo.CursorType.TAILABLE_AWAIT).max_await_time_ms(500)
+    assert next(cur)["i"] == 0
+
+    def later():
+        time.sleep(0.5)
+        client.t.feed.insert_many([{"i": 1}, {"i": 2}])
+
+    threading.Thread(target=later).start()
+    got = []
+    deadline = time.time() + 30
+    while len(got) < 2 and time.time() < deadline and cur.alive:
+        try:
+            got.append(next(cur)["i"])
+        except StopIteration:
+            pass
+    assert got == [1, 2]
+    cur.close()
+    db.plain.insert_one({})
+    with pytest.raises(OperationFailure):
+        list(db.plain.find(cursor_type=pymongo.CursorType.TAILABLE))
+
+
+def test_validator_rejects_with_121_and_errinfo(client):
+    db = client.t
+    people = db.create_collection(
+        "people",
+        validator={
+            "$jsonSchema": {
+                "bsonType": "object",
+                "required": ["name"],
+                "properties": {"name": {"bsonType": "string"}, "age": {"bsonType": "int", "minimum": 0}},
+            }
+        },
+    )
+    people.insert_one({"name": "Ann", "age": 3})
+    with pytest.raises(WriteError) as e:
+        people.insert_one({"age": -1})
+    assert e.value.code == 121
+    info = e.value.details["errInfo"]
+    assert "failingDocumentId" in info
+    assert info["details"]["operatorName"] == "$jsonSchema"
+    with pytest.raises(WriteError) as e:
+        people.update_one({"name": "Ann"}, {"$set": {"age": "old"}})
+    assert e.value.code == 121
+    people.insert_one({"age": -1}, bypass_document_validation=True)
+    q = db.create_collection("q", validator={"n": {"$gt": 5}}, validationAction="warn")
+    q.insert_one({"n": 1})  # warn: accepted, logged
+    strict = db.create_collection("s", validator={"n": {"$gt": 5}})
+    with pytest.raises(WriteError) as e:
+        strict.insert_one({"n": 1})
+    assert e.value.details["errInfo"]["details"]["operatorName"] == "$gt"
+    assert people.count_documents({"$jsonSchema": {"required": ["age"]}}) == 2
+
+
+def test_collation_counts_sorts_and_indexes(client):
+    coll = client.t.names
+    coll.insert_many([{"n": w} for w in ["apple", "Apple", "APPLE", "Äpple", "banana", "Banana"]])
+    ci = Collation(locale="en", strength=2)
+    base = Collation(locale="en", strength=1)
+    assert coll.count_documents({"n": "apple"}) == 1
+    assert coll.count_documents({"n": "apple"}, collation=ci) == 3
+    assert coll.count_documents({"n": "apple"}, collation=base) == 4
+    # apple/Apple/APPLE are one value at strength 2, Äpple another, banana/Banana a third.
+    assert len(coll.distinct("n", collation=ci)) == 3
+    assert len(coll.distinct("n")) == 6
+    ordered = [d["n"] for d in coll.find({}, sort=[("n", 1)], collation=Collation(locale="en"))]
+    assert ordered.index("apple") < ordered.index("banana") < len(ordered)
+    assert [d["n"] for d in coll.aggregate([{"$match": {"n": "banana"}}], collation=ci)] == ["banana", "Banana"]
+    coll.create_index("n", name="n_ci", collation={"locale": "en", "strength": 2})
+    plan = coll.find({"n": "APPLE"}, collation=ci).explain()["queryPlanner"]["winningPlan"]
+    assert plan["inputStage"]["indexName"] == "n_ci"
+    assert coll.count_documents({"n": "APPLE"}, collation=ci) == 3
+    plan = coll.find({"n": "APPLE"}).explain()["queryPlanner"]["winningPlan"]
+    assert plan["stage"] == "COLLSCAN"  # simple collation: the ci index does not apply
+    with pytest.raises(OperationFailure):
+        coll.count_documents({}, collation=Collation(locale="en", strength=9))
+
+
+def test_max_time_ms_is_50(client):
+    coll = client.t.big
+    coll.insert_many([{"i": i, "s": "x" * 200} for i in range(20_000)])
+    with pytest.raises(ExecutionTimeout) as e:
+        list(coll.find({"$expr": {"$gt": [{"$strLenCP": {"$reduce": {"input": {"$range": [0, 300]}, "initialValue": "", "in": {"$concat": ["$$value", "a"]}}}}, 1000]}}).max_time_ms(50))
+    assert e.value.code == 50
+    assert coll.count_documents({}) == 20_000  # the server goes on
+
+
+def test_cursor_timeout_and_no_cursor_timeout(client):
+    coll = client.t.cur
+    coll.insert_many([{"i": i} for i in range(300)])
+    client.admin.command("setParameter", 1, cursorTimeoutMillis=500)
+    kept = coll.find(no_cursor_timeout=True, batch_size=10)
+    dropped = coll.find(batch_size=10)
+    next(kept), next(dropped)
+    time.sleep(3)
+    assert len(list(kept)) == 299
+    with pytest.raises(OperationFailure) as e:
+        list(dropped)
+    assert e.value.code == 43
+    client.admin.command("setParameter", 1, cursorTimeoutMillis=600_000)
+
+
+def test_validate_finds_a_corrupted_block(dbpath):
+    s = Server(dbpath).start()
+    c = s.client()
+    coll = c.t.v
+    coll.insert_many([{"_id": i, "pad": "x" * 500} for i in range(2000)])
+    coll.create_index("pad")
+    r = c.t.command("validate", "v")
+    assert r["valid"] is True and r["nrecords"] == 2000 and r["nIndexes"] == 2
+    assert r["keysPerIndex"] == {"_id_": 2000, "pad_1": 2000}
+    with pytest.raises(OperationFailure) as e:
+        c.t.command("validate", "nope")
+    assert e.value.code == 26
+    c.admin.command("fsync")  # every block is on disk
+    # Flip one byte in every 4 KB of the collection's file, under the running server: its
+    # pages are cached, so only a reader of the blocks themselves can notice.
+    files = [os.path.join(dbpath, f) for f in os.listdir(dbpath) if f.startswith("collection-")]
+    target = max(files, key=os.path.getsize)
+    size = os.path.getsize(target)
+    with open(target, "r+b") as f:
+        for off in range(4096, size - 512, 4096):
+            f.seek(off + 300)
+            b = f.read(1)
+            f.seek(off + 300)
+            f.write(bytes([b[0] ^ 0xFF]))
+    r = c.t.command("validate", "v")
+    assert r["valid"] is False
+    assert any("checksum" in e for e in r["errors"]), r["errors"]
+    assert coll.estimated_document_count() == 2000  # the server goes on
+    c.close()
+    s.kill()  # its files are corrupt: no clean shutdown checkpoint over them
