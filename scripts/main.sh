@@ -10,4 +10,7 @@ if ! fc-list 2>/dev/null | grep -qi "dejavu\|liberation"; then
   apt-get update -qq && apt-get install -y -qq fonts-dejavu-core >/dev/null
 fi
 cargo build --release -p flashdoc
-./target/release/flashdoc lab run streams-quick --out results/lab "$@"
+# The report sets its headline beside the committed medium-scale run (docs/placement.md: the
+# figures move between quick and medium).
+./target/release/flashdoc lab run streams-quick --out results/lab \
+  --compare docs/results/streams-medium "$@"

@@ -669,7 +669,7 @@ fn cause(t: &Table, base: &Cell, claim: &Claim, runs: &[EngineRun]) -> String {
     s
 }
 
-/// This run's headline beside an earlier run's (the committed converged run): flash writes per
+/// This run's headline beside an earlier run's (the committed larger-scale run): flash writes per
 /// operation per policy and workload, and how far this run's lie from it.
 pub fn compare(r: &mut Report, exp: &Experiment, points: &[Point], rf: &crate::Reference) {
     let here = Table::new(points);
@@ -705,7 +705,7 @@ pub fn compare(r: &mut Report, exp: &Experiment, points: &[Point], rf: &crate::R
         return;
     }
     r.h2(format!(
-        "This run beside the converged run ({}, scale {})",
+        "This run beside the reference run ({}, scale {})",
         rf.dir.display(),
         rf.scale
     ));
@@ -714,13 +714,13 @@ pub fn compare(r: &mut Report, exp: &Experiment, points: &[Point], rf: &crate::R
             "workload",
             "policy",
             "flash writes/op here",
-            "converged run",
+            "reference run",
             "difference",
         ],
         rows,
     );
     r.p(format!(
-        "This run is at scale `{}`; the converged run at `{}`. The largest difference in flash page writes per operation is {:.1}%.",
+        "This run is at scale `{}`; the reference run at `{}`. The largest difference in flash page writes per operation is {:.1}%.",
         exp.scale,
         rf.scale,
         worst * 100.0
