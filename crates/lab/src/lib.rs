@@ -34,7 +34,7 @@ pub fn load_experiment(name_or_file: &str) -> Result<experiment::Experiment> {
 
 /// Runs (or resumes) an experiment into `out` and writes results, plots and the report; with
 /// `compare`, the report also sets its headline beside that earlier run's (a directory with
-/// `results.json`, e.g. the committed converged run). Returns the path of `report.html`.
+/// `results.json`, e.g. a committed larger-scale run). Returns the path of `report.html`.
 pub fn run_experiment(
     exp: experiment::Experiment,
     scale: Option<&str>,

@@ -97,7 +97,7 @@ fn a_tiny_streams_experiment_writes_results_plots_and_a_report() {
     let html2 = lab::run_experiment(exp.clone(), Some("tiny"), &out, true, Some(&out)).unwrap();
     let md2 = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(
-        md2.contains("beside the converged run"),
+        md2.contains("beside the reference run"),
         "{}",
         html2.display()
     );
