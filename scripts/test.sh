@@ -4,6 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/ensure-toolchain.sh
+# A clean checkout gains nothing from incremental caches, and they doubled the debug
+# build's size on disk (a CI run once died of a full disk).
+export CARGO_INCREMENTAL=0
+echo "== disk before the build: $(df -h . | awk 'NR == 2 { print $4 " free of " $2 }')"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
@@ -29,6 +33,7 @@ if [ "${FLASHDOC_DRIVER_SMOKE:-0}" = "1" ]; then
   echo "== driver smoke checks (Java, Go, Node through a router)"
   bash scripts/driver-smoke.sh
 fi
+echo "== disk after the build: $(du -sh target | cut -f1) in target/, $(df -h . | awk 'NR == 2 { print $4 }') free"
 # One closing line for CI: totals over every test binary.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i) ~ /^passed/) p += $(i-1); if ($(i) ~ /^failed/) f += $(i-1); if ($(i) ~ /^ignored/) s += $(i-1) } }
      END { printf "cargo: %d passed, %d failed, %d skipped\n", p, f, s }' target/test-output.txt
