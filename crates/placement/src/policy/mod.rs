@@ -9,7 +9,7 @@
 //! | `dsm` | 000 §4, Fig. 9 / Table 2 | metadata 0, journal + primary indexes 1, collection groups 2,3,4, secondary-index groups 5,6,7 |
 //! | `dsm-skip-primary` | 000 §5.3 | as `dsm` without primary-index filtering: stream 1 holds the journal only |
 //! | `lifetime` | flashdoc | metadata 0, journal 1, predicted-lifetime buckets 2, 3 (shortest first; up to 2..7) |
-//! | `filelog` | flashdoc | metadata 0, journal and rarely written files 1, each busy table file its own stream 2..7 (busiest first) |
+//! | `filelog` | flashdoc | metadata 0, journal 1, rarely written table files 2, each busy table file its own stream 3..7 (busiest first) |
 //! | `oracle` | offline bound | true device-lifetime buckets 0..7 (shortest first) |
 //! | `oracle-death` | offline bound | true death time: lifetime classes split by death-time parity |
 //!
@@ -210,7 +210,7 @@ impl Default for LifetimeConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub struct FileLogConfig {
     /// A table file whose share of the (decayed) table bytes written is below this is rare:
-    /// it shares the journal's long-lived stream. Default 0.02.
+    /// it shares one stream with the other rare files. Default 0.02.
     pub cold_share: f64,
     /// Each checkpoint commit multiplies a file's accumulated bytes by this before adding the
     /// new window's. Default 0.5.
