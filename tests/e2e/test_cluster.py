@@ -171,7 +171,7 @@ def test_two_routers_race_on_one_chunk(cluster, router):
             c.admin.command("moveChunk", "race.c", find={"k": 50}, to=to, _waitForDelete=True)
             results.append(to)
         except OperationFailure as e:
-            results.append(e.code)
+            results.append((e.code, str(e)))
 
     ts = [threading.Thread(target=move, args=(router, "shard1")), threading.Thread(target=move, args=(other, "shard2"))]
     [t.start() for t in ts]

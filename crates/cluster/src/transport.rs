@@ -138,10 +138,37 @@ impl TcpShard {
     }
 }
 
+impl TcpShard {
+    /// An idle connection whose peer is still there. A peer that closed it (a restarted
+    /// node) leaves an end-of-file waiting on it; writing to such a socket often succeeds and
+    /// only the read fails, after the request was sent — too late to retry safely. So each
+    /// pooled connection is probed before use, and closed ones are dropped (bounded by the
+    /// pool's size).
+    fn live_idle(&self) -> Option<TcpStream> {
+        for _ in 0..=POOL_MAX {
+            let s = self.idle.lock().pop()?;
+            if is_open(&s) {
+                return Some(s);
+            }
+        }
+        None
+    }
+}
+
+/// Whether the peer has neither closed `s` nor sent anything unasked (a non-blocking peek
+/// finds nothing to read).
+fn is_open(s: &TcpStream) -> bool {
+    if s.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let open =
+        matches!(s.peek(&mut [0u8; 1]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+    open && s.set_nonblocking(false).is_ok()
+}
+
 impl ShardConn for TcpShard {
     fn call(&self, cmd: &Document) -> DocResult<Document> {
-        let pooled = self.idle.lock().pop();
-        let mut s = match pooled {
+        let mut s = match self.live_idle() {
             Some(s) => s,
             None => self.open()?,
         };
@@ -225,4 +252,42 @@ impl ShardConn for InProcShard {
 /// `{name: value, $db: db}` helper for building commands.
 pub fn command(name: &str, value: impl Into<Bson>, db: &str) -> Document {
     doc! {name: value.into(), "$db": db}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+    use std::sync::mpsc;
+
+    /// A node that answers one request per connection and then closes it, as a restarted
+    /// node leaves its peers' pooled connections: the second call must not fail on the
+    /// pooled, closed one.
+    #[test]
+    fn a_connection_the_peer_closed_is_not_reused() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let host = listener.local_addr().unwrap().to_string();
+        let (closed_tx, closed_rx) = mpsc::channel();
+        let node = std::thread::spawn(move || {
+            for n in 0..2 {
+                let (mut s, _) = listener.accept().unwrap();
+                let mut h = [0u8; wire::Header::LEN];
+                s.read_exact(&mut h).unwrap();
+                let len = wire::Header::parse(&h).validate().unwrap();
+                let mut body = vec![0u8; len];
+                s.read_exact(&mut body).unwrap();
+                s.write_all(&wire::msg_request(&doc! {"ok": 1, "n": n}, &[], 1, 0))
+                    .unwrap();
+                drop(s);
+                closed_tx.send(()).unwrap();
+            }
+        });
+        let conn = TcpConnector::default().connect(&host);
+        assert_eq!(conn.call(&doc! {"ping": 1}).unwrap().get_i32("n"), Ok(0));
+        closed_rx.recv().unwrap();
+        // Let the FIN reach this side's socket before the pooled connection is looked at.
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(conn.call(&doc! {"ping": 1}).unwrap().get_i32("n"), Ok(1));
+        node.join().unwrap();
+    }
 }
