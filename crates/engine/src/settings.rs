@@ -259,25 +259,24 @@ impl FlashSettings {
                 ),
             ));
         }
-        if !(1..=64).contains(&self.streams) {
-            return Err(cfg_err(
-                "storage.flash.streams",
-                format!("{} is outside 1..64", self.streams),
-            ));
-        }
-        Ok(FlashConfig {
-            placement: self.placement,
-            placement_config: PlacementConfig {
-                streams: self.streams,
-                dsm: DsmConfig {
-                    groups: self.dsm.groups,
-                    alpha: self.dsm.alpha,
-                    threshold1: self.dsm.threshold1,
-                    threshold2: self.dsm.threshold2,
-                    ..Default::default()
-                },
+        let placement_config = PlacementConfig {
+            streams: self.streams,
+            dsm: DsmConfig {
+                groups: self.dsm.groups,
+                alpha: self.dsm.alpha,
+                threshold1: self.dsm.threshold1,
+                threshold2: self.dsm.threshold2,
                 ..Default::default()
             },
+            ..Default::default()
+        };
+        // The placement crate owns the ranges (streams 2..=16, K ≥ 1, α ≥ 2).
+        placement_config
+            .validate()
+            .map_err(|e| cfg_err("storage.flash", e))?;
+        Ok(FlashConfig {
+            placement: self.placement,
+            placement_config,
             trim_batch: self.trim.enabled.then_some(self.trim.batch),
             linux_hints: self.hints == Hints::Linux,
         })
@@ -379,6 +378,14 @@ mod tests {
         }
         let f: FlashSettings = serde_yaml::from_str("placement: filelog\n").unwrap();
         assert_eq!(f.flash_config().unwrap().placement.as_str(), "filelog");
+        // The stream budget is the placement crate's 2..=16 (a one-stream "device" is refused
+        // here, not later under another key).
+        for streams in [1, 17] {
+            let f: FlashSettings =
+                serde_yaml::from_str(&format!("placement: dsm\nstreams: {streams}\n")).unwrap();
+            let e = f.flash_config().unwrap_err().to_string();
+            assert!(e.contains("storage.flash") && e.contains("2..=16"), "{e}");
+        }
     }
 
     #[test]

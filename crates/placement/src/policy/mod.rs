@@ -299,7 +299,9 @@ pub trait Policy: Send {
 /// builds them ([`OraclePolicy::from_lifetimes`]).
 pub fn make_policy(name: &str, cfg: &PlacementConfig) -> Result<Box<dyn Policy>, String> {
     cfg.validate()?;
-    Ok(match name {
+    // An unknown name gets PolicyName's error, which lists the known ones.
+    let name: PolicyName = name.parse()?;
+    Ok(match name.as_str() {
         "none" => Box::new(NonePolicy),
         "file" => Box::new(FilePolicy::new(cfg)),
         "boundary" => Box::new(BoundaryPolicy::new(cfg)),
@@ -312,12 +314,7 @@ pub fn make_policy(name: &str, cfg: &PlacementConfig) -> Result<Box<dyn Policy>,
                 "{name} is offline only: it is built from the whole trace by the replay"
             ))
         }
-        o => {
-            return Err(format!(
-                "unknown placement policy {o:?} (known: {})",
-                POLICY_NAMES.join(", ")
-            ))
-        }
+        o => unreachable!("{o} is in POLICY_NAMES but make_policy cannot build it"),
     })
 }
 
