@@ -121,3 +121,30 @@ def test_invalid_utf8_is_refused_with_a_clear_error(server):
     assert r["ok"] == 0.0 and "UTF-8" in r["errmsg"]
     s.close()
     still_serving(server)
+
+
+def test_read_concern_is_checked_on_every_command(coll):
+    coll.insert_one({"_id": 1})
+    db = coll.database
+    for cmd in (
+        {"aggregate": coll.name, "pipeline": [], "cursor": {}},
+        {"count": coll.name},
+        {"distinct": coll.name, "key": "_id"},
+    ):
+        with pytest.raises(OperationFailure) as e:
+            db.command({**cmd, "readConcern": {"level": "snapshot"}})
+        assert e.value.code == 238, cmd
+        db.command({**cmd, "readConcern": {"level": "local"}})
+
+
+def test_lookup_cannot_read_stored_credentials(client):
+    admin = client.admin
+    admin.command("createUser", "lookupvictim", pwd="secret-pw", roles=[])
+    admin.notes.insert_one({"_id": 1, "u": "admin.lookupvictim"})
+    with pytest.raises(OperationFailure) as e:
+        list(admin.notes.aggregate([
+            {"$lookup": {"from": "system.users", "localField": "u", "foreignField": "_id", "as": "creds"}}
+        ]))
+    assert e.value.code == 13
+    admin.command("dropUser", "lookupvictim")
+    admin.notes.drop()

@@ -96,6 +96,7 @@ fn config(
     }
     if let Some(ip) = &args.bind_ip {
         cfg.net.bind_ip = ip.clone();
+        cfg.net.bind_ip_all = false; // the flag names the addresses; the file's "all" yields
     }
     if let Some(e) = &args.storage_engine {
         cfg.storage

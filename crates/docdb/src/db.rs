@@ -1412,6 +1412,15 @@ impl DocDb {
             let Some(this) = me.upgrade() else {
                 return Err(DocError::internal_error("database closed"));
             };
+            // Stored credentials are read by authentication only; the server's guard sees a
+            // command's own namespace, not the ones its stages join.
+            if other == "system.users" {
+                return Err(DocError::with_code(
+                    13,
+                    "Unauthorized",
+                    format!("{dbname}.system.users cannot be joined"),
+                ));
+            }
             this.find(&dbname, other, &FindQuery::default())?.collect()
         });
         let default = self

@@ -168,6 +168,9 @@ fn dispatch(
     if let Some((known, not_implemented)) = command_fields(name) {
         check_fields(cmd, name, known, not_implemented, true)?;
     }
+    // A generic field, so every command may carry it: refused wherever it asks for more than
+    // a standalone gives, not only on find.
+    read_concern(cmd)?;
     match name {
         "hello" | "isMaster" | "ismaster" => ok(hello(state, name, cmd, conn)?),
         "ping" => ok(doc! {}),
@@ -1011,7 +1014,6 @@ fn parse_delete_statement(d: Document) -> DocResult<DeleteStatement> {
 }
 
 fn find_query(cmd: &Document) -> DocResult<FindQuery> {
-    read_concern(cmd)?;
     Ok(FindQuery {
         filter: get_doc(cmd, "filter")?.unwrap_or_default(),
         projection: get_doc(cmd, "projection")?,
@@ -1292,6 +1294,9 @@ fn fill_batch(cursor: &mut DocCursor, n: usize) -> DocResult<(Vec<Bson>, bool)> 
 
 /// How long a getMore on an awaitData cursor waits for new documents by default.
 const DEFAULT_AWAIT: Duration = Duration::from_secs(1);
+/// The longest an awaitData getMore waits for documents, whatever its maxTimeMS: the client
+/// gets an empty batch and asks again (the wait holds one of the blocking pool's threads).
+const MAX_AWAIT: Duration = Duration::from_secs(10);
 /// How often an awaiting getMore looks for new documents.
 const AWAIT_POLL: Duration = Duration::from_millis(10);
 
@@ -1327,8 +1332,15 @@ fn get_more(
     if entry.await_data {
         // Wait for documents inserted into the capped collection, up to the getMore's
         // maxTimeMS (1 s by default), looking every few milliseconds.
-        let deadline = Instant::now() + await_time.unwrap_or(DEFAULT_AWAIT);
+        // The wait holds a worker thread, so it is capped (MAX_AWAIT) and stops when the
+        // cursor's operation is interrupted.
+        let wait = await_time.unwrap_or(DEFAULT_AWAIT).min(MAX_AWAIT);
+        let deadline = Instant::now() + wait;
         while matches!(&result, Ok((b, _)) if b.is_empty()) && Instant::now() < deadline {
+            if let Err(e) = entry.interrupt.check() {
+                result = Err(e);
+                break;
+            }
             std::thread::sleep(AWAIT_POLL);
             result = fill_batch(&mut entry.cursor, n);
         }

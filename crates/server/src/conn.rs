@@ -70,6 +70,9 @@ pub async fn accept_loop(
     }
 }
 
+/// How long a connection on a TLS-optional port may take to send its first three bytes.
+const SNIFF_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Serves a freshly accepted connection over TLS or plain TCP, as `net.tls.mode` allows.
 async fn serve_maybe_tls(
     sock: tokio::net::TcpStream,
@@ -85,18 +88,22 @@ async fn serve_maybe_tls(
     let is_tls = if require {
         true
     } else {
-        // Wait for the first bytes without consuming them (bounded: a client that sends
-        // nothing only holds its own connection).
+        // Wait for the first bytes without consuming them. A client that sends fewer than
+        // three bytes is dropped after SNIFF_TIMEOUT instead of being polled forever.
         let mut first = [0u8; 3];
-        loop {
-            let n = sock.peek(&mut first).await?;
-            if n == 0 {
-                return Ok(());
+        let sniff = async {
+            loop {
+                let n = sock.peek(&mut first).await?;
+                if n == 0 || n >= 3 {
+                    return Ok::<usize, std::io::Error>(n);
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             }
-            if n >= 3 {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        };
+        match tokio::time::timeout(SNIFF_TIMEOUT, sniff).await {
+            Ok(Ok(n)) if n >= 3 => {}
+            Ok(Ok(_)) | Err(_) => return Ok(()),
+            Ok(Err(e)) => return Err(e),
         }
         crate::tls::looks_like_tls(&first)
     };
