@@ -131,6 +131,9 @@ impl ShardKey {
             .iter()
             .map(|f| key.get(f).unwrap_or(&Bson::Null))
             .collect();
+        // Chunk bounds are binary KeyStrings; the thread's collation (a query's or a write
+        // statement's, in scope while this runs from the ownership filter) must not apply.
+        let _binary = docdb::collation::scope(None);
         keystring::encode_key(&vals, &vec![false; vals.len()])
     }
 

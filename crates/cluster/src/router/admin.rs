@@ -496,7 +496,13 @@ pub fn shard_collection(r: &Router, cmd: &Document) -> DocResult<Document> {
         .filter(|s| !s.get_bool("draining").unwrap_or(false))
         .filter_map(|s| s.get_str("_id").ok().map(String::from))
         .collect();
-    let index = doc! {"createIndexes": coll.clone(), "indexes": [{"key": key.index_key(), "name": docdb::index::default_name(&key.index_key()), "unique": unique}], "$db": db.clone()};
+    let mut spec = doc! {"key": key.index_key(), "name": docdb::index::default_name(&key.index_key()), "unique": unique};
+    if !key.hashed {
+        // Chunk bounds are binary: the shard-key index must not take a collection default
+        // collation (a hashed index under one is refused by the shard).
+        spec.insert("collation", doc! {"locale": "simple"});
+    }
+    let index = doc! {"createIndexes": coll.clone(), "indexes": [spec], "$db": db.clone()};
     let index = if unique {
         index
     } else {
