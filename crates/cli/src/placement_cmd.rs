@@ -9,7 +9,7 @@ use placement::sim::{
 use placement::trace::TraceReader;
 use placement::TrimWhen;
 use serde_json::{json, Value};
-use ssd::{AllocPolicy, GcDest, GcPolicy, SsdConfig, TimingConfig};
+use ssd::{AllocPolicy, GcDest, GcPolicy, GcTie, SsdConfig, TimingConfig};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -43,10 +43,10 @@ struct SynthArgs {
 struct ReplayArgs {
     /// The event trace (flashdoc's binary event format).
     trace: PathBuf,
-    /// none | file | boundary | dsm | dsm-skip-primary | lifetime | filelog | oracle |
-    /// oracle-death | all
-    #[arg(long, default_value = "all")]
-    policy: String,
+    /// One policy, a comma-separated list, or all: none | file | boundary | dsm |
+    /// dsm-skip-primary | lifetime | filelog | oracle | oracle-death | all
+    #[arg(long, default_value = "all", value_delimiter = ',')]
+    policy: Vec<String>,
     /// Stream budget of the device, stream 0 included (2..=16).
     #[arg(long, default_value_t = 8)]
     streams: u8,
@@ -59,13 +59,15 @@ struct ReplayArgs {
     /// free (at the Free event; safe) | replace (at address replacement; simulator only).
     #[arg(long, default_value = "free")]
     trim_when: String,
-    /// Declare the end of the load phase before this event (0-based index); default: the
+    /// Declare the end of the load phase here: an event index (0-based, `8397`), a time into
+    /// the trace (`12.5s`) or a checkpoint's begin (`checkpoint:3`, the third); default: the
     /// policies' automatic fallback.
     #[arg(long)]
-    end_of_load: Option<u64>,
-    /// Reset the device counters before this event (measure the run phase only).
-    #[arg(long, default_value_t = 0)]
-    warmup_records: u64,
+    end_of_load: Option<RunPoint>,
+    /// Reset the device counters here (measure the run phase only): an event index, a time or
+    /// a checkpoint, as for --end-of-load.
+    #[arg(long)]
+    warmup_records: Option<RunPoint>,
     /// DSM: groups K.
     #[arg(long, default_value_t = 3)]
     dsm_k: u8,
@@ -87,6 +89,9 @@ struct ReplayArgs {
     /// greedy | cost-benefit | d-choices | fifo | random
     #[arg(long, default_value = "greedy")]
     gc: String,
+    /// Greedy GC among equally full units: newest (reached that count last) | oldest.
+    #[arg(long, default_value = "newest")]
+    gc_tie: String,
     #[arg(long, default_value_t = 10)]
     d: u32,
     /// separate | same-stream
@@ -104,15 +109,18 @@ struct ReplayArgs {
     /// Size the device so the trace's files at their peak fill --device-fill of it.
     #[arg(long)]
     size_to_trace: bool,
-    #[arg(long, alias = "fill", default_value_t = 0.8)]
+    /// With --size-to-trace: share of the user capacity the files fill at their peak.
+    #[arg(long, visible_alias = "fill", default_value_t = 0.8)]
     device_fill: f64,
-    /// Age the device first: `fill` (every LBA written once; the bare flag) or `steady` (the
-    /// fill, then random overwrites until WA is steady).
-    #[arg(long, num_args = 0..=1, default_missing_value = "fill")]
+    /// Age the device first: `--precondition` or `--precondition=fill` (every LBA written
+    /// once, in LBA order) or `--precondition=steady` (the fill, then random overwrites until
+    /// WA is steady).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "fill")]
     precondition: Option<String>,
     /// The filesystem forwards freed space (punched holes, removed/truncated files) as TRIM:
-    /// on | off. On by default here (unlike `ssd replay`), since TRIM batching is the point.
-    #[arg(long, default_value = "on", num_args = 0..=1, default_missing_value = "on")]
+    /// `--fs-discard` or `--fs-discard=on|off`. On by default here (unlike `ssd replay`), since
+    /// TRIM batching is the point.
+    #[arg(long, default_value = "on", num_args = 0..=1, require_equals = true, default_missing_value = "on")]
     fs_discard: String,
     /// next-fit | first-fit
     #[arg(long, default_value = "next-fit")]
@@ -172,6 +180,7 @@ fn device_config(a: &ReplayArgs, logical_pages: u64) -> Result<SsdConfig> {
     let mut cfg = SsdConfig::with_op(logical_pages.max(1), a.op)?;
     cfg.streams = a.streams as u32;
     cfg.gc = GcPolicy::parse(&a.gc)?;
+    cfg.gc_tie = GcTie::parse(&a.gc_tie)?;
     cfg.d_choices = a.d;
     cfg.gc_dest = match a.gc_dest.as_str() {
         "separate" => GcDest::Separate,
@@ -199,6 +208,120 @@ fn events(path: &Path) -> Result<TraceReader<std::io::BufReader<std::fs::File>>>
     TraceReader::open(path).with_context(|| format!("opening event trace {}", path.display()))
 }
 
+/// A point in a trace, as a user names it: an event index, a time since the trace's first
+/// event, or the begin of the n-th checkpoint (1-based).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum RunPoint {
+    Event(u64),
+    Seconds(f64),
+    Checkpoint(u64),
+}
+
+impl std::str::FromStr for RunPoint {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "{s:?} is not an event index (8397), a time (12.5s) or a checkpoint (checkpoint:3)"
+            )
+        };
+        if let Some(n) = s.strip_prefix("checkpoint:") {
+            return match n.parse::<u64>() {
+                Ok(k) if k >= 1 => Ok(RunPoint::Checkpoint(k)),
+                _ => Err(bad()),
+            };
+        }
+        if let Some(t) = s.strip_suffix('s') {
+            return match t.parse::<f64>() {
+                Ok(x) if x.is_finite() && x >= 0.0 => Ok(RunPoint::Seconds(x)),
+                _ => Err(bad()),
+            };
+        }
+        s.parse::<u64>().map(RunPoint::Event).map_err(|_| bad())
+    }
+}
+
+impl std::fmt::Display for RunPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            RunPoint::Event(i) => write!(f, "event {i}"),
+            RunPoint::Seconds(t) => write!(f, "{t}s"),
+            RunPoint::Checkpoint(k) => write!(f, "checkpoint:{k}"),
+        }
+    }
+}
+
+/// Event indices of the asked points, from one pass over the trace. Every point past the
+/// trace's end is an error, all named at once, before any replay starts.
+fn resolve_points(trace: &Path, asked: &[(&str, RunPoint)]) -> Result<Vec<u64>> {
+    let mut found: Vec<Option<u64>> = vec![None; asked.len()];
+    let (mut events_seen, mut checkpoints, mut first_ns) = (0u64, 0u64, None);
+    for ev in events(trace)? {
+        let ev = ev.with_context(|| format!("{}: event {events_seen}", trace.display()))?;
+        let t0 = *first_ns.get_or_insert(ev.time_ns());
+        if matches!(ev, placement::Event::CheckpointBegin { .. }) {
+            checkpoints += 1;
+        }
+        for (slot, (_, point)) in found.iter_mut().zip(asked) {
+            let here = match *point {
+                RunPoint::Event(i) => i == events_seen,
+                RunPoint::Seconds(s) => ev.time_ns().saturating_sub(t0) as f64 >= s * 1e9,
+                RunPoint::Checkpoint(k) => {
+                    k == checkpoints && matches!(ev, placement::Event::CheckpointBegin { .. })
+                }
+            };
+            if slot.is_none() && here {
+                *slot = Some(events_seen);
+            }
+        }
+        events_seen += 1;
+    }
+    let missing: Vec<String> = found
+        .iter()
+        .zip(asked)
+        .filter(|(slot, _)| slot.is_none())
+        .map(|(_, (flag, point))| format!("{flag} {point} is past the trace's end"))
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "{} ({}: {events_seen} events, {checkpoints} checkpoints)",
+            missing.join("; "),
+            trace.display()
+        );
+    }
+    Ok(found
+        .into_iter()
+        .map(|x| x.expect("checked above"))
+        .collect())
+}
+
+/// The policies `--policy` names, in the order given (`all`: every one), each once.
+fn policy_names(asked: &[String]) -> Result<Vec<&'static str>> {
+    let mut names: Vec<&'static str> = Vec::new();
+    for name in asked.iter().map(|s| s.trim()) {
+        let add: Vec<&'static str> = if name == "all" {
+            POLICY_NAMES.to_vec()
+        } else {
+            let known = POLICY_NAMES.iter().copied().find(|n| *n == name);
+            vec![known.ok_or_else(|| {
+                anyhow::anyhow!(
+                    "unknown policy {name:?} (known: {}, all)",
+                    POLICY_NAMES.join(", ")
+                )
+            })?]
+        };
+        for n in add {
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+    }
+    if names.is_empty() {
+        bail!("--policy names no policy");
+    }
+    Ok(names)
+}
+
 struct Row {
     name: &'static str,
     out: ReplayOutcome,
@@ -221,31 +344,27 @@ fn replay(a: ReplayArgs) -> Result<()> {
         ..Default::default()
     };
     pc.validate().map_err(anyhow::Error::msg)?;
-    let names: Vec<&'static str> = if a.policy == "all" {
-        POLICY_NAMES.to_vec()
-    } else {
-        vec![POLICY_NAMES
-            .iter()
-            .copied()
-            .find(|n| *n == a.policy)
-            .ok_or_else(|| {
-                anyhow::anyhow!(
-                    "unknown policy {:?} (known: {}, all)",
-                    a.policy,
-                    POLICY_NAMES.join(", ")
-                )
-            })?]
-    };
+    let names = policy_names(&a.policy)?;
     if !(a.device_fill > 0.0 && a.device_fill <= 1.0) {
         bail!("--device-fill must be in (0, 1]");
     }
+    let asked: Vec<(&str, RunPoint)> = [
+        ("--end-of-load", a.end_of_load),
+        ("--warmup-records", a.warmup_records),
+    ]
+    .into_iter()
+    .filter_map(|(flag, p)| p.map(|p| (flag, p)))
+    .collect();
+    let mut at = resolve_points(&a.trace, &asked)?.into_iter();
+    let end_of_load_at = a.end_of_load.map(|_| at.next().expect("resolved"));
+    let warmup_at = a.warmup_records.map_or(0, |_| at.next().expect("resolved"));
     let rc = ReplayConfig {
         trim: TrimConfig {
             batch: (!a.no_trim).then_some(a.trim_batch.max(1)),
             when: trim_when,
         },
-        end_of_load_at: a.end_of_load,
-        reset_stats_at: a.warmup_records,
+        end_of_load_at,
+        reset_stats_at: warmup_at,
     };
 
     // Capacity: the same for every policy.
@@ -302,18 +421,22 @@ fn replay(a: ReplayArgs) -> Result<()> {
                 s.write_amplification()
             );
             let _ = std::io::stderr().flush();
-        })
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        });
         if shown {
+            // End the progress line, so what follows (a table or an error) starts a line.
             eprintln!();
         }
-        if a.warmup_records > 0 && out.events < a.warmup_records {
-            bail!(
-                "the trace has {} events, fewer than --warmup-records {}",
-                out.events,
-                a.warmup_records
-            );
-        }
+        let out = out.map_err(|e| {
+            let msg = e.to_string();
+            if msg.contains("layout is full") && !a.size_to_trace {
+                anyhow::anyhow!(
+                    "{msg}\n(the device is smaller than the trace's files: size it with \
+                     --size-to-trace and --device-fill, or give a larger --capacity-gib)"
+                )
+            } else {
+                anyhow::anyhow!("{msg}")
+            }
+        })?;
         rows.push(Row {
             name,
             out,
@@ -330,8 +453,8 @@ fn replay(a: ReplayArgs) -> Result<()> {
             "parameters": {
                 "streams": a.streams,
                 "trim": if a.no_trim { Value::Null } else { json!({"batch": a.trim_batch, "when": trim_when.name()}) },
-                "end_of_load": a.end_of_load,
-                "warmup_records": a.warmup_records,
+                "end_of_load": end_of_load_at,
+                "warmup_records": warmup_at,
                 "dsm": {"k": a.dsm_k, "alpha": a.dsm_alpha, "threshold1": a.dsm_threshold1,
                         "threshold2": a.dsm_threshold2, "prediction": a.dsm_prediction},
                 "lifetime": {"ewma_weight": pc.lifetime.ewma_weight, "low_quantile": pc.lifetime.low_quantile,
@@ -450,6 +573,97 @@ fn print_table(rows: &[Row]) {
             opt(f.p99),
             f.p99
                 .map_or("-".into(), |p| rel(p, base.as_ref().and_then(|b| b.p99))),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use placement::{Event, FileKind};
+
+    #[test]
+    fn run_points_parse_as_index_time_or_checkpoint() {
+        assert_eq!("8397".parse(), Ok(RunPoint::Event(8397)));
+        assert_eq!("12.5s".parse(), Ok(RunPoint::Seconds(12.5)));
+        assert_eq!("checkpoint:3".parse(), Ok(RunPoint::Checkpoint(3)));
+        for bad in [
+            "",
+            "-1",
+            "checkpoint:0",
+            "checkpoint:x",
+            "1.5",
+            "-2s",
+            "NaNs",
+            "infs",
+        ] {
+            assert!(bad.parse::<RunPoint>().is_err(), "{bad:?} parsed");
+        }
+    }
+
+    #[test]
+    fn policy_lists_keep_order_and_drop_repeats() {
+        let names = |v: &[&str]| policy_names(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(names(&["dsm", "none", "dsm"]).unwrap(), vec!["dsm", "none"]);
+        assert_eq!(names(&["all"]).unwrap(), POLICY_NAMES.to_vec());
+        let err = names(&["none", "nope"]).unwrap_err().to_string();
+        assert!(err.contains("\"nope\"") && err.contains("known:"), "{err}");
+    }
+
+    /// A trace: a create at t = 1 s, then checkpoints (begin, end) at 2, 3, 4 s.
+    fn small_trace(dir: &Path) -> PathBuf {
+        let path = dir.join("t.trace");
+        let mut w = placement::trace::TraceWriter::create(&path).unwrap();
+        let s = 1_000_000_000;
+        w.write(&Event::FileCreate {
+            time_ns: s,
+            file: 1,
+            kind: FileKind::Collection,
+            name: "c.fdb".into(),
+        });
+        for (i, t) in [2, 3, 4].into_iter().enumerate() {
+            let id = i as u64 + 1;
+            w.write(&Event::CheckpointBegin { time_ns: t * s, id });
+            w.write(&Event::CheckpointCommit {
+                time_ns: t * s + 1,
+                id,
+            });
+        }
+        w.flush().unwrap();
+        path
+    }
+
+    #[test]
+    fn points_resolve_to_event_indices_in_one_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = small_trace(dir.path());
+        let asked = [
+            ("a", RunPoint::Event(4)),
+            ("b", RunPoint::Seconds(2.5)),
+            ("c", RunPoint::Checkpoint(2)),
+            ("d", RunPoint::Seconds(0.0)),
+        ];
+        assert_eq!(resolve_points(&t, &asked).unwrap(), vec![4, 5, 3, 0]);
+    }
+
+    #[test]
+    fn points_past_the_end_are_all_named_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = small_trace(dir.path());
+        let asked = [
+            ("--end-of-load", RunPoint::Event(7)),
+            ("--warmup-records", RunPoint::Checkpoint(4)),
+        ];
+        let err = resolve_points(&t, &asked).unwrap_err().to_string();
+        assert!(
+            err.contains("--end-of-load event 7 is past the trace's end"),
+            "{err}"
+        );
+        assert!(err.contains("--warmup-records checkpoint:4"), "{err}");
+        assert!(err.contains("7 events, 3 checkpoints"), "{err}");
+        assert_eq!(
+            resolve_points(&t, &[("x", RunPoint::Event(6))]).unwrap(),
+            vec![6]
         );
     }
 }

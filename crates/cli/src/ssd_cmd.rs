@@ -7,7 +7,7 @@ use placement::sim::EventCounts;
 use serde::Serialize;
 use ssd::replay::{FsReplayer, LayoutStats};
 use ssd::trace::{self, Format, Record};
-use ssd::{AllocPolicy, GcDest, GcPolicy, Ssd, SsdConfig, TimingConfig};
+use ssd::{AllocPolicy, GcDest, GcPolicy, GcTie, Ssd, SsdConfig, TimingConfig};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -44,6 +44,9 @@ struct ReplayArgs {
     /// greedy | cost-benefit | d-choices | fifo | random
     #[arg(long, default_value = "greedy")]
     gc: String,
+    /// Greedy GC among equally full units: newest (reached that count last) | oldest.
+    #[arg(long, default_value = "newest")]
+    gc_tie: String,
     /// Sample size for d-choices.
     #[arg(long, default_value_t = 10)]
     d: u32,
@@ -62,16 +65,17 @@ struct ReplayArgs {
     #[arg(long, default_value_t = 32.0)]
     capacity_gib: f64,
     /// Size the device to the trace: block traces to the highest LBA, file traces so the
-    /// files' peak footprint fills --fill of the device.
+    /// files' peak footprint fills --device-fill of the device.
     #[arg(long)]
     size_to_trace: bool,
     /// With --size-to-trace on a file-level trace: share of the user capacity the files fill
     /// at their peak.
-    #[arg(long, default_value_t = 0.8)]
+    #[arg(long = "device-fill", visible_alias = "fill", default_value_t = 0.8)]
     fill: f64,
-    /// Age the device first: `fill` (every LBA written once; the bare flag) or `steady` (the
-    /// fill, then random overwrites until WA is steady).
-    #[arg(long, num_args = 0..=1, default_missing_value = "fill")]
+    /// Age the device first: `--precondition` or `--precondition=fill` (every LBA written
+    /// once, in LBA order) or `--precondition=steady` (the fill, then random overwrites until
+    /// WA is steady).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "fill")]
     precondition: Option<String>,
     /// Reset all counters after this many trace records (a warm-up part of the trace).
     #[arg(long, default_value_t = 0)]
@@ -214,7 +218,7 @@ fn replay(a: ReplayArgs) -> Result<()> {
     };
     let file_level = matches!(format, Format::CsvFile | Format::PlacementEvents);
     if a.fill.is_nan() || a.fill <= 0.0 || a.fill > 1.0 {
-        bail!("--fill must be in (0, 1], not {}", a.fill);
+        bail!("--device-fill must be in (0, 1], not {}", a.fill);
     }
     let alloc = AllocPolicy::parse(&a.alloc)?;
 
@@ -250,6 +254,7 @@ fn replay(a: ReplayArgs) -> Result<()> {
     let mut cfg = SsdConfig::with_op(logical_pages.max(1), a.op)?;
     cfg.streams = a.streams;
     cfg.gc = GcPolicy::parse(&a.gc)?;
+    cfg.gc_tie = GcTie::parse(&a.gc_tie)?;
     cfg.d_choices = a.d;
     cfg.gc_dest = match a.gc_dest.as_str() {
         "separate" => GcDest::Separate,

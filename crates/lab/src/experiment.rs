@@ -148,6 +148,9 @@ pub struct SsdSpec {
     pub op: f64,
     /// greedy | cost-benefit | d-choices | fifo
     pub gc: String,
+    /// Greedy's choice among equally full units (newest by default).
+    #[serde(default)]
+    pub gc_tie: ssd::GcTie,
     /// Time of one (non-queued) TRIM command, µs; `ssd::TrimCost` has the sources.
     #[serde(default = "trim_command_us")]
     pub trim_command_us: f64,
@@ -164,7 +167,11 @@ impl SsdSpec {
         } else {
             format!("-trim{}us", self.trim_command_us)
         };
-        format!("{}st-op{}-{}{t}", self.streams, self.op, self.gc)
+        let tie = match self.gc_tie {
+            ssd::GcTie::Newest => String::new(),
+            other => format!("-{}", other.name()),
+        };
+        format!("{}st-op{}-{}{tie}{t}", self.streams, self.op, self.gc)
     }
 }
 
@@ -333,6 +340,7 @@ fn ssd8() -> SsdSpec {
         streams: 8,
         op: 0.07,
         gc: "greedy".into(),
+        gc_tie: ssd::GcTie::Newest,
         trim_command_us: trim_command_us(),
     }
 }

@@ -927,6 +927,7 @@ fn replay_run(
     dev.set_op(ssd.op)?;
     dev.streams = ssd.streams as u32;
     dev.gc = ssd::GcPolicy::parse(&ssd.gc)?;
+    dev.gc_tie = ssd.gc_tie;
     let mut timing = ssd::TimingConfig::default();
     timing.trim.command_ns = (ssd.trim_command_us * 1e3).round() as u64;
     dev.timing = Some(timing);

@@ -169,7 +169,17 @@ impl<R: Read> TraceReader<R> {
         let mut magic = [0u8; 8];
         input.read_exact(&mut magic)?;
         if &magic != MAGIC {
-            return Err(bad("not a flashdoc event trace (bad magic)".into()));
+            // The first six bytes name the format, the last two its version.
+            return Err(bad(if magic[..6] == MAGIC[..6] {
+                format!(
+                    "a flashdoc event trace of format {:?}; this build reads only {:?} \
+                     (record the trace again)",
+                    String::from_utf8_lossy(&magic),
+                    String::from_utf8_lossy(MAGIC)
+                )
+            } else {
+                "not a flashdoc event trace (bad magic)".into()
+            }));
         }
         Ok(Self {
             input,
@@ -399,5 +409,11 @@ mod tests {
     fn bad_magic_is_an_error() {
         let err = TraceReader::new(&b"NOTATRACE"[..]).err().unwrap();
         assert!(err.to_string().contains("bad magic"));
+        let err = TraceReader::new(&b"FDEVTR01rest"[..]).err().unwrap();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("\"FDEVTR01\"") && msg.contains("\"FDEVTR02\""),
+            "{msg}"
+        );
     }
 }

@@ -15,7 +15,7 @@ pub const PAGE_BYTES: u64 = 4096;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum GcPolicy {
-    /// Fewest valid pages (ties: the unit that reached that count last).
+    /// Fewest valid pages (ties: [`GcTie`], by default the unit that reached that count last).
     Greedy,
     /// Highest (1 − u)·age / (1 + u) (Rosenblum & Ousterhout, LFS, SOSP'91); age = host page
     /// writes since the unit was sealed.
@@ -52,6 +52,37 @@ impl GcPolicy {
                 )))
             }
         })
+    }
+}
+
+/// Which unit greedy GC takes among those with equally few valid pages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GcTie {
+    /// The unit that reached that valid count last (a stack per count; the default, and what
+    /// every committed result used).
+    #[default]
+    Newest,
+    /// The unit that reached that valid count first (a queue per count): its remaining pages
+    /// have survived longest at that count, so they are the likeliest to be cold.
+    Oldest,
+}
+
+impl GcTie {
+    pub fn name(self) -> &'static str {
+        match self {
+            GcTie::Newest => "newest",
+            GcTie::Oldest => "oldest",
+        }
+    }
+    pub fn parse(s: &str) -> Result<Self, ConfigError> {
+        match s {
+            "newest" => Ok(GcTie::Newest),
+            "oldest" => Ok(GcTie::Oldest),
+            o => Err(ConfigError(format!(
+                "unknown greedy tie-break {o:?} (newest, oldest)"
+            ))),
+        }
     }
 }
 
@@ -204,6 +235,9 @@ pub struct SsdConfig {
     /// Host streams 0..streams; stream 0 is the default stream.
     pub streams: u32,
     pub gc: GcPolicy,
+    /// [`GcPolicy::Greedy`]'s choice among equally full units.
+    #[serde(default)]
+    pub gc_tie: GcTie,
     /// Sample size of [`GcPolicy::DChoices`].
     pub d_choices: u32,
     pub gc_dest: GcDest,
@@ -253,6 +287,7 @@ impl SsdConfig {
             blocks_per_ru: 1,
             streams: 8,
             gc: GcPolicy::Greedy,
+            gc_tie: GcTie::Newest,
             d_choices: 10,
             gc_dest: GcDest::Separate,
             gc_low_water: 2,

@@ -16,7 +16,7 @@
 //! one new destination unit is needed per victim (a victim holds at most one unit of valid
 //! pages), so with `gc_low_water ≥ 2` a free unit is always there to copy into.
 
-use crate::config::{GcDest, GcPolicy, SsdConfig};
+use crate::config::{GcDest, GcPolicy, GcTie, SsdConfig};
 use crate::error::SsdError;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -56,8 +56,11 @@ struct WritePoint {
 struct Pool {
     free: VecDeque<u32>,
     gc_open: Option<WritePoint>,
-    /// Greedy: head unit of the list of Full units with exactly v valid pages.
+    /// Greedy: head unit of the list of Full units with exactly v valid pages (the next
+    /// victim among them).
     heads: Vec<u32>,
+    /// Greedy: last unit of each such list (where [`GcTie::Oldest`] appends).
+    tails: Vec<u32>,
     /// Greedy: no Full unit has fewer valid pages than this.
     min_valid: u32,
     /// FIFO: Full units in the order they were sealed.
@@ -134,6 +137,7 @@ pub struct Ftl {
     host_open: Vec<Option<WritePoint>>,
     stream_pool: Vec<u16>,
     gc: GcPolicy,
+    gc_tie: GcTie,
     d_choices: u32,
     gc_dest: GcDest,
     low_water: usize,
@@ -173,6 +177,11 @@ impl Ftl {
                 free,
                 gc_open: None,
                 heads: if cfg.gc == GcPolicy::Greedy {
+                    vec![NONE; unit_pages as usize + 1]
+                } else {
+                    Vec::new()
+                },
+                tails: if cfg.gc == GcPolicy::Greedy {
                     vec![NONE; unit_pages as usize + 1]
                 } else {
                     Vec::new()
@@ -217,6 +226,7 @@ impl Ftl {
             host_open: vec![None; streams],
             stream_pool,
             gc: cfg.gc,
+            gc_tie: cfg.gc_tie,
             d_choices: cfg.d_choices,
             gc_dest: cfg.gc_dest,
             low_water: cfg.gc_low_water as usize,
@@ -435,15 +445,33 @@ impl Ftl {
         }
     }
 
+    /// Files unit `u` under `v` valid pages: first in its list (the next victim) for
+    /// [`GcTie::Newest`], last for [`GcTie::Oldest`].
     fn bucket_push(&mut self, p: usize, u: u32, v: u32) {
         let pool = &mut self.pools[p];
-        let head = pool.heads[v as usize];
-        self.next[u as usize] = head;
-        self.prev[u as usize] = NONE;
-        if head != NONE {
-            self.prev[head as usize] = u;
+        let (head, tail) = (pool.heads[v as usize], pool.tails[v as usize]);
+        match self.gc_tie {
+            GcTie::Newest => {
+                self.next[u as usize] = head;
+                self.prev[u as usize] = NONE;
+                if head == NONE {
+                    pool.tails[v as usize] = u;
+                } else {
+                    self.prev[head as usize] = u;
+                }
+                pool.heads[v as usize] = u;
+            }
+            GcTie::Oldest => {
+                self.prev[u as usize] = tail;
+                self.next[u as usize] = NONE;
+                if tail == NONE {
+                    pool.heads[v as usize] = u;
+                } else {
+                    self.next[tail as usize] = u;
+                }
+                pool.tails[v as usize] = u;
+            }
         }
-        pool.heads[v as usize] = u;
         if v < pool.min_valid {
             pool.min_valid = v;
         }
@@ -456,7 +484,9 @@ impl Ftl {
         } else {
             self.next[pr as usize] = n;
         }
-        if n != NONE {
+        if n == NONE {
+            self.pools[p].tails[v as usize] = pr;
+        } else {
             self.prev[n as usize] = pr;
         }
     }
@@ -703,16 +733,18 @@ impl Ftl {
                 GcPolicy::Greedy => {
                     let mut v = Vec::new();
                     for (cnt, &h) in pool.heads.iter().enumerate() {
-                        let mut u = h;
+                        let (mut u, mut last) = (h, NONE);
                         while u != NONE {
                             assert_eq!(
                                 self.valid[u as usize] as usize, cnt,
                                 "greedy bucket of unit {u}"
                             );
                             assert!(cnt as u32 >= pool.min_valid);
+                            assert_eq!(self.prev[u as usize], last, "greedy list links");
                             v.push(u);
-                            u = self.next[u as usize];
+                            (last, u) = (u, self.next[u as usize]);
                         }
+                        assert_eq!(pool.tails[cnt], last, "greedy list tail, count {cnt}");
                     }
                     v
                 }
@@ -766,8 +798,16 @@ mod tests {
             GcPolicy::DChoices,
             GcPolicy::CostBenefit,
         ] {
-            for dest in [GcDest::Separate, GcDest::SameStream] {
-                let cfg = small(gc, dest);
+            let ties: &[GcTie] = match gc {
+                GcPolicy::Greedy => &[GcTie::Newest, GcTie::Oldest],
+                _ => &[GcTie::Newest],
+            };
+            for (dest, &tie) in [GcDest::Separate, GcDest::SameStream]
+                .into_iter()
+                .flat_map(|d| ties.iter().map(move |t| (d, t)))
+            {
+                let mut cfg = small(gc, dest);
+                cfg.gc_tie = tie;
                 let mut f = Ftl::new(&cfg).unwrap();
                 let mut rng = StdRng::seed_from_u64(7);
                 let n = f.logical_pages();
@@ -791,6 +831,22 @@ mod tests {
                     s.host_write_pages
                 );
             }
+        }
+    }
+
+    #[test]
+    fn greedy_ties_go_to_the_newest_or_the_oldest_unit() {
+        for (tie, want) in [(GcTie::Newest, [9, 5, 7]), (GcTie::Oldest, [5, 9, 7])] {
+            let mut cfg = small(GcPolicy::Greedy, GcDest::Separate);
+            cfg.gc_tie = tie;
+            let mut f = Ftl::new(&cfg).unwrap();
+            // Units 5 then 9 reach 3 valid pages; unit 7 has 4.
+            f.bucket_push(0, 5, 3);
+            f.bucket_push(0, 7, 4);
+            f.bucket_push(0, 9, 3);
+            let got: Vec<u32> = (0..3).map(|_| f.select_victim(0).unwrap()).collect();
+            assert_eq!(got, want, "{tie:?}");
+            assert_eq!(f.select_victim(0), None);
         }
     }
 

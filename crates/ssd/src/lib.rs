@@ -28,7 +28,7 @@ pub mod timing;
 pub mod trace;
 pub mod validate;
 
-pub use config::{DieStripe, GcDest, GcPolicy, SsdConfig, TimingConfig, PAGE_BYTES};
+pub use config::{DieStripe, GcDest, GcPolicy, GcTie, SsdConfig, TimingConfig, PAGE_BYTES};
 pub use device::{BlockDevice, HostOp, OpKind, Report, Ssd};
 pub use error::{ConfigError, SsdError};
 
