@@ -302,20 +302,24 @@ impl DocDb {
         let mut icfg = self.cfg.index_table.clone();
         icfg.id_index = true;
         let id_table = self.engine.create_table(&id_ident, &icfg)?;
+        let default_collation = match options.get_document("collation") {
+            Ok(c) => collation::Collation::parse(c)?,
+            Err(_) => None,
+        };
         let entry = CollEntry {
             ns: catalog::ns(db, coll),
             uuid,
             options,
             ident,
             indexes: vec![IndexEntry {
-                def: IndexDef::id_index(),
+                def: IndexDef::id_index(default_collation.clone()),
                 ident: id_ident.clone(),
                 multikey: false,
             }],
             next_index_ident: 1,
         };
         let idx = vec![Arc::new(Index {
-            def: IndexDef::id_index(),
+            def: IndexDef::id_index(default_collation),
             ident: id_ident,
             table: id_table,
             multikey: false.into(),
@@ -818,6 +822,19 @@ impl DocDb {
     }
 
     fn exec_for(&self, c: &Coll, st: &CollState, q: &FindQuery) -> DocResult<Exec> {
+        let coll = collation::resolve(q.collation.as_ref(), c.default_collation.as_ref())?;
+        self.exec_under(c, st, q, coll)
+    }
+
+    /// The execution of `q` under `coll`, the collation the caller resolved for it (once per
+    /// statement: `q.collation` is not parsed again).
+    fn exec_under(
+        &self,
+        c: &Coll,
+        st: &CollState,
+        q: &FindQuery,
+        coll: Option<Arc<collation::Collation>>,
+    ) -> DocResult<Exec> {
         let filter = Filter::new(&q.filter)?;
         let sort = match &q.sort {
             Some(s) if !s.is_empty() => Some(Arc::new(Sort::parse(s)?)),
@@ -827,7 +844,6 @@ impl DocDb {
             Some(p) if !p.is_empty() => Some(Arc::new(Proj::parse(p)?)),
             _ => None,
         };
-        let coll = collation::resolve(q.collation.as_ref(), c.default_collation.as_ref())?;
         if q.tailable {
             if c.capped.is_none() {
                 return Err(DocError::bad_value(format!(
@@ -893,9 +909,10 @@ impl DocDb {
         c: &Coll,
         st: &CollState,
         q: &FindQuery,
+        coll: Option<Arc<collation::Collation>>,
         max: usize,
     ) -> DocResult<Vec<RecordId>> {
-        let exec = self.exec_for(c, st, q)?;
+        let exec = self.exec_under(c, st, q, coll)?;
         let sort = exec.sort.clone();
         let mut src = exec.source()?;
         if let (Some(s), false) = (sort, exec.plan.sort_provided) {
@@ -965,14 +982,14 @@ impl DocDb {
         }
         let r = self.with_write(db, coll, s.upsert, |c, st| -> DocResult<(u64, u64)> {
             let coll = collation::resolve(s.collation.as_ref(), c.default_collation.as_ref())?;
-            let _in_effect = collation::scope(coll);
+            let _in_effect = collation::scope(coll.clone());
             let q = FindQuery {
                 filter: s.q.clone(),
-                collation: s.collation.clone(),
                 interrupt: interrupt.clone(),
                 ..Default::default()
             };
-            let rids = self.targets(c, st, &q, if s.multi { usize::MAX } else { ONE_TARGET })?;
+            let max = if s.multi { usize::MAX } else { ONE_TARGET };
+            let rids = self.targets(c, st, &q, coll, max)?;
             let (mut matched, mut modified) = (0, 0);
             for rid in rids {
                 interrupt.check()?;
@@ -1035,15 +1052,14 @@ impl DocDb {
                 let r = self.with_write(db, coll, false, |c, st| -> DocResult<u64> {
                     let coll =
                         collation::resolve(s.collation.as_ref(), c.default_collation.as_ref())?;
-                    let _in_effect = collation::scope(coll);
+                    let _in_effect = collation::scope(coll.clone());
                     let q = FindQuery {
                         filter: s.q.clone(),
-                        collation: s.collation.clone(),
                         interrupt: opts.interrupt.clone(),
                         ..Default::default()
                     };
                     let max = if s.limit == 1 { ONE_TARGET } else { usize::MAX };
-                    let rids = self.targets(c, st, &q, max)?;
+                    let rids = self.targets(c, st, &q, coll, max)?;
                     let mut n = 0;
                     for rid in rids {
                         opts.interrupt.check()?;
@@ -1127,15 +1143,14 @@ impl DocDb {
             |c, st| -> DocResult<Option<FindAndModifyOutcome>> {
                 let coll =
                     collation::resolve(spec.collation.as_ref(), c.default_collation.as_ref())?;
-                let _in_effect = collation::scope(coll);
+                let _in_effect = collation::scope(coll.clone());
                 let q = FindQuery {
                     filter: spec.query.clone(),
                     sort: spec.sort.clone(),
-                    collation: spec.collation.clone(),
                     interrupt: spec.interrupt.clone(),
                     ..Default::default()
                 };
-                let rids = self.targets(c, st, &q, ONE_TARGET)?;
+                let rids = self.targets(c, st, &q, coll, ONE_TARGET)?;
                 for rid in rids {
                     let _lock = c.lock_doc(rid);
                     let Some(old) = c.get(rid)? else { continue };
@@ -1221,7 +1236,8 @@ impl DocDb {
                 loop {
                     let (found, n) = self
                         .with_write(&c.db, &c.name, false, |c, st| -> DocResult<(usize, u64)> {
-                            let rids = self.targets(c, st, &q, TTL_BATCH)?;
+                            let coll = c.default_collation.clone();
+                            let rids = self.targets(c, st, &q, coll, TTL_BATCH)?;
                             let mut n = 0;
                             for rid in &rids {
                                 let _lock = c.lock_doc(*rid);
@@ -1251,7 +1267,8 @@ impl DocDb {
         let Some(c) = self.get_coll(db, coll) else {
             // Parse anyway so bad input errors even on a missing collection.
             Filter::new(&q.filter)?;
-            return Ok(DocCursor::empty());
+            let coll = collation::resolve(q.collation.as_ref(), None)?;
+            return Ok(DocCursor::with_collation(Box::new(std::iter::empty()), coll));
         };
         let st = c.state.read();
         let exec = self.exec_for(&c, &st, q)?;
@@ -1394,18 +1411,19 @@ impl DocDb {
             }
             _ => (Document::new(), pipeline),
         };
-        let input = self
-            .find(
-                db,
-                coll,
-                &FindQuery {
-                    filter,
-                    interrupt: opts.interrupt.clone(),
-                    collation: opts.collation.clone(),
-                    ..Default::default()
-                },
-            )?
-            .into_inner();
+        let input = self.find(
+            db,
+            coll,
+            &FindQuery {
+                filter,
+                interrupt: opts.interrupt.clone(),
+                collation: opts.collation.clone(),
+                ..Default::default()
+            },
+        )?;
+        // The pipeline runs under the collation the find resolved.
+        let coll = input.collation().cloned();
+        let input = input.into_inner();
         let me = self.me.clone();
         let dbname = db.to_string();
         let lookup: LookupFn = Arc::new(move |other: &str| {
@@ -1423,10 +1441,6 @@ impl DocDb {
             }
             this.find(&dbname, other, &FindQuery::default())?.collect()
         });
-        let default = self
-            .get_coll(db, coll)
-            .and_then(|c| c.default_collation.clone());
-        let coll = collation::resolve(opts.collation.as_ref(), default.as_ref())?;
         let _in_effect = collation::scope(coll.clone());
         Ok(DocCursor::with_collation(
             interop::run_pipeline(rest, input, lookup, &opts.interrupt)?,

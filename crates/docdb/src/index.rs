@@ -51,17 +51,23 @@ pub struct IndexDef {
 }
 
 impl IndexDef {
-    pub fn id_index() -> IndexDef {
+    /// The `_id` index, under the collection's default collation (as mongod's: equality on
+    /// `_id` under that collation is answered by it, and `_id`s equal under it are duplicates).
+    pub fn id_index(collation: Option<Arc<Collation>>) -> IndexDef {
         let key = doc! {"_id": 1};
+        let mut spec = doc! {"v": 2, "key": key.clone(), "name": "_id_"};
+        if let Some(c) = &collation {
+            spec.insert("collation", c.spec().clone());
+        }
         IndexDef {
             name: "_id_".into(),
             fields: vec![("_id".into(), false)],
             unique: true,
             sparse: false,
             expire_after: None,
-            collation: None,
+            collation,
             hashed: false,
-            spec: doc! {"v": 2, "key": key.clone(), "name": "_id_"},
+            spec,
             key,
         }
     }
@@ -258,7 +264,7 @@ impl IndexDef {
                     "The fields 'unique', 'sparse' and 'expireAfterSeconds' are not valid for an _id index specification",
                 ));
             }
-            return Ok(IndexDef::id_index());
+            return Ok(IndexDef::id_index(collation));
         }
         Ok(IndexDef {
             name,

@@ -617,9 +617,20 @@ impl Rule {
             },
             Rule::UniqueItems => match s.value() {
                 Some(Bson::Array(a)) => {
+                    // Items equal by `exact_eq` compare Equal (binary strings), so each
+                    // duplicate pair lies in one run of Equal items after the sort; every pair
+                    // of a run is checked, as a run can mix items `exact_eq` tells apart (a
+                    // string and a symbol), which the sort may put between two duplicates.
+                    let _binary = crate::collation::scope(None);
                     let mut sorted: Vec<&Bson> = a.iter().collect();
                     sorted.sort_by(|x, y| compare_bson(x, y));
-                    sorted.windows(2).all(|w| !exact_eq(w[0], w[1]))
+                    !sorted
+                        .chunk_by(|x, y| compare_bson(x, y) == std::cmp::Ordering::Equal)
+                        .any(|run| {
+                            run.iter()
+                                .enumerate()
+                                .any(|(i, x)| run[i + 1..].iter().any(|y| exact_eq(x, y)))
+                        })
                 }
                 _ => true,
             },
@@ -688,11 +699,23 @@ impl Schema {
 
 /// Equal and of the same type (JSON Schema's `enum` and `uniqueItems` treat 1 and 1.0 alike
 /// in mongod, so numbers compare by value; other types must match exactly).
+/// Arrays and documents are equal when their items (fields in order) are, by this rule.
 fn exact_eq(a: &Bson, b: &Bson) -> bool {
     if Num::of(a).is_some() && Num::of(b).is_some() {
         return bson_equal(a, b);
     }
-    a == b
+    match (a, b) {
+        (Bson::Array(x), Bson::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| exact_eq(p, q))
+        }
+        (Bson::Document(x), Bson::Document(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|((kp, p), (kq, q))| kp == kq && exact_eq(p, q))
+        }
+        _ => a == b,
+    }
 }
 
 fn reason(keyword: &str) -> &'static str {
@@ -804,6 +827,25 @@ mod tests {
             doc! {"bsonType": "nope"},
         ] {
             assert!(Schema::parse(&s).is_err(), "{s}");
+        }
+    }
+
+    #[test]
+    fn unique_items_finds_duplicates_by_value() {
+        let s = doc! {"properties": {"a": {"uniqueItems": true}}};
+        let sym = Bson::Symbol("x".into());
+        for (a, unique) in [
+            (bson::bson!([1, 1.0]), false),
+            (bson::bson!([1, 1i64, 1]), false),
+            (bson::bson!([1, 2, 1.0]), false),
+            (bson::bson!([{"k": 1}, {"k": 1.0}]), false),
+            (bson::bson!(["x", sym.clone(), "x"]), false),
+            (bson::bson!([sym.clone(), "x", sym.clone()]), false),
+            (bson::bson!(["x", sym]), true),
+            (bson::bson!([1, "1", [1], {"k": 1}, {"j": 1}]), true),
+            (bson::bson!(["a", "A"]), true),
+        ] {
+            assert_eq!(ok(s.clone(), doc! {"a": a.clone()}), unique, "{a}");
         }
     }
 
