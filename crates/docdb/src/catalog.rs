@@ -282,7 +282,11 @@ mod tests {
     fn capped_limits_are_numbers() {
         for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0, 2e15] {
             let o = bson::doc! {"capped": true, "size": bad};
-            assert_eq!(validate_create_options(&o).unwrap_err().code, 2, "size {bad}");
+            assert_eq!(
+                validate_create_options(&o).unwrap_err().code,
+                2,
+                "size {bad}"
+            );
             let o = bson::doc! {"capped": true, "size": 4096, "max": bad};
             let r = validate_create_options(&o);
             assert_eq!(r.is_err(), bad != 2e15, "max {bad}");
@@ -304,7 +308,9 @@ mod tests {
         assert_eq!(c.get_i32("strength").unwrap(), 1);
         assert_eq!(c.get_str("caseFirst").unwrap(), "off");
         let o = bson::doc! {"collation": {"locale": "simple"}};
-        assert!(!validate_create_options(&o).unwrap().contains_key("collation"));
+        assert!(!validate_create_options(&o)
+            .unwrap()
+            .contains_key("collation"));
         let o = bson::doc! {"collation": {"locale": "xx"}};
         assert_eq!(validate_create_options(&o).unwrap_err().code, 2);
     }

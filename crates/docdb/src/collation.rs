@@ -104,7 +104,17 @@ const MONGOD_LOCALES: &[(&str, &[&str])] = &[
     ("my", &[]),
     ("ca", &["search"]),
     ("chr", &[]),
-    ("zh", &["big5han", "gb2312han", "unihan", "zhuyin", "pinyin", "stroke"]),
+    (
+        "zh",
+        &[
+            "big5han",
+            "gb2312han",
+            "unihan",
+            "zhuyin",
+            "pinyin",
+            "stroke",
+        ],
+    ),
     ("zh_Hant", &[]),
     ("hr", &["search"]),
     ("cs", &["search"]),
@@ -258,8 +268,9 @@ fn resolve_locale(locale: &str, spec: &Document) -> DocResult<icu_locale::Locale
             ": flashdoc's collation data (ICU4X) has no '{}' collation for '{base}'",
             variant.unwrap_or("standard")
         ))),
-        Ok(r) if r.metadata.locale.is_some_and(|l| l.is_unknown())
-            && !ROOT_COLLATION_LOCALES.contains(&base) =>
+        Ok(r)
+            if r.metadata.locale.is_some_and(|l| l.is_unknown())
+                && !ROOT_COLLATION_LOCALES.contains(&base) =>
         {
             Err(invalid(&format!(
                 ": flashdoc's collation data (ICU4X) has no tailoring for '{base}'"
@@ -568,7 +579,10 @@ mod tests {
         let e = Collation::parse(&doc! {"locale": "en", "version": "1.0"}).unwrap_err();
         assert_eq!(e.code, 161);
         assert!(Collation::parse(&doc! {"locale": "en", "version": VERSION}).is_ok());
-        assert!(Collation::parse(&doc! {"locale": "en", "caseLevel": true, "strength": 1, "caseFirst": "upper"}).is_ok());
+        assert!(Collation::parse(
+            &doc! {"locale": "en", "caseLevel": true, "strength": 1, "caseFirst": "upper"}
+        )
+        .is_ok());
     }
 
     /// Every locale of mongod's list is either honoured exactly or refused naming it; the
@@ -590,7 +604,10 @@ mod tests {
                 }
             }
         }
-        let searches = refused.iter().filter(|n| n.ends_with("@collation=search")).count();
+        let searches = refused
+            .iter()
+            .filter(|n| n.ends_with("@collation=search"))
+            .count();
         let others: Vec<&str> = refused
             .iter()
             .filter(|n| !n.ends_with("@collation=search"))
@@ -600,17 +617,44 @@ mod tests {
         assert_eq!(
             others,
             [
-                "ca", "zh@collation=big5han", "zh@collation=gb2312han", "dz", "haw", "smn", "ga",
-                "kl", "ko@collation=searchjl", "lkt", "lb", "se", "sw", "bo", "wae", "yi", "zu"
+                "ca",
+                "zh@collation=big5han",
+                "zh@collation=gb2312han",
+                "dz",
+                "haw",
+                "smn",
+                "ga",
+                "kl",
+                "ko@collation=searchjl",
+                "lkt",
+                "lb",
+                "se",
+                "sw",
+                "bo",
+                "wae",
+                "yi",
+                "zu"
             ],
         );
-        for bad_name in ["xx", "en-US", "de@collation=bogus", "en@calendar=x", "", "simple "] {
+        for bad_name in [
+            "xx",
+            "en-US",
+            "de@collation=bogus",
+            "en@calendar=x",
+            "",
+            "simple ",
+        ] {
             let e = Collation::parse(&doc! {"locale": bad_name}).unwrap_err();
             assert_eq!(e.code, 2, "{bad_name}");
-            assert!(e.message.starts_with("Field 'locale' is invalid in:"), "{e:?}");
+            assert!(
+                e.message.starts_with("Field 'locale' is invalid in:"),
+                "{e:?}"
+            );
         }
         // Served exactly: German phonebook puts "ä" with "ae", the standard order with "a".
-        let pb = Collation::parse(&doc! {"locale": "de@collation=phonebook"}).unwrap().unwrap();
+        let pb = Collation::parse(&doc! {"locale": "de@collation=phonebook"})
+            .unwrap()
+            .unwrap();
         let std = Collation::parse(&doc! {"locale": "de"}).unwrap().unwrap();
         assert_eq!(pb.compare("Äb", "Af"), Ordering::Less);
         assert_eq!(std.compare("Äb", "Af"), Ordering::Less);

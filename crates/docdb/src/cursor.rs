@@ -181,13 +181,20 @@ impl Exec {
 
     /// A tailable cursor (capped collections): documents in insertion order; at the end of
     /// the data it yields nothing, and the next read scans again from just after the last
-    /// document returned, so it returns documents inserted in the meantime.
+    /// document returned, so it returns documents inserted in the meantime. `skip` drops the
+    /// first matching documents; after `limit` documents the cursor ends. Every document
+    /// scanned is an interruption point.
     pub fn tail(self) -> DocCursor {
         let mut after: Option<Vec<u8>> = None;
         let mut buf: std::collections::VecDeque<DocResult<Document>> = Default::default();
         let (engine, table, filter) = (self.engine.clone(), self.table, self.filter.clone());
         let (interrupt, projection) = (self.interrupt.clone(), self.projection.clone());
+        let mut to_skip = self.skip;
+        let mut left = self.limit.unwrap_or(u64::MAX);
         let it = std::iter::from_fn(move || {
+            if left == 0 {
+                return None;
+            }
             while buf.is_empty() {
                 let lower = match &after {
                     Some(k) => Bound::Excluded(k.clone()),
@@ -200,6 +207,9 @@ impl Exec {
                 let mut seen = 0;
                 for kv in scan.take(TAIL_BATCH) {
                     seen += 1;
+                    if let Err(e) = interrupt.check() {
+                        return Some(Err(e));
+                    }
                     let (k, v) = match kv {
                         Ok(x) => x,
                         Err(e) => return Some(Err(e.into())),
@@ -209,7 +219,12 @@ impl Exec {
                         Ok(d) => d,
                         Err(e) => return Some(Err(e)),
                     };
-                    if filter.as_ref().is_none_or(|f| f.matches(&doc)) {
+                    if !filter.as_ref().is_none_or(|f| f.matches(&doc)) {
+                        continue;
+                    }
+                    if to_skip > 0 {
+                        to_skip -= 1;
+                    } else {
                         buf.push_back(match &projection {
                             Some(p) => p.apply(&doc, filter.as_deref()),
                             None => Ok(doc),
@@ -223,6 +238,7 @@ impl Exec {
             if let Err(e) = interrupt.check() {
                 return Some(Err(e));
             }
+            left -= 1;
             buf.pop_front()
         });
         DocCursor::with_collation(Box::new(it), self.collation.clone())

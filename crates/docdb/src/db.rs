@@ -859,6 +859,17 @@ impl DocDb {
                     "error processing query: tailable cursors can only be sorted in natural order",
                 ));
             }
+            // A tailable cursor reads the collection in insertion order: the only hint it can
+            // honour is that order.
+            let natural = |h: &Bson| {
+                matches!(h, Bson::Document(d) if d.len() == 1
+                    && d.get("$natural").and_then(crate::compare::Num::of).is_some_and(|n| n.as_f64() > 0.0))
+            };
+            if q.hint.as_ref().is_some_and(|h| !natural(h)) {
+                return Err(DocError::bad_value(
+                    "error processing query: a tailable cursor reads in natural order; it cannot use an index hint",
+                ));
+            }
         }
         // Index bounds are encoded under the query's collation, and only indexes built with
         // it can answer the query.
@@ -1268,7 +1279,10 @@ impl DocDb {
             // Parse anyway so bad input errors even on a missing collection.
             Filter::new(&q.filter)?;
             let coll = collation::resolve(q.collation.as_ref(), None)?;
-            return Ok(DocCursor::with_collation(Box::new(std::iter::empty()), coll));
+            return Ok(DocCursor::with_collation(
+                Box::new(std::iter::empty()),
+                coll,
+            ));
         };
         let st = c.state.read();
         let exec = self.exec_for(&c, &st, q)?;

@@ -298,7 +298,7 @@ fn dispatch(
                 let Bson::Int64(id) = id else {
                     return Err(DocError::type_mismatch("cursor ids must be longs"));
                 };
-                if state.cursors().remove(*id).is_some() {
+                if state.cursors().kill(*id) {
                     killed.push(Bson::Int64(*id));
                 } else {
                     not_found.push(Bson::Int64(*id));
@@ -1309,7 +1309,7 @@ fn get_more(
     await_time: Option<Duration>,
 ) -> DocResult<Document> {
     let mut entry = reg
-        .remove(id)
+        .take(id)
         .ok_or_else(|| DocError::cursor_not_found(format!("cursor id {id} not found")))?;
     let ns = format!("{db}.{coll}");
     if entry.ns != ns && !entry.ns.starts_with(&format!("{db}.$cmd")) {
@@ -1347,9 +1347,16 @@ fn get_more(
     }
     entry.interrupt.pause();
     // A failed cursor (maxTimeMS spent, killed, an error) is closed: it is not put back.
-    let (batch, exhausted) = result?;
+    let (batch, exhausted) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            reg.release(id);
+            return Err(e);
+        }
+    };
     let ns = entry.ns.clone();
     let out_id = if exhausted && !entry.tailable {
+        reg.release(id);
         0
     } else {
         reg.put_back(id, entry);
