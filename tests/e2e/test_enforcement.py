@@ -309,3 +309,15 @@ def test_validator_runs_under_the_collection_default_collation(client):
     with pytest.raises(WriteError) as e:
         db.vc.update_one({"kind": "B"}, {"$set": {"kind": "c"}}, collation=simple)
     assert e.value.code == 121
+
+
+def test_validate_counts_documents_the_validator_refuses(client):
+    db = client.t
+    db.command("create", "vnc", collation={"locale": "en", "strength": 2},
+               validator={"kind": {"$in": ["a", "b"]}})
+    db.vnc.insert_many([{"kind": "A"}, {"kind": "b"}])
+    db.vnc.insert_one({"kind": "z"}, bypass_document_validation=True)
+    r = db.command("validate", "vnc")
+    assert r["nNonCompliantDocuments"] == 1  # "A" complies under the default collation
+    assert r["valid"] is True and len(r["warnings"]) == 1
+    assert all(d["valid"] for d in r["indexDetails"].values())

@@ -1544,15 +1544,22 @@ impl DocDb {
             }
         };
         let mut entries: Vec<Option<u64>> = Vec::new();
-        for idx in &st.indexes {
+        // Which indexes an error was found in (indexDetails.valid).
+        let mut index_bad = vec![false; st.indexes.len()];
+        for (i, idx) in st.indexes.iter().enumerate() {
             entries.push(match self.engine.verify_table(idx.table) {
                 Ok(n) => Some(n),
                 Err(e) => {
                     errors.push(format!("index {} ({}): {e}", idx.def.name, idx.ident));
+                    index_bad[i] = true;
                     None
                 }
             });
         }
+        // Documents the validator would refuse now, judged as writes are (under the default
+        // collation); mongod reports them as a warning, not as invalid data.
+        let _default = collation::scope(c.default_collation.clone());
+        let mut non_compliant = 0i64;
         let mut expected = vec![0u64; st.indexes.len()];
         let (mut invalid_docs, mut missing) = (0i64, 0i64);
         if errors.is_empty() {
@@ -1566,6 +1573,9 @@ impl DocDb {
                         continue;
                     }
                 };
+                if c.validator.as_ref().is_some_and(|v| !v.matches(&doc)) {
+                    non_compliant += 1;
+                }
                 for (i, idx) in st.indexes.iter().enumerate() {
                     let keys = index::doc_keys(&idx.def, &doc)?;
                     for key in keys.keys {
@@ -1576,6 +1586,7 @@ impl DocDb {
                             None => false,
                         };
                         if !found {
+                            index_bad[i] = true;
                             missing += 1;
                             if missing <= 10 {
                                 errors.push(format!(
@@ -1590,6 +1601,7 @@ impl DocDb {
             for (i, idx) in st.indexes.iter().enumerate() {
                 if let Some(n) = entries[i] {
                     if n > expected[i] {
+                        index_bad[i] = true;
                         errors.push(format!(
                             "index {} has {n} entries but the documents have {} keys (extra index entries)",
                             idx.def.name, expected[i]
@@ -1607,25 +1619,27 @@ impl DocDb {
         let index_details: Document = st
             .indexes
             .iter()
-            .map(|i| {
-                let ok = !errors
-                    .iter()
-                    .any(|e| e.contains(&format!("index {}", i.def.name)));
-                (i.def.name.clone(), Bson::Document(doc! {"valid": ok}))
-            })
+            .zip(&index_bad)
+            .map(|(i, bad)| (i.def.name.clone(), Bson::Document(doc! {"valid": !bad})))
             .collect();
+        let warnings: Vec<Bson> = match non_compliant {
+            0 => Vec::new(),
+            n => vec![Bson::String(format!(
+                "Detected {n} document(s) that do not comply with the collection's validator"
+            ))],
+        };
         Ok(doc! {
             "ns": ns,
             "uuid": c.uuid,
             "nInvalidDocuments": invalid_docs,
-            "nNonCompliantDocuments": 0i64,
+            "nNonCompliantDocuments": non_compliant,
             "nrecords": nrecords,
             "nIndexes": st.indexes.len() as i32,
             "keysPerIndex": keys_per_index,
             "indexDetails": index_details,
             "valid": errors.is_empty(),
             "repaired": false,
-            "warnings": Vec::<Bson>::new(),
+            "warnings": warnings,
             "errors": errors.into_iter().map(Bson::String).collect::<Vec<_>>(),
             "extraIndexEntries": Vec::<Bson>::new(),
             "missingIndexEntries": Vec::<Bson>::new(),
