@@ -252,6 +252,33 @@ def test_tailable_cursor_options_are_enforced_or_refused(client):
         list(capped.find(cursor_type=tail).hint([("_id", 1)]))
     assert e.value.code == 2
     assert [d["i"] for d in capped.find(cursor_type=tail).hint([("$natural", 1)])] == list(range(6))
+    # After its limit a tailable cursor is closed; before it, it stays open for new documents.
+    r = db.command("find", "topts", tailable=True, limit=2, batchSize=5)
+    assert len(r["cursor"]["firstBatch"]) == 2 and r["cursor"]["id"] == 0
+    r = db.command("find", "topts", tailable=True, limit=10, batchSize=10)
+    assert len(r["cursor"]["firstBatch"]) == 6 and r["cursor"]["id"] != 0
+    capped.insert_one({"i": 6})
+    more = db.command("getMore", r["cursor"]["id"], collection="topts")
+    assert [d["i"] for d in more["cursor"]["nextBatch"]] == [6]
+    db.command("killCursors", "topts", cursors=[r["cursor"]["id"]])
+    for bad in [{"singleBatch": True}, {"limit": -2}]:
+        with pytest.raises(OperationFailure) as e:
+            db.command("find", "topts", tailable=True, **bad)
+        assert e.value.code == 2, bad
+
+
+def test_hidden_indexes_are_kept_but_never_used(coll):
+    coll.insert_many([{"a": i} for i in range(20)])
+    coll.create_index("a", name="a_hidden", hidden=True)
+    assert "COLLSCAN" in str(coll.find({"a": 3}).explain()["queryPlanner"]["winningPlan"])
+    with pytest.raises(OperationFailure) as e:
+        list(coll.find({"a": 3}).hint("a_hidden"))
+    assert e.value.code == 2
+    info = [i for i in coll.list_indexes() if i["name"] == "a_hidden"][0]
+    assert info["hidden"] is True
+    with pytest.raises(OperationFailure):
+        coll.database.command("createIndexes", coll.name,
+                              indexes=[{"key": {"_id": 1}, "name": "_id_", "hidden": True}])
 
 
 def test_capped_limits_must_be_finite_numbers(client):

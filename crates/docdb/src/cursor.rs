@@ -20,7 +20,7 @@ use bson::Document;
 use engine::{Direction, KvEngine, TableId};
 use std::collections::HashSet;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Documents a tailable cursor reads per scan.
@@ -35,17 +35,28 @@ pub struct DocCursor {
     /// The collation the cursor was opened under: in effect whenever it produces documents
     /// (a getMore may run on another thread than the find).
     collation: Option<Arc<Collation>>,
+    /// A tailable cursor sets it when it will return nothing more, ever (its `limit` is
+    /// reached): the server then closes it instead of keeping it for new documents.
+    done: Option<Arc<AtomicBool>>,
 }
 
 impl DocCursor {
     pub fn new(inner: DocIter) -> DocCursor {
-        DocCursor {
-            inner,
-            collation: None,
-        }
+        DocCursor::with_collation(inner, None)
     }
     pub fn with_collation(inner: DocIter, collation: Option<Arc<Collation>>) -> DocCursor {
-        DocCursor { inner, collation }
+        DocCursor {
+            inner,
+            collation,
+            done: None,
+        }
+    }
+    /// A tailable cursor that has returned its `limit` (an ordinary cursor is done when it
+    /// returns `None`).
+    pub fn is_done(&self) -> bool {
+        self.done
+            .as_ref()
+            .is_some_and(|d| d.load(Ordering::Acquire))
     }
     pub fn empty() -> DocCursor {
         DocCursor::new(Box::new(std::iter::empty()))
@@ -191,8 +202,11 @@ impl Exec {
         let (interrupt, projection) = (self.interrupt.clone(), self.projection.clone());
         let mut to_skip = self.skip;
         let mut left = self.limit.unwrap_or(u64::MAX);
+        let done = Arc::new(AtomicBool::new(false));
+        let done_inside = done.clone();
         let it = std::iter::from_fn(move || {
             if left == 0 {
+                done_inside.store(true, Ordering::Release);
                 return None;
             }
             while buf.is_empty() {
@@ -241,7 +255,9 @@ impl Exec {
             left -= 1;
             buf.pop_front()
         });
-        DocCursor::with_collation(Box::new(it), self.collation.clone())
+        let mut cursor = DocCursor::with_collation(Box::new(it), self.collation.clone());
+        cursor.done = Some(done);
+        cursor
     }
 
     /// The full pipeline of stages.

@@ -872,12 +872,12 @@ impl DocDb {
             }
         }
         // Index bounds are encoded under the query's collation, and only indexes built with
-        // it can answer the query.
+        // it can answer the query; hidden indexes answer none.
         let _in_effect = collation::scope(coll.clone());
         let usable: Vec<Arc<Index>> = st
             .indexes
             .iter()
-            .filter(|i| collation::same(i.def.collation.as_ref(), coll.as_ref()))
+            .filter(|i| !i.def.hidden && collation::same(i.def.collation.as_ref(), coll.as_ref()))
             .cloned()
             .collect();
         let plan = if q.tailable {

@@ -46,6 +46,9 @@ pub struct IndexDef {
     /// A hashed index (`{field: "hashed"}`): one field, whose key is the value's 64-bit hash
     /// ([`crate::hash`]) stored as an Int64; it answers equality, never ranges or sorts.
     pub hashed: bool,
+    /// A hidden index (`hidden: true`) is maintained but the planner never uses it, not even
+    /// through a hint.
+    pub hidden: bool,
     /// The full spec as listIndexes shows it (`v`, `key`, `name`, options).
     pub spec: Document,
 }
@@ -67,6 +70,7 @@ impl IndexDef {
             expire_after: None,
             collation,
             hashed: false,
+            hidden: false,
             spec,
             key,
         }
@@ -163,6 +167,7 @@ impl IndexDef {
         }
         let mut unique = false;
         let mut sparse = false;
+        let mut hidden = false;
         let mut expire_after = None;
         let mut collation = None;
         let mut out = doc! {"v": 2, "key": key.clone(), "name": name.clone()};
@@ -184,7 +189,7 @@ impl IndexDef {
                     match k.as_str() {
                         "unique" => unique = b,
                         "sparse" => sparse = b,
-                        _ => {}
+                        _ => hidden = b,
                     }
                     if b {
                         out.insert(k.clone(), true);
@@ -257,11 +262,11 @@ impl IndexDef {
             ));
         }
         if is_id_key && !fields[0].1 && name == "_id_" {
-            if unique || sparse || expire_after.is_some() {
+            if unique || sparse || hidden || expire_after.is_some() {
                 return Err(DocError::with_code(
                     197,
                     "InvalidIndexSpecificationOption",
-                    "The fields 'unique', 'sparse' and 'expireAfterSeconds' are not valid for an _id index specification",
+                    "The fields 'unique', 'sparse', 'hidden' and 'expireAfterSeconds' are not valid for an _id index specification",
                 ));
             }
             return Ok(IndexDef::id_index(collation));
@@ -275,6 +280,7 @@ impl IndexDef {
             expire_after,
             collation,
             hashed,
+            hidden,
             spec: out,
         })
     }

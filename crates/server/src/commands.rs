@@ -266,6 +266,12 @@ fn dispatch(
                     "Cannot set 'awaitData' without also setting 'tailable'",
                 ));
             }
+            if opts.tailable && opts.single {
+                // mongod's rule: a single batch (or a negative limit) closes the cursor.
+                return Err(DocError::bad_value(
+                    "cannot use tailable option with the 'singleBatch' option",
+                ));
+            }
             let cursor = dbx.find(db, &coll, &q)?;
             let first = batch_size(cmd, "batchSize")?.unwrap_or(DEFAULT_FIRST_BATCH);
             ok(cursor_reply(
@@ -1261,7 +1267,7 @@ pub(crate) fn cursor_reply(
     field: &str,
 ) -> DocResult<Document> {
     let (batch, exhausted) = fill_batch(&mut cursor, first)?;
-    let id = if (exhausted && !opts.tailable) || opts.single {
+    let id = if (exhausted && (!opts.tailable || cursor.is_done())) || opts.single {
         0i64
     } else {
         // Time waiting for the next getMore is not charged to maxTimeMS.
@@ -1355,7 +1361,7 @@ fn get_more(
         }
     };
     let ns = entry.ns.clone();
-    let out_id = if exhausted && !entry.tailable {
+    let out_id = if exhausted && (!entry.tailable || entry.cursor.is_done()) {
         reg.release(id);
         0
     } else {
