@@ -348,3 +348,7 @@ def test_validate_counts_documents_the_validator_refuses(client):
     assert r["nNonCompliantDocuments"] == 1  # "A" complies under the default collation
     assert r["valid"] is True and len(r["warnings"]) == 1
     assert all(d["valid"] for d in r["indexDetails"].values())
+    assert db.command("validate", "vnc", scandata=True)["nNonCompliantDocuments"] == 1
+    with pytest.raises(OperationFailure) as e:
+        db.command("validate", "vnc", scandata=False)
+    assert e.value.code == 238

@@ -620,7 +620,16 @@ fn dispatch(
                     ));
                 }
             }
-            // Every validate is full: every block, checksum and index entry is read.
+            // Every validate is full: every block, checksum and index entry is read. So the
+            // legacy `scandata: true` is what it does, and `scandata: false` (skip the data)
+            // cannot be honoured.
+            if cmd.contains_key("scandata") && !flag(cmd, "scandata")? {
+                return Err(DocError::with_code(
+                    238,
+                    "NotImplemented",
+                    "validate option 'scandata: false' is not supported by flashdoc: every validate reads all the data",
+                ));
+            }
             ok(dbx.validate(db, &coll)?)
         }
         _ => Err(DocError::command_not_found(format!(
