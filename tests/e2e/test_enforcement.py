@@ -261,7 +261,8 @@ def test_tailable_cursor_options_are_enforced_or_refused(client):
     more = db.command("getMore", r["cursor"]["id"], collection="topts")
     assert [d["i"] for d in more["cursor"]["nextBatch"]] == [6]
     db.command("killCursors", "topts", cursors=[r["cursor"]["id"]])
-    for bad in [{"singleBatch": True}, {"limit": -2}]:
+    for bad in [{"singleBatch": True}, {"limit": -2}, {"sort": {"$natural": -1}},
+                {"sort": {"i": 1}}]:
         with pytest.raises(OperationFailure) as e:
             db.command("find", "topts", tailable=True, **bad)
         assert e.value.code == 2, bad

@@ -851,20 +851,23 @@ impl DocDb {
                     c.ns
                 )));
             }
+            // A tailable cursor reads the collection forward in insertion order: the only
+            // sort and hint it can honour are that order ({$natural: 1}).
+            let forward = |d: &Document| {
+                d.len() == 1
+                    && d.get("$natural")
+                        .and_then(crate::compare::Num::of)
+                        .is_some_and(|n| n.as_f64() > 0.0)
+            };
             if q.sort
                 .as_ref()
-                .is_some_and(|s| !s.is_empty() && !s.contains_key("$natural"))
+                .is_some_and(|s| !s.is_empty() && !forward(s))
             {
                 return Err(DocError::bad_value(
-                    "error processing query: tailable cursors can only be sorted in natural order",
+                    "error processing query: cannot use tailable option with a sort other than {$natural: 1}",
                 ));
             }
-            // A tailable cursor reads the collection in insertion order: the only hint it can
-            // honour is that order.
-            let natural = |h: &Bson| {
-                matches!(h, Bson::Document(d) if d.len() == 1
-                    && d.get("$natural").and_then(crate::compare::Num::of).is_some_and(|n| n.as_f64() > 0.0))
-            };
+            let natural = |h: &Bson| matches!(h, Bson::Document(d) if forward(d));
             if q.hint.as_ref().is_some_and(|h| !natural(h)) {
                 return Err(DocError::bad_value(
                     "error processing query: a tailable cursor reads in natural order; it cannot use an index hint",
