@@ -318,7 +318,8 @@ def test_id_index_takes_the_default_collation(client):
     with pytest.raises(pymongo.errors.DuplicateKeyError):
         db.idc.insert_one({"_id": "APPLE"})
     plan = db.idc.find({"_id": "apple"}).explain()["queryPlanner"]["winningPlan"]
-    assert "IXSCAN" in str(plan) or "IDHACK" in str(plan), plan
+    assert plan["inputStage"]["indexName"] == "_id_", plan
+    assert plan["inputStage"]["collation"]["strength"] == 2
     assert db.idc.find_one({"_id": "apple"})["n"] == 1
     plan = db.idc.find({"_id": "apple"}, collation=Collation(locale="simple")).explain()
     assert "COLLSCAN" in str(plan["queryPlanner"]["winningPlan"])

@@ -1813,10 +1813,8 @@ fn plan_doc(exec: &Exec, q: &FindQuery) -> Document {
             "filter": q.filter.clone(),
             "direction": direction,
         },
-        Access::IxScan { index, bounds, .. } => doc! {
-            "stage": "FETCH",
-            "filter": q.filter.clone(),
-            "inputStage": {
+        Access::IxScan { index, bounds, .. } => {
+            let mut ixscan = doc! {
                 "stage": "IXSCAN",
                 "keyPattern": index.def.key.clone(),
                 "indexName": index.def.name.clone(),
@@ -1827,8 +1825,13 @@ fn plan_doc(exec: &Exec, q: &FindQuery) -> Document {
                 "indexVersion": 2,
                 "direction": direction,
                 "indexBounds": bounds.clone(),
-            },
-        },
+            };
+            // As mongod: the collation the index (and so the query) uses, in full.
+            if let Some(c) = &index.def.collation {
+                ixscan.insert("collation", c.spec().clone());
+            }
+            doc! {"stage": "FETCH", "filter": q.filter.clone(), "inputStage": ixscan}
+        }
     };
     if exec.sort.is_some() && !plan.sort_provided {
         stage = doc! {"stage": "SORT", "sortPattern": q.sort.clone().unwrap_or_default(), "inputStage": stage};
