@@ -617,20 +617,16 @@ impl Rule {
             },
             Rule::UniqueItems => match s.value() {
                 Some(Bson::Array(a)) => {
-                    // Items equal by `exact_eq` compare Equal (binary strings), so each
-                    // duplicate pair lies in one run of Equal items after the sort; every pair
-                    // of a run is checked, as a run can mix items `exact_eq` tells apart (a
-                    // string and a symbol), which the sort may put between two duplicates.
+                    // mongod's equality here: BSON comparison (1 == 1.0 == NumberLong(1)),
+                    // strings compared binary whatever the collation, documents whatever their
+                    // field order. With fields put in one order, equal items compare Equal
+                    // and so sort next to each other.
                     let _binary = crate::collation::scope(None);
-                    let mut sorted: Vec<&Bson> = a.iter().collect();
-                    sorted.sort_by(|x, y| compare_bson(x, y));
-                    !sorted
-                        .chunk_by(|x, y| compare_bson(x, y) == std::cmp::Ordering::Equal)
-                        .any(|run| {
-                            run.iter()
-                                .enumerate()
-                                .any(|(i, x)| run[i + 1..].iter().any(|y| exact_eq(x, y)))
-                        })
+                    let mut items: Vec<Bson> = a.iter().map(fields_in_order).collect();
+                    items.sort_by(compare_bson);
+                    items
+                        .windows(2)
+                        .all(|w| compare_bson(&w[0], &w[1]) != std::cmp::Ordering::Equal)
                 }
                 _ => true,
             },
@@ -697,7 +693,26 @@ impl Schema {
     }
 }
 
-/// Equal and of the same type (JSON Schema's `enum` and `uniqueItems` treat 1 and 1.0 alike
+/// A value with every document's fields sorted by name (recursively), so that documents
+/// differing only in field order compare Equal.
+fn fields_in_order(v: &Bson) -> Bson {
+    match v {
+        Bson::Document(d) => {
+            let mut fields: Vec<(&String, &Bson)> = d.iter().collect();
+            fields.sort_by(|x, y| x.0.cmp(y.0));
+            Bson::Document(
+                fields
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), fields_in_order(v)))
+                    .collect(),
+            )
+        }
+        Bson::Array(a) => Bson::Array(a.iter().map(fields_in_order).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Equal and of the same type (JSON Schema's `enum` treats 1 and 1.0 alike
 /// in mongod, so numbers compare by value; other types must match exactly).
 /// Arrays and documents are equal when their items (fields in order) are, by this rule.
 fn exact_eq(a: &Bson, b: &Bson) -> bool {
@@ -839,10 +854,16 @@ mod tests {
             (bson::bson!([1, 1i64, 1]), false),
             (bson::bson!([1, 2, 1.0]), false),
             (bson::bson!([{"k": 1}, {"k": 1.0}]), false),
-            (bson::bson!(["x", sym.clone(), "x"]), false),
-            (bson::bson!([sym.clone(), "x", sym.clone()]), false),
-            (bson::bson!(["x", sym]), true),
-            (bson::bson!([1, "1", [1], {"k": 1}, {"j": 1}]), true),
+            (
+                bson::bson!([{"k": 1, "j": [{"a": 1, "b": 2}]}, {"j": [{"b": 2.0, "a": 1}], "k": 1}]),
+                false,
+            ),
+            (bson::bson!(["x", 2, sym]), false),
+            (
+                bson::bson!([1, "1", [1], {"k": 1}, {"j": 1}, {"k": 1, "j": 1}]),
+                true,
+            ),
+            (bson::bson!([{"k": [1, 2]}, {"k": [2, 1]}]), true),
             (bson::bson!(["a", "A"]), true),
         ] {
             assert_eq!(ok(s.clone(), doc! {"a": a.clone()}), unique, "{a}");
