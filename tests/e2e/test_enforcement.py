@@ -208,3 +208,149 @@ def test_validate_finds_a_corrupted_block(dbpath):
     assert coll.estimated_document_count() == 2000  # the server goes on
     c.close()
     s.kill()  # its files are corrupt: no clean shutdown checkpoint over them
+
+
+def test_killcursors_stops_a_running_awaitdata_getmore(server):
+    reader, killer = server.client(), server.client()
+    db = reader.t
+    db.create_collection("kfeed", capped=True, size=100_000)
+    db.kfeed.insert_one({"i": 0})
+    first = db.command("find", "kfeed", tailable=True, awaitData=True, batchSize=1)
+    cid = first["cursor"]["id"]
+    assert cid != 0
+    db.command("getMore", cid, collection="kfeed", batchSize=1, maxTimeMS=100)  # drains
+    outcome = {}
+
+    def wait_for_more():
+        try:
+            db.command("getMore", cid, collection="kfeed", maxTimeMS=5000)
+            outcome["code"] = None
+        except OperationFailure as e:
+            outcome["code"] = e.code
+
+    t = threading.Thread(target=wait_for_more)
+    t.start()
+    time.sleep(1.5)  # let the getMore start waiting
+    killed = killer.t.command("killCursors", "kfeed", cursors=[cid])
+    assert killed["cursorsKilled"] == [cid]
+    t.join(30)
+    assert outcome["code"] == 237
+    with pytest.raises(OperationFailure) as e:
+        db.command("getMore", cid, collection="kfeed")
+    assert e.value.code == 43
+    reader.close()
+    killer.close()
+
+
+def test_tailable_cursor_options_are_enforced_or_refused(client):
+    db = client.t
+    capped = db.create_collection("topts", capped=True, size=100_000)
+    capped.insert_many([{"i": i} for i in range(6)])
+    tail = pymongo.CursorType.TAILABLE
+    assert [d["i"] for d in capped.find(cursor_type=tail).skip(2).limit(3)] == [2, 3, 4]
+    with pytest.raises(OperationFailure) as e:
+        list(capped.find(cursor_type=tail).hint([("_id", 1)]))
+    assert e.value.code == 2
+    assert [d["i"] for d in capped.find(cursor_type=tail).hint([("$natural", 1)])] == list(range(6))
+    # After its limit a tailable cursor is closed; before it, it stays open for new documents.
+    r = db.command("find", "topts", tailable=True, limit=2, batchSize=5)
+    assert len(r["cursor"]["firstBatch"]) == 2 and r["cursor"]["id"] == 0
+    r = db.command("find", "topts", tailable=True, limit=10, batchSize=10)
+    assert len(r["cursor"]["firstBatch"]) == 6 and r["cursor"]["id"] != 0
+    capped.insert_one({"i": 6})
+    more = db.command("getMore", r["cursor"]["id"], collection="topts")
+    assert [d["i"] for d in more["cursor"]["nextBatch"]] == [6]
+    db.command("killCursors", "topts", cursors=[r["cursor"]["id"]])
+    for bad in [{"singleBatch": True}, {"limit": -2}, {"sort": {"$natural": -1}},
+                {"sort": {"i": 1}}]:
+        with pytest.raises(OperationFailure) as e:
+            db.command("find", "topts", tailable=True, **bad)
+        assert e.value.code == 2, bad
+
+
+def test_hidden_indexes_are_kept_but_never_used(coll):
+    coll.insert_many([{"a": i} for i in range(20)])
+    coll.create_index("a", name="a_hidden", hidden=True)
+    assert "COLLSCAN" in str(coll.find({"a": 3}).explain()["queryPlanner"]["winningPlan"])
+    with pytest.raises(OperationFailure) as e:
+        list(coll.find({"a": 3}).hint("a_hidden"))
+    assert e.value.code == 2
+    info = [i for i in coll.list_indexes() if i["name"] == "a_hidden"][0]
+    assert info["hidden"] is True
+    with pytest.raises(OperationFailure):
+        coll.database.command("createIndexes", coll.name,
+                              indexes=[{"key": {"_id": 1}, "name": "_id_", "hidden": True}])
+
+
+def test_capped_limits_must_be_finite_numbers(client):
+    db = client.t
+    for opts in [{"size": float("nan")}, {"size": float("inf")}, {"size": -1},
+                 {"size": 4096, "max": float("nan")}, {"size": 4096, "max": float("inf")}]:
+        with pytest.raises(OperationFailure) as e:
+            db.command("create", "capbad", capped=True, **opts)
+        assert e.value.code == 2, opts
+    assert "capbad" not in db.list_collection_names()
+
+
+def test_collation_locales_versions_and_stored_spec(client):
+    db = client.t
+    for spec in [{"locale": "xx"}, {"locale": "en-US"}, {"locale": "kl"},
+                 {"locale": "de@collation=search"}]:
+        with pytest.raises(OperationFailure) as e:
+            db.command("create", "cl", collation=spec)
+        assert e.value.code == 2 and spec["locale"] in str(e.value), spec
+    with pytest.raises(OperationFailure) as e:
+        db.command("create", "cl", collation={"locale": "en", "version": "1.0"})
+    assert e.value.code == 161
+    db.command("create", "cl", collation={"locale": "de@collation=phonebook", "strength": 1})
+    info = next(db.list_collections(filter={"name": "cl"}))
+    assert info["options"]["collation"]["locale"] == "de@collation=phonebook"
+    assert info["options"]["collation"]["strength"] == 1
+    assert info["options"]["collation"]["caseFirst"] == "off"
+    ids = [i for i in db.cl.list_indexes() if i["name"] == "_id_"]
+    assert ids[0]["collation"]["locale"] == "de@collation=phonebook"
+
+
+def test_id_index_takes_the_default_collation(client):
+    db = client.t
+    db.command("create", "idc", collation={"locale": "en", "strength": 2})
+    db.idc.insert_one({"_id": "Apple", "n": 1})
+    with pytest.raises(pymongo.errors.DuplicateKeyError):
+        db.idc.insert_one({"_id": "APPLE"})
+    plan = db.idc.find({"_id": "apple"}).explain()["queryPlanner"]["winningPlan"]
+    assert plan["inputStage"]["indexName"] == "_id_", plan
+    assert plan["inputStage"]["collation"]["strength"] == 2
+    assert db.idc.find_one({"_id": "apple"})["n"] == 1
+    plan = db.idc.find({"_id": "apple"}, collation=Collation(locale="simple")).explain()
+    assert "COLLSCAN" in str(plan["queryPlanner"]["winningPlan"])
+    assert db.idc.find_one({"_id": "apple"}, collation=Collation(locale="simple")) is None
+
+
+def test_validator_runs_under_the_collection_default_collation(client):
+    db = client.t
+    db.command("create", "vc", collation={"locale": "en", "strength": 2},
+               validator={"kind": {"$in": ["a", "b"]}})
+    db.vc.insert_one({"kind": "A"})  # equal to "a" under the default collation
+    simple = Collation(locale="simple")
+    # The statement's own collation does not change what the validator accepts.
+    db.vc.update_one({"kind": "A"}, {"$set": {"kind": "B"}}, collation=simple)
+    assert db.vc.find_one({}, {"_id": 0}) == {"kind": "B"}
+    with pytest.raises(WriteError) as e:
+        db.vc.update_one({"kind": "B"}, {"$set": {"kind": "c"}}, collation=simple)
+    assert e.value.code == 121
+
+
+def test_validate_counts_documents_the_validator_refuses(client):
+    db = client.t
+    db.command("create", "vnc", collation={"locale": "en", "strength": 2},
+               validator={"kind": {"$in": ["a", "b"]}})
+    db.vnc.insert_many([{"kind": "A"}, {"kind": "b"}])
+    db.vnc.insert_one({"kind": "z"}, bypass_document_validation=True)
+    r = db.command("validate", "vnc")
+    assert r["nNonCompliantDocuments"] == 1  # "A" complies under the default collation
+    assert r["valid"] is True and len(r["warnings"]) == 1
+    assert all(d["valid"] for d in r["indexDetails"].values())
+    assert db.command("validate", "vnc", scandata=True)["nNonCompliantDocuments"] == 1
+    with pytest.raises(OperationFailure) as e:
+        db.command("validate", "vnc", scandata=False)
+    assert e.value.code == 238

@@ -184,10 +184,13 @@ pub fn validate_create_options(options: &Document) -> DocResult<Document> {
                 out.insert(k.clone(), *b);
             }
             "size" | "max" => {
+                // NaN and infinities are refused (a cast would store them as 0 or i64::MAX).
                 let n = num(k, v)?;
-                if n < 0.0 || (k == "size" && n > 1e15) {
+                let top = if k == "size" { 1e15 } else { i64::MAX as f64 };
+                if !n.is_finite() || n < 0.0 || n > top {
                     return Err(DocError::bad_value(format!(
-                        "'{k}' has to be a non-negative number not above 1 PB"
+                        "'{k}' has to be a finite, non-negative number{}, got {v}",
+                        if k == "size" { " not above 1 PB" } else { "" }
                     )));
                 }
                 out.insert(k.clone(), n as i64);
@@ -199,8 +202,10 @@ pub fn validate_create_options(options: &Document) -> DocResult<Document> {
                 let Bson::Document(c) = v else {
                     return Err(DocError::type_mismatch("'collation' must be an object"));
                 };
-                crate::collation::Collation::parse(c)?;
-                out.insert(k.clone(), v.clone());
+                // Stored (and reported) as the collation in use; `simple` is no collation.
+                if let Some(coll) = crate::collation::Collation::parse(c)? {
+                    out.insert(k.clone(), coll.spec().clone());
+                }
             }
             "storageEngine"
             | "indexOptionDefaults"
@@ -271,5 +276,42 @@ mod tests {
             validate_coll_name("db", &"x".repeat(300)).unwrap_err().code,
             73
         );
+    }
+
+    #[test]
+    fn capped_limits_are_numbers() {
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0, 2e15] {
+            let o = bson::doc! {"capped": true, "size": bad};
+            assert_eq!(
+                validate_create_options(&o).unwrap_err().code,
+                2,
+                "size {bad}"
+            );
+            let o = bson::doc! {"capped": true, "size": 4096, "max": bad};
+            let r = validate_create_options(&o);
+            assert_eq!(r.is_err(), bad != 2e15, "max {bad}");
+        }
+        let o = bson::doc! {"capped": true, "size": "big"};
+        assert_eq!(validate_create_options(&o).unwrap_err().code, 14);
+        let o = bson::doc! {"capped": true, "size": 5000.0, "max": 10};
+        let out = validate_create_options(&o).unwrap();
+        assert_eq!(out.get_i64("size").unwrap(), 5000);
+        assert_eq!(out.get_i64("max").unwrap(), 10);
+    }
+
+    #[test]
+    fn collation_is_stored_as_used() {
+        let o = bson::doc! {"collation": {"locale": "fr", "strength": 1}};
+        let c = validate_create_options(&o).unwrap();
+        let c = c.get_document("collation").unwrap();
+        assert_eq!(c.get_str("locale").unwrap(), "fr");
+        assert_eq!(c.get_i32("strength").unwrap(), 1);
+        assert_eq!(c.get_str("caseFirst").unwrap(), "off");
+        let o = bson::doc! {"collation": {"locale": "simple"}};
+        assert!(!validate_create_options(&o)
+            .unwrap()
+            .contains_key("collation"));
+        let o = bson::doc! {"collation": {"locale": "xx"}};
+        assert_eq!(validate_create_options(&o).unwrap_err().code, 2);
     }
 }

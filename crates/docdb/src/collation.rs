@@ -12,11 +12,23 @@
 //! sees the same collation as the command that opened the cursor.
 //!
 //! Options: `locale` (`simple` is binary comparison, i.e. no collation), `strength` (1–5),
-//! `caseLevel`, `caseFirst` (`upper`, `lower`, `off`), `numericOrdering`, `alternate`
-//! (`non-ignorable`, `shifted`), `maxVariable` (`punct`, `space`), `normalization` (ICU4X
-//! always normalizes, which gives the same order mongod gives with it on). `backwards: true`
-//! is refused (ICU4X sets French secondary ordering only from the locale). A locale ICU4X has
-//! no data for falls back to the root collation (mongod refuses locales it does not know).
+//! `caseLevel`, `caseFirst` (`upper`, `lower`, `off`; refused below strength 3 without
+//! `caseLevel`, as mongod does), `numericOrdering`, `alternate` (`non-ignorable`, `shifted`),
+//! `maxVariable` (`punct`, `space`), `normalization`, `version`. `backwards: true` is refused
+//! (ICU4X sets French secondary ordering only from the locale).
+//!
+//! Locales: mongod's list (its "Collation Locales and Default Parameters" table, with the
+//! `@collation=` variants), each honoured exactly or refused: see [`resolve_locale`]. A locale
+//! outside mongod's list is refused as mongod refuses it (BadValue, "Field 'locale' is invalid
+//! in: ..."); one ICU4X's compiled data does not carry is refused naming it, never served by
+//! the root collation in its place.
+//!
+//! `normalization`: ICU defines `false` as "exact for FCD text, unspecified otherwise" and
+//! `true` as exact for all text. ICU4X always normalizes, which is exact for all text and so
+//! is a correct implementation of both; the spec reports the value given.
+//!
+//! `version`: mongod refuses a `version` that is not the one it reports
+//! (IncompatibleCollationVersion, 161); so does flashdoc, with [`VERSION`].
 
 use crate::error::{DocError, DocResult};
 use bson::{doc, Bson, Document};
@@ -68,6 +80,203 @@ fn get_str<'a>(d: &'a Document, k: &str, default: &'a str) -> DocResult<&'a str>
         Some(_) => Err(DocError::type_mismatch(format!(
             "BSON field 'collation.{k}' is the wrong type, expected a string"
         ))),
+    }
+}
+
+/// The collation version flashdoc reports and accepts (the ICU version of the mongod releases
+/// drivers and tools compare against; the collation itself is ICU4X's, from CLDR).
+pub const VERSION: &str = "57.1";
+
+/// mongod's collation locales, each with the `@collation=` variants mongod accepts for it.
+const MONGOD_LOCALES: &[(&str, &[&str])] = &[
+    ("af", &[]),
+    ("sq", &[]),
+    ("am", &[]),
+    ("ar", &["compat"]),
+    ("hy", &[]),
+    ("as", &[]),
+    ("az", &["search"]),
+    ("be", &[]),
+    ("bn", &["traditional"]),
+    ("bs", &["search"]),
+    ("bs_Cyrl", &[]),
+    ("bg", &[]),
+    ("my", &[]),
+    ("ca", &["search"]),
+    ("chr", &[]),
+    (
+        "zh",
+        &[
+            "big5han",
+            "gb2312han",
+            "unihan",
+            "zhuyin",
+            "pinyin",
+            "stroke",
+        ],
+    ),
+    ("zh_Hant", &[]),
+    ("hr", &["search"]),
+    ("cs", &["search"]),
+    ("da", &["search"]),
+    ("nl", &[]),
+    ("dz", &[]),
+    ("en", &[]),
+    ("en_US", &[]),
+    ("en_US_POSIX", &[]),
+    ("eo", &[]),
+    ("et", &[]),
+    ("ee", &[]),
+    ("fo", &[]),
+    ("fil", &[]),
+    ("fi", &["search", "traditional"]),
+    ("fr", &[]),
+    ("fr_CA", &[]),
+    ("gl", &["search"]),
+    ("ka", &[]),
+    ("de", &["search", "eor", "phonebook"]),
+    ("de_AT", &["phonebook"]),
+    ("el", &[]),
+    ("gu", &[]),
+    ("ha", &[]),
+    ("haw", &[]),
+    ("he", &["search"]),
+    ("hi", &[]),
+    ("hu", &[]),
+    ("is", &["search"]),
+    ("ig", &[]),
+    ("smn", &["search"]),
+    ("id", &[]),
+    ("ga", &[]),
+    ("it", &[]),
+    ("ja", &["unihan"]),
+    ("kl", &["search"]),
+    ("kn", &["traditional"]),
+    ("kk", &[]),
+    ("km", &[]),
+    ("kok", &[]),
+    ("ko", &["search", "searchjl", "unihan"]),
+    ("ky", &[]),
+    ("lkt", &[]),
+    ("lo", &[]),
+    ("lt", &[]),
+    ("dsb", &[]),
+    ("lb", &[]),
+    ("mk", &[]),
+    ("ms", &[]),
+    ("ml", &[]),
+    ("mt", &[]),
+    ("mr", &[]),
+    ("mn", &[]),
+    ("ne", &[]),
+    ("se", &["search"]),
+    ("nb", &["search"]),
+    ("nn", &["search"]),
+    ("or", &[]),
+    ("om", &[]),
+    ("ps", &[]),
+    ("fa", &[]),
+    ("fa_AF", &[]),
+    ("pl", &[]),
+    ("pt", &[]),
+    ("pa", &[]),
+    ("ro", &[]),
+    ("ru", &[]),
+    ("sr", &[]),
+    ("sr_Latn", &["search"]),
+    ("si", &["dictionary"]),
+    ("sk", &["search"]),
+    ("sl", &[]),
+    ("es", &["search", "traditional"]),
+    ("sw", &[]),
+    ("sv", &["search"]),
+    ("ta", &[]),
+    ("te", &[]),
+    ("th", &[]),
+    ("bo", &[]),
+    ("to", &[]),
+    ("tr", &["search"]),
+    ("uk", &[]),
+    ("hsb", &[]),
+    ("ur", &[]),
+    ("ug", &[]),
+    ("vi", &["traditional"]),
+    ("wae", &[]),
+    ("cy", &[]),
+    ("yi", &["search"]),
+    ("yo", &[]),
+    ("zu", &[]),
+];
+
+/// Locales of mongod's list whose CLDR standard collation is the root collation: ICU4X's data
+/// serves them from root, which is exact. Any other locale that ICU4X would serve from root
+/// is one its compiled data leaves out, and is refused.
+const ROOT_COLLATION_LOCALES: &[&str] = &[
+    "en", "en_US", "fr", "de", "de_AT", "it", "nl", "pt", "id", "ms",
+];
+
+/// ICU4X's name (a `-u-co-` value, and its data's marker attribute) of a mongod variant.
+fn icu_collation_type(variant: &str) -> &str {
+    match variant {
+        "traditional" => "trad",
+        "phonebook" => "phonebk",
+        "dictionary" => "dict",
+        "gb2312han" => "gb2312",
+        other => other,
+    }
+}
+
+/// The ICU4X locale of a mongod `locale` (`<locale>[@collation=<variant>]`), if flashdoc can
+/// honour it exactly: it is in mongod's list, and ICU4X's compiled data has its collation (its
+/// own data, a parent's that ICU4X keeps it under, or root for a locale CLDR gives root).
+fn resolve_locale(locale: &str, spec: &Document) -> DocResult<icu_locale::Locale> {
+    use icu_collator::provider::{Baked, CollationMetadataV1};
+    use icu_provider::prelude::*;
+    let invalid = |why: &str| bad(format!("Field 'locale' is invalid in: {spec}{why}"));
+    let (base, variant) = match locale.split_once('@') {
+        None => (locale, None),
+        Some((b, kw)) => match kw.strip_prefix("collation=") {
+            Some(v) => (b, Some(v)),
+            None => return Err(invalid("")),
+        },
+    };
+    let Some((_, variants)) = MONGOD_LOCALES.iter().find(|(l, _)| *l == base) else {
+        return Err(invalid(""));
+    };
+    if variant.is_some_and(|v| !variants.contains(&v)) {
+        return Err(invalid(""));
+    }
+    let co = variant.map(icu_collation_type);
+    let tag = match co {
+        Some(co) => format!("{}-u-co-{co}", base.replace('_', "-")),
+        None => base.replace('_', "-"),
+    };
+    let loc: icu_locale::Locale = tag.parse().map_err(|_| invalid(""))?;
+    let data_locale = DataLocale::from(&loc);
+    let attributes = co
+        .map(DataMarkerAttributes::from_str_or_panic)
+        .unwrap_or_default();
+    let mut metadata = DataRequestMetadata::default();
+    metadata.silent = true;
+    let req = DataRequest {
+        id: DataIdentifierBorrowed::for_marker_attributes_and_locale(attributes, &data_locale),
+        metadata,
+    };
+    let served: Result<DataResponse<CollationMetadataV1>, _> = Baked.load(req);
+    match served {
+        Err(_) => Err(invalid(&format!(
+            ": flashdoc's collation data (ICU4X) has no '{}' collation for '{base}'",
+            variant.unwrap_or("standard")
+        ))),
+        Ok(r)
+            if r.metadata.locale.is_some_and(|l| l.is_unknown())
+                && !ROOT_COLLATION_LOCALES.contains(&base) =>
+        {
+            Err(invalid(&format!(
+                ": flashdoc's collation data (ICU4X) has no tailoring for '{base}'"
+            )))
+        }
+        Ok(_) => Ok(loc),
     }
 }
 
@@ -145,10 +354,30 @@ impl Collation {
                 "collation backwards: true is not supported by flashdoc (French secondary ordering follows the locale)",
             ));
         }
-        let loc: icu_locale::Locale = locale
-            .replace('_', "-")
-            .parse()
-            .map_err(|_| bad(format!("Field 'locale' is invalid in: {d}")))?;
+        if case_first != "off" && !case_level && strength_n < 3 {
+            return Err(bad(format!(
+                "'caseFirst' is invalid unless 'caseLevel' is on or 'strength' is greater than 2 in: {d}"
+            )));
+        }
+        match d.get("version") {
+            None => {}
+            Some(Bson::String(v)) if v == VERSION => {}
+            Some(Bson::String(v)) => {
+                return Err(DocError::with_code(
+                    161,
+                    "IncompatibleCollationVersion",
+                    format!(
+                        "Requested collation version {v} but the only available collator version was {VERSION}. Requested collation spec: {d}"
+                    ),
+                ))
+            }
+            Some(_) => {
+                return Err(DocError::type_mismatch(
+                    "BSON field 'collation.version' is the wrong type, expected a string",
+                ))
+            }
+        }
+        let loc = resolve_locale(locale, d)?;
         let mut prefs = CollatorPreferences::from(&loc);
         prefs.case_first = Some(match case_first {
             "upper" => CollationCaseFirst::Upper,
@@ -202,7 +431,7 @@ impl Collation {
             "maxVariable": max_variable,
             "normalization": normalization,
             "backwards": false,
-            "version": "57.1",
+            "version": VERSION,
         };
         Ok(Some(Arc::new(Collation { spec, collator })))
     }
@@ -342,8 +571,108 @@ mod tests {
             doc! {"locale": "simple", "strength": 1},
             doc! {"locale": "en", "backwards": true},
             doc! {"locale": 5},
+            doc! {"locale": "en", "strength": 2, "caseFirst": "upper"},
+            doc! {"locale": "en", "version": 1},
         ] {
             assert!(Collation::parse(&d).is_err(), "{d}");
+        }
+        let e = Collation::parse(&doc! {"locale": "en", "version": "1.0"}).unwrap_err();
+        assert_eq!(e.code, 161);
+        assert!(Collation::parse(&doc! {"locale": "en", "version": VERSION}).is_ok());
+        assert!(Collation::parse(
+            &doc! {"locale": "en", "caseLevel": true, "strength": 1, "caseFirst": "upper"}
+        )
+        .is_ok());
+    }
+
+    /// Every locale of mongod's list is either honoured exactly or refused naming it; the
+    /// refused set is pinned, so a change of ICU4X's data shows up here.
+    #[test]
+    fn locales_are_honoured_or_refused() {
+        let mut refused = Vec::new();
+        for (base, variants) in MONGOD_LOCALES {
+            let names = std::iter::once(base.to_string())
+                .chain(variants.iter().map(|v| format!("{base}@collation={v}")));
+            for name in names {
+                match Collation::parse(&doc! {"locale": &name}) {
+                    Ok(c) => assert_eq!(c.unwrap().spec.get_str("locale").unwrap(), name),
+                    Err(e) => {
+                        assert_eq!(e.code, 2, "{name}: {e:?}");
+                        assert!(e.message.contains(&name), "{name}: {e:?}");
+                        refused.push(name);
+                    }
+                }
+            }
+        }
+        let searches = refused
+            .iter()
+            .filter(|n| n.ends_with("@collation=search"))
+            .count();
+        let others: Vec<&str> = refused
+            .iter()
+            .filter(|n| !n.ends_with("@collation=search"))
+            .map(String::as_str)
+            .collect();
+        assert_eq!(searches, 23, "{refused:?}");
+        assert_eq!(
+            others,
+            [
+                "ca",
+                "zh@collation=big5han",
+                "zh@collation=gb2312han",
+                "dz",
+                "haw",
+                "smn",
+                "ga",
+                "kl",
+                "ko@collation=searchjl",
+                "lkt",
+                "lb",
+                "se",
+                "sw",
+                "bo",
+                "wae",
+                "yi",
+                "zu"
+            ],
+        );
+        for bad_name in [
+            "xx",
+            "en-US",
+            "de@collation=bogus",
+            "en@calendar=x",
+            "",
+            "simple ",
+        ] {
+            let e = Collation::parse(&doc! {"locale": bad_name}).unwrap_err();
+            assert_eq!(e.code, 2, "{bad_name}");
+            assert!(
+                e.message.starts_with("Field 'locale' is invalid in:"),
+                "{e:?}"
+            );
+        }
+        // Served exactly: German phonebook puts "ä" with "ae", the standard order with "a".
+        let pb = Collation::parse(&doc! {"locale": "de@collation=phonebook"})
+            .unwrap()
+            .unwrap();
+        let std = Collation::parse(&doc! {"locale": "de"}).unwrap().unwrap();
+        assert_eq!(pb.compare("Äb", "Af"), Ordering::Less);
+        assert_eq!(std.compare("Äb", "Af"), Ordering::Less);
+        assert_eq!(pb.compare("Äz", "Af"), Ordering::Less);
+        assert_eq!(std.compare("Äz", "Af"), Ordering::Greater);
+    }
+
+    /// `normalization: false` is ICU's "exact for FCD text, unspecified otherwise": always
+    /// normalizing is exact for all text, so both values give canonically equivalent strings
+    /// (here a decomposed and a precomposed "ṩ" with its marks in either order) equal.
+    #[test]
+    fn normalization_is_exact_either_way() {
+        for n in [false, true] {
+            let c = coll(doc! {"locale": "en", "normalization": n});
+            assert_eq!(c.spec.get_bool("normalization").unwrap(), n);
+            assert_eq!(c.compare("s\u{0323}\u{0307}", "\u{1E69}"), Ordering::Equal);
+            assert_eq!(c.compare("s\u{0307}\u{0323}", "\u{1E69}"), Ordering::Equal);
+            assert_ne!(c.compare("s\u{0307}", "\u{1E69}"), Ordering::Equal);
         }
     }
 }

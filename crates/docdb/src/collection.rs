@@ -189,10 +189,14 @@ impl Coll {
         Ok(())
     }
 
-    /// Checks a document against the collection's validator (unless bypassed).
+    /// Checks a document against the collection's validator (unless bypassed), under the
+    /// collection's default collation whatever the statement's (as mongod evaluates it).
     pub fn validate(&self, new: &Document, old: Option<&Document>, bypass: bool) -> DocResult<()> {
         match (&self.validator, bypass) {
-            (Some(v), false) => v.check(&self.ns, new, old),
+            (Some(v), false) => {
+                let _default = crate::collation::scope(self.default_collation.clone());
+                v.check(&self.ns, new, old)
+            }
             _ => Ok(()),
         }
     }

@@ -20,7 +20,7 @@ use bson::Document;
 use engine::{Direction, KvEngine, TableId};
 use std::collections::HashSet;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Documents a tailable cursor reads per scan.
@@ -35,17 +35,28 @@ pub struct DocCursor {
     /// The collation the cursor was opened under: in effect whenever it produces documents
     /// (a getMore may run on another thread than the find).
     collation: Option<Arc<Collation>>,
+    /// A tailable cursor sets it when it will return nothing more, ever (its `limit` is
+    /// reached): the server then closes it instead of keeping it for new documents.
+    done: Option<Arc<AtomicBool>>,
 }
 
 impl DocCursor {
     pub fn new(inner: DocIter) -> DocCursor {
-        DocCursor {
-            inner,
-            collation: None,
-        }
+        DocCursor::with_collation(inner, None)
     }
     pub fn with_collation(inner: DocIter, collation: Option<Arc<Collation>>) -> DocCursor {
-        DocCursor { inner, collation }
+        DocCursor {
+            inner,
+            collation,
+            done: None,
+        }
+    }
+    /// A tailable cursor that has returned its `limit` (an ordinary cursor is done when it
+    /// returns `None`).
+    pub fn is_done(&self) -> bool {
+        self.done
+            .as_ref()
+            .is_some_and(|d| d.load(Ordering::Acquire))
     }
     pub fn empty() -> DocCursor {
         DocCursor::new(Box::new(std::iter::empty()))
@@ -181,13 +192,23 @@ impl Exec {
 
     /// A tailable cursor (capped collections): documents in insertion order; at the end of
     /// the data it yields nothing, and the next read scans again from just after the last
-    /// document returned, so it returns documents inserted in the meantime.
+    /// document returned, so it returns documents inserted in the meantime. `skip` drops the
+    /// first matching documents; after `limit` documents the cursor ends. Every document
+    /// scanned is an interruption point.
     pub fn tail(self) -> DocCursor {
         let mut after: Option<Vec<u8>> = None;
         let mut buf: std::collections::VecDeque<DocResult<Document>> = Default::default();
         let (engine, table, filter) = (self.engine.clone(), self.table, self.filter.clone());
         let (interrupt, projection) = (self.interrupt.clone(), self.projection.clone());
+        let mut to_skip = self.skip;
+        let mut left = self.limit.unwrap_or(u64::MAX);
+        let done = Arc::new(AtomicBool::new(false));
+        let done_inside = done.clone();
         let it = std::iter::from_fn(move || {
+            if left == 0 {
+                done_inside.store(true, Ordering::Release);
+                return None;
+            }
             while buf.is_empty() {
                 let lower = match &after {
                     Some(k) => Bound::Excluded(k.clone()),
@@ -200,6 +221,9 @@ impl Exec {
                 let mut seen = 0;
                 for kv in scan.take(TAIL_BATCH) {
                     seen += 1;
+                    if let Err(e) = interrupt.check() {
+                        return Some(Err(e));
+                    }
                     let (k, v) = match kv {
                         Ok(x) => x,
                         Err(e) => return Some(Err(e.into())),
@@ -209,7 +233,12 @@ impl Exec {
                         Ok(d) => d,
                         Err(e) => return Some(Err(e)),
                     };
-                    if filter.as_ref().is_none_or(|f| f.matches(&doc)) {
+                    if !filter.as_ref().is_none_or(|f| f.matches(&doc)) {
+                        continue;
+                    }
+                    if to_skip > 0 {
+                        to_skip -= 1;
+                    } else {
                         buf.push_back(match &projection {
                             Some(p) => p.apply(&doc, filter.as_deref()),
                             None => Ok(doc),
@@ -223,9 +252,12 @@ impl Exec {
             if let Err(e) = interrupt.check() {
                 return Some(Err(e));
             }
+            left -= 1;
             buf.pop_front()
         });
-        DocCursor::with_collation(Box::new(it), self.collation.clone())
+        let mut cursor = DocCursor::with_collation(Box::new(it), self.collation.clone());
+        cursor.done = Some(done);
+        cursor
     }
 
     /// The full pipeline of stages.

@@ -302,20 +302,24 @@ impl DocDb {
         let mut icfg = self.cfg.index_table.clone();
         icfg.id_index = true;
         let id_table = self.engine.create_table(&id_ident, &icfg)?;
+        let default_collation = match options.get_document("collation") {
+            Ok(c) => collation::Collation::parse(c)?,
+            Err(_) => None,
+        };
         let entry = CollEntry {
             ns: catalog::ns(db, coll),
             uuid,
             options,
             ident,
             indexes: vec![IndexEntry {
-                def: IndexDef::id_index(),
+                def: IndexDef::id_index(default_collation.clone()),
                 ident: id_ident.clone(),
                 multikey: false,
             }],
             next_index_ident: 1,
         };
         let idx = vec![Arc::new(Index {
-            def: IndexDef::id_index(),
+            def: IndexDef::id_index(default_collation),
             ident: id_ident,
             table: id_table,
             multikey: false.into(),
@@ -818,6 +822,19 @@ impl DocDb {
     }
 
     fn exec_for(&self, c: &Coll, st: &CollState, q: &FindQuery) -> DocResult<Exec> {
+        let coll = collation::resolve(q.collation.as_ref(), c.default_collation.as_ref())?;
+        self.exec_under(c, st, q, coll)
+    }
+
+    /// The execution of `q` under `coll`, the collation the caller resolved for it (once per
+    /// statement: `q.collation` is not parsed again).
+    fn exec_under(
+        &self,
+        c: &Coll,
+        st: &CollState,
+        q: &FindQuery,
+        coll: Option<Arc<collation::Collation>>,
+    ) -> DocResult<Exec> {
         let filter = Filter::new(&q.filter)?;
         let sort = match &q.sort {
             Some(s) if !s.is_empty() => Some(Arc::new(Sort::parse(s)?)),
@@ -827,7 +844,6 @@ impl DocDb {
             Some(p) if !p.is_empty() => Some(Arc::new(Proj::parse(p)?)),
             _ => None,
         };
-        let coll = collation::resolve(q.collation.as_ref(), c.default_collation.as_ref())?;
         if q.tailable {
             if c.capped.is_none() {
                 return Err(DocError::bad_value(format!(
@@ -835,22 +851,36 @@ impl DocDb {
                     c.ns
                 )));
             }
+            // A tailable cursor reads the collection forward in insertion order: the only
+            // sort and hint it can honour are that order ({$natural: 1}).
+            let forward = |d: &Document| {
+                d.len() == 1
+                    && d.get("$natural")
+                        .and_then(crate::compare::Num::of)
+                        .is_some_and(|n| n.as_f64() > 0.0)
+            };
             if q.sort
                 .as_ref()
-                .is_some_and(|s| !s.is_empty() && !s.contains_key("$natural"))
+                .is_some_and(|s| !s.is_empty() && !forward(s))
             {
                 return Err(DocError::bad_value(
-                    "error processing query: tailable cursors can only be sorted in natural order",
+                    "error processing query: cannot use tailable option with a sort other than {$natural: 1}",
+                ));
+            }
+            let natural = |h: &Bson| matches!(h, Bson::Document(d) if forward(d));
+            if q.hint.as_ref().is_some_and(|h| !natural(h)) {
+                return Err(DocError::bad_value(
+                    "error processing query: a tailable cursor reads in natural order; it cannot use an index hint",
                 ));
             }
         }
         // Index bounds are encoded under the query's collation, and only indexes built with
-        // it can answer the query.
+        // it can answer the query; hidden indexes answer none.
         let _in_effect = collation::scope(coll.clone());
         let usable: Vec<Arc<Index>> = st
             .indexes
             .iter()
-            .filter(|i| collation::same(i.def.collation.as_ref(), coll.as_ref()))
+            .filter(|i| !i.def.hidden && collation::same(i.def.collation.as_ref(), coll.as_ref()))
             .cloned()
             .collect();
         let plan = if q.tailable {
@@ -893,9 +923,10 @@ impl DocDb {
         c: &Coll,
         st: &CollState,
         q: &FindQuery,
+        coll: Option<Arc<collation::Collation>>,
         max: usize,
     ) -> DocResult<Vec<RecordId>> {
-        let exec = self.exec_for(c, st, q)?;
+        let exec = self.exec_under(c, st, q, coll)?;
         let sort = exec.sort.clone();
         let mut src = exec.source()?;
         if let (Some(s), false) = (sort, exec.plan.sort_provided) {
@@ -965,14 +996,14 @@ impl DocDb {
         }
         let r = self.with_write(db, coll, s.upsert, |c, st| -> DocResult<(u64, u64)> {
             let coll = collation::resolve(s.collation.as_ref(), c.default_collation.as_ref())?;
-            let _in_effect = collation::scope(coll);
+            let _in_effect = collation::scope(coll.clone());
             let q = FindQuery {
                 filter: s.q.clone(),
-                collation: s.collation.clone(),
                 interrupt: interrupt.clone(),
                 ..Default::default()
             };
-            let rids = self.targets(c, st, &q, if s.multi { usize::MAX } else { ONE_TARGET })?;
+            let max = if s.multi { usize::MAX } else { ONE_TARGET };
+            let rids = self.targets(c, st, &q, coll, max)?;
             let (mut matched, mut modified) = (0, 0);
             for rid in rids {
                 interrupt.check()?;
@@ -1035,15 +1066,14 @@ impl DocDb {
                 let r = self.with_write(db, coll, false, |c, st| -> DocResult<u64> {
                     let coll =
                         collation::resolve(s.collation.as_ref(), c.default_collation.as_ref())?;
-                    let _in_effect = collation::scope(coll);
+                    let _in_effect = collation::scope(coll.clone());
                     let q = FindQuery {
                         filter: s.q.clone(),
-                        collation: s.collation.clone(),
                         interrupt: opts.interrupt.clone(),
                         ..Default::default()
                     };
                     let max = if s.limit == 1 { ONE_TARGET } else { usize::MAX };
-                    let rids = self.targets(c, st, &q, max)?;
+                    let rids = self.targets(c, st, &q, coll, max)?;
                     let mut n = 0;
                     for rid in rids {
                         opts.interrupt.check()?;
@@ -1127,15 +1157,14 @@ impl DocDb {
             |c, st| -> DocResult<Option<FindAndModifyOutcome>> {
                 let coll =
                     collation::resolve(spec.collation.as_ref(), c.default_collation.as_ref())?;
-                let _in_effect = collation::scope(coll);
+                let _in_effect = collation::scope(coll.clone());
                 let q = FindQuery {
                     filter: spec.query.clone(),
                     sort: spec.sort.clone(),
-                    collation: spec.collation.clone(),
                     interrupt: spec.interrupt.clone(),
                     ..Default::default()
                 };
-                let rids = self.targets(c, st, &q, ONE_TARGET)?;
+                let rids = self.targets(c, st, &q, coll, ONE_TARGET)?;
                 for rid in rids {
                     let _lock = c.lock_doc(rid);
                     let Some(old) = c.get(rid)? else { continue };
@@ -1221,7 +1250,8 @@ impl DocDb {
                 loop {
                     let (found, n) = self
                         .with_write(&c.db, &c.name, false, |c, st| -> DocResult<(usize, u64)> {
-                            let rids = self.targets(c, st, &q, TTL_BATCH)?;
+                            let coll = c.default_collation.clone();
+                            let rids = self.targets(c, st, &q, coll, TTL_BATCH)?;
                             let mut n = 0;
                             for rid in &rids {
                                 let _lock = c.lock_doc(*rid);
@@ -1251,7 +1281,11 @@ impl DocDb {
         let Some(c) = self.get_coll(db, coll) else {
             // Parse anyway so bad input errors even on a missing collection.
             Filter::new(&q.filter)?;
-            return Ok(DocCursor::empty());
+            let coll = collation::resolve(q.collation.as_ref(), None)?;
+            return Ok(DocCursor::with_collation(
+                Box::new(std::iter::empty()),
+                coll,
+            ));
         };
         let st = c.state.read();
         let exec = self.exec_for(&c, &st, q)?;
@@ -1394,18 +1428,19 @@ impl DocDb {
             }
             _ => (Document::new(), pipeline),
         };
-        let input = self
-            .find(
-                db,
-                coll,
-                &FindQuery {
-                    filter,
-                    interrupt: opts.interrupt.clone(),
-                    collation: opts.collation.clone(),
-                    ..Default::default()
-                },
-            )?
-            .into_inner();
+        let input = self.find(
+            db,
+            coll,
+            &FindQuery {
+                filter,
+                interrupt: opts.interrupt.clone(),
+                collation: opts.collation.clone(),
+                ..Default::default()
+            },
+        )?;
+        // The pipeline runs under the collation the find resolved.
+        let coll = input.collation().cloned();
+        let input = input.into_inner();
         let me = self.me.clone();
         let dbname = db.to_string();
         let lookup: LookupFn = Arc::new(move |other: &str| {
@@ -1423,10 +1458,6 @@ impl DocDb {
             }
             this.find(&dbname, other, &FindQuery::default())?.collect()
         });
-        let default = self
-            .get_coll(db, coll)
-            .and_then(|c| c.default_collation.clone());
-        let coll = collation::resolve(opts.collation.as_ref(), default.as_ref())?;
         let _in_effect = collation::scope(coll.clone());
         Ok(DocCursor::with_collation(
             interop::run_pipeline(rest, input, lookup, &opts.interrupt)?,
@@ -1516,15 +1547,22 @@ impl DocDb {
             }
         };
         let mut entries: Vec<Option<u64>> = Vec::new();
-        for idx in &st.indexes {
+        // Which indexes an error was found in (indexDetails.valid).
+        let mut index_bad = vec![false; st.indexes.len()];
+        for (i, idx) in st.indexes.iter().enumerate() {
             entries.push(match self.engine.verify_table(idx.table) {
                 Ok(n) => Some(n),
                 Err(e) => {
                     errors.push(format!("index {} ({}): {e}", idx.def.name, idx.ident));
+                    index_bad[i] = true;
                     None
                 }
             });
         }
+        // Documents the validator would refuse now, judged as writes are (under the default
+        // collation); mongod reports them as a warning, not as invalid data.
+        let _default = collation::scope(c.default_collation.clone());
+        let mut non_compliant = 0i64;
         let mut expected = vec![0u64; st.indexes.len()];
         let (mut invalid_docs, mut missing) = (0i64, 0i64);
         if errors.is_empty() {
@@ -1538,6 +1576,9 @@ impl DocDb {
                         continue;
                     }
                 };
+                if c.validator.as_ref().is_some_and(|v| !v.matches(&doc)) {
+                    non_compliant += 1;
+                }
                 for (i, idx) in st.indexes.iter().enumerate() {
                     let keys = index::doc_keys(&idx.def, &doc)?;
                     for key in keys.keys {
@@ -1548,6 +1589,7 @@ impl DocDb {
                             None => false,
                         };
                         if !found {
+                            index_bad[i] = true;
                             missing += 1;
                             if missing <= 10 {
                                 errors.push(format!(
@@ -1562,6 +1604,7 @@ impl DocDb {
             for (i, idx) in st.indexes.iter().enumerate() {
                 if let Some(n) = entries[i] {
                     if n > expected[i] {
+                        index_bad[i] = true;
                         errors.push(format!(
                             "index {} has {n} entries but the documents have {} keys (extra index entries)",
                             idx.def.name, expected[i]
@@ -1579,25 +1622,27 @@ impl DocDb {
         let index_details: Document = st
             .indexes
             .iter()
-            .map(|i| {
-                let ok = !errors
-                    .iter()
-                    .any(|e| e.contains(&format!("index {}", i.def.name)));
-                (i.def.name.clone(), Bson::Document(doc! {"valid": ok}))
-            })
+            .zip(&index_bad)
+            .map(|(i, bad)| (i.def.name.clone(), Bson::Document(doc! {"valid": !bad})))
             .collect();
+        let warnings: Vec<Bson> = match non_compliant {
+            0 => Vec::new(),
+            n => vec![Bson::String(format!(
+                "Detected {n} document(s) that do not comply with the collection's validator"
+            ))],
+        };
         Ok(doc! {
             "ns": ns,
             "uuid": c.uuid,
             "nInvalidDocuments": invalid_docs,
-            "nNonCompliantDocuments": 0i64,
+            "nNonCompliantDocuments": non_compliant,
             "nrecords": nrecords,
             "nIndexes": st.indexes.len() as i32,
             "keysPerIndex": keys_per_index,
             "indexDetails": index_details,
             "valid": errors.is_empty(),
             "repaired": false,
-            "warnings": Vec::<Bson>::new(),
+            "warnings": warnings,
             "errors": errors.into_iter().map(Bson::String).collect::<Vec<_>>(),
             "extraIndexEntries": Vec::<Bson>::new(),
             "missingIndexEntries": Vec::<Bson>::new(),
@@ -1768,10 +1813,8 @@ fn plan_doc(exec: &Exec, q: &FindQuery) -> Document {
             "filter": q.filter.clone(),
             "direction": direction,
         },
-        Access::IxScan { index, bounds, .. } => doc! {
-            "stage": "FETCH",
-            "filter": q.filter.clone(),
-            "inputStage": {
+        Access::IxScan { index, bounds, .. } => {
+            let mut ixscan = doc! {
                 "stage": "IXSCAN",
                 "keyPattern": index.def.key.clone(),
                 "indexName": index.def.name.clone(),
@@ -1782,8 +1825,13 @@ fn plan_doc(exec: &Exec, q: &FindQuery) -> Document {
                 "indexVersion": 2,
                 "direction": direction,
                 "indexBounds": bounds.clone(),
-            },
-        },
+            };
+            // As mongod: the collation the index (and so the query) uses, in full.
+            if let Some(c) = &index.def.collation {
+                ixscan.insert("collation", c.spec().clone());
+            }
+            doc! {"stage": "FETCH", "filter": q.filter.clone(), "inputStage": ixscan}
+        }
     };
     if exec.sort.is_some() && !plan.sort_provided {
         stage = doc! {"stage": "SORT", "sortPattern": q.sort.clone().unwrap_or_default(), "inputStage": stage};

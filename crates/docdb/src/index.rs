@@ -46,22 +46,32 @@ pub struct IndexDef {
     /// A hashed index (`{field: "hashed"}`): one field, whose key is the value's 64-bit hash
     /// ([`crate::hash`]) stored as an Int64; it answers equality, never ranges or sorts.
     pub hashed: bool,
+    /// A hidden index (`hidden: true`) is maintained but the planner never uses it, not even
+    /// through a hint.
+    pub hidden: bool,
     /// The full spec as listIndexes shows it (`v`, `key`, `name`, options).
     pub spec: Document,
 }
 
 impl IndexDef {
-    pub fn id_index() -> IndexDef {
+    /// The `_id` index, under the collection's default collation (as mongod's: equality on
+    /// `_id` under that collation is answered by it, and `_id`s equal under it are duplicates).
+    pub fn id_index(collation: Option<Arc<Collation>>) -> IndexDef {
         let key = doc! {"_id": 1};
+        let mut spec = doc! {"v": 2, "key": key.clone(), "name": "_id_"};
+        if let Some(c) = &collation {
+            spec.insert("collation", c.spec().clone());
+        }
         IndexDef {
             name: "_id_".into(),
             fields: vec![("_id".into(), false)],
             unique: true,
             sparse: false,
             expire_after: None,
-            collation: None,
+            collation,
             hashed: false,
-            spec: doc! {"v": 2, "key": key.clone(), "name": "_id_"},
+            hidden: false,
+            spec,
             key,
         }
     }
@@ -157,6 +167,7 @@ impl IndexDef {
         }
         let mut unique = false;
         let mut sparse = false;
+        let mut hidden = false;
         let mut expire_after = None;
         let mut collation = None;
         let mut out = doc! {"v": 2, "key": key.clone(), "name": name.clone()};
@@ -178,7 +189,7 @@ impl IndexDef {
                     match k.as_str() {
                         "unique" => unique = b,
                         "sparse" => sparse = b,
-                        _ => {}
+                        _ => hidden = b,
                     }
                     if b {
                         out.insert(k.clone(), true);
@@ -251,14 +262,14 @@ impl IndexDef {
             ));
         }
         if is_id_key && !fields[0].1 && name == "_id_" {
-            if unique || sparse || expire_after.is_some() {
+            if unique || sparse || hidden || expire_after.is_some() {
                 return Err(DocError::with_code(
                     197,
                     "InvalidIndexSpecificationOption",
-                    "The fields 'unique', 'sparse' and 'expireAfterSeconds' are not valid for an _id index specification",
+                    "The fields 'unique', 'sparse', 'hidden' and 'expireAfterSeconds' are not valid for an _id index specification",
                 ));
             }
-            return Ok(IndexDef::id_index());
+            return Ok(IndexDef::id_index(collation));
         }
         Ok(IndexDef {
             name,
@@ -269,6 +280,7 @@ impl IndexDef {
             expire_after,
             collation,
             hashed,
+            hidden,
             spec: out,
         })
     }

@@ -6,7 +6,9 @@
 //! document going through a pipeline stage, once per document a write statement visits, once
 //! per document put in a reply batch. A check fails when
 //! - the operation's time budget (`maxTimeMS`) is spent: MaxTimeMSExpired (50); or
-//! - someone killed it ([`Interrupt::kill`], what `killOp` does): Interrupted (11601).
+//! - someone killed it ([`Interrupt::kill`], what `killOp` does): Interrupted (11601); or
+//! - its cursor was killed ([`Interrupt::kill_cursor`], `killCursors` while a getMore reads
+//!   it): CursorKilled (237).
 //!
 //! The budget counts only time the operation is running: a cursor's owner [`Interrupt::pause`]s
 //! it when a batch has been sent and [`Interrupt::resume`]s it at the next getMore, so time
@@ -17,7 +19,7 @@
 
 use crate::error::{DocError, DocResult};
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,8 +28,13 @@ pub struct Interrupt {
     inner: Option<Arc<Inner>>,
 }
 
+/// Why an operation was killed (`Inner::killed`).
+const RUNNING: u8 = 0;
+const KILLED_OP: u8 = 1;
+const KILLED_CURSOR: u8 = 2;
+
 struct Inner {
-    killed: AtomicBool,
+    killed: AtomicU8,
     budget: Mutex<Budget>,
 }
 
@@ -64,7 +71,7 @@ impl Interrupt {
     pub fn new(max_time: Option<Duration>) -> Interrupt {
         Interrupt {
             inner: Some(Arc::new(Inner {
-                killed: AtomicBool::new(false),
+                killed: AtomicU8::new(RUNNING),
                 budget: Mutex::new(Budget {
                     remaining: max_time,
                     running_since: Some(Instant::now()),
@@ -79,12 +86,22 @@ impl Interrupt {
         let Some(inner) = &self.inner else {
             return Ok(());
         };
-        if inner.killed.load(Ordering::Relaxed) {
-            return Err(DocError::with_code(
-                11601,
-                "Interrupted",
-                "operation was interrupted",
-            ));
+        match inner.killed.load(Ordering::Relaxed) {
+            RUNNING => {}
+            KILLED_CURSOR => {
+                return Err(DocError::with_code(
+                    237,
+                    "CursorKilled",
+                    "cursor was killed",
+                ))
+            }
+            _ => {
+                return Err(DocError::with_code(
+                    11601,
+                    "Interrupted",
+                    "operation was interrupted",
+                ))
+            }
         }
         let b = inner.budget.lock();
         if let Some(rem) = b.remaining {
@@ -102,8 +119,27 @@ impl Interrupt {
 
     /// Asks the operation to stop at its next yield point.
     pub fn kill(&self) {
+        self.kill_with(KILLED_OP);
+    }
+
+    /// Asks the operation reading a cursor to stop because the cursor was killed.
+    pub fn kill_cursor(&self) {
+        self.kill_with(KILLED_CURSOR);
+    }
+
+    /// The cursor of this operation was killed ([`Interrupt::kill_cursor`]).
+    pub fn cursor_killed(&self) -> bool {
+        self.inner
+            .as_ref()
+            .is_some_and(|i| i.killed.load(Ordering::Relaxed) == KILLED_CURSOR)
+    }
+
+    fn kill_with(&self, why: u8) {
         if let Some(i) = &self.inner {
-            i.killed.store(true, Ordering::Relaxed);
+            // The first reason stays.
+            let _ = i
+                .killed
+                .compare_exchange(RUNNING, why, Ordering::Relaxed, Ordering::Relaxed);
         }
     }
 

@@ -617,9 +617,16 @@ impl Rule {
             },
             Rule::UniqueItems => match s.value() {
                 Some(Bson::Array(a)) => {
-                    let mut sorted: Vec<&Bson> = a.iter().collect();
-                    sorted.sort_by(|x, y| compare_bson(x, y));
-                    sorted.windows(2).all(|w| !exact_eq(w[0], w[1]))
+                    // mongod's equality here: BSON comparison (1 == 1.0 == NumberLong(1)),
+                    // strings compared binary whatever the collation, documents whatever their
+                    // field order. With fields put in one order, equal items compare Equal
+                    // and so sort next to each other.
+                    let _binary = crate::collation::scope(None);
+                    let mut items: Vec<Bson> = a.iter().map(fields_in_order).collect();
+                    items.sort_by(compare_bson);
+                    items
+                        .windows(2)
+                        .all(|w| compare_bson(&w[0], &w[1]) != std::cmp::Ordering::Equal)
                 }
                 _ => true,
             },
@@ -686,13 +693,44 @@ impl Schema {
     }
 }
 
-/// Equal and of the same type (JSON Schema's `enum` and `uniqueItems` treat 1 and 1.0 alike
+/// A value with every document's fields sorted by name (recursively), so that documents
+/// differing only in field order compare Equal.
+fn fields_in_order(v: &Bson) -> Bson {
+    match v {
+        Bson::Document(d) => {
+            let mut fields: Vec<(&String, &Bson)> = d.iter().collect();
+            fields.sort_by(|x, y| x.0.cmp(y.0));
+            Bson::Document(
+                fields
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), fields_in_order(v)))
+                    .collect(),
+            )
+        }
+        Bson::Array(a) => Bson::Array(a.iter().map(fields_in_order).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Equal and of the same type (JSON Schema's `enum` treats 1 and 1.0 alike
 /// in mongod, so numbers compare by value; other types must match exactly).
+/// Arrays and documents are equal when their items (fields in order) are, by this rule.
 fn exact_eq(a: &Bson, b: &Bson) -> bool {
     if Num::of(a).is_some() && Num::of(b).is_some() {
         return bson_equal(a, b);
     }
-    a == b
+    match (a, b) {
+        (Bson::Array(x), Bson::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| exact_eq(p, q))
+        }
+        (Bson::Document(x), Bson::Document(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|((kp, p), (kq, q))| kp == kq && exact_eq(p, q))
+        }
+        _ => a == b,
+    }
 }
 
 fn reason(keyword: &str) -> &'static str {
@@ -804,6 +842,31 @@ mod tests {
             doc! {"bsonType": "nope"},
         ] {
             assert!(Schema::parse(&s).is_err(), "{s}");
+        }
+    }
+
+    #[test]
+    fn unique_items_finds_duplicates_by_value() {
+        let s = doc! {"properties": {"a": {"uniqueItems": true}}};
+        let sym = Bson::Symbol("x".into());
+        for (a, unique) in [
+            (bson::bson!([1, 1.0]), false),
+            (bson::bson!([1, 1i64, 1]), false),
+            (bson::bson!([1, 2, 1.0]), false),
+            (bson::bson!([{"k": 1}, {"k": 1.0}]), false),
+            (
+                bson::bson!([{"k": 1, "j": [{"a": 1, "b": 2}]}, {"j": [{"b": 2.0, "a": 1}], "k": 1}]),
+                false,
+            ),
+            (bson::bson!(["x", 2, sym]), false),
+            (
+                bson::bson!([1, "1", [1], {"k": 1}, {"j": 1}, {"k": 1, "j": 1}]),
+                true,
+            ),
+            (bson::bson!([{"k": [1, 2]}, {"k": [2, 1]}]), true),
+            (bson::bson!(["a", "A"]), true),
+        ] {
+            assert_eq!(ok(s.clone(), doc! {"a": a.clone()}), unique, "{a}");
         }
     }
 

@@ -266,6 +266,12 @@ fn dispatch(
                     "Cannot set 'awaitData' without also setting 'tailable'",
                 ));
             }
+            if opts.tailable && opts.single {
+                // mongod's rule: a single batch (or a negative limit) closes the cursor.
+                return Err(DocError::bad_value(
+                    "cannot use tailable option with the 'singleBatch' option",
+                ));
+            }
             let cursor = dbx.find(db, &coll, &q)?;
             let first = batch_size(cmd, "batchSize")?.unwrap_or(DEFAULT_FIRST_BATCH);
             ok(cursor_reply(
@@ -298,7 +304,7 @@ fn dispatch(
                 let Bson::Int64(id) = id else {
                     return Err(DocError::type_mismatch("cursor ids must be longs"));
                 };
-                if state.cursors().remove(*id).is_some() {
+                if state.cursors().kill(*id) {
                     killed.push(Bson::Int64(*id));
                 } else {
                     not_found.push(Bson::Int64(*id));
@@ -614,7 +620,16 @@ fn dispatch(
                     ));
                 }
             }
-            // Every validate is full: every block, checksum and index entry is read.
+            // Every validate is full: every block, checksum and index entry is read. So the
+            // legacy `scandata: true` is what it does, and `scandata: false` (skip the data)
+            // cannot be honoured.
+            if cmd.contains_key("scandata") && !flag(cmd, "scandata")? {
+                return Err(DocError::with_code(
+                    238,
+                    "NotImplemented",
+                    "validate option 'scandata: false' is not supported by flashdoc: every validate reads all the data",
+                ));
+            }
             ok(dbx.validate(db, &coll)?)
         }
         _ => Err(DocError::command_not_found(format!(
@@ -1261,7 +1276,7 @@ pub(crate) fn cursor_reply(
     field: &str,
 ) -> DocResult<Document> {
     let (batch, exhausted) = fill_batch(&mut cursor, first)?;
-    let id = if (exhausted && !opts.tailable) || opts.single {
+    let id = if (exhausted && (!opts.tailable || cursor.is_done())) || opts.single {
         0i64
     } else {
         // Time waiting for the next getMore is not charged to maxTimeMS.
@@ -1309,7 +1324,7 @@ fn get_more(
     await_time: Option<Duration>,
 ) -> DocResult<Document> {
     let mut entry = reg
-        .remove(id)
+        .take(id)
         .ok_or_else(|| DocError::cursor_not_found(format!("cursor id {id} not found")))?;
     let ns = format!("{db}.{coll}");
     if entry.ns != ns && !entry.ns.starts_with(&format!("{db}.$cmd")) {
@@ -1347,9 +1362,16 @@ fn get_more(
     }
     entry.interrupt.pause();
     // A failed cursor (maxTimeMS spent, killed, an error) is closed: it is not put back.
-    let (batch, exhausted) = result?;
+    let (batch, exhausted) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            reg.release(id);
+            return Err(e);
+        }
+    };
     let ns = entry.ns.clone();
-    let out_id = if exhausted && !entry.tailable {
+    let out_id = if exhausted && (!entry.tailable || entry.cursor.is_done()) {
+        reg.release(id);
         0
     } else {
         reg.put_back(id, entry);

@@ -39,7 +39,15 @@ impl CursorEntry {
 
 #[derive(Default)]
 pub struct CursorRegistry {
-    map: Mutex<HashMap<i64, CursorEntry>>,
+    map: Mutex<Cursors>,
+}
+
+#[derive(Default)]
+struct Cursors {
+    /// Cursors waiting for a getMore.
+    idle: HashMap<i64, CursorEntry>,
+    /// Cursors a getMore is reading, with their interruption (so killCursors can stop it).
+    busy: HashMap<i64, docdb::Interrupt>,
 }
 
 impl CursorRegistry {
@@ -48,22 +56,51 @@ impl CursorRegistry {
         let mut map = self.map.lock();
         loop {
             let id = (rand::random::<u64>() >> 1) as i64;
-            if id != 0 && !map.contains_key(&id) {
-                map.insert(id, entry);
+            if id != 0 && !map.idle.contains_key(&id) && !map.busy.contains_key(&id) {
+                map.idle.insert(id, entry);
                 return id;
             }
         }
     }
-    /// Takes a cursor out while a getMore uses it (a concurrent getMore on it then fails).
-    pub fn remove(&self, id: i64) -> Option<CursorEntry> {
-        self.map.lock().remove(&id)
+    /// Takes a cursor out while a getMore uses it (a concurrent getMore on it then fails);
+    /// give it back with [`CursorRegistry::put_back`] or [`CursorRegistry::release`].
+    pub fn take(&self, id: i64) -> Option<CursorEntry> {
+        let mut map = self.map.lock();
+        let entry = map.idle.remove(&id)?;
+        map.busy.insert(id, entry.interrupt.clone());
+        Some(entry)
     }
+    /// Returns a cursor after a getMore; one killed meanwhile is dropped.
     pub fn put_back(&self, id: i64, mut entry: CursorEntry) {
-        entry.last_used = Instant::now();
-        self.map.lock().insert(id, entry);
+        let mut map = self.map.lock();
+        map.busy.remove(&id);
+        if !entry.interrupt.cursor_killed() {
+            entry.last_used = Instant::now();
+            map.idle.insert(id, entry);
+        }
+    }
+    /// Ends a getMore that closes its cursor (exhausted or failed).
+    pub fn release(&self, id: i64) {
+        self.map.lock().busy.remove(&id);
+    }
+    /// killCursors: closes an idle cursor, or stops the getMore reading it (which then fails
+    /// with CursorKilled and closes it). False if there is no such cursor.
+    pub fn kill(&self, id: i64) -> bool {
+        let mut map = self.map.lock();
+        if map.idle.remove(&id).is_some() {
+            return true;
+        }
+        match map.busy.get(&id) {
+            Some(interrupt) => {
+                interrupt.kill_cursor();
+                true
+            }
+            None => false,
+        }
     }
     pub fn len(&self) -> usize {
-        self.map.lock().len()
+        let map = self.map.lock();
+        map.idle.len() + map.busy.len()
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -72,9 +109,10 @@ impl CursorRegistry {
     /// how many.
     pub fn reap(&self, timeout: Duration) -> usize {
         let mut map = self.map.lock();
-        let before = map.len();
-        map.retain(|_, e| e.no_timeout || e.last_used.elapsed() < timeout);
-        before - map.len()
+        let before = map.idle.len();
+        map.idle
+            .retain(|_, e| e.no_timeout || e.last_used.elapsed() < timeout);
+        before - map.idle.len()
     }
 }
 
@@ -91,7 +129,21 @@ mod tests {
         let b = reg.insert(keep);
         assert_eq!(reg.reap(Duration::from_secs(3600)), 0);
         assert_eq!(reg.reap(Duration::ZERO), 1);
-        assert!(reg.remove(a).is_none());
-        assert!(reg.remove(b).is_some());
+        assert!(reg.take(a).is_none());
+        assert!(reg.take(b).is_some());
+    }
+
+    #[test]
+    fn kill_stops_a_cursor_in_use() {
+        let reg = CursorRegistry::default();
+        let mut e = CursorEntry::new("d.c".into(), DocCursor::empty());
+        e.interrupt = docdb::Interrupt::new(None);
+        let id = reg.insert(e);
+        let e = reg.take(id).unwrap();
+        assert!(reg.kill(id));
+        assert_eq!(e.interrupt.check().unwrap_err().code, 237);
+        reg.put_back(id, e);
+        assert!(reg.is_empty());
+        assert!(!reg.kill(id));
     }
 }

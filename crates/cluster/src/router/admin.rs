@@ -496,25 +496,19 @@ pub fn shard_collection(r: &Router, cmd: &Document) -> DocResult<Document> {
         .filter(|s| !s.get_bool("draining").unwrap_or(false))
         .filter_map(|s| s.get_str("_id").ok().map(String::from))
         .collect();
-    let mut spec = doc! {"key": key.index_key(), "name": docdb::index::default_name(&key.index_key()), "unique": unique};
+    let mut spec =
+        doc! {"key": key.index_key(), "name": docdb::index::default_name(&key.index_key())};
+    if unique {
+        spec.insert("unique", true);
+    }
     if !key.hashed {
         // Chunk bounds are binary: the shard-key index must not take a collection default
-        // collation (a hashed index under one is refused by the shard).
+        // collation (a hashed index under one is refused by the shard), unique or not. On a
+        // collection with a default collation, a `{_id: 1}` key is refused by the shard: its
+        // `_id` index has that collation, as in mongod.
         spec.insert("collation", doc! {"locale": "simple"});
     }
     let index = doc! {"createIndexes": coll.clone(), "indexes": [spec], "$db": db.clone()};
-    let index = if unique {
-        index
-    } else {
-        let mut i = index;
-        i.insert(
-            "indexes",
-            vec![Bson::Document(
-                doc! {"key": key.index_key(), "name": docdb::index::default_name(&key.index_key())},
-            )],
-        );
-        i
-    };
     let count = call_ok(
         &*r.shard_conn(&dbe.primary)?,
         &doc! {"count": coll.clone(), "$db": db.clone()},
@@ -578,11 +572,14 @@ pub fn shard_collection(r: &Router, cmd: &Document) -> DocResult<Document> {
     for s in &holders {
         let conn = r.shard_conn(s)?;
         if id_key {
-            // The _id index backs the key; the collection just has to exist.
-            let rep = conn.call(&doc! {"create": coll.clone(), "$db": db.clone()})?;
-            if !is_ok(&rep) && rep.get_i32("code") != Ok(48) {
-                return Err(reply_error(&rep));
-            }
+            // The _id index backs the key: asking for it under the simple collation creates
+            // the collection if needed, and is refused if the collection's default collation
+            // is another (its _id index has that one).
+            let spec = doc! {"key": {"_id": 1}, "name": "_id_", "collation": {"locale": "simple"}};
+            call_ok(
+                &*conn,
+                &doc! {"createIndexes": coll.clone(), "indexes": [spec], "$db": db.clone()},
+            )?;
         } else {
             call_ok(&*conn, &index)?;
         }
