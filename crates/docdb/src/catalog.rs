@@ -71,7 +71,7 @@ impl CollEntry {
         for i in d.get_array("indexes").map_err(|_| bad("indexes"))? {
             let i = i.as_document().ok_or_else(|| bad("index"))?;
             let spec = i.get_document("spec").map_err(|_| bad("spec"))?;
-            let def = IndexDef::parse(spec)?;
+            let def = IndexDef::parse_from(spec, crate::collation::SpecOrigin::Stored)?;
             indexes.push(IndexEntry {
                 def,
                 ident: i

@@ -45,6 +45,20 @@ pub struct Collation {
     /// equal collations).
     spec: Document,
     collator: CollatorBorrowed<'static>,
+    /// Set for a stored collation that today's rules refuse (an earlier flashdoc accepted it):
+    /// why they refuse it. It is built as that version built it, so the keys it sorted stay in
+    /// order; the server warns about it at startup.
+    legacy: Option<String>,
+}
+
+/// Where a collation document comes from: a request gets today's rules; a stored one (the
+/// catalog, written by this or an earlier version) falls back to the rules it was written
+/// under when today's refuse it, since its indexes were built with that collator and a
+/// database must keep opening.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpecOrigin {
+    Request,
+    Stored,
 }
 
 impl std::fmt::Debug for Collation {
@@ -281,8 +295,30 @@ fn resolve_locale(locale: &str, spec: &Document) -> DocResult<icu_locale::Locale
 }
 
 impl Collation {
-    /// Parses a `collation` document. `Ok(None)` is the simple (binary) collation.
+    /// Parses a request's `collation` document. `Ok(None)` is the simple (binary) collation.
     pub fn parse(d: &Document) -> DocResult<Option<Arc<Collation>>> {
+        Self::parse_from(d, SpecOrigin::Request)
+    }
+
+    /// Parses a collation document from `origin` (see [`SpecOrigin`]).
+    pub fn parse_from(d: &Document, origin: SpecOrigin) -> DocResult<Option<Arc<Collation>>> {
+        match (Self::parse_with(d, None), origin) {
+            (Err(e), SpecOrigin::Stored) if [2, 161].contains(&e.code) => {
+                Self::parse_with(d, Some(e.message))
+            }
+            (r, _) => r,
+        }
+    }
+
+    /// Why today's rules refuse this stored collation, if they do.
+    pub fn legacy(&self) -> Option<&str> {
+        self.legacy.as_deref()
+    }
+
+    /// `legacy`: `None` applies today's rules; `Some(why)` the rules of the version that
+    /// stored the spec (any well-formed locale tag, ICU4X's own fallback; `caseFirst` and
+    /// `version` unchecked), recording why today's refuse it.
+    fn parse_with(d: &Document, legacy: Option<String>) -> DocResult<Option<Arc<Collation>>> {
         for k in d.keys() {
             if !matches!(
                 k.as_str(),
@@ -354,12 +390,13 @@ impl Collation {
                 "collation backwards: true is not supported by flashdoc (French secondary ordering follows the locale)",
             ));
         }
-        if case_first != "off" && !case_level && strength_n < 3 {
+        if legacy.is_none() && case_first != "off" && !case_level && strength_n < 3 {
             return Err(bad(format!(
                 "'caseFirst' is invalid unless 'caseLevel' is on or 'strength' is greater than 2 in: {d}"
             )));
         }
         match d.get("version") {
+            _ if legacy.is_some() => {}
             None => {}
             Some(Bson::String(v)) if v == VERSION => {}
             Some(Bson::String(v)) => {
@@ -377,7 +414,14 @@ impl Collation {
                 ))
             }
         }
-        let loc = resolve_locale(locale, d)?;
+        let loc = match (resolve_locale(locale, d), &legacy) {
+            (Ok(loc), _) => loc,
+            (Err(_), Some(_)) => locale
+                .replace('_', "-")
+                .parse()
+                .map_err(|_| bad(format!("Field 'locale' is invalid in: {d}")))?,
+            (Err(e), None) => return Err(e),
+        };
         let mut prefs = CollatorPreferences::from(&loc);
         prefs.case_first = Some(match case_first {
             "upper" => CollationCaseFirst::Upper,
@@ -433,7 +477,11 @@ impl Collation {
             "backwards": false,
             "version": VERSION,
         };
-        Ok(Some(Arc::new(Collation { spec, collator })))
+        Ok(Some(Arc::new(Collation {
+            spec,
+            collator,
+            legacy,
+        })))
     }
 
     /// The normalized specification.

@@ -173,7 +173,10 @@ impl Coll {
             capped_lock: Mutex::new(()),
             validator: crate::validation::Validator::from_options(&entry.options)?,
             default_collation: match entry.options.get_document("collation") {
-                Ok(c) => crate::collation::Collation::parse(c)?,
+                Ok(c) => crate::collation::Collation::parse_from(
+                    c,
+                    crate::collation::SpecOrigin::Stored,
+                )?,
                 Err(_) => None,
             },
         })

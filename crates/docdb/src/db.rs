@@ -178,6 +178,9 @@ pub struct DocDb {
     /// Serializes catalog changes (create, drop, rename, index builds and drops).
     ddl: Mutex<()>,
     hooks: Arc<Hooks>,
+    /// What the server should warn about once it starts (stored collations today's rules
+    /// refuse).
+    startup_warnings: Vec<String>,
     me: Weak<DocDb>,
 }
 
@@ -187,6 +190,32 @@ fn table_name_coll(uuid: &Uuid) -> String {
 
 fn table_name_index(uuid: &Uuid, n: i64) -> String {
     format!("index-{uuid}-{n}")
+}
+
+/// A warning per stored collation of a collection (default or index) that today's rules
+/// refuse.
+fn legacy_collation_warnings(c: &Coll, e: &CollEntry) -> Vec<String> {
+    let default = c
+        .default_collation
+        .iter()
+        .map(|coll| ("its default collation".to_string(), coll));
+    let indexes = e.indexes.iter().filter_map(|i| {
+        let coll = i.def.collation.as_ref()?;
+        Some((format!("index '{}'", i.def.name), coll))
+    });
+    default
+        .chain(indexes)
+        .filter_map(|(what, coll)| {
+            let why = coll.legacy()?;
+            Some(format!(
+                "{}: {what} {} was accepted by an earlier flashdoc and is refused today ({why}); \
+                 it keeps the collator it was built with, so its data stays in order; recreate \
+                 it to get an exact collation",
+                e.ns,
+                coll.spec()
+            ))
+        })
+        .collect()
 }
 
 fn sort_unique_bson(v: &mut Vec<Bson>) {
@@ -214,6 +243,7 @@ impl DocDb {
         let mut colls = BTreeMap::new();
         let hooks = Arc::new(Hooks::default());
         let mut referenced = HashSet::new();
+        let mut startup_warnings = Vec::new();
         referenced.insert(CATALOG_TABLE.to_string());
         for e in entries {
             let (db, name) = catalog::split_ns(&e.ns)
@@ -246,6 +276,7 @@ impl DocDb {
                 hooks.clone(),
             )?;
             c.prepare()?;
+            startup_warnings.extend(legacy_collation_warnings(&c, &e));
             colls.insert(e.ns.clone(), Arc::new(c));
         }
         // Tables of a create or index build that crashed before its catalog entry was written.
@@ -263,8 +294,14 @@ impl DocDb {
             colls: RwLock::new(colls),
             ddl: Mutex::new(()),
             hooks,
+            startup_warnings,
             me: me.clone(),
         }))
+    }
+
+    /// Warnings for the server to log at startup (see [`collation::SpecOrigin`]).
+    pub fn startup_warnings(&self) -> &[String] {
+        &self.startup_warnings
     }
 
     pub fn engine(&self) -> &Arc<dyn KvEngine> {

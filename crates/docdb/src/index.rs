@@ -8,7 +8,7 @@
 //! compound key may have at most one array field (CannotIndexParallelArrays, 171).
 #![allow(clippy::result_large_err)]
 
-use crate::collation::{self, Collation};
+use crate::collation::{self, Collation, SpecOrigin};
 use crate::error::{DocError, DocResult};
 use crate::hash;
 use crate::keystring;
@@ -86,6 +86,12 @@ impl IndexDef {
 
     /// Validates a createIndexes spec (MongoDB's rules and error codes).
     pub fn parse(spec: &Document) -> DocResult<IndexDef> {
+        Self::parse_from(spec, SpecOrigin::Request)
+    }
+
+    /// Parses an index spec from `origin`: a stored spec keeps the collation it was built
+    /// with even where today's rules refuse it (see [`SpecOrigin`]).
+    pub fn parse_from(spec: &Document, origin: SpecOrigin) -> DocResult<IndexDef> {
         let key = match spec.get("key") {
             Some(Bson::Document(k)) => k.clone(),
             Some(_) => return Err(DocError::type_mismatch("The field 'key' must be an object")),
@@ -222,7 +228,7 @@ impl IndexDef {
                 }
                 "collation" => match v {
                     Bson::Document(c) => {
-                        collation = Collation::parse(c)?;
+                        collation = Collation::parse_from(c, origin)?;
                         if let Some(coll) = &collation {
                             out.insert(k.clone(), coll.spec().clone());
                         }

@@ -900,3 +900,64 @@ fn bad_input_errors() {
     db.drop_database("t").unwrap();
     assert!(db.list_databases().unwrap().is_empty());
 }
+
+/// Replaces every `locale: from` in a document, at any depth.
+fn swap_locale(d: &mut Document, from: &str, to: &str) {
+    for (k, v) in d.iter_mut() {
+        match v {
+            Bson::String(s) if k == "locale" && s == from => *s = to.to_string(),
+            Bson::Document(inner) => swap_locale(inner, from, to),
+            Bson::Array(a) => {
+                for x in a.iter_mut() {
+                    if let Bson::Document(inner) = x {
+                        swap_locale(inner, from, to);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn stored_collations_refused_today_still_open_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = DocDb::open(small_disk(dir.path())).unwrap();
+        let en2 = doc! {"locale": "en", "strength": 2};
+        db.create_collection("t", "c", &doc! {"collation": en2.clone()})
+            .unwrap();
+        db.create_indexes("t", "c", &[doc! {"key": {"s": 1}, "name": "s_1"}])
+            .unwrap();
+        ins(
+            &db,
+            "c",
+            vec![doc! {"_id": 1, "s": "a"}, doc! {"_id": 2, "s": "A"}],
+        );
+        assert!(db.startup_warnings().is_empty());
+        // What an earlier flashdoc stored for {locale: "kl"} (it served it from root).
+        let e = db.engine().clone();
+        let cat = e.table_id(docdb::catalog::CATALOG_TABLE).unwrap();
+        let key = b"t.c".to_vec();
+        let mut entry = Document::from_reader(&e.get(cat, &key).unwrap().unwrap()[..]).unwrap();
+        swap_locale(&mut entry, "en", "kl");
+        let mut bytes = Vec::new();
+        entry.to_writer(&mut bytes).unwrap();
+        e.put(cat, &key, &bytes).unwrap();
+        db.shutdown().unwrap();
+    }
+    let db = DocDb::open(small_disk(dir.path())).unwrap();
+    let w = db.startup_warnings();
+    assert_eq!(w.len(), 3, "default, _id and s_1: {w:?}");
+    assert!(
+        w.iter().all(|m| m.contains("t.c") && m.contains("kl")),
+        "{w:?}"
+    );
+    // The collection keeps working under the collator it was built with (strength 2).
+    assert_eq!(all(&db, "c", filter(doc! {"s": "a"})).len(), 2);
+    // A request with that locale is still refused.
+    let err = db
+        .create_collection("t", "d", &doc! {"collation": {"locale": "kl"}})
+        .unwrap_err();
+    assert_eq!(err.code, 2, "{err:?}");
+}

@@ -91,6 +91,9 @@ pub fn serve_with_hook(
     let tls = tls::acceptor(&cfg.net.tls).map_err(std::io::Error::other)?;
     let state = Arc::new(ServerState::new(db.clone(), cfg).with_hook(hook, other_options));
     docdb::validation::set_warning_sink(Box::new(|m| log::warn("STORAGE", m)));
+    for w in db.startup_warnings() {
+        log::warn("STORAGE", w);
+    }
     if cfg.security.authorization == Authorization::Disabled
         && addrs.iter().any(|a| !a.ip().is_loopback())
     {
