@@ -90,6 +90,7 @@ pub fn serve_with_hook(
         .build()?;
     let tls = tls::acceptor(&cfg.net.tls).map_err(std::io::Error::other)?;
     let state = Arc::new(ServerState::new(db.clone(), cfg).with_hook(hook, other_options));
+    state.start_ttl_monitor();
     docdb::validation::set_warning_sink(Box::new(|m| log::warn("STORAGE", m)));
     if cfg.security.authorization == Authorization::Disabled
         && addrs.iter().any(|a| !a.ip().is_loopback())
