@@ -515,7 +515,10 @@ mod tests {
             "security: {keyFile: /x}\n",
         ] {
             let e = parse_router_yaml(yaml).err().unwrap().to_string();
-            assert!(e.contains("a flashdoc router has no authorization"), "{yaml}: {e}");
+            assert!(
+                e.contains("a flashdoc router has no authorization"),
+                "{yaml}: {e}"
+            );
         }
         let c = parse_router_yaml("net: {port: 1234}\n").unwrap();
         assert_eq!(c.port, 1234);

@@ -127,7 +127,10 @@ impl StorageSettings {
     /// engine, which has none), they would be accepted and do nothing, so they are refused.
     fn check_journal_options(&self) -> Result<(), String> {
         let given = [
-            ("storage.journal.commitIntervalMs", self.journal.commit_interval_ms.is_some()),
+            (
+                "storage.journal.commitIntervalMs",
+                self.journal.commit_interval_ms.is_some(),
+            ),
             (
                 "storage.wiredTiger.engineConfig.journalCompressor",
                 self.wired_tiger.engine_config.journal_compressor.is_some(),
@@ -244,7 +247,10 @@ mod tests {
         let s: StorageSettings = serde_yaml::from_str("journal: {enabled: false}\n").unwrap();
         assert!(s.docdb_config().unwrap().engine.journal.is_none());
         let e = serde_yaml::from_str::<StorageSettings>("engine: rocks\n").unwrap_err();
-        assert!(e.to_string().contains("expected wiredTiger or inMemory"), "{e}");
+        assert!(
+            e.to_string().contains("expected wiredTiger or inMemory"),
+            "{e}"
+        );
     }
 
     #[test]

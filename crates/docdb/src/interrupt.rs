@@ -200,7 +200,10 @@ mod tests {
         i.pause();
         let left = *i.inner.as_ref().unwrap().left_while_paused.lock();
         assert!(left > Duration::ZERO && left <= hour);
-        assert_eq!(i.inner.as_ref().unwrap().deadline.load(Ordering::Relaxed), PAUSED);
+        assert_eq!(
+            i.inner.as_ref().unwrap().deadline.load(Ordering::Relaxed),
+            PAUSED
+        );
         i.pause(); // a second pause changes nothing
         assert_eq!(*i.inner.as_ref().unwrap().left_while_paused.lock(), left);
         i.resume();

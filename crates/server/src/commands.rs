@@ -465,7 +465,9 @@ fn dispatch(
             let options: Document = cmd
                 .iter()
                 .skip(1)
-                .filter(|(k, _)| !GENERIC_FIELDS.contains(&k.as_str()) && !hook_fields.contains(&k.as_str()))
+                .filter(|(k, _)| {
+                    !GENERIC_FIELDS.contains(&k.as_str()) && !hook_fields.contains(&k.as_str())
+                })
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             // Bounded work (one catalog entry): its budget is checked once, before it starts.
@@ -1108,7 +1110,9 @@ fn check_api_version(name: &str, cmd: &Document) -> DocResult<()> {
                 return Err(DocError::with_code(
                     323,
                     "APIStrictError",
-                    format!("Provided apiStrict:true, but the command {name} is not in API Version 1"),
+                    format!(
+                        "Provided apiStrict:true, but the command {name} is not in API Version 1"
+                    ),
                 ));
             }
             Ok(())

@@ -255,7 +255,10 @@ impl Parameters {
                         "{name}: expected true or false, got {value}"
                     )));
                 };
-                Bson::Boolean(std::mem::replace(&mut self.enable_localhost_auth_bypass, *b))
+                Bson::Boolean(std::mem::replace(
+                    &mut self.enable_localhost_auth_bypass,
+                    *b,
+                ))
             }
             _ => {
                 return Err(ParamError::Unknown(format!(

@@ -167,7 +167,11 @@ fn deepest_legal_requests_fit_the_stack() {
         for filter in [and, doc! {"a": elem}, doc! {"a": not}] {
             let r = run(&st, doc! {"find": "c", "filter": filter, "$db": "t"});
             assert_eq!(r.get_f64("ok"), Ok(1.0), "{r}");
-            let batch = r.get_document("cursor").unwrap().get_array("firstBatch").unwrap();
+            let batch = r
+                .get_document("cursor")
+                .unwrap()
+                .get_array("firstBatch")
+                .unwrap();
             assert!(batch.is_empty(), "{r}");
         }
         // Expressions nested as deep as the wire allows.

@@ -35,40 +35,93 @@ fn conn(st: &ServerState, roles: &[(&str, &str)]) -> ConnInfo {
 // MongoDB's built-in roles (manual, "Built-In Roles"), as commands.
 /// Any client, authenticated or not.
 const OPEN: &[&str] = &[
-    "hello", "isMaster", "ismaster", "ping", "saslStart", "saslContinue", "authenticate", "logout",
+    "hello",
+    "isMaster",
+    "ismaster",
+    "ping",
+    "saslStart",
+    "saslContinue",
+    "authenticate",
+    "logout",
 ];
 /// Any authenticated user: about the session itself.
 const SESSION: &[&str] = &[
-    "buildInfo", "buildinfo", "connectionStatus", "whatsmyuri", "listCommands", "endSessions",
-    "startSession", "refreshSessions", "killSessions", "killAllSessions", "commitTransaction",
+    "buildInfo",
+    "buildinfo",
+    "connectionStatus",
+    "whatsmyuri",
+    "listCommands",
+    "endSessions",
+    "startSession",
+    "refreshSessions",
+    "killSessions",
+    "killAllSessions",
+    "commitTransaction",
     "abortTransaction",
 ];
 /// `read`: find, listCollections, listIndexes, collStats, dbStats (and the cursors' commands).
 const READ: &[&str] = &[
-    "find", "count", "distinct", "aggregate", "explain", "getMore", "killCursors",
-    "listCollections", "listIndexes", "collStats", "dbStats",
+    "find",
+    "count",
+    "distinct",
+    "aggregate",
+    "explain",
+    "getMore",
+    "killCursors",
+    "listCollections",
+    "listIndexes",
+    "collStats",
+    "dbStats",
 ];
 /// `readWrite`: `read` and insert, update, remove, createCollection, dropCollection,
 /// createIndex, dropIndex, renameCollectionSameDB.
 const WRITE: &[&str] = &[
-    "insert", "update", "delete", "findAndModify", "findandmodify", "create", "drop",
-    "createIndexes", "dropIndexes", "deleteIndexes", "renameCollection",
+    "insert",
+    "update",
+    "delete",
+    "findAndModify",
+    "findandmodify",
+    "create",
+    "drop",
+    "createIndexes",
+    "dropIndexes",
+    "deleteIndexes",
+    "renameCollection",
 ];
 /// `dbAdmin`: collStats, dbStats, listCollections, listIndexes, validate, createCollection,
 /// dropCollection, dropDatabase, createIndex, dropIndex, renameCollectionSameDB; no find.
 const DB_ADMIN: &[&str] = &[
-    "listCollections", "listIndexes", "collStats", "dbStats", "validate", "create", "drop",
-    "dropDatabase", "createIndexes", "dropIndexes", "deleteIndexes", "renameCollection",
+    "listCollections",
+    "listIndexes",
+    "collStats",
+    "dbStats",
+    "validate",
+    "create",
+    "drop",
+    "dropDatabase",
+    "createIndexes",
+    "dropIndexes",
+    "deleteIndexes",
+    "renameCollection",
 ];
 /// `userAdmin`: createUser, dropUser, changePassword/changeCustomData (updateUser), grantRole,
 /// revokeRole, viewUser.
 const USER_ADMIN: &[&str] = &[
-    "createUser", "updateUser", "dropUser", "grantRolesToUser", "revokeRolesFromUser",
+    "createUser",
+    "updateUser",
+    "dropUser",
+    "grantRolesToUser",
+    "revokeRolesFromUser",
     "usersInfo",
 ];
 /// `clusterMonitor`'s cluster actions (and collStats and dbStats on every database).
 const CLUSTER_MONITOR: &[&str] = &[
-    "serverStatus", "hostInfo", "getCmdLineOpts", "getLog", "getParameter", "listDatabases",
+    "serverStatus",
+    "hostInfo",
+    "getCmdLineOpts",
+    "getLog",
+    "getParameter",
+    "listDatabases",
 ];
 /// `clusterAdmin`'s, which only `root` has among the roles flashdoc has.
 const CLUSTER_ADMIN: &[&str] = &["setParameter", "fsync", "shutdown"];
@@ -129,7 +182,16 @@ fn every_listed_command_for_every_builtin_role() {
         .collect();
     assert_eq!(names.len(), auth::COMMANDS.len());
     // Every listed command is in the expectation, so a new command needs a line above.
-    let all = [OPEN, SESSION, READ, WRITE, DB_ADMIN, USER_ADMIN, CLUSTER_MONITOR, CLUSTER_ADMIN];
+    let all = [
+        OPEN,
+        SESSION,
+        READ,
+        WRITE,
+        DB_ADMIN,
+        USER_ADMIN,
+        CLUSTER_MONITOR,
+        CLUSTER_ADMIN,
+    ];
     for name in &names {
         assert!(
             all.iter().any(|l| l.contains(&name.as_str())),
