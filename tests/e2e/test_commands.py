@@ -235,3 +235,29 @@ def test_a_shorter_ttl_period_takes_effect_at_once(dbpath):
     assert e.value.code == 2
     c.close()
     s.stop()
+
+
+def test_options_that_used_to_be_ignored(client):
+    db = client.opts
+    db.c.insert_many([{"_id": i, "pad": "x" * 1000} for i in range(100)])
+    # collStats and dbStats divide their sizes by `scale` (mongosh sends it).
+    plain, kb = db.command("collStats", "c"), db.command("collStats", "c", scale=1024)
+    assert kb["scaleFactor"] == 1024 and kb["size"] == plain["size"] // 1024
+    assert kb["avgObjSize"] == plain["avgObjSize"]
+    dbkb = db.command("dbStats", scale=1024)
+    assert dbkb["scaleFactor"] == 1024 and dbkb["dataSize"] == db.command("dbStats")["dataSize"] / 1024
+    for cmd, code in [
+        ({"collStats": "c", "scale": 0}, 51024),
+        ({"collStats": "c", "bogus": 1}, 40415),
+        ({"dbStats": 1, "freeStorage": 1}, 238),
+        ({"count": "c", "skip": -1}, 2),
+        ({"createIndexes": "c", "indexes": [{"key": {"a": 1}, "name": "a_1"}], "commitQuorum": "majority"}, 2),
+        ({"listDatabases": 1, "bogus": 1}, 40415),
+    ]:
+        with pytest.raises(OperationFailure) as e:
+            db.command(cmd)
+        assert e.value.code == code, (cmd, e.value.details)
+    with pytest.raises(OperationFailure) as e:
+        client.admin.command({"renameCollection": "opts.c", "to": "opts.d", "stayTemp": True})
+    assert e.value.code == 238
+    assert "a_1" not in db.c.index_information()

@@ -356,7 +356,12 @@ fn dispatch(
             let coll = coll_name(cmd, name)?;
             let q = FindQuery {
                 filter: get_doc(cmd, "query")?.unwrap_or_default(),
-                skip: get_i64(cmd, "skip")?.unwrap_or(0).max(0) as u64,
+                skip: match get_i64(cmd, "skip")? {
+                    Some(s) if s < 0 => {
+                        return Err(DocError::bad_value("skip value is negative in count query"))
+                    }
+                    s => s.unwrap_or(0) as u64,
+                },
                 limit: get_i64(cmd, "limit")?,
                 hint: cmd.get("hint").cloned(),
                 collation: get_doc(cmd, "collation")?,
@@ -500,13 +505,7 @@ fn dispatch(
                 .map_err(|_| DocError::type_mismatch("'to' must be a namespace string"))?;
             let (fdb, fcoll) = split_ns(from)?;
             let (tdb, tcoll) = split_ns(to)?;
-            dbx.rename_collection(
-                fdb,
-                fcoll,
-                tdb,
-                tcoll,
-                cmd.get_bool("dropTarget").unwrap_or(false),
-            )?;
+            dbx.rename_collection(fdb, fcoll, tdb, tcoll, flag(cmd, "dropTarget")?)?;
             ok(doc! {})
         }
         "listCollections" => {
@@ -544,7 +543,8 @@ fn dispatch(
             )?)
         }
         "listDatabases" => {
-            let name_only = cmd.get_bool("nameOnly").unwrap_or(false);
+            let name_only = flag(cmd, "nameOnly")?;
+            flag(cmd, "authorizedDatabases")?; // filters nothing (see command_fields)
             let filter = get_doc(cmd, "filter")?.unwrap_or_default();
             let matcher = docdb::matcher::Matcher::new(&filter)?;
             let interrupt = interrupt_for(cmd)?;
@@ -570,6 +570,12 @@ fn dispatch(
         }
         "createIndexes" => {
             let coll = coll_name(cmd, name)?;
+            if cmd.contains_key("commitQuorum") {
+                // A standalone has no replica set members to wait for (mongod's answer).
+                return Err(DocError::bad_value(
+                    "Standalones can't specify commitQuorum",
+                ));
+            }
             let specs = doc_array(cmd, "indexes")?;
             let out = dbx.create_indexes_until(db, &coll, &specs, &interrupt_for(cmd)?)?;
             let mut d = doc! {
@@ -607,9 +613,14 @@ fn dispatch(
         }
         "collStats" => {
             let coll = coll_name(cmd, name)?;
-            ok(dbx.coll_stats(db, &coll)?)
+            let scale = stats_scale(cmd)?;
+            let stats = dbx.coll_stats(db, &coll)?;
+            ok(scaled(stats, scale, COLL_STATS_SIZES))
         }
-        "dbStats" => ok(dbx.db_stats(db)?),
+        "dbStats" => {
+            let scale = stats_scale(cmd)?;
+            ok(scaled(dbx.db_stats(db)?, scale, DB_STATS_SIZES))
+        }
         "validate" => {
             let coll = coll_name(cmd, name)?;
             for opt in [
@@ -935,6 +946,65 @@ fn flag(cmd: &Document, field: &str) -> DocResult<bool> {
     }
 }
 
+/// The size fields of collStats and dbStats that `scale` divides (not `avgObjSize`, as mongod).
+const COLL_STATS_SIZES: &[&str] = &[
+    "size",
+    "storageSize",
+    "freeStorageSize",
+    "totalIndexSize",
+    "totalSize",
+    "indexSizes",
+];
+const DB_STATS_SIZES: &[&str] = &[
+    "dataSize",
+    "storageSize",
+    "indexSize",
+    "totalSize",
+    "fsUsedSize",
+    "fsTotalSize",
+];
+
+/// collStats' and dbStats' `scale`: a number of at least 1 (a fraction is dropped); 1 if absent.
+fn stats_scale(cmd: &Document) -> DocResult<i64> {
+    let scale = match cmd.get("scale") {
+        None | Some(Bson::Null) => return Ok(1),
+        Some(Bson::Int32(n)) => *n as i64,
+        Some(Bson::Int64(n)) => *n,
+        Some(Bson::Double(f)) if f.is_finite() => f.trunc() as i64,
+        Some(_) => return Err(DocError::type_mismatch("scale has to be a number")),
+    };
+    if scale < 1 {
+        return Err(DocError::with_code(
+            51024,
+            "Location51024",
+            "scale has to be >= 1",
+        ));
+    }
+    Ok(scale)
+}
+
+/// Divides the named size fields (and a document of sizes, such as `indexSizes`) by `scale`.
+fn scaled(mut stats: Document, scale: i64, fields: &[&str]) -> Document {
+    fn div(v: &mut Bson, scale: i64) {
+        match v {
+            Bson::Int32(n) => *n = (*n as i64 / scale) as i32,
+            Bson::Int64(n) => *n /= scale,
+            Bson::Double(f) => *f /= scale as f64,
+            Bson::Document(d) => d.iter_mut().for_each(|(_, v)| div(v, scale)),
+            _ => {}
+        }
+    }
+    if scale > 1 {
+        for f in fields {
+            if let Some(v) = stats.get_mut(*f) {
+                div(v, scale);
+            }
+        }
+    }
+    stats.insert("scaleFactor", scale);
+    stats
+}
+
 /// A listing's (listCollections, listIndexes) first batch: `cursor.batchSize`, else all of it
 /// (the rest, if any, is for getMore).
 fn listing_first_batch(cmd: &Document) -> DocResult<usize> {
@@ -1248,6 +1318,12 @@ fn command_fields(name: &str) -> Option<(&'static [&'static str], &'static [&'st
             &[],
         ),
         "dropIndexes" | "deleteIndexes" => (&["index"], &[]),
+        "renameCollection" => (&["to", "dropTarget"], &["stayTemp"]),
+        "collStats" => (&["scale"], &[]),
+        "dbStats" => (&["scale"], &["freeStorage"]),
+        // authorizedDatabases filters nothing: every role that may list databases holds a
+        // privilege on all of them (or authorization is off).
+        "listDatabases" => (&["filter", "nameOnly", "authorizedDatabases"], &[]),
         "drop" => (&[], &[]),
         "validate" => (
             &[
