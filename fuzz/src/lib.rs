@@ -1,17 +1,15 @@
 //! Helpers shared by the fuzz targets: documents are read from the fuzz input as raw BSON and
 //! checked as the server checks every document a message carries
-//! (`server::wire::check_document`: nesting, UTF-8), so every target also exercises the BSON
+//! (`server::wire::decode_document`: nesting, UTF-8), so every target also exercises the BSON
 //! decoder and the targets see exactly what the server would let through. The deep-structure
 //! generators build what a small input cannot spell out: nesting and paths far past the
 //! limits.
 
-use bson::{Bson, Document, RawDocumentBuf};
+use bson::{Bson, Document};
 
-/// Decodes one document the way the server does (after `check_document`).
+/// Decodes one document the way the server does.
 pub fn decode_checked(raw: &[u8]) -> Option<Document> {
-    server::wire::check_document(raw).ok()?;
-    let raw = RawDocumentBuf::from_bytes(raw.to_vec()).ok()?;
-    Document::try_from(raw.as_ref()).ok()
+    server::wire::decode_document(raw).ok()
 }
 
 /// Reads one BSON document from the front of `data` (its declared length must fit in what is

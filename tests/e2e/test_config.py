@@ -78,6 +78,12 @@ def test_slow_operations_are_logged(dbpath, tmp_path):
     ("net:\n  tls:\n    mode: requireTLS\n", "certificateKeyFile"),
     ("storage:\n  flash:\n    placement: oracle\n", "storage.flash.placement"),
     ("setParameter:\n  bogus: 1\n", "bogus"),
+    # Journal options with no journal to apply them to would be accepted and do nothing.
+    ("storage:\n  journal:\n    enabled: false\n    commitIntervalMs: 50\n",
+     "storage.journal.commitIntervalMs: set, but storage.journal.enabled is false"),
+    ("storage:\n  journal:\n    enabled: false\n  wiredTiger:\n    engineConfig:\n      journalCompressor: zstd\n",
+     "journalCompressor: set, but storage.journal.enabled is false"),
+    ("storage:\n  engine: inMemory\n  journal:\n    commitIntervalMs: 50\n", "the inMemory engine has no journal"),
 ])
 def test_refused_options_stop_the_server_naming_them(dbpath, tmp_path, yaml, key):
     cfg = write(tmp_path / "c.yaml", yaml)

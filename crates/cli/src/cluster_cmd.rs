@@ -81,6 +81,9 @@ struct RouterConfig {
     test_commands: bool,
 }
 
+/// Why a router refuses `security`: it would be accepted and not enforced.
+const ROUTER_HAS_NO_AUTH: &str = "security: a flashdoc router has no authorization (no users, and it reaches its shards as an unauthenticated client); run it bound to a trusted network and leave security out";
+
 fn parse_router_yaml(text: &str) -> Result<RouterConfig> {
     let (rest, sharding) = cluster::config::split_sharding(text).map_err(|e| anyhow!(e))?;
     if sharding.shardsvr {
@@ -135,6 +138,7 @@ fn parse_router_yaml(text: &str) -> Result<RouterConfig> {
                     }
                 }
             }
+            "security" => bail!("{ROUTER_HAS_NO_AUTH}"),
             other => bail!("{other}: unknown key for a router configuration"),
         }
     }
@@ -497,4 +501,26 @@ fn cluster_down(dir: &Path) -> Result<()> {
     std::fs::remove_file(&path)?;
     println!("stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_router_refuses_security_rather_than_ignore_it() {
+        for yaml in [
+            "security:\n  authorization: enabled\n",
+            "security: {authorization: disabled}\n",
+            "security: {keyFile: /x}\n",
+        ] {
+            let e = parse_router_yaml(yaml).err().unwrap().to_string();
+            assert!(
+                e.contains("a flashdoc router has no authorization"),
+                "{yaml}: {e}"
+            );
+        }
+        let c = parse_router_yaml("net: {port: 1234}\n").unwrap();
+        assert_eq!(c.port, 1234);
+    }
 }

@@ -723,8 +723,10 @@ pub fn run_pipeline(
         ));
     }
     let stages: Vec<Stage> = pipeline.iter().map(parse_stage).collect::<DocResult<_>>()?;
-    // Every document entering and leaving a stage is a yield point.
-    let mut it: DocIter = Box::new(interrupt.wrap(input));
+    // Every document leaving a stage is a yield point. The input is not wrapped again: it is
+    // a scan that checks the same interrupt per document (aggregate's find), or documents
+    // already in memory ($lookup's, an update's one document).
+    let mut it: DocIter = input;
     for stage in stages {
         let deepens = stage_may_deepen(&stage);
         it = match stage {

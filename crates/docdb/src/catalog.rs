@@ -223,20 +223,6 @@ pub fn validate_create_options(options: &Document) -> DocResult<Document> {
                     "the '{k}' option is not supported by flashdoc"
                 )))
             }
-            // Generic command fields the server may pass through.
-            "writeConcern"
-            | "lsid"
-            | "$db"
-            | "$readPreference"
-            | "$clusterTime"
-            | "apiVersion"
-            | "apiStrict"
-            | "apiDeprecationErrors"
-            | "txnNumber"
-            | "autocommit"
-            | "startTransaction"
-            | "maxTimeMS"
-            | "comment" => {}
             _ => {
                 return Err(DocError::invalid_options(format!(
                     "BSON field 'create.{k}' is an unknown field."

@@ -72,14 +72,20 @@ pub struct StorageSettings {
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
 pub struct JournalSettings {
     pub enabled: bool,
-    pub commit_interval_ms: u64,
+    /// Group-commit period; [`DEFAULT_COMMIT_INTERVAL_MS`] when not given. Kept as given so
+    /// that setting it with the journal disabled is refused rather than ignored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commit_interval_ms: Option<u64>,
 }
+
+/// mongod's default `storage.journal.commitIntervalMs`.
+pub const DEFAULT_COMMIT_INTERVAL_MS: u64 = 100;
 
 impl Default for JournalSettings {
     fn default() -> Self {
         JournalSettings {
             enabled: true,
-            commit_interval_ms: 100,
+            commit_interval_ms: None,
         }
     }
 }
@@ -99,14 +105,9 @@ impl Default for StorageSettings {
 }
 
 fn engine_kind_de<'de, D: Deserializer<'de>>(d: D) -> Result<EngineKind, D::Error> {
-    let s = String::deserialize(d)?;
-    match s.as_str() {
-        "wiredTiger" => Ok(EngineKind::Disk),
-        "inMemory" => Ok(EngineKind::InMemory),
-        _ => Err(serde::de::Error::custom(format!(
-            "expected wiredTiger or inMemory, got {s}"
-        ))),
-    }
+    String::deserialize(d)?
+        .parse()
+        .map_err(serde::de::Error::custom)
 }
 
 fn engine_kind_ser<S: Serializer>(k: &EngineKind, s: S) -> Result<S::Ok, S::Error> {
@@ -122,6 +123,32 @@ pub fn engine_kind_name(k: EngineKind) -> &'static str {
 }
 
 impl StorageSettings {
+    /// The journal's options need a journal: given without one (disabled, or the in-memory
+    /// engine, which has none), they would be accepted and do nothing, so they are refused.
+    fn check_journal_options(&self) -> Result<(), String> {
+        let given = [
+            (
+                "storage.journal.commitIntervalMs",
+                self.journal.commit_interval_ms.is_some(),
+            ),
+            (
+                "storage.wiredTiger.engineConfig.journalCompressor",
+                self.wired_tiger.engine_config.journal_compressor.is_some(),
+            ),
+        ];
+        let without = if !self.journal.enabled {
+            "storage.journal.enabled is false"
+        } else if self.engine == EngineKind::InMemory {
+            "the inMemory engine has no journal"
+        } else {
+            return Ok(());
+        };
+        match given.iter().find(|(_, set)| *set) {
+            Some((name, _)) => Err(format!("{name}: set, but {without}; remove the option")),
+            None => Ok(()),
+        }
+    }
+
     /// `--storage-engine`: mongod's names (and flashdoc's aliases).
     pub fn set_engine(&mut self, name: &str) -> Result<(), String> {
         self.engine = name.parse().map_err(|e: engine::Error| e.to_string())?;
@@ -137,17 +164,18 @@ impl StorageSettings {
             );
         }
         let j = &self.journal;
-        if !(1..=500).contains(&j.commit_interval_ms) {
+        let commit_interval_ms = j.commit_interval_ms.unwrap_or(DEFAULT_COMMIT_INTERVAL_MS);
+        if !(1..=500).contains(&commit_interval_ms) {
             return Err(format!(
-                "storage.journal.commitIntervalMs: {} is outside 1..500",
-                j.commit_interval_ms
+                "storage.journal.commitIntervalMs: {commit_interval_ms} is outside 1..500"
             ));
         }
+        self.check_journal_options()?;
         let mut cfg = DocDbConfig::disk(&self.db_path);
         cfg.engine_kind = self.engine;
         let e = &mut cfg.engine;
         if let Some(jc) = e.journal.as_mut() {
-            jc.commit_interval = Duration::from_millis(j.commit_interval_ms);
+            jc.commit_interval = Duration::from_millis(commit_interval_ms);
         }
         self.wired_tiger
             .apply(e, &mut cfg.collection_table, &mut cfg.index_table)
@@ -194,6 +222,35 @@ mod tests {
             .err()
             .unwrap()
             .contains("commitIntervalMs"));
+    }
+
+    #[test]
+    fn journal_options_without_a_journal_are_refused() {
+        for (yaml, want) in [
+            (
+                "journal: {enabled: false, commitIntervalMs: 50}\n",
+                "commitIntervalMs: set, but storage.journal.enabled is false",
+            ),
+            (
+                "journal: {enabled: false}\nwiredTiger: {engineConfig: {journalCompressor: zstd}}\n",
+                "journalCompressor: set, but storage.journal.enabled is false",
+            ),
+            (
+                "engine: inMemory\njournal: {commitIntervalMs: 50}\n",
+                "the inMemory engine has no journal",
+            ),
+        ] {
+            let s: StorageSettings = serde_yaml::from_str(yaml).unwrap();
+            let e = s.docdb_config().err().unwrap();
+            assert!(e.contains(want), "{yaml}: {e}");
+        }
+        let s: StorageSettings = serde_yaml::from_str("journal: {enabled: false}\n").unwrap();
+        assert!(s.docdb_config().unwrap().engine.journal.is_none());
+        let e = serde_yaml::from_str::<StorageSettings>("engine: rocks\n").unwrap_err();
+        assert!(
+            e.to_string().contains("expected wiredTiger or inMemory"),
+            "{e}"
+        );
     }
 
     #[test]

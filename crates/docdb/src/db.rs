@@ -569,6 +569,18 @@ impl DocDb {
         coll: &str,
         specs: &[Document],
     ) -> DocResult<CreateIndexesOutcome> {
+        self.create_indexes_until(db, coll, specs, &Interrupt::none())
+    }
+
+    /// [`DocDb::create_indexes`], each build checking `interrupt` once per document: an
+    /// interrupted build drops its half-built table, and the indexes built before it stay.
+    pub fn create_indexes_until(
+        &self,
+        db: &str,
+        coll: &str,
+        specs: &[Document],
+        interrupt: &Interrupt,
+    ) -> DocResult<CreateIndexesOutcome> {
         catalog::validate_coll_name(db, coll)?;
         if specs.is_empty() {
             return Err(DocError::bad_value(
@@ -660,7 +672,7 @@ impl DocDb {
         for def in todo {
             let n = st.next_index_ident;
             st.next_index_ident += 1;
-            let idx = self.build_index(&c, def, n)?;
+            let idx = self.build_index(&c, def, n, interrupt)?;
             st.indexes.push(Arc::new(idx));
             c.persist_entry(&st)?;
         }
@@ -691,7 +703,13 @@ impl DocDb {
     }
 
     /// On any error the table is dropped and nothing refers to it.
-    fn build_index(&self, c: &Coll, def: IndexDef, n: i64) -> DocResult<Index> {
+    fn build_index(
+        &self,
+        c: &Coll,
+        def: IndexDef,
+        n: i64,
+        interrupt: &Interrupt,
+    ) -> DocResult<Index> {
         let ident = table_name_index(&c.uuid, n);
         let table = self.engine.create_table(&ident, &self.cfg.index_table)?;
         let result = (|| -> DocResult<bool> {
@@ -700,6 +718,7 @@ impl DocDb {
             let mut pending: BTreeMap<Vec<u8>, (RecordId, Vec<Bson>)> = BTreeMap::new();
             let mut docs_in_batch = 0;
             for rec in self.records(c.table)? {
+                interrupt.check()?;
                 let (rid, v) = rec?;
                 let doc = decode_doc(&v)?;
                 let keys = index::doc_keys(&def, &doc)?;
@@ -1568,7 +1587,8 @@ impl DocDb {
     /// index's entry count is compared with the keys the documents have. Problems are reported
     /// in `errors` with `valid: false`, in mongod's reply shape; a missing collection is
     /// NamespaceNotFound (26).
-    pub fn validate(&self, db: &str, coll: &str) -> DocResult<Document> {
+    /// `interrupt` is checked once per document.
+    pub fn validate(&self, db: &str, coll: &str, interrupt: &Interrupt) -> DocResult<Document> {
         catalog::validate_coll_name(db, coll)?;
         let ns = catalog::ns(db, coll);
         let c = self.get_coll(db, coll).ok_or_else(|| {
@@ -1604,6 +1624,7 @@ impl DocDb {
         let (mut invalid_docs, mut missing) = (0i64, 0i64);
         if errors.is_empty() {
             for rec in self.records(c.table)? {
+                interrupt.check()?;
                 let (rid, v) = rec?;
                 let doc = match collection::decode_doc(&v) {
                     Ok(d) => d,

@@ -19,8 +19,8 @@
 
 use crate::error::{DocError, DocResult};
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Default)]
@@ -33,16 +33,37 @@ const RUNNING: u8 = 0;
 const KILLED_OP: u8 = 1;
 const KILLED_CURSOR: u8 = 2;
 
+/// `deadline` while the operation is paused (not running, so not charged).
+const PAUSED: u64 = u64::MAX;
+
 struct Inner {
     killed: AtomicU8,
-    budget: Mutex<Budget>,
+    /// Whether the operation has a time budget at all (fixed at creation): without one, a
+    /// check is one atomic load and reads no clock.
+    limited: bool,
+    /// When the budget runs out, in nanoseconds since [`epoch`]; [`PAUSED`] while paused.
+    deadline: AtomicU64,
+    /// The budget left while paused. Taken only by `pause` and `resume` (once per batch),
+    /// and by a check while paused; never per document.
+    left_while_paused: Mutex<Duration>,
 }
 
-struct Budget {
-    /// None: no time limit (killable only).
-    remaining: Option<Duration>,
-    /// When the current running stretch began (None while paused).
-    running_since: Option<Instant>,
+/// The clock deadlines are counted on (the first use of an interrupt with a budget).
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+fn now_nanos() -> u64 {
+    u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(PAUSED - 1)
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(PAUSED - 1)
+}
+
+fn expired() -> DocError {
+    DocError::with_code(50, "MaxTimeMSExpired", "operation exceeded time limit")
 }
 
 impl std::fmt::Debug for Interrupt {
@@ -69,19 +90,20 @@ impl Interrupt {
 
     /// Killable, with an optional time budget (`maxTimeMS`); running from now.
     pub fn new(max_time: Option<Duration>) -> Interrupt {
+        let budget = max_time.unwrap_or_default();
+        let deadline = now_nanos().saturating_add(nanos(budget)).min(PAUSED - 1);
         Interrupt {
             inner: Some(Arc::new(Inner {
                 killed: AtomicU8::new(RUNNING),
-                budget: Mutex::new(Budget {
-                    remaining: max_time,
-                    running_since: Some(Instant::now()),
-                }),
+                limited: max_time.is_some(),
+                deadline: AtomicU64::new(deadline),
+                left_while_paused: Mutex::new(budget),
             })),
         }
     }
 
-    /// Fails if the operation should stop. Cheap: an atomic load, and a clock read when a
-    /// budget is set.
+    /// Fails if the operation should stop. The hot path of every scan: an atomic load, and
+    /// with a budget a second one and a clock read (vDSO, no system call); no lock.
     pub fn check(&self) -> DocResult<()> {
         let Some(inner) = &self.inner else {
             return Ok(());
@@ -103,16 +125,17 @@ impl Interrupt {
                 ))
             }
         }
-        let b = inner.budget.lock();
-        if let Some(rem) = b.remaining {
-            let used = b.running_since.map(|s| s.elapsed()).unwrap_or_default();
-            if used >= rem {
-                return Err(DocError::with_code(
-                    50,
-                    "MaxTimeMSExpired",
-                    "operation exceeded time limit",
-                ));
-            }
+        if !inner.limited {
+            return Ok(());
+        }
+        let deadline = inner.deadline.load(Ordering::Acquire);
+        let spent = if deadline == PAUSED {
+            inner.left_while_paused.lock().is_zero()
+        } else {
+            now_nanos() >= deadline
+        };
+        if spent {
+            return Err(expired());
         }
         Ok(())
     }
@@ -145,34 +168,39 @@ impl Interrupt {
 
     /// Stops charging time (a cursor waiting for its next getMore).
     pub fn pause(&self) {
-        if let Some(i) = &self.inner {
-            let mut b = i.budget.lock();
-            if let (Some(since), Some(rem)) = (b.running_since.take(), b.remaining) {
-                b.remaining = Some(rem.saturating_sub(since.elapsed()));
-            }
+        let Some(i) = self.inner.as_ref().filter(|i| i.limited) else {
+            return;
+        };
+        let mut left = i.left_while_paused.lock();
+        let deadline = i.deadline.swap(PAUSED, Ordering::AcqRel);
+        if deadline != PAUSED {
+            *left = Duration::from_nanos(deadline.saturating_sub(now_nanos()));
         }
     }
 
     /// Starts charging time again.
     pub fn resume(&self) {
-        if let Some(i) = &self.inner {
-            let mut b = i.budget.lock();
-            if b.running_since.is_none() {
-                b.running_since = Some(Instant::now());
-            }
+        let Some(i) = self.inner.as_ref().filter(|i| i.limited) else {
+            return;
+        };
+        let left = i.left_while_paused.lock();
+        if i.deadline.load(Ordering::Acquire) == PAUSED {
+            let deadline = now_nanos().saturating_add(nanos(*left)).min(PAUSED - 1);
+            i.deadline.store(deadline, Ordering::Release);
         }
     }
 
-    /// Wraps an iterator so that every item is a yield point: the first failed check is
-    /// yielded as an error, and the iteration ends after it.
-    pub fn wrap<I, T>(&self, it: I) -> impl Iterator<Item = DocResult<T>> + Send
+    /// Wraps an iterator so that reading every item is a yield point: the check comes before
+    /// the item is read, the first failed check is yielded as an error, and nothing more is
+    /// read after it.
+    pub fn wrap<I, T>(&self, mut it: I) -> impl Iterator<Item = DocResult<T>> + Send
     where
         I: Iterator<Item = DocResult<T>> + Send,
         T: Send,
     {
         let me = self.clone();
         let mut failed = false;
-        it.map_while(move |item| {
+        std::iter::from_fn(move || {
             if failed {
                 return None;
             }
@@ -180,7 +208,7 @@ impl Interrupt {
                 failed = true;
                 return Some(Err(e));
             }
-            Some(item)
+            it.next()
         })
     }
 }
@@ -188,23 +216,61 @@ impl Interrupt {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::AtomicUsize;
 
     #[test]
-    fn budget_kill_and_pause() {
+    fn a_spent_budget_stays_spent_through_pause_and_resume() {
         assert!(Interrupt::none().check().is_ok());
         let i = Interrupt::new(Some(Duration::ZERO));
         assert_eq!(i.check().unwrap_err().code, 50);
-        let i = Interrupt::new(Some(Duration::from_secs(3600)));
-        assert!(i.check().is_ok());
         i.pause();
+        assert_eq!(i.check().unwrap_err().code, 50);
         i.resume();
+        assert_eq!(i.check().unwrap_err().code, 50);
+    }
+
+    #[test]
+    fn pause_keeps_the_budget_left_and_resume_charges_it_again() {
+        let hour = Duration::from_secs(3600);
+        let i = Interrupt::new(Some(hour));
+        i.pause();
+        let left = *i.inner.as_ref().unwrap().left_while_paused.lock();
+        assert!(left > Duration::ZERO && left <= hour);
+        assert_eq!(
+            i.inner.as_ref().unwrap().deadline.load(Ordering::Relaxed),
+            PAUSED
+        );
+        i.pause(); // a second pause changes nothing
+        assert_eq!(*i.inner.as_ref().unwrap().left_while_paused.lock(), left);
+        i.resume();
+        let deadline = i.inner.as_ref().unwrap().deadline.load(Ordering::Relaxed);
+        assert!(deadline != PAUSED && deadline >= nanos(left));
         assert!(i.check().is_ok());
-        i.clone().kill();
-        assert_eq!(i.check().unwrap_err().code, 11601);
-        let killed = Interrupt::new(None);
-        killed.kill();
-        let v: Vec<DocResult<i32>> = killed.wrap(vec![Ok(1), Ok(2)].into_iter()).collect();
-        assert_eq!(v.len(), 1);
-        assert!(v[0].is_err());
+        // Without a budget, pause and resume have nothing to account.
+        let unlimited = Interrupt::new(None);
+        unlimited.pause();
+        assert!(unlimited.check().is_ok());
+    }
+
+    /// A killed operation stops pulling from its source: the item in flight is replaced by
+    /// the error, and nothing after it is read (a kill is not only a flag that flips).
+    #[test]
+    fn a_killed_iteration_stops_reading_its_source() {
+        let pulled = Arc::new(AtomicUsize::new(0));
+        let counter = pulled.clone();
+        let source = (0..1000).map(move |n| {
+            counter.fetch_add(1, Ordering::Relaxed);
+            Ok::<i32, DocError>(n)
+        });
+        let op = Interrupt::new(Some(Duration::from_secs(3600)));
+        let killer = op.clone(); // what killOp holds: a clone sharing the flag
+        let mut it = op.wrap(source);
+        assert_eq!(it.next().unwrap().unwrap(), 0);
+        assert_eq!(it.next().unwrap().unwrap(), 1);
+        killer.kill();
+        assert_eq!(it.next().unwrap().unwrap_err().code, 11601);
+        assert!(it.next().is_none());
+        assert_eq!(pulled.load(Ordering::Relaxed), 2);
+        assert_eq!(op.check().unwrap_err().code, 11601);
     }
 }

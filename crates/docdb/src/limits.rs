@@ -48,20 +48,33 @@ fn path_parts(path: &str) -> usize {
 /// on. Walks with an explicit stack (never recursion) and stops as soon as `limit` is passed,
 /// so it is safe on any value and cheap on a too-deep one.
 pub fn depth_exceeds(v: &Bson, limit: usize) -> bool {
-    let mut stack: Vec<(&Bson, usize)> = vec![(v, 0)];
+    // Only containers are pushed: a scalar adds no depth.
+    let mut stack: Vec<(&Bson, usize)> = Vec::new();
+    if is_container(v) {
+        stack.push((v, 0));
+    }
     while let Some((v, d)) = stack.pop() {
-        let children: Box<dyn Iterator<Item = &Bson>> = match v {
-            Bson::Document(doc) => Box::new(doc.values()),
-            Bson::Array(a) => Box::new(a.iter()),
-            Bson::JavaScriptCodeWithScope(c) => Box::new(c.scope.values()),
-            _ => continue,
-        };
         if d + 1 > limit {
             return true;
         }
-        stack.extend(children.map(|c| (c, d + 1)));
+        let below = |c: &&Bson| is_container(c);
+        match v {
+            Bson::Document(doc) => stack.extend(doc.values().filter(below).map(|c| (c, d + 1))),
+            Bson::Array(a) => stack.extend(a.iter().filter(below).map(|c| (c, d + 1))),
+            Bson::JavaScriptCodeWithScope(c) => {
+                stack.extend(c.scope.values().filter(below).map(|c| (c, d + 1)))
+            }
+            _ => unreachable!("only containers are pushed"),
+        }
     }
     false
+}
+
+fn is_container(v: &Bson) -> bool {
+    matches!(
+        v,
+        Bson::Document(_) | Bson::Array(_) | Bson::JavaScriptCodeWithScope(_)
+    )
 }
 
 /// Refuses a document to be stored that is nested deeper than [`MAX_STORED_DEPTH`] (Overflow).

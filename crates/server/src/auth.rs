@@ -46,9 +46,10 @@ pub enum Action {
     /// Creating, changing and dropping users and their roles.
     UserAdmin,
     ViewUser,
-    /// Cluster-wide: listDatabases, serverStatus, hostInfo, getCmdLineOpts, getLog,
-    /// getParameter.
+    /// Cluster-wide: serverStatus, hostInfo, getCmdLineOpts, getLog, getParameter.
     ClusterMonitor,
+    /// Cluster-wide: listDatabases (every `…AnyDatabase` role and clusterMonitor have it).
+    ListDatabases,
     /// Cluster-wide: shutdown, fsync, setParameter.
     ClusterAdmin,
 }
@@ -105,7 +106,7 @@ pub const COMMANDS: &[(&str, Action)] = &[
     ("grantRolesToUser", Action::UserAdmin),
     ("revokeRolesFromUser", Action::UserAdmin),
     ("usersInfo", Action::ViewUser),
-    ("listDatabases", Action::ClusterMonitor),
+    ("listDatabases", Action::ListDatabases),
     ("serverStatus", Action::ClusterMonitor),
     ("hostInfo", Action::ClusterMonitor),
     ("getCmdLineOpts", Action::ClusterMonitor),
@@ -190,17 +191,25 @@ pub fn role_grants(role: &str, role_db: &str, action: Action, db: &str) -> bool 
         _ => {}
     }
     let any = role_db == USERS_DB;
-    let cluster = matches!(action, Action::ClusterMonitor | Action::ClusterAdmin);
+    let cluster = matches!(
+        action,
+        Action::ClusterMonitor | Action::ClusterAdmin | Action::ListDatabases
+    );
+    let lists_databases = any && action == Action::ListDatabases;
     match role {
         "read" => !cluster && role_db == db && read_actions(action),
         "readWrite" => !cluster && role_db == db && write_actions(action),
         "dbAdmin" => !cluster && role_db == db && db_admin_actions(action),
         "userAdmin" => !cluster && role_db == db && user_admin_actions(action),
-        "readAnyDatabase" => any && read_actions(action),
-        "readWriteAnyDatabase" => any && write_actions(action),
-        "dbAdminAnyDatabase" => any && db_admin_actions(action),
-        "userAdminAnyDatabase" => any && user_admin_actions(action),
-        "clusterMonitor" => any && action == Action::ClusterMonitor,
+        "readAnyDatabase" => lists_databases || (any && read_actions(action)),
+        "readWriteAnyDatabase" => lists_databases || (any && write_actions(action)),
+        "dbAdminAnyDatabase" => lists_databases || (any && db_admin_actions(action)),
+        "userAdminAnyDatabase" => lists_databases || (any && user_admin_actions(action)),
+        // mongod's clusterMonitor also reads every database's statistics.
+        "clusterMonitor" => {
+            any && (matches!(action, Action::ClusterMonitor | Action::ListDatabases)
+                || matches!(action, Action::CollStats | Action::DbStats))
+        }
         "root" => any,
         _ => false,
     }
@@ -752,6 +761,25 @@ pub fn authorize(state: &ServerState, conn: &ConnInfo, name: &str, db: &str) -> 
         "Unauthorized",
         format!("not authorized on {db} to execute command {{ {name}: ... }}"),
     ))
+}
+
+/// Whether the connection's users hold some privilege on `db` (an action on it, or on every
+/// database, other than the session's and the cluster's): what lets `listCollections` run with
+/// `authorizedCollections` and `nameOnly` without its own action, as in mongod. Roles grant
+/// whole databases, so such a user has a privilege on every collection of `db`.
+pub fn has_privilege_on_db(conn: &ConnInfo, db: &str) -> bool {
+    let a = conn.auth.lock();
+    a.is_authenticated()
+        && COMMANDS.iter().any(|(_, action)| {
+            !matches!(
+                action,
+                Action::Open
+                    | Action::Session
+                    | Action::ClusterMonitor
+                    | Action::ClusterAdmin
+                    | Action::ListDatabases
+            ) && a.allows(*action, db)
+        })
 }
 
 /// The localhost exception: a loopback client may create the first user while none exists.

@@ -2,7 +2,7 @@
 //! answered in mongod's reply shapes (shared/notes/wire-and-peers.md §2).
 
 use crate::auth;
-use crate::config::Authorization;
+use crate::config::{Authorization, ParamError};
 use crate::cursors::{CursorEntry, CursorRegistry};
 use crate::hook::CommandCall;
 use crate::state::{ConnInfo, ServerState};
@@ -126,7 +126,9 @@ fn guard(
     cmd: &Document,
     conn: &ConnInfo,
 ) -> DocResult<()> {
-    if state.config().security.authorization == Authorization::Enabled {
+    if state.config().security.authorization == Authorization::Enabled
+        && !lists_authorized_collections(name, db, cmd, conn)?
+    {
         auth::authorize(state, conn, name, db)?;
     }
     let target = cmd.get(name).and_then(Bson::as_str);
@@ -143,6 +145,21 @@ fn guard(
         ));
     }
     Ok(())
+}
+
+/// `listCollections` with `authorizedCollections` and `nameOnly` needs no listCollections
+/// action, only some privilege on the database; it then lists every collection of it (roles
+/// grant whole databases). Without authorization the option has nothing to filter.
+fn lists_authorized_collections(
+    name: &str,
+    db: &str,
+    cmd: &Document,
+    conn: &ConnInfo,
+) -> DocResult<bool> {
+    Ok(name == "listCollections"
+        && flag(cmd, "authorizedCollections")?
+        && flag(cmd, "nameOnly")?
+        && auth::has_privilege_on_db(conn, db))
 }
 
 pub fn error_reply(e: &DocError) -> Document {
@@ -165,12 +182,12 @@ fn dispatch(
 ) -> DocResult<(Document, After)> {
     let ok = |d: Document| Ok((d, After::Continue));
     let dbx = state.db();
+    let hook_fields = state.hook().map_or(&[][..], |h| h.command_fields(name));
+    check_generic_fields(name, cmd, hook_fields)?;
     if let Some((known, not_implemented)) = command_fields(name) {
-        check_fields(cmd, name, known, not_implemented, true)?;
+        let generic: &[&[&str]] = &[GENERIC_FIELDS, hook_fields];
+        check_fields(cmd.keys().skip(1), name, known, not_implemented, generic)?;
     }
-    // A generic field, so every command may carry it: refused wherever it asks for more than
-    // a standalone gives, not only on find.
-    read_concern(cmd)?;
     match name {
         "hello" | "isMaster" | "ismaster" => ok(hello(state, name, cmd, conn)?),
         "ping" => ok(doc! {}),
@@ -225,14 +242,12 @@ fn dispatch(
         // CRUD
         "insert" => {
             let coll = coll_name(cmd, name)?;
-            reject_transactions(cmd)?;
             let docs = doc_array(cmd, "documents")?;
             let out = dbx.insert(db, &coll, docs, write_opts(cmd)?);
             ok(write_reply(out, false))
         }
         "update" => {
             let coll = coll_name(cmd, name)?;
-            reject_transactions(cmd)?;
             let stmts = doc_array(cmd, "updates")?
                 .into_iter()
                 .map(parse_update_statement)
@@ -242,7 +257,6 @@ fn dispatch(
         }
         "delete" => {
             let coll = coll_name(cmd, name)?;
-            reject_transactions(cmd)?;
             let stmts = doc_array(cmd, "deletes")?
                 .into_iter()
                 .map(parse_delete_statement)
@@ -348,7 +362,12 @@ fn dispatch(
             let coll = coll_name(cmd, name)?;
             let q = FindQuery {
                 filter: get_doc(cmd, "query")?.unwrap_or_default(),
-                skip: get_i64(cmd, "skip")?.unwrap_or(0).max(0) as u64,
+                skip: match get_i64(cmd, "skip")? {
+                    Some(s) if s < 0 => {
+                        return Err(DocError::bad_value("skip value is negative in count query"))
+                    }
+                    s => s.unwrap_or(0) as u64,
+                },
                 limit: get_i64(cmd, "limit")?,
                 hint: cmd.get("hint").cloned(),
                 collation: get_doc(cmd, "collation")?,
@@ -402,6 +421,7 @@ fn dispatch(
                 );
             }
             let cursor_opts = get_doc(cmd, "cursor")?.unwrap_or_default();
+            check_fields(cursor_opts.keys(), "cursor", &["batchSize"], &[], &[])?;
             let first = batch_size(&cursor_opts, "batchSize")?.unwrap_or(DEFAULT_FIRST_BATCH);
             let opts = docdb::AggregateOpts {
                 interrupt: interrupt_for(cmd)?,
@@ -452,21 +472,17 @@ fn dispatch(
         // Catalog
         "create" => {
             let coll = coll_name(cmd, name)?;
-            let mut options = cmd.clone();
-            for k in [
-                "create",
-                "$db",
-                "lsid",
-                "$readPreference",
-                "writeConcern",
-                "$clusterTime",
-                "comment",
-                "apiVersion",
-                "apiStrict",
-                "apiDeprecationErrors",
-            ] {
-                options.remove(k);
-            }
+            // The document layer sees only the collection's options.
+            let options: Document = cmd
+                .iter()
+                .skip(1)
+                .filter(|(k, _)| {
+                    !GENERIC_FIELDS.contains(&k.as_str()) && !hook_fields.contains(&k.as_str())
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            // Bounded work (one catalog entry): its budget is checked once, before it starts.
+            interrupt_for(cmd)?.check()?;
             dbx.create_collection(db, &coll, &options)?;
             ok(doc! {})
         }
@@ -495,21 +511,20 @@ fn dispatch(
                 .map_err(|_| DocError::type_mismatch("'to' must be a namespace string"))?;
             let (fdb, fcoll) = split_ns(from)?;
             let (tdb, tcoll) = split_ns(to)?;
-            dbx.rename_collection(
-                fdb,
-                fcoll,
-                tdb,
-                tcoll,
-                cmd.get_bool("dropTarget").unwrap_or(false),
-            )?;
+            dbx.rename_collection(fdb, fcoll, tdb, tcoll, flag(cmd, "dropTarget")?)?;
             ok(doc! {})
         }
         "listCollections" => {
             let filter = get_doc(cmd, "filter")?.unwrap_or_default();
-            let name_only = cmd.get_bool("nameOnly").unwrap_or(false);
+            let name_only = flag(cmd, "nameOnly")?;
+            // authorizedCollections was read by the guard (it filters nothing: see there).
+            flag(cmd, "authorizedCollections")?;
             let matcher = docdb::matcher::Matcher::new(&filter)?;
+            let first = listing_first_batch(cmd)?;
+            let interrupt = interrupt_for(cmd)?;
             let mut out = Vec::new();
             for c in dbx.list_collections(db)? {
+                interrupt.check()?;
                 let mut d = if name_only {
                     doc! {"name": c.name.clone(), "type": "collection"}
                 } else {
@@ -528,21 +543,21 @@ fn dispatch(
                 state,
                 &format!("{db}.$cmd.listCollections"),
                 cursor,
-                usize::MAX,
-                CursorOpts {
-                    single: true,
-                    ..Default::default()
-                },
+                first,
+                CursorOpts::default(),
                 "firstBatch",
             )?)
         }
         "listDatabases" => {
-            let name_only = cmd.get_bool("nameOnly").unwrap_or(false);
+            let name_only = flag(cmd, "nameOnly")?;
+            flag(cmd, "authorizedDatabases")?; // filters nothing (see command_fields)
             let filter = get_doc(cmd, "filter")?.unwrap_or_default();
             let matcher = docdb::matcher::Matcher::new(&filter)?;
+            let interrupt = interrupt_for(cmd)?;
             let mut total = 0i64;
             let mut list = Vec::new();
             for d in dbx.list_databases()? {
+                interrupt.check()?;
                 let entry = if name_only {
                     doc! {"name": d.name.clone()}
                 } else {
@@ -561,8 +576,14 @@ fn dispatch(
         }
         "createIndexes" => {
             let coll = coll_name(cmd, name)?;
+            if cmd.contains_key("commitQuorum") {
+                // A standalone has no replica set members to wait for (mongod's answer).
+                return Err(DocError::bad_value(
+                    "Standalones can't specify commitQuorum",
+                ));
+            }
             let specs = doc_array(cmd, "indexes")?;
-            let out = dbx.create_indexes(db, &coll, &specs)?;
+            let out = dbx.create_indexes_until(db, &coll, &specs, &interrupt_for(cmd)?)?;
             let mut d = doc! {
                 "numIndexesBefore": out.num_indexes_before,
                 "numIndexesAfter": out.num_indexes_after,
@@ -575,17 +596,15 @@ fn dispatch(
         }
         "listIndexes" => {
             let coll = coll_name(cmd, name)?;
+            let first = listing_first_batch(cmd)?;
             let list = dbx.list_indexes(db, &coll)?;
             let cursor = DocCursor::from_docs(list);
             ok(cursor_reply(
                 state,
                 &format!("{db}.{coll}"),
                 cursor,
-                usize::MAX,
-                CursorOpts {
-                    single: true,
-                    ..Default::default()
-                },
+                first,
+                CursorOpts::default(),
                 "firstBatch",
             )?)
         }
@@ -600,9 +619,14 @@ fn dispatch(
         }
         "collStats" => {
             let coll = coll_name(cmd, name)?;
-            ok(dbx.coll_stats(db, &coll)?)
+            let scale = stats_scale(cmd)?;
+            let stats = dbx.coll_stats(db, &coll)?;
+            ok(scaled(stats, scale, COLL_STATS_SIZES))
         }
-        "dbStats" => ok(dbx.db_stats(db)?),
+        "dbStats" => {
+            let scale = stats_scale(cmd)?;
+            ok(scaled(dbx.db_stats(db)?, scale, DB_STATS_SIZES))
+        }
         "validate" => {
             let coll = coll_name(cmd, name)?;
             for opt in [
@@ -630,7 +654,7 @@ fn dispatch(
                     "validate option 'scandata: false' is not supported by flashdoc: every validate reads all the data",
                 ));
             }
-            ok(dbx.validate(db, &coll)?)
+            ok(dbx.validate(db, &coll, &interrupt_for(cmd)?)?)
         }
         _ => Err(DocError::command_not_found(format!(
             "no such command: '{name}'"
@@ -740,7 +764,7 @@ fn get_parameter(state: &ServerState, cmd: &Document) -> DocResult<Document> {
 }
 
 /// `setParameter` at run time: `ttlMonitorSleepSecs` and `cursorTimeoutMillis` (the others
-/// are startup-only, as in mongod).
+/// are startup-only, as in mongod); values are checked by `Parameters::set_value`.
 fn set_parameter(state: &ServerState, cmd: &Document) -> DocResult<Document> {
     let mut p = state.params();
     let mut was = Document::new();
@@ -748,38 +772,11 @@ fn set_parameter(state: &ServerState, cmd: &Document) -> DocResult<Document> {
         if GENERIC_FIELDS.contains(&k.as_str()) {
             continue;
         }
-        let n = || match get_i64(cmd, k)? {
-            Some(n) if n >= 0 => Ok(n as u64),
-            _ => Err(DocError::bad_value(format!(
-                "{k} must be a non-negative integer, got {v}"
-            ))),
-        };
-        match k.as_str() {
-            "ttlMonitorSleepSecs" => {
-                let n = n()?;
-                if n == 0 {
-                    return Err(DocError::bad_value(
-                        "ttlMonitorSleepSecs must be at least 1",
-                    ));
-                }
-                was.insert(k.clone(), p.ttl_monitor_sleep_secs as i64);
-                p.ttl_monitor_sleep_secs = n;
-            }
-            "cursorTimeoutMillis" => {
-                was.insert(k.clone(), p.cursor_timeout_millis as i64);
-                p.cursor_timeout_millis = n()?;
-            }
-            "enableLocalhostAuthBypass" => {
-                return Err(DocError::bad_value(
-                    "enableLocalhostAuthBypass can only be set at startup",
-                ))
-            }
-            other => {
-                return Err(DocError::invalid_options(format!(
-                "attempted to set unrecognized parameter [{other}], use help:true to see options"
-            )))
-            }
-        }
+        let old = p.set_value(k, v, false).map_err(|e| match e {
+            ParamError::Unknown(m) => DocError::invalid_options(m),
+            ParamError::BadValue(m) => DocError::bad_value(m),
+        })?;
+        was.insert(k.clone(), old);
     }
     if was.is_empty() {
         return Err(DocError::invalid_options("no option found to set"));
@@ -848,17 +845,6 @@ fn new_uuid() -> [u8; 16] {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     b
-}
-
-fn reject_transactions(cmd: &Document) -> DocResult<()> {
-    if cmd.contains_key("txnNumber")
-        && (cmd.contains_key("startTransaction") || cmd.contains_key("autocommit"))
-    {
-        return Err(DocError::illegal_operation(
-            "Transaction numbers are only allowed on a replica set member or mongos",
-        ));
-    }
-    Ok(())
 }
 
 fn truthy(v: Option<&Bson>) -> bool {
@@ -975,6 +961,73 @@ fn flag(cmd: &Document, field: &str) -> DocResult<bool> {
     }
 }
 
+/// The size fields of collStats and dbStats that `scale` divides (not `avgObjSize`, as mongod).
+const COLL_STATS_SIZES: &[&str] = &[
+    "size",
+    "storageSize",
+    "freeStorageSize",
+    "totalIndexSize",
+    "totalSize",
+    "indexSizes",
+];
+const DB_STATS_SIZES: &[&str] = &[
+    "dataSize",
+    "storageSize",
+    "indexSize",
+    "totalSize",
+    "fsUsedSize",
+    "fsTotalSize",
+];
+
+/// collStats' and dbStats' `scale`: a number of at least 1 (a fraction is dropped); 1 if absent.
+fn stats_scale(cmd: &Document) -> DocResult<i64> {
+    let scale = match cmd.get("scale") {
+        None | Some(Bson::Null) => return Ok(1),
+        Some(Bson::Int32(n)) => *n as i64,
+        Some(Bson::Int64(n)) => *n,
+        Some(Bson::Double(f)) if f.is_finite() => f.trunc() as i64,
+        Some(_) => return Err(DocError::type_mismatch("scale has to be a number")),
+    };
+    if scale < 1 {
+        return Err(DocError::with_code(
+            51024,
+            "Location51024",
+            "scale has to be >= 1",
+        ));
+    }
+    Ok(scale)
+}
+
+/// Divides the named size fields (and a document of sizes, such as `indexSizes`) by `scale`.
+fn scaled(mut stats: Document, scale: i64, fields: &[&str]) -> Document {
+    fn div(v: &mut Bson, scale: i64) {
+        match v {
+            Bson::Int32(n) => *n = (*n as i64 / scale) as i32,
+            Bson::Int64(n) => *n /= scale,
+            Bson::Double(f) => *f /= scale as f64,
+            Bson::Document(d) => d.iter_mut().for_each(|(_, v)| div(v, scale)),
+            _ => {}
+        }
+    }
+    if scale > 1 {
+        for f in fields {
+            if let Some(v) = stats.get_mut(*f) {
+                div(v, scale);
+            }
+        }
+    }
+    stats.insert("scaleFactor", scale);
+    stats
+}
+
+/// A listing's (listCollections, listIndexes) first batch: `cursor.batchSize`, else all of it
+/// (the rest, if any, is for getMore).
+fn listing_first_batch(cmd: &Document) -> DocResult<usize> {
+    let opts = get_doc(cmd, "cursor")?.unwrap_or_default();
+    check_fields(opts.keys(), "cursor", &["batchSize"], &[], &[])?;
+    Ok(batch_size(&opts, "batchSize")?.unwrap_or(usize::MAX))
+}
+
 /// `maxTimeMS`: a non-negative integer; 0 or absent is no limit.
 fn max_time(cmd: &Document) -> DocResult<Option<Duration>> {
     match get_i64(cmd, "maxTimeMS")? {
@@ -994,11 +1047,11 @@ fn interrupt_for(cmd: &Document) -> DocResult<Interrupt> {
 
 fn parse_update_statement(d: Document) -> DocResult<UpdateStatement> {
     check_fields(
-        &d,
+        d.keys(),
         "update.updates",
         &["q", "u", "upsert", "multi", "arrayFilters", "collation"],
         &["hint", "c", "sort", "upsertSupplied"],
-        false,
+        &[],
     )?;
     let u = d.get("u").cloned().ok_or_else(|| {
         DocError::failed_to_parse("BSON field 'update.updates.u' is missing but a required field")
@@ -1015,11 +1068,11 @@ fn parse_update_statement(d: Document) -> DocResult<UpdateStatement> {
 
 fn parse_delete_statement(d: Document) -> DocResult<DeleteStatement> {
     check_fields(
-        &d,
+        d.keys(),
         "delete.deletes",
         &["q", "limit", "collation"],
         &["hint"],
-        false,
+        &[],
     )?;
     Ok(DeleteStatement {
         q: get_doc(&d, "q")?.unwrap_or_default(),
@@ -1045,17 +1098,16 @@ fn find_query(cmd: &Document) -> DocResult<FindQuery> {
     })
 }
 
-/// Fields every command may carry (mongod's generic arguments; on a standalone they change
-/// nothing, except `maxTimeMS`, `readConcern` and `writeConcern`, which are read where they
-/// apply).
-const GENERIC_FIELDS: &[&str] = &[
+/// Fields every command may carry: mongod's generic arguments, the one list of them (the
+/// document layer never sees them). [`check_generic_fields`] checks their values: `maxTimeMS`
+/// bounds every command, `readConcern` is checked on every command, `writeConcern` is taken
+/// only by commands that write; the others (session, cluster time, API version, comment)
+/// change nothing on a standalone.
+pub const GENERIC_FIELDS: &[&str] = &[
     "$db",
     "lsid",
     "$readPreference",
     "$clusterTime",
-    "txnNumber",
-    "autocommit",
-    "startTransaction",
     "writeConcern",
     "readConcern",
     "comment",
@@ -1065,17 +1117,133 @@ const GENERIC_FIELDS: &[&str] = &[
     "apiDeprecationErrors",
 ];
 
+/// Transaction fields: a standalone has neither retryable writes nor transactions, so they are
+/// refused unless a hook implements them (a shard's retryable writes declare `txnNumber`).
+const TRANSACTION_FIELDS: &[&str] = &["txnNumber", "autocommit", "startTransaction"];
+
+/// The commands that write and so take a `writeConcern` (mongod refuses it on the others).
+const WRITE_CONCERN_COMMANDS: &[&str] = &[
+    "insert",
+    "update",
+    "delete",
+    "findAndModify",
+    "findandmodify",
+    "create",
+    "drop",
+    "dropDatabase",
+    "renameCollection",
+    "createIndexes",
+    "dropIndexes",
+    "deleteIndexes",
+    "createUser",
+    "updateUser",
+    "dropUser",
+    "grantRolesToUser",
+    "revokeRolesFromUser",
+];
+
+/// Stable API version 1's commands among flashdoc's (mongod's list; the SASL commands are in
+/// it so that a strict client can authenticate).
+const API_V1_COMMANDS: &[&str] = &[
+    "abortTransaction",
+    "aggregate",
+    "authenticate",
+    "commitTransaction",
+    "count",
+    "create",
+    "createIndexes",
+    "delete",
+    "distinct",
+    "drop",
+    "dropDatabase",
+    "dropIndexes",
+    "endSessions",
+    "explain",
+    "find",
+    "findAndModify",
+    "getMore",
+    "hello",
+    "insert",
+    "killCursors",
+    "listCollections",
+    "listDatabases",
+    "listIndexes",
+    "ping",
+    "refreshSessions",
+    "saslContinue",
+    "saslStart",
+    "update",
+];
+
+/// The Stable API fields: `apiVersion` must be "1"; `apiStrict: true` refuses a command
+/// outside version 1 (APIStrictError, 323); `apiDeprecationErrors` has nothing to refuse
+/// (no command of version 1 that flashdoc has is deprecated).
+fn check_api_version(name: &str, cmd: &Document) -> DocResult<()> {
+    let strict = flag(cmd, "apiStrict")?;
+    flag(cmd, "apiDeprecationErrors")?;
+    match cmd.get("apiVersion") {
+        None if cmd.contains_key("apiStrict") || cmd.contains_key("apiDeprecationErrors") => {
+            Err(DocError::with_code(
+                4886600,
+                "Location4886600",
+                "Provided apiStrict and/or apiDeprecationErrors without passing apiVersion",
+            ))
+        }
+        None => Ok(()),
+        Some(Bson::String(v)) if v == "1" => {
+            if strict && !API_V1_COMMANDS.contains(&name) {
+                return Err(DocError::with_code(
+                    323,
+                    "APIStrictError",
+                    format!(
+                        "Provided apiStrict:true, but the command {name} is not in API Version 1"
+                    ),
+                ));
+            }
+            Ok(())
+        }
+        Some(v) => Err(DocError::with_code(
+            322,
+            "APIVersionError",
+            format!("API version must be \"1\", not {v}"),
+        )),
+    }
+}
+
+/// Checks the generic fields every command may carry, whatever the command: so none of them
+/// is accepted and ignored, on any command.
+fn check_generic_fields(name: &str, cmd: &Document, hook_fields: &[&str]) -> DocResult<()> {
+    read_concern(cmd)?;
+    check_api_version(name, cmd)?;
+    max_time(cmd)?;
+    if cmd.contains_key("writeConcern") && !WRITE_CONCERN_COMMANDS.contains(&name) {
+        return Err(DocError::invalid_options(format!(
+            "Command {name} does not support writeConcern"
+        )));
+    }
+    if let Some(f) = TRANSACTION_FIELDS
+        .iter()
+        .find(|f| cmd.contains_key(f) && !hook_fields.contains(f))
+    {
+        return Err(DocError::illegal_operation(format!(
+            "Transaction numbers are only allowed on a replica set member or mongos ('{f}' on {name})"
+        )));
+    }
+    Ok(())
+}
+
 /// Refuses a field the command does not know (40415, as mongod) and one flashdoc knows but
-/// does not implement (NotImplemented, 238): nothing is accepted and ignored.
-fn check_fields(
-    d: &Document,
+/// does not implement (NotImplemented, 238): nothing is accepted and ignored. `accepted` are
+/// further lists of fields taken (the generic ones, a hook's).
+fn check_fields<'a>(
+    keys: impl Iterator<Item = &'a String>,
     what: &str,
     known: &[&str],
     not_implemented: &[&str],
-    generic: bool,
+    accepted: &[&[&str]],
 ) -> DocResult<()> {
-    for k in d.keys().skip(usize::from(generic)) {
-        if known.contains(&k.as_str()) || (generic && GENERIC_FIELDS.contains(&k.as_str())) {
+    for k in keys {
+        if known.contains(&k.as_str()) || accepted.iter().any(|l| l.contains(&k.as_str())) {
             continue;
         }
         if not_implemented.contains(&k.as_str()) {
@@ -1165,6 +1333,12 @@ fn command_fields(name: &str) -> Option<(&'static [&'static str], &'static [&'st
             &[],
         ),
         "dropIndexes" | "deleteIndexes" => (&["index"], &[]),
+        "renameCollection" => (&["to", "dropTarget"], &["stayTemp"]),
+        "collStats" => (&["scale"], &[]),
+        "dbStats" => (&["scale"], &["freeStorage"]),
+        // authorizedDatabases filters nothing: every role that may list databases holds a
+        // privilege on all of them (or authorization is off).
+        "listDatabases" => (&["filter", "nameOnly", "authorizedDatabases"], &[]),
         "drop" => (&[], &[]),
         "validate" => (
             &[

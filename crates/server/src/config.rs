@@ -18,7 +18,7 @@
 //! processManagement: {pidFilePath: /var/run/flashdoc.pid}
 //! ```
 
-use bson::Document;
+use bson::{Bson, Document};
 use docdb::StorageSettings;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, SocketAddr};
@@ -199,23 +199,91 @@ pub struct ProcessSettings {
     pub pid_file_path: Option<PathBuf>,
 }
 
+/// Why a parameter could not be set.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ParamError {
+    /// No such parameter (or not one that may be set now).
+    Unknown(String),
+    /// A parameter with a value it cannot take.
+    BadValue(String),
+}
+
+impl std::fmt::Display for ParamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ParamError::Unknown(m) | ParamError::BadValue(m) => f.write_str(m),
+        }
+    }
+}
+
 impl Parameters {
-    /// Sets a parameter by its mongod name from text (`--setParameter name=value`).
-    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
-        let num = || {
-            value
-                .parse::<u64>()
-                .map_err(|_| format!("{name}: expected a non-negative integer, got {value}"))
-        };
-        match name {
-            "ttlMonitorSleepSecs" => self.ttl_monitor_sleep_secs = num()?,
-            "cursorTimeoutMillis" => self.cursor_timeout_millis = num()?,
-            "enableLocalhostAuthBypass" => {
-                self.enable_localhost_auth_bypass = value
-                    .parse()
-                    .map_err(|_| format!("{name}: expected true or false, got {value}"))?
+    /// Sets a parameter by its mongod name: the one place a value is checked, for
+    /// `--setParameter name=value` (from text), the `setParameter` command and, through
+    /// [`Parameters::check`], the configuration file. `enableLocalhostAuthBypass` can be set
+    /// only at startup, as in mongod. Returns the value it had.
+    pub fn set_value(
+        &mut self,
+        name: &str,
+        value: &Bson,
+        at_startup: bool,
+    ) -> Result<Bson, ParamError> {
+        let count = || match value {
+            Bson::Int32(n) if *n >= 0 => Ok(*n as u64),
+            Bson::Int64(n) if *n >= 0 => Ok(*n as u64),
+            Bson::Double(f) if *f >= 0.0 && f.fract() == 0.0 && *f < u64::MAX as f64 => {
+                Ok(*f as u64)
             }
-            _ => return Err(format!("unknown server parameter {name}")),
+            _ => Err(ParamError::BadValue(format!(
+                "{name}: expected a non-negative integer, got {value}"
+            ))),
+        };
+        let old = match name {
+            "ttlMonitorSleepSecs" => {
+                Bson::Int64(std::mem::replace(&mut self.ttl_monitor_sleep_secs, count()?) as i64)
+            }
+            "cursorTimeoutMillis" => {
+                Bson::Int64(std::mem::replace(&mut self.cursor_timeout_millis, count()?) as i64)
+            }
+            "enableLocalhostAuthBypass" if !at_startup => {
+                return Err(ParamError::BadValue(format!(
+                    "{name} can only be set at startup"
+                )))
+            }
+            "enableLocalhostAuthBypass" => {
+                let Bson::Boolean(b) = value else {
+                    return Err(ParamError::BadValue(format!(
+                        "{name}: expected true or false, got {value}"
+                    )));
+                };
+                Bson::Boolean(std::mem::replace(
+                    &mut self.enable_localhost_auth_bypass,
+                    *b,
+                ))
+            }
+            _ => {
+                return Err(ParamError::Unknown(format!(
+                    "attempted to set unrecognized parameter [{name}], use help:true to see options"
+                )))
+            }
+        };
+        self.check().map_err(ParamError::BadValue)?;
+        Ok(old)
+    }
+
+    /// `--setParameter name=value`: the text as a number, a boolean, or else a string.
+    pub fn set(&mut self, name: &str, text: &str) -> Result<(), ParamError> {
+        let value = match (text.parse::<i64>(), text.parse::<bool>()) {
+            (Ok(n), _) => Bson::Int64(n),
+            (_, Ok(b)) => Bson::Boolean(b),
+            _ => Bson::String(text.to_string()),
+        };
+        self.set_value(name, &value, true).map(|_| ())
+    }
+
+    /// The ranges serde cannot express.
+    pub fn check(&self) -> Result<(), String> {
+        if self.ttl_monitor_sleep_secs == 0 {
+            return Err("ttlMonitorSleepSecs must be at least 1".into());
         }
         Ok(())
     }
@@ -223,14 +291,11 @@ impl Parameters {
 
 impl ServerConfig {
     pub fn from_yaml(text: &str) -> Result<ServerConfig, ConfigError> {
-        let root: serde_yaml::Value = serde_yaml::from_str(text)
-            .map_err(|e| ConfigError(format!("the configuration file is not valid YAML: {e}")))?;
-        // Parsed from the text (not the value) so errors name the key's path and line.
-        let cfg: ServerConfig = if root.is_null() {
-            ServerConfig::default()
-        } else {
-            serde_yaml::from_str(text).map_err(|e| ConfigError(e.to_string()))?
-        };
+        // Parsed once, from the text (not a value), so errors name the key's path and line; an
+        // empty file is the defaults.
+        let cfg = serde_yaml::from_str::<Option<ServerConfig>>(text)
+            .map_err(|e| ConfigError(format!("in the configuration file: {e}")))?
+            .unwrap_or_default();
         cfg.validate()?;
         Ok(cfg)
     }
@@ -258,8 +323,8 @@ impl ServerConfig {
         if self.system_log.path.is_some() && self.system_log.destination != LogDestination::File {
             return err("systemLog.destination: must be file when systemLog.path is set".into());
         }
-        if self.set_parameter.ttl_monitor_sleep_secs == 0 {
-            return err("setParameter.ttlMonitorSleepSecs: must be at least 1".into());
+        if let Err(e) = self.set_parameter.check() {
+            return err(format!("setParameter.{e}"));
         }
         let tls = &self.net.tls;
         if tls.mode != TlsMode::Disabled && tls.certificate_key_file.is_none() {

@@ -16,6 +16,12 @@ pub trait CommandHook: Send + Sync {
     /// Adds fields to the reply of a command the hook left to the built-in dispatch (a router
     /// marks `hello` with `msg: "isdbgrid"`).
     fn amend_reply(&self, _name: &str, _reply: &mut Document) {}
+    /// Fields of its own the hook reads from the commands it wraps (a shard's
+    /// `shardVersion`): the built-in commands' strict field check accepts them, so the hook
+    /// hands the command on as it came, without copying it to remove them.
+    fn command_fields(&self, _name: &str) -> &'static [&'static str] {
+        &[]
+    }
 }
 
 /// One command as the hook sees it.

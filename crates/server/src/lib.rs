@@ -58,6 +58,39 @@ fn raise_fd_limit() {
     }
 }
 
+/// Large buffers (a message body, a big document or reply) are mapped and unmapped by the
+/// allocator rather than carved from its heaps: glibc's default threshold grows to the largest
+/// block freed (up to 32 MiB), after which 17 MB frames came from the heaps and their memory
+/// stayed with the process (the load test: 735 MB resident after hostile 17 MB frames). Fixed
+/// at 1 MiB, freeing such a buffer gives its memory back at once.
+const MMAP_THRESHOLD_BYTES: i32 = 1 << 20;
+
+fn bound_allocator_retention() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes the allocator's tuning; it is called before any thread of
+    // the server starts.
+    unsafe {
+        if libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) != 1 {
+            log::warn("CONTROL", "cannot set the allocator's mmap threshold");
+        }
+    }
+}
+
+/// Gives the allocator's free memory back to the system (all arenas, not only their tops):
+/// after a burst of connections, the blocking pool's threads leave their arenas full of free
+/// chunks the allocator would otherwise keep (the load test: 195 MB resident when idle).
+/// Called every [`TRIM_EVERY`] by the server's housekeeping task.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim has no preconditions; it only returns free memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// How often the housekeeping task returns free memory to the system.
+const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Serves until the `shutdown` command, SIGTERM or SIGINT, then shuts the database down
 /// cleanly (checkpoint, journal synced). Prints "waiting for connections on <addr>" to standard
 /// output once listening (tests and scripts wait for that line).
@@ -76,6 +109,7 @@ pub fn serve_with_hook(
 ) -> std::io::Result<()> {
     log::init(&cfg.system_log)?;
     raise_fd_limit();
+    bound_allocator_retention();
     let addrs = cfg
         .bind_addrs()
         .map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -90,6 +124,7 @@ pub fn serve_with_hook(
         .build()?;
     let tls = tls::acceptor(&cfg.net.tls).map_err(std::io::Error::other)?;
     let state = Arc::new(ServerState::new(db.clone(), cfg).with_hook(hook, other_options));
+    state.start_ttl_monitor();
     docdb::validation::set_warning_sink(Box::new(|m| log::warn("STORAGE", m)));
     for w in db.startup_warnings() {
         log::warn("STORAGE", w);
@@ -130,9 +165,14 @@ pub fn serve_with_hook(
         });
         let st = state.clone();
         tokio::spawn(async move {
+            let mut last_trim = std::time::Instant::now();
             loop {
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 st.cursors().reap(st.cursor_timeout());
+                if last_trim.elapsed() >= TRIM_EVERY {
+                    last_trim = std::time::Instant::now();
+                    let _ = tokio::task::spawn_blocking(release_free_memory).await;
+                }
             }
         });
         let mut accepts = Vec::new();

@@ -33,7 +33,8 @@ impl ConnInfo {
     }
 }
 
-/// Stops the background threads promptly (they wait on it between passes).
+/// Stops the background threads promptly (they wait on it between passes), and wakes them
+/// early when a parameter they run by changes.
 #[derive(Default)]
 struct StopSignal {
     stopped: Mutex<bool>,
@@ -41,13 +42,18 @@ struct StopSignal {
 }
 
 impl StopSignal {
-    /// Waits up to `d`; true when asked to stop.
+    /// Waits up to `d`, or until woken; true when asked to stop.
     fn wait(&self, d: Duration) -> bool {
         let mut s = self.stopped.lock();
         if !*s {
             self.cv.wait_for(&mut s, d);
         }
         *s
+    }
+
+    fn wake(&self) {
+        let _s = self.stopped.lock();
+        self.cv.notify_all();
     }
 }
 
@@ -70,9 +76,10 @@ pub struct ServerState {
 }
 
 impl ServerState {
-    /// The shared state; starts the TTL monitor.
+    /// The shared state. The TTL monitor is started by whoever serves
+    /// ([`ServerState::start_ttl_monitor`]), not by every in-process state.
     pub fn new(db: Arc<DocDb>, config: &ServerConfig) -> Self {
-        let st = ServerState {
+        ServerState {
             db,
             cursors: CursorRegistry::default(),
             started: Instant::now(),
@@ -86,9 +93,7 @@ impl ServerState {
             stop: Arc::new(StopSignal::default()),
             ttl_thread: Mutex::new(None),
             hook: None,
-        };
-        st.start_ttl_monitor();
-        st
+        }
     }
     /// Puts a command hook in front of the built-in commands; `other_options` are shown by
     /// getCmdLineOpts.
@@ -121,27 +126,45 @@ impl ServerState {
     pub fn params(&self) -> Parameters {
         self.params.read().clone()
     }
+    /// Replaces the parameters; a background thread whose period changed recomputes its next
+    /// pass at once (a shorter `ttlMonitorSleepSecs` takes effect now, not after the old one).
     pub fn set_params(&self, p: Parameters) {
-        *self.params.write() = p;
+        let ttl_changed = {
+            let mut cur = self.params.write();
+            let changed = cur.ttl_monitor_sleep_secs != p.ttl_monitor_sleep_secs;
+            *cur = p;
+            changed
+        };
+        if ttl_changed {
+            self.stop.wake();
+        }
     }
     pub fn cursor_timeout(&self) -> Duration {
         Duration::from_millis(self.params.read().cursor_timeout_millis)
     }
 
     /// The TTL monitor (mongod's TTLMonitor): every `ttlMonitorSleepSecs` it deletes the
-    /// expired documents of every TTL index, batch by batch.
-    fn start_ttl_monitor(&self) {
+    /// expired documents of every TTL index, batch by batch. Started once, by the server.
+    pub fn start_ttl_monitor(&self) {
         let db = Arc::downgrade(&self.db);
         let stop = self.stop.clone();
         let params = self.params.clone();
+        let mut last_pass = Instant::now();
         let handle = std::thread::Builder::new()
             .name("flashdoc-ttl".into())
             .stack_size(crate::THREAD_STACK_BYTES)
             .spawn(move || loop {
                 let secs = params.read().ttl_monitor_sleep_secs.max(1);
-                if stop.wait(Duration::from_secs(secs)) {
-                    return;
+                let due = last_pass + Duration::from_secs(secs);
+                let now = Instant::now();
+                if now < due {
+                    // Woken early (a new period) or on time: look at the period again.
+                    if stop.wait(due - now) {
+                        return;
+                    }
+                    continue;
                 }
+                last_pass = now;
                 let Some(db) = db.upgrade() else { return };
                 match db.ttl_pass() {
                     Ok(0) => {}
@@ -153,7 +176,8 @@ impl ServerState {
                 }
             })
             .expect("spawn the TTL monitor");
-        *self.ttl_thread.lock() = Some(handle);
+        let previous = self.ttl_thread.lock().replace(handle);
+        assert!(previous.is_none(), "the TTL monitor is started once");
     }
 
     /// Stops the background threads (before the database shuts down).

@@ -2,7 +2,7 @@
 //! OP_REPLY (1) handshake, and OP_COMPRESSED (2012). Parsing never trusts a length: every
 //! field is bounds-checked and a bad message is an error, never a panic.
 
-use bson::{Document, RawDocumentBuf};
+use bson::{raw::ErrorKind, Document, RawDocument};
 use std::collections::HashSet;
 use std::fmt;
 
@@ -286,30 +286,44 @@ impl<'a> Cursor<'a> {
         if len < 5 {
             return err(format!("invalid BSON document length {len}"));
         }
-        let raw = self.take(len as usize)?;
-        check_document(raw)?;
-        let raw = RawDocumentBuf::from_bytes(raw.to_vec())
-            .map_err(|e| WireError::protocol(format!("invalid BSON: {e}")))?;
-        Document::try_from(raw.as_ref())
-            .map_err(|e| WireError::protocol(format!("invalid BSON: {e}")))
+        decode_document(self.take(len as usize)?)
     }
     fn done(&self) -> bool {
         self.pos == self.b.len()
     }
 }
 
-/// mongod refuses documents nested deeper than this (BSONDepth's default maximum).
-pub const MAX_BSON_DEPTH: usize = 200;
+pub use docdb::limits::MAX_BSON_DEPTH;
 /// The largest document a message may carry: a user document's 16 MB plus room for the command
 /// around it (mongod's BSONObjMaxInternalSize). A stored document is held to 16 MB by the
 /// document layer, which answers BSONObjectTooLarge (10334) as mongod does.
 pub const MAX_BSON_INTERNAL_SIZE: i32 = MAX_BSON_OBJECT_SIZE + 16 * 1024;
 
+/// Decodes one document a message carries: [`check_document`] first, then the decoder, which
+/// reads the bytes in place (no copy) and checks every string's UTF-8 once.
+pub fn decode_document(raw: &[u8]) -> Result<Document, WireError> {
+    check_document(raw)?;
+    let invalid = |e: bson::raw::Error| match e.kind {
+        // The decoder does not say which field: walk again, on this rare path only, to name it.
+        ErrorKind::Utf8EncodingError(_) => walk_document(raw, true)
+            .err()
+            .unwrap_or_else(|| invalid_utf8("(unknown)")),
+        _ => WireError::protocol(format!("invalid BSON: {e}")),
+    };
+    Document::try_from(RawDocument::from_bytes(raw).map_err(invalid)?).map_err(invalid)
+}
+
 /// Walks a BSON document's bytes without recursion and refuses nesting deeper than
-/// [`MAX_BSON_DEPTH`] and strings that are not UTF-8, before any recursive decoder sees it (a
-/// deep document would otherwise exhaust a worker thread's stack). Only the structure is
-/// checked here; the decoder checks the rest. Every document a message carries passes here.
+/// [`MAX_BSON_DEPTH`] before any recursive decoder sees it (a deep document would otherwise
+/// exhaust a worker thread's stack). Only the structure is checked here; the decoder checks
+/// the rest (UTF-8 included, once).
 pub fn check_document(b: &[u8]) -> Result<(), WireError> {
+    walk_document(b, false)
+}
+
+/// [`check_document`]'s walk; with `check_utf8` it also refuses a key or string that is not
+/// UTF-8, naming the field.
+fn walk_document(b: &[u8], check_utf8: bool) -> Result<(), WireError> {
     let bad = || WireError::protocol("invalid BSON: malformed element");
     let mut pos = 4usize;
     let mut depth = 1usize;
@@ -344,18 +358,18 @@ pub fn check_document(b: &[u8]) -> Result<(), WireError> {
         pos = cstr_end(pos)?;
         let key = &b[key_start..pos - 1];
         let field = || String::from_utf8_lossy(key).into_owned();
-        if std::str::from_utf8(key).is_err() {
+        if check_utf8 && std::str::from_utf8(key).is_err() {
             return Err(invalid_utf8(&field()));
         }
         pos += match t {
             0x01 | 0x09 | 0x11 | 0x12 => 8,
             0x02 | 0x0D | 0x0E => {
                 let n = i32_at(pos)?;
-                // The string's bytes, without its terminating NUL.
                 if n == 0 || b.len() < pos + 4 + n {
                     return Err(bad());
                 }
-                if std::str::from_utf8(&b[pos + 4..pos + 4 + n - 1]).is_err() {
+                // The string's bytes, without its terminating NUL.
+                if check_utf8 && std::str::from_utf8(&b[pos + 4..pos + 4 + n - 1]).is_err() {
                     return Err(invalid_utf8(&field()));
                 }
                 4 + n

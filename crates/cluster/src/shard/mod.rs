@@ -622,18 +622,14 @@ impl ShardNode {
         );
         let coll = call.cmd.get_str(call.name).ok()?;
         let ns = format!("{}.{coll}", call.db);
-        // The version is this hook's to check: the built-in command does not know the field.
-        let mut without_version = call.cmd.clone();
-        let received = match without_version.remove("shardVersion") {
-            Some(v) => match ChunkVersion::from_bson(&v) {
+        // The version is this hook's to check (declared in `command_fields`, so the built-in
+        // command takes the document as it is).
+        let received = match call.cmd.get("shardVersion") {
+            Some(v) => match ChunkVersion::from_bson(v) {
                 Ok(v) => Some(v),
                 Err(e) => return Some(error_reply(&e)),
             },
             None => None,
-        };
-        let call = &CommandCall {
-            cmd: &without_version,
-            ..*call
         };
         let Some(received) = received else {
             if !is_write {
@@ -736,6 +732,17 @@ impl ShardNode {
 }
 
 impl CommandHook for ShardNode {
+    /// A router's `shardVersion` on the commands it routes, and a retryable write's
+    /// `txnNumber` and statement ids (module docs; `sessions`).
+    fn command_fields(&self, name: &str) -> &'static [&'static str] {
+        match name {
+            "insert" | "update" | "delete" => &["shardVersion", "txnNumber", "stmtIds"],
+            "findAndModify" | "findandmodify" => &["shardVersion", "txnNumber", "stmtId"],
+            "find" | "count" | "distinct" | "aggregate" => &["shardVersion"],
+            _ => &[],
+        }
+    }
+
     fn run(&self, call: &CommandCall<'_>) -> Option<Document> {
         let result = match call.name {
             "_addShard" => self.add_shard_identity(call.cmd),

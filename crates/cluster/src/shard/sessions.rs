@@ -162,12 +162,7 @@ pub fn run_retryable(
         return match node.sessions.lookup(&s, stmt) {
             Ok(Some(rec)) => find_and_modify_reply(call.cmd, &rec)
                 .unwrap_or_else(|e| server::commands::error_reply(&e)),
-            Ok(None) => {
-                // The statement id is this hook's: the built-in command does not know it.
-                let mut one = call.cmd.clone();
-                one.remove("stmtId");
-                run_one(&one, stmt, "findAndModify")
-            }
+            Ok(None) => run_one(call.cmd, stmt, "findAndModify"),
             Err(e) => server::commands::error_reply(&e),
         };
     }
