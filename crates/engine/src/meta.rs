@@ -90,6 +90,10 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
         .ctx(|| format!("fsync directory {}", dir.display()))
 }
 
+/// How long [`ProcessLock::acquire`] waits for a held lock before it reports it.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// An exclusive advisory lock on `dbPath/flashdoc.lock`, held for the engine's life.
 pub struct ProcessLock {
     _file: File,
@@ -106,17 +110,29 @@ impl ProcessLock {
             .truncate(false)
             .open(&path)
             .ctx(|| format!("opening the lock file {}", path.display()))?;
-        // SAFETY: flock on a valid descriptor we own.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc != 0 {
+        // A lock is held by an open file description, and a process that forks copies its
+        // descriptors (close-on-exec ones too) until the child execs: a lock this process
+        // released a moment ago can still be held by a child it is starting, for as long as
+        // that child takes to reach exec. So a held lock is retried for a bounded time
+        // (`LOCK_WAIT`) before it is reported.
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        loop {
+            // SAFETY: flock on a valid descriptor we own.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc == 0 {
+                break;
+            }
             let e = std::io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(Error::io(format!("locking {}", path.display()), e));
+            }
+            if std::time::Instant::now() >= deadline {
                 return Err(Error::Locked {
                     path: dir.to_path_buf(),
                     lock: path,
                 });
             }
-            return Err(Error::io(format!("locking {}", path.display()), e));
+            std::thread::sleep(LOCK_RETRY);
         }
         file.set_len(0)
             .ctx(|| format!("writing {}", path.display()))?;
@@ -124,5 +140,58 @@ impl ProcessLock {
             .write_all(format!("{}\n", std::process::id()).as_bytes())
             .ctx(|| format!("writing {}", path.display()))?;
         Ok(ProcessLock { _file: file, path })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+    use std::time::Duration;
+
+    /// The flake this wait fixes, made deterministic: a child between its fork and its exec
+    /// (another thread is inside `Command::spawn`) holds a copy of the lock's descriptor, so
+    /// the lock outlives its release here until the child execs.
+    #[test]
+    fn a_lock_held_by_a_starting_child_is_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = ProcessLock::acquire(dir.path()).unwrap();
+        let mut fds = [0; 2];
+        // SAFETY: a pipe into a valid two-element array.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let (read_fd, write_fd) = (fds[0], fds[1]);
+        let spawner = std::thread::spawn(move || {
+            let mut cmd = std::process::Command::new("true");
+            // SAFETY: the closure only calls write and nanosleep (async-signal-safe).
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::write(write_fd, b"f".as_ptr().cast(), 1);
+                    std::thread::sleep(Duration::from_millis(300));
+                    Ok(())
+                });
+            }
+            cmd.status().unwrap()
+        });
+        // The child has forked (it holds the lock's descriptor) and sleeps before its exec.
+        let mut byte = 0u8;
+        // SAFETY: reads one byte into a valid buffer.
+        assert_eq!(
+            unsafe { libc::read(read_fd, (&mut byte as *mut u8).cast(), 1) },
+            1
+        );
+        drop(lock);
+        let probe = File::open(dir.path().join(LOCK)).unwrap();
+        // SAFETY: flock on a valid descriptor we own.
+        let rc = unsafe { libc::flock(probe.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        assert_ne!(rc, 0, "the starting child should still hold the lock");
+        drop(probe);
+        let again = ProcessLock::acquire(dir.path());
+        assert!(spawner.join().unwrap().success());
+        // SAFETY: closing the pipe's two descriptors, which this test owns.
+        unsafe {
+            libc::close(read_fd);
+            libc::close(write_fd);
+        }
+        assert!(again.is_ok(), "{:?}", again.err());
     }
 }

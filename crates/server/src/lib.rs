@@ -67,8 +67,8 @@ const MMAP_THRESHOLD_BYTES: i32 = 1 << 20;
 
 fn bound_allocator_retention() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes the allocator's tuning; it is called before any thread of
-    // the server starts.
+    // SAFETY: mallopt only changes the allocator's tuning, under the allocator's own lock (the
+    // engine's threads already run when the server starts).
     unsafe {
         if libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) != 1 {
             log::warn("CONTROL", "cannot set the allocator's mmap threshold");
