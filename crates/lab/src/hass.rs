@@ -401,8 +401,12 @@ impl Lab {
             let at = self.next_checkpoint;
             self.clock.0.store(at, Ordering::Relaxed);
             for s in &mut self.shards {
+                s.db.engine().settle_background_io();
                 s.writes.0.lock().clear();
                 s.db.engine().checkpoint().map_err(|e| anyhow!("{e}"))?;
+                // A journal flush the checkpoint made due runs on the flusher's thread: wait
+                // for it, so it is charged here and not to whichever operation runs next.
+                s.db.engine().settle_background_io();
                 let ws: Vec<_> = std::mem::take(&mut *s.writes.0.lock());
                 for (f, o, l) in ws {
                     s.device.write(at, f, o, l)?;
@@ -568,6 +572,12 @@ fn phase(
             continue;
         };
         let shard = owner(lab, &key)?;
+        // Journal flushes that work between operations made due (a migration's recipient
+        // thread, a split) finish before this operation's charge begins, whatever the thread
+        // scheduling: they are never charged to it.
+        for s in &lab.shards {
+            s.db.engine().settle_background_io();
+        }
         let s = &mut lab.shards[shard];
         s.writes.0.lock().clear();
         let reply = lab.router_state.clone();
