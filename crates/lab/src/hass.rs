@@ -573,8 +573,8 @@ fn phase(
         };
         let shard = owner(lab, &key)?;
         // Journal flushes that work between operations made due (a migration's recipient
-        // thread, a split) finish before this operation's charge begins, whatever the thread
-        // scheduling: they are never charged to it.
+        // thread, a range deletion) finish before this operation's charge begins, whatever the
+        // thread scheduling: they are never charged to it.
         for s in &lab.shards {
             s.db.engine().settle_background_io();
         }
