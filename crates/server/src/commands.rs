@@ -1459,7 +1459,13 @@ pub(crate) fn cursor_reply(
         entry.no_timeout = opts.no_timeout;
         entry.tailable = opts.tailable;
         entry.await_data = opts.await_data;
-        entry.interrupt = opts.interrupt;
+        // Every kept cursor can be killed, even one opened without an interrupt of its own (a
+        // listing, a router's merged cursor): killCursors must stop a getMore reading it.
+        entry.interrupt = if opts.interrupt == Interrupt::none() {
+            Interrupt::new(None)
+        } else {
+            opts.interrupt
+        };
         state.cursors().insert(entry)
     };
     Ok(doc! {"cursor": {field: batch, "id": id, "ns": ns}})
