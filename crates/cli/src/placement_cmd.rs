@@ -26,6 +26,59 @@ enum PlacementCommand {
     Replay(Box<ReplayArgs>),
     /// Write the synthetic WiredTiger-like two-region event trace (placement::synth).
     Synth(SynthArgs),
+    /// Convert a trace captured outside flashdoc (a CSV of file calls with its file table, or
+    /// blkparse text) into the event format that `placement replay` and the lab read.
+    Import(ImportArgs),
+}
+
+#[derive(clap::Args)]
+struct ImportArgs {
+    #[command(subcommand)]
+    from: ImportFrom,
+}
+
+#[derive(clap::Subcommand)]
+enum ImportFrom {
+    /// A CSV `time_ns,op,file_id,offset,len` of file-level calls, with `--files` (`file_id,path`).
+    Csv {
+        /// The calls.
+        events: PathBuf,
+        /// The file table: each id's path relative to the database directory.
+        #[arg(long)]
+        files: PathBuf,
+        /// The event trace to write.
+        #[arg(long, short)]
+        out: PathBuf,
+        /// How checkpoints are found: gap (the first data-file sync after 2 s with none),
+        /// gap:SECONDS, turtle (WiredTiger's turtle-file rename, exact) or none.
+        #[arg(long, default_value = "gap")]
+        checkpoints: String,
+        /// File kinds by path: `collection=GLOB[,GLOB…];index=…;journal=…` (first match wins;
+        /// the rest is metadata). Default: WiredTiger's and MongoDB's names.
+        #[arg(long)]
+        kinds: Option<String>,
+    },
+    /// blkparse's default text output.
+    Blkparse {
+        /// The blkparse output.
+        input: PathBuf,
+        /// `path,first_lba,last_lba` (512-byte sectors, inclusive; a path on several lines has
+        /// those extents in file order). Without it every write is to one file.
+        #[arg(long)]
+        file_map: Option<PathBuf>,
+        /// The action whose lines are the device's view: D (issued), Q (queued) or C (completed).
+        #[arg(long, default_value = "D")]
+        action: String,
+        /// Only this device (`8,0`); needed when the trace holds more than one.
+        #[arg(long)]
+        device: Option<String>,
+        /// The event trace to write.
+        #[arg(long, short)]
+        out: PathBuf,
+        /// File kinds of the mapped paths, as for `import csv`.
+        #[arg(long)]
+        kinds: Option<String>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -144,7 +197,123 @@ pub fn run(args: PlacementArgs) -> Result<()> {
     match args.command {
         PlacementCommand::Replay(a) => replay(*a),
         PlacementCommand::Synth(a) => synth(a),
+        PlacementCommand::Import(a) => import(a),
     }
+}
+
+fn import(a: ImportArgs) -> Result<()> {
+    use placement::classify::FileClassifier;
+    use placement::import::{blkparse, csv, CheckpointRule};
+    let classifier = |kinds: &Option<String>| match kinds {
+        Some(spec) => FileClassifier::parse(spec).map_err(anyhow::Error::msg),
+        None => Ok(FileClassifier::default()),
+    };
+    let started = Instant::now();
+    let (out, summary) = match a.from {
+        ImportFrom::Csv {
+            events,
+            files,
+            out,
+            checkpoints,
+            kinds,
+        } => {
+            let import = csv::CsvImport {
+                classifier: classifier(&kinds)?,
+                checkpoints: CheckpointRule::parse(&checkpoints).map_err(anyhow::Error::msg)?,
+            };
+            let mut w = trace_writer(&out)?;
+            let s = import.run(&events, &files, |e| w.write(&e))?;
+            w.flush()
+                .with_context(|| format!("writing {}", out.display()))?;
+            (out, s)
+        }
+        ImportFrom::Blkparse {
+            input,
+            file_map,
+            action,
+            device,
+            out,
+            kinds,
+        } => {
+            if !matches!(action.as_str(), "D" | "Q" | "C") {
+                bail!("--action {action}: expected D, Q or C");
+            }
+            let open = |p: &Path| {
+                std::fs::File::open(p)
+                    .map(|f| std::io::BufReader::with_capacity(1 << 20, f))
+                    .with_context(|| format!("opening {}", p.display()))
+            };
+            let file_map = match &file_map {
+                Some(p) => Some(blkparse::FileMap::parse(
+                    open(p)?,
+                    &p.display().to_string(),
+                )?),
+                None => None,
+            };
+            let import = blkparse::BlkparseImport {
+                file_map,
+                classifier: classifier(&kinds)?,
+                action,
+                device,
+            };
+            let mut w = trace_writer(&out)?;
+            let s = import.run(open(&input)?, &input.display().to_string(), |e| w.write(&e))?;
+            w.flush()
+                .with_context(|| format!("writing {}", out.display()))?;
+            (out, s)
+        }
+    };
+    println!(
+        "{}: {} events from {} lines in {:.1} s: {} files, {} writes ({:.1} MiB), {} checkpoints, \
+         {} renames, {} removes, {} truncates, {} discards",
+        out.display(),
+        summary.events,
+        summary.lines,
+        started.elapsed().as_secs_f64(),
+        summary.files,
+        summary.writes,
+        summary.write_bytes as f64 / (1u64 << 20) as f64,
+        summary.checkpoints,
+        summary.renames,
+        summary.removes,
+        summary.truncates,
+        summary.discards
+    );
+    let left_out = [
+        (
+            summary.failed_writes,
+            "failed writes (negative length): nothing written",
+        ),
+        (
+            summary.writes_to_removed,
+            "writes to a removed file: left out",
+        ),
+        (
+            summary.implicit_opens,
+            "descriptors open before the trace began: opened at first use",
+        ),
+        (
+            summary.mmaps,
+            "mmap calls: writes through a mapping are invisible",
+        ),
+        (
+            summary.fallocates,
+            "fallocate calls: space reserved, nothing written",
+        ),
+        (
+            summary.reordered_times,
+            "lines stamped before the line above: kept in file order",
+        ),
+    ];
+    for (n, what) in left_out.into_iter().filter(|(n, _)| *n > 0) {
+        println!("  note: {n} {what}");
+    }
+    Ok(())
+}
+
+fn trace_writer(out: &Path) -> Result<placement::trace::TraceWriter> {
+    placement::trace::TraceWriter::create(out)
+        .with_context(|| format!("creating the event trace {}", out.display()))
 }
 
 fn synth(a: SynthArgs) -> Result<()> {
@@ -664,6 +833,94 @@ mod tests {
         assert_eq!(
             resolve_points(&t, &[("x", RunPoint::Event(6))]).unwrap(),
             vec![6]
+        );
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: PlacementCommand,
+    }
+
+    fn cli(args: &[&str]) -> Result<()> {
+        use clap::Parser;
+        let cli = Cli::try_parse_from(std::iter::once("placement").chain(args.iter().copied()))?;
+        run(PlacementArgs {
+            command: cli.command,
+        })
+    }
+
+    /// An imported CSV trace replays like an engine's: its checkpoints are run points, and
+    /// every byte it wrote reaches the device.
+    #[test]
+    fn an_imported_csv_trace_replays_with_its_checkpoints() {
+        use std::fmt::Write as _;
+        let dir = tempfile::tempdir().unwrap();
+        let p = |name: &str| dir.path().join(name).display().to_string();
+        std::fs::write(
+            p("files.csv"),
+            "file_id,path\n1,collection-0-1.wt\n2,journal/WiredTigerLog.1\n",
+        )
+        .unwrap();
+        // A 4 MiB collection overwritten at random 4 KiB pages, a journal appended; a sync
+        // burst every 3 s of trace time.
+        let mut csv = String::from("time_ns,op,file_id,offset,len\n");
+        let mut x: u64 = 7;
+        let mut t: u64 = 0;
+        for i in 0..20_000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            t += 1_000_000;
+            writeln!(csv, "{t},write,1,{},4096", (x >> 33) % 1024 * 4096).unwrap();
+            writeln!(csv, "{t},write,2,{},512", i * 512).unwrap();
+            if i % 3000 == 2999 {
+                writeln!(csv, "{t},fdatasync,1,0,0").unwrap();
+            }
+        }
+        std::fs::write(p("events.csv"), csv).unwrap();
+        let (events, files, trace) = (p("events.csv"), p("files.csv"), p("t.trace"));
+        cli(&["import", "csv", &events, "--files", &files, "-o", &trace]).unwrap();
+        let points = [("--warmup-records", RunPoint::Checkpoint(2))];
+        let at = resolve_points(Path::new(&trace), &points).unwrap()[0];
+        assert!(at > 0);
+        let json = p("r.json");
+        cli(&[
+            "replay",
+            &trace,
+            "--policy",
+            "none,file",
+            "--size-to-trace",
+            "--no-timing",
+            "--no-trim",
+            "--fs-discard=off",
+            "--precondition",
+            "--warmup-records",
+            "checkpoint:2",
+            "--pages-per-block",
+            "16",
+            "--json",
+            &json,
+        ])
+        .unwrap();
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let runs = v["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 2);
+        for r in runs {
+            assert_eq!(r["event_counts"]["writes"], 40_000, "{r}");
+            assert!(r["write_amplification"].as_f64().unwrap() >= 1.0, "{r}");
+        }
+        // Bad input names its line.
+        std::fs::write(
+            p("bad.csv"),
+            "time_ns,op,file_id,offset,len\n1,write,1,0,4096\n2,wrte,1,0,1\n",
+        )
+        .unwrap();
+        let bad = p("bad.csv");
+        let err = cli(&["import", "csv", &bad, "--files", &files, "-o", &trace]).unwrap_err();
+        assert!(
+            err.to_string().contains("bad.csv line 3: unknown op"),
+            "{err}"
         );
     }
 }

@@ -9,7 +9,9 @@
 //! WiredTiger-like event stream; [`sim`] (feature `sim`) replays events with a policy on the
 //! `ssd` crate's simulated device. See `docs/placement.md`.
 
+pub mod classify;
 pub mod event;
+pub mod import;
 pub mod observer;
 pub mod policy;
 #[cfg(any(test, feature = "sim"))]
