@@ -197,16 +197,6 @@ impl<R: Read> TraceReader<R> {
         self.input.read_exact(&mut b)?;
         Ok(u16::from_le_bytes(b))
     }
-    fn u32(&mut self) -> io::Result<u32> {
-        let mut b = [0u8; 4];
-        self.input.read_exact(&mut b)?;
-        Ok(u32::from_le_bytes(b))
-    }
-    fn u64(&mut self) -> io::Result<u64> {
-        let mut b = [0u8; 8];
-        self.input.read_exact(&mut b)?;
-        Ok(u64::from_le_bytes(b))
-    }
     fn name(&mut self) -> io::Result<String> {
         let n = self.u16()? as usize;
         let mut b = vec![0u8; n];
@@ -232,13 +222,35 @@ impl<R: Read> TraceReader<R> {
     }
 
     fn read_body(&mut self, tag: u8) -> io::Result<Event> {
-        let time_ns = self.u64()?;
+        // One read of the record's fixed part (two calls per event instead of one per field:
+        // decoding was a fifth of a replay's time), then the name if it has one.
+        let fixed = match tag {
+            0 => 8 + 4 + 1,
+            1 => 8 + 4,
+            2 => 8 + 4,
+            3 => 8 + 4 + 8,
+            4 => 8 + 4 + 1 + 4 + 1 + 8 + 4 + 1 + 1 + 8,
+            5 => 8 + 4 + 8 + 8,
+            6 | 7 => 8 + 8,
+            t => {
+                return Err(bad(format!(
+                    "event {}: unknown record tag {t}",
+                    self.events_read
+                )))
+            }
+        };
+        let mut buf = [0u8; 40];
+        self.input.read_exact(&mut buf[..fixed])?;
+        let mut f = Fields(&buf[..fixed]);
+        let time_ns = f.u64();
+        let event = self.events_read;
+        let file_kind = |k: u8| {
+            FileKind::from_u8(k).ok_or_else(|| bad(format!("event {event}: bad file kind {k}")))
+        };
         Ok(match tag {
             0 => {
-                let file = self.u32()?;
-                let k = self.u8()?;
-                let kind = FileKind::from_u8(k)
-                    .ok_or_else(|| bad(format!("event {}: bad file kind {k}", self.events_read)))?;
+                let file = f.u32();
+                let kind = file_kind(f.u8())?;
                 Event::FileCreate {
                     time_ns,
                     file,
@@ -248,41 +260,34 @@ impl<R: Read> TraceReader<R> {
             }
             1 => Event::FileRename {
                 time_ns,
-                file: self.u32()?,
+                file: f.u32(),
                 name: self.name()?,
             },
             2 => Event::FileRemove {
                 time_ns,
-                file: self.u32()?,
+                file: f.u32(),
             },
             3 => Event::FileTruncate {
                 time_ns,
-                file: self.u32()?,
-                len: self.u64()?,
+                file: f.u32(),
+                len: f.u64(),
             },
             4 => {
-                let file = self.u32()?;
-                let fk = self.u8()?;
-                let file_kind = FileKind::from_u8(fk).ok_or_else(|| {
-                    bad(format!("event {}: bad file kind {fk}", self.events_read))
-                })?;
-                let table = self.u32()?;
-                let pk = self.u8()?;
-                let page_kind = PageKind::from_u8(pk).ok_or_else(|| {
-                    bad(format!("event {}: bad page kind {pk}", self.events_read))
-                })?;
-                let offset = self.u64()?;
-                let len = self.u32()?;
-                let flags = self.u8()?;
+                let file = f.u32();
+                let file_kind = file_kind(f.u8())?;
+                let table = f.u32();
+                let pk = f.u8();
+                let page_kind = PageKind::from_u8(pk)
+                    .ok_or_else(|| bad(format!("event {event}: bad page kind {pk}")))?;
+                let offset = f.u64();
+                let len = f.u32();
+                let flags = f.u8();
                 let cause = WriteCause::from_u8((flags >> 1) & 3).expect("two bits");
                 if flags >> 3 != 0 {
                     return Err(bad(format!(
-                        "event {}: unknown write flags {flags:#x}",
-                        self.events_read
+                        "event {event}: unknown write flags {flags:#x}"
                     )));
                 }
-                let stream = self.u8()?;
-                let page_id = self.u64()?;
                 Event::Write(WriteEvent {
                     time_ns,
                     file,
@@ -292,32 +297,50 @@ impl<R: Read> TraceReader<R> {
                     offset,
                     len,
                     id_index: flags & 1 != 0,
-                    stream,
-                    page_id,
+                    stream: f.u8(),
+                    page_id: f.u64(),
                     cause,
                 })
             }
             5 => Event::Free {
                 time_ns,
-                file: self.u32()?,
-                offset: self.u64()?,
-                len: self.u64()?,
+                file: f.u32(),
+                offset: f.u64(),
+                len: f.u64(),
             },
             6 => Event::CheckpointBegin {
                 time_ns,
-                id: self.u64()?,
+                id: f.u64(),
             },
-            7 => Event::CheckpointCommit {
+            _ => Event::CheckpointCommit {
                 time_ns,
-                id: self.u64()?,
+                id: f.u64(),
             },
-            t => {
-                return Err(bad(format!(
-                    "event {}: unknown record tag {t}",
-                    self.events_read
-                )))
-            }
         })
+    }
+}
+
+/// Little-endian fields taken in order from a record's fixed part (its length was checked
+/// against the tag before, so a short slice is a bug here).
+struct Fields<'a>(&'a [u8]);
+
+impl Fields<'_> {
+    fn take<const N: usize>(&mut self) -> [u8; N] {
+        let (head, rest) = self
+            .0
+            .split_first_chunk::<N>()
+            .expect("field in the record");
+        self.0 = rest;
+        *head
+    }
+    fn u8(&mut self) -> u8 {
+        self.take::<1>()[0]
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.take())
+    }
+    fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.take())
     }
 }
 

@@ -116,44 +116,48 @@ impl FsLayout {
         if map.len() < end as usize {
             map.resize(end as usize, UNMAPPED);
         }
-        let missing = map[first as usize..end as usize]
-            .iter()
-            .filter(|&&l| l == UNMAPPED)
-            .count() as u64;
+        let pages = &map[first as usize..end as usize];
+        let missing = pages.iter().filter(|&&l| l == UNMAPPED).count() as u64;
+        if missing == 0 {
+            // An overwrite, the common case: nothing to allocate.
+            push_ranges(pages, out);
+            return Ok(());
+        }
         if missing > self.free_pages {
             return Err(SsdError::LayoutFull {
                 needed: missing - self.free_pages,
                 capacity: self.capacity,
             });
         }
-        let mut i = first;
-        while i < end {
-            if self.files[&file][i as usize] != UNMAPPED {
+        // Out of the file table while `take` borrows the free map; back in below.
+        let mut map = std::mem::take(map);
+        self.allocate_holes(&mut map[first as usize..end as usize]);
+        push_ranges(&map[first as usize..end as usize], out);
+        self.files.insert(file, map);
+        self.peak_used = self.peak_used.max(self.used_pages());
+        Ok(())
+    }
+
+    /// Gives every unmapped page of `pages` an LBA, a run of holes at a time.
+    fn allocate_holes(&mut self, pages: &mut [u32]) {
+        let mut i = 0;
+        while i < pages.len() {
+            if pages[i] != UNMAPPED {
                 i += 1;
                 continue;
             }
-            let map = &self.files[&file];
-            let mut run_end = i;
-            while run_end < end && map[run_end as usize] == UNMAPPED {
-                run_end += 1;
-            }
-            let mut next_page = i;
-            let mut need = run_end - i;
-            while need > 0 {
-                let (start, got) = self.take(need);
-                let map = self.files.get_mut(&file).expect("file exists");
-                for k in 0..got {
-                    map[(next_page + k) as usize] = (start + k) as u32;
+            let run_end = pages[i..]
+                .iter()
+                .position(|&l| l != UNMAPPED)
+                .map_or(pages.len(), |n| i + n);
+            while i < run_end {
+                let (start, got) = self.take((run_end - i) as u64);
+                for (k, lba) in pages[i..i + got as usize].iter_mut().enumerate() {
+                    *lba = (start + k as u64) as u32;
                 }
-                next_page += got;
-                need -= got;
+                i += got as usize;
             }
-            i = run_end;
         }
-        self.peak_used = self.peak_used.max(self.used_pages());
-        let map = &self.files[&file];
-        push_ranges(&map[first as usize..end as usize], out);
-        Ok(())
     }
 
     /// The LBA ranges currently mapped for bytes `offset..offset+len` (for reads); pages never
