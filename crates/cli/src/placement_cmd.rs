@@ -674,6 +674,7 @@ fn row_json(r: &Row, none: Option<&Row>) -> Value {
     json!({
         "policy": r.name,
         "write_amplification": f.waf,
+        "write_amplification_from_first_checkpoint": r.out.waf_from_first_checkpoint,
         "gc_copy_pages": f.gc,
         "erases": f.erases,
         "mb_per_s": f.mbps,
@@ -711,10 +712,11 @@ fn print_table(rows: &[Row]) {
         None => "-".into(),
     };
     println!(
-        "{:<17} {:>7} {:>6} {:>12} {:>6} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6}",
+        "{:<17} {:>7} {:>6} {:>8} {:>12} {:>6} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6}",
         "policy",
         "WAF",
         "×none",
+        "WAF ckpt",
         "GC copies",
         "×none",
         "erases",
@@ -728,10 +730,13 @@ fn print_table(rows: &[Row]) {
         let f = figures(&r.out);
         let opt = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.1}"));
         println!(
-            "{:<17} {:>7.4} {:>6} {:>12} {:>6} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6}",
+            "{:<17} {:>7.4} {:>6} {:>8} {:>12} {:>6} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6}",
             r.name,
             f.waf,
             rel(f.waf, base.as_ref().map(|b| b.waf)),
+            r.out
+                .waf_from_first_checkpoint
+                .map_or("-".into(), |w| format!("{w:.4}")),
             f.gc,
             rel(f.gc as f64, base.as_ref().map(|b| b.gc as f64)),
             f.erases,
@@ -909,6 +914,8 @@ mod tests {
         for r in runs {
             assert_eq!(r["event_counts"]["writes"], 40_000, "{r}");
             assert!(r["write_amplification"].as_f64().unwrap() >= 1.0, "{r}");
+            let steady = r["write_amplification_from_first_checkpoint"].as_f64();
+            assert!(steady.is_some_and(|w| w >= 1.0), "{r}");
         }
         // Bad input names its line.
         std::fs::write(

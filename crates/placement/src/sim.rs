@@ -238,6 +238,12 @@ impl<D: BlockDevice> FsPipeline<D> {
 pub struct ReplayOutcome {
     pub policy: &'static str,
     pub events: u64,
+    /// Write amplification from the first checkpoint commit at or after the run phase's start
+    /// (the later of `reset_stats_at` and `end_of_load_at`) to the end: the whole-run WAF
+    /// includes the device's start-up transient (a preconditioned device's first GC passes,
+    /// the load's tail), this one leaves it out. `None` without such a checkpoint or writes
+    /// after it.
+    pub waf_from_first_checkpoint: Option<f64>,
     pub counts: EventCounts,
     pub trim: Option<TrimStats>,
     pub layout: LayoutStats,
@@ -250,6 +256,8 @@ pub struct Replayer {
     pipe: FsPipeline<Ssd>,
     cfg: ReplayConfig,
     index: u64,
+    /// (host pages, GC copies) at the first checkpoint commit of the run phase.
+    at_first_checkpoint: Option<(u64, u64)>,
 }
 
 impl Replayer {
@@ -259,6 +267,7 @@ impl Replayer {
             pipe: FsPipeline::new(dev, fs, cfg.trim),
             cfg,
             index: 0,
+            at_first_checkpoint: None,
         }
     }
 
@@ -294,15 +303,34 @@ impl Replayer {
                 0
             }
         };
-        self.pipe.apply(ev, stream)
+        self.pipe.apply(ev, stream)?;
+        let run_start = self
+            .cfg
+            .reset_stats_at
+            .max(self.cfg.end_of_load_at.unwrap_or(0));
+        if self.at_first_checkpoint.is_none()
+            && self.index > run_start
+            && matches!(ev, Event::CheckpointCommit { .. })
+        {
+            let s = self.pipe.dev.stats();
+            self.at_first_checkpoint = Some((s.host_write_pages, s.gc_copy_pages));
+        }
+        Ok(())
     }
 
     /// Releases pending TRIMs and reports.
     pub fn finish(self) -> Result<ReplayOutcome, SsdError> {
         let (trim, layout, counts, dev) = self.pipe.finish()?;
+        let waf_from_first_checkpoint = self.at_first_checkpoint.and_then(|(host, gc)| {
+            let s = dev.stats();
+            let host = s.host_write_pages.checked_sub(host)?;
+            let gc = s.gc_copy_pages.checked_sub(gc)?;
+            (host > 0).then(|| (host + gc) as f64 / host as f64)
+        });
         Ok(ReplayOutcome {
             policy: self.policy.name(),
             events: self.index,
+            waf_from_first_checkpoint,
             counts,
             trim,
             layout,

@@ -236,3 +236,42 @@ fn ranking_holds_over_seeds() {
         assert!(best_oracle < waf("dsm"), "seed {seed}: {table}");
     }
 }
+
+/// The steady-state WAF is the whole run's less what the device did up to the run phase's first
+/// checkpoint commit: replaying the trace up to that commit gives the counters to subtract.
+#[test]
+fn waf_from_the_first_checkpoint_leaves_out_what_came_before_it() {
+    let trace = generate(&SynthConfig::linkbench_like(3));
+    let rc = ReplayConfig {
+        trim: TrimConfig {
+            batch: None,
+            when: TrimWhen::Free,
+        },
+        end_of_load_at: Some(trace.end_of_load as u64),
+        reset_stats_at: 0,
+    };
+    let pc = PlacementConfig::default();
+    let replay = |events: &[Event]| {
+        let (dev, fs) = device(&trace, pc.streams);
+        replay_events(events, make_policy("file", &pc).unwrap(), dev, fs, rc).unwrap()
+    };
+    let commit = trace.events[trace.end_of_load..]
+        .iter()
+        .position(|e| matches!(e, Event::CheckpointCommit { .. }))
+        .expect("a checkpoint in the run phase")
+        + trace.end_of_load;
+    let (full, head) = (replay(&trace.events), replay(&trace.events[..=commit]));
+    let programs = |o: &ReplayOutcome| {
+        let c = &o.report.counters;
+        (c.host_write_pages, c.host_write_pages + c.gc_copy_pages)
+    };
+    let ((host, prog), (host0, prog0)) = (programs(&full), programs(&head));
+    let expected = (prog - prog0) as f64 / (host - host0) as f64;
+    let got = full.waf_from_first_checkpoint.expect("measured");
+    assert!((got - expected).abs() < 1e-12, "{got} vs {expected}");
+    assert_ne!(got, full.report.write_amplification);
+    assert_eq!(
+        head.waf_from_first_checkpoint, None,
+        "no write after the commit"
+    );
+}
