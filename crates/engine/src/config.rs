@@ -1,9 +1,9 @@
 //! Engine and table configuration, with MongoDB's defaults (see docs/engine.md for sources).
 
 use crate::error::{Error, Result};
-use crate::journal::JournalConfig;
 use placement::{FileKind, Observer};
 use serde::{Deserialize, Serialize};
+use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -298,7 +298,10 @@ pub struct EngineConfig {
     /// Receives every I/O event; `None` costs nothing.
     pub observer: Option<Arc<dyn Observer>>,
     /// Stream placement, Linux hints and TRIM (`storage.flash`).
-    pub flash: crate::events::FlashConfig,
+    pub flash: crate::io::FlashConfig,
+    /// The file backend every I/O goes through (`None`: the operating system's files). Tests
+    /// plug in `io::FaultyFiles` here.
+    pub backend: Option<Arc<dyn crate::io::Backend>>,
 }
 
 impl EngineConfig {
@@ -319,7 +322,8 @@ impl EngineConfig {
             checkpoint_log_size: None,
             checkpoint_written_bytes: None,
             observer: None,
-            flash: crate::events::FlashConfig::default(),
+            flash: crate::io::FlashConfig::default(),
+            backend: None,
         }
     }
 
@@ -401,5 +405,83 @@ mod tests {
             "inMemory".parse::<EngineKind>().unwrap(),
             EngineKind::InMemory
         );
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JournalCompressor {
+    None,
+    Snappy,
+    Zstd,
+}
+
+impl FromStr for JournalCompressor {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" => Ok(JournalCompressor::None),
+            "snappy" => Ok(JournalCompressor::Snappy),
+            "zstd" => Ok(JournalCompressor::Zstd),
+            _ => Err(Error::Config(format!(
+                "unknown journal compressor {s:?} (expected none, snappy or zstd)"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for JournalCompressor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            JournalCompressor::None => "none",
+            JournalCompressor::Snappy => "snappy",
+            JournalCompressor::Zstd => "zstd",
+        })
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct JournalConfig {
+    /// The journal directory (dbPath/journal); created if missing.
+    pub dir: PathBuf,
+    /// Size of a journal file; 64 KiB to 2 GiB.
+    pub file_max: u64,
+    /// Group-commit sync period (MongoDB's commitIntervalMs).
+    pub commit_interval: Duration,
+    pub compressor: JournalCompressor,
+    /// Allocate new files to `file_max` before use, so that running out of space shows up when a
+    /// file is created rather than in the middle of a write, and appends do not change the size.
+    pub preallocate: bool,
+}
+
+pub const MIN_FILE_MAX: u64 = 64 << 10;
+pub const MAX_FILE_MAX: u64 = 2 << 30;
+
+impl Default for JournalConfig {
+    fn default() -> Self {
+        JournalConfig {
+            dir: PathBuf::from("journal"),
+            file_max: 100 << 20,
+            commit_interval: Duration::from_millis(100),
+            compressor: JournalCompressor::Snappy,
+            preallocate: true,
+        }
+    }
+}
+
+impl JournalConfig {
+    /// Checks the settings (also done by `EngineConfig::validate`, before anything is created).
+    pub fn validate(&self) -> Result<()> {
+        if !(MIN_FILE_MAX..=MAX_FILE_MAX).contains(&self.file_max) {
+            return Err(Error::Config(format!(
+                "journal file_max {} is out of range ({MIN_FILE_MAX} to {MAX_FILE_MAX} bytes)",
+                self.file_max
+            )));
+        }
+        if self.commit_interval.is_zero() {
+            return Err(Error::Config(
+                "journal commit_interval must be greater than zero".into(),
+            ));
+        }
+        Ok(())
     }
 }

@@ -13,21 +13,20 @@
 //! metadata by rename; release what the previous checkpoint held; delete old journal files.
 //! With the journal off, a checkpoint excludes writers instead, so it is a consistent snapshot.
 
-use crate::block::{BlockFile, FileTag};
+use crate::block::BlockFile;
 use crate::btree::{copy_range, Leaf, Table, MAX_KEY_LEN};
 use crate::cache::Cache;
 use crate::config::{EngineConfig, TableConfig};
 use crate::cursor::BatchedCursor;
 use crate::error::{Error, IoContext, Result};
-use crate::events::Events;
+use crate::io::{FileRole, Io};
+use crate::journal::record::{self, Record};
 use crate::journal::{self, Journal, Lsn};
 use crate::kv::{
     Direction, KvCursor, KvEngine, KvPair, Reconfigure, TableId, WriteBatch, WriteOptions,
 };
 use crate::meta::{self, Metadata, ProcessLock, TableMeta};
-use crate::page::{put_varint, Reader};
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
-use placement::Event;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -37,11 +36,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 const TABLE_EXT: &str = "fdb";
-
-/// Journal record tags.
-const REC_BATCH: u8 = 1;
-const REC_CREATE: u8 = 2;
-const REC_DROP: u8 = 3;
 
 #[derive(Default)]
 struct Tables {
@@ -81,7 +75,7 @@ struct Counters {
 
 struct Inner {
     cfg: EngineConfig,
-    events: Arc<Events>,
+    io: Arc<Io>,
     cache: Arc<Cache>,
     tables: RwLock<Tables>,
     journal: Option<Arc<Journal>>,
@@ -126,8 +120,8 @@ impl DiskEngine {
         }
         std::fs::create_dir_all(&dir).ctx(|| format!("creating dbPath {}", dir.display()))?;
         let lock = ProcessLock::acquire(&dir)?;
-        let events = Arc::new(
-            Events::with_flash(cfg.observer.clone(), &cfg.flash)
+        let io = Arc::new(
+            Io::new(cfg.observer.clone(), &cfg.flash, cfg.backend.clone())
                 .map_err(|e| Error::Config(format!("storage.flash: {e}")))?,
         );
         let cache = Arc::new(Cache::new(
@@ -140,7 +134,7 @@ impl DiskEngine {
         let leaf_ids = Arc::new(AtomicU64::new(1));
         let meta = meta::read(&dir)?;
         // A half-written metadata file from a crash mid-commit is not the commit.
-        let _ = std::fs::remove_file(dir.join(meta::TURTLE_SET));
+        let _ = io.remove(&dir.join(meta::TURTLE_SET), None);
 
         let mut tables = Tables::default();
         let mut next_table_id = 1;
@@ -154,18 +148,12 @@ impl DiskEngine {
             }
             for t in &m.tables {
                 let path = dir.join(&t.file);
-                let tag = FileTag {
-                    id: events.new_file_id(),
-                    kind: t.config.kind.file_kind(),
-                    table: t.id,
-                    id_index: t.config.id_index,
-                };
                 let file = BlockFile::open_checkpoint(
                     &path,
-                    tag,
+                    file_role(t.id, &t.config),
                     t.config.block_allocation(),
                     &t.checkpoint,
-                    events.clone(),
+                    io.clone(),
                 )?;
                 let table = Table::open(
                     t.id,
@@ -182,7 +170,7 @@ impl DiskEngine {
         }
         let inner = Arc::new(Inner {
             journal: None,
-            events,
+            io,
             cache,
             tables: RwLock::new(tables),
             leaf_ids,
@@ -219,7 +207,7 @@ impl DiskEngine {
         }
         let mut inner = inner;
         if let Some(jcfg) = inner.cfg.journal.clone() {
-            let j = Journal::open(jcfg, inner.events.clone())?;
+            let j = Journal::open(jcfg, inner.io.clone())?;
             Arc::get_mut(&mut inner)
                 .expect("no other reference during open")
                 .journal = Some(j);
@@ -305,13 +293,12 @@ impl Inner {
     /// Creates the table's file and registers it (also used by replay).
     fn create_table_inner(&self, id: u32, name: &str, cfg: &TableConfig) -> Result<Arc<Table>> {
         let path = self.cfg.db_path.join(Self::file_name(cfg, id));
-        let tag = FileTag {
-            id: self.events.new_file_id(),
-            kind: cfg.kind.file_kind(),
-            table: id,
-            id_index: cfg.id_index,
-        };
-        let file = BlockFile::create(&path, tag, cfg.block_allocation(), self.events.clone())?;
+        let file = BlockFile::create(
+            &path,
+            file_role(id, cfg),
+            cfg.block_allocation(),
+            self.io.clone(),
+        )?;
         let t = Arc::new(Table::new(
             id,
             name.to_string(),
@@ -330,20 +317,18 @@ impl Inner {
             self.checkpoint
                 .lock()
                 .dropped
-                .push((t.file.path().to_path_buf(), t.file.tag().id));
+                .push((t.file.path().to_path_buf(), t.file.id()));
         }
     }
 
     fn replay_record(&self, rec: &[u8]) -> Result<()> {
-        let bad = |what: String| Error::Corrupt {
+        let record = record::decode(rec).map_err(|what| Error::Corrupt {
             file: self.cfg.db_path.join("journal"),
             offset: 0,
             what: format!("journal record: {what}"),
-        };
-        let mut r = Reader::new(rec);
-        match r.u8().map_err(bad)? {
-            REC_BATCH => {
-                let batch = decode_batch(&mut r).map_err(bad)?;
+        })?;
+        match record {
+            Record::Batch(batch) => {
                 // A batch on a table dropped later in the log is skipped, as the drop will be.
                 let known: Vec<_> = {
                     let t = self.tables.read();
@@ -362,29 +347,22 @@ impl Inner {
                 self.help_evict()?;
                 self.apply_batch(&b, false).map(|_| ())
             }
-            REC_CREATE => {
-                let id = r.varint().map_err(bad)? as u32;
-                let len = r.varint().map_err(bad)? as usize;
-                let (name, cfg): (String, TableConfig) =
-                    serde_json::from_slice(r.bytes(len).map_err(bad)?)
-                        .map_err(|e| bad(e.to_string()))?;
+            Record::Create { id, name, config } => {
                 let mut tables = self.tables.write();
                 self.next_table_id.fetch_max(id + 1, Ordering::Relaxed);
                 if tables.by_id.contains_key(&id) {
                     return Ok(());
                 }
-                let t = self.create_table_inner(id, &name, &cfg)?;
+                let t = self.create_table_inner(id, &name, &config)?;
                 tables.by_name.insert(name, id);
                 tables.by_id.insert(id, t);
                 Ok(())
             }
-            REC_DROP => {
-                let id = r.varint().map_err(bad)? as u32;
+            Record::Drop { id } => {
                 let mut tables = self.tables.write();
                 self.drop_table_inner(&mut tables, id);
                 Ok(())
             }
-            t => Err(bad(format!("unknown record type {t}"))),
         }
     }
 
@@ -404,7 +382,9 @@ impl Inner {
             let p = e.path();
             let is_table = p.extension().is_some_and(|x| x == TABLE_EXT);
             if is_table && !owned.contains(&p) {
-                std::fs::remove_file(&p).ctx(|| format!("removing orphan {}", p.display()))?;
+                self.io
+                    .remove(&p, None)
+                    .ctx(|| format!("removing orphan {}", p.display()))?;
             }
         }
         Ok(())
@@ -427,7 +407,7 @@ impl Inner {
                 .collect::<Result<_>>()?
         };
         let record = match (journal, &self.journal) {
-            (true, Some(_)) => Some(encode_batch(batch)),
+            (true, Some(_)) => Some(record::encode_batch(batch)),
             _ => None,
         };
         let mut attempts = 0;
@@ -631,8 +611,7 @@ impl Inner {
         let mut cs = self.checkpoint.lock();
         let _gate = self.journal.is_none().then(|| self.write_gate.write());
         let id = cs.next_id;
-        self.events
-            .emit(|t| Event::CheckpointBegin { time_ns: t, id });
+        self.io.checkpoint_begins(id);
         let (lsn, tables) = {
             let t = self.tables.read();
             let lsn = self.journal.as_ref().map(|j| j.next_lsn());
@@ -663,48 +642,12 @@ impl Inner {
             next_table_id: self.next_table_id.load(Ordering::Relaxed),
             tables: metas,
         };
-        let new_file = self.events.new_file_id();
-        self.events.emit(|t| Event::FileCreate {
-            time_ns: t,
-            file: new_file,
-            kind: placement::FileKind::Metadata,
-            name: meta::TURTLE_SET.into(),
-        });
-        let bytes = meta::commit(&self.cfg.db_path, &meta)?;
+        let (meta_file, bytes) = meta::commit(&self.io, &self.cfg.db_path, &meta, cs.meta_file)?;
+        cs.meta_file = Some(meta_file);
         self.counters
             .metadata_bytes
             .fetch_add(bytes as u64, Ordering::Relaxed);
-        if self.events.enabled() {
-            let old = cs.meta_file.replace(new_file);
-            self.events.emit(|t| {
-                Event::Write(placement::WriteEvent {
-                    time_ns: t,
-                    file: new_file,
-                    file_kind: placement::FileKind::Metadata,
-                    table: 0,
-                    page_kind: placement::PageKind::Descriptor,
-                    offset: 0,
-                    len: bytes as u32,
-                    id_index: false,
-                    stream: 0,
-                    page_id: 0,
-                    cause: placement::WriteCause::Other,
-                })
-            });
-            if let Some(old) = old {
-                self.events.emit(|t| Event::FileRemove {
-                    time_ns: t,
-                    file: old,
-                });
-            }
-            self.events.emit(|t| Event::FileRename {
-                time_ns: t,
-                file: new_file,
-                name: meta::TURTLE.into(),
-            });
-        }
-        self.events
-            .emit(|t| Event::CheckpointCommit { time_ns: t, id });
+        self.io.checkpoint_committed(id);
         cs.next_id += 1;
         // Durable: release what only the previous checkpoint held.
         for t in &tables {
@@ -719,11 +662,8 @@ impl Inner {
             cs.dropped.drain(..).partition(|(p, _)| !live.contains(p));
         cs.dropped = keep;
         for (path, fid) in gone {
-            match std::fs::remove_file(&path) {
-                Ok(()) => self.events.emit(|t| Event::FileRemove {
-                    time_ns: t,
-                    file: fid,
-                }),
+            match self.io.remove(&path, Some(fid)) {
+                Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(Error::io(format!("removing {}", path.display()), e)),
             }
@@ -734,7 +674,7 @@ impl Inner {
     /// The next written-bytes checkpoint is due `written_bytes` after now (called as a
     /// checkpoint begins).
     fn arm_written_trigger(&self) {
-        let meter = self.events.meter();
+        let meter = self.io.meter();
         let every = self.triggers.lock().written_bytes;
         meter.arm(every.map(|n| meter.written().saturating_add(n)));
     }
@@ -752,14 +692,14 @@ impl Inner {
             }
             _ => false,
         };
-        let by_bytes = t.written_bytes.is_some() && self.events.meter().due();
+        let by_bytes = t.written_bytes.is_some() && self.io.meter().due();
         by_time || by_log || by_bytes
     }
 
     fn wake_threads(&self) {
         let _g = self.wake_lock.lock();
         self.wake.notify_all();
-        self.events.meter().signal();
+        self.io.meter().signal();
     }
 }
 
@@ -802,55 +742,12 @@ fn checkpoint_server(weak: Weak<Inner>) {
                 eprintln!("flashdoc: checkpoint failed (will retry): {e}");
             }
         }
-        let events = inner.events.clone();
+        let events = inner.io.clone();
         drop(inner);
         // The written-bytes trigger wakes this wait the moment it fires; the time and journal
         // triggers are looked at every 50 ms.
         events.meter().wait(Duration::from_millis(50));
     }
-}
-
-fn encode_batch(batch: &WriteBatch) -> Vec<u8> {
-    let size: usize = batch
-        .ops
-        .iter()
-        .map(|o| o.key.len() + o.value.as_ref().map_or(0, |v| v.len()) + 12)
-        .sum();
-    let mut buf = Vec::with_capacity(size + 8);
-    buf.push(REC_BATCH);
-    put_varint(&mut buf, batch.ops.len() as u64);
-    for op in &batch.ops {
-        buf.push(op.value.is_none() as u8);
-        put_varint(&mut buf, op.table as u64);
-        put_varint(&mut buf, op.key.len() as u64);
-        buf.extend_from_slice(&op.key);
-        if let Some(v) = &op.value {
-            put_varint(&mut buf, v.len() as u64);
-            buf.extend_from_slice(v);
-        }
-    }
-    buf
-}
-
-fn decode_batch(r: &mut Reader) -> std::result::Result<WriteBatch, String> {
-    let n = r.varint()?;
-    let mut b = WriteBatch::new();
-    for _ in 0..n {
-        let del = r.u8()? == 1;
-        let table = r.varint()? as u32;
-        let kl = r.varint()? as usize;
-        let key = r.bytes(kl)?.to_vec();
-        if del {
-            b.delete(table, key);
-        } else {
-            let vl = r.varint()? as usize;
-            b.put(table, key, r.bytes(vl)?.to_vec());
-        }
-    }
-    if !r.done() {
-        return Err("trailing bytes".into());
-    }
-    Ok(b)
 }
 
 impl KvEngine for DiskEngine {
@@ -866,12 +763,7 @@ impl KvEngine for DiskEngine {
             let id = inner.next_table_id.fetch_add(1, Ordering::Relaxed);
             let t = inner.create_table_inner(id, name, cfg)?;
             if let Some(j) = &inner.journal {
-                let mut rec = vec![REC_CREATE];
-                put_varint(&mut rec, id as u64);
-                let body = serde_json::to_vec(&(name, cfg)).expect("serializes");
-                put_varint(&mut rec, body.len() as u64);
-                rec.extend_from_slice(&body);
-                let lsn = j.append(&rec)?;
+                let lsn = j.append(&record::encode_create(id, name, cfg))?;
                 tables.by_name.insert(name.to_string(), id);
                 tables.by_id.insert(id, t);
                 drop(tables);
@@ -895,9 +787,7 @@ impl KvEngine for DiskEngine {
             .get(name)
             .ok_or_else(|| Error::NoSuchTable(name.into()))?;
         if let Some(j) = &inner.journal {
-            let mut rec = vec![REC_DROP];
-            put_varint(&mut rec, id as u64);
-            let lsn = j.append(&rec)?;
+            let lsn = j.append(&record::encode_drop(id))?;
             inner.drop_table_inner(&mut tables, id);
             drop(tables);
             return j.sync_to(lsn);
@@ -1054,13 +944,13 @@ impl KvEngine for DiskEngine {
             "journal": journal,
             "writes": { "batches": ld(&n.batches), "ops": ld(&n.ops) },
             "bytes_written_by_file_kind": by_kind,
-            "flash": inner.events.flash_stats(),
+            "flash": inner.io.flash_stats(),
             "tables": per_table,
         })
     }
 
     fn end_of_load(&self) {
-        self.inner.events.end_of_load();
+        self.inner.io.end_of_load();
     }
 
     fn settle_background_io(&self) {
@@ -1131,7 +1021,7 @@ impl KvEngine for DiskEngine {
         if let Some(j) = &inner.journal {
             j.close()?;
         }
-        inner.events.flush();
+        inner.io.flush();
         res
     }
 }
@@ -1229,6 +1119,15 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
         Bound::Included(k) => Bound::Included(k.as_slice()),
         Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
         Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// How a table's file is reported to the observer.
+fn file_role(id: TableId, cfg: &TableConfig) -> FileRole {
+    FileRole {
+        kind: cfg.kind.file_kind(),
+        table: id,
+        id_index: cfg.id_index,
     }
 }
 

@@ -10,105 +10,25 @@
 //! [`Journal::remove_before`]. The on-disk format is in `docs/journal.md` and `journal/format.rs`.
 
 mod format;
+pub mod record;
 mod replay;
 #[cfg(test)]
 mod tests;
 
+pub use crate::config::{JournalCompressor, JournalConfig, MAX_FILE_MAX, MIN_FILE_MAX};
 pub use replay::{replay, ReplayOutcome};
 
 use crate::error::{Error, IoContext, Result};
-use crate::events::Events;
+use crate::io::{FileRole, Io, IoFile, OpenMode};
 use format::{EncodedRecord, FileHeader, FILE_HEADER_SIZE, MAX_PAYLOAD};
 use parking_lot::{Condvar, Mutex};
-use placement::{Event, FileId, FileKind, PageKind, WriteEvent};
+use placement::{FileId, FileKind, PageKind, WriteCause};
 use std::collections::HashMap;
 use std::fmt;
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
-use std::str::FromStr;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum JournalCompressor {
-    None,
-    Snappy,
-    Zstd,
-}
-
-impl FromStr for JournalCompressor {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "none" => Ok(JournalCompressor::None),
-            "snappy" => Ok(JournalCompressor::Snappy),
-            "zstd" => Ok(JournalCompressor::Zstd),
-            _ => Err(Error::Config(format!(
-                "unknown journal compressor {s:?} (expected none, snappy or zstd)"
-            ))),
-        }
-    }
-}
-
-impl fmt::Display for JournalCompressor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            JournalCompressor::None => "none",
-            JournalCompressor::Snappy => "snappy",
-            JournalCompressor::Zstd => "zstd",
-        })
-    }
-}
-
-#[derive(Clone, Debug)]
-pub struct JournalConfig {
-    /// The journal directory (dbPath/journal); created if missing.
-    pub dir: PathBuf,
-    /// Size of a journal file; 64 KiB to 2 GiB.
-    pub file_max: u64,
-    /// Group-commit sync period (MongoDB's commitIntervalMs).
-    pub commit_interval: Duration,
-    pub compressor: JournalCompressor,
-    /// Allocate new files to `file_max` before use, so that running out of space shows up when a
-    /// file is created rather than in the middle of a write, and appends do not change the size.
-    pub preallocate: bool,
-}
-
-pub const MIN_FILE_MAX: u64 = 64 << 10;
-pub const MAX_FILE_MAX: u64 = 2 << 30;
-
-impl Default for JournalConfig {
-    fn default() -> Self {
-        JournalConfig {
-            dir: PathBuf::from("journal"),
-            file_max: 100 << 20,
-            commit_interval: Duration::from_millis(100),
-            compressor: JournalCompressor::Snappy,
-            preallocate: true,
-        }
-    }
-}
-
-impl JournalConfig {
-    /// Checks the settings (also done by `EngineConfig::validate`, before anything is created).
-    pub fn validate(&self) -> Result<()> {
-        if !(MIN_FILE_MAX..=MAX_FILE_MAX).contains(&self.file_max) {
-            return Err(Error::Config(format!(
-                "journal file_max {} is out of range ({MIN_FILE_MAX} to {MAX_FILE_MAX} bytes)",
-                self.file_max
-            )));
-        }
-        if self.commit_interval.is_zero() {
-            return Err(Error::Config(
-                "journal commit_interval must be greater than zero".into(),
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// A position in the journal: a record's first byte.
 #[derive(
@@ -173,7 +93,7 @@ struct Shared {
     cfg: JournalConfig,
     /// Size of files created from now on (`cfg.file_max` until `set_file_max`).
     file_max: AtomicU64,
-    events: Arc<Events>,
+    io: Arc<Io>,
     state: Mutex<State>,
     /// Wakes the flusher: a sync was asked for, the buffer is large, or close.
     flusher_wake: Condvar,
@@ -274,7 +194,7 @@ fn bump(counter: &AtomicU64, by: u64) {
 impl Journal {
     /// Opens for appending: starts a new file numbered one past the highest existing file (an old
     /// file's tail may be torn, so it is never appended to), and starts the flusher thread.
-    pub fn open(cfg: JournalConfig, events: Arc<Events>) -> Result<Arc<Journal>> {
+    pub fn open(cfg: JournalConfig, io: Arc<Io>) -> Result<Arc<Journal>> {
         cfg.validate()?;
         std::fs::create_dir_all(&cfg.dir)
             .ctx(|| format!("creating journal directory {}", cfg.dir.display()))?;
@@ -300,7 +220,7 @@ impl Journal {
             }),
             file_max: AtomicU64::new(cfg.file_max),
             cfg,
-            events,
+            io,
             flusher_wake: Condvar::new(),
             durable_changed: Condvar::new(),
             written: Condvar::new(),
@@ -477,7 +397,10 @@ impl Journal {
                 break;
             }
             let path = dir.join(format::file_name(n));
-            match std::fs::remove_file(&path) {
+            // A file from an earlier run has no trace id yet; the seam gives it one so that
+            // the removal (space given back) is still reported.
+            let id = sh.file_ids.lock().get(&n).copied();
+            match sh.io.remove(&path, id) {
                 Ok(()) => {}
                 // Someone else removed it: the goal is met.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -490,18 +413,12 @@ impl Journal {
             }
             removed = true;
             bump(&sh.stats.files_removed, 1);
-            // A file from an earlier run has no trace id yet; it gets one so that the removal
-            // (space given back) is still reported.
-            let id = sh.file_ids.lock().remove(&n);
-            sh.events.emit(|time_ns| Event::FileRemove {
-                time_ns,
-                file: id.unwrap_or_else(|| sh.events.new_file_id()),
-            });
+            sh.file_ids.lock().remove(&n);
         }
         if removed {
             // Not needed for correctness (replay starts at the checkpoint's file), but it keeps
             // removed files from reappearing after a crash and being removed twice.
-            sync_dir(dir)?;
+            sh.io.sync_dir(dir)?;
         }
         Ok(())
     }
@@ -553,9 +470,7 @@ impl Drop for Journal {
 /// A journal file open for writing.
 struct OpenFile {
     number: u32,
-    file: File,
-    id: FileId,
-    path: PathBuf,
+    file: Arc<IoFile>,
 }
 
 impl Shared {
@@ -564,20 +479,13 @@ impl Shared {
     fn create_file(&self, header: FileHeader, cap: u64) -> Result<OpenFile> {
         let name = format::file_name(header.number);
         let path = self.cfg.dir.join(&name);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .ctx(|| format!("creating journal file {}", path.display()))?;
-        let id = self.events.new_file_id();
-        self.file_ids.lock().insert(header.number, id);
-        self.events.emit(|time_ns| Event::FileCreate {
-            time_ns,
-            file: id,
-            kind: FileKind::Journal,
-            name: trace_name(&self.cfg.dir, &name),
-        });
+        let file = self.io.open(
+            &path,
+            OpenMode::CreateNew,
+            FileRole::of(FileKind::Journal),
+            trace_name(&self.cfg.dir, &name),
+        )?;
+        self.file_ids.lock().insert(header.number, file.id());
         bump(&self.stats.files_created, 1);
         self.stats
             .current_file
@@ -585,58 +493,50 @@ impl Shared {
         let open = OpenFile {
             number: header.number,
             file,
-            id,
-            path,
         };
         if self.cfg.preallocate {
-            preallocate(&open.file, cap).ctx(|| {
-                format!(
-                    "preallocating {cap} bytes for journal file {}",
-                    open.path.display()
-                )
-            })?;
+            self.preallocate(&open.file, cap)?;
         }
         self.write_at(&open, &header.encode(), 0)?;
-        open.file
-            .sync_all()
-            .ctx(|| format!("syncing new journal file {}", open.path.display()))?;
+        self.io.sync_all(&open.file)?;
         bump(&self.stats.syncs, 1);
-        sync_dir(&self.cfg.dir)?;
+        self.io.sync_dir(&self.cfg.dir)?;
         Ok(open)
     }
 
-    fn write_at(&self, f: &OpenFile, bytes: &[u8], offset: u64) -> Result<()> {
-        // Announced before it is issued, so a placement policy can choose its stream.
-        self.events
-            .before_write(&f.file, bytes.len() as u64, |time_ns| WriteEvent {
-                time_ns,
-                file: f.id,
-                file_kind: FileKind::Journal,
-                table: 0,
-                page_kind: PageKind::Log,
-                offset,
-                len: bytes.len() as u32,
-                id_index: false,
-                stream: 0,
-                page_id: 0,
-                cause: placement::WriteCause::Other,
-            });
-        f.file.write_all_at(bytes, offset).ctx(|| {
+    /// Allocates `len` bytes of disk for `file`. Falls back to extending the size (a sparse
+    /// file, which still reads as zeros) where the filesystem cannot allocate ahead.
+    fn preallocate(&self, file: &IoFile, len: u64) -> Result<()> {
+        let context = || {
             format!(
-                "writing {} bytes to journal file {} at offset {offset}",
-                bytes.len(),
-                f.path.display()
+                "preallocating {len} bytes for journal file {}",
+                file.path().display()
             )
-        })?;
+        };
+        if let Err(e) = self.io.allocate(file, len) {
+            if !matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL)
+            ) {
+                return Err(Error::io(context(), e));
+            }
+            self.io.set_len(file, len, 0)?;
+        }
+        Ok(())
+    }
+
+    fn write_at(&self, f: &OpenFile, bytes: &[u8], offset: u64) -> Result<()> {
+        // Through the seam: announced before it is issued, so a placement policy can choose
+        // its stream; a failure is announced as a Free of the range.
+        self.io
+            .write(&f.file, bytes, offset, PageKind::Log, 0, WriteCause::Other)?;
         bump(&self.stats.writes, 1);
         bump(&self.stats.bytes_written, bytes.len() as u64);
         Ok(())
     }
 
     fn sync_data(&self, f: &OpenFile) -> Result<()> {
-        f.file
-            .sync_data()
-            .ctx(|| format!("syncing journal file {}", f.path.display()))?;
+        self.io.sync_data(&f.file)?;
         bump(&self.stats.syncs, 1);
         Ok(())
     }
@@ -654,34 +554,6 @@ fn trace_name(dir: &Path, name: &str) -> String {
         Some(d) => format!("{}/{name}", d.to_string_lossy()),
         None => name.to_string(),
     }
-}
-
-/// Allocates `len` bytes of disk for `file`. Falls back to extending the size (a sparse file,
-/// which still reads as zeros) where the filesystem cannot allocate ahead.
-fn preallocate(file: &File, len: u64) -> std::io::Result<()> {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::unix::io::AsRawFd;
-        // SAFETY: fallocate only reads its integer arguments; the descriptor is open.
-        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
-        if !matches!(
-            e.raw_os_error(),
-            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL)
-        ) {
-            return Err(e);
-        }
-    }
-    file.set_len(len)
-}
-
-fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .ctx(|| format!("syncing journal directory {}", dir.display()))
 }
 
 /// The flusher thread: takes the group-commit buffer, writes it, syncs, and advances `durable`.

@@ -10,14 +10,14 @@
 pub mod block;
 pub mod btree;
 pub mod cache;
+pub mod codec;
 pub mod config;
 pub mod cursor;
 pub mod engine;
 pub mod error;
-pub mod events;
+pub mod io;
 pub mod journal;
 pub mod kv;
-pub mod linux_io;
 pub mod memory;
 pub mod meta;
 pub mod page;
@@ -28,7 +28,7 @@ pub use config::{
 };
 pub use engine::{open_engine, DiskEngine};
 pub use error::{Error, Result};
-pub use events::FlashConfig;
+pub use io::FlashConfig;
 pub use journal::{JournalCompressor, JournalConfig, Lsn};
 pub use kv::{
     Direction, KvCursor, KvEngine, KvPair, Reconfigure, TableId, WriteBatch, WriteOp, WriteOptions,

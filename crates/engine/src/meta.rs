@@ -9,7 +9,9 @@
 use crate::block::FileCheckpoint;
 use crate::config::TableConfig;
 use crate::error::{Error, IoContext, Result};
+use crate::io::{FileRole, Io, OpenMode};
 use crate::journal::Lsn;
+use placement::{FileId, FileKind, PageKind, WriteCause};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -67,27 +69,37 @@ pub fn read(dir: &Path) -> Result<Option<Metadata>> {
     Ok(Some(meta))
 }
 
-/// Writes the metadata and commits it atomically. Returns the bytes written.
-pub fn commit(dir: &Path, meta: &Metadata) -> Result<usize> {
+/// Writes the metadata and commits it atomically, through the I/O seam: create
+/// `flashdoc.turtle.set`, write it (announced, placed and hinted like any write), fsync,
+/// rename over `flashdoc.turtle` (`replaced` is the trace id of the file it replaces),
+/// fsync the directory. Returns the new file's trace id and the bytes written.
+pub fn commit(
+    io: &Io,
+    dir: &Path,
+    meta: &Metadata,
+    replaced: Option<FileId>,
+) -> Result<(FileId, usize)> {
     let body = serde_json::to_string_pretty(meta).expect("metadata serializes");
     let text = format!("{body}\ncrc32c={:08x}\n", crc32c::crc32c(body.as_bytes()));
     let tmp = dir.join(TURTLE_SET);
-    let mut f = File::create(&tmp).ctx(|| format!("creating {}", tmp.display()))?;
-    f.write_all(text.as_bytes())
-        .ctx(|| format!("writing {}", tmp.display()))?;
-    f.sync_all().ctx(|| format!("fsync {}", tmp.display()))?;
-    drop(f);
-    let dst = dir.join(TURTLE);
-    std::fs::rename(&tmp, &dst)
-        .ctx(|| format!("renaming {} to {}", tmp.display(), dst.display()))?;
-    sync_dir(dir)?;
-    Ok(text.len())
-}
-
-pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .ctx(|| format!("fsync directory {}", dir.display()))
+    let f = io.open(
+        &tmp,
+        OpenMode::CreateTruncate,
+        FileRole::of(FileKind::Metadata),
+        TURTLE_SET.into(),
+    )?;
+    io.write(
+        &f,
+        text.as_bytes(),
+        0,
+        PageKind::Descriptor,
+        0,
+        WriteCause::Other,
+    )?;
+    io.sync_all(&f)?;
+    io.rename(&f, &dir.join(TURTLE), TURTLE.into(), replaced)?;
+    io.sync_dir(dir)?;
+    Ok((f.id(), text.len()))
 }
 
 /// How long [`ProcessLock::acquire`] waits for a held lock before it reports it.

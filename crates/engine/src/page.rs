@@ -9,73 +9,11 @@
 //! internal : u32 child count, u8 child level (0 = children are leaves), then per child:
 //!            varint key length, key (the child's lower bound; empty for the first child),
 //!            16-byte address
-//! extents  : u64 file size, u32 count, then per extent u64 offset, u64 length
+//! (The extent-list payload is the block manager's: `block/extent.rs`.)
 //! ```
 
 use crate::block::Addr;
-
-pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-pub fn varint_len(mut v: u64) -> usize {
-    let mut n = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        n += 1;
-    }
-    n
-}
-
-/// A cursor over a payload that reports truncation instead of panicking.
-pub struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    pub fn new(buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0 }
-    }
-    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], String> {
-        if self.buf.len() - self.pos < n {
-            return Err(format!("page truncated at byte {}", self.pos));
-        }
-        let s = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
-        Ok(s)
-    }
-    pub fn u8(&mut self) -> Result<u8, String> {
-        Ok(self.bytes(1)?[0])
-    }
-    pub fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(self.bytes(4)?.try_into().unwrap()))
-    }
-    pub fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(self.bytes(8)?.try_into().unwrap()))
-    }
-    pub fn varint(&mut self) -> Result<u64, String> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.u8()?;
-            v |= ((b & 0x7f) as u64) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err("varint too long".into())
-    }
-    pub fn addr(&mut self) -> Result<Addr, String> {
-        Ok(Addr::decode(self.bytes(Addr::ENCODED_LEN)?))
-    }
-    pub fn done(&self) -> bool {
-        self.pos == self.buf.len()
-    }
-}
+use crate::codec::{put_varint, varint_len, Reader};
 
 /// A value as a leaf page stores it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -185,7 +123,7 @@ pub fn decode_leaf(payload: &[u8], mut f: impl FnMut(Vec<u8>, StoredValue)) -> R
                 StoredValue::Inline(r.bytes(l)?)
             }
             1 => {
-                let addr = r.addr()?;
+                let addr = Addr::read(&mut r)?;
                 StoredValue::Overflow {
                     addr,
                     len: r.varint()?,
@@ -233,48 +171,12 @@ pub fn decode_internal(payload: &[u8]) -> Result<(u8, InternalChildren), String>
     for _ in 0..n {
         let l = r.varint()? as usize;
         let key = r.bytes(l)?.to_vec();
-        out.push((key, r.addr()?));
+        out.push((key, Addr::read(&mut r)?));
     }
     if !r.done() || n == 0 {
         return Err("malformed internal page".into());
     }
     Ok((level, out))
-}
-
-pub fn extents_payload_len(n: usize) -> usize {
-    12 + 16 * n
-}
-
-pub fn encode_extents(file_size: u64, extents: impl Iterator<Item = (u64, u64)>) -> Vec<u8> {
-    let mut buf = Vec::new();
-    buf.extend_from_slice(&file_size.to_le_bytes());
-    buf.extend_from_slice(&[0; 4]);
-    let mut n = 0u32;
-    for (o, l) in extents {
-        buf.extend_from_slice(&o.to_le_bytes());
-        buf.extend_from_slice(&l.to_le_bytes());
-        n += 1;
-    }
-    buf[8..12].copy_from_slice(&n.to_le_bytes());
-    buf
-}
-
-pub type Extents = Vec<(u64, u64)>;
-
-pub fn decode_extents(payload: &[u8]) -> Result<(u64, Extents), String> {
-    let mut r = Reader::new(payload);
-    let size = r.u64()?;
-    let n = r.u32()?;
-    let mut v = Vec::with_capacity(n as usize);
-    for _ in 0..n {
-        let o = r.u64()?;
-        let l = r.u64()?;
-        if l == 0 || o.checked_add(l).is_none_or(|e| e > size) {
-            return Err(format!("extent [{o}, +{l}) outside the file size {size}"));
-        }
-        v.push((o, l));
-    }
-    Ok((size, v))
 }
 
 #[cfg(test)]
@@ -346,7 +248,5 @@ mod tests {
             .into_iter(),
         );
         assert!(decode_internal(&ints[..ints.len() - 1]).is_err());
-        let ext = encode_extents(100, [(4096u64, 4096u64)].into_iter());
-        assert!(decode_extents(&ext).is_err(), "extent past the file size");
     }
 }

@@ -22,7 +22,7 @@
 //! ```
 
 use crate::config::{AllocPolicy, Compressor, EngineConfig, TableConfig, MAX_SWEEP_RESERVE_PCT};
-use crate::events::FlashConfig;
+use crate::io::FlashConfig;
 use crate::journal::JournalCompressor;
 use placement::policy::{DsmConfig, PlacementConfig, PolicyName};
 use serde::{Deserialize, Deserializer, Serialize};

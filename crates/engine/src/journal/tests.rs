@@ -1,9 +1,13 @@
 use super::format::{file_name, padded_len, FILE_HEADER_SIZE, RECORD_HEADER_SIZE};
 use super::*;
+use crate::io::Io;
 use placement::CollectingObserver;
+use placement::{Event, FileId, FileKind, PageKind};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
 
 fn config(dir: &Path, file_max: u64, compressor: JournalCompressor) -> JournalConfig {
     JournalConfig {
@@ -15,8 +19,8 @@ fn config(dir: &Path, file_max: u64, compressor: JournalCompressor) -> JournalCo
     }
 }
 
-fn no_events() -> Arc<Events> {
-    Arc::new(Events::new(None))
+fn no_events() -> Arc<Io> {
+    Arc::new(Io::quiet())
 }
 
 fn journal_dir() -> (tempfile::TempDir, PathBuf) {
@@ -470,7 +474,7 @@ fn a_hole_inside_one_session_is_not_stepped_over() {
 fn remove_before_deletes_only_whole_older_files() {
     let (_tmp, dir) = journal_dir();
     let obs = Arc::new(CollectingObserver::new());
-    let events = Arc::new(Events::new(Some(obs.clone())));
+    let events = Arc::new(Io::observed(obs.clone()));
     // A file from an earlier session.
     write_journal(
         config(&dir, 64 << 10, JournalCompressor::None),
@@ -589,7 +593,7 @@ fn the_timer_makes_records_durable_without_a_sync_request() {
 fn events_describe_file_creation_writes_and_removal() {
     let (_tmp, dir) = journal_dir();
     let obs = Arc::new(CollectingObserver::new());
-    let events = Arc::new(Events::new(Some(obs.clone())));
+    let events = Arc::new(Io::observed(obs.clone()));
     let j = Journal::open(config(&dir, 64 << 10, JournalCompressor::None), events).unwrap();
     for i in 0..30u8 {
         j.append(&[i; 4000]).unwrap();

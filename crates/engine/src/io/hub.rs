@@ -1,5 +1,6 @@
-//! The engine's side of event reporting and flash placement: a clock, file numbering, and the
-//! hub every physical write and every other I/O event passes through.
+//! The reporting side of the announced-I/O seam: a clock, file numbering, the observer, and
+//! flash placement (streams, hints, TRIM). Only [`super::Io`] calls it, so every event is
+//! reported from one place.
 //!
 //! With neither an observer nor a flash configuration, nothing is built (one branch per
 //! write). With a placement policy, each write gets its stream *before* it is issued; with
@@ -10,16 +11,18 @@
 //! pending trim it overlaps) under the lock before its `pwrite`, and a batch is punched under
 //! the same lock, so a punch can never land on space a write has just reused.
 
-use crate::linux_io::{hint_for_stream, LinuxIo};
+use super::backend::Backend;
+use super::linux::{hint_for_stream, LinuxIo};
+use super::meter::WriteMeter;
+use super::IoFile;
 use parking_lot::Mutex;
 use placement::policy::{make_policy, PlacementConfig, Policy, PolicyName};
 use placement::trim::{TrimBatcher, TrimExtent};
 use placement::{Event, FileId, Observer, WriteEvent};
 use std::collections::HashMap;
-use std::fs::File;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Flash placement, hints and TRIM for a running engine (`storage.flash`).
 #[derive(Clone, Debug, PartialEq)]
@@ -55,7 +58,7 @@ struct FlashState {
     policy: Box<dyn Policy>,
     trim: Option<TrimBatcher>,
     /// Open files by trace id: trims are punched into them.
-    files: HashMap<FileId, Arc<File>>,
+    files: HashMap<FileId, Arc<IoFile>>,
     /// The last hint set on each file (the call is skipped when it would not change).
     hints: HashMap<FileId, u64>,
     out: Vec<TrimExtent>,
@@ -68,7 +71,7 @@ struct Flash {
     io: LinuxIo,
 }
 
-pub struct Events {
+pub(super) struct Hub {
     observer: Option<Arc<dyn Observer>>,
     flash: Option<Flash>,
     start: Instant,
@@ -76,74 +79,9 @@ pub struct Events {
     meter: WriteMeter,
 }
 
-/// Counts the bytes of every announced write (table files and journal) and wakes the
-/// checkpoint server when the written-bytes trigger is reached: a checkpoint interval measured
-/// in bytes, which keeps what one interval writes a fixed share of a device whatever the
-/// machine's speed (`EngineConfig::checkpoint_written_bytes`).
-pub struct WriteMeter {
-    written: AtomicU64,
-    /// The `written` count at which a checkpoint is due (`u64::MAX`: no byte trigger).
-    due_at: AtomicU64,
-    /// Set when the trigger fires (or on shutdown), cleared by the waiter.
-    signalled: Mutex<bool>,
-    cv: parking_lot::Condvar,
-}
-
-impl WriteMeter {
-    fn new() -> Self {
-        WriteMeter {
-            written: AtomicU64::new(0),
-            due_at: AtomicU64::new(u64::MAX),
-            signalled: Mutex::new(false),
-            cv: parking_lot::Condvar::new(),
-        }
-    }
-
-    /// Bytes written since the engine opened.
-    pub fn written(&self) -> u64 {
-        self.written.load(Ordering::Relaxed)
-    }
-
-    fn add(&self, bytes: u64) {
-        let before = self.written.fetch_add(bytes, Ordering::Relaxed);
-        let due = self.due_at.load(Ordering::Relaxed);
-        if before < due && before + bytes >= due {
-            self.signal();
-        }
-    }
-
-    /// Makes a checkpoint due once `written()` reaches `at` (`None`: never by bytes).
-    pub fn arm(&self, at: Option<u64>) {
-        self.due_at.store(at.unwrap_or(u64::MAX), Ordering::Relaxed);
-        if at.is_some_and(|a| self.written() >= a) {
-            self.signal();
-        }
-    }
-
-    /// True once the armed count has been reached.
-    pub fn due(&self) -> bool {
-        self.written() >= self.due_at.load(Ordering::Relaxed)
-    }
-
-    /// Wakes a waiter now (shutdown, reconfiguration).
-    pub fn signal(&self) {
-        *self.signalled.lock() = true;
-        self.cv.notify_all();
-    }
-
-    /// Waits until signalled or `timeout` passes.
-    pub fn wait(&self, timeout: Duration) {
-        let mut s = self.signalled.lock();
-        if !*s {
-            self.cv.wait_for(&mut s, timeout);
-        }
-        *s = false;
-    }
-}
-
-impl Events {
-    pub fn new(observer: Option<Arc<dyn Observer>>) -> Self {
-        Events {
+impl Hub {
+    fn new(observer: Option<Arc<dyn Observer>>) -> Self {
+        Hub {
             observer,
             flash: None,
             start: Instant::now(),
@@ -162,7 +100,7 @@ impl Events {
         observer: Option<Arc<dyn Observer>>,
         flash: &FlashConfig,
     ) -> Result<Self, String> {
-        let mut e = Events::new(observer);
+        let mut e = Hub::new(observer);
         if !flash.is_inert() {
             let policy = make_policy(flash.placement.as_str(), &flash.placement_config)?;
             e.flash = Some(Flash {
@@ -197,11 +135,11 @@ impl Events {
     }
 
     /// Remembers an open file so trims can be punched into it.
-    pub fn register_file(&self, id: FileId, file: &Arc<File>) {
+    pub fn register_file(&self, file: &Arc<IoFile>) {
         if let Some(f) = &self.flash {
             let mut st = f.state.lock();
             if st.trim.is_some() && f.linux_hints {
-                st.files.insert(id, file.clone());
+                st.files.insert(file.id(), file.clone());
             }
         }
     }
@@ -209,7 +147,13 @@ impl Events {
     /// Announces a write of `len` bytes about to be issued to `file` and returns its stream.
     /// Must be called before the `pwrite` (see the module doc).
     #[inline]
-    pub fn before_write(&self, file: &File, len: u64, make: impl FnOnce(u64) -> WriteEvent) -> u8 {
+    pub fn before_write(
+        &self,
+        backend: &dyn Backend,
+        file: &IoFile,
+        len: u64,
+        make: impl FnOnce(u64) -> WriteEvent,
+    ) -> u8 {
         self.meter.add(len);
         if !self.enabled() {
             return 0;
@@ -228,7 +172,7 @@ impl Events {
             if f.linux_hints {
                 let hint = hint_for_stream(w.stream, f.streams);
                 if st.hints.get(&w.file) != Some(&hint) {
-                    f.io.set_hint(file, hint);
+                    f.io.hinted(backend.set_write_hint(file, hint));
                     st.hints.insert(w.file, hint);
                 }
             }
@@ -242,7 +186,7 @@ impl Events {
 
     /// Reports the event built by `make(now_ns)`, if anyone listens.
     #[inline]
-    pub fn emit(&self, make: impl FnOnce(u64) -> Event) {
+    pub fn emit(&self, backend: &dyn Backend, make: impl FnOnce(u64) -> Event) {
         if !self.enabled() {
             return;
         }
@@ -259,7 +203,7 @@ impl Events {
                 for x in out.drain(..) {
                     if f.linux_hints {
                         if let Some(file) = files.get(&x.file) {
-                            f.io.punch_hole(file, x.offset, x.len);
+                            f.io.punched(x.len, backend.punch_hole(file, x.offset, x.len));
                         }
                     }
                 }

@@ -12,42 +12,22 @@
 //! `discard` to `pending`, and after the commit `resolve` merges `pending` into `avail`. This
 //! delay is what makes a B-tree file ping-pong between two regions (seed 000 Fig. 3).
 
+use super::extent::{
+    check_disjoint, decode_extents, encode_extents, extents_payload_len, ExtentSet,
+};
+use super::image::{
+    build_block, descriptor_block, descriptor_ok, parse_block, round_up, Addr, BadBlock,
+    BlockImage, BLOCK_HEADER, DESC_CHECKED,
+};
 use crate::config::{AllocPolicy, Allocation, Compressor, ALLOC_UNIT};
 use crate::error::{Error, IoContext, Result};
-use crate::events::Events;
+use crate::io::{FileRole, Io, IoFile, OpenMode};
 use parking_lot::Mutex;
-use placement::{Event, FileId, FileKind, PageKind, WriteCause, WriteEvent};
+use placement::{FileId, PageKind, WriteCause};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-/// Where a block lives and what it must checksum to (WiredTiger's address cookie).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Addr {
-    pub offset: u64,
-    pub size: u32,
-    pub checksum: u32,
-}
-
-impl Addr {
-    pub const ENCODED_LEN: usize = 16;
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.offset.to_le_bytes());
-        out.extend_from_slice(&self.size.to_le_bytes());
-        out.extend_from_slice(&self.checksum.to_le_bytes());
-    }
-    pub fn decode(b: &[u8]) -> Addr {
-        Addr {
-            offset: u64::from_le_bytes(b[0..8].try_into().unwrap()),
-            size: u32::from_le_bytes(b[8..12].try_into().unwrap()),
-            checksum: u32::from_le_bytes(b[12..16].try_into().unwrap()),
-        }
-    }
-}
 
 /// What a checkpoint of one file records (in the metadata): its root and its extent lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,138 +37,6 @@ pub struct FileCheckpoint {
     pub discard: Option<Addr>,
     pub avail: Addr,
     pub file_size: u64,
-}
-
-/// Block header, 24 bytes, in front of every block:
-/// magic u32, page kind u8, compressor u8, reserved u16, stored payload length u32,
-/// uncompressed payload length u32, crc32c u32 (of the header with this field zero, then the
-/// stored payload), reserved u32.
-const BLOCK_MAGIC: u32 = 0x4644_424b; // "FDBK"
-pub const BLOCK_HEADER: usize = 24;
-const DESC_MAGIC: &[u8; 8] = b"FDBFILE1";
-
-/// An ordered set of disjoint, non-touching extents, indexed by offset and by size.
-#[derive(Default, Debug, Clone)]
-pub struct ExtentSet {
-    by_off: BTreeMap<u64, u64>,
-    by_size: BTreeSet<(u64, u64)>,
-    bytes: u64,
-}
-
-impl ExtentSet {
-    pub fn len(&self) -> usize {
-        self.by_off.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.by_off.is_empty()
-    }
-    pub fn bytes(&self) -> u64 {
-        self.bytes
-    }
-    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.by_off.iter().map(|(&o, &l)| (o, l))
-    }
-    fn raw_remove(&mut self, off: u64) -> u64 {
-        let len = self.by_off.remove(&off).expect("extent present");
-        self.by_size.remove(&(len, off));
-        self.bytes -= len;
-        len
-    }
-    fn raw_insert(&mut self, off: u64, len: u64) {
-        self.by_off.insert(off, len);
-        self.by_size.insert((len, off));
-        self.bytes += len;
-    }
-    /// Adds `[off, off+len)`, merging with neighbours. The range must not overlap the set.
-    pub fn insert(&mut self, mut off: u64, mut len: u64) {
-        debug_assert!(len > 0);
-        if let Some((&p, &pl)) = self.by_off.range(..=off).next_back() {
-            assert!(
-                p + pl <= off,
-                "extent [{off}, +{len}) overlaps [{p}, +{pl})"
-            );
-            if p + pl == off {
-                self.raw_remove(p);
-                off = p;
-                len += pl;
-            }
-        }
-        if let Some((&n, &nl)) = self.by_off.range(off + 1..).next() {
-            assert!(
-                off + len <= n,
-                "extent [{off}, +{len}) overlaps [{n}, +{nl})"
-            );
-            if off + len == n {
-                self.raw_remove(n);
-                len += nl;
-            }
-        }
-        self.raw_insert(off, len);
-    }
-    /// Removes `[off, off+len)` if the set holds all of it; returns whether it did.
-    pub fn remove_range(&mut self, off: u64, len: u64) -> bool {
-        let Some((&p, &pl)) = self.by_off.range(..=off).next_back() else {
-            return false;
-        };
-        if p + pl < off + len {
-            return false;
-        }
-        self.raw_remove(p);
-        if p < off {
-            self.raw_insert(p, off - p);
-        }
-        if off + len < p + pl {
-            self.raw_insert(off + len, p + pl - (off + len));
-        }
-        true
-    }
-    /// Takes `len` bytes from the smallest fitting extent (lowest offset among equals).
-    fn take_best(&mut self, len: u64) -> Option<u64> {
-        let &(sz, off) = self.by_size.range((len, 0)..).next()?;
-        debug_assert!(sz >= len);
-        self.take_at(off, len);
-        Some(off)
-    }
-    /// Takes `len` bytes from the lowest-offset fitting extent.
-    fn take_first(&mut self, len: u64) -> Option<u64> {
-        let off = self
-            .by_off
-            .iter()
-            .find(|(_, &l)| l >= len)
-            .map(|(&o, _)| o)?;
-        self.take_at(off, len);
-        Some(off)
-    }
-    /// Takes `len` bytes at the first place at or after `from` where they fit (inside an
-    /// extent that starts before `from`, from `from` on). Looks at `max_extents` extents at
-    /// most.
-    fn take_next(&mut self, from: u64, len: u64, max_extents: usize) -> Option<u64> {
-        let straddling = self
-            .by_off
-            .range(..from)
-            .next_back()
-            .filter(|(&o, &l)| o + l >= from + len)
-            .map(|_| from);
-        let off = straddling.or_else(|| {
-            self.by_off
-                .range(from..)
-                .take(max_extents)
-                .find(|(_, &l)| l >= len)
-                .map(|(&o, _)| o)
-        })?;
-        let carved = self.remove_range(off, len);
-        debug_assert!(carved);
-        Some(off)
-    }
-    fn take_at(&mut self, off: u64, len: u64) {
-        let sz = self.raw_remove(off);
-        if sz > len {
-            self.raw_insert(off + len, sz - len);
-        }
-    }
-    fn last(&self) -> Option<(u64, u64)> {
-        self.by_off.iter().next_back().map(|(&o, &l)| (o, l))
-    }
 }
 
 struct ExtentState {
@@ -210,6 +58,20 @@ impl ExtentState {
     fn free_bytes(&self) -> u64 {
         self.avail.bytes() + self.discard.bytes() + self.pending.bytes()
     }
+
+    /// The lists are pairwise disjoint and lie between the descriptor and the end of the file.
+    fn check(&self) -> std::result::Result<(), String> {
+        check_disjoint(
+            &[
+                ("alloc", &self.alloc),
+                ("avail", &self.avail),
+                ("discard", &self.discard),
+                ("pending", &self.pending),
+            ],
+            ALLOC_UNIT,
+            self.size,
+        )
+    }
 }
 
 /// How many free extents a sweep allocation looks at before it gives up and appends.
@@ -224,143 +86,31 @@ pub struct BlockStats {
     pub blocks_read: AtomicU64,
 }
 
-/// Identity of a file for events.
-#[derive(Clone, Copy, Debug)]
-pub struct FileTag {
-    pub id: FileId,
-    pub kind: FileKind,
-    pub table: u32,
-    pub id_index: bool,
-}
-
 pub struct BlockFile {
-    path: PathBuf,
-    file: Arc<File>,
-    tag: FileTag,
+    file: Arc<IoFile>,
     alloc: Allocation,
     state: Mutex<ExtentState>,
-    events: Arc<Events>,
+    io: Arc<Io>,
     pub stats: BlockStats,
-}
-
-/// A block image ready to be written: header + payload, padded to the allocation unit.
-pub struct BlockImage {
-    pub buf: Vec<u8>,
-    pub checksum: u32,
-}
-
-/// Serializes a page into a block image, compressing the payload when that saves at least one
-/// allocation unit (WiredTiger keeps the uncompressed image otherwise).
-pub fn build_block(kind: PageKind, payload: &[u8], compressor: Compressor) -> Result<BlockImage> {
-    let raw_size = round_up(BLOCK_HEADER + payload.len());
-    let mut compressed: Option<(u8, Vec<u8>)> = None;
-    if compressor != Compressor::None && raw_size > ALLOC_UNIT as usize {
-        let c = compress(compressor, payload)?;
-        if round_up(BLOCK_HEADER + c.len()) + (ALLOC_UNIT as usize) <= raw_size {
-            compressed = Some((compressor_code(compressor), c));
-        }
-    }
-    let (code, stored): (u8, &[u8]) = match &compressed {
-        Some((code, c)) => (*code, c.as_slice()),
-        None => (0, payload),
-    };
-    let total = round_up(BLOCK_HEADER + stored.len());
-    let mut buf = Vec::with_capacity(total);
-    buf.extend_from_slice(&BLOCK_MAGIC.to_le_bytes());
-    buf.push(kind as u8);
-    buf.push(code);
-    buf.extend_from_slice(&[0, 0]);
-    buf.extend_from_slice(&(stored.len() as u32).to_le_bytes());
-    buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    buf.extend_from_slice(&[0; 4]); // checksum, filled below
-    buf.extend_from_slice(&[0; 4]);
-    buf.extend_from_slice(stored);
-    let checksum = crc32c::crc32c(&buf);
-    buf[16..20].copy_from_slice(&checksum.to_le_bytes());
-    buf.resize(total, 0);
-    Ok(BlockImage { buf, checksum })
-}
-
-fn round_up(n: usize) -> usize {
-    n.div_ceil(ALLOC_UNIT as usize) * ALLOC_UNIT as usize
-}
-
-fn compressor_code(c: Compressor) -> u8 {
-    match c {
-        Compressor::None => 0,
-        Compressor::Snappy => 1,
-        Compressor::Zlib => 2,
-        Compressor::Zstd => 3,
-    }
-}
-
-fn compress(c: Compressor, data: &[u8]) -> Result<Vec<u8>> {
-    use std::io::Write;
-    let err = |e: std::io::Error| Error::io(format!("{} compression", c.name()), e);
-    Ok(match c {
-        Compressor::None => data.to_vec(),
-        Compressor::Snappy => snap::raw::Encoder::new()
-            .compress_vec(data)
-            .map_err(|e| err(std::io::Error::other(e)))?,
-        Compressor::Zlib => {
-            let mut enc = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(6));
-            enc.write_all(data).map_err(err)?;
-            enc.finish().map_err(err)?
-        }
-        // zstd level 6: MongoDB's built-in zstd level.
-        Compressor::Zstd => zstd::bulk::compress(data, 6).map_err(err)?,
-    })
-}
-
-fn decompress(code: u8, data: &[u8], mem_len: usize) -> std::result::Result<Vec<u8>, String> {
-    use std::io::Read;
-    let out = match code {
-        0 => data.to_vec(),
-        1 => snap::raw::Decoder::new()
-            .decompress_vec(data)
-            .map_err(|e| format!("snappy: {e}"))?,
-        2 => {
-            let mut out = Vec::with_capacity(mem_len);
-            flate2::read::ZlibDecoder::new(data)
-                .read_to_end(&mut out)
-                .map_err(|e| format!("zlib: {e}"))?;
-            out
-        }
-        3 => zstd::bulk::decompress(data, mem_len).map_err(|e| format!("zstd: {e}"))?,
-        c => return Err(format!("unknown compressor code {c}")),
-    };
-    if out.len() != mem_len {
-        return Err(format!(
-            "decompressed to {} bytes, expected {mem_len}",
-            out.len()
-        ));
-    }
-    Ok(out)
 }
 
 impl BlockFile {
     /// Creates a new file holding only its descriptor block.
     pub fn create(
         path: &Path,
-        tag: FileTag,
+        role: FileRole,
         alloc: Allocation,
-        events: Arc<Events>,
+        io: Arc<Io>,
     ) -> Result<BlockFile> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .ctx(|| format!("creating {}", path.display()))?;
-        let bf = BlockFile::from_parts(path, file, tag, alloc, ALLOC_UNIT, Vec::new(), events);
-        let mut desc = vec![0u8; ALLOC_UNIT as usize];
-        desc[..8].copy_from_slice(DESC_MAGIC);
-        desc[8..12].copy_from_slice(&1u32.to_le_bytes()); // format version
-        desc[12..16].copy_from_slice(&(ALLOC_UNIT as u32).to_le_bytes());
-        let sum = crc32c::crc32c(&desc[..16]);
-        desc[16..20].copy_from_slice(&sum.to_le_bytes());
-        bf.pwrite(&desc, 0, PageKind::Descriptor, 0, WriteCause::Other)?;
+        let file = io.open(path, OpenMode::CreateTruncate, role, file_name(path))?;
+        let bf = BlockFile::from_parts(file, alloc, ALLOC_UNIT, Vec::new(), io);
+        bf.pwrite(
+            &descriptor_block(),
+            0,
+            PageKind::Descriptor,
+            0,
+            WriteCause::Other,
+        )?;
         Ok(bf)
     }
 
@@ -369,22 +119,15 @@ impl BlockFile {
     /// checkpoint's avail list.
     pub fn open_checkpoint(
         path: &Path,
-        tag: FileTag,
+        role: FileRole,
         alloc: Allocation,
         ckpt: &FileCheckpoint,
-        events: Arc<Events>,
+        io: Arc<Io>,
     ) -> Result<BlockFile> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .ctx(|| format!("opening {}", path.display()))?;
-        let mut desc = [0u8; 20];
-        file.read_exact_at(&mut desc, 0)
-            .ctx(|| format!("reading the descriptor of {}", path.display()))?;
-        if &desc[..8] != DESC_MAGIC
-            || crc32c::crc32c(&desc[..16]) != u32::from_le_bytes(desc[16..20].try_into().unwrap())
-        {
+        let file = io.open(path, OpenMode::Existing, role, file_name(path))?;
+        let mut desc = [0u8; DESC_CHECKED];
+        io.read(&file, &mut desc, 0)?;
+        if !descriptor_ok(&desc) {
             return Err(Error::Corrupt {
                 file: path.to_path_buf(),
                 offset: 0,
@@ -392,25 +135,24 @@ impl BlockFile {
             });
         }
         let len = file
+            .file()
             .metadata()
             .ctx(|| format!("stat {}", path.display()))?
             .len();
         if len != ckpt.file_size {
-            file.set_len(ckpt.file_size)
-                .ctx(|| format!("resizing {} to its checkpoint size", path.display()))?;
+            io.set_len(&file, ckpt.file_size, len)?;
         }
         let lists = [Some(ckpt.alloc), ckpt.discard, Some(ckpt.avail)]
             .into_iter()
             .flatten()
             .collect();
-        let bf = BlockFile::from_parts(path, file, tag, alloc, ckpt.file_size, lists, events);
+        let bf = BlockFile::from_parts(file, alloc, ckpt.file_size, lists, io);
         let (_, payload) = bf.read(ckpt.avail)?;
-        let (file_size, extents) =
-            crate::page::decode_extents(&payload).map_err(|what| Error::Corrupt {
-                file: path.to_path_buf(),
-                offset: ckpt.avail.offset,
-                what,
-            })?;
+        let (file_size, extents) = decode_extents(&payload).map_err(|what| Error::Corrupt {
+            file: path.to_path_buf(),
+            offset: ckpt.avail.offset,
+            what,
+        })?;
         if file_size != ckpt.file_size {
             return Err(Error::Corrupt {
                 file: path.to_path_buf(),
@@ -421,38 +163,25 @@ impl BlockFile {
                 ),
             });
         }
-        {
-            let mut st = bf.state.lock();
-            for (o, l) in extents {
-                st.avail.insert(o, l);
-            }
+        let mut st = bf.state.lock();
+        for (o, l) in extents {
+            st.avail.insert(o, l);
         }
+        bf.check(&st, "open");
+        drop(st);
         Ok(bf)
     }
 
-    /// An open file of `size` bytes whose free space is yet to be filled in; announced to the
-    /// event hub (registered for trims, reported as created).
+    /// An open file of `size` bytes whose free space is yet to be filled in.
     fn from_parts(
-        path: &Path,
-        file: File,
-        tag: FileTag,
+        file: Arc<IoFile>,
         alloc: Allocation,
         size: u64,
         lists: Vec<Addr>,
-        events: Arc<Events>,
+        io: Arc<Io>,
     ) -> BlockFile {
-        let file = Arc::new(file);
-        events.register_file(tag.id, &file);
-        events.emit(|t| Event::FileCreate {
-            time_ns: t,
-            file: tag.id,
-            kind: tag.kind,
-            name: file_name(path),
-        });
         BlockFile {
-            path: path.to_path_buf(),
             file,
-            tag,
             alloc,
             state: Mutex::new(ExtentState {
                 size,
@@ -463,16 +192,17 @@ impl BlockFile {
                 lists,
                 cursor: 0,
             }),
-            events,
+            io,
             stats: BlockStats::default(),
         }
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.file.path()
     }
-    pub fn tag(&self) -> FileTag {
-        self.tag
+    /// The file's trace id.
+    pub fn id(&self) -> FileId {
+        self.file.id()
     }
     pub fn size(&self) -> u64 {
         self.state.lock().size
@@ -480,6 +210,44 @@ impl BlockFile {
     /// Bytes in free extents (reusable now or after the next checkpoint).
     pub fn free_bytes(&self) -> u64 {
         self.state.lock().free_bytes()
+    }
+
+    /// Asserts (debug builds) that the extent lists are disjoint and inside the file: called at
+    /// the entry and exit of write, free and checkpoint. It walks every extent, hence debug only.
+    #[inline]
+    fn check(&self, st: &ExtentState, at: &str) {
+        if cfg!(debug_assertions) {
+            if let Err(e) = st.check() {
+                panic!(
+                    "{}: extent lists broken at {at}: {e}",
+                    self.path().display()
+                );
+            }
+        }
+    }
+
+    /// WiredTiger's "misplaced block" check (debug builds): a block read or freed must not be
+    /// free space already, and must lie inside the file.
+    #[inline]
+    fn check_placed(&self, addr: Addr, at: &str) {
+        if cfg!(debug_assertions) {
+            let st = self.state.lock();
+            let (off, len) = addr.extent();
+            let free = [
+                ("avail", &st.avail),
+                ("discard", &st.discard),
+                ("pending", &st.pending),
+            ]
+            .into_iter()
+            .find(|(_, s)| s.overlaps(off, len));
+            assert!(
+                free.is_none() && off >= ALLOC_UNIT && off + len <= st.size,
+                "{}: misplaced block at {at}: [{off}, +{len}) is {} (file size {})",
+                self.path().display(),
+                free.map_or("outside the file", |(n, _)| n),
+                st.size
+            );
+        }
     }
 
     fn pwrite(
@@ -490,40 +258,8 @@ impl BlockFile {
         page_id: u64,
         cause: WriteCause,
     ) -> Result<()> {
-        let tag = self.tag;
-        // Announced before it is issued: the placement policy picks its stream, and a pending
-        // trim of this space is cancelled before the data lands.
-        self.events
-            .before_write(&self.file, buf.len() as u64, |t| WriteEvent {
-                time_ns: t,
-                file: tag.id,
-                file_kind: tag.kind,
-                table: tag.table,
-                page_kind: kind,
-                offset,
-                len: buf.len() as u32,
-                id_index: tag.id_index,
-                stream: 0,
-                page_id,
-                cause,
-            });
-        if let Err(e) = self.file.write_all_at(buf, offset) {
-            // The announced write did not happen: its space holds nothing anyone can reach.
-            self.events.emit(|t| Event::Free {
-                time_ns: t,
-                file: tag.id,
-                offset,
-                len: buf.len() as u64,
-            });
-            return Err(Error::io(
-                format!(
-                    "writing {} bytes at offset {offset} of {}",
-                    buf.len(),
-                    self.path.display()
-                ),
-                e,
-            ));
-        }
+        self.io
+            .write(&self.file, buf, offset, kind, page_id, cause)?;
         self.stats
             .bytes_written
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
@@ -574,16 +310,26 @@ impl BlockFile {
         let len = image.buf.len() as u64;
         let offset = {
             let mut st = self.state.lock();
+            self.check(&st, "write entry");
             let off = Self::allocate(&mut st, self.alloc, len, first_fit);
             st.alloc.insert(off, len);
             off
         };
         if let Err(e) = self.pwrite(&image.buf, offset, kind, page_id, cause) {
-            // Give the space back: it was never referenced.
+            // Give the space back: it was never referenced (the seam has announced it free).
             let mut st = self.state.lock();
             st.alloc.remove_range(offset, len);
             st.avail.insert(offset, len);
+            self.check(&st, "write failure");
             return Err(e);
+        }
+        if cfg!(debug_assertions) {
+            let st = self.state.lock();
+            debug_assert!(
+                st.alloc.contains(offset, len),
+                "a written block is allocated"
+            );
+            self.check(&st, "write exit");
         }
         Ok(Addr {
             offset,
@@ -594,73 +340,44 @@ impl BlockFile {
 
     /// Frees a block that a newer page image (or a removed value) replaced.
     pub fn free(&self, addr: Addr) {
-        let (off, len) = (addr.offset, addr.size as u64);
+        self.check_placed(addr, "free");
+        let (off, len) = addr.extent();
         let mut st = self.state.lock();
+        self.check(&st, "free entry");
         if st.alloc.remove_range(off, len) {
             // Allocated in this checkpoint interval: no checkpoint can reach it. Announced
             // before the space can be allocated again (the state lock is still held): a TRIM
             // batcher must see this Free before any later Write of the same space, or it would
             // trim that write's data.
-            let id = self.tag.id;
-            self.events.emit(|t| Event::Free {
-                time_ns: t,
-                file: id,
-                offset: off,
-                len,
-            });
+            self.io.free(&self.file, off, len);
             st.avail.insert(off, len);
         } else {
             st.discard.insert(off, len);
         }
+        self.check(&st, "free exit");
     }
 
     /// Reads and verifies a block; returns its page kind and uncompressed payload.
     pub fn read(&self, addr: Addr) -> Result<(PageKind, Vec<u8>)> {
+        self.check_placed(addr, "read");
         let mut buf = vec![0u8; addr.size as usize];
-        self.file.read_exact_at(&mut buf, addr.offset).ctx(|| {
-            format!(
-                "reading {} bytes at offset {} of {}",
-                addr.size,
-                addr.offset,
-                self.path.display()
-            )
-        })?;
+        self.io.read(&self.file, &mut buf, addr.offset)?;
         self.stats
             .bytes_read
             .fetch_add(buf.len() as u64, Ordering::Relaxed);
         self.stats.blocks_read.fetch_add(1, Ordering::Relaxed);
-        let bad = || Error::Checksum {
-            file: self.path.clone(),
-            offset: addr.offset,
-            size: addr.size as u64,
-        };
-        if buf.len() < BLOCK_HEADER
-            || u32::from_le_bytes(buf[0..4].try_into().unwrap()) != BLOCK_MAGIC
-        {
-            return Err(bad());
-        }
-        let stored_len = u32::from_le_bytes(buf[8..12].try_into().unwrap()) as usize;
-        let mem_len = u32::from_le_bytes(buf[12..16].try_into().unwrap()) as usize;
-        let sum = u32::from_le_bytes(buf[16..20].try_into().unwrap());
-        if BLOCK_HEADER + stored_len > buf.len() || sum != addr.checksum {
-            return Err(bad());
-        }
-        buf[16..20].copy_from_slice(&[0; 4]);
-        if crc32c::crc32c(&buf[..BLOCK_HEADER + stored_len]) != sum {
-            return Err(bad());
-        }
-        let kind = PageKind::from_u8(buf[4]).ok_or_else(bad)?;
-        let payload = decompress(
-            buf[5],
-            &buf[BLOCK_HEADER..BLOCK_HEADER + stored_len],
-            mem_len,
-        )
-        .map_err(|what| Error::Corrupt {
-            file: self.path.clone(),
-            offset: addr.offset,
-            what,
-        })?;
-        Ok((kind, payload))
+        parse_block(&mut buf, addr).map_err(|bad| match bad {
+            BadBlock::Checksum => Error::Checksum {
+                file: self.path().to_path_buf(),
+                offset: addr.offset,
+                size: addr.size as u64,
+            },
+            BadBlock::Payload(what) => Error::Corrupt {
+                file: self.path().to_path_buf(),
+                offset: addr.offset,
+                what,
+            },
+        })
     }
 
     /// Writes this file's part of a checkpoint after the tree's pages (root last) are written:
@@ -669,7 +386,9 @@ impl BlockFile {
     /// metadata must record. Nothing becomes reusable until [`BlockFile::resolve`] is called
     /// after the metadata commit.
     pub fn checkpoint(&self, root: Addr) -> Result<FileCheckpoint> {
+        self.check_placed(root, "checkpoint root");
         let mut st = self.state.lock();
+        self.check(&st, "checkpoint entry");
         // Free space touching the end of the file goes back to the filesystem. Only `avail`
         // qualifies: it holds nothing the durable checkpoint references.
         let old_size = st.size;
@@ -688,19 +407,13 @@ impl BlockFile {
             }
         }
         if st.size != old_size {
-            if let Err(e) = self.file.set_len(st.size) {
+            if let Err(e) = self.io.set_len(&self.file, st.size, old_size) {
                 // Put things back; the space simply stays free.
                 let (off, len) = (st.size, old_size - st.size);
                 st.size = old_size;
                 st.avail.insert(off, len);
-                return Err(Error::io(format!("truncating {}", self.path.display()), e));
+                return Err(e);
             }
-            let (id, new_len) = (self.tag.id, st.size);
-            self.events.emit(|t| Event::FileTruncate {
-                time_ns: t,
-                file: id,
-                len: new_len,
-            });
         }
         // The previous checkpoint's list blocks are referenced by the durable checkpoint.
         let old_lists = std::mem::take(&mut st.lists);
@@ -709,7 +422,7 @@ impl BlockFile {
         }
         // Reserve the list blocks. Each allocation can add at most one extent to a list, so a
         // little headroom makes the estimate safe.
-        let est = |n: usize| crate::page::extents_payload_len(n + 4);
+        let est = |n: usize| extents_payload_len(n + 4);
         let alloc_len = round_up(BLOCK_HEADER + est(st.alloc.len())) as u64;
         let disc_len = if st.discard.is_empty() {
             0
@@ -734,20 +447,20 @@ impl BlockFile {
         let size = st.size;
         let alloc_img = build_block(
             PageKind::ExtentList,
-            &crate::page::encode_extents(size, st.alloc.iter()),
+            &encode_extents(size, st.alloc.iter()),
             Compressor::None,
         )?;
         let disc_img = match disc_off {
             Some(_) => Some(build_block(
                 PageKind::ExtentList,
-                &crate::page::encode_extents(size, st.discard.iter()),
+                &encode_extents(size, st.discard.iter()),
                 Compressor::None,
             )?),
             None => None,
         };
         let avail_img = build_block(
             PageKind::ExtentList,
-            &crate::page::encode_extents(size, after.iter()),
+            &encode_extents(size, after.iter()),
             Compressor::None,
         )?;
         debug_assert!(alloc_img.buf.len() as u64 <= alloc_len);
@@ -771,9 +484,7 @@ impl BlockFile {
                 _ => None,
             };
             let avail = pad(&avail_img, avail_len, avail_off)?;
-            self.file
-                .sync_data()
-                .ctx(|| format!("fdatasync {}", self.path.display()))?;
+            self.io.sync_data(&self.file)?;
             Ok(FileCheckpoint {
                 root,
                 alloc,
@@ -795,6 +506,7 @@ impl BlockFile {
                     st.pending.insert(o, l);
                 }
                 st.alloc = ExtentSet::default();
+                self.check(&st, "checkpoint exit");
                 Ok(ckpt)
             }
             Err(e) => {
@@ -814,6 +526,7 @@ impl BlockFile {
                     st.discard.remove_range(a.offset, a.size as u64);
                 }
                 st.lists = old_lists;
+                self.check(&st, "checkpoint failure");
                 Err(e)
             }
         }
@@ -825,22 +538,15 @@ impl BlockFile {
         let mut st = self.state.lock();
         let pending = std::mem::take(&mut st.pending);
         // Announce each extent before it becomes allocatable (see `free`).
-        let id = self.tag.id;
         for (o, l) in pending.iter() {
-            self.events.emit(|t| Event::Free {
-                time_ns: t,
-                file: id,
-                offset: o,
-                len: l,
-            });
+            self.io.free(&self.file, o, l);
             st.avail.insert(o, l);
         }
+        self.check(&st, "resolve");
     }
 
     pub fn sync(&self) -> Result<()> {
-        self.file
-            .sync_data()
-            .ctx(|| format!("fdatasync {}", self.path.display()))
+        self.io.sync_data(&self.file)
     }
 
     /// A snapshot of the extent lists: (size, avail, alloc, discard, pending) in bytes.
@@ -888,9 +594,13 @@ fn file_name(path: &Path) -> String {
 mod tests {
     use super::*;
 
-    fn tag() -> FileTag {
-        FileTag {
-            id: 1,
+    use super::super::image::build_block;
+    use placement::FileKind;
+    use std::fs::OpenOptions;
+    use std::os::unix::fs::FileExt;
+
+    fn tag() -> FileRole {
+        FileRole {
             kind: FileKind::Collection,
             table: 1,
             id_index: false,
@@ -898,33 +608,9 @@ mod tests {
     }
 
     #[test]
-    fn extent_set_merges_and_splits() {
-        let mut s = ExtentSet::default();
-        s.insert(0, 4096);
-        s.insert(8192, 4096);
-        s.insert(4096, 4096);
-        assert_eq!(s.iter().collect::<Vec<_>>(), vec![(0, 12288)]);
-        assert!(s.remove_range(4096, 4096));
-        assert_eq!(s.iter().collect::<Vec<_>>(), vec![(0, 4096), (8192, 4096)]);
-        assert!(!s.remove_range(4096, 4096));
-        assert_eq!(s.bytes(), 8192);
-    }
-
-    #[test]
-    fn best_fit_takes_smallest_then_lowest() {
-        let mut s = ExtentSet::default();
-        s.insert(0, 16384);
-        s.insert(40960, 8192);
-        s.insert(81920, 8192);
-        assert_eq!(s.take_best(8192), Some(40960));
-        assert_eq!(s.take_first(4096), Some(0));
-        assert_eq!(s.take_best(32768), None);
-    }
-
-    #[test]
     fn reuse_follows_checkpoint_rules() {
         let dir = tempfile::tempdir().unwrap();
-        let ev = Arc::new(Events::new(None));
+        let ev = Arc::new(Io::quiet());
         let bf = BlockFile::create(&dir.path().join("f"), tag(), Allocation::best(), ev).unwrap();
         let img = build_block(PageKind::Leaf, &[7u8; 5000], Compressor::None).unwrap();
         let a = bf
@@ -989,7 +675,7 @@ mod tests {
         // leak it.
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
-        let ev = Arc::new(Events::new(None));
+        let ev = Arc::new(Io::quiet());
         let bf = BlockFile::create(&path, tag(), Allocation::best(), ev.clone()).unwrap();
         let img = build_block(PageKind::Leaf, &[7u8; 5000], Compressor::None).unwrap();
         let root_img = |n: u8| build_block(PageKind::Root, &[n], Compressor::None).unwrap();
@@ -1046,35 +732,10 @@ mod tests {
     }
 
     #[test]
-    fn compression_kept_only_when_it_saves_a_unit() {
-        let zeros = vec![0u8; 30000];
-        for c in Compressor::ALL {
-            let img = build_block(PageKind::Leaf, &zeros, c).unwrap();
-            if c == Compressor::None {
-                assert_eq!(img.buf.len(), 32768);
-            } else {
-                assert_eq!(img.buf.len(), 4096, "{c:?}");
-            }
-        }
-        // Incompressible data stays uncompressed.
-        let mut x = 1u64;
-        let noise: Vec<u8> = (0..30000)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
-        let img = build_block(PageKind::Leaf, &noise, Compressor::Zstd).unwrap();
-        assert_eq!(img.buf[5], 0);
-    }
-
-    #[test]
     fn flipped_byte_is_a_checksum_error_naming_file_and_offset() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
-        let ev = Arc::new(Events::new(None));
+        let ev = Arc::new(Io::quiet());
         let bf = BlockFile::create(&path, tag(), Allocation::best(), ev).unwrap();
         let a = bf
             .write(

@@ -1,14 +1,10 @@
-//! Flash hints that reach a real Linux device: a write-life hint per file before each write
-//! (`fcntl(F_SET_RW_HINT)`), and trims as `fallocate(FALLOC_FL_PUNCH_HOLE | KEEP_SIZE)`.
+//! Flash hints that reach a real Linux device: which write-life hint a stream gets, and the
+//! counters of hint calls (`fcntl(F_SET_RW_HINT)`) and punched trims
+//! (`fallocate(FALLOC_FL_PUNCH_HOLE | KEEP_SIZE)`; the calls themselves are the backend's).
 //! When the kernel or filesystem refuses, the failure is logged once and counted, and the
 //! database goes on: hints are advice, never a reason to fail a write.
 
-use std::fs::File;
-use std::os::unix::io::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
-// uapi fcntl.h: F_LINUX_SPECIFIC_BASE (1024) + 12; the argument points to a u64.
-const F_SET_RW_HINT: libc::c_int = 1036;
 /// RWH_WRITE_LIFE_NOT_SET .. RWH_WRITE_LIFE_EXTREME.
 pub const RWH_NOT_SET: u64 = 0;
 pub const RWH_EXTREME: u64 = 5;
@@ -38,44 +34,33 @@ pub struct LinuxIo {
 }
 
 impl LinuxIo {
-    /// Sets the inode's write-life hint.
-    pub fn set_hint(&self, file: &File, hint: u64) {
+    /// Counts a write-life hint call and its outcome (a refusal is warned about once).
+    pub fn hinted(&self, res: std::io::Result<()>) {
         self.hint_calls.fetch_add(1, Ordering::Relaxed);
-        let value: u64 = hint;
-        // SAFETY: fcntl with F_SET_RW_HINT reads one u64 through the pointer.
-        let rc = unsafe { libc::fcntl(file.as_raw_fd(), F_SET_RW_HINT, &value as *const u64) };
-        if rc != 0 {
+        if let Err(e) = res {
             self.hint_failures.fetch_add(1, Ordering::Relaxed);
             if !self.hint_warned.swap(true, Ordering::Relaxed) {
                 eprintln!(
-                    "flashdoc: the kernel refused a write-life hint (F_SET_RW_HINT): {}; going on without hints",
-                    std::io::Error::last_os_error()
+                    "flashdoc: the kernel refused a write-life hint (F_SET_RW_HINT): {e}; going on without hints"
                 );
             }
         }
     }
 
-    /// Deallocates `[offset, offset+len)` of the file without changing its size.
-    pub fn punch_hole(&self, file: &File, offset: u64, len: u64) {
+    /// Counts a punched trim of `len` bytes and its outcome (a refusal is warned about once).
+    pub fn punched(&self, len: u64, res: std::io::Result<()>) {
         self.punch_calls.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: fallocate on a descriptor we own.
-        let rc = unsafe {
-            libc::fallocate(
-                file.as_raw_fd(),
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                offset as libc::off_t,
-                len as libc::off_t,
-            )
-        };
-        if rc == 0 {
-            self.punch_bytes.fetch_add(len, Ordering::Relaxed);
-        } else {
-            self.punch_failures.fetch_add(1, Ordering::Relaxed);
-            if !self.punch_warned.swap(true, Ordering::Relaxed) {
-                eprintln!(
-                    "flashdoc: the filesystem refused a trim (fallocate PUNCH_HOLE): {}; going on",
-                    std::io::Error::last_os_error()
-                );
+        match res {
+            Ok(()) => {
+                self.punch_bytes.fetch_add(len, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.punch_failures.fetch_add(1, Ordering::Relaxed);
+                if !self.punch_warned.swap(true, Ordering::Relaxed) {
+                    eprintln!(
+                        "flashdoc: the filesystem refused a trim (fallocate PUNCH_HOLE): {e}; going on"
+                    );
+                }
             }
         }
     }
@@ -112,24 +97,29 @@ mod tests {
 
     #[test]
     fn punch_hole_zeroes_the_range_and_keeps_the_size() {
+        use crate::io::{Backend, FileRole, Io, OpenMode};
+        use placement::FileKind;
         let dir = tempfile::tempdir().unwrap();
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(dir.path().join("f"))
+        let io = Io::quiet();
+        let f = io
+            .open(
+                &dir.path().join("f"),
+                OpenMode::CreateTruncate,
+                FileRole::of(FileKind::Collection),
+                "f".into(),
+            )
             .unwrap();
-        f.write_all_at(&[7u8; 16384], 0).unwrap();
-        let io = LinuxIo::default();
-        io.punch_hole(&f, 4096, 8192);
-        io.set_hint(&f, hint_for_stream(3, 8));
-        assert_eq!(f.metadata().unwrap().len(), 16384);
-        assert_eq!(io.punch_calls.load(Ordering::Relaxed), 1);
-        assert_eq!(io.hint_calls.load(Ordering::Relaxed), 1);
-        if io.punch_failures.load(Ordering::Relaxed) == 0 {
+        f.file().write_all_at(&[7u8; 16384], 0).unwrap();
+        let stats = LinuxIo::default();
+        let os = crate::io::OsFiles;
+        stats.punched(8192, os.punch_hole(&f, 4096, 8192));
+        stats.hinted(os.set_write_hint(&f, hint_for_stream(3, 8)));
+        assert_eq!(f.file().metadata().unwrap().len(), 16384);
+        assert_eq!(stats.punch_calls.load(Ordering::Relaxed), 1);
+        assert_eq!(stats.hint_calls.load(Ordering::Relaxed), 1);
+        if stats.punch_failures.load(Ordering::Relaxed) == 0 {
             let mut b = [1u8; 16384];
-            f.read_exact_at(&mut b, 0).unwrap();
+            f.file().read_exact_at(&mut b, 0).unwrap();
             assert!(b[..4096].iter().all(|&x| x == 7));
             assert!(b[4096..12288].iter().all(|&x| x == 0));
             assert!(b[12288..].iter().all(|&x| x == 7));

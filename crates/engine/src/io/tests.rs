@@ -1,0 +1,110 @@
+//! The seam's failure rule, with the fault-injecting backend.
+
+use super::*;
+use placement::CollectingObserver;
+
+#[test]
+fn a_failed_write_is_announced_then_freed_and_reported_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let obs = Arc::new(CollectingObserver::new());
+    let faults = Arc::new(FaultyFiles::new());
+    let io = Io::new(
+        Some(obs.clone()),
+        &FlashConfig::default(),
+        Some(faults.clone()),
+    )
+    .unwrap();
+    for kind in [FileKind::Collection, FileKind::Journal, FileKind::Metadata] {
+        let f = io
+            .open(
+                &dir.path().join(kind.name()),
+                OpenMode::CreateTruncate,
+                FileRole::of(kind),
+                kind.name().into(),
+            )
+            .unwrap();
+        faults.arm(Fault {
+            op: FaultOp::Write,
+            kind: Some(kind),
+            skip: 1,
+            times: 1,
+            errno: libc::EIO,
+        });
+        io.write(&f, &[1; 4096], 0, PageKind::Leaf, 7, WriteCause::Other)
+            .unwrap();
+        let err = io
+            .write(&f, &[2; 8192], 4096, PageKind::Leaf, 8, WriteCause::Other)
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("writing 8192 bytes at offset 4096"),
+            "{err}"
+        );
+        let evs: Vec<Event> = obs
+            .events()
+            .into_iter()
+            .filter(|e| {
+                matches!(e, Event::Write(w) if w.file == f.id())
+                    || matches!(e, Event::Free { file, .. } if *file == f.id())
+            })
+            .collect();
+        assert_eq!(evs.len(), 3, "{kind:?}: {evs:?}");
+        assert!(matches!(&evs[0], Event::Write(w) if w.offset == 0 && w.len == 4096));
+        assert!(matches!(&evs[1], Event::Write(w) if w.offset == 4096 && w.len == 8192));
+        assert!(
+            matches!(
+                evs[2],
+                Event::Free {
+                    offset: 4096,
+                    len: 8192,
+                    ..
+                }
+            ),
+            "{kind:?}: the failed write's range is freed: {evs:?}"
+        );
+    }
+    assert_eq!(faults.injected(), 3);
+    assert_eq!(
+        io.meter().written(),
+        3 * (4096 + 8192),
+        "announced writes are counted"
+    );
+}
+
+#[test]
+fn renames_and_removes_are_reported_after_they_happen_and_only_then() {
+    let dir = tempfile::tempdir().unwrap();
+    let obs = Arc::new(CollectingObserver::new());
+    let io = Io::observed(obs.clone());
+    let f = io
+        .open(
+            &dir.path().join("a"),
+            OpenMode::CreateTruncate,
+            FileRole::of(FileKind::Metadata),
+            "a".into(),
+        )
+        .unwrap();
+    io.rename(&f, &dir.path().join("b"), "b".into(), Some(99))
+        .unwrap();
+    assert!(io.remove(&dir.path().join("missing"), None).is_err());
+    io.remove(&dir.path().join("b"), Some(f.id())).unwrap();
+    let kinds: Vec<String> = obs
+        .events()
+        .iter()
+        .map(|e| match e {
+            Event::FileCreate { .. } => "create".to_string(),
+            Event::FileRemove { file, .. } => format!("remove {file}"),
+            Event::FileRename { name, .. } => format!("rename {name}"),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "create".to_string(),
+            "remove 99".into(),
+            "rename b".into(),
+            format!("remove {}", f.id())
+        ]
+    );
+}
