@@ -1,5 +1,8 @@
-//! Cache accounting. Leaves are charged by an estimate of their in-memory size; eviction
-//! (engine.rs) keeps the total under the target and the dirty part under the dirty target.
+//! Cache accounting: the only writer of the cache's counters. Leaves are charged by an
+//! estimate of their in-memory size (keys, values, `ENTRY_OVERHEAD` per entry); the tree
+//! reports what happens to a page (read in, changed, written, split, evicted, released) and
+//! this file turns that into bytes, dirty bytes and page counts. Eviction (`evict.rs`) keeps the
+//! total under the target and the dirty part under the dirty target.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -7,13 +10,13 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 pub const ENTRY_OVERHEAD: usize = 48;
 
 pub struct Cache {
-    pub bytes: AtomicI64,
-    pub dirty: AtomicI64,
+    bytes: AtomicI64,
+    dirty: AtomicI64,
     /// A coarse clock: eviction advances it; leaves record it when touched (approximate LRU).
-    pub tick: AtomicU64,
-    pub pages_evicted: AtomicU64,
-    pub pages_read: AtomicU64,
-    pub dirty_pages_written: AtomicU64,
+    tick: AtomicU64,
+    pages_evicted: AtomicU64,
+    pages_read: AtomicU64,
+    dirty_pages_written: AtomicU64,
     /// The budget and the thresholds derived from it (they change together on a resize).
     budget: AtomicU64,
     target: AtomicU64,
@@ -65,16 +68,69 @@ impl Cache {
         self.dirty_trigger.load(Ordering::Relaxed)
     }
     pub fn used(&self) -> u64 {
-        self.bytes.load(Ordering::Relaxed).max(0) as u64
+        let b = self.bytes.load(Ordering::Relaxed);
+        debug_assert!(b >= 0, "cache bytes went negative: {b}");
+        b.max(0) as u64
     }
     pub fn dirty_bytes(&self) -> u64 {
-        self.dirty.load(Ordering::Relaxed).max(0) as u64
+        let d = self.dirty.load(Ordering::Relaxed);
+        debug_assert!(d >= 0, "dirty cache bytes went negative: {d}");
+        d.max(0) as u64
     }
-    pub fn add(&self, bytes: i64) {
-        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+
+    fn add(&self, bytes: i64) {
+        let before = self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        debug_assert!(before + bytes >= 0, "cache bytes {before} {bytes:+}");
     }
-    pub fn add_dirty(&self, bytes: i64) {
-        self.dirty.fetch_add(bytes, Ordering::Relaxed);
+    fn add_dirty(&self, bytes: i64) {
+        let before = self.dirty.fetch_add(bytes, Ordering::Relaxed);
+        debug_assert!(before + bytes >= 0, "dirty cache bytes {before} {bytes:+}");
+    }
+
+    /// A page of `mem` bytes was read in from its block.
+    pub fn page_read(&self, mem: usize) {
+        self.add(mem as i64);
+        self.pages_read.fetch_add(1, Ordering::Relaxed);
+    }
+    /// A resident page changed by `delta` bytes and is now `mem` bytes; it was dirty before
+    /// (`was_dirty`) or has just become dirty.
+    pub fn page_changed(&self, delta: i64, mem: usize, was_dirty: bool) {
+        self.add(delta);
+        self.add_dirty(if was_dirty { delta } else { mem as i64 });
+    }
+    /// A dirty page of `mem` bytes was written: it is clean now.
+    pub fn page_written(&self, mem: usize) {
+        self.add_dirty(-(mem as i64));
+        self.dirty_pages_written.fetch_add(1, Ordering::Relaxed);
+    }
+    /// A clean page of `old` bytes was split into clean resident pages of `new` bytes in all.
+    pub fn page_split(&self, old: usize, new: usize) {
+        self.add(new as i64 - old as i64);
+    }
+    /// A clean page of `mem` bytes left memory (evicted).
+    pub fn page_evicted(&self, mem: usize) {
+        self.add(-(mem as i64));
+        self.pages_evicted.fetch_add(1, Ordering::Relaxed);
+    }
+    /// A page of `mem` bytes left memory without being evicted (its table closed or dropped).
+    pub fn page_released(&self, mem: usize, dirty: bool) {
+        self.add(-(mem as i64));
+        if dirty {
+            self.add_dirty(-(mem as i64));
+        }
+    }
+    /// Advances the recency clock (each eviction scan).
+    pub fn advance_clock(&self) {
+        self.tick.fetch_add(1, Ordering::Relaxed);
+    }
+    /// Page counters for statistics: (read, evicted, dirty written).
+    pub fn page_counts(&self) -> (u64, u64, u64) {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        (
+            l(&self.pages_read),
+            l(&self.pages_evicted),
+            l(&self.dirty_pages_written),
+        )
     }
     /// Background eviction should run.
     pub fn over_target(&self) -> bool {

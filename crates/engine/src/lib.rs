@@ -10,17 +10,23 @@
 pub mod block;
 pub mod btree;
 pub mod cache;
+pub mod catalog;
+pub mod checkpoint;
 pub mod codec;
 pub mod config;
 pub mod cursor;
 pub mod engine;
 pub mod error;
+pub mod evict;
 pub mod io;
 pub mod journal;
 pub mod kv;
+pub mod leaf;
 pub mod memory;
 pub mod meta;
 pub mod page;
+pub mod reconcile;
+pub mod recovery;
 pub mod settings;
 
 pub use config::{

@@ -1,0 +1,16 @@
+//! The B+tree (WiredTiger `src/btree`): one [`Table`] per table file.
+//!
+//! | file | job |
+//! | --- | --- |
+//! | `tree.rs` | the tree: descent, page reads, updates, applying reconciliation results, internal pages |
+//! | `split.rs` | structure changes: a split leaf's pieces into its parent, internal splits up to the root |
+//! | `scan.rs` | range reads for cursors |
+//! | `verify.rs` | every block read back and checked |
+
+mod scan;
+mod split;
+mod tree;
+mod verify;
+
+pub use scan::fetch_range;
+pub use tree::{Located, Table, MAX_KEY_LEN};

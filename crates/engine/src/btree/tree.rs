@@ -1,0 +1,636 @@
+//! One table: a copy-on-write B+tree in one block file (WiredTiger `src/btree`): descent,
+//! page reads, applying updates, applying reconciliation results, and writing internal pages.
+//!
+//! In memory, internal nodes are always resident (they are ~1% of a tree) and hold their
+//! children; leaves are shared handles (`Arc<Leaf>`, `leaf.rs`) whose page may be resident or
+//! only on disk.
+//!
+//! Latching, chosen so that no lock is held across I/O except a page's own latch:
+//! - `root` (RwLock): readers and writers take it only to descend to a leaf, then drop it.
+//! - `Leaf::state` (Mutex): the page latch. Reading a page from disk, editing it, and
+//!   reconciling it happen under it, so writers to other leaves never wait on that I/O.
+//! - `structure` (Mutex): whoever changes leaf addresses or the tree's shape (reconciliation
+//!   by eviction or a checkpoint) holds it; a checkpoint holds it for its whole pass over the
+//!   table, so the tree it writes is one consistent tree.
+//!
+//! Lock order: structure → root → leaf. A leaf is never held while taking `root`.
+//! A leaf that was split is *retired*; whoever latches a retired leaf looks it up again.
+//! Leaves split only at reconciliation (when their image exceeds the split size, or their
+//! in-memory size exceeds `memory_page_max`); internal nodes split when their image would
+//! exceed `internal_page_max`.
+
+use crate::block::{build_block, Addr, BlockFile, FileCheckpoint};
+use crate::cache::{Cache, ENTRY_OVERHEAD};
+use crate::config::TableConfig;
+use crate::error::{Error, Result};
+use crate::leaf::{page_mem, retired_backoff, Leaf, LeafState, PageMap, Value};
+use crate::page::{self, StoredValue};
+use crate::reconcile::{Piece, Reconciled, Reconciler};
+use parking_lot::{Mutex, MutexGuard, RwLock};
+use placement::{PageKind, WriteCause};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Keys longer than this are refused (an internal page must hold at least a few of them).
+pub const MAX_KEY_LEN: usize = 64 * 1024;
+
+pub(super) struct Internal {
+    /// `keys[i]` is the lower bound of `children[i]`; `keys[0]` is unused (empty).
+    pub(super) keys: Vec<Vec<u8>>,
+    pub(super) children: Vec<Child>,
+    /// 0: the children are leaves.
+    pub(super) level: u8,
+    pub(super) addr: Option<Addr>,
+    pub(super) dirty: AtomicBool,
+    /// The logical page id reported with this node's writes.
+    pub(super) page_id: u64,
+}
+
+pub(super) enum Child {
+    Leaf(Arc<Leaf>),
+    Node(Box<Internal>),
+}
+
+impl Internal {
+    pub(super) fn child_for(&self, key: &[u8]) -> usize {
+        self.keys[1..].partition_point(|k| k.as_slice() <= key)
+    }
+    /// The child holding the greatest key below `key`.
+    fn child_before(&self, key: &[u8]) -> usize {
+        self.keys[1..].partition_point(|k| k.as_slice() < key)
+    }
+    pub(super) fn image_len(&self) -> usize {
+        5 + self
+            .keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| page::internal_entry_len(if i == 0 { 0 } else { k.len() }))
+            .sum::<usize>()
+    }
+    pub(super) fn mark_dirty(&self) {
+        self.dirty.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Where a lookup landed: the leaf and its key range [lower, upper) (None = unbounded).
+pub struct Located {
+    pub leaf: Arc<Leaf>,
+    pub lower: Option<Vec<u8>>,
+    pub upper: Option<Vec<u8>>,
+}
+
+pub struct Table {
+    pub id: u32,
+    pub name: String,
+    pub cfg: TableConfig,
+    pub file: BlockFile,
+    pub(super) root: RwLock<Internal>,
+    pub structure: Mutex<()>,
+    cache: Arc<Cache>,
+    pub(super) leaf_ids: Arc<AtomicU64>,
+    leaf_split: usize,
+    pub(super) internal_split: usize,
+    memory_page_max: usize,
+    last_checkpoint: Mutex<Option<FileCheckpoint>>,
+}
+
+impl Table {
+    /// A new, empty table: a root over one empty leaf, nothing written yet.
+    pub fn new(
+        id: u32,
+        name: String,
+        cfg: TableConfig,
+        file: BlockFile,
+        cache: Arc<Cache>,
+        leaf_ids: Arc<AtomicU64>,
+    ) -> Table {
+        let leaf_id = leaf_ids.fetch_add(1, Ordering::Relaxed);
+        let leaf = Leaf::new(
+            leaf_id,
+            leaf_id,
+            Vec::new(),
+            LeafState {
+                page: Some(PageMap::new()),
+                addr: None,
+                dirty: true,
+                mem: 0,
+                pending_free: Vec::new(),
+            },
+        );
+        let root = Internal {
+            keys: vec![Vec::new()],
+            children: vec![Child::Leaf(leaf)],
+            level: 0,
+            addr: None,
+            dirty: AtomicBool::new(true),
+            page_id: leaf_ids.fetch_add(1, Ordering::Relaxed),
+        };
+        Self::assemble(id, name, cfg, file, cache, leaf_ids, root, None)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        id: u32,
+        name: String,
+        cfg: TableConfig,
+        file: BlockFile,
+        cache: Arc<Cache>,
+        leaf_ids: Arc<AtomicU64>,
+        root: Internal,
+        ckpt: Option<FileCheckpoint>,
+    ) -> Table {
+        // WiredTiger clamps memory_page_max to a tenth of the dirty trigger and to at least
+        // one leaf page (bt_handle.c).
+        let clamp = (cache.dirty_trigger() / 10).max(cfg.leaf_page_max as u64);
+        let memory_page_max = cfg.memory_page_max.min(clamp).max(cfg.leaf_page_max as u64) as usize;
+        Table {
+            id,
+            name,
+            leaf_split: cfg.split_size(cfg.leaf_page_max),
+            internal_split: cfg.split_size(cfg.internal_page_max),
+            memory_page_max,
+            cfg,
+            file,
+            root: RwLock::new(root),
+            structure: Mutex::new(()),
+            cache,
+            leaf_ids,
+            last_checkpoint: Mutex::new(ckpt),
+        }
+    }
+
+    /// Opens the table at a checkpoint: reads every internal page (verifying each), leaves
+    /// stay on disk until touched.
+    pub fn open(
+        id: u32,
+        name: String,
+        cfg: TableConfig,
+        file: BlockFile,
+        ckpt: FileCheckpoint,
+        cache: Arc<Cache>,
+        leaf_ids: Arc<AtomicU64>,
+    ) -> Result<Table> {
+        let root = load_internal(&file, ckpt.root, Vec::new(), &leaf_ids)?;
+        Ok(Self::assemble(
+            id,
+            name,
+            cfg,
+            file,
+            cache,
+            leaf_ids,
+            root,
+            Some(ckpt),
+        ))
+    }
+
+    /// The leaf whose range holds `key` (the hot path: no bounds copied).
+    pub fn leaf_for(&self, key: &[u8]) -> Arc<Leaf> {
+        let root = self.root.read();
+        let mut n = &*root;
+        loop {
+            match &n.children[n.child_for(key)] {
+                Child::Leaf(l) => return l.clone(),
+                Child::Node(c) => n = c,
+            }
+        }
+    }
+
+    /// Descends to a leaf, taking at each node the child `pick` chooses, and returns the leaf
+    /// with its key range.
+    fn descend(&self, pick: impl Fn(&Internal) -> usize) -> Located {
+        let root = self.root.read();
+        let (mut lower, mut upper): (Option<&[u8]>, Option<&[u8]>) = (None, None);
+        let mut n = &*root;
+        loop {
+            let i = pick(n);
+            if i > 0 {
+                lower = Some(&n.keys[i]);
+            }
+            if i + 1 < n.keys.len() {
+                upper = Some(&n.keys[i + 1]);
+            }
+            match &n.children[i] {
+                Child::Leaf(l) => {
+                    return Located {
+                        leaf: l.clone(),
+                        lower: lower.map(|k| k.to_vec()),
+                        upper: upper.map(|k| k.to_vec()),
+                    }
+                }
+                Child::Node(c) => n = c,
+            }
+        }
+    }
+
+    /// The leaf whose range holds `key`, with the range's bounds.
+    pub fn locate(&self, key: &[u8]) -> Located {
+        self.descend(|n| n.child_for(key))
+    }
+
+    /// The leaf holding the greatest keys below `key` (for reverse scans).
+    pub fn locate_before(&self, key: &[u8]) -> Located {
+        self.descend(|n| n.child_before(key))
+    }
+
+    /// The rightmost leaf (reverse scans from the end).
+    pub fn locate_last(&self) -> Located {
+        self.descend(|n| n.children.len() - 1)
+    }
+
+    /// Runs `f` on the leaf for `key`, latched and resident. Retries past retired leaves.
+    pub fn with_leaf<R>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(&Leaf, &mut LeafState) -> R,
+    ) -> Result<R> {
+        for attempt in 0.. {
+            let leaf = self.leaf_for(key);
+            let mut st = leaf.state.lock();
+            if leaf.is_retired() {
+                drop(st);
+                retired_backoff(attempt);
+                continue;
+            }
+            self.ensure_loaded(&leaf, &mut st)?;
+            return Ok(f(&leaf, &mut st));
+        }
+        unreachable!("retired_backoff bounds the retries")
+    }
+
+    /// Makes the leaf's page resident, reading and verifying its block (under its latch only).
+    pub fn ensure_loaded(&self, leaf: &Leaf, st: &mut LeafState) -> Result<()> {
+        leaf.touch(self.cache.now());
+        if st.page.is_some() {
+            return Ok(());
+        }
+        let addr = st.addr.expect("a leaf without a page has a disk image");
+        let (kind, payload) = self.file.read(addr)?;
+        if kind != PageKind::Leaf {
+            return Err(self.corrupt(
+                addr.offset,
+                format!("expected a leaf page, found {}", kind.name()),
+            ));
+        }
+        let mut map = PageMap::new();
+        let mut mem = 0usize;
+        let mut overflow = Vec::new();
+        page::decode_leaf(&payload, |k, v| match v {
+            StoredValue::Inline(b) => {
+                mem += k.len() + b.len() + ENTRY_OVERHEAD;
+                map.insert(k, Value::Inline(b.to_vec()));
+            }
+            StoredValue::Overflow { addr, len } => overflow.push((k, addr, len)),
+        })
+        .map_err(|what| self.corrupt(addr.offset, what))?;
+        for (k, oaddr, len) in overflow {
+            let (kind, data) = self.file.read(oaddr)?;
+            if kind != PageKind::Overflow || data.len() as u64 != len {
+                return Err(self.corrupt(oaddr.offset, "bad overflow block".into()));
+            }
+            mem += k.len() + data.len() + ENTRY_OVERHEAD;
+            map.insert(
+                k,
+                Value::Overflow {
+                    data,
+                    addr: Some(oaddr),
+                },
+            );
+        }
+        self.cache.page_read(mem);
+        st.mem = mem;
+        st.page = Some(map);
+        Ok(())
+    }
+
+    pub(super) fn corrupt(&self, offset: u64, what: String) -> Error {
+        Error::Corrupt {
+            file: self.file.path().to_path_buf(),
+            offset,
+            what,
+        }
+    }
+
+    /// Applies a put or delete to a latched, resident leaf.
+    pub fn apply(&self, leaf: &Leaf, st: &mut LeafState, key: &[u8], value: Option<&[u8]>) {
+        debug_assert!(!leaf.is_retired(), "a batch is applied to a retired leaf");
+        let page = st
+            .page
+            .as_mut()
+            .expect("a latched leaf is resident when a batch is applied");
+        let mut delta: i64 = 0;
+        let old = match value {
+            Some(v) => {
+                let val = if v.len() > self.cfg.leaf_value_max as usize {
+                    Value::Overflow {
+                        data: v.to_vec(),
+                        addr: None,
+                    }
+                } else {
+                    Value::Inline(v.to_vec())
+                };
+                delta += (key.len() + v.len() + ENTRY_OVERHEAD) as i64;
+                page.insert(key.to_vec(), val)
+            }
+            None => page.remove(key),
+        };
+        if let Some(old) = old {
+            delta -= (key.len() + old.bytes().len() + ENTRY_OVERHEAD) as i64;
+            if let Value::Overflow { addr: Some(a), .. } = old {
+                st.pending_free.push(a);
+            }
+        }
+        let mem = st.mem as i64 + delta;
+        debug_assert!(mem >= 0, "leaf charged {} bytes changed by {delta}", st.mem);
+        st.mem = mem.max(0) as usize;
+        self.cache.page_changed(delta, st.mem, st.dirty);
+        st.dirty = true;
+    }
+
+    /// A leaf grown past `memory_page_max` should be reconciled (split) now.
+    pub fn needs_forced_split(&self, st: &LeafState) -> bool {
+        st.mem > self.memory_page_max
+    }
+
+    /// Reconciles a leaf (under `structure`, which the caller holds) and applies the result.
+    /// Returns the leaves that now hold its entries: itself, or the pieces of a split (none if
+    /// it was retired meanwhile).
+    pub fn reconcile(&self, leaf: &Arc<Leaf>, cause: WriteCause) -> Result<Vec<Arc<Leaf>>> {
+        let mut st = leaf.state.lock();
+        if leaf.is_retired() {
+            return Ok(Vec::new());
+        }
+        let dirty = st.dirty;
+        debug_assert!(!dirty || st.page.is_some(), "a dirty leaf is resident");
+        let result = match &mut st.page {
+            Some(page) if dirty => self.reconciler().leaf(page, leaf.page_id, cause)?,
+            _ => Reconciled::Clean,
+        };
+        Ok(self.apply_reconciled(leaf, st, result))
+    }
+
+    fn reconciler(&self) -> Reconciler<'_> {
+        Reconciler {
+            file: &self.file,
+            cfg: &self.cfg,
+            leaf_split: self.leaf_split,
+            page_ids: &self.leaf_ids,
+        }
+    }
+
+    /// Applies what reconciliation returned: frees the old image and the overflow blocks it
+    /// alone referenced, marks the page clean, and for a split retires the leaf and puts its
+    /// pieces in the parent (splitting internal nodes as needed). Takes the leaf's latch.
+    fn apply_reconciled(
+        &self,
+        leaf: &Arc<Leaf>,
+        mut st: MutexGuard<'_, LeafState>,
+        result: Reconciled,
+    ) -> Vec<Arc<Leaf>> {
+        let pieces = match result {
+            Reconciled::Clean => return vec![leaf.clone()],
+            Reconciled::Replace(addr) => vec![Piece {
+                separator: Vec::new(),
+                addr,
+                page_id: leaf.page_id,
+            }],
+            Reconciled::Split(pieces) => pieces,
+        };
+        if let Some(old) = st.addr.take() {
+            self.file.free(old);
+        }
+        for a in std::mem::take(&mut st.pending_free) {
+            self.file.free(a);
+        }
+        self.cache.page_written(st.mem);
+        st.dirty = false;
+        if pieces.len() == 1 {
+            st.addr = Some(pieces[0].addr);
+            drop(st);
+            self.mark_path_dirty(&leaf.route);
+            return vec![leaf.clone()];
+        }
+        // Split: the old leaf retires; its entries move to one new, clean leaf per piece.
+        let mut page = st.page.take().expect("a reconciled page is resident");
+        let old_mem = std::mem::take(&mut st.mem);
+        leaf.retire();
+        let mut new_leaves: Vec<(Vec<u8>, Arc<Leaf>)> = Vec::with_capacity(pieces.len());
+        let mut new_mem = 0;
+        for (i, p) in pieces.into_iter().enumerate().rev() {
+            let part = if i == 0 {
+                std::mem::take(&mut page)
+            } else {
+                page.split_off(p.separator.as_slice())
+            };
+            let mem = page_mem(&part);
+            new_mem += mem;
+            let route = if i == 0 {
+                leaf.route.clone()
+            } else {
+                p.separator.clone()
+            };
+            let l = Leaf::new(
+                self.leaf_ids.fetch_add(1, Ordering::Relaxed),
+                p.page_id,
+                route,
+                LeafState {
+                    page: Some(part),
+                    addr: Some(p.addr),
+                    dirty: false,
+                    mem,
+                    pending_free: Vec::new(),
+                },
+            );
+            l.touch(leaf.last_access());
+            new_leaves.push((p.separator, l));
+        }
+        new_leaves.reverse();
+        self.cache.page_split(old_mem, new_mem);
+        drop(st);
+        let out = new_leaves.iter().map(|(_, l)| l.clone()).collect();
+        self.replace_leaf(leaf, new_leaves);
+        out
+    }
+
+    fn mark_path_dirty(&self, route: &[u8]) {
+        let root = self.root.read();
+        let mut n = &*root;
+        loop {
+            n.mark_dirty();
+            match &n.children[n.child_for(route)] {
+                Child::Leaf(_) => return,
+                Child::Node(c) => n = c,
+            }
+        }
+    }
+
+    /// Every leaf, in key order, with whether its page is resident and dirty.
+    pub fn leaves(&self) -> Vec<Arc<Leaf>> {
+        let root = self.root.read();
+        let mut out = Vec::new();
+        collect_leaves(&root, &mut out);
+        out
+    }
+
+    /// Writes the internal pages whose children moved, bottom-up, and the root last
+    /// (first-fit), for a checkpoint; every leaf must be written already. Returns the root's
+    /// address, or `None` when nothing changed since the last checkpoint (which then stands).
+    pub fn write_internal_pages(&self) -> Result<Option<Addr>> {
+        let mut root = self.root.write();
+        if !root.dirty.load(Ordering::Relaxed) && self.last_checkpoint.lock().is_some() {
+            return Ok(None);
+        }
+        self.write_internal(&mut root, true).map(Some)
+    }
+
+    /// The table's newest written checkpoint.
+    pub fn last_checkpoint(&self) -> Option<FileCheckpoint> {
+        *self.last_checkpoint.lock()
+    }
+
+    pub fn set_last_checkpoint(&self, c: FileCheckpoint) {
+        *self.last_checkpoint.lock() = Some(c);
+    }
+
+    fn write_internal(&self, node: &mut Internal, is_root: bool) -> Result<Addr> {
+        let mut child_addrs = Vec::with_capacity(node.children.len());
+        for c in node.children.iter_mut() {
+            let a = match c {
+                Child::Node(n) => match n.addr {
+                    Some(a) if !n.dirty.load(Ordering::Relaxed) => a,
+                    _ => self.write_internal(n, false)?,
+                },
+                Child::Leaf(l) => l
+                    .state
+                    .lock()
+                    .addr
+                    .expect("leaves are written before internal pages"),
+            };
+            child_addrs.push(a);
+        }
+        if !node.dirty.load(Ordering::Relaxed) {
+            if let Some(a) = node.addr {
+                return Ok(a);
+            }
+        }
+        let payload = page::encode_internal(
+            node.level,
+            node.keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| if i == 0 { &[][..] } else { k.as_slice() })
+                .zip(child_addrs),
+        );
+        let kind = if is_root {
+            PageKind::Root
+        } else {
+            PageKind::Internal
+        };
+        let img = build_block(kind, &payload, self.cfg.compressor)?;
+        // WiredTiger writes roots first-fit (block_ckpt.c).
+        let addr = self
+            .file
+            .write(&img, kind, is_root, node.page_id, WriteCause::Checkpoint)?;
+        if let Some(old) = node.addr.replace(addr) {
+            self.file.free(old);
+        }
+        node.dirty.store(false, Ordering::Relaxed);
+        Ok(addr)
+    }
+
+    /// Bytes of the resident internal nodes (charged to the cache by the engine).
+    pub fn internal_bytes(&self) -> usize {
+        fn walk(n: &Internal) -> usize {
+            n.image_len()
+                + n.children
+                    .iter()
+                    .map(|c| match c {
+                        Child::Node(c) => walk(c),
+                        Child::Leaf(_) => 0,
+                    })
+                    .sum::<usize>()
+        }
+        walk(&self.root.read())
+    }
+
+    /// Tree depth (levels of internal nodes) and leaf count, for statistics.
+    pub fn shape(&self) -> (u32, usize) {
+        let root = self.root.read();
+        (root.level as u32 + 1, self.leaves().len())
+    }
+
+    /// Drops every resident page (the table is closed or dropped).
+    pub fn release_cache(&self) {
+        for l in self.leaves() {
+            let mut st = l.state.lock();
+            if st.page.take().is_some() {
+                self.cache
+                    .page_released(std::mem::take(&mut st.mem), st.dirty);
+            }
+        }
+    }
+}
+
+/// The on-disk addresses of every internal page written so far (verify reads them).
+pub(super) fn collect_internal_addrs(n: &Internal, out: &mut Vec<Addr>) {
+    out.extend(n.addr);
+    for c in &n.children {
+        if let Child::Node(inner) = c {
+            collect_internal_addrs(inner, out);
+        }
+    }
+}
+
+fn collect_leaves(n: &Internal, out: &mut Vec<Arc<Leaf>>) {
+    for c in &n.children {
+        match c {
+            Child::Leaf(l) => out.push(l.clone()),
+            Child::Node(c) => collect_leaves(c, out),
+        }
+    }
+}
+
+fn load_internal(
+    file: &BlockFile,
+    addr: Addr,
+    route: Vec<u8>,
+    leaf_ids: &AtomicU64,
+) -> Result<Internal> {
+    let (kind, payload) = file.read(addr)?;
+    if kind != PageKind::Root && kind != PageKind::Internal {
+        return Err(Error::Corrupt {
+            file: file.path().to_path_buf(),
+            offset: addr.offset,
+            what: format!("expected an internal page, found {}", kind.name()),
+        });
+    }
+    let (level, entries) = page::decode_internal(&payload).map_err(|what| Error::Corrupt {
+        file: file.path().to_path_buf(),
+        offset: addr.offset,
+        what,
+    })?;
+    let mut keys = Vec::with_capacity(entries.len());
+    let mut children = Vec::with_capacity(entries.len());
+    for (i, (k, a)) in entries.into_iter().enumerate() {
+        let child_route = if i == 0 { route.clone() } else { k.clone() };
+        let child = if level == 0 {
+            Child::Leaf(Leaf::new(
+                leaf_ids.fetch_add(1, Ordering::Relaxed),
+                leaf_ids.fetch_add(1, Ordering::Relaxed),
+                child_route,
+                LeafState::on_disk(a),
+            ))
+        } else {
+            Child::Node(Box::new(load_internal(file, a, child_route, leaf_ids)?))
+        };
+        keys.push(if i == 0 { Vec::new() } else { k });
+        children.push(child);
+    }
+    Ok(Internal {
+        keys,
+        children,
+        level,
+        addr: Some(addr),
+        dirty: AtomicBool::new(false),
+        page_id: leaf_ids.fetch_add(1, Ordering::Relaxed),
+    })
+}
