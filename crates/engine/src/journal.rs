@@ -10,12 +10,14 @@
 //! [`Journal::remove_before`]. The on-disk format is in `docs/journal.md` and `journal/format.rs`.
 
 mod format;
+mod lsn;
 pub mod record;
 mod replay;
 #[cfg(test)]
 mod tests;
 
 pub use crate::config::{JournalCompressor, JournalConfig, MAX_FILE_MAX, MIN_FILE_MAX};
+pub use lsn::Lsn;
 pub use replay::{replay, ReplayOutcome};
 
 use crate::error::{Error, IoContext, Result};
@@ -24,37 +26,10 @@ use format::{EncodedRecord, FileHeader, FILE_HEADER_SIZE, MAX_PAYLOAD};
 use parking_lot::{Condvar, Mutex};
 use placement::{FileId, FileKind, PageKind, WriteCause};
 use std::collections::HashMap;
-use std::fmt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-
-/// A position in the journal: a record's first byte.
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Default,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-pub struct Lsn {
-    /// Journal file number, from 1.
-    pub file: u32,
-    pub offset: u32,
-}
-
-impl fmt::Display for Lsn {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.file, self.offset)
-    }
-}
 
 /// Counters for serverStatus.
 #[derive(Clone, Debug, Default, serde::Serialize)]

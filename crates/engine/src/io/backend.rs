@@ -3,7 +3,7 @@
 //! one; [`super::FaultyFiles`] wraps it to fail chosen operations deterministically (and a
 //! direct-I/O backend can take its place later).
 
-use super::IoFile;
+use super::file::IoFile;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;

@@ -3,7 +3,7 @@
 //! error after a chosen number of successes. Plugged in with `EngineConfig::backend`.
 
 use super::backend::{Backend, OpenMode, OsFiles};
-use super::IoFile;
+use super::file::IoFile;
 use parking_lot::Mutex;
 use placement::FileKind;
 use std::fs::File;

@@ -12,9 +12,9 @@
 //! the same lock, so a punch can never land on space a write has just reused.
 
 use super::backend::Backend;
+use super::file::IoFile;
 use super::linux::{hint_for_stream, LinuxIo};
 use super::meter::WriteMeter;
-use super::IoFile;
 use parking_lot::Mutex;
 use placement::policy::{make_policy, PlacementConfig, Policy, PolicyName};
 use placement::trim::{TrimBatcher, TrimExtent};

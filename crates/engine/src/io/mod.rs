@@ -22,69 +22,22 @@
 
 mod backend;
 mod fault;
+mod file;
 mod hub;
 mod linux;
 mod meter;
 
 pub use backend::{Backend, OpenMode, OsFiles};
 pub use fault::{Fault, FaultOp, FaultyFiles};
+pub use file::{FileRole, IoFile};
 pub use hub::FlashConfig;
 pub use linux::hint_for_stream;
 pub use meter::WriteMeter;
 
 use crate::error::{Error, Result};
-use placement::{Event, FileId, FileKind, Observer, PageKind, WriteCause, WriteEvent};
-use std::fs::File;
-use std::path::{Path, PathBuf};
+use placement::{Event, FileId, Observer, PageKind, WriteCause, WriteEvent};
+use std::path::Path;
 use std::sync::Arc;
-
-/// What a file holds, as its events report it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FileRole {
-    pub kind: FileKind,
-    /// The table a table file belongs to (0 for the journal and the metadata).
-    pub table: u32,
-    /// The table is a collection's `_id` index.
-    pub id_index: bool,
-}
-
-impl FileRole {
-    pub fn of(kind: FileKind) -> FileRole {
-        FileRole {
-            kind,
-            table: 0,
-            id_index: false,
-        }
-    }
-}
-
-/// A file open through the seam: its trace id, role and path with the open file.
-#[derive(Debug)]
-pub struct IoFile {
-    id: FileId,
-    role: FileRole,
-    path: PathBuf,
-    file: File,
-}
-
-impl IoFile {
-    pub fn id(&self) -> FileId {
-        self.id
-    }
-    pub fn kind(&self) -> FileKind {
-        self.role.kind
-    }
-    pub fn role(&self) -> FileRole {
-        self.role
-    }
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-    /// The open file, for backends.
-    pub fn file(&self) -> &File {
-        &self.file
-    }
-}
 
 /// The seam: one per engine, shared by the block manager, the journal and the metadata.
 pub struct Io {

@@ -1,7 +1,7 @@
 //! The seam's failure rule, with the fault-injecting backend.
 
 use super::*;
-use placement::CollectingObserver;
+use placement::{CollectingObserver, FileKind};
 
 #[test]
 fn a_failed_write_is_announced_then_freed_and_reported_once() {

@@ -2,7 +2,8 @@
 //! Both the writer and replay use these functions, so the layout lives in one place
 //! (and in `docs/journal.md`).
 
-use super::{JournalCompressor, Lsn};
+use super::lsn::Lsn;
+use crate::config::JournalCompressor;
 use std::borrow::Cow;
 use std::cell::RefCell;
 

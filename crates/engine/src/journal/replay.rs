@@ -5,7 +5,7 @@ use super::format::{
     self, check_record_header, file_name, padded_len, FileHeader, HeaderCheck, FILE_HEADER_SIZE,
     RECORD_HEADER_SIZE,
 };
-use super::Lsn;
+use super::lsn::Lsn;
 use crate::error::{IoContext, Result};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
