@@ -2,10 +2,11 @@
 //! manager, with a cache and eviction, checkpoints, a journal and recovery, behind a pluggable
 //! KV interface. See docs/engine.md.
 //!
-//! Modules follow WiredTiger's split: `block` (extents, allocation, checkpoint lists),
-//! `page` (page formats), `btree` (tree, reconciliation, splits), `cache` (accounting),
-//! `journal` (write-ahead log), `meta` (metadata commit, process lock), `engine` (write path,
-//! eviction, checkpoints, recovery), `memory` (the in-memory engine).
+//! Modules follow WiredTiger's rooms (docs/engine.md, "Rooms", maps file → job): `io` (the
+//! announced-I/O seam), `block` (extents, block images, the block manager), `page` and `codec`
+//! (formats), `leaf` (the in-memory page), `reconcile`, `btree` (tree, splits, scans, verify),
+//! `cache` and `evict`, `catalog`, `checkpoint`, `recovery`, `journal`, `meta`, `engine` (which
+//! composes them), `memory` (the in-memory engine).
 
 pub mod block;
 pub mod btree;

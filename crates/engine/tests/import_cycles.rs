@@ -13,9 +13,7 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
             if p.file_name().unwrap() != "bin" {
                 sources(&p, out);
             }
-        } else if p.extension().is_some_and(|x| x == "rs")
-            && p.file_name().unwrap() != "tests.rs"
-        {
+        } else if p.extension().is_some_and(|x| x == "rs") && p.file_name().unwrap() != "tests.rs" {
             out.push(p);
         }
     }
@@ -138,6 +136,9 @@ fn no_module_imports_one_that_imports_it_back() {
     assert_eq!(cycle(&siblings), None, "files: {siblings:?}");
     // The check can fail: a planted circle is found.
     let mut planted = modules.clone();
-    planted.entry("io".into()).or_default().insert("engine".into());
+    planted
+        .entry("io".into())
+        .or_default()
+        .insert("engine".into());
     assert!(cycle(&planted).is_some());
 }

@@ -1,6 +1,6 @@
 //! Range reads: a cursor's batches copied out of the leaves, one latched leaf at a time.
 
-use super::tree::Table;
+use super::tree::{Located, Table};
 use crate::error::Result;
 use crate::kv::KvPair;
 use crate::leaf::{retired_backoff, PageMap};
@@ -24,17 +24,10 @@ pub fn fetch_range(
                 Bound::Included(k) => t.locate(k),
                 Bound::Excluded(k) => t.locate_before(k),
             };
-            {
-                let mut st = loc.leaf.state.lock();
-                if loc.leaf.is_retired() {
-                    drop(st);
-                    retired_backoff(retired);
-                    retired += 1;
-                    continue;
-                }
-                t.ensure_loaded(&loc.leaf, &mut st)?;
-                let page = st.page.as_ref().expect("resident");
-                copy_range(page, lo, as_ref(&pos), true, limit - out.len(), out);
+            if !copy_leaf(t, &loc, (lo, as_ref(&pos)), true, limit, out)? {
+                retired_backoff(retired);
+                retired += 1;
+                continue;
             }
             if out.len() >= limit {
                 return Ok(());
@@ -61,17 +54,10 @@ pub fn fetch_range(
                 Bound::Unbounded => t.locate(&[]),
                 Bound::Included(k) | Bound::Excluded(k) => t.locate(k),
             };
-            {
-                let mut st = loc.leaf.state.lock();
-                if loc.leaf.is_retired() {
-                    drop(st);
-                    retired_backoff(retired);
-                    retired += 1;
-                    continue;
-                }
-                t.ensure_loaded(&loc.leaf, &mut st)?;
-                let page = st.page.as_ref().expect("resident");
-                copy_range(page, as_ref(&pos), hi, false, limit - out.len(), out);
+            if !copy_leaf(t, &loc, (as_ref(&pos), hi), false, limit, out)? {
+                retired_backoff(retired);
+                retired += 1;
+                continue;
             }
             if out.len() >= limit {
                 return Ok(());
@@ -92,6 +78,26 @@ pub fn fetch_range(
             }
         }
     }
+}
+
+/// Copies the entries of `range` from the leaf `loc` found, latched and resident, until `out`
+/// holds `limit`. Returns false if the leaf was retired meanwhile (the caller looks again).
+fn copy_leaf(
+    t: &Table,
+    loc: &Located,
+    range: (Bound<&[u8]>, Bound<&[u8]>),
+    reverse: bool,
+    limit: usize,
+    out: &mut Vec<KvPair>,
+) -> Result<bool> {
+    let mut st = loc.leaf.state.lock();
+    if loc.leaf.is_retired() {
+        return Ok(false);
+    }
+    t.ensure_loaded(&loc.leaf, &mut st)?;
+    let page = st.page.as_ref().expect("a loaded leaf is resident");
+    copy_range(page, range.0, range.1, reverse, limit - out.len(), out);
+    Ok(true)
 }
 
 fn own(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
