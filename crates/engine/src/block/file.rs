@@ -163,6 +163,20 @@ impl BlockFile {
                 ),
             });
         }
+        // Read from disk: a list that breaks the invariant is corrupt data, not a bug.
+        let mut end = ALLOC_UNIT;
+        for &(o, l) in &extents {
+            if o < end {
+                return Err(Error::Corrupt {
+                    file: path.to_path_buf(),
+                    offset: ckpt.avail.offset,
+                    what: format!(
+                        "avail extent [{o}, +{l}) overlaps the descriptor or the extent before it"
+                    ),
+                });
+            }
+            end = o + l;
+        }
         let mut st = bf.state.lock();
         for (o, l) in extents {
             st.avail.insert(o, l);
@@ -729,6 +743,41 @@ mod tests {
         };
         assert!(covered(b), "b {b:?} leaked: free extents {free:?}");
         assert!(!covered(keep) && !covered(root3));
+    }
+
+    #[test]
+    fn an_avail_list_over_the_descriptor_is_corrupt_data_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let io = Arc::new(Io::quiet());
+        let bf = BlockFile::create(&path, tag(), Allocation::best(), io.clone()).unwrap();
+        let root = bf
+            .write(
+                &build_block(PageKind::Root, &[1], Compressor::None).unwrap(),
+                PageKind::Root,
+                true,
+                0,
+                WriteCause::Checkpoint,
+            )
+            .unwrap();
+        let mut c = bf.checkpoint(root).unwrap();
+        // A well-checksummed avail list whose extent covers the descriptor block.
+        let bad = build_block(
+            PageKind::ExtentList,
+            &encode_extents(c.file_size + 4096, [(0u64, 4096u64)].into_iter()),
+            Compressor::None,
+        )
+        .unwrap();
+        c.avail = bf
+            .write(&bad, PageKind::ExtentList, true, 0, WriteCause::Checkpoint)
+            .unwrap();
+        c.file_size = bf.size();
+        drop(bf);
+        let err = BlockFile::open_checkpoint(&path, tag(), Allocation::best(), &c, io)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("overlaps the descriptor"), "{err}");
     }
 
     #[test]
