@@ -613,6 +613,13 @@ mod tests {
     use std::fs::OpenOptions;
     use std::os::unix::fs::FileExt;
 
+    /// Writes a one-byte root page as a checkpoint would (first-fit).
+    fn write_root(bf: &BlockFile, n: u8) -> Addr {
+        let img = build_block(PageKind::Root, &[n], Compressor::None).unwrap();
+        bf.write(&img, PageKind::Root, true, 0, WriteCause::Checkpoint)
+            .unwrap()
+    }
+
     fn tag() -> FileRole {
         FileRole {
             kind: FileKind::Collection,
@@ -637,15 +644,7 @@ mod tests {
             .write(&img, PageKind::Leaf, false, 0, WriteCause::Other)
             .unwrap();
         assert_eq!(b.offset, 4096);
-        let root = bf
-            .write(
-                &build_block(PageKind::Root, &[1], Compressor::None).unwrap(),
-                PageKind::Root,
-                true,
-                0,
-                WriteCause::Checkpoint,
-            )
-            .unwrap();
+        let root = write_root(&bf, 1);
         bf.checkpoint(root).unwrap();
         bf.resolve();
         // Now b belongs to the durable checkpoint: freeing it must not make it reusable.
@@ -654,15 +653,7 @@ mod tests {
             .write(&img, PageKind::Leaf, false, 0, WriteCause::Other)
             .unwrap();
         assert_ne!(c.offset, b.offset);
-        let root2 = bf
-            .write(
-                &build_block(PageKind::Root, &[2], Compressor::None).unwrap(),
-                PageKind::Root,
-                true,
-                0,
-                WriteCause::Checkpoint,
-            )
-            .unwrap();
+        let root2 = write_root(&bf, 2);
         bf.free(root);
         bf.checkpoint(root2).unwrap();
         // Written but not yet durable: still not reusable.
@@ -692,45 +683,20 @@ mod tests {
         let ev = Arc::new(Io::quiet());
         let bf = BlockFile::create(&path, tag(), Allocation::best(), ev.clone()).unwrap();
         let img = build_block(PageKind::Leaf, &[7u8; 5000], Compressor::None).unwrap();
-        let root_img = |n: u8| build_block(PageKind::Root, &[n], Compressor::None).unwrap();
         let b = bf
             .write(&img, PageKind::Leaf, false, 0, WriteCause::Other)
             .unwrap();
         let keep = bf
             .write(&img, PageKind::Leaf, false, 0, WriteCause::Other)
             .unwrap();
-        let root1 = bf
-            .write(
-                &root_img(1),
-                PageKind::Root,
-                true,
-                0,
-                WriteCause::Checkpoint,
-            )
-            .unwrap();
+        let root1 = write_root(&bf, 1);
         bf.checkpoint(root1).unwrap();
         bf.resolve();
         bf.free(b);
-        let root2 = bf
-            .write(
-                &root_img(2),
-                PageKind::Root,
-                true,
-                0,
-                WriteCause::Checkpoint,
-            )
-            .unwrap();
+        let root2 = write_root(&bf, 2);
         bf.free(root1);
         bf.checkpoint(root2).unwrap(); // written, never committed
-        let root3 = bf
-            .write(
-                &root_img(3),
-                PageKind::Root,
-                true,
-                0,
-                WriteCause::Checkpoint,
-            )
-            .unwrap();
+        let root3 = write_root(&bf, 3);
         bf.free(root2);
         let c3 = bf.checkpoint(root3).unwrap();
         bf.resolve();
@@ -751,15 +717,7 @@ mod tests {
         let path = dir.path().join("f");
         let io = Arc::new(Io::quiet());
         let bf = BlockFile::create(&path, tag(), Allocation::best(), io.clone()).unwrap();
-        let root = bf
-            .write(
-                &build_block(PageKind::Root, &[1], Compressor::None).unwrap(),
-                PageKind::Root,
-                true,
-                0,
-                WriteCause::Checkpoint,
-            )
-            .unwrap();
+        let root = write_root(&bf, 1);
         let mut c = bf.checkpoint(root).unwrap();
         // A well-checksummed avail list whose extent covers the descriptor block.
         let bad = build_block(
