@@ -24,7 +24,6 @@ wiredtiger=$(bash scripts/build-wiredtiger.sh | tail -n 1)
 if ! command -v strace >/dev/null 2>&1 || ! command -v nm >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq strace binutils >/dev/null   # the hint check's witness
 fi
-cargo build --quiet -p flashdoc-shim   # the cdylib the test preloads (cargo test does not build it)
 FLASHDOC_WIREDTIGER="$wiredtiger" cargo test --quiet -p flashdoc-shim --test wiredtiger -- --ignored --test-threads=1 2>&1 | tee -a target/test-output.txt
 echo "== end-to-end tests (pytest + pymongo against a real flashdoc serve)"
 if ! command -v openssl >/dev/null 2>&1; then

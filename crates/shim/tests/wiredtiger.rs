@@ -16,6 +16,9 @@
 //! Needs `FLASHDOC_WIREDTIGER` = the WiredTiger build directory (libwiredtiger.so, include/)
 //! and `strace`: `scripts/test.sh` provides both and runs these tests with `--ignored`.
 
+mod common;
+
+use common::shim;
 use placement::trace::TraceReader;
 use placement::{Event, FileId};
 use std::collections::{BTreeMap, HashMap};
@@ -41,30 +44,17 @@ fn wiredtiger() -> PathBuf {
     dir
 }
 
-/// The cdylib cargo built for this test run (target/<profile>/libflashdoc_shim.so).
-fn shim() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().unwrap().parent().unwrap();
-    let so = profile_dir.join("libflashdoc_shim.so");
-    assert!(so.exists(), "{} not built", so.display());
-    so
-}
-
 fn build_driver(wt: &Path, out: &Path) -> PathBuf {
-    let exe = out.join("wtdriver");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/wtdriver.c");
-    let status = Command::new("cc")
-        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .arg(format!("-I{}", wt.join("include").display()))
-        .arg(format!("-L{}", wt.display()))
-        .arg(format!("-Wl,-rpath,{}", wt.display()))
-        .args(["-lwiredtiger", "-lpthread"])
-        .status()
-        .unwrap();
-    assert!(status.success(), "building the driver failed");
-    exe
+    common::compile(
+        "wtdriver",
+        out,
+        &[
+            format!("-I{}", wt.join("include").display()),
+            format!("-L{}", wt.display()),
+            format!("-Wl,-rpath,{}", wt.display()),
+            "-lwiredtiger".into(),
+        ],
+    )
 }
 
 /// The shim's variables for the driver's files.
