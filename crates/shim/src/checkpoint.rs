@@ -4,9 +4,9 @@
 //! tree, syncs each tree's file, checkpoints and syncs the metadata file `WiredTiger.wt`, then
 //! writes `WiredTiger.turtle.set`, syncs it and renames it onto `WiredTiger.turtle`: that
 //! rename is the instant the checkpoint becomes the one recovery starts from. So:
-//! - **CheckpointBegin** is emitted at the first sync of a checkpointed file
-//!   (`FLASHDOC_SHIM_CHECKPOINT_FILES`, default `*.wt,!WiredTiger.wt`) after the previous
-//!   commit: the start of the checkpoint's sync phase. Its tree writes came before and cannot
+//! - **CheckpointBegin** is emitted at the first sync of a tree file (a `*.wt` file other than
+//!   the metadata file `WiredTiger.wt`, [`is_tree_file`]) after the previous commit: the start
+//!   of the checkpoint's sync phase. Its tree writes came before and cannot
 //!   be told from eviction writes by their calls.
 //! - **CheckpointCommit** is emitted at a rename onto the turtle file, if a Begin is open.
 //!
@@ -17,44 +17,28 @@
 //!   A checkpoint that changed no tree file but the metadata (possible only after schema
 //!   changes alone) is missed by this rule.
 //!
-//! **`sync-gap=SECONDS`** (the CSV import format's rule). A checkpoint is the first sync of a
-//! checkpointed file after at least SECONDS with none; Begin and Commit are emitted together
-//! there. It needs no engine-specific file, but it sees one checkpoint per burst of syncs, so
+//! **`gap`, `gap:SECONDS`** (2 s; the CSV import format's rule). A checkpoint is the first sync
+//! of a tree file after at least SECONDS with none; Begin and Commit are emitted together
+//! there (the importer, which sees the whole trace, commits at the burst's last sync instead;
+//! online the end of a burst is known only after it). It needs no engine-specific file, but it sees one checkpoint per burst of syncs, so
 //! it misses every checkpoint that follows the previous one's syncs within SECONDS: with
 //! WiredTiger's `checkpoint=(wait=1)` and the usual 2 s gap it finds almost none.
 //!
 //! **`none`**: no checkpoint events.
+//!
+//! The rules are named and parsed as the importer's (`placement::import::CheckpointRule`).
 
+use placement::import::CheckpointRule;
 use placement::Event;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CheckpointRule {
-    Turtle { turtle: String },
-    SyncGap { gap_ns: u64 },
-    Off,
-}
+/// The file a WiredTiger checkpoint commit renames onto.
+pub const TURTLE: &str = "WiredTiger.turtle";
 
-impl CheckpointRule {
-    pub fn parse(spec: &str, turtle: &str) -> Result<Self, String> {
-        match spec {
-            "turtle" => Ok(CheckpointRule::Turtle {
-                turtle: turtle.to_string(),
-            }),
-            "none" => Ok(CheckpointRule::Off),
-            s => {
-                let secs = s
-                    .strip_prefix("sync-gap=")
-                    .and_then(|v| v.parse::<f64>().ok())
-                    .filter(|v| v.is_finite() && *v > 0.0 && *v < 1e6)
-                    .ok_or_else(|| {
-                        format!("{spec:?}: one of turtle, sync-gap=SECONDS (> 0), none")
-                    })?;
-                Ok(CheckpointRule::SyncGap {
-                    gap_ns: (secs * 1e9) as u64,
-                })
-            }
-        }
-    }
+/// Is the file at `rel_path` a WiredTiger tree file, whose sync belongs to a checkpoint?
+/// Every `*.wt` file but the metadata file, which WiredTiger also syncs outside checkpoints.
+pub fn is_tree_file(rel_path: &str) -> bool {
+    let base = rel_path.rsplit('/').next().unwrap_or(rel_path);
+    base.ends_with(".wt") && base != "WiredTiger.wt"
 }
 
 #[derive(Debug)]
@@ -76,21 +60,21 @@ impl CheckpointDetector {
         }
     }
 
-    /// A successful fsync/fdatasync of a checkpointed file (the caller filters by
-    /// `FLASHDOC_SHIM_CHECKPOINT_FILES`). Pushes the events it makes.
+    /// A successful fsync/fdatasync of a tree file (the caller filters with [`is_tree_file`]).
+    /// Pushes the events it makes.
     pub fn on_sync(&mut self, time_ns: u64, out: &mut Vec<Event>) {
         match self.rule {
-            CheckpointRule::Turtle { .. } => {
+            CheckpointRule::Turtle => {
                 if self.open.is_none() {
                     let id = self.take_id();
                     self.open = Some(id);
                     out.push(Event::CheckpointBegin { time_ns, id });
                 }
             }
-            CheckpointRule::SyncGap { gap_ns } => {
+            CheckpointRule::Gap { quiet_ns } => {
                 let quiet = self
                     .last_sync_ns
-                    .is_none_or(|last| time_ns.saturating_sub(last) >= gap_ns);
+                    .is_none_or(|last| time_ns.saturating_sub(last) >= quiet_ns);
                 self.last_sync_ns = Some(time_ns);
                 if quiet {
                     let id = self.take_id();
@@ -98,17 +82,15 @@ impl CheckpointDetector {
                     out.push(Event::CheckpointCommit { time_ns, id });
                 }
             }
-            CheckpointRule::Off => {}
+            CheckpointRule::None => {}
         }
     }
 
     /// A successful rename whose destination's base name is `dest_base`.
     pub fn on_rename(&mut self, time_ns: u64, dest_base: &str, out: &mut Vec<Event>) {
-        if let CheckpointRule::Turtle { turtle } = &self.rule {
-            if dest_base == turtle {
-                if let Some(id) = self.open.take() {
-                    out.push(Event::CheckpointCommit { time_ns, id });
-                }
+        if self.rule == CheckpointRule::Turtle && dest_base == TURTLE {
+            if let Some(id) = self.open.take() {
+                out.push(Event::CheckpointCommit { time_ns, id });
             }
         }
     }
@@ -130,7 +112,7 @@ mod tests {
     use super::*;
 
     fn turtle() -> CheckpointDetector {
-        CheckpointDetector::new(CheckpointRule::parse("turtle", "WiredTiger.turtle").unwrap())
+        CheckpointDetector::new(CheckpointRule::Turtle)
     }
 
     #[test]
@@ -167,12 +149,12 @@ mod tests {
     #[test]
     fn sync_gap_rule_sees_one_checkpoint_per_quiet_gap() {
         let s = 1_000_000_000;
-        let mut d = CheckpointDetector::new(CheckpointRule::parse("sync-gap=2", "t").unwrap());
+        let mut d = CheckpointDetector::new(CheckpointRule::parse("gap").unwrap());
         let mut ev = Vec::new();
         for t in [0, s / 2, s, 3 * s + 1, 4 * s, 7 * s] {
             d.on_sync(t, &mut ev);
         }
-        d.on_rename(8 * s, "t", &mut ev); // ignored by this rule
+        d.on_rename(8 * s, TURTLE, &mut ev); // ignored by this rule
         let commits: Vec<u64> = ev
             .iter()
             .filter_map(|e| match e {
@@ -185,31 +167,15 @@ mod tests {
     }
 
     #[test]
-    fn rules_parse() {
-        assert_eq!(
-            CheckpointRule::parse("none", "t").unwrap(),
-            CheckpointRule::Off
-        );
-        assert_eq!(
-            CheckpointRule::parse("sync-gap=0.5", "t").unwrap(),
-            CheckpointRule::SyncGap {
-                gap_ns: 500_000_000
-            }
-        );
-        for bad in [
-            "",
-            "gap",
-            "sync-gap=",
-            "sync-gap=0",
-            "sync-gap=-1",
-            "sync-gap=inf",
-        ] {
-            assert!(CheckpointRule::parse(bad, "t").is_err(), "{bad}");
-        }
-        let mut off = CheckpointDetector::new(CheckpointRule::Off);
+    fn tree_files_and_no_rule() {
+        assert!(is_tree_file("collection-0-1.wt") && is_tree_file("db/index-1-2.wt"));
+        assert!(is_tree_file("WiredTigerHS.wt") && is_tree_file("sizeStorer.wt"));
+        assert!(!is_tree_file("WiredTiger.wt") && !is_tree_file("WiredTiger.turtle"));
+        assert!(!is_tree_file("journal/WiredTigerLog.0000000001"));
+        let mut off = CheckpointDetector::new(CheckpointRule::None);
         let mut ev = Vec::new();
         off.on_sync(0, &mut ev);
-        off.on_rename(1, "t", &mut ev);
+        off.on_rename(1, TURTLE, &mut ev);
         assert!(ev.is_empty());
     }
 }

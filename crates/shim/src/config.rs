@@ -2,21 +2,15 @@
 //! Parsing is a pure function of the variables, so every rule is unit-tested; an unknown
 //! `FLASHDOC_SHIM_*` name or a bad value is an error that names the variable.
 
-use crate::checkpoint::CheckpointRule;
-use crate::pattern::PatternList;
-use placement::{FileKind, PlacementConfig};
+use placement::classify::{FileClassifier, DEFAULT_SPEC};
+use placement::import::CheckpointRule;
+use placement::PlacementConfig;
 
 pub const PREFIX: &str = "FLASHDOC_SHIM_";
 
 /// Linux has six write-life hint values (`RWH_WRITE_LIFE_NOT_SET` = 0 .. `EXTREME` = 5): the
 /// shim's stream `s` is hint `s`, one to one, so at most six streams.
 pub const MAX_STREAMS: u8 = 6;
-
-pub const DEFAULT_COLLECTION: &str = "collection-*.wt";
-pub const DEFAULT_INDEX: &str = "index-*.wt";
-pub const DEFAULT_JOURNAL: &str = "WiredTigerLog.*,WiredTigerPreplog.*,WiredTigerTmplog.*";
-pub const DEFAULT_CHECKPOINT_FILES: &str = "*.wt,!WiredTiger.wt";
-pub const DEFAULT_TURTLE: &str = "WiredTiger.turtle";
 
 /// Every variable the shim reads, with its one-line meaning (the error for an unknown name
 /// lists them).
@@ -28,20 +22,13 @@ pub const VARIABLES: &[(&str, &str)] = &[
     ("TRACE", "write the event trace here (%p = process id)"),
     ("POLICY", "set write-life hints by this placement policy"),
     ("STREAMS", "the policy's stream budget, 2..=6 (default 6)"),
-    ("COLLECTION", "collection file patterns"),
-    ("INDEX", "index file patterns"),
-    ("JOURNAL", "journal file patterns"),
+    (
+        "KINDS",
+        "file kinds by path, kind=glob[,glob…][;kind=…] as `flashdoc placement import --kinds`",
+    ),
     (
         "CHECKPOINT",
-        "checkpoint rule: turtle (default), sync-gap=SECONDS, none",
-    ),
-    (
-        "CHECKPOINT_FILES",
-        "files whose syncs make a checkpoint's sync phase",
-    ),
-    (
-        "TURTLE",
-        "the file a checkpoint commit renames onto (turtle rule)",
+        "checkpoint rule: turtle (default), gap, gap:SECONDS, none",
     ),
 ];
 
@@ -53,32 +40,9 @@ pub struct Config {
     pub trace: Option<String>,
     /// The online policy and its configuration (`streams` ≤ [`MAX_STREAMS`]).
     pub policy: Option<(String, PlacementConfig)>,
-    pub classes: Classifier,
+    /// File kinds by path ([`placement::classify`], the importer's `--kinds`).
+    pub kinds: FileClassifier,
     pub checkpoint: CheckpointRule,
-    pub checkpoint_files: PatternList,
-}
-
-/// File kind by name: collection, index and journal patterns are tried in that order;
-/// everything else is metadata.
-#[derive(Clone, Debug)]
-pub struct Classifier {
-    pub collection: PatternList,
-    pub index: PatternList,
-    pub journal: PatternList,
-}
-
-impl Classifier {
-    pub fn kind(&self, rel_path: &str) -> FileKind {
-        if self.collection.matches(rel_path) {
-            FileKind::Collection
-        } else if self.index.matches(rel_path) {
-            FileKind::Index
-        } else if self.journal.matches(rel_path) {
-            FileKind::Journal
-        } else {
-            FileKind::Metadata
-        }
-    }
 }
 
 impl Config {
@@ -141,29 +105,16 @@ impl Config {
                 },
             )
         });
-        let patterns = |n: &str, default: &str| {
-            PatternList::parse(var(n).unwrap_or(default)).map_err(|e| format!("{PREFIX}{n}: {e}"))
-        };
-        let classes = Classifier {
-            collection: patterns("COLLECTION", DEFAULT_COLLECTION)?,
-            index: patterns("INDEX", DEFAULT_INDEX)?,
-            journal: patterns("JOURNAL", DEFAULT_JOURNAL)?,
-        };
-        let turtle = var("TURTLE").unwrap_or(DEFAULT_TURTLE);
-        if turtle.is_empty() || turtle.contains('/') {
-            return Err(format!(
-                "{PREFIX}TURTLE={turtle:?}: a file name without '/'"
-            ));
-        }
-        let checkpoint = CheckpointRule::parse(var("CHECKPOINT").unwrap_or("turtle"), turtle)
+        let kinds = FileClassifier::parse(var("KINDS").unwrap_or(DEFAULT_SPEC))
+            .map_err(|e| format!("{PREFIX}KINDS: {e}"))?;
+        let checkpoint = CheckpointRule::parse(var("CHECKPOINT").unwrap_or("turtle"))
             .map_err(|e| format!("{PREFIX}CHECKPOINT: {e}"))?;
         Ok(Some(Config {
             dir,
             trace,
             policy,
-            classes,
+            kinds,
             checkpoint,
-            checkpoint_files: patterns("CHECKPOINT_FILES", DEFAULT_CHECKPOINT_FILES)?,
         }))
     }
 }
@@ -189,6 +140,7 @@ fn online_policy(name: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use placement::FileKind;
 
     fn parse(vars: &[(&str, &str)]) -> Result<Option<Config>, String> {
         Config::from_vars(
@@ -205,15 +157,13 @@ mod tests {
     }
 
     #[test]
-    fn defaults_classify_mongod_files() {
+    fn defaults_classify_mongod_files_and_find_checkpoints_by_the_turtle() {
         let c = parse(&[("DIR", "/db"), ("TRACE", "/t")]).unwrap().unwrap();
-        let k = |p| c.classes.kind(p);
+        let k = |p| c.kinds.classify(p);
         assert_eq!(k("collection-0-123.wt"), FileKind::Collection);
         assert_eq!(k("db/collection-0-123.wt"), FileKind::Collection);
         assert_eq!(k("index-1-123.wt"), FileKind::Index);
         assert_eq!(k("journal/WiredTigerLog.0000000001"), FileKind::Journal);
-        assert_eq!(k("journal/WiredTigerPreplog.0000000001"), FileKind::Journal);
-        assert_eq!(k("WiredTigerTmplog.0000000001"), FileKind::Journal);
         for m in [
             "WiredTiger.wt",
             "WiredTiger.turtle",
@@ -223,8 +173,7 @@ mod tests {
             assert_eq!(k(m), FileKind::Metadata, "{m}");
         }
         assert!(c.policy.is_none());
-        assert!(c.checkpoint_files.matches("collection-0-1.wt"));
-        assert!(!c.checkpoint_files.matches("WiredTiger.wt"));
+        assert_eq!(c.checkpoint, CheckpointRule::Turtle);
     }
 
     #[test]
@@ -233,13 +182,23 @@ mod tests {
             ("DIR", "/db"),
             ("POLICY", "boundary"),
             ("STREAMS", "4"),
-            ("COLLECTION", "docs.wt"),
-            ("INDEX", "docs_idx.wt"),
+            (
+                "KINDS",
+                "collection=docs.wt;index=docs_idx.wt;journal=WiredTigerLog.*",
+            ),
+            ("CHECKPOINT", "gap:0.5"),
         ])
         .unwrap()
         .unwrap();
-        assert_eq!(c.classes.kind("docs.wt"), FileKind::Collection);
-        assert_eq!(c.classes.kind("docs_idx.wt"), FileKind::Index);
+        assert_eq!(c.kinds.classify("docs.wt"), FileKind::Collection);
+        assert_eq!(c.kinds.classify("docs_idx.wt"), FileKind::Index);
+        assert_eq!(c.kinds.classify("WiredTigerLog.01"), FileKind::Journal);
+        assert_eq!(
+            c.checkpoint,
+            CheckpointRule::Gap {
+                quiet_ns: 500_000_000
+            }
+        );
         let (name, pc) = c.policy.unwrap();
         assert_eq!((name.as_str(), pc.streams), ("boundary", 4));
         assert!(c.trace.is_none());
@@ -262,8 +221,8 @@ mod tests {
             let e = err(&[("DIR", "/d"), ("POLICY", "file"), ("STREAMS", s)]);
             assert!(e.contains("STREAMS"), "{e}");
         }
-        assert!(err(&[("DIR", "/d"), ("TRACE", "/t"), ("INDEX", "a,,b")]).contains("INDEX"));
+        assert!(err(&[("DIR", "/d"), ("TRACE", "/t"), ("KINDS", "index=a,,b")]).contains("KINDS"));
+        assert!(err(&[("DIR", "/d"), ("TRACE", "/t"), ("KINDS", "disk=a")]).contains("KINDS"));
         assert!(err(&[("DIR", "/d"), ("TRACE", "/t"), ("CHECKPOINT", "x")]).contains("CHECKPOINT"));
-        assert!(err(&[("DIR", "/d"), ("TRACE", "/t"), ("TURTLE", "a/b")]).contains("TURTLE"));
     }
 }

@@ -11,8 +11,8 @@
 //! (what is interposed, the checkpoint rule, how hints are serialized with writes, what the
 //! shim cannot see).
 //!
-//! Layout: [`config`] parses the variables, [`pattern`] the file-name globs, [`checkpoint`]
-//! detects checkpoints, [`recorder`] turns calls into events (pure logic), [`hint`] serializes
+//! Layout: [`config`] parses the variables (file kinds by `placement::classify`),
+//! [`checkpoint`] detects checkpoints, [`recorder`] turns calls into events (pure logic), [`hint`] serializes
 //! hint changes with writes, `sys` makes the shim's own system calls, and `interpose` (not in
 //! the unit-test build, whose harness must not interpose itself) defines the C library's
 //! symbols; `variadic.c` defines the variadic ones (`open`, `openat`, `fcntl` and kin).
@@ -20,7 +20,6 @@
 pub mod checkpoint;
 pub mod config;
 pub mod hint;
-pub mod pattern;
 pub mod recorder;
 // Used by `interpose`, which the unit-test build leaves out.
 #[cfg_attr(test, allow(dead_code))]

@@ -13,10 +13,10 @@
 //! - **Events go in order** to the online policy (`observe`; writes go through `place`) and to
 //!   the trace, under the one lock the caller holds.
 
-use crate::checkpoint::CheckpointDetector;
-use crate::config::{Classifier, Config};
+use crate::checkpoint::{is_tree_file, CheckpointDetector};
+use crate::config::Config;
 use crate::hint::HintSlot;
-use crate::pattern::PatternList;
+use placement::classify::FileClassifier;
 use placement::trace::{encode, MAGIC};
 use placement::{Event, FileId, FileKind, PageKind, Policy, WriteCause, WriteEvent};
 use std::collections::HashMap;
@@ -70,8 +70,7 @@ pub struct Stats {
 }
 
 pub struct Recorder {
-    classes: Classifier,
-    checkpoint_files: PatternList,
+    kinds: FileClassifier,
     detector: CheckpointDetector,
     policy: Option<Box<dyn Policy>>,
     trace: Option<Trace>,
@@ -90,8 +89,7 @@ impl Recorder {
             None => None,
         };
         let mut rec = Recorder {
-            classes: cfg.classes.clone(),
-            checkpoint_files: cfg.checkpoint_files.clone(),
+            kinds: cfg.kinds.clone(),
             detector: CheckpointDetector::new(cfg.checkpoint.clone()),
             policy,
             trace: sink.map(|sink| Trace {
@@ -142,7 +140,7 @@ impl Recorder {
             }
             None => {
                 let id = FileId::try_from(self.files.len()).expect("fewer than 2^32 files");
-                let kind = self.classes.kind(&rel);
+                let kind = self.kinds.classify(&rel);
                 self.files.push(FileState {
                     kind,
                     rel: rel.clone(),
@@ -223,7 +221,7 @@ impl Recorder {
     /// A successful fsync/fdatasync.
     pub fn synced(&mut self, file: FileId, now: u64) {
         let f = &self.files[file as usize];
-        if f.removed || !self.checkpoint_files.matches(&f.rel) {
+        if f.removed || !is_tree_file(&f.rel) {
             return;
         }
         let mut out = std::mem::take(&mut self.scratch);
@@ -554,7 +552,7 @@ mod tests {
 
     #[test]
     fn checkpoints_from_syncs_and_the_turtle_rename() {
-        let (mut r, sink) = recorder(&[("COLLECTION", "docs.wt")]);
+        let (mut r, sink) = recorder(&[("KINDS", "collection=docs.wt")]);
         r.opened(3, Some(((1, 1), "docs.wt".into())), false, 0);
         r.opened(4, Some(((1, 2), "WiredTiger.wt".into())), false, 0);
         r.opened(5, Some(((1, 3), "WiredTiger.turtle.set".into())), false, 0);
@@ -595,8 +593,10 @@ mod tests {
     fn the_policy_places_and_sees_every_event() {
         let (mut r, sink) = recorder(&[
             ("POLICY", "file"),
-            ("COLLECTION", "docs.wt"),
-            ("INDEX", "docs_idx.wt"),
+            (
+                "KINDS",
+                "collection=docs.wt;index=docs_idx.wt;journal=WiredTigerLog.*",
+            ),
         ]);
         assert!(r.has_policy());
         r.opened(3, Some(((1, 1), "docs.wt".into())), false, 0);

@@ -44,7 +44,7 @@ fn traced(s: &Setup, extra: &[(&str, &str)]) -> (Vec<Event>, String) {
     let mut vars = vec![
         ("FLASHDOC_SHIM_DIR", db),
         ("FLASHDOC_SHIM_TRACE", trace),
-        ("FLASHDOC_SHIM_COLLECTION", "a.wt,m.wt"),
+        ("FLASHDOC_SHIM_KINDS", "collection=a.wt,m.wt"),
     ];
     vars.extend_from_slice(extra);
     let out = run(s, &vars);

@@ -63,8 +63,10 @@ fn shim_env(db: &Path, trace: &Path) -> Vec<(String, String)> {
         ("LD_PRELOAD", shim().display().to_string()),
         ("FLASHDOC_SHIM_DIR", db.display().to_string()),
         ("FLASHDOC_SHIM_TRACE", trace.display().to_string()),
-        ("FLASHDOC_SHIM_COLLECTION", "docs.wt".into()),
-        ("FLASHDOC_SHIM_INDEX", "docs_idx.wt".into()),
+        (
+            "FLASHDOC_SHIM_KINDS",
+            "collection=docs.wt;index=docs_idx.wt;journal=WiredTigerLog.*,WiredTigerPreplog.*,WiredTigerTmplog.*".into(),
+        ),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
