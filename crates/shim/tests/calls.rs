@@ -21,7 +21,8 @@ fn setup() -> Setup {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("db");
     std::fs::create_dir(&db).unwrap();
-    let program = common::compile("calls", tmp.path(), &[]);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/calls.c");
+    let program = common::compile(&src, tmp.path(), &[]);
     Setup {
         trace: tmp.path().join("calls.trace"),
         db,

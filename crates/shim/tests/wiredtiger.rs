@@ -1,5 +1,6 @@
 //! The shim under a real WiredTiger (issue 15's acceptance test): a small driver of our own
-//! (`wtdriver.c`) against the WiredTiger 11.3.1 build that `scripts/build-wiredtiger.sh`
+//! (`crates/shim/wtdriver.c`, mongod's layout: `collection.wt` and its `_id` index `index.wt`)
+//! against the WiredTiger 11.3.1 build that `scripts/build-wiredtiger.sh`
 //! makes, with `checkpoint=(wait=1)` and `statistics=(fast)`.
 //!
 //! 1. The trace's writes, truncations, renames and removals, replayed, account for every file
@@ -11,7 +12,8 @@
 //!    trace=fcntl,pwrite64,mmap,rename` log (`mmap` to decode the hints, see [`hint_of`];
 //!    `rename` to follow a file's hint to its new name) shows every `pwrite64` to a database file issued under the
 //!    write-life hint the policy chose (the trace's stream), the hint unchanged until the
-//!    write returned, in a file whose writes took at least two hints.
+//!    write returned, in a file whose writes took at least two hints (the collection's two
+//!    regions).
 //!
 //! Needs `FLASHDOC_WIREDTIGER` = the WiredTiger build directory (libwiredtiger.so, include/)
 //! and `strace`: `scripts/test.sh` provides both and runs these tests with `--ignored`.
@@ -25,9 +27,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Seconds of updates: with `wait=1` checkpoints this gives well over 10.
-const RUN_SECONDS: &str = "15";
-const RECORDS: &str = "20000";
+/// The driver's settings: 15 s of updates with a checkpoint every second gives well over 10.
+const TRACED_RUN: &[&str] = &["records=20000", "seconds=15", "checkpoint_wait=1"];
+const HINTED_RUN: &[&str] = &[
+    "records=10000",
+    "seconds=12",
+    "checkpoint_wait=1",
+    "direct_io=1",
+];
 
 fn wiredtiger() -> PathBuf {
     let dir = std::env::var_os("FLASHDOC_WIREDTIGER")
@@ -46,13 +53,16 @@ fn wiredtiger() -> PathBuf {
 
 fn build_driver(wt: &Path, out: &Path) -> PathBuf {
     common::compile(
-        "wtdriver",
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("wtdriver.c")
+            .as_path(),
         out,
         &[
             format!("-I{}", wt.join("include").display()),
             format!("-L{}", wt.display()),
             format!("-Wl,-rpath,{}", wt.display()),
             "-lwiredtiger".into(),
+            "-lm".into(),
         ],
     )
 }
@@ -65,7 +75,9 @@ fn shim_env(db: &Path, trace: &Path) -> Vec<(String, String)> {
         ("FLASHDOC_SHIM_TRACE", trace.display().to_string()),
         (
             "FLASHDOC_SHIM_KINDS",
-            "collection=docs.wt;index=docs_idx.wt;journal=WiredTigerLog.*,WiredTigerPreplog.*,WiredTigerTmplog.*".into(),
+            "collection=collection.wt;index=index.wt;\
+             journal=WiredTigerLog.*,WiredTigerPreplog.*,WiredTigerTmplog.*"
+                .into(),
         ),
     ]
     .into_iter()
@@ -223,9 +235,8 @@ fn check_files_match_trace(db: &Path, events: &[Event]) {
         live.len(),
         files.len() - live.len()
     );
-    let data_files = ["docs.wt", "docs_idx.wt"];
-    for d in data_files {
-        assert!(live[d].written.bytes() > 1 << 20, "{d} holds the data");
+    for d in ["collection.wt", "index.wt"] {
+        assert!(live[d].written.bytes() > 64 << 10, "{d} holds the data");
     }
 }
 
@@ -311,7 +322,8 @@ fn trace_of_a_real_wiredtiger_accounts_for_its_files_and_checkpoints() {
     std::fs::create_dir(&db).unwrap();
     let trace = tmp.path().join("run.trace");
     let stderr = run(Command::new(&driver)
-        .args([db.to_str().unwrap(), RUN_SECONDS, RECORDS, "0"])
+        .arg(&db)
+        .args(TRACED_RUN)
         .envs(shim_env(&db, &trace)));
     eprintln!("{stderr}");
     let events = read_trace(&trace);
@@ -529,8 +541,7 @@ fn with_direct_io_every_write_carries_the_hint_the_policy_chose() {
     for (k, v) in env {
         cmd.arg("-E").arg(format!("{k}={v}"));
     }
-    cmd.arg(&driver)
-        .args([db.to_str().unwrap(), "12", "10000", "1"]);
+    cmd.arg(&driver).arg(&db).args(HINTED_RUN);
     run(&mut cmd);
     let log = std::fs::read_to_string(&log).unwrap();
     let table = hint_table_address(&log, &shim());

@@ -22,10 +22,9 @@ pub fn shim() -> PathBuf {
     so
 }
 
-/// Compiles `tests/NAME.c` into `out` with extra arguments; returns the program.
-pub fn compile(name: &str, out: &Path, extra: &[String]) -> PathBuf {
-    let exe = out.join(name);
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/{name}.c"));
+/// Compiles the C program `src` into `out` with extra arguments; returns the program.
+pub fn compile(src: &Path, out: &Path, extra: &[String]) -> PathBuf {
+    let exe = out.join(src.file_stem().unwrap());
     let status = Command::new("cc")
         .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
         .arg(&exe)
