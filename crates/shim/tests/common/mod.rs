@@ -28,7 +28,7 @@ pub fn compile(src: &Path, out: &Path, extra: &[String]) -> PathBuf {
     let status = Command::new("cc")
         .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
         .arg(&exe)
-        .arg(&src)
+        .arg(src)
         .args(extra)
         .arg("-lpthread")
         .status()
