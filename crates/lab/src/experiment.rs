@@ -34,6 +34,9 @@ pub enum Kind {
     /// Split policies on an in-process sharded cluster, per-shard device load (seed 004);
     /// `workloads` and `policies` name hass workloads and split policies (hass.rs).
     Hass,
+    /// A real WiredTiger under the LD_PRELOAD shim, replayed through every policy beside
+    /// flashdoc's engine on the same YCSB workload (realwt.rs).
+    RealWiredTiger,
 }
 
 /// A workload by the seeds' names.
@@ -508,6 +511,15 @@ pub fn builtins() -> Vec<Experiment> {
             ..base.clone()
         },
         Experiment {
+            name: "real-wiredtiger".into(),
+            title: "A real WiredTiger's writes, replayed through every policy beside flashdoc's engine".into(),
+            kind: Kind::RealWiredTiger,
+            description: "WiredTiger 11.3.1 (crates/shim/wtdriver.c: mongod's layout of a collection and its _id index, YCSB's scrambled zipfian over 1000-byte documents) runs each YCSB workload under libflashdoc_shim.so, sized as the lab sizes its own engine; its trace and flashdoc's engine's (best-fit and sweep allocation) on the same workload are replayed through every placement policy on the same aged 8-stream device, under the seeds' conditions (no TRIM, no discard). docs/shim.md, crates/lab/src/realwt.rs.".into(),
+            workloads: s(&["ycsb-update-heavy", "ycsb-update-only"]),
+            seeds: vec![2],
+            ..base.clone()
+        },
+        Experiment {
             name: "hass".into(),
             title: "Hotness-aware chunk splits (HASS) on a sharded cluster".into(),
             kind: Kind::Hass,
@@ -536,6 +548,11 @@ impl Experiment {
             return self.validate_hass();
         }
         for w in &self.workloads {
+            if self.kind == Kind::RealWiredTiger && !w.starts_with("ycsb-") {
+                bail!(
+                    "experiment {name}: a real WiredTiger runs the YCSB workloads only, not '{w}'"
+                );
+            }
             if !WORKLOADS.contains(&w.as_str()) && w != "chapter10" {
                 bail!(
                     "experiment {name}: unknown workload '{w}' (one of {})",

@@ -4,6 +4,7 @@
 pub mod experiment;
 pub mod hass;
 pub mod plot;
+pub mod realwt;
 pub mod report;
 pub mod run;
 pub mod summary;
@@ -50,6 +51,9 @@ pub fn run_experiment(
         exp.validate()?;
         let scale = exp.scale.clone();
         return hass::run(&exp, &scale, out, quiet);
+    }
+    if exp.kind == experiment::Kind::RealWiredTiger {
+        return realwt::run(exp, scale, out, quiet);
     }
     let reference = compare.map(load_reference).transpose()?;
     let lab = run::Lab::new(out, exp, scale, quiet)?;

@@ -335,7 +335,7 @@ impl Lab {
 
     /// The replays of one engine run, on as many threads as the machine has cores (each
     /// replay is one thread and independent of the others), in `jobs` order.
-    fn replays(
+    pub(crate) fn replays(
         &self,
         run: &EngineRun,
         jobs: &[(&String, &TrimSpec, &SsdSpec)],
@@ -382,7 +382,7 @@ impl Lab {
         b
     }
 
-    fn point(&self, run: &EngineRun, device: DeviceRun) -> Point {
+    pub(crate) fn point(&self, run: &EngineRun, device: DeviceRun) -> Point {
         let overall = overall(&run.run);
         Point {
             experiment: self.exp.name.clone(),
@@ -613,7 +613,7 @@ pub fn run_engine(
 /// (`/dev/shm`) when there is one, else `OUT/work`. The lab measures the simulated device, not
 /// this machine's disk; on RAM, fsyncs are free, so a checkpoint's wall time (during which the
 /// clients keep writing) does not depend on the host's disk.
-fn work_root(out: &Path) -> PathBuf {
+pub(crate) fn work_root(out: &Path) -> PathBuf {
     if let Some(dir) = std::env::var_os("FLASHDOC_LAB_WORK") {
         return PathBuf::from(dir);
     }

@@ -187,6 +187,9 @@ pub fn write(
         Kind::Compression => compression_section(&mut r, out, runs)?,
         Kind::Scale => scale::section(&mut r, out, exp, points)?,
         Kind::Hass => unreachable!("hass experiments write their own report (hass.rs)"),
+        Kind::RealWiredTiger => {
+            unreachable!("real-wiredtiger writes its own report (realwt.rs)")
+        }
     }
     if let Some(rf) = reference {
         streams::compare(&mut r, exp, points, rf);

@@ -1,0 +1,546 @@
+//! `real-wiredtiger`: the stream experiment's replay on a real WiredTiger's writes, beside
+//! flashdoc's engine on the same workload.
+//!
+//! For each YCSB workload and seed, WiredTiger 11.3.1 runs `crates/shim/wtdriver.c` (mongod's
+//! layout: a collection and its `_id` index; YCSB's scrambled zipfian over 1000-byte documents,
+//! the workload's read/update mix, the scale's records, operations and threads) under
+//! `libflashdoc_shim.so`, which records its writes as an event trace. The run is sized as the
+//! lab sizes its own engine ([`Sizing`]: the device from the loaded tables and `device_fill`,
+//! the run's cache from `cache_share`, a checkpoint every `checkpoint_share` of the device in
+//! bytes written — the driver polls WiredTiger's own counts of bytes written). flashdoc's
+//! engine runs the same workload through the lab as in
+//! `streams`. Every trace is replayed through every policy on the same simulated device, as
+//! the stream experiments do ([`Lab::replay`]); the shim's traces carry no `Free` events and no
+//! page ids, so the experiment runs without TRIM (the seeds' condition) and `lifetime` falls
+//! back to its file rules there.
+//!
+//! Needs: a WiredTiger build (`FLASHDOC_WIREDTIGER`, else `scripts/build-wiredtiger.sh` builds
+//! one), the shim (`FLASHDOC_SHIM`, else `libflashdoc_shim.so` beside the running program:
+//! `cargo build --release -p flashdoc-shim`), a C compiler.
+
+use crate::experiment::{Experiment, ScaleSpec};
+use crate::report::Report;
+use crate::run::{self, EngineRun, Lab, Point, Sizing};
+use anyhow::{anyhow, bail, Context, Result};
+use placement::trace::TraceReader;
+use placement::{Event, FileKind};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use workload::measure::PhaseResult;
+
+/// The allocation label of WiredTiger's runs in results (flashdoc's are `best` and `sweep`).
+pub const WIREDTIGER: &str = "wiredtiger";
+
+/// The driver's file kinds for the shim (`placement::classify` syntax).
+const KINDS: &str = "collection=collection.wt;index=index.wt;\
+                     journal=WiredTigerLog.*,WiredTigerPreplog.*,WiredTigerTmplog.*";
+
+/// The file whose creation marks the run phase in the driver's trace.
+const RUN_MARKER: &str = "flashdoc-run-phase";
+
+/// The tools a run needs.
+struct Tools {
+    driver: PathBuf,
+    shim: PathBuf,
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn tools(out: &Path, quiet: bool) -> Result<Tools> {
+    let wt = match std::env::var_os("FLASHDOC_WIREDTIGER") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            if !quiet {
+                eprintln!("real-wiredtiger: building WiredTiger 11.3.1 (once; about 5 minutes)");
+            }
+            let o = Command::new("bash")
+                .arg(repo_root().join("scripts/build-wiredtiger.sh"))
+                .output()
+                .context("running scripts/build-wiredtiger.sh")?;
+            if !o.status.success() {
+                bail!(
+                    "building WiredTiger failed: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+            }
+            let stdout = String::from_utf8(o.stdout)?;
+            PathBuf::from(stdout.lines().last().unwrap_or("").trim())
+        }
+    };
+    if !wt.join("libwiredtiger.so").exists() {
+        bail!(
+            "no libwiredtiger.so in {} (FLASHDOC_WIREDTIGER)",
+            wt.display()
+        );
+    }
+    let shim = match std::env::var_os("FLASHDOC_SHIM") {
+        Some(p) => PathBuf::from(p),
+        None => std::env::current_exe()?
+            .parent()
+            .ok_or_else(|| anyhow!("the running program has no directory"))?
+            .join("libflashdoc_shim.so"),
+    };
+    if !shim.exists() {
+        bail!(
+            "no shim at {}: build it with `cargo build --release -p flashdoc-shim` (or set FLASHDOC_SHIM)",
+            shim.display()
+        );
+    }
+    let dir = out.join("tools");
+    std::fs::create_dir_all(&dir)?;
+    let driver = dir.join("wtdriver");
+    let status = Command::new("cc")
+        .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&driver)
+        .arg(repo_root().join("crates/shim/wtdriver.c"))
+        .arg(format!("-I{}", wt.join("include").display()))
+        .arg(format!("-L{}", wt.display()))
+        .arg(format!("-Wl,-rpath,{}", wt.display()))
+        .args(["-lwiredtiger", "-lpthread", "-lm"])
+        .status()
+        .context("running cc")?;
+    if !status.success() {
+        bail!("compiling crates/shim/wtdriver.c failed");
+    }
+    Ok(Tools { driver, shim })
+}
+
+/// The workload's share of reads (flashdoc's YCSB definitions: update-heavy is YCSB-A).
+fn read_pct(workload: &str) -> Result<u32> {
+    match workload {
+        "ycsb-update-heavy" => Ok(50),
+        "ycsb-update-only" => Ok(0),
+        w => bail!("real-wiredtiger runs the YCSB workloads only, not {w}"),
+    }
+}
+
+/// What the driver printed.
+#[derive(serde::Deserialize)]
+struct DriverReport {
+    records: u64,
+    load_s: f64,
+    run_ops: u64,
+    run_s: f64,
+    db_load_bytes: u64,
+    run_cache_bytes: u64,
+    checkpoint_bytes: u64,
+}
+
+fn phase(name: &str, operations: u64, seconds: f64) -> PhaseResult {
+    PhaseResult {
+        phase: name.into(),
+        runtime_ms: seconds * 1e3,
+        operations,
+        throughput_ops_sec: operations as f64 / seconds.max(1e-9),
+        ..PhaseResult::default()
+    }
+}
+
+/// Runs WiredTiger under the shim for one workload and seed (or reads the run done before).
+fn wiredtiger_run(
+    lab: &Lab,
+    tools: &Tools,
+    workload: &str,
+    seed: u64,
+    cache_share: f64,
+) -> Result<EngineRun> {
+    let exp = &lab.exp;
+    let scale: &ScaleSpec = &lab.scale;
+    let key = format!(
+        "{WIREDTIGER}-{workload}-c{cache_share}-f{}-k{}-r{}-s{seed}-{}",
+        exp.device_fill, exp.checkpoint_share, exp.run_factor, exp.scale
+    );
+    let saved = lab.out.join("points").join(format!("engine-{key}.json"));
+    if let Ok(text) = std::fs::read_to_string(&saved) {
+        if let Ok(r) = serde_json::from_str::<EngineRun>(&text) {
+            if r.trace.exists() {
+                return Ok(r);
+            }
+        }
+    }
+    let work = run::work_root(&lab.out).join(&key);
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work)?;
+    let trace = lab.out.join("traces").join(format!("{key}.trace"));
+    let _ = std::fs::remove_file(&trace);
+    // WiredTiger's journal file size is fixed when it opens, before the load tells the
+    // database's size: sized from the documents' raw bytes instead (at least its 100 KB).
+    let journal = Sizing::new(scale.ycsb_records * 1000, exp, cache_share).journal_file_bytes;
+    let started = std::time::Instant::now();
+    let o = Command::new(&tools.driver)
+        .arg(&work)
+        .arg(format!("records={}", scale.ycsb_records))
+        .arg(format!("ops={}", scale.ycsb_ops))
+        .arg(format!("threads={}", scale.threads))
+        .arg(format!("read_pct={}", read_pct(workload)?))
+        .arg(format!("seed={seed}"))
+        .arg(format!("load_cache_mb={}", scale.load_cache_mb))
+        .arg(format!("log_file_kb={}", (journal >> 10).max(100)))
+        .arg(format!("device_fill={}", exp.device_fill))
+        .arg(format!("cache_share={cache_share}"))
+        .arg(format!("checkpoint_share={}", exp.checkpoint_share))
+        .env("LD_PRELOAD", &tools.shim)
+        .env("FLASHDOC_SHIM_DIR", &work)
+        .env("FLASHDOC_SHIM_TRACE", &trace)
+        .env("FLASHDOC_SHIM_KINDS", KINDS)
+        .output()
+        .context("running the WiredTiger driver")?;
+    if !o.status.success() {
+        bail!(
+            "the WiredTiger driver failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let d: DriverReport = serde_json::from_slice(&o.stdout).with_context(|| {
+        format!(
+            "the driver's report {:?}",
+            String::from_utf8_lossy(&o.stdout)
+        )
+    })?;
+    let sizing = Sizing::new(d.db_load_bytes, exp, cache_share);
+    if (d.run_cache_bytes, d.checkpoint_bytes)
+        != (sizing.cache_bytes, sizing.checkpoint_every_bytes)
+    {
+        bail!(
+            "wtdriver.c sized the run (cache {} B, checkpoint every {} B) unlike the lab ({} B, {} B)",
+            d.run_cache_bytes,
+            d.checkpoint_bytes,
+            sizing.cache_bytes,
+            sizing.checkpoint_every_bytes
+        );
+    }
+    let (end_of_load_event, events, checkpoints) = scan(&trace)?;
+    let db_bytes = ["collection.wt", "index.wt"]
+        .iter()
+        .map(|f| std::fs::metadata(work.join(f)).map(|m| m.len()))
+        .sum::<std::io::Result<u64>>()?;
+    let _ = std::fs::remove_dir_all(&work);
+    let shares = run::write_shares(&trace, end_of_load_event)?;
+    let r = EngineRun {
+        key: key.clone(),
+        workload: workload.to_string(),
+        seed,
+        cache_share,
+        leaf_kb: 32,
+        compressor: "none".into(),
+        allocation: WIREDTIGER.into(),
+        scale_name: exp.scale.clone(),
+        scale: scale.clone(),
+        sizing,
+        load: phase("load", d.records, d.load_s),
+        run: phase("run", d.run_ops, d.run_s),
+        trace,
+        end_of_load_event,
+        run_write_bytes: shares.by_file.values().sum(),
+        events,
+        db_bytes,
+        write_bytes_by_file: shares.by_file,
+        write_bytes_by_page: shares.by_page,
+        checkpoints,
+        run_checkpoints: shares.checkpoints,
+        interval_bytes_mean: shares.interval_bytes_mean,
+        wall_s: started.elapsed().as_secs_f64(),
+        extra: BTreeMap::new(),
+    };
+    std::fs::write(&saved, serde_json::to_string_pretty(&r)?)?;
+    Ok(r)
+}
+
+/// The run-phase marker's event index, the events, and the checkpoints committed.
+fn scan(trace: &Path) -> Result<(u64, u64, u64)> {
+    let (mut marker, mut events, mut commits) = (None, 0u64, 0u64);
+    for ev in TraceReader::open(trace)? {
+        match ev? {
+            Event::FileCreate { name, .. } if name == RUN_MARKER => marker = Some(events),
+            Event::CheckpointCommit { .. } => commits += 1,
+            _ => {}
+        }
+        events += 1;
+    }
+    let marker = marker.ok_or_else(|| anyhow!("{}: no run-phase marker", trace.display()))?;
+    Ok((marker, events, commits))
+}
+
+/// The two-region pattern of seed 003 in one trace's run phase: each collection file is split
+/// at its size at the end of the load; per checkpoint window, the share of the collection's
+/// bytes written above that boundary, and how often the busier region changes from one window
+/// to the next (the seeds' "heat swaps at every checkpoint").
+#[derive(Debug, Default, serde::Serialize)]
+pub struct TwoRegions {
+    pub windows: u64,
+    pub above_share_median: f64,
+    pub swap_rate: f64,
+}
+
+pub fn two_regions(trace: &Path, end_of_load_event: u64) -> Result<TwoRegions> {
+    let mut boundary: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut window = [0u64; 2];
+    let mut shares = Vec::new();
+    for (i, ev) in TraceReader::open(trace)?.enumerate() {
+        match ev? {
+            Event::Write(w) if w.file_kind == FileKind::Collection => {
+                let end = w.offset + w.len as u64;
+                if (i as u64) < end_of_load_event {
+                    let b = boundary.entry(w.file).or_default();
+                    *b = (*b).max(end);
+                } else {
+                    let above = boundary.get(&w.file).is_none_or(|&b| w.offset >= b);
+                    window[above as usize] += w.len as u64;
+                }
+            }
+            Event::CheckpointBegin { .. } if (i as u64) >= end_of_load_event => {
+                let total = window[0] + window[1];
+                if total > 0 {
+                    shares.push(window[1] as f64 / total as f64);
+                }
+                window = [0, 0];
+            }
+            _ => {}
+        }
+    }
+    if shares.is_empty() {
+        return Ok(TwoRegions::default());
+    }
+    let swaps = shares
+        .windows(2)
+        .filter(|p| (p[0] > 0.5) != (p[1] > 0.5))
+        .count();
+    let mut sorted = shares.clone();
+    sorted.sort_by(f64::total_cmp);
+    Ok(TwoRegions {
+        windows: shares.len() as u64,
+        above_share_median: sorted[sorted.len() / 2],
+        swap_rate: if shares.len() > 1 {
+            swaps as f64 / (shares.len() - 1) as f64
+        } else {
+            0.0
+        },
+    })
+}
+
+/// Runs the experiment into `out`; returns the report's path.
+pub fn run(exp: Experiment, scale: Option<&str>, out: &Path, quiet: bool) -> Result<PathBuf> {
+    let lab = Lab::new(out, exp, scale, quiet)?;
+    let tools = tools(out, quiet)?;
+    // flashdoc's engine, as in `streams`.
+    let mut points = lab.run_all()?;
+    let cache_share = lab.exp.cache_shares[0];
+    let e = &lab.exp;
+    let jobs: Vec<_> = e
+        .policies
+        .iter()
+        .flat_map(|p| {
+            e.trims
+                .iter()
+                .flat_map(move |t| e.ssds.iter().map(move |d| (p, t, d)))
+        })
+        .collect();
+    for w in &e.workloads {
+        for &seed in &e.seeds {
+            if !quiet {
+                eprintln!("real-wiredtiger: {w} seed {seed}: WiredTiger under the shim");
+            }
+            let r = wiredtiger_run(&lab, &tools, w, seed, cache_share)
+                .with_context(|| format!("{w} seed {seed}"))?;
+            for dev in lab.replays(&r, &jobs, &indicatif::ProgressBar::hidden())? {
+                points.push(lab.point(&r, dev));
+            }
+        }
+    }
+    let runs = run::engine_runs(&lab)?;
+    run::write_results(out, &lab.exp, &lab.scale, &points, &runs)?;
+    report(out, &lab, &points, &runs)
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
+}
+
+fn cell(v: Option<f64>, digits: usize) -> String {
+    v.map_or("—".into(), |x| format!("{x:.digits$}"))
+}
+
+/// Engines in report order, with their labels.
+const ENGINES: &[(&str, &str)] = &[
+    (WIREDTIGER, "WiredTiger 11.3.1"),
+    ("best", "flashdoc (best-fit)"),
+    ("sweep", "flashdoc (sweep)"),
+];
+
+fn report(out: &Path, lab: &Lab, points: &[Point], runs: &[EngineRun]) -> Result<PathBuf> {
+    let e = &lab.exp;
+    let mut r = Report::new(format!("flashdoc lab: {}", e.title));
+    r.p(e.description.clone());
+    r.p(format!(
+        "Scale `{}`: {} records, {} operations, {} threads; device {} full of loaded data, a checkpoint every {} of it, run cache {} of the data; medians over seeds {:?}. Reproduce: `flashdoc lab run {} --scale {} --out DIR`.",
+        e.scale, lab.scale.ycsb_records, lab.scale.ycsb_ops, lab.scale.threads, e.device_fill,
+        e.checkpoint_share, cache_share_text(e), e.seeds, e.name, e.scale
+    ));
+    let value = |w: &str, alloc: &str, policy: &str, f: &dyn Fn(&Point) -> f64| {
+        median(
+            points
+                .iter()
+                .filter(|p| p.workload == w && p.allocation == alloc && p.policy == policy)
+                .map(f)
+                .collect(),
+        )
+    };
+    let mut head = vec!["workload", "policy"];
+    for (_, label) in ENGINES {
+        head.push(label);
+    }
+    for (title, digits, metric) in [
+        (
+            "Write amplification per policy (device, run phase)",
+            2,
+            &(|p: &Point| p.device.waf) as &dyn Fn(&Point) -> f64,
+        ),
+        (
+            "Flash page writes per operation (host pages × WAF ÷ operations)",
+            1,
+            &|p: &Point| p.device.flash_writes_per_op,
+        ),
+    ] {
+        r.h2(title);
+        let mut rows = Vec::new();
+        for w in &e.workloads {
+            for p in &e.policies {
+                let mut row = vec![w.clone(), p.clone()];
+                for (alloc, _) in ENGINES {
+                    row.push(cell(value(w, alloc, p, metric), digits));
+                }
+                rows.push(row);
+            }
+        }
+        r.table(&head, rows);
+    }
+    r.h2("What each engine wrote in the run phase");
+    r.p("Shares of the run phase's bytes by file kind; host 4 KB pages per operation; mean bytes between checkpoint begins; and seed 003's two-region pattern: the share of the collection's writes above its end-of-load size (median over checkpoint windows) and how often the busier region changes between consecutive windows.");
+    let mut rows = Vec::new();
+    for run in runs {
+        let total = run.run_write_bytes.max(1) as f64;
+        let share =
+            |k: &str| run.write_bytes_by_file.get(k).copied().unwrap_or(0) as f64 / total * 100.0;
+        let regions = two_regions(&run.trace, run.end_of_load_event)?;
+        let label = ENGINES
+            .iter()
+            .find(|(a, _)| *a == run.allocation)
+            .map_or(run.allocation.as_str(), |(_, l)| l);
+        rows.push(vec![
+            run.workload.clone(),
+            label.to_string(),
+            run.seed.to_string(),
+            format!("{:.1}", share("collection")),
+            format!("{:.1}", share("primary index") + share("secondary index")),
+            format!("{:.1}", share("journal")),
+            format!("{:.1}", share("metadata")),
+            format!(
+                "{:.2}",
+                run.run_write_bytes as f64 / 4096.0 / run.run.operations.max(1) as f64
+            ),
+            format!("{:.1}", run.interval_bytes_mean / (1 << 20) as f64),
+            format!("{}", regions.windows),
+            format!("{:.0} %", regions.above_share_median * 100.0),
+            format!("{:.2}", regions.swap_rate),
+        ]);
+    }
+    r.table(
+        &[
+            "workload",
+            "engine",
+            "seed",
+            "collection %",
+            "index %",
+            "journal %",
+            "metadata %",
+            "host pages/op",
+            "MB per checkpoint",
+            "windows",
+            "above boundary",
+            "swap rate",
+        ],
+        rows,
+    );
+    r.p("Where the engines differ, the table above says why: write amplification follows from how much each engine writes per operation and where (a larger journal share is short-lived data on its own stream under every policy but none; writes above the boundary are the appends that the region-based policies separate), and from how its allocator reuses freed space, which no outside trace shows (WiredTiger's traces have no Free events and no page ids: `lifetime` there is `file`).");
+    r.save(out)
+}
+
+fn cache_share_text(e: &Experiment) -> String {
+    e.cache_shares
+        .iter()
+        .map(|c| format!("{c}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use placement::trace::TraceWriter;
+    use placement::{PageKind, WriteCause, WriteEvent};
+
+    fn write(offset: u64) -> Event {
+        Event::Write(WriteEvent {
+            time_ns: 0,
+            file: 1,
+            file_kind: FileKind::Collection,
+            table: 0,
+            page_kind: PageKind::Leaf,
+            offset,
+            len: 4096,
+            id_index: false,
+            stream: 0,
+            page_id: 0,
+            cause: WriteCause::Other,
+        })
+    }
+
+    #[test]
+    fn two_regions_splits_at_the_end_of_load_size_and_counts_swaps() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        let mut w = TraceWriter::create(&path).unwrap();
+        let begin = Event::CheckpointBegin { time_ns: 0, id: 0 };
+        // Load: the file reaches 8192 bytes. Event 2 starts the run phase.
+        let mut events = vec![write(0), write(4096)];
+        // Window 1: mostly above (3 of 4); window 2: mostly below (1 of 4); window 3: above.
+        events.extend([
+            begin.clone(),
+            write(8192),
+            write(12288),
+            write(16384),
+            write(0),
+        ]);
+        events.extend([begin.clone(), write(0), write(4096), write(0), write(8192)]);
+        events.extend([begin.clone(), write(8192), begin]);
+        for e in &events {
+            w.write(e);
+        }
+        w.flush().unwrap();
+        drop(w);
+        let r = two_regions(&path, 2).unwrap();
+        assert_eq!(r.windows, 3, "{r:?}");
+        assert_eq!(r.above_share_median, 0.75);
+        assert_eq!(r.swap_rate, 1.0);
+        // Writes before the run phase are never counted.
+        assert_eq!(two_regions(&path, events.len() as u64).unwrap().windows, 0);
+    }
+
+    #[test]
+    fn only_ycsb_runs_on_wiredtiger() {
+        assert_eq!(read_pct("ycsb-update-heavy").unwrap(), 50);
+        assert_eq!(read_pct("ycsb-update-only").unwrap(), 0);
+        assert!(read_pct("linkbench-mixed").is_err());
+        let mut e = crate::experiment::find("real-wiredtiger").unwrap();
+        e.validate().unwrap();
+        e.workloads.push("linkbench-mixed".into());
+        assert!(e.validate().unwrap_err().to_string().contains("YCSB"));
+    }
+}
