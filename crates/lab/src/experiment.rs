@@ -514,8 +514,17 @@ pub fn builtins() -> Vec<Experiment> {
             name: "real-wiredtiger".into(),
             title: "A real WiredTiger's writes, replayed through every policy beside flashdoc's engine".into(),
             kind: Kind::RealWiredTiger,
-            description: "WiredTiger 11.3.1 (crates/shim/wtdriver.c: mongod's layout of a collection and its _id index, YCSB's scrambled zipfian over 1000-byte documents) runs each YCSB workload under libflashdoc_shim.so, sized as the lab sizes its own engine; its trace and flashdoc's engine's (best-fit and sweep allocation) on the same workload are replayed through every placement policy on the same aged 8-stream device, under the seeds' conditions (no TRIM, no discard). docs/shim.md, crates/lab/src/realwt.rs.".into(),
+            description: "WiredTiger 11.3.1 (crates/shim/wtdriver.c: mongod's layout of a collection and its _id index, YCSB's scrambled zipfian over 1000-byte documents) runs each YCSB workload under libflashdoc_shim.so, sized as the lab sizes its own engine; its trace and flashdoc's engine's (best-fit and sweep allocation) on the same workload are replayed through every placement policy on the same aged 8-stream device, under the seeds' conditions (no TRIM, no discard) and with filesystem discard. docs/shim.md, crates/lab/src/realwt.rs.".into(),
             workloads: s(&["ycsb-update-heavy", "ycsb-update-only"]),
+            // Beside the seeds' condition, filesystem discard (no TRIM of freed extents): what
+            // the space of removed and truncated files costs each engine.
+            trims: vec![
+                TrimSpec::off(),
+                TrimSpec {
+                    discard: true,
+                    ..TrimSpec::off()
+                },
+            ],
             seeds: vec![2],
             ..base.clone()
         },

@@ -383,11 +383,13 @@ fn report(out: &Path, lab: &Lab, points: &[Point], runs: &[EngineRun]) -> Result
         e.scale, lab.scale.ycsb_records, lab.scale.ycsb_ops, lab.scale.threads, e.device_fill,
         e.checkpoint_share, cache_share_text(e), e.seeds, e.name, e.scale
     ));
-    let value = |w: &str, alloc: &str, policy: &str, f: &dyn Fn(&Point) -> f64| {
+    let value = |w: &str, alloc: &str, policy: &str, trim: &str, f: &dyn Fn(&Point) -> f64| {
         median(
             points
                 .iter()
-                .filter(|p| p.workload == w && p.allocation == alloc && p.policy == policy)
+                .filter(|p| {
+                    p.workload == w && p.allocation == alloc && p.policy == policy && p.trim == trim
+                })
                 .map(f)
                 .collect(),
         )
@@ -408,27 +410,30 @@ fn report(out: &Path, lab: &Lab, points: &[Point], runs: &[EngineRun]) -> Result
             &|p: &Point| p.device.flash_writes_per_op,
         ),
     ] {
-        r.h2(title);
-        let mut rows = Vec::new();
-        for w in &e.workloads {
-            for p in &e.policies {
-                let mut row = vec![w.clone(), p.clone()];
-                for (alloc, _) in ENGINES {
-                    row.push(cell(value(w, alloc, p, metric), digits));
+        for trim in &e.trims {
+            r.h2(format!("{title}; {}", trim_text(trim)));
+            let mut rows = Vec::new();
+            for w in &e.workloads {
+                for p in &e.policies {
+                    let mut row = vec![w.clone(), p.clone()];
+                    for (alloc, _) in ENGINES {
+                        row.push(cell(value(w, alloc, p, &trim.label(), metric), digits));
+                    }
+                    rows.push(row);
                 }
-                rows.push(row);
             }
+            r.table(&head, rows);
         }
-        r.table(&head, rows);
     }
     r.h2("What each engine wrote in the run phase");
-    r.p("Shares of the run phase's bytes by file kind; host 4 KB pages per operation; mean bytes between checkpoint begins; and seed 003's two-region pattern: the share of the collection's writes above its end-of-load size (median over checkpoint windows) and how often the busier region changes between consecutive windows.");
+    r.p("Shares of the run phase's bytes by file kind; host 4 KB pages per operation; mean bytes between checkpoint begins; seed 003's two-region pattern: the share of the collection's writes above its end-of-load size (median over checkpoint windows) and how often the busier region changes between consecutive windows; files removed and truncations in the run phase, and the share of journal writes not aligned to 4 KB pages (each rewrites a page already written).");
     let mut rows = Vec::new();
     for run in runs {
         let total = run.run_write_bytes.max(1) as f64;
         let share =
             |k: &str| run.write_bytes_by_file.get(k).copied().unwrap_or(0) as f64 / total * 100.0;
         let regions = two_regions(&run.trace, run.end_of_load_event)?;
+        let files = file_calls(&run.trace, run.end_of_load_event)?;
         let label = ENGINES
             .iter()
             .find(|(a, _)| *a == run.allocation)
@@ -449,6 +454,12 @@ fn report(out: &Path, lab: &Lab, points: &[Point], runs: &[EngineRun]) -> Result
             format!("{}", regions.windows),
             format!("{:.0} %", regions.above_share_median * 100.0),
             format!("{:.2}", regions.swap_rate),
+            files.removed.to_string(),
+            files.truncated.to_string(),
+            format!(
+                "{:.0} %",
+                files.journal_unaligned as f64 / files.journal_writes.max(1) as f64 * 100.0
+            ),
         ]);
     }
     r.table(
@@ -465,11 +476,50 @@ fn report(out: &Path, lab: &Lab, points: &[Point], runs: &[EngineRun]) -> Result
             "windows",
             "above boundary",
             "swap rate",
+            "files removed",
+            "truncations",
+            "unaligned journal writes",
         ],
         rows,
     );
-    r.p("Where the engines differ, the table above says why: write amplification follows from how much each engine writes per operation and where (a larger journal share is short-lived data on its own stream under every policy but none; writes above the boundary are the appends that the region-based policies separate), and from how its allocator reuses freed space, which no outside trace shows (WiredTiger's traces have no Free events and no page ids: `lifetime` there is `file`).");
+    r.p("Where the engines differ: write amplification follows from how much each engine writes per operation and where (the shares above), from how its allocator reuses freed space — which no outside trace shows (WiredTiger's traces have no Free events and no page ids: `lifetime` there is `file`) — and from what its removed and truncated files leave on a device without discard: compare the two conditions' tables. A gap that discard closes is space of files the engine removed or cut, still valid on the device until the filesystem reuses its addresses; a gap that stays is in the engine's own overwrites.");
     r.save(out)
+}
+
+fn trim_text(t: &crate::experiment::TrimSpec) -> String {
+    match (t.batch, t.discard) {
+        (None, false) => "no TRIM, no discard (the seeds' condition)".into(),
+        (None, true) => "no TRIM, filesystem discard on".into(),
+        _ => format!("TRIM {}", t.label()),
+    }
+}
+
+/// File-level facts of a trace's run phase.
+#[derive(Debug, Default, PartialEq)]
+struct FileCalls {
+    removed: u64,
+    truncated: u64,
+    journal_writes: u64,
+    journal_unaligned: u64,
+}
+
+fn file_calls(trace: &Path, end_of_load_event: u64) -> Result<FileCalls> {
+    let mut c = FileCalls::default();
+    for (i, ev) in TraceReader::open(trace)?.enumerate() {
+        if (i as u64) < end_of_load_event {
+            continue;
+        }
+        match ev? {
+            Event::FileRemove { .. } => c.removed += 1,
+            Event::FileTruncate { .. } => c.truncated += 1,
+            Event::Write(w) if w.file_kind == FileKind::Journal => {
+                c.journal_writes += 1;
+                c.journal_unaligned += (w.offset % 4096 != 0 || w.len % 4096 != 0) as u64;
+            }
+            _ => {}
+        }
+    }
+    Ok(c)
 }
 
 fn cache_share_text(e: &Experiment) -> String {
@@ -531,6 +581,55 @@ mod tests {
         assert_eq!(r.swap_rate, 1.0);
         // Writes before the run phase are never counted.
         assert_eq!(two_regions(&path, events.len() as u64).unwrap().windows, 0);
+    }
+
+    #[test]
+    fn file_calls_count_the_run_phase_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        let mut w = TraceWriter::create(&path).unwrap();
+        let journal = |offset, len| {
+            let Event::Write(mut x) = write(offset) else {
+                unreachable!()
+            };
+            x.file_kind = FileKind::Journal;
+            x.len = len;
+            Event::Write(x)
+        };
+        let events = [
+            Event::FileRemove {
+                time_ns: 0,
+                file: 9,
+            },
+            journal(0, 100),
+            Event::FileRemove {
+                time_ns: 0,
+                file: 1,
+            },
+            Event::FileTruncate {
+                time_ns: 0,
+                file: 2,
+                len: 0,
+            },
+            journal(4096, 4096),
+            journal(8192, 100),
+            write(0),
+        ];
+        for e in &events {
+            w.write(e);
+        }
+        w.flush().unwrap();
+        drop(w);
+        let c = file_calls(&path, 2).unwrap();
+        assert_eq!(
+            c,
+            FileCalls {
+                removed: 1,
+                truncated: 1,
+                journal_writes: 2,
+                journal_unaligned: 1
+            }
+        );
     }
 
     #[test]

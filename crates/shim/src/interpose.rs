@@ -464,21 +464,19 @@ fn sync_call(fd: c_int, call: impl FnOnce() -> c_int) -> c_int {
     ret
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
-    let Some(real) = next!("fsync" as unsafe extern "C" fn(c_int) -> c_int) else {
-        return enosys();
+macro_rules! sync_like {
+    ($sym:ident, $name:literal) => {
+        #[no_mangle]
+        pub unsafe extern "C" fn $sym(fd: c_int) -> c_int {
+            let Some(real) = next!($name as unsafe extern "C" fn(c_int) -> c_int) else {
+                return enosys();
+            };
+            sync_call(fd, || unsafe { real(fd) })
+        }
     };
-    sync_call(fd, || unsafe { real(fd) })
 }
-
-#[no_mangle]
-pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
-    let Some(real) = next!("fdatasync" as unsafe extern "C" fn(c_int) -> c_int) else {
-        return enosys();
-    };
-    sync_call(fd, || unsafe { real(fd) })
-}
+sync_like!(fsync, "fsync");
+sync_like!(fdatasync, "fdatasync");
 
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
@@ -661,7 +659,7 @@ unsafe fn unlink_call(
     flags: c_int,
     call: impl FnOnce() -> c_int,
 ) -> c_int {
-    let Some((_shim, busy)) = active().filter(|_| flags & libc::AT_REMOVEDIR == 0) else {
+    let Some((shim, _busy)) = active().filter(|_| flags & libc::AT_REMOVEDIR == 0) else {
         return call();
     };
     // SAFETY: as the caller promises.
@@ -671,13 +669,10 @@ unsafe fn unlink_call(
     if ret == 0 {
         let err = sys::errno();
         if let Some((inode, links)) = before {
-            drop(busy);
-            if let Some((shim, _busy)) = active() {
-                guarded(|| {
-                    shim.with_rec(|r, now| r.unlinked(inode, links == 1, now));
-                    Some(())
-                });
-            }
+            guarded(|| {
+                shim.with_rec(|r, now| r.unlinked(inode, links == 1, now));
+                Some(())
+            });
         }
         sys::set_errno(err);
     }
