@@ -329,15 +329,7 @@ pub fn run(exp: Experiment, scale: Option<&str>, out: &Path, quiet: bool) -> Res
     let mut points = lab.run_all()?;
     let cache_share = lab.exp.cache_shares[0];
     let e = &lab.exp;
-    let jobs: Vec<_> = e
-        .policies
-        .iter()
-        .flat_map(|p| {
-            e.trims
-                .iter()
-                .flat_map(move |t| e.ssds.iter().map(move |d| (p, t, d)))
-        })
-        .collect();
+    let jobs = lab.replay_jobs();
     for w in &e.workloads {
         for &seed in &e.seeds {
             if !quiet {

@@ -310,15 +310,7 @@ impl Lab {
         let bar = self.bar(replay_total as u64, "points");
         for w in &work {
             let run = self.engine_run(w, &bar)?;
-            let jobs: Vec<(&String, &TrimSpec, &SsdSpec)> = e
-                .policies
-                .iter()
-                .flat_map(|p| {
-                    e.trims
-                        .iter()
-                        .flat_map(move |t| e.ssds.iter().map(move |d| (p, t, d)))
-                })
-                .collect();
+            let jobs = self.replay_jobs();
             bar.set_message(format!(
                 "{} seed {}: {} replays",
                 w.workload,
@@ -331,6 +323,19 @@ impl Lab {
         }
         bar.finish_and_clear();
         Ok(points)
+    }
+
+    /// Every (policy, TRIM condition, device) an engine run is replayed with.
+    pub(crate) fn replay_jobs(&self) -> Vec<(&String, &TrimSpec, &SsdSpec)> {
+        let e = &self.exp;
+        e.policies
+            .iter()
+            .flat_map(|p| {
+                e.trims
+                    .iter()
+                    .flat_map(move |t| e.ssds.iter().map(move |d| (p, t, d)))
+            })
+            .collect()
     }
 
     /// The replays of one engine run, on as many threads as the machine has cores (each

@@ -446,24 +446,6 @@ pwritev2_like!(pwritev64v2, "pwritev64v2");
 
 // ---- syncs, descriptors, names, sizes ----
 
-fn sync_call(fd: c_int, call: impl FnOnce() -> c_int) -> c_int {
-    let ret = call();
-    if ret == 0 {
-        let err = sys::errno();
-        if let Some((shim, _busy)) = active() {
-            guarded(|| {
-                shim.with_rec(|r, now| {
-                    let file = r.file_of(fd)?;
-                    r.synced(file, now);
-                    Some(())
-                })
-            });
-        }
-        sys::set_errno(err);
-    }
-    ret
-}
-
 macro_rules! sync_like {
     ($sym:ident, $name:literal) => {
         #[no_mangle]
@@ -471,7 +453,11 @@ macro_rules! sync_like {
             let Some(real) = next!($name as unsafe extern "C" fn(c_int) -> c_int) else {
                 return enosys();
             };
-            sync_call(fd, || unsafe { real(fd) })
+            after_success(
+                fd,
+                || unsafe { real(fd) },
+                |r, file, now| r.synced(file, now),
+            )
         }
     };
 }
