@@ -3,9 +3,8 @@
 //! `dlsym(RTLD_NEXT)`) exactly once with the caller's arguments, and returns its result with
 //! its `errno`; the bookkeeping around the call never changes what the caller sees.
 //!
-//! - **Re-entry.** A thread-local flag marks a thread inside the shim: a call the shim's own
-//!   code makes (an allocation's `mmap` aside, there are none that reach an interposer, but a
-//!   panic message would) passes straight through.
+//! - **Re-entry.** A thread-local flag marks a thread inside the shim: any interposed call the
+//!   shim's own code makes (a panic message's `write`, say) passes straight through.
 //! - **Failure.** The bookkeeping runs under `catch_unwind`; a panic there turns the shim off
 //!   for the rest of the process (every call passes through) and says so once.
 //! - **Fork.** A forked child passes every call through: it shares the parent's trace file

@@ -8,12 +8,15 @@
 //!    and the size a final truncation gave.
 //! 2. The checkpoints the shim found equal WiredTiger's own `total succeed number of
 //!    checkpoints` (its statistics log at close), over at least 10 checkpoints.
-//! 3. With hints on (`boundary`) and `direct_io=[data,log]`, an `strace -f -e
+//! 3. With hints on (`filelog`) and `direct_io=[data,log]`, an `strace -f -e
 //!    trace=fcntl,pwrite64,mmap,rename` log (`mmap` to decode the hints, see [`hint_of`];
-//!    `rename` to follow a file's hint to its new name) shows every `pwrite64` to a database file issued under the
-//!    write-life hint the policy chose (the trace's stream), the hint unchanged until the
-//!    write returned, in a file whose writes took at least two hints (the collection's two
-//!    regions).
+//!    `rename` to follow a file's hint to its new name) shows every `pwrite64` to a database
+//!    file issued under the write-life hint the policy chose (the trace's stream), the hint
+//!    unchanged until the write returned, in a file whose writes took at least two hints.
+//!    `filelog` makes that certain: a table file writes on the last busy stream until the
+//!    first checkpoint commit ranks it, and the first checkpoint writes the collection before
+//!    its commit. (`boundary` splits the collection only once a checkpoint window passes
+//!    without growth, which a run slowed by strace may not reach.)
 //!
 //! Needs `FLASHDOC_WIREDTIGER` = the WiredTiger build directory (libwiredtiger.so, include/)
 //! and `strace`: `scripts/test.sh` provides both and runs these tests with `--ignored`.
@@ -537,7 +540,7 @@ fn with_direct_io_every_write_carries_the_hint_the_policy_chose() {
     .arg(&log);
     // -E: the variables reach the driver only, not strace itself.
     let mut env = shim_env(&db, &trace);
-    env.push(("FLASHDOC_SHIM_POLICY".into(), "boundary".into()));
+    env.push(("FLASHDOC_SHIM_POLICY".into(), "filelog".into()));
     for (k, v) in env {
         cmd.arg("-E").arg(format!("{k}={v}"));
     }
