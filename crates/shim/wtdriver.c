@@ -25,7 +25,9 @@
  *   records (10000), ops (0) or seconds (0; one of the two), threads (2), read_pct (0),
  *   seed (1), direct_io (0|1: direct_io=[data,log]), load_cache_mb (16),
  *   checkpoint_wait (0: seconds between checkpoints, WiredTiger's checkpoint=(wait=…)),
- *   log_file_kb (2048), device_fill, cache_share, checkpoint_share (sizing, all or none) */
+ *   log_file_kb (2048), device_fill, cache_share, checkpoint_share (sizing, all or none),
+ *   min_checkpoints (0: a timed run goes on past `seconds`, for at most 10 times as long, until
+ *   WiredTiger counts this many successful checkpoints) */
 #include <wiredtiger.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -46,14 +48,17 @@
 
 static WT_CONNECTION *conn;
 static long records, ops, seconds, threads = 2, read_pct, seed = 1, direct_io, load_cache_mb = 16,
-    checkpoint_wait, log_file_kb = 2048;
+    checkpoint_wait, log_file_kb = 2048, min_checkpoints;
 static double device_fill, cache_share, checkpoint_share;
 static volatile int stop, run_over;
 static long ops_done;
 static double zetan, eta;
 
 static void die(const char *what, int ret) {
-    fprintf(stderr, "wtdriver: %s: %s\n", what, ret > 0 ? wiredtiger_strerror(ret) : "bad usage");
+    if (ret > 0)
+        fprintf(stderr, "wtdriver: %s: %s\n", what, wiredtiger_strerror(ret));
+    else
+        fprintf(stderr, "wtdriver: %s\n", what);
     exit(ret > 0 ? 1 : 2);
 }
 #define CHECK(call, what)           \
@@ -212,7 +217,7 @@ static void option(const char *arg) {
 #define LONG(name) if (n == strlen(#name) && strncmp(arg, #name, n) == 0) { name = atol(v); return; }
 #define DOUBLE(name) if (n == strlen(#name) && strncmp(arg, #name, n) == 0) { name = atof(v); return; }
     LONG(records) LONG(ops) LONG(seconds) LONG(threads) LONG(read_pct) LONG(seed) LONG(direct_io)
-    LONG(load_cache_mb) LONG(checkpoint_wait) LONG(log_file_kb)
+    LONG(load_cache_mb) LONG(checkpoint_wait) LONG(log_file_kb) LONG(min_checkpoints)
     DOUBLE(device_fill) DOUBLE(cache_share) DOUBLE(checkpoint_share)
     die(arg, -1);
 }
@@ -286,6 +291,11 @@ int main(int argc, char **argv) {
     for (long i = 0; i < threads; i++) pthread_create(&t[i], NULL, run, (void *)(uintptr_t)i);
     if (seconds > 0) {
         sleep((unsigned)seconds);
+        for (long waited = 0; stat_value(s, WT_STAT_CONN_CHECKPOINTS_TOTAL_SUCCEED) < min_checkpoints;
+             waited++) {
+            if (waited >= seconds * 50) die("too few checkpoints in ten times the run's seconds", -1);
+            usleep(200000);
+        }
         stop = 1;
     }
     for (long i = 0; i < threads; i++) pthread_join(t[i], NULL);
