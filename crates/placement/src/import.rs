@@ -78,16 +78,18 @@ pub struct ImportSummary {
 /// How checkpoints are found in a trace that does not mark them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CheckpointRule {
-    /// A checkpoint begins at the first `fdatasync`/`fsync` of a data file (path ending
-    /// `.wt`) after at least `quiet_ns` with none, and commits at the last such sync before the
+    /// A checkpoint begins at the first `fdatasync`/`fsync` of a tree file ([`is_tree_file`])
+    /// after at least `quiet_ns` with none, and commits at the last such sync before the
     /// next quiet gap. WiredTiger syncs its data files only in a checkpoint (the journal
     /// carries durability between them), so a burst of data-file syncs is one checkpoint.
     Gap {
         quiet_ns: u64,
     },
     /// WiredTiger's own commit point, exact: the rename of `WiredTiger.turtle.set` onto
-    /// `WiredTiger.turtle` commits a checkpoint, which began at the first data-file sync after
-    /// the previous commit.
+    /// `WiredTiger.turtle` commits a checkpoint, which began at the first tree-file sync after
+    /// the previous commit. A turtle rename with no such sync before it (WiredTiger rewrites
+    /// the turtle when it creates a database and when it closes) is not a checkpoint, so the
+    /// count equals WiredTiger's own statistic.
     Turtle,
     None,
 }
@@ -143,9 +145,15 @@ impl Clock {
     }
 }
 
-/// Is this path a WiredTiger data file (the checkpoint rules' "data file")?
-fn is_data_file(path: &str) -> bool {
-    path.ends_with(".wt")
+/// The file a WiredTiger checkpoint commit renames onto.
+pub const TURTLE: &str = "WiredTiger.turtle";
+
+/// Is the file at `rel_path` a WiredTiger tree file, whose sync belongs to a checkpoint? Every
+/// `*.wt` file but the metadata file `WiredTiger.wt`, which WiredTiger also syncs outside
+/// checkpoints (the checkpoint rules' "data file"; the shim uses the same rule).
+pub fn is_tree_file(rel_path: &str) -> bool {
+    let base = rel_path.rsplit('/').next().unwrap_or(rel_path);
+    base.ends_with(".wt") && base != "WiredTiger.wt"
 }
 
 fn page_kind_of(kind: FileKind) -> PageKind {

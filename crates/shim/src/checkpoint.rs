@@ -29,17 +29,8 @@
 //! The rules are named and parsed as the importer's (`placement::import::CheckpointRule`).
 
 use placement::import::CheckpointRule;
+pub use placement::import::{is_tree_file, TURTLE};
 use placement::Event;
-
-/// The file a WiredTiger checkpoint commit renames onto.
-pub const TURTLE: &str = "WiredTiger.turtle";
-
-/// Is the file at `rel_path` a WiredTiger tree file, whose sync belongs to a checkpoint?
-/// Every `*.wt` file but the metadata file, which WiredTiger also syncs outside checkpoints.
-pub fn is_tree_file(rel_path: &str) -> bool {
-    let base = rel_path.rsplit('/').next().unwrap_or(rel_path);
-    base.ends_with(".wt") && base != "WiredTiger.wt"
-}
 
 #[derive(Debug)]
 pub struct CheckpointDetector {

@@ -16,7 +16,7 @@
 //! of a sync burst before it can place the commit), once to write the events.
 
 use super::{
-    data_lines, emit_write, is_data_file, CheckpointRule, Clock, ImportError, ImportSummary,
+    data_lines, emit_write, is_tree_file, CheckpointRule, Clock, ImportError, ImportSummary,
 };
 use crate::classify::FileClassifier;
 use crate::event::{Event, FileId, FileKind};
@@ -265,7 +265,9 @@ fn checkpoint_plan(
                     open_begin = Some(line);
                 }
                 if row.op == Op::Rename && row.destination_is_turtle(paths) {
-                    marks.push((open_begin.take().unwrap_or(line), line));
+                    if let Some(begin) = open_begin.take() {
+                        marks.push((begin, line));
+                    }
                 }
             }
         }
@@ -275,11 +277,11 @@ fn checkpoint_plan(
 
 impl Row {
     fn is_data_sync(&self, paths: &HashMap<u64, String>) -> bool {
-        matches!(self.op, Op::Fdatasync | Op::Fsync) && is_data_file(&paths[&self.id])
+        matches!(self.op, Op::Fdatasync | Op::Fsync) && is_tree_file(&paths[&self.id])
     }
     fn destination_is_turtle(&self, paths: &HashMap<u64, String>) -> bool {
         let dst = &paths[&(self.offset as u64)];
-        dst.rsplit('/').next() == Some("WiredTiger.turtle")
+        dst.rsplit('/').next() == Some(super::TURTLE)
     }
 }
 
