@@ -12,8 +12,8 @@
 #![no_main]
 
 use bson::{doc, Bson, Document};
-use docdb::matcher::Matcher;
-use docdb::projection::Projection;
+use query::matcher::Matcher;
+use query::projection::Projection;
 use flashdoc_fuzz::{as_server_sees, long_path, nest, take_doc, take_u16, take_u8, DEEP};
 use libfuzzer_sys::fuzz_target;
 
@@ -55,7 +55,7 @@ fn deep_filter(depth: usize, kind: u8, shape: u8) -> Document {
 }
 
 fn check(filter: &Document, doc: &Document, projection: Option<&Document>) {
-    let _ = docdb::update::upsert_seed(filter);
+    let _ = query::update::upsert_seed(filter);
     if let Some(p) = projection {
         if let Ok(p) = Projection::parse(p) {
             let _ = p.apply_with_position(doc, Some(0));

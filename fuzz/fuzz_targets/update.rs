@@ -14,7 +14,7 @@
 #![no_main]
 
 use bson::{doc, Bson, Document};
-use docdb::update::Update;
+use query::update::Update;
 use flashdoc_fuzz::{as_server_sees, long_path, nest, take_doc, take_u16, take_u8, DEEP};
 use libfuzzer_sys::fuzz_target;
 
@@ -31,7 +31,7 @@ fn run(
     // Callers apply to a copy, so a failed update may leave `doc` half-modified; only
     // panics matter here.
     if update.apply_with_position(doc, inserting, pos).is_ok()
-        && docdb::limits::check_stored_depth(doc).is_ok()
+        && query::limits::check_stored_depth(doc).is_ok()
     {
         let mut out = Vec::new();
         doc.to_writer(&mut out).expect("a stored document encodes");

@@ -27,7 +27,7 @@ pub(crate) fn int_field(v: Option<&bson::Bson>) -> i64 {
 
 /// A numeric field as f64 (0 when absent or not a number).
 pub(crate) fn num_field(v: Option<&bson::Bson>) -> f64 {
-    v.and_then(docdb::compare::Num::of)
+    v.and_then(query::compare::Num::of)
         .map(|n| n.as_f64())
         .unwrap_or(0.0)
 }

@@ -133,7 +133,7 @@ impl ShardKey {
             .collect();
         // Chunk bounds are binary KeyStrings; the thread's collation (a query's or a write
         // statement's, in scope while this runs from the ownership filter) must not apply.
-        let _binary = docdb::collation::scope(None);
+        let _binary = query::collation::scope(None);
         keystring::encode_key(&vals, &vec![false; vals.len()])
     }
 
@@ -228,7 +228,7 @@ impl ShardKey {
                 Some(u64::from_be_bytes(b) as f64)
             }
             Bson::DateTime(d) => Some(d.timestamp_millis() as f64),
-            other => docdb::compare::Num::of(other).map(|n| n.as_f64()),
+            other => query::compare::Num::of(other).map(|n| n.as_f64()),
         }
     }
 }

@@ -81,7 +81,7 @@ impl SplitPolicy {
         let num = |k: &str, default: f64| -> DocResult<f64> {
             match d.get(k) {
                 None => Ok(default),
-                Some(v) => docdb::compare::Num::of(v)
+                Some(v) => query::compare::Num::of(v)
                     .map(|n| n.as_f64())
                     .ok_or_else(|| DocError::type_mismatch(format!("split.{k} must be a number"))),
             }

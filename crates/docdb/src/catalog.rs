@@ -14,9 +14,9 @@
 //! garbage behind).
 #![allow(clippy::result_large_err)]
 
-use crate::error::{DocError, DocResult};
 use crate::index::IndexDef;
 use bson::{doc, Bson, Document, Uuid};
+use query::error::{DocError, DocResult};
 
 pub const CATALOG_TABLE: &str = "_mdb_catalog";
 
@@ -71,7 +71,7 @@ impl CollEntry {
         for i in d.get_array("indexes").map_err(|_| bad("indexes"))? {
             let i = i.as_document().ok_or_else(|| bad("index"))?;
             let spec = i.get_document("spec").map_err(|_| bad("spec"))?;
-            let def = IndexDef::parse_from(spec, crate::collation::SpecOrigin::Stored)?;
+            let def = IndexDef::parse_from(spec, query::collation::SpecOrigin::Stored)?;
             indexes.push(IndexEntry {
                 def,
                 ident: i
@@ -203,7 +203,7 @@ pub fn validate_create_options(options: &Document) -> DocResult<Document> {
                     return Err(DocError::type_mismatch("'collation' must be an object"));
                 };
                 // Stored (and reported) as the collation in use; `simple` is no collation.
-                if let Some(coll) = crate::collation::Collation::parse(c)? {
+                if let Some(coll) = query::collation::Collation::parse(c)? {
                     out.insert(k.clone(), coll.spec().clone());
                 }
             }

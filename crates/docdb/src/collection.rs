@@ -16,12 +16,13 @@
 #![allow(clippy::result_large_err)]
 
 use crate::catalog::{CollEntry, IndexEntry};
-use crate::error::{DocError, DocResult};
 use crate::index::{self, DocKeys, IndexDef, RecordId};
 use crate::scope::Hooks;
+use crate::storage_error;
 use bson::{Bson, Document, Uuid};
 use engine::{Direction, KvEngine, TableId, WriteBatch, WriteOptions};
 use parking_lot::{Mutex, MutexGuard, RwLock};
+use query::error::{DocError, DocResult};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::ops::Bound;
@@ -107,7 +108,7 @@ pub struct Coll {
     /// The document validator, from the collection's options.
     pub validator: Option<crate::validation::Validator>,
     /// The collection's default collation (`create` option `collation`).
-    pub default_collation: Option<Arc<crate::collation::Collation>>,
+    pub default_collation: Option<Arc<query::collation::Collation>>,
 }
 
 pub fn encode_doc(doc: &Document) -> DocResult<Vec<u8>> {
@@ -141,9 +142,11 @@ impl Coll {
                 Bound::Unbounded,
                 Bound::Unbounded,
                 Direction::Reverse,
-            )?
+            )
+            .map_err(storage_error)?
             .next()
-            .transpose()?;
+            .transpose()
+            .map_err(storage_error)?;
         let next = match last {
             Some((k, _)) => index::rid_from(&k)? + 1,
             None => 1,
@@ -173,9 +176,9 @@ impl Coll {
             capped_lock: Mutex::new(()),
             validator: crate::validation::Validator::from_options(&entry.options)?,
             default_collation: match entry.options.get_document("collation") {
-                Ok(c) => crate::collation::Collation::parse_from(
+                Ok(c) => query::collation::Collation::parse_from(
                     c,
-                    crate::collation::SpecOrigin::Stored,
+                    query::collation::SpecOrigin::Stored,
                 )?,
                 Err(_) => None,
             },
@@ -197,7 +200,7 @@ impl Coll {
     pub fn validate(&self, new: &Document, old: Option<&Document>, bypass: bool) -> DocResult<()> {
         match (&self.validator, bypass) {
             (Some(v), false) => {
-                let _default = crate::collation::scope(self.default_collation.clone());
+                let _default = query::collation::scope(self.default_collation.clone());
                 v.check(&self.ns, new, old)
             }
             _ => Ok(()),
@@ -241,9 +244,11 @@ impl Coll {
                     Bound::Unbounded,
                     Bound::Unbounded,
                     Direction::Forward,
-                )?
+                )
+                .map_err(storage_error)?
                 .next()
-                .transpose()?;
+                .transpose()
+                .map_err(storage_error)?;
             let Some((k, v)) = oldest else {
                 return Ok(removed);
             };
@@ -280,12 +285,18 @@ impl Coll {
         let bytes = encode_doc(&self.entry(st).to_doc())?;
         let mut b = WriteBatch::new();
         b.put(self.catalog_table, self.ns.as_bytes().to_vec(), bytes);
-        self.engine.write(&b, WriteOptions { sync: true })?;
+        self.engine
+            .write(&b, WriteOptions { sync: true })
+            .map_err(storage_error)?;
         Ok(())
     }
 
     pub fn get(&self, rid: RecordId) -> DocResult<Option<Document>> {
-        match self.engine.get(self.table, &index::rid_bytes(rid))? {
+        match self
+            .engine
+            .get(self.table, &index::rid_bytes(rid))
+            .map_err(storage_error)?
+        {
             Some(v) => Ok(Some(decode_doc(&v)?)),
             None => Ok(None),
         }
@@ -340,7 +351,7 @@ impl Coll {
         };
         let (new_keys, new_bytes) = match new {
             Some(d) => {
-                crate::limits::check_stored_depth(d)?;
+                query::limits::check_stored_depth(d)?;
                 let bytes = encode_doc(d)?;
                 if bytes.len() > MAX_DOC_SIZE {
                     return Err(DocError::bson_object_too_large(format!(
@@ -395,7 +406,11 @@ impl Coll {
         let _guards: Vec<_> = stripes.iter().map(|&s| self.key_locks[s].lock()).collect();
         for (i, k) in &unique_checks {
             let idx = &st.indexes[*i];
-            if let Some(v) = self.engine.get(idx.table, &k.encoded)? {
+            if let Some(v) = self
+                .engine
+                .get(idx.table, &k.encoded)
+                .map_err(storage_error)?
+            {
                 if index::rid_from(&v)? != rid {
                     return Err(DocError::duplicate_key(
                         &self.ns,
@@ -415,7 +430,7 @@ impl Coll {
         if let Some(t) = token {
             t.finish(written.is_ok());
         }
-        written?;
+        written.map_err(storage_error)?;
         let old_size = old
             .map(|d| encode_doc(d).map(|b| b.len() as i64))
             .transpose()?;
@@ -444,13 +459,17 @@ impl Coll {
         let _excl = self.state.write();
         let mut n = 0;
         let mut size = 0;
-        for kv in self.engine.scan(
-            self.table,
-            Bound::Unbounded,
-            Bound::Unbounded,
-            Direction::Forward,
-        )? {
-            let (_, v) = kv?;
+        for kv in self
+            .engine
+            .scan(
+                self.table,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Direction::Forward,
+            )
+            .map_err(storage_error)?
+        {
+            let (_, v) = kv.map_err(storage_error)?;
             n += 1;
             size += v.len() as i64;
         }
@@ -461,13 +480,17 @@ impl Coll {
     /// Size of a table's entries (keys + values), for stats.
     pub fn table_bytes(&self, table: TableId) -> DocResult<i64> {
         let mut size = 0i64;
-        for kv in self.engine.scan(
-            table,
-            Bound::Unbounded,
-            Bound::Unbounded,
-            Direction::Forward,
-        )? {
-            let (k, v) = kv?;
+        for kv in self
+            .engine
+            .scan(
+                table,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Direction::Forward,
+            )
+            .map_err(storage_error)?
+        {
+            let (k, v) = kv.map_err(storage_error)?;
             size += (k.len() + v.len()) as i64;
         }
         Ok(size)

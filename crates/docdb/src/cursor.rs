@@ -8,16 +8,20 @@
 //! whose index key moves behind the cursor can be missed, as with MongoDB's yielding scans.
 #![allow(clippy::result_large_err)]
 
-use crate::collation::{self, Collation};
 use crate::collection::decode_doc;
-use crate::error::DocResult;
 use crate::index;
-use crate::interop::{DocIter, Filter, Proj, Sort};
-use crate::interrupt::Interrupt;
 use crate::planner::{Access, Plan};
 use crate::scope::OwnershipFilter;
+use crate::storage_error;
 use bson::Document;
 use engine::{Direction, KvEngine, TableId};
+use query::aggregate::DocIter;
+use query::collation::{self, Collation};
+use query::error::DocResult;
+use query::interrupt::Interrupt;
+use query::matcher::Matcher;
+use query::projection::Projection;
+use query::sort::SortSpec;
 use std::collections::HashSet;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -92,11 +96,11 @@ pub struct Exec {
     pub engine: Arc<dyn KvEngine>,
     pub table: TableId,
     pub plan: Plan,
-    pub filter: Option<Arc<Filter>>,
+    pub filter: Option<Arc<Matcher>>,
     /// The ownership filter of the call that planned this (see `scope`).
     pub ownership: Option<OwnershipFilter>,
-    pub sort: Option<Arc<Sort>>,
-    pub projection: Option<Arc<Proj>>,
+    pub sort: Option<Arc<SortSpec>>,
+    pub projection: Option<Arc<Projection>>,
     pub skip: u64,
     pub limit: Option<u64>,
     pub stats: Arc<ExecStats>,
@@ -120,10 +124,12 @@ impl Exec {
         let raw: RidIter = match &self.plan.access {
             Access::CollScan => {
                 let st = stats.clone();
-                let it = engine.scan(self.table, Bound::Unbounded, Bound::Unbounded, dir)?;
+                let it = engine
+                    .scan(self.table, Bound::Unbounded, Bound::Unbounded, dir)
+                    .map_err(storage_error)?;
                 Box::new(it.map(move |kv| {
                     st.docs_examined.fetch_add(1, Ordering::Relaxed);
-                    let (k, v) = kv?;
+                    let (k, v) = kv.map_err(storage_error)?;
                     Ok((index::rid_from(&k)?, decode_doc(&v)?))
                 }))
             }
@@ -149,7 +155,7 @@ impl Exec {
                     st.keys_examined.fetch_add(1, Ordering::Relaxed);
                     let (k, v) = match kv {
                         Ok(x) => x,
-                        Err(e) => return Some(Err(e.into())),
+                        Err(e) => return Some(Err(storage_error(e))),
                     };
                     let rid = match index::entry_rid(unique, &k, &v) {
                         Ok(r) => r,
@@ -162,7 +168,7 @@ impl Exec {
                     match engine.get(table, &index::rid_bytes(rid)) {
                         Ok(Some(bytes)) => Some(decode_doc(&bytes).map(|d| (rid, d))),
                         Ok(None) => None, // deleted since the index entry was read
-                        Err(e) => Some(Err(e.into())),
+                        Err(e) => Some(Err(storage_error(e))),
                     }
                 }))
             }
@@ -216,7 +222,7 @@ impl Exec {
                 };
                 let scan = match engine.scan(table, lower, Bound::Unbounded, Direction::Forward) {
                     Ok(s) => s,
-                    Err(e) => return Some(Err(e.into())),
+                    Err(e) => return Some(Err(storage_error(e))),
                 };
                 let mut seen = 0;
                 for kv in scan.take(TAIL_BATCH) {
@@ -226,7 +232,7 @@ impl Exec {
                     }
                     let (k, v) = match kv {
                         Ok(x) => x,
-                        Err(e) => return Some(Err(e.into())),
+                        Err(e) => return Some(Err(storage_error(e))),
                     };
                     after = Some(k);
                     let doc = match decode_doc(&v) {
@@ -240,7 +246,7 @@ impl Exec {
                         to_skip -= 1;
                     } else {
                         buf.push_back(match &projection {
-                            Some(p) => p.apply(&doc, filter.as_deref()),
+                            Some(p) => p.apply_matched(&doc, filter.as_deref()),
                             None => Ok(doc),
                         });
                     }
@@ -284,9 +290,9 @@ impl Exec {
         let filter = self.filter.clone();
         Ok(DocCursor::with_collation(
             match self.projection {
-                Some(p) => {
-                    Box::new(limited.map(move |d| d.and_then(|d| p.apply(&d, filter.as_deref()))))
-                }
+                Some(p) => Box::new(
+                    limited.map(move |d| d.and_then(|d| p.apply_matched(&d, filter.as_deref()))),
+                ),
                 None => limited,
             },
             self.collation.clone(),

@@ -3,19 +3,26 @@
 #![allow(clippy::result_large_err)]
 
 use crate::catalog::{self, CollEntry, IndexEntry, CATALOG_TABLE};
-use crate::collation;
 use crate::collection::{self, decode_doc, encode_doc, Coll, CollState, Index};
 use crate::config::DocDbConfig;
 use crate::cursor::{DocCursor, Exec, ExecStats};
-use crate::error::{DocError, DocResult};
 use crate::index::{self, IndexDef, RecordId};
-use crate::interop::{self, Filter, LookupFn, Modifier, Proj, Sort};
-use crate::interrupt::Interrupt;
 use crate::planner::{self, Access, Plan};
 use crate::scope::{self, Hooks, WriteHook};
+use crate::storage_error;
 use bson::{doc, Bson, Document, Uuid};
 use engine::{Direction, KvEngine, TableConfig, TableId, WriteBatch, WriteOptions};
 use parking_lot::{Mutex, RwLock};
+use query::aggregate;
+use query::collation;
+use query::compare::compare_bson;
+use query::error::{DocError, DocResult};
+use query::interrupt::Interrupt;
+use query::matcher::Matcher;
+use query::path;
+use query::projection::Projection;
+use query::sort::SortSpec;
+use query::update::{self, Update};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Bound;
@@ -219,25 +226,31 @@ fn legacy_collation_warnings(c: &Coll, e: &CollEntry) -> Vec<String> {
 }
 
 fn sort_unique_bson(v: &mut Vec<Bson>) {
-    v.sort_by(interop::compare);
-    v.dedup_by(|a, b| interop::compare(a, b) == Ordering::Equal);
+    v.sort_by(compare_bson);
+    v.dedup_by(|a, b| compare_bson(a, b) == Ordering::Equal);
 }
 
 impl DocDb {
     pub fn open(cfg: DocDbConfig) -> DocResult<Arc<DocDb>> {
-        let engine = engine::open_engine(cfg.engine_kind, cfg.engine.clone())?;
+        let engine =
+            engine::open_engine(cfg.engine_kind, cfg.engine.clone()).map_err(storage_error)?;
         let catalog_table = match engine.table_id(CATALOG_TABLE) {
             Some(t) => t,
-            None => engine.create_table(CATALOG_TABLE, &TableConfig::collection())?,
+            None => engine
+                .create_table(CATALOG_TABLE, &TableConfig::collection())
+                .map_err(storage_error)?,
         };
         let mut entries = Vec::new();
-        for kv in engine.scan(
-            catalog_table,
-            Bound::Unbounded,
-            Bound::Unbounded,
-            Direction::Forward,
-        )? {
-            let (_, v) = kv?;
+        for kv in engine
+            .scan(
+                catalog_table,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Direction::Forward,
+            )
+            .map_err(storage_error)?
+        {
+            let (_, v) = kv.map_err(storage_error)?;
             entries.push(CollEntry::from_doc(&decode_doc(&v)?)?);
         }
         let mut colls = BTreeMap::new();
@@ -284,7 +297,7 @@ impl DocDb {
             if !referenced.contains(&name)
                 && (name.starts_with("collection-") || name.starts_with("index-"))
             {
-                engine.drop_table(&name)?;
+                engine.drop_table(&name).map_err(storage_error)?;
             }
         }
         Ok(Arc::new_cyclic(|me| DocDb {
@@ -319,8 +332,8 @@ impl DocDb {
 
     /// Checkpoints and closes the engine; further calls fail.
     pub fn shutdown(&self) -> DocResult<()> {
-        self.engine.checkpoint()?;
-        self.engine.close()?;
+        self.engine.checkpoint().map_err(storage_error)?;
+        self.engine.close().map_err(storage_error)?;
         Ok(())
     }
 
@@ -334,11 +347,15 @@ impl DocDb {
         let ident = table_name_coll(&uuid);
         let table = self
             .engine
-            .create_table(&ident, &self.cfg.collection_table)?;
+            .create_table(&ident, &self.cfg.collection_table)
+            .map_err(storage_error)?;
         let id_ident = table_name_index(&uuid, 0);
         let mut icfg = self.cfg.index_table.clone();
         icfg.id_index = true;
-        let id_table = self.engine.create_table(&id_ident, &icfg)?;
+        let id_table = self
+            .engine
+            .create_table(&id_ident, &icfg)
+            .map_err(storage_error)?;
         let default_collation = match options.get_document("collation") {
             Ok(c) => collation::Collation::parse(c)?,
             Err(_) => None,
@@ -474,11 +491,13 @@ impl DocDb {
         self.colls.write().remove(&c.ns);
         let mut b = WriteBatch::new();
         b.delete(self.catalog_table, c.ns.as_bytes().to_vec());
-        self.engine.write(&b, WriteOptions { sync: true })?;
+        self.engine
+            .write(&b, WriteOptions { sync: true })
+            .map_err(storage_error)?;
         for i in &st.indexes {
-            self.engine.drop_table(&i.ident)?;
+            self.engine.drop_table(&i.ident).map_err(storage_error)?;
         }
-        self.engine.drop_table(&c.ident)?;
+        self.engine.drop_table(&c.ident).map_err(storage_error)?;
         st.indexes.clear();
         Ok(())
     }
@@ -544,7 +563,9 @@ impl DocDb {
             to_ns.as_bytes().to_vec(),
             encode_doc(&entry.to_doc())?,
         );
-        self.engine.write(&b, WriteOptions { sync: true })?;
+        self.engine
+            .write(&b, WriteOptions { sync: true })
+            .map_err(storage_error)?;
         let moved = Arc::new(Coll::new(
             to_db,
             to_coll,
@@ -690,14 +711,17 @@ impl DocDb {
         &self,
         table: TableId,
     ) -> DocResult<impl Iterator<Item = DocResult<(RecordId, Vec<u8>)>>> {
-        let it = self.engine.scan(
-            table,
-            Bound::Unbounded,
-            Bound::Unbounded,
-            Direction::Forward,
-        )?;
+        let it = self
+            .engine
+            .scan(
+                table,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Direction::Forward,
+            )
+            .map_err(storage_error)?;
         Ok(it.map(|kv| {
-            let (k, v) = kv?;
+            let (k, v) = kv.map_err(storage_error)?;
             Ok((index::rid_from(&k)?, v))
         }))
     }
@@ -711,7 +735,10 @@ impl DocDb {
         interrupt: &Interrupt,
     ) -> DocResult<Index> {
         let ident = table_name_index(&c.uuid, n);
-        let table = self.engine.create_table(&ident, &self.cfg.index_table)?;
+        let table = self
+            .engine
+            .create_table(&ident, &self.cfg.index_table)
+            .map_err(storage_error)?;
         let result = (|| -> DocResult<bool> {
             let mut multikey = false;
             let mut batch = WriteBatch::new();
@@ -726,7 +753,11 @@ impl DocDb {
                 for key in keys.keys {
                     if def.unique {
                         let dup = pending.contains_key(&key.encoded)
-                            || self.engine.get(table, &key.encoded)?.is_some();
+                            || self
+                                .engine
+                                .get(table, &key.encoded)
+                                .map_err(storage_error)?
+                                .is_some();
                         if dup {
                             return Err(DocError::duplicate_key(
                                 &c.ns,
@@ -747,14 +778,18 @@ impl DocDb {
                 }
                 docs_in_batch += 1;
                 if docs_in_batch >= BUILD_BATCH {
-                    self.engine.write(&batch, WriteOptions::default())?;
+                    self.engine
+                        .write(&batch, WriteOptions::default())
+                        .map_err(storage_error)?;
                     batch = WriteBatch::new();
                     pending.clear();
                     docs_in_batch = 0;
                 }
             }
             if !batch.is_empty() {
-                self.engine.write(&batch, WriteOptions::default())?;
+                self.engine
+                    .write(&batch, WriteOptions::default())
+                    .map_err(storage_error)?;
             }
             Ok(multikey)
         })();
@@ -838,7 +873,7 @@ impl DocDb {
         }
         c.persist_entry(&st)?;
         for i in dropped {
-            self.engine.drop_table(&i.ident)?;
+            self.engine.drop_table(&i.ident).map_err(storage_error)?;
         }
         Ok(was)
     }
@@ -891,13 +926,13 @@ impl DocDb {
         q: &FindQuery,
         coll: Option<Arc<collation::Collation>>,
     ) -> DocResult<Exec> {
-        let filter = Filter::new(&q.filter)?;
+        let filter = Matcher::new(&q.filter)?;
         let sort = match &q.sort {
-            Some(s) if !s.is_empty() => Some(Arc::new(Sort::parse(s)?)),
+            Some(s) if !s.is_empty() => Some(Arc::new(SortSpec::parse(s)?)),
             _ => None,
         };
         let projection = match &q.projection {
-            Some(p) if !p.is_empty() => Some(Arc::new(Proj::parse(p)?)),
+            Some(p) if !p.is_empty() => Some(Arc::new(Projection::parse(p)?)),
             _ => None,
         };
         if q.tailable {
@@ -912,7 +947,7 @@ impl DocDb {
             let forward = |d: &Document| {
                 d.len() == 1
                     && d.get("$natural")
-                        .and_then(crate::compare::Num::of)
+                        .and_then(query::compare::Num::of)
                         .is_some_and(|n| n.as_f64() > 0.0)
             };
             if q.sort
@@ -1043,8 +1078,8 @@ impl DocDb {
     ) -> DocResult<(u64, u64, Option<Bson>)> {
         let (sync, interrupt) = (opts.journal, &opts.interrupt);
         interrupt.check()?;
-        let filter = Filter::new(&s.q)?;
-        let modifier = Modifier::parse(&s.u, s.array_filters.as_deref())?;
+        let filter = Matcher::new(&s.q)?;
+        let modifier = Update::parse(&s.u, s.array_filters.as_deref())?;
         if s.multi && modifier.is_replacement() {
             return Err(DocError::failed_to_parse(
                 "multi update is not supported for replacement-style update",
@@ -1118,7 +1153,7 @@ impl DocDb {
                         s.limit
                     )));
                 }
-                let filter = Filter::new(&s.q)?;
+                let filter = Matcher::new(&s.q)?;
                 let r = self.with_write(db, coll, false, |c, st| -> DocResult<u64> {
                     let coll =
                         collation::resolve(s.collation.as_ref(), c.default_collation.as_ref())?;
@@ -1179,7 +1214,7 @@ impl DocDb {
                     "Either an update or remove=true must be specified",
                 ))
             }
-            (Some(u), false) => Some(Modifier::parse(u, spec.array_filters.as_deref())?),
+            (Some(u), false) => Some(Update::parse(u, spec.array_filters.as_deref())?),
             (None, true) => {
                 if spec.upsert {
                     return Err(DocError::failed_to_parse(
@@ -1194,14 +1229,14 @@ impl DocDb {
                 None
             }
         };
-        let filter = Filter::new(&spec.query)?;
+        let filter = Matcher::new(&spec.query)?;
         let proj = match &spec.fields {
-            Some(p) if !p.is_empty() => Some(Proj::parse(p)?),
+            Some(p) if !p.is_empty() => Some(Projection::parse(p)?),
             _ => None,
         };
         let project = |d: Document| -> DocResult<Document> {
             match &proj {
-                Some(p) => p.apply(&d, Some(&filter)),
+                Some(p) => p.apply_matched(&d, Some(&filter)),
                 None => Ok(d),
             }
         };
@@ -1300,7 +1335,7 @@ impl DocDb {
                     filter: doc! {field: {"$lt": cutoff}},
                     ..Default::default()
                 };
-                let filter = Filter::new(&q.filter)?;
+                let filter = Matcher::new(&q.filter)?;
                 // Each batch is (candidates found, documents deleted); a full batch that
                 // deleted something may have more behind it.
                 loop {
@@ -1336,7 +1371,7 @@ impl DocDb {
         catalog::validate_coll_name(db, coll)?;
         let Some(c) = self.get_coll(db, coll) else {
             // Parse anyway so bad input errors even on a missing collection.
-            Filter::new(&q.filter)?;
+            Matcher::new(&q.filter)?;
             let coll = collation::resolve(q.collation.as_ref(), None)?;
             return Ok(DocCursor::with_collation(
                 Box::new(std::iter::empty()),
@@ -1438,7 +1473,7 @@ impl DocDb {
                 "FieldPath cannot be constructed with empty string",
             ));
         }
-        crate::limits::check_path(key)?;
+        query::limits::check_path(key)?;
         let q = FindQuery {
             projection: None,
             sort: None,
@@ -1449,7 +1484,7 @@ impl DocDb {
         let _in_effect = collation::scope(cursor.collation().cloned());
         for d in cursor {
             let d = d?;
-            for v in interop::path_values(&d, key) {
+            for v in path::lookup_path(&d, key).into_iter().cloned() {
                 match v {
                     Bson::Array(a) => out.extend(a),
                     other => out.push(other),
@@ -1499,7 +1534,7 @@ impl DocDb {
         let input = input.into_inner();
         let me = self.me.clone();
         let dbname = db.to_string();
-        let lookup: LookupFn = Arc::new(move |other: &str| {
+        let lookup = move |other: &str| -> DocResult<Vec<Document>> {
             let Some(this) = me.upgrade() else {
                 return Err(DocError::internal_error("database closed"));
             };
@@ -1513,10 +1548,14 @@ impl DocDb {
                 ));
             }
             this.find(&dbname, other, &FindQuery::default())?.collect()
-        });
+        };
         let _in_effect = collation::scope(coll.clone());
         Ok(DocCursor::with_collation(
-            interop::run_pipeline(rest, input, lookup, &opts.interrupt)?,
+            Box::new(
+                aggregate::run_pipeline(rest, input, &lookup, &opts.interrupt)?
+                    .into_iter()
+                    .map(Ok),
+            ),
             coll,
         ))
     }
@@ -1525,7 +1564,7 @@ impl DocDb {
         catalog::validate_coll_name(db, coll)?;
         let ns = catalog::ns(db, coll);
         let Some(c) = self.get_coll(db, coll) else {
-            Filter::new(&q.filter)?;
+            Matcher::new(&q.filter)?;
             return Ok(doc! {
                 "queryPlanner": {
                     "namespace": ns, "indexFilterSet": false, "parsedQuery": q.filter.clone(),
@@ -1642,10 +1681,11 @@ impl DocDb {
                     for key in keys.keys {
                         expected[i] += 1;
                         let entry = index::entry_key(idx.def.unique, &key.encoded, rid);
-                        let found = match self.engine.get(idx.table, &entry)? {
-                            Some(val) => !idx.def.unique || index::rid_from(&val)? == rid,
-                            None => false,
-                        };
+                        let found =
+                            match self.engine.get(idx.table, &entry).map_err(storage_error)? {
+                                Some(val) => !idx.def.unique || index::rid_from(&val)? == rid,
+                                None => false,
+                            };
                         if !found {
                             index_bad[i] = true;
                             missing += 1;
@@ -1918,14 +1958,13 @@ impl LimitExt for Option<i64> {
 
 /// Applies an update to a stored document and checks the result (`_id` unchanged and first,
 /// no `$`-prefixed top-level fields).
-fn updated_doc(old: &Document, m: &Modifier, pos: Option<usize>) -> DocResult<Document> {
+fn updated_doc(old: &Document, m: &Update, pos: Option<usize>) -> DocResult<Document> {
     let mut new = old.clone();
-    m.apply(&mut new, false, pos)?;
+    m.apply_with_position(&mut new, false, pos)?;
     let old_id = old.get("_id");
     match (old_id, new.get("_id")) {
         (Some(a), Some(b))
-            if interop::compare(a, b) == Ordering::Equal
-                && a.element_type() == b.element_type() => {}
+            if compare_bson(a, b) == Ordering::Equal && a.element_type() == b.element_type() => {}
         (Some(a), None) => {
             let mut d = doc! {"_id": a.clone()};
             d.extend(new);
@@ -1970,8 +2009,8 @@ fn finish_doc(doc: Document) -> DocResult<Document> {
 }
 
 /// The document an upsert inserts.
-fn upsert_doc(filter: &Document, m: &Modifier) -> DocResult<Document> {
-    let seed = m.upsert_seed(filter)?;
+fn upsert_doc(filter: &Document, m: &Update) -> DocResult<Document> {
+    let seed = update::upsert_seed(filter)?;
     let mut doc = if m.is_replacement() {
         let mut d = Document::new();
         if let Some(id) = seed.get("_id") {
@@ -1981,7 +2020,7 @@ fn upsert_doc(filter: &Document, m: &Modifier) -> DocResult<Document> {
     } else {
         seed
     };
-    m.apply(&mut doc, true, None)?;
+    m.apply_with_position(&mut doc, true, None)?;
     let doc = finish_doc(doc)?;
     collection::prepare_insert(doc)
 }

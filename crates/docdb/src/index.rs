@@ -8,11 +8,11 @@
 //! compound key may have at most one array field (CannotIndexParallelArrays, 171).
 #![allow(clippy::result_large_err)]
 
-use crate::collation::{self, Collation, SpecOrigin};
-use crate::error::{DocError, DocResult};
 use crate::hash;
 use crate::keystring;
 use bson::{doc, Bson, Document};
+use query::collation::{self, Collation, SpecOrigin};
+use query::error::{DocError, DocResult};
 use std::sync::Arc;
 
 pub type RecordId = i64;
@@ -112,7 +112,7 @@ impl IndexDef {
         let mut fields = Vec::new();
         let mut hashed = false;
         for (path, dir) in &key {
-            crate::limits::check_path(path)?;
+            query::limits::check_path(path)?;
             if path.is_empty() || path.split('.').any(|p| p.is_empty()) {
                 return Err(cannot_create(format!(
                     "Index key contains an illegal field name: '{path}'"

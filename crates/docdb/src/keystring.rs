@@ -25,12 +25,12 @@
 //! - regex: escaped pattern, escaped flags; code with scope: escaped code, scope document.
 #![allow(clippy::result_large_err)]
 
-use crate::interop;
 use bson::{Bson, Document};
+use query::compare::canonical_type_rank;
 
 /// The type byte of a value: its canonical type rank shifted to 1..=129.
 pub fn type_byte(v: &Bson) -> u8 {
-    (interop::type_rank(v) + 2).clamp(1, 255) as u8
+    (canonical_type_rank(v) as i32 + 2).clamp(1, 255) as u8
 }
 
 /// The type byte shared by all numbers.
@@ -98,9 +98,9 @@ fn encode_payload(out: &mut Vec<u8>, v: &Bson) {
             encode_f64(out, f)
         }
         // Strings and symbols under the collation in effect (the index's, see
-        // crate::collation): their sort keys, which compare as the strings do.
+        // query::collation): their sort keys, which compare as the strings do.
         Bson::String(s) | Bson::Symbol(s) => {
-            crate::collation::with_key_bytes(s, |b| encode_bytes_escaped(out, b))
+            query::collation::with_key_bytes(s, |b| encode_bytes_escaped(out, b))
         }
         Bson::JavaScriptCode(s) => encode_str(out, s),
         Bson::Document(d) => encode_doc(out, d),

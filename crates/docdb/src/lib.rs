@@ -1,31 +1,19 @@
-//! flashdoc's document layer: catalog, collections, `_id` and secondary indexes, queries,
-//! updates, aggregation, over the engine's KV interface (docs/docdb.md).
-pub mod aggregate;
-pub mod compare;
-pub mod error;
-pub mod expr;
-pub mod hash;
-pub mod jsonschema;
-pub mod matcher;
-pub mod path;
-pub mod projection;
-pub mod scope;
-pub mod sort;
-pub mod update;
-pub mod validation;
-pub use error::{DocError, DocResult};
+//! flashdoc's document layer: catalog, collections, `_id` and secondary indexes, the planner
+//! and cursors, over the engine's KV interface (docs/docdb.md). The query language itself
+//! (matcher, updates, projection, sort, expressions, aggregation) is the `query` crate; its
+//! error and interrupt types are re-exported here because every `DocDb` call takes or returns
+//! them.
 pub mod catalog;
-pub mod collation;
 pub mod collection;
 pub mod config;
 pub mod cursor;
 pub mod db;
+pub mod hash;
 pub mod index;
-pub mod interop;
-pub mod interrupt;
 pub mod keystring;
-pub mod limits;
 pub mod planner;
+pub mod scope;
+pub mod validation;
 pub use config::{DocDbConfig, StorageSettings};
 pub use cursor::DocCursor;
 pub use db::{
@@ -33,4 +21,10 @@ pub use db::{
     FindAndModify, FindAndModifyOutcome, FindQuery, UpdateStatement, WriteError, WriteOpts,
     WriteOutcome,
 };
-pub use interrupt::Interrupt;
+pub use query::{DocError, DocResult, Interrupt};
+
+/// An engine failure as the command error clients see. It lives here, not as a `From` in
+/// `query`, because `query` knows nothing of the engine.
+pub fn storage_error(e: engine::Error) -> DocError {
+    DocError::storage_error(format!("storage engine: {e}"))
+}

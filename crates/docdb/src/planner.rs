@@ -14,9 +14,9 @@
 #![allow(clippy::result_large_err)]
 
 use crate::collection::Index;
-use crate::error::{DocError, DocResult};
 use crate::keystring::{self, prefix_successor};
 use bson::{Bson, Document};
+use query::error::{DocError, DocResult};
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;

@@ -13,10 +13,10 @@
 //!   whether the batch was applied.
 #![allow(clippy::result_large_err)]
 
-use crate::error::DocResult;
 use bson::Document;
 use engine::WriteBatch;
 use parking_lot::RwLock;
+use query::error::DocResult;
 use std::cell::RefCell;
 use std::sync::Arc;
 

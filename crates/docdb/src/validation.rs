@@ -10,9 +10,9 @@
 //! - `bypassDocumentValidation: true` on a write skips the check.
 #![allow(clippy::result_large_err)]
 
-use crate::error::{DocError, DocResult};
-use crate::matcher::Matcher;
 use bson::{doc, Bson, Document};
+use query::error::{DocError, DocResult};
+use query::matcher::Matcher;
 use std::sync::OnceLock;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,7 +176,7 @@ impl Validator {
 fn explain_clause(k: &str, v: &Bson, d: &Document) -> Document {
     if k == "$jsonSchema" {
         if let Bson::Document(s) = v {
-            if let Ok(schema) = crate::jsonschema::Schema::parse(s) {
+            if let Ok(schema) = query::jsonschema::Schema::parse(s) {
                 return schema.explain_doc(d);
             }
         }
@@ -190,7 +190,7 @@ fn explain_clause(k: &str, v: &Bson, d: &Document) -> Document {
         }
         _ => "$eq".to_string(),
     };
-    let values = crate::path::traverse_path(d, k);
+    let values = query::path::traverse_path(d, k);
     let present: Vec<Bson> = values.iter().filter_map(|r| r.value.cloned()).collect();
     let mut out = doc! {"operatorName": op, "specifiedAs": {k: v.clone()}};
     if present.is_empty() {

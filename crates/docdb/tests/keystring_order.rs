@@ -2,9 +2,9 @@
 //! ascending and descending, for single values and compound keys.
 
 use bson::{doc, oid::ObjectId, Bson, Document};
-use docdb::compare::compare_bson;
 use docdb::keystring::{encode_key, encode_one};
 use proptest::prelude::*;
+use query::compare::compare_bson;
 use std::cmp::Ordering;
 
 fn scalar() -> impl Strategy<Value = Bson> {

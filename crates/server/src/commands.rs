@@ -235,7 +235,7 @@ fn dispatch(
         )),
         "shutdown" => Ok((doc! {}, After::Shutdown)),
         "fsync" => {
-            dbx.engine().checkpoint()?;
+            dbx.engine().checkpoint().map_err(docdb::storage_error)?;
             ok(doc! {"numFiles": 1})
         }
 
@@ -519,7 +519,7 @@ fn dispatch(
             let name_only = flag(cmd, "nameOnly")?;
             // authorizedCollections was read by the guard (it filters nothing: see there).
             flag(cmd, "authorizedCollections")?;
-            let matcher = docdb::matcher::Matcher::new(&filter)?;
+            let matcher = query::matcher::Matcher::new(&filter)?;
             let first = listing_first_batch(cmd)?;
             let interrupt = interrupt_for(cmd)?;
             let mut out = Vec::new();
@@ -552,7 +552,7 @@ fn dispatch(
             let name_only = flag(cmd, "nameOnly")?;
             flag(cmd, "authorizedDatabases")?; // filters nothing (see command_fields)
             let filter = get_doc(cmd, "filter")?.unwrap_or_default();
-            let matcher = docdb::matcher::Matcher::new(&filter)?;
+            let matcher = query::matcher::Matcher::new(&filter)?;
             let interrupt = interrupt_for(cmd)?;
             let mut total = 0i64;
             let mut list = Vec::new();
@@ -736,7 +736,7 @@ fn parameters(state: &ServerState) -> Document {
         "ttlMonitorSleepSecs": p.ttl_monitor_sleep_secs as i64,
         "cursorTimeoutMillis": p.cursor_timeout_millis as i64,
         "enableLocalhostAuthBypass": p.enable_localhost_auth_bypass,
-        "maxBSONDepth": docdb::limits::MAX_BSON_DEPTH as i32,
+        "maxBSONDepth": query::limits::MAX_BSON_DEPTH as i32,
     }
 }
 

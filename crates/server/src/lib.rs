@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 /// The stack of every server thread (async workers and the blocking pool that runs commands).
 /// Client input reaches recursive code only through bounded nesting (200 levels on the wire,
-/// 200 path components, `docdb::limits`); `tests/hostile_requests.rs` runs the deepest legal
+/// 200 path components, `query::limits`); `tests/hostile_requests.rs` runs the deepest legal
 /// requests on a thread of this size.
 pub const THREAD_STACK_BYTES: usize = 16 << 20;
 

@@ -293,7 +293,7 @@ impl<'a> Cursor<'a> {
     }
 }
 
-pub use docdb::limits::MAX_BSON_DEPTH;
+pub use query::limits::MAX_BSON_DEPTH;
 /// The largest document a message may carry: a user document's 16 MB plus room for the command
 /// around it (mongod's BSONObjMaxInternalSize). A stored document is held to 16 MB by the
 /// document layer, which answers BSONObjectTooLarge (10334) as mongod does.

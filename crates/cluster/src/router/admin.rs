@@ -10,8 +10,10 @@ use crate::split::SplitPolicy;
 use crate::transport::{call_ok, is_ok, reply_error};
 use crate::version::ChunkVersion;
 use bson::{doc, oid::ObjectId, Bson, Document};
-use docdb::interop::{self, DocIter};
 use docdb::{DocCursor, DocError, DocResult, Interrupt};
+use query::aggregate::{self, DocIter};
+use query::projection::Projection;
+use query::update::Update;
 use server::hook::CommandCall;
 use std::sync::Arc;
 
@@ -898,12 +900,17 @@ pub fn config_find(r: &Router, call: &CommandCall<'_>, coll: &str) -> DocResult<
     }
     let docs = config_docs(r, coll)?;
     let input: DocIter = Box::new(docs.into_iter().map(Ok));
-    let lookup: interop::LookupFn = Arc::new(|_: &str| Ok(Vec::new()));
-    let mut out = interop::run_pipeline(&stages, input, lookup, &Interrupt::none())?;
+    let out = aggregate::run_pipeline(
+        &stages,
+        input,
+        &|_: &str| Ok(Vec::new()),
+        &Interrupt::none(),
+    )?;
+    let mut out: DocIter = Box::new(out.into_iter().map(Ok));
     if let Ok(p) = cmd.get_document("projection") {
         if !p.is_empty() {
-            let p = interop::Proj::parse(p)?;
-            out = Box::new(out.map(move |d| d.and_then(|d| p.apply(&d, None))));
+            let p = Projection::parse(p)?;
+            out = Box::new(out.map(move |d| d.and_then(|d| p.apply_matched(&d, None))));
         }
     }
     let single = cmd.get_bool("singleBatch").unwrap_or(false) || limit < 0;
@@ -957,7 +964,7 @@ pub fn config_write(r: &Router, call: &CommandCall<'_>, coll: &str) -> DocResult
                     continue;
                 }
                 let base = cur.clone().unwrap_or_else(|| doc! {"_id": id});
-                let m = interop::Modifier::parse(
+                let m = Update::parse(
                     u.get("u").ok_or_else(|| DocError::failed_to_parse("u"))?,
                     None,
                 )?;
@@ -966,7 +973,7 @@ pub fn config_write(r: &Router, call: &CommandCall<'_>, coll: &str) -> DocResult
                 } else {
                     base.clone()
                 };
-                m.apply(&mut new, cur.is_none(), None)?;
+                m.apply(&mut new, cur.is_none())?;
                 n += 1;
                 if Some(&new) != cur.as_ref() {
                     modified += cur.is_some() as i32;

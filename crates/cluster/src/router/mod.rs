@@ -158,7 +158,7 @@ impl Router {
         for d in self.catalog.settings()? {
             match d.get_str("_id").unwrap_or("") {
                 "chunksize" => {
-                    if let Some(n) = d.get("value").and_then(docdb::compare::Num::of) {
+                    if let Some(n) = d.get("value").and_then(query::compare::Num::of) {
                         s.chunk_bytes = (n.as_f64() * 1048576.0) as i64;
                     }
                 }
@@ -395,7 +395,7 @@ impl Router {
             Some(Bson::String(s)) if s == "alwaysOn" => None,
             Some(Bson::Document(m)) => Some(
                 m.get("times")
-                    .and_then(docdb::compare::Num::of)
+                    .and_then(query::compare::Num::of)
                     .map(|n| n.as_f64() as u64)
                     .ok_or_else(|| {
                         DocError::bad_value("mode must be off, alwaysOn or {times: n}")

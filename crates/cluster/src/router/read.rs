@@ -8,8 +8,12 @@ use super::{admin, is_stale, namespace, Router, MAX_STALE_RETRIES};
 use crate::meta::CollSnapshot;
 use crate::transport::{is_ok, reply_error, ShardConn};
 use bson::{doc, Bson, Document};
-use docdb::interop::{self, DocIter, Proj, Sort};
 use docdb::{DocCursor, DocError, DocResult, Interrupt};
+use query::aggregate::{self, DocIter};
+use query::compare::compare_bson;
+use query::matcher::Matcher;
+use query::projection::Projection;
+use query::sort::SortSpec;
 use server::hook::CommandCall;
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -216,7 +220,7 @@ impl Drop for Remote {
 /// another.
 struct Merge {
     remotes: Vec<Remote>,
-    sort: Option<Sort>,
+    sort: Option<SortSpec>,
     at: usize,
 }
 
@@ -273,7 +277,7 @@ fn merged(
     Ok(Merge {
         remotes,
         sort: match sort {
-            Some(s) if !s.is_empty() => Some(Sort::parse(s)?),
+            Some(s) if !s.is_empty() => Some(SortSpec::parse(s)?),
             _ => None,
         },
         at: 0,
@@ -291,7 +295,7 @@ fn opt_doc(cmd: &Document, k: &str) -> DocResult<Option<Document>> {
 fn opt_i64(cmd: &Document, k: &str) -> DocResult<Option<i64>> {
     match cmd.get(k) {
         None | Some(Bson::Null) => Ok(None),
-        Some(v) => docdb::compare::Num::of(v)
+        Some(v) => query::compare::Num::of(v)
             .map(|n| Some(n.as_f64() as i64))
             .ok_or_else(|| DocError::type_mismatch(format!("'{k}' must be a number"))),
     }
@@ -333,8 +337,8 @@ pub(crate) fn scatter_find(
         it = Box::new(it.take(l as usize));
     }
     if let (Some(p), true) = (projection, project_here) {
-        let p = Proj::parse(&p)?;
-        it = Box::new(it.map(move |d| d.and_then(|d| p.apply(&d, None))));
+        let p = Projection::parse(&p)?;
+        it = Box::new(it.map(move |d| d.and_then(|d| p.apply_matched(&d, None))));
     }
     Ok(DocCursor::new(it))
 }
@@ -374,7 +378,7 @@ pub fn count(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> {
     let (db, coll) = namespace(call)?;
     if db == "config" {
         let filter = opt_doc(call.cmd, "query")?.unwrap_or_default();
-        let m = docdb::interop::Filter::new(&filter)?;
+        let m = Matcher::new(&filter)?;
         let n = admin::config_docs(r, &coll)?
             .iter()
             .filter(|d| m.matches(d))
@@ -416,8 +420,8 @@ pub fn distinct(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> {
         .into_iter()
         .flat_map(|(_, rep)| rep.get_array("values").cloned().unwrap_or_default())
         .collect();
-    values.sort_by(interop::compare);
-    values.dedup_by(|a, b| interop::compare(a, b).is_eq());
+    values.sort_by(compare_bson);
+    values.dedup_by(|a, b| compare_bson(a, b).is_eq());
     Ok(doc! {"values": values})
 }
 
@@ -511,7 +515,7 @@ pub fn aggregate(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> {
     let ns = format!("{db}.{coll}");
     let lookup_router = r.me();
     let lookup_db = db.clone();
-    let lookup: interop::LookupFn = Arc::new(move |other: &str| {
+    let lookup = move |other: &str| -> DocResult<Vec<Document>> {
         let r = lookup_router
             .upgrade()
             .ok_or_else(|| DocError::internal_error("router closed"))?;
@@ -527,11 +531,12 @@ pub fn aggregate(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> {
             None,
         )?
         .collect()
-    });
+    };
     if db == "config" {
         let docs = admin::config_docs(r, &coll)?;
         let input: DocIter = Box::new(docs.into_iter().map(Ok));
-        let out = interop::run_pipeline(&pipeline, input, lookup, &Interrupt::none())?;
+        let out = aggregate::run_pipeline(&pipeline, input, &lookup, &Interrupt::none())?;
+        let out: DocIter = Box::new(out.into_iter().map(Ok));
         return call.cursor_reply(&ns, DocCursor::new(out), first, false);
     }
     let (shard_part, kind, rest) = split_pipeline(&pipeline);
@@ -554,7 +559,8 @@ pub fn aggregate(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> {
     let out = if rest.is_empty() {
         m
     } else {
-        interop::run_pipeline(&rest, m, lookup, &Interrupt::none())?
+        let out = aggregate::run_pipeline(&rest, m, &lookup, &Interrupt::none())?;
+        Box::new(out.into_iter().map(Ok))
     };
     call.cursor_reply(&ns, DocCursor::new(out), first, false)
 }

@@ -717,7 +717,7 @@ fn pull(node: &ShardNode, r: &Recipient) -> DocResult<()> {
             reload.is_empty() && deleted.is_empty() && mods.get_i64("pending").unwrap_or(0) == 0;
         if drained && committing {
             // Everything received must be durable before the donor commits the new owner.
-            node.db.engine().sync()?;
+            node.db.engine().sync().map_err(docdb::storage_error)?;
             r.set(RecvState::Done);
             return Ok(());
         }

@@ -71,7 +71,9 @@ impl Sessions {
         let engine = db.engine().clone();
         let table = match engine.table_id(TABLE) {
             Some(t) => t,
-            None => engine.create_table(TABLE, &TableConfig::collection())?,
+            None => engine
+                .create_table(TABLE, &TableConfig::collection())
+                .map_err(docdb::storage_error)?,
         };
         Ok(Sessions { engine, table })
     }
@@ -79,7 +81,8 @@ impl Sessions {
     fn lookup(&self, s: &SessionInfo, stmt: i32) -> DocResult<Option<Document>> {
         match self
             .engine
-            .get(self.table, &record_key(&s.lsid, s.txn, stmt))?
+            .get(self.table, &record_key(&s.lsid, s.txn, stmt))
+            .map_err(docdb::storage_error)?
         {
             Some(v) => Ok(Some(Document::from_reader(v.as_slice()).map_err(|e| {
                 DocError::internal_error(format!("corrupt session record: {e}"))
@@ -116,13 +119,17 @@ impl Sessions {
         let lo = prefix.clone();
         let mut hi = prefix;
         hi.extend_from_slice(&(p.txn as u64).to_be_bytes());
-        for kv in self.engine.scan(
-            self.table,
-            Bound::Included(lo),
-            Bound::Excluded(hi),
-            Direction::Forward,
-        )? {
-            batch.delete(self.table, kv?.0);
+        for kv in self
+            .engine
+            .scan(
+                self.table,
+                Bound::Included(lo),
+                Bound::Excluded(hi),
+                Direction::Forward,
+            )
+            .map_err(docdb::storage_error)?
+        {
+            batch.delete(self.table, kv.map_err(docdb::storage_error)?.0);
         }
         batch.put(
             self.table,
@@ -257,7 +264,7 @@ fn find_and_modify_reply(cmd: &Document, rec: &Document) -> DocResult<Document> 
     let image = if want_new { new } else { old };
     let value = match (image, cmd.get_document("fields")) {
         (Some(d), Ok(f)) if !f.is_empty() => {
-            Bson::Document(docdb::interop::Proj::parse(f)?.apply(d, None)?)
+            Bson::Document(query::projection::Projection::parse(f)?.apply_matched(d, None)?)
         }
         (Some(d), _) => Bson::Document(d.clone()),
         (None, _) => Bson::Null,

@@ -196,7 +196,7 @@ fn tune(
 }
 
 fn number(v: &Bson) -> DocResult<i64> {
-    docdb::compare::Num::of(v)
+    query::compare::Num::of(v)
         .map(|n| n.as_f64() as i64)
         .ok_or_else(|| DocError::type_mismatch(format!("expected a number, not {v}")))
 }

@@ -18,7 +18,23 @@ use crate::path::{get_path, remove_path, set_path, split_path};
 use crate::projection::Projection;
 use crate::sort::SortSpec;
 
-type DocIter = Box<dyn Iterator<Item = DocResult<Document>> + Send>;
+/// A stream of documents between stages (a scan's output, a stage's output).
+pub type DocIter = Box<dyn Iterator<Item = DocResult<Document>> + Send>;
+
+/// What a pipeline needs from storage, and the only way `query` reaches it: a stage that reads
+/// another collection (`$lookup`) asks its source, and the storage side (docdb's `DocDb`, the
+/// router) decides how to read it. Stages that write (`$out`, `$merge`) or report on storage
+/// (`$collStats`) are to be added here as further methods, so the pipeline stays BSON-only.
+pub trait CollectionSource {
+    /// Every document of collection `name` in the pipeline's database.
+    fn read_collection(&self, name: &str) -> DocResult<Vec<Document>>;
+}
+
+impl<F: Fn(&str) -> DocResult<Vec<Document>>> CollectionSource for F {
+    fn read_collection(&self, name: &str) -> DocResult<Vec<Document>> {
+        self(name)
+    }
+}
 
 #[derive(Clone, Debug)]
 enum Stage {
@@ -707,12 +723,12 @@ fn unwind_doc(
     }
 }
 
-/// Runs a pipeline over input documents. `lookup` fetches all documents of another collection
-/// of the same database (for `$lookup`).
+/// Runs a pipeline over input documents. `source` reads the other collections of the same
+/// database that stages join (`$lookup`).
 pub fn run_pipeline(
     pipeline: &[Document],
-    input: Box<dyn Iterator<Item = DocResult<Document>> + Send>,
-    lookup: &dyn Fn(&str) -> DocResult<Vec<Document>>,
+    input: DocIter,
+    source: &dyn CollectionSource,
     interrupt: &Interrupt,
 ) -> DocResult<Vec<Document>> {
     if pipeline.len() > MAX_PIPELINE_STAGES {
@@ -797,7 +813,7 @@ pub fn run_pipeline(
                 as_,
                 pipeline,
             } => {
-                let foreign_docs = lookup(&from)?;
+                let foreign_docs = source.read_collection(&from)?;
                 let mut out = Vec::new();
                 for r in it {
                     let mut d = r?;
@@ -818,7 +834,7 @@ pub fn run_pipeline(
                         Some(p) => run_pipeline(
                             p,
                             Box::new(matched.into_iter().map(Ok).collect::<Vec<_>>().into_iter()),
-                            lookup,
+                            source,
                             interrupt,
                         )?,
                         None => matched,
@@ -913,7 +929,7 @@ mod tests {
         run_pipeline(
             &pipeline,
             Box::new(input.into_iter().map(Ok).collect::<Vec<_>>().into_iter()),
-            &move |name| {
+            &move |name: &str| {
                 if name == "other" {
                     Ok(foreign.clone())
                 } else {
@@ -1010,7 +1026,7 @@ mod tests {
         let e = run_pipeline(
             &[doc! {"$match": {}}, doc! {"$bar": 1}],
             Box::new(std::iter::once(Err(DocError::internal_error("boom")))),
-            &|_| Ok(vec![]),
+            &|_: &str| Ok(vec![]),
             &Interrupt::none(),
         )
         .unwrap_err();
@@ -1019,7 +1035,7 @@ mod tests {
         let e = run_pipeline(
             &[doc! {"$match": {}}],
             Box::new(std::iter::once(Err(DocError::internal_error("boom")))),
-            &|_| Ok(vec![]),
+            &|_: &str| Ok(vec![]),
             &Interrupt::none(),
         )
         .unwrap_err();

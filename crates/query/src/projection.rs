@@ -231,6 +231,16 @@ impl Projection {
         self.apply_inner(doc, pos)
     }
 
+    /// Applies the projection to a document `filter` selected: a positional projection (`a.$`)
+    /// re-matches the filter to find the array index it matched at.
+    pub fn apply_matched(&self, doc: &Document, filter: Option<&Matcher>) -> DocResult<Document> {
+        if !self.positional {
+            return Ok(self.apply(doc));
+        }
+        let pos = filter.and_then(|f| f.matches_with_position(doc).1);
+        self.apply_with_position(doc, pos)
+    }
+
     fn apply_inner(&self, doc: &Document, pos: Option<usize>) -> DocResult<Document> {
         let ctx = Ctx::new(doc);
         match self.mode {

@@ -99,9 +99,3 @@ impl DocError {
         }
     }
 }
-
-impl From<engine::Error> for DocError {
-    fn from(e: engine::Error) -> DocError {
-        DocError::storage_error(format!("storage engine: {e}"))
-    }
-}

@@ -7,7 +7,7 @@
 //! matcher, sort, distinct, `$group`, expressions, `$addToSet` — compares strings (and
 //! symbols) with it, through [`crate::compare::compare_bson`]. Index keys are encoded under the
 //! index's own collation (sort keys instead of the string's bytes), and the planner uses an
-//! index only when its collation is the query's. A [`crate::DocCursor`] remembers the
+//! index only when its collation is the query's. A cursor (docdb's `DocCursor`) remembers the
 //! collation it was made under and re-enters it whenever it produces documents, so getMore
 //! sees the same collation as the command that opened the cursor.
 //!

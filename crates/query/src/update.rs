@@ -585,7 +585,7 @@ impl Update {
                 let out = crate::aggregate::run_pipeline(
                     stages,
                     Box::new(std::iter::once(Ok(input))),
-                    &|_| Ok(Vec::new()),
+                    &|_: &str| Ok(Vec::new()),
                     &crate::interrupt::Interrupt::none(),
                 )?;
                 let mut new = out.into_iter().next().unwrap_or_default();
