@@ -1,0 +1,383 @@
+//! Arithmetic: `$add` … `$round`, and `$sum`/`$avg`/`$min`/`$max` as expressions; MongoDB's numeric type promotion.
+
+use super::ops::{Args, Op};
+use super::*;
+
+/// `$add`.
+pub(super) fn add(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    if args.any_null() {
+        return Ok(Some(Bson::Null));
+    }
+    let mut acc = Num::I32(0);
+    let mut date: Option<i64> = None;
+    for x in args.vals {
+        let x = x.as_ref().expect("not null");
+        match x {
+            Bson::DateTime(d) => {
+                if date.is_some() {
+                    return Err(DocError::with_code(
+                        16612,
+                        "Location16612",
+                        "only one date allowed in an $add expression",
+                    ));
+                }
+                date = Some(d.timestamp_millis());
+            }
+            other => match Num::of(other) {
+                Some(n) => acc = add_num(acc, n),
+                None => {
+                    return Err(DocError::type_mismatch(format!(
+                        "$add only supports numeric or date types, not {}",
+                        type_name(other)
+                    )))
+                }
+            },
+        }
+    }
+    Ok(Some(match date {
+        Some(ms) => Bson::DateTime(DateTime::from_millis(ms + acc.as_f64().round() as i64)),
+        None => acc.to_bson(),
+    }))
+}
+
+/// `$subtract`.
+pub(super) fn subtract(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    if args.any_null() {
+        return Ok(Some(Bson::Null));
+    }
+    let (a, b) = (
+        args.v(0).as_ref().expect("nn"),
+        args.v(1).as_ref().expect("nn"),
+    );
+    Ok(match (a, b, Num::of(a), Num::of(b)) {
+        (_, _, Some(x), Some(y)) => Some(add_num(x, neg_num(y)).to_bson()),
+        (Bson::DateTime(x), Bson::DateTime(y), _, _) => {
+            Some(Bson::Int64(x.timestamp_millis() - y.timestamp_millis()))
+        }
+        (Bson::DateTime(x), _, _, Some(y)) => Some(Bson::DateTime(DateTime::from_millis(
+            x.timestamp_millis() - y.as_f64().round() as i64,
+        ))),
+        _ => {
+            return Err(DocError::type_mismatch(format!(
+                "can't $subtract {} from {}",
+                type_name(b),
+                type_name(a)
+            )))
+        }
+    })
+}
+
+/// `$multiply`.
+pub(super) fn multiply(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    if args.any_null() {
+        return Ok(Some(Bson::Null));
+    }
+    let mut acc = Num::I32(1);
+    for x in args.vals {
+        let x = x.as_ref().expect("nn");
+        match Num::of(x) {
+            Some(n) => acc = mul_num(acc, n),
+            None => {
+                return Err(DocError::type_mismatch(format!(
+                    "$multiply only supports numeric types, not {}",
+                    type_name(x)
+                )))
+            }
+        }
+    }
+    Ok(Some(acc.to_bson()))
+}
+
+/// `$divide`, `$mod`, `$pow`.
+pub(super) fn divide_mod_pow(op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let name = op.name();
+    if args.any_null() {
+        return Ok(Some(Bson::Null));
+    }
+    let (Some(a), Some(b)) = (args.num(0), args.num(1)) else {
+        return Err(DocError::with_code(
+            16609,
+            "Location16609",
+            format!(
+                "{name} only supports numeric types, not {} and {}",
+                tn(args.v(0)),
+                tn(args.v(1))
+            ),
+        ));
+    };
+    let dec = matches!(a, Num::Dec(_)) || matches!(b, Num::Dec(_));
+    Ok(match op {
+        Op::Divide => {
+            if b.as_f64() == 0.0 {
+                return Err(DocError::bad_value("can't $divide by zero"));
+            }
+            let q = a.as_f64() / b.as_f64();
+            Some(if dec {
+                Num::Dec(q).to_bson()
+            } else {
+                Bson::Double(q)
+            })
+        }
+        Op::Mod => {
+            if b.as_f64() == 0.0 {
+                return Err(DocError::with_code(
+                    16610,
+                    "Location16610",
+                    "can't $mod by zero",
+                ));
+            }
+            match (int_of(a), int_of(b)) {
+                (Some(x), Some(y)) => {
+                    let r = x.wrapping_rem(y);
+                    Some(if matches!((a, b), (Num::I32(_), Num::I32(_))) {
+                        Bson::Int32(r as i32)
+                    } else {
+                        Bson::Int64(r)
+                    })
+                }
+                _ => {
+                    let r = a.as_f64() % b.as_f64();
+                    Some(if dec {
+                        Num::Dec(r).to_bson()
+                    } else {
+                        Bson::Double(r)
+                    })
+                }
+            }
+        }
+        _ => {
+            let p = a.as_f64().powf(b.as_f64());
+            Some(match (int_of(a), int_of(b)) {
+                (Some(_), Some(e)) if e >= 0 && p.abs() < 9.2e18 => {
+                    let r = p as i64;
+                    if matches!((a, b), (Num::I32(_), Num::I32(_))) && fits_i32(r) {
+                        Bson::Int32(r as i32)
+                    } else {
+                        Bson::Int64(r)
+                    }
+                }
+                _ if dec => Num::Dec(p).to_bson(),
+                _ => Bson::Double(p),
+            })
+        }
+    })
+}
+
+/// `$abs`, `$ceil`, `$floor`, `$sqrt`, `$exp`, `$ln`, `$log10`, `$trunc`, `$round`.
+pub(super) fn unary_math(op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let name = op.name();
+    if args.any_null() {
+        return Ok(Some(Bson::Null));
+    }
+    let Some(n) = args.num(0) else {
+        return Err(DocError::with_code(
+            28765,
+            "Location28765",
+            format!("{name} only supports numeric types, not {}", tn(args.v(0))),
+        ));
+    };
+    let places = if args.vals.len() > 1 {
+        args.num(1).map(|p| p.as_f64() as i32).unwrap_or(0)
+    } else {
+        0
+    };
+    let f = n.as_f64();
+    let keep = |r: f64| -> Bson {
+        match n {
+            Num::I32(_) if r.fract() == 0.0 && fits_i32(r as i64) => Bson::Int32(r as i32),
+            Num::I64(_) | Num::I32(_) if r.fract() == 0.0 => Bson::Int64(r as i64),
+            Num::Dec(_) => Num::Dec(r).to_bson(),
+            _ => Bson::Double(r),
+        }
+    };
+    Ok(Some(match op {
+        Op::Abs => match n {
+            Num::I32(i) => match i.checked_abs() {
+                Some(a) => Bson::Int32(a),
+                None => Bson::Int64((i as i64).abs()),
+            },
+            Num::I64(i) => match i.checked_abs() {
+                Some(a) => Bson::Int64(a),
+                None => {
+                    return Err(DocError::with_code(
+                        28680,
+                        "Location28680",
+                        "can't take $abs of long long min",
+                    ))
+                }
+            },
+            _ => keep(f.abs()),
+        },
+        Op::Ceil => keep(f.ceil()),
+        Op::Floor => keep(f.floor()),
+        Op::Trunc | Op::Round => {
+            let m = 10f64.powi(places);
+            let r = if op == Op::Trunc {
+                (f * m).trunc() / m
+            } else {
+                // Round half to even, as mongod.
+                let x = f * m;
+                let r = x.round();
+                let r = if (x - x.trunc()).abs() == 0.5 {
+                    2.0 * (x / 2.0).round()
+                } else {
+                    r
+                };
+                r / m
+            };
+            keep(r)
+        }
+        Op::Sqrt => {
+            if f < 0.0 {
+                return Err(DocError::with_code(
+                    28714,
+                    "Location28714",
+                    "$sqrt's argument must be greater than or equal to 0",
+                ));
+            }
+            Bson::Double(f.sqrt())
+        }
+        Op::Exp => Bson::Double(f.exp()),
+        Op::Ln => {
+            if f <= 0.0 {
+                return Err(DocError::with_code(
+                    28766,
+                    "Location28766",
+                    format!("$ln's argument must be a positive number, but is {f}"),
+                ));
+            }
+            Bson::Double(f.ln())
+        }
+        _ => {
+            if f <= 0.0 {
+                return Err(DocError::with_code(
+                    28761,
+                    "Location28761",
+                    format!("$log10's argument must be a positive number, but is {f}"),
+                ));
+            }
+            Bson::Double(f.log10())
+        }
+    }))
+}
+
+/// `$sum`, `$avg`, `$min`, `$max`.
+pub(super) fn sum_avg_min_max(op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let items: Vec<Bson> = if args.vals.len() == 1 {
+        match &args.vals[0] {
+            Some(Bson::Array(a)) => a.clone(),
+            Some(x) => vec![x.clone()],
+            None => vec![],
+        }
+    } else {
+        args.vals.iter().flatten().cloned().collect()
+    };
+    Ok(Some(match op {
+        Op::Sum => sum_values(items.iter()),
+        Op::Avg => avg_values(items.iter()),
+        _ => {
+            let it = items
+                .into_iter()
+                .filter(|x| !matches!(x, Bson::Null | Bson::Undefined));
+            let r = if op == Op::Min {
+                it.min_by(compare_bson)
+            } else {
+                it.max_by(compare_bson)
+            };
+            r.unwrap_or(Bson::Null)
+        }
+    }))
+}
+
+pub(super) fn fits_i32(i: i64) -> bool {
+    i >= i32::MIN as i64 && i <= i32::MAX as i64
+}
+
+pub(super) fn int_of(n: Num) -> Option<i64> {
+    match n {
+        Num::I32(i) => Some(i as i64),
+        Num::I64(i) => Some(i),
+        _ => None,
+    }
+}
+
+/// Adds two numbers with MongoDB's type promotion (int32 overflows to int64, int64 to double).
+pub fn add_num(a: Num, b: Num) -> Num {
+    match (a, b) {
+        (Num::Dec(_), _) | (_, Num::Dec(_)) => Num::Dec(a.as_f64() + b.as_f64()),
+        (Num::F64(_), _) | (_, Num::F64(_)) => Num::F64(a.as_f64() + b.as_f64()),
+        _ => {
+            let (x, y) = (int_of(a).expect("int"), int_of(b).expect("int"));
+            let both32 = matches!((a, b), (Num::I32(_), Num::I32(_)));
+            match x.checked_add(y) {
+                Some(s) if both32 && fits_i32(s) => Num::I32(s as i32),
+                Some(s) => Num::I64(s),
+                None => Num::F64(x as f64 + y as f64),
+            }
+        }
+    }
+}
+
+/// Multiplies two numbers with MongoDB's type promotion.
+pub fn mul_num(a: Num, b: Num) -> Num {
+    match (a, b) {
+        (Num::Dec(_), _) | (_, Num::Dec(_)) => Num::Dec(a.as_f64() * b.as_f64()),
+        (Num::F64(_), _) | (_, Num::F64(_)) => Num::F64(a.as_f64() * b.as_f64()),
+        _ => {
+            let (x, y) = (int_of(a).expect("int"), int_of(b).expect("int"));
+            let both32 = matches!((a, b), (Num::I32(_), Num::I32(_)));
+            match x.checked_mul(y) {
+                Some(s) if both32 && fits_i32(s) => Num::I32(s as i32),
+                Some(s) => Num::I64(s),
+                None => Num::F64(x as f64 * y as f64),
+            }
+        }
+    }
+}
+
+pub(super) fn neg_num(a: Num) -> Num {
+    match a {
+        Num::I32(i) => match i.checked_neg() {
+            Some(n) => Num::I32(n),
+            None => Num::I64(-(i as i64)),
+        },
+        Num::I64(i) => match i.checked_neg() {
+            Some(n) => Num::I64(n),
+            None => Num::F64(-(i as f64)),
+        },
+        Num::F64(f) => Num::F64(-f),
+        Num::Dec(f) => Num::Dec(-f),
+    }
+}
+
+/// Sum of numbers with promotion, ignoring non-numbers (the `$sum` accumulator).
+pub fn sum_values<'a>(vals: impl Iterator<Item = &'a Bson>) -> Bson {
+    let mut acc = Num::I32(0);
+    for v in vals {
+        if let Some(n) = Num::of(v) {
+            acc = add_num(acc, n);
+        }
+    }
+    acc.to_bson()
+}
+
+/// Average of the numbers among `vals` (null if none).
+pub fn avg_values<'a>(vals: impl Iterator<Item = &'a Bson>) -> Bson {
+    let mut sum = 0.0;
+    let mut n = 0usize;
+    let mut dec = false;
+    for v in vals {
+        if let Some(x) = Num::of(v) {
+            dec |= matches!(x, Num::Dec(_));
+            sum += x.as_f64();
+            n += 1;
+        }
+    }
+    if n == 0 {
+        Bson::Null
+    } else if dec {
+        Num::Dec(sum / n as f64).to_bson()
+    } else {
+        Bson::Double(sum / n as f64)
+    }
+}

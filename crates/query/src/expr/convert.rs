@@ -1,0 +1,153 @@
+//! `$type` and the type conversions (`$toString`, `$toInt`, …).
+
+use super::ops::{Args, Op};
+use super::*;
+
+/// `$isNumber`.
+pub(super) fn is_number(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    Ok(Some(Bson::Boolean(args.num(0).is_some())))
+}
+
+/// `$type`.
+pub(super) fn type_of(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    Ok(Some(Bson::String(tn(args.v(0)).to_string())))
+}
+
+/// `$toString`, `$toInt`, `$toLong`, `$toDouble`, `$toDecimal`, `$toBool`, `$toObjectId`, `$toDate`.
+pub(super) fn to_type(op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    Ok(match args.v(0) {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => Some(Bson::Null),
+        Some(x) => Some(convert(op, x)?),
+    })
+}
+
+pub(super) fn conversion_failure(msg: String) -> DocError {
+    DocError::with_code(241, "ConversionFailure", msg)
+}
+
+pub(super) fn to_string_value(v: &Bson) -> DocResult<String> {
+    Ok(match v {
+        Bson::String(s) | Bson::Symbol(s) => s.clone(),
+        Bson::Int32(i) => i.to_string(),
+        Bson::Int64(i) => i.to_string(),
+        Bson::Double(f) => {
+            if f.fract() == 0.0 && f.abs() < 1e15 {
+                format!("{}", *f as i64)
+            } else {
+                f.to_string()
+            }
+        }
+        Bson::Decimal128(d) => d.to_string(),
+        Bson::Boolean(b) => b.to_string(),
+        Bson::ObjectId(o) => o.to_hex(),
+        Bson::DateTime(d) => d
+            .try_to_rfc3339_string()
+            .unwrap_or_else(|_| d.timestamp_millis().to_string()),
+        other => {
+            return Err(conversion_failure(format!(
+                "Unsupported conversion from {} to string in $convert with no onError value",
+                type_name(other)
+            )))
+        }
+    })
+}
+
+pub(super) fn convert(op: Op, v: &Bson) -> DocResult<Bson> {
+    let target = match op {
+        Op::ToInt => "int",
+        Op::ToLong => "long",
+        Op::ToDouble => "double",
+        Op::ToDecimal => "decimal",
+        Op::ToBool => "bool",
+        Op::ToObjectId => "objectId",
+        Op::ToDate => "date",
+        _ => "string",
+    };
+    let unsupported = || {
+        conversion_failure(format!(
+            "Unsupported conversion from {} to {target} in $convert with no onError value",
+            type_name(v)
+        ))
+    };
+    let parse_num = |s: &str| -> DocResult<Num> {
+        if let Ok(i) = s.parse::<i64>() {
+            return Ok(Num::I64(i));
+        }
+        s.parse::<f64>().map(Num::F64).map_err(|_| {
+            conversion_failure(format!(
+                "Failed to parse number '{s}' in $convert with no onError value: Did not consume whole string."
+            ))
+        })
+    };
+    let num = match v {
+        Bson::String(s)
+            if target != "string"
+                && target != "objectId"
+                && target != "bool"
+                && target != "date" =>
+        {
+            Some(parse_num(s)?)
+        }
+        Bson::Boolean(b) => Some(Num::I32(*b as i32)),
+        Bson::DateTime(d) if target != "date" => Some(Num::I64(d.timestamp_millis())),
+        other => Num::of(other),
+    };
+    Ok(match target {
+        "string" => Bson::String(to_string_value(v)?),
+        "bool" => Bson::Boolean(truthy(Some(v))),
+        "objectId" => match v {
+            Bson::ObjectId(_) => v.clone(),
+            Bson::String(s) => Bson::ObjectId(bson::oid::ObjectId::parse_str(s).map_err(|_| {
+                conversion_failure(format!(
+                    "Failed to parse objectId '{s}' in $convert with no onError value: Invalid string length for parsing to OID, expected 24 but found {}",
+                    s.len()
+                ))
+            })?),
+            _ => return Err(unsupported()),
+        },
+        "date" => match v {
+            Bson::DateTime(_) => v.clone(),
+            Bson::ObjectId(o) => Bson::DateTime(o.timestamp()),
+            Bson::Timestamp(t) => Bson::DateTime(DateTime::from_millis(t.time as i64 * 1000)),
+            Bson::String(s) => Bson::DateTime(DateTime::parse_rfc3339_str(s).map_err(|_| {
+                conversion_failure(format!(
+                    "Error parsing date string '{s}'"
+                ))
+            })?),
+            other => match Num::of(other) {
+                Some(Num::I32(_)) | None => return Err(unsupported()),
+                Some(n) => Bson::DateTime(DateTime::from_millis(n.as_f64() as i64)),
+            },
+        },
+        _ => {
+            let Some(n) = num else {
+                return Err(unsupported());
+            };
+            match target {
+                "int" => {
+                    let f = n.as_f64();
+                    let i = int_of(n).unwrap_or(f.trunc() as i64);
+                    if !f.is_finite() || !fits_i32(i) {
+                        return Err(conversion_failure(format!(
+                            "Conversion would overflow target type in $convert with no onError value: {}",
+                            shell_repr(v)
+                        )));
+                    }
+                    Bson::Int32(i as i32)
+                }
+                "long" => {
+                    let f = n.as_f64();
+                    if !f.is_finite() && int_of(n).is_none() {
+                        return Err(conversion_failure(format!(
+                            "Conversion would overflow target type in $convert with no onError value: {}",
+                            shell_repr(v)
+                        )));
+                    }
+                    Bson::Int64(int_of(n).unwrap_or(f.trunc() as i64))
+                }
+                "double" => Bson::Double(n.as_f64()),
+                _ => Num::Dec(n.as_f64()).to_bson(),
+            }
+        }
+    })
+}

@@ -1,0 +1,236 @@
+//! Parsing: a BSON value to an [`Expr`], resolving each operator name to its [`Op`] once.
+
+use bson::{Bson, Document};
+
+use super::ops::{Arity, Op};
+use super::Expr;
+use crate::error::{DocError, DocResult};
+
+fn parse_path_parts(s: &str) -> DocResult<Vec<String>> {
+    if s.is_empty() {
+        return Err(DocError::with_code(
+            16872,
+            "Location16872",
+            "'$' by itself is not a valid FieldPath",
+        ));
+    }
+    crate::limits::check_path(s)?;
+    let parts: Vec<String> = s.split('.').map(str::to_string).collect();
+    if parts.iter().any(String::is_empty) {
+        return Err(DocError::with_code(
+            15998,
+            "Location15998",
+            "FieldPath field names may not be empty strings.",
+        ));
+    }
+    Ok(parts)
+}
+
+/// Parses an aggregation expression.
+pub fn parse_expr(v: &Bson) -> DocResult<Expr> {
+    match v {
+        Bson::String(s) if s.starts_with("$$") => {
+            let mut parts = parse_path_parts(&s[2..])?;
+            let name = parts.remove(0);
+            Ok(Expr::Var(name, parts))
+        }
+        Bson::String(s) if s.starts_with('$') => Ok(Expr::Field(parse_path_parts(&s[1..])?)),
+        Bson::Array(a) => Ok(Expr::Arr(
+            a.iter().map(parse_expr).collect::<DocResult<_>>()?,
+        )),
+        Bson::Document(d) => parse_doc_expr(d),
+        other => Ok(Expr::Lit(other.clone())),
+    }
+}
+
+fn parse_doc_expr(d: &Document) -> DocResult<Expr> {
+    let Some(first) = d.keys().next() else {
+        return Ok(Expr::Obj(Vec::new()));
+    };
+    if first.starts_with('$') {
+        if d.len() != 1 {
+            return Err(DocError::with_code(
+                15983,
+                "Location15983",
+                format!(
+                    "an expression specification must contain exactly one field, the name of \
+                     the expression. Found {} fields in {}",
+                    d.len(),
+                    crate::compare::doc_repr(d)
+                ),
+            ));
+        }
+        let arg = d.get(first).expect("key");
+        return parse_op(first, arg);
+    }
+    let mut fields = Vec::new();
+    for (k, v) in d {
+        if k.starts_with('$') {
+            return Err(DocError::with_code(
+                16410,
+                "Location16410",
+                format!("FieldPath field names may not start with '$'. Consider using $getField or $setField. ('{k}')"),
+            ));
+        }
+        if k.contains('.') {
+            return Err(DocError::with_code(
+                16412,
+                "Location16412",
+                format!("FieldPath field names may not contain '.'. ('{k}')"),
+            ));
+        }
+        fields.push((k.clone(), parse_expr(v)?));
+    }
+    Ok(Expr::Obj(fields))
+}
+
+fn named_args(name: &str, arg: &Bson, allowed: &[&str]) -> DocResult<Vec<(String, Expr)>> {
+    let Bson::Document(d) = arg else {
+        return Err(DocError::failed_to_parse(format!(
+            "{name} only supports an object as its argument"
+        )));
+    };
+    let mut out = Vec::new();
+    for (k, v) in d {
+        if !allowed.contains(&k.as_str()) {
+            return Err(DocError::failed_to_parse(format!(
+                "{name} found an unknown argument: {k}"
+            )));
+        }
+        // `as` names and `vars` keep their raw form.
+        let e = match (name, k.as_str()) {
+            (_, "as") => Expr::Lit(v.clone()),
+            ("$let", "vars") | ("$switch", "branches") => Expr::Lit(v.clone()),
+            _ => parse_expr(v)?,
+        };
+        out.push((k.clone(), e));
+    }
+    Ok(out)
+}
+
+fn parse_op(name: &str, arg: &Bson) -> DocResult<Expr> {
+    if name == "$literal" {
+        return Ok(Expr::Lit(arg.clone()));
+    }
+    if name == "$cond" {
+        if let Bson::Document(d) = arg {
+            let get = |k: &str| -> DocResult<Expr> {
+                match d.get(k) {
+                    Some(v) => parse_expr(v),
+                    None => Err(DocError::with_code(
+                        17080,
+                        "Location17080",
+                        format!("Missing '{k}' parameter to $cond"),
+                    )),
+                }
+            };
+            if let Some(k) = d
+                .keys()
+                .find(|k| !matches!(k.as_str(), "if" | "then" | "else"))
+            {
+                return Err(DocError::with_code(
+                    17083,
+                    "Location17083",
+                    format!("Unrecognized parameter to $cond: {k}"),
+                ));
+            }
+            return Ok(Expr::Op(
+                Op::Cond,
+                vec![get("if")?, get("then")?, get("else")?],
+            ));
+        }
+    }
+    let Some(op) = Op::from_name(name) else {
+        return Err(DocError::with_code(
+            168,
+            "InvalidPipelineOperator",
+            format!("Unrecognized expression '{name}'"),
+        ));
+    };
+    if let Arity::Named(allowed) = op.spec().arity {
+        let mut args = named_args(name, arg, allowed)?;
+        if op == Op::Switch {
+            // Parse the branches now.
+            let mut parsed = Vec::new();
+            for (k, v) in args.drain(..) {
+                if k == "branches" {
+                    let Expr::Lit(Bson::Array(bs)) = v else {
+                        return Err(DocError::with_code(
+                            40061,
+                            "Location40061",
+                            "$switch expected an array for 'branches'",
+                        ));
+                    };
+                    for (i, b) in bs.iter().enumerate() {
+                        let Bson::Document(bd) = b else {
+                            return Err(DocError::with_code(
+                                40062,
+                                "Location40062",
+                                "$switch expected each branch to be an object",
+                            ));
+                        };
+                        let case = bd.get("case").ok_or_else(|| {
+                            DocError::with_code(
+                                40064,
+                                "Location40064",
+                                "$switch requires each branch have a 'case' expression",
+                            )
+                        })?;
+                        let then = bd.get("then").ok_or_else(|| {
+                            DocError::with_code(
+                                40065,
+                                "Location40065",
+                                "$switch requires each branch have a 'then' expression.",
+                            )
+                        })?;
+                        parsed.push((format!("case{i}"), parse_expr(case)?));
+                        parsed.push((format!("then{i}"), parse_expr(then)?));
+                    }
+                } else {
+                    parsed.push((k, v));
+                }
+            }
+            args = parsed;
+        }
+        if op == Op::Let {
+            let mut parsed = Vec::new();
+            for (k, v) in args {
+                if k == "vars" {
+                    let Expr::Lit(Bson::Document(vd)) = v else {
+                        return Err(DocError::failed_to_parse(
+                            "invalid parameter: expected an object (vars)",
+                        ));
+                    };
+                    for (vn, ve) in &vd {
+                        parsed.push((format!("var:{vn}"), parse_expr(ve)?));
+                    }
+                } else {
+                    parsed.push((k, v));
+                }
+            }
+            args = parsed;
+        }
+        return Ok(Expr::Named(op, args));
+    }
+    let args: Vec<Expr> = match arg {
+        Bson::Array(a) => a.iter().map(parse_expr).collect::<DocResult<_>>()?,
+        other => vec![parse_expr(other)?],
+    };
+    if let Arity::Positional(lo, hi) = op.spec().arity {
+        if args.len() < lo || args.len() > hi {
+            let msg = if lo == hi {
+                format!(
+                    "Expression {name} takes exactly {lo} arguments. {} were passed in.",
+                    args.len()
+                )
+            } else {
+                format!(
+                    "Expression {name} takes at least {lo} arguments, and at most {hi}. {} were passed in.",
+                    args.len()
+                )
+            };
+            return Err(DocError::with_code(16020, "Location16020", msg));
+        }
+    }
+    Ok(Expr::Op(op, args))
+}
