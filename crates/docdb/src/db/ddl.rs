@@ -1,0 +1,509 @@
+//! Catalog commands (DDL): create, list, drop and rename collections and databases; create, list and
+//! drop indexes (an index build reads the collection in batches).
+#![allow(clippy::result_large_err)]
+
+use super::*;
+
+impl DocDb {
+    /// Creates a collection (caller holds `ddl`). Returns the new handle.
+    pub(super) fn create_locked(
+        &self,
+        db: &str,
+        coll: &str,
+        options: Document,
+    ) -> DocResult<Arc<Coll>> {
+        let uuid = Uuid::new();
+        let ident = table_name_coll(&uuid);
+        let table = self
+            .engine
+            .create_table(&ident, &self.cfg.collection_table)
+            .map_err(storage_error)?;
+        let id_ident = table_name_index(&uuid, 0);
+        let mut icfg = self.cfg.index_table.clone();
+        icfg.id_index = true;
+        let id_table = self
+            .engine
+            .create_table(&id_ident, &icfg)
+            .map_err(storage_error)?;
+        let default_collation = match options.get_document("collation") {
+            Ok(c) => collation::Collation::parse(c)?,
+            Err(_) => None,
+        };
+        let entry = CollEntry {
+            ns: catalog::ns(db, coll),
+            uuid,
+            options,
+            ident,
+            indexes: vec![IndexEntry {
+                def: IndexDef::id_index(default_collation.clone()),
+                ident: id_ident.clone(),
+                multikey: false,
+            }],
+            next_index_ident: 1,
+        };
+        let idx = vec![Arc::new(Index {
+            def: IndexDef::id_index(default_collation),
+            ident: id_ident,
+            table: id_table,
+            multikey: false.into(),
+        })];
+        let c = Arc::new(Coll::new(
+            db,
+            coll,
+            self.engine.clone(),
+            self.catalog_table,
+            &entry,
+            table,
+            idx,
+            self.hooks.clone(),
+        )?);
+        c.prepare()?;
+        c.persist_entry(&c.state.read())?;
+        self.colls.write().insert(entry.ns.clone(), c.clone());
+        Ok(c)
+    }
+
+    pub fn list_databases(&self) -> DocResult<Vec<DatabaseInfo>> {
+        let colls: Vec<Arc<Coll>> = self.colls.read().values().cloned().collect();
+        let mut by_db: BTreeMap<String, u64> = BTreeMap::new();
+        for c in colls {
+            let size = self.coll_storage(&c)?;
+            *by_db.entry(c.db.clone()).or_default() += size.0 + size.1;
+        }
+        Ok(by_db
+            .into_iter()
+            .map(|(name, size_on_disk)| DatabaseInfo {
+                name,
+                size_on_disk,
+                empty: false,
+            })
+            .collect())
+    }
+
+    pub fn list_collections(&self, db: &str) -> DocResult<Vec<CollectionInfo>> {
+        catalog::validate_db_name(db)?;
+        let colls: Vec<Arc<Coll>> = self
+            .colls
+            .read()
+            .values()
+            .filter(|c| c.db == db)
+            .cloned()
+            .collect();
+        Ok(colls
+            .into_iter()
+            .map(|c| CollectionInfo {
+                name: c.name.clone(),
+                options: c.state.read().options.clone(),
+                uuid: c.uuid,
+            })
+            .collect())
+    }
+
+    pub fn create_collection(&self, db: &str, coll: &str, options: &Document) -> DocResult<()> {
+        catalog::validate_coll_name(db, coll)?;
+        let options = catalog::validate_create_options(options)?;
+        let _g = self.ddl.lock();
+        if self.get_coll(db, coll).is_some() {
+            return Err(DocError::namespace_exists(format!(
+                "Collection {} already exists.",
+                catalog::ns(db, coll)
+            )));
+        }
+        self.create_locked(db, coll, options)?;
+        Ok(())
+    }
+
+    /// Drops a collection (caller holds `ddl`).
+    pub(super) fn drop_locked(&self, c: &Arc<Coll>) -> DocResult<()> {
+        let mut st = c.state.write();
+        st.dropped = true;
+        self.colls.write().remove(&c.ns);
+        let mut b = WriteBatch::new();
+        b.delete(self.catalog_table, c.ns.as_bytes().to_vec());
+        self.engine
+            .write(&b, WriteOptions { sync: true })
+            .map_err(storage_error)?;
+        for i in &st.indexes {
+            self.engine.drop_table(&i.ident).map_err(storage_error)?;
+        }
+        self.engine.drop_table(&c.ident).map_err(storage_error)?;
+        st.indexes.clear();
+        Ok(())
+    }
+
+    pub fn drop_collection(&self, db: &str, coll: &str) -> DocResult<()> {
+        catalog::validate_coll_name(db, coll)?;
+        let _g = self.ddl.lock();
+        let c = self
+            .get_coll(db, coll)
+            .ok_or_else(|| DocError::namespace_not_found("ns not found"))?;
+        self.drop_locked(&c)
+    }
+
+    pub fn drop_database(&self, db: &str) -> DocResult<()> {
+        catalog::validate_db_name(db)?;
+        let _g = self.ddl.lock();
+        let colls: Vec<Arc<Coll>> = self
+            .colls
+            .read()
+            .values()
+            .filter(|c| c.db == db)
+            .cloned()
+            .collect();
+        for c in colls {
+            self.drop_locked(&c)?;
+        }
+        Ok(())
+    }
+
+    pub fn rename_collection(
+        &self,
+        from_db: &str,
+        from_coll: &str,
+        to_db: &str,
+        to_coll: &str,
+        drop_target: bool,
+    ) -> DocResult<()> {
+        catalog::validate_coll_name(from_db, from_coll)?;
+        catalog::validate_coll_name(to_db, to_coll)?;
+        let _g = self.ddl.lock();
+        let src = self
+            .get_coll(from_db, from_coll)
+            .ok_or_else(|| DocError::namespace_not_found("source namespace does not exist"))?;
+        let to_ns = catalog::ns(to_db, to_coll);
+        if src.ns == to_ns {
+            return Err(DocError::illegal_operation(
+                "Can't rename a collection to itself",
+            ));
+        }
+        if let Some(t) = self.get_coll(to_db, to_coll) {
+            if !drop_target {
+                return Err(DocError::namespace_exists("target namespace exists"));
+            }
+            self.drop_locked(&t)?;
+        }
+        let mut st = src.state.write();
+        let mut entry = src.entry(&st);
+        entry.ns = to_ns.clone();
+        let mut b = WriteBatch::new();
+        b.delete(self.catalog_table, src.ns.as_bytes().to_vec());
+        b.put(
+            self.catalog_table,
+            to_ns.as_bytes().to_vec(),
+            encode_doc(&entry.to_doc())?,
+        );
+        self.engine
+            .write(&b, WriteOptions { sync: true })
+            .map_err(storage_error)?;
+        let moved = Arc::new(Coll::new(
+            to_db,
+            to_coll,
+            self.engine.clone(),
+            self.catalog_table,
+            &entry,
+            src.table,
+            st.indexes.clone(),
+            self.hooks.clone(),
+        )?);
+        moved.prepare()?;
+        st.dropped = true;
+        let mut colls = self.colls.write();
+        colls.remove(&src.ns);
+        colls.insert(to_ns, moved);
+        Ok(())
+    }
+
+    pub fn create_indexes(
+        &self,
+        db: &str,
+        coll: &str,
+        specs: &[Document],
+    ) -> DocResult<CreateIndexesOutcome> {
+        self.create_indexes_until(db, coll, specs, &Interrupt::none())
+    }
+
+    /// [`DocDb::create_indexes`], each build checking `interrupt` once per document: an
+    /// interrupted build drops its half-built table, and the indexes built before it stay.
+    pub fn create_indexes_until(
+        &self,
+        db: &str,
+        coll: &str,
+        specs: &[Document],
+        interrupt: &Interrupt,
+    ) -> DocResult<CreateIndexesOutcome> {
+        catalog::validate_coll_name(db, coll)?;
+        if specs.is_empty() {
+            return Err(DocError::bad_value(
+                "Must specify at least one index to create",
+            ));
+        }
+        let defs = specs
+            .iter()
+            .map(IndexDef::parse)
+            .collect::<DocResult<Vec<_>>>()?;
+        for (i, a) in defs.iter().enumerate() {
+            if defs[..i].iter().any(|b| b.name == a.name) {
+                return Err(DocError::with_code(
+                    68,
+                    "IndexAlreadyExists",
+                    format!("Identical index already exists: {}", a.name),
+                ));
+            }
+        }
+        let (c, created) = self.get_or_create(db, coll)?;
+        let _g = self.ddl.lock();
+        let c = match self.get_coll(db, coll) {
+            Some(x) if Arc::ptr_eq(&x, &c) => c,
+            Some(x) => x,
+            None => self.create_locked(db, coll, Document::new())?,
+        };
+        let mut st = c.state.write();
+        let before = st.indexes.len() as i32;
+        let mut todo = Vec::new();
+        for (mut def, spec) in defs.into_iter().zip(specs) {
+            // An index without a collation of its own takes the collection's default.
+            if !spec.contains_key("collation") {
+                if let Some(dc) = &c.default_collation {
+                    if def.hashed {
+                        return Err(DocError::with_code(
+                            67,
+                            "CannotCreateIndex",
+                            "a hashed index on a collection with a default collation is not supported by flashdoc",
+                        ));
+                    }
+                    def.collation = Some(dc.clone());
+                    def.spec.insert("collation", dc.spec().clone());
+                }
+            }
+            let mut exists = false;
+            for i in &st.indexes {
+                let same_key = i.def.key == def.key;
+                let same_opts = i.def.unique == def.unique
+                    && i.def.sparse == def.sparse
+                    && i.def.expire_after == def.expire_after
+                    && i.def.collation == def.collation;
+                if i.def.name == def.name {
+                    if !same_key {
+                        return Err(DocError::index_key_specs_conflict(format!(
+                            "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {}",
+                            def.spec, i.def.spec
+                        )));
+                    }
+                    if !same_opts {
+                        return Err(DocError::index_options_conflict(format!(
+                            "An equivalent index already exists with the same name but different options. Requested index: {}, existing index: {}",
+                            def.spec, i.def.spec
+                        )));
+                    }
+                    exists = true;
+                } else if same_key {
+                    return Err(DocError::index_options_conflict(format!(
+                        "Index already exists with a different name: {}",
+                        i.def.name
+                    )));
+                }
+            }
+            if !exists {
+                todo.push(def);
+            }
+        }
+        if st.indexes.len() + todo.len() > MAX_INDEXES {
+            return Err(DocError::with_code(
+                67,
+                "CannotCreateIndex",
+                format!(
+                    "add index fails, too many indexes for {} key:{}",
+                    c.ns,
+                    todo.last().map(|d| d.key.to_string()).unwrap_or_default()
+                ),
+            ));
+        }
+        let nothing = todo.is_empty();
+        for def in todo {
+            let n = st.next_index_ident;
+            st.next_index_ident += 1;
+            let idx = self.build_index(&c, def, n, interrupt)?;
+            st.indexes.push(Arc::new(idx));
+            c.persist_entry(&st)?;
+        }
+        Ok(CreateIndexesOutcome {
+            num_indexes_before: before,
+            num_indexes_after: st.indexes.len() as i32,
+            created_collection_automatically: created,
+            note: nothing.then(|| "all indexes already exist".to_string()),
+        })
+    }
+
+    /// Builds a new index table from the collection (writers are excluded by the caller).
+    /// A collection table's records in RecordId order, as stored (encoded BSON).
+    pub(super) fn records(
+        &self,
+        table: TableId,
+    ) -> DocResult<impl Iterator<Item = DocResult<(RecordId, Vec<u8>)>>> {
+        let it = self
+            .engine
+            .scan(
+                table,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Direction::Forward,
+            )
+            .map_err(storage_error)?;
+        Ok(it.map(|kv| {
+            let (k, v) = kv.map_err(storage_error)?;
+            Ok((index::rid_from(&k)?, v))
+        }))
+    }
+
+    /// On any error the table is dropped and nothing refers to it.
+    pub(super) fn build_index(
+        &self,
+        c: &Coll,
+        def: IndexDef,
+        n: i64,
+        interrupt: &Interrupt,
+    ) -> DocResult<Index> {
+        let ident = table_name_index(&c.uuid, n);
+        let table = self
+            .engine
+            .create_table(&ident, &self.cfg.index_table)
+            .map_err(storage_error)?;
+        let result = (|| -> DocResult<bool> {
+            let mut multikey = false;
+            let mut batch = WriteBatch::new();
+            let mut pending: BTreeMap<Vec<u8>, (RecordId, Vec<Bson>)> = BTreeMap::new();
+            let mut docs_in_batch = 0;
+            for rec in self.records(c.table)? {
+                interrupt.check()?;
+                let (rid, v) = rec?;
+                let doc = decode_doc(&v)?;
+                let keys = index::doc_keys(&def, &doc)?;
+                multikey |= keys.multikey;
+                for key in keys.keys {
+                    if def.unique {
+                        let dup = pending.contains_key(&key.encoded)
+                            || self
+                                .engine
+                                .get(table, &key.encoded)
+                                .map_err(storage_error)?
+                                .is_some();
+                        if dup {
+                            return Err(DocError::duplicate_key(
+                                &c.ns,
+                                &def.name,
+                                def.key.clone(),
+                                index::key_value_doc(&def, &key.values),
+                            ));
+                        }
+                        pending.insert(key.encoded.clone(), (rid, key.values.clone()));
+                        batch.put(table, key.encoded, index::rid_bytes(rid).to_vec());
+                    } else {
+                        batch.put(
+                            table,
+                            index::entry_key(false, &key.encoded, rid),
+                            Vec::new(),
+                        );
+                    }
+                }
+                docs_in_batch += 1;
+                if docs_in_batch >= BUILD_BATCH {
+                    self.engine
+                        .write(&batch, WriteOptions::default())
+                        .map_err(storage_error)?;
+                    batch = WriteBatch::new();
+                    pending.clear();
+                    docs_in_batch = 0;
+                }
+            }
+            if !batch.is_empty() {
+                self.engine
+                    .write(&batch, WriteOptions::default())
+                    .map_err(storage_error)?;
+            }
+            Ok(multikey)
+        })();
+        match result {
+            Ok(multikey) => Ok(Index {
+                def,
+                ident,
+                table,
+                multikey: multikey.into(),
+            }),
+            Err(e) => {
+                let _ = self.engine.drop_table(&ident);
+                Err(e)
+            }
+        }
+    }
+
+    pub fn list_indexes(&self, db: &str, coll: &str) -> DocResult<Vec<Document>> {
+        catalog::validate_coll_name(db, coll)?;
+        let c = self.get_coll(db, coll).ok_or_else(|| {
+            DocError::namespace_not_found(format!("ns does not exist: {}", catalog::ns(db, coll)))
+        })?;
+        let st = c.state.read();
+        Ok(st.indexes.iter().map(|i| i.def.spec.clone()).collect())
+    }
+
+    pub fn drop_indexes(&self, db: &str, coll: &str, which: &Bson) -> DocResult<i32> {
+        catalog::validate_coll_name(db, coll)?;
+        let _g = self.ddl.lock();
+        let c = self.get_coll(db, coll).ok_or_else(|| {
+            DocError::namespace_not_found(format!("ns not found {}", catalog::ns(db, coll)))
+        })?;
+        let mut st = c.state.write();
+        let was = st.indexes.len() as i32;
+        let find = |st: &CollState, w: &Bson| -> DocResult<usize> {
+            let pos = st.indexes.iter().position(|i| match w {
+                Bson::String(n) => &i.def.name == n,
+                Bson::Document(k) => &i.def.key == k,
+                _ => false,
+            });
+            let pos = pos.ok_or_else(|| {
+                DocError::index_not_found(match w {
+                    Bson::Document(k) => format!("can't find index with key: {k}"),
+                    other => format!(
+                        "index not found with name [{}]",
+                        other.as_str().unwrap_or("")
+                    ),
+                })
+            })?;
+            if st.indexes[pos].def.is_id() {
+                return Err(DocError::invalid_options("cannot drop _id index"));
+            }
+            Ok(pos)
+        };
+        let mut victims: Vec<usize> = match which {
+            Bson::String(s) if s == "*" => (0..st.indexes.len())
+                .filter(|&i| !st.indexes[i].def.is_id())
+                .collect(),
+            Bson::String(_) | Bson::Document(_) => vec![find(&st, which)?],
+            Bson::Array(names) => {
+                let mut v = Vec::new();
+                for n in names {
+                    if !matches!(n, Bson::String(_)) {
+                        return Err(DocError::type_mismatch("dropIndexes names must be strings"));
+                    }
+                    v.push(find(&st, n)?);
+                }
+                v
+            }
+            _ => {
+                return Err(DocError::type_mismatch(
+                    "BSON field 'dropIndexes.index' is the wrong type",
+                ))
+            }
+        };
+        victims.sort_unstable();
+        victims.dedup();
+        let mut dropped = Vec::new();
+        for &i in victims.iter().rev() {
+            dropped.push(st.indexes.remove(i));
+        }
+        c.persist_entry(&st)?;
+        for i in dropped {
+            self.engine.drop_table(&i.ident).map_err(storage_error)?;
+        }
+        Ok(was)
+    }
+}

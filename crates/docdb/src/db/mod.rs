@@ -1,0 +1,388 @@
+//! The document database: the public API the wire server calls (catalog commands, writes,
+//! queries, explain, stats). See docs/docdb.md for the design. This file holds the API's
+//! types and opening the database; each family of calls is its own file.
+#![allow(clippy::result_large_err)]
+
+mod ddl;
+mod explain;
+mod read;
+mod stats;
+mod write;
+
+use crate::catalog::{self, CollEntry, IndexEntry, CATALOG_TABLE};
+use crate::collection::{self, decode_doc, encode_doc, Coll, CollState, Index};
+use crate::config::DocDbConfig;
+use crate::cursor::{DocCursor, Exec, ExecStats};
+use crate::index::{self, IndexDef, RecordId};
+use crate::planner::{self, Access, Plan};
+use crate::scope::{self, Hooks, WriteHook};
+use crate::storage_error;
+use bson::{doc, Bson, Document, Uuid};
+use engine::{Direction, KvEngine, TableConfig, TableId, WriteBatch, WriteOptions};
+use parking_lot::{Mutex, RwLock};
+use query::aggregate;
+use query::collation;
+use query::compare::compare_bson;
+use query::error::{DocError, DocResult};
+use query::interrupt::Interrupt;
+use query::matcher::Matcher;
+use query::path;
+use query::projection::Projection;
+use query::sort::SortSpec;
+use query::update::{self, Update};
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashSet};
+use std::ops::Bound;
+use std::sync::atomic::Ordering as AtomicOrdering;
+use std::sync::{Arc, Weak};
+
+/// mongod's limit on indexes per collection.
+const MAX_INDEXES: usize = 64;
+/// Documents per engine batch while building an index.
+const BUILD_BATCH: usize = 512;
+/// Candidates a single-document write collects (some may stop matching before they are locked).
+const ONE_TARGET: usize = 64;
+/// Documents the TTL monitor deletes per batch.
+pub const TTL_BATCH: usize = 1000;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct DatabaseInfo {
+    pub name: String,
+    pub size_on_disk: u64,
+    pub empty: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CollectionInfo {
+    pub name: String,
+    pub options: Document,
+    pub uuid: Uuid,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CreateIndexesOutcome {
+    pub num_indexes_before: i32,
+    pub num_indexes_after: i32,
+    pub created_collection_automatically: bool,
+    /// "all indexes already exist" when nothing was created.
+    pub note: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct WriteOpts {
+    /// Stop at the first failing statement (default) or try them all.
+    pub ordered: bool,
+    /// `j: true`: the batch is in the synced journal before the call returns.
+    pub journal: bool,
+    /// Checked before each statement and for each document a statement visits.
+    pub interrupt: Interrupt,
+    /// Skip document validation (`bypassDocumentValidation`).
+    pub bypass_validation: bool,
+}
+
+impl Default for WriteOpts {
+    fn default() -> Self {
+        WriteOpts {
+            ordered: true,
+            journal: false,
+            interrupt: Interrupt::none(),
+            bypass_validation: false,
+        }
+    }
+}
+
+/// Options of an aggregation.
+#[derive(Clone, Debug, Default)]
+pub struct AggregateOpts {
+    pub interrupt: Interrupt,
+    /// The aggregation's collation (`{locale: ...}`); None: the collection's default.
+    pub collation: Option<Document>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct WriteError {
+    /// Position of the failing statement in the request.
+    pub index: usize,
+    pub error: DocError,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WriteOutcome {
+    /// insert: documents inserted; update: documents matched plus upserted; delete: deleted.
+    pub n: u64,
+    pub n_modified: u64,
+    /// (statement index, `_id`) of each upserted document.
+    pub upserted: Vec<(usize, Bson)>,
+    pub write_errors: Vec<WriteError>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct UpdateStatement {
+    pub q: Document,
+    /// Update operators, a replacement document, or a pipeline (array).
+    pub u: Bson,
+    pub upsert: bool,
+    pub multi: bool,
+    pub array_filters: Option<Vec<Document>>,
+    /// The statement's collation; None: the collection's default.
+    pub collation: Option<Document>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeleteStatement {
+    pub q: Document,
+    /// 0: all matching documents; 1: the first.
+    pub limit: i64,
+    /// The statement's collation; None: the collection's default.
+    pub collation: Option<Document>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FindAndModify {
+    pub query: Document,
+    pub sort: Option<Document>,
+    pub update: Option<Bson>,
+    pub remove: bool,
+    /// Return the document after the update (default: before).
+    pub new: bool,
+    pub fields: Option<Document>,
+    pub upsert: bool,
+    pub array_filters: Option<Vec<Document>>,
+    pub journal: bool,
+    pub collation: Option<Document>,
+    pub interrupt: Interrupt,
+    pub bypass_validation: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FindAndModifyOutcome {
+    pub value: Option<Document>,
+    /// lastErrorObject.n
+    pub n: u64,
+    /// lastErrorObject.updatedExisting
+    pub updated_existing: bool,
+    /// lastErrorObject.upserted
+    pub upserted: Option<Bson>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FindQuery {
+    pub filter: Document,
+    pub projection: Option<Document>,
+    pub sort: Option<Document>,
+    pub skip: u64,
+    /// None or 0: no limit; a negative limit is taken as its absolute value.
+    pub limit: Option<i64>,
+    /// An index name, a key pattern, or `{$natural: ±1}`.
+    pub hint: Option<Bson>,
+    /// Checked for every document examined (and, for a cursor, every document returned).
+    pub interrupt: Interrupt,
+    /// The query's collation (`{locale: ...}`); None: the collection's default.
+    pub collation: Option<Document>,
+    /// A tailable cursor on a capped collection: it stays open at the end of the data and
+    /// returns documents inserted later.
+    pub tailable: bool,
+}
+
+pub struct DocDb {
+    engine: Arc<dyn KvEngine>,
+    cfg: DocDbConfig,
+    catalog_table: TableId,
+    colls: RwLock<BTreeMap<String, Arc<Coll>>>,
+    /// Serializes catalog changes (create, drop, rename, index builds and drops).
+    ddl: Mutex<()>,
+    hooks: Arc<Hooks>,
+    /// What the server should warn about once it starts (stored collations today's rules
+    /// refuse).
+    startup_warnings: Vec<String>,
+    me: Weak<DocDb>,
+}
+
+fn table_name_coll(uuid: &Uuid) -> String {
+    format!("collection-{uuid}")
+}
+
+fn table_name_index(uuid: &Uuid, n: i64) -> String {
+    format!("index-{uuid}-{n}")
+}
+
+/// A warning per stored collation of a collection (default or index) that today's rules
+/// refuse.
+fn legacy_collation_warnings(c: &Coll, e: &CollEntry) -> Vec<String> {
+    let default = c
+        .default_collation
+        .iter()
+        .map(|coll| ("its default collation".to_string(), coll));
+    let indexes = e.indexes.iter().filter_map(|i| {
+        let coll = i.def.collation.as_ref()?;
+        Some((format!("index '{}'", i.def.name), coll))
+    });
+    default
+        .chain(indexes)
+        .filter_map(|(what, coll)| {
+            let why = coll.legacy()?;
+            Some(format!(
+                "{}: {what} {} was accepted by an earlier flashdoc and is refused today ({why}); \
+                 it keeps the collator it was built with, so its data stays in order; recreate \
+                 it to get an exact collation",
+                e.ns,
+                coll.spec()
+            ))
+        })
+        .collect()
+}
+
+fn sort_unique_bson(v: &mut Vec<Bson>) {
+    v.sort_by(compare_bson);
+    v.dedup_by(|a, b| compare_bson(a, b) == Ordering::Equal);
+}
+
+impl DocDb {
+    pub fn open(cfg: DocDbConfig) -> DocResult<Arc<DocDb>> {
+        let engine =
+            engine::open_engine(cfg.engine_kind, cfg.engine.clone()).map_err(storage_error)?;
+        let catalog_table = match engine.table_id(CATALOG_TABLE) {
+            Some(t) => t,
+            None => engine
+                .create_table(CATALOG_TABLE, &TableConfig::collection())
+                .map_err(storage_error)?,
+        };
+        let mut entries = Vec::new();
+        for kv in engine
+            .scan(
+                catalog_table,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Direction::Forward,
+            )
+            .map_err(storage_error)?
+        {
+            let (_, v) = kv.map_err(storage_error)?;
+            entries.push(CollEntry::from_doc(&decode_doc(&v)?)?);
+        }
+        let mut colls = BTreeMap::new();
+        let hooks = Arc::new(Hooks::default());
+        let mut referenced = HashSet::new();
+        let mut startup_warnings = Vec::new();
+        referenced.insert(CATALOG_TABLE.to_string());
+        for e in entries {
+            let (db, name) = catalog::split_ns(&e.ns)
+                .ok_or_else(|| DocError::internal_error(format!("bad catalog ns {}", e.ns)))?;
+            let table = engine.table_id(&e.ident).ok_or_else(|| {
+                DocError::internal_error(format!("catalog names missing table {}", e.ident))
+            })?;
+            referenced.insert(e.ident.clone());
+            let mut idx = Vec::new();
+            for i in &e.indexes {
+                let t = engine.table_id(&i.ident).ok_or_else(|| {
+                    DocError::internal_error(format!("catalog names missing table {}", i.ident))
+                })?;
+                referenced.insert(i.ident.clone());
+                idx.push(Arc::new(Index {
+                    def: i.def.clone(),
+                    ident: i.ident.clone(),
+                    table: t,
+                    multikey: i.multikey.into(),
+                }));
+            }
+            let c = Coll::new(
+                db,
+                name,
+                engine.clone(),
+                catalog_table,
+                &e,
+                table,
+                idx,
+                hooks.clone(),
+            )?;
+            c.prepare()?;
+            startup_warnings.extend(legacy_collation_warnings(&c, &e));
+            colls.insert(e.ns.clone(), Arc::new(c));
+        }
+        // Tables of a create or index build that crashed before its catalog entry was written.
+        for (name, _, _) in engine.tables() {
+            if !referenced.contains(&name)
+                && (name.starts_with("collection-") || name.starts_with("index-"))
+            {
+                engine.drop_table(&name).map_err(storage_error)?;
+            }
+        }
+        Ok(Arc::new_cyclic(|me| DocDb {
+            engine,
+            cfg,
+            catalog_table,
+            colls: RwLock::new(colls),
+            ddl: Mutex::new(()),
+            hooks,
+            startup_warnings,
+            me: me.clone(),
+        }))
+    }
+
+    /// Warnings for the server to log at startup (see [`collation::SpecOrigin`]).
+    pub fn startup_warnings(&self) -> &[String] {
+        &self.startup_warnings
+    }
+
+    pub fn engine(&self) -> &Arc<dyn KvEngine> {
+        &self.engine
+    }
+
+    pub fn config(&self) -> &DocDbConfig {
+        &self.cfg
+    }
+
+    /// Installs (or removes) the hook every document write passes through (see `scope`).
+    pub fn set_write_hook(&self, hook: Option<Arc<dyn WriteHook>>) {
+        self.hooks.set_write_hook(hook);
+    }
+
+    /// Checkpoints and closes the engine; further calls fail.
+    pub fn shutdown(&self) -> DocResult<()> {
+        self.engine.checkpoint().map_err(storage_error)?;
+        self.engine.close().map_err(storage_error)?;
+        Ok(())
+    }
+
+    fn get_coll(&self, db: &str, coll: &str) -> Option<Arc<Coll>> {
+        self.colls.read().get(&catalog::ns(db, coll)).cloned()
+    }
+
+    /// The collection, created (implicitly, as MongoDB does on first write) if missing.
+    fn get_or_create(&self, db: &str, coll: &str) -> DocResult<(Arc<Coll>, bool)> {
+        if let Some(c) = self.get_coll(db, coll) {
+            return Ok((c, false));
+        }
+        catalog::validate_coll_name(db, coll)?;
+        let _g = self.ddl.lock();
+        if let Some(c) = self.get_coll(db, coll) {
+            return Ok((c, false));
+        }
+        Ok((self.create_locked(db, coll, Document::new())?, true))
+    }
+
+    /// Runs `f` with the collection's state shared (retrying if it was dropped meanwhile).
+    fn with_write<T>(
+        &self,
+        db: &str,
+        coll: &str,
+        create: bool,
+        mut f: impl FnMut(&Coll, &CollState) -> T,
+    ) -> DocResult<Option<T>> {
+        loop {
+            let c = if create {
+                self.get_or_create(db, coll)?.0
+            } else {
+                match self.get_coll(db, coll) {
+                    Some(c) => c,
+                    None => return Ok(None),
+                }
+            };
+            let st = c.state.read();
+            if st.dropped {
+                continue;
+            }
+            return Ok(Some(f(&c, &st)));
+        }
+    }
+}

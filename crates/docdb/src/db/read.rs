@@ -1,0 +1,302 @@
+//! Reads: planning a query (`exec_under`), find, index scans, count, distinct, aggregate.
+#![allow(clippy::result_large_err)]
+
+use super::*;
+
+impl DocDb {
+    pub(super) fn exec_for(&self, c: &Coll, st: &CollState, q: &FindQuery) -> DocResult<Exec> {
+        let coll = collation::resolve(q.collation.as_ref(), c.default_collation.as_ref())?;
+        self.exec_under(c, st, q, coll)
+    }
+
+    /// The execution of `q` under `coll`, the collation the caller resolved for it (once per
+    /// statement: `q.collation` is not parsed again).
+    pub(super) fn exec_under(
+        &self,
+        c: &Coll,
+        st: &CollState,
+        q: &FindQuery,
+        coll: Option<Arc<collation::Collation>>,
+    ) -> DocResult<Exec> {
+        let filter = Matcher::new(&q.filter)?;
+        let sort = match &q.sort {
+            Some(s) if !s.is_empty() => Some(Arc::new(SortSpec::parse(s)?)),
+            _ => None,
+        };
+        let projection = match &q.projection {
+            Some(p) if !p.is_empty() => Some(Arc::new(Projection::parse(p)?)),
+            _ => None,
+        };
+        if q.tailable {
+            if c.capped.is_none() {
+                return Err(DocError::bad_value(format!(
+                    "error processing query: ns={} tailable cursor requested on non capped collection",
+                    c.ns
+                )));
+            }
+            // A tailable cursor reads the collection forward in insertion order: the only
+            // sort and hint it can honour are that order ({$natural: 1}).
+            let forward = |d: &Document| {
+                d.len() == 1
+                    && d.get("$natural")
+                        .and_then(query::compare::Num::of)
+                        .is_some_and(|n| n.as_f64() > 0.0)
+            };
+            if q.sort
+                .as_ref()
+                .is_some_and(|s| !s.is_empty() && !forward(s))
+            {
+                return Err(DocError::bad_value(
+                    "error processing query: cannot use tailable option with a sort other than {$natural: 1}",
+                ));
+            }
+            let natural = |h: &Bson| matches!(h, Bson::Document(d) if forward(d));
+            if q.hint.as_ref().is_some_and(|h| !natural(h)) {
+                return Err(DocError::bad_value(
+                    "error processing query: a tailable cursor reads in natural order; it cannot use an index hint",
+                ));
+            }
+        }
+        // Index bounds are encoded under the query's collation, and only indexes built with
+        // it can answer the query; hidden indexes answer none.
+        let _in_effect = collation::scope(coll.clone());
+        let usable: Vec<Arc<Index>> = st
+            .indexes
+            .iter()
+            .filter(|i| !i.def.hidden && collation::same(i.def.collation.as_ref(), coll.as_ref()))
+            .cloned()
+            .collect();
+        let plan = if q.tailable {
+            // Natural (insertion) order, resumed after the last RecordId returned.
+            planner::plan(&[], &Document::new(), None, None)?
+        } else {
+            planner::plan(
+                &usable,
+                &q.filter,
+                sort.as_ref().and(q.sort.as_ref()),
+                q.hint.as_ref(),
+            )?
+        };
+        Ok(Exec {
+            engine: self.engine.clone(),
+            table: c.table,
+            plan,
+            filter: if q.filter.is_empty() {
+                None
+            } else {
+                Some(Arc::new(filter))
+            },
+            ownership: scope::current_ownership(),
+            sort,
+            projection,
+            skip: q.skip,
+            limit: q.limit.map(|l| l.unsigned_abs()).filter(|&l| l > 0),
+            stats: Arc::new(ExecStats::default()),
+            interrupt: q.interrupt.clone(),
+            collation: coll,
+        })
+    }
+
+    pub fn find(&self, db: &str, coll: &str, q: &FindQuery) -> DocResult<DocCursor> {
+        catalog::validate_coll_name(db, coll)?;
+        let Some(c) = self.get_coll(db, coll) else {
+            // Parse anyway so bad input errors even on a missing collection.
+            Matcher::new(&q.filter)?;
+            let coll = collation::resolve(q.collation.as_ref(), None)?;
+            return Ok(DocCursor::with_collation(
+                Box::new(std::iter::empty()),
+                coll,
+            ));
+        };
+        let st = c.state.read();
+        let exec = self.exec_for(&c, &st, q)?;
+        drop(st);
+        if q.tailable {
+            return Ok(exec.tail());
+        }
+        exec.run()
+    }
+
+    /// The documents whose keys in the index with key pattern `key` fall in `[lo, hi)`-style
+    /// byte bounds over its KeyString keys, in index order (a shard clones, deletes and
+    /// splits chunk ranges this way; for a hashed index the keys are the hashes).
+    pub fn scan_index(
+        &self,
+        db: &str,
+        coll: &str,
+        key: &Document,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+    ) -> DocResult<DocCursor> {
+        catalog::validate_coll_name(db, coll)?;
+        let Some(c) = self.get_coll(db, coll) else {
+            return Ok(DocCursor::empty());
+        };
+        let st = c.state.read();
+        let index = st
+            .indexes
+            .iter()
+            .find(|i| &i.def.key == key)
+            .cloned()
+            .ok_or_else(|| {
+                DocError::index_not_found(format!("no index with key pattern {key} on {db}.{coll}"))
+            })?;
+        let collation = index.def.collation.clone();
+        let exec = Exec {
+            engine: self.engine.clone(),
+            table: c.table,
+            plan: Plan {
+                access: Access::IxScan {
+                    index,
+                    ranges: vec![(lo, hi)],
+                    bounds: doc! {"range": "chunk bounds"},
+                },
+                reverse: false,
+                sort_provided: true,
+            },
+            filter: None,
+            ownership: scope::current_ownership(),
+            sort: None,
+            projection: None,
+            skip: 0,
+            limit: None,
+            stats: Arc::new(ExecStats::default()),
+            interrupt: Interrupt::none(),
+            // The keys were encoded under the index's collation.
+            collation,
+        };
+        drop(st);
+        exec.run()
+    }
+
+    /// The number of documents a query (filter, skip, limit, collation) returns.
+    pub fn count(&self, db: &str, coll: &str, q: &FindQuery) -> DocResult<u64> {
+        if q.filter.is_empty()
+            && q.skip == 0
+            && q.limit.is_none_or_zero()
+            && scope::current_ownership().is_none()
+        {
+            catalog::validate_coll_name(db, coll)?;
+            return match self.get_coll(db, coll) {
+                Some(c) => Ok(c.counts()?.0 as u64),
+                None => Ok(0),
+            };
+        }
+        let q = FindQuery {
+            projection: None,
+            sort: None,
+            ..q.clone()
+        };
+        let mut n = 0;
+        for d in self.find(db, coll, &q)? {
+            d?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// The distinct values at `key` among the documents `q` matches, in BSON order (under the
+    /// query's collation, strings equal under it count once).
+    pub fn distinct(&self, db: &str, coll: &str, key: &str, q: &FindQuery) -> DocResult<Vec<Bson>> {
+        if key.is_empty() {
+            return Err(DocError::bad_value(
+                "FieldPath cannot be constructed with empty string",
+            ));
+        }
+        query::limits::check_path(key)?;
+        let q = FindQuery {
+            projection: None,
+            sort: None,
+            ..q.clone()
+        };
+        let mut out = Vec::new();
+        let cursor = self.find(db, coll, &q)?;
+        let _in_effect = collation::scope(cursor.collation().cloned());
+        for d in cursor {
+            let d = d?;
+            for v in path::lookup_path(&d, key).into_iter().cloned() {
+                match v {
+                    Bson::Array(a) => out.extend(a),
+                    other => out.push(other),
+                }
+            }
+        }
+        // Values equal under the collation count once.
+        sort_unique_bson(&mut out);
+        Ok(out)
+    }
+
+    pub fn aggregate(
+        &self,
+        db: &str,
+        coll: &str,
+        pipeline: &[Document],
+        opts: &AggregateOpts,
+    ) -> DocResult<DocCursor> {
+        catalog::validate_coll_name(db, coll)?;
+        let (filter, rest) = match pipeline.first() {
+            Some(first) if first.len() == 1 && first.contains_key("$match") => {
+                match first.get("$match") {
+                    Some(Bson::Document(f)) => (f.clone(), &pipeline[1..]),
+                    _ => {
+                        return Err(DocError::with_code(
+                            15959,
+                            "Location15959",
+                            "the match filter must be an expression in an object",
+                        ))
+                    }
+                }
+            }
+            _ => (Document::new(), pipeline),
+        };
+        let input = self.find(
+            db,
+            coll,
+            &FindQuery {
+                filter,
+                interrupt: opts.interrupt.clone(),
+                collation: opts.collation.clone(),
+                ..Default::default()
+            },
+        )?;
+        // The pipeline runs under the collation the find resolved.
+        let coll = input.collation().cloned();
+        let input = input.into_inner();
+        let me = self.me.clone();
+        let dbname = db.to_string();
+        let lookup = move |other: &str| -> DocResult<Vec<Document>> {
+            let Some(this) = me.upgrade() else {
+                return Err(DocError::internal_error("database closed"));
+            };
+            // Stored credentials are read by authentication only; the server's guard sees a
+            // command's own namespace, not the ones its stages join.
+            if other == "system.users" {
+                return Err(DocError::with_code(
+                    13,
+                    "Unauthorized",
+                    format!("{dbname}.system.users cannot be joined"),
+                ));
+            }
+            this.find(&dbname, other, &FindQuery::default())?.collect()
+        };
+        let _in_effect = collation::scope(coll.clone());
+        Ok(DocCursor::with_collation(
+            Box::new(
+                aggregate::run_pipeline(rest, input, &lookup, &opts.interrupt)?
+                    .into_iter()
+                    .map(Ok),
+            ),
+            coll,
+        ))
+    }
+}
+
+trait LimitExt {
+    fn is_none_or_zero(&self) -> bool;
+}
+
+impl LimitExt for Option<i64> {
+    fn is_none_or_zero(&self) -> bool {
+        matches!(self, None | Some(0))
+    }
+}

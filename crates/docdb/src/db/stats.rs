@@ -1,0 +1,284 @@
+//! `validate`, and the storage statistics of collections, databases and the engine.
+#![allow(clippy::result_large_err)]
+
+use super::*;
+
+impl DocDb {
+    /// The `validate` command: with writers to the collection held off, the engine reads every
+    /// block of the collection's table and of each index table (checksums, page kinds, key
+    /// order); every document is decoded and its keys are looked up in every index; each
+    /// index's entry count is compared with the keys the documents have. Problems are reported
+    /// in `errors` with `valid: false`, in mongod's reply shape; a missing collection is
+    /// NamespaceNotFound (26).
+    /// `interrupt` is checked once per document.
+    pub fn validate(&self, db: &str, coll: &str, interrupt: &Interrupt) -> DocResult<Document> {
+        catalog::validate_coll_name(db, coll)?;
+        let ns = catalog::ns(db, coll);
+        let c = self.get_coll(db, coll).ok_or_else(|| {
+            DocError::namespace_not_found(format!("Collection '{ns}' does not exist to validate."))
+        })?;
+        let st = c.state.write();
+        let mut errors: Vec<String> = Vec::new();
+        let nrecords = match self.engine.verify_table(c.table) {
+            Ok(n) => n as i64,
+            Err(e) => {
+                errors.push(format!("collection table {}: {e}", c.ident));
+                0
+            }
+        };
+        let mut entries: Vec<Option<u64>> = Vec::new();
+        // Which indexes an error was found in (indexDetails.valid).
+        let mut index_bad = vec![false; st.indexes.len()];
+        for (i, idx) in st.indexes.iter().enumerate() {
+            entries.push(match self.engine.verify_table(idx.table) {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    errors.push(format!("index {} ({}): {e}", idx.def.name, idx.ident));
+                    index_bad[i] = true;
+                    None
+                }
+            });
+        }
+        // Documents the validator would refuse now, judged as writes are (under the default
+        // collation); mongod reports them as a warning, not as invalid data.
+        let _default = collation::scope(c.default_collation.clone());
+        let mut non_compliant = 0i64;
+        let mut expected = vec![0u64; st.indexes.len()];
+        let (mut invalid_docs, mut missing) = (0i64, 0i64);
+        if errors.is_empty() {
+            for rec in self.records(c.table)? {
+                interrupt.check()?;
+                let (rid, v) = rec?;
+                let doc = match collection::decode_doc(&v) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        invalid_docs += 1;
+                        errors.push(format!("record {rid}: {e}"));
+                        continue;
+                    }
+                };
+                if c.validator.as_ref().is_some_and(|v| !v.matches(&doc)) {
+                    non_compliant += 1;
+                }
+                for (i, idx) in st.indexes.iter().enumerate() {
+                    let keys = index::doc_keys(&idx.def, &doc)?;
+                    for key in keys.keys {
+                        expected[i] += 1;
+                        let entry = index::entry_key(idx.def.unique, &key.encoded, rid);
+                        let found =
+                            match self.engine.get(idx.table, &entry).map_err(storage_error)? {
+                                Some(val) => !idx.def.unique || index::rid_from(&val)? == rid,
+                                None => false,
+                            };
+                        if !found {
+                            index_bad[i] = true;
+                            missing += 1;
+                            if missing <= 10 {
+                                errors.push(format!(
+                                    "index {} is missing the entry {:?} for record {rid}",
+                                    idx.def.name, key.values
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            for (i, idx) in st.indexes.iter().enumerate() {
+                if let Some(n) = entries[i] {
+                    if n > expected[i] {
+                        index_bad[i] = true;
+                        errors.push(format!(
+                            "index {} has {n} entries but the documents have {} keys (extra index entries)",
+                            idx.def.name, expected[i]
+                        ));
+                    }
+                }
+            }
+        }
+        let keys_per_index: Document = st
+            .indexes
+            .iter()
+            .zip(&entries)
+            .map(|(i, n)| (i.def.name.clone(), Bson::Int64(n.unwrap_or(0) as i64)))
+            .collect();
+        let index_details: Document = st
+            .indexes
+            .iter()
+            .zip(&index_bad)
+            .map(|(i, bad)| (i.def.name.clone(), Bson::Document(doc! {"valid": !bad})))
+            .collect();
+        let warnings: Vec<Bson> = match non_compliant {
+            0 => Vec::new(),
+            n => vec![Bson::String(format!(
+                "Detected {n} document(s) that do not comply with the collection's validator"
+            ))],
+        };
+        Ok(doc! {
+            "ns": ns,
+            "uuid": c.uuid,
+            "nInvalidDocuments": invalid_docs,
+            "nNonCompliantDocuments": non_compliant,
+            "nrecords": nrecords,
+            "nIndexes": st.indexes.len() as i32,
+            "keysPerIndex": keys_per_index,
+            "indexDetails": index_details,
+            "valid": errors.is_empty(),
+            "repaired": false,
+            "warnings": warnings,
+            "errors": errors.into_iter().map(Bson::String).collect::<Vec<_>>(),
+            "extraIndexEntries": Vec::<Bson>::new(),
+            "missingIndexEntries": Vec::<Bson>::new(),
+            "corruptRecords": Vec::<Bson>::new(),
+        })
+    }
+
+    /// (data bytes, index bytes) on disk for one collection: the table files' sizes on the disk
+    /// engine, the entries' sizes in memory.
+    pub(super) fn coll_storage(&self, c: &Coll) -> DocResult<(u64, u64)> {
+        let idents: Vec<(String, TableId)> = {
+            let st = c.state.read();
+            st.indexes
+                .iter()
+                .map(|i| (i.ident.clone(), i.table))
+                .collect()
+        };
+        let data = self.table_size(&c.ident, c.table, c)?;
+        let mut idx = 0;
+        for (name, t) in idents {
+            idx += self.table_size(&name, t, c)?;
+        }
+        Ok((data, idx))
+    }
+
+    pub(super) fn table_size(&self, name: &str, table: TableId, c: &Coll) -> DocResult<u64> {
+        if let Some(f) = self.table_file(name) {
+            if let Ok(m) = std::fs::metadata(&f) {
+                return Ok(m.len());
+            }
+        }
+        Ok(c.table_bytes(table)? as u64)
+    }
+
+    pub(super) fn table_file(&self, name: &str) -> Option<std::path::PathBuf> {
+        if self.cfg.engine_kind != engine::EngineKind::Disk {
+            return None;
+        }
+        let stats = self.engine.stats();
+        let file = stats
+            .get("tables")?
+            .as_array()?
+            .iter()
+            .find(|t| t.get("name").and_then(|n| n.as_str()) == Some(name))?
+            .get("file")?
+            .as_str()?
+            .to_string();
+        Some(self.cfg.engine.db_path.join(file))
+    }
+
+    pub fn coll_stats(&self, db: &str, coll: &str) -> DocResult<Document> {
+        catalog::validate_coll_name(db, coll)?;
+        let ns = catalog::ns(db, coll);
+        let Some(c) = self.get_coll(db, coll) else {
+            return Err(DocError::namespace_not_found(format!(
+                "Collection [{ns}] not found."
+            )));
+        };
+        let (count, size) = c.counts()?;
+        let data_file = self.table_size(&c.ident, c.table, &c)?;
+        let indexes: Vec<(String, String, TableId)> = {
+            let st = c.state.read();
+            st.indexes
+                .iter()
+                .map(|i| (i.def.name.clone(), i.ident.clone(), i.table))
+                .collect()
+        };
+        let mut index_sizes = Document::new();
+        let mut total_index = 0i64;
+        for (name, ident, t) in &indexes {
+            let s = self.table_size(ident, *t, &c)? as i64;
+            total_index += s;
+            index_sizes.insert(name.clone(), s);
+        }
+        let ct = &self.cfg.collection_table;
+        let creation = format!(
+            "allocation_size=4KB,block_allocation={:?},block_compressor={},internal_page_max={},leaf_page_max={},leaf_value_max={},memory_page_max={},prefix_compression={},split_pct=90,type=file",
+            ct.allocation,
+            ct.compressor.name(),
+            ct.internal_page_max,
+            ct.leaf_page_max,
+            ct.leaf_value_max,
+            ct.memory_page_max,
+            ct.prefix_compression
+        )
+        .to_lowercase();
+        Ok(doc! {
+            "ns": ns,
+            "size": size,
+            "count": count,
+            "avgObjSize": if count > 0 { size / count } else { 0 },
+            "storageSize": data_file as i64,
+            "freeStorageSize": 0i64,
+            "capped": c.state.read().options.get_bool("capped").unwrap_or(false),
+            "wiredTiger": {
+                "creationString": creation,
+                "type": "file",
+                "uri": format!("statistics:table:{}", c.ident),
+            },
+            "nindexes": indexes.len() as i32,
+            "indexBuilds": [],
+            "totalIndexSize": total_index,
+            "totalSize": data_file as i64 + total_index,
+            "indexSizes": index_sizes,
+            "scaleFactor": 1,
+            "ok": 1.0,
+        })
+    }
+
+    pub fn db_stats(&self, db: &str) -> DocResult<Document> {
+        catalog::validate_db_name(db)?;
+        let colls: Vec<Arc<Coll>> = self
+            .colls
+            .read()
+            .values()
+            .filter(|c| c.db == db)
+            .cloned()
+            .collect();
+        let (mut objects, mut data, mut storage, mut nidx, mut idx_size) =
+            (0i64, 0i64, 0i64, 0i64, 0i64);
+        for c in &colls {
+            let (n, s) = c.counts()?;
+            objects += n;
+            data += s;
+            let (d, i) = self.coll_storage(c)?;
+            storage += d as i64;
+            idx_size += i as i64;
+            nidx += c.state.read().indexes.len() as i64;
+        }
+        Ok(doc! {
+            "db": db,
+            "collections": colls.len() as i64,
+            "views": 0i64,
+            "objects": objects,
+            "avgObjSize": if objects > 0 { data as f64 / objects as f64 } else { 0.0 },
+            "dataSize": data as f64,
+            "storageSize": storage as f64,
+            "indexes": nidx,
+            "indexSize": idx_size as f64,
+            "totalSize": (storage + idx_size) as f64,
+            "scaleFactor": 1i64,
+            "fsUsedSize": 0.0,
+            "fsTotalSize": 0.0,
+            "ok": 1.0,
+        })
+    }
+
+    /// The engine's statistics as a BSON document (for serverStatus).
+    pub fn storage_stats(&self) -> Document {
+        let v = self.engine.stats();
+        match bson::to_bson(&v) {
+            Ok(Bson::Document(d)) => d,
+            Ok(other) => doc! {"engine": other},
+            Err(e) => doc! {"error": e.to_string()},
+        }
+    }
+}
