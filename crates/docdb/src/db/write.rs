@@ -12,29 +12,16 @@ impl DocDb {
         docs: Vec<Document>,
         opts: WriteOpts,
     ) -> WriteOutcome {
-        let mut out = WriteOutcome::default();
-        if let Err(e) = catalog::validate_coll_name(db, coll) {
-            out.write_errors.push(WriteError { index: 0, error: e });
-            return out;
-        }
-        for (i, doc) in docs.into_iter().enumerate() {
-            let r = collection::prepare_insert(doc).and_then(|doc| {
+        run_statements(db, coll, docs, opts.ordered, |_, doc, out| {
+            collection::prepare_insert(doc).and_then(|doc| {
                 self.with_write(db, coll, true, |c, st| {
                     c.insert_doc(st, &doc, opts.journal, opts.bypass_validation)
                 })?
                 .expect("created")
-            });
-            match r {
-                Ok(()) => out.n += 1,
-                Err(error) => {
-                    out.write_errors.push(WriteError { index: i, error });
-                    if opts.ordered {
-                        break;
-                    }
-                }
-            }
-        }
-        out
+            })?;
+            out.n += 1;
+            Ok(())
+        })
     }
 
     pub fn update(
@@ -44,30 +31,16 @@ impl DocDb {
         stmts: &[UpdateStatement],
         opts: WriteOpts,
     ) -> WriteOutcome {
-        let mut out = WriteOutcome::default();
-        if let Err(e) = catalog::validate_coll_name(db, coll) {
-            out.write_errors.push(WriteError { index: 0, error: e });
-            return out;
-        }
-        for (i, s) in stmts.iter().enumerate() {
-            match self.update_one_stmt(db, coll, s, &opts) {
-                Ok((matched, modified, upserted)) => {
-                    out.n += matched;
-                    out.n_modified += modified;
-                    if let Some(id) = upserted {
-                        out.n += 1;
-                        out.upserted.push((i, id));
-                    }
-                }
-                Err(error) => {
-                    out.write_errors.push(WriteError { index: i, error });
-                    if opts.ordered {
-                        break;
-                    }
-                }
+        run_statements(db, coll, stmts, opts.ordered, |i, s, out| {
+            let (matched, modified, upserted) = self.update_one_stmt(db, coll, s, &opts)?;
+            out.n += matched;
+            out.n_modified += modified;
+            if let Some(id) = upserted {
+                out.n += 1;
+                out.upserted.push((i, id));
             }
-        }
-        out
+            Ok(())
+        })
     }
 
     /// (matched, modified, upserted _id).
@@ -133,51 +106,35 @@ impl DocDb {
         stmts: &[DeleteStatement],
         opts: WriteOpts,
     ) -> WriteOutcome {
-        let mut out = WriteOutcome::default();
-        if let Err(e) = catalog::validate_coll_name(db, coll) {
-            out.write_errors.push(WriteError { index: 0, error: e });
-            return out;
-        }
-        for (i, s) in stmts.iter().enumerate() {
-            let r = (|| -> DocResult<u64> {
-                if s.limit != 0 && s.limit != 1 {
-                    return Err(DocError::failed_to_parse(format!(
-                        "The limit field in delete objects must be 0 or 1. Got {}",
-                        s.limit
-                    )));
-                }
-                let filter = Matcher::new(&s.q)?;
-                let matching = Matching {
-                    filter: &filter,
-                    query: &s.q,
-                    sort: None,
-                    collation: s.collation.as_ref(),
-                    interrupt: &opts.interrupt,
-                    reach: if s.limit == 1 { Reach::One } else { Reach::All },
-                    journal: opts.journal,
-                    bypass_validation: opts.bypass_validation,
-                };
-                let r = self.with_write(db, coll, false, |c, st| -> DocResult<u64> {
-                    let mut n = 0;
-                    self.modify_matching(c, st, &matching, |_, _| {
-                        n += 1;
-                        Ok(Change::Delete)
-                    })?;
-                    Ok(n)
-                })?;
-                r.unwrap_or(Ok(0))
-            })();
-            match r {
-                Ok(n) => out.n += n,
-                Err(error) => {
-                    out.write_errors.push(WriteError { index: i, error });
-                    if opts.ordered {
-                        break;
-                    }
-                }
+        run_statements(db, coll, stmts, opts.ordered, |_, s, out| {
+            if s.limit != 0 && s.limit != 1 {
+                return Err(DocError::failed_to_parse(format!(
+                    "The limit field in delete objects must be 0 or 1. Got {}",
+                    s.limit
+                )));
             }
-        }
-        out
+            let filter = Matcher::new(&s.q)?;
+            let matching = Matching {
+                filter: &filter,
+                query: &s.q,
+                sort: None,
+                collation: s.collation.as_ref(),
+                interrupt: &opts.interrupt,
+                reach: if s.limit == 1 { Reach::One } else { Reach::All },
+                journal: opts.journal,
+                bypass_validation: opts.bypass_validation,
+            };
+            let r = self.with_write(db, coll, false, |c, st| -> DocResult<u64> {
+                let mut n = 0;
+                self.modify_matching(c, st, &matching, |_, _| {
+                    n += 1;
+                    Ok(Change::Delete)
+                })?;
+                Ok(n)
+            })?;
+            out.n += r.unwrap_or(Ok(0))?;
+            Ok(())
+        })
     }
 
     pub fn find_and_modify(
@@ -524,4 +481,30 @@ fn upsert_doc(filter: &Document, m: &Update) -> DocResult<Document> {
     m.apply_with_position(&mut doc, true, None)?;
     let doc = finish_doc(doc)?;
     collection::prepare_insert(doc)
+}
+
+/// Runs a write command's statements in order and gathers their outcome as mongod does: the
+/// namespace is checked once, a statement's error is recorded with its index, and an ordered
+/// write stops at the first error while an unordered one goes on.
+fn run_statements<S>(
+    db: &str,
+    coll: &str,
+    stmts: impl IntoIterator<Item = S>,
+    ordered: bool,
+    mut run: impl FnMut(usize, S, &mut WriteOutcome) -> DocResult<()>,
+) -> WriteOutcome {
+    let mut out = WriteOutcome::default();
+    if let Err(error) = catalog::validate_coll_name(db, coll) {
+        out.write_errors.push(WriteError { index: 0, error });
+        return out;
+    }
+    for (i, s) in stmts.into_iter().enumerate() {
+        if let Err(error) = run(i, s, &mut out) {
+            out.write_errors.push(WriteError { index: i, error });
+            if ordered {
+                break;
+            }
+        }
+    }
+    out
 }
