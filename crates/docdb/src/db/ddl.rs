@@ -81,14 +81,7 @@ impl DocDb {
     }
 
     pub fn list_collections(&self, db: &str) -> DocResult<Vec<CollectionInfo>> {
-        catalog::validate_db_name(db)?;
-        let colls: Vec<Arc<Coll>> = self
-            .colls
-            .read()
-            .values()
-            .filter(|c| c.db == db)
-            .cloned()
-            .collect();
+        let colls = self.colls_of(db)?;
         Ok(colls
             .into_iter()
             .map(|c| CollectionInfo {
@@ -141,15 +134,8 @@ impl DocDb {
     }
 
     pub fn drop_database(&self, db: &str) -> DocResult<()> {
-        catalog::validate_db_name(db)?;
         let _g = self.ddl.lock();
-        let colls: Vec<Arc<Coll>> = self
-            .colls
-            .read()
-            .values()
-            .filter(|c| c.db == db)
-            .cloned()
-            .collect();
+        let colls = self.colls_of(db)?;
         for c in colls {
             self.drop_locked(&c)?;
         }

@@ -348,6 +348,18 @@ impl DocDb {
         self.colls.read().get(&catalog::ns(db, coll)).cloned()
     }
 
+    /// The collections of database `db` (its name checked first), as of now.
+    fn colls_of(&self, db: &str) -> DocResult<Vec<Arc<Coll>>> {
+        catalog::validate_db_name(db)?;
+        Ok(self
+            .colls
+            .read()
+            .values()
+            .filter(|c| c.db == db)
+            .cloned()
+            .collect())
+    }
+
     /// The collection, created (implicitly, as MongoDB does on first write) if missing.
     fn get_or_create(&self, db: &str, coll: &str) -> DocResult<(Arc<Coll>, bool)> {
         if let Some(c) = self.get_coll(db, coll) {

@@ -235,14 +235,7 @@ impl DocDb {
     }
 
     pub fn db_stats(&self, db: &str) -> DocResult<Document> {
-        catalog::validate_db_name(db)?;
-        let colls: Vec<Arc<Coll>> = self
-            .colls
-            .read()
-            .values()
-            .filter(|c| c.db == db)
-            .cloned()
-            .collect();
+        let colls = self.colls_of(db)?;
         let (mut objects, mut data, mut storage, mut nidx, mut idx_size) =
             (0i64, 0i64, 0i64, 0i64, 0i64);
         for c in &colls {
