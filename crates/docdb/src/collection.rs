@@ -239,12 +239,7 @@ impl Coll {
             }
             let oldest = self
                 .engine
-                .scan(
-                    self.table,
-                    Bound::Unbounded,
-                    Bound::Unbounded,
-                    Direction::Forward,
-                )
+                .scan_all(self.table)
                 .map_err(storage_error)?
                 .next()
                 .transpose()
@@ -459,16 +454,7 @@ impl Coll {
         let _excl = self.state.write();
         let mut n = 0;
         let mut size = 0;
-        for kv in self
-            .engine
-            .scan(
-                self.table,
-                Bound::Unbounded,
-                Bound::Unbounded,
-                Direction::Forward,
-            )
-            .map_err(storage_error)?
-        {
+        for kv in self.engine.scan_all(self.table).map_err(storage_error)? {
             let (_, v) = kv.map_err(storage_error)?;
             n += 1;
             size += v.len() as i64;
@@ -480,16 +466,7 @@ impl Coll {
     /// Size of a table's entries (keys + values), for stats.
     pub fn table_bytes(&self, table: TableId) -> DocResult<i64> {
         let mut size = 0i64;
-        for kv in self
-            .engine
-            .scan(
-                table,
-                Bound::Unbounded,
-                Bound::Unbounded,
-                Direction::Forward,
-            )
-            .map_err(storage_error)?
-        {
+        for kv in self.engine.scan_all(table).map_err(storage_error)? {
             let (k, v) = kv.map_err(storage_error)?;
             size += (k.len() + v.len()) as i64;
         }

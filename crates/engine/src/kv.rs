@@ -94,6 +94,15 @@ pub trait KvEngine: Send + Sync {
         upper: Bound<Vec<u8>>,
         direction: Direction,
     ) -> Result<KvCursor>;
+    /// Every entry of a table, ascending.
+    fn scan_all(&self, table: TableId) -> Result<KvCursor> {
+        self.scan(
+            table,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Direction::Forward,
+        )
+    }
     /// Makes everything written so far durable as a checkpoint.
     fn checkpoint(&self) -> Result<()>;
     /// Waits until everything written so far is in the synced journal.
@@ -107,12 +116,7 @@ pub trait KvEngine: Send + Sync {
     /// of entries.
     fn verify_table(&self, table: TableId) -> Result<u64> {
         let mut n = 0;
-        for kv in self.scan(
-            table,
-            Bound::Unbounded,
-            Bound::Unbounded,
-            Direction::Forward,
-        )? {
+        for kv in self.scan_all(table)? {
             kv?;
             n += 1;
         }

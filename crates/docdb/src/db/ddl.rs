@@ -320,27 +320,19 @@ impl DocDb {
         })
     }
 
-    /// Builds a new index table from the collection (writers are excluded by the caller).
     /// A collection table's records in RecordId order, as stored (encoded BSON).
     pub(super) fn records(
         &self,
         table: TableId,
     ) -> DocResult<impl Iterator<Item = DocResult<(RecordId, Vec<u8>)>>> {
-        let it = self
-            .engine
-            .scan(
-                table,
-                Bound::Unbounded,
-                Bound::Unbounded,
-                Direction::Forward,
-            )
-            .map_err(storage_error)?;
+        let it = self.engine.scan_all(table).map_err(storage_error)?;
         Ok(it.map(|kv| {
             let (k, v) = kv.map_err(storage_error)?;
             Ok((index::rid_from(&k)?, v))
         }))
     }
 
+    /// Builds a new index table from the collection (writers are excluded by the caller).
     /// On any error the table is dropped and nothing refers to it.
     pub(super) fn build_index(
         &self,

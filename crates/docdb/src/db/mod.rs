@@ -18,7 +18,7 @@ use crate::planner::{self, Access, Plan};
 use crate::scope::{self, Hooks, WriteHook};
 use crate::storage_error;
 use bson::{doc, Bson, Document, Uuid};
-use engine::{Direction, KvEngine, TableConfig, TableId, WriteBatch, WriteOptions};
+use engine::{KvEngine, TableConfig, TableId, WriteBatch, WriteOptions};
 use parking_lot::{Mutex, RwLock};
 use query::aggregate;
 use query::collation;
@@ -248,15 +248,7 @@ impl DocDb {
                 .map_err(storage_error)?,
         };
         let mut entries = Vec::new();
-        for kv in engine
-            .scan(
-                catalog_table,
-                Bound::Unbounded,
-                Bound::Unbounded,
-                Direction::Forward,
-            )
-            .map_err(storage_error)?
-        {
+        for kv in engine.scan_all(catalog_table).map_err(storage_error)? {
             let (_, v) = kv.map_err(storage_error)?;
             entries.push(CollEntry::from_doc(&decode_doc(&v)?)?);
         }
