@@ -25,8 +25,9 @@ if ! command -v strace >/dev/null 2>&1 || ! command -v nm >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq strace binutils >/dev/null   # the hint check's witness
 fi
 FLASHDOC_WIREDTIGER="$wiredtiger" cargo test --quiet -p flashdoc-shim --test wiredtiger -- --ignored --test-threads=1 2>&1 | tee -a target/test-output.txt
-echo "== lab real-wiredtiger at the tiny scale (WiredTiger under the shim beside flashdoc's engine)"
-FLASHDOC_WIREDTIGER="$wiredtiger" cargo test --quiet -p lab --test real_wiredtiger -- --ignored 2>&1 | tee -a target/test-output.txt
+echo "== lab real-wiredtiger at the tiny scale (WiredTiger and SecantusDB under the shim beside flashdoc's engine)"
+secantusd=$(bash scripts/install-secantusdb.sh | tail -n 1)
+FLASHDOC_WIREDTIGER="$wiredtiger" FLASHDOC_SECANTUSD="$secantusd" cargo test --quiet -p lab --test real_wiredtiger -- --ignored 2>&1 | tee -a target/test-output.txt
 echo "== end-to-end tests (pytest + pymongo against a real flashdoc serve)"
 if ! command -v openssl >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq openssl >/dev/null   # the TLS tests make a CA

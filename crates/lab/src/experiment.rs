@@ -514,8 +514,8 @@ pub fn builtins() -> Vec<Experiment> {
             name: "real-wiredtiger".into(),
             title: "A real WiredTiger's writes, replayed through every policy beside flashdoc's engine".into(),
             kind: Kind::RealWiredTiger,
-            description: "WiredTiger 11.3.1 (crates/shim/wtdriver.c: mongod's layout of a collection and its _id index, YCSB's scrambled zipfian over 1000-byte documents) runs each YCSB workload under libflashdoc_shim.so, sized as the lab sizes its own engine; its trace and flashdoc's engine's (best-fit and sweep allocation) on the same workload are replayed through every placement policy on the same aged 8-stream device, under the seeds' conditions (no TRIM, no discard) and with filesystem discard. docs/shim.md, crates/lab/src/realwt.rs.".into(),
-            workloads: s(&["ycsb-update-heavy", "ycsb-update-only"]),
+            description: "WiredTiger 11.3.1 (crates/shim/wtdriver.c on its C API: mongod's layout of a collection and its _id index, YCSB's scrambled zipfian over 1000-byte documents) runs each YCSB workload, and SecantusDB 0.7.0b3 (a MongoDB-wire server on WiredTiger, from PyPI) runs every workload through the lab's own YCSB and LinkBench over the wire, each under libflashdoc_shim.so and sized as the lab sizes its own engine; their traces and flashdoc's engine's (best-fit and sweep allocation) on the same workload are replayed through every placement policy on the same aged 8-stream device, under the seeds' conditions (no TRIM, no discard) and with filesystem discard. docs/shim.md, crates/lab/src/realwt.rs, crates/lab/src/secantus.rs.".into(),
+            workloads: s(&["ycsb-update-heavy", "ycsb-update-only", "linkbench-mixed"]),
             // Beside the seeds' condition, filesystem discard (no TRIM of freed extents): what
             // the space of removed and truncated files costs each engine.
             trims: vec![
@@ -557,9 +557,11 @@ impl Experiment {
             return self.validate_hass();
         }
         for w in &self.workloads {
-            if self.kind == Kind::RealWiredTiger && !w.starts_with("ycsb-") {
+            if self.kind == Kind::RealWiredTiger
+                && !(w.starts_with("ycsb-") || w.starts_with("linkbench-"))
+            {
                 bail!(
-                    "experiment {name}: a real WiredTiger runs the YCSB workloads only, not '{w}'"
+                    "experiment {name}: a real WiredTiger runs the YCSB and LinkBench workloads, not '{w}'"
                 );
             }
             if !WORKLOADS.contains(&w.as_str()) && w != "chapter10" {

@@ -7,6 +7,7 @@ pub mod plot;
 pub mod realwt;
 pub mod report;
 pub mod run;
+pub mod secantus;
 pub mod summary;
 
 use anyhow::{Context, Result};

@@ -21,6 +21,7 @@
 use crate::experiment::{Experiment, ScaleSpec};
 use crate::report::Report;
 use crate::run::{self, EngineRun, Lab, Point, Sizing};
+use crate::secantus;
 use anyhow::{anyhow, bail, Context, Result};
 use placement::trace::TraceReader;
 use placement::{Event, FileKind};
@@ -39,14 +40,11 @@ const KINDS: &str = "collection=collection.wt;index=index.wt;\
 /// The file whose creation marks the run phase in the driver's trace.
 const RUN_MARKER: &str = "flashdoc-run-phase";
 
-/// The tools a run needs.
-struct Tools {
+/// The tools a run needs: WiredTiger's driver, the shim, and SecantusDB's server.
+pub(crate) struct Tools {
     driver: PathBuf,
-    shim: PathBuf,
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    pub(crate) shim: PathBuf,
+    pub(crate) secantusd: PathBuf,
 }
 
 fn tools(out: &Path, quiet: bool) -> Result<Tools> {
@@ -57,7 +55,7 @@ fn tools(out: &Path, quiet: bool) -> Result<Tools> {
                 eprintln!("real-wiredtiger: building WiredTiger 11.3.1 (once; about 5 minutes)");
             }
             let o = Command::new("bash")
-                .arg(repo_root().join("scripts/build-wiredtiger.sh"))
+                .arg(run::repo_root().join("scripts/build-wiredtiger.sh"))
                 .output()
                 .context("running scripts/build-wiredtiger.sh")?;
             if !o.status.success() {
@@ -95,7 +93,7 @@ fn tools(out: &Path, quiet: bool) -> Result<Tools> {
     let status = Command::new("cc")
         .args(["-O2", "-Wall", "-Wextra", "-Werror", "-o"])
         .arg(&driver)
-        .arg(repo_root().join("crates/shim/wtdriver.c"))
+        .arg(run::repo_root().join("crates/shim/wtdriver.c"))
         .arg(format!("-I{}", wt.join("include").display()))
         .arg(format!("-L{}", wt.display()))
         .arg(format!("-Wl,-rpath,{}", wt.display()))
@@ -105,15 +103,21 @@ fn tools(out: &Path, quiet: bool) -> Result<Tools> {
     if !status.success() {
         bail!("compiling crates/shim/wtdriver.c failed");
     }
-    Ok(Tools { driver, shim })
+    Ok(Tools {
+        driver,
+        shim,
+        secantusd: secantus::program(quiet)?,
+    })
 }
 
-/// The workload's share of reads (flashdoc's YCSB definitions: update-heavy is YCSB-A).
-fn read_pct(workload: &str) -> Result<u32> {
+/// The workload's share of reads (flashdoc's YCSB definitions: update-heavy is YCSB-A), or
+/// `None` for a workload `wtdriver` does not run (LinkBench needs a document layer: SecantusDB
+/// runs it).
+fn read_pct(workload: &str) -> Option<u32> {
     match workload {
-        "ycsb-update-heavy" => Ok(50),
-        "ycsb-update-only" => Ok(0),
-        w => bail!("real-wiredtiger runs the YCSB workloads only, not {w}"),
+        "ycsb-update-heavy" => Some(50),
+        "ycsb-update-only" => Some(0),
+        _ => None,
     }
 }
 
@@ -154,12 +158,8 @@ fn wiredtiger_run(
         exp.device_fill, exp.checkpoint_share, exp.run_factor, exp.scale
     );
     let saved = lab.out.join("points").join(format!("engine-{key}.json"));
-    if let Ok(text) = std::fs::read_to_string(&saved) {
-        if let Ok(r) = serde_json::from_str::<EngineRun>(&text) {
-            if r.trace.exists() {
-                return Ok(r);
-            }
-        }
+    if let Some(r) = run::saved_run(&saved) {
+        return Ok(r);
     }
     let work = run::work_root(&lab.out).join(&key);
     let _ = std::fs::remove_dir_all(&work);
@@ -175,7 +175,10 @@ fn wiredtiger_run(
         .arg(format!("records={}", scale.ycsb_records))
         .arg(format!("ops={}", scale.ycsb_ops))
         .arg(format!("threads={}", scale.threads))
-        .arg(format!("read_pct={}", read_pct(workload)?))
+        .arg(format!(
+            "read_pct={}",
+            read_pct(workload).ok_or_else(|| anyhow!("wtdriver runs YCSB only, not {workload}"))?
+        ))
         .arg(format!("seed={seed}"))
         .arg(format!("load_cache_mb={}", scale.load_cache_mb))
         .arg(format!("log_file_kb={}", (journal >> 10).max(100)))
@@ -332,13 +335,27 @@ pub fn run(exp: Experiment, scale: Option<&str>, out: &Path, quiet: bool) -> Res
     let jobs = lab.replay_jobs();
     for w in &e.workloads {
         for &seed in &e.seeds {
-            if !quiet {
-                eprintln!("real-wiredtiger: {w} seed {seed}: WiredTiger under the shim");
+            let mut runs = Vec::new();
+            if read_pct(w).is_some() {
+                if !quiet {
+                    eprintln!("real-wiredtiger: {w} seed {seed}: WiredTiger under the shim");
+                }
+                runs.push(
+                    wiredtiger_run(&lab, &tools, w, seed, cache_share)
+                        .with_context(|| format!("WiredTiger, {w} seed {seed}"))?,
+                );
             }
-            let r = wiredtiger_run(&lab, &tools, w, seed, cache_share)
-                .with_context(|| format!("{w} seed {seed}"))?;
-            for dev in lab.replays(&r, &jobs, &indicatif::ProgressBar::hidden())? {
-                points.push(lab.point(&r, dev));
+            if !quiet {
+                eprintln!("real-wiredtiger: {w} seed {seed}: SecantusDB under the shim");
+            }
+            runs.push(
+                secantus::secantus_run(&lab, &tools, w, seed, cache_share)
+                    .with_context(|| format!("SecantusDB, {w} seed {seed}"))?,
+            );
+            for r in &runs {
+                for dev in lab.replays(r, &jobs, &indicatif::ProgressBar::hidden())? {
+                    points.push(lab.point(r, dev));
+                }
             }
         }
     }
@@ -362,6 +379,7 @@ fn cell(v: Option<f64>, digits: usize) -> String {
 /// Engines in report order, with their labels.
 const ENGINES: &[(&str, &str)] = &[
     (WIREDTIGER, "WiredTiger 11.3.1"),
+    (secantus::SECANTUSDB, "SecantusDB 0.7.0b3 (WiredTiger)"),
     ("best", "flashdoc (best-fit)"),
     ("sweep", "flashdoc (sweep)"),
 ];
@@ -625,13 +643,14 @@ mod tests {
     }
 
     #[test]
-    fn only_ycsb_runs_on_wiredtiger() {
-        assert_eq!(read_pct("ycsb-update-heavy").unwrap(), 50);
-        assert_eq!(read_pct("ycsb-update-only").unwrap(), 0);
-        assert!(read_pct("linkbench-mixed").is_err());
+    fn wtdriver_runs_ycsb_and_the_experiment_runs_linkbench_too() {
+        assert_eq!(read_pct("ycsb-update-heavy"), Some(50));
+        assert_eq!(read_pct("ycsb-update-only"), Some(0));
+        assert_eq!(read_pct("linkbench-mixed"), None);
         let mut e = crate::experiment::find("real-wiredtiger").unwrap();
         e.validate().unwrap();
-        e.workloads.push("linkbench-mixed".into());
-        assert!(e.validate().unwrap_err().to_string().contains("YCSB"));
+        assert!(e.workloads.iter().any(|w| w.starts_with("linkbench-")));
+        e.workloads.push("chapter10".into());
+        assert!(e.validate().unwrap_err().to_string().contains("chapter10"));
     }
 }

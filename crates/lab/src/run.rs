@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use workload::measure::{PhaseResult, Progress};
-use workload::store::InProc;
+use workload::store::{InProc, Store};
 
 /// What one engine run measured on the host, and the device it was sized for.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -416,12 +416,8 @@ impl Lab {
     pub fn engine_run(&self, w: &EngineWork, bar: &ProgressBar) -> Result<EngineRun> {
         let key = self.engine_key(w);
         let saved = self.out.join("points").join(format!("engine-{key}.json"));
-        if let Ok(text) = std::fs::read_to_string(&saved) {
-            if let Ok(r) = serde_json::from_str::<EngineRun>(&text) {
-                if r.trace.exists() {
-                    return Ok(r);
-                }
-            }
+        if let Some(r) = saved_run(&saved) {
+            return Ok(r);
         }
         bar.set_message(format!("{} seed {}: engine run", w.workload, w.seed));
         let scale = ScaleSpec::with_run_factor(&w.scale, self.exp.run_factor).expect("validated");
@@ -567,7 +563,12 @@ pub fn run_engine(
         let eol = end_of_load(&db)?;
         (load, PhaseResult::default(), eol)
     } else {
-        drive(&db, w, scale, end_of_load)?
+        drive(
+            |name| Ok(InProc::new(db.clone(), name)),
+            w,
+            scale,
+            || end_of_load(&db).map(Some),
+        )?
     };
     db.shutdown()
         .map_err(|e| anyhow!("shutting the lab database down: {e}"))?;
@@ -612,6 +613,17 @@ pub fn run_engine(
         wall_s: started.elapsed().as_secs_f64(),
         extra,
     })
+}
+
+/// The repository's root (scripts the lab runs live under it).
+pub(crate) fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A run saved by an earlier, interrupted invocation, if its trace is still there.
+pub(crate) fn saved_run(saved: &Path) -> Option<EngineRun> {
+    let r: EngineRun = serde_json::from_str(&std::fs::read_to_string(saved).ok()?).ok()?;
+    r.trace.exists().then_some(r)
 }
 
 /// Where engine runs keep their database: `$FLASHDOC_LAB_WORK`, else a RAM filesystem
@@ -775,12 +787,14 @@ pub fn io_pattern(
 }
 
 /// The load phase, `end_of_load` (which checkpoints, sizes the run phase and returns the
-/// end-of-load event index), then the run phase.
-fn drive(
-    db: &Arc<DocDb>,
+/// end-of-load event index, or `None` to stop after the load), then the run phase. The
+/// workload reaches its database through `open(database name)`: flashdoc's document layer in
+/// this process, or a server over the wire.
+pub(crate) fn drive<S: Store>(
+    open: impl Fn(&str) -> Result<S>,
     w: &EngineWork,
     scale: &ScaleSpec,
-    mut end_of_load: impl FnMut(&Arc<DocDb>) -> Result<u64>,
+    mut end_of_load: impl FnMut() -> Result<Option<u64>>,
 ) -> Result<(PhaseResult, PhaseResult, u64)> {
     use workload::linkbench::{self, LinkBenchConfig, Mix};
     use workload::ycsb::{self, Workload, YcsbConfig};
@@ -793,10 +807,12 @@ fn drive(
         let mut cfg = YcsbConfig::workload(kind, scale.ycsb_records, scale.ycsb_ops);
         cfg.threads = scale.threads;
         cfg.seed = w.seed;
-        let store = InProc::new(db.clone(), "ycsb");
+        let store = open("ycsb")?;
         ycsb::prepare_load(&cfg, &store)?;
         let load = ycsb::run_load(&cfg, &store, Progress::Hidden)?;
-        let eol = end_of_load(db)?;
+        let Some(eol) = end_of_load()? else {
+            return Ok((load, PhaseResult::default(), 0));
+        };
         let run = if rest == "load" {
             PhaseResult::default()
         } else {
@@ -819,10 +835,12 @@ fn drive(
             nlinks_cap: Some((scale.linkbench_maxid1 as u64 / 10).max(100)),
             ..LinkBenchConfig::default()
         };
-        let store = InProc::new(db.clone(), cfg.database.clone());
+        let store = open(&cfg.database)?;
         linkbench::prepare_load(&store)?;
         let load = linkbench::run_load(&cfg, &store, Progress::Hidden)?;
-        let eol = end_of_load(db)?;
+        let Some(eol) = end_of_load()? else {
+            return Ok((load, PhaseResult::default(), 0));
+        };
         let run = linkbench::run_ops(&cfg, &store, Progress::Hidden)?;
         return Ok((load, run, eol));
     }

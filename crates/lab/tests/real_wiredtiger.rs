@@ -1,6 +1,8 @@
-//! `flashdoc lab run real-wiredtiger` end to end at the tiny scale: a real WiredTiger under the
-//! shim and flashdoc's engine on the same workloads, every trace replayed through every policy.
-//! Needs `FLASHDOC_WIREDTIGER` (a WiredTiger build directory); `scripts/test.sh` runs it.
+//! `flashdoc lab run real-wiredtiger` end to end at the tiny scale: a real WiredTiger (through
+//! its C API, and inside SecantusDB, a MongoDB-wire server) under the shim and flashdoc's engine
+//! on the same workloads, every trace replayed through every policy. Needs
+//! `FLASHDOC_WIREDTIGER` (a WiredTiger build directory) and SecantusDB (`FLASHDOC_SECANTUSD`,
+//! else `scripts/install-secantusdb.sh` installs it from PyPI); `scripts/test.sh` runs it.
 
 use std::process::Command;
 
@@ -33,8 +35,12 @@ fn real_wiredtiger_reports_every_policy_beside_flashdocs_engine() {
         serde_json::from_str(&std::fs::read_to_string(out.path().join("results.json")).unwrap())
             .unwrap();
     let points = results["points"].as_array().unwrap();
-    for engine in [lab::realwt::WIREDTIGER, "best", "sweep"] {
+    let secantus = lab::secantus::SECANTUSDB;
+    for engine in [lab::realwt::WIREDTIGER, secantus, "best", "sweep"] {
         for w in &exp.workloads {
+            if engine == lab::realwt::WIREDTIGER && !w.starts_with("ycsb-") {
+                continue; // wtdriver runs YCSB only
+            }
             for p in &exp.policies {
                 let found = points.iter().find(|x| {
                     x["allocation"] == engine && x["workload"] == *w && x["policy"] == *p
@@ -52,15 +58,36 @@ fn real_wiredtiger_reports_every_policy_beside_flashdocs_engine() {
         md.contains("| ycsb-update-only | WiredTiger 11.3.1 |"),
         "{md}"
     );
-    assert!(md.contains("| WiredTiger 11.3.1 | flashdoc (best-fit) | flashdoc (sweep) |"));
-    // WiredTiger checkpointed in its run phase, by bytes written as the lab's engine does.
+    assert!(md.contains(
+        "| WiredTiger 11.3.1 | SecantusDB 0.7.0b3 (WiredTiger) | flashdoc (best-fit) | flashdoc (sweep) |"
+    ));
+    assert!(md.contains("| linkbench-mixed | dsm | — |"), "{md}");
+    // Both checkpointed in their run phase, by bytes written as the lab's engine does.
     let runs = results["engine_runs"].as_array().unwrap();
-    let wiredtiger: Vec<_> = runs
+    let ycsb = exp
+        .workloads
         .iter()
-        .filter(|r| r["allocation"] == lab::realwt::WIREDTIGER)
-        .collect();
-    assert_eq!(wiredtiger.len(), exp.workloads.len() * exp.seeds.len());
-    for r in wiredtiger {
-        assert!(r["run_checkpoints"].as_u64().unwrap() >= 2, "{r}");
+        .filter(|w| w.starts_with("ycsb-"))
+        .count();
+    for (engine, workloads) in [
+        (lab::realwt::WIREDTIGER, ycsb),
+        (secantus, exp.workloads.len()),
+    ] {
+        let of_engine: Vec<_> = runs.iter().filter(|r| r["allocation"] == engine).collect();
+        assert_eq!(of_engine.len(), workloads * exp.seeds.len(), "{engine}");
+        for r in of_engine {
+            assert!(r["run_checkpoints"].as_u64().unwrap() >= 2, "{r}");
+            // The run phase starts after the load's writes and checkpoint.
+            let eol = r["end_of_load_event"].as_u64().unwrap();
+            assert!(eol > 0 && eol < r["events"].as_u64().unwrap(), "{r}");
+        }
+    }
+    // SecantusDB's checkpoints were the lab's (fsync by bytes written), seen by the shim: the
+    // shim also sees the closing ones at shutdown (SecantusDB checkpoints, then WiredTiger's
+    // close does).
+    for r in runs.iter().filter(|r| r["allocation"] == secantus) {
+        let asked = r["extra"]["lab_checkpoints"].as_f64().unwrap() as u64;
+        let seen = r["run_checkpoints"].as_u64().unwrap();
+        assert!(asked >= 2 && seen >= asked && seen <= asked + 2, "{r}");
     }
 }
