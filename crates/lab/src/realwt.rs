@@ -464,8 +464,16 @@ fn report(out: &Path, lab: &Lab, points: &[Point], runs: &[EngineRun]) -> Result
             format!("{}", regions.windows),
             format!("{:.0} %", regions.above_share_median * 100.0),
             format!("{:.2}", regions.swap_rate),
-            files.removed.to_string(),
-            files.truncated.to_string(),
+            format!(
+                "{} ({:.0} MB)",
+                files.removed,
+                files.removed_bytes as f64 / 1e6
+            ),
+            format!(
+                "{} ({:.0} MB)",
+                files.truncated,
+                files.truncated_bytes as f64 / 1e6
+            ),
             format!(
                 "{:.0} %",
                 files.journal_unaligned as f64 / files.journal_writes.max(1) as f64 * 100.0
@@ -492,8 +500,129 @@ fn report(out: &Path, lab: &Lab, points: &[Point], runs: &[EngineRun]) -> Result
         ],
         rows,
     );
-    r.p("Where the engines differ: write amplification follows from how much each engine writes per operation and where (the shares above), from how its allocator reuses freed space — which no outside trace shows (WiredTiger's traces have no Free events and no page ids: `lifetime` there is `file`) — and from what its removed and truncated files leave on a device without discard: compare the two conditions' tables. A gap that discard closes is space of files the engine removed or cut, still valid on the device until the filesystem reuses its addresses; a gap that stays is in the engine's own overwrites.");
+    r.h2("Where the engines differ, from the traces");
+    r.p("Per workload and engine, policy `none`, medians over seeds: host pages written per operation and the journal's share of them; the file space the engine released in the run phase by removing and by truncating files, as a share of what it wrote; write amplification without and with filesystem discard. Without discard, released space stays valid on the aged device until the filesystem's next-fit cursor reuses its addresses, and the device copies it in garbage collection; with discard it is trimmed when released.");
+    for w in &e.workloads {
+        for line in differences(lab, w, points, runs)? {
+            r.p(line);
+        }
+    }
     r.save(out)
+}
+
+/// One engine's run-phase figures on one workload (medians over seeds), for [`differences`].
+struct Facts {
+    host_pages_per_op: f64,
+    journal_share: f64,
+    /// Bytes released by removing and by truncating files, per byte written.
+    removed_share: f64,
+    truncated_share: f64,
+    growth_share: f64,
+    /// Pages written in the run phase ÷ the device's logical pages.
+    footprint: f64,
+    /// The share of page writes that went to the most-written tenth of the pages written.
+    top_tenth_share: f64,
+    /// Page writes per sequential run.
+    run_pages: f64,
+    waf: f64,
+    waf_discard: f64,
+}
+
+fn facts(
+    lab: &Lab,
+    w: &str,
+    alloc: &str,
+    points: &[Point],
+    runs: &[EngineRun],
+) -> Result<Option<Facts>> {
+    let runs: Vec<_> = runs
+        .iter()
+        .filter(|r| r.workload == w && r.allocation == alloc)
+        .collect();
+    let calls = runs
+        .iter()
+        .map(|r| file_calls(&r.trace, r.end_of_load_event))
+        .collect::<Result<Vec<_>>>()?;
+    let of_runs = |f: &dyn Fn(&EngineRun, &FileCalls) -> f64| {
+        median(runs.iter().zip(&calls).map(|(r, c)| f(r, c)).collect())
+    };
+    let of_points = |discard: bool, f: &dyn Fn(&Point) -> f64| {
+        let trim = lab
+            .exp
+            .trims
+            .iter()
+            .find(|t| t.batch.is_none() && t.discard == discard)?
+            .label();
+        median(
+            points
+                .iter()
+                .filter(|p| {
+                    p.workload == w && p.allocation == alloc && p.policy == "none" && p.trim == trim
+                })
+                .map(f)
+                .collect(),
+        )
+    };
+    let facts = || {
+        Some(Facts {
+            host_pages_per_op: of_runs(&|r, _| {
+                r.run_write_bytes as f64 / 4096.0 / r.run.operations.max(1) as f64
+            })?,
+            journal_share: of_runs(&|r, _| {
+                r.write_bytes_by_file.get("journal").copied().unwrap_or(0) as f64
+                    / r.run_write_bytes.max(1) as f64
+            })?,
+            removed_share: of_runs(&|r, c| {
+                c.removed_bytes as f64 / r.run_write_bytes.max(1) as f64
+            })?,
+            truncated_share: of_runs(&|r, c| {
+                c.truncated_bytes as f64 / r.run_write_bytes.max(1) as f64
+            })?,
+            growth_share: of_runs(&|r, c| c.growth_bytes as f64 / r.run_write_bytes.max(1) as f64)?,
+            footprint: of_runs(&|r, c| {
+                c.pages_touched as f64 * 4096.0 / r.sizing.capacity_bytes.max(1) as f64
+            })?,
+            top_tenth_share: of_runs(&|_, c| {
+                c.top_tenth_page_writes as f64 / c.page_writes.max(1) as f64
+            })?,
+            run_pages: of_runs(&|_, c| c.page_writes as f64 / c.runs.max(1) as f64)?,
+            waf: of_points(false, &|p| p.device.waf)?,
+            waf_discard: of_points(true, &|p| p.device.waf)?,
+        })
+    };
+    Ok(facts())
+}
+
+/// Sentences computed from the run's data: how each engine's writes differ from flashdoc's
+/// (best-fit) on one workload, and how much file space it released without discard.
+fn differences(lab: &Lab, w: &str, points: &[Point], runs: &[EngineRun]) -> Result<Vec<String>> {
+    let Some(ours) = facts(lab, w, "best", points, runs)? else {
+        return Ok(Vec::new());
+    };
+    let mut lines = Vec::new();
+    for (alloc, label) in ENGINES {
+        let Some(f) = facts(lab, w, alloc, points, runs)? else {
+            continue;
+        };
+        let size = format!(
+            "{:.2} host pages per operation ({:.2}× flashdoc best-fit's)",
+            f.host_pages_per_op,
+            f.host_pages_per_op / ours.host_pages_per_op.max(1e-9)
+        );
+        lines.push(format!(
+            "**{w}, {label}:** {size}, {:.0} % of them journal; {:.0} % of its bytes grew a file (new addresses); its page writes touched {:.1}× the device's pages, the most-written tenth of those pages took {:.0} % of them, and its writes came in sequential runs of {:.1} pages on average; it released {:.0} % of what it wrote by removing files and {:.0} % by truncating them; write amplification {:.2} without discard, {:.2} with it.",
+            f.journal_share * 100.0,
+            f.growth_share * 100.0,
+            f.footprint,
+            f.top_tenth_share * 100.0,
+            f.run_pages,
+            f.removed_share * 100.0,
+            f.truncated_share * 100.0,
+            f.waf,
+            f.waf_discard
+        ));
+    }
+    Ok(lines)
 }
 
 fn trim_text(t: &crate::experiment::TrimSpec) -> String {
@@ -509,26 +638,81 @@ fn trim_text(t: &crate::experiment::TrimSpec) -> String {
 struct FileCalls {
     removed: u64,
     truncated: u64,
+    /// Bytes the removals and the truncations released (a file's size is the end of its
+    /// furthest write since it was created or last cut).
+    removed_bytes: u64,
+    truncated_bytes: u64,
+    /// Bytes written past a file's end: new file space, which the filesystem gives new
+    /// addresses (the rest overwrite addresses the file already holds).
+    growth_bytes: u64,
+    /// 4 KB file pages written (a re-created file's pages are new ones), and the page writes
+    /// that went to the most-written tenth of them.
+    pages_touched: u64,
+    page_writes: u64,
+    top_tenth_page_writes: u64,
+    /// Sequential runs: a write starts a new one unless it begins where the previous write
+    /// to any file ended, in the same file.
+    runs: u64,
     journal_writes: u64,
     journal_unaligned: u64,
 }
 
 fn file_calls(trace: &Path, end_of_load_event: u64) -> Result<FileCalls> {
     let mut c = FileCalls::default();
+    let mut size: BTreeMap<u32, u64> = BTreeMap::new();
+    // Page writes per (file, generation, page): a removed file's id may come back as a new file.
+    let mut generation: BTreeMap<u32, u32> = BTreeMap::new();
+    let mut writes: std::collections::HashMap<(u32, u32, u64), u32> = Default::default();
+    let mut last_end = None;
     for (i, ev) in TraceReader::open(trace)?.enumerate() {
-        if (i as u64) < end_of_load_event {
-            continue;
-        }
+        let in_run = (i as u64) >= end_of_load_event;
         match ev? {
-            Event::FileRemove { .. } => c.removed += 1,
-            Event::FileTruncate { .. } => c.truncated += 1,
-            Event::Write(w) if w.file_kind == FileKind::Journal => {
-                c.journal_writes += 1;
-                c.journal_unaligned += (w.offset % 4096 != 0 || w.len % 4096 != 0) as u64;
+            Event::FileRemove { file, .. } => {
+                *generation.entry(file).or_default() += 1;
+                let freed = size.remove(&file).unwrap_or(0);
+                if in_run {
+                    c.removed += 1;
+                    c.removed_bytes += freed;
+                }
+            }
+            Event::FileTruncate { file, len, .. } => {
+                let s = size.entry(file).or_default();
+                let freed = s.saturating_sub(len);
+                *s = len;
+                if in_run {
+                    c.truncated += 1;
+                    c.truncated_bytes += freed;
+                }
+            }
+            Event::Write(w) => {
+                let s = size.entry(w.file).or_default();
+                let end = w.offset + w.len as u64;
+                if in_run {
+                    c.growth_bytes += end.saturating_sub((*s).max(w.offset));
+                    let g = generation.get(&w.file).copied().unwrap_or(0);
+                    c.runs += (last_end != Some((w.file, g, w.offset))) as u64;
+                    last_end = Some((w.file, g, end));
+                    for page in w.offset / 4096..end.div_ceil(4096) {
+                        *writes.entry((w.file, g, page)).or_default() += 1;
+                    }
+                }
+                *s = (*s).max(end);
+                if in_run && w.file_kind == FileKind::Journal {
+                    c.journal_writes += 1;
+                    c.journal_unaligned += (w.offset % 4096 != 0 || w.len % 4096 != 0) as u64;
+                }
             }
             _ => {}
         }
     }
+    let mut counts: Vec<u32> = writes.into_values().collect();
+    counts.sort_unstable_by(|a, b| b.cmp(a));
+    c.pages_touched = counts.len() as u64;
+    c.page_writes = counts.iter().map(|&n| n as u64).sum();
+    c.top_tenth_page_writes = counts[..counts.len().div_ceil(10)]
+        .iter()
+        .map(|&n| n as u64)
+        .sum();
     Ok(c)
 }
 
@@ -606,12 +790,20 @@ mod tests {
             x.len = len;
             Event::Write(x)
         };
+        let Event::Write(mut other) = write(0) else {
+            unreachable!()
+        };
+        other.file = 2;
+        other.len = 8192;
+        // The load: file 9 goes, file 1 (journal) and file 2 are written.
         let events = [
             Event::FileRemove {
                 time_ns: 0,
                 file: 9,
             },
             journal(0, 100),
+            Event::Write(other),
+            // The run phase.
             Event::FileRemove {
                 time_ns: 0,
                 file: 1,
@@ -619,7 +811,7 @@ mod tests {
             Event::FileTruncate {
                 time_ns: 0,
                 file: 2,
-                len: 0,
+                len: 4096,
             },
             journal(4096, 4096),
             journal(8192, 100),
@@ -630,12 +822,23 @@ mod tests {
         }
         w.flush().unwrap();
         drop(w);
-        let c = file_calls(&path, 2).unwrap();
+        let c = file_calls(&path, 3).unwrap();
         assert_eq!(
             c,
             FileCalls {
                 removed: 1,
                 truncated: 1,
+                removed_bytes: 100,
+                truncated_bytes: 4096,
+                // Past the re-created journal's end (a hole below an end is not counted).
+                growth_bytes: 4096 + 100,
+                // The new journal's pages 1 and 2 and page 0 of file 1 (a new file), then
+                // file 2 is not written; the top tenth (one page of three) has one write.
+                pages_touched: 3,
+                page_writes: 3,
+                top_tenth_page_writes: 1,
+                // 4096..8192 then 8192..8292 continue; write(0) starts anew.
+                runs: 2,
                 journal_writes: 2,
                 journal_unaligned: 1
             }

@@ -58,6 +58,10 @@ pub const KINDS: &str = "collection=secantus_documents*.wt,secantus_oplog*.wt;\
      index=secantus_index_entries.wt,secantus_unique_keys.wt,secantus_natural*.wt;\
      journal=WiredTigerLog.*,WiredTigerPreplog.*,WiredTigerTmplog.*";
 
+/// SecantusDB's journal files: it opens WiredTiger with `log=(file_max=10MB)` (WiredTiger's MB
+/// is 2^20 bytes), whatever the lab's scaled size.
+const JOURNAL_FILE_BYTES: u64 = 10 << 20;
+
 /// How long a server may take to start or to shut down cleanly.
 const SERVER_WAIT: Duration = Duration::from_secs(120);
 
@@ -350,7 +354,10 @@ pub(crate) fn secantus_run(
     let work = run::work_root(&lab.out).join(&key);
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work)?;
-    let sizing = Sizing::new(calibrate(program, &work, &w, scale)?, exp, cache_share);
+    let sizing = Sizing {
+        journal_file_bytes: JOURNAL_FILE_BYTES,
+        ..Sizing::new(calibrate(program, &work, &w, scale)?, exp, cache_share)
+    };
     let trace = lab.out.join("traces").join(format!("{key}.trace"));
     let _ = std::fs::remove_file(&trace);
     let dir = work.join("db");

@@ -62,6 +62,11 @@ fn real_wiredtiger_reports_every_policy_beside_flashdocs_engine() {
         "| WiredTiger 11.3.1 | SecantusDB 0.7.0b3 (WiredTiger) | flashdoc (best-fit) | flashdoc (sweep) |"
     ));
     assert!(md.contains("| linkbench-mixed | dsm | — |"), "{md}");
+    // The differences are sentences computed per workload and engine.
+    for w in &exp.workloads {
+        let line = format!("**{w}, SecantusDB 0.7.0b3 (WiredTiger):** ");
+        assert!(md.contains(&line), "{line} in {md}");
+    }
     // Both checkpointed in their run phase, by bytes written as the lab's engine does.
     let runs = results["engine_runs"].as_array().unwrap();
     let ycsb = exp
