@@ -15,10 +15,11 @@
 //!              --no-checkpoint   --journal-file-max BYTES   --no-preallocate
 //!              --journal-compressor none|snappy|zstd
 //!
-//! flashdoc-engine-torture crash-loop DBPATH [--cycles N] [--seed S]
+//! flashdoc-engine-torture crash-loop DBPATH [--cycles N] [--seed S] [--trim EXTENTS]
 //!     N times: start a `write` child on DBPATH, SIGKILL it after 10–300 ms, reopen the database
 //!     and check that every acknowledged batch is there, no batch is half there, and every
-//!     block checksums. Prints a summary; exits 1 on the first failure.
+//!     block checksums. Prints a summary; exits 1 on the first failure. With `--trim`, the
+//!     writers trim freed space in batches of EXTENTS extents, punched into the files.
 //! ```
 
 #[path = "torture/workload.rs"]
@@ -38,7 +39,7 @@ fn main() {
         _ => {
             eprintln!(
                 "usage: flashdoc-engine-torture write DBPATH SEED [START] [options]\n       \
-                 flashdoc-engine-torture crash-loop DBPATH [--cycles N] [--seed S]"
+                 flashdoc-engine-torture crash-loop DBPATH [--cycles N] [--seed S] [--trim EXTENTS]"
             );
             2
         }
@@ -122,15 +123,18 @@ fn crash_loop_mode(args: &[String]) -> i32 {
         eprintln!("crash-loop: DBPATH is required");
         return 2;
     };
-    let (mut cycles, mut seed) = (100u64, 1u64);
+    let (mut cycles, mut seed, mut trim) = (100u64, 1u64, None);
     let mut it = args[1..].iter();
     while let Some(a) = it.next() {
         let v = it.next().and_then(|v| v.parse::<u64>().ok());
         match (a.as_str(), v) {
             ("--cycles", Some(v)) => cycles = v,
             ("--seed", Some(v)) => seed = v,
+            ("--trim", Some(v)) if v > 0 => trim = Some(v as usize),
             _ => {
-                eprintln!("crash-loop: bad option {a} (expected --cycles N, --seed S)");
+                eprintln!(
+                    "crash-loop: bad option {a} (expected --cycles N, --seed S, --trim EXTENTS)"
+                );
                 return 2;
             }
         }
@@ -143,6 +147,8 @@ fn crash_loop_mode(args: &[String]) -> i32 {
         }
     };
     let mut cl = CrashLoop::new(&exe, Path::new(db), seed);
+    // The writers trim freed space in batches, punched into the files.
+    cl.opts.trim_batch = trim;
     let started = Instant::now();
     for i in 0..cycles {
         if let Err(e) = cl.cycle(i + 1 == cycles) {
