@@ -20,6 +20,25 @@ def test_handshake_and_basic_commands(client):
     assert "flashdoc" in status and status["connections"]["current"] >= 1
 
 
+def test_server_status_has_network_asserts_and_mem(client):
+    # What monitoring exporters read first (mongod's field names and units).
+    before = client.admin.command("serverStatus")
+    for field in ("bytesIn", "bytesOut", "physicalBytesIn", "physicalBytesOut", "numRequests"):
+        assert before["network"][field] > 0, field
+    for field in ("regular", "warning", "msg", "user", "rollovers"):
+        assert field in before["asserts"], field
+    assert before["mem"]["bits"] == 64 and before["mem"]["supported"] is True
+    assert 0 < before["mem"]["resident"] <= before["mem"]["virtual"]
+    with pytest.raises(OperationFailure):
+        client.admin.command("atlasVersion")  # a user error: CommandNotFound
+    client.admin.command("ping", comment="x" * 10_000)
+    after = client.admin.command("serverStatus")
+    assert after["asserts"]["user"] >= before["asserts"]["user"] + 1
+    assert after["network"]["bytesIn"] >= before["network"]["bytesIn"] + 10_000
+    assert after["network"]["numRequests"] >= before["network"]["numRequests"] + 3
+    assert after["network"]["bytesOut"] > before["network"]["bytesOut"]
+
+
 def test_insert_find_update_delete(coll):
     r = coll.insert_one({"name": "a", "n": 1})
     assert isinstance(r.inserted_id, ObjectId)

@@ -147,11 +147,14 @@ where
         if sock.read_exact(&mut body).await.is_err() {
             return Ok(());
         }
+        state.traffic.received(&h, &body);
         let st = state.clone();
         let ci = info.clone();
         let outcome = tokio::task::spawn_blocking(move || handle_message(&st, &ci, &h, &body))
             .await
-            .unwrap_or_else(|e| Outcome {
+            .unwrap_or_else(|e| {
+                state.traffic.internal_error();
+                Outcome {
                 reply: Some(wire::msg_reply(
                     &doc! {"ok": 0.0, "errmsg": format!("internal error: {e}"), "code": 1, "codeName": "InternalError"},
                     next_id(),
@@ -161,11 +164,12 @@ where
                 )),
                 close: false,
                 after: After::Continue,
-            });
+            }});
         if outcome.close {
             return Ok(());
         }
         if let Some(out) = outcome.reply {
+            state.traffic.sent(&out);
             sock.write_all(&out).await?;
         }
         if let After::Shutdown = outcome.after {
@@ -188,6 +192,7 @@ pub fn handle_message(
         Err(e) => {
             if matches!(h.op_code, wire::OP_MSG | wire::OP_COMPRESSED) {
                 let reply = doc! {"ok": 0.0, "errmsg": e.message.clone(), "code": e.code, "codeName": e.code_name};
+                state.traffic.replied(&reply);
                 return Outcome {
                     reply: Some(wire::msg_reply(&reply, next_id(), h.request_id, 0, None)),
                     close: false,
@@ -221,6 +226,7 @@ pub fn handle_message(
             );
             if !allowed || !collection.ends_with(".$cmd") {
                 let reply = doc! {"ok": 0.0, "errmsg": format!("Unsupported OP_QUERY command: {name}"), "code": 352, "codeName": "UnsupportedOpQueryCommand"};
+                state.traffic.replied(&reply);
                 return Outcome {
                     reply: Some(wire::op_reply(&reply, next_id(), h.request_id)),
                     close: false,
@@ -233,6 +239,7 @@ pub fn handle_message(
         }
     };
     let (reply, after) = commands::run(state, &cmd, info);
+    state.traffic.replied(&reply);
     let reply = wants_reply.then(|| {
         if legacy {
             wire::op_reply(&reply, next_id(), h.request_id)

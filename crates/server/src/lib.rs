@@ -14,6 +14,7 @@ pub mod log;
 pub mod scram;
 pub mod state;
 pub mod tls;
+pub mod traffic;
 pub mod wire;
 
 use bson::Document;

@@ -64,6 +64,8 @@ pub struct ServerState {
     next_conn: AtomicI32,
     pub connections_current: AtomicI64,
     pub connections_total: AtomicI64,
+    /// Bytes and requests the connections moved, and the commands that failed.
+    pub traffic: crate::traffic::Traffic,
     commands: Mutex<BTreeMap<String, u64>>,
     config: ServerConfig,
     /// Configuration sections the server does not own (see `serve_with_hook`).
@@ -86,6 +88,7 @@ impl ServerState {
             next_conn: AtomicI32::new(1),
             connections_current: AtomicI64::new(0),
             connections_total: AtomicI64::new(0),
+            traffic: Default::default(),
             commands: Mutex::new(BTreeMap::new()),
             params: Arc::new(RwLock::new(config.set_parameter.clone())),
             config: config.clone(),
@@ -246,6 +249,9 @@ impl ServerState {
                 "available": (self.config.net.max_incoming_connections as i64 - current) as i32,
                 "totalCreated": self.connections_total.load(Ordering::Relaxed),
             },
+            "network": self.traffic.network(),
+            "asserts": self.traffic.asserts(),
+            "mem": crate::traffic::memory(),
             "opcounters": opcounters,
             "metrics": {"commands": per_command, "cursor": {"open": {"total": self.cursors.len() as i64}}},
             "storageEngine": {"name": "wiredTiger", "supportsCommittedReads": false, "persistent": true},
