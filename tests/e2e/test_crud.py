@@ -157,6 +157,39 @@ def test_index_use_and_explain(coll):
     assert [d["j"] for d in coll.find({"k": 7, "j": {"$gt": 200}})] == [407, 307, 207]
 
 
+def test_explain_execution_stats_as_compass_reads_them(client, coll):
+    coll.insert_many([{"_id": i, "k": i % 100, "j": i} for i in range(500)])
+    coll.create_index([("k", ASCENDING)])
+    db = coll.database
+    find = {"find": coll.name, "filter": {"k": 7, "j": {"$gt": 100}}, "sort": {"j": 1}, "skip": 1, "limit": 2}
+    ex = db.command({"explain": find, "verbosity": "executionStats"})
+    stats = ex["executionStats"]
+    assert (stats["nReturned"], stats["totalKeysExamined"], stats["totalDocsExamined"]) == (2, 5, 5)
+    # LIMIT <- SKIP <- SORT <- FETCH <- IXSCAN, each with what it returned.
+    limit = stats["executionStages"]
+    assert limit["stage"] == "LIMIT" and limit["nReturned"] == 2
+    skip = limit["inputStage"]
+    assert skip["stage"] == "SKIP" and skip["nReturned"] == 2
+    sort = skip["inputStage"]
+    assert sort["stage"] == "SORT" and sort["nReturned"] == 3
+    fetch = sort["inputStage"]
+    assert fetch["stage"] == "FETCH" and (fetch["nReturned"], fetch["docsExamined"]) == (4, 5)
+    ixscan = fetch["inputStage"]
+    assert ixscan["stage"] == "IXSCAN" and ixscan["keysExamined"] == 5
+    assert ex["command"]["find"] == coll.name and ex["command"]["$db"] == db.name
+    assert ex["serverInfo"]["version"].startswith("7.0") and ex["explainVersion"] == "1"
+    # queryPlanner verbosity does not execute; a bad verbosity is refused as mongod does.
+    planner = db.command({"explain": find, "verbosity": "queryPlanner"})
+    assert "executionStats" not in planner and "winningPlan" in planner["queryPlanner"]
+    with pytest.raises(OperationFailure) as e:
+        db.command({"explain": find, "verbosity": "everything"})
+    assert e.value.code == 9
+    # The driver's cursor.explain() (allPlansExecution) and a collection scan.
+    scan = coll.find({"j": {"$lt": 10}}).explain()["executionStats"]
+    assert scan["executionStages"]["stage"] == "COLLSCAN"
+    assert (scan["nReturned"], scan["executionStages"]["docsExamined"]) == (10, 500)
+
+
 def test_aggregation(client, coll):
     coll.insert_many(
         [

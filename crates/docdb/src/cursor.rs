@@ -89,6 +89,8 @@ impl Iterator for DocCursor {
 pub struct ExecStats {
     pub keys_examined: AtomicU64,
     pub docs_examined: AtomicU64,
+    /// Documents that passed the filter (all examined ones when there is none).
+    pub matched: AtomicU64,
 }
 
 /// Everything needed to run a plan without borrowing the database.
@@ -184,16 +186,17 @@ impl Exec {
             }
             None => raw,
         };
-        Ok(match &self.filter {
-            Some(f) => {
-                let f = f.clone();
-                Box::new(raw.filter(move |d| match d {
-                    Ok((_, doc)) => f.matches(doc),
-                    Err(_) => true,
-                }))
+        let filter = self.filter.clone();
+        Ok(Box::new(raw.filter(move |d| match d {
+            Ok((_, doc)) => {
+                let keep = filter.as_ref().is_none_or(|f| f.matches(doc));
+                if keep {
+                    stats.matched.fetch_add(1, Ordering::Relaxed);
+                }
+                keep
             }
-            None => raw,
-        })
+            Err(_) => true,
+        })))
     }
 
     /// A tailable cursor (capped collections): documents in insertion order; at the end of

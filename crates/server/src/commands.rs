@@ -443,30 +443,60 @@ fn dispatch(
         "explain" => {
             let inner = get_doc(cmd, "explain")?
                 .ok_or_else(|| DocError::failed_to_parse("explain needs a command document"))?;
-            let inner_name = inner.keys().next().cloned().unwrap_or_default();
-            match inner_name.as_str() {
-                "find" => {
-                    let coll = coll_name(&inner, "find")?;
-                    let q = find_query(&inner)?;
-                    ok(dbx.explain_find(db, &coll, &q)?)
+            let verbosity = match cmd.get("verbosity") {
+                None => "allPlansExecution",
+                Some(Bson::String(v))
+                    if ["queryPlanner", "executionStats", "allPlansExecution"]
+                        .contains(&v.as_str()) =>
+                {
+                    v.as_str()
                 }
+                Some(_) => {
+                    return Err(DocError::failed_to_parse(
+                        "verbosity string must be one of {'queryPlanner', 'executionStats', 'allPlansExecution'}",
+                    ))
+                }
+            };
+            let inner_name = inner.keys().next().cloned().unwrap_or_default();
+            let q = match inner_name.as_str() {
+                "find" => find_query(&inner)?,
                 "count" | "distinct" | "aggregate" | "update" | "delete" | "findAndModify" => {
-                    let coll = coll_name(&inner, &inner_name)?;
                     let filter = inner
                         .get_document("query")
                         .or_else(|_| inner.get_document("filter"))
                         .cloned()
                         .unwrap_or_default();
-                    let q = FindQuery {
+                    FindQuery {
                         filter,
                         ..Default::default()
-                    };
-                    ok(dbx.explain_find(db, &coll, &q)?)
+                    }
                 }
-                other => Err(DocError::command_not_found(format!(
-                    "Explain is not supported for command '{other}'"
-                ))),
+                other => {
+                    return Err(DocError::command_not_found(format!(
+                        "Explain is not supported for command '{other}'"
+                    )))
+                }
+            };
+            let coll = coll_name(&inner, &inner_name)?;
+            let mut out = dbx.explain_find(db, &coll, &q)?;
+            // As mongod: queryPlanner verbosity reports the plan only; the others execute.
+            if verbosity == "queryPlanner" {
+                out.remove("executionStats");
             }
+            let mut command = inner.clone();
+            command.insert("$db", db);
+            out.insert("command", command);
+            out.insert(
+                "serverInfo",
+                doc! {
+                    "host": hostname(),
+                    "port": i32::from(state.config().net.port),
+                    "version": VERSION,
+                    "gitVersion": "flashdoc",
+                },
+            );
+            out.insert("explainVersion", "1");
+            ok(out)
         }
 
         // Catalog

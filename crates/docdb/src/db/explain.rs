@@ -17,6 +17,7 @@ impl DocDb {
                 "executionStats": {
                     "executionSuccess": true, "nReturned": 0, "executionTimeMillis": 0,
                     "totalKeysExamined": 0, "totalDocsExamined": 0,
+                    "executionStages": {"stage": "EOF", "nReturned": 0, "executionTimeMillisEstimate": 0},
                 },
             });
         };
@@ -25,12 +26,23 @@ impl DocDb {
         drop(st);
         let winning = plan_doc(&exec, q);
         let stats = exec.stats.clone();
+        let skip = exec.skip;
         let started = std::time::Instant::now();
         let mut n = 0i64;
         for d in exec.run()? {
             d?;
             n += 1;
         }
+        let millis = started.elapsed().as_millis() as i64;
+        let counts = StageCounts {
+            returned: n as u64,
+            matched: stats.matched.load(AtomicOrdering::Relaxed),
+            skip,
+            keys: stats.keys_examined.load(AtomicOrdering::Relaxed),
+            docs: stats.docs_examined.load(AtomicOrdering::Relaxed),
+            millis,
+        };
+        let stages = execution_stages(winning.clone(), &counts);
         Ok(doc! {
             "queryPlanner": {
                 "namespace": ns,
@@ -42,9 +54,10 @@ impl DocDb {
             "executionStats": {
                 "executionSuccess": true,
                 "nReturned": n,
-                "executionTimeMillis": started.elapsed().as_millis() as i64,
-                "totalKeysExamined": stats.keys_examined.load(AtomicOrdering::Relaxed) as i64,
-                "totalDocsExamined": stats.docs_examined.load(AtomicOrdering::Relaxed) as i64,
+                "executionTimeMillis": millis,
+                "totalKeysExamined": counts.keys as i64,
+                "totalDocsExamined": counts.docs as i64,
+                "executionStages": stages,
             },
         })
     }
@@ -103,6 +116,50 @@ fn plan_doc(exec: &Exec, q: &FindQuery) -> Document {
     }
     if exec.projection.is_some() {
         stage = doc! {"stage": "PROJECTION_DEFAULT", "transformBy": q.projection.clone().unwrap_or_default(), "inputStage": stage};
+    }
+    stage
+}
+
+/// What one execution counted, for [`execution_stages`].
+struct StageCounts {
+    /// Documents the whole plan returned.
+    returned: u64,
+    /// Documents that passed the filter (what the scan or fetch stage returned).
+    matched: u64,
+    skip: u64,
+    keys: u64,
+    docs: u64,
+    millis: i64,
+}
+
+/// The winning plan with mongod's per-stage execution figures. Stages are pulled lazily, so a
+/// stage returns what its parent pulled: everything above SORT returns the plan's documents;
+/// a blocking SORT returns what SKIP consumed plus those; the scan (or FETCH) returns the
+/// documents that passed the filter; an IXSCAN the entries that led to a fetch. The time of
+/// each stage is the whole execution's (stages run interleaved in one pass; mongod's
+/// estimates, too, include a stage's children).
+fn execution_stages(mut stage: Document, c: &StageCounts) -> Document {
+    let kind = stage.get_str("stage").unwrap_or("").to_string();
+    let returned = match kind.as_str() {
+        "COLLSCAN" | "FETCH" => c.matched,
+        "IXSCAN" => c.docs,
+        "SORT" => c.skip.min(c.matched) + c.returned,
+        _ => c.returned,
+    };
+    stage.insert("nReturned", returned as i64);
+    stage.insert("executionTimeMillisEstimate", c.millis);
+    match kind.as_str() {
+        "COLLSCAN" | "FETCH" => {
+            stage.insert("docsExamined", c.docs as i64);
+        }
+        "IXSCAN" => {
+            stage.insert("keysExamined", c.keys as i64);
+        }
+        _ => {}
+    }
+    if let Ok(input) = stage.get_document("inputStage") {
+        let input = execution_stages(input.clone(), c);
+        stage.insert("inputStage", input);
     }
     stage
 }
