@@ -74,6 +74,8 @@ COMMANDS = [
     ("admin", {"getParameter": 1, "cursorTimeoutMillis": 1}),
     ("admin", {"setParameter": 1, "cursorTimeoutMillis": 600000}),
     ("admin", {"fsync": 1}),
+    ("admin", {"currentOp": 1}),
+    ("admin", {"killOp": 1, "op": 999999}),
     ("g", {"delete": "c", "deletes": [{"q": {}, "limit": 0}]}),
     ("admin", {"endSessions": []}),
     ("g", {"logout": 1}),

@@ -354,3 +354,40 @@ def test_validate_counts_documents_the_validator_refuses(client):
     with pytest.raises(OperationFailure) as e:
         db.command("validate", "vnc", scandata=False)
     assert e.value.code == 238
+
+
+def test_current_op_lists_operations_and_kill_op_interrupts_one(client):
+    db = client.ops
+    capped = db.create_collection("feed", capped=True, size=100_000)
+    capped.insert_one({"i": 0})
+    cur = capped.find(cursor_type=pymongo.CursorType.TAILABLE_AWAIT).max_await_time_ms(10_000)
+    assert next(cur)["i"] == 0
+    failure = []
+
+    def wait_in_get_more():
+        try:
+            next(cur)
+        except OperationFailure as e:
+            failure.append(e.code)
+
+    waiter = threading.Thread(target=wait_in_get_more)
+    waiter.start()
+    # The getMore waits for new documents (up to 10 s); currentOp filters like a query.
+    ops = []
+    assert wait_until(lambda: ops.extend(
+        client.admin.command({"currentOp": 1, "op": "getmore", "ns": "ops.feed"})["inprog"]) or ops)
+    op = ops[0]
+    assert op["active"] is True and op["command"]["getMore"] == cur.cursor_id
+    assert op["microsecs_running"] >= 0 and op["desc"].startswith("conn")
+    # currentOp sees itself; a filter that matches nothing lists nothing.
+    me = client.admin.command({"currentOp": 1, "command.currentOp": {"$exists": True}})["inprog"]
+    assert len(me) == 1 and me[0]["ns"] == "admin.$cmd"
+    assert client.admin.command({"currentOp": 1, "ns": "no.such"})["inprog"] == []
+    assert client.admin.command({"killOp": 1, "op": op["opid"]})["ok"] == 1.0
+    waiter.join(30)
+    assert failure == [11601]
+    # killOp of an operation that is not running is not an error (as mongod); a bad op is.
+    assert client.admin.command({"killOp": 1, "op": 123456789})["ok"] == 1.0
+    with pytest.raises(OperationFailure) as e:
+        client.admin.command({"killOp": 1, "op": "x"})
+    assert e.value.code == 14

@@ -150,6 +150,13 @@ impl Interrupt {
         self.kill_with(KILLED_CURSOR);
     }
 
+    /// Someone asked the operation to stop ([`Interrupt::kill`] or [`Interrupt::kill_cursor`]).
+    pub fn is_killed(&self) -> bool {
+        self.inner
+            .as_ref()
+            .is_some_and(|i| i.killed.load(Ordering::Relaxed) != RUNNING)
+    }
+
     /// The cursor of this operation was killed ([`Interrupt::kill_cursor`]).
     pub fn cursor_killed(&self) -> bool {
         self.inner

@@ -112,7 +112,9 @@ pub const COMMANDS: &[(&str, Action)] = &[
     ("getCmdLineOpts", Action::ClusterMonitor),
     ("getLog", Action::ClusterMonitor),
     ("getParameter", Action::ClusterMonitor),
+    ("currentOp", Action::ClusterMonitor),
     ("setParameter", Action::ClusterAdmin),
+    ("killOp", Action::ClusterAdmin),
     ("fsync", Action::ClusterAdmin),
     ("shutdown", Action::ClusterAdmin),
 ];

@@ -3,7 +3,7 @@
 
 use crate::auth;
 use crate::config::{Authorization, ParamError};
-use crate::cursors::{CursorEntry, CursorRegistry};
+use crate::cursors::CursorEntry;
 use crate::hook::CommandCall;
 use crate::state::{ConnInfo, ServerState};
 use bson::{doc, spec::BinarySubtype, Bson, Document};
@@ -52,6 +52,11 @@ pub fn run(state: &Arc<ServerState>, cmd: &Document, conn: &ConnInfo) -> (Docume
     state.count_command(&name);
     crate::log::debug(1, "COMMAND", &format!("conn{} {db}: {name}", conn.id));
     let started = Instant::now();
+    // Listed in currentOp until it replies; a bad maxTimeMS is the command's own error.
+    let budget = max_time(cmd).ok().flatten();
+    let _running = state
+        .ops
+        .begin(&name, &db, cmd, conn, Interrupt::new(budget));
     let (reply, after) = match guard(state, &name, &db, cmd, conn) {
         Err(e) => (error_reply(&e), After::Continue),
         Ok(()) => match run_hook(state, &name, &db, cmd, conn) {
@@ -195,6 +200,25 @@ fn dispatch(
         "getParameter" => get_parameter(state, cmd).map(|d| (d, After::Continue)),
         "setParameter" => set_parameter(state, cmd).map(|d| (d, After::Continue)),
         "getLog" => ok(doc! {"totalLinesWritten": 0, "log": []}),
+        "currentOp" => ok(current_op(state, cmd)?),
+        "killOp" => {
+            let opid = match cmd.get("op") {
+                Some(Bson::Int32(n)) => *n,
+                Some(Bson::Int64(n)) => i32::try_from(*n)
+                    .map_err(|_| DocError::bad_value(format!("op out of range: {n}")))?,
+                Some(Bson::Double(f)) if f.fract() == 0.0 && f.abs() <= i32::MAX as f64 => {
+                    *f as i32
+                }
+                Some(_) => return Err(DocError::type_mismatch("op must be a number")),
+                None => {
+                    return Err(DocError::failed_to_parse(
+                        "BSON field 'killOp.op' is missing but a required field",
+                    ))
+                }
+            };
+            state.ops.kill(opid);
+            ok(doc! {"info": "attempting to kill op"})
+        }
         "hostInfo" => ok(host_info()),
         "whatsmyuri" => ok(doc! {"you": conn.peer.to_string()}),
         "connectionStatus" => ok(auth::auth_info(conn)),
@@ -307,7 +331,7 @@ fn dispatch(
                 .map_err(|_| DocError::type_mismatch("collection must be a string"))?;
             let size = batch_size(cmd, "batchSize")?;
             let await_ms = max_time(cmd)?;
-            get_more(state.cursors(), id, db, coll, size, await_ms).map(|d| (d, After::Continue))
+            get_more(state, id, db, coll, size, await_ms).map(|d| (d, After::Continue))
         }
         "killCursors" => {
             let ids = cmd
@@ -741,6 +765,27 @@ fn hello(state: &ServerState, name: &str, cmd: &Document, conn: &ConnInfo) -> Do
     Ok(d)
 }
 
+/// `currentOp`: the operations in progress, filtered by the command's other fields (a query
+/// on the operation documents, as mongod's), this one included.
+fn current_op(state: &ServerState, cmd: &Document) -> DocResult<Document> {
+    let mut filter = Document::new();
+    for (k, v) in cmd.iter().skip(1) {
+        if GENERIC_FIELDS.contains(&k.as_str()) || k == "$all" || k == "$ownOps" {
+            continue;
+        }
+        filter.insert(k.clone(), v.clone());
+    }
+    let matcher = query::matcher::Matcher::new(&filter)?;
+    let inprog: Vec<Bson> = state
+        .ops
+        .list()
+        .into_iter()
+        .filter(|op| matcher.matches(op))
+        .map(Bson::Document)
+        .collect();
+    Ok(doc! {"inprog": inprog})
+}
+
 fn build_info() -> Document {
     let parts: Vec<i32> = VERSION.split('.').map(|p| p.parse().unwrap_or(0)).collect();
     doc! {
@@ -1070,9 +1115,11 @@ fn max_time(cmd: &Document) -> DocResult<Option<Duration>> {
     }
 }
 
-/// The command's interruption (killable; with its `maxTimeMS` as budget).
+/// The command's interruption (killable; with its `maxTimeMS` as budget): the one its
+/// listing in `currentOp` holds (`ops::current`), so `killOp` reaches it.
 fn interrupt_for(cmd: &Document) -> DocResult<Interrupt> {
-    Ok(Interrupt::new(max_time(cmd)?))
+    let max_time = max_time(cmd)?;
+    Ok(crate::ops::current().unwrap_or_else(|| Interrupt::new(max_time)))
 }
 
 fn parse_update_statement(d: Document) -> DocResult<UpdateStatement> {
@@ -1324,6 +1371,7 @@ fn command_fields(name: &str) -> Option<(&'static [&'static str], &'static [&'st
                 "term",
             ],
         ),
+        "killOp" => (&["op"], &[]),
         "getMore" => (
             &["collection", "batchSize"],
             &["term", "lastKnownCommittedOpTime"],
@@ -1526,13 +1574,14 @@ const MAX_AWAIT: Duration = Duration::from_secs(10);
 const AWAIT_POLL: Duration = Duration::from_millis(10);
 
 fn get_more(
-    reg: &CursorRegistry,
+    state: &ServerState,
     id: i64,
     db: &str,
     coll: &str,
     size: Option<usize>,
     await_time: Option<Duration>,
 ) -> DocResult<Document> {
+    let reg = state.cursors();
     let mut entry = reg
         .take(id)
         .ok_or_else(|| DocError::cursor_not_found(format!("cursor id {id} not found")))?;
@@ -1552,6 +1601,8 @@ fn get_more(
         ));
     }
     let n = size.unwrap_or(usize::MAX).max(1);
+    // killOp on this getMore reaches the cursor's read.
+    state.ops.adopt(&entry.interrupt);
     entry.interrupt.resume();
     let mut result = fill_batch(&mut entry.cursor, n);
     if entry.await_data {

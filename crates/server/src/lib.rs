@@ -11,6 +11,7 @@ pub mod conn;
 pub mod cursors;
 pub mod hook;
 pub mod log;
+pub mod ops;
 pub mod scram;
 pub mod state;
 pub mod tls;

@@ -66,6 +66,8 @@ pub struct ServerState {
     pub connections_total: AtomicI64,
     /// Bytes and requests the connections moved, and the commands that failed.
     pub traffic: crate::traffic::Traffic,
+    /// The operations in progress (`currentOp`, `killOp`).
+    pub ops: crate::ops::Ops,
     commands: Mutex<BTreeMap<String, u64>>,
     config: ServerConfig,
     /// Configuration sections the server does not own (see `serve_with_hook`).
@@ -89,6 +91,7 @@ impl ServerState {
             connections_current: AtomicI64::new(0),
             connections_total: AtomicI64::new(0),
             traffic: Default::default(),
+            ops: Default::default(),
             commands: Mutex::new(BTreeMap::new()),
             params: Arc::new(RwLock::new(config.set_parameter.clone())),
             config: config.clone(),

@@ -1,0 +1,210 @@
+//! The operations in progress: `currentOp` lists them and `killOp` interrupts one.
+//!
+//! Every command is registered while it runs ([`Ops::begin`]; the [`Running`] guard removes it)
+//! with its one [`Interrupt`], which carries the command's `maxTimeMS` budget and is what every
+//! yield point of the command checks (the command's code gets it from [`current`]). `killOp`
+//! kills that interrupt: the operation fails at its next yield point with Interrupted (11601),
+//! as in mongod. A `getMore` reads its cursor under the cursor's own interrupt (so a cursor's
+//! budget spans its batches): killing a getMore's opid stops the cursor's read too, because the
+//! getMore registers the cursor's interrupt in place of a new one.
+
+use crate::state::ConnInfo;
+use bson::{doc, Bson, Document};
+use docdb::Interrupt;
+use parking_lot::Mutex;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// One operation in progress.
+struct Op {
+    ns: String,
+    name: String,
+    command: Document,
+    started: Instant,
+    client: String,
+    connection: i32,
+    interrupt: Interrupt,
+}
+
+#[derive(Default)]
+pub struct Ops {
+    next: Mutex<i32>,
+    running: Mutex<BTreeMap<i32, Op>>,
+}
+
+thread_local! {
+    /// The interrupt of the command this thread runs (commands run synchronously on one
+    /// blocking-pool thread from dispatch to reply).
+    static CURRENT: RefCell<Option<(i32, Interrupt)>> = const { RefCell::new(None) };
+}
+
+/// The running command's interrupt, if this thread runs one.
+pub fn current() -> Option<Interrupt> {
+    CURRENT.with(|c| c.borrow().as_ref().map(|(_, i)| i.clone()))
+}
+
+/// While alive, the operation is listed; dropping it unlists it and makes the command this
+/// thread ran before (a caller that runs a command inside its own) current again.
+pub struct Running<'a> {
+    ops: &'a Ops,
+    opid: i32,
+    outer: Option<(i32, Interrupt)>,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.ops.running.lock().remove(&self.opid);
+        let outer = self.outer.take();
+        CURRENT.with(|c| *c.borrow_mut() = outer);
+    }
+}
+
+impl Ops {
+    /// Lists a command as running under `interrupt` and makes it this thread's current one.
+    pub fn begin(
+        &self,
+        name: &str,
+        db: &str,
+        cmd: &Document,
+        conn: &ConnInfo,
+        interrupt: Interrupt,
+    ) -> Running<'_> {
+        let opid = {
+            let mut next = self.next.lock();
+            *next = next.wrapping_add(1).max(1);
+            *next
+        };
+        // The collection a command names (a getMore names it in `collection`).
+        let coll = match (cmd.get(name), cmd.get("collection")) {
+            (Some(Bson::String(c)), _) | (_, Some(Bson::String(c))) if !c.is_empty() => Some(c),
+            _ => None,
+        };
+        let ns = match coll {
+            Some(c) => format!("{db}.{c}"),
+            None => format!("{db}.$cmd"),
+        };
+        let outer = CURRENT.with(|c| c.borrow_mut().replace((opid, interrupt.clone())));
+        self.running.lock().insert(
+            opid,
+            Op {
+                ns,
+                name: name.to_string(),
+                command: cmd.clone(),
+                started: Instant::now(),
+                client: conn.peer.to_string(),
+                connection: conn.id,
+                interrupt,
+            },
+        );
+        Running {
+            ops: self,
+            opid,
+            outer,
+        }
+    }
+
+    /// The running command continues under `interrupt` (a getMore under its cursor's): killOp
+    /// and this thread's [`current`] reach it from now on.
+    pub fn adopt(&self, interrupt: &Interrupt) {
+        let opid = CURRENT.with(|c| {
+            let mut c = c.borrow_mut();
+            let (opid, current) = c.as_mut()?;
+            *current = interrupt.clone();
+            Some(*opid)
+        });
+        if let Some(id) = opid {
+            if let Some(op) = self.running.lock().get_mut(&id) {
+                op.interrupt = interrupt.clone();
+            }
+        }
+    }
+
+    /// Kills an operation; whether it was running.
+    pub fn kill(&self, opid: i32) -> bool {
+        match self.running.lock().get(&opid) {
+            Some(op) => {
+                op.interrupt.kill();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Every operation in progress, as mongod's `currentOp` describes one.
+    pub fn list(&self) -> Vec<Document> {
+        let running = self.running.lock();
+        running
+            .iter()
+            .map(|(opid, op)| {
+                let micros = op.started.elapsed().as_micros() as i64;
+                doc! {
+                    "type": "op",
+                    "opid": *opid,
+                    "active": true,
+                    "op": op_kind(&op.name),
+                    "ns": op.ns.clone(),
+                    "command": op.command.clone(),
+                    "secs_running": micros / 1_000_000,
+                    "microsecs_running": micros,
+                    "client": op.client.clone(),
+                    "connectionId": op.connection,
+                    "desc": format!("conn{}", op.connection),
+                    "killPending": op.interrupt.is_killed(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// mongod's `op` field: the CRUD commands by their kind, everything else `command`.
+fn op_kind(name: &str) -> &'static str {
+    match name {
+        "find" => "query",
+        "insert" => "insert",
+        "update" => "update",
+        "delete" => "remove",
+        "getMore" => "getmore",
+        _ => "command",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listed_operation_is_killed_through_its_interrupt_and_unlisted_at_the_end() {
+        let ops = Ops::default();
+        let conn = ConnInfo::in_process(7);
+        let cmd = doc! {"find": "c", "filter": {}};
+        {
+            let running = ops.begin("find", "d", &cmd, &conn, Interrupt::new(None));
+            let listed = ops.list();
+            assert_eq!(listed.len(), 1);
+            let op = &listed[0];
+            assert_eq!(op.get_str("ns"), Ok("d.c"));
+            assert_eq!(op.get_str("op"), Ok("query"));
+            assert_eq!(op.get_i32("connectionId"), Ok(7));
+            assert!(current().is_some());
+            assert!(current().unwrap().check().is_ok());
+            assert!(ops.kill(running.opid));
+            let e = current().unwrap().check().unwrap_err();
+            assert_eq!(e.code, 11601);
+            assert_eq!(ops.list()[0].get_bool("killPending"), Ok(true));
+        }
+        assert!(ops.list().is_empty());
+        assert!(current().is_none());
+        // A command run inside another leaves the outer one current when it ends.
+        let outer = ops.begin("aggregate", "d", &cmd, &conn, Interrupt::new(None));
+        {
+            let _inner = ops.begin("find", "d", &cmd, &conn, Interrupt::new(None));
+            assert_eq!(ops.list().len(), 2);
+        }
+        assert!(ops.kill(outer.opid));
+        assert_eq!(current().unwrap().check().unwrap_err().code, 11601);
+        drop(outer);
+        assert!(current().is_none());
+        assert!(!ops.kill(1));
+    }
+}
