@@ -109,11 +109,9 @@ pub(super) fn convert(op: Op, v: &Bson) -> DocResult<Bson> {
             Bson::DateTime(_) => v.clone(),
             Bson::ObjectId(o) => Bson::DateTime(o.timestamp()),
             Bson::Timestamp(t) => Bson::DateTime(DateTime::from_millis(t.time as i64 * 1000)),
-            Bson::String(s) => Bson::DateTime(DateTime::parse_rfc3339_str(s).map_err(|_| {
-                conversion_failure(format!(
-                    "Error parsing date string '{s}'"
-                ))
-            })?),
+            Bson::String(s) => Bson::DateTime(DateTime::from_millis(
+                super::date_fmt::parse_date_string(s)?,
+            )),
             other => match Num::of(other) {
                 Some(Num::I32(_)) | None => return Err(unsupported()),
                 Some(n) => Bson::DateTime(DateTime::from_millis(n.as_f64() as i64)),

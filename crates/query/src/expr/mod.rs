@@ -18,6 +18,8 @@ mod array;
 mod cond;
 mod convert;
 mod date;
+mod date_arith;
+mod date_fmt;
 mod object;
 mod ops;
 mod parse;
@@ -206,3 +208,5 @@ impl Expr {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_date;

@@ -5,7 +5,10 @@
 
 use bson::Bson;
 
-use super::{arith, array, cond, convert, date, is_nullish, object, set, string, Ctx, Expr};
+use super::{
+    arith, array, cond, convert, date, date_arith, date_fmt, is_nullish, object, set, string, Ctx,
+    Expr,
+};
 use crate::compare::Num;
 use crate::error::DocResult;
 
@@ -18,6 +21,9 @@ pub(super) enum Arity {
     Positional(usize, usize),
     /// An object with these named arguments (`$filter: {input, as, cond}`).
     Named(&'static [&'static str]),
+    /// A date part operator: `date`, `[date]` or `{date, timezone}`, parsed to one or two
+    /// positional arguments.
+    DatePart,
 }
 
 /// How an operator evaluates.
@@ -121,15 +127,27 @@ op_table! {
     ToObjectId "$toObjectId" Positional(1, 1) Values(convert::to_type);
     ToDate "$toDate" Positional(1, 1) Values(convert::to_type);
     IsNumber "$isNumber" Positional(1, 1) Values(convert::is_number);
-    Year "$year" Positional(1, 1) Values(date::date_part_of);
-    Month "$month" Positional(1, 1) Values(date::date_part_of);
-    DayOfMonth "$dayOfMonth" Positional(1, 1) Values(date::date_part_of);
-    Hour "$hour" Positional(1, 1) Values(date::date_part_of);
-    Minute "$minute" Positional(1, 1) Values(date::date_part_of);
-    Second "$second" Positional(1, 1) Values(date::date_part_of);
-    Millisecond "$millisecond" Positional(1, 1) Values(date::date_part_of);
-    DayOfWeek "$dayOfWeek" Positional(1, 1) Values(date::date_part_of);
-    DayOfYear "$dayOfYear" Positional(1, 1) Values(date::date_part_of);
+    Year "$year" DatePart Values(date::date_part_of);
+    Month "$month" DatePart Values(date::date_part_of);
+    DayOfMonth "$dayOfMonth" DatePart Values(date::date_part_of);
+    Hour "$hour" DatePart Values(date::date_part_of);
+    Minute "$minute" DatePart Values(date::date_part_of);
+    Second "$second" DatePart Values(date::date_part_of);
+    Millisecond "$millisecond" DatePart Values(date::date_part_of);
+    DayOfWeek "$dayOfWeek" DatePart Values(date::date_part_of);
+    DayOfYear "$dayOfYear" DatePart Values(date::date_part_of);
+    Week "$week" DatePart Values(date::date_part_of);
+    IsoWeek "$isoWeek" DatePart Values(date::date_part_of);
+    IsoWeekYear "$isoWeekYear" DatePart Values(date::date_part_of);
+    IsoDayOfWeek "$isoDayOfWeek" DatePart Values(date::date_part_of);
+    DateToParts "$dateToParts" Named(&["date", "timezone", "iso8601"]) Named(date::date_to_parts);
+    DateFromParts "$dateFromParts" Named(&["year", "month", "day", "isoWeekYear", "isoWeek", "isoDayOfWeek", "hour", "minute", "second", "millisecond", "timezone"]) Named(date::date_from_parts);
+    DateToString "$dateToString" Named(&["date", "format", "timezone", "onNull"]) Named(date_fmt::date_to_string);
+    DateFromString "$dateFromString" Named(&["dateString", "format", "timezone", "onError", "onNull"]) Named(date_fmt::date_from_string);
+    DateAdd "$dateAdd" Named(&["startDate", "unit", "amount", "timezone"]) Named(date_arith::date_add);
+    DateSubtract "$dateSubtract" Named(&["startDate", "unit", "amount", "timezone"]) Named(date_arith::date_add);
+    DateDiff "$dateDiff" Named(&["startDate", "endDate", "unit", "timezone", "startOfWeek"]) Named(date_arith::date_diff);
+    DateTrunc "$dateTrunc" Named(&["date", "unit", "binSize", "timezone", "startOfWeek"]) Named(date_arith::date_trunc);
     SetUnion "$setUnion" Any Values(set::set_op);
     SetIntersection "$setIntersection" Any Values(set::set_op);
     SetDifference "$setDifference" Positional(2, 2) Values(set::set_op);
@@ -210,6 +228,13 @@ pub(super) struct NamedArgs<'a> {
 impl NamedArgs<'_> {
     pub fn get(&self, k: &str) -> Option<&Expr> {
         self.args.iter().find(|(n, _)| n == k).map(|(_, e)| e)
+    }
+    /// Evaluates argument `k` (missing when it was not given).
+    pub fn eval(&self, k: &str, ctx: &Ctx) -> DocResult<Option<Bson>> {
+        match self.get(k) {
+            Some(e) => e.eval(ctx),
+            None => Ok(None),
+        }
     }
     /// The variable name given by `as`, or `default`.
     pub fn as_name(&self, default: &str) -> String {

@@ -1,0 +1,134 @@
+"""Aggregation expressions through `aggregate` against a real server: the date operators and
+the rest of issue 14's list, with expected values and error codes from MongoDB's manual
+(pages under https://www.mongodb.com/docs/manual/reference/operator/aggregation/)."""
+import datetime
+import tempfile
+
+import pymongo
+import pytest
+from bson import ObjectId, Timestamp
+from pymongo.errors import OperationFailure
+
+from conftest import Server
+
+UTC = datetime.timezone.utc
+
+
+def dt(*a):
+    return datetime.datetime(*a, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def db():
+    # One server for the whole module: these tests only read and write their own collection.
+    with tempfile.TemporaryDirectory(prefix="flashdoc-e2e-expr-") as d:
+        s = Server(d).start()
+        c = s.client(tz_aware=True)
+        yield c["e2e_expr"]
+        c.close()
+        s.stop()
+
+
+def one(db, expr, doc=None):
+    """Evaluates `expr` against one stored document and returns the result."""
+    coll = db["one"]
+    coll.delete_many({})
+    coll.insert_one(dict(doc or {}, _id=1))
+    out = list(coll.aggregate([{"$project": {"_id": 0, "r": expr}}]))
+    return out[0].get("r", "<missing>")
+
+
+def code_of(db, expr, doc=None):
+    with pytest.raises(OperationFailure) as e:
+        one(db, expr, doc)
+    return e.value.code
+
+
+# --- dates ---------------------------------------------------------------------------------
+
+D = dt(2014, 1, 1, 8, 15, 39, 736000)
+
+
+def test_date_to_string_manual_example(db):
+    # dateToString/: the page's document and outputs.
+    f = lambda fmt, tz: one(db, {"$dateToString": {"format": fmt, "date": "$date", "timezone": tz}}, {"date": D})
+    assert f("%Y-%m-%d", "UTC") == "2014-01-01"
+    assert f("%H:%M:%S:%L%z", "America/New_York") == "03:15:39:736-0500"
+    assert f("%H:%M:%S:%L%z", "+04:30") == "12:45:39:736+0430"
+    assert f("%Z", "America/New_York") == "-300"
+    assert f("%Z", "+04:30") == "+270"
+    assert f("%b %B", "UTC") == "Jan January"
+    assert f("%j %w %u %U %V %G %%", "UTC") == "001 4 3 00 01 2014 %"
+    assert one(db, {"$dateToString": {"date": "$date"}}, {"date": D}) == "2014-01-01T08:15:39.736Z"
+    assert one(db, {"$dateToString": {"date": "$nope", "onNull": "none"}}) == "none"
+    assert code_of(db, {"$dateToString": {"date": D, "format": "%q"}}) == 18536
+    assert code_of(db, {"$dateToString": {"date": D, "timezone": "Mars/Olympus"}}) == 40485
+    assert code_of(db, {"$dateToString": {"format": "%Y"}}) == 18628
+
+
+def test_date_parts_with_timezone(db):
+    doc = {"date": D, "ts": Timestamp(1388564139, 1), "oid": ObjectId("52c3cfab0000000000000000")}
+    r = one(db, {
+        "y": {"$year": {"date": "$date", "timezone": "Pacific/Honolulu"}},
+        "h": {"$hour": {"date": "$date", "timezone": "+05:30"}},
+        "m": {"$minute": {"date": "$date", "timezone": "+05:30"}},
+        "w": {"$week": "$date"},
+        "iw": {"$isoWeek": ["$date"]},
+        "iy": {"$isoWeekYear": "$date"},
+        "idw": {"$isoDayOfWeek": "$date"},
+        "ts": {"$second": "$ts"},
+        "oid": {"$dayOfYear": "$oid"},
+    }, doc)
+    assert r == {"y": 2013, "h": 13, "m": 45, "w": 0, "iw": 1, "iy": 2014, "idw": 3, "ts": 39, "oid": 1}
+    assert code_of(db, {"$year": {"date": D, "zone": "UTC"}}) == 40535
+    assert code_of(db, {"$year": {"date": D, "timezone": 7}}) == 40517
+
+
+def test_date_to_and_from_parts(db):
+    # dateToParts/ and dateFromParts/: the pages' examples.
+    d = dt(2017, 1, 1, 1, 29, 9, 123000)
+    assert one(db, {"$dateToParts": {"date": d, "iso8601": True}}) == {
+        "isoWeekYear": 2016, "isoWeek": 52, "isoDayOfWeek": 7,
+        "hour": 1, "minute": 29, "second": 9, "millisecond": 123}
+    assert one(db, {"$dateToParts": {"date": d, "timezone": "America/New_York"}}) == {
+        "year": 2016, "month": 12, "day": 31, "hour": 20, "minute": 29, "second": 9, "millisecond": 123}
+    assert one(db, {"$dateFromParts": {"isoWeekYear": 2017, "isoWeek": 6, "isoDayOfWeek": 3, "hour": 12}}) == dt(2017, 2, 8, 12)
+    assert one(db, {"$dateFromParts": {"year": 2016, "month": 12, "day": 31, "hour": 23, "minute": 46,
+                                       "second": 12, "timezone": "America/New_York"}}) == dt(2017, 1, 1, 4, 46, 12)
+    assert one(db, {"$dateFromParts": {"year": 2017, "month": 14, "day": 1, "hour": 12}}) == dt(2018, 2, 1, 12)
+    assert code_of(db, {"$dateFromParts": {"year": 2017, "isoWeek": 1}}) == 40489
+    assert code_of(db, {"$dateFromParts": {"month": 1}}) == 40516
+
+
+def test_date_from_string(db):
+    # dateFromString/: the page's examples, onError and onNull.
+    f = lambda args: one(db, {"$dateFromString": args})
+    assert f({"dateString": "2017-02-08T12:10:40.787", "timezone": "America/New_York"}) == dt(2017, 2, 8, 17, 10, 40, 787000)
+    assert f({"dateString": "15-06-2018", "format": "%d-%m-%Y"}) == dt(2018, 6, 15)
+    assert f({"dateString": "2017-07-12T22:23:55 GMT+02:00"}) == dt(2017, 7, 12, 20, 23, 55)
+    assert f({"dateString": "20177-02-09T03:35:02.055", "onError": "bad"}) == "bad"
+    assert f({"dateString": None, "onNull": "none"}) == "none"
+    assert code_of(db, {"$dateFromString": {"dateString": "not a date"}}) == 241
+    assert code_of(db, {"$dateFromString": {"format": "%Y"}}) == 40542
+
+
+def test_date_arithmetic(db):
+    # dateAdd/, dateSubtract/, dateDiff/, dateTrunc/.
+    assert one(db, {"$dateAdd": {"startDate": dt(2021, 1, 31, 10), "unit": "month", "amount": 1}}) == dt(2021, 2, 28, 10)
+    assert one(db, {"$dateAdd": {"startDate": dt(2021, 11, 6, 13), "unit": "day", "amount": 1,
+                                 "timezone": "America/New_York"}}) == dt(2021, 11, 7, 14)
+    assert one(db, {"$dateSubtract": {"startDate": dt(2021, 3, 31), "unit": "month", "amount": 1}}) == dt(2021, 2, 28)
+    assert one(db, {"$dateDiff": {"startDate": dt(2020, 12, 31, 23, 59), "endDate": dt(2021, 1, 1, 0, 1),
+                                  "unit": "year"}}) == 1
+    week = lambda sow: one(db, {"$dateDiff": {"startDate": dt(2017, 1, 7), "endDate": dt(2017, 1, 9),
+                                              "unit": "week", "startOfWeek": sow}})
+    assert (week("monday"), week("sun"), week("Saturday")) == (1, 1, 0)
+    assert one(db, {"$dateTrunc": {"date": dt(2021, 3, 20, 11, 30, 5), "unit": "hour", "binSize": 2}}) == dt(2021, 3, 20, 10)
+    assert one(db, {"$dateTrunc": {"date": dt(2021, 3, 20, 11, 30, 5), "unit": "year", "binSize": 10}}) == dt(2020, 1, 1)
+    assert one(db, {"$dateTrunc": {"date": dt(2020, 5, 18, 14, 10, 30), "unit": "week", "binSize": 2,
+                                   "timezone": "America/Los_Angeles", "startOfWeek": "Monday"}}) == dt(2020, 5, 11, 7)
+    assert code_of(db, {"$dateAdd": {"startDate": dt(2021, 1, 1), "unit": "day"}}) == 5166402
+    assert code_of(db, {"$dateAdd": {"startDate": dt(2021, 1, 1), "unit": "eon", "amount": 1}}) == 9
+    assert code_of(db, {"$dateTrunc": {"date": dt(2021, 1, 1), "unit": "day", "binSize": 0}}) == 5439018
+    assert code_of(db, {"$dateDiff": {"startDate": dt(2021, 1, 1), "endDate": dt(2021, 1, 2), "unit": "week",
+                                      "startOfWeek": "caturday"}}) == 5439016
