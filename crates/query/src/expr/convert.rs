@@ -1,6 +1,6 @@
 //! `$type` and the type conversions (`$toString`, `$toInt`, …).
 
-use super::ops::{Args, Op};
+use super::ops::{Args, NamedArgs, Op};
 use super::*;
 
 /// `$isNumber`.
@@ -15,10 +15,94 @@ pub(super) fn type_of(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson
 
 /// `$toString`, `$toInt`, `$toLong`, `$toDouble`, `$toDecimal`, `$toBool`, `$toObjectId`, `$toDate`.
 pub(super) fn to_type(op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let target = match op {
+        Op::ToInt => "int",
+        Op::ToLong => "long",
+        Op::ToDouble => "double",
+        Op::ToDecimal => "decimal",
+        Op::ToBool => "bool",
+        Op::ToObjectId => "objectId",
+        Op::ToDate => "date",
+        _ => "string",
+    };
     Ok(match args.v(0) {
         None | Some(Bson::Null) | Some(Bson::Undefined) => Some(Bson::Null),
-        Some(x) => Some(convert(op, x)?),
+        Some(x) => Some(convert(target, x)?),
     })
+}
+
+/// BSON type names and their numeric codes, as `$convert`'s `to` accepts them. Only the types
+/// of [`convert`] have conversions; the others fail with 241 (ConversionFailure).
+const TYPE_CODES: &[(&str, i64)] = &[
+    ("double", 1),
+    ("string", 2),
+    ("object", 3),
+    ("array", 4),
+    ("binData", 5),
+    ("undefined", 6),
+    ("objectId", 7),
+    ("bool", 8),
+    ("date", 9),
+    ("null", 10),
+    ("regex", 11),
+    ("dbPointer", 12),
+    ("javascript", 13),
+    ("symbol", 14),
+    ("javascriptWithScope", 15),
+    ("int", 16),
+    ("timestamp", 17),
+    ("long", 18),
+    ("decimal", 19),
+    ("minKey", -1),
+    ("maxKey", 127),
+];
+
+/// The type `to` names: a type name or its numeric code (FailedToParse otherwise).
+fn target_type(to: &Bson) -> DocResult<&'static str> {
+    let found = match to {
+        Bson::String(s) => TYPE_CODES.iter().find(|(n, _)| n == s),
+        other => match Num::of(other).and_then(Num::as_i64_exact) {
+            Some(code) => TYPE_CODES.iter().find(|(_, c)| *c == code),
+            None => {
+                return Err(DocError::failed_to_parse(format!(
+                    "$convert's 'to' argument must be a string or number, but is {}",
+                    type_name(other)
+                )))
+            }
+        },
+    };
+    found.map(|(n, _)| *n).ok_or_else(|| {
+        DocError::failed_to_parse(match to {
+            Bson::String(s) => format!("Unknown type name: {s}"),
+            other => format!(
+                "In $convert, numeric value for 'to' does not correspond to a BSON type: {}",
+                shell_repr(other)
+            ),
+        })
+    })
+}
+
+/// `$convert`: `{input, to, onError, onNull}`. `onError` answers for a value that cannot be
+/// converted (241), `onNull` for a null or missing input.
+pub(super) fn convert_op(_op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let to = match args.eval("to", ctx)? {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(Bson::Null)),
+        Some(t) => target_type(&t)?,
+    };
+    let input = match args.eval("input", ctx)? {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => {
+            return match args.get("onNull") {
+                Some(e) => e.eval(ctx),
+                None => Ok(Some(Bson::Null)),
+            }
+        }
+        Some(v) => v,
+    };
+    match (convert(to, &input), args.get("onError")) {
+        (Ok(v), _) => Ok(Some(v)),
+        (Err(e), Some(on_error)) if e.code == 241 => on_error.eval(ctx),
+        (Err(e), _) => Err(e),
+    }
 }
 
 pub(super) fn conversion_failure(msg: String) -> DocError {
@@ -40,9 +124,11 @@ pub(super) fn to_string_value(v: &Bson) -> DocResult<String> {
         Bson::Decimal128(d) => d.to_string(),
         Bson::Boolean(b) => b.to_string(),
         Bson::ObjectId(o) => o.to_hex(),
-        Bson::DateTime(d) => d
-            .try_to_rfc3339_string()
-            .unwrap_or_else(|_| d.timestamp_millis().to_string()),
+        Bson::DateTime(d) => super::date_fmt::format_date(
+            "%Y-%m-%dT%H:%M:%S.%LZ",
+            d.timestamp_millis(),
+            &super::date::Tz::UTC,
+        )?,
         other => {
             return Err(conversion_failure(format!(
                 "Unsupported conversion from {} to string in $convert with no onError value",
@@ -52,17 +138,8 @@ pub(super) fn to_string_value(v: &Bson) -> DocResult<String> {
     })
 }
 
-pub(super) fn convert(op: Op, v: &Bson) -> DocResult<Bson> {
-    let target = match op {
-        Op::ToInt => "int",
-        Op::ToLong => "long",
-        Op::ToDouble => "double",
-        Op::ToDecimal => "decimal",
-        Op::ToBool => "bool",
-        Op::ToObjectId => "objectId",
-        Op::ToDate => "date",
-        _ => "string",
-    };
+/// Converts `v` to the type named `target` (one of [`TYPE_CODES`]).
+pub(super) fn convert(target: &'static str, v: &Bson) -> DocResult<Bson> {
     let unsupported = || {
         conversion_failure(format!(
             "Unsupported conversion from {} to {target} in $convert with no onError value",
@@ -80,12 +157,7 @@ pub(super) fn convert(op: Op, v: &Bson) -> DocResult<Bson> {
         })
     };
     let num = match v {
-        Bson::String(s)
-            if target != "string"
-                && target != "objectId"
-                && target != "bool"
-                && target != "date" =>
-        {
+        Bson::String(s) if matches!(target, "int" | "long" | "double" | "decimal") => {
             Some(parse_num(s)?)
         }
         Bson::Boolean(b) => Some(Num::I32(*b as i32)),
@@ -117,7 +189,7 @@ pub(super) fn convert(op: Op, v: &Bson) -> DocResult<Bson> {
                 Some(n) => Bson::DateTime(DateTime::from_millis(n.as_f64() as i64)),
             },
         },
-        _ => {
+        "int" | "long" | "double" | "decimal" => {
             let Some(n) = num else {
                 return Err(unsupported());
             };
@@ -147,5 +219,6 @@ pub(super) fn convert(op: Op, v: &Bson) -> DocResult<Bson> {
                 _ => Num::Dec(n.as_f64()).to_bson(),
             }
         }
+        _ => return Err(unsupported()),
     })
 }

@@ -210,3 +210,5 @@ impl Expr {
 mod tests;
 #[cfg(test)]
 mod tests_date;
+#[cfg(test)]
+mod tests_more;

@@ -126,6 +126,7 @@ op_table! {
     ToBool "$toBool" Positional(1, 1) Values(convert::to_type);
     ToObjectId "$toObjectId" Positional(1, 1) Values(convert::to_type);
     ToDate "$toDate" Positional(1, 1) Values(convert::to_type);
+    Convert "$convert" Named(&["input", "to", "onError", "onNull"]) Named(convert::convert_op);
     IsNumber "$isNumber" Positional(1, 1) Values(convert::is_number);
     Year "$year" DatePart Values(date::date_part_of);
     Month "$month" DatePart Values(date::date_part_of);
@@ -159,11 +160,27 @@ op_table! {
     Let "$let" Named(&["vars", "in"]) Named(cond::let_vars);
     Filter "$filter" Named(&["input", "as", "cond", "limit"]) Named(array::filter_map);
     Map "$map" Named(&["input", "as", "in"]) Named(array::filter_map);
+    GetField "$getField" Named(&["field", "input"]) Named(object::get_field);
+    SetField "$setField" Named(&["field", "input", "value"]) Named(object::set_field);
+    UnsetField "$unsetField" Named(&["field", "input"]) Named(object::set_field);
+    Zip "$zip" Named(&["inputs", "useLongestLength", "defaults"]) Named(array::zip);
+    SortArray "$sortArray" Named(&["input", "sortBy"]) Named(array::sort_array);
+    FirstN "$firstN" Named(&["input", "n"]) Named(array::n_elements);
+    LastN "$lastN" Named(&["input", "n"]) Named(array::n_elements);
+    MaxN "$maxN" Named(&["input", "n"]) Named(array::n_elements);
+    MinN "$minN" Named(&["input", "n"]) Named(array::n_elements);
+    Rand "$rand" Named(&[]) Named(array::rand);
     Reduce "$reduce" Named(&["input", "initialValue", "in"]) Named(array::reduce);
     Trim "$trim" Named(&["input", "chars"]) Named(string::trim);
     Ltrim "$ltrim" Named(&["input", "chars"]) Named(string::trim);
     Rtrim "$rtrim" Named(&["input", "chars"]) Named(string::trim);
-    RegexMatch "$regexMatch" Named(&["input", "regex", "options"]) Named(string::regex_match);
+    RegexMatch "$regexMatch" Named(&["input", "regex", "options"]) Named(string::regex_ops);
+    RegexFind "$regexFind" Named(&["input", "regex", "options"]) Named(string::regex_ops);
+    RegexFindAll "$regexFindAll" Named(&["input", "regex", "options"]) Named(string::regex_ops);
+    ReplaceOne "$replaceOne" Named(&["input", "find", "replacement"]) Named(string::replace);
+    ReplaceAll "$replaceAll" Named(&["input", "find", "replacement"]) Named(string::replace);
+    IndexOfBytes "$indexOfBytes" Positional(2, 4) Values(string::index_of);
+    IndexOfCP "$indexOfCP" Positional(2, 4) Values(string::index_of);
 }
 
 impl Op {

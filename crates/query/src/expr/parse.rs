@@ -141,6 +141,84 @@ fn named_rules(op: Op) -> NamedRules {
                 ("unit", 5439010, "Location5439010"),
             ],
         ),
+        Op::RegexMatch | Op::RegexFind | Op::RegexFindAll => rules(
+            (51103, "Location51103"),
+            (31024, "Location31024"),
+            &[
+                ("input", 31022, "Location31022"),
+                ("regex", 31023, "Location31023"),
+            ],
+        ),
+        Op::ReplaceOne | Op::ReplaceAll => rules(
+            (51751, "Location51751"),
+            (51750, "Location51750"),
+            &[
+                ("input", 51749, "Location51749"),
+                ("find", 51748, "Location51748"),
+                ("replacement", 51747, "Location51747"),
+            ],
+        ),
+        Op::Zip => rules(
+            (34460, "Location34460"),
+            (34464, "Location34464"),
+            &[("inputs", 34465, "Location34465")],
+        ),
+        Op::SortArray => rules(
+            (2942500, "Location2942500"),
+            (2942501, "Location2942501"),
+            &[
+                ("input", 2942502, "Location2942502"),
+                ("sortBy", 2942503, "Location2942503"),
+            ],
+        ),
+        Op::FirstN | Op::LastN => rules(
+            (5788001, "Location5788001"),
+            (5788002, "Location5788002"),
+            &[
+                ("n", 5788003, "Location5788003"),
+                ("input", 5788004, "Location5788004"),
+            ],
+        ),
+        Op::MaxN | Op::MinN => rules(
+            (5787900, "Location5787900"),
+            (5787901, "Location5787901"),
+            &[
+                ("n", 5787906, "Location5787906"),
+                ("input", 5787907, "Location5787907"),
+            ],
+        ),
+        Op::GetField => rules(
+            (3041700, "Location3041700"),
+            (3041701, "Location3041701"),
+            &[("field", 3041702, "Location3041702")],
+        ),
+        Op::SetField => rules(
+            (4161100, "Location4161100"),
+            (4161101, "Location4161101"),
+            &[
+                ("field", 4161102, "Location4161102"),
+                ("input", 4161109, "Location4161109"),
+                ("value", 4161103, "Location4161103"),
+            ],
+        ),
+        Op::UnsetField => rules(
+            (4161100, "Location4161100"),
+            (4161101, "Location4161101"),
+            &[
+                ("field", 4161102, "Location4161102"),
+                ("input", 4161109, "Location4161109"),
+            ],
+        ),
+        Op::Convert => rules(
+            (9, "FailedToParse"),
+            (9, "FailedToParse"),
+            &[("input", 9, "FailedToParse"), ("to", 9, "FailedToParse")],
+        ),
+        Op::Rand => rules(
+            (3040501, "Location3040501"),
+            (3040501, "Location3040501"),
+            &[],
+        ),
         _ => rules((9, "FailedToParse"), (9, "FailedToParse"), &[]),
     }
 }
@@ -167,10 +245,12 @@ fn named_args(op: Op, name: &str, arg: &Bson, allowed: &[&str]) -> DocResult<Vec
                 },
             ));
         }
-        // `as` names and `vars` keep their raw form.
+        // `as` names, `vars` and sort specifications keep their raw form.
         let e = match (name, k.as_str()) {
             (_, "as") => Expr::Lit(v.clone()),
-            ("$let", "vars") | ("$switch", "branches") => Expr::Lit(v.clone()),
+            ("$let", "vars") | ("$switch", "branches") | ("$sortArray", "sortBy") => {
+                Expr::Lit(v.clone())
+            }
             _ => parse_expr(v)?,
         };
         out.push((k.clone(), e));
@@ -191,6 +271,11 @@ fn named_args(op: Op, name: &str, arg: &Bson, allowed: &[&str]) -> DocResult<Vec
     Ok(out)
 }
 
+/// An object of named arguments, as opposed to an operator expression (`{$literal: …}`).
+fn is_named_object(arg: &Bson) -> bool {
+    matches!(arg, Bson::Document(d) if d.keys().next().is_some_and(|k| !k.starts_with('$')))
+}
+
 /// A date part operator's argument: `date`, `[date]` (40536 for another length) or
 /// `{date, timezone}` (40535 for another field, 40539 without `date`).
 fn parse_date_part(op: Op, name: &str, arg: &Bson) -> DocResult<Expr> {
@@ -206,7 +291,7 @@ fn parse_date_part(op: Op, name: &str, arg: &Bson) -> DocResult<Expr> {
             ))
         }
         Bson::Array(a) => vec![parse_expr(&a[0])?],
-        Bson::Document(d) if d.keys().next().is_some_and(|k| !k.starts_with('$')) => {
+        Bson::Document(d) if is_named_object(arg) => {
             let (mut date, mut tz) = (None, None);
             for (k, v) in d {
                 match k.as_str() {
@@ -279,6 +364,13 @@ fn parse_op(name: &str, arg: &Bson) -> DocResult<Expr> {
     };
     if let Arity::DatePart = op.spec().arity {
         return parse_date_part(op, name, arg);
+    }
+    if op == Op::GetField && !is_named_object(arg) {
+        // `{$getField: "name"}` (or an expression such as `{$literal: "$name"}`) is the field.
+        return Ok(Expr::Named(
+            op,
+            vec![("field".to_string(), parse_expr(arg)?)],
+        ));
     }
     if let Arity::Named(allowed) = op.spec().arity {
         let mut args = named_args(op, name, arg, allowed)?;
