@@ -457,34 +457,55 @@ pub(super) fn zip(_op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<Bson
     Ok(Some(Bson::Array(rows)))
 }
 
+/// The `sortBy` of `$sortArray`.
+enum ArrayOrder {
+    /// Whole values in BSON order, descending when true.
+    Values { descending: bool },
+    /// A sort document over the elements' fields (an element that is not a document sorts as
+    /// one with no fields).
+    Fields(crate::sort::SortSpec),
+}
+
+impl ArrayOrder {
+    fn parse(sort_by: &Bson) -> DocResult<ArrayOrder> {
+        if let Bson::Document(d) = sort_by {
+            return Ok(ArrayOrder::Fields(crate::sort::SortSpec::parse(d)?));
+        }
+        match Num::of(sort_by).map(Num::as_f64) {
+            Some(1.0) => Ok(ArrayOrder::Values { descending: false }),
+            Some(-1.0) => Ok(ArrayOrder::Values { descending: true }),
+            _ => Err(DocError::with_code(
+                2942506,
+                "Location2942506",
+                "The $sort element value must be either 1 or -1",
+            )),
+        }
+    }
+
+    fn compare(&self, a: &Bson, b: &Bson) -> Ordering {
+        match self {
+            ArrayOrder::Values { descending: false } => compare_bson(a, b),
+            ArrayOrder::Values { descending: true } => compare_bson(b, a),
+            ArrayOrder::Fields(spec) => {
+                let empty = Document::new();
+                spec.compare(doc_or(a, &empty), doc_or(b, &empty))
+            }
+        }
+    }
+}
+
+/// `v` if it is a document, `other` otherwise.
+fn doc_or<'a>(v: &'a Bson, other: &'a Document) -> &'a Document {
+    match v {
+        Bson::Document(d) => d,
+        _ => other,
+    }
+}
+
 /// `$sortArray`: `{input, sortBy}`; `sortBy` is 1 or -1 (whole values in BSON order) or a sort
 /// document over the elements' fields.
 pub(super) fn sort_array(_op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<Bson>> {
-    let sort_by = args.eval("sortBy", ctx)?.unwrap_or(Bson::Null);
-    let order: Box<dyn Fn(&Bson, &Bson) -> Ordering> = match &sort_by {
-        Bson::Document(d) => {
-            let spec = crate::sort::SortSpec::parse(d)?;
-            let empty = Document::new();
-            Box::new(move |a: &Bson, b: &Bson| {
-                let as_doc = |v: &Bson| match v {
-                    Bson::Document(d) => d.clone(),
-                    _ => empty.clone(),
-                };
-                spec.compare(&as_doc(a), &as_doc(b))
-            })
-        }
-        v => match Num::of(v).map(Num::as_f64) {
-            Some(1.0) => Box::new(compare_bson),
-            Some(-1.0) => Box::new(|a: &Bson, b: &Bson| compare_bson(b, a)),
-            _ => {
-                return Err(DocError::with_code(
-                    2942506,
-                    "Location2942506",
-                    "The $sort element value must be either 1 or -1",
-                ))
-            }
-        },
-    };
+    let order = ArrayOrder::parse(&args.eval("sortBy", ctx)?.unwrap_or(Bson::Null))?;
     let mut arr = match args.eval("input", ctx)? {
         None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(Bson::Null)),
         Some(Bson::Array(a)) => a,
@@ -499,7 +520,7 @@ pub(super) fn sort_array(_op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Opti
             ))
         }
     };
-    arr.sort_by(|a, b| order(a, b));
+    arr.sort_by(|a, b| order.compare(a, b));
     Ok(Some(Bson::Array(arr)))
 }
 

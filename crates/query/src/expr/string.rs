@@ -189,13 +189,15 @@ pub(super) fn regex_ops(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option
         None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(nothing())),
         Some(Bson::String(p)) => (p, options.unwrap_or_default()),
         Some(Bson::RegularExpression(r)) => match options {
-            Some(_) if !r.options.is_empty() => return Err(DocError::with_code(
-                51107,
-                "Location51107",
-                format!(
+            Some(_) if !r.options.is_empty() => {
+                return Err(DocError::with_code(
+                    51107,
+                    "Location51107",
+                    format!(
                     "{name}: found regex option(s) specified in both 'regex' and 'option' fields"
                 ),
-            )),
+                ))
+            }
             Some(o) => (r.pattern, o),
             None => (r.pattern, r.options),
         },
