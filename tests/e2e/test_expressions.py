@@ -132,3 +132,64 @@ def test_date_arithmetic(db):
     assert code_of(db, {"$dateTrunc": {"date": dt(2021, 1, 1), "unit": "day", "binSize": 0}}) == 5439018
     assert code_of(db, {"$dateDiff": {"startDate": dt(2021, 1, 1), "endDate": dt(2021, 1, 2), "unit": "week",
                                       "startOfWeek": "caturday"}}) == 5439016
+
+
+# --- the rest --------------------------------------------------------------------------------
+
+
+def test_string_operators(db):
+    # regexFind/, regexFindAll/, replaceOne/, replaceAll/, indexOfBytes/, indexOfCP/.
+    assert one(db, {"$regexFind": {"input": "Single LINE description.", "regex": "line", "options": "i"}}) == {
+        "match": "LINE", "idx": 7, "captures": []}
+    assert one(db, {"$regexFindAll": {"input": "café cafe", "regex": "(c)af(é)?"}}) == [
+        {"match": "café", "idx": 0, "captures": ["c", "é"]},
+        {"match": "caf", "idx": 5, "captures": ["c", None]}]
+    assert one(db, {"$replaceAll": {"input": "blue paint with blue paintbrush", "find": "blue paint",
+                                    "replacement": "red paint"}}) == "red paint with red paintbrush"
+    assert one(db, {"$replaceOne": {"input": "$s", "find": "a", "replacement": "o"}}, {"s": "banana"}) == "bonana"
+    assert one(db, {"$indexOfBytes": ["cafétéria", "t"]}) == 5
+    assert one(db, {"$indexOfCP": ["cafétéria", "t"]}) == 4
+    assert one(db, {"$indexOfBytes": ["foo.bar.fi", ".", 5]}) == 7
+    assert code_of(db, {"$indexOfBytes": ["vanilla", "ll", -1]}) == 40097
+    assert code_of(db, {"$regexFind": {"input": 1, "regex": "a"}}) == 51104
+    assert code_of(db, {"$replaceAll": {"input": "a", "find": "a"}}) == 51747
+
+
+def test_array_operators(db):
+    # zip/, sortArray/, firstN-array-element/, maxN-array-element/, rand/.
+    assert one(db, {"$zip": {"inputs": [[1], [2, 3], [4]], "useLongestLength": True,
+                             "defaults": ["a", "b", "c"]}}) == [[1, 2, 4], ["a", 3, "c"]]
+    assert one(db, {"$zip": {"inputs": ["$a", "$b"]}}, {"a": [1, 2], "b": ["x", "y", "z"]}) == [[1, "x"], [2, "y"]]
+    team = [{"name": "pat", "age": 30}, {"name": "dallas", "age": 36}, {"name": "charlie", "age": 42}]
+    assert [m["name"] for m in one(db, {"$sortArray": {"input": "$team", "sortBy": {"age": -1}}}, {"team": team})] == [
+        "charlie", "dallas", "pat"]
+    assert one(db, {"$sortArray": {"input": [1, 4, 1, 6, 12, 5], "sortBy": -1}}) == [12, 6, 5, 4, 1, 1]
+    assert one(db, {"$firstN": {"n": 2, "input": [3, None, 1]}}) == [3, None]
+    assert one(db, {"$lastN": {"n": 2, "input": [3, None, 1]}}) == [None, 1]
+    assert one(db, {"$maxN": {"n": 2, "input": [3, None, 1, 8]}}) == [8, 3]
+    assert one(db, {"$minN": {"n": 2, "input": [3, None, 1, 8]}}) == [1, 3]
+    r = one(db, {"$rand": {}})
+    assert isinstance(r, float) and 0 <= r < 1
+    assert code_of(db, {"$zip": {"inputs": [[1], 2]}}) == 34468
+    assert code_of(db, {"$sortArray": {"input": 1, "sortBy": 1}}) == 2942504
+    assert code_of(db, {"$firstN": {"n": 0, "input": [1]}}) == 5787908
+
+
+def test_field_and_convert_operators(db):
+    # getField/, setField/, unsetField/, convert/.
+    doc = {"price.usd": 45, "qty": 2}
+    assert one(db, {"$getField": "price.usd"}, doc) == 45
+    assert one(db, {"$setField": {"field": "price.usd", "input": "$$ROOT", "value": 50}}, doc) == {
+        "_id": 1, "price.usd": 50, "qty": 2}
+    assert one(db, {"$unsetField": {"field": "price.usd", "input": {"$literal": {"price.usd": 1, "a": 2}}}}) == {"a": 2}
+    assert one(db, {"$convert": {"input": "5.5", "to": "double"}}) == 5.5
+    assert one(db, {"$convert": {"input": 5.9, "to": 16}}) == 5
+    assert one(db, {"$convert": {"input": "abc", "to": "int", "onError": -1}}) == -1
+    assert one(db, {"$convert": {"input": "$nope", "to": "int", "onNull": 0}}) == 0
+    assert code_of(db, {"$convert": {"input": "abc", "to": "int"}}) == 241
+    assert code_of(db, {"$convert": {"input": 1, "to": "foo"}}) == 9
+    assert code_of(db, {"$setField": {"field": "a", "input": 1, "value": 1}}) == 4161105
+
+
+def test_unknown_expression_is_still_168(db):
+    assert code_of(db, {"$function": {"body": "function() {}", "args": [], "lang": "js"}}) == 168
