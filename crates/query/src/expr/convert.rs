@@ -222,3 +222,89 @@ pub(super) fn convert(target: &'static str, v: &Bson) -> DocResult<Bson> {
         _ => return Err(unsupported()),
     })
 }
+
+/// `$binarySize`: the bytes of a string or a BinData.
+pub(super) fn binary_size(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let n = match args.v(0) {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(Bson::Null)),
+        Some(Bson::String(s)) => s.len(),
+        Some(Bson::Binary(b)) => b.bytes.len(),
+        other => {
+            return Err(DocError::with_code(
+                51276,
+                "Location51276",
+                format!(
+                    "$binarySize requires a string or BinData argument, found: {}",
+                    tn(other)
+                ),
+            ))
+        }
+    };
+    Ok(Some(Bson::Int32(n as i32)))
+}
+
+/// `$bsonSize`: the encoded size of a document.
+pub(super) fn bson_size(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    match args.v(0) {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => Ok(Some(Bson::Null)),
+        Some(Bson::Document(d)) => {
+            let bytes = bson::to_vec(d).map_err(|e| DocError::internal_error(e.to_string()))?;
+            Ok(Some(Bson::Int32(bytes.len() as i32)))
+        }
+        other => Err(DocError::with_code(
+            31393,
+            "Location31393",
+            format!("$bsonSize requires a document input, found: {}", tn(other)),
+        )),
+    }
+}
+
+/// `$tsSecond`, `$tsIncrement`: the two halves of a timestamp, as longs.
+pub(super) fn timestamp_part(op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    match args.v(0) {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => Ok(Some(Bson::Null)),
+        Some(Bson::Timestamp(t)) => Ok(Some(Bson::Int64(if op == Op::TsSecond {
+            t.time as i64
+        } else {
+            t.increment as i64
+        }))),
+        other => {
+            let (code, name) = if op == Op::TsSecond {
+                (5687301, "Location5687301")
+            } else {
+                (5687302, "Location5687302")
+            };
+            Err(DocError::with_code(
+                code,
+                name,
+                format!(
+                    "Argument to {} must be a timestamp, but is {}",
+                    op.name(),
+                    tn(other)
+                ),
+            ))
+        }
+    }
+}
+
+/// `$toUUID`: a hyphenated UUID string to BinData subtype 4.
+pub(super) fn to_uuid(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    match args.v(0) {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => Ok(Some(Bson::Null)),
+        Some(Bson::Binary(b)) if b.subtype == bson::spec::BinarySubtype::Uuid => {
+            Ok(Some(Bson::Binary(b.clone())))
+        }
+        Some(Bson::String(s)) => {
+            let uuid = bson::Uuid::parse_str(s).map_err(|_| {
+                conversion_failure(format!(
+                    "Failed to parse UUID '{s}' in $convert with no onError value"
+                ))
+            })?;
+            Ok(Some(Bson::Binary(bson::Binary::from_uuid(uuid))))
+        }
+        Some(other) => Err(conversion_failure(format!(
+            "Unsupported conversion from {} to binData in $convert with no onError value",
+            type_name(other)
+        ))),
+    }
+}

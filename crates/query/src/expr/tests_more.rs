@@ -377,3 +377,84 @@ fn rand_is_a_double_in_unit_interval() {
     }
     assert_eq!(code(bson!({"$rand": {"seed": 1}})), 3040501);
 }
+
+/// sin/ … radiansToDegrees/, log/.
+#[test]
+fn trigonometry_and_log() {
+    let f = |e: Bson| match ev(e) {
+        Some(Bson::Double(x)) => x,
+        other => panic!("{other:?}"),
+    };
+    assert!((f(bson!({"$sin": {"$degreesToRadians": 30}})) - 0.5).abs() < 1e-12);
+    assert!((f(bson!({"$cos": 0})) - 1.0).abs() < 1e-12);
+    assert!((f(bson!({"$atan2": [1, 1]})) - std::f64::consts::FRAC_PI_4).abs() < 1e-12);
+    assert!((f(bson!({"$radiansToDegrees": std::f64::consts::PI})) - 180.0).abs() < 1e-9);
+    assert!((f(bson!({"$acosh": 1})) - 0.0).abs() < 1e-12);
+    assert_eq!(f(bson!({"$log": [100, 10]})), 2.0);
+    assert!((f(bson!({"$log": [100, std::f64::consts::E]})) - 4.605170185988092).abs() < 1e-12);
+    assert!(matches!(
+        ev(bson!({"$sin": Bson::Decimal128("1".parse().unwrap())})),
+        Some(Bson::Decimal128(_))
+    ));
+    assert_eq!(ev(bson!({"$tan": null})), Some(Bson::Null));
+    assert_eq!(code(bson!({"$acos": 2})), 50989);
+    assert_eq!(code(bson!({"$sin": f64::INFINITY})), 50989);
+    assert_eq!(code(bson!({"$sin": "a"})), 28765);
+    assert_eq!(code(bson!({"$log": [0, 10]})), 28758);
+    assert_eq!(code(bson!({"$log": [10, 1]})), 28759);
+}
+
+/// bitAnd/, bitOr/, bitXor/, bitNot/.
+#[test]
+fn bitwise_operators() {
+    assert_eq!(ev(bson!({"$bitAnd": [3, 5]})), Some(bson!(1)));
+    assert_eq!(
+        ev(bson!({"$bitOr": [3, Bson::Int64(5)]})),
+        Some(Bson::Int64(7))
+    );
+    assert_eq!(ev(bson!({"$bitXor": [3, 5]})), Some(bson!(6)));
+    assert_eq!(ev(bson!({"$bitNot": 0})), Some(bson!(-1)));
+    assert_eq!(
+        ev(bson!({"$bitNot": Bson::Int64(3)})),
+        Some(Bson::Int64(-4))
+    );
+    assert_eq!(ev(bson!({"$bitAnd": [3, null]})), Some(Bson::Null));
+    assert_eq!(code(bson!({"$bitAnd": [3, 1.5]})), 14);
+}
+
+/// binarySize/, bsonSize/, tsSecond/, tsIncrement/, toUUID/, stdDevPop/ (expression form).
+#[test]
+fn sizes_timestamps_uuid_and_std_dev() {
+    assert_eq!(ev(bson!({"$binarySize": "café"})), Some(bson!(5)));
+    assert_eq!(
+        ev(bson!({"$bsonSize": {"$literal": {"a": 1}}})),
+        Some(bson!(12))
+    );
+    assert_eq!(code(bson!({"$bsonSize": 1})), 31393);
+    assert_eq!(code(bson!({"$binarySize": 1})), 51276);
+    let ts = Bson::Timestamp(bson::Timestamp {
+        time: 1_622_731_060,
+        increment: 10,
+    });
+    assert_eq!(
+        ev(bson!({"$tsSecond": ts.clone()})),
+        Some(Bson::Int64(1_622_731_060))
+    );
+    assert_eq!(ev(bson!({"$tsIncrement": ts})), Some(Bson::Int64(10)));
+    assert_eq!(code(bson!({"$tsSecond": 1})), 5687301);
+    match ev(bson!({"$toUUID": "123e4567-e89b-12d3-a456-426614174000"})) {
+        Some(Bson::Binary(b)) => {
+            assert_eq!(b.subtype, bson::spec::BinarySubtype::Uuid);
+            assert_eq!(b.bytes[..2], [0x12, 0x3e]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(code(bson!({"$toUUID": "nope"})), 241);
+    let sd = |e: Bson| match ev(e) {
+        Some(Bson::Double(x)) => x,
+        other => panic!("{other:?}"),
+    };
+    assert!((sd(bson!({"$stdDevPop": [[1, 2, 3, 4]]})) - 1.118033988749895).abs() < 1e-12);
+    assert!((sd(bson!({"$stdDevSamp": [1, 2, "x", 3, 4]})) - 1.2909944487358056).abs() < 1e-12);
+    assert_eq!(ev(bson!({"$stdDevSamp": [[1]]})), Some(Bson::Null));
+}
