@@ -191,5 +191,19 @@ def test_field_and_convert_operators(db):
     assert code_of(db, {"$setField": {"field": "a", "input": 1, "value": 1}}) == 4161105
 
 
+def test_math_bits_sizes_and_timestamps(db):
+    # log/, sin/, degreesToRadians/, bitAnd/, bitNot/, binarySize/, bsonSize/, tsSecond/, toUUID/.
+    assert one(db, {"$log": [100, 10]}) == 2.0
+    assert abs(one(db, {"$sin": {"$degreesToRadians": 30}}) - 0.5) < 1e-12
+    assert one(db, {"$bitAnd": [3, 5]}) == 1
+    assert one(db, {"$bitNot": "$n"}, {"n": 0}) == -1
+    assert one(db, {"$binarySize": "café"}) == 5
+    assert one(db, {"$bsonSize": "$$ROOT"}, {"a": 1}) == 21  # 4 + (1+2+4) + (1+4+4) + 1
+    assert one(db, {"$tsSecond": "$ts"}, {"ts": Timestamp(1622731060, 10)}) == 1622731060
+    assert one(db, {"$toUUID": "123e4567-e89b-12d3-a456-426614174000"}).subtype == 4
+    assert code_of(db, {"$acos": 2}) == 50989
+    assert code_of(db, {"$bitAnd": [1, 1.5]}) == 14
+
+
 def test_unknown_expression_is_still_168(db):
     assert code_of(db, {"$function": {"body": "function() {}", "args": [], "lang": "js"}}) == 168
