@@ -207,3 +207,22 @@ def test_math_bits_sizes_and_timestamps(db):
 
 def test_unknown_expression_is_still_168(db):
     assert code_of(db, {"$function": {"body": "function() {}", "args": [], "lang": "js"}}) == 168
+
+
+def test_n_accumulators_in_group(db):
+    # firstN/, lastN/, maxN/, minN/ as $group accumulators.
+    coll = db["scores"]
+    coll.delete_many({})
+    coll.insert_many([{"_id": i, "g": i % 2, "s": s} for i, s in enumerate([5, 9, 1, None, 7, 3])])
+    out = {d["_id"]: d for d in coll.aggregate([{"$sort": {"_id": 1}}, {"$group": {
+        "_id": "$g",
+        "first": {"$firstN": {"input": "$s", "n": 2}},
+        "last": {"$lastN": {"input": "$s", "n": 2}},
+        "max": {"$maxN": {"input": "$s", "n": 2}},
+        "min": {"$minN": {"input": "$s", "n": 2}},
+    }}])}
+    assert out[0] == {"_id": 0, "first": [5, 1], "last": [1, 7], "max": [7, 5], "min": [1, 5]}
+    assert out[1] == {"_id": 1, "first": [9, None], "last": [None, 3], "max": [9, 3], "min": [3, 9]}
+    with pytest.raises(OperationFailure) as e:
+        list(coll.aggregate([{"$group": {"_id": None, "r": {"$maxN": {"input": "$s"}}}}]))
+    assert e.value.code == 5787906

@@ -524,8 +524,9 @@ pub(super) fn sort_array(_op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Opti
     Ok(Some(Bson::Array(arr)))
 }
 
-/// The `n` of `$firstN` … `$minN`: a positive integer (5787902, 5787908).
-fn n_of(v: Option<Bson>) -> DocResult<usize> {
+/// The `n` of `$firstN` … `$minN` (expressions and `$group` accumulators): a positive integer
+/// (5787902, 5787908).
+pub fn n_of(v: Option<Bson>) -> DocResult<usize> {
     let v = v.unwrap_or(Bson::Null);
     let n = Num::of(&v).and_then(Num::as_i64_exact).ok_or_else(|| {
         DocError::with_code(

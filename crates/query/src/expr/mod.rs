@@ -30,6 +30,7 @@ mod string;
 // them (and the helpers below) through its `use super::*`.
 use arith::*;
 pub use arith::{add_num, avg_values, mul_num, sum_values};
+pub use array::n_of;
 use convert::*;
 pub use ops::Op;
 pub use parse::parse_expr;
