@@ -106,6 +106,7 @@ def test_date_from_string(db):
     assert f({"dateString": "2017-02-08T12:10:40.787", "timezone": "America/New_York"}) == dt(2017, 2, 8, 17, 10, 40, 787000)
     assert f({"dateString": "15-06-2018", "format": "%d-%m-%Y"}) == dt(2018, 6, 15)
     assert f({"dateString": "2017-07-12T22:23:55 GMT+02:00"}) == dt(2017, 7, 12, 20, 23, 55)
+    assert code_of(db, {"$dateFromString": {"dateString": "2017-07-12 22:23:55 Europe/London"}}) == 241
     assert f({"dateString": "20177-02-09T03:35:02.055", "onError": "bad"}) == "bad"
     assert f({"dateString": None, "onNull": "none"}) == "none"
     assert code_of(db, {"$dateFromString": {"dateString": "not a date"}}) == 241

@@ -39,11 +39,13 @@ impl Tz {
         })
     }
 
-    /// UTC itself (the default format of `$dateToString` ends in `Z` only then).
+    /// mongod's "UTC zone": `UTC` or a zero offset, not `GMT` or `Etc/UTC` (the default format
+    /// of `$dateToString` ends in `Z` only then, and only then may `$dateFromString`'s string
+    /// carry its own offset).
     pub fn is_utc(&self) -> bool {
         match self {
             Tz::Fixed(o) => *o == 0,
-            Tz::Zone(tz) => matches!(tz.iana_name(), Some("UTC" | "Etc/UTC" | "GMT" | "Etc/GMT")),
+            Tz::Zone(tz) => tz.iana_name() == Some("UTC"),
         }
     }
 

@@ -143,10 +143,28 @@ fn add_months(local_ms: i64, n: i64) -> Option<i64> {
         .checked_add(tod)
 }
 
+/// The largest `amount` of `unit` mongod's `$dateAdd` accepts (its range of a date, roughly);
+/// milliseconds are only checked for overflow.
+fn max_amount(unit: Unit) -> Option<i64> {
+    let max_days = (u64::MAX / MS_PER_DAY as u64 + 1) as i64;
+    let max_years = max_days / 365 + 1;
+    Some(match unit {
+        Unit::Year => max_years,
+        Unit::Quarter => max_years * 4,
+        Unit::Month => max_years * 12,
+        Unit::Week => max_days / 7,
+        Unit::Day => max_days,
+        Unit::Hour => max_days * 24,
+        Unit::Minute => max_days * 24 * 60,
+        Unit::Second => max_days * 24 * 3600,
+        Unit::Millisecond => return None,
+    })
+}
+
 /// `$dateAdd`, `$dateSubtract`: `{startDate, unit, amount, timezone}`.
 pub(super) fn date_add(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<Bson>> {
     let name = op.name();
-    let (Some(start), Some(unit), Some(amount)) = (
+    let (Some(start), Some(unit_value), Some(amount)) = (
         present(args, "startDate", ctx)?,
         present(args, "unit", ctx)?,
         present(args, "amount", ctx)?,
@@ -163,7 +181,7 @@ pub(super) fn date_add(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<
             format!("{name} requires startDate to be convertible to a date"),
         )
     })?;
-    let unit = unit_of(name, &unit)?;
+    let unit = unit_of(name, &unit_value)?;
     let mut n = Num::of(&amount)
         .and_then(Num::as_i64_exact)
         .ok_or_else(|| {
@@ -176,6 +194,18 @@ pub(super) fn date_add(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<
     let overflow = || DocError::with_code(5166406, "Location5166406", "dateAdd overflowed");
     if op == Op::DateSubtract {
         n = n.checked_neg().ok_or_else(overflow)?;
+    }
+    if let Some(max) = max_amount(unit) {
+        if !(-max < n && n < max) {
+            return Err(DocError::with_code(
+                5976500,
+                "Location5976500",
+                format!(
+                    "invalid dateAdd 'amount' parameter value: {n} {}",
+                    unit_value.as_str().unwrap_or_default()
+                ),
+            ));
+        }
     }
     let result = match (unit.fixed_ms(), unit.months()) {
         (Some(ms), _) => n.checked_mul(ms).and_then(|d| start.checked_add(d)),
@@ -243,12 +273,18 @@ pub(super) fn date_diff(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option
             DocError::with_code(5166308, "Location5166308", "dateDiff overflowed")
         })?,
         fixed => {
+            // Boundaries crossed in local time, corrected by the change of UTC offset between
+            // the two dates (as mongod: across a DST change an hour still counts once).
             let ms = fixed.fixed_ms().expect("fixed unit");
-            tz.to_local(end).div_euclid(ms) - tz.to_local(start).div_euclid(ms)
+            let (off_a, off_b) = (tz.offset_at(start), tz.offset_at(end));
+            (end + off_b).div_euclid(ms) - (start + off_a).div_euclid(ms) + (off_a - off_b) / ms
         }
     };
     Ok(Some(Bson::Int64(diff)))
 }
+
+/// 2000-01-01T00:00:00Z.
+const REFERENCE_MS: i64 = 946_684_800_000;
 
 /// 2000-01-01T00:00 local, the point bins of `$dateTrunc` count from, in days.
 fn reference_days() -> i64 {
@@ -290,16 +326,23 @@ pub(super) fn date_trunc(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Optio
         return Ok(Some(Bson::Null));
     };
     let overflow = || DocError::with_code(5439000, "Location5439000", "dateTrunc overflowed");
+    if unit.fixed_ms().is_none() && bin > 100_000_000_000 {
+        return Err(DocError::with_code(
+            5439006,
+            "Location5439006",
+            "dateTrunc unsupported binSize value",
+        ));
+    }
     let local = tz.to_local(date);
     let result = match (unit.fixed_ms(), unit.months()) {
         (Some(ms), _) => {
-            // Fixed units keep the instant's own offset, so a bin inside a repeated hour stays
-            // in it.
+            // Bins are counted on UTC instants from 2000-01-01T00:00 local with the offset in
+            // force then (as mongod), so in a zone with DST an hour bin does not move with it.
             let span = bin.checked_mul(ms).ok_or_else(overflow)?;
-            let (local, span) = (local as i128, span as i128);
-            let origin = (reference_days() * MS_PER_DAY) as i128;
-            let floored = origin + (local - origin).div_euclid(span) * span;
-            i64::try_from(date as i128 - (local - floored)).map_err(|_| overflow())?
+            let origin = REFERENCE_MS - tz.offset_at(REFERENCE_MS);
+            let shifted = date.checked_sub(origin).ok_or_else(overflow)?;
+            date.checked_sub(shifted.rem_euclid(span))
+                .ok_or_else(overflow)?
         }
         (None, Some(months)) => {
             let c = Civil::of(local);

@@ -239,12 +239,18 @@ struct Parsed {
     iso_year: Option<i64>,
     iso_week: Option<i64>,
     iso_day: Option<i64>,
-    hour: i64,
-    minute: i64,
-    second: i64,
+    hour: Option<i64>,
+    minute: Option<i64>,
+    second: Option<i64>,
     millis: i64,
     /// A UTC offset, or a zone named in the string.
     zone: Option<Tz>,
+}
+
+fn incomplete(s: &str) -> DocError {
+    conversion_failure(format!(
+        "an incomplete date/time string has been found, with elements missing: \"{s}\""
+    ))
 }
 
 /// Parses `s` with `format`, or as ISO 8601 without one, in `tz` unless the string names its
@@ -261,9 +267,7 @@ fn parse_date(s: &str, format: Option<&str>, tz: &Tz) -> DocResult<i64> {
         }
         (Some(y), _) => {
             let (Some(m), Some(d)) = (p.month, p.day) else {
-                return Err(conversion_failure(format!(
-                    "an incomplete date/time string has been found, with elements missing: '{s}'"
-                )));
+                return Err(incomplete(s));
             };
             if !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m as u32) as i64 {
                 return Err(fail("The parsed date was invalid"));
@@ -273,17 +277,18 @@ fn parse_date(s: &str, format: Option<&str>, tz: &Tz) -> DocResult<i64> {
         (None, Some(iy)) => {
             iso_week1_monday(iy) + (p.iso_week.unwrap_or(1) - 1) * 7 + p.iso_day.unwrap_or(1) - 1
         }
-        (None, None) => {
-            return Err(conversion_failure(format!(
-                "an incomplete date/time string has been found, with elements missing: '{s}'"
-            )))
-        }
+        (None, None) => return Err(incomplete(s)),
     };
-    if p.hour > 23 || p.minute > 59 || p.second > 59 {
+    // A time left out entirely is midnight; a partial one is incomplete, as in mongod.
+    let (hour, minute, second) = match (p.hour, p.minute, p.second) {
+        (None, None, None) => (0, 0, 0),
+        (Some(h), Some(m), Some(s)) => (h, m, s),
+        _ => return Err(incomplete(s)),
+    };
+    if hour > 23 || minute > 59 || second > 59 {
         return Err(fail("The parsed time was invalid"));
     }
-    let local =
-        days * MS_PER_DAY + p.hour * 3_600_000 + p.minute * 60_000 + p.second * 1000 + p.millis;
+    let local = days * MS_PER_DAY + hour * 3_600_000 + minute * 60_000 + second * 1000 + p.millis;
     match p.zone {
         Some(_) if !tz.is_utc() => Err(conversion_failure(format!(
             "you cannot pass in a date/time string with time zone information ('{s}') together with a timezone argument"
@@ -355,12 +360,12 @@ fn parse_with_format(mut s: &str, fmt: &str) -> Result<Parsed, String> {
         match spec {
             'd' => p.day = Some(digits(&mut s, 2)?),
             'G' => p.iso_year = Some(digits(&mut s, 4)?),
-            'H' => p.hour = digits(&mut s, 2)?,
+            'H' => p.hour = Some(digits(&mut s, 2)?),
             'j' => p.day_of_year = Some(digits(&mut s, 3)?),
             'L' => p.millis = digits(&mut s, 3)?,
             'm' => p.month = Some(digits(&mut s, 2)?),
-            'M' => p.minute = digits(&mut s, 2)?,
-            'S' => p.second = digits(&mut s, 2)?,
+            'M' => p.minute = Some(digits(&mut s, 2)?),
+            'S' => p.second = Some(digits(&mut s, 2)?),
             'u' => p.iso_day = Some(digits(&mut s, 1)?),
             'V' => p.iso_week = Some(digits(&mut s, 2)?),
             'Y' => p.year = Some(digits(&mut s, 4)?),
@@ -385,7 +390,7 @@ fn parse_with_format(mut s: &str, fmt: &str) -> Result<Parsed, String> {
 }
 
 /// ISO 8601: `YYYY-MM-DD`, then optionally `T` or a space and `HH:MM[:SS[.fff]]`, then
-/// optionally `Z`, an offset, or a zone name (`GMT+02:00`, `Europe/London`).
+/// optionally `Z`, an offset, or `GMT`/`UTC` with an offset (`GMT+02:00`).
 fn parse_iso(s: &str) -> Result<Parsed, String> {
     let mut p = Parsed::default();
     let mut rest = s.trim();
@@ -406,12 +411,13 @@ fn parse_iso(s: &str) -> Result<Parsed, String> {
     p.day = Some(digits(&mut rest, 2)?);
     if let Some(r) = rest.strip_prefix(['T', 't', ' ']) {
         rest = r;
-        p.hour = digits(&mut rest, 2)?;
+        p.hour = Some(digits(&mut rest, 2)?);
         rest = rest.strip_prefix(':').ok_or("expected ':'")?;
-        p.minute = digits(&mut rest, 2)?;
+        p.minute = Some(digits(&mut rest, 2)?);
+        p.second = Some(0);
         if let Some(r) = rest.strip_prefix(':') {
             rest = r;
-            p.second = digits(&mut rest, 2)?;
+            p.second = Some(digits(&mut rest, 2)?);
             if let Some(r) = rest.strip_prefix(['.', ',']) {
                 let n = r.bytes().take_while(u8::is_ascii_digit).count();
                 if n == 0 {
@@ -427,8 +433,7 @@ fn parse_iso(s: &str) -> Result<Parsed, String> {
     Ok(p)
 }
 
-/// A trailing zone: `Z`, `±HH[:MM]`, `UTC`/`GMT` optionally followed by an offset, or an
-/// Olson name.
+/// A trailing zone: `Z`, `±HH[:MM]`, or `UTC`/`GMT` optionally followed by an offset.
 fn parse_zone_suffix(mut s: &str) -> Result<Option<Tz>, String> {
     if s.is_empty() {
         return Ok(None);
@@ -457,9 +462,12 @@ fn parse_zone_suffix(mut s: &str) -> Result<Option<Tz>, String> {
             }
         }
     }
-    Tz::parse(s)
-        .map(Some)
-        .map_err(|_| format!("unknown time zone '{s}'"))
+    // mongod gives timelib no zone database here: a zone name in the string is refused.
+    Err(if s.contains('/') {
+        "passing a time zone identifier as part of the string is not allowed".to_string()
+    } else {
+        format!("unexpected trailing data '{s}'")
+    })
 }
 
 /// `$toDate` and `$convert` parse a string as `$dateFromString` without a format does.

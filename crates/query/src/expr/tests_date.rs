@@ -50,6 +50,15 @@ fn date_to_string_manual_examples() {
         ds(bson!({"$dateToString": {"date": d.clone(), "timezone": "Asia/Kolkata"}})),
         "2014-01-01T13:45:39.736"
     );
+    // Only `UTC` and zero offsets are mongod's UTC zone; `GMT` is a zone like any other.
+    assert_eq!(
+        ds(bson!({"$dateToString": {"date": d.clone(), "timezone": "GMT"}})),
+        "2014-01-01T08:15:39.736"
+    );
+    assert_eq!(
+        ds(bson!({"$dateToString": {"date": d.clone(), "timezone": "+00:00"}})),
+        "2014-01-01T08:15:39.736Z"
+    );
     // Timestamps and ObjectIds are dates too.
     let ts = Bson::Timestamp(Timestamp {
         time: 1_388_564_139,
@@ -305,17 +314,23 @@ fn date_from_string_manual_examples() {
         f(bson!({"dateString": "2017-07-12T22:23:55 GMT+02:00"})),
         Some(date("2017-07-12T20:23:55Z"))
     );
+    // mongod's parser has no zone database: a zone name in the string is an error.
     assert_eq!(
-        f(bson!({"dateString": "2017-07-12 22:23:55 Europe/London"})),
-        Some(date("2017-07-12T21:23:55Z"))
+        code(bson!({"$dateFromString": {"dateString": "2017-07-12 22:23:55 Europe/London"}})),
+        241
     );
     assert_eq!(
         f(bson!({"dateString": "2017-07-12T22:23:55Z"})),
         Some(date("2017-07-12T22:23:55Z"))
     );
     assert_eq!(
-        f(bson!({"dateString": "2017 Jan 05 10", "format": "%Y %b %d %H"})),
-        Some(date("2017-01-05T10:00:00Z"))
+        f(bson!({"dateString": "2017 Jan 05 10:30:00", "format": "%Y %b %d %H:%M:%S"})),
+        Some(date("2017-01-05T10:30:00Z"))
+    );
+    // An hour without minutes and seconds is incomplete.
+    assert_eq!(
+        code(bson!({"$dateFromString": {"dateString": "2017-01-05 10", "format": "%Y-%m-%d %H"}})),
+        241
     );
     assert_eq!(
         f(bson!({"dateString": "2017-W06-3", "format": "%G-W%V-%u"})),
@@ -450,6 +465,12 @@ fn date_add_and_subtract() {
     );
     assert_eq!(
         code(
+            bson!({"$dateAdd": {"startDate": s.clone(), "unit": "day", "amount": 1_000_000_000_000i64}})
+        ),
+        5976500
+    );
+    assert_eq!(
+        code(
             bson!({"$dateAdd": {"startDate": s.clone(), "unit": "millisecond", "amount": i64::MAX}})
         ),
         5166406
@@ -523,6 +544,13 @@ fn date_diff_counts_boundaries() {
         ),
         5439016
     );
+    // New York falls back at 2021-11-07T06:00Z: 01:30 EDT to 01:30 EST is one hour.
+    assert_eq!(
+        ev(
+            bson!({"$dateDiff": {"startDate": date("2021-11-07T05:30:00Z"), "endDate": date("2021-11-07T06:30:00Z"), "unit": "hour", "timezone": "America/New_York"}})
+        ),
+        Some(Bson::Int64(1))
+    );
     assert_eq!(
         code(bson!({"$dateDiff": {"startDate": s.clone(), "endDate": "x", "unit": "day"}})),
         5166307
@@ -586,6 +614,21 @@ fn date_trunc_bins() {
     assert_eq!(
         t("2021-03-20T11:30:05Z", doc! {"unit": "hour", "binSize": 6}),
         date("2021-03-20T06:00:00Z")
+    );
+    // Fixed units count from 2000-01-01 local with that day's offset: in New York (UTC-5 then)
+    // two-hour bins start at odd UTC hours, in summer too.
+    assert_eq!(
+        t(
+            "2021-07-01T12:30:00Z",
+            doc! {"unit": "hour", "binSize": 2, "timezone": "America/New_York"}
+        ),
+        date("2021-07-01T11:00:00Z")
+    );
+    assert_eq!(
+        code(
+            bson!({"$dateTrunc": {"date": date("2021-07-01T12:30:00Z"), "unit": "day", "binSize": 200_000_000_000i64}})
+        ),
+        5439006
     );
     assert_eq!(
         t("2021-03-20T11:30:05.5Z", doc! {"unit": "second"}),
