@@ -273,9 +273,11 @@ pub(super) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
 /// The date part operators, `$year` … `$isoWeekYear`: `[date]`, `date` or
 /// `{date, timezone}` (parsed to one or two positional arguments).
 pub(super) fn date_part_of(op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
-    if is_nullish(args.v(0)) {
+    // As mongod: a null date is null, then the date is checked, then the zone.
+    let Some(date) = args.v(0).as_ref().filter(|_| !is_nullish(args.v(0))) else {
         return Ok(Some(Bson::Null));
-    }
+    };
+    let ms = date_ms(date)?;
     let tz = match args.vals.get(1) {
         None => Tz::UTC,
         Some(v) => match tz_of(v)? {
@@ -283,7 +285,6 @@ pub(super) fn date_part_of(op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<
             None => return Ok(Some(Bson::Null)),
         },
     };
-    let ms = date_ms(args.v(0).as_ref().expect("not nullish"))?;
     Ok(Some(date_part(op, &Civil::of(tz.to_local(ms)))))
 }
 
@@ -382,34 +383,62 @@ pub(super) fn check_date_from_parts(args: &[(String, Expr)]) -> DocResult<()> {
 /// carry into the next larger one, as in mongod (month 14 is February of the next year, day 0
 /// the last day of the previous month).
 pub(super) fn date_from_parts(_op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<Bson>> {
-    let iso = args.get("isoWeekYear").is_some();
-    let date_parts = if iso { ISO_PARTS } else { CALENDAR_PARTS };
-    let mut vals = [0i64; 7];
-    for (i, name) in date_parts.iter().chain(TIME_PARTS.iter()).enumerate() {
-        let default = if i == 1 || i == 2 { 1 } else { 0 };
-        match part_value(args, name, default, ctx)? {
-            Some(v) => vals[i] = v,
+    // mongod's order: the time parts, the zone, then the date parts; a null anywhere is null.
+    let mut time = [0i64; 4];
+    for (i, name) in TIME_PARTS.iter().enumerate() {
+        match part_value(args, name, 0, ctx)? {
+            Some(v) => time[i] = v,
             None => return Ok(Some(Bson::Null)),
         }
     }
     let Some(tz) = eval_tz(args.get("timezone"), ctx)? else {
         return Ok(Some(Bson::Null));
     };
-    let [y, a, b, hour, minute, second, millis] = vals;
+    let iso = args.get("isoWeekYear").is_some();
+    let mut date = [0i64; 3];
+    for (i, name) in (if iso { ISO_PARTS } else { CALENDAR_PARTS })
+        .iter()
+        .enumerate()
+    {
+        match part_value(args, name, if i == 0 { 1970 } else { 1 }, ctx)? {
+            Some(v) => date[i] = v,
+            None => return Ok(Some(Bson::Null)),
+        }
+    }
+    let [y, a, b] = date;
+    if !(1..=9999).contains(&y) {
+        let (code, code_name, name) = if iso {
+            (31095, "Location31095", "isoWeekYear")
+        } else {
+            (40523, "Location40523", "year")
+        };
+        return Err(DocError::with_code(
+            code,
+            code_name,
+            format!("'{name}' must evaluate to an integer in the range 1 to 9999, found {y}"),
+        ));
+    }
     let days = if iso {
         iso_week1_monday(y) + (a - 1) * 7 + (b - 1)
     } else {
         let months = y * 12 + (a - 1);
         days_from_civil(months.div_euclid(12), months.rem_euclid(12) as u32 + 1, 1) + (b - 1)
     };
-    let local = days * MS_PER_DAY + hour * 3_600_000 + minute * 60_000 + second * 1000 + millis;
+    let [hour, minute, second, millis] = time.map(i128::from);
+    // Seconds and milliseconds are unbounded: add in 128 bits and keep the result a date.
+    let local = i128::from(days) * i128::from(MS_PER_DAY)
+        + hour * 3_600_000
+        + minute * 60_000
+        + second * 1000
+        + millis;
+    let local = local.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
     Ok(Some(Bson::DateTime(DateTime::from_millis(
         tz.to_utc(local),
     ))))
 }
 
-/// One part of `$dateFromParts`: `None` when null, the default when absent; an integral value
-/// in range otherwise (40515, 40523, 31034).
+/// One part of `$dateFromParts`: `None` when null, the default when absent, else an integral
+/// value (40515) that for the parts mongod bounds fits 16 bits (31034).
 fn part_value(args: &NamedArgs, name: &str, default: i64, ctx: &Ctx) -> DocResult<Option<i64>> {
     if args.get(name).is_none() {
         return Ok(Some(default));
@@ -429,19 +458,14 @@ fn part_value(args: &NamedArgs, name: &str, default: i64, ctx: &Ctx) -> DocResul
             ),
         )
     })?;
-    if name == "year" || name == "isoWeekYear" {
-        if !(1..=9999).contains(&n) {
-            return Err(DocError::with_code(
-                40523,
-                "Location40523",
-                format!("'{name}' must evaluate to an integer in the range 1 to 9999, found {n}"),
-            ));
-        }
-    } else if !(-32768..=32767).contains(&n) {
+    let bounded = !matches!(name, "year" | "isoWeekYear" | "second" | "millisecond");
+    if bounded && !(-32768..=32767).contains(&n) {
         return Err(DocError::with_code(
             31034,
             "Location31034",
-            format!("'{name}' must evaluate to a value in the range [-32768, 32767]; found {n}"),
+            format!(
+                "'{name}' must evaluate to a value in the range [-32768, 32767]; value {n} is not in range"
+            ),
         ));
     }
     Ok(Some(n))

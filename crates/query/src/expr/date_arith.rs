@@ -193,7 +193,13 @@ pub(super) fn date_add(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<
         })?;
     let overflow = || DocError::with_code(5166406, "Location5166406", "dateAdd overflowed");
     if op == Op::DateSubtract {
-        n = n.checked_neg().ok_or_else(overflow)?;
+        n = n.checked_neg().ok_or_else(|| {
+            DocError::with_code(
+                6045000,
+                "Location6045000",
+                format!("invalid $dateSubtract 'amount' parameter value: {n}"),
+            )
+        })?;
     }
     if let Some(max) = max_amount(unit) {
         if !(-max < n && n < max) {
@@ -313,8 +319,8 @@ pub(super) fn date_trunc(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Optio
     };
     let date = date_ms(&date).map_err(|_| {
         DocError::with_code(
-            5439012,
-            "Location5439012",
+            5166307,
+            "Location5166307",
             format!(
                 "{name} requires 'date' to be a date, but got {}",
                 type_name(&date)

@@ -89,8 +89,8 @@ pub(super) fn format_date(fmt: &str, utc_ms: i64, tz: &Tz) -> DocResult<String> 
                 continue;
             }
             'Z' => {
-                let sign = if offset_min < 0 { '-' } else { '+' };
-                out.push_str(&format!("{sign}{}", offset_min.abs()));
+                // A plain signed number, as mongod writes it: "270", "-300", "0".
+                out.push_str(&offset_min.to_string());
                 continue;
             }
             '%' => {
@@ -147,75 +147,66 @@ fn string_arg(
 
 /// `$dateToString`: `{date, format, timezone, onNull}`.
 pub(super) fn date_to_string(_op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<Bson>> {
-    let format = if args.get("format").is_some() {
-        match string_arg(
-            args,
-            "format",
-            ctx,
-            (18533, "Location18533"),
-            "$dateToString",
-        )? {
-            Some(f) => Some(f),
-            None => return Ok(Some(Bson::Null)),
-        }
-    } else {
-        None
-    };
-    if let Some(f) = &format {
-        check_format(f)?;
+    // mongod's order: a bad format or zone is an error even for a null date; then a null date
+    // is `onNull`; then a null zone or format is null.
+    let date = args.eval("date", ctx)?;
+    let format = optional_format(args, ctx, (18533, "Location18533"), "$dateToString")?;
+    let tz = eval_tz(args.get("timezone"), ctx)?;
+    if is_nullish(&date) {
+        return on_null(args, ctx);
     }
-    let Some(tz) = eval_tz(args.get("timezone"), ctx)? else {
+    let (Some(tz), Some(format)) = (tz, format) else {
         return Ok(Some(Bson::Null));
     };
-    let date = match args.eval("date", ctx)? {
-        None | Some(Bson::Null) | Some(Bson::Undefined) => {
-            return match args.get("onNull") {
-                Some(e) => e.eval(ctx),
-                None => Ok(Some(Bson::Null)),
-            }
-        }
-        Some(d) => date_ms(&d)?,
-    };
+    let ms = date_ms(date.as_ref().expect("not nullish"))?;
     let fmt = format.as_deref().unwrap_or(if tz.is_utc() {
         ISO_FORMAT_Z
     } else {
         ISO_FORMAT_LOCAL
     });
-    Ok(Some(Bson::String(format_date(fmt, date, &tz)?)))
+    Ok(Some(Bson::String(format_date(fmt, ms, &tz)?)))
+}
+
+/// The `format` argument: `Some(None)` when absent, `None` when null, else a checked format.
+fn optional_format(
+    args: &NamedArgs,
+    ctx: &Ctx,
+    code: (i32, &'static str),
+    op: &str,
+) -> DocResult<Option<Option<String>>> {
+    if args.get("format").is_none() {
+        return Ok(Some(None));
+    }
+    let Some(f) = string_arg(args, "format", ctx, code, op)? else {
+        return Ok(None);
+    };
+    check_format(&f)?;
+    Ok(Some(Some(f)))
+}
+
+/// The `onNull` argument's value, or null.
+fn on_null(args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<Bson>> {
+    match args.get("onNull") {
+        Some(e) => e.eval(ctx),
+        None => Ok(Some(Bson::Null)),
+    }
 }
 
 /// `$dateFromString`: `{dateString, format, timezone, onError, onNull}`. A string that does
 /// not parse is 241 (ConversionFailure) unless `onError` is given.
 pub(super) fn date_from_string(_op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<Bson>> {
-    let format = if args.get("format").is_some() {
-        match string_arg(
-            args,
-            "format",
-            ctx,
-            (40684, "Location40684"),
-            "$dateFromString",
-        )? {
-            Some(f) => Some(f),
-            None => return Ok(Some(Bson::Null)),
-        }
-    } else {
-        None
-    };
-    if let Some(f) = &format {
-        check_format(f)?;
-    }
-    let Some(tz) = eval_tz(args.get("timezone"), ctx)? else {
-        return Ok(Some(Bson::Null));
-    };
+    // mongod's order, as `$dateToString`; only errors of the string itself reach `onError`.
     let input = args.eval("dateString", ctx)?;
+    let format = optional_format(args, ctx, (40684, "Location40684"), "$dateFromString")?;
+    let tz = eval_tz(args.get("timezone"), ctx)?;
     if is_nullish(&input) {
-        return match args.get("onNull") {
-            Some(e) => e.eval(ctx),
-            None => Ok(Some(Bson::Null)),
-        };
+        return on_null(args, ctx);
     }
     let parsed = match input.as_ref().expect("not nullish") {
-        Bson::String(s) => parse_date(s, format.as_deref(), &tz),
+        Bson::String(s) => match (tz, format) {
+            (Some(tz), Some(format)) => parse_date(s, format.as_deref(), &tz).map(Some),
+            _ => Ok(None),
+        },
         other => Err(conversion_failure(format!(
             "$dateFromString requires that 'dateString' be a string, found: {} with value {}",
             type_name(other),
@@ -223,7 +214,8 @@ pub(super) fn date_from_string(_op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResul
         ))),
     };
     match (parsed, args.get("onError")) {
-        (Ok(ms), _) => Ok(Some(Bson::DateTime(DateTime::from_millis(ms)))),
+        (Ok(Some(ms)), _) => Ok(Some(Bson::DateTime(DateTime::from_millis(ms)))),
+        (Ok(None), _) => Ok(Some(Bson::Null)),
         (Err(e), Some(on_error)) if e.code == 241 => on_error.eval(ctx),
         (Err(e), _) => Err(e),
     }
