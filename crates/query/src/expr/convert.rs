@@ -146,15 +146,23 @@ pub(super) fn convert(target: &'static str, v: &Bson) -> DocResult<Bson> {
             type_name(v)
         ))
     };
+    // A string becomes an int or a long only if it is written as an integer ("5.5" is not
+    // one, as in mongod); doubles and decimals take any number.
     let parse_num = |s: &str| -> DocResult<Num> {
         if let Ok(i) = s.parse::<i64>() {
             return Ok(Num::I64(i));
         }
-        s.parse::<f64>().map(Num::F64).map_err(|_| {
-            conversion_failure(format!(
-                "Failed to parse number '{s}' in $convert with no onError value: Did not consume whole string."
-            ))
-        })
+        let integral_target = matches!(target, "int" | "long");
+        s.parse::<f64>()
+            .ok()
+            .filter(|_| !integral_target)
+            .map(Num::F64)
+            .ok_or_else(|| {
+                conversion_failure(format!(
+                    "Failed to parse number '{s}' in $convert with no onError value: \
+                     Did not consume whole string."
+                ))
+            })
     };
     let num = match v {
         Bson::String(s) if matches!(target, "int" | "long" | "double" | "decimal") => {

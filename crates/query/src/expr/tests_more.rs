@@ -356,6 +356,19 @@ fn convert_with_on_error_and_on_null() {
         code(bson!({"$convert": {"input": "abc", "to": "int"}})),
         241
     );
+    // A string is an int or a long only when written as an integer.
+    assert_eq!(
+        code(bson!({"$convert": {"input": "5.5", "to": "int"}})),
+        241
+    );
+    assert_eq!(
+        ev(bson!({"$convert": {"input": "-12", "to": "long"}})),
+        Some(Bson::Int64(-12))
+    );
+    assert_eq!(
+        code(bson!({"$convert": {"input": "3000000000", "to": "int"}})),
+        241
+    );
     assert_eq!(code(bson!({"$convert": {"input": 1, "to": "regex"}})), 241);
     assert_eq!(code(bson!({"$convert": {"input": 1, "to": "foo"}})), 9);
     assert_eq!(code(bson!({"$convert": {"input": 1, "to": 99}})), 9);
