@@ -206,6 +206,15 @@ def test_math_bits_sizes_and_timestamps(db):
     assert code_of(db, {"$bitAnd": [1, 1.5]}) == 14
 
 
+def test_percentile_and_median(db):
+    # percentile/ (expression): the page's testScores example; median/.
+    doc = {"scores": [62, 81, 80, 75, 68]}
+    assert one(db, {"$percentile": {"input": "$scores", "p": [0.25, 0.5, 0.75], "method": "approximate"}}, doc) == [
+        68.0, 75.0, 80.0]
+    assert one(db, {"$median": {"input": "$scores", "method": "approximate"}}, doc) == 75.0
+    assert code_of(db, {"$median": {"input": "$scores"}}, doc) == 40414
+
+
 def test_unknown_expression_is_still_168(db):
     assert code_of(db, {"$function": {"body": "function() {}", "args": [], "lang": "js"}}) == 168
 

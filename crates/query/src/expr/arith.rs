@@ -1,6 +1,8 @@
-//! Arithmetic: `$add` … `$round`, and `$sum`/`$avg`/`$min`/`$max` as expressions; MongoDB's numeric type promotion.
+//! Arithmetic: `$add` … `$round`, `$log`, trigonometry, the bitwise operators, and
+//! `$sum`/`$avg`/`$min`/`$max`/`$stdDevPop`/`$stdDevSamp`/`$median`/`$percentile` as
+//! expressions; MongoDB's numeric type promotion.
 
-use super::ops::{Args, Op};
+use super::ops::{Args, NamedArgs, Op};
 use super::*;
 
 /// `$add`.
@@ -311,6 +313,68 @@ pub(super) fn std_dev(op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>
     Ok(Some(Bson::Double(
         (ss / if samp { n - 1.0 } else { n }).sqrt(),
     )))
+}
+
+/// `$median` (`{input, method}`) and `$percentile` (`{input, p, method}`): exact
+/// percentiles, as mongod computes them for the expression forms even with `method:
+/// "approximate"` (the only method it accepts): the value at rank ⌈p·n⌉ of the sorted numbers,
+/// as a double; non-numbers are ignored and no numbers give null.
+pub(super) fn percentile(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<Bson>> {
+    match args.eval("method", ctx)? {
+        Some(Bson::String(m)) if m == "approximate" => {}
+        other => {
+            return Err(DocError::bad_value(format!(
+                "Enumeration value '{}' for field '{}.method' is not a valid value.",
+                other.as_ref().map(shell_repr).unwrap_or_default(),
+                op.name()
+            )))
+        }
+    }
+    let ps: Vec<f64> = if op == Op::Median {
+        vec![0.5]
+    } else {
+        let bad = |v: &Bson| {
+            DocError::with_code(
+                7750301,
+                "Location7750301",
+                format!(
+                    "The $percentile 'p' field must be an array of numbers from [0.0, 1.0], but found: {}",
+                    shell_repr(v)
+                ),
+            )
+        };
+        match args.eval("p", ctx)?.unwrap_or(Bson::Null) {
+            Bson::Array(a) if !a.is_empty() => a
+                .iter()
+                .map(|v| {
+                    Num::of(v)
+                        .map(Num::as_f64)
+                        .filter(|p| (0.0..=1.0).contains(p))
+                        .ok_or_else(|| bad(v))
+                })
+                .collect::<DocResult<_>>()?,
+            other => return Err(bad(&other)),
+        }
+    };
+    let mut xs: Vec<f64> = match args.eval("input", ctx)? {
+        Some(Bson::Array(a)) => a.iter().filter_map(Num::of).map(Num::as_f64).collect(),
+        Some(v) => Num::of(&v).map(Num::as_f64).into_iter().collect(),
+        None => Vec::new(),
+    };
+    xs.retain(|x| !x.is_nan());
+    xs.sort_by(f64::total_cmp);
+    let at = |p: f64| -> Bson {
+        if xs.is_empty() {
+            return Bson::Null;
+        }
+        let rank = (p * xs.len() as f64).ceil() as usize;
+        Bson::Double(xs[rank.clamp(1, xs.len()) - 1])
+    };
+    Ok(Some(if op == Op::Median {
+        at(0.5)
+    } else {
+        Bson::Array(ps.into_iter().map(at).collect())
+    }))
 }
 
 /// The numeric argument `i`, or mongod's 28765 (`None` when it is null or missing).

@@ -99,6 +99,8 @@ op_table! {
     BitNot "$bitNot" Positional(1, 1) Values(arith::bitwise);
     StdDevPop "$stdDevPop" Any Values(arith::std_dev);
     StdDevSamp "$stdDevSamp" Any Values(arith::std_dev);
+    Median "$median" Named(&["input", "method"]) Named(arith::percentile);
+    Percentile "$percentile" Named(&["input", "p", "method"]) Named(arith::percentile);
     Eq "$eq" Positional(2, 2) Values(cond::compare);
     Ne "$ne" Positional(2, 2) Values(cond::compare);
     Gt "$gt" Positional(2, 2) Values(cond::compare);

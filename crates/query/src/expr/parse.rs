@@ -214,6 +214,23 @@ fn named_rules(op: Op) -> NamedRules {
             (9, "FailedToParse"),
             &[("input", 9, "FailedToParse"), ("to", 9, "FailedToParse")],
         ),
+        Op::Median => rules(
+            (14, "TypeMismatch"),
+            (40415, "Location40415"),
+            &[
+                ("input", 40414, "Location40414"),
+                ("method", 40414, "Location40414"),
+            ],
+        ),
+        Op::Percentile => rules(
+            (14, "TypeMismatch"),
+            (40415, "Location40415"),
+            &[
+                ("input", 40414, "Location40414"),
+                ("p", 40414, "Location40414"),
+                ("method", 40414, "Location40414"),
+            ],
+        ),
         Op::Rand => rules(
             (3040501, "Location3040501"),
             (3040501, "Location3040501"),
@@ -238,10 +255,10 @@ fn named_args(op: Op, name: &str, arg: &Bson, allowed: &[&str]) -> DocResult<Vec
             return Err(DocError::with_code(
                 rules.unknown.0,
                 rules.unknown.1,
-                if rules.unknown.0 == 9 {
-                    format!("{name} found an unknown argument: {k}")
-                } else {
-                    format!("Unrecognized argument to {name}: {k}")
+                match rules.unknown.0 {
+                    9 => format!("{name} found an unknown argument: {k}"),
+                    40415 => format!("BSON field '{name}.{k}' is an unknown field."),
+                    _ => format!("Unrecognized argument to {name}: {k}"),
                 },
             ));
         }
@@ -257,10 +274,10 @@ fn named_args(op: Op, name: &str, arg: &Bson, allowed: &[&str]) -> DocResult<Vec
     }
     for (k, code, code_name) in rules.required {
         if !d.contains_key(k) {
-            let msg = if *code == 5166402 {
-                format!("{name} requires startDate, unit, and amount to be present")
-            } else {
-                format!("Missing '{k}' parameter to {name}")
+            let msg = match code {
+                5166402 => format!("{name} requires startDate, unit, and amount to be present"),
+                40414 => format!("BSON field '{name}.{k}' is missing but a required field"),
+                _ => format!("Missing '{k}' parameter to {name}"),
             };
             return Err(DocError::with_code(*code, code_name, msg));
         }

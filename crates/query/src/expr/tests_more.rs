@@ -471,3 +471,40 @@ fn sizes_timestamps_uuid_and_std_dev() {
     assert!((sd(bson!({"$stdDevSamp": [1, 2, "x", 3, 4]})) - 1.2909944487358056).abs() < 1e-12);
     assert_eq!(ev(bson!({"$stdDevSamp": [[1]]})), Some(Bson::Null));
 }
+
+/// percentile/ and median/ (expression forms): the page's testScores example.
+#[test]
+fn percentile_and_median_are_exact() {
+    let scores = bson!([62, 81, 80, 75, 68]);
+    assert_eq!(
+        ev(
+            bson!({"$percentile": {"input": scores.clone(), "p": [0.25, 0.5, 0.75], "method": "approximate"}})
+        ),
+        Some(bson!([68.0, 75.0, 80.0]))
+    );
+    assert_eq!(
+        ev(bson!({"$median": {"input": scores.clone(), "method": "approximate"}})),
+        Some(bson!(75.0))
+    );
+    assert_eq!(
+        ev(bson!({"$median": {"input": [1, "x", null, 3], "method": "approximate"}})),
+        Some(bson!(1.0))
+    );
+    assert_eq!(
+        ev(bson!({"$median": {"input": [], "method": "approximate"}})),
+        Some(Bson::Null)
+    );
+    assert_eq!(
+        code(bson!({"$median": {"input": [1], "method": "exact"}})),
+        2
+    );
+    assert_eq!(code(bson!({"$median": {"input": [1]}})), 40414);
+    assert_eq!(
+        code(bson!({"$percentile": {"input": [1], "p": [1.5], "method": "approximate"}})),
+        7750301
+    );
+    assert_eq!(
+        code(bson!({"$percentile": {"input": [1], "p": [0.5], "method": "approximate", "x": 1}})),
+        40415
+    );
+}
