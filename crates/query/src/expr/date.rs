@@ -14,6 +14,11 @@ use super::*;
 
 pub(super) const MS_PER_DAY: i64 = 86_400_000;
 
+/// The instants `jiff::Timestamp::from_millisecond` accepts (its ±9999-year range, narrowed by
+/// the largest UTC offsets; `Timestamp::MIN.as_millisecond()` is outside it).
+const JIFF_MIN_MS: i64 = -377_705_023_201_000;
+const JIFF_MAX_MS: i64 = 253_402_207_200_000;
+
 /// A `timezone` argument.
 #[derive(Clone, Debug)]
 pub(super) enum Tz {
@@ -55,10 +60,7 @@ impl Tz {
             Tz::Fixed(o) => *o,
             Tz::Zone(tz) => {
                 // Outside jiff's range (years ±9999) the offset at the nearest end holds.
-                let clamped = utc_ms.clamp(
-                    jiff::Timestamp::MIN.as_millisecond(),
-                    jiff::Timestamp::MAX.as_millisecond(),
-                );
+                let clamped = utc_ms.clamp(JIFF_MIN_MS, JIFF_MAX_MS);
                 let ts = jiff::Timestamp::from_millisecond(clamped).expect("clamped into range");
                 tz.to_offset(ts).seconds() as i64 * 1000
             }

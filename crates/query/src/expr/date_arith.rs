@@ -283,7 +283,8 @@ pub(super) fn date_diff(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option
             // the two dates (as mongod: across a DST change an hour still counts once).
             let ms = fixed.fixed_ms().expect("fixed unit");
             let (off_a, off_b) = (tz.offset_at(start), tz.offset_at(end));
-            (end + off_b).div_euclid(ms) - (start + off_a).div_euclid(ms) + (off_a - off_b) / ms
+            tz.to_local(end).div_euclid(ms) - tz.to_local(start).div_euclid(ms)
+                + (off_a - off_b) / ms
         }
     };
     Ok(Some(Bson::Int64(diff)))
@@ -356,7 +357,7 @@ pub(super) fn date_trunc(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Optio
             let origin = 2000 * 12;
             let m = origin + (c.year * 12 + c.month as i64 - 1 - origin).div_euclid(span) * span;
             let days = days_from_civil(m.div_euclid(12), m.rem_euclid(12) as u32 + 1, 1);
-            tz.to_utc(days * MS_PER_DAY)
+            tz.to_utc(days.checked_mul(MS_PER_DAY).ok_or_else(overflow)?)
         }
         (None, None) => {
             let c = Civil::of(local);

@@ -718,3 +718,48 @@ proptest::proptest! {
         proptest::prop_assert_eq!(back, Some(d));
     }
 }
+
+/// Every operator on `ms` in every unit and a few zones: an answer or an error, never a panic.
+fn every_date_operator_on(ms: i64) {
+    let d = Bson::DateTime(DateTime::from_millis(ms));
+    for unit in [
+        "year",
+        "quarter",
+        "month",
+        "week",
+        "day",
+        "hour",
+        "second",
+        "millisecond",
+    ] {
+        for tz in ["UTC", "America/New_York", "+14:00", "-12"] {
+            let exprs = [
+                bson!({"$dateTrunc": {"date": d.clone(), "unit": unit, "binSize": 3, "timezone": tz}}),
+                bson!({"$dateDiff": {"startDate": d.clone(), "endDate": DateTime::from_millis(0), "unit": unit, "timezone": tz}}),
+                bson!({"$dateAdd": {"startDate": d.clone(), "unit": unit, "amount": 1, "timezone": tz}}),
+                bson!({"$dateSubtract": {"startDate": d.clone(), "unit": unit, "amount": 1, "timezone": tz}}),
+                bson!({"$dateToParts": {"date": d.clone(), "timezone": tz, "iso8601": true}}),
+                bson!({"$isoWeekYear": {"date": d.clone(), "timezone": tz}}),
+                bson!({"$dateToString": {"date": d.clone(), "timezone": tz, "format": "%G %V %u %j %U %w %z %Z %b"}}),
+            ];
+            for e in exprs {
+                let _ = parse_expr(&e).unwrap().eval_root(&doc! {});
+            }
+        }
+    }
+}
+
+/// The extreme dates BSON can hold never overflow the arithmetic.
+#[test]
+fn extreme_dates_do_not_overflow() {
+    for ms in [i64::MIN, i64::MIN + 1, -1, 0, i64::MAX - 1, i64::MAX] {
+        every_date_operator_on(ms);
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn any_date_gets_an_answer_or_an_error(ms in proptest::num::i64::ANY) {
+        every_date_operator_on(ms);
+    }
+}
