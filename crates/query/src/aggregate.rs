@@ -619,21 +619,25 @@ impl AccState {
                     Acc::FirstN if items.len() < *n => items.push(x),
                     Acc::FirstN => {}
                     Acc::LastN => {
+                        // Drop the oldest in batches (amortised O(1) per value); `finish`
+                        // keeps the last n.
                         items.push(x);
-                        if items.len() > *n {
-                            items.remove(0);
+                        if items.len() >= 2 * *n {
+                            items.drain(..items.len() - *n);
                         }
                     }
                     _ if matches!(x, Bson::Null | Bson::Undefined) => {}
                     _ => {
-                        // Keep the n best, best first.
-                        items.push(x);
-                        if a == Acc::MaxN {
-                            items.sort_by(|p, q| compare_bson(q, p));
-                        } else {
-                            items.sort_by(compare_bson);
+                        // Keep the n best, best first: one binary search and one insert.
+                        let better = |p: &Bson, q: &Bson| match a {
+                            Acc::MaxN => compare_bson(p, q).is_gt(),
+                            _ => compare_bson(p, q).is_lt(),
+                        };
+                        let at = items.partition_point(|kept| !better(&x, kept));
+                        if at < *n {
+                            items.insert(at, x);
+                            items.truncate(*n);
                         }
-                        items.truncate(*n);
                     }
                 }
             }
@@ -658,7 +662,10 @@ impl AccState {
             AccState::FirstLast(v) => v.unwrap_or(Bson::Null),
             AccState::List(items) => Bson::Array(items),
             AccState::Merge(d) => Bson::Document(d),
-            AccState::N(items, _) => Bson::Array(items),
+            AccState::N(mut items, n) => {
+                items.drain(..items.len().saturating_sub(n));
+                Bson::Array(items)
+            }
             AccState::Std(xs) => {
                 let n = xs.len();
                 let samp = a == Acc::StdDevSamp;

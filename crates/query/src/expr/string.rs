@@ -232,13 +232,31 @@ pub(super) fn regex_ops(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option
         Op::RegexFind => re
             .captures(&input)
             .map_or(Bson::Null, |c| regex_match_doc(&input, &c)),
-        _ => Bson::Array(
-            re.captures_iter(&input)
-                .map(|c| regex_match_doc(&input, &c))
-                .collect(),
-        ),
+        _ => {
+            // mongod caps the output of $regexFindAll at 64 MB (an empty pattern matches at
+            // every position of a 16 MB string).
+            let mut out = Vec::new();
+            let mut bytes = 0usize;
+            for c in re.captures_iter(&input) {
+                bytes += c.iter().flatten().map(|g| g.len() + 32).sum::<usize>() + 64;
+                if bytes > MAX_REGEX_FIND_ALL_BYTES {
+                    return Err(DocError::with_code(
+                        5126606,
+                        "Location5126606",
+                        "$regexFindAll: the size of buffer to store output exceeded the 64MB limit",
+                    ));
+                }
+                out.push(regex_match_doc(&input, &c));
+            }
+            Bson::Array(out)
+        }
     }))
 }
+
+const MAX_REGEX_FIND_ALL_BYTES: usize = 64 << 20;
+
+/// The largest string `$replaceAll` builds, mongod's buffer limit.
+const MAX_REPLACE_BYTES: usize = 125 << 20;
 
 /// One match as mongod reports it: `{match, idx, captures}`, `idx` in code points and an
 /// unmatched group as null.
@@ -281,6 +299,21 @@ pub(super) fn replace(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<B
     else {
         return Ok(Some(Bson::Null));
     };
+    let count = if op == Op::ReplaceOne {
+        usize::from(input.contains(find.as_str()))
+    } else if find.is_empty() {
+        input.chars().count() + 1
+    } else {
+        input.matches(find.as_str()).count()
+    };
+    let len = input.len() - count * find.len() + count.saturating_mul(replacement.len());
+    if len > MAX_REPLACE_BYTES {
+        return Err(DocError::with_code(
+            13548,
+            "Location13548",
+            format!("BufBuilder attempted to grow() to {len} bytes, past the 125MB limit."),
+        ));
+    }
     Ok(Some(Bson::String(if op == Op::ReplaceOne {
         input.replacen(&find, &replacement, 1)
     } else {

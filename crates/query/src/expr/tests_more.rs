@@ -98,6 +98,20 @@ fn replace_one_and_all() {
         code(bson!({"$replaceAll": {"input": "a", "find": "a"}})),
         51747
     );
+    // Output beyond mongod's buffer limits is refused, not built.
+    let big = "x".repeat(1 << 20);
+    assert_eq!(
+        code(
+            bson!({"$replaceAll": {"input": big.clone(), "find": "", "replacement": "y".repeat(200)}})
+        ),
+        13548
+    );
+    // Fifty nested groups make each one-byte match a large document.
+    let groups = format!("{}x{}", "(".repeat(50), ")".repeat(50));
+    assert_eq!(
+        code(bson!({"$regexFindAll": {"input": big, "regex": groups}})),
+        5126606
+    );
 }
 
 /// indexOfBytes/, indexOfCP/: the pages' examples.
