@@ -77,6 +77,11 @@ enum Acc {
     MergeObjects,
     StdDevPop,
     StdDevSamp,
+    /// `$firstN`, `$lastN`, `$maxN`, `$minN`: `{input, n}`.
+    FirstN,
+    LastN,
+    MaxN,
+    MinN,
 }
 
 fn stage_err(code: i32, msg: impl Into<String>) -> DocError {
@@ -106,6 +111,10 @@ fn stage_err(code: i32, msg: impl Into<String>) -> DocError {
         40321 => "Location40321",
         40272 => "Location40272",
         4822861 => "Location4822861",
+        5787900 => "Location5787900",
+        5787901 => "Location5787901",
+        5787906 => "Location5787906",
+        5787907 => "Location5787907",
         5107200 => "Location5107200",
         _ => "Location",
     };
@@ -126,8 +135,38 @@ fn parse_acc(name: &str) -> Option<Acc> {
         "$mergeObjects" => Acc::MergeObjects,
         "$stdDevPop" => Acc::StdDevPop,
         "$stdDevSamp" => Acc::StdDevSamp,
+        "$firstN" => Acc::FirstN,
+        "$lastN" => Acc::LastN,
+        "$maxN" => Acc::MaxN,
+        "$minN" => Acc::MinN,
         _ => return None,
     })
+}
+
+/// The argument of `$firstN` … `$minN` in `$group`, `{input, n}`, as one expression that
+/// evaluates to `{input, n}` per document (5787900, 5787901, 5787906, 5787907).
+fn n_accumulator_arg(name: &str, arg: &Bson) -> DocResult<Expr> {
+    let Bson::Document(d) = arg else {
+        return Err(stage_err(
+            5787900,
+            format!("specification must be an object; found {}", shell_repr(arg)),
+        ));
+    };
+    if let Some(k) = d.keys().find(|k| *k != "input" && *k != "n") {
+        return Err(stage_err(
+            5787901,
+            format!("Unknown argument for 'n' operator: {k}"),
+        ));
+    }
+    for (k, code) in [("n", 5787906), ("input", 5787907)] {
+        if !d.contains_key(k) {
+            return Err(stage_err(
+                code,
+                format!("Missing value for '{k}' in {name}"),
+            ));
+        }
+    }
+    parse_expr(arg)
 }
 
 fn non_negative_int(stage: &str, v: &Bson, allow_zero: bool) -> DocResult<u64> {
@@ -278,6 +317,8 @@ fn parse_stage(s: &Document) -> DocResult<Stage> {
                         return Err(DocError::type_mismatch("$count takes no arguments, i.e. $count:{}"));
                     }
                     Expr::Lit(Bson::Int32(1))
+                } else if matches!(acc, Acc::FirstN | Acc::LastN | Acc::MaxN | Acc::MinN) {
+                    n_accumulator_arg(an, aa)?
                 } else {
                     if let Bson::Array(_) = aa {
                         return Err(stage_err(40237, format!("The {an} accumulator is a unary operator")));
@@ -472,6 +513,8 @@ enum AccState {
     List(Vec<Bson>),
     Merge(Document),
     Std(Vec<f64>),
+    /// The kept values of `$firstN` … `$minN` and their `n` (from the group's first document).
+    N(Vec<Bson>, usize),
 }
 
 impl AccState {
@@ -484,6 +527,7 @@ impl AccState {
             Acc::Push | Acc::AddToSet => AccState::List(Vec::new()),
             Acc::MergeObjects => AccState::Merge(Document::new()),
             Acc::StdDevPop | Acc::StdDevSamp => AccState::Std(Vec::new()),
+            Acc::FirstN | Acc::LastN | Acc::MaxN | Acc::MinN => AccState::N(Vec::new(), 0),
         }
     }
 
@@ -563,6 +607,40 @@ impl AccState {
                     xs.push(x.as_f64());
                 }
             }
+            AccState::N(items, n) => {
+                let Some(Bson::Document(mut d)) = v else {
+                    unreachable!("the {{input, n}} object expression evaluates to a document")
+                };
+                if first_seen {
+                    *n = crate::expr::n_of(d.remove("n"))?;
+                }
+                let x = d.remove("input").unwrap_or(Bson::Null);
+                match a {
+                    Acc::FirstN if items.len() < *n => items.push(x),
+                    Acc::FirstN => {}
+                    Acc::LastN => {
+                        // Drop the oldest in batches (amortised O(1) per value); `finish`
+                        // keeps the last n.
+                        items.push(x);
+                        if items.len() >= 2 * *n {
+                            items.drain(..items.len() - *n);
+                        }
+                    }
+                    _ if matches!(x, Bson::Null | Bson::Undefined) => {}
+                    _ => {
+                        // Keep the n best, best first: one binary search and one insert.
+                        let better = |p: &Bson, q: &Bson| match a {
+                            Acc::MaxN => compare_bson(p, q).is_gt(),
+                            _ => compare_bson(p, q).is_lt(),
+                        };
+                        let at = items.partition_point(|kept| !better(&x, kept));
+                        if at < *n {
+                            items.insert(at, x);
+                            items.truncate(*n);
+                        }
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -584,6 +662,10 @@ impl AccState {
             AccState::FirstLast(v) => v.unwrap_or(Bson::Null),
             AccState::List(items) => Bson::Array(items),
             AccState::Merge(d) => Bson::Document(d),
+            AccState::N(mut items, n) => {
+                items.drain(..items.len().saturating_sub(n));
+                Bson::Array(items)
+            }
             AccState::Std(xs) => {
                 let n = xs.len();
                 let samp = a == Acc::StdDevSamp;
@@ -1176,6 +1258,28 @@ mod tests {
         let r = run(vec![doc! {"$group": {"_id": "$missing", "m": {"$mergeObjects": {"x": "$cat"}}, "sd": {"$stdDevPop": "$n"}}}], sample()).unwrap();
         assert_eq!(r[0].get("_id"), Some(&Bson::Null));
         assert_eq!(r[0].get("m"), Some(&bson!({"x": "c"})));
+        // The `n` accumulators (firstN/, lastN/, maxN/, minN/ in the manual): nulls count for
+        // firstN/lastN, not for maxN/minN.
+        let n = |acc: &str| {
+            let g = doc! {"$group": {"_id": null, "r": {acc: {"input": "$n", "n": 2}}}};
+            run(vec![g], sample()).unwrap()[0].get("r").cloned()
+        };
+        assert_eq!(n("$firstN"), Some(bson!([5, 2.5])));
+        assert_eq!(n("$lastN"), Some(bson!([Bson::Int64(1), null])));
+        assert_eq!(n("$maxN"), Some(bson!([5, 2.5])));
+        assert_eq!(n("$minN"), Some(bson!([Bson::Int64(1), 2.5])));
+        let bad = |spec: Document| {
+            run(vec![doc! {"$group": {"_id": null, "r": spec}}], sample())
+                .unwrap_err()
+                .code
+        };
+        assert_eq!(bad(doc! {"$firstN": {"input": "$n"}}), 5787906);
+        assert_eq!(bad(doc! {"$maxN": {"n": 1}}), 5787907);
+        assert_eq!(
+            bad(doc! {"$minN": {"n": 1, "input": "$n", "x": 1}}),
+            5787901
+        );
+        assert_eq!(bad(doc! {"$lastN": {"n": 0, "input": "$n"}}), 5787908);
         // No input, no groups.
         assert!(run(
             vec![doc! {"$group": {"_id": null, "c": {"$sum": 1}}}],

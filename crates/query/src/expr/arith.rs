@@ -1,6 +1,8 @@
-//! Arithmetic: `$add` … `$round`, and `$sum`/`$avg`/`$min`/`$max` as expressions; MongoDB's numeric type promotion.
+//! Arithmetic: `$add` … `$round`, `$log`, trigonometry, the bitwise operators, and
+//! `$sum`/`$avg`/`$min`/`$max`/`$stdDevPop`/`$stdDevSamp`/`$median`/`$percentile` as
+//! expressions; MongoDB's numeric type promotion.
 
-use super::ops::{Args, Op};
+use super::ops::{Args, NamedArgs, Op};
 use super::*;
 
 /// `$add`.
@@ -286,6 +288,254 @@ pub(super) fn sum_avg_min_max(op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Opti
             };
             r.unwrap_or(Bson::Null)
         }
+    }))
+}
+
+/// `$stdDevPop`, `$stdDevSamp` as expressions: over one array argument or several values;
+/// non-numbers are ignored, and too few numbers give null.
+pub(super) fn std_dev(op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let items: Vec<&Bson> = match args.vals {
+        [Some(Bson::Array(a))] => a.iter().collect(),
+        vals => vals.iter().flatten().collect(),
+    };
+    let xs: Vec<f64> = items
+        .into_iter()
+        .filter_map(Num::of)
+        .map(Num::as_f64)
+        .collect();
+    let samp = op == Op::StdDevSamp;
+    if xs.is_empty() || (samp && xs.len() < 2) {
+        return Ok(Some(Bson::Null));
+    }
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let ss: f64 = xs.iter().map(|x| (x - mean) * (x - mean)).sum();
+    Ok(Some(Bson::Double(
+        (ss / if samp { n - 1.0 } else { n }).sqrt(),
+    )))
+}
+
+/// `$median` (`{input, method}`) and `$percentile` (`{input, p, method}`): exact
+/// percentiles, as mongod computes them for the expression forms even with `method:
+/// "approximate"` (the only method it accepts): the value at rank ⌈p·n⌉ of the sorted numbers,
+/// as a double; non-numbers are ignored and no numbers give null.
+pub(super) fn percentile(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<Bson>> {
+    match args.eval("method", ctx)? {
+        Some(Bson::String(m)) if m == "approximate" => {}
+        other => {
+            return Err(DocError::bad_value(format!(
+                "Enumeration value '{}' for field '{}.method' is not a valid value.",
+                other.as_ref().map(shell_repr).unwrap_or_default(),
+                op.name()
+            )))
+        }
+    }
+    let ps: Vec<f64> = if op == Op::Median {
+        vec![0.5]
+    } else {
+        let bad = |v: &Bson| {
+            DocError::with_code(
+                7750301,
+                "Location7750301",
+                format!(
+                    "The $percentile 'p' field must be an array of numbers from [0.0, 1.0], but found: {}",
+                    shell_repr(v)
+                ),
+            )
+        };
+        match args.eval("p", ctx)?.unwrap_or(Bson::Null) {
+            Bson::Array(a) if !a.is_empty() => a
+                .iter()
+                .map(|v| {
+                    Num::of(v)
+                        .map(Num::as_f64)
+                        .filter(|p| (0.0..=1.0).contains(p))
+                        .ok_or_else(|| bad(v))
+                })
+                .collect::<DocResult<_>>()?,
+            other => return Err(bad(&other)),
+        }
+    };
+    let mut xs: Vec<f64> = match args.eval("input", ctx)? {
+        Some(Bson::Array(a)) => a.iter().filter_map(Num::of).map(Num::as_f64).collect(),
+        Some(v) => Num::of(&v).map(Num::as_f64).into_iter().collect(),
+        None => Vec::new(),
+    };
+    xs.retain(|x| !x.is_nan());
+    xs.sort_by(f64::total_cmp);
+    let at = |p: f64| -> Bson {
+        if xs.is_empty() {
+            return Bson::Null;
+        }
+        let rank = (p * xs.len() as f64).ceil() as usize;
+        Bson::Double(xs[rank.clamp(1, xs.len()) - 1])
+    };
+    Ok(Some(if op == Op::Median {
+        at(0.5)
+    } else {
+        Bson::Array(ps.into_iter().map(at).collect())
+    }))
+}
+
+/// The numeric argument `i`, or mongod's 28765 (`None` when it is null or missing).
+fn numeric_arg(op: Op, args: &Args, i: usize) -> DocResult<Option<Num>> {
+    if is_nullish(args.v(i)) {
+        return Ok(None);
+    }
+    args.num(i).map(Some).ok_or_else(|| {
+        DocError::with_code(
+            28765,
+            "Location28765",
+            format!(
+                "{} only supports numeric types, not {}",
+                op.name(),
+                tn(args.v(i))
+            ),
+        )
+    })
+}
+
+/// The trigonometric operators and `$degreesToRadians`/`$radiansToDegrees`: a double (a
+/// decimal for a decimal input); an input outside the function's domain is 50989.
+pub(super) fn trig(op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let Some(n) = numeric_arg(op, args, 0)? else {
+        return Ok(Some(Bson::Null));
+    };
+    let x = n.as_f64();
+    let (domain, lo, hi, lo_open, hi_open): (bool, f64, f64, bool, bool) = match op {
+        Op::Acos | Op::Asin | Op::Atanh => ((-1.0..=1.0).contains(&x), -1.0, 1.0, false, false),
+        Op::Acosh => (x >= 1.0, 1.0, f64::INFINITY, false, false),
+        Op::Sin | Op::Cos | Op::Tan => {
+            (x.is_finite(), f64::NEG_INFINITY, f64::INFINITY, true, true)
+        }
+        _ => (true, 0.0, 0.0, false, false),
+    };
+    if !domain && !x.is_nan() {
+        let (l, r) = (
+            if lo_open { '(' } else { '[' },
+            if hi_open { ')' } else { ']' },
+        );
+        return Err(DocError::with_code(
+            50989,
+            "Location50989",
+            format!(
+                "cannot apply {} to {x}, value must be in {l}{lo},{hi}{r}",
+                op.name()
+            ),
+        ));
+    }
+    let r = match op {
+        Op::Sin => x.sin(),
+        Op::Cos => x.cos(),
+        Op::Tan => x.tan(),
+        Op::Asin => x.asin(),
+        Op::Acos => x.acos(),
+        Op::Atan => x.atan(),
+        Op::Sinh => x.sinh(),
+        Op::Cosh => x.cosh(),
+        Op::Tanh => x.tanh(),
+        Op::Asinh => x.asinh(),
+        Op::Acosh => x.acosh(),
+        Op::Atanh => x.atanh(),
+        Op::DegreesToRadians => x.to_radians(),
+        _ => x.to_degrees(),
+    };
+    Ok(Some(match n {
+        Num::Dec(_) => Num::Dec(r).to_bson(),
+        _ => Bson::Double(r),
+    }))
+}
+
+/// `$atan2`: `[y, x]`.
+pub(super) fn atan2(op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let (Some(y), Some(x)) = (numeric_arg(op, args, 0)?, numeric_arg(op, args, 1)?) else {
+        return Ok(Some(Bson::Null));
+    };
+    let r = y.as_f64().atan2(x.as_f64());
+    Ok(Some(match (y, x) {
+        (Num::Dec(_), _) | (_, Num::Dec(_)) => Num::Dec(r).to_bson(),
+        _ => Bson::Double(r),
+    }))
+}
+
+/// `$log`: `[number, base]`.
+pub(super) fn log(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    if args.any_null() {
+        return Ok(Some(Bson::Null));
+    }
+    let err = |code, name, msg: String| Err(DocError::with_code(code, name, msg));
+    let Some(n) = args.num(0) else {
+        return err(
+            28756,
+            "Location28756",
+            format!("$log's argument must be numeric, not {}", tn(args.v(0))),
+        );
+    };
+    let Some(b) = args.num(1) else {
+        return err(
+            28757,
+            "Location28757",
+            format!("$log's base must be numeric, not {}", tn(args.v(1))),
+        );
+    };
+    let (x, base) = (n.as_f64(), b.as_f64());
+    if x <= 0.0 {
+        return err(
+            28758,
+            "Location28758",
+            format!("$log's argument must be a positive number, but is {x}"),
+        );
+    }
+    if base <= 0.0 || base == 1.0 {
+        return err(
+            28759,
+            "Location28759",
+            format!("$log's base must be a positive number not equal to 1, but is {base}"),
+        );
+    }
+    let r = x.ln() / base.ln();
+    Ok(Some(match (n, b) {
+        (Num::Dec(_), _) | (_, Num::Dec(_)) => Num::Dec(r).to_bson(),
+        _ => Bson::Double(r),
+    }))
+}
+
+/// `$bitAnd`, `$bitOr`, `$bitXor` (over ints and longs: a long if any operand is one) and
+/// `$bitNot`.
+pub(super) fn bitwise(op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    if args.any_null() {
+        return Ok(Some(Bson::Null));
+    }
+    let mut acc: i64 = match op {
+        Op::BitAnd => -1,
+        _ => 0,
+    };
+    let mut long = false;
+    for v in args.vals.iter().flatten() {
+        let x = match v {
+            Bson::Int32(i) => *i as i64,
+            Bson::Int64(i) => {
+                long = true;
+                *i
+            }
+            _ => {
+                return Err(DocError::type_mismatch(format!(
+                    "{} only supports int and long operands.",
+                    op.name()
+                )))
+            }
+        };
+        acc = match op {
+            Op::BitAnd => acc & x,
+            Op::BitOr => acc | x,
+            Op::BitXor => acc ^ x,
+            _ => !x,
+        };
+    }
+    Ok(Some(if long {
+        Bson::Int64(acc)
+    } else {
+        Bson::Int32(acc as i32)
     }))
 }
 

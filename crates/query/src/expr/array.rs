@@ -364,3 +364,228 @@ pub(super) fn require_array<'b>(
         )),
     }
 }
+
+/// `$zip`: `{inputs, useLongestLength, defaults}`; null when any input is null or missing.
+pub(super) fn zip(_op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let Some(Expr::Arr(inputs)) = args.get("inputs") else {
+        return Err(DocError::with_code(
+            34461,
+            "Location34461",
+            "inputs must be an array of expressions",
+        ));
+    };
+    if inputs.is_empty() {
+        return Err(DocError::with_code(
+            34465,
+            "Location34465",
+            "$zip requires at least one input array",
+        ));
+    }
+    let longest = match args.get("useLongestLength") {
+        None => false,
+        Some(Expr::Lit(Bson::Boolean(b))) => *b,
+        Some(_) => {
+            return Err(DocError::with_code(
+                34463,
+                "Location34463",
+                "useLongestLength must be a bool",
+            ))
+        }
+    };
+    let defaults = match args.get("defaults") {
+        None => None,
+        Some(Expr::Arr(_)) if !longest => {
+            return Err(DocError::with_code(
+                34466,
+                "Location34466",
+                "cannot specify defaults unless useLongestLength is true",
+            ));
+        }
+        Some(Expr::Arr(d)) if d.len() != inputs.len() => {
+            return Err(DocError::with_code(
+                34467,
+                "Location34467",
+                "defaults and inputs must have the same length",
+            ))
+        }
+        Some(Expr::Arr(d)) => Some(d),
+        Some(_) => {
+            return Err(DocError::with_code(
+                34462,
+                "Location34462",
+                "defaults must be an array of expressions",
+            ))
+        }
+    };
+    let mut arrays = Vec::with_capacity(inputs.len());
+    for e in inputs {
+        match e.eval(ctx)? {
+            None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(Bson::Null)),
+            Some(Bson::Array(a)) => arrays.push(a),
+            Some(other) => {
+                return Err(DocError::with_code(
+                    34468,
+                    "Location34468",
+                    format!(
+                        "$zip found a non-array expression in input: {}",
+                        shell_repr(&other)
+                    ),
+                ))
+            }
+        }
+    }
+    let fill: Vec<Bson> = match defaults {
+        Some(d) => d
+            .iter()
+            .map(|e| Ok(e.eval(ctx)?.unwrap_or(Bson::Null)))
+            .collect::<DocResult<_>>()?,
+        None => vec![Bson::Null; arrays.len()],
+    };
+    let lens = arrays.iter().map(Vec::len);
+    let n = if longest { lens.max() } else { lens.min() }.unwrap_or(0);
+    let rows = (0..n)
+        .map(|i| {
+            Bson::Array(
+                arrays
+                    .iter()
+                    .zip(&fill)
+                    .map(|(a, f)| a.get(i).unwrap_or(f).clone())
+                    .collect(),
+            )
+        })
+        .collect();
+    Ok(Some(Bson::Array(rows)))
+}
+
+/// The `sortBy` of `$sortArray`.
+enum ArrayOrder {
+    /// Whole values in BSON order, descending when true.
+    Values { descending: bool },
+    /// A sort document over the elements' fields (an element that is not a document sorts as
+    /// one with no fields).
+    Fields(crate::sort::SortSpec),
+}
+
+impl ArrayOrder {
+    fn parse(sort_by: &Bson) -> DocResult<ArrayOrder> {
+        if let Bson::Document(d) = sort_by {
+            return Ok(ArrayOrder::Fields(crate::sort::SortSpec::parse(d)?));
+        }
+        match Num::of(sort_by).map(Num::as_f64) {
+            Some(1.0) => Ok(ArrayOrder::Values { descending: false }),
+            Some(-1.0) => Ok(ArrayOrder::Values { descending: true }),
+            _ => Err(DocError::with_code(
+                2942506,
+                "Location2942506",
+                "The $sort element value must be either 1 or -1",
+            )),
+        }
+    }
+
+    fn compare(&self, a: &Bson, b: &Bson) -> Ordering {
+        match self {
+            ArrayOrder::Values { descending: false } => compare_bson(a, b),
+            ArrayOrder::Values { descending: true } => compare_bson(b, a),
+            ArrayOrder::Fields(spec) => {
+                let empty = Document::new();
+                spec.compare(doc_or(a, &empty), doc_or(b, &empty))
+            }
+        }
+    }
+}
+
+/// `v` if it is a document, `other` otherwise.
+fn doc_or<'a>(v: &'a Bson, other: &'a Document) -> &'a Document {
+    match v {
+        Bson::Document(d) => d,
+        _ => other,
+    }
+}
+
+/// `$sortArray`: `{input, sortBy}`; `sortBy` is 1 or -1 (whole values in BSON order) or a sort
+/// document over the elements' fields.
+pub(super) fn sort_array(_op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let order = ArrayOrder::parse(&args.eval("sortBy", ctx)?.unwrap_or(Bson::Null))?;
+    let mut arr = match args.eval("input", ctx)? {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(Bson::Null)),
+        Some(Bson::Array(a)) => a,
+        Some(other) => {
+            return Err(DocError::with_code(
+                2942504,
+                "Location2942504",
+                format!(
+                    "The input argument to $sortArray must be an array, but was of type: {}",
+                    type_name(&other)
+                ),
+            ))
+        }
+    };
+    arr.sort_by(|a, b| order.compare(a, b));
+    Ok(Some(Bson::Array(arr)))
+}
+
+/// The `n` of `$firstN` … `$minN` (expressions and `$group` accumulators): a positive integer
+/// (5787902, 5787908).
+pub fn n_of(v: Option<Bson>) -> DocResult<usize> {
+    let v = v.unwrap_or(Bson::Null);
+    let n = Num::of(&v).and_then(Num::as_i64_exact).ok_or_else(|| {
+        DocError::with_code(
+            5787902,
+            "Location5787902",
+            format!(
+                "Value for 'n' must be of integral type, but found {}",
+                shell_repr(&v)
+            ),
+        )
+    })?;
+    if n <= 0 {
+        return Err(DocError::with_code(
+            5787908,
+            "Location5787908",
+            format!("'n' must be greater than 0, found {n}"),
+        ));
+    }
+    Ok(usize::try_from(n).unwrap_or(usize::MAX))
+}
+
+/// `$firstN`, `$lastN`, `$maxN`, `$minN` on an array: `{input, n}`. `$maxN`/`$minN` skip null
+/// and missing elements and answer largest (smallest) first.
+pub(super) fn n_elements(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let n = n_of(args.eval("n", ctx)?)?;
+    let arr = match args.eval("input", ctx)? {
+        Some(Bson::Array(a)) => a,
+        _ => {
+            return Err(DocError::with_code(
+                5788200,
+                "Location5788200",
+                "Input must be an array",
+            ))
+        }
+    };
+    let out: Vec<Bson> = match op {
+        Op::FirstN => arr.into_iter().take(n).collect(),
+        Op::LastN => {
+            let skip = arr.len().saturating_sub(n);
+            arr.into_iter().skip(skip).collect()
+        }
+        _ => {
+            let mut vals: Vec<Bson> = arr
+                .into_iter()
+                .filter(|v| !matches!(v, Bson::Null | Bson::Undefined))
+                .collect();
+            if op == Op::MaxN {
+                vals.sort_by(|a, b| compare_bson(b, a));
+            } else {
+                vals.sort_by(compare_bson);
+            }
+            vals.truncate(n);
+            vals
+        }
+    };
+    Ok(Some(Bson::Array(out)))
+}
+
+/// `$rand`: a double in [0, 1).
+pub(super) fn rand(_op: Op, _args: &NamedArgs, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    Ok(Some(Bson::Double(rand::random::<f64>())))
+}

@@ -1,6 +1,6 @@
 //! `$type` and the type conversions (`$toString`, `$toInt`, …).
 
-use super::ops::{Args, Op};
+use super::ops::{Args, NamedArgs, Op};
 use super::*;
 
 /// `$isNumber`.
@@ -15,10 +15,94 @@ pub(super) fn type_of(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson
 
 /// `$toString`, `$toInt`, `$toLong`, `$toDouble`, `$toDecimal`, `$toBool`, `$toObjectId`, `$toDate`.
 pub(super) fn to_type(op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let target = match op {
+        Op::ToInt => "int",
+        Op::ToLong => "long",
+        Op::ToDouble => "double",
+        Op::ToDecimal => "decimal",
+        Op::ToBool => "bool",
+        Op::ToObjectId => "objectId",
+        Op::ToDate => "date",
+        _ => "string",
+    };
     Ok(match args.v(0) {
         None | Some(Bson::Null) | Some(Bson::Undefined) => Some(Bson::Null),
-        Some(x) => Some(convert(op, x)?),
+        Some(x) => Some(convert(target, x)?),
     })
+}
+
+/// BSON type names and their numeric codes, as `$convert`'s `to` accepts them. Only the types
+/// of [`convert`] have conversions; the others fail with 241 (ConversionFailure).
+const TYPE_CODES: &[(&str, i64)] = &[
+    ("double", 1),
+    ("string", 2),
+    ("object", 3),
+    ("array", 4),
+    ("binData", 5),
+    ("undefined", 6),
+    ("objectId", 7),
+    ("bool", 8),
+    ("date", 9),
+    ("null", 10),
+    ("regex", 11),
+    ("dbPointer", 12),
+    ("javascript", 13),
+    ("symbol", 14),
+    ("javascriptWithScope", 15),
+    ("int", 16),
+    ("timestamp", 17),
+    ("long", 18),
+    ("decimal", 19),
+    ("minKey", -1),
+    ("maxKey", 127),
+];
+
+/// The type `to` names: a type name or its numeric code (FailedToParse otherwise).
+fn target_type(to: &Bson) -> DocResult<&'static str> {
+    let found = match to {
+        Bson::String(s) => TYPE_CODES.iter().find(|(n, _)| n == s),
+        other => match Num::of(other).and_then(Num::as_i64_exact) {
+            Some(code) => TYPE_CODES.iter().find(|(_, c)| *c == code),
+            None => {
+                return Err(DocError::failed_to_parse(format!(
+                    "$convert's 'to' argument must be a string or number, but is {}",
+                    type_name(other)
+                )))
+            }
+        },
+    };
+    found.map(|(n, _)| *n).ok_or_else(|| {
+        DocError::failed_to_parse(match to {
+            Bson::String(s) => format!("Unknown type name: {s}"),
+            other => format!(
+                "In $convert, numeric value for 'to' does not correspond to a BSON type: {}",
+                shell_repr(other)
+            ),
+        })
+    })
+}
+
+/// `$convert`: `{input, to, onError, onNull}`. `onError` answers for a value that cannot be
+/// converted (241), `onNull` for a null or missing input.
+pub(super) fn convert_op(_op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let to = match args.eval("to", ctx)? {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(Bson::Null)),
+        Some(t) => target_type(&t)?,
+    };
+    let input = match args.eval("input", ctx)? {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => {
+            return match args.get("onNull") {
+                Some(e) => e.eval(ctx),
+                None => Ok(Some(Bson::Null)),
+            }
+        }
+        Some(v) => v,
+    };
+    match (convert(to, &input), args.get("onError")) {
+        (Ok(v), _) => Ok(Some(v)),
+        (Err(e), Some(on_error)) if e.code == 241 => on_error.eval(ctx),
+        (Err(e), _) => Err(e),
+    }
 }
 
 pub(super) fn conversion_failure(msg: String) -> DocError {
@@ -40,9 +124,11 @@ pub(super) fn to_string_value(v: &Bson) -> DocResult<String> {
         Bson::Decimal128(d) => d.to_string(),
         Bson::Boolean(b) => b.to_string(),
         Bson::ObjectId(o) => o.to_hex(),
-        Bson::DateTime(d) => d
-            .try_to_rfc3339_string()
-            .unwrap_or_else(|_| d.timestamp_millis().to_string()),
+        Bson::DateTime(d) => super::date_fmt::format_date(
+            "%Y-%m-%dT%H:%M:%S.%LZ",
+            d.timestamp_millis(),
+            &super::date::Tz::UTC,
+        )?,
         other => {
             return Err(conversion_failure(format!(
                 "Unsupported conversion from {} to string in $convert with no onError value",
@@ -52,40 +138,34 @@ pub(super) fn to_string_value(v: &Bson) -> DocResult<String> {
     })
 }
 
-pub(super) fn convert(op: Op, v: &Bson) -> DocResult<Bson> {
-    let target = match op {
-        Op::ToInt => "int",
-        Op::ToLong => "long",
-        Op::ToDouble => "double",
-        Op::ToDecimal => "decimal",
-        Op::ToBool => "bool",
-        Op::ToObjectId => "objectId",
-        Op::ToDate => "date",
-        _ => "string",
-    };
+/// Converts `v` to the type named `target` (one of [`TYPE_CODES`]).
+pub(super) fn convert(target: &'static str, v: &Bson) -> DocResult<Bson> {
     let unsupported = || {
         conversion_failure(format!(
             "Unsupported conversion from {} to {target} in $convert with no onError value",
             type_name(v)
         ))
     };
+    // A string becomes an int or a long only if it is written as an integer ("5.5" is not
+    // one, as in mongod); doubles and decimals take any number.
     let parse_num = |s: &str| -> DocResult<Num> {
         if let Ok(i) = s.parse::<i64>() {
             return Ok(Num::I64(i));
         }
-        s.parse::<f64>().map(Num::F64).map_err(|_| {
-            conversion_failure(format!(
-                "Failed to parse number '{s}' in $convert with no onError value: Did not consume whole string."
-            ))
-        })
+        let integral_target = matches!(target, "int" | "long");
+        s.parse::<f64>()
+            .ok()
+            .filter(|_| !integral_target)
+            .map(Num::F64)
+            .ok_or_else(|| {
+                conversion_failure(format!(
+                    "Failed to parse number '{s}' in $convert with no onError value: \
+                     Did not consume whole string."
+                ))
+            })
     };
     let num = match v {
-        Bson::String(s)
-            if target != "string"
-                && target != "objectId"
-                && target != "bool"
-                && target != "date" =>
-        {
+        Bson::String(s) if matches!(target, "int" | "long" | "double" | "decimal") => {
             Some(parse_num(s)?)
         }
         Bson::Boolean(b) => Some(Num::I32(*b as i32)),
@@ -109,17 +189,15 @@ pub(super) fn convert(op: Op, v: &Bson) -> DocResult<Bson> {
             Bson::DateTime(_) => v.clone(),
             Bson::ObjectId(o) => Bson::DateTime(o.timestamp()),
             Bson::Timestamp(t) => Bson::DateTime(DateTime::from_millis(t.time as i64 * 1000)),
-            Bson::String(s) => Bson::DateTime(DateTime::parse_rfc3339_str(s).map_err(|_| {
-                conversion_failure(format!(
-                    "Error parsing date string '{s}'"
-                ))
-            })?),
+            Bson::String(s) => Bson::DateTime(DateTime::from_millis(
+                super::date_fmt::parse_date_string(s)?,
+            )),
             other => match Num::of(other) {
                 Some(Num::I32(_)) | None => return Err(unsupported()),
                 Some(n) => Bson::DateTime(DateTime::from_millis(n.as_f64() as i64)),
             },
         },
-        _ => {
+        "int" | "long" | "double" | "decimal" => {
             let Some(n) = num else {
                 return Err(unsupported());
             };
@@ -149,5 +227,92 @@ pub(super) fn convert(op: Op, v: &Bson) -> DocResult<Bson> {
                 _ => Num::Dec(n.as_f64()).to_bson(),
             }
         }
+        _ => return Err(unsupported()),
     })
+}
+
+/// `$binarySize`: the bytes of a string or a BinData.
+pub(super) fn binary_size(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let n = match args.v(0) {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(Bson::Null)),
+        Some(Bson::String(s)) => s.len(),
+        Some(Bson::Binary(b)) => b.bytes.len(),
+        other => {
+            return Err(DocError::with_code(
+                51276,
+                "Location51276",
+                format!(
+                    "$binarySize requires a string or BinData argument, found: {}",
+                    tn(other)
+                ),
+            ))
+        }
+    };
+    Ok(Some(Bson::Int32(n as i32)))
+}
+
+/// `$bsonSize`: the encoded size of a document.
+pub(super) fn bson_size(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    match args.v(0) {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => Ok(Some(Bson::Null)),
+        Some(Bson::Document(d)) => {
+            let bytes = bson::to_vec(d).map_err(|e| DocError::internal_error(e.to_string()))?;
+            Ok(Some(Bson::Int32(bytes.len() as i32)))
+        }
+        other => Err(DocError::with_code(
+            31393,
+            "Location31393",
+            format!("$bsonSize requires a document input, found: {}", tn(other)),
+        )),
+    }
+}
+
+/// `$tsSecond`, `$tsIncrement`: the two halves of a timestamp, as longs.
+pub(super) fn timestamp_part(op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    match args.v(0) {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => Ok(Some(Bson::Null)),
+        Some(Bson::Timestamp(t)) => Ok(Some(Bson::Int64(if op == Op::TsSecond {
+            t.time as i64
+        } else {
+            t.increment as i64
+        }))),
+        other => {
+            let (code, name) = if op == Op::TsSecond {
+                (5687301, "Location5687301")
+            } else {
+                (5687302, "Location5687302")
+            };
+            Err(DocError::with_code(
+                code,
+                name,
+                format!(
+                    "Argument to {} must be a timestamp, but is {}",
+                    op.name(),
+                    tn(other)
+                ),
+            ))
+        }
+    }
+}
+
+/// `$toUUID`: a hyphenated UUID string to BinData subtype 4.
+pub(super) fn to_uuid(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    match args.v(0) {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => Ok(Some(Bson::Null)),
+        Some(Bson::Binary(b)) if b.subtype == bson::spec::BinarySubtype::Uuid => {
+            Ok(Some(Bson::Binary(b.clone())))
+        }
+        Some(Bson::String(s)) => {
+            let uuid = bson::Uuid::parse_str(s).map_err(|_| {
+                conversion_failure(format!(
+                    "Failed to parse UUID '{s}' in $convert with no onError value"
+                ))
+            })?;
+            Ok(Some(Bson::Binary(bson::Binary::from_uuid(uuid))))
+        }
+        Some(other) => Err(conversion_failure(format!(
+            "Unsupported conversion from {} to binData in $convert with no onError value",
+            type_name(other)
+        ))),
+    }
 }

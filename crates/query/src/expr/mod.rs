@@ -18,6 +18,8 @@ mod array;
 mod cond;
 mod convert;
 mod date;
+mod date_arith;
+mod date_fmt;
 mod object;
 mod ops;
 mod parse;
@@ -28,6 +30,7 @@ mod string;
 // them (and the helpers below) through its `use super::*`.
 use arith::*;
 pub use arith::{add_num, avg_values, mul_num, sum_values};
+pub use array::n_of;
 use convert::*;
 pub use ops::Op;
 pub use parse::parse_expr;
@@ -206,3 +209,7 @@ impl Expr {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_date;
+#[cfg(test)]
+mod tests_more;

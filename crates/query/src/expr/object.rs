@@ -1,6 +1,6 @@
 //! Object operators: `$mergeObjects`, `$objectToArray`, `$arrayToObject`.
 
-use super::ops::{Args, Op};
+use super::ops::{Args, NamedArgs, Op};
 use super::*;
 
 /// `$mergeObjects`.
@@ -103,4 +103,83 @@ pub(super) fn array_to_object(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Opt
             ))
         }
     })
+}
+
+/// The `field` of `$getField`/`$setField`/`$unsetField`: a string (mongod wants a constant;
+/// `$literal` lets it start with `$`).
+fn field_name(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<String> {
+    let (code, code_name) = if op == Op::GetField {
+        (3041704, "Location3041704")
+    } else {
+        (4161107, "Location4161107")
+    };
+    match args.eval("field", ctx)? {
+        Some(Bson::String(s)) => Ok(s),
+        other => Err(DocError::with_code(
+            code,
+            code_name,
+            format!(
+                "{} requires 'field' to evaluate to type String, but got {}",
+                op.name(),
+                tn(&other)
+            ),
+        )),
+    }
+}
+
+/// `$getField`: `{field, input}` (input defaults to `$$CURRENT`), or just `field`. A field
+/// named with dots or `$` is read as one name, not a path.
+pub(super) fn get_field(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let field = field_name(op, args, ctx)?;
+    let input = match args.get("input") {
+        Some(e) => e.eval(ctx)?,
+        None => Some(Bson::Document(ctx.current.clone())),
+    };
+    match input {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => Ok(Some(Bson::Null)),
+        Some(Bson::Document(d)) => Ok(d.get(&field).cloned()),
+        Some(other) => Err(DocError::with_code(
+            3041705,
+            "Location3041705",
+            format!(
+                "$getField requires 'input' to evaluate to type Object, but got {}",
+                type_name(&other)
+            ),
+        )),
+    }
+}
+
+/// `$setField` (`{field, input, value}`; a `value` of `$$REMOVE` removes the field) and
+/// `$unsetField` (`{field, input}`).
+pub(super) fn set_field(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let field = field_name(op, args, ctx)?;
+    let mut d = match args.eval("input", ctx)? {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(Bson::Null)),
+        Some(Bson::Document(d)) => d,
+        Some(other) => {
+            return Err(DocError::with_code(
+                4161105,
+                "Location4161105",
+                format!(
+                    "{} requires 'input' to evaluate to type Object, but got {}",
+                    op.name(),
+                    type_name(&other)
+                ),
+            ))
+        }
+    };
+    let value = if op == Op::UnsetField {
+        None
+    } else {
+        args.eval("value", ctx)?
+    };
+    match value {
+        Some(v) => {
+            d.insert(field, v);
+        }
+        None => {
+            d.remove(&field);
+        }
+    }
+    Ok(Some(Bson::Document(d)))
 }

@@ -5,7 +5,10 @@
 
 use bson::Bson;
 
-use super::{arith, array, cond, convert, date, is_nullish, object, set, string, Ctx, Expr};
+use super::{
+    arith, array, cond, convert, date, date_arith, date_fmt, is_nullish, object, set, string, Ctx,
+    Expr,
+};
 use crate::compare::Num;
 use crate::error::DocResult;
 
@@ -18,6 +21,9 @@ pub(super) enum Arity {
     Positional(usize, usize),
     /// An object with these named arguments (`$filter: {input, as, cond}`).
     Named(&'static [&'static str]),
+    /// A date part operator: `date`, `[date]` or `{date, timezone}`, parsed to one or two
+    /// positional arguments.
+    DatePart,
 }
 
 /// How an operator evaluates.
@@ -71,6 +77,30 @@ op_table! {
     Log10 "$log10" Positional(1, 1) Values(arith::unary_math);
     Trunc "$trunc" Positional(1, 2) Values(arith::unary_math);
     Round "$round" Positional(1, 2) Values(arith::unary_math);
+    Log "$log" Positional(2, 2) Values(arith::log);
+    Sin "$sin" Positional(1, 1) Values(arith::trig);
+    Cos "$cos" Positional(1, 1) Values(arith::trig);
+    Tan "$tan" Positional(1, 1) Values(arith::trig);
+    Asin "$asin" Positional(1, 1) Values(arith::trig);
+    Acos "$acos" Positional(1, 1) Values(arith::trig);
+    Atan "$atan" Positional(1, 1) Values(arith::trig);
+    Atan2 "$atan2" Positional(2, 2) Values(arith::atan2);
+    Sinh "$sinh" Positional(1, 1) Values(arith::trig);
+    Cosh "$cosh" Positional(1, 1) Values(arith::trig);
+    Tanh "$tanh" Positional(1, 1) Values(arith::trig);
+    Asinh "$asinh" Positional(1, 1) Values(arith::trig);
+    Acosh "$acosh" Positional(1, 1) Values(arith::trig);
+    Atanh "$atanh" Positional(1, 1) Values(arith::trig);
+    DegreesToRadians "$degreesToRadians" Positional(1, 1) Values(arith::trig);
+    RadiansToDegrees "$radiansToDegrees" Positional(1, 1) Values(arith::trig);
+    BitAnd "$bitAnd" Any Values(arith::bitwise);
+    BitOr "$bitOr" Any Values(arith::bitwise);
+    BitXor "$bitXor" Any Values(arith::bitwise);
+    BitNot "$bitNot" Positional(1, 1) Values(arith::bitwise);
+    StdDevPop "$stdDevPop" Any Values(arith::std_dev);
+    StdDevSamp "$stdDevSamp" Any Values(arith::std_dev);
+    Median "$median" Named(&["input", "method"]) Named(arith::percentile);
+    Percentile "$percentile" Named(&["input", "p", "method"]) Named(arith::percentile);
     Eq "$eq" Positional(2, 2) Values(cond::compare);
     Ne "$ne" Positional(2, 2) Values(cond::compare);
     Gt "$gt" Positional(2, 2) Values(cond::compare);
@@ -120,16 +150,34 @@ op_table! {
     ToBool "$toBool" Positional(1, 1) Values(convert::to_type);
     ToObjectId "$toObjectId" Positional(1, 1) Values(convert::to_type);
     ToDate "$toDate" Positional(1, 1) Values(convert::to_type);
+    Convert "$convert" Named(&["input", "to", "onError", "onNull"]) Named(convert::convert_op);
+    ToUUID "$toUUID" Positional(1, 1) Values(convert::to_uuid);
+    BinarySize "$binarySize" Positional(1, 1) Values(convert::binary_size);
+    BsonSize "$bsonSize" Positional(1, 1) Values(convert::bson_size);
+    TsSecond "$tsSecond" Positional(1, 1) Values(convert::timestamp_part);
+    TsIncrement "$tsIncrement" Positional(1, 1) Values(convert::timestamp_part);
     IsNumber "$isNumber" Positional(1, 1) Values(convert::is_number);
-    Year "$year" Positional(1, 1) Values(date::date_part_of);
-    Month "$month" Positional(1, 1) Values(date::date_part_of);
-    DayOfMonth "$dayOfMonth" Positional(1, 1) Values(date::date_part_of);
-    Hour "$hour" Positional(1, 1) Values(date::date_part_of);
-    Minute "$minute" Positional(1, 1) Values(date::date_part_of);
-    Second "$second" Positional(1, 1) Values(date::date_part_of);
-    Millisecond "$millisecond" Positional(1, 1) Values(date::date_part_of);
-    DayOfWeek "$dayOfWeek" Positional(1, 1) Values(date::date_part_of);
-    DayOfYear "$dayOfYear" Positional(1, 1) Values(date::date_part_of);
+    Year "$year" DatePart Values(date::date_part_of);
+    Month "$month" DatePart Values(date::date_part_of);
+    DayOfMonth "$dayOfMonth" DatePart Values(date::date_part_of);
+    Hour "$hour" DatePart Values(date::date_part_of);
+    Minute "$minute" DatePart Values(date::date_part_of);
+    Second "$second" DatePart Values(date::date_part_of);
+    Millisecond "$millisecond" DatePart Values(date::date_part_of);
+    DayOfWeek "$dayOfWeek" DatePart Values(date::date_part_of);
+    DayOfYear "$dayOfYear" DatePart Values(date::date_part_of);
+    Week "$week" DatePart Values(date::date_part_of);
+    IsoWeek "$isoWeek" DatePart Values(date::date_part_of);
+    IsoWeekYear "$isoWeekYear" DatePart Values(date::date_part_of);
+    IsoDayOfWeek "$isoDayOfWeek" DatePart Values(date::date_part_of);
+    DateToParts "$dateToParts" Named(&["date", "timezone", "iso8601"]) Named(date::date_to_parts);
+    DateFromParts "$dateFromParts" Named(&["year", "month", "day", "isoWeekYear", "isoWeek", "isoDayOfWeek", "hour", "minute", "second", "millisecond", "timezone"]) Named(date::date_from_parts);
+    DateToString "$dateToString" Named(&["date", "format", "timezone", "onNull"]) Named(date_fmt::date_to_string);
+    DateFromString "$dateFromString" Named(&["dateString", "format", "timezone", "onError", "onNull"]) Named(date_fmt::date_from_string);
+    DateAdd "$dateAdd" Named(&["startDate", "unit", "amount", "timezone"]) Named(date_arith::date_add);
+    DateSubtract "$dateSubtract" Named(&["startDate", "unit", "amount", "timezone"]) Named(date_arith::date_add);
+    DateDiff "$dateDiff" Named(&["startDate", "endDate", "unit", "timezone", "startOfWeek"]) Named(date_arith::date_diff);
+    DateTrunc "$dateTrunc" Named(&["date", "unit", "binSize", "timezone", "startOfWeek"]) Named(date_arith::date_trunc);
     SetUnion "$setUnion" Any Values(set::set_op);
     SetIntersection "$setIntersection" Any Values(set::set_op);
     SetDifference "$setDifference" Positional(2, 2) Values(set::set_op);
@@ -141,11 +189,27 @@ op_table! {
     Let "$let" Named(&["vars", "in"]) Named(cond::let_vars);
     Filter "$filter" Named(&["input", "as", "cond", "limit"]) Named(array::filter_map);
     Map "$map" Named(&["input", "as", "in"]) Named(array::filter_map);
+    GetField "$getField" Named(&["field", "input"]) Named(object::get_field);
+    SetField "$setField" Named(&["field", "input", "value"]) Named(object::set_field);
+    UnsetField "$unsetField" Named(&["field", "input"]) Named(object::set_field);
+    Zip "$zip" Named(&["inputs", "useLongestLength", "defaults"]) Named(array::zip);
+    SortArray "$sortArray" Named(&["input", "sortBy"]) Named(array::sort_array);
+    FirstN "$firstN" Named(&["input", "n"]) Named(array::n_elements);
+    LastN "$lastN" Named(&["input", "n"]) Named(array::n_elements);
+    MaxN "$maxN" Named(&["input", "n"]) Named(array::n_elements);
+    MinN "$minN" Named(&["input", "n"]) Named(array::n_elements);
+    Rand "$rand" Named(&[]) Named(array::rand);
     Reduce "$reduce" Named(&["input", "initialValue", "in"]) Named(array::reduce);
     Trim "$trim" Named(&["input", "chars"]) Named(string::trim);
     Ltrim "$ltrim" Named(&["input", "chars"]) Named(string::trim);
     Rtrim "$rtrim" Named(&["input", "chars"]) Named(string::trim);
-    RegexMatch "$regexMatch" Named(&["input", "regex", "options"]) Named(string::regex_match);
+    RegexMatch "$regexMatch" Named(&["input", "regex", "options"]) Named(string::regex_ops);
+    RegexFind "$regexFind" Named(&["input", "regex", "options"]) Named(string::regex_ops);
+    RegexFindAll "$regexFindAll" Named(&["input", "regex", "options"]) Named(string::regex_ops);
+    ReplaceOne "$replaceOne" Named(&["input", "find", "replacement"]) Named(string::replace);
+    ReplaceAll "$replaceAll" Named(&["input", "find", "replacement"]) Named(string::replace);
+    IndexOfBytes "$indexOfBytes" Positional(2, 4) Values(string::index_of);
+    IndexOfCP "$indexOfCP" Positional(2, 4) Values(string::index_of);
 }
 
 impl Op {
@@ -210,6 +274,13 @@ pub(super) struct NamedArgs<'a> {
 impl NamedArgs<'_> {
     pub fn get(&self, k: &str) -> Option<&Expr> {
         self.args.iter().find(|(n, _)| n == k).map(|(_, e)| e)
+    }
+    /// Evaluates argument `k` (missing when it was not given).
+    pub fn eval(&self, k: &str, ctx: &Ctx) -> DocResult<Option<Bson>> {
+        match self.get(k) {
+            Some(e) => e.eval(ctx),
+            None => Ok(None),
+        }
     }
     /// The variable name given by `as`, or `default`.
     pub fn as_name(&self, default: &str) -> String {

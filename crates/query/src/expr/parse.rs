@@ -84,28 +84,260 @@ fn parse_doc_expr(d: &Document) -> DocResult<Expr> {
     Ok(Expr::Obj(fields))
 }
 
-fn named_args(name: &str, arg: &Bson, allowed: &[&str]) -> DocResult<Vec<(String, Expr)>> {
+/// mongod's codes for a named operator's argument errors: an argument that is not an object,
+/// an unknown argument, and each required argument that is absent.
+struct NamedRules {
+    not_object: (i32, &'static str),
+    unknown: (i32, &'static str),
+    required: &'static [(&'static str, i32, &'static str)],
+}
+
+fn named_rules(op: Op) -> NamedRules {
+    let rules = |not_object, unknown, required| NamedRules {
+        not_object,
+        unknown,
+        required,
+    };
+    match op {
+        Op::DateToString => rules(
+            (18629, "Location18629"),
+            (18534, "Location18534"),
+            &[("date", 18628, "Location18628")],
+        ),
+        Op::DateFromString => rules(
+            (40540, "Location40540"),
+            (40541, "Location40541"),
+            &[("dateString", 40542, "Location40542")],
+        ),
+        Op::DateFromParts => rules((40519, "Location40519"), (40518, "Location40518"), &[]),
+        Op::DateToParts => rules(
+            (40524, "Location40524"),
+            (40520, "Location40520"),
+            &[("date", 40522, "Location40522")],
+        ),
+        Op::DateAdd | Op::DateSubtract => rules(
+            (5166400, "Location5166400"),
+            (5166401, "Location5166401"),
+            &[
+                ("startDate", 5166402, "Location5166402"),
+                ("unit", 5166402, "Location5166402"),
+                ("amount", 5166402, "Location5166402"),
+            ],
+        ),
+        Op::DateDiff => rules(
+            (5166301, "Location5166301"),
+            (5166302, "Location5166302"),
+            &[
+                ("startDate", 5166303, "Location5166303"),
+                ("endDate", 5166304, "Location5166304"),
+                ("unit", 5166305, "Location5166305"),
+            ],
+        ),
+        Op::DateTrunc => rules(
+            (5439007, "Location5439007"),
+            (5439008, "Location5439008"),
+            &[
+                ("date", 5439009, "Location5439009"),
+                ("unit", 5439010, "Location5439010"),
+            ],
+        ),
+        Op::RegexMatch | Op::RegexFind | Op::RegexFindAll => rules(
+            (51103, "Location51103"),
+            (31024, "Location31024"),
+            &[
+                ("input", 31022, "Location31022"),
+                ("regex", 31023, "Location31023"),
+            ],
+        ),
+        Op::ReplaceOne | Op::ReplaceAll => rules(
+            (51751, "Location51751"),
+            (51750, "Location51750"),
+            &[
+                ("input", 51749, "Location51749"),
+                ("find", 51748, "Location51748"),
+                ("replacement", 51747, "Location51747"),
+            ],
+        ),
+        Op::Zip => rules(
+            (34460, "Location34460"),
+            (34464, "Location34464"),
+            &[("inputs", 34465, "Location34465")],
+        ),
+        Op::SortArray => rules(
+            (2942500, "Location2942500"),
+            (2942501, "Location2942501"),
+            &[
+                ("input", 2942502, "Location2942502"),
+                ("sortBy", 2942503, "Location2942503"),
+            ],
+        ),
+        Op::FirstN | Op::LastN => rules(
+            (5788001, "Location5788001"),
+            (5788002, "Location5788002"),
+            &[
+                ("n", 5788003, "Location5788003"),
+                ("input", 5788004, "Location5788004"),
+            ],
+        ),
+        Op::MaxN | Op::MinN => rules(
+            (5787900, "Location5787900"),
+            (5787901, "Location5787901"),
+            &[
+                ("n", 5787906, "Location5787906"),
+                ("input", 5787907, "Location5787907"),
+            ],
+        ),
+        Op::GetField => rules(
+            (3041700, "Location3041700"),
+            (3041701, "Location3041701"),
+            &[("field", 3041702, "Location3041702")],
+        ),
+        Op::SetField => rules(
+            (4161100, "Location4161100"),
+            (4161101, "Location4161101"),
+            &[
+                ("field", 4161102, "Location4161102"),
+                ("input", 4161109, "Location4161109"),
+                ("value", 4161103, "Location4161103"),
+            ],
+        ),
+        Op::UnsetField => rules(
+            (4161100, "Location4161100"),
+            (4161101, "Location4161101"),
+            &[
+                ("field", 4161102, "Location4161102"),
+                ("input", 4161109, "Location4161109"),
+            ],
+        ),
+        Op::Convert => rules(
+            (9, "FailedToParse"),
+            (9, "FailedToParse"),
+            &[("input", 9, "FailedToParse"), ("to", 9, "FailedToParse")],
+        ),
+        Op::Median => rules(
+            (14, "TypeMismatch"),
+            (40415, "Location40415"),
+            &[
+                ("input", 40414, "Location40414"),
+                ("method", 40414, "Location40414"),
+            ],
+        ),
+        Op::Percentile => rules(
+            (14, "TypeMismatch"),
+            (40415, "Location40415"),
+            &[
+                ("input", 40414, "Location40414"),
+                ("p", 40414, "Location40414"),
+                ("method", 40414, "Location40414"),
+            ],
+        ),
+        Op::Rand => rules(
+            (3040501, "Location3040501"),
+            (3040501, "Location3040501"),
+            &[],
+        ),
+        _ => rules((9, "FailedToParse"), (9, "FailedToParse"), &[]),
+    }
+}
+
+fn named_args(op: Op, name: &str, arg: &Bson, allowed: &[&str]) -> DocResult<Vec<(String, Expr)>> {
+    let rules = named_rules(op);
     let Bson::Document(d) = arg else {
-        return Err(DocError::failed_to_parse(format!(
-            "{name} only supports an object as its argument"
-        )));
+        return Err(DocError::with_code(
+            rules.not_object.0,
+            rules.not_object.1,
+            format!("{name} only supports an object as its argument"),
+        ));
     };
     let mut out = Vec::new();
     for (k, v) in d {
         if !allowed.contains(&k.as_str()) {
-            return Err(DocError::failed_to_parse(format!(
-                "{name} found an unknown argument: {k}"
-            )));
+            return Err(DocError::with_code(
+                rules.unknown.0,
+                rules.unknown.1,
+                match rules.unknown.0 {
+                    9 => format!("{name} found an unknown argument: {k}"),
+                    40415 => format!("BSON field '{name}.{k}' is an unknown field."),
+                    _ => format!("Unrecognized argument to {name}: {k}"),
+                },
+            ));
         }
-        // `as` names and `vars` keep their raw form.
+        // `as` names, `vars` and sort specifications keep their raw form.
         let e = match (name, k.as_str()) {
             (_, "as") => Expr::Lit(v.clone()),
-            ("$let", "vars") | ("$switch", "branches") => Expr::Lit(v.clone()),
+            ("$let", "vars") | ("$switch", "branches") | ("$sortArray", "sortBy") => {
+                Expr::Lit(v.clone())
+            }
             _ => parse_expr(v)?,
         };
         out.push((k.clone(), e));
     }
+    for (k, code, code_name) in rules.required {
+        if !d.contains_key(k) {
+            let msg = match code {
+                5166402 => format!("{name} requires startDate, unit, and amount to be present"),
+                40414 => format!("BSON field '{name}.{k}' is missing but a required field"),
+                _ => format!("Missing '{k}' parameter to {name}"),
+            };
+            return Err(DocError::with_code(*code, code_name, msg));
+        }
+    }
+    if op == Op::DateFromParts {
+        super::date::check_date_from_parts(&out)?;
+    }
     Ok(out)
+}
+
+/// An object of named arguments, as opposed to an operator expression (`{$literal: …}`).
+fn is_named_object(arg: &Bson) -> bool {
+    matches!(arg, Bson::Document(d) if d.keys().next().is_some_and(|k| !k.starts_with('$')))
+}
+
+/// A date part operator's argument: `date`, `[date]` (40536 for another length) or
+/// `{date, timezone}` (40535 for another field, 40539 without `date`).
+fn parse_date_part(op: Op, name: &str, arg: &Bson) -> DocResult<Expr> {
+    let args = match arg {
+        Bson::Array(a) if a.len() != 1 => {
+            return Err(DocError::with_code(
+                40536,
+                "Location40536",
+                format!(
+                    "{name} accepts exactly one argument if given an array, but was given {}",
+                    a.len()
+                ),
+            ))
+        }
+        Bson::Array(a) => vec![parse_expr(&a[0])?],
+        Bson::Document(d) if is_named_object(arg) => {
+            let (mut date, mut tz) = (None, None);
+            for (k, v) in d {
+                match k.as_str() {
+                    "date" => date = Some(parse_expr(v)?),
+                    "timezone" => tz = Some(parse_expr(v)?),
+                    _ => {
+                        return Err(DocError::with_code(
+                            40535,
+                            "Location40535",
+                            format!("unrecognized option to {name}: \"{k}\""),
+                        ))
+                    }
+                }
+            }
+            let date = date.ok_or_else(|| {
+                DocError::with_code(
+                    40539,
+                    "Location40539",
+                    format!(
+                        "missing 'date' argument to {name}, provided: {}",
+                        crate::compare::doc_repr(d)
+                    ),
+                )
+            })?;
+            std::iter::once(date).chain(tz).collect()
+        }
+        other => vec![parse_expr(other)?],
+    };
+    Ok(Expr::Op(op, args))
 }
 
 fn parse_op(name: &str, arg: &Bson) -> DocResult<Expr> {
@@ -147,8 +379,18 @@ fn parse_op(name: &str, arg: &Bson) -> DocResult<Expr> {
             format!("Unrecognized expression '{name}'"),
         ));
     };
+    if let Arity::DatePart = op.spec().arity {
+        return parse_date_part(op, name, arg);
+    }
+    if op == Op::GetField && !is_named_object(arg) {
+        // `{$getField: "name"}` (or an expression such as `{$literal: "$name"}`) is the field.
+        return Ok(Expr::Named(
+            op,
+            vec![("field".to_string(), parse_expr(arg)?)],
+        ));
+    }
     if let Arity::Named(allowed) = op.spec().arity {
-        let mut args = named_args(name, arg, allowed)?;
+        let mut args = named_args(op, name, arg, allowed)?;
         if op == Op::Switch {
             // Parse the branches now.
             let mut parsed = Vec::new();

@@ -163,58 +163,258 @@ pub(super) fn strcasecmp(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<B
     Ok(Some(Bson::Int32(a.cmp(&b) as i32)))
 }
 
-/// `$regexMatch`.
-pub(super) fn regex_match(_op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<Bson>> {
-    {
-        let input = args
-            .get("input")
-            .map(|e| e.eval(ctx))
-            .transpose()?
-            .flatten();
-        let re = args
-            .get("regex")
-            .map(|e| e.eval(ctx))
-            .transpose()?
-            .flatten();
-        let opts = args
-            .get("options")
-            .map(|e| e.eval(ctx))
-            .transpose()?
-            .flatten();
-        let (pat, mut o) = match re {
-            Some(Bson::String(s)) => (s, String::new()),
-            Some(Bson::RegularExpression(r)) => (r.pattern, r.options),
-            None | Some(Bson::Null) => return Ok(Some(Bson::Boolean(false))),
-            Some(other) => {
-                return Err(DocError::with_code(
-                    51105,
-                    "Location51105",
-                    format!(
-                        "$regexMatch needs 'regex' to be of type string or regex, found {}",
-                        type_name(&other)
-                    ),
-                ))
-            }
-        };
-        if let Some(Bson::String(s)) = opts {
-            o.push_str(&s);
+/// `$regexMatch`, `$regexFind`, `$regexFindAll`: `{input, regex, options}`.
+pub(super) fn regex_ops(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let name = op.name();
+    let nothing = || match op {
+        Op::RegexMatch => Bson::Boolean(false),
+        Op::RegexFind => Bson::Null,
+        _ => Bson::Array(Vec::new()),
+    };
+    let options = match args.eval("options", ctx)? {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => None,
+        Some(Bson::String(o)) => Some(o),
+        Some(other) => {
+            return Err(DocError::with_code(
+                51106,
+                "Location51106",
+                format!(
+                    "{name} needs 'options' to be of type string, found {}",
+                    type_name(&other)
+                ),
+            ))
         }
-        let re = crate::matcher::compile_regex(&pat, &o)?;
-        Ok(Some(Bson::Boolean(match input {
-            Some(Bson::String(s)) => re.is_match(&s),
-            None | Some(Bson::Null) => false,
+    };
+    let (pattern, flags) = match args.eval("regex", ctx)? {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(nothing())),
+        Some(Bson::String(p)) => (p, options.unwrap_or_default()),
+        Some(Bson::RegularExpression(r)) => match options {
+            Some(_) if !r.options.is_empty() => {
+                return Err(DocError::with_code(
+                    51107,
+                    "Location51107",
+                    format!(
+                    "{name}: found regex option(s) specified in both 'regex' and 'option' fields"
+                ),
+                ))
+            }
+            Some(o) => (r.pattern, o),
+            None => (r.pattern, r.options),
+        },
+        Some(other) => {
+            return Err(DocError::with_code(
+                51105,
+                "Location51105",
+                format!(
+                    "{name} needs 'regex' to be of type string or regex, found {}",
+                    type_name(&other)
+                ),
+            ))
+        }
+    };
+    let re = crate::matcher::compile_regex(&pattern, &flags)?;
+    let input = match args.eval("input", ctx)? {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(nothing())),
+        Some(Bson::String(s)) => s,
+        Some(other) => {
+            return Err(DocError::with_code(
+                51104,
+                "Location51104",
+                format!(
+                    "{name} needs 'input' to be of type string, found {}",
+                    type_name(&other)
+                ),
+            ))
+        }
+    };
+    Ok(Some(match op {
+        Op::RegexMatch => Bson::Boolean(re.is_match(&input)),
+        Op::RegexFind => re
+            .captures(&input)
+            .map_or(Bson::Null, |c| regex_match_doc(&input, &c)),
+        _ => {
+            // mongod caps the output of $regexFindAll at 64 MB (an empty pattern matches at
+            // every position of a 16 MB string).
+            let mut out = Vec::new();
+            let mut bytes = 0usize;
+            for c in re.captures_iter(&input) {
+                bytes += c.iter().flatten().map(|g| g.len() + 32).sum::<usize>() + 64;
+                if bytes > MAX_REGEX_FIND_ALL_BYTES {
+                    return Err(DocError::with_code(
+                        5126606,
+                        "Location5126606",
+                        "$regexFindAll: the size of buffer to store output exceeded the 64MB limit",
+                    ));
+                }
+                out.push(regex_match_doc(&input, &c));
+            }
+            Bson::Array(out)
+        }
+    }))
+}
+
+const MAX_REGEX_FIND_ALL_BYTES: usize = 64 << 20;
+
+/// The largest string `$replaceAll` builds, mongod's buffer limit.
+const MAX_REPLACE_BYTES: usize = 125 << 20;
+
+/// One match as mongod reports it: `{match, idx, captures}`, `idx` in code points and an
+/// unmatched group as null.
+fn regex_match_doc(input: &str, c: &regex::Captures) -> Bson {
+    let m = c.get(0).expect("group 0 always matches");
+    let captures: Vec<Bson> = c
+        .iter()
+        .skip(1)
+        .map(|g| g.map_or(Bson::Null, |g| Bson::String(g.as_str().to_string())))
+        .collect();
+    Bson::Document(bson::doc! {
+        "match": m.as_str(),
+        "idx": input[..m.start()].chars().count() as i32,
+        "captures": captures,
+    })
+}
+
+/// `$replaceOne`, `$replaceAll`: `{input, find, replacement}`, null if any is null.
+pub(super) fn replace(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let mut vals = Vec::with_capacity(3);
+    for k in ["input", "find", "replacement"] {
+        match args.eval(k, ctx)? {
+            None | Some(Bson::Null) | Some(Bson::Undefined) => vals.push(None),
+            Some(Bson::String(s)) => vals.push(Some(s)),
             Some(other) => {
                 return Err(DocError::with_code(
-                    51104,
-                    "Location51104",
+                    51746,
+                    "Location51746",
                     format!(
-                        "$regexMatch needs 'input' to be of type string, found {}",
-                        type_name(&other)
+                        "{} requires that '{k}' be a string, found: {}",
+                        op.name(),
+                        shell_repr(&other)
                     ),
                 ))
             }
-        })))
+        }
     }
+    let [Some(input), Some(find), Some(replacement)] =
+        <[Option<String>; 3]>::try_from(vals).expect("three arguments")
+    else {
+        return Ok(Some(Bson::Null));
+    };
+    let count = if op == Op::ReplaceOne {
+        usize::from(input.contains(find.as_str()))
+    } else if find.is_empty() {
+        input.chars().count() + 1
+    } else {
+        input.matches(find.as_str()).count()
+    };
+    let len = input.len() - count * find.len() + count.saturating_mul(replacement.len());
+    if len > MAX_REPLACE_BYTES {
+        return Err(DocError::with_code(
+            13548,
+            "Location13548",
+            format!("BufBuilder attempted to grow() to {len} bytes, past the 125MB limit."),
+        ));
+    }
+    Ok(Some(Bson::String(if op == Op::ReplaceOne {
+        input.replacen(&find, &replacement, 1)
+    } else {
+        input.replace(&find, &replacement)
+    })))
+}
+
+/// The first position of `needle` in `hay` (an empty needle is found at 0).
+fn find_slice<T: PartialEq>(hay: &[T], needle: &[T]) -> Option<usize> {
+    if needle.len() > hay.len() {
+        return None;
+    }
+    (0..=hay.len() - needle.len()).find(|&i| hay[i..].starts_with(needle))
+}
+
+/// `$indexOfBytes`, `$indexOfCP`: `[string, substring, start, end]`; -1 when not found.
+pub(super) fn index_of(op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let name = op.name();
+    let bytes = op == Op::IndexOfBytes;
+    let (c1, c2) = if bytes {
+        (40091, 40092)
+    } else {
+        (40093, 40094)
+    };
+    let s = match args.v(0) {
+        None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(Bson::Null)),
+        Some(Bson::String(s)) => s,
+        other => {
+            return Err(DocError::with_code(
+                c1,
+                if bytes {
+                    "Location40091"
+                } else {
+                    "Location40093"
+                },
+                format!(
+                    "{name} requires a string as the first argument, found: {}",
+                    tn(other)
+                ),
+            ))
+        }
+    };
+    let Some(Bson::String(sub)) = args.v(1) else {
+        return Err(DocError::with_code(
+            c2,
+            if bytes {
+                "Location40092"
+            } else {
+                "Location40094"
+            },
+            format!(
+                "{name} requires a string as the second argument, found: {}",
+                tn(args.v(1))
+            ),
+        ));
+    };
+    let len = if bytes { s.len() } else { s.chars().count() } as i64;
+    let bound = |i: usize, what: &str| -> DocResult<i64> {
+        let v = args.v(i).as_ref().unwrap_or(&Bson::Null);
+        let n = Num::of(v).and_then(Num::as_i64_exact).ok_or_else(|| {
+            DocError::with_code(
+                40096,
+                "Location40096",
+                format!(
+                    "{name} requires an integral {what}, found a value of type: {}, with value: {}",
+                    type_name(v),
+                    shell_repr(v)
+                ),
+            )
+        })?;
+        if n < 0 {
+            return Err(DocError::with_code(
+                40097,
+                "Location40097",
+                format!("{name} requires a nonnegative {what}, found: {n}"),
+            ));
+        }
+        Ok(n)
+    };
+    let start = if args.vals.len() > 2 {
+        bound(2, "starting index")?
+    } else {
+        0
+    };
+    let end = if args.vals.len() > 3 {
+        bound(3, "ending index")?.min(len)
+    } else {
+        len
+    };
+    if start > len || start > end {
+        return Ok(Some(Bson::Int32(-1)));
+    }
+    let (start, end) = (start as usize, end as usize);
+    let found = if bytes {
+        find_slice(&s.as_bytes()[start..end], sub.as_bytes())
+    } else {
+        let chars: Vec<char> = s.chars().collect();
+        find_slice(&chars[start..end], &sub.chars().collect::<Vec<_>>())
+    };
+    let found = found.map(|i| i + start);
+    Ok(Some(Bson::Int32(found.map_or(-1, |i| i as i32))))
 }
 
 /// `$trim`, `$ltrim`, `$rtrim`.
