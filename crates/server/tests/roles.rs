@@ -122,9 +122,10 @@ const CLUSTER_MONITOR: &[&str] = &[
     "getLog",
     "getParameter",
     "listDatabases",
+    "currentOp",
 ];
 /// `clusterAdmin`'s, which only `root` has among the roles flashdoc has.
-const CLUSTER_ADMIN: &[&str] = &["setParameter", "fsync", "shutdown"];
+const CLUSTER_ADMIN: &[&str] = &["setParameter", "fsync", "shutdown", "killOp"];
 
 /// Whether `role` (the database roles defined in `app`, the others in `admin`) may run `name`
 /// on `db`.
