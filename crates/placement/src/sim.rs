@@ -82,10 +82,11 @@ pub fn apply_to_device(
 }
 
 /// The peak footprint of an event stream's files (for sizing a device to a trace). With
-/// `punch_frees`, freed extents count as deallocated.
-pub fn scan_events<I, E>(events: I, punch_frees: bool) -> Result<TraceExtent, E>
+/// `punch_frees`, freed extents count as deallocated. Events by value or by reference.
+pub fn scan_events<I, B, E>(events: I, punch_frees: bool) -> Result<TraceExtent, E>
 where
-    I: IntoIterator<Item = Result<Event, E>>,
+    I: IntoIterator<Item = Result<B, E>>,
+    B: std::borrow::Borrow<Event>,
     E: From<SsdError>,
 {
     let mut peak = PeakUsage::new();
@@ -93,8 +94,8 @@ where
     for ev in events {
         let ev = ev?;
         records += 1;
-        match ev {
-            Event::Write(w) => peak.write(w.file as u64, w.offset, w.len as u64)?,
+        match *ev.borrow() {
+            Event::Write(ref w) => peak.write(w.file as u64, w.offset, w.len as u64)?,
             Event::Free {
                 file, offset, len, ..
             } if punch_frees => peak.punch(file as u64, offset, len),
@@ -247,6 +248,9 @@ pub struct ReplayOutcome {
     pub counts: EventCounts,
     pub trim: Option<TrimStats>,
     pub layout: LayoutStats,
+    /// Every host page the device was written, preconditioning and passes before a stats
+    /// reset included (the report's counters may start later): replay speed counts these.
+    pub device_host_pages: u64,
     pub report: ssd::Report,
 }
 
@@ -334,6 +338,7 @@ impl Replayer {
             counts,
             trim,
             layout,
+            device_host_pages: dev.ftl().host_pages_ever(),
             report: dev.report(),
         })
     }
@@ -463,11 +468,7 @@ where
     let fs = FsReplayer::new(logical_pages, alloc, fs_discard)?;
     let mut pipe = FsPipeline::new(DeathTracker::new(logical_pages), fs, trim);
     for ev in events {
-        let ev = ev?;
-        if matches!(ev, Event::Write(_)) {
-            pipe.dev.begin_write();
-        }
-        pipe.apply(&ev, 0)?;
+        track_death(&mut pipe, &ev?)?;
     }
     let (_, _, _, tracker) = pipe.finish()?;
     Ok(tracker.finish())
@@ -514,38 +515,51 @@ impl RunLoops {
 
 pub type SimResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-/// The events of a trace file with its run phase looped (see [`RunLoops`]). Times are shifted
-/// so they keep increasing from one pass to the next.
-pub fn looped_events(
-    trace: &std::path::Path,
-    loops: RunLoops,
-) -> SimResult<impl Iterator<Item = SimResult<Event>>> {
-    use crate::trace::TraceReader;
-    if loops.times == 0 {
-        return Err("the run phase must be replayed at least once".into());
+/// A trace file's events, decoded once: every policy of a replay and the oracle's pre-pass
+/// walk the same slice instead of decoding the file again.
+pub fn read_events(trace: &std::path::Path) -> SimResult<Vec<Event>> {
+    let reader = crate::trace::TraceReader::open(trace)
+        .map_err(|e| format!("opening event trace {}: {e}", trace.display()))?;
+    let mut events = Vec::new();
+    for ev in reader {
+        let ev = ev.map_err(|e| format!("{}: event {}: {e}", trace.display(), events.len()))?;
+        events.push(ev);
     }
-    let name = trace.display().to_string();
-    let open = move || {
-        TraceReader::open(trace).map_err(|e| -> Box<dyn std::error::Error + Send + Sync> {
-            format!("opening event trace {}: {e}", trace.display()).into()
-        })
-    };
-    let mut passes: Vec<Box<dyn Iterator<Item = std::io::Result<Event>>>> = vec![Box::new(open()?)];
-    for _ in 1..loops.times {
-        passes.push(Box::new(open()?.skip(loops.from as usize)));
+    Ok(events)
+}
+
+/// Calls `f` on every event of `events` with its run phase looped (see [`RunLoops`]), in
+/// replay order. Times are shifted so they keep increasing from one pass to the next; the
+/// first pass is passed as it is (no copy), later passes as shifted copies.
+pub fn for_each_looped<E>(
+    events: &[Event],
+    loops: RunLoops,
+    mut f: impl FnMut(&Event) -> Result<(), E>,
+) -> Result<(), E>
+where
+    E: From<String>,
+{
+    if loops.times == 0 {
+        return Err("the run phase must be replayed at least once"
+            .to_string()
+            .into());
     }
     let mut shift = Shift::default();
-    Ok(passes
-        .into_iter()
-        .enumerate()
-        .flat_map(|(pass, events)| events.map(move |e| (pass, e)))
-        .map(move |(pass, e)| {
-            let mut ev = e.map_err(|e| -> Box<dyn std::error::Error + Send + Sync> {
-                format!("{name}: {e}").into()
-            })?;
-            shift.apply(pass, &mut ev);
-            Ok(ev)
-        }))
+    for ev in events {
+        shift.apply(0, &mut ev.time_ns());
+        f(ev)?;
+    }
+    let from = (loops.from as usize).min(events.len());
+    for pass in 1..loops.times as usize {
+        for ev in &events[from..] {
+            let mut ev = ev.clone();
+            let mut t = ev.time_ns();
+            shift.apply(pass, &mut t);
+            ev.set_time_ns(t);
+            f(&ev)?;
+        }
+    }
+    Ok(())
 }
 
 /// Keeps event times increasing across passes: a pass's times are moved past the previous
@@ -558,15 +572,14 @@ struct Shift {
 }
 
 impl Shift {
-    fn apply(&mut self, pass: usize, ev: &mut Event) {
-        let t = ev.time_ns();
+    /// Moves `t`, a time of pass `pass`, past the previous pass's times.
+    fn apply(&mut self, pass: usize, t: &mut u64) {
         if pass != self.pass {
             self.pass = pass;
-            self.offset = (self.last + 1).saturating_sub(t);
+            self.offset = (self.last + 1).saturating_sub(*t);
         }
-        let shifted = t + self.offset;
-        ev.set_time_ns(shifted);
-        self.last = self.last.max(shifted);
+        *t += self.offset;
+        self.last = self.last.max(*t);
     }
 }
 
@@ -574,19 +587,22 @@ impl Shift {
 /// events. The oracle is built from a first pass over the same trace.
 pub fn replay_trace_file(
     job: &TraceReplay,
+    progress: impl FnMut(u64, &Ssd),
+) -> SimResult<ReplayOutcome> {
+    replay_loaded(job, &read_events(job.trace)?, progress)
+}
+
+/// [`replay_trace_file`] on the trace's events read before ([`read_events`]): a replay of
+/// several policies decodes the file once.
+pub fn replay_loaded(
+    job: &TraceReplay,
+    events: &[Event],
     mut progress: impl FnMut(u64, &Ssd),
 ) -> SimResult<ReplayOutcome> {
     use crate::policy::{make_policy, OracleGrouping, OraclePolicy};
-    let open = || looped_events(job.trace, job.loops);
     let policy: Box<dyn Policy> = match OracleGrouping::from_name(job.policy) {
         Some(grouping) => {
-            let lifetimes = device_lifetimes(
-                open()?,
-                job.device.logical_pages,
-                job.alloc,
-                job.fs_discard,
-                job.replay.trim,
-            )?;
+            let lifetimes = looped_lifetimes(job, events)?;
             Box::new(OraclePolicy::from_lifetimes(
                 &lifetimes,
                 job.placement.streams,
@@ -601,9 +617,8 @@ pub fn replay_trace_file(
     }
     let fs = FsReplayer::new(dev.logical_pages(), job.alloc, job.fs_discard)?;
     let mut r = Replayer::new(policy, dev, fs, job.replay);
-    for ev in open()? {
-        let ev = ev.map_err(|e| format!("event {}: {e}", r.events()))?;
-        r.apply(&ev).map_err(|e| {
+    for_each_looped(events, job.loops, |ev| -> SimResult<()> {
+        r.apply(ev).map_err(|e| {
             format!(
                 "{}: event {} ({ev:?}): {e}",
                 job.trace.display(),
@@ -613,8 +628,30 @@ pub fn replay_trace_file(
         if r.events() & 0xffff == 0 {
             progress(r.events(), r.device());
         }
-    }
+        Ok(())
+    })?;
     Ok(r.finish()?)
+}
+
+/// The oracle's pre-pass: every write's device lifetime under the job's layout and TRIM.
+fn looped_lifetimes(job: &TraceReplay, events: &[Event]) -> SimResult<Lifetimes> {
+    let logical_pages = job.device.logical_pages;
+    let fs = FsReplayer::new(logical_pages, job.alloc, job.fs_discard)?;
+    let mut pipe = FsPipeline::new(DeathTracker::new(logical_pages), fs, job.replay.trim);
+    for_each_looped(events, job.loops, |ev| -> SimResult<()> {
+        track_death(&mut pipe, ev)?;
+        Ok(())
+    })?;
+    let (_, _, _, tracker) = pipe.finish()?;
+    Ok(tracker.finish())
+}
+
+/// One event of the oracle's pre-pass through the pipeline.
+fn track_death(pipe: &mut FsPipeline<DeathTracker>, ev: &Event) -> Result<(), SsdError> {
+    if matches!(ev, Event::Write(_)) {
+        pipe.dev.begin_write();
+    }
+    pipe.apply(ev, 0)
 }
 
 /// Keeps the stream a write already carries: for a device in the loop of an engine that
