@@ -69,9 +69,12 @@ pub struct LifetimePolicy {
     file_pred: HashMap<FileId, f64>,
     /// Per (file kind, page kind): log₂ moving average of observed true lifetimes of
     /// `page_id = 0` blocks.
-    class_pred: HashMap<(FileKind, PageKind), f64>,
+    /// Indexed by file kind, then page kind; NaN: none observed yet.
+    class_pred: [[f64; PageKind::ALL.len()]; FileKind::ALL.len()],
     /// Live `page_id = 0` blocks of table files: (file, offset) → (end, birth clock, class).
     untracked: BTreeMap<(FileId, u64), Untracked>,
+    /// Scratch for [`Self::kill_untracked`] (kept: no allocation per write).
+    dying: Vec<(FileId, u64)>,
     /// Byte-weighted histogram of log₂ predictions since the last boundary update (decayed).
     hist: Vec<f64>,
     /// Bucket boundaries, log₂ bytes (buckets − 1 of them); None before the first checkpoint.
@@ -95,8 +98,9 @@ impl LifetimePolicy {
             clock: 0,
             pages: HashMap::new(),
             file_pred: HashMap::new(),
-            class_pred: HashMap::new(),
+            class_pred: [[f64::NAN; PageKind::ALL.len()]; FileKind::ALL.len()],
             untracked: BTreeMap::new(),
+            dying: Vec::new(),
             hist: vec![0.0; BINS],
             bounds: None,
             in_checkpoint: false,
@@ -178,34 +182,37 @@ impl LifetimePolicy {
         }
     }
 
-    /// Ends the life of `page_id = 0` blocks overlapping `[off, end)` of `file`.
+    fn class_pred_mut(&mut self, (file, page): (FileKind, PageKind)) -> &mut f64 {
+        &mut self.class_pred[file as usize][page as usize]
+    }
+
+    /// Ends the life of `page_id = 0` blocks overlapping `[off, end)` of `file`, in offset
+    /// order.
     ///
     /// The untracked blocks of a file are disjoint (a write kills every block it overlaps
     /// before it is inserted), so the ones overlapping `[off, end)` are those that start inside
-    /// it and at most one that starts before `off`: O(log n + k), where scanning every block
-    /// below `end` made a trace without `Free` events (captured outside an engine) quadratic.
+    /// it and at most one that starts before `off`: one walk down from `end`, O(log n + k),
+    /// where scanning every block below `end` made a trace without `Free` events (captured
+    /// outside an engine) quadratic.
     fn kill_untracked(&mut self, file: FileId, off: u64, end: u64) {
-        let before = self
-            .untracked
-            .range((file, 0)..(file, off))
-            .next_back()
-            .filter(|(_, v)| v.0 > off)
-            .map(|(k, _)| *k);
-        let keys: Vec<(FileId, u64)> = before
-            .into_iter()
-            .chain(
-                self.untracked
-                    .range((file, off)..(file, end))
-                    .map(|(k, _)| *k),
-            )
-            .collect();
-        for k in keys {
-            let (_, birth, class) = self.untracked.remove(&k).expect("present");
-            let life = ((self.clock - birth).max(1) as f64).log2();
-            let old = self.class_pred.get(&class).copied().unwrap_or(f64::NAN);
-            let v = Self::ewma(old, life);
-            self.class_pred.insert(class, v);
+        let mut dying = std::mem::take(&mut self.dying);
+        dying.clear();
+        for (k, v) in self.untracked.range((file, 0)..(file, end)).rev() {
+            if k.1 < off {
+                if v.0 > off {
+                    dying.push(*k);
+                }
+                break;
+            }
+            dying.push(*k);
         }
+        for k in dying.iter().rev() {
+            let (_, birth, class) = self.untracked.remove(k).expect("present");
+            let life = ((self.clock - birth).max(1) as f64).log2();
+            let pred = self.class_pred_mut(class);
+            *pred = Self::ewma(*pred, life);
+        }
+        self.dying = dying;
     }
 }
 
@@ -233,7 +240,7 @@ impl Policy for LifetimePolicy {
                 overlapped.is_none(),
                 "a block overlapping the write was killed"
             );
-            self.class_pred.get(&class).copied().unwrap_or(f64::NAN)
+            *self.class_pred_mut(class)
         } else {
             let key = (w.file, w.page_id);
             match self.pages.get(&key).copied() {
@@ -369,7 +376,7 @@ mod tests {
             len: 4096,
         });
         assert_eq!(
-            p.class_pred[&(FileKind::Collection, PageKind::ExtentList)],
+            p.class_pred[FileKind::Collection as usize][PageKind::ExtentList as usize],
             16.0
         );
     }
