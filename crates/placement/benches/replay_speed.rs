@@ -10,13 +10,14 @@
 //! update windows: 2.8 M events of one page each). The device is sized as `flashdoc placement
 //! replay --size-to-trace` sizes it, with that command's defaults (8 streams, 7 %
 //! over-provisioning, greedy GC, TRIM batches of 20 000 extents at `Free`, filesystem discard,
-//! next-fit). The trace is decoded once and shared by every policy (as the command does);
+//! next-fit). The trace is decoded once, and run once through the filesystem layout and the
+//! TRIM batcher (a `DevicePlan`), and both are shared by every policy (as the command does);
 //! each policy's figure is its host page writes (precondition included) over its own wall
 //! time, and over its thread's CPU time (what a shared machine leaves of a core). It prints a table (median of the runs, min and max) and writes JSON with every run.
 
 use placement::policy::PlacementConfig;
 use placement::sim::{
-    read_events, replay_loaded, scan_events, ReplayConfig, RunLoops, TraceReplay,
+    read_events, replay_planned, scan_events, DevicePlan, ReplayConfig, RunLoops, TraceReplay,
 };
 use placement::Event;
 use ssd::{AllocPolicy, PreconditionConfig, PreconditionMode, SsdConfig, SsdError};
@@ -141,6 +142,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         "policy", "host pages", "M pg/s", "min", "max", "M pg/cpu-s", "WAF"
     );
     let mut results = Vec::new();
+    let mut plan: Option<(DevicePlan, f64)> = None;
     for &policy in &a.policies {
         let job = TraceReplay {
             trace: &trace_path,
@@ -157,11 +159,19 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             replay: ReplayConfig::default(),
             loops: RunLoops::once(),
         };
+        let (plan, plan_seconds) = match &plan {
+            Some(p) => p,
+            None => {
+                let start = Instant::now();
+                let p = DevicePlan::new(&job, &events)?;
+                plan.insert((p, start.elapsed().as_secs_f64()))
+            }
+        };
         let (mut rates, mut cpu_rates) = (Vec::new(), Vec::new());
         let mut last = None;
         for _ in 0..a.runs {
             let (start, cpu) = (Instant::now(), thread_cpu_seconds());
-            let out = replay_loaded(&job, &events, |_, _| {})?;
+            let out = replay_planned(&job, &events, plan, |_, _| {})?;
             let pages = out.device_host_pages as f64;
             rates.push(pages / start.elapsed().as_secs_f64());
             cpu_rates.push(pages / (thread_cpu_seconds() - cpu));
@@ -191,6 +201,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             "median_pages_per_s": median(&rates),
             "pages_per_cpu_s": cpu_rates,
             "median_pages_per_cpu_s": median(&cpu_rates),
+            "device_plan_seconds": plan_seconds,
         }));
     }
     if let Some(p) = &a.json {
