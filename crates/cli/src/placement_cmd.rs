@@ -4,7 +4,8 @@
 use anyhow::{bail, Context, Result};
 use placement::policy::{DsmConfig, DsmPrediction, PlacementConfig, POLICY_NAMES};
 use placement::sim::{
-    read_events, replay_loaded, scan_events, ReplayConfig, ReplayOutcome, TraceReplay, TrimConfig,
+    read_events, replay_planned, scan_events, DevicePlan, ReplayConfig, ReplayOutcome, TraceReplay,
+    TrimConfig,
 };
 use placement::TrimWhen;
 use serde_json::{json, Value};
@@ -493,7 +494,7 @@ struct Row {
     name: &'static str,
     out: ReplayOutcome,
     /// Wall time of this policy: precondition, the oracle's pre-pass and the replay (not the
-    /// trace's decoding, done once for all policies).
+    /// trace's decoding and device plan, made once for all policies).
     seconds: f64,
 }
 
@@ -571,8 +572,10 @@ fn replay(a: ReplayArgs) -> Result<()> {
     };
 
     let mut rows = Vec::new();
+    // The layout's and TRIM batcher's LBA ops, the same for every policy: made once.
+    let mut plan: Option<DevicePlan> = None;
+    let mut plan_seconds = 0.0;
     for name in names {
-        let start = Instant::now();
         if name.starts_with("oracle") {
             eprintln!("{name}: computing every write's death on the device (one pass)…");
         }
@@ -587,8 +590,18 @@ fn replay(a: ReplayArgs) -> Result<()> {
             replay: rc,
             loops: placement::sim::RunLoops::once(),
         };
+        let plan = match &mut plan {
+            Some(p) => p,
+            None => {
+                let start = Instant::now();
+                let p = DevicePlan::new(&job, &trace_events).map_err(|e| layout_error(e, &a))?;
+                plan_seconds = start.elapsed().as_secs_f64();
+                plan.insert(p)
+            }
+        };
+        let start = Instant::now();
         let mut shown = false;
-        let out = replay_loaded(&job, &trace_events, |events, dev| {
+        let out = replay_planned(&job, &trace_events, plan, |events, dev| {
             shown = true;
             let s = dev.stats();
             eprint!(
@@ -602,17 +615,7 @@ fn replay(a: ReplayArgs) -> Result<()> {
             // End the progress line, so what follows (a table or an error) starts a line.
             eprintln!();
         }
-        let out = out.map_err(|e| {
-            let msg = e.to_string();
-            if msg.contains("layout is full") && !a.size_to_trace {
-                anyhow::anyhow!(
-                    "{msg}\n(the device is smaller than the trace's files: size it with \
-                     --size-to-trace and --device-fill, or give a larger --capacity-gib)"
-                )
-            } else {
-                anyhow::anyhow!("{msg}")
-            }
-        })?;
+        let out = out.map_err(|e| layout_error(e, &a))?;
         rows.push(Row {
             name,
             out,
@@ -621,7 +624,7 @@ fn replay(a: ReplayArgs) -> Result<()> {
     }
 
     print_table(&rows);
-    let speed = ReplaySpeed::of(&rows, decode_seconds);
+    let speed = ReplaySpeed::of(&rows, decode_seconds + plan_seconds);
     println!("{}", speed.summary(a.no_timing));
     if let Some(p) = &a.json {
         let v = json!({
@@ -644,6 +647,7 @@ fn replay(a: ReplayArgs) -> Result<()> {
                 "size_to_trace": a.size_to_trace,
             },
             "decode_seconds": decode_seconds,
+            "device_plan_seconds": plan_seconds,
             "speed": speed,
             "runs": rows.iter().map(|r| row_json(r, rows.iter().find(|x| x.name == "none"))).collect::<Vec<_>>(),
         });
@@ -653,6 +657,19 @@ fn replay(a: ReplayArgs) -> Result<()> {
         println!("wrote {}", p.display());
     }
     Ok(())
+}
+
+/// A replay's error, with the way out when the trace's files do not fit the device.
+fn layout_error(e: Box<dyn std::error::Error + Send + Sync>, a: &ReplayArgs) -> anyhow::Error {
+    let msg = e.to_string();
+    if msg.contains("layout is full") && !a.size_to_trace {
+        anyhow::anyhow!(
+            "{msg}\n(the device is smaller than the trace's files: size it with \
+             --size-to-trace and --device-fill, or give a larger --capacity-gib)"
+        )
+    } else {
+        anyhow::anyhow!("{msg}")
+    }
 }
 
 struct Figures {
@@ -719,25 +736,26 @@ fn row_json(r: &Row, none: Option<&Row>) -> Value {
 /// precondition and the oracle's pre-pass included; the timing model should be off).
 #[derive(serde::Serialize)]
 struct ReplaySpeed {
-    decode_seconds: f64,
-    /// The slowest policy's host page writes per second (its own time; the trace's decoding
-    /// is shared by all and counted in `overall_pages_per_s`).
+    /// Decoding the trace and its device plan (layout and TRIM batcher), once for all.
+    shared_seconds: f64,
+    /// The slowest policy's host page writes per second (its own time; the shared work is
+    /// counted in `overall_pages_per_s`).
     min_pages_per_s: f64,
     min_policy: &'static str,
-    /// All policies' host page writes over all the time, decoding included.
+    /// All policies' host page writes over all the time, the shared work included.
     overall_pages_per_s: f64,
 }
 
 impl ReplaySpeed {
-    fn of(rows: &[Row], decode_seconds: f64) -> Self {
+    fn of(rows: &[Row], shared_seconds: f64) -> Self {
         let slowest = rows
             .iter()
             .min_by(|a, b| a.pages_per_s().total_cmp(&b.pages_per_s()))
             .expect("at least one policy");
         let pages: u64 = rows.iter().map(|r| r.out.device_host_pages).sum();
-        let seconds = decode_seconds + rows.iter().map(|r| r.seconds).sum::<f64>();
+        let seconds = shared_seconds + rows.iter().map(|r| r.seconds).sum::<f64>();
         ReplaySpeed {
-            decode_seconds,
+            shared_seconds,
             min_pages_per_s: slowest.pages_per_s(),
             min_policy: slowest.name,
             overall_pages_per_s: pages as f64 / seconds.max(1e-9),
@@ -746,14 +764,14 @@ impl ReplaySpeed {
 
     fn summary(&self, no_timing: bool) -> String {
         format!(
-            "replay speed{}: trace decoded once in {:.2} s; slowest policy {} at {:.1} M host \
-             page writes/s; all policies {:.1} M/s, decoding included",
+            "replay speed{}: trace decoded and laid out once in {:.2} s; slowest policy {} at \
+             {:.1} M host page writes/s; all policies {:.1} M/s, that included",
             if no_timing {
                 ""
             } else {
                 " (timing model on: use --no-timing to measure)"
             },
-            self.decode_seconds,
+            self.shared_seconds,
             self.min_policy,
             self.min_pages_per_s / 1e6,
             self.overall_pages_per_s / 1e6
