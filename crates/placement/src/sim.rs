@@ -437,7 +437,8 @@ impl DeathTracker {
         self.alive.push(0);
     }
 
-    fn kill(&mut self, lba: usize) {
+    /// The page at `lba` stops holding its write's data at host page `clock`.
+    fn kill(&mut self, lba: usize, clock: u64) {
         let w = std::mem::replace(&mut self.owner[lba], NO_OWNER);
         if w == NO_OWNER {
             return;
@@ -446,8 +447,17 @@ impl DeathTracker {
         debug_assert!(*a > 0, "write {w} has no live page at LBA {lba}");
         *a -= 1;
         if *a == 0 {
-            self.lifetimes.death[w as usize] = self.lifetimes.clock;
+            self.lifetimes.death[w as usize] = clock;
         }
+    }
+
+    /// Room for this many more trace writes (the pre-pass knows how many come).
+    fn reserve(&mut self, writes: usize) {
+        let l = &mut self.lifetimes;
+        l.birth.reserve(writes);
+        l.death.reserve(writes);
+        l.pages.reserve(writes);
+        self.alive.reserve(writes);
     }
 
     pub fn finish(self) -> Lifetimes {
@@ -471,17 +481,21 @@ impl BlockDevice for DeathTracker {
                     self.current, NO_OWNER,
                     "a device write outside a trace write"
                 );
-                for lba in op.lba..end {
-                    self.kill(lba as usize);
-                    self.owner[lba as usize] = self.current;
-                    self.alive[self.current as usize] += 1;
-                    self.lifetimes.pages[self.current as usize] += 1;
-                    self.lifetimes.clock += 1;
+                // Page i of the op is written at clock + i; a write's own pages are
+                // distinct LBAs, so none of them kills another.
+                let (w, clock) = (self.current, self.lifetimes.clock);
+                for (i, lba) in (op.lba..end).enumerate() {
+                    self.kill(lba as usize, clock + i as u64);
+                    self.owner[lba as usize] = w;
                 }
+                let pages = u32::try_from(op.pages).expect("an op within the device");
+                self.alive[w as usize] += pages;
+                self.lifetimes.pages[w as usize] += pages;
+                self.lifetimes.clock += op.pages;
             }
             ssd::OpKind::Trim => {
                 for lba in op.lba..end {
-                    self.kill(lba as usize);
+                    self.kill(lba as usize, self.lifetimes.clock);
                 }
             }
             ssd::OpKind::Read => {}
@@ -822,6 +836,10 @@ fn planned_lifetimes(
     plan: &DevicePlan,
 ) -> SimResult<Lifetimes> {
     let mut tracker = DeathTracker::new(job.device.logical_pages);
+    let writes = |evs: &[Event]| evs.iter().filter(|e| matches!(e, Event::Write(_))).count();
+    let run_phase = &events[(job.loops.from as usize).min(events.len())..];
+    tracker
+        .reserve(writes(events) + (job.loops.times as usize).saturating_sub(1) * writes(run_phase));
     let (mut i, mut next) = (0usize, 0usize);
     for_each_looped(events, job.loops, |ev| -> SimResult<()> {
         if matches!(ev, Event::Write(_)) {
