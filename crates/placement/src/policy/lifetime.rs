@@ -38,7 +38,7 @@
 use super::untracked::{Ended, UntrackedBlocks};
 use super::{is_table, LifetimeConfig, PlacementConfig, Policy};
 use crate::event::{Event, FileId, FileKind, PageKind, WriteEvent};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Histogram bins per power of two of predicted lifetime.
 const BINS_PER_OCTAVE: f64 = 4.0;
@@ -63,6 +63,9 @@ pub struct LifetimePolicy {
     buckets: u8,
     clock: u64,
     pages: HashMap<(FileId, u64), PageState>,
+    /// Files with a page in `pages`: removing any other file (a journal file, whose writes
+    /// have no page ids) skips the scan of `pages`.
+    files_with_pages: HashSet<FileId>,
     /// Per file: log₂ moving average of its pages' intervals.
     file_pred: HashMap<FileId, f64>,
     /// Per (file kind, page kind): log₂ moving average of observed true lifetimes of
@@ -95,6 +98,7 @@ impl LifetimePolicy {
             buckets: (cfg.streams - first_bucket).min(cfg.lifetime.buckets.max(1)),
             clock: 0,
             pages: HashMap::new(),
+            files_with_pages: HashSet::new(),
             file_pred: HashMap::new(),
             class_pred: [[f64::NAN; PageKind::ALL.len()]; FileKind::ALL.len()],
             untracked: UntrackedBlocks::default(),
@@ -240,6 +244,7 @@ impl Policy for LifetimePolicy {
                     pred
                 }
                 None => {
+                    self.files_with_pages.insert(w.file);
                     self.pages.insert(
                         key,
                         PageState {
@@ -268,7 +273,9 @@ impl Policy for LifetimePolicy {
             Event::FileTruncate { file, len, .. } => self.kill_untracked(*file, *len, u64::MAX),
             Event::FileRemove { file, .. } => {
                 self.kill_untracked(*file, 0, u64::MAX);
-                self.pages.retain(|k, _| k.0 != *file);
+                if self.files_with_pages.remove(file) {
+                    self.pages.retain(|k, _| k.0 != *file);
+                }
                 self.file_pred.remove(file);
             }
             Event::CheckpointBegin { .. } => self.in_checkpoint = true,
