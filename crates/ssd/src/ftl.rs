@@ -381,8 +381,8 @@ impl Ftl {
             });
         }
         // The WAF points the run passed (no GC copy happened inside it).
-        if self.waf_interval != 0 {
-            let mut k = before / self.waf_interval + 1;
+        if let Some(passed) = before.checked_div(self.waf_interval) {
+            let mut k = passed + 1;
             while k * self.waf_interval <= self.stats.host_write_pages {
                 self.push_waf_point_at(k * self.waf_interval);
                 k += 1;

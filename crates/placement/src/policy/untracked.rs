@@ -100,9 +100,9 @@ impl UntrackedBlocks {
 
     /// Adds the block `[start, end)` of `file`; nothing live may overlap it (kill first).
     pub fn insert(&mut self, file: FileId, start: u64, end: u64, birth: u64, class: Class) {
-        let aligned = start % PAGE == 0 && end % PAGE == 0 && end > start;
+        let aligned = start.is_multiple_of(PAGE) && end.is_multiple_of(PAGE) && end > start;
         if !aligned {
-            self.to_ordered();
+            self.make_ordered();
         }
         self.live += 1;
         match &mut self.store {
@@ -210,7 +210,7 @@ impl UntrackedBlocks {
     }
 
     /// Moves every block into the ordered store (a block off the 4 KiB grid arrived).
-    fn to_ordered(&mut self) {
+    fn make_ordered(&mut self) {
         let Store::Paged { slots, cover, .. } = &self.store else {
             return;
         };
