@@ -886,6 +886,12 @@ mod tests {
         path
     }
 
+    /// The points in the trace file `t`, decoded as `replay` decodes it.
+    fn resolve(t: &Path, asked: &[(&str, RunPoint)]) -> Result<Vec<u64>> {
+        let events = read_events(t).map_err(|e| anyhow::anyhow!("{e}"))?;
+        resolve_points(t, &events, asked)
+    }
+
     #[test]
     fn points_resolve_to_event_indices_in_one_pass() {
         let dir = tempfile::tempdir().unwrap();
@@ -896,7 +902,7 @@ mod tests {
             ("c", RunPoint::Checkpoint(2)),
             ("d", RunPoint::Seconds(0.0)),
         ];
-        assert_eq!(resolve_points(&t, &asked).unwrap(), vec![4, 5, 3, 0]);
+        assert_eq!(resolve(&t, &asked).unwrap(), vec![4, 5, 3, 0]);
     }
 
     #[test]
@@ -907,17 +913,14 @@ mod tests {
             ("--end-of-load", RunPoint::Event(7)),
             ("--warmup-records", RunPoint::Checkpoint(4)),
         ];
-        let err = resolve_points(&t, &asked).unwrap_err().to_string();
+        let err = resolve(&t, &asked).unwrap_err().to_string();
         assert!(
             err.contains("--end-of-load event 7 is past the trace's end"),
             "{err}"
         );
         assert!(err.contains("--warmup-records checkpoint:4"), "{err}");
         assert!(err.contains("7 events, 3 checkpoints"), "{err}");
-        assert_eq!(
-            resolve_points(&t, &[("x", RunPoint::Event(6))]).unwrap(),
-            vec![6]
-        );
+        assert_eq!(resolve(&t, &[("x", RunPoint::Event(6))]).unwrap(), vec![6]);
     }
 
     #[derive(clap::Parser)]
@@ -966,7 +969,7 @@ mod tests {
         let (events, files, trace) = (p("events.csv"), p("files.csv"), p("t.trace"));
         cli(&["import", "csv", &events, "--files", &files, "-o", &trace]).unwrap();
         let points = [("--warmup-records", RunPoint::Checkpoint(2))];
-        let at = resolve_points(Path::new(&trace), &points).unwrap()[0];
+        let at = resolve(Path::new(&trace), &points).unwrap()[0];
         assert!(at > 0);
         let json = p("r.json");
         cli(&[
