@@ -4,9 +4,9 @@
 use anyhow::{bail, Context, Result};
 use placement::policy::{DsmConfig, DsmPrediction, PlacementConfig, POLICY_NAMES};
 use placement::sim::{
-    replay_trace_file, scan_events, ReplayConfig, ReplayOutcome, TraceReplay, TrimConfig,
+    read_events, replay_planned, scan_events, DevicePlan, ReplayConfig, ReplayOutcome, TraceReplay,
+    TrimConfig,
 };
-use placement::trace::TraceReader;
 use placement::TrimWhen;
 use serde_json::{json, Value};
 use ssd::{AllocPolicy, GcDest, GcPolicy, GcTie, SsdConfig, TimingConfig};
@@ -373,10 +373,6 @@ fn device_config(a: &ReplayArgs, logical_pages: u64) -> Result<SsdConfig> {
     Ok(cfg)
 }
 
-fn events(path: &Path) -> Result<TraceReader<std::io::BufReader<std::fs::File>>> {
-    TraceReader::open(path).with_context(|| format!("opening event trace {}", path.display()))
-}
-
 /// A point in a trace, as a user names it: an event index, a time since the trace's first
 /// event, or the begin of the n-th checkpoint (1-based).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -422,11 +418,14 @@ impl std::fmt::Display for RunPoint {
 
 /// Event indices of the asked points, from one pass over the trace. Every point past the
 /// trace's end is an error, all named at once, before any replay starts.
-fn resolve_points(trace: &Path, asked: &[(&str, RunPoint)]) -> Result<Vec<u64>> {
+fn resolve_points(
+    trace: &Path,
+    events: &[placement::Event],
+    asked: &[(&str, RunPoint)],
+) -> Result<Vec<u64>> {
     let mut found: Vec<Option<u64>> = vec![None; asked.len()];
     let (mut events_seen, mut checkpoints, mut first_ns) = (0u64, 0u64, None);
-    for ev in events(trace)? {
-        let ev = ev.with_context(|| format!("{}: event {events_seen}", trace.display()))?;
+    for ev in events {
         let t0 = *first_ns.get_or_insert(ev.time_ns());
         if matches!(ev, placement::Event::CheckpointBegin { .. }) {
             checkpoints += 1;
@@ -494,7 +493,16 @@ fn policy_names(asked: &[String]) -> Result<Vec<&'static str>> {
 struct Row {
     name: &'static str,
     out: ReplayOutcome,
+    /// Wall time of this policy: precondition, the oracle's pre-pass and the replay (not the
+    /// trace's decoding and device plan, made once for all policies).
     seconds: f64,
+}
+
+impl Row {
+    /// Replay speed: host page writes the device took (precondition included) per second.
+    fn pages_per_s(&self) -> f64 {
+        self.out.device_host_pages as f64 / self.seconds.max(1e-9)
+    }
 }
 
 fn replay(a: ReplayArgs) -> Result<()> {
@@ -524,7 +532,10 @@ fn replay(a: ReplayArgs) -> Result<()> {
     .into_iter()
     .filter_map(|(flag, p)| p.map(|p| (flag, p)))
     .collect();
-    let mut at = resolve_points(&a.trace, &asked)?.into_iter();
+    let decode_start = Instant::now();
+    let trace_events = read_events(&a.trace).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let decode_seconds = decode_start.elapsed().as_secs_f64();
+    let mut at = resolve_points(&a.trace, &trace_events, &asked)?.into_iter();
     let end_of_load_at = a.end_of_load.map(|_| at.next().expect("resolved"));
     let warmup_at = a.warmup_records.map_or(0, |_| at.next().expect("resolved"));
     let rc = ReplayConfig {
@@ -540,10 +551,7 @@ fn replay(a: ReplayArgs) -> Result<()> {
     let mut sized_from = None;
     let logical_pages = if a.size_to_trace {
         eprintln!("sizing the device to the trace (one pass)…");
-        let ext = scan_events(
-            events(&a.trace)?.map(|e| e.map_err(anyhow::Error::from)),
-            false,
-        )?;
+        let ext = scan_events(trace_events.iter().map(Ok::<_, anyhow::Error>), false)?;
         let pages = (ext.peak_file_pages as f64 / a.device_fill).ceil() as u64;
         sized_from = Some(ext);
         pages.max(1)
@@ -564,8 +572,10 @@ fn replay(a: ReplayArgs) -> Result<()> {
     };
 
     let mut rows = Vec::new();
+    // The layout's and TRIM batcher's LBA ops, the same for every policy: made once.
+    let mut plan: Option<DevicePlan> = None;
+    let mut plan_seconds = 0.0;
     for name in names {
-        let start = Instant::now();
         if name.starts_with("oracle") {
             eprintln!("{name}: computing every write's death on the device (one pass)…");
         }
@@ -580,8 +590,18 @@ fn replay(a: ReplayArgs) -> Result<()> {
             replay: rc,
             loops: placement::sim::RunLoops::once(),
         };
+        let plan = match &mut plan {
+            Some(p) => p,
+            None => {
+                let start = Instant::now();
+                let p = DevicePlan::new(&job, &trace_events).map_err(|e| layout_error(e, &a))?;
+                plan_seconds = start.elapsed().as_secs_f64();
+                plan.insert(p)
+            }
+        };
+        let start = Instant::now();
         let mut shown = false;
-        let out = replay_trace_file(&job, |events, dev| {
+        let out = replay_planned(&job, &trace_events, plan, |events, dev| {
             shown = true;
             let s = dev.stats();
             eprint!(
@@ -595,17 +615,7 @@ fn replay(a: ReplayArgs) -> Result<()> {
             // End the progress line, so what follows (a table or an error) starts a line.
             eprintln!();
         }
-        let out = out.map_err(|e| {
-            let msg = e.to_string();
-            if msg.contains("layout is full") && !a.size_to_trace {
-                anyhow::anyhow!(
-                    "{msg}\n(the device is smaller than the trace's files: size it with \
-                     --size-to-trace and --device-fill, or give a larger --capacity-gib)"
-                )
-            } else {
-                anyhow::anyhow!("{msg}")
-            }
-        })?;
+        let out = out.map_err(|e| layout_error(e, &a))?;
         rows.push(Row {
             name,
             out,
@@ -614,6 +624,8 @@ fn replay(a: ReplayArgs) -> Result<()> {
     }
 
     print_table(&rows);
+    let speed = ReplaySpeed::of(&rows, decode_seconds + plan_seconds);
+    println!("{}", speed.summary(a.no_timing));
     if let Some(p) = &a.json {
         let v = json!({
             "tool": "flashdoc placement replay",
@@ -634,6 +646,9 @@ fn replay(a: ReplayArgs) -> Result<()> {
                 "device_fill": a.device_fill,
                 "size_to_trace": a.size_to_trace,
             },
+            "decode_seconds": decode_seconds,
+            "device_plan_seconds": plan_seconds,
+            "speed": speed,
             "runs": rows.iter().map(|r| row_json(r, rows.iter().find(|x| x.name == "none"))).collect::<Vec<_>>(),
         });
         let mut s = serde_json::to_string_pretty(&v)?;
@@ -642,6 +657,19 @@ fn replay(a: ReplayArgs) -> Result<()> {
         println!("wrote {}", p.display());
     }
     Ok(())
+}
+
+/// A replay's error, with the way out when the trace's files do not fit the device.
+fn layout_error(e: Box<dyn std::error::Error + Send + Sync>, a: &ReplayArgs) -> anyhow::Error {
+    let msg = e.to_string();
+    if msg.contains("layout is full") && !a.size_to_trace {
+        anyhow::anyhow!(
+            "{msg}\n(the device is smaller than the trace's files: size it with \
+             --size-to-trace and --device-fill, or give a larger --capacity-gib)"
+        )
+    } else {
+        anyhow::anyhow!("{msg}")
+    }
 }
 
 struct Figures {
@@ -698,8 +726,57 @@ fn row_json(r: &Row, none: Option<&Row>) -> Value {
         })),
         "layout": r.out.layout,
         "seconds": r.seconds,
+        "device_host_pages": r.out.device_host_pages,
+        "host_pages_per_s": r.pages_per_s(),
         "report": r.out.report,
     })
+}
+
+/// Replay speed over all policies of one run (issue 15: host page writes per second, the
+/// precondition and the oracle's pre-pass included; the timing model should be off).
+#[derive(serde::Serialize)]
+struct ReplaySpeed {
+    /// Decoding the trace and its device plan (layout and TRIM batcher), once for all.
+    shared_seconds: f64,
+    /// The slowest policy's host page writes per second (its own time; the shared work is
+    /// counted in `overall_pages_per_s`).
+    min_pages_per_s: f64,
+    min_policy: &'static str,
+    /// All policies' host page writes over all the time, the shared work included.
+    overall_pages_per_s: f64,
+}
+
+impl ReplaySpeed {
+    fn of(rows: &[Row], shared_seconds: f64) -> Self {
+        let slowest = rows
+            .iter()
+            .min_by(|a, b| a.pages_per_s().total_cmp(&b.pages_per_s()))
+            .expect("at least one policy");
+        let pages: u64 = rows.iter().map(|r| r.out.device_host_pages).sum();
+        let seconds = shared_seconds + rows.iter().map(|r| r.seconds).sum::<f64>();
+        ReplaySpeed {
+            shared_seconds,
+            min_pages_per_s: slowest.pages_per_s(),
+            min_policy: slowest.name,
+            overall_pages_per_s: pages as f64 / seconds.max(1e-9),
+        }
+    }
+
+    fn summary(&self, no_timing: bool) -> String {
+        format!(
+            "replay speed{}: trace decoded and laid out once in {:.2} s; slowest policy {} at \
+             {:.1} M host page writes/s; all policies {:.1} M/s, that included",
+            if no_timing {
+                ""
+            } else {
+                " (timing model on: use --no-timing to measure)"
+            },
+            self.shared_seconds,
+            self.min_policy,
+            self.min_pages_per_s / 1e6,
+            self.overall_pages_per_s / 1e6
+        )
+    }
 }
 
 fn print_table(rows: &[Row]) {
@@ -712,7 +789,7 @@ fn print_table(rows: &[Row]) {
         None => "-".into(),
     };
     println!(
-        "{:<17} {:>7} {:>6} {:>8} {:>12} {:>6} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6}",
+        "{:<17} {:>7} {:>6} {:>8} {:>12} {:>6} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6} {:>8}",
         "policy",
         "WAF",
         "×none",
@@ -724,13 +801,14 @@ fn print_table(rows: &[Row]) {
         "MB/s",
         "×none",
         "p99 µs",
-        "×none"
+        "×none",
+        "M pg/s"
     );
     for r in rows {
         let f = figures(&r.out);
         let opt = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.1}"));
         println!(
-            "{:<17} {:>7.4} {:>6} {:>8} {:>12} {:>6} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6}",
+            "{:<17} {:>7.4} {:>6} {:>8} {:>12} {:>6} {:>9} {:>6} {:>9} {:>6} {:>9} {:>6} {:>8.1}",
             r.name,
             f.waf,
             rel(f.waf, base.as_ref().map(|b| b.waf)),
@@ -747,6 +825,7 @@ fn print_table(rows: &[Row]) {
             opt(f.p99),
             f.p99
                 .map_or("-".into(), |p| rel(p, base.as_ref().and_then(|b| b.p99))),
+            r.pages_per_s() / 1e6,
         );
     }
 }
@@ -807,6 +886,12 @@ mod tests {
         path
     }
 
+    /// The points in the trace file `t`, decoded as `replay` decodes it.
+    fn resolve(t: &Path, asked: &[(&str, RunPoint)]) -> Result<Vec<u64>> {
+        let events = read_events(t).map_err(|e| anyhow::anyhow!("{e}"))?;
+        resolve_points(t, &events, asked)
+    }
+
     #[test]
     fn points_resolve_to_event_indices_in_one_pass() {
         let dir = tempfile::tempdir().unwrap();
@@ -817,7 +902,7 @@ mod tests {
             ("c", RunPoint::Checkpoint(2)),
             ("d", RunPoint::Seconds(0.0)),
         ];
-        assert_eq!(resolve_points(&t, &asked).unwrap(), vec![4, 5, 3, 0]);
+        assert_eq!(resolve(&t, &asked).unwrap(), vec![4, 5, 3, 0]);
     }
 
     #[test]
@@ -828,17 +913,14 @@ mod tests {
             ("--end-of-load", RunPoint::Event(7)),
             ("--warmup-records", RunPoint::Checkpoint(4)),
         ];
-        let err = resolve_points(&t, &asked).unwrap_err().to_string();
+        let err = resolve(&t, &asked).unwrap_err().to_string();
         assert!(
             err.contains("--end-of-load event 7 is past the trace's end"),
             "{err}"
         );
         assert!(err.contains("--warmup-records checkpoint:4"), "{err}");
         assert!(err.contains("7 events, 3 checkpoints"), "{err}");
-        assert_eq!(
-            resolve_points(&t, &[("x", RunPoint::Event(6))]).unwrap(),
-            vec![6]
-        );
+        assert_eq!(resolve(&t, &[("x", RunPoint::Event(6))]).unwrap(), vec![6]);
     }
 
     #[derive(clap::Parser)]
@@ -887,7 +969,7 @@ mod tests {
         let (events, files, trace) = (p("events.csv"), p("files.csv"), p("t.trace"));
         cli(&["import", "csv", &events, "--files", &files, "-o", &trace]).unwrap();
         let points = [("--warmup-records", RunPoint::Checkpoint(2))];
-        let at = resolve_points(Path::new(&trace), &points).unwrap()[0];
+        let at = resolve(Path::new(&trace), &points).unwrap()[0];
         assert!(at > 0);
         let json = p("r.json");
         cli(&[

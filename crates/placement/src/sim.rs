@@ -82,10 +82,11 @@ pub fn apply_to_device(
 }
 
 /// The peak footprint of an event stream's files (for sizing a device to a trace). With
-/// `punch_frees`, freed extents count as deallocated.
-pub fn scan_events<I, E>(events: I, punch_frees: bool) -> Result<TraceExtent, E>
+/// `punch_frees`, freed extents count as deallocated. Events by value or by reference.
+pub fn scan_events<I, B, E>(events: I, punch_frees: bool) -> Result<TraceExtent, E>
 where
-    I: IntoIterator<Item = Result<Event, E>>,
+    I: IntoIterator<Item = Result<B, E>>,
+    B: std::borrow::Borrow<Event>,
     E: From<SsdError>,
 {
     let mut peak = PeakUsage::new();
@@ -93,8 +94,8 @@ where
     for ev in events {
         let ev = ev?;
         records += 1;
-        match ev {
-            Event::Write(w) => peak.write(w.file as u64, w.offset, w.len as u64)?,
+        match *ev.borrow() {
+            Event::Write(ref w) => peak.write(w.file as u64, w.offset, w.len as u64)?,
             Event::Free {
                 file, offset, len, ..
             } if punch_frees => peak.punch(file as u64, offset, len),
@@ -228,7 +229,7 @@ impl<D: BlockDevice> FsPipeline<D> {
                 Some(t.stats())
             }
         };
-        self.punch(u64::MAX / 2)?;
+        self.punch(FINAL_TRIM_NS)?;
         Ok((trim, self.fs.stats(), self.counts, self.dev))
     }
 }
@@ -247,63 +248,66 @@ pub struct ReplayOutcome {
     pub counts: EventCounts,
     pub trim: Option<TrimStats>,
     pub layout: LayoutStats,
+    /// Every host page the device was written, preconditioning and passes before a stats
+    /// reset included (the report's counters may start later): replay speed counts these.
+    pub device_host_pages: u64,
     pub report: ssd::Report,
 }
 
-/// Replays events one at a time (so a caller can stream a trace file and show progress).
-pub struct Replayer {
+/// The policy's side of a replay, the same whether the device ops come from the layout as
+/// the events arrive ([`Replayer`]) or from a [`DevicePlan`]: asks the policy for each
+/// write's stream, shows it the other events, calls `end_of_load` and resets the device's
+/// counters at their events, and notes the counters at the run phase's first checkpoint.
+struct PolicyDriver {
     policy: Box<dyn Policy>,
-    pipe: FsPipeline<Ssd>,
     cfg: ReplayConfig,
     index: u64,
     /// (host pages, GC copies) at the first checkpoint commit of the run phase.
     at_first_checkpoint: Option<(u64, u64)>,
 }
 
-impl Replayer {
-    pub fn new(policy: Box<dyn Policy>, dev: Ssd, fs: FsReplayer, cfg: ReplayConfig) -> Self {
-        Replayer {
+impl PolicyDriver {
+    fn new(policy: Box<dyn Policy>, cfg: ReplayConfig) -> Self {
+        PolicyDriver {
             policy,
-            pipe: FsPipeline::new(dev, fs, cfg.trim),
             cfg,
             index: 0,
             at_first_checkpoint: None,
         }
     }
 
-    pub fn device(&self) -> &Ssd {
-        self.pipe.device()
-    }
-    pub fn events(&self) -> u64 {
-        self.index
-    }
-
-    pub fn apply(&mut self, ev: &Event) -> Result<(), SsdError> {
+    /// Before the event's device ops: its stream (0 for events that are not writes).
+    #[inline]
+    fn before(&mut self, ev: &Event, dev: &mut Ssd) -> Result<u8, SsdError> {
         if self.cfg.end_of_load_at == Some(self.index) {
             self.policy.end_of_load();
         }
         if self.cfg.reset_stats_at > 0 && self.cfg.reset_stats_at == self.index {
-            self.pipe.dev.reset_stats();
+            dev.reset_stats();
         }
         self.index += 1;
-        let stream = match ev {
+        match ev {
             Event::Write(w) => {
                 let s = self.policy.place(w);
-                let max = self.pipe.dev.config().streams;
+                let max = dev.config().streams;
                 if s as u32 >= max {
                     return Err(SsdError::Layout(format!(
                         "policy {} chose stream {s} on a device with {max} streams",
                         self.policy.name()
                     )));
                 }
-                s
+                Ok(s)
             }
             other => {
                 self.policy.observe(other);
-                0
+                Ok(0)
             }
-        };
-        self.pipe.apply(ev, stream)?;
+        }
+    }
+
+    /// After the event's device ops.
+    #[inline]
+    fn after(&mut self, ev: &Event, dev: &Ssd) {
         let run_start = self
             .cfg
             .reset_stats_at
@@ -312,30 +316,69 @@ impl Replayer {
             && self.index > run_start
             && matches!(ev, Event::CheckpointCommit { .. })
         {
-            let s = self.pipe.dev.stats();
+            let s = dev.stats();
             self.at_first_checkpoint = Some((s.host_write_pages, s.gc_copy_pages));
         }
-        Ok(())
     }
 
-    /// Releases pending TRIMs and reports.
-    pub fn finish(self) -> Result<ReplayOutcome, SsdError> {
-        let (trim, layout, counts, dev) = self.pipe.finish()?;
+    fn outcome(
+        self,
+        trim: Option<TrimStats>,
+        layout: LayoutStats,
+        counts: EventCounts,
+        dev: &Ssd,
+    ) -> ReplayOutcome {
         let waf_from_first_checkpoint = self.at_first_checkpoint.and_then(|(host, gc)| {
             let s = dev.stats();
             let host = s.host_write_pages.checked_sub(host)?;
             let gc = s.gc_copy_pages.checked_sub(gc)?;
             (host > 0).then(|| (host + gc) as f64 / host as f64)
         });
-        Ok(ReplayOutcome {
+        ReplayOutcome {
             policy: self.policy.name(),
             events: self.index,
             waf_from_first_checkpoint,
             counts,
             trim,
             layout,
+            device_host_pages: dev.ftl().host_pages_ever(),
             report: dev.report(),
-        })
+        }
+    }
+}
+
+/// Replays events one at a time (so a caller can stream a trace file and show progress).
+pub struct Replayer {
+    driver: PolicyDriver,
+    pipe: FsPipeline<Ssd>,
+}
+
+impl Replayer {
+    pub fn new(policy: Box<dyn Policy>, dev: Ssd, fs: FsReplayer, cfg: ReplayConfig) -> Self {
+        Replayer {
+            driver: PolicyDriver::new(policy, cfg),
+            pipe: FsPipeline::new(dev, fs, cfg.trim),
+        }
+    }
+
+    pub fn device(&self) -> &Ssd {
+        self.pipe.device()
+    }
+    pub fn events(&self) -> u64 {
+        self.driver.index
+    }
+
+    pub fn apply(&mut self, ev: &Event) -> Result<(), SsdError> {
+        let stream = self.driver.before(ev, &mut self.pipe.dev)?;
+        self.pipe.apply(ev, stream)?;
+        self.driver.after(ev, &self.pipe.dev);
+        Ok(())
+    }
+
+    /// Releases pending TRIMs and reports.
+    pub fn finish(self) -> Result<ReplayOutcome, SsdError> {
+        let (trim, layout, counts, dev) = self.pipe.finish()?;
+        Ok(self.driver.outcome(trim, layout, counts, &dev))
     }
 }
 
@@ -394,7 +437,8 @@ impl DeathTracker {
         self.alive.push(0);
     }
 
-    fn kill(&mut self, lba: usize) {
+    /// The page at `lba` stops holding its write's data at host page `clock`.
+    fn kill(&mut self, lba: usize, clock: u64) {
         let w = std::mem::replace(&mut self.owner[lba], NO_OWNER);
         if w == NO_OWNER {
             return;
@@ -403,8 +447,17 @@ impl DeathTracker {
         debug_assert!(*a > 0, "write {w} has no live page at LBA {lba}");
         *a -= 1;
         if *a == 0 {
-            self.lifetimes.death[w as usize] = self.lifetimes.clock;
+            self.lifetimes.death[w as usize] = clock;
         }
+    }
+
+    /// Room for this many more trace writes (the pre-pass knows how many come).
+    fn reserve(&mut self, writes: usize) {
+        let l = &mut self.lifetimes;
+        l.birth.reserve(writes);
+        l.death.reserve(writes);
+        l.pages.reserve(writes);
+        self.alive.reserve(writes);
     }
 
     pub fn finish(self) -> Lifetimes {
@@ -428,17 +481,21 @@ impl BlockDevice for DeathTracker {
                     self.current, NO_OWNER,
                     "a device write outside a trace write"
                 );
-                for lba in op.lba..end {
-                    self.kill(lba as usize);
-                    self.owner[lba as usize] = self.current;
-                    self.alive[self.current as usize] += 1;
-                    self.lifetimes.pages[self.current as usize] += 1;
-                    self.lifetimes.clock += 1;
+                // Page i of the op is written at clock + i; a write's own pages are
+                // distinct LBAs, so none of them kills another.
+                let (w, clock) = (self.current, self.lifetimes.clock);
+                for (i, lba) in (op.lba..end).enumerate() {
+                    self.kill(lba as usize, clock + i as u64);
+                    self.owner[lba as usize] = w;
                 }
+                let pages = u32::try_from(op.pages).expect("an op within the device");
+                self.alive[w as usize] += pages;
+                self.lifetimes.pages[w as usize] += pages;
+                self.lifetimes.clock += op.pages;
             }
             ssd::OpKind::Trim => {
                 for lba in op.lba..end {
-                    self.kill(lba as usize);
+                    self.kill(lba as usize, self.lifetimes.clock);
                 }
             }
             ssd::OpKind::Read => {}
@@ -514,38 +571,51 @@ impl RunLoops {
 
 pub type SimResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-/// The events of a trace file with its run phase looped (see [`RunLoops`]). Times are shifted
-/// so they keep increasing from one pass to the next.
-pub fn looped_events(
-    trace: &std::path::Path,
-    loops: RunLoops,
-) -> SimResult<impl Iterator<Item = SimResult<Event>>> {
-    use crate::trace::TraceReader;
-    if loops.times == 0 {
-        return Err("the run phase must be replayed at least once".into());
+/// A trace file's events, decoded once: every policy of a replay and the oracle's pre-pass
+/// walk the same slice instead of decoding the file again.
+pub fn read_events(trace: &std::path::Path) -> SimResult<Vec<Event>> {
+    let reader = crate::trace::TraceReader::open(trace)
+        .map_err(|e| format!("opening event trace {}: {e}", trace.display()))?;
+    let mut events = Vec::new();
+    for ev in reader {
+        let ev = ev.map_err(|e| format!("{}: event {}: {e}", trace.display(), events.len()))?;
+        events.push(ev);
     }
-    let name = trace.display().to_string();
-    let open = move || {
-        TraceReader::open(trace).map_err(|e| -> Box<dyn std::error::Error + Send + Sync> {
-            format!("opening event trace {}: {e}", trace.display()).into()
-        })
-    };
-    let mut passes: Vec<Box<dyn Iterator<Item = std::io::Result<Event>>>> = vec![Box::new(open()?)];
-    for _ in 1..loops.times {
-        passes.push(Box::new(open()?.skip(loops.from as usize)));
+    Ok(events)
+}
+
+/// Calls `f` on every event of `events` with its run phase looped (see [`RunLoops`]), in
+/// replay order. Times are shifted so they keep increasing from one pass to the next; the
+/// first pass is passed as it is (no copy), later passes as shifted copies.
+pub fn for_each_looped<E>(
+    events: &[Event],
+    loops: RunLoops,
+    mut f: impl FnMut(&Event) -> Result<(), E>,
+) -> Result<(), E>
+where
+    E: From<String>,
+{
+    if loops.times == 0 {
+        return Err("the run phase must be replayed at least once"
+            .to_string()
+            .into());
     }
     let mut shift = Shift::default();
-    Ok(passes
-        .into_iter()
-        .enumerate()
-        .flat_map(|(pass, events)| events.map(move |e| (pass, e)))
-        .map(move |(pass, e)| {
-            let mut ev = e.map_err(|e| -> Box<dyn std::error::Error + Send + Sync> {
-                format!("{name}: {e}").into()
-            })?;
-            shift.apply(pass, &mut ev);
-            Ok(ev)
-        }))
+    for ev in events {
+        shift.apply(0, &mut ev.time_ns());
+        f(ev)?;
+    }
+    let from = (loops.from as usize).min(events.len());
+    for pass in 1..loops.times as usize {
+        for ev in &events[from..] {
+            let mut ev = ev.clone();
+            let mut t = ev.time_ns();
+            shift.apply(pass, &mut t);
+            ev.set_time_ns(t);
+            f(&ev)?;
+        }
+    }
+    Ok(())
 }
 
 /// Keeps event times increasing across passes: a pass's times are moved past the previous
@@ -558,15 +628,14 @@ struct Shift {
 }
 
 impl Shift {
-    fn apply(&mut self, pass: usize, ev: &mut Event) {
-        let t = ev.time_ns();
+    /// Moves `t`, a time of pass `pass`, past the previous pass's times.
+    fn apply(&mut self, pass: usize, t: &mut u64) {
         if pass != self.pass {
             self.pass = pass;
-            self.offset = (self.last + 1).saturating_sub(t);
+            self.offset = (self.last + 1).saturating_sub(*t);
         }
-        let shifted = t + self.offset;
-        ev.set_time_ns(shifted);
-        self.last = self.last.max(shifted);
+        *t += self.offset;
+        self.last = self.last.max(*t);
     }
 }
 
@@ -574,19 +643,162 @@ impl Shift {
 /// events. The oracle is built from a first pass over the same trace.
 pub fn replay_trace_file(
     job: &TraceReplay,
+    progress: impl FnMut(u64, &Ssd),
+) -> SimResult<ReplayOutcome> {
+    replay_loaded(job, &read_events(job.trace)?, progress)
+}
+
+/// [`replay_trace_file`] on the trace's events read before ([`read_events`]): a replay of
+/// several policies decodes the file once.
+pub fn replay_loaded(
+    job: &TraceReplay,
+    events: &[Event],
+    progress: impl FnMut(u64, &Ssd),
+) -> SimResult<ReplayOutcome> {
+    let plan = DevicePlan::new(job, events)?;
+    replay_planned(job, events, &plan, progress)
+}
+
+/// One device op of a [`DevicePlan`]: a write (on the stream the policy chooses) or a TRIM.
+#[derive(Clone, Copy, Debug)]
+struct PlannedOp {
+    lba: u32,
+    pages: u32,
+    write: bool,
+}
+
+/// What the filesystem layout and the TRIM batcher send the device for a trace's events:
+/// neither depends on the stream a write takes, so it is the same for every policy, and a
+/// replay of several policies (and the oracle's pre-pass) computes it once. Each policy's
+/// replay then only asks its policy and drives the device.
+pub struct DevicePlan {
+    ops: Vec<PlannedOp>,
+    /// Per replayed event (loops included): the end of its ops in `ops`; the ops after the
+    /// last event's are the TRIMs released at the end.
+    ends: Vec<u32>,
+    trim: Option<TrimStats>,
+    layout: LayoutStats,
+    counts: EventCounts,
+    /// The job's device size, layout and TRIM the plan was made for.
+    made_for: (u64, ssd::AllocPolicy, bool, TrimConfig, RunLoops),
+}
+
+/// Records the LBA ops a layout submits (the device side of a [`DevicePlan`]).
+#[derive(Default)]
+struct OpRecorder {
+    ops: Vec<PlannedOp>,
+}
+
+impl BlockDevice for OpRecorder {
+    fn submit(&mut self, op: &ssd::HostOp) -> Result<Option<u64>, SsdError> {
+        let write = match op.kind {
+            ssd::OpKind::Write => true,
+            ssd::OpKind::Trim => false,
+            ssd::OpKind::Read => return Ok(None),
+        };
+        // The layout's LBAs are below its capacity, which is below 2^32 pages.
+        let (lba, pages) = (u32::try_from(op.lba), u32::try_from(op.pages));
+        let (Ok(lba), Ok(pages)) = (lba, pages) else {
+            return Err(SsdError::Layout(format!(
+                "LBA range {}+{} does not fit a device plan",
+                op.lba, op.pages
+            )));
+        };
+        self.ops.push(PlannedOp { lba, pages, write });
+        Ok(None)
+    }
+}
+
+impl DevicePlan {
+    /// Runs the events (with the job's loops) through the job's TRIM batcher and layout.
+    pub fn new(job: &TraceReplay, events: &[Event]) -> SimResult<Self> {
+        let pages = job.device.logical_pages;
+        let fs = FsReplayer::new(pages, job.alloc, job.fs_discard)?;
+        let mut pipe = FsPipeline::new(OpRecorder::default(), fs, job.replay.trim);
+        let mut ends = Vec::with_capacity(events.len());
+        let mut index = 0u64;
+        for_each_looped(events, job.loops, |ev| -> SimResult<()> {
+            pipe.apply(ev, 0)
+                .map_err(|e| format!("{}: event {index} ({ev:?}): {e}", job.trace.display()))?;
+            index += 1;
+            let end =
+                u32::try_from(pipe.dev.ops.len()).map_err(|_| "a device plan of over 2^32 ops")?;
+            ends.push(end);
+            Ok(())
+        })?;
+        let (trim, layout, counts, recorder) = pipe.finish()?;
+        Ok(DevicePlan {
+            ops: recorder.ops,
+            ends,
+            trim,
+            layout,
+            counts,
+            made_for: (pages, job.alloc, job.fs_discard, job.replay.trim, job.loops),
+        })
+    }
+
+    fn check(&self, job: &TraceReplay) -> SimResult<()> {
+        let want = (
+            job.device.logical_pages,
+            job.alloc,
+            job.fs_discard,
+            job.replay.trim,
+            job.loops,
+        );
+        if self.made_for != want {
+            return Err(
+                "the device plan was made for another device size, layout, TRIM or loops".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Submits event `i`'s ops (`i == ends.len()`: the final TRIMs) from op `*next` on.
+    #[inline]
+    fn submit(
+        &self,
+        i: usize,
+        next: &mut usize,
+        time_ns: u64,
+        stream: u8,
+        dev: &mut impl BlockDevice,
+    ) -> Result<(), SsdError> {
+        let end = self.ends.get(i).map_or(self.ops.len(), |&e| e as usize);
+        for op in &self.ops[*next..end] {
+            let (kind, stream) = if op.write {
+                (ssd::OpKind::Write, stream as u32)
+            } else {
+                (ssd::OpKind::Trim, 0)
+            };
+            dev.submit(&ssd::HostOp {
+                time_ns,
+                kind,
+                lba: op.lba as u64,
+                pages: op.pages as u64,
+                stream,
+            })?;
+        }
+        *next = end;
+        Ok(())
+    }
+}
+
+/// Time of the TRIMs released after the last event (as [`FsPipeline::finish`] gives them).
+const FINAL_TRIM_NS: u64 = u64::MAX / 2;
+
+/// One policy's replay of `events` on the device ops of `plan` (made for this job by
+/// [`DevicePlan::new`]); the oracle's pre-pass runs on the same plan.
+pub fn replay_planned(
+    job: &TraceReplay,
+    events: &[Event],
+    plan: &DevicePlan,
     mut progress: impl FnMut(u64, &Ssd),
 ) -> SimResult<ReplayOutcome> {
     use crate::policy::{make_policy, OracleGrouping, OraclePolicy};
-    let open = || looped_events(job.trace, job.loops);
+    plan.check(job)?;
     let policy: Box<dyn Policy> = match OracleGrouping::from_name(job.policy) {
         Some(grouping) => {
-            let lifetimes = device_lifetimes(
-                open()?,
-                job.device.logical_pages,
-                job.alloc,
-                job.fs_discard,
-                job.replay.trim,
-            )?;
+            let lifetimes = planned_lifetimes(job, events, plan)?;
             Box::new(OraclePolicy::from_lifetimes(
                 &lifetimes,
                 job.placement.streams,
@@ -599,22 +811,46 @@ pub fn replay_trace_file(
     if let Some(p) = &job.precondition {
         dev.precondition(p)?;
     }
-    let fs = FsReplayer::new(dev.logical_pages(), job.alloc, job.fs_discard)?;
-    let mut r = Replayer::new(policy, dev, fs, job.replay);
-    for ev in open()? {
-        let ev = ev.map_err(|e| format!("event {}: {e}", r.events()))?;
-        r.apply(&ev).map_err(|e| {
-            format!(
-                "{}: event {} ({ev:?}): {e}",
-                job.trace.display(),
-                r.events()
-            )
-        })?;
-        if r.events() & 0xffff == 0 {
-            progress(r.events(), r.device());
+    let mut driver = PolicyDriver::new(policy, job.replay);
+    let mut next = 0usize;
+    for_each_looped(events, job.loops, |ev| -> SimResult<()> {
+        let i = driver.index as usize;
+        driver
+            .before(ev, &mut dev)
+            .and_then(|stream| plan.submit(i, &mut next, ev.time_ns(), stream, &mut dev))
+            .map_err(|e| format!("{}: event {i} ({ev:?}): {e}", job.trace.display()))?;
+        driver.after(ev, &dev);
+        if driver.index & 0xffff == 0 {
+            progress(driver.index, &dev);
         }
-    }
-    Ok(r.finish()?)
+        Ok(())
+    })?;
+    plan.submit(plan.ends.len(), &mut next, FINAL_TRIM_NS, 0, &mut dev)?;
+    Ok(driver.outcome(plan.trim, plan.layout.clone(), plan.counts, &dev))
+}
+
+/// The oracle's pre-pass: every write's device lifetime, from the plan's ops.
+fn planned_lifetimes(
+    job: &TraceReplay,
+    events: &[Event],
+    plan: &DevicePlan,
+) -> SimResult<Lifetimes> {
+    let mut tracker = DeathTracker::new(job.device.logical_pages);
+    let writes = |evs: &[Event]| evs.iter().filter(|e| matches!(e, Event::Write(_))).count();
+    let run_phase = &events[(job.loops.from as usize).min(events.len())..];
+    tracker
+        .reserve(writes(events) + (job.loops.times as usize).saturating_sub(1) * writes(run_phase));
+    let (mut i, mut next) = (0usize, 0usize);
+    for_each_looped(events, job.loops, |ev| -> SimResult<()> {
+        if matches!(ev, Event::Write(_)) {
+            tracker.begin_write();
+        }
+        plan.submit(i, &mut next, ev.time_ns(), 0, &mut tracker)?;
+        i += 1;
+        Ok(())
+    })?;
+    plan.submit(plan.ends.len(), &mut next, FINAL_TRIM_NS, 0, &mut tracker)?;
+    Ok(tracker.finish())
 }
 
 /// Keeps the stream a write already carries: for a device in the loop of an engine that

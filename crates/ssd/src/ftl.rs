@@ -260,6 +260,11 @@ impl Ftl {
     pub fn stats(&self) -> &FtlStats {
         &self.stats
     }
+    /// Host page writes since the device was made, preconditioning included (never reset):
+    /// what replay speed is counted in.
+    pub fn host_pages_ever(&self) -> u64 {
+        self.clock
+    }
     pub fn waf_series(&self) -> &[WafPoint] {
         &self.waf_series
     }
@@ -323,14 +328,67 @@ impl Ftl {
         Ok(())
     }
 
-    /// Writes `pages` logical pages from `lba` on `stream`.
+    /// Writes `pages` logical pages from `lba` on `stream`, as runs: the pages that fit in the
+    /// stream's open unit are placed in one tight loop (no GC can run inside a unit, so this
+    /// is page-by-page writing with the allocation and counters hoisted out of the loop).
     pub fn write(&mut self, lba: u64, pages: u64, stream: u32) -> Result<(), SsdError> {
         self.check_lba(lba, pages)?;
         self.check_stream(stream)?;
-        for l in lba..lba + pages {
-            self.write_page_unchecked(l as u32, stream as u8)?;
+        let (mut l, end) = (lba as u32, (lba + pages) as u32);
+        while l < end {
+            if self.host_open[stream as usize].is_none() {
+                // Opening a unit may run GC: the first page goes the page-by-page way.
+                self.write_page_unchecked(l, stream as u8)?;
+                l += 1;
+                continue;
+            }
+            l = self.write_run(l, end, stream as u8);
         }
         Ok(())
+    }
+
+    /// Writes pages `l..end` (or as many as fit) into `stream`'s open unit; returns the first
+    /// page not written.
+    #[inline]
+    fn write_run(&mut self, l: u32, end: u32, stream: u8) -> u32 {
+        let s = stream as usize;
+        let wp = self.host_open[s].expect("an open unit");
+        let n = (end - l).min(self.unit_pages - wp.next);
+        let first = wp.unit * self.unit_pages + wp.next;
+        for i in 0..n {
+            // Invalidate first, as write_page_unchecked does.
+            let old = self.l2p[(l + i) as usize];
+            if old != NONE {
+                self.invalidate(old);
+            }
+            self.place(first + i, l + i, stream);
+            if self.record {
+                self.ops.push(FlashOp::Program(first + i));
+            }
+        }
+        let before = self.stats.host_write_pages;
+        let st = &mut self.stats;
+        st.host_write_pages += n as u64;
+        st.per_stream_host_pages[s] += n as u64;
+        self.clock += n as u64;
+        if wp.next + n == self.unit_pages {
+            self.host_open[s] = None;
+            self.seal(wp.unit);
+        } else {
+            self.host_open[s] = Some(WritePoint {
+                unit: wp.unit,
+                next: wp.next + n,
+            });
+        }
+        // The WAF points the run passed (no GC copy happened inside it).
+        if let Some(passed) = before.checked_div(self.waf_interval) {
+            let mut k = passed + 1;
+            while k * self.waf_interval <= self.stats.host_write_pages {
+                self.push_waf_point_at(k * self.waf_interval);
+                k += 1;
+            }
+        }
+        l + n
     }
 
     /// Writes one logical page (the hot path; `lba` and `stream` must be in range).
@@ -368,7 +426,11 @@ impl Ftl {
     }
 
     fn push_waf_point(&mut self) {
-        let host = self.stats.host_write_pages;
+        self.push_waf_point_at(self.stats.host_write_pages);
+    }
+
+    /// The WAF point when `host` host pages were written (the current GC copy count).
+    fn push_waf_point_at(&mut self, host: u64) {
         let flash = host + self.stats.gc_copy_pages;
         let (h0, f0) = self.waf_mark;
         self.waf_series.push(WafPoint {

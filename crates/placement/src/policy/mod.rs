@@ -24,6 +24,7 @@ mod filelog;
 mod lifetime;
 mod none;
 mod oracle;
+mod untracked;
 
 pub use boundary::BoundaryPolicy;
 pub use dsm::{

@@ -1,6 +1,7 @@
 //! Policies on the simulated SSD, on the synthetic two-region trace.
 
 use super::*;
+use crate::event::WriteEvent;
 use crate::policy::{make_policy, OracleGrouping, OraclePolicy, PlacementConfig, POLICY_NAMES};
 use crate::synth::{generate, SynthConfig, SynthTrace};
 use ssd::{AllocPolicy, SsdConfig};
@@ -275,3 +276,139 @@ fn waf_from_the_first_checkpoint_leaves_out_what_came_before_it() {
         "no write after the commit"
     );
 }
+
+/// Every policy's results on a trace file through [`replay_trace_file`], one line each:
+/// WAF (its bits: equal means bit-identical), GC copies, erases, host pages counted, WAF
+/// points recorded and a digest of their values.
+fn pinned_lines(
+    trace: &std::path::Path,
+    run_phase: u64,
+    loops: RunLoops,
+    fs_discard: bool,
+    trim: bool,
+) -> String {
+    let events = crate::trace::TraceReader::open(trace).unwrap();
+    let ext = scan_events(
+        events.map(|e| e.map_err(|e| SsdError::Layout(e.to_string()))),
+        false,
+    )
+    .unwrap();
+    let mut device =
+        SsdConfig::with_op((ext.peak_file_pages as f64 / 0.8).ceil() as u64, 0.07).unwrap();
+    device.pages_per_block = 64;
+    device.set_op(0.07).unwrap();
+    device.waf_interval = 4096;
+    let placement = PlacementConfig::default();
+    let mut lines = String::new();
+    for &policy in POLICY_NAMES {
+        let job = TraceReplay {
+            trace,
+            policy,
+            placement: &placement,
+            device: device.clone(),
+            precondition: Some(ssd::PreconditionConfig {
+                mode: ssd::PreconditionMode::Fill,
+                ..Default::default()
+            }),
+            alloc: AllocPolicy::NextFit,
+            fs_discard,
+            replay: ReplayConfig {
+                trim: TrimConfig {
+                    batch: trim.then_some(500),
+                    when: crate::TrimWhen::Free,
+                },
+                end_of_load_at: Some(run_phase),
+                reset_stats_at: run_phase,
+            },
+            loops,
+        };
+        let r = replay_trace_file(&job, |_, _| {}).unwrap().report;
+        let digest = r.waf_series.iter().fold(0u64, |d, p| {
+            d.rotate_left(7) ^ p.host_pages ^ p.interval.to_bits() ^ p.cumulative.to_bits()
+        });
+        lines += &format!(
+            "{policy} {:#x} {} {} {} {} {digest:#x}\n",
+            r.write_amplification.to_bits(),
+            r.counters.gc_copy_pages,
+            r.counters.erases,
+            r.counters.host_write_pages,
+            r.waf_series.len()
+        );
+    }
+    lines
+}
+
+/// Results pinned from before the replay was made faster (issue 15): every policy's WAF, GC
+/// copies and erases must stay bit-identical. Two traces: the synthetic engine trace (page ids,
+/// `Free`s, TRIM batches) once, and the same trace as the shim captures one from outside an
+/// engine (no `Free`, no page ids, no TRIM, no discard) with its run phase looped 3 times.
+#[test]
+fn replay_results_are_pinned() {
+    let mut cfg = SynthConfig::linkbench_like(7);
+    cfg.windows = 40;
+    let t = generate(&cfg);
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, events: &mut dyn Iterator<Item = Event>| {
+        let p = dir.path().join(name);
+        let mut w = crate::trace::TraceWriter::create(&p).unwrap();
+        for ev in events {
+            w.write(&ev);
+        }
+        w.flush().unwrap();
+        p
+    };
+    let engine = write("engine.trace", &mut t.events.iter().cloned());
+    let shim = write(
+        "shim.trace",
+        &mut t
+            .events
+            .iter()
+            .filter(|e| !matches!(e, Event::Free { .. }))
+            .map(|e| match e {
+                Event::Write(w) => Event::Write(WriteEvent {
+                    page_id: 0,
+                    ..w.clone()
+                }),
+                e => e.clone(),
+            }),
+    );
+    let run_phase = t.end_of_load as u64;
+    let got = pinned_lines(&engine, run_phase, RunLoops::once(), true, true)
+        + "--\n"
+        + &pinned_lines(
+            &shim,
+            run_phase,
+            RunLoops {
+                from: t.end_of_load as u64,
+                times: 3,
+            },
+            false,
+            false,
+        );
+    println!("{got}");
+    assert_eq!(got, PINNED);
+}
+
+/// Measured with the replay as it was before (commit 1d1df2f): policy, WAF bits, GC copies,
+/// erases, host pages, WAF points and their digest.
+const PINNED: &str = "\
+none 0x3ff538683cd9347a 14199 902 43519 10 0x1778f93a23cecf0f\n\
+file 0x3ff42a18577bff39 11327 858 43519 10 0x165afba5869b5c74\n\
+boundary 0x3ff3db9962c8dd0a 10493 845 43519 10 0x2afffe68c15e8fa8\n\
+dsm 0x3ff3edab90116984 10685 849 43519 10 0xf7660dd5b9f20cfe\n\
+dsm-skip-primary 0x3ff3bd7b174ff2eb 10173 840 43519 10 0x576a49b47b46187f\n\
+lifetime 0x3ff3e0966748e3d1 10546 845 43519 10 0x9e970677ade5db63\n\
+filelog 0x3ff47188327eca89 12086 869 43519 10 0xbcca1987639d72c1\n\
+oracle 0x3ff0000000000000 0 680 43519 10 0x6102860e2048a820\n\
+oracle-death 0x3ff002727621d306 26 682 43519 10 0xc441bc7437e0f6b8\n\
+--\n\
+none 0x401800a4ce202d35 644286 12080 128841 31 0x9faeafddbf9b7bc1\n\
+file 0x40117fca562a7605 434812 8808 128841 31 0x33500110dc053ae0\n\
+boundary 0x40118f14f7de101f 436736 8838 128841 31 0xe127dcef24d49608\n\
+dsm 0x4012db3220ee7f3b 478523 9492 128841 31 0xf89b06ae4276e54f\n\
+dsm-skip-primary 0x4011f6d7163956da 449791 9042 128841 31 0xcac6b1939592fed4\n\
+lifetime 0x40121a55c0a90069 454257 9112 128841 31 0xbcd031ce2b58b3f\n\
+filelog 0x4012ecf790bf393e 480759 9524 128841 31 0x1ba448f566caccf7\n\
+oracle 0x400271819832b0e2 168192 4641 128841 31 0x1c490df1c9cb86ab\n\
+oracle-death 0x4001c3361e511a67 157227 4470 128841 31 0x9dc73e5beabe620f\n\
+";
