@@ -136,19 +136,24 @@ def test_retryable_writes_apply_once(router):
 
 
 def test_shard_key_index_is_simple_on_a_collection_with_a_default_collation(router):
-    router.admin.command("enableSharding", "coll")
-    ci = {"locale": "en", "strength": 2}
-    router.coll.command("create", "c", collation=ci)
-    router.admin.command("shardCollection", "coll.c", key={"k": 1})
-    router.coll.c.insert_many([{"k": i} for i in range(100)])
-    router.admin.command("split", "coll.c", middle={"k": 50})
-    router.admin.command("moveChunk", "coll.c", find={"k": 70}, to="shard2", _waitForDelete=True)
-    assert router.coll.c.count_documents({}) == 100
-    assert router.coll.c.count_documents({"k": {"$gte": 50}}) == 50
-    # `_id`'s index has the collection's collation, so `_id` cannot be the shard key.
-    router.coll.command("create", "d", collation=ci)
-    with pytest.raises(OperationFailure):
-        router.admin.command("shardCollection", "coll.d", key={"_id": 1})
+    # The manual split below must not race a background one after the inserts (code 117).
+    router.config.settings.update_one({"_id": "autosplit"}, {"$set": {"enabled": False}}, upsert=True)
+    try:
+        router.admin.command("enableSharding", "coll")
+        ci = {"locale": "en", "strength": 2}
+        router.coll.command("create", "c", collation=ci)
+        router.admin.command("shardCollection", "coll.c", key={"k": 1})
+        router.coll.c.insert_many([{"k": i} for i in range(100)])
+        router.admin.command("split", "coll.c", middle={"k": 50})
+        router.admin.command("moveChunk", "coll.c", find={"k": 70}, to="shard2", _waitForDelete=True)
+        assert router.coll.c.count_documents({}) == 100
+        assert router.coll.c.count_documents({"k": {"$gte": 50}}) == 50
+        # `_id`'s index has the collection's collation, so `_id` cannot be the shard key.
+        router.coll.command("create", "d", collation=ci)
+        with pytest.raises(OperationFailure):
+            router.admin.command("shardCollection", "coll.d", key={"_id": 1})
+    finally:
+        router.config.settings.update_one({"_id": "autosplit"}, {"$set": {"enabled": True}})
 
 
 def test_two_routers_race_on_one_chunk(cluster, router):
