@@ -1,0 +1,236 @@
+//! The aggregation pipeline over documents.
+//!
+//! Stages: `$match`, `$project`, `$addFields`/`$set`, `$unset`, `$group`, `$sort`, `$skip`,
+//! `$limit`, `$unwind`, `$count`, `$lookup` (equality form, optionally with a `pipeline` run on
+//! the matches), `$replaceRoot`/`$replaceWith`, `$sortByCount`. Streaming stages are chained
+//! lazily; `$group`, `$sort` and `$count` consume their input.
+
+mod fields;
+mod group;
+mod parse;
+#[cfg(test)]
+mod tests;
+
+use bson::{Bson, Document};
+
+use crate::compare::{shell_repr, type_name};
+use crate::error::{DocError, DocResult};
+use crate::expr::{Ctx, Expr};
+use crate::interrupt::Interrupt;
+use crate::matcher::Matcher;
+use crate::path::set_path;
+use crate::projection::Projection;
+use crate::sort::SortSpec;
+use fields::{add_field, unset_path, unwind_doc};
+use group::{run_group, Acc};
+pub use parse::validate_pipeline;
+use parse::{parse_stage, stage_err, Stage};
+
+/// A stream of documents between stages (a scan's output, a stage's output).
+pub type DocIter = Box<dyn Iterator<Item = DocResult<Document>> + Send>;
+
+/// What a pipeline needs from storage, and the only way `query` reaches it: a stage that reads
+/// another collection (`$lookup`) asks its source, and the storage side (docdb's `DocDb`, the
+/// router) decides how to read it. Stages that write (`$out`, `$merge`) or report on storage
+/// (`$collStats`) are to be added here as further methods, so the pipeline stays BSON-only.
+pub trait CollectionSource {
+    /// Every document of collection `name` in the pipeline's database.
+    fn read_collection(&self, name: &str) -> DocResult<Vec<Document>>;
+}
+
+impl<F: Fn(&str) -> DocResult<Vec<Document>>> CollectionSource for F {
+    fn read_collection(&self, name: &str) -> DocResult<Vec<Document>> {
+        self(name)
+    }
+}
+
+/// Runs a pipeline over input documents. `source` reads the other collections of the same
+/// database that stages join (`$lookup`).
+pub fn run_pipeline(
+    pipeline: &[Document],
+    input: DocIter,
+    source: &dyn CollectionSource,
+    interrupt: &Interrupt,
+) -> DocResult<Vec<Document>> {
+    if pipeline.len() > MAX_PIPELINE_STAGES {
+        return Err(DocError::with_code(
+            7749501,
+            "Location7749501",
+            format!("Pipeline length must be no longer than {MAX_PIPELINE_STAGES} stages"),
+        ));
+    }
+    let stages: Vec<Stage> = pipeline.iter().map(parse_stage).collect::<DocResult<_>>()?;
+    // Every document leaving a stage is a yield point. The input is not wrapped again: it is
+    // a scan that checks the same interrupt per document (aggregate's find), or documents
+    // already in memory ($lookup's, an update's one document).
+    let mut it: DocIter = input;
+    for stage in stages {
+        let deepens = stage_may_deepen(&stage);
+        it = match stage {
+            Stage::Match(m) => Box::new(it.filter(move |r| match r {
+                Ok(d) => m.matches(d),
+                Err(_) => true,
+            })),
+            Stage::Project(p) => Box::new(it.map(move |r| r.and_then(|d| project(&p, &d)))),
+            Stage::AddFields(fields) => Box::new(it.map(move |r| {
+                let mut d = r?;
+                let src = d.clone();
+                let ctx = Ctx::new(&src);
+                for (path, e) in &fields {
+                    match e.eval(&ctx)? {
+                        Some(v) => add_field(&mut d, path, v)?,
+                        // $$REMOVE / missing removes the field.
+                        None => unset_path(&mut d, path),
+                    }
+                }
+                Ok(d)
+            })),
+            Stage::Unset(paths) => Box::new(it.map(move |r| {
+                let mut d = r?;
+                for p in &paths {
+                    unset_path(&mut d, p);
+                }
+                Ok(d)
+            })),
+            Stage::Group(id, accs) => Box::new(run_group(it, &id, &accs)?.into_iter().map(Ok)),
+            Stage::Sort(spec) => {
+                let mut docs: Vec<Document> = it.collect::<DocResult<_>>()?;
+                spec.sort(&mut docs);
+                Box::new(docs.into_iter().map(Ok))
+            }
+            Stage::Skip(n) => Box::new(it.skip(n as usize)),
+            Stage::Limit(n) => Box::new(it.take(n as usize)),
+            Stage::Unwind {
+                path,
+                index,
+                preserve,
+            } => Box::new(it.flat_map(move |r| match r {
+                Ok(d) => unwind_doc(d, &path, &index, preserve),
+                Err(e) => vec![Err(e)],
+            })),
+            Stage::Count(name) => {
+                let mut n: i64 = 0;
+                for r in it {
+                    r?;
+                    n += 1;
+                }
+                if n == 0 {
+                    Box::new(std::iter::empty())
+                } else {
+                    let v = if n <= i32::MAX as i64 {
+                        Bson::Int32(n as i32)
+                    } else {
+                        Bson::Int64(n)
+                    };
+                    let mut d = Document::new();
+                    d.insert(name, v);
+                    Box::new(std::iter::once(Ok(d)))
+                }
+            }
+            Stage::Lookup {
+                from,
+                local,
+                foreign,
+                as_,
+                pipeline,
+            } => {
+                let foreign_docs = source.read_collection(&from)?;
+                let mut out = Vec::new();
+                for r in it {
+                    let mut d = r?;
+                    let matched: Vec<Document> = if local.is_empty() {
+                        foreign_docs.clone()
+                    } else {
+                        let lv = crate::expr::eval_doc_path(&d, &local);
+                        let vals: Vec<Bson> = match lv {
+                            None => vec![Bson::Null],
+                            Some(Bson::Array(a)) if a.is_empty() => vec![Bson::Null],
+                            Some(Bson::Array(a)) => a,
+                            Some(v) => vec![v],
+                        };
+                        let m = Matcher::new(&bson::doc! {foreign.clone(): {"$in": vals}})?;
+                        foreign_docs.iter().filter(|f| m.matches(f)).cloned().collect()
+                    };
+                    let matched = match &pipeline {
+                        Some(p) => run_pipeline(
+                            p,
+                            Box::new(matched.into_iter().map(Ok).collect::<Vec<_>>().into_iter()),
+                            source,
+                            interrupt,
+                        )?,
+                        None => matched,
+                    };
+                    set_path(
+                        &mut d,
+                        &as_,
+                        Bson::Array(matched.into_iter().map(Bson::Document).collect()),
+                    )?;
+                    out.push(Ok(d));
+                }
+                Box::new(out.into_iter())
+            }
+            Stage::ReplaceRoot(e) => Box::new(it.map(move |r| {
+                let d = r?;
+                match e.eval_root(&d)? {
+                    Some(Bson::Document(nd)) => Ok(nd),
+                    other => Err(stage_err(
+                        40228,
+                        format!(
+                            "'replacement document' must evaluate to an object, but resulting value was: {}. Type of resulting value: '{}'. Input document: {}",
+                            other.as_ref().map(shell_repr).unwrap_or_else(|| "MISSING".into()),
+                            other.as_ref().map(type_name).unwrap_or("missing"),
+                            crate::compare::doc_repr(&d)
+                        ),
+                    )),
+                }
+            })),
+            Stage::SortByCount(e) => {
+                let mut groups = run_group(it, &e, &[("count".into(), Acc::Sum, Expr::Lit(Bson::Int32(1)))])?;
+                let spec = SortSpec {
+                    fields: vec![("count".into(), -1)],
+                };
+                spec.sort(&mut groups);
+                Box::new(groups.into_iter().map(Ok))
+            }
+        };
+        if deepens {
+            // Stage after stage could wrap a document one level deeper each time.
+            it = Box::new(it.map(|r| {
+                let d = r?;
+                if crate::limits::doc_depth_exceeds(&d, crate::limits::MAX_BSON_DEPTH) {
+                    return Err(DocError::with_code(
+                        15,
+                        "Overflow",
+                        format!(
+                            "a pipeline stage produced a document nested deeper than {} levels",
+                            crate::limits::MAX_BSON_DEPTH
+                        ),
+                    ));
+                }
+                Ok(d)
+            }));
+        }
+        it = Box::new(interrupt.wrap(it));
+    }
+    it.collect()
+}
+
+/// mongod's internalPipelineLengthLimit.
+const MAX_PIPELINE_STAGES: usize = 1000;
+
+/// Whether a stage can return documents nested deeper than its input.
+fn stage_may_deepen(s: &Stage) -> bool {
+    matches!(
+        s,
+        Stage::Project(_)
+            | Stage::AddFields(_)
+            | Stage::Group(..)
+            | Stage::Lookup { .. }
+            | Stage::ReplaceRoot(_)
+            | Stage::SortByCount(_)
+    )
+}
+
+fn project(p: &Projection, d: &Document) -> DocResult<Document> {
+    p.apply_with_position(d, None)
+}

@@ -1,0 +1,400 @@
+//! Parsing a stage's specification into a [`Stage`], with mongod's error codes for bad specs.
+
+use bson::{Bson, Document};
+
+use super::group::{parse_acc, Acc};
+use crate::compare::{shell_repr, type_name, Num};
+use crate::error::{DocError, DocResult};
+use crate::expr::{parse_expr, Expr};
+use crate::matcher::Matcher;
+use crate::path::split_path;
+use crate::projection::Projection;
+use crate::sort::SortSpec;
+
+#[derive(Clone, Debug)]
+pub(super) enum Stage {
+    Match(Matcher),
+    Project(Projection),
+    AddFields(Vec<(Vec<String>, Expr)>),
+    Unset(Vec<Vec<String>>),
+    Group(Expr, Vec<(String, Acc, Expr)>),
+    Sort(SortSpec),
+    Skip(u64),
+    Limit(u64),
+    Unwind {
+        path: Vec<String>,
+        index: Option<String>,
+        preserve: bool,
+    },
+    Count(String),
+    Lookup {
+        from: String,
+        local: Vec<String>,
+        foreign: String,
+        as_: Vec<String>,
+        pipeline: Option<Vec<Document>>,
+    },
+    ReplaceRoot(Expr),
+    SortByCount(Expr),
+}
+
+pub(super) fn stage_err(code: i32, msg: impl Into<String>) -> DocError {
+    let name: &'static str = match code {
+        40323 => "Location40323",
+        40324 => "Location40324",
+        15955 => "Location15955",
+        15952 => "Location15952",
+        40234 => "Location40234",
+        40235 => "Location40235",
+        40238 => "Location40238",
+        15956 => "Location15956",
+        15957 => "Location15957",
+        15958 => "Location15958",
+        15959 => "Location15959",
+        15976 => "Location15976",
+        40156 => "Location40156",
+        40158 => "Location40158",
+        40160 => "Location40160",
+        28812 => "Location28812",
+        28811 => "Location28811",
+        28818 => "Location28818",
+        28809 => "Location28809",
+        28810 => "Location28810",
+        40228 => "Location40228",
+        40319 => "Location40319",
+        40321 => "Location40321",
+        40272 => "Location40272",
+        4822861 => "Location4822861",
+        5107200 => "Location5107200",
+        _ => "Location",
+    };
+    DocError::with_code(code, name, msg)
+}
+
+fn non_negative_int(stage: &str, v: &Bson, allow_zero: bool) -> DocResult<u64> {
+    let n = Num::of(v);
+    let Some(i) = n.and_then(Num::as_i64_exact) else {
+        return Err(if n.is_none() {
+            stage_err(
+                15957,
+                format!(
+                    "invalid argument to {stage} stage: Expected a number in: {stage}: {}",
+                    shell_repr(v)
+                ),
+            )
+        } else {
+            stage_err(
+                15957,
+                format!(
+                    "invalid argument to {stage} stage: Expected an integer: {stage}: {}",
+                    shell_repr(v)
+                ),
+            )
+        });
+    };
+    if i < 0 || (!allow_zero && i == 0) {
+        return Err(if stage == "$limit" {
+            stage_err(15958, "the limit must be positive")
+        } else {
+            stage_err(
+                5107200,
+                format!(
+                    "invalid argument to $skip stage: Expected a non-negative number in: $skip: {i}"
+                ),
+            )
+        });
+    }
+    Ok(i as u64)
+}
+
+fn parse_add_fields(d: &Document) -> DocResult<Vec<(Vec<String>, Expr)>> {
+    let mut out = Vec::new();
+    fn walk(d: &Document, prefix: &[String], out: &mut Vec<(Vec<String>, Expr)>) -> DocResult<()> {
+        for (k, v) in d {
+            let mut path = prefix.to_vec();
+            path.extend(split_path(k)?);
+            if path.len() > crate::limits::MAX_PATH_PARTS {
+                return Err(DocError::with_code(15, "Overflow", "FieldPath is too long"));
+            }
+            if k.starts_with('$') {
+                return Err(DocError::with_code(
+                    16410,
+                    "Location16410",
+                    format!("FieldPath field names may not start with '$'. Consider using $getField or $setField. ('{k}')"),
+                ));
+            }
+            match v {
+                // Nested objects without operators merge into embedded documents.
+                Bson::Document(sub)
+                    if !sub.is_empty()
+                        && !sub.keys().next().is_some_and(|f| f.starts_with('$')) =>
+                {
+                    walk(sub, &path, out)?
+                }
+                other => out.push((path, parse_expr(other)?)),
+            }
+        }
+        Ok(())
+    }
+    walk(d, &[], &mut out)?;
+    Ok(out)
+}
+
+pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
+    if s.len() != 1 {
+        return Err(stage_err(
+            40323,
+            "A pipeline stage specification object must contain exactly one field.",
+        ));
+    }
+    let (name, arg) = s.iter().next().expect("one field");
+    let obj = |code: i32, msg: &str| -> DocResult<&Document> {
+        match arg {
+            Bson::Document(d) => Ok(d),
+            _ => Err(stage_err(code, msg.to_string())),
+        }
+    };
+    Ok(match name.as_str() {
+        "$match" => Stage::Match(Matcher::new(obj(
+            15959,
+            "the match filter must be an expression in an object",
+        )?)?),
+        "$project" => Stage::Project(Projection::parse_aggregation(obj(
+            15969,
+            "$project specification must be an object",
+        )?)?),
+        "$addFields" | "$set" => Stage::AddFields(parse_add_fields(obj(
+            40272,
+            &format!("{name} specification stage must be an object, got {}", type_name(arg)),
+        )?)?),
+        "$unset" => {
+            let fields: Vec<&Bson> = match arg {
+                Bson::String(_) => vec![arg],
+                Bson::Array(a) if !a.is_empty() => a.iter().collect(),
+                _ => {
+                    return Err(stage_err(
+                        31002,
+                        "$unset specification must be a string or an array with at least one field",
+                    ))
+                }
+            };
+            let mut paths = Vec::new();
+            for f in fields {
+                let Bson::String(s) = f else {
+                    return Err(stage_err(31120, "$unset specification must be a string or an array containing only string values"));
+                };
+                paths.push(split_path(s)?);
+            }
+            Stage::Unset(paths)
+        }
+        "$group" => {
+            let d = obj(15947, "a group's fields must be specified in an object")?;
+            let Some(id) = d.get("_id") else {
+                return Err(DocError::location_15955("a group specification must include an _id"));
+            };
+            let id = parse_expr(id)?;
+            let mut accs = Vec::new();
+            for (k, v) in d {
+                if k == "_id" {
+                    continue;
+                }
+                if k.contains('.') {
+                    return Err(stage_err(40235, format!("The field name '{k}' cannot contain '.'")));
+                }
+                if k.starts_with('$') {
+                    return Err(stage_err(40236, format!("The field name '{k}' cannot be an operator name")));
+                }
+                let Bson::Document(ad) = v else {
+                    return Err(stage_err(40234, format!("The field '{k}' must be an accumulator object")));
+                };
+                if ad.len() != 1 {
+                    return Err(stage_err(40238, format!("The field '{k}' must specify one accumulator")));
+                }
+                let (an, aa) = ad.iter().next().expect("one");
+                let Some(acc) = parse_acc(an) else {
+                    return Err(stage_err(15952, format!("unknown group operator '{an}'")));
+                };
+                let e = if acc == Acc::Count {
+                    if !matches!(aa, Bson::Document(x) if x.is_empty()) {
+                        return Err(DocError::type_mismatch("$count takes no arguments, i.e. $count:{}"));
+                    }
+                    Expr::Lit(Bson::Int32(1))
+                } else {
+                    if let Bson::Array(_) = aa {
+                        return Err(stage_err(40237, format!("The {an} accumulator is a unary operator")));
+                    }
+                    parse_expr(aa)?
+                };
+                accs.push((k.clone(), acc, e));
+            }
+            Stage::Group(id, accs)
+        }
+        "$sort" => {
+            let d = obj(15973, "the $sort key specification must be an object")?;
+            if d.is_empty() {
+                return Err(stage_err(15976, "$sort stage must have at least one sort key"));
+            }
+            Stage::Sort(SortSpec::parse(d)?)
+        }
+        "$skip" => Stage::Skip(non_negative_int("$skip", arg, true)?),
+        "$limit" => Stage::Limit(non_negative_int("$limit", arg, false)?),
+        "$unwind" => match arg {
+            Bson::String(p) => {
+                let Some(p) = p.strip_prefix('$') else {
+                    return Err(stage_err(28818, format!("path option to $unwind stage should be prefixed with a '$': {p}")));
+                };
+                Stage::Unwind { path: split_path(p)?, index: None, preserve: false }
+            }
+            Bson::Document(d) => {
+                let mut path = None;
+                let mut index = None;
+                let mut preserve = false;
+                for (k, v) in d {
+                    match (k.as_str(), v) {
+                        ("path", Bson::String(p)) => {
+                            let Some(p) = p.strip_prefix('$') else {
+                                return Err(stage_err(28818, format!("path option to $unwind stage should be prefixed with a '$': {p}")));
+                            };
+                            path = Some(split_path(p)?);
+                        }
+                        ("path", _) => return Err(stage_err(28808, "expected a string as the path for $unwind stage")),
+                        ("includeArrayIndex", Bson::String(s)) => {
+                            if s.is_empty() || s.starts_with('$') {
+                                return Err(stage_err(28822, format!("includeArrayIndex option to $unwind stage should not be prefixed with a '$': {s}")));
+                            }
+                            index = Some(s.clone());
+                        }
+                        ("includeArrayIndex", _) => return Err(stage_err(28810, "expected a non-empty string for the includeArrayIndex option to $unwind stage")),
+                        ("preserveNullAndEmptyArrays", Bson::Boolean(b)) => preserve = *b,
+                        ("preserveNullAndEmptyArrays", _) => return Err(stage_err(28809, "expected a boolean for the preserveNullAndEmptyArrays option to $unwind stage")),
+                        (other, _) => return Err(stage_err(28811, format!("unrecognized option to $unwind stage: {other}"))),
+                    }
+                }
+                let Some(path) = path else {
+                    return Err(stage_err(28812, "No path specified to $unwind stage"));
+                };
+                Stage::Unwind { path, index, preserve }
+            }
+            _ => return Err(stage_err(15981, format!("expected either a string or an object as specification for $unwind stage, got {}", type_name(arg)))),
+        },
+        "$count" => {
+            let Bson::String(s) = arg else {
+                return Err(stage_err(40156, "the count field must be a non-empty string"));
+            };
+            if s.is_empty() {
+                return Err(stage_err(40156, "the count field must be a non-empty string"));
+            }
+            if s.starts_with('$') {
+                return Err(stage_err(40158, "the count field cannot be a $-prefixed path"));
+            }
+            if s.contains('.') {
+                return Err(stage_err(40160, "the count field cannot contain '.'"));
+            }
+            Stage::Count(s.clone())
+        }
+        "$lookup" => {
+            let d = obj(40319, "the $lookup stage specification must be an object")?;
+            let s = |k: &str| -> DocResult<Option<String>> {
+                match d.get(k) {
+                    None => Ok(None),
+                    Some(Bson::String(v)) => Ok(Some(v.clone())),
+                    Some(_) => Err(stage_err(4570, format!("$lookup argument '{k}' must be a string"))),
+                }
+            };
+            for k in d.keys() {
+                if !matches!(k.as_str(), "from" | "localField" | "foreignField" | "as" | "pipeline" | "let") {
+                    return Err(stage_err(40321, format!("unknown argument to $lookup: {k}")));
+                }
+            }
+            if d.contains_key("let") {
+                return Err(DocError::with_code(238, "NotImplemented", "$lookup with 'let' is not supported"));
+            }
+            let pipeline = match d.get("pipeline") {
+                None => None,
+                Some(Bson::Array(a)) => {
+                    let mut stages = Vec::new();
+                    for s in a {
+                        let Bson::Document(sd) = s else {
+                            return Err(DocError::failed_to_parse("'pipeline' option must be specified as an array of objects"));
+                        };
+                        stages.push(sd.clone());
+                    }
+                    validate_pipeline(&stages)?;
+                    Some(stages)
+                }
+                Some(_) => return Err(DocError::failed_to_parse("'pipeline' option must be specified as an array")),
+            };
+            let from = s("from")?.ok_or_else(|| DocError::failed_to_parse("must specify 'from' field for a $lookup"))?;
+            let as_ = s("as")?.ok_or_else(|| DocError::failed_to_parse("must specify 'as' field for a $lookup"))?;
+            let (local, foreign) = (s("localField")?, s("foreignField")?);
+            match (&local, &foreign) {
+                (Some(l), Some(f)) => Stage::Lookup {
+                    from,
+                    local: split_path(l)?,
+                    foreign: f.clone(),
+                    as_: split_path(&as_)?,
+                    pipeline,
+                },
+                (None, None) if pipeline.is_some() => Stage::Lookup {
+                    from,
+                    local: Vec::new(),
+                    foreign: String::new(),
+                    as_: split_path(&as_)?,
+                    pipeline,
+                },
+                _ => return Err(DocError::failed_to_parse("$lookup requires either 'pipeline' or both 'localField' and 'foreignField' to be specified")),
+            }
+        }
+        "$replaceRoot" => {
+            let d = obj(40228, "expected an object as specification for $replaceRoot stage")?;
+            let Some(nr) = d.get("newRoot") else {
+                return Err(stage_err(40231, "no newRoot specified for the $replaceRoot stage"));
+            };
+            if let Some(k) = d.keys().find(|k| *k != "newRoot") {
+                return Err(stage_err(40230, format!("unrecognized option to $replaceRoot stage: {k}, only valid option is 'newRoot'.")));
+            }
+            Stage::ReplaceRoot(parse_expr(nr)?)
+        }
+        "$replaceWith" => Stage::ReplaceRoot(parse_expr(arg)?),
+        "$sortByCount" => {
+            let e = match arg {
+                Bson::String(s) if s.starts_with('$') => parse_expr(arg)?,
+                Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => parse_expr(arg)?,
+                _ => return Err(stage_err(40148, "the sortByCount field must be defined as a $-prefixed path or an expression")),
+            };
+            Stage::SortByCount(e)
+        }
+        // A standalone has no oplog to stream from; mongod answers the same.
+        "$changeStream" => {
+            return Err(DocError::with_code(
+                40573,
+                "Location40573",
+                "The $changeStream stage is only supported on replica sets",
+            ))
+        }
+        "$out" | "$merge" | "$facet" | "$bucket" | "$bucketAuto" | "$sample" | "$graphLookup"
+        | "$geoNear" | "$indexStats" | "$collStats" | "$currentOp" | "$listSessions"
+        | "$densify" | "$fill" | "$setWindowFields" | "$unionWith" | "$redact"
+        | "$search" | "$documents" => {
+            return Err(DocError::with_code(
+                238,
+                "NotImplemented",
+                format!("{name} is not supported"),
+            ))
+        }
+        other => {
+            return Err(stage_err(
+                40324,
+                format!("Unrecognized pipeline stage name: '{other}'"),
+            ))
+        }
+    })
+}
+
+/// Parses every stage of a pipeline (to report errors before running anything).
+pub fn validate_pipeline(pipeline: &[Document]) -> DocResult<()> {
+    for s in pipeline {
+        parse_stage(s)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,452 @@
+//! The pipeline's unit tests.
+
+use super::*;
+use bson::{bson, doc};
+
+fn run(pipeline: Vec<Document>, input: Vec<Document>) -> DocResult<Vec<Document>> {
+    let foreign = vec![
+        doc! {"_id": 10, "k": 1, "name": "one"},
+        doc! {"_id": 11, "k": 2, "name": "two"},
+        doc! {"_id": 12, "k": 1, "name": "uno"},
+        doc! {"_id": 13, "name": "nokey"},
+    ];
+    run_pipeline(
+        &pipeline,
+        Box::new(input.into_iter().map(Ok).collect::<Vec<_>>().into_iter()),
+        &move |name: &str| {
+            if name == "other" {
+                Ok(foreign.clone())
+            } else {
+                Ok(vec![])
+            }
+        },
+        &Interrupt::none(),
+    )
+}
+
+fn sample() -> Vec<Document> {
+    vec![
+        doc! {"_id": 1, "cat": "a", "n": 5, "tags": ["x", "y"]},
+        doc! {"_id": 2, "cat": "b", "n": 2.5, "tags": []},
+        doc! {"_id": 3, "cat": "a", "n": Bson::Int64(1), "tags": null},
+        doc! {"_id": 4, "cat": "c", "tags": "z"},
+    ]
+}
+
+#[test]
+fn match_project_skip_limit_sort() {
+    let r = run(
+        vec![doc! {"$match": {"cat": "a"}}, doc! {"$project": {"n": 1}}],
+        sample(),
+    )
+    .unwrap();
+    assert_eq!(
+        r,
+        vec![
+            doc! {"_id": 1, "n": 5},
+            doc! {"_id": 3, "n": Bson::Int64(1)}
+        ]
+    );
+    let r = run(
+        vec![
+            doc! {"$sort": {"n": -1}},
+            doc! {"$skip": 1},
+            doc! {"$limit": 2},
+            doc! {"$project": {"_id": 1}},
+        ],
+        sample(),
+    )
+    .unwrap();
+    assert_eq!(r, vec![doc! {"_id": 2}, doc! {"_id": 3}]);
+    let r = run(
+        vec![doc! {"$project": {"_id": 0, "c": {"$concat": ["$cat", "!"]}}}],
+        sample(),
+    )
+    .unwrap();
+    assert_eq!(r[0], doc! {"c": "a!"});
+    let r = run(vec![doc! {"$project": {"tags": 0, "cat": 0}}], sample()).unwrap();
+    assert_eq!(r[0], doc! {"_id": 1, "n": 5});
+    assert_eq!(
+        run(vec![doc! {"$match": {"$foo": 1}}], sample())
+            .unwrap_err()
+            .code,
+        2
+    );
+    assert_eq!(
+        run(vec![doc! {"$limit": 0}], sample()).unwrap_err().code,
+        15958
+    );
+    assert_eq!(
+        run(vec![doc! {"$limit": "x"}], sample()).unwrap_err().code,
+        15957
+    );
+    assert_eq!(
+        run(vec![doc! {"$skip": -1}], sample()).unwrap_err().code,
+        5107200
+    );
+    assert_eq!(
+        run(vec![doc! {"$sort": {}}], sample()).unwrap_err().code,
+        15976
+    );
+    assert_eq!(
+        run(vec![doc! {"$match": 1}], sample()).unwrap_err().code,
+        15959
+    );
+}
+
+#[test]
+fn stage_errors() {
+    let e = run(vec![doc! {"$foo": {}}], sample()).unwrap_err();
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (40324, "Unrecognized pipeline stage name: '$foo'")
+    );
+    assert_eq!(e.code_name, "Location40324");
+    let e = run(vec![doc! {"$match": {}, "$limit": 1}], sample()).unwrap_err();
+    assert_eq!(e.code, 40323);
+    let e = run(vec![doc! {"$project": {"x": {"$foo": 1}}}], sample()).unwrap_err();
+    assert_eq!((e.code, e.code_name), (168, "InvalidPipelineOperator"));
+    // Errors are reported before any input is consumed.
+    let e = run_pipeline(
+        &[doc! {"$match": {}}, doc! {"$bar": 1}],
+        Box::new(std::iter::once(Err(DocError::internal_error("boom")))),
+        &|_: &str| Ok(vec![]),
+        &Interrupt::none(),
+    )
+    .unwrap_err();
+    assert_eq!(e.code, 40324);
+    // Input errors propagate.
+    let e = run_pipeline(
+        &[doc! {"$match": {}}],
+        Box::new(std::iter::once(Err(DocError::internal_error("boom")))),
+        &|_: &str| Ok(vec![]),
+        &Interrupt::none(),
+    )
+    .unwrap_err();
+    assert_eq!(e.code, 1);
+}
+
+#[test]
+fn add_fields_set_unset_replace_root() {
+    let r = run(
+        vec![
+            doc! {"$addFields": {"m": {"$multiply": ["$n", 2]}, "sub.x": 1}},
+            doc! {"$limit": 1},
+        ],
+        sample(),
+    )
+    .unwrap();
+    assert_eq!(
+        r[0],
+        doc! {"_id": 1, "cat": "a", "n": 5, "tags": ["x", "y"], "m": 10, "sub": {"x": 1}}
+    );
+    let r = run(
+        vec![
+            doc! {"$set": {"n": "$$REMOVE", "cat": {"$toUpper": "$cat"}}},
+            doc! {"$limit": 1},
+        ],
+        sample(),
+    )
+    .unwrap();
+    assert_eq!(r[0], doc! {"_id": 1, "cat": "A", "tags": ["x", "y"]});
+    let r = run(
+        vec![
+            doc! {"$set": {"o": {"a": 1}}},
+            doc! {"$set": {"o": {"b": 2}}},
+            doc! {"$limit": 1},
+            doc! {"$project": {"o": 1, "_id": 0}},
+        ],
+        sample(),
+    )
+    .unwrap();
+    assert_eq!(r[0], doc! {"o": {"a": 1, "b": 2}});
+    let r = run(
+        vec![doc! {"$unset": ["tags", "cat"]}, doc! {"$limit": 1}],
+        sample(),
+    )
+    .unwrap();
+    assert_eq!(r[0], doc! {"_id": 1, "n": 5});
+    let r = run(vec![doc! {"$unset": "n"}, doc! {"$limit": 1}], sample()).unwrap();
+    assert_eq!(r[0], doc! {"_id": 1, "cat": "a", "tags": ["x", "y"]});
+    let r = run(
+        vec![
+            doc! {"$replaceRoot": {"newRoot": {"c": "$cat"}}},
+            doc! {"$limit": 1},
+        ],
+        sample(),
+    )
+    .unwrap();
+    assert_eq!(r[0], doc! {"c": "a"});
+    let r = run(
+        vec![
+            doc! {"$replaceWith": {"$mergeObjects": [{"z": 0}, "$$ROOT"]}},
+            doc! {"$limit": 1},
+        ],
+        sample(),
+    )
+    .unwrap();
+    assert_eq!(r[0].keys().next().unwrap(), "z");
+    assert_eq!(
+        run(vec![doc! {"$replaceRoot": {"newRoot": "$n"}}], sample())
+            .unwrap_err()
+            .code,
+        40228
+    );
+}
+
+#[test]
+fn group_and_accumulators() {
+    let r = run(
+        vec![
+            doc! {"$group": {
+                "_id": "$cat",
+                "sum": {"$sum": "$n"},
+                "count": {"$sum": 1},
+                "cnt": {"$count": {}},
+                "avg": {"$avg": "$n"},
+                "min": {"$min": "$n"},
+                "max": {"$max": "$n"},
+                "first": {"$first": "$n"},
+                "last": {"$last": "$n"},
+                "push": {"$push": "$n"},
+                "set": {"$addToSet": "$cat"},
+            }},
+            doc! {"$sort": {"_id": 1}},
+        ],
+        sample(),
+    )
+    .unwrap();
+    assert_eq!(
+        r[0],
+        doc! {"_id": "a", "sum": Bson::Int64(6), "count": 2, "cnt": 2, "avg": 3.0, "min": Bson::Int64(1), "max": 5,
+        "first": 5, "last": Bson::Int64(1), "push": [5, Bson::Int64(1)], "set": ["a"]}
+    );
+    assert_eq!(
+        r[2],
+        doc! {"_id": "c", "sum": 0, "count": 1, "cnt": 1, "avg": null, "min": null, "max": null,
+        "first": null, "last": null, "push": [], "set": ["c"]}
+    );
+    // countDocuments as drivers send it.
+    let r = run(
+        vec![
+            doc! {"$match": {"cat": "a"}},
+            doc! {"$group": {"_id": 1, "n": {"$sum": 1}}},
+        ],
+        sample(),
+    )
+    .unwrap();
+    assert_eq!(r, vec![doc! {"_id": 1, "n": 2}]);
+    // Grouping by null, by compound keys, numbers of different types together.
+    let r = run(
+        vec![doc! {"$group": {"_id": null, "t": {"$sum": "$n"}}}],
+        sample(),
+    )
+    .unwrap();
+    assert_eq!(r, vec![doc! {"_id": null, "t": 8.5}]);
+    let r = run(
+        vec![doc! {"$group": {"_id": {"v": "$v"}, "c": {"$sum": 1}}}],
+        vec![
+            doc! {"v": 1},
+            doc! {"v": 1.0},
+            doc! {"v": Bson::Int64(1)},
+            doc! {},
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        r,
+        vec![doc! {"_id": {"v": 1}, "c": 3}, doc! {"_id": {}, "c": 1}]
+    );
+    let r = run(vec![doc! {"$group": {"_id": "$missing", "m": {"$mergeObjects": {"x": "$cat"}}, "sd": {"$stdDevPop": "$n"}}}], sample()).unwrap();
+    assert_eq!(r[0].get("_id"), Some(&Bson::Null));
+    assert_eq!(r[0].get("m"), Some(&bson!({"x": "c"})));
+    // No input, no groups.
+    assert!(run(
+        vec![doc! {"$group": {"_id": null, "c": {"$sum": 1}}}],
+        vec![]
+    )
+    .unwrap()
+    .is_empty());
+    // Errors.
+    assert_eq!(
+        run(vec![doc! {"$group": {"c": {"$sum": 1}}}], sample())
+            .unwrap_err()
+            .code,
+        15955
+    );
+    assert_eq!(
+        run(vec![doc! {"$group": {"_id": 1, "c": 1}}], sample())
+            .unwrap_err()
+            .code,
+        40234
+    );
+    assert_eq!(
+        run(
+            vec![doc! {"$group": {"_id": 1, "c": {"$foo": 1}}}],
+            sample()
+        )
+        .unwrap_err()
+        .code,
+        15952
+    );
+    assert_eq!(
+        run(
+            vec![doc! {"$group": {"_id": 1, "a.b": {"$sum": 1}}}],
+            sample()
+        )
+        .unwrap_err()
+        .code,
+        40235
+    );
+    assert_eq!(
+        run(
+            vec![doc! {"$group": {"_id": 1, "c": {"$sum": 1, "$avg": 1}}}],
+            sample()
+        )
+        .unwrap_err()
+        .code,
+        40238
+    );
+}
+
+#[test]
+fn unwind() {
+    let r = run(vec![doc! {"$unwind": "$tags"}], sample()).unwrap();
+    assert_eq!(
+        r,
+        vec![
+            doc! {"_id": 1, "cat": "a", "n": 5, "tags": "x"},
+            doc! {"_id": 1, "cat": "a", "n": 5, "tags": "y"},
+            doc! {"_id": 4, "cat": "c", "tags": "z"},
+        ]
+    );
+    let r = run(
+        vec![doc! {"$unwind": {"path": "$tags", "includeArrayIndex": "i", "preserveNullAndEmptyArrays": true}}, doc! {"$project": {"tags": 1, "i": 1}}],
+        sample(),
+    )
+    .unwrap();
+    assert_eq!(
+        r,
+        vec![
+            doc! {"_id": 1, "tags": "x", "i": Bson::Int64(0)},
+            doc! {"_id": 1, "tags": "y", "i": Bson::Int64(1)},
+            doc! {"_id": 2, "i": null},
+            doc! {"_id": 3, "tags": null, "i": null},
+            doc! {"_id": 4, "tags": "z", "i": null},
+        ]
+    );
+    let r = run(
+        vec![doc! {"$unwind": "$a.b"}],
+        vec![doc! {"a": {"b": [1, 2]}}],
+    )
+    .unwrap();
+    assert_eq!(r, vec![doc! {"a": {"b": 1}}, doc! {"a": {"b": 2}}]);
+    assert_eq!(
+        run(vec![doc! {"$unwind": "tags"}], sample())
+            .unwrap_err()
+            .code,
+        28818
+    );
+    assert_eq!(
+        run(vec![doc! {"$unwind": {}}], sample()).unwrap_err().code,
+        28812
+    );
+    assert_eq!(
+        run(vec![doc! {"$unwind": {"path": "$t", "x": 1}}], sample())
+            .unwrap_err()
+            .code,
+        28811
+    );
+}
+
+#[test]
+fn count_stage() {
+    assert_eq!(
+        run(vec![doc! {"$count": "total"}], sample()).unwrap(),
+        vec![doc! {"total": 4}]
+    );
+    assert!(run(
+        vec![doc! {"$match": {"cat": "zz"}}, doc! {"$count": "total"}],
+        sample()
+    )
+    .unwrap()
+    .is_empty());
+    assert_eq!(
+        run(vec![doc! {"$count": ""}], sample()).unwrap_err().code,
+        40156
+    );
+    assert_eq!(
+        run(vec![doc! {"$count": "$x"}], sample()).unwrap_err().code,
+        40158
+    );
+    assert_eq!(
+        run(vec![doc! {"$count": "a.b"}], sample())
+            .unwrap_err()
+            .code,
+        40160
+    );
+    assert_eq!(
+        run(vec![doc! {"$count": 1}], sample()).unwrap_err().code,
+        40156
+    );
+}
+
+#[test]
+fn lookup() {
+    let input = vec![
+        doc! {"_id": 1, "k": 1},
+        doc! {"_id": 2, "k": [2, 3]},
+        doc! {"_id": 3},
+    ];
+    let r = run(
+        vec![
+            doc! {"$lookup": {"from": "other", "localField": "k", "foreignField": "k", "as": "m"}},
+            doc! {"$project": {"ids": "$m._id"}},
+        ],
+        input.clone(),
+    )
+    .unwrap();
+    assert_eq!(
+        r,
+        vec![
+            doc! {"_id": 1, "ids": [10, 12]},
+            doc! {"_id": 2, "ids": [11]},
+            doc! {"_id": 3, "ids": [13]}
+        ]
+    );
+    let r = run(
+        vec![doc! {"$lookup": {"from": "other", "localField": "k", "foreignField": "k", "as": "m", "pipeline": [{"$project": {"_id": 0, "name": 1}}]}}, doc! {"$limit": 1}],
+        input.clone(),
+    )
+    .unwrap();
+    assert_eq!(
+        r[0].get("m"),
+        Some(&bson!([{"name": "one"}, {"name": "uno"}]))
+    );
+    let r = run(
+        vec![
+            doc! {"$lookup": {"from": "empty", "localField": "k", "foreignField": "k", "as": "m"}},
+            doc! {"$limit": 1},
+        ],
+        input.clone(),
+    )
+    .unwrap();
+    assert_eq!(r[0], doc! {"_id": 1, "k": 1, "m": []});
+    assert_eq!(
+        run(
+            vec![doc! {"$lookup": {"from": "other", "as": "m"}}],
+            input.clone()
+        )
+        .unwrap_err()
+        .code,
+        9
+    );
+    assert_eq!(run(vec![doc! {"$lookup": {"from": "other", "localField": "k", "foreignField": "k", "as": "m", "bogus": 1}}], input).unwrap_err().code, 40321);
+}
+
+#[test]
+fn sort_by_count() {
+    let r = run(vec![doc! {"$sortByCount": "$cat"}], sample()).unwrap();
+    assert_eq!(r[0], doc! {"_id": "a", "count": 2});
+    assert_eq!(r.len(), 3);
+}
