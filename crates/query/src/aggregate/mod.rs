@@ -1,12 +1,16 @@
 //! The aggregation pipeline over documents.
 //!
-//! Stages: `$match`, `$project`, `$addFields`/`$set`, `$unset`, `$group`, `$sort`, `$skip`,
-//! `$limit`, `$unwind`, `$count`, `$lookup` (equality form, optionally with a `pipeline` run on
-//! the matches), `$replaceRoot`/`$replaceWith`, `$sortByCount`. Streaming stages are chained
-//! lazily; `$group`, `$sort` and `$count` consume their input.
+//! Each stage has its room: parsing of the simple stages and the `Stage` enum in `parse.rs`,
+//! `$group`/`$sortByCount` in `group.rs`, `$addFields`/`$unset`/`$unwind` helpers in
+//! `fields.rs`, `$lookup`/`$unionWith` in `lookup.rs`, `$facet` in `facet.rs`. A stage with a
+//! spec struct parses itself (`X::parse`) and runs itself (`X::run`); adding one is a variant in
+//! `Stage`, one arm in `parse_stage` and one in `run_stages`. Streaming stages are chained
+//! lazily; blocking ones (`$group`, `$sort`, `$count`, `$facet`, ...) consume their input.
 
+mod facet;
 mod fields;
 mod group;
+mod lookup;
 mod parse;
 #[cfg(test)]
 mod tests;
@@ -17,8 +21,6 @@ use crate::compare::{shell_repr, type_name};
 use crate::error::{DocError, DocResult};
 use crate::expr::{Ctx, Expr};
 use crate::interrupt::Interrupt;
-use crate::matcher::Matcher;
-use crate::path::set_path;
 use crate::projection::Projection;
 use crate::sort::SortSpec;
 use fields::{add_field, unset_path, unwind_doc};
@@ -44,8 +46,16 @@ impl<F: Fn(&str) -> DocResult<Vec<Document>>> CollectionSource for F {
     }
 }
 
+/// What running a stage needs besides its input: storage to read (`$lookup`, `$unionWith`) and
+/// the operation's interrupt.
+#[derive(Clone, Copy)]
+pub(super) struct Env<'a> {
+    source: &'a dyn CollectionSource,
+    interrupt: &'a Interrupt,
+}
+
 /// Runs a pipeline over input documents. `source` reads the other collections of the same
-/// database that stages join (`$lookup`).
+/// database that stages join (`$lookup`, `$unionWith`).
 pub fn run_pipeline(
     pipeline: &[Document],
     input: DocIter,
@@ -60,6 +70,12 @@ pub fn run_pipeline(
         ));
     }
     let stages: Vec<Stage> = pipeline.iter().map(parse_stage).collect::<DocResult<_>>()?;
+    run_stages(stages, input, Env { source, interrupt })
+}
+
+/// Runs parsed stages (a pipeline, or a stage's sub-pipeline) to completion.
+fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Document>> {
+    let interrupt = env.interrupt;
     // Every document leaving a stage is a yield point. The input is not wrapped again: it is
     // a scan that checks the same interrupt per document (aggregate's find), or documents
     // already in memory ($lookup's, an update's one document).
@@ -127,48 +143,9 @@ pub fn run_pipeline(
                     Box::new(std::iter::once(Ok(d)))
                 }
             }
-            Stage::Lookup {
-                from,
-                local,
-                foreign,
-                as_,
-                pipeline,
-            } => {
-                let foreign_docs = source.read_collection(&from)?;
-                let mut out = Vec::new();
-                for r in it {
-                    let mut d = r?;
-                    let matched: Vec<Document> = if local.is_empty() {
-                        foreign_docs.clone()
-                    } else {
-                        let lv = crate::expr::eval_doc_path(&d, &local);
-                        let vals: Vec<Bson> = match lv {
-                            None => vec![Bson::Null],
-                            Some(Bson::Array(a)) if a.is_empty() => vec![Bson::Null],
-                            Some(Bson::Array(a)) => a,
-                            Some(v) => vec![v],
-                        };
-                        let m = Matcher::new(&bson::doc! {foreign.clone(): {"$in": vals}})?;
-                        foreign_docs.iter().filter(|f| m.matches(f)).cloned().collect()
-                    };
-                    let matched = match &pipeline {
-                        Some(p) => run_pipeline(
-                            p,
-                            Box::new(matched.into_iter().map(Ok).collect::<Vec<_>>().into_iter()),
-                            source,
-                            interrupt,
-                        )?,
-                        None => matched,
-                    };
-                    set_path(
-                        &mut d,
-                        &as_,
-                        Bson::Array(matched.into_iter().map(Bson::Document).collect()),
-                    )?;
-                    out.push(Ok(d));
-                }
-                Box::new(out.into_iter())
-            }
+            Stage::Lookup(l) => l.run(it, env)?,
+            Stage::UnionWith(u) => u.run(it, env)?,
+            Stage::Facet(f) => f.run(it, env)?,
             Stage::ReplaceRoot(e) => Box::new(it.map(move |r| {
                 let d = r?;
                 match e.eval_root(&d)? {
@@ -216,7 +193,7 @@ pub fn run_pipeline(
 }
 
 /// mongod's internalPipelineLengthLimit.
-const MAX_PIPELINE_STAGES: usize = 1000;
+pub(super) const MAX_PIPELINE_STAGES: usize = 1000;
 
 /// Whether a stage can return documents nested deeper than its input.
 fn stage_may_deepen(s: &Stage) -> bool {
@@ -225,7 +202,8 @@ fn stage_may_deepen(s: &Stage) -> bool {
         Stage::Project(_)
             | Stage::AddFields(_)
             | Stage::Group(..)
-            | Stage::Lookup { .. }
+            | Stage::Lookup(_)
+            | Stage::Facet(_)
             | Stage::ReplaceRoot(_)
             | Stage::SortByCount(_)
     )

@@ -2,7 +2,9 @@
 
 use bson::{Bson, Document};
 
+use super::facet::Facet;
 use super::group::{parse_acc, Acc};
+use super::lookup::{Lookup, UnionWith};
 use crate::compare::{shell_repr, type_name, Num};
 use crate::error::{DocError, DocResult};
 use crate::expr::{parse_expr, Expr};
@@ -27,13 +29,9 @@ pub(super) enum Stage {
         preserve: bool,
     },
     Count(String),
-    Lookup {
-        from: String,
-        local: Vec<String>,
-        foreign: String,
-        as_: Vec<String>,
-        pipeline: Option<Vec<Document>>,
-    },
+    Lookup(Lookup),
+    UnionWith(UnionWith),
+    Facet(Facet),
     ReplaceRoot(Expr),
     SortByCount(Expr),
 }
@@ -41,6 +39,21 @@ pub(super) enum Stage {
 pub(super) fn stage_err(code: i32, msg: impl Into<String>) -> DocError {
     let name: &'static str = match code {
         40323 => "Location40323",
+        4570 => "Location4570",
+        40169 => "Location40169",
+        40170 => "Location40170",
+        40171 => "Location40171",
+        40600 => "Location40600",
+        4031700 => "Location4031700",
+        15998 => "Location15998",
+        16410 => "Location16410",
+        16411 => "Location16411",
+        16412 => "Location16412",
+        16866 => "Location16866",
+        16867 => "Location16867",
+        16868 => "Location16868",
+        40414 => "Location40414",
+        40415 => "Location40415",
         40324 => "Location40324",
         15955 => "Location15955",
         15952 => "Location15952",
@@ -292,59 +305,9 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
             }
             Stage::Count(s.clone())
         }
-        "$lookup" => {
-            let d = obj(40319, "the $lookup stage specification must be an object")?;
-            let s = |k: &str| -> DocResult<Option<String>> {
-                match d.get(k) {
-                    None => Ok(None),
-                    Some(Bson::String(v)) => Ok(Some(v.clone())),
-                    Some(_) => Err(stage_err(4570, format!("$lookup argument '{k}' must be a string"))),
-                }
-            };
-            for k in d.keys() {
-                if !matches!(k.as_str(), "from" | "localField" | "foreignField" | "as" | "pipeline" | "let") {
-                    return Err(stage_err(40321, format!("unknown argument to $lookup: {k}")));
-                }
-            }
-            if d.contains_key("let") {
-                return Err(DocError::with_code(238, "NotImplemented", "$lookup with 'let' is not supported"));
-            }
-            let pipeline = match d.get("pipeline") {
-                None => None,
-                Some(Bson::Array(a)) => {
-                    let mut stages = Vec::new();
-                    for s in a {
-                        let Bson::Document(sd) = s else {
-                            return Err(DocError::failed_to_parse("'pipeline' option must be specified as an array of objects"));
-                        };
-                        stages.push(sd.clone());
-                    }
-                    validate_pipeline(&stages)?;
-                    Some(stages)
-                }
-                Some(_) => return Err(DocError::failed_to_parse("'pipeline' option must be specified as an array")),
-            };
-            let from = s("from")?.ok_or_else(|| DocError::failed_to_parse("must specify 'from' field for a $lookup"))?;
-            let as_ = s("as")?.ok_or_else(|| DocError::failed_to_parse("must specify 'as' field for a $lookup"))?;
-            let (local, foreign) = (s("localField")?, s("foreignField")?);
-            match (&local, &foreign) {
-                (Some(l), Some(f)) => Stage::Lookup {
-                    from,
-                    local: split_path(l)?,
-                    foreign: f.clone(),
-                    as_: split_path(&as_)?,
-                    pipeline,
-                },
-                (None, None) if pipeline.is_some() => Stage::Lookup {
-                    from,
-                    local: Vec::new(),
-                    foreign: String::new(),
-                    as_: split_path(&as_)?,
-                    pipeline,
-                },
-                _ => return Err(DocError::failed_to_parse("$lookup requires either 'pipeline' or both 'localField' and 'foreignField' to be specified")),
-            }
-        }
+        "$lookup" => Stage::Lookup(Lookup::parse(arg)?),
+        "$unionWith" => Stage::UnionWith(UnionWith::parse(arg)?),
+        "$facet" => Stage::Facet(Facet::parse(arg)?),
         "$replaceRoot" => {
             let d = obj(40228, "expected an object as specification for $replaceRoot stage")?;
             let Some(nr) = d.get("newRoot") else {
@@ -372,9 +335,9 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
                 "The $changeStream stage is only supported on replica sets",
             ))
         }
-        "$out" | "$merge" | "$facet" | "$bucket" | "$bucketAuto" | "$sample" | "$graphLookup"
+        "$out" | "$merge" | "$bucket" | "$bucketAuto" | "$sample" | "$graphLookup"
         | "$geoNear" | "$indexStats" | "$collStats" | "$currentOp" | "$listSessions"
-        | "$densify" | "$fill" | "$setWindowFields" | "$unionWith" | "$redact"
+        | "$densify" | "$fill" | "$setWindowFields" | "$redact"
         | "$search" | "$documents" => {
             return Err(DocError::with_code(
                 238,
@@ -389,6 +352,29 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
             ))
         }
     })
+}
+
+/// Parses the stages of a sub-pipeline (`$lookup`'s, `$facet`'s, `$unionWith`'s).
+pub(super) fn parse_sub_pipeline(stages: &[Bson], owner: &str) -> DocResult<Vec<Stage>> {
+    if stages.len() > super::MAX_PIPELINE_STAGES {
+        return Err(DocError::with_code(
+            7749501,
+            "Location7749501",
+            format!(
+                "{owner}: a pipeline must be no longer than {} stages",
+                super::MAX_PIPELINE_STAGES
+            ),
+        ));
+    }
+    stages
+        .iter()
+        .map(|s| match s {
+            Bson::Document(d) => parse_stage(d),
+            _ => Err(DocError::failed_to_parse(format!(
+                "{owner}: 'pipeline' option must be specified as an array of objects"
+            ))),
+        })
+        .collect()
 }
 
 /// Parses every stage of a pipeline (to report errors before running anything).

@@ -450,3 +450,173 @@ fn sort_by_count() {
     assert_eq!(r[0], doc! {"_id": "a", "count": 2});
     assert_eq!(r.len(), 3);
 }
+
+/// The "page plus total" pattern and mongod's spec errors.
+/// https://www.mongodb.com/docs/manual/reference/operator/aggregation/facet/
+#[test]
+fn facet() {
+    let r = run(
+        vec![doc! {"$facet": {
+            "page": [{"$sort": {"_id": -1}}, {"$skip": 1}, {"$limit": 2}, {"$project": {"_id": 1}}],
+            "total": [{"$count": "n"}],
+            "byCat": [{"$sortByCount": "$cat"}, {"$limit": 1}],
+        }}],
+        sample(),
+    )
+    .unwrap();
+    assert_eq!(
+        r,
+        vec![doc! {
+            "page": [{"_id": 3}, {"_id": 2}],
+            "total": [{"n": 4}],
+            "byCat": [{"_id": "a", "count": 2}],
+        }]
+    );
+    // One document even over no input; stages after $facet see it.
+    let r = run(
+        vec![
+            doc! {"$facet": {"a": [{"$match": {"x": 1}}]}},
+            doc! {"$project": {"n": {"$size": "$a"}}},
+        ],
+        vec![],
+    )
+    .unwrap();
+    assert_eq!(r, vec![doc! {"n": 0}]);
+    let code = |spec: Bson| run(vec![doc! {"$facet": spec}], sample()).unwrap_err().code;
+    assert_eq!(code(bson!({})), 40169);
+    assert_eq!(code(bson!(1)), 40169);
+    assert_eq!(code(bson!({"a": 1})), 40170);
+    assert_eq!(code(bson!({"a": [1]})), 40171);
+    assert_eq!(code(bson!({"a": [{}]})), 40171);
+    assert_eq!(code(bson!({"a": [{"$facet": {"b": []}}]})), 40600);
+    assert_eq!(code(bson!({"a": [{"$out": "x"}]})), 40600);
+    assert_eq!(code(bson!({"$a": []})), 16410);
+    assert_eq!(code(bson!({"a.b": []})), 16412);
+    assert_eq!(code(bson!({"a": [{"$bogus": 1}]})), 40324);
+}
+
+/// https://www.mongodb.com/docs/manual/reference/operator/aggregation/lookup/ ("Join Conditions
+/// and Subqueries on a Joined Collection").
+#[test]
+fn lookup_let() {
+    let input = vec![
+        doc! {"_id": 1, "k": 1, "min": 11},
+        doc! {"_id": 2, "k": 2, "min": 0},
+    ];
+    let r = run(
+        vec![
+            doc! {"$lookup": {"from": "other", "let": {"key": "$k", "lo": "$min"}, "pipeline": [
+                {"$match": {"$expr": {"$and": [{"$eq": ["$k", "$$key"]}, {"$gte": ["$_id", "$$lo"]}]}}},
+                {"$project": {"_id": 0, "name": 1, "key": "$$key"}},
+            ], "as": "m"}},
+            doc! {"$project": {"m": 1}},
+        ],
+        input.clone(),
+    )
+    .unwrap();
+    assert_eq!(
+        r,
+        vec![
+            doc! {"_id": 1, "m": [{"name": "uno", "key": 1}]},
+            doc! {"_id": 2, "m": [{"name": "two", "key": 2}]},
+        ]
+    );
+    // Nested lookups see the outer variables; a missing field binds "missing".
+    let r = run(
+        vec![
+            doc! {"$lookup": {"from": "other", "let": {"key": "$k", "gone": "$nope"}, "pipeline": [
+                {"$match": {"$expr": {"$eq": ["$k", "$$key"]}}},
+                {"$lookup": {"from": "other", "let": {"me": "$_id"}, "pipeline": [
+                    {"$match": {"$expr": {"$eq": ["$_id", "$$me"]}}},
+                    {"$project": {"_id": 0, "outer": "$$key", "gone": "$$gone"}},
+                ], "as": "self"}},
+                {"$project": {"_id": 0, "self": 1}},
+            ], "as": "m"}},
+            doc! {"$limit": 1},
+        ],
+        input.clone(),
+    )
+    .unwrap();
+    assert_eq!(
+        r[0].get("m"),
+        Some(&bson!([{"self": [{"outer": 1}]}, {"self": [{"outer": 1}]}]))
+    );
+    // Concise form: equality and a pipeline with let.
+    let r = run(
+        vec![doc! {"$lookup": {"from": "other", "localField": "k", "foreignField": "k", "let": {"lo": "$min"},
+            "pipeline": [{"$match": {"$expr": {"$gte": ["$_id", "$$lo"]}}}, {"$project": {"_id": 1}}], "as": "m"}},
+            doc! {"$project": {"m": 1}}],
+        input.clone(),
+    )
+    .unwrap();
+    assert_eq!(r[0], doc! {"_id": 1, "m": [{"_id": 12}]});
+    // Outside the sub-pipeline the variables are gone.
+    let code = |p: Vec<Document>| run(p, input.clone()).unwrap_err().code;
+    assert_eq!(
+        code(vec![
+            doc! {"$lookup": {"from": "other", "let": {"key": "$k"}, "pipeline": [], "as": "m"}},
+            doc! {"$project": {"x": "$$key"}}
+        ]),
+        17276
+    );
+    assert_eq!(
+        code(vec![
+            doc! {"$lookup": {"from": "other", "let": {"Key": 1}, "pipeline": [], "as": "m"}}
+        ]),
+        16867
+    );
+    assert_eq!(
+        code(vec![
+            doc! {"$lookup": {"from": "other", "let": {"k-y": 1}, "pipeline": [], "as": "m"}}
+        ]),
+        16868
+    );
+    assert_eq!(
+        code(vec![
+            doc! {"$lookup": {"from": "other", "let": 1, "pipeline": [], "as": "m"}}
+        ]),
+        9
+    );
+}
+
+/// https://www.mongodb.com/docs/manual/reference/operator/aggregation/unionWith/
+#[test]
+fn union_with() {
+    let input = vec![doc! {"_id": 1}];
+    let r = run(
+        vec![doc! {"$unionWith": "other"}, doc! {"$project": {"_id": 1}}],
+        input.clone(),
+    )
+    .unwrap();
+    let ids: Vec<i32> = r.iter().map(|d| d.get_i32("_id").unwrap()).collect();
+    assert_eq!(ids, vec![1, 10, 11, 12, 13]);
+    let r = run(
+        vec![
+            doc! {"$unionWith": {"coll": "other", "pipeline": [{"$match": {"k": 1}}, {"$project": {"name": 1}}]}},
+            doc! {"$unionWith": {"coll": "empty"}},
+        ],
+        input.clone(),
+    )
+    .unwrap();
+    assert_eq!(
+        r,
+        vec![
+            doc! {"_id": 1},
+            doc! {"_id": 10, "name": "one"},
+            doc! {"_id": 12, "name": "uno"}
+        ]
+    );
+    let code = |spec: Bson| {
+        run(vec![doc! {"$unionWith": spec}], input.clone())
+            .unwrap_err()
+            .code
+    };
+    assert_eq!(code(bson!(1)), 9);
+    assert_eq!(code(bson!({"pipeline": []})), 40414);
+    assert_eq!(code(bson!({"coll": "other", "x": 1})), 40415);
+    assert_eq!(code(bson!({"coll": 1})), 14);
+    assert_eq!(
+        code(bson!({"coll": "other", "pipeline": [{"$nope": 1}]})),
+        40324
+    );
+}
