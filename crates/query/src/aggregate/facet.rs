@@ -37,13 +37,15 @@ impl Facet {
     pub(super) fn parse(arg: &Bson) -> DocResult<Facet> {
         let spec = match arg {
             Bson::Document(d) if !d.is_empty() => d,
-            other => return Err(stage_err(
-                40169,
-                format!(
+            other => {
+                return Err(stage_err(
+                    40169,
+                    format!(
                     "the $facet specification must be a non-empty object, but found: $facet: {}",
                     crate::compare::shell_repr(other)
                 ),
-            )),
+                ))
+            }
         };
         let mut facets = Vec::with_capacity(spec.len());
         for (name, v) in spec {

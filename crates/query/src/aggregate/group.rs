@@ -4,10 +4,11 @@ use std::collections::BTreeMap;
 
 use bson::{Bson, Document};
 
+use super::parse::stage_err;
 use super::DocIter;
 use crate::compare::{bson_equal, compare_bson, shell_repr, type_name, Num, OrdBson};
 use crate::error::{DocError, DocResult};
-use crate::expr::{Ctx, Expr};
+use crate::expr::{parse_expr, Ctx, Expr};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Acc {
@@ -25,7 +26,7 @@ pub(super) enum Acc {
     StdDevSamp,
 }
 
-pub(super) fn parse_acc(name: &str) -> Option<Acc> {
+fn parse_acc(name: &str) -> Option<Acc> {
     Some(match name {
         "$sum" => Acc::Sum,
         "$avg" => Acc::Avg,
@@ -41,11 +42,6 @@ pub(super) fn parse_acc(name: &str) -> Option<Acc> {
         "$stdDevSamp" => Acc::StdDevSamp,
         _ => return None,
     })
-}
-
-struct GroupState {
-    id: Bson,
-    accs: Vec<AccState>,
 }
 
 enum AccState {
@@ -183,42 +179,128 @@ impl AccState {
     }
 }
 
+/// Output fields computed per group: name, accumulator, and the expression it accumulates.
+pub(super) type Accumulators = Vec<(String, Acc, Expr)>;
+
+/// Parses `{name: {$acc: expression}, …}` as `$group`, `$bucket` and `$bucketAuto` take them.
+pub(super) fn parse_accumulators<'a>(
+    fields: impl Iterator<Item = (&'a String, &'a Bson)>,
+) -> DocResult<Accumulators> {
+    let mut accs = Vec::new();
+    for (k, v) in fields {
+        if k.contains('.') {
+            return Err(stage_err(
+                40235,
+                format!("The field name '{k}' cannot contain '.'"),
+            ));
+        }
+        if k.starts_with('$') {
+            return Err(stage_err(
+                40236,
+                format!("The field name '{k}' cannot be an operator name"),
+            ));
+        }
+        let Bson::Document(ad) = v else {
+            return Err(stage_err(
+                40234,
+                format!("The field '{k}' must be an accumulator object"),
+            ));
+        };
+        if ad.len() != 1 {
+            return Err(stage_err(
+                40238,
+                format!("The field '{k}' must specify one accumulator"),
+            ));
+        }
+        let (an, aa) = ad.iter().next().expect("one");
+        let Some(acc) = parse_acc(an) else {
+            return Err(stage_err(15952, format!("unknown group operator '{an}'")));
+        };
+        let e = if acc == Acc::Count {
+            if !matches!(aa, Bson::Document(x) if x.is_empty()) {
+                return Err(DocError::type_mismatch(
+                    "$count takes no arguments, i.e. $count:{}",
+                ));
+            }
+            Expr::Lit(Bson::Int32(1))
+        } else {
+            if let Bson::Array(_) = aa {
+                return Err(stage_err(
+                    40237,
+                    format!("The {an} accumulator is a unary operator"),
+                ));
+            }
+            parse_expr(aa)?
+        };
+        accs.push((k.clone(), acc, e));
+    }
+    Ok(accs)
+}
+
+/// `{count: {$sum: 1}}`, the output of `$bucket`, `$bucketAuto` and `$sortByCount` when none
+/// is given.
+pub(super) fn count_output() -> Accumulators {
+    vec![("count".into(), Acc::Sum, Expr::Lit(Bson::Int32(1)))]
+}
+
+/// One group's accumulators while documents are added to it.
+pub(super) struct Accumulating {
+    states: Vec<AccState>,
+    empty: bool,
+}
+
+impl Accumulating {
+    pub(super) fn new(accs: &Accumulators) -> Accumulating {
+        Accumulating {
+            states: accs.iter().map(|(_, a, _)| AccState::new(*a)).collect(),
+            empty: true,
+        }
+    }
+
+    pub(super) fn add(&mut self, accs: &Accumulators, ctx: &Ctx) -> DocResult<()> {
+        debug_assert_eq!(accs.len(), self.states.len());
+        for ((_, a, e), st) in accs.iter().zip(self.states.iter_mut()) {
+            st.add(*a, e.eval(ctx)?, self.empty)?;
+        }
+        self.empty = false;
+        Ok(())
+    }
+
+    /// `{_id: id, field: value, …}`.
+    pub(super) fn finish(self, id: Bson, accs: &Accumulators) -> Document {
+        let mut out = Document::new();
+        out.insert("_id", id);
+        for ((name, a, _), st) in accs.iter().zip(self.states) {
+            out.insert(name.clone(), st.finish(*a));
+        }
+        out
+    }
+}
+
+/// Groups the input by the key `key` computes per document, in first-seen order.
 pub(super) fn run_group(
     input: DocIter,
-    id: &Expr,
-    accs: &[(String, Acc, Expr)],
+    mut key: impl FnMut(&Ctx) -> DocResult<Bson>,
+    accs: &Accumulators,
 ) -> DocResult<Vec<Document>> {
     let mut index: BTreeMap<OrdBson, usize> = BTreeMap::new();
-    let mut groups: Vec<GroupState> = Vec::new();
+    let mut groups: Vec<(Bson, Accumulating)> = Vec::new();
     for d in input {
         let d = d?;
         let ctx = Ctx::new(&d);
-        let key = id.eval(&ctx)?.unwrap_or(Bson::Null);
-        let (gi, fresh) = match index.get(&OrdBson(key.clone())) {
-            Some(i) => (*i, false),
+        let k = key(&ctx)?;
+        let gi = match index.get(&OrdBson(k.clone())) {
+            Some(i) => *i,
             None => {
-                groups.push(GroupState {
-                    id: key.clone(),
-                    accs: accs.iter().map(|(_, a, _)| AccState::new(*a)).collect(),
-                });
-                index.insert(OrdBson(key), groups.len() - 1);
-                (groups.len() - 1, true)
+                groups.push((k.clone(), Accumulating::new(accs)));
+                index.insert(OrdBson(k), groups.len() - 1);
+                groups.len() - 1
             }
         };
-        for (i, (_, a, e)) in accs.iter().enumerate() {
-            let v = e.eval(&ctx)?;
-            groups[gi].accs[i].add(*a, v, fresh)?;
-        }
+        groups[gi].1.add(accs, &ctx)?;
     }
     Ok(groups
         .into_iter()
-        .map(|g| {
-            let mut out = Document::new();
-            out.insert("_id", g.id);
-            for ((name, a, _), st) in accs.iter().zip(g.accs) {
-                out.insert(name.clone(), st.finish(*a));
-            }
-            out
-        })
+        .map(|(id, g)| g.finish(id, accs))
         .collect())
 }

@@ -7,6 +7,7 @@
 //! `Stage`, one arm in `parse_stage` and one in `run_stages`. Streaming stages are chained
 //! lazily; blocking ones (`$group`, `$sort`, `$count`, `$facet`, ...) consume their input.
 
+mod bucket;
 mod facet;
 mod fields;
 mod group;
@@ -19,12 +20,12 @@ use bson::{Bson, Document};
 
 use crate::compare::{shell_repr, type_name};
 use crate::error::{DocError, DocResult};
-use crate::expr::{Ctx, Expr};
+use crate::expr::Ctx;
 use crate::interrupt::Interrupt;
 use crate::projection::Projection;
 use crate::sort::SortSpec;
 use fields::{add_field, unset_path, unwind_doc};
-use group::{run_group, Acc};
+use group::{count_output, run_group};
 pub use parse::validate_pipeline;
 use parse::{parse_stage, stage_err, Stage};
 
@@ -108,7 +109,10 @@ fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Doc
                 }
                 Ok(d)
             })),
-            Stage::Group(id, accs) => Box::new(run_group(it, &id, &accs)?.into_iter().map(Ok)),
+            Stage::Group(id, accs) => {
+                let key = |ctx: &Ctx| Ok(id.eval(ctx)?.unwrap_or(Bson::Null));
+                Box::new(run_group(it, key, &accs)?.into_iter().map(Ok))
+            }
             Stage::Sort(spec) => {
                 let mut docs: Vec<Document> = it.collect::<DocResult<_>>()?;
                 spec.sort(&mut docs);
@@ -146,6 +150,9 @@ fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Doc
             Stage::Lookup(l) => l.run(it, env)?,
             Stage::UnionWith(u) => u.run(it, env)?,
             Stage::Facet(f) => f.run(it, env)?,
+            Stage::Bucket(b) => b.run(it)?,
+            Stage::BucketAuto(b) => b.run(it)?,
+            Stage::Sample(s) => s.run(it)?,
             Stage::ReplaceRoot(e) => Box::new(it.map(move |r| {
                 let d = r?;
                 match e.eval_root(&d)? {
@@ -162,7 +169,8 @@ fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Doc
                 }
             })),
             Stage::SortByCount(e) => {
-                let mut groups = run_group(it, &e, &[("count".into(), Acc::Sum, Expr::Lit(Bson::Int32(1)))])?;
+                let key = |ctx: &Ctx| Ok(e.eval(ctx)?.unwrap_or(Bson::Null));
+                let mut groups = run_group(it, key, &count_output())?;
                 let spec = SortSpec {
                     fields: vec![("count".into(), -1)],
                 };
@@ -204,6 +212,8 @@ fn stage_may_deepen(s: &Stage) -> bool {
             | Stage::Group(..)
             | Stage::Lookup(_)
             | Stage::Facet(_)
+            | Stage::Bucket(_)
+            | Stage::BucketAuto(_)
             | Stage::ReplaceRoot(_)
             | Stage::SortByCount(_)
     )

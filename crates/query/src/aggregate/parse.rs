@@ -2,8 +2,9 @@
 
 use bson::{Bson, Document};
 
+use super::bucket::{Bucket, BucketAuto, Sample};
 use super::facet::Facet;
-use super::group::{parse_acc, Acc};
+use super::group::{parse_accumulators, Acc};
 use super::lookup::{Lookup, UnionWith};
 use crate::compare::{shell_repr, type_name, Num};
 use crate::error::{DocError, DocResult};
@@ -32,6 +33,9 @@ pub(super) enum Stage {
     Lookup(Lookup),
     UnionWith(UnionWith),
     Facet(Facet),
+    Bucket(Bucket),
+    BucketAuto(BucketAuto),
+    Sample(Sample),
     ReplaceRoot(Expr),
     SortByCount(Expr),
 }
@@ -40,6 +44,38 @@ pub(super) fn stage_err(code: i32, msg: impl Into<String>) -> DocError {
     let name: &'static str = match code {
         40323 => "Location40323",
         4570 => "Location4570",
+        40201 => "Location40201",
+        40202 => "Location40202",
+        40200 => "Location40200",
+        40191 => "Location40191",
+        40192 => "Location40192",
+        40193 => "Location40193",
+        40194 => "Location40194",
+        40195 => "Location40195",
+        40196 => "Location40196",
+        40197 => "Location40197",
+        40198 => "Location40198",
+        40199 => "Location40199",
+        40066 => "Location40066",
+        40239 => "Location40239",
+        40240 => "Location40240",
+        40241 => "Location40241",
+        40242 => "Location40242",
+        40243 => "Location40243",
+        40244 => "Location40244",
+        40245 => "Location40245",
+        40246 => "Location40246",
+        40257 => "Location40257",
+        40258 => "Location40258",
+        40259 => "Location40259",
+        40260 => "Location40260",
+        40261 => "Location40261",
+        11785400 => "Location11785400",
+        28745 => "Location28745",
+        28746 => "Location28746",
+        28747 => "Location28747",
+        28748 => "Location28748",
+        28749 => "Location28749",
         40169 => "Location40169",
         40170 => "Location40170",
         40171 => "Location40171",
@@ -206,40 +242,7 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
                 return Err(DocError::location_15955("a group specification must include an _id"));
             };
             let id = parse_expr(id)?;
-            let mut accs = Vec::new();
-            for (k, v) in d {
-                if k == "_id" {
-                    continue;
-                }
-                if k.contains('.') {
-                    return Err(stage_err(40235, format!("The field name '{k}' cannot contain '.'")));
-                }
-                if k.starts_with('$') {
-                    return Err(stage_err(40236, format!("The field name '{k}' cannot be an operator name")));
-                }
-                let Bson::Document(ad) = v else {
-                    return Err(stage_err(40234, format!("The field '{k}' must be an accumulator object")));
-                };
-                if ad.len() != 1 {
-                    return Err(stage_err(40238, format!("The field '{k}' must specify one accumulator")));
-                }
-                let (an, aa) = ad.iter().next().expect("one");
-                let Some(acc) = parse_acc(an) else {
-                    return Err(stage_err(15952, format!("unknown group operator '{an}'")));
-                };
-                let e = if acc == Acc::Count {
-                    if !matches!(aa, Bson::Document(x) if x.is_empty()) {
-                        return Err(DocError::type_mismatch("$count takes no arguments, i.e. $count:{}"));
-                    }
-                    Expr::Lit(Bson::Int32(1))
-                } else {
-                    if let Bson::Array(_) = aa {
-                        return Err(stage_err(40237, format!("The {an} accumulator is a unary operator")));
-                    }
-                    parse_expr(aa)?
-                };
-                accs.push((k.clone(), acc, e));
-            }
+            let accs = parse_accumulators(d.iter().filter(|(k, _)| *k != "_id"))?;
             Stage::Group(id, accs)
         }
         "$sort" => {
@@ -308,6 +311,9 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
         "$lookup" => Stage::Lookup(Lookup::parse(arg)?),
         "$unionWith" => Stage::UnionWith(UnionWith::parse(arg)?),
         "$facet" => Stage::Facet(Facet::parse(arg)?),
+        "$bucket" => Stage::Bucket(Bucket::parse(arg)?),
+        "$bucketAuto" => Stage::BucketAuto(BucketAuto::parse(arg)?),
+        "$sample" => Stage::Sample(Sample::parse(arg)?),
         "$replaceRoot" => {
             let d = obj(40228, "expected an object as specification for $replaceRoot stage")?;
             let Some(nr) = d.get("newRoot") else {
@@ -335,7 +341,7 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
                 "The $changeStream stage is only supported on replica sets",
             ))
         }
-        "$out" | "$merge" | "$bucket" | "$bucketAuto" | "$sample" | "$graphLookup"
+        "$out" | "$merge" | "$graphLookup"
         | "$geoNear" | "$indexStats" | "$collStats" | "$currentOp" | "$listSessions"
         | "$densify" | "$fill" | "$setWindowFields" | "$redact"
         | "$search" | "$documents" => {

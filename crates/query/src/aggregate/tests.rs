@@ -620,3 +620,222 @@ fn union_with() {
         40324
     );
 }
+
+/// https://www.mongodb.com/docs/manual/reference/operator/aggregation/bucket/
+#[test]
+fn bucket() {
+    let years = [1868, 1861, 1871, 1853, 1868, 1863, 1840, 1855, 1901];
+    let input: Vec<Document> = years
+        .iter()
+        .enumerate()
+        .map(|(i, y)| doc! {"_id": i as i32, "year": y})
+        .collect();
+    let r = run(
+        vec![doc! {"$bucket": {"groupBy": "$year", "boundaries": [1840, 1850, 1860, 1870, 1880], "default": "Other",
+            "output": {"n": {"$sum": 1}, "ids": {"$push": "$_id"}}}}],
+        input.clone(),
+    )
+    .unwrap();
+    assert_eq!(
+        r,
+        vec![
+            doc! {"_id": 1840, "n": 1, "ids": [6]},
+            doc! {"_id": 1850, "n": 2, "ids": [3, 7]},
+            doc! {"_id": 1860, "n": 4, "ids": [0, 1, 4, 5]},
+            doc! {"_id": 1870, "n": 1, "ids": [2]},
+            doc! {"_id": "Other", "n": 1, "ids": [8]},
+        ]
+    );
+    // Default output is a count; mixed numeric types are one type; a missing value goes to
+    // the default.
+    let r = run(
+        vec![
+            doc! {"$bucket": {"groupBy": "$n", "boundaries": [0, 2.5, Bson::Int64(10)], "default": -1}},
+        ],
+        sample(),
+    )
+    .unwrap();
+    assert_eq!(
+        r,
+        vec![
+            doc! {"_id": -1, "count": 1},
+            doc! {"_id": 0, "count": 1},
+            doc! {"_id": 2.5, "count": 2}
+        ]
+    );
+    let code = |spec: Bson| {
+        run(vec![doc! {"$bucket": spec}], input.clone())
+            .unwrap_err()
+            .code
+    };
+    // A value outside every bucket with no default.
+    assert_eq!(
+        code(bson!({"groupBy": "$year", "boundaries": [1850, 1900]})),
+        40066
+    );
+    assert_eq!(code(bson!(1)), 40201);
+    assert_eq!(
+        code(bson!({"groupBy": "year", "boundaries": [1, 2]})),
+        40202
+    );
+    assert_eq!(code(bson!({"groupBy": "$year", "boundaries": 1})), 40200);
+    assert_eq!(code(bson!({"groupBy": "$year", "boundaries": [1]})), 40192);
+    assert_eq!(
+        code(bson!({"groupBy": "$year", "boundaries": [1, "a"]})),
+        40193
+    );
+    assert_eq!(
+        code(bson!({"groupBy": "$year", "boundaries": [2, 1]})),
+        40194
+    );
+    assert_eq!(
+        code(bson!({"groupBy": "$year", "boundaries": [1, 1]})),
+        40194
+    );
+    assert_eq!(
+        code(bson!({"groupBy": "$year", "boundaries": ["$x", 1]})),
+        40191
+    );
+    assert_eq!(
+        code(bson!({"groupBy": "$year", "boundaries": [1, 5], "default": 3})),
+        40199
+    );
+    assert_eq!(
+        code(bson!({"groupBy": "$year", "boundaries": [1, 5], "default": "$x"})),
+        40195
+    );
+    assert_eq!(
+        code(bson!({"groupBy": "$year", "boundaries": [1, 5], "output": 1})),
+        40196
+    );
+    assert_eq!(
+        code(bson!({"groupBy": "$year", "boundaries": [1, 5], "x": 1})),
+        40197
+    );
+    assert_eq!(code(bson!({"groupBy": "$year"})), 40198);
+}
+
+/// https://www.mongodb.com/docs/manual/reference/operator/aggregation/bucketAuto/ (granularity
+/// boundaries as mongod's BucketAutoStage computes them).
+#[test]
+fn bucket_auto() {
+    let things: Vec<Document> = (0..100).map(|i| doc! {"_id": i}).collect();
+    let r = run(
+        vec![doc! {"$bucketAuto": {"groupBy": "$_id", "buckets": 5}}],
+        things.clone(),
+    )
+    .unwrap();
+    let expect: Vec<Document> = (0..5)
+        .map(|b| doc! {"_id": {"min": b * 20, "max": if b == 4 { 99 } else { b * 20 + 20 }}, "count": 20})
+        .collect();
+    assert_eq!(r, expect);
+    let r = run(
+        vec![doc! {"$bucketAuto": {"groupBy": "$_id", "buckets": 5, "granularity": "R5"}}],
+        things.clone(),
+    )
+    .unwrap();
+    assert_eq!(
+        r,
+        vec![
+            doc! {"_id": {"min": 0, "max": 25.0}, "count": 25},
+            doc! {"_id": {"min": 25.0, "max": 63.0}, "count": 38},
+            doc! {"_id": {"min": 63.0, "max": 100.0}, "count": 37},
+        ]
+    );
+    let r = run(
+        vec![doc! {"$bucketAuto": {"groupBy": "$_id", "buckets": 5, "granularity": "POWERSOF2"}}],
+        things.clone(),
+    )
+    .unwrap();
+    assert_eq!(
+        r,
+        vec![
+            doc! {"_id": {"min": 0, "max": 32}, "count": 32},
+            doc! {"_id": {"min": 32, "max": 64}, "count": 32},
+            doc! {"_id": {"min": 64, "max": 128}, "count": 36},
+        ]
+    );
+    // Equal keys stay in one bucket; more buckets than keys gives one per key; output fields.
+    let r = run(
+        vec![doc! {"$bucketAuto": {"groupBy": "$cat", "buckets": 10, "output": {"ids": {"$push": "$_id"}}}}],
+        sample(),
+    )
+    .unwrap();
+    assert_eq!(
+        r,
+        vec![
+            doc! {"_id": {"min": "a", "max": "b"}, "ids": [1, 3]},
+            doc! {"_id": {"min": "b", "max": "c"}, "ids": [2]},
+            doc! {"_id": {"min": "c", "max": "c"}, "ids": [4]},
+        ]
+    );
+    let code = |spec: Bson| {
+        run(vec![doc! {"$bucketAuto": spec}], sample())
+            .unwrap_err()
+            .code
+    };
+    assert_eq!(code(bson!(1)), 40240);
+    assert_eq!(code(bson!({"groupBy": "n", "buckets": 2})), 40239);
+    assert_eq!(code(bson!({"groupBy": "$n", "buckets": "2"})), 40241);
+    assert_eq!(code(bson!({"groupBy": "$n", "buckets": 2.5})), 40242);
+    assert_eq!(code(bson!({"groupBy": "$n", "buckets": 0})), 40243);
+    assert_eq!(
+        code(bson!({"groupBy": "$n", "buckets": 2, "output": 1})),
+        40244
+    );
+    assert_eq!(code(bson!({"groupBy": "$n", "buckets": 2, "x": 1})), 40245);
+    assert_eq!(code(bson!({"groupBy": "$n"})), 40246);
+    assert_eq!(
+        code(bson!({"groupBy": "$n", "buckets": 2, "granularity": "R7"})),
+        40257
+    );
+    assert_eq!(
+        code(bson!({"groupBy": "$n", "buckets": 2, "granularity": 1})),
+        40261
+    );
+    assert_eq!(
+        code(bson!({"groupBy": "$cat", "buckets": 2, "granularity": "R5"})),
+        40258
+    );
+    assert_eq!(
+        run(
+            vec![doc! {"$bucketAuto": {"groupBy": "$v", "buckets": 2, "granularity": "E6"}}],
+            vec![doc! {"v": -1}]
+        )
+        .unwrap_err()
+        .code,
+        40260
+    );
+}
+
+#[test]
+fn sample_stage() {
+    let input: Vec<Document> = (0..50).map(|i| doc! {"_id": i}).collect();
+    for size in [0usize, 1, 7, 50, 80] {
+        let r = run(vec![doc! {"$sample": {"size": size as i64}}], input.clone()).unwrap();
+        assert_eq!(r.len(), size.min(50));
+        let mut ids: Vec<i32> = r.iter().map(|d| d.get_i32("_id").unwrap()).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), size.min(50), "no document twice");
+        assert!(ids.iter().all(|i| (0..50).contains(i)));
+    }
+    // Every document can be drawn: over many draws of one, all 50 show up (the chance that
+    // one is missed in 2000 draws is 50 * (49/50)^2000, about 1e-16).
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..2000 {
+        let r = run(vec![doc! {"$sample": {"size": 1}}], input.clone()).unwrap();
+        seen.insert(r[0].get_i32("_id").unwrap());
+    }
+    assert_eq!(seen.len(), 50);
+    let code = |spec: Bson| {
+        run(vec![doc! {"$sample": spec}], input.clone())
+            .unwrap_err()
+            .code
+    };
+    assert_eq!(code(bson!(1)), 28745);
+    assert_eq!(code(bson!({"size": "a"})), 28746);
+    assert_eq!(code(bson!({"size": -1})), 28747);
+    assert_eq!(code(bson!({"size": 1, "x": 1})), 28748);
+    assert_eq!(code(bson!({})), 28749);
+}
