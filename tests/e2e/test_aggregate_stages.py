@@ -227,3 +227,140 @@ def test_sample(db):
     assert code_of(users, [{"$sample": {"size": -1}}]) == 28747
     assert code_of(users, [{"$sample": {}}]) == 28749
     assert code_of(users, [{"$sample": 5}]) == 28745
+
+
+def test_out(db):
+    # https://www.mongodb.com/docs/manual/reference/operator/aggregation/out/ : books grouped
+    # by author into `authors`, in the same and in another database.
+    books = db["books"]
+    books.insert_many([
+        {"_id": 8751, "title": "The Banquet", "author": "Dante", "copies": 2},
+        {"_id": 8752, "title": "Divine Comedy", "author": "Dante", "copies": 1},
+        {"_id": 8645, "title": "Eclogues", "author": "Dante", "copies": 2},
+        {"_id": 7000, "title": "The Odyssey", "author": "Homer", "copies": 10},
+        {"_id": 7020, "title": "Iliad", "author": "Homer", "copies": 10},
+    ])
+    group = {"$group": {"_id": "$author", "books": {"$push": "$title"}}}
+    assert list(books.aggregate([{"$sort": {"_id": 1}}, group, {"$out": "authors"}])) == []
+    assert list(db["authors"].find().sort("_id", 1)) == [
+        {"_id": "Dante", "books": ["Eclogues", "The Banquet", "Divine Comedy"]},
+        {"_id": "Homer", "books": ["The Odyssey", "Iliad"]},
+    ]
+    other = db.client["reporting"]["authors"]
+    list(books.aggregate([group, {"$out": {"db": "reporting", "coll": "authors"}}]))
+    assert sorted(d["_id"] for d in other.find()) == ["Dante", "Homer"]
+    # The target's indexes survive a replacement, and enforce it: a duplicate in the output
+    # fails the stage and leaves the target as it was (the temporary collection goes).
+    db["authors"].create_index("n", unique=True, sparse=True)
+    with pytest.raises(OperationFailure) as e:
+        list(books.aggregate([{"$project": {"_id": "$author", "n": {"$literal": 1}}}, {"$group": {"_id": "$_id", "n": {"$first": "$n"}}}, {"$out": "authors"}]))
+    assert e.value.code == 11000
+    assert db["authors"].count_documents({}) == 2
+    assert not [c for c in db.list_collection_names() if c.startswith("tmp.agg_out")]
+    list(books.aggregate([{"$match": {"author": "Homer"}}, group, {"$out": "authors"}]))
+    assert [d["_id"] for d in db["authors"].find()] == ["Homer"]
+    assert "n_1" in db["authors"].index_information()
+    # $out over its own source, and an empty result leaves an empty collection.
+    list(books.aggregate([{"$match": {"copies": 10}}, {"$out": "books"}]))
+    assert sorted(d["_id"] for d in books.find()) == [7000, 7020]
+    list(books.aggregate([{"$match": {"copies": 99}}, {"$out": "nothing"}]))
+    assert "nothing" in db.list_collection_names() and db["nothing"].count_documents({}) == 0
+    assert code_of(books, [{"$out": "x"}, {"$match": {}}]) == 40601
+    assert code_of(books, [{"$out": "system.x"}]) == 17385
+
+
+def test_out_through_validator(db):
+    # The temporary collection has the target's validator: what the target would refuse,
+    # $out refuses (121), and the target stays.
+    db.create_collection("checked", validator={"n": {"$type": "int"}})
+    db["checked"].insert_one({"_id": 1, "n": 1})
+    src = db["checked_src"]
+    src.insert_many([{"_id": 1, "n": 2}, {"_id": 2, "n": "two"}])
+    assert code_of(src, [{"$out": "checked"}]) == 121
+    assert list(db["checked"].find()) == [{"_id": 1, "n": 1}]
+
+
+def test_merge_modes(db):
+    # https://www.mongodb.com/docs/manual/reference/operator/aggregation/merge/ , "On-Demand
+    # Materialized View: Initial Creation" (salaries into reporting.budgets).
+    salaries = db.client["zoo"]["salaries"]
+    salaries.insert_many([
+        {"_id": 1, "employee": "Ant", "dept": "A", "salary": 100000, "fiscal_year": 2017},
+        {"_id": 2, "employee": "Bee", "dept": "A", "salary": 120000, "fiscal_year": 2017},
+        {"_id": 3, "employee": "Cat", "dept": "Z", "salary": 115000, "fiscal_year": 2017},
+        {"_id": 4, "employee": "Ant", "dept": "A", "salary": 115000, "fiscal_year": 2018},
+        {"_id": 5, "employee": "Bee", "dept": "Z", "salary": 145000, "fiscal_year": 2018},
+        {"_id": 6, "employee": "Cat", "dept": "Z", "salary": 135000, "fiscal_year": 2018},
+        {"_id": 7, "employee": "Gecko", "dept": "A", "salary": 100000, "fiscal_year": 2018},
+        {"_id": 8, "employee": "Ant", "dept": "A", "salary": 125000, "fiscal_year": 2019},
+        {"_id": 9, "employee": "Bee", "dept": "Z", "salary": 160000, "fiscal_year": 2019},
+        {"_id": 10, "employee": "Cat", "dept": "Z", "salary": 150000, "fiscal_year": 2019},
+    ])
+    group = {"$group": {"_id": {"fiscal_year": "$fiscal_year", "dept": "$dept"}, "salaries": {"$sum": "$salary"}}}
+    list(salaries.aggregate([group, {"$merge": {"into": {"db": "reporting", "coll": "budgets"}, "on": "_id",
+                                                 "whenMatched": "replace", "whenNotMatched": "insert"}}]))
+    budgets = db.client["reporting"]["budgets"]
+    got = sorted(((d["_id"]["fiscal_year"], d["_id"]["dept"]), d["salaries"]) for d in budgets.find())
+    assert got == [((2017, "A"), 220000), ((2017, "Z"), 115000), ((2018, "A"), 215000),
+                   ((2018, "Z"), 280000), ((2019, "A"), 125000), ((2019, "Z"), 310000)]
+    # The manual's refresh: new 2019 salaries replace the 2019 totals.
+    salaries.insert_many([
+        {"_id": 11, "employee": "Wren", "dept": "Z", "salary": 100000, "fiscal_year": 2019},
+        {"_id": 12, "employee": "Zebra", "dept": "A", "salary": 150000, "fiscal_year": 2019},
+        {"_id": 13, "employee": "headcount1", "dept": "Z", "salary": 120000, "fiscal_year": 2020},
+        {"_id": 14, "employee": "headcount2", "dept": "Z", "salary": 120000, "fiscal_year": 2020},
+    ])
+    list(salaries.aggregate([{"$match": {"fiscal_year": {"$gte": 2019}}}, group,
+                             {"$merge": {"into": {"db": "reporting", "coll": "budgets"}, "on": "_id",
+                                         "whenMatched": "replace", "whenNotMatched": "insert"}}]))
+    got = {(d["_id"]["fiscal_year"], d["_id"]["dept"]): d["salaries"] for d in budgets.find()}
+    assert got[(2019, "A")] == 275000 and got[(2019, "Z")] == 410000 and got[(2020, "Z")] == 240000
+    assert len(got) == 7
+
+    # The other modes on a small target.
+    t = db["merge_target"]
+    src = db["merge_src"]
+    t.insert_many([{"_id": 1, "a": 1, "keep": True}, {"_id": 2, "a": 2, "keep": True}])
+    src.insert_many([{"_id": 2, "a": 20, "b": 1}, {"_id": 3, "a": 30}])
+
+    def merge(**spec):
+        list(src.aggregate([{"$merge": {"into": "merge_target", **spec}}]))
+        return list(t.find().sort("_id", 1))
+
+    # Default: merge matched documents' fields, insert the rest.
+    assert merge() == [{"_id": 1, "a": 1, "keep": True}, {"_id": 2, "a": 20, "keep": True, "b": 1}, {"_id": 3, "a": 30}]
+    t.delete_many({"_id": 3})
+    assert merge(whenMatched="keepExisting") == [{"_id": 1, "a": 1, "keep": True}, {"_id": 2, "a": 20, "keep": True, "b": 1}, {"_id": 3, "a": 30}]
+    t.delete_many({"_id": 3})
+    assert merge(whenMatched="replace", whenNotMatched="discard") == [{"_id": 1, "a": 1, "keep": True}, {"_id": 2, "a": 20, "b": 1}]
+    with pytest.raises(OperationFailure) as e:
+        merge(whenMatched="replace", whenNotMatched="fail")
+    assert e.value.code == 13113
+    with pytest.raises(OperationFailure) as e:
+        merge(whenMatched="fail")
+    assert e.value.code == 11000
+    # A pipeline with $$new and let variables, as the manual's votes example (month key
+    # given literally here).
+    t.replace_one({"_id": 2}, {"_id": 2, "a": 2})
+    assert merge(whenMatched=[{"$set": {"a": {"$add": ["$a", "$$new.a", "$$bonus"]}}}], let={"bonus": 100, "new": "$$ROOT"},
+                 whenNotMatched="discard") == [{"_id": 1, "a": 1, "keep": True}, {"_id": 2, "a": 122}]
+
+
+def test_merge_on_fields_and_validation(db):
+    # `on` other than _id needs a unique index on exactly those fields.
+    orgs = db["orgs"]
+    src = db["orgs_src"]
+    src.insert_many([{"_id": 1, "name": "x", "region": "eu", "n": 1}, {"_id": 2, "name": "y", "region": "us", "n": 2}])
+    assert code_of(src, [{"$merge": {"into": "orgs", "on": ["name", "region"]}}]) == 51183
+    orgs.create_index([("region", 1), ("name", 1)], unique=True)
+    orgs.insert_one({"_id": 9, "name": "x", "region": "eu", "n": 0})
+    list(src.aggregate([{"$project": {"_id": 0}}, {"$merge": {"into": "orgs", "on": ["name", "region"], "whenMatched": "merge"}}]))
+    assert sorted((d["name"], d["n"]) for d in orgs.find()) == [("x", 1), ("y", 2)]
+    assert orgs.find_one({"name": "x"})["_id"] == 9
+    # A document without an `on` field cannot be merged.
+    assert code_of(src, [{"$project": {"region": 0}}, {"$merge": {"into": "orgs", "on": ["name", "region"]}}]) == 51132
+    # The target's validator applies to what $merge writes.
+    db.create_collection("valid", validator={"n": {"$type": "int"}})
+    db["valid_src"].insert_many([{"_id": 1, "n": 1}, {"_id": 2, "n": "two"}])
+    assert code_of(db["valid_src"], [{"$merge": {"into": "valid"}}]) == 121
+    assert code_of(src, [{"$merge": {"into": "x", "whenMatched": "merge", "let": {"a": 1}}}]) == 51199

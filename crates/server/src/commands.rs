@@ -135,6 +135,9 @@ fn guard(
         && !lists_authorized_collections(name, db, cmd, conn)?
     {
         auth::authorize(state, conn, name, db)?;
+        if name == "aggregate" {
+            auth::authorize_pipeline_writes(conn, db, cmd)?;
+        }
     }
     let target = cmd.get(name).and_then(Bson::as_str);
     let users_ns = format!("{}.{}", auth::USERS_DB, auth::USERS_COLL);

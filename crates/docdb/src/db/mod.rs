@@ -5,6 +5,7 @@
 
 mod ddl;
 mod explain;
+mod pipeline;
 mod read;
 mod stats;
 mod write;

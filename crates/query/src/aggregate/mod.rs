@@ -12,6 +12,7 @@ mod facet;
 mod fields;
 mod group;
 mod lookup;
+mod out;
 mod parse;
 #[cfg(test)]
 mod tests;
@@ -26,19 +27,26 @@ use crate::projection::Projection;
 use crate::sort::SortSpec;
 use fields::{add_field, unset_path, unwind_doc};
 use group::{count_output, run_group};
+pub use out::{CollectionSink, Namespace};
 pub use parse::validate_pipeline;
-use parse::{parse_stage, stage_err, Stage};
+use parse::{check_writer_last, parse_stage, stage_err, Stage};
 
 /// A stream of documents between stages (a scan's output, a stage's output).
 pub type DocIter = Box<dyn Iterator<Item = DocResult<Document>> + Send>;
 
 /// What a pipeline needs from storage, and the only way `query` reaches it: a stage that reads
-/// another collection (`$lookup`) asks its source, and the storage side (docdb's `DocDb`, the
-/// router) decides how to read it. Stages that write (`$out`, `$merge`) or report on storage
-/// (`$collStats`) are to be added here as further methods, so the pipeline stays BSON-only.
+/// another collection (`$lookup`, `$unionWith`) asks its source, and the storage side (docdb's
+/// `DocDb`, the router) decides how to read it. Stages that write (`$out`, `$merge`) reach its
+/// [`CollectionSink`], so the pipeline stays BSON-only.
 pub trait CollectionSource {
     /// Every document of collection `name` in the pipeline's database.
     fn read_collection(&self, name: &str) -> DocResult<Vec<Document>>;
+
+    /// Where `$out` and `$merge` write; `None` where a pipeline cannot write (a router's
+    /// merge, an update's pipeline), and those stages are refused.
+    fn sink(&self) -> Option<&dyn CollectionSink> {
+        None
+    }
 }
 
 impl<F: Fn(&str) -> DocResult<Vec<Document>>> CollectionSource for F {
@@ -71,6 +79,7 @@ pub fn run_pipeline(
         ));
     }
     let stages: Vec<Stage> = pipeline.iter().map(parse_stage).collect::<DocResult<_>>()?;
+    check_writer_last(&stages)?;
     run_stages(stages, input, Env { source, interrupt })
 }
 
@@ -153,6 +162,16 @@ fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Doc
             Stage::Bucket(b) => b.run(it)?,
             Stage::BucketAuto(b) => b.run(it)?,
             Stage::Sample(s) => s.run(it)?,
+            Stage::Out(o) => {
+                let docs = it.collect::<DocResult<Vec<_>>>()?;
+                o.run(docs, sink(env, "$out")?)?;
+                Box::new(std::iter::empty())
+            }
+            Stage::Merge(m) => {
+                let docs = it.collect::<DocResult<Vec<_>>>()?;
+                m.run(docs, sink(env, "$merge")?)?;
+                Box::new(std::iter::empty())
+            }
             Stage::ReplaceRoot(e) => Box::new(it.map(move |r| {
                 let d = r?;
                 match e.eval_root(&d)? {
@@ -198,6 +217,13 @@ fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Doc
         it = Box::new(interrupt.wrap(it));
     }
     it.collect()
+}
+
+/// The storage a writing stage writes through, or a clear refusal where there is none.
+fn sink<'a>(env: Env<'a>, stage: &str) -> DocResult<&'a dyn CollectionSink> {
+    env.source.sink().ok_or_else(|| {
+        DocError::illegal_operation(format!("{stage} cannot write from this pipeline"))
+    })
 }
 
 /// mongod's internalPipelineLengthLimit.

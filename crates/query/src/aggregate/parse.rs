@@ -6,6 +6,7 @@ use super::bucket::{Bucket, BucketAuto, Sample};
 use super::facet::Facet;
 use super::group::{parse_accumulators, Acc};
 use super::lookup::{Lookup, UnionWith};
+use super::out::{Merge, Out};
 use crate::compare::{shell_repr, type_name, Num};
 use crate::error::{DocError, DocResult};
 use crate::expr::{parse_expr, Expr};
@@ -36,6 +37,8 @@ pub(super) enum Stage {
     Bucket(Bucket),
     BucketAuto(BucketAuto),
     Sample(Sample),
+    Out(Out),
+    Merge(Merge),
     ReplaceRoot(Expr),
     SortByCount(Expr),
 }
@@ -44,6 +47,24 @@ pub(super) fn stage_err(code: i32, msg: impl Into<String>) -> DocError {
     let name: &'static str = match code {
         40323 => "Location40323",
         4570 => "Location4570",
+        16990 => "Location16990",
+        17385 => "Location17385",
+        31321 => "Location31321",
+        51178 => "Location51178",
+        51181 => "Location51181",
+        51182 => "Location51182",
+        51183 => "Location51183",
+        51191 => "Location51191",
+        51199 => "Location51199",
+        51132 => "Location51132",
+        13113 => "Location13113",
+        51134 => "Location51134",
+        31465 => "Location31465",
+        51187 => "Location51187",
+        51186 => "Location51186",
+        40601 => "Location40601",
+        51047 => "Location51047",
+        31441 => "Location31441",
         40201 => "Location40201",
         40202 => "Location40202",
         40200 => "Location40200",
@@ -314,6 +335,8 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
         "$bucket" => Stage::Bucket(Bucket::parse(arg)?),
         "$bucketAuto" => Stage::BucketAuto(BucketAuto::parse(arg)?),
         "$sample" => Stage::Sample(Sample::parse(arg)?),
+        "$out" => Stage::Out(Out::parse(arg)?),
+        "$merge" => Stage::Merge(Merge::parse(arg)?),
         "$replaceRoot" => {
             let d = obj(40228, "expected an object as specification for $replaceRoot stage")?;
             let Some(nr) = d.get("newRoot") else {
@@ -341,7 +364,7 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
                 "The $changeStream stage is only supported on replica sets",
             ))
         }
-        "$out" | "$merge" | "$graphLookup"
+        "$graphLookup"
         | "$geoNear" | "$indexStats" | "$collStats" | "$currentOp" | "$listSessions"
         | "$densify" | "$fill" | "$setWindowFields" | "$redact"
         | "$search" | "$documents" => {
@@ -372,7 +395,7 @@ pub(super) fn parse_sub_pipeline(stages: &[Bson], owner: &str) -> DocResult<Vec<
             ),
         ));
     }
-    stages
+    let parsed = stages
         .iter()
         .map(|s| match s {
             Bson::Document(d) => parse_stage(d),
@@ -380,13 +403,46 @@ pub(super) fn parse_sub_pipeline(stages: &[Bson], owner: &str) -> DocResult<Vec<
                 "{owner}: 'pipeline' option must be specified as an array of objects"
             ))),
         })
-        .collect()
+        .collect::<DocResult<Vec<Stage>>>()?;
+    // A sub-pipeline's output goes back to its stage: it cannot write.
+    if let Some(w) = parsed.iter().find_map(Stage::writes) {
+        let code = if owner == "$unionWith" { 31441 } else { 51047 };
+        return Err(stage_err(
+            code,
+            format!("{w} is not allowed within a {owner}'s sub-pipeline"),
+        ));
+    }
+    Ok(parsed)
+}
+
+impl Stage {
+    /// The name of a stage that writes (`$out`, `$merge`).
+    pub(super) fn writes(&self) -> Option<&'static str> {
+        match self {
+            Stage::Out(_) => Some("$out"),
+            Stage::Merge(_) => Some("$merge"),
+            _ => None,
+        }
+    }
+}
+
+/// A writing stage must be the pipeline's last (40601).
+pub(super) fn check_writer_last(stages: &[Stage]) -> DocResult<()> {
+    let before_last = stages.len().saturating_sub(1);
+    if let Some(w) = stages[..before_last].iter().find_map(Stage::writes) {
+        return Err(stage_err(
+            40601,
+            format!("{w} can only be the final stage in the pipeline"),
+        ));
+    }
+    Ok(())
 }
 
 /// Parses every stage of a pipeline (to report errors before running anything).
 pub fn validate_pipeline(pipeline: &[Document]) -> DocResult<()> {
-    for s in pipeline {
-        parse_stage(s)?;
-    }
-    Ok(())
+    let stages = pipeline
+        .iter()
+        .map(parse_stage)
+        .collect::<DocResult<Vec<_>>>()?;
+    check_writer_last(&stages)
 }

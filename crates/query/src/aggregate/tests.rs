@@ -839,3 +839,67 @@ fn sample_stage() {
     assert_eq!(code(bson!({"size": 1, "x": 1})), 28748);
     assert_eq!(code(bson!({})), 28749);
 }
+
+/// Spec errors of the writing stages, and their refusal where the pipeline has no sink (the
+/// writes themselves are tested end to end, through docdb's write path).
+#[test]
+fn out_and_merge_specs() {
+    let code = |p: Vec<Document>| run(p, sample()).unwrap_err().code;
+    assert_eq!(code(vec![doc! {"$out": "t"}]), 20);
+    assert_eq!(code(vec![doc! {"$merge": "t"}]), 20);
+    assert_eq!(code(vec![doc! {"$out": "t"}, doc! {"$limit": 1}]), 40601);
+    assert_eq!(code(vec![doc! {"$merge": "t"}, doc! {"$match": {}}]), 40601);
+    assert_eq!(code(vec![doc! {"$out": 1}]), 16990);
+    assert_eq!(code(vec![doc! {"$out": {"db": "x"}}]), 40414);
+    assert_eq!(code(vec![doc! {"$out": {"coll": "t", "x": 1}}]), 40415);
+    assert_eq!(code(vec![doc! {"$out": "system.js"}]), 17385);
+    assert_eq!(
+        code(vec![doc! {"$out": {"db": "admin", "coll": "t"}}]),
+        31321
+    );
+    assert_eq!(code(vec![doc! {"$merge": 1}]), 51182);
+    assert_eq!(code(vec![doc! {"$merge": {"on": "_id"}}]), 40414);
+    assert_eq!(
+        code(vec![doc! {"$merge": {"into": "t", "whenMatched": "x"}}]),
+        2
+    );
+    assert_eq!(
+        code(vec![doc! {"$merge": {"into": "t", "whenNotMatched": "x"}}]),
+        2
+    );
+    assert_eq!(
+        code(vec![
+            doc! {"$merge": {"into": "t", "whenMatched": "keepExisting", "whenNotMatched": "fail"}}
+        ]),
+        51181
+    );
+    assert_eq!(
+        code(vec![
+            doc! {"$merge": {"into": "t", "whenMatched": "merge", "let": {"a": 1}}}
+        ]),
+        51199
+    );
+    assert_eq!(code(vec![doc! {"$merge": {"into": "t", "on": []}}]), 51187);
+    assert_eq!(code(vec![doc! {"$merge": {"into": "t", "on": 1}}]), 51186);
+    assert_eq!(
+        code(vec![
+            doc! {"$merge": {"into": "t", "whenMatched": [{"$group": {"_id": 1}}]}}
+        ]),
+        72
+    );
+    // Sub-pipelines cannot write.
+    assert_eq!(
+        code(vec![
+            doc! {"$lookup": {"from": "other", "pipeline": [{"$out": "t"}], "as": "x"}}
+        ]),
+        51047
+    );
+    assert_eq!(
+        code(vec![
+            doc! {"$unionWith": {"coll": "other", "pipeline": [{"$merge": "t"}]}}
+        ]),
+        31441
+    );
+    assert_eq!(code(vec![doc! {"$facet": {"a": [{"$merge": "t"}]}}]), 40600);
+    assert!(validate_pipeline(&[doc! {"$out": "t"}, doc! {"$match": {}}]).is_err());
+}
