@@ -364,3 +364,48 @@ def test_merge_on_fields_and_validation(db):
     db["valid_src"].insert_many([{"_id": 1, "n": 1}, {"_id": 2, "n": "two"}])
     assert code_of(db["valid_src"], [{"$merge": {"into": "valid"}}]) == 121
     assert code_of(src, [{"$merge": {"into": "x", "whenMatched": "merge", "let": {"a": 1}}}]) == 51199
+
+
+def test_graph_lookup(db):
+    # https://www.mongodb.com/docs/manual/reference/operator/aggregation/graphLookup/ : the
+    # employees' reporting hierarchy, and the airports with maxDepth and depthField.
+    emp = db["employees"]
+    emp.insert_many([
+        {"_id": 1, "name": "Dev"},
+        {"_id": 2, "name": "Eliot", "reportsTo": "Dev"},
+        {"_id": 3, "name": "Ron", "reportsTo": "Eliot"},
+        {"_id": 4, "name": "Andrew", "reportsTo": "Eliot"},
+        {"_id": 5, "name": "Asya", "reportsTo": "Ron"},
+        {"_id": 6, "name": "Dan", "reportsTo": "Andrew"},
+    ])
+    out = list(emp.aggregate([
+        {"$graphLookup": {"from": "employees", "startWith": "$reportsTo", "connectFromField": "reportsTo",
+                          "connectToField": "name", "as": "reportingHierarchy"}},
+        {"$sort": {"_id": 1}},
+    ]))
+    chains = {d["name"]: sorted(h["name"] for h in d["reportingHierarchy"]) for d in out}
+    assert chains == {"Dev": [], "Eliot": ["Dev"], "Ron": ["Dev", "Eliot"], "Andrew": ["Dev", "Eliot"],
+                      "Asya": ["Dev", "Eliot", "Ron"], "Dan": ["Andrew", "Dev", "Eliot"]}
+    db["airports"].insert_many([
+        {"_id": 0, "airport": "JFK", "connects": ["BOS", "ORD"]},
+        {"_id": 1, "airport": "BOS", "connects": ["JFK", "PWM"]},
+        {"_id": 2, "airport": "ORD", "connects": ["JFK"]},
+        {"_id": 3, "airport": "PWM", "connects": ["BOS", "LHR"]},
+        {"_id": 4, "airport": "LHR", "connects": ["PWM"]},
+    ])
+    db["travelers"].insert_many([
+        {"_id": 1, "name": "Dev", "nearestAirport": "JFK"},
+        {"_id": 2, "name": "Eliot", "nearestAirport": "JFK"},
+        {"_id": 3, "name": "Jeff", "nearestAirport": "BOS"},
+    ])
+    out = list(db["travelers"].aggregate([
+        {"$graphLookup": {"from": "airports", "startWith": "$nearestAirport", "connectFromField": "connects",
+                          "connectToField": "airport", "maxDepth": 2, "depthField": "numConnections", "as": "destinations"}},
+        {"$sort": {"_id": 1}},
+    ]))
+    reach = [sorted((a["airport"], a["numConnections"]) for a in d["destinations"]) for d in out]
+    assert reach[0] == reach[1] == [("BOS", 1), ("JFK", 0), ("ORD", 1), ("PWM", 2)]
+    assert reach[2] == [("BOS", 0), ("JFK", 1), ("LHR", 2), ("ORD", 2), ("PWM", 1)]
+    bad = {"from": "airports", "startWith": "$x", "connectFromField": "c", "connectToField": "t", "as": "d"}
+    assert code_of(emp, [{"$graphLookup": {**bad, "maxDepth": -1}}]) == 40101
+    assert code_of(emp, [{"$graphLookup": {"from": "airports"}}]) == 40105

@@ -10,6 +10,7 @@
 mod bucket;
 mod facet;
 mod fields;
+mod graph;
 mod group;
 mod lookup;
 mod out;
@@ -162,6 +163,7 @@ fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Doc
             Stage::Bucket(b) => b.run(it)?,
             Stage::BucketAuto(b) => b.run(it)?,
             Stage::Sample(s) => s.run(it)?,
+            Stage::GraphLookup(g) => g.run(it, env)?,
             Stage::Out(o) => {
                 let docs = it.collect::<DocResult<Vec<_>>>()?;
                 o.run(docs, sink(env, "$out")?)?;
@@ -238,6 +240,7 @@ fn stage_may_deepen(s: &Stage) -> bool {
             | Stage::Group(..)
             | Stage::Lookup(_)
             | Stage::Facet(_)
+            | Stage::GraphLookup(_)
             | Stage::Bucket(_)
             | Stage::BucketAuto(_)
             | Stage::ReplaceRoot(_)

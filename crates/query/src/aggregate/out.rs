@@ -57,10 +57,12 @@ fn parse_namespace(v: &Bson, stage: &str, code: i32) -> DocResult<Namespace> {
                 match (k.as_str(), v) {
                     ("db", Bson::String(s)) => ns.db = Some(s.clone()),
                     ("coll", Bson::String(s)) => ns.coll = s.clone(),
-                    ("db" | "coll", other) => return Err(DocError::type_mismatch(format!(
+                    ("db" | "coll", other) => {
+                        return Err(DocError::type_mismatch(format!(
                         "BSON field '{stage}.{k}' is the wrong type '{}', expected type 'string'",
                         type_name(other)
-                    ))),
+                    )))
+                    }
                     // A time-series $out target: flashdoc has no time-series collections.
                     ("timeseries", _) => {
                         return Err(DocError::with_code(
@@ -442,13 +444,15 @@ fn parse_on(v: &Bson) -> DocResult<Vec<String>> {
                 "If explicitly specifying $merge 'on', must include at least one field",
             ))
         }
-        other => return Err(stage_err(
-            51186,
-            format!(
+        other => {
+            return Err(stage_err(
+                51186,
+                format!(
                 "$merge 'on' field must be either a string or an array of strings, but found {}",
                 type_name(other)
             ),
-        )),
+            ))
+        }
     };
     for f in &fields {
         split_path(f)?;

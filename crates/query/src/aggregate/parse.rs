@@ -4,6 +4,7 @@ use bson::{Bson, Document};
 
 use super::bucket::{Bucket, BucketAuto, Sample};
 use super::facet::Facet;
+use super::graph::GraphLookup;
 use super::group::{parse_accumulators, Acc};
 use super::lookup::{Lookup, UnionWith};
 use super::out::{Merge, Out};
@@ -37,6 +38,7 @@ pub(super) enum Stage {
     Bucket(Bucket),
     BucketAuto(BucketAuto),
     Sample(Sample),
+    GraphLookup(GraphLookup),
     Out(Out),
     Merge(Merge),
     ReplaceRoot(Expr),
@@ -47,6 +49,14 @@ pub(super) fn stage_err(code: i32, msg: impl Into<String>) -> DocError {
     let name: &'static str = match code {
         40323 => "Location40323",
         4570 => "Location4570",
+        40100 => "Location40100",
+        40101 => "Location40101",
+        40102 => "Location40102",
+        40103 => "Location40103",
+        40104 => "Location40104",
+        40105 => "Location40105",
+        40185 => "Location40185",
+        40327 => "Location40327",
         16990 => "Location16990",
         17385 => "Location17385",
         31321 => "Location31321",
@@ -335,6 +345,7 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
         "$bucket" => Stage::Bucket(Bucket::parse(arg)?),
         "$bucketAuto" => Stage::BucketAuto(BucketAuto::parse(arg)?),
         "$sample" => Stage::Sample(Sample::parse(arg)?),
+        "$graphLookup" => Stage::GraphLookup(GraphLookup::parse(arg)?),
         "$out" => Stage::Out(Out::parse(arg)?),
         "$merge" => Stage::Merge(Merge::parse(arg)?),
         "$replaceRoot" => {
@@ -364,8 +375,7 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
                 "The $changeStream stage is only supported on replica sets",
             ))
         }
-        "$graphLookup"
-        | "$geoNear" | "$indexStats" | "$collStats" | "$currentOp" | "$listSessions"
+        "$geoNear" | "$indexStats" | "$collStats" | "$currentOp" | "$listSessions"
         | "$densify" | "$fill" | "$setWindowFields" | "$redact"
         | "$search" | "$documents" => {
             return Err(DocError::with_code(

@@ -903,3 +903,93 @@ fn out_and_merge_specs() {
     assert_eq!(code(vec![doc! {"$facet": {"a": [{"$merge": "t"}]}}]), 40600);
     assert!(validate_pipeline(&[doc! {"$out": "t"}, doc! {"$match": {}}]).is_err());
 }
+
+/// https://www.mongodb.com/docs/manual/reference/operator/aggregation/graphLookup/ (the
+/// airports example: maxDepth, depthField, and a cycle JFK <-> BOS).
+#[test]
+fn graph_lookup() {
+    let airports = vec![
+        doc! {"_id": 0, "airport": "JFK", "connects": ["BOS", "ORD"]},
+        doc! {"_id": 1, "airport": "BOS", "connects": ["JFK", "PWM"]},
+        doc! {"_id": 2, "airport": "ORD", "connects": ["JFK"]},
+        doc! {"_id": 3, "airport": "PWM", "connects": ["BOS", "LHR"]},
+        doc! {"_id": 4, "airport": "LHR", "connects": ["PWM"]},
+    ];
+    let go = |stage: Document, input: Vec<Document>| {
+        let airports = airports.clone();
+        run_pipeline(
+            &[stage],
+            Box::new(input.into_iter().map(Ok).collect::<Vec<_>>().into_iter()),
+            &move |_: &str| Ok(airports.clone()),
+            &Interrupt::none(),
+        )
+    };
+    let depths = |r: &Document| -> Vec<(String, i64)> {
+        let mut v: Vec<(String, i64)> = r
+            .get_array("d")
+            .unwrap()
+            .iter()
+            .map(|a| {
+                let a = a.as_document().unwrap();
+                (
+                    a.get_str("airport").unwrap().to_string(),
+                    a.get_i64("n").unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let spec = doc! {"$graphLookup": {"from": "airports", "startWith": "$near", "connectFromField": "connects",
+    "connectToField": "airport", "maxDepth": 2, "depthField": "n", "as": "d"}};
+    let r = go(
+        spec.clone(),
+        vec![doc! {"near": "JFK"}, doc! {"near": "BOS"}],
+    )
+    .unwrap();
+    let s = |x: &str| x.to_string();
+    assert_eq!(
+        depths(&r[0]),
+        vec![(s("BOS"), 1), (s("JFK"), 0), (s("ORD"), 1), (s("PWM"), 2)]
+    );
+    assert_eq!(
+        depths(&r[1]),
+        vec![
+            (s("BOS"), 0),
+            (s("JFK"), 1),
+            (s("LHR"), 2),
+            (s("ORD"), 2),
+            (s("PWM"), 1)
+        ]
+    );
+    // No maxDepth: everything reachable; restrictSearchWithMatch prunes the walk.
+    let r = go(
+        doc! {"$graphLookup": {"from": "a", "startWith": "$near", "connectFromField": "connects",
+        "connectToField": "airport", "depthField": "n", "as": "d", "restrictSearchWithMatch": {"airport": {"$ne": "BOS"}}}},
+        vec![doc! {"near": ["JFK", "LHR"]}],
+    )
+    .unwrap();
+    assert_eq!(
+        depths(&r[0]),
+        vec![(s("JFK"), 0), (s("LHR"), 0), (s("ORD"), 1), (s("PWM"), 1)]
+    );
+    let code = |spec: Bson| {
+        go(doc! {"$graphLookup": spec}, vec![doc! {}])
+            .unwrap_err()
+            .code
+    };
+    let base = doc! {"from": "a", "startWith": "$x", "connectFromField": "c", "connectToField": "t", "as": "d"};
+    let with = |k: &str, v: Bson| {
+        let mut d = base.clone();
+        d.insert(k, v);
+        Bson::Document(d)
+    };
+    assert_eq!(code(bson!({"from": "a"})), 40105);
+    assert_eq!(code(with("maxDepth", bson!(-1))), 40101);
+    assert_eq!(code(with("maxDepth", bson!("x"))), 40100);
+    assert_eq!(code(with("maxDepth", bson!(1.5))), 40102);
+    assert_eq!(code(with("as", bson!(1))), 40103);
+    assert_eq!(code(with("as", bson!("$d"))), 16410);
+    assert_eq!(code(with("restrictSearchWithMatch", bson!(1))), 40185);
+    assert_eq!(code(with("bogus", bson!(1))), 40104);
+}
