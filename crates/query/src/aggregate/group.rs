@@ -213,28 +213,55 @@ pub(super) fn parse_accumulators<'a>(
             ));
         }
         let (an, aa) = ad.iter().next().expect("one");
-        let Some(acc) = parse_acc(an) else {
+        let Some((acc, e)) = parse_one(an, aa)? else {
             return Err(stage_err(15952, format!("unknown group operator '{an}'")));
-        };
-        let e = if acc == Acc::Count {
-            if !matches!(aa, Bson::Document(x) if x.is_empty()) {
-                return Err(DocError::type_mismatch(
-                    "$count takes no arguments, i.e. $count:{}",
-                ));
-            }
-            Expr::Lit(Bson::Int32(1))
-        } else {
-            if let Bson::Array(_) = aa {
-                return Err(stage_err(
-                    40237,
-                    format!("The {an} accumulator is a unary operator"),
-                ));
-            }
-            parse_expr(aa)?
         };
         accs.push((k.clone(), acc, e));
     }
     Ok(accs)
+}
+
+/// One accumulator `{an: aa}`; `None` when `an` names none.
+fn parse_one(an: &str, aa: &Bson) -> DocResult<Option<(Acc, Expr)>> {
+    let Some(acc) = parse_acc(an) else {
+        return Ok(None);
+    };
+    let e = if acc == Acc::Count {
+        if !matches!(aa, Bson::Document(x) if x.is_empty()) {
+            return Err(DocError::type_mismatch(
+                "$count takes no arguments, i.e. $count:{}",
+            ));
+        }
+        Expr::Lit(Bson::Int32(1))
+    } else {
+        if let Bson::Array(_) = aa {
+            return Err(stage_err(
+                40237,
+                format!("The {an} accumulator is a unary operator"),
+            ));
+        }
+        parse_expr(aa)?
+    };
+    Ok(Some((acc, e)))
+}
+
+/// An accumulator as a window function of `$setWindowFields` (`$mergeObjects` is not one).
+pub(super) fn parse_window_acc(an: &str, aa: &Bson) -> DocResult<Option<(Acc, Expr)>> {
+    if an == "$mergeObjects" {
+        return Ok(None);
+    }
+    parse_one(an, aa)
+}
+
+/// One accumulator over a sequence of values (a window's), as `$group` would give it.
+pub(super) fn accumulate(a: Acc, values: impl Iterator<Item = Option<Bson>>) -> DocResult<Bson> {
+    let mut st = AccState::new(a);
+    let mut first = true;
+    for v in values {
+        st.add(a, v, first)?;
+        first = false;
+    }
+    Ok(st.finish(a))
 }
 
 /// `{count: {$sum: 1}}`, the output of `$bucket`, `$bucketAuto` and `$sortByCount` when none

@@ -17,6 +17,7 @@ mod out;
 mod parse;
 #[cfg(test)]
 mod tests;
+mod window;
 
 use bson::{Bson, Document};
 
@@ -164,6 +165,7 @@ fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Doc
             Stage::BucketAuto(b) => b.run(it)?,
             Stage::Sample(s) => s.run(it)?,
             Stage::GraphLookup(g) => g.run(it, env)?,
+            Stage::SetWindowFields(w) => w.run(it)?,
             Stage::Out(o) => {
                 let docs = it.collect::<DocResult<Vec<_>>>()?;
                 o.run(docs, sink(env, "$out")?)?;
@@ -241,6 +243,7 @@ fn stage_may_deepen(s: &Stage) -> bool {
             | Stage::Lookup(_)
             | Stage::Facet(_)
             | Stage::GraphLookup(_)
+            | Stage::SetWindowFields(_)
             | Stage::Bucket(_)
             | Stage::BucketAuto(_)
             | Stage::ReplaceRoot(_)

@@ -8,6 +8,7 @@ use super::graph::GraphLookup;
 use super::group::{parse_accumulators, Acc};
 use super::lookup::{Lookup, UnionWith};
 use super::out::{Merge, Out};
+use super::window::SetWindowFields;
 use crate::compare::{shell_repr, type_name, Num};
 use crate::error::{DocError, DocResult};
 use crate::expr::{parse_expr, Expr};
@@ -39,6 +40,7 @@ pub(super) enum Stage {
     BucketAuto(BucketAuto),
     Sample(Sample),
     GraphLookup(GraphLookup),
+    SetWindowFields(SetWindowFields),
     Out(Out),
     Merge(Merge),
     ReplaceRoot(Expr),
@@ -49,6 +51,18 @@ pub(super) fn stage_err(code: i32, msg: impl Into<String>) -> DocError {
     let name: &'static str = match code {
         40323 => "Location40323",
         4570 => "Location4570",
+        5339900 => "Location5339900",
+        5339901 => "Location5339901",
+        5339902 => "Location5339902",
+        5371601 => "Location5371601",
+        5371602 => "Location5371602",
+        5371603 => "Location5371603",
+        5429413 => "Location5429413",
+        5429513 => "Location5429513",
+        5624900 => "Location5624900",
+        5624901 => "Location5624901",
+        5423901 => "Location5423901",
+        5423902 => "Location5423902",
         40100 => "Location40100",
         40101 => "Location40101",
         40102 => "Location40102",
@@ -346,6 +360,7 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
         "$bucketAuto" => Stage::BucketAuto(BucketAuto::parse(arg)?),
         "$sample" => Stage::Sample(Sample::parse(arg)?),
         "$graphLookup" => Stage::GraphLookup(GraphLookup::parse(arg)?),
+        "$setWindowFields" => Stage::SetWindowFields(SetWindowFields::parse(arg)?),
         "$out" => Stage::Out(Out::parse(arg)?),
         "$merge" => Stage::Merge(Merge::parse(arg)?),
         "$replaceRoot" => {
@@ -376,7 +391,7 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
             ))
         }
         "$geoNear" | "$indexStats" | "$collStats" | "$currentOp" | "$listSessions"
-        | "$densify" | "$fill" | "$setWindowFields" | "$redact"
+        | "$densify" | "$fill" | "$redact"
         | "$search" | "$documents" => {
             return Err(DocError::with_code(
                 238,

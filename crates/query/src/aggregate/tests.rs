@@ -993,3 +993,214 @@ fn graph_lookup() {
     assert_eq!(code(with("restrictSearchWithMatch", bson!(1))), 40185);
     assert_eq!(code(with("bogus", bson!(1))), 40104);
 }
+
+fn series(vals: &[Option<i32>]) -> Vec<Document> {
+    vals.iter()
+        .enumerate()
+        .map(|(i, v)| match v {
+            Some(v) => doc! {"_id": i as i32, "t": i as i32 * 10, "g": (i % 2) as i32, "v": v},
+            None => doc! {"_id": i as i32, "t": i as i32 * 10, "g": (i % 2) as i32, "v": null},
+        })
+        .collect()
+}
+
+fn column(r: &[Document], f: &str) -> Vec<Bson> {
+    r.iter()
+        .map(|d| d.get(f).cloned().unwrap_or(Bson::Null))
+        .collect()
+}
+
+/// https://www.mongodb.com/docs/manual/reference/operator/aggregation/setWindowFields/
+#[test]
+fn set_window_fields() {
+    let input = series(&[Some(1), Some(2), Some(3), Some(4), Some(5)]);
+    let swf = |output: Document| {
+        run(
+            vec![doc! {"$setWindowFields": {"sortBy": {"t": 1}, "output": output}}],
+            input.clone(),
+        )
+        .unwrap()
+    };
+    let r = swf(doc! {
+        "cum": {"$sum": "$v", "window": {"documents": ["unbounded", "current"]}},
+        "mov": {"$avg": "$v", "window": {"documents": [-1, 1]}},
+        "all": {"$max": "$v"},
+        "near": {"$push": "$v", "window": {"range": [-10, 0]}},
+        "n": {"$documentNumber": {}},
+        "prev": {"$shift": {"output": "$v", "by": -1, "default": "none"}},
+        "cnt": {"$count": {}, "window": {"documents": ["current", "unbounded"]}},
+    });
+    assert_eq!(
+        column(&r, "cum"),
+        vec![bson!(1), bson!(3), bson!(6), bson!(10), bson!(15)]
+    );
+    assert_eq!(
+        column(&r, "mov"),
+        vec![bson!(1.5), bson!(2.0), bson!(3.0), bson!(4.0), bson!(4.5)]
+    );
+    assert_eq!(column(&r, "all"), vec![bson!(5); 5]);
+    assert_eq!(column(&r, "near")[2], bson!([2, 3]));
+    assert_eq!(
+        column(&r, "n"),
+        vec![bson!(1), bson!(2), bson!(3), bson!(4), bson!(5)]
+    );
+    assert_eq!(
+        column(&r, "prev"),
+        vec![bson!("none"), bson!(1), bson!(2), bson!(3), bson!(4)]
+    );
+    assert_eq!(
+        column(&r, "cnt"),
+        vec![bson!(5), bson!(4), bson!(3), bson!(2), bson!(1)]
+    );
+    // Calculus: v rises by 1 per 10 of t.
+    let r = swf(doc! {
+        "d": {"$derivative": {"input": "$v"}, "window": {"documents": [-1, 0]}},
+        "i": {"$integral": {"input": "$v"}, "window": {"documents": ["unbounded", "current"]}},
+        "e": {"$expMovingAvg": {"input": "$v", "N": 3}},
+        "cov": {"$covariancePop": ["$t", "$v"]},
+    });
+    assert_eq!(
+        column(&r, "d"),
+        vec![Bson::Null, bson!(0.1), bson!(0.1), bson!(0.1), bson!(0.1)]
+    );
+    assert_eq!(
+        column(&r, "i"),
+        vec![
+            bson!(0.0),
+            bson!(15.0),
+            bson!(40.0),
+            bson!(75.0),
+            bson!(120.0)
+        ]
+    );
+    assert_eq!(column(&r, "e")[..3], [bson!(1.0), bson!(1.5), bson!(2.25)]);
+    assert_eq!(column(&r, "cov")[0], bson!(20.0));
+    // Partitions, ranks with ties, gaps filled.
+    let gaps = series(&[Some(1), None, Some(1), None, None, Some(7)]);
+    let r = run(
+        vec![
+            doc! {"$setWindowFields": {"partitionBy": "$g", "sortBy": {"v": -1}, "output": {
+            "rank": {"$rank": {}}, "dense": {"$denseRank": {}}}}},
+        ],
+        gaps.clone(),
+    )
+    .unwrap();
+    // Partition g=0: v 1, 1, null (ids 0, 2, 4); g=1: 7, null, null (ids 5, 1, 3).
+    assert_eq!(
+        column(&r, "_id"),
+        vec![bson!(0), bson!(2), bson!(4), bson!(5), bson!(1), bson!(3)]
+    );
+    assert_eq!(
+        column(&r, "rank"),
+        vec![bson!(1), bson!(1), bson!(3), bson!(1), bson!(2), bson!(2)]
+    );
+    assert_eq!(
+        column(&r, "dense"),
+        vec![bson!(1), bson!(1), bson!(2), bson!(1), bson!(2), bson!(2)]
+    );
+    let r = run(
+        vec![doc! {"$setWindowFields": {"sortBy": {"t": 1}, "output": {
+        "locf": {"$locf": "$v"}, "lin": {"$linearFill": "$v"}}}}],
+        gaps,
+    )
+    .unwrap();
+    assert_eq!(
+        column(&r, "locf"),
+        vec![bson!(1), bson!(1), bson!(1), bson!(1), bson!(1), bson!(7)]
+    );
+    assert_eq!(
+        column(&r, "lin"),
+        vec![
+            bson!(1),
+            bson!(1.0),
+            bson!(1),
+            bson!(3.0),
+            bson!(5.0),
+            bson!(7)
+        ]
+    );
+    // mongod's parse errors.
+    let code = |spec: Bson| {
+        run(vec![doc! {"$setWindowFields": spec}], input.clone())
+            .unwrap_err()
+            .code
+    };
+    assert_eq!(code(bson!({"output": {"x": {"$rank": {}}}})), 5371602);
+    assert_eq!(
+        code(
+            bson!({"sortBy": {"t": 1}, "output": {"x": {"$rank": {}, "window": {"documents": [0, 1]}}}})
+        ),
+        5371601
+    );
+    assert_eq!(
+        code(bson!({"output": {"x": {"$sum": "$v", "window": {"documents": [-1, 0]}}}})),
+        5339901
+    );
+    assert_eq!(
+        code(
+            bson!({"sortBy": {"t": 1, "v": 1}, "output": {"x": {"$sum": "$v", "window": {"range": [-1, 0]}}}})
+        ),
+        5339902
+    );
+    assert_eq!(
+        code(
+            bson!({"sortBy": {"t": 1}, "output": {"x": {"$sum": "$v", "window": {"documents": [1, 0]}}}})
+        ),
+        5339900
+    );
+    assert_eq!(
+        code(bson!({"sortBy": {"t": 1}, "output": {"x": {"$derivative": {"input": "$v"}}}})),
+        9
+    );
+    assert_eq!(
+        code(bson!({"output": {"x": {"$shift": {"output": "$v", "by": 1}}}})),
+        9
+    );
+    assert_eq!(
+        code(
+            bson!({"sortBy": {"t": 1}, "output": {"x": {"$expMovingAvg": {"input": "$v", "N": 2}, "window": {"documents": [0, 0]}}}})
+        ),
+        9
+    );
+    assert_eq!(
+        code(
+            bson!({"sortBy": {"t": 1}, "output": {"x": {"$derivative": {"input": "$v", "unit": "hour"}, "window": {"documents": [0, 1]}}}})
+        ),
+        5624900
+    );
+    assert_eq!(
+        code(bson!({"partitionBy": [1], "output": {"x": {"$sum": 1}}})),
+        14
+    );
+    let dynamic = run(
+        vec![doc! {"$setWindowFields": {"partitionBy": "$a", "output": {"x": {"$sum": 1}}}}],
+        vec![doc! {"a": [1]}],
+    );
+    assert_eq!(dynamic.unwrap_err().code, 14);
+    assert_eq!(code(bson!({"output": {"x": {"$foo": 1}}})), 9);
+    assert_eq!(
+        code(bson!({"sortBy": {"t": 1}, "output": {"x": {"$sum": 1}}, "bogus": 1})),
+        40415
+    );
+}
+
+/// Calendar units move dates by months, clamping the day (Jan 31 + 1 month = Feb 29 in 2024).
+#[test]
+fn window_range_in_months() {
+    let d = |s: &str| Bson::DateTime(bson::DateTime::parse_rfc3339_str(s).unwrap());
+    let input = vec![
+        doc! {"_id": 1, "at": d("2024-01-31T00:00:00Z")},
+        doc! {"_id": 2, "at": d("2024-02-29T00:00:00Z")},
+        doc! {"_id": 3, "at": d("2024-03-01T00:00:00Z")},
+    ];
+    let r = run(
+        vec![doc! {"$setWindowFields": {"sortBy": {"at": 1}, "output": {
+        "ids": {"$push": "$_id", "window": {"range": ["current", 1], "unit": "month"}}}}}],
+        input,
+    )
+    .unwrap();
+    assert_eq!(
+        column(&r, "ids"),
+        vec![bson!([1, 2]), bson!([2, 3]), bson!([3])]
+    );
+}
