@@ -409,3 +409,49 @@ def test_graph_lookup(db):
     bad = {"from": "airports", "startWith": "$x", "connectFromField": "c", "connectToField": "t", "as": "d"}
     assert code_of(emp, [{"$graphLookup": {**bad, "maxDepth": -1}}]) == 40101
     assert code_of(emp, [{"$graphLookup": {"from": "airports"}}]) == 40105
+
+
+def test_set_window_fields(db):
+    # https://www.mongodb.com/docs/manual/reference/operator/aggregation/setWindowFields/ : the
+    # cakeSales examples (cumulative and moving quantities per state, a range window on price,
+    # a range window in months on the order date, ranks).
+    from datetime import datetime
+
+    cakes = db["cakeSales"]
+    cakes.insert_many([
+        {"_id": 0, "type": "chocolate", "orderDate": datetime(2020, 5, 18, 14, 10, 30), "state": "CA", "price": 13, "quantity": 120},
+        {"_id": 1, "type": "chocolate", "orderDate": datetime(2021, 3, 20, 11, 30, 5), "state": "WA", "price": 14, "quantity": 140},
+        {"_id": 2, "type": "vanilla", "orderDate": datetime(2021, 1, 11, 6, 31, 15), "state": "CA", "price": 12, "quantity": 145},
+        {"_id": 3, "type": "vanilla", "orderDate": datetime(2020, 2, 8, 13, 13, 23), "state": "WA", "price": 13, "quantity": 104},
+        {"_id": 4, "type": "strawberry", "orderDate": datetime(2019, 5, 18, 16, 9, 1), "state": "CA", "price": 41, "quantity": 162},
+        {"_id": 5, "type": "strawberry", "orderDate": datetime(2019, 1, 8, 6, 12, 3), "state": "WA", "price": 43, "quantity": 134},
+    ])
+
+    def swf(sort, output):
+        stage = {"$setWindowFields": {"partitionBy": "$state", "sortBy": sort, "output": output}}
+        return list(cakes.aggregate([stage]))
+
+    out = swf({"orderDate": 1}, {
+        "cumulativeQuantityForState": {"$sum": "$quantity", "window": {"documents": ["unbounded", "current"]}},
+        "averageQuantity": {"$avg": "$quantity", "window": {"documents": [-1, 0]}},
+        "recentOrders": {"$push": "$_id", "window": {"range": ["unbounded", 10], "unit": "month"}},
+    })
+    assert [d["_id"] for d in out] == [4, 0, 2, 5, 3, 1]
+    assert [d["cumulativeQuantityForState"] for d in out] == [162, 282, 427, 134, 238, 378]
+    assert [d["averageQuantity"] for d in out] == [162, 141, 132.5, 134, 119, 122]
+    assert [d["recentOrders"] for d in out] == [[4], [4, 0, 2], [4, 0, 2], [5], [5, 3], [5, 3, 1]]
+    out = swf({"price": 1}, {"quantityFromSimilarOrders": {"$sum": "$quantity", "window": {"range": [-10, 10]}}})
+    assert [(d["_id"], d["quantityFromSimilarOrders"]) for d in out] == [(2, 265), (0, 265), (4, 162), (3, 244), (1, 244), (5, 134)]
+    out = swf({"quantity": -1}, {"rankQuantityForState": {"$rank": {}}, "n": {"$documentNumber": {}}})
+    assert [(d["_id"], d["rankQuantityForState"]) for d in out] == [(4, 1), (2, 2), (0, 3), (1, 1), (5, 2), (3, 3)]
+    # A report's shape: totals per state by $group, then a running total across states.
+    out = list(cakes.aggregate([
+        {"$group": {"_id": "$state", "qty": {"$sum": "$quantity"}}},
+        {"$setWindowFields": {"sortBy": {"_id": 1}, "output": {"running": {"$sum": "$qty", "window": {"documents": ["unbounded", "current"]}}}}},
+    ]))
+    assert out == [{"_id": "CA", "qty": 427, "running": 427}, {"_id": "WA", "qty": 378, "running": 805}]
+    # mongod's codes for misplaced functions and windows.
+    assert code_of(cakes, [{"$setWindowFields": {"output": {"r": {"$rank": {}}}}}]) == 5371602
+    assert code_of(cakes, [{"$setWindowFields": {"output": {"s": {"$sum": "$quantity", "window": {"documents": [-1, 0]}}}}}]) == 5339901
+    assert code_of(cakes, [{"$setWindowFields": {"sortBy": {"price": 1, "_id": 1}, "output": {"s": {"$sum": "$quantity", "window": {"range": [-1, 0]}}}}}]) == 5339902
+    assert code_of(cakes, [{"$setWindowFields": {"sortBy": {"orderDate": 1}, "output": {"s": {"$sum": "$quantity", "window": {"range": [-1, 0]}}}}}]) == 5429413
