@@ -455,3 +455,23 @@ def test_set_window_fields(db):
     assert code_of(cakes, [{"$setWindowFields": {"output": {"s": {"$sum": "$quantity", "window": {"documents": [-1, 0]}}}}}]) == 5339901
     assert code_of(cakes, [{"$setWindowFields": {"sortBy": {"price": 1, "_id": 1}, "output": {"s": {"$sum": "$quantity", "window": {"range": [-1, 0]}}}}}]) == 5339902
     assert code_of(cakes, [{"$setWindowFields": {"sortBy": {"orderDate": 1}, "output": {"s": {"$sum": "$quantity", "window": {"range": [-1, 0]}}}}}]) == 5429413
+
+
+def test_coll_stats(db):
+    # https://www.mongodb.com/docs/manual/reference/operator/aggregation/collStats/ : count and
+    # storageStats as db.collection.stats() has them.
+    c = db["statted"]
+    c.insert_many([{"_id": i, "pad": "x" * 100} for i in range(50)])
+    c.create_index("pad")
+    [out] = list(c.aggregate([{"$collStats": {"count": {}, "storageStats": {}}}]))
+    assert out["ns"] == "stages.statted" and out["count"] == 50
+    st = out["storageStats"]
+    plain = db.command("collStats", "statted")
+    assert st["count"] == 50 and st["nindexes"] == 2 and st["size"] == plain["size"]
+    assert set(st["indexSizes"]) == {"_id_", "pad_1"}
+    [scaled] = list(c.aggregate([{"$collStats": {"storageStats": {"scale": 1024}}}]))
+    assert scaled["storageStats"]["scaleFactor"] == 1024 and "count" not in scaled
+    assert scaled["storageStats"]["size"] == plain["size"] // 1024
+    assert code_of(c, [{"$match": {}}, {"$collStats": {}}]) == 40602
+    assert code_of(c, [{"$collStats": {"latencyStats": {}}}]) == 238
+    assert code_of(db["no_such"], [{"$collStats": {"count": {}}}]) == 26

@@ -4,6 +4,7 @@
 //! validators and the engine's placement apply to it as to any client write.
 #![allow(clippy::result_large_err)]
 
+use super::stats::{scaled, COLL_STATS_SIZES};
 use super::*;
 use query::aggregate::{CollectionSink, CollectionSource, Namespace};
 
@@ -11,6 +12,8 @@ pub(super) struct PipelineStorage {
     pub(super) db: Weak<DocDb>,
     /// The pipeline's database: where a namespace without `db` is.
     pub(super) dbname: String,
+    /// The pipeline's own collection (what `$collStats` reports on).
+    pub(super) coll: String,
     pub(super) interrupt: Interrupt,
 }
 
@@ -61,6 +64,13 @@ impl CollectionSource for PipelineStorage {
 
     fn sink(&self) -> Option<&dyn CollectionSink> {
         Some(self)
+    }
+
+    fn collection_stats(&self, scale: i64) -> Option<DocResult<Document>> {
+        Some(self.docdb().and_then(|this| {
+            let stats = this.coll_stats(&self.dbname, &self.coll)?;
+            Ok(scaled(stats, scale, COLL_STATS_SIZES))
+        }))
     }
 }
 

@@ -234,6 +234,10 @@ impl DocDb {
         opts: &AggregateOpts,
     ) -> DocResult<DocCursor> {
         catalog::validate_coll_name(db, coll)?;
+        // Stages are checked where they stand in the whole pipeline (a leading $match is
+        // taken off below as the scan's filter).
+        aggregate::validate_pipeline(pipeline)?;
+        let coll_name = coll.to_string();
         let (filter, rest) = match pipeline.first() {
             Some(first) if first.len() == 1 && first.contains_key("$match") => {
                 match first.get("$match") {
@@ -265,6 +269,7 @@ impl DocDb {
         let storage = super::pipeline::PipelineStorage {
             db: self.me.clone(),
             dbname: db.to_string(),
+            coll: coll_name.clone(),
             interrupt: opts.interrupt.clone(),
         };
         let _in_effect = collation::scope(coll.clone());

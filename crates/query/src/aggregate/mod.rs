@@ -15,6 +15,7 @@ mod group;
 mod lookup;
 mod out;
 mod parse;
+mod stats;
 #[cfg(test)]
 mod tests;
 mod window;
@@ -31,7 +32,7 @@ use fields::{add_field, unset_path, unwind_doc};
 use group::{count_output, run_group};
 pub use out::{CollectionSink, Namespace};
 pub use parse::validate_pipeline;
-use parse::{check_writer_last, parse_stage, stage_err, Stage};
+use parse::{check_positions, parse_stage, stage_err, Stage};
 
 /// A stream of documents between stages (a scan's output, a stage's output).
 pub type DocIter = Box<dyn Iterator<Item = DocResult<Document>> + Send>;
@@ -47,6 +48,12 @@ pub trait CollectionSource {
     /// Where `$out` and `$merge` write; `None` where a pipeline cannot write (a router's
     /// merge, an update's pipeline), and those stages are refused.
     fn sink(&self) -> Option<&dyn CollectionSink> {
+        None
+    }
+
+    /// `$collStats`: the pipeline's own collection's statistics as `collStats` reports them
+    /// (sizes divided by `scale`); `None` where the pipeline has no collection of its own.
+    fn collection_stats(&self, _scale: i64) -> Option<DocResult<Document>> {
         None
     }
 }
@@ -81,7 +88,7 @@ pub fn run_pipeline(
         ));
     }
     let stages: Vec<Stage> = pipeline.iter().map(parse_stage).collect::<DocResult<_>>()?;
-    check_writer_last(&stages)?;
+    check_positions(&stages)?;
     run_stages(stages, input, Env { source, interrupt })
 }
 
@@ -166,6 +173,7 @@ fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Doc
             Stage::Sample(s) => s.run(it)?,
             Stage::GraphLookup(g) => g.run(it, env)?,
             Stage::SetWindowFields(w) => w.run(it)?,
+            Stage::CollStats(c) => c.run(it, env)?,
             Stage::Out(o) => {
                 let docs = it.collect::<DocResult<Vec<_>>>()?;
                 o.run(docs, sink(env, "$out")?)?;

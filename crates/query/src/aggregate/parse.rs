@@ -8,6 +8,7 @@ use super::graph::GraphLookup;
 use super::group::{parse_accumulators, Acc};
 use super::lookup::{Lookup, UnionWith};
 use super::out::{Merge, Out};
+use super::stats::CollStats;
 use super::window::SetWindowFields;
 use crate::compare::{shell_repr, type_name, Num};
 use crate::error::{DocError, DocResult};
@@ -41,6 +42,7 @@ pub(super) enum Stage {
     Sample(Sample),
     GraphLookup(GraphLookup),
     SetWindowFields(SetWindowFields),
+    CollStats(CollStats),
     Out(Out),
     Merge(Merge),
     ReplaceRoot(Expr),
@@ -51,6 +53,9 @@ pub(super) fn stage_err(code: i32, msg: impl Into<String>) -> DocError {
     let name: &'static str = match code {
         40323 => "Location40323",
         4570 => "Location4570",
+        5447000 => "Location5447000",
+        51024 => "Location51024",
+        40602 => "Location40602",
         5339900 => "Location5339900",
         5339901 => "Location5339901",
         5339902 => "Location5339902",
@@ -361,6 +366,7 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
         "$sample" => Stage::Sample(Sample::parse(arg)?),
         "$graphLookup" => Stage::GraphLookup(GraphLookup::parse(arg)?),
         "$setWindowFields" => Stage::SetWindowFields(SetWindowFields::parse(arg)?),
+        "$collStats" => Stage::CollStats(CollStats::parse(arg)?),
         "$out" => Stage::Out(Out::parse(arg)?),
         "$merge" => Stage::Merge(Merge::parse(arg)?),
         "$replaceRoot" => {
@@ -390,7 +396,7 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
                 "The $changeStream stage is only supported on replica sets",
             ))
         }
-        "$geoNear" | "$indexStats" | "$collStats" | "$currentOp" | "$listSessions"
+        "$geoNear" | "$indexStats" | "$currentOp" | "$listSessions"
         | "$densify" | "$fill" | "$redact"
         | "$search" | "$documents" => {
             return Err(DocError::with_code(
@@ -429,8 +435,13 @@ pub(super) fn parse_sub_pipeline(stages: &[Bson], owner: &str) -> DocResult<Vec<
             ))),
         })
         .collect::<DocResult<Vec<Stage>>>()?;
-    // A sub-pipeline's output goes back to its stage: it cannot write.
-    if let Some(w) = parsed.iter().find_map(Stage::writes) {
+    // A sub-pipeline's output goes back to its stage: it cannot write, and it has no
+    // collection of its own to report on.
+    let misplaced = parsed.iter().find_map(|s| match s {
+        Stage::CollStats(_) => Some("$collStats"),
+        other => other.writes(),
+    });
+    if let Some(w) = misplaced {
         let code = if owner == "$unionWith" { 31441 } else { 51047 };
         return Err(stage_err(
             code,
@@ -451,8 +462,18 @@ impl Stage {
     }
 }
 
-/// A writing stage must be the pipeline's last (40601).
-pub(super) fn check_writer_last(stages: &[Stage]) -> DocResult<()> {
+/// Where stages may stand: a writing stage last (40601), `$collStats` first (40602).
+pub(super) fn check_positions(stages: &[Stage]) -> DocResult<()> {
+    if stages
+        .iter()
+        .skip(1)
+        .any(|s| matches!(s, Stage::CollStats(_)))
+    {
+        return Err(stage_err(
+            40602,
+            "$collStats is only valid as the first stage in a pipeline",
+        ));
+    }
     let before_last = stages.len().saturating_sub(1);
     if let Some(w) = stages[..before_last].iter().find_map(Stage::writes) {
         return Err(stage_err(
@@ -469,5 +490,5 @@ pub fn validate_pipeline(pipeline: &[Document]) -> DocResult<()> {
         .iter()
         .map(parse_stage)
         .collect::<DocResult<Vec<_>>>()?;
-    check_writer_last(&stages)
+    check_positions(&stages)
 }

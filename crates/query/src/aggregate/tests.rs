@@ -1204,3 +1204,32 @@ fn window_range_in_months() {
         vec![bson!([1, 2]), bson!([2, 3]), bson!([3])]
     );
 }
+
+#[test]
+fn coll_stats_specs() {
+    let code = |p: Vec<Document>| run(p, sample()).unwrap_err().code;
+    // Without a collection of its own (a router's merge, an update) it is refused.
+    assert_eq!(code(vec![doc! {"$collStats": {"count": {}}}]), 20);
+    assert_eq!(
+        code(vec![doc! {"$match": {}}, doc! {"$collStats": {}}]),
+        40602
+    );
+    assert_eq!(code(vec![doc! {"$collStats": 1}]), 5447000);
+    assert_eq!(code(vec![doc! {"$collStats": {"bogus": {}}}]), 40415);
+    assert_eq!(code(vec![doc! {"$collStats": {"latencyStats": {}}}]), 238);
+    assert_eq!(
+        code(vec![doc! {"$collStats": {"storageStats": {"scale": 0}}}]),
+        51024
+    );
+    assert_eq!(code(vec![doc! {"$collStats": {"count": 1}}]), 14);
+    assert_eq!(
+        code(vec![
+            doc! {"$lookup": {"from": "other", "pipeline": [{"$collStats": {}}], "as": "x"}}
+        ]),
+        51047
+    );
+    assert_eq!(
+        code(vec![doc! {"$facet": {"a": [{"$collStats": {}}]}}]),
+        40600
+    );
+}
