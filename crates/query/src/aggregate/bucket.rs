@@ -8,7 +8,7 @@ use rand::Rng;
 
 use super::group::{count_output, parse_accumulators, run_group, Accumulating, Accumulators};
 use super::parse::stage_err;
-use super::DocIter;
+use super::{DocIter, Memory};
 use crate::compare::{compare_bson, shell_repr, type_name, Num};
 use crate::error::DocResult;
 use crate::expr::{parse_expr, Ctx, Expr};
@@ -508,8 +508,10 @@ impl BucketAuto {
     /// (mongod's BucketAutoStage).
     pub(super) fn run(self, input: DocIter) -> DocResult<DocIter> {
         let mut keyed: Vec<(Bson, Document)> = Vec::new();
+        let mut memory = Memory::new("$bucketAuto");
         for d in input {
             let d = d?;
+            memory.charge(&d)?;
             let key = self.group_by.eval(&Ctx::new(&d))?.unwrap_or(Bson::Null);
             if self.granularity.is_some() {
                 check_roundable(&key)?;
@@ -649,9 +651,12 @@ impl Sample {
     pub(super) fn run(self, input: DocIter) -> DocResult<DocIter> {
         let mut rng = rand::thread_rng();
         let mut reservoir: Vec<Document> = Vec::new();
+        // The reservoir's first fill is charged; later draws replace its documents.
+        let mut memory = Memory::new("$sample");
         for (seen, d) in input.enumerate() {
             let d = d?;
             if reservoir.len() < self.size {
+                memory.charge(&d)?;
                 reservoir.push(d);
             } else {
                 let j = rng.gen_range(0..=seen);

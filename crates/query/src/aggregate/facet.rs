@@ -4,7 +4,7 @@
 use bson::{Bson, Document};
 
 use super::parse::{parse_sub_pipeline, stage_err, Stage};
-use super::{run_stages, DocIter, Env};
+use super::{run_stages, DocIter, Env, Memory};
 use crate::compare::type_name;
 use crate::error::DocResult;
 
@@ -90,7 +90,7 @@ impl Facet {
     /// Buffers the input once and runs every sub-pipeline over it; one output document even when
     /// the input is empty.
     pub(super) fn run(self, input: DocIter, env: Env) -> DocResult<DocIter> {
-        let docs: Vec<Document> = input.collect::<DocResult<_>>()?;
+        let docs = Memory::new("$facet").collect(input)?;
         let mut out = Document::new();
         let mut bytes = 0usize;
         for (name, stages) in self.facets {

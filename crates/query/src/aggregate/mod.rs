@@ -132,7 +132,7 @@ fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Doc
                 Box::new(run_group(it, key, &accs)?.into_iter().map(Ok))
             }
             Stage::Sort(spec) => {
-                let mut docs: Vec<Document> = it.collect::<DocResult<_>>()?;
+                let mut docs = Memory::new("$sort").collect(it)?;
                 spec.sort(&mut docs);
                 Box::new(docs.into_iter().map(Ok))
             }
@@ -229,6 +229,50 @@ fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Doc
         it = Box::new(interrupt.wrap(it));
     }
     it.collect()
+}
+
+/// mongod's 100 MB bound on what a blocking stage holds in memory
+/// (internalQueryMaxBlockingSortMemoryUsageBytes and its siblings).
+pub(super) const MAX_BLOCKING_BYTES: usize = 100 * 1024 * 1024;
+
+/// What a blocking stage holds, charged document by document against [`MAX_BLOCKING_BYTES`].
+/// flashdoc does not spill a pipeline stage to disk, so past the bound the stage fails with
+/// mongod's code (292) whatever `allowDiskUse` says, rather than growing without bound.
+pub(super) struct Memory {
+    stage: &'static str,
+    used: usize,
+}
+
+impl Memory {
+    pub(super) fn new(stage: &'static str) -> Memory {
+        Memory { stage, used: 0 }
+    }
+
+    pub(super) fn charge(&mut self, d: &Document) -> DocResult<()> {
+        self.used += bson::to_vec(d).map(|b| b.len()).unwrap_or(0);
+        if self.used > MAX_BLOCKING_BYTES {
+            return Err(DocError::with_code(
+                292,
+                "QueryExceededMemoryLimitNoDiskUseAllowed",
+                format!(
+                    "{} holds more than {MAX_BLOCKING_BYTES} bytes, and flashdoc does not spill it to disk",
+                    self.stage
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Collects a stream, charging each document.
+    pub(super) fn collect(&mut self, input: DocIter) -> DocResult<Vec<Document>> {
+        let mut out = Vec::new();
+        for d in input {
+            let d = d?;
+            self.charge(&d)?;
+            out.push(d);
+        }
+        Ok(out)
+    }
 }
 
 /// The storage a writing stage writes through, or a clear refusal where there is none.

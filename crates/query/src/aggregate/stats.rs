@@ -64,10 +64,12 @@ impl CollStats {
                     stats.storage = Some(scale);
                 }
                 ("count", Bson::Document(c)) if c.is_empty() => stats.count = true,
-                ("storageStats" | "count", other) => return Err(DocError::type_mismatch(format!(
+                ("storageStats" | "count", other) => {
+                    return Err(DocError::type_mismatch(format!(
                     "BSON field '$collStats.{k}' is the wrong type '{}', expected type 'object'",
                     type_name(other)
-                ))),
+                )))
+                }
                 // flashdoc keeps no per-collection latency histograms or query counters.
                 ("latencyStats" | "queryExecStats", _) => return Err(not_supported(k)),
                 (other, _) => {

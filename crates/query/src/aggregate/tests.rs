@@ -1233,3 +1233,32 @@ fn coll_stats_specs() {
         40600
     );
 }
+
+/// Blocking stages stop at mongod's 100 MB instead of growing without bound (292).
+#[test]
+fn blocking_stages_hold_100_mb() {
+    let big = "x".repeat(1024 * 1024);
+    let input: Vec<Document> = (0..101)
+        .map(|i| doc! {"_id": i, "s": big.clone()})
+        .collect();
+    for stage in [
+        doc! {"$sort": {"_id": -1}},
+        doc! {"$bucketAuto": {"groupBy": "$_id", "buckets": 2}},
+        doc! {"$setWindowFields": {"sortBy": {"_id": 1}, "output": {"n": {"$documentNumber": {}}}}},
+        doc! {"$sample": {"size": 200}},
+    ] {
+        let e = run(vec![stage.clone()], input.clone()).unwrap_err();
+        assert_eq!(
+            (e.code, e.code_name),
+            (292, "QueryExceededMemoryLimitNoDiskUseAllowed"),
+            "{stage}"
+        );
+    }
+    // Under the bound they run.
+    assert_eq!(
+        run(vec![doc! {"$sort": {"_id": -1}}], input[..90].to_vec())
+            .unwrap()
+            .len(),
+        90
+    );
+}

@@ -10,7 +10,7 @@ use super::facet::check_output_name;
 use super::fields::add_field;
 use super::group::{accumulate, parse_window_acc, Acc};
 use super::parse::stage_err;
-use super::DocIter;
+use super::{DocIter, Memory};
 use crate::compare::{compare_bson, type_name, Num};
 use crate::error::{DocError, DocResult};
 use crate::expr::{eval_doc_path, parse_expr, Ctx, Expr};
@@ -569,8 +569,10 @@ impl SetWindowFields {
 
     pub(super) fn run(self, input: DocIter) -> DocResult<DocIter> {
         let mut keyed: Vec<(Bson, Document)> = Vec::new();
+        let mut memory = Memory::new("$setWindowFields");
         for d in input {
             let d = d?;
+            memory.charge(&d)?;
             let key = match &self.partition_by {
                 None => Bson::Null,
                 Some(e) => match e.eval(&Ctx::new(&d))? {
