@@ -1,11 +1,14 @@
 //! The aggregation pipeline over documents.
 //!
-//! Each stage has its room: parsing of the simple stages and the `Stage` enum in `parse.rs`,
-//! `$group`/`$sortByCount` in `group.rs`, `$addFields`/`$unset`/`$unwind` helpers in
-//! `fields.rs`, `$lookup`/`$unionWith` in `lookup.rs`, `$facet` in `facet.rs`. A stage with a
-//! spec struct parses itself (`X::parse`) and runs itself (`X::run`); adding one is a variant in
-//! `Stage`, one arm in `parse_stage` and one in `run_stages`. Streaming stages are chained
-//! lazily; blocking ones (`$group`, `$sort`, `$count`, `$facet`, ...) consume their input.
+//! Each stage family has its room: the `Stage` enum and the simple stages' parsing in
+//! `parse.rs`; `$group`/`$sortByCount` and the accumulators in `group.rs`; the
+//! `$addFields`/`$unset`/`$unwind` helpers in `fields.rs`; `$lookup`/`$unionWith` in
+//! `lookup.rs`; `$graphLookup` in `graph.rs`; `$facet` in `facet.rs`; `$bucket`, `$bucketAuto`
+//! and `$sample` in `bucket.rs`; `$setWindowFields` in `window.rs`; `$out`/`$merge` in `out.rs`;
+//! `$collStats` in `stats.rs`. A stage with a spec struct parses itself (`X::parse`) and runs
+//! itself (`X::run`); adding one is a variant in `Stage`, one arm in `parse_stage` and one in
+//! `run_stages`. Streaming stages are chained lazily; blocking ones (`$group`, `$sort`,
+//! `$count`, `$facet`, `$bucketAuto`, ...) consume their input, within [`MAX_BLOCKING_BYTES`].
 
 mod bucket;
 mod facet;
@@ -64,16 +67,16 @@ impl<F: Fn(&str) -> DocResult<Vec<Document>>> CollectionSource for F {
     }
 }
 
-/// What running a stage needs besides its input: storage to read (`$lookup`, `$unionWith`) and
-/// the operation's interrupt.
+/// What running a stage needs besides its input: the storage it reads, writes or reports on,
+/// and the operation's interrupt.
 #[derive(Clone, Copy)]
 pub(super) struct Env<'a> {
     source: &'a dyn CollectionSource,
     interrupt: &'a Interrupt,
 }
 
-/// Runs a pipeline over input documents. `source` reads the other collections of the same
-/// database that stages join (`$lookup`, `$unionWith`).
+/// Runs a pipeline over input documents. `source` is the storage its stages reach: the other
+/// collections of the same database, the writes of `$out`/`$merge`, `$collStats`.
 pub fn run_pipeline(
     pipeline: &[Document],
     input: DocIter,
