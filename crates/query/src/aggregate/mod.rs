@@ -8,7 +8,7 @@
 //! `$collStats` in `stats.rs`. A stage with a spec struct parses itself (`X::parse`) and runs
 //! itself (`X::run`); adding one is a variant in `Stage`, one arm in `parse_stage` and one in
 //! `run_stages`. Streaming stages are chained lazily; blocking ones (`$group`, `$sort`,
-//! `$count`, `$facet`, `$bucketAuto`, ...) consume their input, within [`MAX_BLOCKING_BYTES`].
+//! `$count`, `$facet`, `$bucketAuto`, ...) consume their input, within `MAX_BLOCKING_BYTES`.
 
 mod bucket;
 mod facet;
