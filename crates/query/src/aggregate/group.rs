@@ -1,6 +1,7 @@
 //! `$group` and its accumulators (also behind `$sortByCount`).
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 use bson::{Bson, Document};
 
@@ -9,6 +10,7 @@ use super::DocIter;
 use crate::compare::{bson_equal, compare_bson, shell_repr, type_name, Num, OrdBson};
 use crate::error::{DocError, DocResult};
 use crate::expr::{parse_expr, Ctx, Expr};
+use crate::interrupt::Interrupt;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Acc {
@@ -44,6 +46,7 @@ fn parse_acc(name: &str) -> Option<Acc> {
     })
 }
 
+#[derive(Clone)]
 enum AccState {
     Sum(Num),
     SumNonNumericOnly,
@@ -253,15 +256,45 @@ pub(super) fn parse_window_acc(an: &str, aa: &Bson) -> DocResult<Option<(Acc, Ex
     parse_one(an, aa)
 }
 
-/// One accumulator over a sequence of values (a window's), as `$group` would give it.
-pub(super) fn accumulate(a: Acc, values: impl Iterator<Item = Option<Bson>>) -> DocResult<Bson> {
-    let mut st = AccState::new(a);
-    let mut first = true;
-    for v in values {
-        st.add(a, v, first)?;
-        first = false;
+/// One accumulator over each of a partition's windows (index ranges into `vals`), as `$group`
+/// would give it over the window's values. A window that only grows at its end extends the
+/// running state, so a cumulative window (`[unbounded, current]`) or the whole partition costs
+/// one pass, not one per document; any other move starts again from the window's values.
+pub(super) fn accumulate_windows(
+    a: Acc,
+    vals: &[Option<Bson>],
+    windows: Vec<Range<usize>>,
+    interrupt: &Interrupt,
+) -> DocResult<Vec<Bson>> {
+    struct Run {
+        at: Range<usize>,
+        state: AccState,
+        value: Option<Bson>,
     }
-    Ok(st.finish(a))
+    let mut out = Vec::with_capacity(windows.len());
+    let mut run: Option<Run> = None;
+    for w in windows {
+        interrupt.check()?;
+        let extends = matches!(&run, Some(r) if r.at.start == w.start && r.at.end <= w.end);
+        if !extends {
+            run = Some(Run {
+                at: w.start..w.start,
+                state: AccState::new(a),
+                value: None,
+            });
+        }
+        let r = run.as_mut().expect("set just above");
+        if r.value.is_none() || r.at.end < w.end {
+            for v in &vals[r.at.end..w.end] {
+                let first = r.at.is_empty();
+                r.state.add(a, v.clone(), first)?;
+                r.at.end += 1;
+            }
+            r.value = Some(r.state.clone().finish(a));
+        }
+        out.push(r.value.clone().expect("computed just above"));
+    }
+    Ok(out)
 }
 
 /// `{count: {$sum: 1}}`, the output of `$bucket`, `$bucketAuto` and `$sortByCount` when none

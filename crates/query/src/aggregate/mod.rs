@@ -175,7 +175,7 @@ fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Doc
             Stage::BucketAuto(b) => b.run(it)?,
             Stage::Sample(s) => s.run(it)?,
             Stage::GraphLookup(g) => g.run(it, env)?,
-            Stage::SetWindowFields(w) => w.run(it)?,
+            Stage::SetWindowFields(w) => w.run(it, interrupt)?,
             Stage::CollStats(c) => c.run(it, env)?,
             Stage::Out(o) => {
                 let docs = it.collect::<DocResult<Vec<_>>>()?;

@@ -8,12 +8,13 @@ use bson::{Bson, Document};
 
 use super::facet::check_output_name;
 use super::fields::add_field;
-use super::group::{accumulate, parse_window_acc, Acc};
+use super::group::{accumulate_windows, parse_window_acc, Acc};
 use super::parse::stage_err;
 use super::{DocIter, Memory};
 use crate::compare::{compare_bson, type_name, Num};
 use crate::error::{DocError, DocResult};
 use crate::expr::{eval_doc_path, parse_expr, Ctx, Expr};
+use crate::interrupt::Interrupt;
 use crate::path::split_path;
 use crate::sort::SortSpec;
 
@@ -567,7 +568,7 @@ impl SetWindowFields {
         Ok(())
     }
 
-    pub(super) fn run(self, input: DocIter) -> DocResult<DocIter> {
+    pub(super) fn run(self, input: DocIter, interrupt: &Interrupt) -> DocResult<DocIter> {
         let mut keyed: Vec<(Bson, Document)> = Vec::new();
         let mut memory = Memory::new("$setWindowFields");
         for d in input {
@@ -602,15 +603,19 @@ impl SetWindowFields {
             if let Some(s) = &self.sort_by {
                 s.sort(&mut part);
             }
-            out.extend(self.fill_partition(part)?);
+            out.extend(self.fill_partition(part, interrupt)?);
         }
         Ok(Box::new(out.into_iter().map(Ok)))
     }
 
-    fn fill_partition(&self, docs: Vec<Document>) -> DocResult<Vec<Document>> {
+    fn fill_partition(
+        &self,
+        docs: Vec<Document>,
+        interrupt: &Interrupt,
+    ) -> DocResult<Vec<Document>> {
         let mut columns = Vec::with_capacity(self.outputs.len());
         for o in &self.outputs {
-            columns.push(self.compute(o, &docs)?);
+            columns.push(self.compute(o, &docs, interrupt)?);
         }
         let mut out = docs;
         for (o, col) in self.outputs.iter().zip(columns) {
@@ -732,7 +737,12 @@ impl SetWindowFields {
         }
     }
 
-    fn compute(&self, o: &Output, docs: &[Document]) -> DocResult<Vec<Bson>> {
+    fn compute(
+        &self,
+        o: &Output,
+        docs: &[Document],
+        interrupt: &Interrupt,
+    ) -> DocResult<Vec<Bson>> {
         let n = docs.len();
         let eval_all = |e: &Expr| -> DocResult<Vec<Option<Bson>>> {
             docs.iter().map(|d| e.eval(&Ctx::new(d))).collect()
@@ -755,17 +765,14 @@ impl SetWindowFields {
             Func::Rank => ranks(false),
             Func::DenseRank => ranks(true),
             Func::Acc(acc, e) => {
-                let vals = eval_all(e)?;
-                let mut out = Vec::with_capacity(n);
-                for w in self.windows(o.window.as_ref(), docs)? {
-                    out.push(accumulate(*acc, vals[w].iter().cloned())?);
-                }
-                out
+                let windows = self.windows(o.window.as_ref(), docs)?;
+                accumulate_windows(*acc, &eval_all(e)?, windows, interrupt)?
             }
             Func::Covariance { samp, x, y } => {
                 let (xs, ys) = (eval_all(x)?, eval_all(y)?);
                 let mut out = Vec::with_capacity(n);
                 for w in self.windows(o.window.as_ref(), docs)? {
+                    interrupt.check()?;
                     let pairs: Vec<(f64, f64)> = w
                         .filter_map(|j| Some((number(xs[j].as_ref()?)?, number(ys[j].as_ref()?)?)))
                         .collect();
@@ -803,6 +810,7 @@ impl SetWindowFields {
                     .collect();
                 let mut out = Vec::with_capacity(n);
                 for w in self.windows(o.window.as_ref(), docs)? {
+                    interrupt.check()?;
                     let pts: Vec<(f64, f64)> = w.filter_map(|j| Some((xs[j], ys[j]?))).collect();
                     out.push(if derivative {
                         derivative_of(&pts)
