@@ -1036,7 +1036,10 @@ fn set_window_fields() {
     // Growing windows extend one running state; it must give what a fresh one would.
     assert_eq!(column(&r, "firsts"), vec![bson!(1); 5]);
     assert_eq!(column(&r, "seen")[3], bson!([1, 2, 3, 4]));
-    assert_eq!(column(&r, "lasts"), vec![bson!(2), bson!(3), bson!(4), bson!(5), bson!(5)]);
+    assert_eq!(
+        column(&r, "lasts"),
+        vec![bson!(2), bson!(3), bson!(4), bson!(5), bson!(5)]
+    );
     assert_eq!(
         column(&r, "cum"),
         vec![bson!(1), bson!(3), bson!(6), bson!(10), bson!(15)]
