@@ -26,6 +26,11 @@ pub(super) enum Acc {
     MergeObjects,
     StdDevPop,
     StdDevSamp,
+    /// `$firstN`, `$lastN`, `$maxN`, `$minN`: `{input, n}`.
+    FirstN,
+    LastN,
+    MaxN,
+    MinN,
 }
 
 fn parse_acc(name: &str) -> Option<Acc> {
@@ -42,6 +47,10 @@ fn parse_acc(name: &str) -> Option<Acc> {
         "$mergeObjects" => Acc::MergeObjects,
         "$stdDevPop" => Acc::StdDevPop,
         "$stdDevSamp" => Acc::StdDevSamp,
+        "$firstN" => Acc::FirstN,
+        "$lastN" => Acc::LastN,
+        "$maxN" => Acc::MaxN,
+        "$minN" => Acc::MinN,
         _ => return None,
     })
 }
@@ -56,6 +65,8 @@ enum AccState {
     List(Vec<Bson>),
     Merge(Document),
     Std(Vec<f64>),
+    /// The kept values of `$firstN` … `$minN` and their `n` (from the group's first document).
+    N(Vec<Bson>, usize),
 }
 
 impl AccState {
@@ -68,6 +79,7 @@ impl AccState {
             Acc::Push | Acc::AddToSet => AccState::List(Vec::new()),
             Acc::MergeObjects => AccState::Merge(Document::new()),
             Acc::StdDevPop | Acc::StdDevSamp => AccState::Std(Vec::new()),
+            Acc::FirstN | Acc::LastN | Acc::MaxN | Acc::MinN => AccState::N(Vec::new(), 0),
         }
     }
 
@@ -147,6 +159,40 @@ impl AccState {
                     xs.push(x.as_f64());
                 }
             }
+            AccState::N(items, n) => {
+                let Some(Bson::Document(mut d)) = v else {
+                    unreachable!("the {{input, n}} object expression evaluates to a document")
+                };
+                if first_seen {
+                    *n = crate::expr::n_of(d.remove("n"))?;
+                }
+                let x = d.remove("input").unwrap_or(Bson::Null);
+                match a {
+                    Acc::FirstN if items.len() < *n => items.push(x),
+                    Acc::FirstN => {}
+                    Acc::LastN => {
+                        // Drop the oldest in batches (amortised O(1) per value); `finish`
+                        // keeps the last n.
+                        items.push(x);
+                        if items.len() >= 2 * *n {
+                            items.drain(..items.len() - *n);
+                        }
+                    }
+                    _ if matches!(x, Bson::Null | Bson::Undefined) => {}
+                    _ => {
+                        // Keep the n best, best first: one binary search and one insert.
+                        let better = |p: &Bson, q: &Bson| match a {
+                            Acc::MaxN => compare_bson(p, q).is_gt(),
+                            _ => compare_bson(p, q).is_lt(),
+                        };
+                        let at = items.partition_point(|kept| !better(&x, kept));
+                        if at < *n {
+                            items.insert(at, x);
+                            items.truncate(*n);
+                        }
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -168,6 +214,10 @@ impl AccState {
             AccState::FirstLast(v) => v.unwrap_or(Bson::Null),
             AccState::List(items) => Bson::Array(items),
             AccState::Merge(d) => Bson::Document(d),
+            AccState::N(mut items, n) => {
+                items.drain(..items.len().saturating_sub(n));
+                Bson::Array(items)
+            }
             AccState::Std(xs) => {
                 let n = xs.len();
                 let samp = a == Acc::StdDevSamp;
@@ -224,6 +274,32 @@ pub(super) fn parse_accumulators<'a>(
     Ok(accs)
 }
 
+/// The argument of `$firstN` … `$minN` in `$group`, `{input, n}`, as one expression that
+/// evaluates to `{input, n}` per document (5787900, 5787901, 5787906, 5787907).
+fn n_accumulator_arg(name: &str, arg: &Bson) -> DocResult<Expr> {
+    let Bson::Document(d) = arg else {
+        return Err(stage_err(
+            5787900,
+            format!("specification must be an object; found {}", shell_repr(arg)),
+        ));
+    };
+    if let Some(k) = d.keys().find(|k| *k != "input" && *k != "n") {
+        return Err(stage_err(
+            5787901,
+            format!("Unknown argument for 'n' operator: {k}"),
+        ));
+    }
+    for (k, code) in [("n", 5787906), ("input", 5787907)] {
+        if !d.contains_key(k) {
+            return Err(stage_err(
+                code,
+                format!("Missing value for '{k}' in {name}"),
+            ));
+        }
+    }
+    parse_expr(arg)
+}
+
 /// One accumulator `{an: aa}`; `None` when `an` names none.
 fn parse_one(an: &str, aa: &Bson) -> DocResult<Option<(Acc, Expr)>> {
     let Some(acc) = parse_acc(an) else {
@@ -236,6 +312,8 @@ fn parse_one(an: &str, aa: &Bson) -> DocResult<Option<(Acc, Expr)>> {
             ));
         }
         Expr::Lit(Bson::Int32(1))
+    } else if matches!(acc, Acc::FirstN | Acc::LastN | Acc::MaxN | Acc::MinN) {
+        n_accumulator_arg(an, aa)?
     } else {
         if let Bson::Array(_) = aa {
             return Err(stage_err(

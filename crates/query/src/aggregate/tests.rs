@@ -260,6 +260,28 @@ fn group_and_accumulators() {
     let r = run(vec![doc! {"$group": {"_id": "$missing", "m": {"$mergeObjects": {"x": "$cat"}}, "sd": {"$stdDevPop": "$n"}}}], sample()).unwrap();
     assert_eq!(r[0].get("_id"), Some(&Bson::Null));
     assert_eq!(r[0].get("m"), Some(&bson!({"x": "c"})));
+    // The `n` accumulators (firstN/, lastN/, maxN/, minN/ in the manual): nulls count for
+    // firstN/lastN, not for maxN/minN.
+    let n = |acc: &str| {
+        let g = doc! {"$group": {"_id": null, "r": {acc: {"input": "$n", "n": 2}}}};
+        run(vec![g], sample()).unwrap()[0].get("r").cloned()
+    };
+    assert_eq!(n("$firstN"), Some(bson!([5, 2.5])));
+    assert_eq!(n("$lastN"), Some(bson!([Bson::Int64(1), null])));
+    assert_eq!(n("$maxN"), Some(bson!([5, 2.5])));
+    assert_eq!(n("$minN"), Some(bson!([Bson::Int64(1), 2.5])));
+    let bad = |spec: Document| {
+        run(vec![doc! {"$group": {"_id": null, "r": spec}}], sample())
+            .unwrap_err()
+            .code
+    };
+    assert_eq!(bad(doc! {"$firstN": {"input": "$n"}}), 5787906);
+    assert_eq!(bad(doc! {"$maxN": {"n": 1}}), 5787907);
+    assert_eq!(
+        bad(doc! {"$minN": {"n": 1, "input": "$n", "x": 1}}),
+        5787901
+    );
+    assert_eq!(bad(doc! {"$lastN": {"n": 0, "input": "$n"}}), 5787908);
     // No input, no groups.
     assert!(run(
         vec![doc! {"$group": {"_id": null, "c": {"$sum": 1}}}],
