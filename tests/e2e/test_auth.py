@@ -195,3 +195,27 @@ def test_non_loopback_binding_without_auth_warns(dbpath):
     proc.terminate()
     proc.wait(timeout=60)
     assert any("Access control is not enabled" in l for l in lines), lines
+
+
+def test_out_and_merge_need_write_privileges_on_their_target(auth_server):
+    # aggregate needs find; a pipeline ending in $out or $merge writes its target too, so it
+    # needs insert and remove (or update) there, as in mongod.
+    admin = pymongo.MongoClient(uri(auth_server, "boss", "s3cret"), serverSelectionTimeoutMS=10000)
+    admin.app.command("createUser", "reader", pwd="r", roles=["read"])
+    admin.app.command("createUser", "writer", pwd="w", roles=[{"role": "readWrite", "db": "app"}])
+    admin.app.src.insert_many([{"_id": 1}, {"_id": 2}])
+    reader = pymongo.MongoClient(uri(auth_server, "reader", "r", authSource="app"), serverSelectionTimeoutMS=10000)
+    assert len(list(reader.app.src.aggregate([{"$match": {}}]))) == 2
+    for stage in ({"$out": "copy"}, {"$merge": {"into": "copy"}}):
+        with pytest.raises(OperationFailure) as e:
+            list(reader.app.src.aggregate([stage]))
+        assert e.value.code == 13
+    writer = pymongo.MongoClient(uri(auth_server, "writer", "w", authSource="app"), serverSelectionTimeoutMS=10000)
+    list(writer.app.src.aggregate([{"$out": "copy"}]))
+    assert admin.app.copy.count_documents({}) == 2
+    # readWrite on app does not reach another database.
+    with pytest.raises(OperationFailure) as e:
+        list(writer.app.src.aggregate([{"$merge": {"into": {"db": "other", "coll": "copy"}}}]))
+    assert e.value.code == 13
+    for c in (admin, reader, writer):
+        c.close()

@@ -76,6 +76,14 @@ def test_range_sharded_crud_targeting_and_scatter_gather(router):
     assert avg[0]["a"] == pytest.approx(sum(i * 3 for i in range(3000)) / 3000)
     top = list(db.c.aggregate([{"$sort": {"v": -1}}, {"$limit": 3}, {"$project": {"_id": 0, "k": 1}}]))
     assert top == [{"k": 2999}, {"k": 2998}, {"k": 2997}]
+    # $facet runs on the router over the merged stream; $out and $merge are refused there
+    # (a router has no write path for a pipeline's output yet).
+    page = list(db.c.aggregate([{"$sort": {"k": 1}}, {"$facet": {"page": [{"$skip": 10}, {"$limit": 2}, {"$project": {"_id": 0, "k": 1}}], "total": [{"$count": "n"}]}}]))
+    assert page == [{"page": [{"k": 10}, {"k": 11}], "total": [{"n": 3000}]}]
+    for stage in ({"$out": "copy"}, {"$merge": {"into": "copy"}}):
+        with pytest.raises(OperationFailure) as e:
+            list(db.c.aggregate([stage]))
+        assert e.value.code == 20
     # Writes without the shard key: by _id, and the multi forms.
     one = db.c.find_one({"k": 2222})
     assert db.c.update_one({"_id": one["_id"]}, {"$set": {"tag": "x"}}).modified_count == 1

@@ -16,5 +16,6 @@ pub mod path;
 pub mod projection;
 pub mod sort;
 pub mod update;
+pub mod vars;
 pub use error::{DocError, DocResult};
 pub use interrupt::Interrupt;

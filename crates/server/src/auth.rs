@@ -765,6 +765,41 @@ pub fn authorize(state: &ServerState, conn: &ConnInfo, name: &str, db: &str) -> 
     ))
 }
 
+/// An aggregation that ends in `$out` or `$merge` writes its target too, so beyond
+/// `aggregate`'s find it needs mongod's privileges there: insert and remove for `$out` (it
+/// replaces the collection), insert and update for `$merge`. The target is in the command's
+/// database unless the stage names another.
+pub fn authorize_pipeline_writes(conn: &ConnInfo, db: &str, cmd: &Document) -> DocResult<()> {
+    let Ok(pipeline) = cmd.get_array("pipeline") else {
+        return Ok(());
+    };
+    let Some(Bson::Document(last)) = pipeline.last() else {
+        return Ok(());
+    };
+    let (stage, spec, actions) = match (last.get("$out"), last.get("$merge")) {
+        (Some(s), _) => ("$out", s, [Action::Insert, Action::Remove]),
+        (_, Some(s)) => ("$merge", s, [Action::Insert, Action::Update]),
+        _ => return Ok(()),
+    };
+    let spec = match (stage, spec) {
+        ("$merge", Bson::Document(d)) => d.get("into").unwrap_or(spec),
+        _ => spec,
+    };
+    let target_db = match spec {
+        Bson::Document(d) => d.get_str("db").unwrap_or(db),
+        _ => db,
+    };
+    let a = conn.auth.lock();
+    if actions.iter().all(|act| a.allows(*act, target_db)) {
+        return Ok(());
+    }
+    Err(DocError::with_code(
+        13,
+        "Unauthorized",
+        format!("not authorized on {target_db} to write with {stage}"),
+    ))
+}
+
 /// Whether the connection's users hold some privilege on `db` (an action on it, or on every
 /// database, other than the session's and the cluster's): what lets `listCollections` run with
 /// `authorizedCollections` and `nameOnly` without its own action, as in mongod. Roles grant

@@ -7,6 +7,7 @@ use crate::cursors::CursorEntry;
 use crate::hook::CommandCall;
 use crate::state::{ConnInfo, ServerState};
 use bson::{doc, spec::BinarySubtype, Bson, Document};
+use docdb::db::{scaled, COLL_STATS_SIZES, DB_STATS_SIZES};
 use docdb::Interrupt;
 use docdb::{
     DeleteStatement, DocCursor, DocError, DocResult, FindAndModify, FindQuery, UpdateStatement,
@@ -135,6 +136,9 @@ fn guard(
         && !lists_authorized_collections(name, db, cmd, conn)?
     {
         auth::authorize(state, conn, name, db)?;
+        if name == "aggregate" {
+            auth::authorize_pipeline_writes(conn, db, cmd)?;
+        }
     }
     let target = cmd.get(name).and_then(Bson::as_str);
     let users_ns = format!("{}.{}", auth::USERS_DB, auth::USERS_COLL);
@@ -1036,24 +1040,6 @@ fn flag(cmd: &Document, field: &str) -> DocResult<bool> {
     }
 }
 
-/// The size fields of collStats and dbStats that `scale` divides (not `avgObjSize`, as mongod).
-const COLL_STATS_SIZES: &[&str] = &[
-    "size",
-    "storageSize",
-    "freeStorageSize",
-    "totalIndexSize",
-    "totalSize",
-    "indexSizes",
-];
-const DB_STATS_SIZES: &[&str] = &[
-    "dataSize",
-    "storageSize",
-    "indexSize",
-    "totalSize",
-    "fsUsedSize",
-    "fsTotalSize",
-];
-
 /// collStats' and dbStats' `scale`: a number of at least 1 (a fraction is dropped); 1 if absent.
 fn stats_scale(cmd: &Document) -> DocResult<i64> {
     let scale = match cmd.get("scale") {
@@ -1071,28 +1057,6 @@ fn stats_scale(cmd: &Document) -> DocResult<i64> {
         ));
     }
     Ok(scale)
-}
-
-/// Divides the named size fields (and a document of sizes, such as `indexSizes`) by `scale`.
-fn scaled(mut stats: Document, scale: i64, fields: &[&str]) -> Document {
-    fn div(v: &mut Bson, scale: i64) {
-        match v {
-            Bson::Int32(n) => *n = (*n as i64 / scale) as i32,
-            Bson::Int64(n) => *n /= scale,
-            Bson::Double(f) => *f /= scale as f64,
-            Bson::Document(d) => d.iter_mut().for_each(|(_, v)| div(v, scale)),
-            _ => {}
-        }
-    }
-    if scale > 1 {
-        for f in fields {
-            if let Some(v) = stats.get_mut(*f) {
-                div(v, scale);
-            }
-        }
-    }
-    stats.insert("scaleFactor", scale);
-    stats
 }
 
 /// A listing's (listCollections, listIndexes) first batch: `cursor.batchSize`, else all of it

@@ -5,8 +5,10 @@
 
 mod ddl;
 mod explain;
+mod pipeline;
 mod read;
 mod stats;
+pub use stats::{scaled, COLL_STATS_SIZES, DB_STATS_SIZES};
 mod write;
 
 use crate::catalog::{self, CollEntry, IndexEntry, CATALOG_TABLE};

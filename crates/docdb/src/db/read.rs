@@ -234,6 +234,10 @@ impl DocDb {
         opts: &AggregateOpts,
     ) -> DocResult<DocCursor> {
         catalog::validate_coll_name(db, coll)?;
+        // Stages are checked where they stand in the whole pipeline (a leading $match is
+        // taken off below as the scan's filter).
+        aggregate::validate_pipeline(pipeline)?;
+        let coll_name = coll.to_string();
         let (filter, rest) = match pipeline.first() {
             Some(first) if first.len() == 1 && first.contains_key("$match") => {
                 match first.get("$match") {
@@ -262,27 +266,16 @@ impl DocDb {
         // The pipeline runs under the collation the find resolved.
         let coll = input.collation().cloned();
         let input = input.into_inner();
-        let me = self.me.clone();
-        let dbname = db.to_string();
-        let lookup = move |other: &str| -> DocResult<Vec<Document>> {
-            let Some(this) = me.upgrade() else {
-                return Err(DocError::internal_error("database closed"));
-            };
-            // Stored credentials are read by authentication only; the server's guard sees a
-            // command's own namespace, not the ones its stages join.
-            if other == "system.users" {
-                return Err(DocError::with_code(
-                    13,
-                    "Unauthorized",
-                    format!("{dbname}.system.users cannot be joined"),
-                ));
-            }
-            this.find(&dbname, other, &FindQuery::default())?.collect()
+        let storage = super::pipeline::PipelineStorage {
+            db: self.me.clone(),
+            dbname: db.to_string(),
+            coll: coll_name.clone(),
+            interrupt: opts.interrupt.clone(),
         };
         let _in_effect = collation::scope(coll.clone());
         Ok(DocCursor::with_collation(
             Box::new(
-                aggregate::run_pipeline(rest, input, &lookup, &opts.interrupt)?
+                aggregate::run_pipeline(rest, input, &storage, &opts.interrupt)?
                     .into_iter()
                     .map(Ok),
             ),

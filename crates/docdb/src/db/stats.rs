@@ -275,3 +275,43 @@ impl DocDb {
         }
     }
 }
+
+/// The size fields of collStats and dbStats that `scale` divides (not `avgObjSize`, as mongod).
+pub const COLL_STATS_SIZES: &[&str] = &[
+    "size",
+    "storageSize",
+    "freeStorageSize",
+    "totalIndexSize",
+    "totalSize",
+    "indexSizes",
+];
+pub const DB_STATS_SIZES: &[&str] = &[
+    "dataSize",
+    "storageSize",
+    "indexSize",
+    "totalSize",
+    "fsUsedSize",
+    "fsTotalSize",
+];
+
+/// Divides the named size fields (and a document of sizes, such as `indexSizes`) by `scale`.
+pub fn scaled(mut stats: Document, scale: i64, fields: &[&str]) -> Document {
+    fn div(v: &mut Bson, scale: i64) {
+        match v {
+            Bson::Int32(n) => *n = (*n as i64 / scale) as i32,
+            Bson::Int64(n) => *n /= scale,
+            Bson::Double(f) => *f /= scale as f64,
+            Bson::Document(d) => d.iter_mut().for_each(|(_, v)| div(v, scale)),
+            _ => {}
+        }
+    }
+    if scale > 1 {
+        for f in fields {
+            if let Some(v) = stats.get_mut(*f) {
+                div(v, scale);
+            }
+        }
+    }
+    stats.insert("scaleFactor", scale);
+    stats
+}

@@ -173,6 +173,13 @@ impl Expr {
                     "NOW" => Bson::DateTime(DateTime::now()),
                     _ => match ctx.vars.iter().rev().find(|(n, _)| n == name) {
                         Some((_, v)) => v.clone(),
+                        // A variable a stage bound for its sub-pipeline ($lookup's `let`).
+                        None if crate::vars::lookup(name).is_some() => {
+                            match crate::vars::lookup(name).flatten() {
+                                Some(v) => v,
+                                None => return Ok(None),
+                            }
+                        }
                         None => {
                             return Err(DocError::with_code(
                                 17276,

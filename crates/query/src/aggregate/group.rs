@@ -1,0 +1,444 @@
+//! `$group` and its accumulators (also behind `$sortByCount`).
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use bson::{Bson, Document};
+
+use super::parse::stage_err;
+use super::DocIter;
+use crate::compare::{bson_equal, compare_bson, shell_repr, type_name, Num, OrdBson};
+use crate::error::{DocError, DocResult};
+use crate::expr::{parse_expr, Ctx, Expr};
+use crate::interrupt::Interrupt;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Acc {
+    Sum,
+    Avg,
+    Min,
+    Max,
+    First,
+    Last,
+    Push,
+    AddToSet,
+    Count,
+    MergeObjects,
+    StdDevPop,
+    StdDevSamp,
+    /// `$firstN`, `$lastN`, `$maxN`, `$minN`: `{input, n}`.
+    FirstN,
+    LastN,
+    MaxN,
+    MinN,
+}
+
+fn parse_acc(name: &str) -> Option<Acc> {
+    Some(match name {
+        "$sum" => Acc::Sum,
+        "$avg" => Acc::Avg,
+        "$min" => Acc::Min,
+        "$max" => Acc::Max,
+        "$first" => Acc::First,
+        "$last" => Acc::Last,
+        "$push" => Acc::Push,
+        "$addToSet" => Acc::AddToSet,
+        "$count" => Acc::Count,
+        "$mergeObjects" => Acc::MergeObjects,
+        "$stdDevPop" => Acc::StdDevPop,
+        "$stdDevSamp" => Acc::StdDevSamp,
+        "$firstN" => Acc::FirstN,
+        "$lastN" => Acc::LastN,
+        "$maxN" => Acc::MaxN,
+        "$minN" => Acc::MinN,
+        _ => return None,
+    })
+}
+
+#[derive(Clone)]
+enum AccState {
+    Sum(Num),
+    SumNonNumericOnly,
+    Avg(f64, usize, bool),
+    MinMax(Option<Bson>),
+    FirstLast(Option<Bson>),
+    List(Vec<Bson>),
+    Merge(Document),
+    Std(Vec<f64>),
+    /// The kept values of `$firstN` … `$minN` and their `n` (from the group's first document).
+    N(Vec<Bson>, usize),
+}
+
+impl AccState {
+    fn new(a: Acc) -> AccState {
+        match a {
+            Acc::Sum | Acc::Count => AccState::SumNonNumericOnly,
+            Acc::Avg => AccState::Avg(0.0, 0, false),
+            Acc::Min | Acc::Max => AccState::MinMax(None),
+            Acc::First | Acc::Last => AccState::FirstLast(None),
+            Acc::Push | Acc::AddToSet => AccState::List(Vec::new()),
+            Acc::MergeObjects => AccState::Merge(Document::new()),
+            Acc::StdDevPop | Acc::StdDevSamp => AccState::Std(Vec::new()),
+            Acc::FirstN | Acc::LastN | Acc::MaxN | Acc::MinN => AccState::N(Vec::new(), 0),
+        }
+    }
+
+    fn add(&mut self, a: Acc, v: Option<Bson>, first_seen: bool) -> DocResult<()> {
+        match self {
+            AccState::SumNonNumericOnly | AccState::Sum(_) => {
+                // $sum of an array value sums nothing in $group (arrays are not numbers).
+                if let Some(n) = v.as_ref().and_then(Num::of) {
+                    let cur = match self {
+                        AccState::Sum(c) => *c,
+                        _ => Num::I32(0),
+                    };
+                    *self = AccState::Sum(crate::expr::add_num(cur, n));
+                }
+            }
+            AccState::Avg(sum, n, dec) => {
+                if let Some(x) = v.as_ref().and_then(Num::of) {
+                    *sum += x.as_f64();
+                    *n += 1;
+                    *dec |= matches!(x, Num::Dec(_));
+                }
+            }
+            AccState::MinMax(cur) => {
+                if let Some(x) = v {
+                    if matches!(x, Bson::Null | Bson::Undefined) {
+                        return Ok(());
+                    }
+                    let better = match cur {
+                        None => true,
+                        Some(c) => {
+                            let o = compare_bson(&x, c);
+                            if a == Acc::Min {
+                                o == std::cmp::Ordering::Less
+                            } else {
+                                o == std::cmp::Ordering::Greater
+                            }
+                        }
+                    };
+                    if better {
+                        *cur = Some(x);
+                    }
+                }
+            }
+            AccState::FirstLast(cur) => {
+                if a == Acc::Last || first_seen {
+                    *cur = Some(v.unwrap_or(Bson::Null));
+                }
+            }
+            AccState::List(items) => {
+                if let Some(x) = v {
+                    if a == Acc::Push || !items.iter().any(|e| bson_equal(e, &x)) {
+                        items.push(x);
+                    }
+                }
+            }
+            AccState::Merge(d) => match v {
+                None | Some(Bson::Null) => {}
+                Some(Bson::Document(o)) => {
+                    for (k, x) in o {
+                        d.insert(k, x);
+                    }
+                }
+                Some(other) => {
+                    return Err(DocError::with_code(
+                        40400,
+                        "Location40400",
+                        format!(
+                            "$mergeObjects requires object inputs, but input {} is of type {}",
+                            shell_repr(&other),
+                            type_name(&other)
+                        ),
+                    ))
+                }
+            },
+            AccState::Std(xs) => {
+                if let Some(x) = v.as_ref().and_then(Num::of) {
+                    xs.push(x.as_f64());
+                }
+            }
+            AccState::N(items, n) => {
+                let Some(Bson::Document(mut d)) = v else {
+                    unreachable!("the {{input, n}} object expression evaluates to a document")
+                };
+                if first_seen {
+                    *n = crate::expr::n_of(d.remove("n"))?;
+                }
+                let x = d.remove("input").unwrap_or(Bson::Null);
+                match a {
+                    Acc::FirstN if items.len() < *n => items.push(x),
+                    Acc::FirstN => {}
+                    Acc::LastN => {
+                        // Drop the oldest in batches (amortised O(1) per value); `finish`
+                        // keeps the last n.
+                        items.push(x);
+                        if items.len() >= 2 * *n {
+                            items.drain(..items.len() - *n);
+                        }
+                    }
+                    _ if matches!(x, Bson::Null | Bson::Undefined) => {}
+                    _ => {
+                        // Keep the n best, best first: one binary search and one insert.
+                        let better = |p: &Bson, q: &Bson| match a {
+                            Acc::MaxN => compare_bson(p, q).is_gt(),
+                            _ => compare_bson(p, q).is_lt(),
+                        };
+                        let at = items.partition_point(|kept| !better(&x, kept));
+                        if at < *n {
+                            items.insert(at, x);
+                            items.truncate(*n);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self, a: Acc) -> Bson {
+        match self {
+            AccState::SumNonNumericOnly => Bson::Int32(0),
+            AccState::Sum(n) => n.to_bson(),
+            AccState::Avg(sum, n, dec) => {
+                if n == 0 {
+                    Bson::Null
+                } else if dec {
+                    Num::Dec(sum / n as f64).to_bson()
+                } else {
+                    Bson::Double(sum / n as f64)
+                }
+            }
+            AccState::MinMax(v) => v.unwrap_or(Bson::Null),
+            AccState::FirstLast(v) => v.unwrap_or(Bson::Null),
+            AccState::List(items) => Bson::Array(items),
+            AccState::Merge(d) => Bson::Document(d),
+            AccState::N(mut items, n) => {
+                items.drain(..items.len().saturating_sub(n));
+                Bson::Array(items)
+            }
+            AccState::Std(xs) => {
+                let n = xs.len();
+                let samp = a == Acc::StdDevSamp;
+                if n == 0 || (samp && n < 2) {
+                    return Bson::Null;
+                }
+                let mean = xs.iter().sum::<f64>() / n as f64;
+                let ss: f64 = xs.iter().map(|x| (x - mean) * (x - mean)).sum();
+                Bson::Double((ss / if samp { (n - 1) as f64 } else { n as f64 }).sqrt())
+            }
+        }
+    }
+}
+
+/// Output fields computed per group: name, accumulator, and the expression it accumulates.
+pub(super) type Accumulators = Vec<(String, Acc, Expr)>;
+
+/// Parses `{name: {$acc: expression}, …}` as `$group`, `$bucket` and `$bucketAuto` take them.
+pub(super) fn parse_accumulators<'a>(
+    fields: impl Iterator<Item = (&'a String, &'a Bson)>,
+) -> DocResult<Accumulators> {
+    let mut accs = Vec::new();
+    for (k, v) in fields {
+        if k.contains('.') {
+            return Err(stage_err(
+                40235,
+                format!("The field name '{k}' cannot contain '.'"),
+            ));
+        }
+        if k.starts_with('$') {
+            return Err(stage_err(
+                40236,
+                format!("The field name '{k}' cannot be an operator name"),
+            ));
+        }
+        let Bson::Document(ad) = v else {
+            return Err(stage_err(
+                40234,
+                format!("The field '{k}' must be an accumulator object"),
+            ));
+        };
+        if ad.len() != 1 {
+            return Err(stage_err(
+                40238,
+                format!("The field '{k}' must specify one accumulator"),
+            ));
+        }
+        let (an, aa) = ad.iter().next().expect("one");
+        let Some((acc, e)) = parse_one(an, aa)? else {
+            return Err(stage_err(15952, format!("unknown group operator '{an}'")));
+        };
+        accs.push((k.clone(), acc, e));
+    }
+    Ok(accs)
+}
+
+/// The argument of `$firstN` … `$minN` in `$group`, `{input, n}`, as one expression that
+/// evaluates to `{input, n}` per document (5787900, 5787901, 5787906, 5787907).
+fn n_accumulator_arg(name: &str, arg: &Bson) -> DocResult<Expr> {
+    let Bson::Document(d) = arg else {
+        return Err(stage_err(
+            5787900,
+            format!("specification must be an object; found {}", shell_repr(arg)),
+        ));
+    };
+    if let Some(k) = d.keys().find(|k| *k != "input" && *k != "n") {
+        return Err(stage_err(
+            5787901,
+            format!("Unknown argument for 'n' operator: {k}"),
+        ));
+    }
+    for (k, code) in [("n", 5787906), ("input", 5787907)] {
+        if !d.contains_key(k) {
+            return Err(stage_err(
+                code,
+                format!("Missing value for '{k}' in {name}"),
+            ));
+        }
+    }
+    parse_expr(arg)
+}
+
+/// One accumulator `{an: aa}`; `None` when `an` names none.
+fn parse_one(an: &str, aa: &Bson) -> DocResult<Option<(Acc, Expr)>> {
+    let Some(acc) = parse_acc(an) else {
+        return Ok(None);
+    };
+    let e = if acc == Acc::Count {
+        if !matches!(aa, Bson::Document(x) if x.is_empty()) {
+            return Err(DocError::type_mismatch(
+                "$count takes no arguments, i.e. $count:{}",
+            ));
+        }
+        Expr::Lit(Bson::Int32(1))
+    } else if matches!(acc, Acc::FirstN | Acc::LastN | Acc::MaxN | Acc::MinN) {
+        n_accumulator_arg(an, aa)?
+    } else {
+        if let Bson::Array(_) = aa {
+            return Err(stage_err(
+                40237,
+                format!("The {an} accumulator is a unary operator"),
+            ));
+        }
+        parse_expr(aa)?
+    };
+    Ok(Some((acc, e)))
+}
+
+/// An accumulator as a window function of `$setWindowFields` (`$mergeObjects` is not one).
+pub(super) fn parse_window_acc(an: &str, aa: &Bson) -> DocResult<Option<(Acc, Expr)>> {
+    if an == "$mergeObjects" {
+        return Ok(None);
+    }
+    parse_one(an, aa)
+}
+
+/// One accumulator over each of a partition's windows (index ranges into `vals`), as `$group`
+/// would give it over the window's values. A window that only grows at its end extends the
+/// running state, so a cumulative window (`[unbounded, current]`) or the whole partition costs
+/// one pass, not one per document; any other move starts again from the window's values.
+pub(super) fn accumulate_windows(
+    a: Acc,
+    vals: &[Option<Bson>],
+    windows: Vec<Range<usize>>,
+    interrupt: &Interrupt,
+) -> DocResult<Vec<Bson>> {
+    struct Run {
+        at: Range<usize>,
+        state: AccState,
+        value: Option<Bson>,
+    }
+    let mut out = Vec::with_capacity(windows.len());
+    let mut run: Option<Run> = None;
+    for w in windows {
+        interrupt.check()?;
+        let extends = matches!(&run, Some(r) if r.at.start == w.start && r.at.end <= w.end);
+        if !extends {
+            run = Some(Run {
+                at: w.start..w.start,
+                state: AccState::new(a),
+                value: None,
+            });
+        }
+        let r = run.as_mut().expect("set just above");
+        if r.value.is_none() || r.at.end < w.end {
+            for v in &vals[r.at.end..w.end] {
+                let first = r.at.is_empty();
+                r.state.add(a, v.clone(), first)?;
+                r.at.end += 1;
+            }
+            r.value = Some(r.state.clone().finish(a));
+        }
+        out.push(r.value.clone().expect("computed just above"));
+    }
+    Ok(out)
+}
+
+/// `{count: {$sum: 1}}`, the output of `$bucket`, `$bucketAuto` and `$sortByCount` when none
+/// is given.
+pub(super) fn count_output() -> Accumulators {
+    vec![("count".into(), Acc::Sum, Expr::Lit(Bson::Int32(1)))]
+}
+
+/// One group's accumulators while documents are added to it.
+pub(super) struct Accumulating {
+    states: Vec<AccState>,
+    empty: bool,
+}
+
+impl Accumulating {
+    pub(super) fn new(accs: &Accumulators) -> Accumulating {
+        Accumulating {
+            states: accs.iter().map(|(_, a, _)| AccState::new(*a)).collect(),
+            empty: true,
+        }
+    }
+
+    pub(super) fn add(&mut self, accs: &Accumulators, ctx: &Ctx) -> DocResult<()> {
+        debug_assert_eq!(accs.len(), self.states.len());
+        for ((_, a, e), st) in accs.iter().zip(self.states.iter_mut()) {
+            st.add(*a, e.eval(ctx)?, self.empty)?;
+        }
+        self.empty = false;
+        Ok(())
+    }
+
+    /// `{_id: id, field: value, …}`.
+    pub(super) fn finish(self, id: Bson, accs: &Accumulators) -> Document {
+        let mut out = Document::new();
+        out.insert("_id", id);
+        for ((name, a, _), st) in accs.iter().zip(self.states) {
+            out.insert(name.clone(), st.finish(*a));
+        }
+        out
+    }
+}
+
+/// Groups the input by the key `key` computes per document, in first-seen order.
+pub(super) fn run_group(
+    input: DocIter,
+    mut key: impl FnMut(&Ctx) -> DocResult<Bson>,
+    accs: &Accumulators,
+) -> DocResult<Vec<Document>> {
+    let mut index: BTreeMap<OrdBson, usize> = BTreeMap::new();
+    let mut groups: Vec<(Bson, Accumulating)> = Vec::new();
+    for d in input {
+        let d = d?;
+        let ctx = Ctx::new(&d);
+        let k = key(&ctx)?;
+        let gi = match index.get(&OrdBson(k.clone())) {
+            Some(i) => *i,
+            None => {
+                groups.push((k.clone(), Accumulating::new(accs)));
+                index.insert(OrdBson(k), groups.len() - 1);
+                groups.len() - 1
+            }
+        };
+        groups[gi].1.add(accs, &ctx)?;
+    }
+    Ok(groups
+        .into_iter()
+        .map(|(id, g)| g.finish(id, accs))
+        .collect())
+}

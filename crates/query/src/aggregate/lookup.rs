@@ -1,0 +1,241 @@
+//! The stages that read another collection of the pipeline's database through its
+//! [`CollectionSource`](super::CollectionSource): `$lookup` (equality, pipeline, concise and
+//! `let` forms) and `$unionWith`.
+
+use bson::{Bson, Document};
+
+use super::parse::{parse_sub_pipeline, stage_err, Stage};
+use super::{run_stages, DocIter, Env};
+use crate::error::{DocError, DocResult};
+use crate::expr::{eval_doc_path, parse_expr, Ctx, Expr};
+use crate::matcher::Matcher;
+use crate::path::{set_path, split_path};
+use crate::vars;
+
+#[derive(Clone, Debug)]
+pub(super) struct Lookup {
+    from: String,
+    /// `localField` and `foreignField`, when given.
+    equality: Option<(Vec<String>, String)>,
+    as_: Vec<String>,
+    /// `let`: variables evaluated on each input document, read as `$$name` in `pipeline`.
+    let_: Vec<(String, Expr)>,
+    pipeline: Option<Vec<Stage>>,
+}
+
+impl Lookup {
+    pub(super) fn parse(arg: &Bson) -> DocResult<Lookup> {
+        let Bson::Document(d) = arg else {
+            return Err(stage_err(
+                40319,
+                "the $lookup stage specification must be an object",
+            ));
+        };
+        for k in d.keys() {
+            if !matches!(
+                k.as_str(),
+                "from" | "localField" | "foreignField" | "as" | "pipeline" | "let"
+            ) {
+                return Err(stage_err(
+                    40321,
+                    format!("unknown argument to $lookup: {k}"),
+                ));
+            }
+        }
+        let s = |k: &str| -> DocResult<Option<String>> {
+            match d.get(k) {
+                None => Ok(None),
+                Some(Bson::String(v)) => Ok(Some(v.clone())),
+                Some(_) => Err(stage_err(
+                    4570,
+                    format!("$lookup argument '{k}' must be a string"),
+                )),
+            }
+        };
+        let pipeline = match d.get("pipeline") {
+            None => None,
+            Some(Bson::Array(a)) => Some(parse_sub_pipeline(a, "$lookup")?),
+            Some(_) => {
+                return Err(DocError::failed_to_parse(
+                    "'pipeline' option must be specified as an array",
+                ))
+            }
+        };
+        let let_ = match d.get("let") {
+            None => Vec::new(),
+            Some(Bson::Document(l)) => parse_let(l)?,
+            Some(_) => {
+                return Err(DocError::failed_to_parse(
+                    "$lookup argument 'let' must be an object, is type ".to_string()
+                        + crate::compare::type_name(&d["let"]),
+                ))
+            }
+        };
+        let from = s("from")?
+            .ok_or_else(|| DocError::failed_to_parse("must specify 'from' field for a $lookup"))?;
+        let as_ = s("as")?
+            .ok_or_else(|| DocError::failed_to_parse("must specify 'as' field for a $lookup"))?;
+        let equality = match (s("localField")?, s("foreignField")?) {
+            (Some(l), Some(f)) => Some((split_path(&l)?, f)),
+            (None, None) if pipeline.is_some() => None,
+            _ => return Err(DocError::failed_to_parse(
+                "$lookup requires either 'pipeline' or both 'localField' and 'foreignField' to be specified",
+            )),
+        };
+        if !let_.is_empty() && pipeline.is_none() {
+            return Err(DocError::failed_to_parse(
+                "$lookup with 'let' must also specify 'pipeline'",
+            ));
+        }
+        Ok(Lookup {
+            from,
+            equality,
+            as_: split_path(&as_)?,
+            let_,
+            pipeline,
+        })
+    }
+
+    pub(super) fn run(self, input: DocIter, env: Env) -> DocResult<DocIter> {
+        let foreign_docs = env.source.read_collection(&self.from)?;
+        let mut out = Vec::new();
+        for r in input {
+            let mut d = r?;
+            let matched: Vec<Document> = match &self.equality {
+                None => foreign_docs.clone(),
+                Some((local, foreign)) => {
+                    let vals: Vec<Bson> = match eval_doc_path(&d, local) {
+                        None => vec![Bson::Null],
+                        Some(Bson::Array(a)) if a.is_empty() => vec![Bson::Null],
+                        Some(Bson::Array(a)) => a,
+                        Some(v) => vec![v],
+                    };
+                    let m = Matcher::new(&bson::doc! {foreign.clone(): {"$in": vals}})?;
+                    foreign_docs
+                        .iter()
+                        .filter(|f| m.matches(f))
+                        .cloned()
+                        .collect()
+                }
+            };
+            let matched = match &self.pipeline {
+                Some(p) => {
+                    let ctx = Ctx::new(&d);
+                    let mut bound = Vec::with_capacity(self.let_.len());
+                    for (name, e) in &self.let_ {
+                        bound.push((name.clone(), e.eval(&ctx)?));
+                    }
+                    let _frame = vars::bind(bound);
+                    run_stages(p.clone(), Box::new(matched.into_iter().map(Ok)), env)?
+                }
+                None => matched,
+            };
+            set_path(
+                &mut d,
+                &self.as_,
+                Bson::Array(matched.into_iter().map(Bson::Document).collect()),
+            )?;
+            out.push(Ok(d));
+        }
+        Ok(Box::new(out.into_iter()))
+    }
+}
+
+/// `let: {name: expression, …}`, with mongod's rules for user variable names.
+fn parse_let(l: &Document) -> DocResult<Vec<(String, Expr)>> {
+    let mut out = Vec::with_capacity(l.len());
+    for (name, e) in l {
+        check_var_name(name)?;
+        out.push((name.clone(), parse_expr(e)?));
+    }
+    Ok(out)
+}
+
+/// mongod's `Variables::validateNameForUserWrite`: a lowercase letter or a non-ASCII character
+/// first, then letters, digits, `_` or non-ASCII characters.
+fn check_var_name(name: &str) -> DocResult<()> {
+    let Some(first) = name.chars().next() else {
+        return Err(stage_err(16866, "empty variable names are not allowed"));
+    };
+    if first.is_ascii() && !first.is_ascii_lowercase() {
+        return Err(stage_err(
+            16867,
+            format!("'{name}' starts with an invalid character for a user variable name"),
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || !c.is_ascii()))
+    {
+        return Err(stage_err(
+            16868,
+            format!("'{name}' contains an invalid character for a variable name: '{c}'"),
+        ));
+    }
+    Ok(())
+}
+
+/// `$unionWith`: the input, then another collection's documents through an optional pipeline.
+#[derive(Clone, Debug)]
+pub(super) struct UnionWith {
+    coll: String,
+    pipeline: Vec<Stage>,
+}
+
+impl UnionWith {
+    pub(super) fn parse(arg: &Bson) -> DocResult<UnionWith> {
+        match arg {
+            Bson::String(coll) => Ok(UnionWith {
+                coll: coll.clone(),
+                pipeline: Vec::new(),
+            }),
+            Bson::Document(d) => {
+                if let Some(k) = d
+                    .keys()
+                    .find(|k| !matches!(k.as_str(), "coll" | "pipeline"))
+                {
+                    return Err(stage_err(
+                        40415,
+                        format!("BSON field '$unionWith.{k}' is an unknown field."),
+                    ));
+                }
+                let coll = match d.get("coll") {
+                    Some(Bson::String(c)) => c.clone(),
+                    // mongod reads a pipeline without `coll` from $documents, which flashdoc
+                    // does not have.
+                    None => return Err(stage_err(
+                        40414,
+                        "BSON field '$unionWith.coll' is missing but a required field",
+                    )),
+                    Some(other) => {
+                        return Err(DocError::type_mismatch(format!(
+                            "BSON field '$unionWith.coll' is the wrong type '{}', expected type 'string'",
+                            crate::compare::type_name(other)
+                        )))
+                    }
+                };
+                let pipeline = match d.get("pipeline") {
+                    None => Vec::new(),
+                    Some(Bson::Array(a)) => parse_sub_pipeline(a, "$unionWith")?,
+                    Some(other) => {
+                        return Err(DocError::type_mismatch(format!(
+                            "BSON field '$unionWith.pipeline' is the wrong type '{}', expected type 'array'",
+                            crate::compare::type_name(other)
+                        )))
+                    }
+                };
+                Ok(UnionWith { coll, pipeline })
+            }
+            other => Err(DocError::failed_to_parse(format!(
+                "the $unionWith stage specification must be an object or string, but found {}",
+                crate::compare::type_name(other)
+            ))),
+        }
+    }
+
+    pub(super) fn run(self, input: DocIter, env: Env) -> DocResult<DocIter> {
+        let other = env.source.read_collection(&self.coll)?;
+        let other = run_stages(self.pipeline, Box::new(other.into_iter().map(Ok)), env)?;
+        Ok(Box::new(input.chain(other.into_iter().map(Ok))))
+    }
+}
