@@ -554,8 +554,13 @@ impl Table {
 
     /// Tree depth (levels of internal nodes) and leaf count, for statistics.
     pub fn shape(&self) -> (u32, usize) {
+        // One read of the root for both: a second `read()` while this one is held (as through
+        // `leaves()`) deadlocks once a writer queues between them (parking_lot is fair to
+        // writers); seen as a 22-minute hang of an engine model test.
         let root = self.root.read();
-        (root.level as u32 + 1, self.leaves().len())
+        let mut leaves = Vec::new();
+        collect_leaves(&root, &mut leaves);
+        (root.level as u32 + 1, leaves.len())
     }
 
     /// Drops every resident page (the table is closed or dropped).
