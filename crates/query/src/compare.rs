@@ -277,6 +277,31 @@ pub fn bson_equal(a: &Bson, b: &Bson) -> bool {
 }
 
 /// The type name mongod uses in messages and in `$type` (aggregation).
+/// BSON type names and their numeric codes, as `$type` and `$convert` accept them.
+pub const TYPE_CODES: &[(&str, i32)] = &[
+    ("double", 1),
+    ("string", 2),
+    ("object", 3),
+    ("array", 4),
+    ("binData", 5),
+    ("undefined", 6),
+    ("objectId", 7),
+    ("bool", 8),
+    ("date", 9),
+    ("null", 10),
+    ("regex", 11),
+    ("dbPointer", 12),
+    ("javascript", 13),
+    ("symbol", 14),
+    ("javascriptWithScope", 15),
+    ("int", 16),
+    ("timestamp", 17),
+    ("long", 18),
+    ("decimal", 19),
+    ("minKey", -1),
+    ("maxKey", 127),
+];
+
 pub fn type_name(v: &Bson) -> &'static str {
     match v {
         Bson::Double(_) => "double",

@@ -161,35 +161,12 @@ fn type_code(v: &Bson) -> i32 {
 
 /// Parses one `$type` operand element (number code or alias) into a selector.
 fn parse_type_sel(v: &Bson) -> DocResult<TypeSel> {
-    const ALIASES: &[(&str, i32)] = &[
-        ("double", 1),
-        ("string", 2),
-        ("object", 3),
-        ("array", 4),
-        ("binData", 5),
-        ("undefined", 6),
-        ("objectId", 7),
-        ("bool", 8),
-        ("date", 9),
-        ("null", 10),
-        ("regex", 11),
-        ("dbPointer", 12),
-        ("javascript", 13),
-        ("symbol", 14),
-        ("javascriptWithScope", 15),
-        ("int", 16),
-        ("timestamp", 17),
-        ("long", 18),
-        ("decimal", 19),
-        ("minKey", -1),
-        ("maxKey", 127),
-    ];
     match v {
         Bson::String(s) => {
             if s == "number" {
                 return Ok(TypeSel::Number);
             }
-            ALIASES
+            crate::compare::TYPE_CODES
                 .iter()
                 .find(|(n, _)| n == s)
                 .map(|(_, c)| TypeSel::Code(*c))

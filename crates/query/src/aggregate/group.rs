@@ -201,15 +201,7 @@ impl AccState {
         match self {
             AccState::SumNonNumericOnly => Bson::Int32(0),
             AccState::Sum(n) => n.to_bson(),
-            AccState::Avg(sum, n, dec) => {
-                if n == 0 {
-                    Bson::Null
-                } else if dec {
-                    Num::Dec(sum / n as f64).to_bson()
-                } else {
-                    Bson::Double(sum / n as f64)
-                }
-            }
+            AccState::Avg(sum, n, dec) => crate::expr::mean(sum, n, dec),
             AccState::MinMax(v) => v.unwrap_or(Bson::Null),
             AccState::FirstLast(v) => v.unwrap_or(Bson::Null),
             AccState::List(items) => Bson::Array(items),

@@ -623,6 +623,12 @@ pub fn avg_values<'a>(vals: impl Iterator<Item = &'a Bson>) -> Bson {
             n += 1;
         }
     }
+    mean(sum, n, dec)
+}
+
+/// The mean of `n` numbers summing to `sum` as `$avg` returns it: null for none, a decimal
+/// when a decimal was among them, else a double.
+pub fn mean(sum: f64, n: usize, dec: bool) -> Bson {
     if n == 0 {
         Bson::Null
     } else if dec {

@@ -2,6 +2,7 @@
 
 use super::ops::{Args, NamedArgs, Op};
 use super::*;
+use crate::compare::TYPE_CODES;
 
 /// `$isNumber`.
 pub(super) fn is_number(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
@@ -31,38 +32,12 @@ pub(super) fn to_type(op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>
     })
 }
 
-/// BSON type names and their numeric codes, as `$convert`'s `to` accepts them. Only the types
-/// of [`convert`] have conversions; the others fail with 241 (ConversionFailure).
-const TYPE_CODES: &[(&str, i64)] = &[
-    ("double", 1),
-    ("string", 2),
-    ("object", 3),
-    ("array", 4),
-    ("binData", 5),
-    ("undefined", 6),
-    ("objectId", 7),
-    ("bool", 8),
-    ("date", 9),
-    ("null", 10),
-    ("regex", 11),
-    ("dbPointer", 12),
-    ("javascript", 13),
-    ("symbol", 14),
-    ("javascriptWithScope", 15),
-    ("int", 16),
-    ("timestamp", 17),
-    ("long", 18),
-    ("decimal", 19),
-    ("minKey", -1),
-    ("maxKey", 127),
-];
-
 /// The type `to` names: a type name or its numeric code (FailedToParse otherwise).
 fn target_type(to: &Bson) -> DocResult<&'static str> {
     let found = match to {
         Bson::String(s) => TYPE_CODES.iter().find(|(n, _)| n == s),
         other => match Num::of(other).and_then(Num::as_i64_exact) {
-            Some(code) => TYPE_CODES.iter().find(|(_, c)| *c == code),
+            Some(code) => TYPE_CODES.iter().find(|(_, c)| i64::from(*c) == code),
             None => {
                 return Err(DocError::failed_to_parse(format!(
                     "$convert's 'to' argument must be a string or number, but is {}",
@@ -138,7 +113,7 @@ pub(super) fn to_string_value(v: &Bson) -> DocResult<String> {
     })
 }
 
-/// Converts `v` to the type named `target` (one of [`TYPE_CODES`]).
+/// Converts `v` to the type named `target` (one of [`TYPE_CODES`]; only some have conversions, the others fail with 241).
 pub(super) fn convert(target: &'static str, v: &Bson) -> DocResult<Bson> {
     let unsupported = || {
         conversion_failure(format!(

@@ -29,7 +29,7 @@ mod string;
 // The numeric and conversion helpers are shared by several families; each family file reaches
 // them (and the helpers below) through its `use super::*`.
 use arith::*;
-pub use arith::{add_num, avg_values, mul_num, sum_values};
+pub use arith::{add_num, avg_values, mean, mul_num, sum_values};
 pub use array::n_of;
 use convert::*;
 pub use ops::Op;
