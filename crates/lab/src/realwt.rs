@@ -54,18 +54,7 @@ fn tools(out: &Path, quiet: bool) -> Result<Tools> {
             if !quiet {
                 eprintln!("real-wiredtiger: building WiredTiger 11.3.1 (once; about 5 minutes)");
             }
-            let o = Command::new("bash")
-                .arg(run::repo_root().join("scripts/build-wiredtiger.sh"))
-                .output()
-                .context("running scripts/build-wiredtiger.sh")?;
-            if !o.status.success() {
-                bail!(
-                    "building WiredTiger failed: {}",
-                    String::from_utf8_lossy(&o.stderr)
-                );
-            }
-            let stdout = String::from_utf8(o.stdout)?;
-            PathBuf::from(stdout.lines().last().unwrap_or("").trim())
+            run::setup_script("scripts/build-wiredtiger.sh", "building WiredTiger")?
         }
     };
     if !wt.join("libwiredtiger.so").exists() {

@@ -620,6 +620,20 @@ pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// Runs one of the repository's setup scripts (which build or install a tool once and print
+/// its path as their last line) and returns that path; `what` names the job in errors.
+pub(crate) fn setup_script(script: &str, what: &str) -> Result<PathBuf> {
+    let o = std::process::Command::new("bash")
+        .arg(repo_root().join(script))
+        .output()
+        .with_context(|| format!("running {script}"))?;
+    if !o.status.success() {
+        bail!("{what} failed: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    let stdout = String::from_utf8(o.stdout)?;
+    Ok(PathBuf::from(stdout.lines().last().unwrap_or("").trim()))
+}
+
 /// A run saved by an earlier, interrupted invocation, if its trace is still there.
 pub(crate) fn saved_run(saved: &Path) -> Option<EngineRun> {
     let r: EngineRun = serde_json::from_str(&std::fs::read_to_string(saved).ok()?).ok()?;

@@ -80,23 +80,7 @@ pub(crate) fn program(quiet: bool) -> Result<PathBuf> {
     if !quiet {
         eprintln!("real-wiredtiger: installing SecantusDB {VERSION} from PyPI (once)");
     }
-    let o = Command::new("bash")
-        .arg(run::repo_root().join("scripts/install-secantusdb.sh"))
-        .output()
-        .context("running scripts/install-secantusdb.sh")?;
-    if !o.status.success() {
-        bail!(
-            "installing SecantusDB failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    }
-    let path = PathBuf::from(
-        String::from_utf8(o.stdout)?
-            .lines()
-            .last()
-            .unwrap_or("")
-            .trim(),
-    );
+    let path = run::setup_script("scripts/install-secantusdb.sh", "installing SecantusDB")?;
     if !path.exists() {
         bail!("scripts/install-secantusdb.sh printed no program");
     }
