@@ -90,7 +90,7 @@ impl Ops {
             Op {
                 ns,
                 name: name.to_string(),
-                command: cmd.clone(),
+                command: summary(cmd),
                 started: Instant::now(),
                 client: conn.peer.to_string(),
                 connection: conn.id,
@@ -157,6 +157,32 @@ impl Ops {
     }
 }
 
+/// Array elements of a command that its `currentOp` listing keeps: listing an `insert` of
+/// 100 000 documents must not copy them on every command's way in.
+const LISTED_ELEMENTS: usize = 8;
+
+/// The command as `currentOp` shows it: every field, with an array cut to its first
+/// [`LISTED_ELEMENTS`] and `$truncated: true` added when one was (mongod truncates large
+/// commands in currentOp too).
+fn summary(cmd: &Document) -> Document {
+    let mut out = Document::new();
+    let mut truncated = false;
+    for (k, v) in cmd {
+        let v = match v {
+            Bson::Array(a) if a.len() > LISTED_ELEMENTS => {
+                truncated = true;
+                Bson::Array(a[..LISTED_ELEMENTS].to_vec())
+            }
+            other => other.clone(),
+        };
+        out.insert(k.clone(), v);
+    }
+    if truncated {
+        out.insert("$truncated", true);
+    }
+    out
+}
+
 /// mongod's `op` field: the CRUD commands by their kind, everything else `command`.
 fn op_kind(name: &str) -> &'static str {
     match name {
@@ -195,6 +221,17 @@ mod tests {
         }
         assert!(ops.list().is_empty());
         assert!(current().is_none());
+        // A large command is listed cut short.
+        let docs: Vec<Bson> = (0..100).map(|i| Bson::Document(doc! {"i": i})).collect();
+        let insert = doc! {"insert": "c", "documents": docs};
+        let running = ops.begin("insert", "d", &insert, &conn, Interrupt::new(None));
+        let listed = ops.list()[0].get_document("command").unwrap().clone();
+        assert_eq!(
+            listed.get_array("documents").unwrap().len(),
+            LISTED_ELEMENTS
+        );
+        assert_eq!(listed.get_bool("$truncated"), Ok(true));
+        drop(running);
         // A command run inside another leaves the outer one current when it ends.
         let outer = ops.begin("aggregate", "d", &cmd, &conn, Interrupt::new(None));
         {
