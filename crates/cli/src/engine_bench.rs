@@ -14,7 +14,8 @@
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use engine::{
-    Compressor, DiskEngine, EngineConfig, JournalCompressor, JournalConfig, KvEngine, TableConfig,
+    Compressor, DirectIo, DiskEngine, EngineConfig, JournalCompressor, JournalConfig, KvEngine,
+    TableConfig,
 };
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -62,6 +63,10 @@ pub struct EngineBenchArgs {
     /// Seconds between checkpoints.
     #[arg(long, default_value_t = 60)]
     pub checkpoint_secs: u64,
+    /// Files opened with O_DIRECT: none (buffered, MongoDB's default), data, log or data,log
+    /// (WiredTiger's `direct_io`).
+    #[arg(long, default_value = "none")]
+    pub direct_io: String,
     /// Database directory (must not exist yet). Default: a fresh temporary directory under
     /// ./target (or the system temp dir), removed afterwards unless --keep.
     #[arg(long)]
@@ -103,6 +108,7 @@ pub fn run(args: EngineBenchArgs) -> Result<()> {
     }
     let compressor: Compressor = args.compressor.parse()?;
     let journal_compressor: JournalCompressor = args.journal_compressor.parse()?;
+    let direct_io: DirectIo = args.direct_io.parse()?;
 
     // The database directory.
     let (db, _tmp) = match &args.db {
@@ -130,7 +136,7 @@ pub fn run(args: EngineBenchArgs) -> Result<()> {
         }
     };
     let mut tmp = _tmp;
-    let result = bench(&args, &db, compressor, journal_compressor);
+    let result = bench(&args, &db, compressor, journal_compressor, direct_io);
     if args.keep {
         if let Some(t) = tmp.take() {
             let _ = t.keep();
@@ -148,9 +154,11 @@ fn bench(
     db: &Path,
     compressor: Compressor,
     journal_compressor: JournalCompressor,
+    direct_io: DirectIo,
 ) -> Result<()> {
     let mut cfg = EngineConfig::new(db);
     cfg.cache_size = args.cache_mb << 20;
+    cfg.direct_io = direct_io;
     cfg.journal = Some(JournalConfig {
         dir: db.join("journal"),
         file_max: 100 << 20,
@@ -167,7 +175,7 @@ fn bench(
 
     let nproc = std::thread::available_parallelism().map_or(1, |n| n.get());
     eprintln!(
-        "engine-bench: {} records, {} threads, {} s, {}% reads, cache {} MB, leaf {} KB, internal {} KB, compressor {}, db {}",
+        "engine-bench: {} records, {} threads, {} s, {}% reads, cache {} MB, leaf {} KB, internal {} KB, compressor {}, direct_io {direct_io}, db {}",
         args.records, args.threads, args.seconds, args.read_pct, args.cache_mb, args.leaf_kb,
         args.internal_kb, compressor.name(), db.display()
     );
@@ -362,6 +370,7 @@ fn bench(
                 "internal_kb": args.internal_kb, "compressor": compressor.name(),
                 "journal_compressor": journal_compressor.to_string(),
                 "journal_commit_interval_ms": 100, "checkpoint_secs": args.checkpoint_secs,
+                "direct_io": direct_io.to_string(),
                 "seed": args.seed, "db": db.display().to_string(), "value_len": VALUE_LEN,
                 "key": "user + fnvhash64(record) (YCSB hashed insertorder)",
                 "distribution": "YCSB ScrambledZipfianGenerator, theta 0.99",

@@ -181,6 +181,12 @@ impl StorageSettings {
             .apply(e, &mut cfg.collection_table, &mut cfg.index_table)
             .map_err(|err| err.to_string())?;
         self.flash.apply(e).map_err(|err| err.to_string())?;
+        if self.engine == EngineKind::InMemory && e.direct_io.any() {
+            return Err(
+                "storage.wiredTiger.engineConfig.directIO: set, but the inMemory engine has no files"
+                    .into(),
+            );
+        }
         if !j.enabled {
             e.journal = None;
         }
@@ -209,6 +215,11 @@ mod tests {
         assert_eq!(c.engine.cache_size, 512 << 20);
         assert_eq!(c.collection_table.compressor, engine::Compressor::Zlib);
         assert_eq!(c.engine.flash.placement.as_str(), "dsm");
+        assert_eq!(c.engine.direct_io, engine::DirectIo::NONE);
+        let s: StorageSettings =
+            serde_yaml::from_str("wiredTiger: {engineConfig: {directIO: [data, log]}}\n").unwrap();
+        let d = s.docdb_config().unwrap().engine.direct_io;
+        assert!(d.data && d.log);
         let e = serde_yaml::from_str::<StorageSettings>("dbPth: /x\n").unwrap_err();
         assert!(e.to_string().contains("dbPth"), "{e}");
         let bad: StorageSettings = serde_yaml::from_str("flash: {dsm: {alpha: 1}}\n").unwrap();
@@ -238,6 +249,18 @@ mod tests {
             (
                 "engine: inMemory\njournal: {commitIntervalMs: 50}\n",
                 "the inMemory engine has no journal",
+            ),
+            (
+                "journal: {enabled: false}\nwiredTiger: {engineConfig: {directIO: [data, log]}}\n",
+                "direct_io=log: set, but the journal is disabled",
+            ),
+            (
+                "engine: inMemory\nwiredTiger: {engineConfig: {directIO: [data]}}\n",
+                "directIO: set, but the inMemory engine has no files",
+            ),
+            (
+                "wiredTiger: {engineConfig: {directIO: [checkpoint]}}\n",
+                "storage.wiredTiger.engineConfig.directIO: unknown direct_io file type",
             ),
         ] {
             let s: StorageSettings = serde_yaml::from_str(yaml).unwrap();

@@ -302,6 +302,8 @@ pub struct EngineConfig {
     /// The file backend every I/O goes through (`None`: the operating system's files). Tests
     /// plug in `io::FaultyFiles` here.
     pub backend: Option<Arc<dyn crate::io::Backend>>,
+    /// Files opened with `O_DIRECT` (none by default, as in MongoDB).
+    pub direct_io: crate::io::DirectIo,
 }
 
 impl EngineConfig {
@@ -324,6 +326,7 @@ impl EngineConfig {
             observer: None,
             flash: crate::io::FlashConfig::default(),
             backend: None,
+            direct_io: crate::io::DirectIo::NONE,
         }
     }
 
@@ -358,6 +361,11 @@ impl EngineConfig {
         if self.checkpoint_written_bytes == Some(0) || self.checkpoint_log_size == Some(0) {
             return Err(Error::Config(
                 "checkpoint byte triggers must be at least 1 byte".into(),
+            ));
+        }
+        if self.direct_io.log && self.journal.is_none() {
+            return Err(Error::Config(
+                "direct_io=log: set, but the journal is disabled".into(),
             ));
         }
         if self.flash.trim_batch == Some(0) {

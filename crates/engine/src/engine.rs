@@ -90,9 +90,19 @@ impl DiskEngine {
         }
         std::fs::create_dir_all(&dir).ctx(|| format!("creating dbPath {}", dir.display()))?;
         let lock = ProcessLock::acquire(&dir)?;
+        if cfg.direct_io.any() {
+            crate::io::probe_direct_io(&dir).map_err(|e| {
+                Error::Config(format!(
+                    "direct_io={}: dbPath {}: {e}",
+                    cfg.direct_io,
+                    dir.display()
+                ))
+            })?;
+        }
         let io = Arc::new(
             Io::new(cfg.observer.clone(), &cfg.flash, cfg.backend.clone())
-                .map_err(|e| Error::Config(format!("storage.flash: {e}")))?,
+                .map_err(|e| Error::Config(format!("storage.flash: {e}")))?
+                .with_direct_io(cfg.direct_io),
         );
         let cache = Arc::new(Cache::new(
             cfg.cache_size,

@@ -21,7 +21,7 @@ pub use lsn::Lsn;
 pub use replay::{replay, ReplayOutcome};
 
 use crate::error::{Error, IoContext, Result};
-use crate::io::{FileRole, Io, IoFile, OpenMode};
+use crate::io::{FileRole, Io, IoFile, OpenMode, DIRECT_IO_ALIGN};
 use format::{EncodedRecord, FileHeader, FILE_HEADER_SIZE, MAX_PAYLOAD};
 use parking_lot::{Condvar, Mutex};
 use placement::{FileId, FileKind, PageKind, WriteCause};
@@ -66,6 +66,9 @@ pub struct Journal {
 /// What the appenders and the flusher thread share.
 struct Shared {
     cfg: JournalConfig,
+    /// Where each file's first record starts, and what every write is aligned to: the file
+    /// header's end and 128 bytes, or one direct-I/O block for both (see [`Layout`]).
+    layout: Layout,
     /// Size of files created from now on (`cfg.file_max` until `set_file_max`).
     file_max: AtomicU64,
     io: Arc<Io>,
@@ -166,6 +169,51 @@ fn bump(counter: &AtomicU64, by: u64) {
     counter.fetch_add(by, Ordering::Relaxed);
 }
 
+/// Where records go in a file. Buffered, records follow the 128-byte header and a flush writes
+/// exactly the records it has. With direct I/O (`direct_io=log`) every write covers whole
+/// blocks: the header's block is filled out by a filler record, so records start at the second
+/// block, and a flush that ends inside a block is padded to its end by a filler record, so the
+/// next flush starts on a fresh block and no durable block is ever rewritten (WiredTiger pads
+/// its log slots the same way under direct I/O).
+#[derive(Clone, Copy, Debug)]
+struct Layout {
+    first_record: u32,
+    align: u64,
+}
+
+impl Layout {
+    fn new(direct: bool) -> Layout {
+        if direct {
+            Layout {
+                first_record: DIRECT_IO_ALIGN as u32,
+                align: DIRECT_IO_ALIGN,
+            }
+        } else {
+            Layout {
+                first_record: FILE_HEADER_SIZE,
+                align: format::ALIGN,
+            }
+        }
+    }
+    fn direct(self) -> bool {
+        self.align > format::ALIGN
+    }
+    fn round_up(self, n: u64) -> u64 {
+        n.div_ceil(self.align) * self.align
+    }
+    /// The usable size of a journal file: `file_max` rounded down to the alignment, so that every
+    /// file ends on a record boundary and a partial record at the end is always a tear.
+    fn capacity(self, file_max: u64) -> u64 {
+        file_max / self.align * self.align
+    }
+    fn first_lsn(self, file: u32) -> Lsn {
+        Lsn {
+            file,
+            offset: self.first_record,
+        }
+    }
+}
+
 impl Journal {
     /// Opens for appending: starts a new file numbered one past the highest existing file (an old
     /// file's tail may be torn, so it is never appended to), and starts the flusher thread.
@@ -174,26 +222,22 @@ impl Journal {
         std::fs::create_dir_all(&cfg.dir)
             .ctx(|| format!("creating journal directory {}", cfg.dir.display()))?;
         let number = replay::list_files(&cfg.dir)?.last().map_or(1, |n| n + 1);
+        let layout = Layout::new(io.direct_io().log);
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
-                next: Lsn {
-                    file: number,
-                    offset: FILE_HEADER_SIZE,
-                },
-                cur_cap: file_capacity(cfg.file_max),
+                next: layout.first_lsn(number),
+                cur_cap: layout.capacity(cfg.file_max),
                 pending: Vec::new(),
                 spare: Vec::new(),
                 buffered: 0,
-                durable: Lsn {
-                    file: number,
-                    offset: FILE_HEADER_SIZE,
-                },
+                durable: layout.first_lsn(number),
                 sync_requested: false,
                 closing: false,
                 flusher_exited: false,
                 failure: None,
             }),
             file_max: AtomicU64::new(cfg.file_max),
+            layout,
             cfg,
             io,
             flusher_wake: Condvar::new(),
@@ -208,7 +252,7 @@ impl Journal {
             session_start: true,
             prev_end: Lsn::default(),
         };
-        let first = shared.create_file(header, file_capacity(shared.cfg.file_max))?;
+        let first = shared.create_file(header, layout.capacity(shared.cfg.file_max))?;
         let flusher_shared = Arc::clone(&shared);
         let flusher = std::thread::Builder::new()
             .name("journal-flusher".into())
@@ -242,12 +286,11 @@ impl Journal {
             return Err(Error::Closed("the journal is closed".into()));
         }
         if st.next.offset as u64 + disk_len > st.cur_cap {
-            st.cur_cap = file_capacity(sh.file_max.load(Ordering::Relaxed))
-                .max(FILE_HEADER_SIZE as u64 + disk_len);
-            st.next = Lsn {
-                file: st.next.file + 1,
-                offset: FILE_HEADER_SIZE,
-            };
+            let layout = sh.layout;
+            st.cur_cap = layout
+                .capacity(sh.file_max.load(Ordering::Relaxed))
+                .max(layout.round_up(layout.first_record as u64 + disk_len));
+            st.next = layout.first_lsn(st.next.file + 1);
         }
         let lsn = st.next;
         let cap = st.cur_cap;
@@ -291,9 +334,10 @@ impl Journal {
         }
         let mut st = self.shared.state.lock();
         self.shared.file_max.store(bytes, Ordering::Relaxed);
-        let cap = file_capacity(bytes);
+        let layout = self.shared.layout;
+        let cap = layout.capacity(bytes);
         if st.cur_cap > cap {
-            st.cur_cap = cap.max(st.next.offset as u64);
+            st.cur_cap = cap.max(layout.round_up(st.next.offset as u64));
         }
         Ok(())
     }
@@ -472,7 +516,12 @@ impl Shared {
         if self.cfg.preallocate {
             self.preallocate(&open.file, cap)?;
         }
-        self.write_at(&open, &header.encode(), 0)?;
+        let mut first = header.encode().to_vec();
+        let filler = self.layout.first_record as usize - first.len();
+        if filler > 0 {
+            format::write_filler(&mut first, filler);
+        }
+        self.write_at(&open, &first, 0)?;
         self.io.sync_all(&open.file)?;
         bump(&self.stats.syncs, 1);
         self.io.sync_dir(&self.cfg.dir)?;
@@ -517,12 +566,6 @@ impl Shared {
     }
 }
 
-/// The usable size of a journal file: `file_max` rounded down to the record alignment, so that
-/// every file ends on a record boundary and a partial record at the end is always a tear.
-fn file_capacity(file_max: u64) -> u64 {
-    file_max / format::ALIGN * format::ALIGN
-}
-
 /// The file's name as the trace shows it: relative to the database directory.
 fn trace_name(dir: &Path, name: &str) -> String {
     match dir.file_name() {
@@ -542,10 +585,7 @@ struct Flusher {
 
 impl Flusher {
     fn new(shared: Arc<Shared>, file: OpenFile) -> Flusher {
-        let written_end = Lsn {
-            file: file.number,
-            offset: FILE_HEADER_SIZE,
-        };
+        let written_end = shared.layout.first_lsn(file.number);
         Flusher {
             shared,
             file,
@@ -568,6 +608,9 @@ impl Flusher {
                     }
                 }
                 st.sync_requested = false;
+                if sh.layout.direct() {
+                    pad_to_block(&mut st, sh.layout);
+                }
                 (std::mem::take(&mut st.pending), st.next, st.closing)
             };
             if !chunks.is_empty() {
@@ -626,11 +669,19 @@ impl Flusher {
                 };
                 self.file = sh.create_file(header, chunk.cap)?;
             }
-            sh.write_at(&self.file, &chunk.bytes, chunk.offset as u64)?;
-            self.written_end = Lsn {
+            let records_end = Lsn {
                 file: chunk.file,
                 offset: chunk.offset + chunk.bytes.len() as u32,
             };
+            if sh.layout.direct() {
+                // The last chunk ends on a block (`pad_to_block`); an earlier one ends its
+                // file, whose rest reads as zeros: the clean end of its records.
+                debug_assert!((chunk.offset as u64).is_multiple_of(sh.layout.align));
+                let end = sh.layout.round_up(chunk.bytes.len() as u64) as usize;
+                chunk.bytes.resize(end, 0);
+            }
+            sh.write_at(&self.file, &chunk.bytes, chunk.offset as u64)?;
+            self.written_end = records_end;
             chunk.bytes.clear();
             buffers.push(chunk.bytes);
         }
@@ -643,4 +694,23 @@ impl Flusher {
         sh.sync_data(&self.file)?;
         Ok(buffers)
     }
+}
+
+/// Direct I/O: ends the pending records on a block boundary with a filler record, so the flush
+/// about to be taken writes whole blocks and the next one starts a fresh block. Called with the
+/// state locked, before the flusher takes the pending chunks.
+fn pad_to_block(st: &mut State, layout: Layout) {
+    let end = layout.round_up(st.next.offset as u64);
+    let gap = (end - st.next.offset as u64) as usize;
+    let Some(chunk) = st.pending.last_mut() else {
+        return;
+    };
+    if gap == 0 {
+        return;
+    }
+    debug_assert_eq!(chunk.file, st.next.file);
+    debug_assert!(end <= st.cur_cap);
+    format::write_filler(&mut chunk.bytes, gap);
+    st.next.offset = end as u32;
+    st.buffered += gap as u64;
 }

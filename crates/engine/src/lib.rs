@@ -35,7 +35,7 @@ pub use config::{
 };
 pub use engine::{open_engine, DiskEngine};
 pub use error::{Error, Result};
-pub use io::FlashConfig;
+pub use io::{DirectIo, FlashConfig};
 pub use journal::{JournalCompressor, JournalConfig, Lsn};
 pub use kv::{
     Direction, KvCursor, KvEngine, KvPair, Reconfigure, TableId, WriteBatch, WriteOp, WriteOptions,

@@ -8,7 +8,7 @@
 //!
 //! ```yaml
 //! wiredTiger:
-//!   engineConfig: {cacheSizeGB: 1, journalCompressor: snappy}
+//!   engineConfig: {cacheSizeGB: 1, journalCompressor: snappy, directIO: [data, log]}
 //!   collectionConfig: {blockCompressor: snappy, leafPageMax: 32KB, internalPageMax: 4KB,
 //!                      blockAllocation: sweep, sweepReservePct: 50}   # best | first | append | sweep
 //!   indexConfig: {prefixCompression: true, leafPageMax: 16KB, internalPageMax: 16KB}
@@ -57,6 +57,10 @@ pub struct EngineSettings {
     /// Only `false`: every table file lives in dbPath.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub directory_for_indexes: Option<bool>,
+    /// Files opened with `O_DIRECT`: `[data]`, `[log]` or `[data, log]` (WiredTiger's
+    /// `direct_io`, which mongod can only pass through `configString`).
+    #[serde(rename = "directIO", skip_serializing_if = "Option::is_none")]
+    pub direct_io: Option<Vec<String>>,
 }
 
 /// `storage.wiredTiger.collectionConfig` / `indexConfig`.
@@ -205,6 +209,12 @@ impl EngineSettings {
                 &format!("{key}.directoryForIndexes"),
                 "not supported: every table file lives in dbPath",
             ));
+        }
+        if let Some(list) = &self.direct_io {
+            e.direct_io = list.join(",").parse().map_err(|err| match err {
+                crate::Error::Config(why) => cfg_err(&format!("{key}.directIO"), why),
+                other => other,
+            })?;
         }
         Ok(())
     }

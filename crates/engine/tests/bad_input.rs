@@ -183,3 +183,37 @@ fn a_second_open_in_the_same_process_is_refused_too() {
     assert!(matches!(e, Error::Locked { .. }), "{e:?}");
     eng.close().unwrap();
 }
+
+/// `direct_io` on a file system that refuses `O_DIRECT` (tmpfs: /dev/shm) fails the open with
+/// a configuration error naming the option, the dbPath and what to do — before any table or
+/// journal file exists.
+#[test]
+fn direct_io_on_a_file_system_without_o_direct_is_refused_clearly() {
+    let shm = Path::new("/dev/shm");
+    let Ok(dir) = tempfile::tempdir_in(shm) else {
+        eprintln!("skipped: no /dev/shm");
+        return;
+    };
+    if engine::io::probe_direct_io(dir.path()).is_ok() {
+        eprintln!("skipped: /dev/shm takes O_DIRECT here");
+        return;
+    }
+    let db = dir.path().join("db");
+    let mut cfg = small(&db);
+    cfg.direct_io = "data,log".parse().unwrap();
+    let e = DiskEngine::open(cfg).err().expect("open must fail");
+    let msg = e.to_string();
+    assert!(matches!(e, Error::Config(_)), "{e:?}");
+    assert!(
+        msg.contains("direct_io=data,log")
+            && msg.contains(&db.display().to_string())
+            && msg.contains("refuses O_DIRECT"),
+        "{msg}"
+    );
+    let files: Vec<_> = std::fs::read_dir(&db)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "flashdoc.lock")
+        .collect();
+    assert!(files.is_empty(), "{files:?}");
+}

@@ -4,7 +4,7 @@
 //! A failure prints the seed; rerun one seed with FLASHDOC_MODEL_SEED=<seed>.
 
 use engine::{
-    Compressor, Direction, DiskEngine, EngineConfig, KvEngine, TableConfig, WriteBatch,
+    Compressor, DirectIo, Direction, DiskEngine, EngineConfig, KvEngine, TableConfig, WriteBatch,
     WriteOptions,
 };
 use rand::rngs::StdRng;
@@ -12,8 +12,9 @@ use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-fn config(dir: &std::path::Path) -> EngineConfig {
+fn config(dir: &std::path::Path, direct_io: DirectIo) -> EngineConfig {
     let mut cfg = EngineConfig::new(dir);
+    cfg.direct_io = direct_io;
     cfg.cache_size = 256 * 1024;
     cfg.checkpoint_interval = None;
     if let Some(j) = cfg.journal.as_mut() {
@@ -76,10 +77,10 @@ fn model_range(
     }
 }
 
-fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize) {
+fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize, direct_io: DirectIo) {
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
-    let mut eng = DiskEngine::open(config(dir.path())).unwrap();
+    let mut eng = DiskEngine::open(config(dir.path(), direct_io)).unwrap();
     let coll = TableConfig {
         compressor,
         ..TableConfig::collection().with_leaf_page_max(leaf)
@@ -93,7 +94,9 @@ fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize) {
     eng.create_table(names[1], &idx).unwrap();
     let mut models = [BTreeMap::new(), BTreeMap::new()];
     let (mut evicted, mut read) = (0u64, 0u64);
-    let ctx = |step: usize| format!("seed {seed} leaf {leaf} {compressor:?} step {step}");
+    let ctx = |step: usize| {
+        format!("seed {seed} leaf {leaf} {compressor:?} direct_io={direct_io} step {step}")
+    };
     for step in 0..steps {
         let t = rng.gen_range(0..2);
         let tid = eng.table_id(names[t]).unwrap();
@@ -168,7 +171,7 @@ fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize) {
                 read += st["cache"]["pages_read"].as_u64().unwrap();
                 eng.close().unwrap();
                 drop(eng);
-                eng = DiskEngine::open(config(dir.path())).unwrap();
+                eng = DiskEngine::open(config(dir.path(), direct_io)).unwrap();
                 assert_eq!(
                     eng.verify().unwrap() as usize,
                     models[0].len() + models[1].len(),
@@ -211,7 +214,7 @@ fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize) {
         }
         eng.close().unwrap();
         drop(eng);
-        eng = DiskEngine::open(config(dir.path())).unwrap();
+        eng = DiskEngine::open(config(dir.path(), direct_io)).unwrap();
     }
     eng.verify().unwrap();
 }
@@ -227,7 +230,7 @@ fn seeds(n: u64) -> Vec<u64> {
 fn model_leaf_32k_every_compressor() {
     for seed in seeds(2) {
         for c in Compressor::ALL {
-            run(seed * 100 + c as u64, 32 * 1024, c, 1500);
+            run(seed * 100 + c as u64, 32 * 1024, c, 1500, DirectIo::NONE);
         }
     }
 }
@@ -236,8 +239,27 @@ fn model_leaf_32k_every_compressor() {
 fn model_leaf_4k_every_compressor() {
     for seed in seeds(2) {
         for c in Compressor::ALL {
-            run(seed * 1000 + c as u64, 4096, c, 1500);
+            run(seed * 1000 + c as u64, 4096, c, 1500, DirectIo::NONE);
         }
+    }
+}
+
+/// Table files and the journal opened with `O_DIRECT` (where the file system takes it): the
+/// same model, through aligned bounce buffers and a journal padded to blocks.
+#[test]
+fn model_with_direct_io() {
+    let probe = tempfile::tempdir().unwrap();
+    if let Err(e) = engine::io::probe_direct_io(probe.path()) {
+        eprintln!("skipped: {e}");
+        return;
+    }
+    let direct = DirectIo {
+        data: true,
+        log: true,
+    };
+    for seed in seeds(2) {
+        run(seed * 10_000, 32 * 1024, Compressor::Snappy, 1500, direct);
+        run(seed * 10_000 + 1, 4096, Compressor::None, 1500, direct);
     }
 }
 

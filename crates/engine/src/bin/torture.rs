@@ -13,13 +13,14 @@
 //!              --retry (after an error, retry the same batch every 20 ms instead of exiting)
 //!              --batches N (stop after N batches: print `DONE <next>` and idle until killed)
 //!              --no-checkpoint   --journal-file-max BYTES   --no-preallocate
-//!              --journal-compressor none|snappy|zstd
+//!              --journal-compressor none|snappy|zstd   --direct-io data,log
 //!
-//! flashdoc-engine-torture crash-loop DBPATH [--cycles N] [--seed S] [--trim EXTENTS]
+//! flashdoc-engine-torture crash-loop DBPATH [--cycles N] [--seed S] [--trim EXTENTS] [--direct-io data,log]
 //!     N times: start a `write` child on DBPATH, SIGKILL it after 10–300 ms, reopen the database
 //!     and check that every acknowledged batch is there, no batch is half there, and every
 //!     block checksums. Prints a summary; exits 1 on the first failure. With `--trim`, the
-//!     writers trim freed space in batches of EXTENTS extents, punched into the files.
+//!     writers trim freed space in batches of EXTENTS extents, punched into the files; with
+//!     `--direct-io`, they open those files with O_DIRECT.
 //! ```
 
 #[path = "torture/workload.rs"]
@@ -39,7 +40,7 @@ fn main() {
         _ => {
             eprintln!(
                 "usage: flashdoc-engine-torture write DBPATH SEED [START] [options]\n       \
-                 flashdoc-engine-torture crash-loop DBPATH [--cycles N] [--seed S] [--trim EXTENTS]"
+                 flashdoc-engine-torture crash-loop DBPATH [--cycles N] [--seed S] [--trim EXTENTS] [--direct-io data,log]"
             );
             2
         }
@@ -124,16 +125,22 @@ fn crash_loop_mode(args: &[String]) -> i32 {
         return 2;
     };
     let (mut cycles, mut seed, mut trim) = (100u64, 1u64, None);
+    let mut direct_io = engine::DirectIo::NONE;
     let mut it = args[1..].iter();
     while let Some(a) = it.next() {
-        let v = it.next().and_then(|v| v.parse::<u64>().ok());
+        let text = it.next();
+        let v = text.and_then(|v| v.parse::<u64>().ok());
         match (a.as_str(), v) {
             ("--cycles", Some(v)) => cycles = v,
             ("--seed", Some(v)) => seed = v,
             ("--trim", Some(v)) if v > 0 => trim = Some(v as usize),
+            ("--direct-io", _) if text.is_some_and(|t| t.parse::<engine::DirectIo>().is_ok()) => {
+                direct_io = text.unwrap().parse().unwrap()
+            }
             _ => {
                 eprintln!(
-                    "crash-loop: bad option {a} (expected --cycles N, --seed S, --trim EXTENTS)"
+                    "crash-loop: bad option {a} (expected --cycles N, --seed S, --trim EXTENTS, \
+                     --direct-io data,log)"
                 );
                 return 2;
             }
@@ -149,6 +156,7 @@ fn crash_loop_mode(args: &[String]) -> i32 {
     let mut cl = CrashLoop::new(&exe, Path::new(db), seed);
     // The writers trim freed space in batches, punched into the files.
     cl.opts.trim_batch = trim;
+    cl.opts.direct_io = direct_io;
     let started = Instant::now();
     for i in 0..cycles {
         if let Err(e) = cl.cycle(i + 1 == cycles) {

@@ -21,7 +21,7 @@ use super::image::{
 };
 use crate::config::{AllocPolicy, Allocation, Compressor, ALLOC_UNIT};
 use crate::error::{Error, IoContext, Result};
-use crate::io::{FileRole, Io, IoFile, OpenMode};
+use crate::io::{FileRole, Io, IoFile, OpenMode, DIRECT_IO_ALIGN};
 use parking_lot::Mutex;
 use placement::{FileId, PageKind, WriteCause};
 use serde::{Deserialize, Serialize};
@@ -73,6 +73,10 @@ impl ExtentState {
         )
     }
 }
+
+// Every block offset and length is a multiple of the allocation unit, so table files can be
+// opened with O_DIRECT without rewriting a block's layout.
+const _: () = assert!(ALLOC_UNIT.is_multiple_of(DIRECT_IO_ALIGN));
 
 /// How many free extents a sweep allocation looks at before it gives up and appends.
 const SWEEP_SCAN: usize = 4096;

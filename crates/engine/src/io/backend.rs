@@ -1,12 +1,14 @@
 //! The file backend: the system calls behind the announced-I/O seam ([`super::Io`]). The seam
 //! decides what to report and in which order; a backend only performs. [`OsFiles`] is the real
-//! one; [`super::FaultyFiles`] wraps it to fail chosen operations deterministically (and a
-//! direct-I/O backend can take its place later).
+//! one, buffered or direct per file; [`super::FaultyFiles`] wraps it to fail chosen operations
+//! deterministically.
 
+use super::direct::DIRECT_IO_ALIGN;
 use super::file::IoFile;
+use aligned_vec::{AVec, ConstAlign};
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
@@ -24,7 +26,9 @@ pub enum OpenMode {
 /// Every operation the engine performs on its files. Implementations must be thread safe:
 /// positioned reads and writes of one file arrive concurrently.
 pub trait Backend: Send + Sync {
-    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<File>;
+    /// Opens `path`; with `direct`, bypassing the page cache (`O_DIRECT`): then every read and
+    /// write of the file is aligned to [`DIRECT_IO_ALIGN`] in offset and length.
+    fn open(&self, path: &Path, mode: OpenMode, direct: bool) -> io::Result<File>;
     fn write_at(&self, f: &IoFile, buf: &[u8], offset: u64) -> io::Result<()>;
     fn read_at(&self, f: &IoFile, buf: &mut [u8], offset: u64) -> io::Result<()>;
     fn sync_data(&self, f: &IoFile) -> io::Result<()>;
@@ -41,7 +45,7 @@ pub trait Backend: Send + Sync {
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
 }
 
-/// The operating system's files (buffered I/O).
+/// The operating system's files: buffered, or direct for files opened so.
 #[derive(Debug, Default)]
 pub struct OsFiles;
 
@@ -57,21 +61,47 @@ fn check(rc: libc::c_int) -> io::Result<()> {
 }
 
 impl Backend for OsFiles {
-    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<File> {
+    fn open(&self, path: &Path, mode: OpenMode, direct: bool) -> io::Result<File> {
         let mut o = OpenOptions::new();
         o.read(true).write(true);
+        if direct {
+            o.custom_flags(libc::O_DIRECT);
+        }
         match mode {
             OpenMode::CreateTruncate => o.create(true).truncate(true),
             OpenMode::CreateNew => o.create_new(true),
             OpenMode::Existing => &mut o,
         };
-        o.open(path)
+        o.open(path).map_err(|e| match e.raw_os_error() {
+            Some(libc::EINVAL) if direct => io::Error::new(
+                e.kind(),
+                format!(
+                    "{e}: the file system refuses O_DIRECT (direct_io); tmpfs and some network \
+                     file systems do: put the database on one that supports it (ext4, xfs) \
+                     or turn direct_io off"
+                ),
+            ),
+            _ => e,
+        })
     }
     fn write_at(&self, f: &IoFile, buf: &[u8], offset: u64) -> io::Result<()> {
-        f.file().write_all_at(buf, offset)
+        if !f.is_direct() {
+            return f.file().write_all_at(buf, offset);
+        }
+        check_aligned(offset, buf.len(), "write")?;
+        if is_aligned_memory(buf) {
+            return f.file().write_all_at(buf, offset);
+        }
+        f.file().write_all_at(
+            &AlignedBuf::from_slice(DIRECT_IO_ALIGN as usize, buf),
+            offset,
+        )
     }
     fn read_at(&self, f: &IoFile, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        f.file().read_exact_at(buf, offset)
+        if !f.is_direct() {
+            return f.file().read_exact_at(buf, offset);
+        }
+        read_direct(f.file(), buf, offset)
     }
     fn sync_data(&self, f: &IoFile) -> io::Result<()> {
         f.file().sync_data()
@@ -110,4 +140,79 @@ impl Backend for OsFiles {
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         File::open(dir).and_then(|d| d.sync_all())
     }
+}
+
+/// Whether the file system under `dir` takes `O_DIRECT` (tmpfs and some network file systems
+/// do not): opens and removes a probe file there. The error says what to do.
+pub fn probe_direct_io(dir: &Path) -> io::Result<()> {
+    let probe = dir.join(".direct-io-probe");
+    let opened = OsFiles.open(&probe, OpenMode::CreateTruncate, true);
+    let _ = std::fs::remove_file(&probe);
+    opened.map(drop)
+}
+
+/// Memory aligned for direct I/O.
+type AlignedBuf = AVec<u8, ConstAlign<{ DIRECT_IO_ALIGN as usize }>>;
+
+fn is_aligned_memory(buf: &[u8]) -> bool {
+    (buf.as_ptr() as usize).is_multiple_of(DIRECT_IO_ALIGN as usize)
+}
+
+/// A direct write must cover whole aligned blocks: the callers (block manager, journal) lay
+/// their writes out so, and anything else is a bug reported rather than left to `EINVAL`.
+fn check_aligned(offset: u64, len: usize, what: &str) -> io::Result<()> {
+    if offset.is_multiple_of(DIRECT_IO_ALIGN) && (len as u64).is_multiple_of(DIRECT_IO_ALIGN) {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "direct I/O {what} of {len} bytes at offset {offset} is not aligned to \
+             {DIRECT_IO_ALIGN} bytes"
+        ),
+    ))
+}
+
+/// Reads `buf.len()` bytes at `offset` from a direct file: through an aligned buffer covering
+/// the enclosing aligned blocks, so a small read (a file's descriptor) works too. The file's
+/// end may fall inside the last block: only the bytes asked for must exist.
+fn read_direct(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    let align = DIRECT_IO_ALIGN;
+    let start = offset / align * align;
+    let end = (offset + buf.len() as u64).div_ceil(align) * align;
+    if start == offset && end == offset + buf.len() as u64 && is_aligned_memory(buf) {
+        return file.read_exact_at(buf, offset);
+    }
+    let mut bounce = AlignedBuf::with_capacity(align as usize, (end - start) as usize);
+    bounce.resize((end - start) as usize, 0);
+    let mut got = 0usize;
+    let want = (offset - start) as usize + buf.len();
+    // Bounded: every pass reads at least one byte or returns.
+    while got < want {
+        match file.read_at(&mut bounce[got..], start + got as u64) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "failed to fill whole buffer",
+                ))
+            }
+            // A short direct read ends at the file's end, which need not be aligned; the next
+            // read would start unaligned, so it is the last one.
+            Ok(n) if !(got + n).is_multiple_of(align as usize) => {
+                got += n;
+                if got < want {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "failed to fill whole buffer",
+                    ));
+                }
+            }
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let from = (offset - start) as usize;
+    buf.copy_from_slice(&bounce[from..from + buf.len()]);
+    Ok(())
 }

@@ -71,8 +71,8 @@ impl FaultyFiles {
 }
 
 impl Backend for FaultyFiles {
-    fn open(&self, path: &Path, mode: OpenMode) -> io::Result<File> {
-        self.os.open(path, mode)
+    fn open(&self, path: &Path, mode: OpenMode, direct: bool) -> io::Result<File> {
+        self.os.open(path, mode, direct)
     }
     fn write_at(&self, f: &IoFile, buf: &[u8], offset: u64) -> io::Result<()> {
         self.strike(FaultOp::Write, f)?;

@@ -31,6 +31,8 @@ pub struct IoFile {
     pub(super) role: FileRole,
     pub(super) path: PathBuf,
     pub(super) file: File,
+    /// Opened with `O_DIRECT`: reads and writes are aligned (see [`super::DirectIo`]).
+    pub(super) direct: bool,
 }
 
 impl IoFile {
@@ -45,6 +47,9 @@ impl IoFile {
     }
     pub fn path(&self) -> &Path {
         &self.path
+    }
+    pub fn is_direct(&self) -> bool {
+        self.direct
     }
     /// The open file, for backends.
     pub fn file(&self) -> &File {

@@ -21,13 +21,15 @@
 //! per operation: nothing is allocated or locked.
 
 mod backend;
+mod direct;
 mod fault;
 mod file;
 mod hub;
 mod linux;
 mod meter;
 
-pub use backend::{Backend, OpenMode, OsFiles};
+pub use backend::{probe_direct_io, Backend, OpenMode, OsFiles};
+pub use direct::{DirectIo, DIRECT_IO_ALIGN};
 pub use fault::{Fault, FaultOp, FaultyFiles};
 pub use file::{FileRole, IoFile};
 pub use hub::FlashConfig;
@@ -43,6 +45,7 @@ use std::sync::Arc;
 pub struct Io {
     backend: Arc<dyn Backend>,
     hub: hub::Hub,
+    direct: DirectIo,
 }
 
 impl Io {
@@ -56,7 +59,19 @@ impl Io {
         Ok(Io {
             backend: backend.unwrap_or_else(|| Arc::new(OsFiles)),
             hub: hub::Hub::with_flash(observer, flash)?,
+            direct: DirectIo::NONE,
         })
+    }
+
+    /// Opens the files of the kinds `direct` names with `O_DIRECT` from now on.
+    pub fn with_direct_io(mut self, direct: DirectIo) -> Io {
+        self.direct = direct;
+        self
+    }
+
+    /// Which files this seam opens with `O_DIRECT`.
+    pub fn direct_io(&self) -> DirectIo {
+        self.direct
     }
 
     /// No observer, no placement, the operating system's files.
@@ -93,15 +108,17 @@ impl Io {
             OpenMode::Existing => "opening",
             _ => "creating",
         };
+        let direct = self.direct.for_kind(role.kind);
         let file = self
             .backend
-            .open(path, mode)
+            .open(path, mode, direct)
             .map_err(|e| Error::io(format!("{what} {}", path.display()), e))?;
         let f = Arc::new(IoFile {
             id: self.hub.new_file_id(),
             role,
             path: path.to_path_buf(),
             file,
+            direct,
         });
         self.hub.register_file(&f);
         self.hub.emit(&*self.backend, |t| Event::FileCreate {

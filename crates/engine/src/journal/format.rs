@@ -26,10 +26,13 @@ const HEADER_CRC_AT: usize = 124;
 /// record of the previous file is a crash tail that this session's recovery already discarded.
 const FILE_SESSION_START: u32 = 1;
 
-/// Record flags.
+/// Record flags: at most one is set.
 pub const REC_SNAPPY: u16 = 1;
 pub const REC_ZSTD: u16 = 2;
-const REC_KNOWN: u16 = REC_SNAPPY | REC_ZSTD;
+/// A filler record: zeros that carry the records to the next direct-I/O block boundary when a
+/// flush ends inside a block (direct I/O writes whole blocks, and durable blocks are never
+/// rewritten). Replay verifies and skips it.
+pub const REC_FILLER: u16 = 4;
 
 /// The zstd level used for records: fast, and what the brief and MongoDB's zstd option use.
 const ZSTD_LEVEL: i32 = 3;
@@ -175,6 +178,19 @@ impl<'a> EncodedRecord<'a> {
     }
 }
 
+/// Appends a filler record of exactly `extent` bytes (a multiple of [`ALIGN`]).
+pub fn write_filler(buf: &mut Vec<u8>, extent: usize) {
+    assert!(extent >= ALIGN as usize && (extent as u64).is_multiple_of(ALIGN));
+    let mut header = [0u8; RECORD_HEADER_SIZE];
+    header[0..4].copy_from_slice(&(extent as u32).to_le_bytes());
+    header[8..10].copy_from_slice(&REC_FILLER.to_le_bytes());
+    let zeros = vec![0u8; extent - RECORD_HEADER_SIZE];
+    let crc = record_crc(&header, &zeros, 0);
+    header[4..8].copy_from_slice(&crc.to_le_bytes());
+    buf.extend_from_slice(&header);
+    buf.extend_from_slice(&zeros);
+}
+
 /// The checksum covers the header (with the checksum field as zero), the stored payload and the
 /// padding: the whole extent the record occupies, so a torn write anywhere in it is caught.
 fn record_crc(header: &[u8; RECORD_HEADER_SIZE], stored: &[u8], pad: usize) -> u32 {
@@ -251,8 +267,11 @@ pub fn check_record_header(b: &[u8; RECORD_HEADER_SIZE]) -> HeaderCheck {
     if (h.len as usize) < RECORD_HEADER_SIZE || stored > MAX_PAYLOAD {
         return HeaderCheck::Bad(format!("impossible record length {}", h.len));
     }
-    if h.flags & !REC_KNOWN != 0 || h.flags == REC_KNOWN {
+    if !matches!(h.flags, 0 | REC_SNAPPY | REC_ZSTD | REC_FILLER) {
         return HeaderCheck::Bad(format!("bad record flags {:#x}", h.flags));
+    }
+    if h.flags == REC_FILLER && h.uncompressed_len != 0 {
+        return HeaderCheck::Bad("a filler record with a payload length".into());
     }
     if u16_at(b, 10) != 0 {
         return HeaderCheck::Bad("nonzero reserved bytes in record header".into());
@@ -297,7 +316,7 @@ pub fn record_payload<'b>(
         }
         REC_ZSTD => zstd::bulk::decompress(stored, ulen)
             .map_err(|e| format!("zstd payload does not decompress: {e}"))?,
-        _ => unreachable!("flags were checked by check_record_header"),
+        _ => unreachable!("flags were checked by check_record_header; fillers are skipped"),
     };
     if out.len() != ulen {
         return Err(format!(

@@ -253,7 +253,7 @@ impl Reader {
             if let Err(why) = format::verify_record(&h, bytes) {
                 return Ok(torn(off, &why));
             }
-            if lsn >= from {
+            if lsn >= from && h.flags != format::REC_FILLER {
                 let payload = match format::record_payload(&h, bytes) {
                     Ok(p) => p,
                     Err(why) => return Ok(torn(off, &why)),

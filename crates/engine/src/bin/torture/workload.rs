@@ -298,6 +298,8 @@ pub struct ChildOptions {
     /// Trim freed space in batches of this many extents, punched into the files
     /// (`fallocate(PUNCH_HOLE)`), with DSM placement and Linux write-life hints.
     pub trim_batch: Option<usize>,
+    /// Files opened with `O_DIRECT`.
+    pub direct_io: engine::DirectIo,
 }
 
 impl Default for ChildOptions {
@@ -311,6 +313,7 @@ impl Default for ChildOptions {
             journal_compressor: JournalCompressor::Snappy,
             retry: false,
             trim_batch: None,
+            direct_io: engine::DirectIo::NONE,
         }
     }
 }
@@ -341,6 +344,9 @@ impl ChildOptions {
         if let Some(k) = self.trim_batch {
             a.extend(["--trim".to_string(), k.to_string()]);
         }
+        if self.direct_io.any() {
+            a.extend(["--direct-io".to_string(), self.direct_io.to_string()]);
+        }
         a
     }
 
@@ -356,6 +362,7 @@ impl ChildOptions {
                 "--retry" => o.retry = true,
                 "--batches" => o.batches = Some(val(a)?.parse().map_err(|e| format!("{a}: {e}"))?),
                 "--trim" => o.trim_batch = Some(val(a)?.parse().map_err(|e| format!("{a}: {e}"))?),
+                "--direct-io" => o.direct_io = val(a)?.parse().map_err(|e| format!("{a}: {e}"))?,
                 "--journal-file-max" => {
                     o.journal_file_max = val(a)?.parse().map_err(|e| format!("{a}: {e}"))?
                 }
@@ -378,6 +385,7 @@ impl ChildOptions {
         j.file_max = self.journal_file_max;
         j.preallocate = self.preallocate;
         j.compressor = self.journal_compressor;
+        cfg.direct_io = self.direct_io;
         if let Some(k) = self.trim_batch {
             cfg.flash = engine::FlashConfig {
                 placement: "dsm".parse().unwrap(),
