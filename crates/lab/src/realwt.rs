@@ -221,6 +221,8 @@ fn wiredtiger_run(
         allocation: WIREDTIGER.into(),
         scale_name: exp.scale.clone(),
         scale: scale.clone(),
+        // Buffered: neither driver opens its files with O_DIRECT.
+        direct_io: "none".into(),
         sizing,
         load: phase("load", d.records, d.load_s),
         run: phase("run", d.run_ops, d.run_s),

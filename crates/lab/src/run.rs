@@ -42,6 +42,11 @@ pub struct EngineRun {
     #[serde(default)]
     pub scale_name: String,
     pub scale: ScaleSpec,
+    /// The engine's `direct_io` (`none`, `data`, `log`, `data,log`). The trace is taken per
+    /// write call at the engine's I/O seam (the shim's, for WiredTiger), before any page cache,
+    /// whatever this is.
+    #[serde(default = "buffered")]
+    pub direct_io: String,
     /// The device and the engine settings derived from the loaded database (see
     /// [`Sizing`]).
     pub sizing: Sizing,
@@ -150,6 +155,10 @@ pub struct DeviceRun {
 
 fn one_pass() -> u32 {
     1
+}
+
+fn buffered() -> String {
+    "none".into()
 }
 
 fn best() -> String {
@@ -536,6 +545,7 @@ pub fn run_engine(
         ..table_template("index", w.leaf_kb, &w.compressor)?
     };
     let reopen_cfg = cfg.clone();
+    let direct_io = cfg.engine.direct_io.to_string();
     let db_dir = work.join("db");
     let db = DocDb::open(cfg).map_err(|e| anyhow!("opening the lab database: {e}"))?;
     let mut extra = BTreeMap::new();
@@ -597,6 +607,7 @@ pub fn run_engine(
         allocation: w.allocation.clone(),
         scale_name: w.scale.clone(),
         scale: scale.clone(),
+        direct_io,
         sizing: sizing.ok_or_else(|| anyhow!("the workload never reached its end of load"))?,
         load,
         run,

@@ -405,6 +405,8 @@ pub(crate) fn secantus_run(
         allocation: w.allocation,
         scale_name: exp.scale.clone(),
         scale: scale.clone(),
+        // Buffered: neither driver opens its files with O_DIRECT.
+        direct_io: "none".into(),
         sizing,
         load,
         run: run_phase,

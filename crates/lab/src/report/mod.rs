@@ -219,9 +219,10 @@ fn model_section(r: &mut Report, exp: &Experiment, points: &[Point], runs: &[Eng
         })
         .collect();
     r.p(format!(
-        "Each workload ran on flashdoc's engine (through the document layer, in process) once per seed and per engine allocation, with every physical write, free, checkpoint and file event captured as a trace (mode **trace-replay**). With a given allocation the engine's I/O does not depend on the placement policy, so every policy replays exactly the same trace on a fresh simulated SSD: {ssd}; 4 KB pages, erase blocks sized so the device has at least 1024 of them. Conditions: {}. **Aged device**: `{}` — before the run every LBA has been written once, so the filesystem hands out LBAs the device still counts as valid, and a deleted file's LBAs stay valid until they are reused. **Direct-I/O semantics**: every write reaches the device in order and each 4 KB page it touches is written once; no page cache coalesces writes. Files map to LBAs through a next-fit filesystem layout.",
+        "Each workload ran on flashdoc's engine (through the document layer, in process) once per seed and per engine allocation, with every physical write, free, checkpoint and file event captured as a trace (mode **trace-replay**). With a given allocation the engine's I/O does not depend on the placement policy, so every policy replays exactly the same trace on a fresh simulated SSD: {ssd}; 4 KB pages, erase blocks sized so the device has at least 1024 of them. Conditions: {}. **Aged device**: `{}` — before the run every LBA has been written once, so the filesystem hands out LBAs the device still counts as valid, and a deleted file's LBAs stay valid until they are reused. **Direct-I/O semantics**: every write reaches the device in order and each 4 KB page it touches is written once; no page cache coalesces writes (the trace is taken per write call at the engine's I/O seam, before any page cache; the engines ran with `direct_io` {}). Files map to LBAs through a next-fit filesystem layout.",
         trims.join("; "),
-        exp.precondition
+        exp.precondition,
+        io_modes(runs)
     ));
     r.p(format!(
         "**Steady state.** The run phase is replayed back to back until the device has been written {:.0} times over, then once more; that last pass is measured (the device's counters are reset before it). A device aged by one fill needs about 20 such rewrites to reach the workload's steady state; looping a short run reproduces a long run's steady state within about 1% for the online policies (docs/lab.md).",
@@ -229,6 +230,13 @@ fn model_section(r: &mut Report, exp: &Experiment, points: &[Point], runs: &[Eng
     ));
     r.p("Timing model: 8 channels × 4 dies, tR 75 µs, tPROG 750 µs, tBERS 3.8 ms per 256-page block, 400 MT/s channels, a 6 Gb/s host link, queue depth 32 (an MLC SATA SSD of the Samsung 840 Pro's class; docs/ssd.md); each program goes to the die that can start it first. A TRIM is non-queued, as on the 840 Pro under Linux 3.13: it waits for every I/O in flight, then holds the device for 1 ms plus 40 ns per page (estimates; docs/ssd.md). **Modeled throughput** is the measured pass's operations divided by the device time the model needs to absorb its I/O issued closed-loop at the queue depth: the throughput if the device were the bottleneck, as it was on the seeds' runs with caches far smaller than their data. **Host throughput** is what the engine did on this machine; it does not depend on the policy.");
     ratios_section(r, exp, runs);
+}
+
+/// The engines' `direct_io` settings in these runs, each once.
+fn io_modes(runs: &[EngineRun]) -> String {
+    let modes: std::collections::BTreeSet<&str> =
+        runs.iter().map(|r| r.direct_io.as_str()).collect();
+    modes.into_iter().collect::<Vec<_>>().join(" / ")
 }
 
 /// The dimensionless ratios that decide where a block dies relative to the device, per
