@@ -159,7 +159,8 @@ pub fn validate_coll_name(db: &str, coll: &str) -> DocResult<()> {
 
 /// The `create` options flashdoc enforces: `capped` with `size` and `max`, `validator` with
 /// `validationLevel` and `validationAction`, `collation` (the collection's default), and
-/// `expireAfterSeconds` is refused (it belongs to clustered collections). Options mongod has
+/// `expireAfterSeconds` is refused (it belongs to clustered collections); a view's options
+/// (`viewOn`, `pipeline`) are `ViewDef::parse`'s. Options mongod has
 /// and flashdoc does not are refused with InvalidOptions naming them; unknown ones too.
 pub fn validate_create_options(options: &Document) -> DocResult<Document> {
     let mut out = Document::new();
@@ -213,8 +214,6 @@ pub fn validate_create_options(options: &Document) -> DocResult<Document> {
             | "clusteredIndex"
             | "expireAfterSeconds"
             | "timeseries"
-            | "viewOn"
-            | "pipeline"
             | "encryptedFields"
             | "autoIndexId"
             | "flags"

@@ -105,8 +105,8 @@ pub struct Coll {
     /// Serializes a capped collection's inserts, so RecordId order is insertion order and
     /// the oldest documents are the first ones.
     pub capped_lock: Mutex<()>,
-    /// The document validator, from the collection's options.
-    pub validator: Option<crate::validation::Validator>,
+    /// The document validator, from the collection's options (`collMod` replaces it).
+    validator: RwLock<Option<Arc<crate::validation::Validator>>>,
     /// The collection's default collation (`create` option `collation`).
     pub default_collation: Option<Arc<query::collation::Collation>>,
 }
@@ -174,7 +174,9 @@ impl Coll {
             counts: Mutex::new(None),
             capped: Capped::from_options(&entry.options),
             capped_lock: Mutex::new(()),
-            validator: crate::validation::Validator::from_options(&entry.options)?,
+            validator: RwLock::new(
+                crate::validation::Validator::from_options(&entry.options)?.map(Arc::new),
+            ),
             default_collation: match entry.options.get_document("collation") {
                 Ok(c) => query::collation::Collation::parse_from(
                     c,
@@ -195,10 +197,21 @@ impl Coll {
         Ok(())
     }
 
+    /// The document validator in force.
+    pub fn validator(&self) -> Option<Arc<crate::validation::Validator>> {
+        self.validator.read().clone()
+    }
+
+    /// Replaces the validator (`collMod`; the caller holds `state` exclusively, so no write
+    /// is between its check and its batch).
+    pub fn set_validator(&self, v: Option<crate::validation::Validator>) {
+        *self.validator.write() = v.map(Arc::new);
+    }
+
     /// Checks a document against the collection's validator (unless bypassed), under the
     /// collection's default collation whatever the statement's (as mongod evaluates it).
     pub fn validate(&self, new: &Document, old: Option<&Document>, bypass: bool) -> DocResult<()> {
-        match (&self.validator, bypass) {
+        match (self.validator(), bypass) {
             (Some(v), false) => {
                 let _default = query::collation::scope(self.default_collation.clone());
                 v.check(&self.ns, new, old)

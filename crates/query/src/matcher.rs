@@ -483,7 +483,7 @@ fn parse_operator(op: &str, arg: &Bson) -> DocResult<Pred> {
         },
         "$comment" => Pred::And(vec![]),
         "$near" | "$nearSphere" | "$geoWithin" | "$geoIntersects" | "$within" | "$bitsAllSet"
-        | "$bitsAnySet" | "$bitsAllClear" | "$bitsAnyClear" | "$jsonSchema" => {
+        | "$bitsAnySet" | "$bitsAllClear" | "$bitsAnyClear" => {
             return Err(DocError::with_code(
                 238,
                 "NotImplemented",

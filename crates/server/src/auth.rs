@@ -43,6 +43,10 @@ pub enum Action {
     DbStats,
     Validate,
     RenameCollection,
+    /// `collMod` (dbAdmin's, as mongod's).
+    CollMod,
+    /// `profile` (dbAdmin's `enableProfiler`).
+    EnableProfiler,
     /// Creating, changing and dropping users and their roles.
     UserAdmin,
     ViewUser,
@@ -100,6 +104,8 @@ pub const COMMANDS: &[(&str, Action)] = &[
     ("collStats", Action::CollStats),
     ("dbStats", Action::DbStats),
     ("validate", Action::Validate),
+    ("collMod", Action::CollMod),
+    ("profile", Action::EnableProfiler),
     ("createUser", Action::UserAdmin),
     ("updateUser", Action::UserAdmin),
     ("dropUser", Action::UserAdmin),
@@ -173,6 +179,8 @@ fn db_admin_actions(a: Action) -> bool {
             | Action::CollStats
             | Action::DbStats
             | Action::Validate
+            | Action::CollMod
+            | Action::EnableProfiler
             | Action::CreateCollection
             | Action::DropCollection
             | Action::DropDatabase

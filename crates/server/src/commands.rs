@@ -138,6 +138,10 @@ fn guard(
         auth::authorize(state, conn, name, db)?;
         if name == "aggregate" {
             auth::authorize_pipeline_writes(conn, db, cmd)?;
+            if lists_all_users_ops(cmd) {
+                // Other users' operations need the `inprog` privilege, as `currentOp`'s.
+                auth::authorize(state, conn, "currentOp", db)?;
+            }
         }
     }
     let target = cmd.get(name).and_then(Bson::as_str);
@@ -154,6 +158,18 @@ fn guard(
         ));
     }
     Ok(())
+}
+
+/// Whether an aggregate starts with `$currentOp: {allUsers: true}`.
+fn lists_all_users_ops(cmd: &Document) -> bool {
+    let first = cmd
+        .get_array("pipeline")
+        .ok()
+        .and_then(|p| p.first())
+        .and_then(Bson::as_document);
+    first
+        .and_then(|s| s.get_document("$currentOp").ok())
+        .is_some_and(|o| o.get_bool("allUsers") == Ok(true))
 }
 
 /// `listCollections` with `authorizedCollections` and `nameOnly` needs no listCollections
@@ -204,7 +220,7 @@ fn dispatch(
         "getParameter" => get_parameter(state, cmd).map(|d| (d, After::Continue)),
         "setParameter" => set_parameter(state, cmd).map(|d| (d, After::Continue)),
         "getLog" => ok(doc! {"totalLinesWritten": 0, "log": []}),
-        "currentOp" => ok(current_op(state, cmd)?),
+        "currentOp" => ok(current_op(state, cmd, conn)?),
         "killOp" => {
             let opid = match cmd.get("op") {
                 Some(Bson::Int32(n)) => *n,
@@ -435,13 +451,17 @@ fn dispatch(
                 ));
             }
             let coll = match cmd.get("aggregate") {
-                Some(Bson::String(s)) => s.clone(),
-                Some(Bson::Int32(1)) | Some(Bson::Int64(1)) | Some(Bson::Double(_)) => {
-                    return Err(DocError::invalid_namespace(
-                        "database-level aggregation is not supported",
+                Some(Bson::String(s)) => Some(s.clone()),
+                Some(n @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_)))
+                    if query::compare::Num::of(n).is_some_and(|n| n.as_f64() == 1.0) =>
+                {
+                    None
+                }
+                _ => {
+                    return Err(DocError::type_mismatch(
+                        "aggregate needs a collection name, or 1 for a pipeline without one",
                     ))
                 }
-                _ => return Err(DocError::type_mismatch("aggregate needs a collection name")),
             };
             if cmd.get_bool("explain").unwrap_or(false) {
                 return ok(
@@ -451,14 +471,30 @@ fn dispatch(
             let cursor_opts = get_doc(cmd, "cursor")?.unwrap_or_default();
             check_fields(cursor_opts.keys(), "cursor", &["batchSize"], &[], &[])?;
             let first = batch_size(&cursor_opts, "batchSize")?.unwrap_or(DEFAULT_FIRST_BATCH);
-            let opts = docdb::AggregateOpts {
+            let mut opts = docdb::AggregateOpts {
                 interrupt: interrupt_for(cmd)?,
                 collation: get_doc(cmd, "collation")?,
+                current_ops: None,
             };
-            let cursor = dbx.aggregate(db, &coll, &pipeline, &opts)?;
+            let (cursor, ns) = match &coll {
+                Some(coll) => (
+                    dbx.aggregate(db, coll, &pipeline, &opts)?,
+                    format!("{db}.{coll}"),
+                ),
+                None => {
+                    opts.current_ops = Some(Arc::new(OpsSource {
+                        state: state.clone(),
+                        users: crate::ops::users_of(conn),
+                    }));
+                    (
+                        dbx.aggregate_database(db, &pipeline, &opts)?,
+                        format!("{db}.$cmd.aggregate"),
+                    )
+                }
+            };
             ok(cursor_reply(
                 state,
-                &format!("{db}.{coll}"),
+                &ns,
                 cursor,
                 first,
                 CursorOpts {
@@ -530,15 +566,7 @@ fn dispatch(
         // Catalog
         "create" => {
             let coll = coll_name(cmd, name)?;
-            // The document layer sees only the collection's options.
-            let options: Document = cmd
-                .iter()
-                .skip(1)
-                .filter(|(k, _)| {
-                    !GENERIC_FIELDS.contains(&k.as_str()) && !hook_fields.contains(&k.as_str())
-                })
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
+            let options = command_options(cmd, hook_fields);
             // Bounded work (one catalog entry): its budget is checked once, before it starts.
             interrupt_for(cmd)?.check()?;
             dbx.create_collection(db, &coll, &options)?;
@@ -583,14 +611,19 @@ fn dispatch(
             let mut out = Vec::new();
             for c in dbx.list_collections(db)? {
                 interrupt.check()?;
-                let mut d = if name_only {
-                    doc! {"name": c.name.clone(), "type": "collection"}
-                } else {
-                    doc! {
-                        "name": c.name.clone(), "type": "collection", "options": c.options.clone(),
-                        "info": {"readOnly": false, "uuid": c.uuid},
+                let kind = c.kind.name();
+                let mut d = match (name_only, c.uuid) {
+                    (true, _) => doc! {"name": c.name.clone(), "type": kind},
+                    (false, Some(uuid)) => doc! {
+                        "name": c.name.clone(), "type": kind, "options": c.options.clone(),
+                        "info": {"readOnly": false, "uuid": uuid},
                         "idIndex": {"v": 2, "key": {"_id": 1}, "name": "_id_"},
-                    }
+                    },
+                    // A view: no storage, so no uuid and no _id index.
+                    (false, None) => doc! {
+                        "name": c.name.clone(), "type": kind, "options": c.options.clone(),
+                        "info": {"readOnly": true},
+                    },
                 };
                 if matcher.matches(&d) {
                     out.push(std::mem::take(&mut d));
@@ -674,6 +707,11 @@ fn dispatch(
                 .ok_or_else(|| DocError::failed_to_parse("dropIndexes needs 'index'"))?;
             let was = dbx.drop_indexes(db, &coll, &which)?;
             ok(doc! {"nIndexesWas": was})
+        }
+        "collMod" => {
+            let coll = coll_name(cmd, name)?;
+            let options = command_options(cmd, hook_fields);
+            ok(dbx.coll_mod(db, &coll, &options)?)
         }
         "collStats" => {
             let coll = coll_name(cmd, name)?;
@@ -770,8 +808,9 @@ fn hello(state: &ServerState, name: &str, cmd: &Document, conn: &ConnInfo) -> Do
 }
 
 /// `currentOp`: the operations in progress, filtered by the command's other fields (a query
-/// on the operation documents, as mongod's), this one included.
-fn current_op(state: &ServerState, cmd: &Document) -> DocResult<Document> {
+/// on the operation documents, as mongod's), this one included; `$ownOps: true` lists only
+/// the caller's users' operations, `$all: true` adds the idle connections.
+fn current_op(state: &ServerState, cmd: &Document, conn: &ConnInfo) -> DocResult<Document> {
     let mut filter = Document::new();
     for (k, v) in cmd.iter().skip(1) {
         if GENERIC_FIELDS.contains(&k.as_str()) || k == "$all" || k == "$ownOps" {
@@ -780,14 +819,43 @@ fn current_op(state: &ServerState, cmd: &Document) -> DocResult<Document> {
         filter.insert(k.clone(), v.clone());
     }
     let matcher = query::matcher::Matcher::new(&filter)?;
+    let listing = crate::ops::Listing {
+        only_users: flag(cmd, "$ownOps")?.then(|| crate::ops::users_of(conn)),
+        idle_connections: flag(cmd, "$all")?,
+    };
     let inprog: Vec<Bson> = state
         .ops
-        .list()
+        .list_with(&listing)
         .into_iter()
         .filter(|op| matcher.matches(op))
         .map(Bson::Document)
         .collect();
     Ok(doc! {"inprog": inprog})
+}
+
+/// What `$currentOp` reads: the server's operation registry, as seen by the caller's users.
+struct OpsSource {
+    state: Arc<ServerState>,
+    users: Vec<(String, String)>,
+}
+
+impl docdb::CurrentOps for OpsSource {
+    fn current_ops(&self, spec: &query::aggregate::CurrentOpSpec) -> DocResult<Vec<Document>> {
+        if spec.idle_cursors {
+            return Err(DocError::with_code(
+                238,
+                "NotImplemented",
+                "$currentOp option 'idleCursors: true' is not supported by flashdoc (open cursors are not listed)",
+            ));
+        }
+        // A standalone keeps no server-side sessions (idleSessions has none to add), and
+        // every operation is local (localOps changes nothing).
+        let listing = crate::ops::Listing {
+            only_users: (!spec.all_users).then(|| self.users.clone()),
+            idle_connections: spec.idle_connections,
+        };
+        Ok(self.state.ops.list_with(&listing))
+    }
 }
 
 fn build_info() -> Document {
@@ -924,6 +992,18 @@ fn new_uuid() -> [u8; 16] {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     b
+}
+
+/// A command's own options (the fields after its name, without the generic ones and the
+/// hook's): what the document layer sees of `create` and `collMod`.
+fn command_options(cmd: &Document, hook_fields: &[&str]) -> Document {
+    cmd.iter()
+        .skip(1)
+        .filter(|(k, _)| {
+            !GENERIC_FIELDS.contains(&k.as_str()) && !hook_fields.contains(&k.as_str())
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 fn truthy(v: Option<&Bson>) -> bool {
@@ -1377,6 +1457,26 @@ fn command_fields(name: &str) -> Option<(&'static [&'static str], &'static [&'st
         "dropIndexes" | "deleteIndexes" => (&["index"], &[]),
         "renameCollection" => (&["to", "dropTarget"], &["stayTemp"]),
         "collStats" => (&["scale"], &[]),
+        // The document layer refuses the options it does not implement, with the reason.
+        "collMod" => (
+            &[
+                "validator",
+                "validationLevel",
+                "validationAction",
+                "index",
+                "viewOn",
+                "pipeline",
+                "expireAfterSeconds",
+                "cappedSize",
+                "cappedMax",
+                "changeStreamPreAndPostImages",
+                "timeseries",
+                "timeseriesBucketsMayHaveMixedSchemaData",
+                "dryRun",
+                "collectionUUID",
+            ],
+            &[],
+        ),
         "dbStats" => (&["scale"], &["freeStorage"]),
         // authorizedDatabases filters nothing: every role that may list databases holds a
         // privilege on all of them (or authorization is off).

@@ -54,7 +54,7 @@ pub async fn accept_loop(
                         tokio::spawn(async move {
                             let id = info.id;
                             let _ = serve_maybe_tls(sock, state.clone(), info, tx, tls, require).await;
-                            state.end_connection();
+                            state.end_connection(id);
                             crate::log::connection(&format!("end connection {peer} #{id}"));
                         });
                     }

@@ -24,6 +24,8 @@ struct Op {
     started: Instant,
     client: String,
     connection: i32,
+    /// Who was authenticated on the connection when it started: (user, db).
+    users: Vec<(String, String)>,
     interrupt: Interrupt,
 }
 
@@ -31,6 +33,29 @@ struct Op {
 pub struct Ops {
     next: Mutex<i32>,
     running: Mutex<BTreeMap<i32, Op>>,
+    /// The open connections (id → peer), for the idle ones `currentOp` lists on request.
+    connections: Mutex<BTreeMap<i32, String>>,
+}
+
+/// Which operations a listing shows (`currentOp`'s `$ownOps`/`$all`, `$currentOp`'s
+/// `allUsers`/`idleConnections`).
+#[derive(Clone, Debug, Default)]
+pub struct Listing {
+    /// Only the operations of these users (with authorization off nobody is authenticated,
+    /// so every operation is everybody's); None: every user's.
+    pub only_users: Option<Vec<(String, String)>>,
+    /// Also the open connections that run nothing (`active: false`).
+    pub idle_connections: bool,
+}
+
+/// The (user, db) pairs authenticated on a connection.
+pub fn users_of(conn: &ConnInfo) -> Vec<(String, String)> {
+    conn.auth
+        .lock()
+        .users
+        .iter()
+        .map(|u| (u.user.clone(), u.db.clone()))
+        .collect()
 }
 
 thread_local! {
@@ -94,6 +119,7 @@ impl Ops {
                 started: Instant::now(),
                 client: conn.peer.to_string(),
                 connection: conn.id,
+                users: users_of(conn),
                 interrupt,
             },
         );
@@ -131,11 +157,27 @@ impl Ops {
         }
     }
 
+    /// A connection opened (listed as idle while it runs nothing).
+    pub fn connect(&self, id: i32, peer: String) {
+        self.connections.lock().insert(id, peer);
+    }
+
+    /// A connection closed.
+    pub fn disconnect(&self, id: i32) {
+        self.connections.lock().remove(&id);
+    }
+
     /// Every operation in progress, as mongod's `currentOp` describes one.
     pub fn list(&self) -> Vec<Document> {
+        self.list_with(&Listing::default())
+    }
+
+    /// The operations `which` asks for, then (if asked) the idle connections.
+    pub fn list_with(&self, which: &Listing) -> Vec<Document> {
         let running = self.running.lock();
-        running
+        let mut out: Vec<Document> = running
             .iter()
+            .filter(|(_, op)| which.only_users.as_ref().is_none_or(|u| *u == op.users))
             .map(|(opid, op)| {
                 let micros = op.started.elapsed().as_micros() as i64;
                 doc! {
@@ -151,10 +193,34 @@ impl Ops {
                     "connectionId": op.connection,
                     "desc": format!("conn{}", op.connection),
                     "killPending": op.interrupt.is_killed(),
+                    "effectiveUsers": users_doc(&op.users),
                 }
             })
-            .collect()
+            .collect();
+        if which.idle_connections {
+            let busy: std::collections::HashSet<i32> =
+                running.values().map(|op| op.connection).collect();
+            for (id, peer) in self.connections.lock().iter() {
+                if !busy.contains(id) {
+                    out.push(doc! {
+                        "type": "op",
+                        "active": false,
+                        "client": peer.clone(),
+                        "connectionId": *id,
+                        "desc": format!("conn{id}"),
+                    });
+                }
+            }
+        }
+        out
     }
+}
+
+fn users_doc(users: &[(String, String)]) -> Vec<Bson> {
+    users
+        .iter()
+        .map(|(u, d)| Bson::Document(doc! {"user": u.clone(), "db": d.clone()}))
+        .collect()
 }
 
 /// Array elements of a command that its `currentOp` listing keeps: listing an `insert` of

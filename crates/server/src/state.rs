@@ -204,13 +204,16 @@ impl ServerState {
             return None;
         }
         self.connections_total.fetch_add(1, Ordering::Relaxed);
+        let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
+        self.ops.connect(id, peer.to_string());
         Some(ConnInfo {
-            id: self.next_conn.fetch_add(1, Ordering::Relaxed),
+            id,
             peer,
             auth: Mutex::new(Default::default()),
         })
     }
-    pub fn end_connection(&self) {
+    pub fn end_connection(&self, id: i32) {
+        self.ops.disconnect(id);
         self.connections_current.fetch_sub(1, Ordering::AcqRel);
     }
     pub fn count_command(&self, name: &str) {

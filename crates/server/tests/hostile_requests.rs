@@ -24,7 +24,7 @@ fn run(st: &Arc<ServerState>, cmd: Document) -> Document {
     let h = Header::parse(msg[..16].try_into().unwrap());
     let info = st.new_connection("127.0.0.1:1".parse().unwrap()).unwrap();
     let out = handle_message(st, &info, &h, &msg[16..]);
-    st.end_connection();
+    st.end_connection(info.id);
     let reply = out.reply.expect("a reply");
     let Ok(wire::Request::Msg { body, .. }) = wire::parse_request(
         &Header::parse(reply[..16].try_into().unwrap()),

@@ -89,7 +89,8 @@ const WRITE: &[&str] = &[
     "renameCollection",
 ];
 /// `dbAdmin`: collStats, dbStats, listCollections, listIndexes, validate, createCollection,
-/// dropCollection, dropDatabase, createIndex, dropIndex, renameCollectionSameDB; no find.
+/// dropCollection, dropDatabase, createIndex, dropIndex, renameCollectionSameDB, collMod,
+/// enableProfiler; no find.
 const DB_ADMIN: &[&str] = &[
     "listCollections",
     "listIndexes",
@@ -103,6 +104,8 @@ const DB_ADMIN: &[&str] = &[
     "dropIndexes",
     "deleteIndexes",
     "renameCollection",
+    "collMod",
+    "profile",
 ];
 /// `userAdmin`: createUser, dropUser, changePassword/changeCustomData (updateUser), grantRole,
 /// revokeRole, viewUser.

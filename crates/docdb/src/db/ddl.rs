@@ -80,22 +80,46 @@ impl DocDb {
             .collect())
     }
 
+    /// The collections and views of database `db`, by name.
     pub fn list_collections(&self, db: &str) -> DocResult<Vec<CollectionInfo>> {
         let colls = self.colls_of(db)?;
-        Ok(colls
+        let mut out: Vec<CollectionInfo> = colls
             .into_iter()
             .map(|c| CollectionInfo {
                 name: c.name.clone(),
+                kind: CollectionKind::Collection,
                 options: c.state.read().options.clone(),
-                uuid: c.uuid,
+                uuid: Some(c.uuid),
             })
-            .collect())
+            .collect();
+        out.extend(
+            self.views_of(db)
+                .into_iter()
+                .map(|(name, v)| CollectionInfo {
+                    name,
+                    kind: CollectionKind::View,
+                    options: v.options(),
+                    uuid: None,
+                }),
+        );
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
     }
 
+    /// `create`: a collection, or a view when the options have `viewOn` or `pipeline`.
     pub fn create_collection(&self, db: &str, coll: &str, options: &Document) -> DocResult<()> {
         catalog::validate_coll_name(db, coll)?;
+        if options.contains_key("viewOn") || options.contains_key("pipeline") {
+            return self.create_view(db, coll, options);
+        }
         let options = catalog::validate_create_options(options)?;
         let _g = self.ddl.lock();
+        self.refuse_view(db, coll).map_err(|_| {
+            DocError::namespace_exists(format!(
+                "Namespace already exists: {}",
+                catalog::ns(db, coll)
+            ))
+        })?;
         if self.get_coll(db, coll).is_some() {
             return Err(DocError::namespace_exists(format!(
                 "Collection {} already exists.",
@@ -124,9 +148,13 @@ impl DocDb {
         Ok(())
     }
 
+    /// Drops a collection or a view.
     pub fn drop_collection(&self, db: &str, coll: &str) -> DocResult<()> {
         catalog::validate_coll_name(db, coll)?;
         let _g = self.ddl.lock();
+        if self.drop_view_locked(db, coll)? {
+            return Ok(());
+        }
         let c = self
             .get_coll(db, coll)
             .ok_or_else(|| DocError::namespace_not_found("ns not found"))?;
@@ -136,6 +164,9 @@ impl DocDb {
     pub fn drop_database(&self, db: &str) -> DocResult<()> {
         let _g = self.ddl.lock();
         let colls = self.colls_of(db)?;
+        for (name, _) in self.views_of(db) {
+            self.drop_view_locked(db, &name)?;
+        }
         for c in colls {
             self.drop_locked(&c)?;
         }
@@ -153,6 +184,8 @@ impl DocDb {
         catalog::validate_coll_name(from_db, from_coll)?;
         catalog::validate_coll_name(to_db, to_coll)?;
         let _g = self.ddl.lock();
+        self.refuse_view(from_db, from_coll)?;
+        self.refuse_view(to_db, to_coll)?;
         let src = self
             .get_coll(from_db, from_coll)
             .ok_or_else(|| DocError::namespace_not_found("source namespace does not exist"))?;
@@ -218,6 +251,7 @@ impl DocDb {
         interrupt: &Interrupt,
     ) -> DocResult<CreateIndexesOutcome> {
         catalog::validate_coll_name(db, coll)?;
+        self.refuse_view(db, coll)?;
         if specs.is_empty() {
             return Err(DocError::bad_value(
                 "Must specify at least one index to create",
@@ -416,6 +450,7 @@ impl DocDb {
 
     pub fn list_indexes(&self, db: &str, coll: &str) -> DocResult<Vec<Document>> {
         catalog::validate_coll_name(db, coll)?;
+        self.refuse_view(db, coll)?;
         let c = self.get_coll(db, coll).ok_or_else(|| {
             DocError::namespace_not_found(format!("ns does not exist: {}", catalog::ns(db, coll)))
         })?;
@@ -425,6 +460,7 @@ impl DocDb {
 
     pub fn drop_indexes(&self, db: &str, coll: &str, which: &Bson) -> DocResult<i32> {
         catalog::validate_coll_name(db, coll)?;
+        self.refuse_view(db, coll)?;
         let _g = self.ddl.lock();
         let c = self.get_coll(db, coll).ok_or_else(|| {
             DocError::namespace_not_found(format!("ns not found {}", catalog::ns(db, coll)))

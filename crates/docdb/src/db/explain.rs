@@ -7,6 +7,13 @@ impl DocDb {
     pub fn explain_find(&self, db: &str, coll: &str, q: &FindQuery) -> DocResult<Document> {
         catalog::validate_coll_name(db, coll)?;
         let ns = catalog::ns(db, coll);
+        if self.view(db, coll).is_some() {
+            return Err(DocError::with_code(
+                238,
+                "NotImplemented",
+                format!("explain of a read of view {ns} is not supported by flashdoc"),
+            ));
+        }
         let Some(c) = self.get_coll(db, coll) else {
             Matcher::new(&q.filter)?;
             return Ok(doc! {

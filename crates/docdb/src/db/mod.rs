@@ -3,12 +3,15 @@
 //! types and opening the database; each family of calls is its own file.
 #![allow(clippy::result_large_err)]
 
+mod collmod;
 mod ddl;
 mod explain;
 mod pipeline;
 mod read;
 mod stats;
+mod views;
 pub use stats::{scaled, COLL_STATS_SIZES, DB_STATS_SIZES};
+pub use views::ViewDef;
 mod write;
 
 use crate::catalog::{self, CollEntry, IndexEntry, CATALOG_TABLE};
@@ -54,11 +57,30 @@ pub struct DatabaseInfo {
     pub empty: bool,
 }
 
+/// What a namespace of a database is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CollectionKind {
+    Collection,
+    View,
+}
+
+impl CollectionKind {
+    /// The `type` `listCollections` reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            CollectionKind::Collection => "collection",
+            CollectionKind::View => "view",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct CollectionInfo {
     pub name: String,
+    pub kind: CollectionKind,
     pub options: Document,
-    pub uuid: Uuid,
+    /// None for a view (it has no storage of its own).
+    pub uuid: Option<Uuid>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -94,11 +116,29 @@ impl Default for WriteOpts {
 }
 
 /// Options of an aggregation.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct AggregateOpts {
     pub interrupt: Interrupt,
     /// The aggregation's collation (`{locale: ...}`); None: the collection's default.
     pub collation: Option<Document>,
+    /// What `$currentOp` reports (the server's operations); None: the stage is refused.
+    pub current_ops: Option<Arc<dyn CurrentOps>>,
+}
+
+impl std::fmt::Debug for AggregateOpts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AggregateOpts")
+            .field("interrupt", &self.interrupt)
+            .field("collation", &self.collation)
+            .field("current_ops", &self.current_ops.is_some())
+            .finish()
+    }
+}
+
+/// The server's operations in progress, for `$currentOp` (the document layer does not know
+/// them: the wire server does).
+pub trait CurrentOps: Send + Sync {
+    fn current_ops(&self, spec: &aggregate::CurrentOpSpec) -> DocResult<Vec<Document>>;
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -191,6 +231,8 @@ pub struct DocDb {
     cfg: DocDbConfig,
     catalog_table: TableId,
     colls: RwLock<BTreeMap<String, Arc<Coll>>>,
+    /// The views, by namespace (see `views.rs`); a namespace is a collection or a view.
+    views: RwLock<BTreeMap<String, ViewDef>>,
     /// Serializes catalog changes (create, drop, rename, index builds and drops).
     ddl: Mutex<()>,
     hooks: Arc<Hooks>,
@@ -250,9 +292,19 @@ impl DocDb {
                 .map_err(storage_error)?,
         };
         let mut entries = Vec::new();
+        let mut views = BTreeMap::new();
         for kv in engine.scan_all(catalog_table).map_err(storage_error)? {
             let (_, v) = kv.map_err(storage_error)?;
-            entries.push(CollEntry::from_doc(&decode_doc(&v)?)?);
+            let d = decode_doc(&v)?;
+            match d.get_document("view") {
+                Ok(view) => {
+                    let ns = d.get_str("ns").map_err(|_| {
+                        DocError::internal_error(format!("corrupt view entry in the catalog: {d}"))
+                    })?;
+                    views.insert(ns.to_string(), ViewDef::from_stored(view)?);
+                }
+                Err(_) => entries.push(CollEntry::from_doc(&d)?),
+            }
         }
         let mut colls = BTreeMap::new();
         let hooks = Arc::new(Hooks::default());
@@ -306,6 +358,7 @@ impl DocDb {
             cfg,
             catalog_table,
             colls: RwLock::new(colls),
+            views: RwLock::new(views),
             ddl: Mutex::new(()),
             hooks,
             startup_warnings,
@@ -364,6 +417,7 @@ impl DocDb {
         if let Some(c) = self.get_coll(db, coll) {
             return Ok((c, false));
         }
+        self.refuse_view(db, coll)?;
         Ok((self.create_locked(db, coll, Document::new())?, true))
     }
 
@@ -375,6 +429,7 @@ impl DocDb {
         create: bool,
         mut f: impl FnMut(&Coll, &CollState) -> T,
     ) -> DocResult<Option<T>> {
+        self.refuse_view(db, coll)?;
         loop {
             let c = if create {
                 self.get_or_create(db, coll)?.0

@@ -15,6 +15,7 @@ pub(super) struct PipelineStorage {
     /// The pipeline's own collection (what `$collStats` reports on).
     pub(super) coll: String,
     pub(super) interrupt: Interrupt,
+    pub(super) current_ops: Option<Arc<dyn CurrentOps>>,
 }
 
 impl PipelineStorage {
@@ -66,7 +67,14 @@ impl CollectionSource for PipelineStorage {
         Some(self)
     }
 
+    fn current_ops(&self, spec: &aggregate::CurrentOpSpec) -> Option<DocResult<Vec<Document>>> {
+        Some(self.current_ops.as_ref()?.current_ops(spec))
+    }
+
     fn collection_stats(&self, scale: i64) -> Option<DocResult<Document>> {
+        if self.coll.is_empty() {
+            return None;
+        }
         Some(self.docdb().and_then(|this| {
             let stats = this.coll_stats(&self.dbname, &self.coll)?;
             Ok(scaled(stats, scale, COLL_STATS_SIZES))
@@ -84,7 +92,7 @@ impl CollectionSink for PipelineStorage {
         let options = this
             .list_collections(db)?
             .into_iter()
-            .find(|c| c.name == ns.coll)
+            .find(|c| c.name == ns.coll && c.kind == CollectionKind::Collection)
             .map(|c| c.options)
             .unwrap_or_default();
         let indexes: Vec<Document> = match this.list_indexes(db, &ns.coll) {

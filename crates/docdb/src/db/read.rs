@@ -99,6 +99,9 @@ impl DocDb {
 
     pub fn find(&self, db: &str, coll: &str, q: &FindQuery) -> DocResult<DocCursor> {
         catalog::validate_coll_name(db, coll)?;
+        if let Some(view) = self.resolve_view(db, coll)? {
+            return self.find_view(db, view, q);
+        }
         let Some(c) = self.get_coll(db, coll) else {
             // Parse anyway so bad input errors even on a missing collection.
             Matcher::new(&q.filter)?;
@@ -175,6 +178,7 @@ impl DocDb {
             && q.skip == 0
             && q.limit.is_none_or_zero()
             && scope::current_ownership().is_none()
+            && self.view(db, coll).is_none()
         {
             catalog::validate_coll_name(db, coll)?;
             return match self.get_coll(db, coll) {
@@ -226,6 +230,7 @@ impl DocDb {
         Ok(out)
     }
 
+    /// An aggregation of collection or view `db.coll`.
     pub fn aggregate(
         &self,
         db: &str,
@@ -234,9 +239,29 @@ impl DocDb {
         opts: &AggregateOpts,
     ) -> DocResult<DocCursor> {
         catalog::validate_coll_name(db, coll)?;
+        match self.resolve_view(db, coll)? {
+            Some(view) => self.aggregate_view(db, coll, view, pipeline, opts),
+            None => self.aggregate_collection(db, coll, pipeline, opts),
+        }
+    }
+
+    /// An aggregation of collection `db.coll` (a leading `$match` is planned as a find).
+    pub(super) fn aggregate_collection(
+        &self,
+        db: &str,
+        coll: &str,
+        pipeline: &[Document],
+        opts: &AggregateOpts,
+    ) -> DocResult<DocCursor> {
         // Stages are checked where they stand in the whole pipeline (a leading $match is
         // taken off below as the scan's filter).
         aggregate::validate_pipeline(pipeline)?;
+        if pipeline
+            .first()
+            .is_some_and(|s| s.contains_key("$currentOp"))
+        {
+            return Err(current_op_namespace());
+        }
         let coll_name = coll.to_string();
         let (filter, rest) = match pipeline.first() {
             Some(first) if first.len() == 1 && first.contains_key("$match") => {
@@ -271,6 +296,7 @@ impl DocDb {
             dbname: db.to_string(),
             coll: coll_name.clone(),
             interrupt: opts.interrupt.clone(),
+            current_ops: None,
         };
         let _in_effect = collation::scope(coll.clone());
         Ok(DocCursor::with_collation(
@@ -279,6 +305,59 @@ impl DocDb {
                     .into_iter()
                     .map(Ok),
             ),
+            coll,
+        ))
+    }
+}
+
+fn current_op_namespace() -> DocError {
+    DocError::invalid_namespace(
+        "$currentOp must be run against the 'admin' database with {aggregate: 1}",
+    )
+}
+
+impl DocDb {
+    /// `{aggregate: 1}`: a pipeline with no collection, which must start with a stage that
+    /// makes its own documents — `$currentOp`, on `admin` (mongod's rules and codes).
+    pub fn aggregate_database(
+        &self,
+        db: &str,
+        pipeline: &[Document],
+        opts: &AggregateOpts,
+    ) -> DocResult<DocCursor> {
+        catalog::validate_db_name(db)?;
+        aggregate::validate_pipeline(pipeline)?;
+        let first = pipeline
+            .first()
+            .and_then(|s| s.keys().next())
+            .map(String::as_str);
+        match first {
+            Some("$currentOp") if db == "admin" => {}
+            Some("$currentOp") => return Err(current_op_namespace()),
+            other => {
+                return Err(DocError::invalid_namespace(format!(
+                    "{{aggregate: 1}} is not valid for '{}'; a collection is required.",
+                    other.unwrap_or("an empty pipeline")
+                )))
+            }
+        }
+        let storage = super::pipeline::PipelineStorage {
+            db: self.me.clone(),
+            dbname: db.to_string(),
+            coll: String::new(),
+            interrupt: opts.interrupt.clone(),
+            current_ops: opts.current_ops.clone(),
+        };
+        let coll = collation::resolve(opts.collation.as_ref(), None)?;
+        let _in_effect = collation::scope(coll.clone());
+        let out = aggregate::run_pipeline(
+            pipeline,
+            Box::new(std::iter::empty()),
+            &storage,
+            &opts.interrupt,
+        )?;
+        Ok(DocCursor::with_collation(
+            Box::new(out.into_iter().map(Ok)),
             coll,
         ))
     }

@@ -13,6 +13,7 @@ impl DocDb {
     /// `interrupt` is checked once per document.
     pub fn validate(&self, db: &str, coll: &str, interrupt: &Interrupt) -> DocResult<Document> {
         catalog::validate_coll_name(db, coll)?;
+        self.refuse_view(db, coll)?;
         let ns = catalog::ns(db, coll);
         let c = self.get_coll(db, coll).ok_or_else(|| {
             DocError::namespace_not_found(format!("Collection '{ns}' does not exist to validate."))
@@ -42,6 +43,7 @@ impl DocDb {
         // Documents the validator would refuse now, judged as writes are (under the default
         // collation); mongod reports them as a warning, not as invalid data.
         let _default = collation::scope(c.default_collation.clone());
+        let validator = c.validator();
         let mut non_compliant = 0i64;
         let mut expected = vec![0u64; st.indexes.len()];
         let (mut invalid_docs, mut missing) = (0i64, 0i64);
@@ -57,7 +59,7 @@ impl DocDb {
                         continue;
                     }
                 };
-                if c.validator.as_ref().is_some_and(|v| !v.matches(&doc)) {
+                if validator.as_ref().is_some_and(|v| !v.matches(&doc)) {
                     non_compliant += 1;
                 }
                 for (i, idx) in st.indexes.iter().enumerate() {
@@ -177,6 +179,7 @@ impl DocDb {
 
     pub fn coll_stats(&self, db: &str, coll: &str) -> DocResult<Document> {
         catalog::validate_coll_name(db, coll)?;
+        self.refuse_view(db, coll)?;
         let ns = catalog::ns(db, coll);
         let Some(c) = self.get_coll(db, coll) else {
             return Err(DocError::namespace_not_found(format!(

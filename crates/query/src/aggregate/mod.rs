@@ -5,12 +5,13 @@
 //! `$addFields`/`$unset`/`$unwind` helpers in `fields.rs`; `$lookup`/`$unionWith` in
 //! `lookup.rs`; `$graphLookup` in `graph.rs`; `$facet` in `facet.rs`; `$bucket`, `$bucketAuto`
 //! and `$sample` in `bucket.rs`; `$setWindowFields` in `window.rs`; `$out`/`$merge` in `out.rs`;
-//! `$collStats` in `stats.rs`. A stage with a spec struct parses itself (`X::parse`) and runs
+//! `$collStats` in `stats.rs`; `$currentOp` in `current_op.rs`. A stage with a spec struct parses itself (`X::parse`) and runs
 //! itself (`X::run`); adding one is a variant in `Stage`, one arm in `parse_stage` and one in
 //! `run_stages`. Streaming stages are chained lazily; blocking ones (`$group`, `$sort`,
 //! `$count`, `$facet`, `$bucketAuto`, ...) consume their input, within `MAX_BLOCKING_BYTES`.
 
 mod bucket;
+mod current_op;
 mod facet;
 mod fields;
 mod graph;
@@ -31,6 +32,7 @@ use crate::expr::Ctx;
 use crate::interrupt::Interrupt;
 use crate::projection::Projection;
 use crate::sort::SortSpec;
+pub use current_op::CurrentOpSpec;
 use fields::{add_field, unset_path, unwind_doc};
 use group::{count_output, run_group};
 pub use out::{CollectionSink, Namespace};
@@ -57,6 +59,12 @@ pub trait CollectionSource {
     /// `$collStats`: the pipeline's own collection's statistics as `collStats` reports them
     /// (sizes divided by `scale`); `None` where the pipeline has no collection of its own.
     fn collection_stats(&self, _scale: i64) -> Option<DocResult<Document>> {
+        None
+    }
+
+    /// `$currentOp`: the server's operations in progress as `currentOp` describes them;
+    /// `None` where the pipeline runs without a server (the stage is then refused).
+    fn current_ops(&self, _spec: &CurrentOpSpec) -> Option<DocResult<Vec<Document>>> {
         None
     }
 }
@@ -177,6 +185,7 @@ fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Doc
             Stage::GraphLookup(g) => g.run(it, env)?,
             Stage::SetWindowFields(w) => w.run(it, interrupt)?,
             Stage::CollStats(c) => c.run(it, env)?,
+            Stage::CurrentOp(c) => c.run(it, env)?,
             Stage::Out(o) => {
                 let docs = it.collect::<DocResult<Vec<_>>>()?;
                 o.run(docs, sink(env, "$out")?)?;

@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use bson::{Bson, Document};
 
 use super::bucket::{Bucket, BucketAuto, Sample};
+use super::current_op::{self, CurrentOpSpec};
 use super::facet::Facet;
 use super::graph::GraphLookup;
 use super::group::{parse_accumulators, Acc};
@@ -46,6 +47,7 @@ pub(super) enum Stage {
     GraphLookup(GraphLookup),
     SetWindowFields(SetWindowFields),
     CollStats(CollStats),
+    CurrentOp(CurrentOpSpec),
     Out(Out),
     Merge(Merge),
     ReplaceRoot(Expr),
@@ -262,6 +264,7 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
         "$graphLookup" => Stage::GraphLookup(GraphLookup::parse(arg)?),
         "$setWindowFields" => Stage::SetWindowFields(SetWindowFields::parse(arg)?),
         "$collStats" => Stage::CollStats(CollStats::parse(arg)?),
+        "$currentOp" => Stage::CurrentOp(CurrentOpSpec::parse(arg)?),
         "$out" => Stage::Out(Out::parse(arg)?),
         "$merge" => Stage::Merge(Merge::parse(arg)?),
         "$replaceRoot" => {
@@ -291,7 +294,7 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
                 "The $changeStream stage is only supported on replica sets",
             ))
         }
-        "$geoNear" | "$indexStats" | "$currentOp" | "$listSessions"
+        "$geoNear" | "$indexStats" | "$listSessions"
         | "$densify" | "$fill" | "$redact"
         | "$search" | "$documents" => {
             return Err(DocError::with_code(
@@ -334,6 +337,7 @@ pub(super) fn parse_sub_pipeline(stages: &[Bson], owner: &str) -> DocResult<Vec<
     // collection of its own to report on.
     let misplaced = parsed.iter().find_map(|s| match s {
         Stage::CollStats(_) => Some("$collStats"),
+        Stage::CurrentOp(_) => Some("$currentOp"),
         other => other.writes(),
     });
     if let Some(w) = misplaced {
@@ -357,7 +361,8 @@ impl Stage {
     }
 }
 
-/// Where stages may stand: a writing stage last (40601), `$collStats` first (40602).
+/// Where stages may stand: a writing stage last (40601), `$collStats` and `$currentOp` first
+/// (40602).
 pub(super) fn check_positions(stages: &[Stage]) -> DocResult<()> {
     if stages
         .iter()
@@ -368,6 +373,13 @@ pub(super) fn check_positions(stages: &[Stage]) -> DocResult<()> {
             40602,
             "$collStats is only valid as the first stage in a pipeline",
         ));
+    }
+    if stages
+        .iter()
+        .skip(1)
+        .any(|s| matches!(s, Stage::CurrentOp(_)))
+    {
+        return Err(current_op::misplaced());
     }
     let before_last = stages.len().saturating_sub(1);
     if let Some(w) = stages[..before_last].iter().find_map(Stage::writes) {
