@@ -48,6 +48,18 @@ def test_hello_says_mongos_and_config_is_readable(router):
     assert router.config.version.find_one()["currentVersion"] == 6
 
 
+def test_router_refuses_views_and_time_series_clearly(router):
+    db = router.viewsdb
+    db.base.insert_one({"a": 1})
+    for opts in ({"viewOn": "base", "pipeline": []}, {"timeseries": {"timeField": "t"}}):
+        with pytest.raises(OperationFailure) as e:
+            db.command("create", "v", **opts)
+        assert e.value.code == 72 and "router" in str(e.value)
+    with pytest.raises(OperationFailure) as e:
+        db.command("collMod", "base", validator={})
+    assert e.value.code == 59
+
+
 def test_range_sharded_crud_targeting_and_scatter_gather(router):
     db = router.rng
     router.admin.command("enableSharding", "rng")
