@@ -15,7 +15,7 @@ from test_robustness import op_msg, raw, read_reply
 
 WRITE_CONCERN_COMMANDS = {
     "insert", "update", "delete", "findAndModify", "create", "drop", "dropDatabase",
-    "renameCollection", "createIndexes", "dropIndexes", "deleteIndexes", "createUser",
+    "renameCollection", "createIndexes", "dropIndexes", "deleteIndexes", "collMod", "createUser",
     "updateUser", "dropUser", "grantRolesToUser", "revokeRolesFromUser",
 }
 
@@ -58,6 +58,8 @@ COMMANDS = [
     ("g", {"dbStats": 1}),
     ("g", {"validate": "c"}),
     ("g", {"create": "c2"}),
+    ("g", {"collMod": "c2", "validationLevel": "moderate"}),
+    ("g", {"profile": -1}),
     ("admin", {"renameCollection": "g.c2", "to": "g.c3"}),
     ("g", {"drop": "c3"}),
     ("g", {"createUser": "gen", "pwd": "pw", "roles": []}),

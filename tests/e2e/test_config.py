@@ -73,7 +73,8 @@ def test_slow_operations_are_logged(dbpath, tmp_path):
 
 @pytest.mark.parametrize("yaml,key", [
     ("storage:\n  directoryPerDB: true\n", "directoryPerDB"),
-    ("operationProfiling:\n  mode: all\n", "operationProfiling.mode"),
+    ("operationProfiling:\n  mode: sometimes\n", "sometimes"),
+    ("operationProfiling:\n  slowOpSampleRate: 2\n", "slowOpSampleRate"),
     ("security:\n  keyFile: /x\n", "keyFile"),
     ("net:\n  tls:\n    mode: requireTLS\n", "certificateKeyFile"),
     ("storage:\n  flash:\n    placement: oracle\n", "storage.flash.placement"),

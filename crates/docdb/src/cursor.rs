@@ -42,6 +42,8 @@ pub struct DocCursor {
     /// A tailable cursor sets it when it will return nothing more, ever (its `limit` is
     /// reached): the server then closes it instead of keeping it for new documents.
     done: Option<Arc<AtomicBool>>,
+    /// The counters and plan of the scan feeding it (a find's), for the profiler.
+    scan: Option<(Arc<ExecStats>, Arc<str>)>,
 }
 
 impl DocCursor {
@@ -53,6 +55,15 @@ impl DocCursor {
             inner,
             collation,
             done: None,
+            scan: None,
+        }
+    }
+
+    /// Counts what the cursor's scan examines from now on in the thread's [`watch`] (a
+    /// getMore continues a find's scan).
+    pub fn watch_scan(&self) {
+        if let Some((stats, summary)) = &self.scan {
+            register(stats, summary);
         }
     }
     /// A tailable cursor that has returned its `limit` (an ordinary cursor is done when it
@@ -85,6 +96,79 @@ impl Iterator for DocCursor {
     }
 }
 
+/// What the scans one command ran examined (the profiler's `keysExamined`, `docsExamined`
+/// and `planSummary`), collected per thread while an [`ExecWatch`] lives.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ExecTotals {
+    pub keys_examined: u64,
+    pub docs_examined: u64,
+    /// The first scan's plan, as mongod summarizes it (`COLLSCAN`, `IXSCAN { a: 1 }`).
+    pub plan_summary: Option<String>,
+}
+
+struct Watched {
+    stats: Arc<ExecStats>,
+    keys_before: u64,
+    docs_before: u64,
+    summary: Arc<str>,
+}
+
+/// Scans a watch follows at most (a command runs a bounded number: one per `$lookup` input
+/// document at worst; past this the totals stop growing rather than the list).
+const MAX_WATCHED: usize = 4096;
+
+thread_local! {
+    static WATCHED: std::cell::RefCell<Option<Vec<Watched>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Collects the scans this thread runs until dropped (nested watches restore the outer one).
+pub struct ExecWatch {
+    outer: Option<Vec<Watched>>,
+}
+
+/// Starts collecting this thread's scans (the server does, around each command).
+pub fn watch() -> ExecWatch {
+    let outer = WATCHED.with(|w| w.borrow_mut().replace(Vec::new()));
+    ExecWatch { outer }
+}
+
+impl ExecWatch {
+    /// What the scans examined since they were registered.
+    pub fn totals(&self) -> ExecTotals {
+        WATCHED.with(|w| {
+            let mut t = ExecTotals::default();
+            for s in w.borrow().iter().flatten() {
+                t.keys_examined += s.stats.keys_examined.load(Ordering::Relaxed) - s.keys_before;
+                t.docs_examined += s.stats.docs_examined.load(Ordering::Relaxed) - s.docs_before;
+                t.plan_summary.get_or_insert_with(|| s.summary.to_string());
+            }
+            t
+        })
+    }
+}
+
+impl Drop for ExecWatch {
+    fn drop(&mut self) {
+        let outer = self.outer.take();
+        WATCHED.with(|w| *w.borrow_mut() = outer);
+    }
+}
+
+fn register(stats: &Arc<ExecStats>, summary: &Arc<str>) {
+    WATCHED.with(|w| {
+        if let Some(list) = w.borrow_mut().as_mut() {
+            if list.len() < MAX_WATCHED {
+                list.push(Watched {
+                    stats: stats.clone(),
+                    keys_before: stats.keys_examined.load(Ordering::Relaxed),
+                    docs_before: stats.docs_examined.load(Ordering::Relaxed),
+                    summary: summary.clone(),
+                });
+            }
+        }
+    })
+}
+
 #[derive(Default, Debug)]
 pub struct ExecStats {
     pub keys_examined: AtomicU64,
@@ -113,9 +197,26 @@ pub struct Exec {
 }
 
 impl Exec {
+    /// The plan as mongod's `planSummary`: `COLLSCAN` or `IXSCAN { a: 1, b: -1 }`.
+    pub fn summary(&self) -> Arc<str> {
+        match &self.plan.access {
+            Access::CollScan => "COLLSCAN".into(),
+            Access::IxScan { index, .. } => {
+                let keys: Vec<String> = index
+                    .def
+                    .key
+                    .iter()
+                    .map(|(k, v)| format!("{k}: {v}"))
+                    .collect();
+                format!("IXSCAN {{ {} }}", keys.join(", ")).into()
+            }
+        }
+    }
+
     /// The document source: scan + fetch + filter (no sort, skip, limit, projection), with
     /// each document's RecordId (the write paths use it).
     pub fn source(&self) -> DocResult<RidIter> {
+        register(&self.stats, &self.summary());
         let engine = self.engine.clone();
         let stats = self.stats.clone();
         let dir = if self.plan.reverse {
@@ -205,6 +306,7 @@ impl Exec {
     /// first matching documents; after `limit` documents the cursor ends. Every document
     /// scanned is an interruption point.
     pub fn tail(self) -> DocCursor {
+        register(&self.stats, &self.summary());
         let mut after: Option<Vec<u8>> = None;
         let mut buf: std::collections::VecDeque<DocResult<Document>> = Default::default();
         let (engine, table, filter) = (self.engine.clone(), self.table, self.filter.clone());
@@ -266,6 +368,7 @@ impl Exec {
         });
         let mut cursor = DocCursor::with_collation(Box::new(it), self.collation.clone());
         cursor.done = Some(done);
+        cursor.scan = Some((self.stats.clone(), self.summary()));
         cursor
     }
 
@@ -291,7 +394,8 @@ impl Exec {
             _ => skipped,
         };
         let filter = self.filter.clone();
-        Ok(DocCursor::with_collation(
+        let scan = Some((self.stats.clone(), self.summary()));
+        let mut cursor = DocCursor::with_collation(
             match self.projection {
                 Some(p) => Box::new(
                     limited.map(move |d| d.and_then(|d| p.apply_matched(&d, filter.as_deref()))),
@@ -299,6 +403,8 @@ impl Exec {
                 None => limited,
             },
             self.collation.clone(),
-        ))
+        );
+        cursor.scan = scan;
+        Ok(cursor)
     }
 }

@@ -58,6 +58,8 @@ pub fn run(state: &Arc<ServerState>, cmd: &Document, conn: &ConnInfo) -> (Docume
     let _running = state
         .ops
         .begin(&name, &db, cmd, conn, Interrupt::new(budget));
+    // What the command's scans examine, for the profiler.
+    let scans = docdb::cursor::watch();
     let (reply, after) = match guard(state, &name, &db, cmd, conn) {
         Err(e) => (error_reply(&e), After::Continue),
         Ok(()) => match run_hook(state, &name, &db, cmd, conn) {
@@ -71,14 +73,24 @@ pub fn run(state: &Arc<ServerState>, cmd: &Document, conn: &ConnInfo) -> (Docume
             }
         },
     };
-    let ms = started.elapsed().as_millis() as u64;
-    let prof = &state.config().operation_profiling;
-    if ms > prof.slow_op_threshold_ms && rand::random::<f64>() < prof.slow_op_sample_rate {
+    let ms = started.elapsed().as_millis().min(i64::MAX as u128) as i64;
+    if state.profiler.is_slow_sampled(ms) {
         crate::log::info(
             "COMMAND",
             &format!("Slow query: conn{} {db}: {name} took {ms} ms", conn.id),
         );
     }
+    let finished = crate::profile::Finished {
+        name: &name,
+        db: &db,
+        cmd,
+        reply: &reply,
+        conn,
+        millis: ms,
+        scans: scans.totals(),
+    };
+    drop(scans);
+    state.profiler.record(state.db(), &finished);
     (reply, after)
 }
 
@@ -708,6 +720,7 @@ fn dispatch(
             let was = dbx.drop_indexes(db, &coll, &which)?;
             ok(doc! {"nIndexesWas": was})
         }
+        "profile" => ok(state.profiler.command(db, cmd)?),
         "collMod" => {
             let coll = coll_name(cmd, name)?;
             let options = command_options(cmd, hook_fields);
@@ -1256,6 +1269,7 @@ const WRITE_CONCERN_COMMANDS: &[&str] = &[
     "createIndexes",
     "dropIndexes",
     "deleteIndexes",
+    "collMod",
     "createUser",
     "updateUser",
     "dropUser",
@@ -1457,6 +1471,7 @@ fn command_fields(name: &str) -> Option<(&'static [&'static str], &'static [&'st
         "dropIndexes" | "deleteIndexes" => (&["index"], &[]),
         "renameCollection" => (&["to", "dropTarget"], &["stayTemp"]),
         "collStats" => (&["scale"], &[]),
+        "profile" => (&["slowms", "sampleRate", "filter"], &[]),
         // The document layer refuses the options it does not implement, with the reason.
         "collMod" => (
             &[
@@ -1668,6 +1683,7 @@ fn get_more(
     // killOp on this getMore reaches the cursor's read.
     state.ops.adopt(&entry.interrupt);
     entry.interrupt.resume();
+    entry.cursor.watch_scan();
     let mut result = fill_batch(&mut entry.cursor, n);
     if entry.await_data {
         // Wait for documents inserted into the capped collection, up to the getMore's

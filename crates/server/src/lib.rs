@@ -12,6 +12,7 @@ pub mod cursors;
 pub mod hook;
 pub mod log;
 pub mod ops;
+pub mod profile;
 pub mod scram;
 pub mod state;
 pub mod tls;

@@ -100,15 +100,7 @@ impl Ops {
             *next = next.wrapping_add(1).max(1);
             *next
         };
-        // The collection a command names (a getMore names it in `collection`).
-        let coll = match (cmd.get(name), cmd.get("collection")) {
-            (Some(Bson::String(c)), _) | (_, Some(Bson::String(c))) if !c.is_empty() => Some(c),
-            _ => None,
-        };
-        let ns = match coll {
-            Some(c) => format!("{db}.{c}"),
-            None => format!("{db}.$cmd"),
-        };
+        let ns = namespace(name, db, cmd);
         let outer = CURRENT.with(|c| c.borrow_mut().replace((opid, interrupt.clone())));
         self.running.lock().insert(
             opid,
@@ -223,6 +215,17 @@ fn users_doc(users: &[(String, String)]) -> Vec<Bson> {
         .collect()
 }
 
+/// The namespace a command works on: `db.coll` for the collection it names (a getMore names
+/// it in `collection`), else `db.$cmd`.
+pub(crate) fn namespace(name: &str, db: &str, cmd: &Document) -> String {
+    match (cmd.get(name), cmd.get("collection")) {
+        (Some(Bson::String(c)), _) | (_, Some(Bson::String(c))) if !c.is_empty() => {
+            format!("{db}.{c}")
+        }
+        _ => format!("{db}.$cmd"),
+    }
+}
+
 /// Array elements of a command that its `currentOp` listing keeps: listing an `insert` of
 /// 100 000 documents must not copy them on every command's way in.
 const LISTED_ELEMENTS: usize = 8;
@@ -230,7 +233,7 @@ const LISTED_ELEMENTS: usize = 8;
 /// The command as `currentOp` shows it: every field, with an array cut to its first
 /// [`LISTED_ELEMENTS`] and `$truncated: true` added when one was (mongod truncates large
 /// commands in currentOp too).
-fn summary(cmd: &Document) -> Document {
+pub(crate) fn summary(cmd: &Document) -> Document {
     let mut out = Document::new();
     let mut truncated = false;
     for (k, v) in cmd {
@@ -250,7 +253,7 @@ fn summary(cmd: &Document) -> Document {
 }
 
 /// mongod's `op` field: the CRUD commands by their kind, everything else `command`.
-fn op_kind(name: &str) -> &'static str {
+pub(crate) fn op_kind(name: &str) -> &'static str {
     match name {
         "find" => "query",
         "insert" => "insert",

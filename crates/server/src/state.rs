@@ -68,6 +68,8 @@ pub struct ServerState {
     pub traffic: crate::traffic::Traffic,
     /// The operations in progress (`currentOp`, `killOp`).
     pub ops: crate::ops::Ops,
+    /// The database profiler (`profile`, `system.profile`).
+    pub profiler: crate::profile::Profiler,
     commands: Mutex<BTreeMap<String, u64>>,
     config: ServerConfig,
     /// Configuration sections the server does not own (see `serve_with_hook`).
@@ -92,6 +94,7 @@ impl ServerState {
             connections_total: AtomicI64::new(0),
             traffic: Default::default(),
             ops: Default::default(),
+            profiler: crate::profile::Profiler::new(&config.operation_profiling),
             commands: Mutex::new(BTreeMap::new()),
             params: Arc::new(RwLock::new(config.set_parameter.clone())),
             config: config.clone(),
