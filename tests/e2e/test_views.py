@@ -249,3 +249,14 @@ def test_coll_mod_of_a_view(shop):
     assert code_of(lambda: shop.command("collMod", "active", validator={"a": 1})) == 72
     shop.command("create", "on_active", viewOn="active")
     assert code_of(lambda: shop.command("collMod", "active", viewOn="on_active", pipeline=[])) == 93
+
+
+def test_time_series_collections_are_refused_with_72(client):
+    """https://www.mongodb.com/docs/manual/core/timeseries-collections/ : flashdoc refuses them
+    (InvalidOptions, 72) rather than keep them as plain collections; nothing is created."""
+    db = client["ts"]
+    with pytest.raises(OperationFailure) as e:
+        db.create_collection("weather", timeseries={"timeField": "t", "metaField": "m"})
+    assert e.value.code == 72 and "time-series" in str(e.value)
+    assert "weather" not in db.list_collection_names()
+    assert code_of(lambda: db.command("collMod", "weather", timeseries={"granularity": "hours"})) == 238

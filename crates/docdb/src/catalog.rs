@@ -208,12 +208,22 @@ pub fn validate_create_options(options: &Document) -> DocResult<Document> {
                     out.insert(k.clone(), coll.spec().clone());
                 }
             }
+            // Refused, not half-built: mongod stores a time-series collection as buckets
+            // (`system.buckets.<name>`, one document per meta value and time span, columns
+            // compressed) and rewrites queries onto them; a plain collection that took the
+            // option would differ in storage, stats, indexes and write rules.
+            "timeseries" => {
+                return Err(DocError::invalid_options(
+                    "time-series collections are not supported by flashdoc: it has no bucketed \
+                     storage (system.buckets) to keep them in; create an ordinary collection \
+                     with an index on the time field instead",
+                ))
+            }
             "storageEngine"
             | "indexOptionDefaults"
             | "changeStreamPreAndPostImages"
             | "clusteredIndex"
             | "expireAfterSeconds"
-            | "timeseries"
             | "encryptedFields"
             | "autoIndexId"
             | "flags"

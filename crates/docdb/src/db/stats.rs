@@ -214,7 +214,7 @@ impl DocDb {
             ct.prefix_compression
         )
         .to_lowercase();
-        Ok(doc! {
+        let mut stats = doc! {
             "ns": ns,
             "size": size,
             "count": count,
@@ -233,8 +233,17 @@ impl DocDb {
             "totalSize": data_file as i64 + total_index,
             "indexSizes": index_sizes,
             "scaleFactor": 1,
+            // A standalone owns every document it holds.
+            "numOrphanDocs": 0,
             "ok": 1.0,
-        })
+        };
+        // A capped collection's limits, as mongod reports them (mongosh's stats() reads
+        // maxSize when `capped` is true).
+        if let Some(cap) = c.capped {
+            stats.insert("max", cap.max.unwrap_or(0));
+            stats.insert("maxSize", cap.size);
+        }
+        Ok(stats)
     }
 
     pub fn db_stats(&self, db: &str) -> DocResult<Document> {
@@ -282,6 +291,7 @@ impl DocDb {
 /// The size fields of collStats and dbStats that `scale` divides (not `avgObjSize`, as mongod).
 pub const COLL_STATS_SIZES: &[&str] = &[
     "size",
+    "maxSize",
     "storageSize",
     "freeStorageSize",
     "totalIndexSize",
