@@ -81,6 +81,19 @@ pub fn collection_command(r: &Router, call: &CommandCall<'_>) -> DocResult<Docum
         )));
     }
     let ns = format!("{db}.{coll}");
+    // A view or time-series collection would live on the primary shard alone while the
+    // router's reads scatter to the shards as if it were a collection: refused before the
+    // database is created.
+    if call.name == "create" {
+        if let Some(k) = ["viewOn", "pipeline", "timeseries"]
+            .iter()
+            .find(|k| call.cmd.contains_key(**k))
+        {
+            return Err(DocError::invalid_options(format!(
+                "'{k}': views and time-series collections are not supported through a flashdoc router"
+            )));
+        }
+    }
     let creates = matches!(call.name, "create" | "createIndexes");
     let Some(dbe) = r.database(&db, creates)? else {
         return Err(DocError::namespace_not_found(format!(
@@ -90,19 +103,7 @@ pub fn collection_command(r: &Router, call: &CommandCall<'_>) -> DocResult<Docum
     let table = r.table(&ns)?;
     let cmd = forwardable(call.cmd, &[]);
     match call.name {
-        "create" => {
-            // A view or time-series collection lives on the primary shard alone, and the
-            // router's reads would scatter to the shards as if it were a collection.
-            if let Some(k) = ["viewOn", "pipeline", "timeseries"]
-                .iter()
-                .find(|k| cmd.contains_key(**k))
-            {
-                return Err(DocError::invalid_options(format!(
-                    "'{k}': views and time-series collections are not supported through a flashdoc router"
-                )));
-            }
-            finish(r.shard_conn(&dbe.primary)?.call(&cmd)?)
-        }
+        "create" => finish(r.shard_conn(&dbe.primary)?.call(&cmd)?),
         "createIndexes" | "dropIndexes" | "deleteIndexes" | "validate" => {
             let replies = send_all(r, &holders(r, &db, table.as_deref())?, &cmd)?;
             let mut raw = Document::new();
