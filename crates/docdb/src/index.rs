@@ -10,9 +10,11 @@
 
 use crate::hash;
 use crate::keystring;
+use crate::partial::PartialFilter;
 use bson::{doc, Bson, Document};
 use query::collation::{self, Collation, SpecOrigin};
 use query::error::{DocError, DocResult};
+use query::text::TextSpec;
 use std::sync::Arc;
 
 pub type RecordId = i64;
@@ -26,6 +28,20 @@ pub fn rid_from(bytes: &[u8]) -> DocResult<RecordId> {
         .try_into()
         .map_err(|_| DocError::internal_error("corrupt RecordId in index or collection"))?;
     Ok(u64::from_be_bytes(b) as i64)
+}
+
+/// The kind of an index: how a document's keys are made and which predicates they answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum IndexKind {
+    /// Ascending/descending fields: the KeyString of the values (equality, ranges, sorts).
+    Ordered,
+    /// `{field: "hashed"}`: one field, whose key is the value's 64-bit hash ([`crate::hash`])
+    /// stored as an Int64; it answers equality, never ranges or sorts.
+    Hashed,
+    /// A text index (`{field: "text", ...}`, stored as `{_fts: "text", _ftsx: 1}`): one key
+    /// per (term, score) of the document ([`TextSpec::doc_terms`]); the score is also the
+    /// entry's value. It answers `$text` only.
+    Text(Arc<TextSpec>),
 }
 
 /// A validated index definition as the catalog stores it.
@@ -43,9 +59,11 @@ pub struct IndexDef {
     pub expire_after: Option<i64>,
     /// String keys are sort keys under this collation (None: the strings' bytes).
     pub collation: Option<Arc<Collation>>,
-    /// A hashed index (`{field: "hashed"}`): one field, whose key is the value's 64-bit hash
-    /// ([`crate::hash`]) stored as an Int64; it answers equality, never ranges or sorts.
-    pub hashed: bool,
+    /// What the keys are (ordered values, hashes, ...).
+    pub kind: IndexKind,
+    /// A partial index (`partialFilterExpression`) holds entries only for the documents its
+    /// filter matches.
+    pub partial: Option<PartialFilter>,
     /// A hidden index (`hidden: true`) is maintained but the planner never uses it, not even
     /// through a hint.
     pub hidden: bool,
@@ -69,11 +87,20 @@ impl IndexDef {
             sparse: false,
             expire_after: None,
             collation,
-            hashed: false,
+            kind: IndexKind::Ordered,
+            partial: None,
             hidden: false,
             spec,
             key,
         }
+    }
+
+    pub fn is_hashed(&self) -> bool {
+        self.kind == IndexKind::Hashed
+    }
+
+    pub fn is_text(&self) -> bool {
+        matches!(self.kind, IndexKind::Text(_))
     }
 
     pub fn is_id(&self) -> bool {
@@ -109,9 +136,11 @@ impl IndexDef {
                 "Index key pattern has more than 32 fields (the compound index limit)",
             ));
         }
+        let text_fields = text_key_fields(&key)?;
+        let is_text = text_fields.is_some();
         let mut fields = Vec::new();
         let mut hashed = false;
-        for (path, dir) in &key {
+        for (path, dir) in key.iter().filter(|_| !is_text) {
             query::limits::check_path(path)?;
             if path.is_empty() || path.split('.').any(|p| p.is_empty()) {
                 return Err(cannot_create(format!(
@@ -139,7 +168,7 @@ impl IndexDef {
                 }
                 Bson::String(s) => {
                     return Err(cannot_create(match s.as_str() {
-                        "text" | "2d" | "2dsphere" | "geoHaystack" | "wildcard" => {
+                        "2d" | "2dsphere" | "geoHaystack" | "wildcard" => {
                             format!("Index type '{s}' is not supported by flashdoc (field '{path}')")
                         }
                         _ => format!("Unknown index plugin '{s}'"),
@@ -162,6 +191,9 @@ impl IndexDef {
             }
             fields.push((path.clone(), n < 0.0));
         }
+        if is_text {
+            fields = vec![("_fts".to_string(), false), ("_ftsx".to_string(), false)];
+        }
         let name = match spec.get("name") {
             Some(Bson::String(s)) if !s.is_empty() => s.clone(),
             Some(Bson::String(_)) => return Err(cannot_create("The index name cannot be empty")),
@@ -176,9 +208,25 @@ impl IndexDef {
         let mut hidden = false;
         let mut expire_after = None;
         let mut collation = None;
-        let mut out = doc! {"v": 2, "key": key.clone(), "name": name.clone()};
+        let mut partial = None;
+        let mut text_opts: [Option<&Bson>; 4] = [None; 4];
+        let stored_key = if is_text {
+            doc! {"_fts": "text", "_ftsx": 1}
+        } else {
+            key.clone()
+        };
+        let mut out = doc! {"v": 2, "key": stored_key.clone(), "name": name.clone()};
         for (k, v) in spec {
             match k.as_str() {
+                "weights" | "default_language" | "language_override" | "textIndexVersion"
+                    if is_text =>
+                {
+                    let i = ["weights", "default_language", "language_override"]
+                        .iter()
+                        .position(|x| x == k)
+                        .unwrap_or(3);
+                    text_opts[i] = Some(v);
+                }
                 "key" | "name" | "ns" | "background" => {}
                 "v" => match v.as_i32().or(v.as_i64().map(|x| x as i32)) {
                     Some(1) | Some(2) => {}
@@ -226,6 +274,11 @@ impl IndexDef {
                     expire_after = Some(secs as i64);
                     out.insert(k.clone(), Bson::Int32(secs as i32));
                 }
+                "partialFilterExpression" => {
+                    let p = PartialFilter::parse(v)?;
+                    out.insert(k.clone(), p.filter.clone());
+                    partial = Some(p);
+                }
                 "collation" => match v {
                     Bson::Document(c) => {
                         collation = Collation::parse_from(c, origin)?;
@@ -248,6 +301,34 @@ impl IndexDef {
                 }
             }
         }
+        let kind = match &text_fields {
+            Some(tf) => {
+                let [w, dl, lo, ver] = text_opts;
+                let text = TextSpec::parse(tf, w, dl, lo, ver)?;
+                if text.weights.is_empty() && !text.wildcard {
+                    return Err(cannot_create("a text index needs at least one text field"));
+                }
+                if unique {
+                    return Err(cannot_create(
+                        "unique text indexes are not supported by flashdoc",
+                    ));
+                }
+                if collation.is_some() {
+                    return Err(cannot_create(
+                        "Index type 'text' does not support collation (flashdoc indexes text under the simple collation)",
+                    ));
+                }
+                out.extend(text.spec_fields());
+                IndexKind::Text(Arc::new(text))
+            }
+            None if hashed => IndexKind::Hashed,
+            None => IndexKind::Ordered,
+        };
+        if sparse && partial.is_some() {
+            return Err(cannot_create(
+                "cannot mix \"partialFilterExpression\" and \"sparse\" options",
+            ));
+        }
         if hashed && unique {
             return Err(DocError::with_code(
                 16764,
@@ -268,28 +349,69 @@ impl IndexDef {
             ));
         }
         if is_id_key && !fields[0].1 && name == "_id_" {
-            if unique || sparse || hidden || expire_after.is_some() {
+            if unique || sparse || hidden || expire_after.is_some() || partial.is_some() {
                 return Err(DocError::with_code(
                     197,
                     "InvalidIndexSpecificationOption",
-                    "The fields 'unique', 'sparse', 'hidden' and 'expireAfterSeconds' are not valid for an _id index specification",
+                    "The fields 'unique', 'sparse', 'hidden', 'expireAfterSeconds' and 'partialFilterExpression' are not valid for an _id index specification",
                 ));
             }
             return Ok(IndexDef::id_index(collation));
         }
         Ok(IndexDef {
             name,
-            key,
+            key: stored_key,
             fields,
             unique,
             sparse,
             expire_after,
             collation,
-            hashed,
+            kind,
+            partial,
             hidden,
             spec: out,
         })
     }
+}
+
+/// The text fields of a text index's key pattern (`$**` for every string), or None for other
+/// kinds. A stored spec's `{_fts: "text", _ftsx: 1}` has none of its own (its `weights` name
+/// them). Fields besides the text ones (compound text indexes) are refused.
+fn text_key_fields(key: &Document) -> DocResult<Option<Vec<String>>> {
+    let is_text = |v: &Bson| matches!(v, Bson::String(s) if s == "text");
+    if !key.iter().any(|(k, v)| is_text(v) || k == "_fts") {
+        return Ok(None);
+    }
+    let mut fields = Vec::new();
+    for (path, v) in key {
+        match (path.as_str(), v) {
+            ("_fts", v) if is_text(v) => {}
+            ("_ftsx", v) if query::compare::Num::of(v).is_some_and(|n| n.as_f64() == 1.0) => {}
+            ("_fts" | "_ftsx", _) => {
+                return Err(DocError::with_code(
+                    17271,
+                    "Location17271",
+                    "expecting _fts:\"text\" and _ftsx:1",
+                ))
+            }
+            (p, v) if is_text(v) => {
+                query::limits::check_path(p)?;
+                let bad = p.split('.').any(|c| c.is_empty() || c.starts_with('$'));
+                if p != "$**" && bad {
+                    return Err(cannot_create(format!(
+                        "Index key contains an illegal field name: '{p}'"
+                    )));
+                }
+                fields.push(p.to_string());
+            }
+            (p, _) => {
+                return Err(cannot_create(format!(
+                    "compound text indexes are not supported by flashdoc (field '{p}' beside the text fields)"
+                )))
+            }
+        }
+    }
+    Ok(Some(fields))
 }
 
 fn bool_value(v: &Bson) -> Option<bool> {
@@ -330,6 +452,8 @@ fn display_dir(v: &Bson) -> String {
 pub struct IndexKey {
     pub values: Vec<Bson>,
     pub encoded: Vec<u8>,
+    /// The value of a non-unique entry (empty but for a text index: the term's score).
+    pub payload: Vec<u8>,
 }
 
 /// All keys a document contributes to an index, and whether any indexed field was an array.
@@ -342,6 +466,15 @@ pub struct DocKeys {
 pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
     // Keys are encoded under the index's collation, whatever the operation's.
     let _index_collation = collation::scope(def.collation.clone());
+    if def.partial.as_ref().is_some_and(|p| !p.matches(doc)) {
+        return Ok(DocKeys {
+            keys: Vec::new(),
+            multikey: false,
+        });
+    }
+    if let IndexKind::Text(spec) = &def.kind {
+        return text_keys(spec, doc);
+    }
     let mut per_field: Vec<Vec<Bson>> = Vec::with_capacity(def.fields.len());
     let mut array_fields: Vec<&str> = Vec::new();
     let mut any_present = false;
@@ -367,7 +500,7 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
         any_present |= present;
         per_field.push(vals);
     }
-    if def.hashed && !array_fields.is_empty() {
+    if def.is_hashed() && !array_fields.is_empty() {
         return Err(DocError::with_code(
             16766,
             "Location16766",
@@ -409,13 +542,17 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
     let mut keys: Vec<IndexKey> = combos
         .into_iter()
         .map(|values| {
-            let encoded = if def.hashed {
+            let encoded = if def.is_hashed() {
                 keystring::encode_one(&Bson::Int64(hash::hash_value(&values[0])), false)
             } else {
                 let refs: Vec<&Bson> = values.iter().collect();
                 keystring::encode_key(&refs, &desc)
             };
-            IndexKey { values, encoded }
+            IndexKey {
+                values,
+                encoded,
+                payload: Vec::new(),
+            }
         })
         .collect();
     keys.sort_by(|a, b| a.encoded.cmp(&b.encoded));
@@ -424,6 +561,41 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
         keys,
         multikey: !array_fields.is_empty(),
     })
+}
+
+/// A text index's keys: `KeyString(term, score)` per term, the score also as the payload.
+fn text_keys(spec: &TextSpec, doc: &Document) -> DocResult<DocKeys> {
+    let keys = spec
+        .doc_terms(doc)?
+        .into_iter()
+        .map(|(term, score)| {
+            let values = vec![Bson::String(term), Bson::Double(score)];
+            let refs: Vec<&Bson> = values.iter().collect();
+            IndexKey {
+                encoded: keystring::encode_key(&refs, &[false, false]),
+                values,
+                payload: score.to_le_bytes().to_vec(),
+            }
+        })
+        .collect();
+    // Terms are distinct, so their encodings are too (and in order: strings first).
+    Ok(DocKeys {
+        keys,
+        multikey: false,
+    })
+}
+
+/// A text entry's score (its payload).
+pub fn text_score(value: &[u8]) -> DocResult<f64> {
+    let b: [u8; 8] = value
+        .try_into()
+        .map_err(|_| DocError::internal_error("corrupt text index entry"))?;
+    Ok(f64::from_le_bytes(b))
+}
+
+/// The key range of one term in a text index.
+pub fn text_term_prefix(term: &str) -> Vec<u8> {
+    keystring::encode_one(&Bson::String(term.to_string()), false)
 }
 
 /// Generous extraction: every value the query language could find at `parts` (arrays at any
@@ -535,7 +707,7 @@ mod tests {
     #[test]
     fn hashed_keys() {
         let def = IndexDef::parse(&doc! {"key": {"a": "hashed"}}).unwrap();
-        assert!(def.hashed);
+        assert!(def.is_hashed());
         assert_eq!(def.name, "a_hashed");
         let k = doc_keys(&def, &doc! {"a": 42.5}).unwrap();
         assert_eq!(

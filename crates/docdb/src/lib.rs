@@ -11,6 +11,7 @@ pub mod db;
 pub mod hash;
 pub mod index;
 pub mod keystring;
+pub mod partial;
 pub mod planner;
 pub mod scope;
 pub mod validation;

@@ -15,6 +15,7 @@ pub mod matcher;
 pub mod path;
 pub mod projection;
 pub mod sort;
+pub mod text;
 pub mod update;
 pub mod vars;
 pub use error::{DocError, DocResult};

@@ -105,6 +105,13 @@ fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Doc
     for stage in stages {
         let deepens = stage_may_deepen(&stage);
         it = match stage {
+            Stage::Match(m) if m.text().is_some() => {
+                // The storage side answers a leading $text match with its text index before
+                // the pipeline runs; one reaching here has no index to answer it.
+                return Err(DocError::index_not_found(
+                    "text index required for $text query",
+                ));
+            }
             Stage::Match(m) => Box::new(it.filter(move |r| match r {
                 Ok(d) => m.matches(d),
                 Err(_) => true,
