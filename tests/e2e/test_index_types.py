@@ -84,3 +84,116 @@ def test_partial_index_spec_errors(db):
     assert code_of(lambda: c.create_index("x", partialFilterExpression={"x": {"$exists": False}})) == 67
     assert code_of(lambda: c.create_index("x", partialFilterExpression=5)) == 14
     c.create_index("x", partialFilterExpression={"$or": [{"x": {"$in": [1, 2]}}, {"y": {"$type": "string"}}]})
+
+
+# --- text indexes ------------------------------------------------------------------------
+
+ARTICLES = [
+    {"_id": 1, "subject": "coffee", "author": "xyz", "views": 50},
+    {"_id": 2, "subject": "Coffee Shopping", "author": "efg", "views": 5},
+    {"_id": 3, "subject": "Baking a cake", "author": "abc", "views": 90},
+    {"_id": 4, "subject": "baking", "author": "xyz", "views": 100},
+    {"_id": 5, "subject": "Café Con Leche", "author": "abc", "views": 200},
+    {"_id": 6, "subject": "Сырники", "author": "jkl", "views": 80},
+    {"_id": 7, "subject": "coffee and cream", "author": "efg", "views": 10},
+    {"_id": 8, "subject": "Cafe con Leche", "author": "xyz", "views": 10},
+]
+
+
+@pytest.fixture(scope="module")
+def articles(db):
+    # The collection of https://www.mongodb.com/docs/manual/reference/operator/query/text/#examples
+    c = db["articles"]
+    c.insert_many(ARTICLES)
+    c.create_index([("subject", TEXT)])
+    return c
+
+
+def ids(cursor):
+    return sorted(d["_id"] for d in cursor)
+
+
+def test_text_search_examples_from_the_manual(articles):
+    # https://www.mongodb.com/docs/manual/reference/operator/query/text/#examples
+    assert ids(articles.find({"$text": {"$search": "coffee"}})) == [1, 2, 7]
+    assert ids(articles.find({"$text": {"$search": "bake coffee cake"}})) == [1, 2, 3, 4, 7]
+    assert ids(articles.find({"$text": {"$search": "\"coffee shop\""}})) == [2]
+    assert ids(articles.find({"$text": {"$search": "coffee -shop"}})) == [1, 7]
+    assert ids(articles.find({"$text": {"$search": "leche", "$language": "es"}})) == [5, 8]
+    assert ids(articles.find({"$text": {"$search": "Coffee", "$caseSensitive": True}})) == [2]
+    assert ids(articles.find({"$text": {"$search": "CAFÉ"}})) == [5, 8]
+    assert ids(articles.find({"$text": {"$search": "CAFÉ", "$diacriticSensitive": True}})) == [5]
+    assert ids(articles.find({"$text": {"$search": "coffee"}, "views": {"$gt": 5}})) == [1, 7]
+
+
+def test_text_score_projection_and_sort(articles):
+    # https://www.mongodb.com/docs/manual/reference/operator/query/text/#return-the-text-search-score
+    got = list(articles.find({"$text": {"$search": "coffee"}},
+                             {"score": {"$meta": "textScore"}, "_id": 1})
+               .sort([("score", {"$meta": "textScore"})]))
+    assert [d["_id"] for d in got][0] == 1
+    assert [d["score"] for d in got] == [1.0, 0.75, 0.75]
+    assert all(set(d) == {"_id", "score"} for d in got)
+    # A projection of textScore without $text: 40218.
+    assert code_of(lambda: list(articles.find({}, {"s": {"$meta": "textScore"}}))) == 40218
+    plan = articles.find({"$text": {"$search": "coffee -shop"}}).explain()
+    wp = plan["queryPlanner"]["winningPlan"]
+    assert wp["stage"] == "TEXT_MATCH"
+    assert wp["parsedTextQuery"] == {"terms": ["coffe"], "negatedTerms": ["shop"],
+                                     "phrases": [], "negatedPhrases": []}
+
+
+def test_text_in_aggregation(articles):
+    # https://www.mongodb.com/docs/manual/tutorial/text-search-in-aggregation/
+    out = list(articles.aggregate([
+        {"$match": {"$text": {"$search": "cake tea"}}},
+        {"$project": {"title": "$subject", "score": {"$meta": "textScore"}}},
+        {"$sort": {"score": {"$meta": "textScore"}}},
+    ]))
+    assert [(d["_id"], d["title"]) for d in out] == [(3, "Baking a cake")]
+    assert out[0]["score"] == pytest.approx(0.75)
+    # $text anywhere but the first stage: 17313.
+    assert code_of(lambda: list(articles.aggregate([{"$match": {}}, {"$match": {"$text": {"$search": "x"}}}]))) == 17313
+    # A text score without $text: 40218.
+    assert code_of(lambda: list(articles.aggregate([{"$project": {"s": {"$meta": "textScore"}}}]))) == 40218
+
+
+def test_text_errors(db, articles):
+    # https://www.mongodb.com/docs/manual/core/indexes/index-types/index-text/ : one text index
+    # per collection; $text needs one (IndexNotFound 27); $text only at the top level.
+    assert code_of(lambda: articles.create_index([("author", TEXT)])) == 85
+    plain = db["no_text_index"]
+    plain.insert_one({"a": "coffee"})
+    assert code_of(lambda: list(plain.find({"$text": {"$search": "coffee"}}))) == 27
+    assert code_of(lambda: list(articles.find({"$nor": [{"$text": {"$search": "x"}}]}))) == 2
+    assert code_of(lambda: list(articles.find({"a": {"$elemMatch": {"$text": {"$search": "x"}}}}))) == 2
+    assert code_of(lambda: list(articles.find({"$text": {"$search": "x", "$language": "klingon"}}))) == 2
+    assert code_of(lambda: list(articles.find({"$text": {}}))) == 9
+    info = articles.index_information()["subject_text"]
+    assert info["key"] == [("_fts", "text"), ("_ftsx", 1)]
+    assert info["weights"] == {"subject": 1}
+    assert info["default_language"] == "english" and info["textIndexVersion"] == 3
+
+
+def test_text_weights_language_override_and_wildcard(db):
+    # https://www.mongodb.com/docs/manual/core/indexes/index-types/index-text/specify-text-index-language/
+    quotes = db["quotes"]
+    quotes.insert_many([
+        {"_id": 1, "language": "portuguese", "original": "A sorte protege os audazes.",
+         "translation": [{"language": "english", "quote": "Fortune favors the bold."},
+                         {"language": "spanish", "quote": "La suerte protege a los audaces."}]},
+        {"_id": 2, "language": "spanish", "original": "Nada hay más surrealista que la realidad.",
+         "translation": [{"language": "english", "quote": "There is nothing more surreal than reality."}]},
+        {"_id": 3, "original": "is this a dagger which I see before me.",
+         "translation": {"language": "spanish", "quote": "Es este un puñal que veo delante de mí."}},
+    ])
+    quotes.create_index([("original", TEXT), ("translation.quote", TEXT)], weights={"original": 5})
+    assert ids(quotes.find({"$text": {"$search": "dagger"}})) == [3]
+    assert ids(quotes.find({"$text": {"$search": "protege", "$language": "portuguese"}})) == [1]
+    # A language nobody supports in a new document is refused (17262).
+    assert code_of(lambda: quotes.insert_one({"language": "klingon", "original": "x"})) == 17262
+    blog = db["blog"]
+    blog.create_index([("$**", TEXT)], name="TextIndex")
+    blog.insert_many([{"_id": 1, "a": {"b": "flash storage"}}, {"_id": 2, "c": ["ssd", "flash"]}])
+    assert ids(blog.find({"$text": {"$search": "flash"}})) == [1, 2]
+    assert blog.index_information()["TextIndex"]["weights"] == {"$**": 1}

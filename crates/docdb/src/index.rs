@@ -42,6 +42,115 @@ pub enum IndexKind {
     /// per (term, score) of the document ([`TextSpec::doc_terms`]); the score is also the
     /// entry's value. It answers `$text` only.
     Text(Arc<TextSpec>),
+    /// A wildcard index (`{"$**": 1}`, `{"a.$**": 1}`, `wildcardProjection`): one key per
+    /// (field path, value) of every leaf the index covers; it answers equality and ranges on
+    /// one field at a time, never sorts, nulls or `$exists: false`.
+    Wildcard(Arc<WildcardSpec>),
+}
+
+/// Which fields a wildcard index covers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WildcardSpec {
+    /// The subtree: "" for `$**`, "a.b" for `a.b.$**`.
+    pub root: String,
+    /// `wildcardProjection`: (paths, inclusion). `_id` is covered only when included.
+    projection: Option<(Vec<String>, bool)>,
+    include_id: bool,
+}
+
+impl WildcardSpec {
+    fn new(root: String, projection: Option<&Document>) -> DocResult<WildcardSpec> {
+        let mut spec = WildcardSpec {
+            root,
+            projection: None,
+            include_id: false,
+        };
+        let Some(p) = projection else {
+            return Ok(spec);
+        };
+        if p.is_empty() {
+            return Err(DocError::failed_to_parse(
+                "The field 'wildcardProjection' must be a non-empty object",
+            ));
+        }
+        let mut paths = Vec::new();
+        let mut mode: Option<bool> = None;
+        for (path, v) in p {
+            query::limits::check_path(path)?;
+            let include = bool_value(v).ok_or_else(|| {
+                DocError::failed_to_parse(format!(
+                    "wildcardProjection values must be 0, 1, true or false (field '{path}')"
+                ))
+            })?;
+            if path == "_id" {
+                spec.include_id = include;
+                continue;
+            }
+            if mode.is_some_and(|m| m != include) {
+                return Err(DocError::with_code(
+                    31254,
+                    "Location31254",
+                    format!("Cannot do exclusion on field {path} in inclusion projection"),
+                ));
+            }
+            mode = Some(include);
+            paths.push(path.clone());
+        }
+        if let Some(m) = mode {
+            spec.projection = Some((paths, m));
+        }
+        Ok(spec)
+    }
+
+    /// Whether the index holds keys for the field `path` (a leaf or a subtree's root):
+    /// Some(true) every path below it too, Some(false) none, None some (descend).
+    fn covers(&self, path: &str) -> Option<bool> {
+        let under = |p: &str, prefix: &str| {
+            p == prefix || (p.starts_with(prefix) && p.as_bytes().get(prefix.len()) == Some(&b'.'))
+        };
+        if !self.root.is_empty() {
+            if under(path, &self.root) {
+                return Some(true);
+            }
+            // An ancestor of the root: descend towards it.
+            return if under(&self.root, path) {
+                None
+            } else {
+                Some(false)
+            };
+        }
+        if path == "_id" || path.starts_with("_id.") {
+            return Some(self.include_id);
+        }
+        match &self.projection {
+            None => Some(true),
+            Some((paths, true)) => {
+                if paths.iter().any(|p| under(path, p)) {
+                    Some(true)
+                } else if paths.iter().any(|p| under(p, path)) {
+                    None
+                } else {
+                    Some(false)
+                }
+            }
+            Some((paths, false)) => {
+                if paths.iter().any(|p| under(path, p)) {
+                    Some(false)
+                } else if paths.iter().any(|p| under(p, path)) {
+                    None
+                } else {
+                    Some(true)
+                }
+            }
+        }
+    }
+
+    /// Whether a query predicate on `path` can be answered from the index: the field is
+    /// covered and names no array position (mongod's rule for `a.0`-style paths).
+    pub fn answers(&self, path: &str) -> bool {
+        self.covers(path) == Some(true)
+            && !path.split('.').any(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
+    }
 }
 
 /// A validated index definition as the catalog stores it.
@@ -103,6 +212,13 @@ impl IndexDef {
         matches!(self.kind, IndexKind::Text(_))
     }
 
+    /// Whether a full scan of the index would list documents more than once or not at all
+    /// (text and wildcard keys are per term or per path): such an index answers only the
+    /// predicates it was built for, never a hint alone.
+    pub fn keys_per_field(&self) -> bool {
+        matches!(self.kind, IndexKind::Text(_) | IndexKind::Wildcard(_))
+    }
+
     pub fn is_id(&self) -> bool {
         self.name == "_id_"
     }
@@ -138,9 +254,10 @@ impl IndexDef {
         }
         let text_fields = text_key_fields(&key)?;
         let is_text = text_fields.is_some();
+        let wildcard_root = wildcard_key_root(&key)?;
         let mut fields = Vec::new();
         let mut hashed = false;
-        for (path, dir) in key.iter().filter(|_| !is_text) {
+        for (path, dir) in key.iter().filter(|_| !is_text && wildcard_root.is_none()) {
             query::limits::check_path(path)?;
             if path.is_empty() || path.split('.').any(|p| p.is_empty()) {
                 return Err(cannot_create(format!(
@@ -194,6 +311,9 @@ impl IndexDef {
         if is_text {
             fields = vec![("_fts".to_string(), false), ("_ftsx".to_string(), false)];
         }
+        if wildcard_root.is_some() {
+            fields = vec![("$_path".to_string(), false), ("$_value".to_string(), false)];
+        }
         let name = match spec.get("name") {
             Some(Bson::String(s)) if !s.is_empty() => s.clone(),
             Some(Bson::String(_)) => return Err(cannot_create("The index name cannot be empty")),
@@ -210,6 +330,7 @@ impl IndexDef {
         let mut collation = None;
         let mut partial = None;
         let mut text_opts: [Option<&Bson>; 4] = [None; 4];
+        let mut wildcard_projection = None;
         let stored_key = if is_text {
             doc! {"_fts": "text", "_ftsx": 1}
         } else {
@@ -274,6 +395,20 @@ impl IndexDef {
                     expire_after = Some(secs as i64);
                     out.insert(k.clone(), Bson::Int32(secs as i32));
                 }
+                "wildcardProjection" => {
+                    if wildcard_root.as_deref() != Some("") {
+                        return Err(DocError::failed_to_parse(
+                            "The field 'wildcardProjection' is only allowed in an '$**' index",
+                        ));
+                    }
+                    let Bson::Document(p) = v else {
+                        return Err(DocError::type_mismatch(
+                            "The field 'wildcardProjection' must be a non-empty object",
+                        ));
+                    };
+                    wildcard_projection = Some(p);
+                    out.insert(k.clone(), p.clone());
+                }
                 "partialFilterExpression" => {
                     let p = PartialFilter::parse(v)?;
                     out.insert(k.clone(), p.filter.clone());
@@ -320,6 +455,24 @@ impl IndexDef {
                 }
                 out.extend(text.spec_fields());
                 IndexKind::Text(Arc::new(text))
+            }
+            None if wildcard_root.is_some() => {
+                for (opt, on) in [("unique", unique), ("sparse", sparse)] {
+                    if on {
+                        return Err(cannot_create(format!(
+                            "Index type 'wildcard' does not support the {opt} option"
+                        )));
+                    }
+                }
+                if expire_after.is_some() {
+                    return Err(cannot_create(
+                        "Index type 'wildcard' does not support the expireAfterSeconds option",
+                    ));
+                }
+                IndexKind::Wildcard(Arc::new(WildcardSpec::new(
+                    wildcard_root.clone().unwrap_or_default(),
+                    wildcard_projection,
+                )?))
             }
             None if hashed => IndexKind::Hashed,
             None => IndexKind::Ordered,
@@ -414,6 +567,33 @@ fn text_key_fields(key: &Document) -> DocResult<Option<Vec<String>>> {
     Ok(Some(fields))
 }
 
+/// The subtree of a wildcard key pattern ("" for `{"$**": 1}`, "a" for `{"a.$**": 1}`), or
+/// None for other kinds. Compound wildcard indexes are refused.
+fn wildcard_key_root(key: &Document) -> DocResult<Option<String>> {
+    let is_wild = |p: &str| p == "$**" || p.ends_with(".$**");
+    let Some((path, v)) = key.iter().find(|(p, _)| is_wild(p)) else {
+        return Ok(None);
+    };
+    if key.len() > 1 {
+        return Err(cannot_create(format!(
+            "compound wildcard indexes are not supported by flashdoc: {key}"
+        )));
+    }
+    if !query::compare::Num::of(v).is_some_and(|n| n.as_f64() != 0.0 && !n.is_nan()) {
+        return Err(cannot_create(format!(
+            "a wildcard index's key value must be a non-zero number: {key}"
+        )));
+    }
+    let root = path.strip_suffix("$**").unwrap_or("").trim_end_matches('.');
+    query::limits::check_path(path)?;
+    if !root.is_empty() && root.split('.').any(|c| c.is_empty() || c.starts_with('$')) {
+        return Err(cannot_create(format!(
+            "Index key contains an illegal field name: '{path}'"
+        )));
+    }
+    Ok(Some(root.to_string()))
+}
+
 fn bool_value(v: &Bson) -> Option<bool> {
     match v {
         Bson::Boolean(b) => Some(*b),
@@ -472,8 +652,10 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
             multikey: false,
         });
     }
-    if let IndexKind::Text(spec) = &def.kind {
-        return text_keys(spec, doc);
+    match &def.kind {
+        IndexKind::Text(spec) => return text_keys(spec, doc),
+        IndexKind::Wildcard(spec) => return Ok(wildcard_keys(spec, doc)),
+        IndexKind::Ordered | IndexKind::Hashed => {}
     }
     let mut per_field: Vec<Vec<Bson>> = Vec::with_capacity(def.fields.len());
     let mut array_fields: Vec<&str> = Vec::new();
@@ -583,6 +765,84 @@ fn text_keys(spec: &TextSpec, doc: &Document) -> DocResult<DocKeys> {
         keys,
         multikey: false,
     })
+}
+
+/// A wildcard index's keys: `KeyString(path, value)` for every covered leaf (array elements
+/// one by one under their array's path; an empty array as undefined, an empty document as
+/// itself), deduplicated. The walk follows the document's own nesting (bounded by `limits`).
+fn wildcard_keys(spec: &WildcardSpec, doc: &Document) -> DocKeys {
+    let mut pairs: Vec<(String, Bson)> = Vec::new();
+    let mut multikey = false;
+    wildcard_walk(spec, doc, "", &mut pairs, &mut multikey);
+    let mut keys: Vec<IndexKey> = pairs
+        .into_iter()
+        .map(|(path, v)| {
+            let values = vec![Bson::String(path), v];
+            let refs: Vec<&Bson> = values.iter().collect();
+            IndexKey {
+                encoded: keystring::encode_key(&refs, &[false, false]),
+                values,
+                payload: Vec::new(),
+            }
+        })
+        .collect();
+    keys.sort_by(|a, b| a.encoded.cmp(&b.encoded));
+    keys.dedup_by(|a, b| a.encoded == b.encoded);
+    DocKeys { keys, multikey }
+}
+
+fn wildcard_walk(
+    spec: &WildcardSpec,
+    d: &Document,
+    prefix: &str,
+    out: &mut Vec<(String, Bson)>,
+    multikey: &mut bool,
+) {
+    for (k, v) in d {
+        let path = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match spec.covers(&path) {
+            Some(false) => {}
+            Some(true) => wildcard_value(spec, v, &path, out, multikey, true),
+            None => match v {
+                Bson::Document(sub) => wildcard_walk(spec, sub, &path, out, multikey),
+                Bson::Array(a) => {
+                    for sub in a.iter().filter_map(Bson::as_document) {
+                        *multikey = true;
+                        wildcard_walk(spec, sub, &path, out, multikey);
+                    }
+                }
+                _ => {}
+            },
+        }
+    }
+}
+
+fn wildcard_value(
+    spec: &WildcardSpec,
+    v: &Bson,
+    path: &str,
+    out: &mut Vec<(String, Bson)>,
+    multikey: &mut bool,
+    expand_arrays: bool,
+) {
+    match v {
+        Bson::Document(sub) if !sub.is_empty() => wildcard_walk(spec, sub, path, out, multikey),
+        Bson::Array(a) if expand_arrays => {
+            *multikey = true;
+            if a.is_empty() {
+                out.push((path.to_string(), Bson::Undefined));
+            }
+            for e in a {
+                // A nested array is one value; documents in arrays are walked.
+                wildcard_value(spec, e, path, out, multikey, false);
+            }
+        }
+        other => out.push((path.to_string(), other.clone())),
+    }
 }
 
 /// A text entry's score (its payload).

@@ -15,7 +15,7 @@
 #![allow(clippy::result_large_err)]
 
 use crate::collection::Index;
-use crate::index::IndexKind;
+use crate::index::{IndexKind, WildcardSpec};
 use crate::keystring::{self, prefix_successor};
 use bson::{Bson, Document};
 use query::error::{DocError, DocResult};
@@ -344,6 +344,7 @@ fn plan_index(
 ) -> Option<Candidate> {
     match &index.def.kind {
         IndexKind::Hashed => return plan_hashed(index, preds),
+        IndexKind::Wildcard(spec) => return plan_wildcard(index, spec, preds),
         IndexKind::Text(_) => return None,
         IndexKind::Ordered => {}
     }
@@ -464,6 +465,63 @@ fn plan_hashed(index: &Arc<Index>, preds: &HashMap<String, Vec<Pred>>) -> Option
             sort_provided: false,
         },
         score: 8,
+    })
+}
+
+/// A wildcard index answers equality or a range on one field it covers (mongod's rules: not
+/// for predicates that can match null or a missing field, nor for equality to a document or
+/// array, which its per-leaf keys cannot see). Keys are (path, value); the field is treated as
+/// multikey (one predicate bounds the scan), and the order never provides a sort.
+fn plan_wildcard(
+    index: &Arc<Index>,
+    spec: &WildcardSpec,
+    preds: &HashMap<String, Vec<Pred>>,
+) -> Option<Candidate> {
+    let usable = |p: &&Pred| {
+        !p.matches_null
+            && !p
+                .values
+                .iter()
+                .any(|v| matches!(v, Bson::Document(_) | Bson::Array(_)))
+    };
+    let mut fields: Vec<(&String, &Pred)> = preds
+        .iter()
+        .filter(|(path, _)| spec.answers(path))
+        .filter_map(|(path, ps)| {
+            let eq = ps.iter().filter(usable).find(|p| p.equality);
+            eq.or_else(|| ps.iter().find(usable)).map(|p| (path, p))
+        })
+        .collect();
+    // Equality first, then the field name (a deterministic choice among equals).
+    fields.sort_by(|a, b| b.1.equality.cmp(&a.1.equality).then(a.0.cmp(b.0)));
+    let (path, pred) = fields.first()?;
+    let prefix = keystring::encode_one(&Bson::String((*path).clone()), false);
+    let mut ranges: Vec<Range> = pred
+        .intervals
+        .iter()
+        .filter_map(|iv| compose(&prefix, iv))
+        .collect();
+    ranges.sort_by(|a, b| lo_key(&a.0).cmp(&lo_key(&b.0)));
+    let shown: Vec<Bson> = pred
+        .intervals
+        .iter()
+        .map(|x| Bson::String(x.display()))
+        .collect();
+    let path_point = format!("[\"{path}\", \"{path}\"]");
+    let mut bounds = Document::new();
+    bounds.insert("$_path", vec![Bson::String(path_point)]);
+    bounds.insert((*path).clone(), shown);
+    Some(Candidate {
+        plan: Plan {
+            access: Access::IxScan {
+                index: index.clone(),
+                ranges,
+                bounds,
+            },
+            reverse: false,
+            sort_provided: false,
+        },
+        score: if pred.equality { 8 } else { 4 },
     })
 }
 
@@ -606,10 +664,11 @@ pub fn plan(
         if let Some(c) = plan_index(index, &preds, sort_ref) {
             return Ok(c.plan);
         }
-        if index.def.is_text() {
-            return Err(DocError::bad_value(
-                "error processing query: planner returned error :: caused by :: a text index can answer only a $text query (hint)",
-            ));
+        if index.def.keys_per_field() {
+            return Err(DocError::bad_value(format!(
+                "error processing query: planner returned error :: caused by :: the hinted index {} cannot answer this query (a text index answers $text, a wildcard index a predicate on one of its fields)",
+                index.def.name
+            )));
         }
         let (ranges, bounds) = build_ranges(index, &[]);
         return Ok(Plan {
