@@ -197,3 +197,44 @@ def test_text_weights_language_override_and_wildcard(db):
     blog.insert_many([{"_id": 1, "a": {"b": "flash storage"}}, {"_id": 2, "c": ["ssd", "flash"]}])
     assert ids(blog.find({"$text": {"$search": "flash"}})) == [1, 2]
     assert blog.index_information()["TextIndex"]["weights"] == {"$**": 1}
+
+
+# --- wildcard indexes --------------------------------------------------------------------
+
+
+def test_wildcard_index_on_all_fields(db):
+    # https://www.mongodb.com/docs/manual/core/indexes/index-types/index-wildcard/
+    products = db["products"]
+    products.insert_many([
+        {"_id": 1, "product_name": "Spy Coat", "attributes": {"material": ["Tweed", "Wool", "Leather"], "size": {"length": 72, "units": "inches"}}},
+        {"_id": 2, "product_name": "Spy Pen", "attributes": {"colors": ["Blue", "Black"], "secret_feature": {"name": "laser", "power": "1000", "units": "watts"}}},
+        {"_id": 3, "product_name": "Spy Book"},
+    ])
+    products.create_index({"$**": 1})
+    leaf = winning_ixscan(products.find({"attributes.size.length": {"$gt": 60}}).explain())
+    assert leaf["stage"] == "IXSCAN" and leaf["indexName"] == "$**_1"
+    assert ids(products.find({"attributes.size.length": {"$gt": 60}})) == [1]
+    assert ids(products.find({"attributes.material": "Wool"})) == [1]
+    assert ids(products.find({"attributes.secret_feature.name": "laser"})) == [2]
+    # Wildcard restrictions: no null equality, no $exists: false, no document equality.
+    for q in ({"product_name": None}, {"attributes": {"$exists": False}},
+              {"attributes.size": {"length": 72, "units": "inches"}}):
+        assert winning_ixscan(products.find(q).explain())["stage"] == "COLLSCAN", q
+    assert ids(products.find({"attributes": {"$exists": False}})) == [3]
+    assert code_of(lambda: products.create_index({"$**": 1}, name="other", unique=True)) == 67
+
+
+def test_wildcard_subtree_and_projection(db):
+    # https://www.mongodb.com/docs/manual/core/indexes/index-types/index-wildcard/create-wildcard-index-single-field/
+    # and .../create-wildcard-index-multiple-fields/ (wildcardProjection).
+    c = db["wild_proj"]
+    c.insert_many([{"_id": i, "a": {"x": i}, "b": {"x": i}, "c": i} for i in range(6)])
+    c.create_index({"a.$**": 1})
+    assert winning_ixscan(c.find({"a.x": 3}).explain())["indexName"] == "a.$**_1"
+    assert winning_ixscan(c.find({"b.x": 3}).explain())["stage"] == "COLLSCAN"
+    c.create_index({"$**": 1}, wildcardProjection={"b": 1})
+    assert winning_ixscan(c.find({"b.x": {"$lt": 2}}).explain())["indexName"] == "$**_1"
+    assert ids(c.find({"b.x": {"$lt": 2}})) == [0, 1]
+    assert winning_ixscan(c.find({"c": 3}).explain())["stage"] == "COLLSCAN"
+    assert c.index_information()["$**_1"]["wildcardProjection"] == {"b": 1}
+    assert code_of(lambda: c.create_index({"a.$**": 1}, name="p", wildcardProjection={"a": 1})) == 9

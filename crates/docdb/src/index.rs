@@ -149,7 +149,9 @@ impl WildcardSpec {
     /// covered and names no array position (mongod's rule for `a.0`-style paths).
     pub fn answers(&self, path: &str) -> bool {
         self.covers(path) == Some(true)
-            && !path.split('.').any(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
+            && !path
+                .split('.')
+                .any(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
     }
 }
 
@@ -254,7 +256,11 @@ impl IndexDef {
         }
         let text_fields = text_key_fields(&key)?;
         let is_text = text_fields.is_some();
-        let wildcard_root = wildcard_key_root(&key)?;
+        let wildcard_root = if is_text {
+            None
+        } else {
+            wildcard_key_root(&key)?
+        };
         let mut fields = Vec::new();
         let mut hashed = false;
         for (path, dir) in key.iter().filter(|_| !is_text && wildcard_root.is_none()) {
@@ -312,7 +318,10 @@ impl IndexDef {
             fields = vec![("_fts".to_string(), false), ("_ftsx".to_string(), false)];
         }
         if wildcard_root.is_some() {
-            fields = vec![("$_path".to_string(), false), ("$_value".to_string(), false)];
+            fields = vec![
+                ("$_path".to_string(), false),
+                ("$_value".to_string(), false),
+            ];
         }
         let name = match spec.get("name") {
             Some(Bson::String(s)) if !s.is_empty() => s.clone(),

@@ -39,9 +39,15 @@ fn wildcard_answers_single_field_predicates() {
         .unwrap();
     let plan = |f: Document| db.plan_summary("t", "products", &q(f)).unwrap();
     assert_eq!(plan(doc! {"attributes.color": "red"}), "IXSCAN $**_1");
-    assert_eq!(ids(&db, "products", doc! {"attributes.color": "red"}), vec![1, 4]);
+    assert_eq!(
+        ids(&db, "products", doc! {"attributes.color": "red"}),
+        vec![1, 4]
+    );
     assert_eq!(plan(doc! {"attributes.dims.h": {"$gt": 1}}), "IXSCAN $**_1");
-    assert_eq!(ids(&db, "products", doc! {"attributes.dims.h": {"$gt": 1}}), vec![2]);
+    assert_eq!(
+        ids(&db, "products", doc! {"attributes.dims.h": {"$gt": 1}}),
+        vec![2]
+    );
     assert_eq!(ids(&db, "products", doc! {"tags": "b"}), vec![1]);
     assert_eq!(ids(&db, "products", doc! {"price": {"$lte": 7}}), vec![3]);
     // Not answered by the index: null, documents, arrays, positions, _id.
@@ -56,7 +62,10 @@ fn wildcard_answers_single_field_predicates() {
         assert_ne!(plan(f.clone()), "IXSCAN $**_1", "{f}");
     }
     // The results stay right whatever the plan.
-    assert_eq!(ids(&db, "products", doc! {"attributes.color": null}), vec![3]);
+    assert_eq!(
+        ids(&db, "products", doc! {"attributes.color": null}),
+        vec![3]
+    );
     // A sort is never provided by the index.
     let sorted = FindQuery {
         filter: doc! {"attributes.color": {"$gt": "a"}},
@@ -84,8 +93,14 @@ fn wildcard_answers_single_field_predicates() {
         }],
         WriteOpts::default(),
     );
-    assert_eq!(ids(&db, "products", doc! {"attributes.color": "red"}), vec![1, 2, 4]);
-    assert_eq!(ids(&db, "products", doc! {"attributes.color": "blue"}), Vec::<i32>::new());
+    assert_eq!(
+        ids(&db, "products", doc! {"attributes.color": "red"}),
+        vec![1, 2, 4]
+    );
+    assert_eq!(
+        ids(&db, "products", doc! {"attributes.color": "blue"}),
+        Vec::<i32>::new()
+    );
 }
 
 #[test]
@@ -118,8 +133,17 @@ fn subtree_and_projection() {
     let code = |d: Document| db.create_indexes("t", "z", &[d]).err().map(|e| e.code);
     assert_eq!(code(doc! {"key": {"$**": 1}, "unique": true}), Some(67));
     assert_eq!(code(doc! {"key": {"$**": 1}, "sparse": true}), Some(67));
-    assert_eq!(code(doc! {"key": {"a.$**": 1}, "wildcardProjection": {"a": 1}}), Some(9));
-    assert_eq!(code(doc! {"key": {"$**": 1}, "wildcardProjection": {"a": 1, "b": 0}}), Some(31254));
+    assert_eq!(
+        code(doc! {"key": {"a.$**": 1}, "wildcardProjection": {"a": 1}}),
+        Some(9)
+    );
+    assert_eq!(
+        code(doc! {"key": {"$**": 1}, "wildcardProjection": {"a": 1, "b": 0}}),
+        Some(31254)
+    );
     assert_eq!(code(doc! {"key": {"$**": 1, "a": 1}}), Some(67));
-    assert_eq!(code(doc! {"key": {"a": 1}, "wildcardProjection": {"a": 1}}), Some(9));
+    assert_eq!(
+        code(doc! {"key": {"a": 1}, "wildcardProjection": {"a": 1}}),
+        Some(9)
+    );
 }
