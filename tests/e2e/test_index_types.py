@@ -238,3 +238,25 @@ def test_wildcard_subtree_and_projection(db):
     assert winning_ixscan(c.find({"c": 3}).explain())["stage"] == "COLLSCAN"
     assert c.index_information()["$**_1"]["wildcardProjection"] == {"b": 1}
     assert code_of(lambda: c.create_index({"a.$**": 1}, name="p", wildcardProjection={"a": 1})) == 9
+
+
+def test_index_kinds_survive_a_restart(tmp_path):
+    # The catalog keeps each kind's full spec; a restarted server plans with it again.
+    s = Server(str(tmp_path)).start()
+    try:
+        c = s.client()["restart"]["c"]
+        c.insert_many([{"_id": i, "t": f"flash note {i}", "k": {"v": i}, "live": i % 2 == 0} for i in range(6)])
+        c.create_index([("t", TEXT)], default_language="spanish", name="t_text")
+        c.create_index("k.v", partialFilterExpression={"live": True}, name="live_k")
+        c.create_index({"k.$**": 1})
+        before = c.index_information()
+        s.stop()
+        s.start()
+        c = s.client()["restart"]["c"]
+        assert c.index_information() == before
+        assert ids(c.find({"$text": {"$search": "notas"}})) == list(range(6))  # Spanish stems
+        assert winning_ixscan(c.find({"k.v": 2, "live": True}).explain())["indexName"] == "live_k"
+        assert winning_ixscan(c.find({"k.v": {"$gt": 3}}).explain())["indexName"] == "k.$**_1"
+        assert ids(c.find({"k.v": {"$gt": 3}})) == [4, 5]
+    finally:
+        s.stop()

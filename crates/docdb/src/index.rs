@@ -8,12 +8,12 @@
 //! compound key may have at most one array field (CannotIndexParallelArrays, 171).
 #![allow(clippy::result_large_err)]
 
-use crate::hash;
 use crate::keystring;
 use crate::partial::PartialFilter;
 use bson::{doc, Bson, Document};
 use query::collation::{self, Collation, SpecOrigin};
 use query::error::{DocError, DocResult};
+use query::hash;
 use query::text::TextSpec;
 use std::sync::Arc;
 
@@ -35,7 +35,7 @@ pub fn rid_from(bytes: &[u8]) -> DocResult<RecordId> {
 pub enum IndexKind {
     /// Ascending/descending fields: the KeyString of the values (equality, ranges, sorts).
     Ordered,
-    /// `{field: "hashed"}`: one field, whose key is the value's 64-bit hash ([`crate::hash`])
+    /// `{field: "hashed"}`: one field, whose key is the value's 64-bit hash ([`query::hash`])
     /// stored as an Int64; it answers equality, never ranges or sorts.
     Hashed,
     /// A text index (`{field: "text", ...}`, stored as `{_fts: "text", _ftsx: 1}`): one key

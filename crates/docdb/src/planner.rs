@@ -449,7 +449,7 @@ fn plan_hashed(index: &Arc<Index>, preds: &HashMap<String, Vec<Pred>>) -> Option
     let mut points: Vec<Interval> = pred
         .values
         .iter()
-        .map(|v| Interval::point(&Bson::Int64(crate::hash::hash_value(v))))
+        .map(|v| Interval::point(&Bson::Int64(query::hash::hash_value(v))))
         .collect();
     points.sort_by(|a, b| lo_key(&a.lo).cmp(&lo_key(&b.lo)));
     points.dedup_by(|a, b| a.lo == b.lo);

@@ -136,7 +136,10 @@ fn text_search_and_facet_pagination() {
             filter: filter.clone(),
             ..Default::default()
         };
-        assert_eq!(db.plan_summary("b", "posts", &q).unwrap(), "IXSCAN title_text_body_text");
+        assert_eq!(
+            db.plan_summary("b", "posts", &q).unwrap(),
+            "IXSCAN title_text_body_text"
+        );
         let (text_ms, text_n) = timed(20, || db.find("b", "posts", &q).unwrap().count());
         // The same filter by a collection scan: every document read and held to the same
         // text predicate (tokenized and stemmed as the index would).
@@ -229,7 +232,8 @@ fn text_search_and_facet_pagination() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("text_facet.json");
-    let json = serde_json::to_string_pretty(&Bson::Document(report).into_relaxed_extjson()).unwrap();
+    let json =
+        serde_json::to_string_pretty(&Bson::Document(report).into_relaxed_extjson()).unwrap();
     std::fs::write(&path, json).unwrap();
     println!("wrote {}", path.display());
 }

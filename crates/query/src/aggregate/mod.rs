@@ -95,6 +95,17 @@ pub fn run_pipeline(
     run_stages(stages, input, Env { source, interrupt })
 }
 
+/// The documents a writing stage stores: a text score is metadata, never a stored field.
+fn without_score(it: DocIter) -> DocResult<Vec<Document>> {
+    it.map(|r| {
+        r.map(|mut d| {
+            d.remove(crate::text::SCORE_FIELD);
+            d
+        })
+    })
+    .collect()
+}
+
 /// Runs parsed stages (a pipeline, or a stage's sub-pipeline) to completion.
 fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Document>> {
     let interrupt = env.interrupt;
@@ -185,12 +196,12 @@ fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Doc
             Stage::SetWindowFields(w) => w.run(it, interrupt)?,
             Stage::CollStats(c) => c.run(it, env)?,
             Stage::Out(o) => {
-                let docs = it.collect::<DocResult<Vec<_>>>()?;
+                let docs = without_score(it)?;
                 o.run(docs, sink(env, "$out")?)?;
                 Box::new(std::iter::empty())
             }
             Stage::Merge(m) => {
-                let docs = it.collect::<DocResult<Vec<_>>>()?;
+                let docs = without_score(it)?;
                 m.run(docs, sink(env, "$merge")?)?;
                 Box::new(std::iter::empty())
             }
