@@ -25,7 +25,7 @@ fn word(i: usize) -> String {
         s.push(V[n % V.len()] as char);
         n /= V.len();
     }
-    s.push_str("x");
+    s.push('x');
     s
 }
 

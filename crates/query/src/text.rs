@@ -485,7 +485,7 @@ impl TextSpec {
                             spec_err!(17283, "weight for text index needs numeric type")
                         })?
                         .as_f64();
-                    if !(n >= 1.0 && n < MAX_WORD_WEIGHT) {
+                    if !(1.0..MAX_WORD_WEIGHT).contains(&n) {
                         return Err(spec_err!(16674, "score for word too high"));
                     }
                     if k == "$**" {
