@@ -260,3 +260,12 @@ def test_index_kinds_survive_a_restart(tmp_path):
         assert ids(c.find({"k.v": {"$gt": 3}})) == [4, 5]
     finally:
         s.stop()
+
+
+def test_to_hashed_index_key(db):
+    # https://www.mongodb.com/docs/manual/reference/operator/aggregation/toHashedIndexKey/ :
+    # "string to hash" hashes to 763543691661428748, the key a hashed index stores.
+    c = db["hash_example"]
+    c.insert_one({"_id": 1, "val": "string to hash"})
+    out = list(c.aggregate([{"$addFields": {"hashedVal": {"$toHashedIndexKey": "$val"}}}]))
+    assert out == [{"_id": 1, "val": "string to hash", "hashedVal": 763543691661428748}]
