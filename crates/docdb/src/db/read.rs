@@ -34,6 +34,11 @@ impl DocDb {
         if filter.text().is_none() && (wants_score(&q.sort) || wants_score(&q.projection)) {
             return Err(query::text::no_text_score());
         }
+        if q.tailable && filter.text().is_some() {
+            return Err(DocError::bad_value(
+                "error processing query: a tailable cursor cannot answer $text (it reads in natural order, the text index answers $text)",
+            ));
+        }
         if q.tailable {
             if c.capped.is_none() {
                 return Err(DocError::bad_value(format!(
