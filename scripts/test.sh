@@ -36,7 +36,7 @@ cargo build --quiet -p flashdoc
 if [ ! -x target/venv/bin/python ]; then
   python3 -m venv target/venv
 fi
-target/venv/bin/pip install --quiet --disable-pip-version-check pytest pymongo
+target/venv/bin/pip install --quiet --disable-pip-version-check pytest pymongo mongoengine
 (cd tests/e2e && FLASHDOC_BIN="$PWD/../../target/debug/flashdoc" ../../target/venv/bin/python -m pytest -q -p no:cacheprovider) 2>&1 | tee target/pytest-output.txt
 if [ "${FLASHDOC_DRIVER_SMOKE:-0}" = "1" ]; then
   echo "== driver smoke checks (Java, Go, Node through a router)"

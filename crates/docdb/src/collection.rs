@@ -392,7 +392,7 @@ impl Coll {
                     let value = if unique {
                         index::rid_bytes(rid).to_vec()
                     } else {
-                        Vec::new()
+                        k.payload.clone()
                     };
                     batch.put(idx.table, index::entry_key(unique, &k.encoded, rid), value);
                     if unique {

@@ -8,8 +8,9 @@
 //! whose index key moves behind the cursor can be missed, as with MongoDB's yielding scans.
 #![allow(clippy::result_large_err)]
 
-use crate::collection::decode_doc;
+use crate::collection::{decode_doc, Index};
 use crate::index;
+use crate::keystring;
 use crate::planner::{Access, Plan};
 use crate::scope::OwnershipFilter;
 use crate::storage_error;
@@ -22,7 +23,8 @@ use query::interrupt::Interrupt;
 use query::matcher::Matcher;
 use query::projection::Projection;
 use query::sort::SortSpec;
-use std::collections::HashSet;
+use query::text::{TextQuery, TextSpec, SCORE_FIELD};
+use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -32,6 +34,9 @@ const TAIL_BATCH: usize = 128;
 
 /// Documents with their RecordIds.
 pub type RidIter = Box<dyn Iterator<Item = DocResult<(i64, Document)>> + Send>;
+
+/// Documents with their RecordIds and text scores (a `$text` plan's; None otherwise).
+type ScoredIter = Box<dyn Iterator<Item = DocResult<(i64, Document, Option<f64>)>> + Send>;
 
 /// Documents of a find or aggregate, in order.
 pub struct DocCursor {
@@ -194,6 +199,9 @@ pub struct Exec {
     pub interrupt: Interrupt,
     /// The query's collation (the one the plan's index, if any, was built with).
     pub collation: Option<Arc<Collation>>,
+    /// Leave a `$text` plan's score on the documents (`query::text::SCORE_FIELD`) for a
+    /// pipeline's later stages; a find takes it off.
+    pub keep_score: bool,
 }
 
 impl Exec {
@@ -201,7 +209,7 @@ impl Exec {
     pub fn summary(&self) -> Arc<str> {
         match &self.plan.access {
             Access::CollScan => "COLLSCAN".into(),
-            Access::IxScan { index, .. } => {
+            Access::IxScan { index, .. } | Access::Text { index, .. } => {
                 let keys: Vec<String> = index
                     .def
                     .key
@@ -216,7 +224,89 @@ impl Exec {
     /// The document source: scan + fetch + filter (no sort, skip, limit, projection), with
     /// each document's RecordId (the write paths use it).
     pub fn source(&self) -> DocResult<RidIter> {
+        Ok(Box::new(
+            self.scored_source()?
+                .map(|r| r.map(|(rid, doc, _)| (rid, doc))),
+        ))
+    }
+
+    /// [`Exec::source`] with each document's text score.
+    fn scored_source(&self) -> DocResult<ScoredIter> {
         register(&self.stats, &self.summary());
+        if let Access::Text { index, spec, query } = &self.plan.access {
+            return self.text_source(index, spec.clone(), query.clone());
+        }
+        let raw = self.unscored_source()?;
+        Ok(Box::new(raw.map(|r| r.map(|(rid, doc)| (rid, doc, None)))))
+    }
+
+    /// A `$text` plan: every term's entries (their scores summed per RecordId, in memory —
+    /// mongod's TEXT_OR does the same), then each document fetched in RecordId order and held
+    /// to the query's phrases, negations and sensitivity, then to the rest of the filter.
+    fn text_source(
+        &self,
+        index: &Index,
+        spec: Arc<TextSpec>,
+        query: Arc<TextQuery>,
+    ) -> DocResult<ScoredIter> {
+        let mut scores: HashMap<i64, f64> = HashMap::new();
+        for term in &query.terms_for_bounds {
+            let prefix = index::text_term_prefix(term);
+            let hi = match keystring::prefix_successor(&prefix) {
+                Some(s) => Bound::Excluded(s),
+                None => Bound::Unbounded,
+            };
+            let entries = self
+                .engine
+                .scan(index.table, Bound::Included(prefix), hi, Direction::Forward)
+                .map_err(storage_error)?;
+            for kv in entries {
+                self.interrupt.check()?;
+                self.stats.keys_examined.fetch_add(1, Ordering::Relaxed);
+                let (k, v) = kv.map_err(storage_error)?;
+                let rid = index::entry_rid(false, &k, &v)?;
+                *scores.entry(rid).or_insert(0.0) += index::text_score(&v)?;
+            }
+        }
+        let mut hits: Vec<(i64, f64)> = scores.into_iter().collect();
+        hits.sort_unstable_by_key(|h| h.0);
+        let (engine, table, stats) = (self.engine.clone(), self.table, self.stats.clone());
+        let fetched = hits.into_iter().filter_map(move |(rid, score)| {
+            stats.docs_examined.fetch_add(1, Ordering::Relaxed);
+            let doc = match engine.get(table, &index::rid_bytes(rid)) {
+                Ok(Some(bytes)) => decode_doc(&bytes),
+                Ok(None) => return None, // deleted since its entries were read
+                Err(e) => Err(storage_error(e)),
+            };
+            Some(doc.and_then(|d| Ok((spec.matches(&d, &query)?, rid, d, score))))
+        });
+        let wrapped = self
+            .interrupt
+            .wrap(Box::new(fetched.filter_map(|r| match r {
+                Ok((true, rid, d, score)) => Some(Ok((rid, d, score))),
+                Ok((false, ..)) => None,
+                Err(e) => Some(Err(e)),
+            }))
+                as Box<
+                    dyn Iterator<Item = DocResult<(i64, Document, f64)>> + Send,
+                >);
+        let ownership = self.ownership.clone();
+        let (filter, stats) = (self.filter.clone(), self.stats.clone());
+        Ok(Box::new(wrapped.filter_map(move |r| match r {
+            Ok((rid, d, score)) => {
+                let keep = ownership.as_ref().is_none_or(|o| o.keeps(&d))
+                    && filter.as_ref().is_none_or(|f| f.matches(&d));
+                keep.then(|| {
+                    stats.matched.fetch_add(1, Ordering::Relaxed);
+                    Ok((rid, d, Some(score)))
+                })
+            }
+            Err(e) => Some(Err(e)),
+        })))
+    }
+
+    /// Scan + fetch + filter for the plans without scores.
+    fn unscored_source(&self) -> DocResult<RidIter> {
         let engine = self.engine.clone();
         let stats = self.stats.clone();
         let dir = if self.plan.reverse {
@@ -236,6 +326,7 @@ impl Exec {
                     Ok((index::rid_from(&k)?, decode_doc(&v)?))
                 }))
             }
+            Access::Text { .. } => unreachable!("a text plan has its own source"),
             Access::IxScan { index, ranges, .. } => {
                 let mut ranges = ranges.clone();
                 if self.plan.reverse {
@@ -375,7 +466,14 @@ impl Exec {
     /// The full pipeline of stages.
     pub fn run(self) -> DocResult<DocCursor> {
         let _in_effect = collation::scope(self.collation.clone());
-        let src: DocIter = Box::new(self.source()?.map(|r| r.map(|(_, d)| d)));
+        let src: DocIter = Box::new(self.scored_source()?.map(|r| {
+            r.map(|(_, mut d, score)| {
+                if let Some(s) = score {
+                    d.insert(SCORE_FIELD, s);
+                }
+                d
+            })
+        }));
         let sorted: DocIter = match (&self.sort, self.plan.sort_provided) {
             (Some(s), false) => {
                 let mut docs: Vec<Document> = src.collect::<DocResult<_>>()?;
@@ -395,12 +493,23 @@ impl Exec {
         };
         let filter = self.filter.clone();
         let scan = Some((self.stats.clone(), self.summary()));
+        let projected: DocIter = match self.projection {
+            Some(p) => Box::new(
+                limited.map(move |d| d.and_then(|d| p.apply_matched(&d, filter.as_deref()))),
+            ),
+            None => limited,
+        };
+        let text = matches!(self.plan.access, Access::Text { .. });
         let mut cursor = DocCursor::with_collation(
-            match self.projection {
-                Some(p) => Box::new(
-                    limited.map(move |d| d.and_then(|d| p.apply_matched(&d, filter.as_deref()))),
-                ),
-                None => limited,
+            if text && !self.keep_score {
+                Box::new(projected.map(|d| {
+                    d.map(|mut d| {
+                        d.remove(SCORE_FIELD);
+                        d
+                    })
+                }))
+            } else {
+                projected
             },
             self.collation.clone(),
         );

@@ -8,11 +8,13 @@
 //! compound key may have at most one array field (CannotIndexParallelArrays, 171).
 #![allow(clippy::result_large_err)]
 
-use crate::hash;
 use crate::keystring;
+use crate::partial::PartialFilter;
 use bson::{doc, Bson, Document};
 use query::collation::{self, Collation, SpecOrigin};
 use query::error::{DocError, DocResult};
+use query::hash;
+use query::text::TextSpec;
 use std::sync::Arc;
 
 pub type RecordId = i64;
@@ -26,6 +28,131 @@ pub fn rid_from(bytes: &[u8]) -> DocResult<RecordId> {
         .try_into()
         .map_err(|_| DocError::internal_error("corrupt RecordId in index or collection"))?;
     Ok(u64::from_be_bytes(b) as i64)
+}
+
+/// The kind of an index: how a document's keys are made and which predicates they answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum IndexKind {
+    /// Ascending/descending fields: the KeyString of the values (equality, ranges, sorts).
+    Ordered,
+    /// `{field: "hashed"}`: one field, whose key is the value's 64-bit hash ([`query::hash`])
+    /// stored as an Int64; it answers equality, never ranges or sorts.
+    Hashed,
+    /// A text index (`{field: "text", ...}`, stored as `{_fts: "text", _ftsx: 1}`): one key
+    /// per (term, score) of the document ([`TextSpec::doc_terms`]); the score is also the
+    /// entry's value. It answers `$text` only.
+    Text(Arc<TextSpec>),
+    /// A wildcard index (`{"$**": 1}`, `{"a.$**": 1}`, `wildcardProjection`): one key per
+    /// (field path, value) of every leaf the index covers; it answers equality and ranges on
+    /// one field at a time, never sorts, nulls or `$exists: false`.
+    Wildcard(Arc<WildcardSpec>),
+}
+
+/// Which fields a wildcard index covers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WildcardSpec {
+    /// The subtree: "" for `$**`, "a.b" for `a.b.$**`.
+    pub root: String,
+    /// `wildcardProjection`: (paths, inclusion). `_id` is covered only when included.
+    projection: Option<(Vec<String>, bool)>,
+    include_id: bool,
+}
+
+impl WildcardSpec {
+    fn new(root: String, projection: Option<&Document>) -> DocResult<WildcardSpec> {
+        let mut spec = WildcardSpec {
+            root,
+            projection: None,
+            include_id: false,
+        };
+        let Some(p) = projection else {
+            return Ok(spec);
+        };
+        if p.is_empty() {
+            return Err(DocError::failed_to_parse(
+                "The field 'wildcardProjection' must be a non-empty object",
+            ));
+        }
+        let mut paths = Vec::new();
+        let mut mode: Option<bool> = None;
+        for (path, v) in p {
+            query::limits::check_path(path)?;
+            let include = bool_value(v).ok_or_else(|| {
+                DocError::failed_to_parse(format!(
+                    "wildcardProjection values must be 0, 1, true or false (field '{path}')"
+                ))
+            })?;
+            if path == "_id" {
+                spec.include_id = include;
+                continue;
+            }
+            if mode.is_some_and(|m| m != include) {
+                return Err(DocError::with_code(
+                    31254,
+                    "Location31254",
+                    format!("Cannot do exclusion on field {path} in inclusion projection"),
+                ));
+            }
+            mode = Some(include);
+            paths.push(path.clone());
+        }
+        if let Some(m) = mode {
+            spec.projection = Some((paths, m));
+        }
+        Ok(spec)
+    }
+
+    /// Whether the index holds keys for the field `path` (a leaf or a subtree's root):
+    /// Some(true) every path below it too, Some(false) none, None some (descend).
+    fn covers(&self, path: &str) -> Option<bool> {
+        let under = |p: &str, prefix: &str| {
+            p == prefix || (p.starts_with(prefix) && p.as_bytes().get(prefix.len()) == Some(&b'.'))
+        };
+        if !self.root.is_empty() {
+            if under(path, &self.root) {
+                return Some(true);
+            }
+            // An ancestor of the root: descend towards it.
+            return if under(&self.root, path) {
+                None
+            } else {
+                Some(false)
+            };
+        }
+        if path == "_id" || path.starts_with("_id.") {
+            return Some(self.include_id);
+        }
+        match &self.projection {
+            None => Some(true),
+            Some((paths, true)) => {
+                if paths.iter().any(|p| under(path, p)) {
+                    Some(true)
+                } else if paths.iter().any(|p| under(p, path)) {
+                    None
+                } else {
+                    Some(false)
+                }
+            }
+            Some((paths, false)) => {
+                if paths.iter().any(|p| under(path, p)) {
+                    Some(false)
+                } else if paths.iter().any(|p| under(p, path)) {
+                    None
+                } else {
+                    Some(true)
+                }
+            }
+        }
+    }
+
+    /// Whether a query predicate on `path` can be answered from the index: the field is
+    /// covered and names no array position (mongod's rule for `a.0`-style paths).
+    pub fn answers(&self, path: &str) -> bool {
+        self.covers(path) == Some(true)
+            && !path
+                .split('.')
+                .any(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit()))
+    }
 }
 
 /// A validated index definition as the catalog stores it.
@@ -43,9 +170,11 @@ pub struct IndexDef {
     pub expire_after: Option<i64>,
     /// String keys are sort keys under this collation (None: the strings' bytes).
     pub collation: Option<Arc<Collation>>,
-    /// A hashed index (`{field: "hashed"}`): one field, whose key is the value's 64-bit hash
-    /// ([`crate::hash`]) stored as an Int64; it answers equality, never ranges or sorts.
-    pub hashed: bool,
+    /// What the keys are (ordered values, hashes, ...).
+    pub kind: IndexKind,
+    /// A partial index (`partialFilterExpression`) holds entries only for the documents its
+    /// filter matches.
+    pub partial: Option<PartialFilter>,
     /// A hidden index (`hidden: true`) is maintained but the planner never uses it, not even
     /// through a hint.
     pub hidden: bool,
@@ -69,11 +198,27 @@ impl IndexDef {
             sparse: false,
             expire_after: None,
             collation,
-            hashed: false,
+            kind: IndexKind::Ordered,
+            partial: None,
             hidden: false,
             spec,
             key,
         }
+    }
+
+    pub fn is_hashed(&self) -> bool {
+        self.kind == IndexKind::Hashed
+    }
+
+    pub fn is_text(&self) -> bool {
+        matches!(self.kind, IndexKind::Text(_))
+    }
+
+    /// Whether a full scan of the index would list documents more than once or not at all
+    /// (text and wildcard keys are per term or per path): such an index answers only the
+    /// predicates it was built for, never a hint alone.
+    pub fn keys_per_field(&self) -> bool {
+        matches!(self.kind, IndexKind::Text(_) | IndexKind::Wildcard(_))
     }
 
     pub fn is_id(&self) -> bool {
@@ -109,9 +254,16 @@ impl IndexDef {
                 "Index key pattern has more than 32 fields (the compound index limit)",
             ));
         }
+        let text_fields = text_key_fields(&key)?;
+        let is_text = text_fields.is_some();
+        let wildcard_root = if is_text {
+            None
+        } else {
+            wildcard_key_root(&key)?
+        };
         let mut fields = Vec::new();
         let mut hashed = false;
-        for (path, dir) in &key {
+        for (path, dir) in key.iter().filter(|_| !is_text && wildcard_root.is_none()) {
             query::limits::check_path(path)?;
             if path.is_empty() || path.split('.').any(|p| p.is_empty()) {
                 return Err(cannot_create(format!(
@@ -139,7 +291,7 @@ impl IndexDef {
                 }
                 Bson::String(s) => {
                     return Err(cannot_create(match s.as_str() {
-                        "text" | "2d" | "2dsphere" | "geoHaystack" | "wildcard" => {
+                        "2d" | "2dsphere" | "geoHaystack" | "wildcard" => {
                             format!("Index type '{s}' is not supported by flashdoc (field '{path}')")
                         }
                         _ => format!("Unknown index plugin '{s}'"),
@@ -162,6 +314,15 @@ impl IndexDef {
             }
             fields.push((path.clone(), n < 0.0));
         }
+        if is_text {
+            fields = vec![("_fts".to_string(), false), ("_ftsx".to_string(), false)];
+        }
+        if wildcard_root.is_some() {
+            fields = vec![
+                ("$_path".to_string(), false),
+                ("$_value".to_string(), false),
+            ];
+        }
         let name = match spec.get("name") {
             Some(Bson::String(s)) if !s.is_empty() => s.clone(),
             Some(Bson::String(_)) => return Err(cannot_create("The index name cannot be empty")),
@@ -176,9 +337,26 @@ impl IndexDef {
         let mut hidden = false;
         let mut expire_after = None;
         let mut collation = None;
-        let mut out = doc! {"v": 2, "key": key.clone(), "name": name.clone()};
+        let mut partial = None;
+        let mut text_opts: [Option<&Bson>; 4] = [None; 4];
+        let mut wildcard_projection = None;
+        let stored_key = if is_text {
+            doc! {"_fts": "text", "_ftsx": 1}
+        } else {
+            key.clone()
+        };
+        let mut out = doc! {"v": 2, "key": stored_key.clone(), "name": name.clone()};
         for (k, v) in spec {
             match k.as_str() {
+                "weights" | "default_language" | "language_override" | "textIndexVersion"
+                    if is_text =>
+                {
+                    let i = ["weights", "default_language", "language_override"]
+                        .iter()
+                        .position(|x| x == k)
+                        .unwrap_or(3);
+                    text_opts[i] = Some(v);
+                }
                 "key" | "name" | "ns" | "background" => {}
                 "v" => match v.as_i32().or(v.as_i64().map(|x| x as i32)) {
                     Some(1) | Some(2) => {}
@@ -226,6 +404,25 @@ impl IndexDef {
                     expire_after = Some(secs as i64);
                     out.insert(k.clone(), Bson::Int32(secs as i32));
                 }
+                "wildcardProjection" => {
+                    if wildcard_root.as_deref() != Some("") {
+                        return Err(DocError::failed_to_parse(
+                            "The field 'wildcardProjection' is only allowed in an '$**' index",
+                        ));
+                    }
+                    let Bson::Document(p) = v else {
+                        return Err(DocError::type_mismatch(
+                            "The field 'wildcardProjection' must be a non-empty object",
+                        ));
+                    };
+                    wildcard_projection = Some(p);
+                    out.insert(k.clone(), p.clone());
+                }
+                "partialFilterExpression" => {
+                    let p = PartialFilter::parse(v)?;
+                    out.insert(k.clone(), p.filter.clone());
+                    partial = Some(p);
+                }
                 "collation" => match v {
                     Bson::Document(c) => {
                         collation = Collation::parse_from(c, origin)?;
@@ -248,6 +445,52 @@ impl IndexDef {
                 }
             }
         }
+        let kind = match &text_fields {
+            Some(tf) => {
+                let [w, dl, lo, ver] = text_opts;
+                let text = TextSpec::parse(tf, w, dl, lo, ver)?;
+                if text.weights.is_empty() && !text.wildcard {
+                    return Err(cannot_create("a text index needs at least one text field"));
+                }
+                if unique {
+                    return Err(cannot_create(
+                        "unique text indexes are not supported by flashdoc",
+                    ));
+                }
+                if collation.is_some() {
+                    return Err(cannot_create(
+                        "Index type 'text' does not support collation (flashdoc indexes text under the simple collation)",
+                    ));
+                }
+                out.extend(text.spec_fields());
+                IndexKind::Text(Arc::new(text))
+            }
+            None if wildcard_root.is_some() => {
+                for (opt, on) in [("unique", unique), ("sparse", sparse)] {
+                    if on {
+                        return Err(cannot_create(format!(
+                            "Index type 'wildcard' does not support the {opt} option"
+                        )));
+                    }
+                }
+                if expire_after.is_some() {
+                    return Err(cannot_create(
+                        "Index type 'wildcard' does not support the expireAfterSeconds option",
+                    ));
+                }
+                IndexKind::Wildcard(Arc::new(WildcardSpec::new(
+                    wildcard_root.clone().unwrap_or_default(),
+                    wildcard_projection,
+                )?))
+            }
+            None if hashed => IndexKind::Hashed,
+            None => IndexKind::Ordered,
+        };
+        if sparse && partial.is_some() {
+            return Err(cannot_create(
+                "cannot mix \"partialFilterExpression\" and \"sparse\" options",
+            ));
+        }
         if hashed && unique {
             return Err(DocError::with_code(
                 16764,
@@ -268,28 +511,96 @@ impl IndexDef {
             ));
         }
         if is_id_key && !fields[0].1 && name == "_id_" {
-            if unique || sparse || hidden || expire_after.is_some() {
+            if unique || sparse || hidden || expire_after.is_some() || partial.is_some() {
                 return Err(DocError::with_code(
                     197,
                     "InvalidIndexSpecificationOption",
-                    "The fields 'unique', 'sparse', 'hidden' and 'expireAfterSeconds' are not valid for an _id index specification",
+                    "The fields 'unique', 'sparse', 'hidden', 'expireAfterSeconds' and 'partialFilterExpression' are not valid for an _id index specification",
                 ));
             }
             return Ok(IndexDef::id_index(collation));
         }
         Ok(IndexDef {
             name,
-            key,
+            key: stored_key,
             fields,
             unique,
             sparse,
             expire_after,
             collation,
-            hashed,
+            kind,
+            partial,
             hidden,
             spec: out,
         })
     }
+}
+
+/// The text fields of a text index's key pattern (`$**` for every string), or None for other
+/// kinds. A stored spec's `{_fts: "text", _ftsx: 1}` has none of its own (its `weights` name
+/// them). Fields besides the text ones (compound text indexes) are refused.
+fn text_key_fields(key: &Document) -> DocResult<Option<Vec<String>>> {
+    let is_text = |v: &Bson| matches!(v, Bson::String(s) if s == "text");
+    if !key.iter().any(|(k, v)| is_text(v) || k == "_fts") {
+        return Ok(None);
+    }
+    let mut fields = Vec::new();
+    for (path, v) in key {
+        match (path.as_str(), v) {
+            ("_fts", v) if is_text(v) => {}
+            ("_ftsx", v) if query::compare::Num::of(v).is_some_and(|n| n.as_f64() == 1.0) => {}
+            ("_fts" | "_ftsx", _) => {
+                return Err(DocError::with_code(
+                    17271,
+                    "Location17271",
+                    "expecting _fts:\"text\" and _ftsx:1",
+                ))
+            }
+            (p, v) if is_text(v) => {
+                query::limits::check_path(p)?;
+                let bad = p.split('.').any(|c| c.is_empty() || c.starts_with('$'));
+                if p != "$**" && bad {
+                    return Err(cannot_create(format!(
+                        "Index key contains an illegal field name: '{p}'"
+                    )));
+                }
+                fields.push(p.to_string());
+            }
+            (p, _) => {
+                return Err(cannot_create(format!(
+                    "compound text indexes are not supported by flashdoc (field '{p}' beside the text fields)"
+                )))
+            }
+        }
+    }
+    Ok(Some(fields))
+}
+
+/// The subtree of a wildcard key pattern ("" for `{"$**": 1}`, "a" for `{"a.$**": 1}`), or
+/// None for other kinds. Compound wildcard indexes are refused.
+fn wildcard_key_root(key: &Document) -> DocResult<Option<String>> {
+    let is_wild = |p: &str| p == "$**" || p.ends_with(".$**");
+    let Some((path, v)) = key.iter().find(|(p, _)| is_wild(p)) else {
+        return Ok(None);
+    };
+    if key.len() > 1 {
+        return Err(cannot_create(format!(
+            "compound wildcard indexes are not supported by flashdoc: {key}"
+        )));
+    }
+    if !query::compare::Num::of(v).is_some_and(|n| n.as_f64() != 0.0 && !n.is_nan()) {
+        return Err(cannot_create(format!(
+            "a wildcard index's key value must be a non-zero number: {key}"
+        )));
+    }
+    let root = path.strip_suffix("$**").unwrap_or("").trim_end_matches('.');
+    query::limits::check_path(path)?;
+    if !root.is_empty() && root.split('.').any(|c| c.is_empty() || c.starts_with('$')) {
+        return Err(cannot_create(format!(
+            "Index key contains an illegal field name: '{path}'"
+        )));
+    }
+    Ok(Some(root.to_string()))
 }
 
 fn bool_value(v: &Bson) -> Option<bool> {
@@ -330,6 +641,8 @@ fn display_dir(v: &Bson) -> String {
 pub struct IndexKey {
     pub values: Vec<Bson>,
     pub encoded: Vec<u8>,
+    /// The value of a non-unique entry (empty but for a text index: the term's score).
+    pub payload: Vec<u8>,
 }
 
 /// All keys a document contributes to an index, and whether any indexed field was an array.
@@ -342,6 +655,17 @@ pub struct DocKeys {
 pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
     // Keys are encoded under the index's collation, whatever the operation's.
     let _index_collation = collation::scope(def.collation.clone());
+    if def.partial.as_ref().is_some_and(|p| !p.matches(doc)) {
+        return Ok(DocKeys {
+            keys: Vec::new(),
+            multikey: false,
+        });
+    }
+    match &def.kind {
+        IndexKind::Text(spec) => return text_keys(spec, doc),
+        IndexKind::Wildcard(spec) => return Ok(wildcard_keys(spec, doc)),
+        IndexKind::Ordered | IndexKind::Hashed => {}
+    }
     let mut per_field: Vec<Vec<Bson>> = Vec::with_capacity(def.fields.len());
     let mut array_fields: Vec<&str> = Vec::new();
     let mut any_present = false;
@@ -367,7 +691,7 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
         any_present |= present;
         per_field.push(vals);
     }
-    if def.hashed && !array_fields.is_empty() {
+    if def.is_hashed() && !array_fields.is_empty() {
         return Err(DocError::with_code(
             16766,
             "Location16766",
@@ -409,13 +733,17 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
     let mut keys: Vec<IndexKey> = combos
         .into_iter()
         .map(|values| {
-            let encoded = if def.hashed {
+            let encoded = if def.is_hashed() {
                 keystring::encode_one(&Bson::Int64(hash::hash_value(&values[0])), false)
             } else {
                 let refs: Vec<&Bson> = values.iter().collect();
                 keystring::encode_key(&refs, &desc)
             };
-            IndexKey { values, encoded }
+            IndexKey {
+                values,
+                encoded,
+                payload: Vec::new(),
+            }
         })
         .collect();
     keys.sort_by(|a, b| a.encoded.cmp(&b.encoded));
@@ -424,6 +752,119 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
         keys,
         multikey: !array_fields.is_empty(),
     })
+}
+
+/// A text index's keys: `KeyString(term, score)` per term, the score also as the payload.
+fn text_keys(spec: &TextSpec, doc: &Document) -> DocResult<DocKeys> {
+    let keys = spec
+        .doc_terms(doc)?
+        .into_iter()
+        .map(|(term, score)| {
+            let values = vec![Bson::String(term), Bson::Double(score)];
+            let refs: Vec<&Bson> = values.iter().collect();
+            IndexKey {
+                encoded: keystring::encode_key(&refs, &[false, false]),
+                values,
+                payload: score.to_le_bytes().to_vec(),
+            }
+        })
+        .collect();
+    // Terms are distinct, so their encodings are too (and in order: strings first).
+    Ok(DocKeys {
+        keys,
+        multikey: false,
+    })
+}
+
+/// A wildcard index's keys: `KeyString(path, value)` for every covered leaf (array elements
+/// one by one under their array's path; an empty array as undefined, an empty document as
+/// itself), deduplicated. The walk follows the document's own nesting (bounded by `limits`).
+fn wildcard_keys(spec: &WildcardSpec, doc: &Document) -> DocKeys {
+    let mut pairs: Vec<(String, Bson)> = Vec::new();
+    let mut multikey = false;
+    wildcard_walk(spec, doc, "", &mut pairs, &mut multikey);
+    let mut keys: Vec<IndexKey> = pairs
+        .into_iter()
+        .map(|(path, v)| {
+            let values = vec![Bson::String(path), v];
+            let refs: Vec<&Bson> = values.iter().collect();
+            IndexKey {
+                encoded: keystring::encode_key(&refs, &[false, false]),
+                values,
+                payload: Vec::new(),
+            }
+        })
+        .collect();
+    keys.sort_by(|a, b| a.encoded.cmp(&b.encoded));
+    keys.dedup_by(|a, b| a.encoded == b.encoded);
+    DocKeys { keys, multikey }
+}
+
+fn wildcard_walk(
+    spec: &WildcardSpec,
+    d: &Document,
+    prefix: &str,
+    out: &mut Vec<(String, Bson)>,
+    multikey: &mut bool,
+) {
+    for (k, v) in d {
+        let path = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match spec.covers(&path) {
+            Some(false) => {}
+            Some(true) => wildcard_value(spec, v, &path, out, multikey, true),
+            None => match v {
+                Bson::Document(sub) => wildcard_walk(spec, sub, &path, out, multikey),
+                Bson::Array(a) => {
+                    for sub in a.iter().filter_map(Bson::as_document) {
+                        *multikey = true;
+                        wildcard_walk(spec, sub, &path, out, multikey);
+                    }
+                }
+                _ => {}
+            },
+        }
+    }
+}
+
+fn wildcard_value(
+    spec: &WildcardSpec,
+    v: &Bson,
+    path: &str,
+    out: &mut Vec<(String, Bson)>,
+    multikey: &mut bool,
+    expand_arrays: bool,
+) {
+    match v {
+        Bson::Document(sub) if !sub.is_empty() => wildcard_walk(spec, sub, path, out, multikey),
+        Bson::Array(a) if expand_arrays => {
+            *multikey = true;
+            if a.is_empty() {
+                out.push((path.to_string(), Bson::Undefined));
+            }
+            for e in a {
+                // A nested array is one value; documents in arrays are walked.
+                wildcard_value(spec, e, path, out, multikey, false);
+            }
+        }
+        other => out.push((path.to_string(), other.clone())),
+    }
+}
+
+/// A text entry's score (its payload).
+pub fn text_score(value: &[u8]) -> DocResult<f64> {
+    let b: [u8; 8] = value
+        .try_into()
+        .map_err(|_| DocError::internal_error("corrupt text index entry"))?;
+    Ok(f64::from_le_bytes(b))
+}
+
+/// The key range of one term in a text index.
+pub fn text_term_prefix(term: &str) -> Vec<u8> {
+    keystring::encode_one(&Bson::String(term.to_string()), false)
 }
 
 /// Generous extraction: every value the query language could find at `parts` (arrays at any
@@ -535,7 +976,7 @@ mod tests {
     #[test]
     fn hashed_keys() {
         let def = IndexDef::parse(&doc! {"key": {"a": "hashed"}}).unwrap();
-        assert!(def.hashed);
+        assert!(def.is_hashed());
         assert_eq!(def.name, "a_hashed");
         let k = doc_keys(&def, &doc! {"a": 42.5}).unwrap();
         assert_eq!(

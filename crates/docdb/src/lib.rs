@@ -8,9 +8,9 @@ pub mod collection;
 pub mod config;
 pub mod cursor;
 pub mod db;
-pub mod hash;
 pub mod index;
 pub mod keystring;
+pub mod partial;
 pub mod planner;
 pub mod scope;
 pub mod validation;
@@ -21,7 +21,7 @@ pub use db::{
     DeleteStatement, DocDb, FindAndModify, FindAndModifyOutcome, FindQuery, UpdateStatement,
     WriteError, WriteOpts, WriteOutcome,
 };
-pub use query::{DocError, DocResult, Interrupt};
+pub use query::{hash, DocError, DocResult, Interrupt};
 
 /// An engine failure as the command error clients see. It lives here, not as a `From` in
 /// `query`, because `query` knows nothing of the engine.

@@ -10,13 +10,16 @@
 //! Arrays, regexes, MinKey/MaxKey operands and every other operator are left to the matcher.
 //! On a multikey index two predicates of one field are not intersected (different array
 //! elements may satisfy them); one of them bounds the scan. A sparse index is not used for
-//! predicates that can match null/missing, nor for sort-only scans.
+//! predicates that can match null/missing, nor for sort-only scans. A partial index is used
+//! only when the query implies its filter (`partial::implies`).
 #![allow(clippy::result_large_err)]
 
 use crate::collection::Index;
+use crate::index::{IndexKind, WildcardSpec};
 use crate::keystring::{self, prefix_successor};
 use bson::{Bson, Document};
 use query::error::{DocError, DocResult};
+use query::text::{TextOperand, TextQuery, TextSpec};
 use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -297,6 +300,13 @@ pub fn simple_sort(sort: &Document) -> Option<Vec<(String, bool)>> {
 
 pub enum Access {
     CollScan,
+    /// A `$text` query: each term's entries of the text index, scores summed per document,
+    /// then every fetched document re-checked against the phrases and negations.
+    Text {
+        index: Arc<Index>,
+        spec: Arc<TextSpec>,
+        query: Arc<TextQuery>,
+    },
     IxScan {
         index: Arc<Index>,
         ranges: Vec<Range>,
@@ -316,7 +326,7 @@ pub struct Plan {
 impl Plan {
     pub fn index_name(&self) -> Option<&str> {
         match &self.access {
-            Access::IxScan { index, .. } => Some(&index.def.name),
+            Access::IxScan { index, .. } | Access::Text { index, .. } => Some(&index.def.name),
             Access::CollScan => None,
         }
     }
@@ -332,8 +342,11 @@ fn plan_index(
     preds: &HashMap<String, Vec<Pred>>,
     sort: Option<&[(String, bool)]>,
 ) -> Option<Candidate> {
-    if index.def.hashed {
-        return plan_hashed(index, preds);
+    match &index.def.kind {
+        IndexKind::Hashed => return plan_hashed(index, preds),
+        IndexKind::Wildcard(spec) => return plan_wildcard(index, spec, preds),
+        IndexKind::Text(_) => return None,
+        IndexKind::Ordered => {}
     }
     let multikey = index.is_multikey();
     let sparse = index.def.sparse;
@@ -436,7 +449,7 @@ fn plan_hashed(index: &Arc<Index>, preds: &HashMap<String, Vec<Pred>>) -> Option
     let mut points: Vec<Interval> = pred
         .values
         .iter()
-        .map(|v| Interval::point(&Bson::Int64(crate::hash::hash_value(v))))
+        .map(|v| Interval::point(&Bson::Int64(query::hash::hash_value(v))))
         .collect();
     points.sort_by(|a, b| lo_key(&a.lo).cmp(&lo_key(&b.lo)));
     points.dedup_by(|a, b| a.lo == b.lo);
@@ -452,6 +465,63 @@ fn plan_hashed(index: &Arc<Index>, preds: &HashMap<String, Vec<Pred>>) -> Option
             sort_provided: false,
         },
         score: 8,
+    })
+}
+
+/// A wildcard index answers equality or a range on one field it covers (mongod's rules: not
+/// for predicates that can match null or a missing field, nor for equality to a document or
+/// array, which its per-leaf keys cannot see). Keys are (path, value); the field is treated as
+/// multikey (one predicate bounds the scan), and the order never provides a sort.
+fn plan_wildcard(
+    index: &Arc<Index>,
+    spec: &WildcardSpec,
+    preds: &HashMap<String, Vec<Pred>>,
+) -> Option<Candidate> {
+    let usable = |p: &&Pred| {
+        !p.matches_null
+            && !p
+                .values
+                .iter()
+                .any(|v| matches!(v, Bson::Document(_) | Bson::Array(_)))
+    };
+    let mut fields: Vec<(&String, &Pred)> = preds
+        .iter()
+        .filter(|(path, _)| spec.answers(path))
+        .filter_map(|(path, ps)| {
+            let eq = ps.iter().filter(usable).find(|p| p.equality);
+            eq.or_else(|| ps.iter().find(usable)).map(|p| (path, p))
+        })
+        .collect();
+    // Equality first, then the field name (a deterministic choice among equals).
+    fields.sort_by(|a, b| b.1.equality.cmp(&a.1.equality).then(a.0.cmp(b.0)));
+    let (path, pred) = fields.first()?;
+    let prefix = keystring::encode_one(&Bson::String((*path).clone()), false);
+    let mut ranges: Vec<Range> = pred
+        .intervals
+        .iter()
+        .filter_map(|iv| compose(&prefix, iv))
+        .collect();
+    ranges.sort_by(|a, b| lo_key(&a.0).cmp(&lo_key(&b.0)));
+    let shown: Vec<Bson> = pred
+        .intervals
+        .iter()
+        .map(|x| Bson::String(x.display()))
+        .collect();
+    let path_point = format!("[\"{path}\", \"{path}\"]");
+    let mut bounds = Document::new();
+    bounds.insert("$_path", vec![Bson::String(path_point)]);
+    bounds.insert((*path).clone(), shown);
+    Some(Candidate {
+        plan: Plan {
+            access: Access::IxScan {
+                index: index.clone(),
+                ranges,
+                bounds,
+            },
+            reverse: false,
+            sort_provided: false,
+        },
+        score: if pred.equality { 8 } else { 4 },
     })
 }
 
@@ -594,6 +664,12 @@ pub fn plan(
         if let Some(c) = plan_index(index, &preds, sort_ref) {
             return Ok(c.plan);
         }
+        if index.def.keys_per_field() {
+            return Err(DocError::bad_value(format!(
+                "error processing query: planner returned error :: caused by :: the hinted index {} cannot answer this query (a text index answers $text, a wildcard index a predicate on one of its fields)",
+                index.def.name
+            )));
+        }
         let (ranges, bounds) = build_ranges(index, &[]);
         return Ok(Plan {
             access: Access::IxScan {
@@ -607,6 +683,13 @@ pub fn plan(
     }
     let mut best: Option<Candidate> = None;
     for index in indexes {
+        // A partial index holds only the documents its filter matches: usable only when the
+        // query cannot match any other (a hint, as mongod's, uses it regardless).
+        if let Some(p) = &index.def.partial {
+            if !crate::partial::implies(filter, p) {
+                continue;
+            }
+        }
         if let Some(c) = plan_index(index, &preds, sort_ref) {
             if best.as_ref().is_none_or(|b| c.score > b.score) {
                 best = Some(c);
@@ -614,4 +697,34 @@ pub fn plan(
         }
     }
     Ok(best.map(|c| c.plan).unwrap_or_else(|| collscan(false)))
+}
+
+/// The plan of a query with `$text`: the collection's text index (one at most) answers it, in
+/// the query's language or the index's default; none is IndexNotFound (27), as mongod's.
+pub fn plan_text(indexes: &[Arc<Index>], text: &TextOperand, filter: &Document) -> DocResult<Plan> {
+    let found = indexes.iter().find_map(|i| match &i.def.kind {
+        IndexKind::Text(spec)
+            if i.def
+                .partial
+                .as_ref()
+                .is_none_or(|p| crate::partial::implies(filter, p)) =>
+        {
+            Some((i, spec))
+        }
+        _ => None,
+    });
+    let Some((index, spec)) = found else {
+        return Err(DocError::index_not_found(
+            "text index required for $text query",
+        ));
+    };
+    Ok(Plan {
+        access: Access::Text {
+            index: index.clone(),
+            spec: spec.clone(),
+            query: Arc::new(text.resolve(spec.default_language)?),
+        },
+        reverse: false,
+        sort_provided: false,
+    })
 }

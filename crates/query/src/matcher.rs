@@ -18,6 +18,9 @@ use crate::path::{traverse_path, Reached};
 #[derive(Clone, Debug)]
 pub struct Matcher {
     root: Node,
+    /// The filter's `$text` operand: the planner answers it from the text index (the matcher
+    /// itself holds every document to it, as mongod's does: the text stage filtered them).
+    text: Option<Box<crate::text::TextOperand>>,
 }
 
 #[derive(Clone, Debug)]
@@ -29,6 +32,8 @@ enum Node {
     Expr(Box<Expr>),
     JsonSchema(Box<crate::jsonschema::Schema>),
     Const(bool),
+    /// `$text`: true for every document the text index scan returned.
+    Text(Box<crate::text::TextOperand>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -133,7 +138,8 @@ fn is_truthy_exists(v: &Bson) -> bool {
     }
 }
 
-fn type_code(v: &Bson) -> i32 {
+/// The BSON type code of a value (`$type`'s numbers).
+pub fn bson_type_code(v: &Bson) -> i32 {
     match v {
         Bson::Double(_) => 1,
         Bson::String(_) => 2,
@@ -237,7 +243,8 @@ fn parse_top(filter: &Document) -> DocResult<Node> {
                         crate::jsonschema::Schema::parse(s)?,
                     )))
                 }
-                "where" | "text" | "sampleRate" => {
+                "text" => children.push(Node::Text(Box::new(crate::text::TextOperand::parse(v)?))),
+                "where" | "sampleRate" => {
                     return Err(DocError::with_code(
                         238,
                         "NotImplemented",
@@ -443,7 +450,13 @@ fn parse_operator(op: &str, arg: &Bson) -> DocResult<Pred> {
                 }
                 Pred::ElemMatchVal(preds)
             } else {
-                Pred::ElemMatchObj(Box::new(parse_top(d)?))
+                let node = parse_top(d)?;
+                if node.text_nodes().next().is_some() {
+                    return Err(DocError::bad_value(
+                        "$text can only be applied to the top-level document",
+                    ));
+                }
+                Pred::ElemMatchObj(Box::new(node))
             }
         }
         "$mod" => {
@@ -509,7 +522,7 @@ impl Pred {
             }
             Pred::Exists(b) => *b,
             Pred::Type(sels) => {
-                let code = type_code(v);
+                let code = bson_type_code(v);
                 sels.iter().any(|s| match s {
                     TypeSel::Code(c) => *c == code,
                     TypeSel::Number => matches!(code, 1 | 16 | 18 | 19),
@@ -663,16 +676,82 @@ impl Node {
                 .unwrap_or(false),
             Node::JsonSchema(s) => s.matches_doc(doc),
             Node::Const(b) => *b,
+            Node::Text(_) => true,
+        }
+    }
+
+    /// The `$text` nodes of a tree with what encloses each: (under `$or`, under `$nor`).
+    fn text_nodes(&self) -> impl Iterator<Item = (&crate::text::TextOperand, bool, bool)> {
+        let mut out = Vec::new();
+        self.collect_text(false, false, 0, &mut out);
+        out.into_iter()
+    }
+
+    fn collect_text<'a>(
+        &'a self,
+        or: bool,
+        nor: bool,
+        depth: usize,
+        out: &mut Vec<(&'a crate::text::TextOperand, bool, bool)>,
+    ) {
+        // Parsing bounded the nesting already; this walk follows the same tree.
+        debug_assert!(depth <= crate::limits::MAX_BSON_DEPTH);
+        match self {
+            Node::Text(t) => out.push((t, or, nor)),
+            Node::And(ns) => ns
+                .iter()
+                .for_each(|n| n.collect_text(or, nor, depth + 1, out)),
+            Node::Or(ns) => ns
+                .iter()
+                .for_each(|n| n.collect_text(true, nor, depth + 1, out)),
+            Node::Nor(ns) => ns
+                .iter()
+                .for_each(|n| n.collect_text(or, true, depth + 1, out)),
+            _ => {}
         }
     }
 }
 
 impl Matcher {
-    /// Parses a query filter. Unknown operators get BadValue (2), as mongod answers.
+    /// Parses a query filter. Unknown operators get BadValue (2), as mongod answers. `$text`
+    /// is refused: only a query the planner answers may hold one ([`Matcher::new_with_text`]).
     pub fn new(filter: &Document) -> DocResult<Matcher> {
-        Ok(Matcher {
-            root: parse_top(filter)?,
-        })
+        let m = Self::new_with_text(filter)?;
+        if m.text.is_some() {
+            return Err(DocError::bad_value("$text is not allowed in this context"));
+        }
+        Ok(m)
+    }
+
+    /// Parses the filter of a find, count, update, delete or a pipeline's `$match`, which may
+    /// hold one `$text` (at the top level or in `$and`; mongod's errors elsewhere).
+    pub fn new_with_text(filter: &Document) -> DocResult<Matcher> {
+        let root = parse_top(filter)?;
+        let mut text = None;
+        for (t, or, nor) in root.text_nodes() {
+            if text.is_some() {
+                return Err(DocError::bad_value("Too many text expressions"));
+            }
+            if nor {
+                return Err(DocError::bad_value("text expression not allowed in nor"));
+            }
+            if or {
+                // mongod answers a $text under $or only with an index union over every other
+                // clause; flashdoc plans no index unions.
+                return Err(DocError::with_code(
+                    291,
+                    "NoQueryExecutionPlans",
+                    "error processing query: planner returned error :: caused by :: Failed to produce a solution for TEXT under OR - other non-TEXT clauses under OR have to be indexed as well.",
+                ));
+            }
+            text = Some(Box::new(t.clone()));
+        }
+        Ok(Matcher { root, text })
+    }
+
+    /// The filter's `$text` operand, if it has one.
+    pub fn text(&self) -> Option<&crate::text::TextOperand> {
+        self.text.as_deref()
     }
 
     /// Whether `doc` matches the filter.

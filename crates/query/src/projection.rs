@@ -37,6 +37,8 @@ pub struct Projection {
     spec: Vec<(String, Action)>,
     id: bool,
     positional: bool,
+    /// Fields a find projection sets to the text score (`{score: {$meta: "textScore"}}`).
+    meta: Vec<String>,
 }
 
 fn collision(path: &str, remaining: &str) -> DocError {
@@ -111,6 +113,7 @@ impl Projection {
         let mut id = true;
         let mut positional = false;
         let mut flat = Vec::new();
+        let mut meta = Vec::new();
         flatten(p, "", &mut flat)?;
         for (path, v) in flat {
             crate::limits::check_path(&path)?;
@@ -140,7 +143,16 @@ impl Projection {
                         (Action::ElemMatch(Box::new(m)), Some(Mode::Inclusion))
                     }
                     Some("$meta") => {
-                        return Err(DocError::bad_value("$meta projections are not supported"))
+                        // A find projection's $meta neither includes nor excludes: the field
+                        // is added to whatever the rest of the projection keeps.
+                        crate::expr::parse_expr(&v)?;
+                        if path.contains('.') {
+                            return Err(DocError::bad_value(format!(
+                                "a $meta projection must name a top-level field, found {path}"
+                            )));
+                        }
+                        meta.push(path);
+                        continue;
                     }
                     _ => (Action::Expr(parse_expr(&v)?), Some(Mode::Inclusion)),
                 }
@@ -206,6 +218,7 @@ impl Projection {
             spec,
             id,
             positional,
+            meta,
         })
     }
 
@@ -242,6 +255,18 @@ impl Projection {
     }
 
     fn apply_inner(&self, doc: &Document, pos: Option<usize>) -> DocResult<Document> {
+        let mut out = self.apply_mode(doc, pos)?;
+        // The text score rides along (a later stage or the find's end takes it off).
+        if let Some(score) = doc.get(crate::text::SCORE_FIELD) {
+            for name in &self.meta {
+                out.insert(name.clone(), score.clone());
+            }
+            out.insert(crate::text::SCORE_FIELD, score.clone());
+        }
+        Ok(out)
+    }
+
+    fn apply_mode(&self, doc: &Document, pos: Option<usize>) -> DocResult<Document> {
         let ctx = Ctx::new(doc);
         match self.mode {
             Mode::Inclusion => {

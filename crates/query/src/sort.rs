@@ -27,7 +27,7 @@ fn bad_order() -> DocError {
 
 impl SortSpec {
     /// Parses a sort document. Each value must be 1 or -1 (any numeric type); an empty document
-    /// is an empty spec (no ordering). `{$meta: ...}` is not supported.
+    /// is an empty spec (no ordering); `{$meta: "textScore"}` sorts by the text score, descending.
     pub fn parse(s: &Document) -> DocResult<SortSpec> {
         let mut fields = Vec::new();
         for (k, v) in s {
@@ -45,10 +45,15 @@ impl SortSpec {
                 Some(_) => return Err(bad_order()),
                 None => match v {
                     Bson::Document(d) if d.contains_key("$meta") => {
-                        return Err(DocError::bad_value(format!(
-                            "$meta sort by {} is not supported",
-                            crate::compare::shell_repr(d.get("$meta").expect("key"))
-                        )))
+                        // `{$meta: "textScore"}` sorts by the text score, highest first.
+                        crate::expr::parse_expr(v)?;
+                        if d.len() != 1 {
+                            return Err(DocError::bad_value(
+                                "Cannot have additional keys in a $meta sort specification",
+                            ));
+                        }
+                        fields.push((crate::text::SCORE_FIELD.to_string(), -1));
+                        continue;
                     }
                     _ => {
                         return Err(DocError::with_code(
@@ -154,7 +159,8 @@ mod tests {
         );
         assert_eq!(SortSpec::parse(&doc! {"a": 2}).unwrap_err().code, 15975);
         assert_eq!(SortSpec::parse(&doc! {"a": "x"}).unwrap_err().code, 15974);
-        assert!(SortSpec::parse(&doc! {"a": {"$meta": "textScore"}}).is_err());
+        assert!(SortSpec::parse(&doc! {"a": {"$meta": "textScore"}}).is_ok());
+        assert!(SortSpec::parse(&doc! {"a": {"$meta": "bogus"}}).is_err());
         assert!(SortSpec::parse(&doc! {}).unwrap().fields.is_empty());
     }
 

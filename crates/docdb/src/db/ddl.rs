@@ -284,11 +284,11 @@ impl DocDb {
             // An index without a collation of its own takes the collection's default.
             if !spec.contains_key("collation") {
                 if let Some(dc) = &c.default_collation {
-                    if def.hashed {
+                    if def.kind != index::IndexKind::Ordered {
                         return Err(DocError::with_code(
                             67,
                             "CannotCreateIndex",
-                            "a hashed index on a collection with a default collation is not supported by flashdoc",
+                            "a hashed or text index on a collection with a default collation is not supported by flashdoc",
                         ));
                     }
                     def.collation = Some(dc.clone());
@@ -301,7 +301,9 @@ impl DocDb {
                 let same_opts = i.def.unique == def.unique
                     && i.def.sparse == def.sparse
                     && i.def.expire_after == def.expire_after
-                    && i.def.collation == def.collation;
+                    && i.def.collation == def.collation
+                    && i.def.partial == def.partial
+                    && i.def.kind == def.kind;
                 if i.def.name == def.name {
                     if !same_key {
                         return Err(DocError::index_key_specs_conflict(format!(
@@ -316,7 +318,11 @@ impl DocDb {
                         )));
                     }
                     exists = true;
-                } else if same_key {
+                } else if (same_key && i.def.partial == def.partial)
+                    || (i.def.is_text() && def.is_text())
+                {
+                    // One text index per collection, whatever its fields (mongod's rule).
+                    // Partial indexes of one key pattern may coexist when their filters differ.
                     return Err(DocError::index_options_conflict(format!(
                         "Index already exists with a different name: {}",
                         i.def.name
@@ -413,7 +419,7 @@ impl DocDb {
                         batch.put(
                             table,
                             index::entry_key(false, &key.encoded, rid),
-                            Vec::new(),
+                            key.payload,
                         );
                     }
                 }

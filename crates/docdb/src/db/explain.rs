@@ -15,7 +15,7 @@ impl DocDb {
             ));
         }
         let Some(c) = self.get_coll(db, coll) else {
-            Matcher::new(&q.filter)?;
+            Matcher::new_with_text(&q.filter)?;
             return Ok(doc! {
                 "queryPlanner": {
                     "namespace": ns, "indexFilterSet": false, "parsedQuery": q.filter.clone(),
@@ -100,7 +100,7 @@ fn plan_doc(exec: &Exec, q: &FindQuery) -> Document {
                 "isMultiKey": index.is_multikey(),
                 "isUnique": index.def.unique,
                 "isSparse": index.def.sparse,
-                "isPartial": false,
+                "isPartial": index.def.partial.is_some(),
                 "indexVersion": 2,
                 "direction": direction,
                 "indexBounds": bounds.clone(),
@@ -110,6 +110,40 @@ fn plan_doc(exec: &Exec, q: &FindQuery) -> Document {
                 ixscan.insert("collation", c.spec().clone());
             }
             doc! {"stage": "FETCH", "filter": q.filter.clone(), "inputStage": ixscan}
+        }
+        Access::Text { index, query, .. } => {
+            // mongod's shape: TEXT_MATCH over FETCH over TEXT_OR over one IXSCAN per term.
+            let scans: Vec<Bson> = query
+                .terms_for_bounds
+                .iter()
+                .map(|t| {
+                    Bson::Document(doc! {
+                        "stage": "IXSCAN",
+                        "keyPattern": index.def.key.clone(),
+                        "indexName": index.def.name.clone(),
+                        "isMultiKey": false,
+                        "isUnique": false,
+                        "isSparse": false,
+                        "isPartial": index.def.partial.is_some(),
+                        "indexVersion": 2,
+                        "direction": "backward",
+                        "indexBounds": {},
+                        "term": t.clone(),
+                    })
+                })
+                .collect();
+            doc! {
+                "stage": "TEXT_MATCH",
+                "indexPrefix": {},
+                "indexName": index.def.name.clone(),
+                "parsedTextQuery": query.to_doc(),
+                "textIndexVersion": query::text::TEXT_INDEX_VERSION,
+                "inputStage": {
+                    "stage": "FETCH",
+                    "filter": q.filter.clone(),
+                    "inputStage": {"stage": "TEXT_OR", "inputStages": scans},
+                },
+            }
         }
     };
     if exec.sort.is_some() && !plan.sort_provided {
@@ -148,8 +182,8 @@ struct StageCounts {
 fn execution_stages(mut stage: Document, c: &StageCounts) -> Document {
     let kind = stage.get_str("stage").unwrap_or("").to_string();
     let returned = match kind.as_str() {
-        "COLLSCAN" | "FETCH" => c.matched,
-        "IXSCAN" => c.docs,
+        "COLLSCAN" | "FETCH" | "TEXT_MATCH" => c.matched,
+        "IXSCAN" | "TEXT_OR" => c.docs,
         "SORT" => c.skip.min(c.matched) + c.returned,
         _ => c.returned,
     };
@@ -159,7 +193,7 @@ fn execution_stages(mut stage: Document, c: &StageCounts) -> Document {
         "COLLSCAN" | "FETCH" => {
             stage.insert("docsExamined", c.docs as i64);
         }
-        "IXSCAN" => {
+        "IXSCAN" | "TEXT_OR" => {
             stage.insert("keysExamined", c.keys as i64);
         }
         _ => {}

@@ -18,7 +18,7 @@ impl DocDb {
         q: &FindQuery,
         coll: Option<Arc<collation::Collation>>,
     ) -> DocResult<Exec> {
-        let filter = Matcher::new(&q.filter)?;
+        let filter = Matcher::new_with_text(&q.filter)?;
         let sort = match &q.sort {
             Some(s) if !s.is_empty() => Some(Arc::new(SortSpec::parse(s)?)),
             _ => None,
@@ -27,6 +27,18 @@ impl DocDb {
             Some(p) if !p.is_empty() => Some(Arc::new(Projection::parse(p)?)),
             _ => None,
         };
+        let wants_score = |d: &Option<Document>| {
+            d.as_ref()
+                .is_some_and(|d| query::text::mentions_text_score(&Bson::Document(d.clone())))
+        };
+        if filter.text().is_none() && (wants_score(&q.sort) || wants_score(&q.projection)) {
+            return Err(query::text::no_text_score());
+        }
+        if q.tailable && filter.text().is_some() {
+            return Err(DocError::bad_value(
+                "error processing query: a tailable cursor cannot answer $text (it reads in natural order, the text index answers $text)",
+            ));
+        }
         if q.tailable {
             if c.capped.is_none() {
                 return Err(DocError::bad_value(format!(
@@ -69,6 +81,15 @@ impl DocDb {
         let plan = if q.tailable {
             // Natural (insertion) order, resumed after the last RecordId returned.
             planner::plan(&[], &Document::new(), None, None)?
+        } else if let Some(text) = filter.text() {
+            // A text index has no collation of its own: any visible one answers.
+            let visible: Vec<Arc<Index>> = st
+                .indexes
+                .iter()
+                .filter(|i| !i.def.hidden)
+                .cloned()
+                .collect();
+            planner::plan_text(&visible, text, &q.filter)?
         } else {
             planner::plan(
                 &usable,
@@ -94,17 +115,30 @@ impl DocDb {
             stats: Arc::new(ExecStats::default()),
             interrupt: q.interrupt.clone(),
             collation: coll,
+            keep_score: false,
         })
     }
 
     pub fn find(&self, db: &str, coll: &str, q: &FindQuery) -> DocResult<DocCursor> {
+        self.open_find(db, coll, q, false)
+    }
+
+    /// A find whose `$text` scores stay on the documents (a pipeline's input: its stages may
+    /// read them; `aggregate` takes them off at the end).
+    fn open_find(
+        &self,
+        db: &str,
+        coll: &str,
+        q: &FindQuery,
+        keep_score: bool,
+    ) -> DocResult<DocCursor> {
         catalog::validate_coll_name(db, coll)?;
         if let Some(view) = self.resolve_view(db, coll)? {
             return self.find_view(db, view, q);
         }
         let Some(c) = self.get_coll(db, coll) else {
             // Parse anyway so bad input errors even on a missing collection.
-            Matcher::new(&q.filter)?;
+            Matcher::new_with_text(&q.filter)?;
             let coll = collation::resolve(q.collation.as_ref(), None)?;
             return Ok(DocCursor::with_collation(
                 Box::new(std::iter::empty()),
@@ -112,11 +146,12 @@ impl DocDb {
             ));
         };
         let st = c.state.read();
-        let exec = self.exec_for(&c, &st, q)?;
+        let mut exec = self.exec_for(&c, &st, q)?;
         drop(st);
         if q.tailable {
             return Ok(exec.tail());
         }
+        exec.keep_score = keep_score;
         exec.run()
     }
 
@@ -167,6 +202,7 @@ impl DocDb {
             interrupt: Interrupt::none(),
             // The keys were encoded under the index's collation.
             collation,
+            keep_score: false,
         };
         drop(st);
         exec.run()
@@ -278,7 +314,15 @@ impl DocDb {
             }
             _ => (Document::new(), pipeline),
         };
-        let input = self.find(
+        let text = Matcher::new_with_text(&filter)?.text().is_some();
+        if !text
+            && rest
+                .iter()
+                .any(|s| query::text::mentions_text_score(&Bson::Document(s.clone())))
+        {
+            return Err(query::text::no_text_score());
+        }
+        let input = self.open_find(
             db,
             coll,
             &FindQuery {
@@ -287,6 +331,7 @@ impl DocDb {
                 collation: opts.collation.clone(),
                 ..Default::default()
             },
+            true,
         )?;
         // The pipeline runs under the collation the find resolved.
         let coll = input.collation().cloned();
@@ -303,7 +348,10 @@ impl DocDb {
             Box::new(
                 aggregate::run_pipeline(rest, input, &storage, &opts.interrupt)?
                     .into_iter()
-                    .map(Ok),
+                    .map(|mut d| {
+                        d.remove(query::text::SCORE_FIELD);
+                        Ok(d)
+                    }),
             ),
             coll,
         ))

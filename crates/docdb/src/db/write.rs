@@ -53,7 +53,7 @@ impl DocDb {
     ) -> DocResult<(u64, u64, Option<Bson>)> {
         let (sync, interrupt) = (opts.journal, &opts.interrupt);
         interrupt.check()?;
-        let filter = Matcher::new(&s.q)?;
+        let filter = Matcher::new_with_text(&s.q)?;
         let modifier = Update::parse(&s.u, s.array_filters.as_deref())?;
         if s.multi && modifier.is_replacement() {
             return Err(DocError::failed_to_parse(
@@ -113,7 +113,7 @@ impl DocDb {
                     s.limit
                 )));
             }
-            let filter = Matcher::new(&s.q)?;
+            let filter = Matcher::new_with_text(&s.q)?;
             let matching = Matching {
                 filter: &filter,
                 query: &s.q,
@@ -170,7 +170,7 @@ impl DocDb {
                 None
             }
         };
-        let filter = Matcher::new(&spec.query)?;
+        let filter = Matcher::new_with_text(&spec.query)?;
         let proj = match &spec.fields {
             Some(p) if !p.is_empty() => Some(Projection::parse(p)?),
             _ => None,

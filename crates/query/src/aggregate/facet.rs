@@ -108,7 +108,17 @@ impl Facet {
             }
             out.insert(
                 name,
-                Bson::Array(results.into_iter().map(Bson::Document).collect()),
+                // A document's text score is metadata: it does not become a field of the
+                // facet's output.
+                Bson::Array(
+                    results
+                        .into_iter()
+                        .map(|mut d| {
+                            d.remove(crate::text::SCORE_FIELD);
+                            Bson::Document(d)
+                        })
+                        .collect(),
+                ),
             );
         }
         Ok(Box::new(std::iter::once(Ok(out))))

@@ -103,6 +103,17 @@ pub fn run_pipeline(
     run_stages(stages, input, Env { source, interrupt })
 }
 
+/// The documents a writing stage stores: a text score is metadata, never a stored field.
+fn without_score(it: DocIter) -> DocResult<Vec<Document>> {
+    it.map(|r| {
+        r.map(|mut d| {
+            d.remove(crate::text::SCORE_FIELD);
+            d
+        })
+    })
+    .collect()
+}
+
 /// Runs parsed stages (a pipeline, or a stage's sub-pipeline) to completion.
 fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Document>> {
     let interrupt = env.interrupt;
@@ -113,6 +124,13 @@ fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Doc
     for stage in stages {
         let deepens = stage_may_deepen(&stage);
         it = match stage {
+            Stage::Match(m) if m.text().is_some() => {
+                // The storage side answers a leading $text match with its text index before
+                // the pipeline runs; one reaching here has no index to answer it.
+                return Err(DocError::index_not_found(
+                    "text index required for $text query",
+                ));
+            }
             Stage::Match(m) => Box::new(it.filter(move |r| match r {
                 Ok(d) => m.matches(d),
                 Err(_) => true,
@@ -187,12 +205,12 @@ fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Doc
             Stage::CollStats(c) => c.run(it, env)?,
             Stage::CurrentOp(c) => c.run(it, env)?,
             Stage::Out(o) => {
-                let docs = it.collect::<DocResult<Vec<_>>>()?;
+                let docs = without_score(it)?;
                 o.run(docs, sink(env, "$out")?)?;
                 Box::new(std::iter::empty())
             }
             Stage::Merge(m) => {
-                let docs = it.collect::<DocResult<Vec<_>>>()?;
+                let docs = without_score(it)?;
                 m.run(docs, sink(env, "$merge")?)?;
                 Box::new(std::iter::empty())
             }

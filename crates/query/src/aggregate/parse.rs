@@ -151,7 +151,7 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
         }
     };
     Ok(match name.as_str() {
-        "$match" => Stage::Match(Matcher::new(obj(
+        "$match" => Stage::Match(Matcher::new_with_text(obj(
             15959,
             "the match filter must be an expression in an object",
         )?)?),
@@ -335,6 +335,9 @@ pub(super) fn parse_sub_pipeline(stages: &[Bson], owner: &str) -> DocResult<Vec<
         .collect::<DocResult<Vec<Stage>>>()?;
     // A sub-pipeline's output goes back to its stage: it cannot write, and it has no
     // collection of its own to report on.
+    if parsed.iter().any(Stage::is_text_match) {
+        return Err(text_not_first());
+    }
     let misplaced = parsed.iter().find_map(|s| match s {
         Stage::CollStats(_) => Some("$collStats"),
         Stage::CurrentOp(_) => Some("$currentOp"),
@@ -350,7 +353,20 @@ pub(super) fn parse_sub_pipeline(stages: &[Bson], owner: &str) -> DocResult<Vec<
     Ok(parsed)
 }
 
+fn text_not_first() -> DocError {
+    stage_err(
+        17313,
+        "$match with $text is only allowed as the first pipeline stage",
+    )
+}
+
 impl Stage {
+    /// A `$match` with `$text` (only the first stage of a pipeline may be one: the text index
+    /// scan answers it).
+    pub(super) fn is_text_match(&self) -> bool {
+        matches!(self, Stage::Match(m) if m.text().is_some())
+    }
+
     /// The name of a stage that writes (`$out`, `$merge`).
     pub(super) fn writes(&self) -> Option<&'static str> {
         match self {
@@ -362,8 +378,11 @@ impl Stage {
 }
 
 /// Where stages may stand: a writing stage last (40601), `$collStats` and `$currentOp` first
-/// (40602).
+/// (40602), a `$text` match first (17313).
 pub(super) fn check_positions(stages: &[Stage]) -> DocResult<()> {
+    if stages.iter().skip(1).any(Stage::is_text_match) {
+        return Err(text_not_first());
+    }
     if stages
         .iter()
         .skip(1)

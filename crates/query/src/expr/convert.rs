@@ -226,6 +226,12 @@ pub(super) fn binary_size(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<
     Ok(Some(Bson::Int32(n as i32)))
 }
 
+/// `$toHashedIndexKey`: the hash a hashed index stores for the value (missing hashes as null).
+pub(super) fn to_hashed_index_key(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
+    let v = args.v(0).as_ref().unwrap_or(&Bson::Null);
+    Ok(Some(Bson::Int64(crate::hash::hash_value(v))))
+}
+
 /// `$bsonSize`: the encoded size of a document.
 pub(super) fn bson_size(_op: Op, args: &Args, _ctx: &Ctx) -> DocResult<Option<Bson>> {
     match args.v(0) {

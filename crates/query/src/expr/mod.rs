@@ -120,6 +120,14 @@ pub fn eval_path(v: &Bson, parts: &[String]) -> Option<Bson> {
     }
 }
 
+/// A document as `$$ROOT`/`$$CURRENT` show it: a text scan's score is metadata
+/// (`{$meta: "textScore"}` reads it), not one of its fields.
+fn without_score(d: &Document) -> Document {
+    let mut d = d.clone();
+    d.remove(crate::text::SCORE_FIELD);
+    d
+}
+
 /// Field path on a document.
 pub fn eval_doc_path(d: &Document, parts: &[String]) -> Option<Bson> {
     eval_path(d.get(&parts[0])?, &parts[1..])
@@ -167,8 +175,8 @@ impl Expr {
             Expr::Field(parts) => Ok(eval_doc_path(ctx.current, parts)),
             Expr::Var(name, parts) => {
                 let base: Bson = match name.as_str() {
-                    "ROOT" => Bson::Document(ctx.root.clone()),
-                    "CURRENT" => Bson::Document(ctx.current.clone()),
+                    "ROOT" => Bson::Document(without_score(ctx.root)),
+                    "CURRENT" => Bson::Document(without_score(ctx.current)),
                     "REMOVE" => return Ok(None),
                     "NOW" => Bson::DateTime(DateTime::now()),
                     _ => match ctx.vars.iter().rev().find(|(n, _)| n == name) {

@@ -154,6 +154,7 @@ op_table! {
     ToUUID "$toUUID" Positional(1, 1) Values(convert::to_uuid);
     BinarySize "$binarySize" Positional(1, 1) Values(convert::binary_size);
     BsonSize "$bsonSize" Positional(1, 1) Values(convert::bson_size);
+    ToHashedIndexKey "$toHashedIndexKey" Positional(1, 1) Values(convert::to_hashed_index_key);
     TsSecond "$tsSecond" Positional(1, 1) Values(convert::timestamp_part);
     TsIncrement "$tsIncrement" Positional(1, 1) Values(convert::timestamp_part);
     IsNumber "$isNumber" Positional(1, 1) Values(convert::is_number);

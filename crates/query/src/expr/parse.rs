@@ -344,6 +344,9 @@ fn parse_op(name: &str, arg: &Bson) -> DocResult<Expr> {
     if name == "$literal" {
         return Ok(Expr::Lit(arg.clone()));
     }
+    if name == "$meta" {
+        return parse_meta(arg);
+    }
     if name == "$cond" {
         if let Bson::Document(d) = arg {
             let get = |k: &str| -> DocResult<Expr> {
@@ -475,4 +478,42 @@ fn parse_op(name: &str, arg: &Bson) -> DocResult<Expr> {
         }
     }
     Ok(Expr::Op(op, args))
+}
+
+/// `{$meta: "textScore"}`: the score the text scan put on the document (missing without one).
+/// mongod's other metadata (search, geo, sort keys, record ids) do not exist here.
+fn parse_meta(arg: &Bson) -> DocResult<Expr> {
+    const OTHERS: &[&str] = &[
+        "randVal",
+        "searchScore",
+        "searchHighlights",
+        "searchScoreDetails",
+        "searchSequenceToken",
+        "vectorSearchScore",
+        "geoNearDistance",
+        "geoNearPoint",
+        "recordId",
+        "indexKey",
+        "sortKey",
+        "score",
+        "scoreDetails",
+    ];
+    match arg {
+        Bson::String(s) if s == "textScore" => {
+            Ok(Expr::Field(vec![crate::text::SCORE_FIELD.to_string()]))
+        }
+        Bson::String(s) if OTHERS.contains(&s.as_str()) => Err(DocError::with_code(
+            238,
+            "NotImplemented",
+            format!("$meta \"{s}\" is not supported by flashdoc (only \"textScore\")"),
+        )),
+        other => Err(DocError::with_code(
+            17308,
+            "Location17308",
+            format!(
+                "Unsupported argument to $meta: {}",
+                crate::compare::shell_repr(other)
+            ),
+        )),
+    }
 }

@@ -522,3 +522,17 @@ fn percentile_and_median_are_exact() {
         40415
     );
 }
+
+/// toHashedIndexKey/: the manual's example ("string to hash" → 763543691661428748), and a
+/// missing value hashes as null.
+#[test]
+fn to_hashed_index_key() {
+    assert_eq!(
+        ev(bson!({"$toHashedIndexKey": "string to hash"})),
+        Some(Bson::Int64(763543691661428748))
+    );
+    assert_eq!(
+        ev(bson!({"$toHashedIndexKey": "$nope"})),
+        Some(Bson::Int64(crate::hash::hash_value(&Bson::Null)))
+    );
+}

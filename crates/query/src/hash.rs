@@ -40,7 +40,7 @@ fn canonical_type(v: &Bson) -> i32 {
     match v {
         Bson::MinKey => -1,
         Bson::Undefined => 0,
-        other => query::compare::canonical_type_rank(other) as i32,
+        other => crate::compare::canonical_type_rank(other) as i32,
     }
 }
 
@@ -50,7 +50,7 @@ fn safe_number_long(v: &Bson) -> i64 {
         Bson::Int32(i) => return *i as i64,
         Bson::Int64(i) => return *i,
         Bson::Double(d) => *d,
-        Bson::Decimal128(d) => query::compare::decimal_to_f64(d),
+        Bson::Decimal128(d) => crate::compare::decimal_to_f64(d),
         _ => unreachable!("not a number"),
     };
     // `as` saturates and maps NaN to 0, which is exactly safeNumberLong.
