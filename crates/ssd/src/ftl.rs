@@ -6,7 +6,10 @@
 //! `blocks_per_ru` erase blocks; with the default of 1 it is simply the erase block.
 //!
 //! Invariants (checked by [`Ftl::check_invariants`] in tests):
-//! - `l2p[lba] == ppn` iff `p2l[ppn] == lba`; unmapped LBAs hold `NONE`.
+//! - `l2p[lba] == ppn` iff page `ppn` is live (its bit in `live` is set), and then
+//!   `p2l[ppn] == lba`; unmapped LBAs hold `NONE`. A dead page's `p2l` entry is stale: an
+//!   overwrite or TRIM clears only the page's bit in `live` (a 1/32 as large table that stays
+//!   in cache) and leaves `p2l` alone, which saved a cache miss per host page write.
 //! - `valid[u]` is the number of mapped pages in unit `u`.
 //! - A unit is Free (erased, in its pool's free list), Open (a host stream's or the GC's write
 //!   point) or Full (a GC candidate, present in exactly the victim index of its pool).
@@ -118,7 +121,10 @@ pub struct Ftl {
     units: u32,
     logical_pages: u32,
     l2p: Vec<u32>,
+    /// The LBA a physical page was last programmed with (meaningful while the page is live).
     p2l: Vec<u32>,
+    /// One bit per physical page: set while it holds its LBA's current data.
+    live: Vec<u64>,
     /// The host stream that wrote each physical page (for per-stream GC counts and
     /// [`GcDest::SameStream`]).
     page_stream: Vec<u8>,
@@ -205,6 +211,7 @@ impl Ftl {
             logical_pages: cfg.logical_pages as u32,
             l2p: vec![NONE; cfg.logical_pages as usize],
             p2l: vec![NONE; phys],
+            live: vec![0; phys.div_ceil(64)],
             page_stream: vec![0; phys],
             valid: vec![0; per_unit],
             state: vec![UnitState::Free; per_unit],
@@ -356,16 +363,22 @@ impl Ftl {
         let n = (end - l).min(self.unit_pages - wp.next);
         let first = wp.unit * self.unit_pages + wp.next;
         for i in 0..n {
+            let (lba, ppn) = (l + i, first + i);
             // Invalidate first, as write_page_unchecked does.
-            let old = self.l2p[(l + i) as usize];
+            let old = self.l2p[lba as usize];
             if old != NONE {
                 self.invalidate(old);
             }
-            self.place(first + i, l + i, stream);
+            self.l2p[lba as usize] = ppn;
+            self.p2l[ppn as usize] = lba;
+            self.page_stream[ppn as usize] = stream;
+            self.set_live(ppn);
             if self.record {
-                self.ops.push(FlashOp::Program(first + i));
+                self.ops.push(FlashOp::Program(ppn));
             }
         }
+        // The run's pages are all in the open unit (no GC list holds it), counted at once.
+        self.valid[wp.unit as usize] += n;
         let before = self.stats.host_write_pages;
         let st = &mut self.stats;
         st.host_write_pages += n as u64;
@@ -489,15 +502,43 @@ impl Ftl {
         self.l2p[lba as usize] = ppn;
         self.p2l[ppn as usize] = lba;
         self.page_stream[ppn as usize] = stream;
+        self.set_live(ppn);
         let u = self.unit_of(ppn);
         self.valid[u as usize] += 1;
     }
 
     #[inline]
+    fn is_live(&self, ppn: u32) -> bool {
+        self.live[(ppn / 64) as usize] & (1 << (ppn % 64)) != 0
+    }
+    #[inline]
+    fn set_live(&mut self, ppn: u32) {
+        self.live[(ppn / 64) as usize] |= 1 << (ppn % 64);
+    }
+    #[inline]
+    fn clear_live(&mut self, ppn: u32) {
+        self.live[(ppn / 64) as usize] &= !(1 << (ppn % 64));
+    }
+
+    /// The first live page at or after `ppn` (there must be one).
+    #[inline]
+    fn next_live(&self, mut ppn: u32) -> u32 {
+        loop {
+            let bits = self.live[(ppn / 64) as usize] >> (ppn % 64);
+            if bits != 0 {
+                return ppn + bits.trailing_zeros();
+            }
+            ppn = (ppn / 64 + 1) * 64;
+        }
+    }
+
+    /// The page no longer holds its LBA's data: only its live bit and its unit's count
+    /// change (`p2l` keeps a stale entry, see the invariants).
+    #[inline]
     fn invalidate(&mut self, ppn: u32) {
         let u = self.unit_of(ppn);
-        debug_assert!(self.p2l[ppn as usize] != NONE);
-        self.p2l[ppn as usize] = NONE;
+        debug_assert!(self.is_live(ppn));
+        self.clear_live(ppn);
         let v = self.valid[u as usize];
         self.valid[u as usize] = v - 1;
         if self.gc == GcPolicy::Greedy && self.state[u as usize] == UnitState::Full {
@@ -509,6 +550,7 @@ impl Ftl {
 
     /// Files unit `u` under `v` valid pages: first in its list (the next victim) for
     /// [`GcTie::Newest`], last for [`GcTie::Oldest`].
+    #[inline]
     fn bucket_push(&mut self, p: usize, u: u32, v: u32) {
         let pool = &mut self.pools[p];
         let (head, tail) = (pool.heads[v as usize], pool.tails[v as usize]);
@@ -539,6 +581,7 @@ impl Ftl {
         }
     }
 
+    #[inline]
     fn bucket_unlink(&mut self, p: usize, u: u32, v: u32) {
         let (n, pr) = (self.next[u as usize], self.prev[u as usize]);
         if pr == NONE {
@@ -706,18 +749,17 @@ impl Ftl {
         if left == 0 {
             self.stats.gc_empty_victims += 1;
         }
-        let mut i = 0;
+        let mut from = base;
         while left > 0 {
-            let src = base + i;
-            i += 1;
+            // `left` live pages remain in the victim, so the next one is inside it.
+            let src = self.next_live(from);
+            debug_assert!(src < base + self.unit_pages);
+            from = src + 1;
             let lba = self.p2l[src as usize];
-            if lba == NONE {
-                continue;
-            }
             left -= 1;
             let stream = self.page_stream[src as usize];
             let dst = self.alloc_gc(p, stream);
-            self.p2l[src as usize] = NONE;
+            self.clear_live(src);
             self.place(dst, lba, stream);
             if self.record {
                 self.ops.push(FlashOp::Read(src));
@@ -770,6 +812,7 @@ impl Ftl {
         let mut valid = vec![0u32; self.units as usize];
         for (lba, &ppn) in self.l2p.iter().enumerate() {
             if ppn != NONE {
+                assert!(self.is_live(ppn), "lba {lba} maps to dead page {ppn}");
                 assert_eq!(
                     self.p2l[ppn as usize], lba as u32,
                     "p2l/l2p disagree at lba {lba}"
@@ -777,11 +820,12 @@ impl Ftl {
                 valid[self.unit_of(ppn) as usize] += 1;
             }
         }
-        for (ppn, &lba) in self.p2l.iter().enumerate() {
-            if lba != NONE {
-                assert_eq!(self.l2p[lba as usize], ppn as u32);
-            }
-        }
+        let live: u64 = self.live.iter().map(|w| w.count_ones() as u64).sum();
+        assert_eq!(
+            live,
+            valid.iter().map(|&v| v as u64).sum::<u64>(),
+            "live pages"
+        );
         assert_eq!(valid, self.valid, "valid counts");
         let mut seen = vec![0u8; self.units as usize];
         for (p, pool) in self.pools.iter().enumerate() {
@@ -959,7 +1003,7 @@ mod tests {
         for u in 0..f.units() {
             let base = (u * f.unit_pages) as usize;
             let streams: std::collections::BTreeSet<u8> = (base..base + f.unit_pages as usize)
-                .filter(|&p| f.p2l[p] != NONE)
+                .filter(|&p| f.is_live(p as u32))
                 .map(|p| f.page_stream[p])
                 .collect();
             assert!(streams.len() <= 1, "unit {u} mixes streams {streams:?}");
