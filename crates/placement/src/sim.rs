@@ -9,7 +9,7 @@
 //! the file (`fallocate(PUNCH_HOLE)`), which the filesystem forwards as TRIM when it discards.
 
 use crate::event::Event;
-use crate::policy::{Lifetimes, Policy};
+use crate::policy::{Lifetimes, Policy, WriteLife};
 use crate::trim::{ReplaceTrimmer, TrimBatcher, TrimExtent, TrimStats, TrimWhen};
 use ssd::replay::{FsReplayer, LayoutStats, PeakUsage, TraceExtent};
 use ssd::{BlockDevice, Ssd, SsdError};
@@ -407,8 +407,6 @@ const NO_OWNER: u32 = u32::MAX;
 /// The clock is host pages written to the device.
 pub struct DeathTracker {
     owner: Vec<u32>,
-    /// Per write: pages still holding its data.
-    alive: Vec<u32>,
     lifetimes: Lifetimes,
     current: u32,
 }
@@ -417,7 +415,6 @@ impl DeathTracker {
     pub fn new(logical_pages: u64) -> Self {
         DeathTracker {
             owner: vec![NO_OWNER; logical_pages as usize],
-            alive: Vec::new(),
             lifetimes: Lifetimes::default(),
             current: NO_OWNER,
         }
@@ -427,37 +424,49 @@ impl DeathTracker {
     fn begin_write(&mut self) {
         let l = &mut self.lifetimes;
         assert!(
-            l.birth.len() < NO_OWNER as usize,
+            l.writes.len() < NO_OWNER as usize,
             "too many writes to track"
         );
-        self.current = l.birth.len() as u32;
-        l.birth.push(l.clock);
-        l.death.push(u64::MAX);
-        l.pages.push(0);
-        self.alive.push(0);
+        self.current = l.writes.len() as u32;
+        l.writes.push(WriteLife {
+            birth: l.clock,
+            death: u64::MAX,
+            pages: 0,
+            live: 0,
+        });
     }
 
-    /// The page at `lba` stops holding its write's data at host page `clock`.
-    fn kill(&mut self, lba: usize, clock: u64) {
-        let w = std::mem::replace(&mut self.owner[lba], NO_OWNER);
-        if w == NO_OWNER {
-            return;
-        }
-        let a = &mut self.alive[w as usize];
-        debug_assert!(*a > 0, "write {w} has no live page at LBA {lba}");
-        *a -= 1;
-        if *a == 0 {
-            self.lifetimes.death[w as usize] = clock;
+    /// The pages `lbas` stop holding their writes' data, page `i` of them at `clock(i)`;
+    /// they then hold write `now` (`NO_OWNER`: nothing). A run of pages of the same old
+    /// write costs one visit to that write's record (a cache miss: it was written long
+    /// ago), not one per page; its count can only reach zero at the run's last page.
+    #[inline]
+    fn kill_range(&mut self, lbas: std::ops::Range<usize>, now: u32, clock: impl Fn(usize) -> u64) {
+        let owner = &mut self.owner[lbas.clone()];
+        let mut i = 0;
+        while i < owner.len() {
+            let w = owner[i];
+            let run = owner[i..].iter().take_while(|&&o| o == w).count();
+            owner[i..i + run].fill(now);
+            i += run;
+            if w == NO_OWNER {
+                continue;
+            }
+            let life = &mut self.lifetimes.writes[w as usize];
+            debug_assert!(
+                life.live as usize >= run,
+                "write {w} has too few live pages"
+            );
+            life.live -= run as u32;
+            if life.live == 0 {
+                life.death = clock(i - 1);
+            }
         }
     }
 
     /// Room for this many more trace writes (the pre-pass knows how many come).
     fn reserve(&mut self, writes: usize) {
-        let l = &mut self.lifetimes;
-        l.birth.reserve(writes);
-        l.death.reserve(writes);
-        l.pages.reserve(writes);
-        self.alive.reserve(writes);
+        self.lifetimes.writes.reserve(writes);
     }
 
     pub fn finish(self) -> Lifetimes {
@@ -475,29 +484,22 @@ impl BlockDevice for DeathTracker {
                 self.owner.len()
             )));
         }
+        let lbas = op.lba as usize..end as usize;
+        let clock = self.lifetimes.clock;
         match op.kind {
             ssd::OpKind::Write => {
-                assert_ne!(
-                    self.current, NO_OWNER,
-                    "a device write outside a trace write"
-                );
+                let w = self.current;
+                assert_ne!(w, NO_OWNER, "a device write outside a trace write");
                 // Page i of the op is written at clock + i; a write's own pages are
                 // distinct LBAs, so none of them kills another.
-                let (w, clock) = (self.current, self.lifetimes.clock);
-                for (i, lba) in (op.lba..end).enumerate() {
-                    self.kill(lba as usize, clock + i as u64);
-                    self.owner[lba as usize] = w;
-                }
+                self.kill_range(lbas, w, |i| clock + i as u64);
                 let pages = u32::try_from(op.pages).expect("an op within the device");
-                self.alive[w as usize] += pages;
-                self.lifetimes.pages[w as usize] += pages;
+                let life = &mut self.lifetimes.writes[w as usize];
+                life.live += pages;
+                life.pages += pages;
                 self.lifetimes.clock += op.pages;
             }
-            ssd::OpKind::Trim => {
-                for lba in op.lba..end {
-                    self.kill(lba as usize, self.lifetimes.clock);
-                }
-            }
+            ssd::OpKind::Trim => self.kill_range(lbas, NO_OWNER, |_| clock),
             ssd::OpKind::Read => {}
         }
         Ok(None)

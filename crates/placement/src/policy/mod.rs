@@ -34,7 +34,7 @@ pub use file::FilePolicy;
 pub use filelog::FileLogPolicy;
 pub use lifetime::LifetimePolicy;
 pub use none::NonePolicy;
-pub use oracle::{Lifetimes, OracleGrouping, OraclePolicy};
+pub use oracle::{Lifetimes, OracleGrouping, OraclePolicy, WriteLife};
 
 use crate::event::{Event, FileId, FileKind, WriteEvent};
 use std::collections::HashMap;
