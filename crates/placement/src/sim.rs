@@ -474,6 +474,54 @@ impl DeathTracker {
     }
 }
 
+impl DeathTracker {
+    /// One planned op: a write (of the current trace write) or a TRIM.
+    #[inline]
+    fn apply(&mut self, op: &PlannedOp) {
+        let lbas = op.lba as usize..(op.lba + op.pages) as usize;
+        let clock = self.lifetimes.clock;
+        if op.write {
+            let w = self.current;
+            assert_ne!(w, NO_OWNER, "a device write outside a trace write");
+            // Page i of the op is written at clock + i; a write's own pages are distinct
+            // LBAs, so none of them kills another.
+            self.kill_range(lbas, w, |i| clock + i as u64);
+            let life = &mut self.lifetimes.writes[w as usize];
+            life.live += op.pages;
+            life.pages += op.pages;
+            self.lifetimes.clock += op.pages as u64;
+        } else {
+            self.kill_range(lbas, NO_OWNER, |_| clock);
+        }
+    }
+
+    /// Starts loading the record of the write that holds `lba` (a cache miss otherwise
+    /// paid when an op `lba` begins kills it); `owner[lba]` itself is loaded by
+    /// [`prefetch`] further ahead.
+    #[inline]
+    fn prefetch_owner(&self, lba: u32) {
+        let w = self.owner[lba as usize];
+        if let Some(life) = self.lifetimes.writes.get(w as usize) {
+            prefetch(life);
+        }
+    }
+}
+
+/// A hint to start loading `*p` into the cache: the replays know their next ops' addresses
+/// long before they need the data there.
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch only hints the cache; it reads nothing the program sees and never
+    // faults, and `p` is a valid reference anyway.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((p as *const T).cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 impl BlockDevice for DeathTracker {
     fn submit(&mut self, op: &ssd::HostOp) -> Result<Option<u64>, SsdError> {
         let end = op.lba + op.pages;
@@ -484,24 +532,17 @@ impl BlockDevice for DeathTracker {
                 self.owner.len()
             )));
         }
-        let lbas = op.lba as usize..end as usize;
-        let clock = self.lifetimes.clock;
-        match op.kind {
-            ssd::OpKind::Write => {
-                let w = self.current;
-                assert_ne!(w, NO_OWNER, "a device write outside a trace write");
-                // Page i of the op is written at clock + i; a write's own pages are
-                // distinct LBAs, so none of them kills another.
-                self.kill_range(lbas, w, |i| clock + i as u64);
-                let pages = u32::try_from(op.pages).expect("an op within the device");
-                let life = &mut self.lifetimes.writes[w as usize];
-                life.live += pages;
-                life.pages += pages;
-                self.lifetimes.clock += op.pages;
-            }
-            ssd::OpKind::Trim => self.kill_range(lbas, NO_OWNER, |_| clock),
-            ssd::OpKind::Read => {}
-        }
+        let write = match op.kind {
+            ssd::OpKind::Write => true,
+            ssd::OpKind::Trim => false,
+            ssd::OpKind::Read => return Ok(None),
+        };
+        // In range, so below the device's size (a u32: see `OpRecorder`).
+        self.apply(&PlannedOp {
+            lba: op.lba as u32,
+            pages: op.pages as u32,
+            write,
+        });
         Ok(None)
     }
 }
@@ -678,6 +719,9 @@ pub struct DevicePlan {
     /// Per replayed event (loops included): the end of its ops in `ops`; the ops after the
     /// last event's are the TRIMs released at the end.
     ends: Vec<u32>,
+    /// One bit per replayed event: set for writes (the oracle's pre-pass walks the ops
+    /// without the events).
+    write_events: Vec<u64>,
     trim: Option<TrimStats>,
     layout: LayoutStats,
     counts: EventCounts,
@@ -718,8 +762,15 @@ impl DevicePlan {
         let fs = FsReplayer::new(pages, job.alloc, job.fs_discard)?;
         let mut pipe = FsPipeline::new(OpRecorder::default(), fs, job.replay.trim);
         let mut ends = Vec::with_capacity(events.len());
+        let mut write_events = Vec::with_capacity(events.len().div_ceil(64));
         let mut index = 0u64;
         for_each_looped(events, job.loops, |ev| -> SimResult<()> {
+            if index % 64 == 0 {
+                write_events.push(0u64);
+            }
+            if matches!(ev, Event::Write(_)) {
+                *write_events.last_mut().expect("pushed") |= 1 << (index % 64);
+            }
             pipe.apply(ev, 0)
                 .map_err(|e| format!("{}: event {index} ({ev:?}): {e}", job.trace.display()))?;
             index += 1;
@@ -732,6 +783,7 @@ impl DevicePlan {
         Ok(DevicePlan {
             ops: recorder.ops,
             ends,
+            write_events,
             trim,
             layout,
             counts,
@@ -800,7 +852,7 @@ pub fn replay_planned(
     plan.check(job)?;
     let policy: Box<dyn Policy> = match OracleGrouping::from_name(job.policy) {
         Some(grouping) => {
-            let lifetimes = planned_lifetimes(job, events, plan)?;
+            let lifetimes = planned_lifetimes(job, plan);
             Box::new(OraclePolicy::from_lifetimes(
                 &lifetimes,
                 job.placement.streams,
@@ -831,28 +883,41 @@ pub fn replay_planned(
     Ok(driver.outcome(plan.trim, plan.layout.clone(), plan.counts, &dev))
 }
 
-/// The oracle's pre-pass: every write's device lifetime, from the plan's ops.
-fn planned_lifetimes(
-    job: &TraceReplay,
-    events: &[Event],
-    plan: &DevicePlan,
-) -> SimResult<Lifetimes> {
+/// The oracle's pre-pass: every write's device lifetime, from the plan's ops (the events
+/// themselves are not needed: the plan knows which are writes).
+fn planned_lifetimes(job: &TraceReplay, plan: &DevicePlan) -> Lifetimes {
+    /// How many ops ahead the pre-pass loads an op's first owner, and its record.
+    const OWNER_AHEAD: usize = 32;
+    const RECORD_AHEAD: usize = 16;
     let mut tracker = DeathTracker::new(job.device.logical_pages);
-    let writes = |evs: &[Event]| evs.iter().filter(|e| matches!(e, Event::Write(_))).count();
-    let run_phase = &events[(job.loops.from as usize).min(events.len())..];
-    tracker
-        .reserve(writes(events) + (job.loops.times as usize).saturating_sub(1) * writes(run_phase));
-    let (mut i, mut next) = (0usize, 0usize);
-    for_each_looped(events, job.loops, |ev| -> SimResult<()> {
-        if matches!(ev, Event::Write(_)) {
+    let writes = plan
+        .write_events
+        .iter()
+        .map(|w| w.count_ones() as usize)
+        .sum();
+    tracker.reserve(writes);
+    let ops = &plan.ops;
+    let mut next = 0usize;
+    for (i, &end) in plan.ends.iter().chain([&(ops.len() as u32)]).enumerate() {
+        if plan
+            .write_events
+            .get(i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+        {
             tracker.begin_write();
         }
-        plan.submit(i, &mut next, ev.time_ns(), 0, &mut tracker)?;
-        i += 1;
-        Ok(())
-    })?;
-    plan.submit(plan.ends.len(), &mut next, FINAL_TRIM_NS, 0, &mut tracker)?;
-    Ok(tracker.finish())
+        for j in next..end as usize {
+            if let Some(op) = ops.get(j + OWNER_AHEAD) {
+                prefetch(&tracker.owner[op.lba as usize]);
+            }
+            if let Some(op) = ops.get(j + RECORD_AHEAD) {
+                tracker.prefetch_owner(op.lba);
+            }
+            tracker.apply(&ops[j]);
+        }
+        next = end as usize;
+    }
+    tracker.finish()
 }
 
 /// Keeps the stream a write already carries: for a device in the loop of an engine that
