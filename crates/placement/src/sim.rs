@@ -817,8 +817,18 @@ impl DevicePlan {
         stream: u8,
         dev: &mut impl BlockDevice,
     ) -> Result<(), SsdError> {
+        /// How many ops ahead the device is told of an op (far hint, then near).
+        const FAR: usize = 24;
+        const NEAR: usize = 8;
         let end = self.ends.get(i).map_or(self.ops.len(), |&e| e as usize);
-        for op in &self.ops[*next..end] {
+        for (j, op) in self.ops[*next..end].iter().enumerate() {
+            let j = *next + j;
+            if let Some(ahead) = self.ops.get(j + FAR) {
+                dev.prefetch(ahead.lba as u64, false);
+            }
+            if let Some(ahead) = self.ops.get(j + NEAR) {
+                dev.prefetch(ahead.lba as u64, true);
+            }
             let (kind, stream) = if op.write {
                 (ssd::OpKind::Write, stream as u32)
             } else {

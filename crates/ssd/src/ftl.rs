@@ -26,6 +26,20 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use std::collections::VecDeque;
 
+/// A hint to start loading `*p` into the cache.
+#[inline(always)]
+fn prefetch<T>(p: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch only hints the cache; it reads nothing the program sees and never
+    // faults, and `p` is a valid reference anyway.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((p as *const T).cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// "No page / no unit" in the u32 tables.
 pub const NONE: u32 = u32::MAX;
 
@@ -283,6 +297,21 @@ impl Ftl {
     pub fn mapped_pages(&self) -> u64 {
         self.valid.iter().map(|&v| v as u64).sum()
     }
+    /// Starts loading what a write or TRIM of `lba` will touch: its mapping entry (far), or
+    /// the live bit and unit of the page it maps to now (near). A hint only.
+    #[inline]
+    pub fn prefetch(&self, lba: u64, near: bool) {
+        let Some(entry) = self.l2p.get(lba as usize) else {
+            return;
+        };
+        if !near {
+            prefetch(entry);
+        } else if *entry != NONE {
+            prefetch(&self.live[(*entry / 64) as usize]);
+            prefetch(&self.valid[self.unit_of(*entry) as usize]);
+        }
+    }
+
     /// Physical page holding `lba`, if any.
     pub fn lookup(&self, lba: u64) -> Option<u32> {
         self.l2p.get(lba as usize).copied().filter(|&p| p != NONE)
@@ -534,7 +563,7 @@ impl Ftl {
 
     /// The page no longer holds its LBA's data: only its live bit and its unit's count
     /// change (`p2l` keeps a stale entry, see the invariants).
-    #[inline]
+    #[inline(always)]
     fn invalidate(&mut self, ppn: u32) {
         let u = self.unit_of(ppn);
         debug_assert!(self.is_live(ppn));
@@ -550,7 +579,7 @@ impl Ftl {
 
     /// Files unit `u` under `v` valid pages: first in its list (the next victim) for
     /// [`GcTie::Newest`], last for [`GcTie::Oldest`].
-    #[inline]
+    #[inline(always)]
     fn bucket_push(&mut self, p: usize, u: u32, v: u32) {
         let pool = &mut self.pools[p];
         let (head, tail) = (pool.heads[v as usize], pool.tails[v as usize]);
@@ -581,7 +610,7 @@ impl Ftl {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn bucket_unlink(&mut self, p: usize, u: u32, v: u32) {
         let (n, pr) = (self.next[u as usize], self.prev[u as usize]);
         if pr == NONE {
