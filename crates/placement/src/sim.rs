@@ -8,6 +8,7 @@
 //! events reach the device only through the TRIM batcher: a released extent is punched out of
 //! the file (`fallocate(PUNCH_HOLE)`), which the filesystem forwards as TRIM when it discards.
 
+use crate::cache::prefetch;
 use crate::event::Event;
 use crate::policy::{Lifetimes, Policy, WriteLife};
 use crate::trim::{ReplaceTrimmer, TrimBatcher, TrimExtent, TrimStats, TrimWhen};
@@ -507,21 +508,6 @@ impl DeathTracker {
     }
 }
 
-/// A hint to start loading `*p` into the cache: the replays know their next ops' addresses
-/// long before they need the data there.
-#[inline(always)]
-pub(crate) fn prefetch<T>(p: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch only hints the cache; it reads nothing the program sees and never
-    // faults, and `p` is a valid reference anyway.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((p as *const T).cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 impl BlockDevice for DeathTracker {
     fn submit(&mut self, op: &ssd::HostOp) -> Result<Option<u64>, SsdError> {
         let end = op.lba + op.pages;
@@ -660,6 +646,20 @@ where
     }
     Ok(())
 }
+
+/// Event `i` of the replay of `events` with `loops` (times aside), if there is one.
+fn looped_event(events: &[Event], loops: RunLoops, i: usize) -> Option<&Event> {
+    if let Some(ev) = events.get(i) {
+        return Some(ev);
+    }
+    let from = (loops.from as usize).min(events.len());
+    let k = i - events.len();
+    let pass = 1 + k.checked_div(events.len() - from)?;
+    (pass < loops.times as usize).then(|| &events[from + k % (events.len() - from)])
+}
+
+/// How many events ahead a replay tells its policy of an event ([`Policy::prefetch`]).
+const POLICY_AHEAD: usize = 8;
 
 /// Keeps event times increasing across passes: a pass's times are moved past the previous
 /// pass's last.
@@ -879,6 +879,9 @@ pub fn replay_planned(
     let mut next = 0usize;
     for_each_looped(events, job.loops, |ev| -> SimResult<()> {
         let i = driver.index as usize;
+        if let Some(ahead) = looped_event(events, job.loops, i + POLICY_AHEAD) {
+            driver.policy.prefetch(ahead);
+        }
         driver
             .before(ev, &mut dev)
             .and_then(|stream| plan.submit(i, &mut next, ev.time_ns(), stream, &mut dev))

@@ -265,6 +265,16 @@ impl Policy for LifetimePolicy {
         self.first_bucket + self.bucket(pred)
     }
 
+    fn prefetch(&self, ev: &Event) {
+        match ev {
+            Event::Write(w) if is_table(w.file_kind) && !self.untracked.is_empty() => {
+                self.untracked.prefetch(w.file, w.offset)
+            }
+            Event::Free { file, offset, .. } => self.untracked.prefetch(*file, *offset),
+            _ => {}
+        }
+    }
+
     fn observe(&mut self, ev: &Event) {
         match ev {
             Event::Free {

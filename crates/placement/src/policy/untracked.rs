@@ -94,6 +94,16 @@ impl UntrackedBlocks {
         self.live == 0
     }
 
+    /// Starts loading the entry of the page holding byte `off` of `file` (a kill there
+    /// comes soon). A hint only.
+    pub fn prefetch(&self, file: FileId, off: u64) {
+        if let Store::Paged(cover) = &self.store {
+            if let Some(e) = cover.get(&file).and_then(|p| p.get((off / PAGE) as usize)) {
+                crate::cache::prefetch(e);
+            }
+        }
+    }
+
     /// Every live block of `file` as (start, end), ascending (tests).
     #[cfg(test)]
     pub fn ranges(&self, file: FileId) -> Vec<(u64, u64)> {
