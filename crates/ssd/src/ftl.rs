@@ -820,8 +820,23 @@ impl Ftl {
         if left == 0 {
             self.stats.gc_empty_victims += 1;
         }
+        // The copies write their LBAs' mapping entries, scattered over the table: a cursor
+        // runs GC_AHEAD live pages ahead and starts loading each one's entry.
+        const GC_AHEAD: u32 = 8;
+        let (mut ahead, mut ahead_left) = (base, left);
+        let mut look_ahead = |ftl: &Self| {
+            if ahead_left > 0 {
+                let a = ftl.next_live(ahead);
+                prefetch(&ftl.l2p[ftl.p2l[a as usize] as usize]);
+                (ahead, ahead_left) = (a + 1, ahead_left - 1);
+            }
+        };
+        for _ in 0..GC_AHEAD {
+            look_ahead(self);
+        }
         let mut from = base;
         while left > 0 {
+            look_ahead(self);
             // `left` live pages remain in the victim, so the next one is inside it.
             let src = self.next_live(from);
             debug_assert!(src < base + self.unit_pages);
