@@ -430,7 +430,6 @@ impl DeathTracker {
         );
         self.current = l.writes.len() as u32;
         l.writes.push(WriteLife {
-            birth: l.clock,
             death: u64::MAX,
             pages: 0,
             live: 0,

@@ -30,10 +30,11 @@
 use super::Policy;
 use crate::event::{Event, WriteEvent};
 
-/// One trace write's life on the device, in host pages written.
+/// One trace write's life on the device, in host pages written. Its birth is not kept: it
+/// is the sum of the pages of the writes before it (16 bytes a write instead of 24: the
+/// oracles stream millions of these).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WriteLife {
-    pub birth: u64,
     /// When its last page stopped holding its data; `u64::MAX`: alive at the end.
     pub death: u64,
     /// Pages the write put on the device.
@@ -42,8 +43,8 @@ pub struct WriteLife {
     pub live: u32,
 }
 
-/// Every write's birth and death on the device, in trace order: one record per write, so
-/// the pre-pass touches one cache line when a write loses pages.
+/// Every write's death on the device, in trace order: one record per write, so the pre-pass
+/// touches one cache line when a write loses pages.
 #[derive(Clone, Debug, Default)]
 pub struct Lifetimes {
     pub writes: Vec<WriteLife>,
@@ -58,12 +59,19 @@ impl Lifetimes {
     pub fn is_empty(&self) -> bool {
         self.writes.is_empty()
     }
+    /// Every write with its birth, in write order.
+    pub fn with_births(&self) -> impl Iterator<Item = (u64, &WriteLife)> + '_ {
+        self.writes.iter().scan(0u64, |clock, w| {
+            let birth = *clock;
+            *clock += w.pages as u64;
+            Some((birth, w))
+        })
+    }
     /// Finite lifetimes (host pages) with their page counts, in write order.
     fn finite(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
-        self.writes
-            .iter()
-            .filter(|w| w.death != u64::MAX)
-            .map(|w| (w.death - w.birth, w.pages))
+        self.with_births()
+            .filter(|(_, w)| w.death != u64::MAX)
+            .map(|(birth, w)| (w.death - birth, w.pages))
     }
 }
 
@@ -276,13 +284,12 @@ fn by_lifetime(l: &Lifetimes, quantiles: Option<(u64, u64)>, streams: u8) -> Vec
         },
         nb - 1,
     );
-    l.writes
-        .iter()
-        .map(|w| {
+    l.with_births()
+        .map(|(birth, w)| {
             if w.death == u64::MAX {
                 last
             } else {
-                steps.bucket(w.death - w.birth) as u8
+                steps.bucket(w.death - birth) as u8
             }
         })
         .collect()
@@ -313,14 +320,13 @@ fn by_death_time(l: &Lifetimes, quantiles: Option<(u64, u64)>, streams: u8) -> V
         },
         classes - 1,
     );
-    l.writes
-        .iter()
-        .map(|w| {
+    l.with_births()
+        .map(|(birth, w)| {
             let d = w.death;
             if d == u64::MAX {
                 return never;
             }
-            let c = steps.bucket(d - w.birth);
+            let c = steps.bucket(d - birth);
             (2 * c + ((d / width[c]) % 2) as usize) as u8
         })
         .collect()
@@ -342,27 +348,37 @@ impl Policy for OraclePolicy {
 mod tests {
     use super::*;
 
+    /// Writes born and dying at (birth, death): births must not decrease, as each write's
+    /// pages are the gap to the next birth (the last write has 1 page).
     fn lifetimes(v: &[(u64, u64)]) -> Lifetimes {
-        Lifetimes {
+        let births: Vec<u64> = v
+            .iter()
+            .map(|x| x.0)
+            .chain([v.last().unwrap().0 + 1])
+            .collect();
+        let l = Lifetimes {
             writes: v
                 .iter()
-                .map(|&(birth, death)| WriteLife {
-                    birth,
+                .zip(births.windows(2))
+                .map(|(&(_, death), b)| WriteLife {
                     death,
-                    pages: 1,
+                    pages: (b[1] - b[0]) as u32,
                     live: 0,
                 })
                 .collect(),
-            clock: 1000,
-        }
+            clock: births[births.len() - 1],
+        };
+        let got: Vec<u64> = l.with_births().map(|(b, _)| b).collect();
+        assert_eq!(got, births[..v.len()], "births must not decrease");
+        l
     }
 
     #[test]
     fn lifetime_buckets_are_log_spaced_and_never_dying_writes_go_last() {
-        // Lifetimes 1, 2, 4, … 512 and one that never dies, 4 streams: 3 finite buckets
-        // between log2 1 = 0 and log2 512 = 9 (the 1st and 99th percentiles).
-        let mut v: Vec<(u64, u64)> = (0..10).map(|k| (0, 1u64 << k)).collect();
-        v.push((5, u64::MAX));
+        // Lifetimes 1, 2, 4, … 512 (a page each) and one that never dies, 4 streams: 3
+        // finite buckets between log2 1 = 0 and log2 512 = 9 (the 1st and 99th percentiles).
+        let mut v: Vec<(u64, u64)> = (0..10).map(|k| (k, k + (1u64 << k))).collect();
+        v.push((10, u64::MAX));
         let o = OraclePolicy::from_lifetimes(&lifetimes(&v), 4, OracleGrouping::Lifetime);
         assert_eq!(o.streams(), &[0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 3]);
     }
@@ -370,20 +386,21 @@ mod tests {
     #[test]
     fn death_time_classes_split_by_death_parity() {
         // 5 streams: 2 classes (streams 0–1 and 2–3), never on 4. Lifetimes 4 and 64 (log2 2
-        // and 6): lo = 2, hi = 6, class widths 2^4 = 16 and 2^6 = 64. Born 0 dying 4: class 0,
-        // ⌊4/16⌋ = 0 → 0; born 30 dying 34: class 0, ⌊34/16⌋ = 2 → 0; born 10 dying 26:
-        // lifetime 16 (log2 4) → class 1, ⌊26/64⌋ = 0 → 2; born 0 dying 64: class 1, 1 → 3.
-        let v = [(0, 4), (30, 34), (10, 26), (0, 64), (3, u64::MAX)];
+        // and 6): lo = 2, hi = 6 (pages 0, 3, 7, 20, 1: the 1st and 99th percentiles are 4
+        // and 64), class widths 2^4 = 16 and 2^6 = 64. Born 0 dying 4: class 0, ⌊4/16⌋ = 0 →
+        // 0; born 0 dying 64: class 1, ⌊64/64⌋ = 1 → 3; born 10 dying 26: lifetime 16 (log2
+        // 4) → class 1, ⌊26/64⌋ = 0 → 2; born 30 dying 34: class 0, ⌊34/16⌋ = 2 → 0.
+        let v = [(0, 4), (0, 64), (3, u64::MAX), (10, 26), (30, 34)];
         let o = OraclePolicy::from_lifetimes(&lifetimes(&v), 5, OracleGrouping::DeathTime);
-        assert_eq!(o.streams(), &[0, 0, 2, 3, 4]);
+        assert_eq!(o.streams(), &[0, 3, 4, 2, 0]);
         // Equal lifetimes, deaths a class width apart: together in the lifetime oracle,
         // apart in the death-time oracle.
-        let v = [(0, 4), (16, 20), (0, 64)];
+        let v = [(0, 4), (0, 64), (16, 20)];
         let l = lifetimes(&v);
         let by_life = OraclePolicy::from_lifetimes(&l, 5, OracleGrouping::Lifetime);
-        assert_eq!(by_life.streams()[0], by_life.streams()[1]);
+        assert_eq!(by_life.streams()[0], by_life.streams()[2]);
         let by_death = OraclePolicy::from_lifetimes(&l, 5, OracleGrouping::DeathTime);
-        assert_ne!(by_death.streams()[0], by_death.streams()[1]);
+        assert_ne!(by_death.streams()[0], by_death.streams()[2]);
     }
 
     #[test]
