@@ -267,10 +267,12 @@ impl Policy for LifetimePolicy {
 
     fn prefetch(&self, ev: &Event) {
         match ev {
-            Event::Write(w) if is_table(w.file_kind) && !self.untracked.is_empty() => {
-                self.untracked.prefetch(w.file, w.offset)
+            Event::Write(w) if is_table(w.file_kind) => {
+                self.untracked.prefetch(w.file, w.offset, w.offset + w.len as u64)
             }
-            Event::Free { file, offset, .. } => self.untracked.prefetch(*file, *offset),
+            Event::Free {
+                file, offset, len, ..
+            } => self.untracked.prefetch(*file, *offset, offset + len),
             _ => {}
         }
     }

@@ -94,11 +94,17 @@ impl UntrackedBlocks {
         self.live == 0
     }
 
-    /// Starts loading the entry of the page holding byte `off` of `file` (a kill there
-    /// comes soon). A hint only.
-    pub fn prefetch(&self, file: FileId, off: u64) {
-        if let Store::Paged(cover) = &self.store {
-            if let Some(e) = cover.get(&file).and_then(|p| p.get((off / PAGE) as usize)) {
+    /// Starts loading the entries of the first and the last page of `[off, end)` of `file`
+    /// (a kill or an insert there comes soon). A hint only.
+    pub fn prefetch(&self, file: FileId, off: u64, end: u64) {
+        let Store::Paged(cover) = &self.store else {
+            return;
+        };
+        let Some(pages) = cover.get(&file) else {
+            return;
+        };
+        for p in [off / PAGE, end.saturating_sub(1) / PAGE] {
+            if let Some(e) = pages.get(p as usize) {
                 crate::cache::prefetch(e);
             }
         }
