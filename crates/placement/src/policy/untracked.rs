@@ -63,6 +63,22 @@ fn run_at(pages: &[u64], p: usize) -> (usize, usize) {
     (start, end)
 }
 
+/// Ends every block covering a page of `[first, last)` (reported in ascending order).
+fn kill_pages(pages: &mut [u64], first: usize, last: usize, out: &mut Vec<Ended>) {
+    let mut p = first;
+    while p < last {
+        let e = pages[p];
+        if e == EMPTY {
+            p += 1;
+            continue;
+        }
+        let (start, end) = run_at(pages, p);
+        pages[start..end].fill(EMPTY);
+        out.push(ended(e));
+        p = end;
+    }
+}
+
 #[derive(Clone, Debug)]
 enum Store {
     /// Per file: the entry of each page ([`entry`]; `EMPTY`: no block).
@@ -212,21 +228,47 @@ impl UntrackedBlocks {
                         _ => return,
                     }
                 };
-                let mut p = first;
-                while p < last {
-                    let e = pages[p];
-                    if e == EMPTY {
-                        p += 1;
-                        continue;
-                    }
-                    let (start, end) = run_at(pages, p);
-                    pages[start..end].fill(EMPTY);
-                    out.push(ended(e));
-                    p = end;
-                }
+                kill_pages(pages, first, last, out);
             }
         }
         self.live -= out.len();
+    }
+
+    /// [`Self::kill`] of `[start, end)`, then [`Self::insert`] of it: a write's block ends
+    /// the blocks it overlaps and takes their place, with one look-up of the file.
+    pub fn replace(
+        &mut self,
+        file: FileId,
+        start: u64,
+        end: u64,
+        birth: u64,
+        class: Class,
+        out: &mut Vec<Ended>,
+    ) {
+        let aligned = start.is_multiple_of(PAGE) && end.is_multiple_of(PAGE) && end > start;
+        let (Store::Paged(cover), true, Some(e)) = (&mut self.store, aligned, entry(birth, class))
+        else {
+            self.kill(file, start, end, out);
+            return self.insert(file, start, end, birth, class);
+        };
+        out.clear();
+        let pages = cover.entry(file).or_default();
+        let (first, last) = ((start / PAGE) as usize, (end / PAGE) as usize);
+        if pages.len() < last {
+            pages.resize(last, EMPTY);
+        }
+        kill_pages(pages, first, last, out);
+        // A neighbour with the same entry would merge with it: `insert` stores it ordered.
+        let merges = (first > 0 && pages[first - 1] == e) || pages.get(last) == Some(&e);
+        if !merges {
+            pages[first..last].fill(e);
+        }
+        self.live -= out.len();
+        if merges {
+            self.insert(file, start, end, birth, class);
+        } else {
+            self.live += 1;
+        }
     }
 
     /// Moves every block into the ordered store (a block off the 4 KiB grid arrived, or one
