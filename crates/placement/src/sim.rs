@@ -486,9 +486,7 @@ impl DeathTracker {
     pub fn finish(self) -> Lifetimes {
         self.lifetimes
     }
-}
 
-impl DeathTracker {
     /// One planned op: a write (of the current trace write) or a TRIM.
     #[inline]
     fn apply(&mut self, op: &PlannedOp) {
@@ -780,7 +778,7 @@ impl DevicePlan {
         let mut write_events = Vec::with_capacity(events.len().div_ceil(64));
         let mut index = 0u64;
         for_each_looped(events, job.loops, |ev| -> SimResult<()> {
-            if index % 64 == 0 {
+            if index.is_multiple_of(64) {
                 write_events.push(0u64);
             }
             if matches!(ev, Event::Write(_)) {
@@ -951,7 +949,8 @@ fn planned_lifetimes(job: &TraceReplay, plan: &DevicePlan) -> Lifetimes {
     tracker.reserve(writes);
     let ops = &plan.ops;
     let mut next = 0usize;
-    for (i, &end) in plan.ends.iter().chain([&(ops.len() as u32)]).enumerate() {
+    let ends = plan.ends.iter().map(|&e| e as usize).chain([ops.len()]);
+    for (i, end) in ends.enumerate() {
         if plan
             .write_events
             .get(i / 64)
@@ -959,7 +958,7 @@ fn planned_lifetimes(job: &TraceReplay, plan: &DevicePlan) -> Lifetimes {
         {
             tracker.begin_write();
         }
-        for j in next..end as usize {
+        for j in next..end {
             if let Some(op) = ops.get(j + OWNER_AHEAD) {
                 prefetch(&tracker.owner[op.lba as usize]);
             }
@@ -968,7 +967,7 @@ fn planned_lifetimes(job: &TraceReplay, plan: &DevicePlan) -> Lifetimes {
             }
             tracker.apply(&ops[j]);
         }
-        next = end as usize;
+        next = end;
     }
     tracker.finish()
 }
