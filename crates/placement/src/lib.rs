@@ -9,6 +9,7 @@
 //! WiredTiger-like event stream; [`sim`] (feature `sim`) replays events with a policy on the
 //! `ssd` crate's simulated device. See `docs/placement.md`.
 
+mod cache;
 pub mod classify;
 pub mod event;
 pub mod import;

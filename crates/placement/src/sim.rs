@@ -8,8 +8,9 @@
 //! events reach the device only through the TRIM batcher: a released extent is punched out of
 //! the file (`fallocate(PUNCH_HOLE)`), which the filesystem forwards as TRIM when it discards.
 
+use crate::cache::prefetch;
 use crate::event::Event;
-use crate::policy::{Lifetimes, Policy};
+use crate::policy::{Lifetimes, Policy, WriteLife};
 use crate::trim::{ReplaceTrimmer, TrimBatcher, TrimExtent, TrimStats, TrimWhen};
 use ssd::replay::{FsReplayer, LayoutStats, PeakUsage, TraceExtent};
 use ssd::{BlockDevice, Ssd, SsdError};
@@ -252,6 +253,19 @@ pub struct ReplayOutcome {
     /// reset included (the report's counters may start later): replay speed counts these.
     pub device_host_pages: u64,
     pub report: ssd::Report,
+    /// The oracles' pre-pass this replay used (`None` for online policies).
+    pub oracle_prepass: Option<OraclePrepass>,
+}
+
+/// What an oracle's pre-pass cost: computed once per device plan and shared by `oracle` and
+/// `oracle-death`. Replay speed charges its whole time to each oracle that uses it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OraclePrepass {
+    /// Wall time of the pre-pass (every write's death, the oracle's streams not included).
+    pub seconds: f64,
+    /// An earlier replay on the same plan computed it: this replay's own time does not
+    /// include it.
+    pub shared: bool,
 }
 
 /// The policy's side of a replay, the same whether the device ops come from the layout as
@@ -343,6 +357,7 @@ impl PolicyDriver {
             layout,
             device_host_pages: dev.ftl().host_pages_ever(),
             report: dev.report(),
+            oracle_prepass: None,
         }
     }
 }
@@ -407,8 +422,6 @@ const NO_OWNER: u32 = u32::MAX;
 /// The clock is host pages written to the device.
 pub struct DeathTracker {
     owner: Vec<u32>,
-    /// Per write: pages still holding its data.
-    alive: Vec<u32>,
     lifetimes: Lifetimes,
     current: u32,
 }
@@ -417,7 +430,6 @@ impl DeathTracker {
     pub fn new(logical_pages: u64) -> Self {
         DeathTracker {
             owner: vec![NO_OWNER; logical_pages as usize],
-            alive: Vec::new(),
             lifetimes: Lifetimes::default(),
             current: NO_OWNER,
         }
@@ -427,41 +439,83 @@ impl DeathTracker {
     fn begin_write(&mut self) {
         let l = &mut self.lifetimes;
         assert!(
-            l.birth.len() < NO_OWNER as usize,
+            l.writes.len() < NO_OWNER as usize,
             "too many writes to track"
         );
-        self.current = l.birth.len() as u32;
-        l.birth.push(l.clock);
-        l.death.push(u64::MAX);
-        l.pages.push(0);
-        self.alive.push(0);
+        self.current = l.writes.len() as u32;
+        l.writes.push(WriteLife {
+            death: u64::MAX,
+            pages: 0,
+            live: 0,
+        });
     }
 
-    /// The page at `lba` stops holding its write's data at host page `clock`.
-    fn kill(&mut self, lba: usize, clock: u64) {
-        let w = std::mem::replace(&mut self.owner[lba], NO_OWNER);
-        if w == NO_OWNER {
-            return;
-        }
-        let a = &mut self.alive[w as usize];
-        debug_assert!(*a > 0, "write {w} has no live page at LBA {lba}");
-        *a -= 1;
-        if *a == 0 {
-            self.lifetimes.death[w as usize] = clock;
+    /// The pages `lbas` stop holding their writes' data, page `i` of them at `clock(i)`;
+    /// they then hold write `now` (`NO_OWNER`: nothing). A run of pages of the same old
+    /// write costs one visit to that write's record (a cache miss: it was written long
+    /// ago), not one per page; its count can only reach zero at the run's last page.
+    #[inline]
+    fn kill_range(&mut self, lbas: std::ops::Range<usize>, now: u32, clock: impl Fn(usize) -> u64) {
+        let owner = &mut self.owner[lbas.clone()];
+        let mut i = 0;
+        while i < owner.len() {
+            let w = owner[i];
+            let run = owner[i..].iter().take_while(|&&o| o == w).count();
+            owner[i..i + run].fill(now);
+            i += run;
+            if w == NO_OWNER {
+                continue;
+            }
+            let life = &mut self.lifetimes.writes[w as usize];
+            debug_assert!(
+                life.live as usize >= run,
+                "write {w} has too few live pages"
+            );
+            life.live -= run as u32;
+            if life.live == 0 {
+                life.death = clock(i - 1);
+            }
         }
     }
 
     /// Room for this many more trace writes (the pre-pass knows how many come).
     fn reserve(&mut self, writes: usize) {
-        let l = &mut self.lifetimes;
-        l.birth.reserve(writes);
-        l.death.reserve(writes);
-        l.pages.reserve(writes);
-        self.alive.reserve(writes);
+        self.lifetimes.writes.reserve(writes);
     }
 
     pub fn finish(self) -> Lifetimes {
         self.lifetimes
+    }
+
+    /// One planned op: a write (of the current trace write) or a TRIM.
+    #[inline]
+    fn apply(&mut self, op: &PlannedOp) {
+        let lbas = op.lba as usize..(op.lba + op.pages) as usize;
+        let clock = self.lifetimes.clock;
+        if op.write {
+            let w = self.current;
+            assert_ne!(w, NO_OWNER, "a device write outside a trace write");
+            // Page i of the op is written at clock + i; a write's own pages are distinct
+            // LBAs, so none of them kills another.
+            self.kill_range(lbas, w, |i| clock + i as u64);
+            let life = &mut self.lifetimes.writes[w as usize];
+            life.live += op.pages;
+            life.pages += op.pages;
+            self.lifetimes.clock += op.pages as u64;
+        } else {
+            self.kill_range(lbas, NO_OWNER, |_| clock);
+        }
+    }
+
+    /// Starts loading the record of the write that holds `lba` (a cache miss otherwise
+    /// paid when an op `lba` begins kills it); `owner[lba]` itself is loaded by
+    /// [`prefetch`] further ahead.
+    #[inline]
+    fn prefetch_owner(&self, lba: u32) {
+        let w = self.owner[lba as usize];
+        if let Some(life) = self.lifetimes.writes.get(w as usize) {
+            prefetch(life);
+        }
     }
 }
 
@@ -475,31 +529,17 @@ impl BlockDevice for DeathTracker {
                 self.owner.len()
             )));
         }
-        match op.kind {
-            ssd::OpKind::Write => {
-                assert_ne!(
-                    self.current, NO_OWNER,
-                    "a device write outside a trace write"
-                );
-                // Page i of the op is written at clock + i; a write's own pages are
-                // distinct LBAs, so none of them kills another.
-                let (w, clock) = (self.current, self.lifetimes.clock);
-                for (i, lba) in (op.lba..end).enumerate() {
-                    self.kill(lba as usize, clock + i as u64);
-                    self.owner[lba as usize] = w;
-                }
-                let pages = u32::try_from(op.pages).expect("an op within the device");
-                self.alive[w as usize] += pages;
-                self.lifetimes.pages[w as usize] += pages;
-                self.lifetimes.clock += op.pages;
-            }
-            ssd::OpKind::Trim => {
-                for lba in op.lba..end {
-                    self.kill(lba as usize, self.lifetimes.clock);
-                }
-            }
-            ssd::OpKind::Read => {}
-        }
+        let write = match op.kind {
+            ssd::OpKind::Write => true,
+            ssd::OpKind::Trim => false,
+            ssd::OpKind::Read => return Ok(None),
+        };
+        // In range, so below the device's size (a u32: see `OpRecorder`).
+        self.apply(&PlannedOp {
+            lba: op.lba as u32,
+            pages: op.pages as u32,
+            write,
+        });
         Ok(None)
     }
 }
@@ -618,6 +658,20 @@ where
     Ok(())
 }
 
+/// Event `i` of the replay of `events` with `loops` (times aside), if there is one.
+fn looped_event(events: &[Event], loops: RunLoops, i: usize) -> Option<&Event> {
+    if let Some(ev) = events.get(i) {
+        return Some(ev);
+    }
+    let from = (loops.from as usize).min(events.len());
+    let k = i - events.len();
+    let pass = 1 + k.checked_div(events.len() - from)?;
+    (pass < loops.times as usize).then(|| &events[from + k % (events.len() - from)])
+}
+
+/// How many events ahead a replay tells its policy of an event ([`Policy::prefetch`]).
+const POLICY_AHEAD: usize = 8;
+
 /// Keeps event times increasing across passes: a pass's times are moved past the previous
 /// pass's last.
 #[derive(Default)]
@@ -676,6 +730,11 @@ pub struct DevicePlan {
     /// Per replayed event (loops included): the end of its ops in `ops`; the ops after the
     /// last event's are the TRIMs released at the end.
     ends: Vec<u32>,
+    /// One bit per replayed event: set for writes (the oracle's pre-pass walks the ops
+    /// without the events).
+    write_events: Vec<u64>,
+    /// The oracles' pre-pass on this plan and its time, once one oracle needed it.
+    oracle_lifetimes: std::sync::OnceLock<(Lifetimes, f64)>,
     trim: Option<TrimStats>,
     layout: LayoutStats,
     counts: EventCounts,
@@ -716,8 +775,15 @@ impl DevicePlan {
         let fs = FsReplayer::new(pages, job.alloc, job.fs_discard)?;
         let mut pipe = FsPipeline::new(OpRecorder::default(), fs, job.replay.trim);
         let mut ends = Vec::with_capacity(events.len());
+        let mut write_events = Vec::with_capacity(events.len().div_ceil(64));
         let mut index = 0u64;
         for_each_looped(events, job.loops, |ev| -> SimResult<()> {
+            if index.is_multiple_of(64) {
+                write_events.push(0u64);
+            }
+            if matches!(ev, Event::Write(_)) {
+                *write_events.last_mut().expect("pushed") |= 1 << (index % 64);
+            }
             pipe.apply(ev, 0)
                 .map_err(|e| format!("{}: event {index} ({ev:?}): {e}", job.trace.display()))?;
             index += 1;
@@ -730,11 +796,33 @@ impl DevicePlan {
         Ok(DevicePlan {
             ops: recorder.ops,
             ends,
+            write_events,
+            oracle_lifetimes: std::sync::OnceLock::new(),
             trim,
             layout,
             counts,
             made_for: (pages, job.alloc, job.fs_discard, job.replay.trim, job.loops),
         })
+    }
+
+    /// Every write's death for this plan's job (the oracles' pre-pass), computed the first
+    /// time an oracle asks, and what it cost.
+    pub fn oracle_lifetimes(&self, job: &TraceReplay) -> (&Lifetimes, OraclePrepass) {
+        let mut shared = true;
+        let (l, seconds) = self.oracle_lifetimes.get_or_init(|| {
+            shared = false;
+            let start = std::time::Instant::now();
+            let l = planned_lifetimes(job, self);
+            (l, start.elapsed().as_secs_f64())
+        });
+        let seconds = *seconds;
+        (l, OraclePrepass { seconds, shared })
+    }
+
+    /// Drops the oracles' pre-pass, so the next oracle replay computes (and is charged) it
+    /// again: a benchmark's repeated runs.
+    pub fn forget_oracle_lifetimes(&mut self) {
+        self.oracle_lifetimes = std::sync::OnceLock::new();
     }
 
     fn check(&self, job: &TraceReplay) -> SimResult<()> {
@@ -763,8 +851,18 @@ impl DevicePlan {
         stream: u8,
         dev: &mut impl BlockDevice,
     ) -> Result<(), SsdError> {
+        /// How many ops ahead the device is told of an op (far hint, then near).
+        const FAR: usize = 24;
+        const NEAR: usize = 8;
         let end = self.ends.get(i).map_or(self.ops.len(), |&e| e as usize);
-        for op in &self.ops[*next..end] {
+        for (j, op) in self.ops[*next..end].iter().enumerate() {
+            let j = *next + j;
+            if let Some(ahead) = self.ops.get(j + FAR) {
+                dev.prefetch(ahead.lba as u64, false);
+            }
+            if let Some(ahead) = self.ops.get(j + NEAR) {
+                dev.prefetch(ahead.lba as u64, true);
+            }
             let (kind, stream) = if op.write {
                 (ssd::OpKind::Write, stream as u32)
             } else {
@@ -796,11 +894,13 @@ pub fn replay_planned(
 ) -> SimResult<ReplayOutcome> {
     use crate::policy::{make_policy, OracleGrouping, OraclePolicy};
     plan.check(job)?;
+    let mut prepass = None;
     let policy: Box<dyn Policy> = match OracleGrouping::from_name(job.policy) {
         Some(grouping) => {
-            let lifetimes = planned_lifetimes(job, events, plan)?;
+            let (lifetimes, cost) = plan.oracle_lifetimes(job);
+            prepass = Some(cost);
             Box::new(OraclePolicy::from_lifetimes(
-                &lifetimes,
+                lifetimes,
                 job.placement.streams,
                 grouping,
             ))
@@ -815,6 +915,9 @@ pub fn replay_planned(
     let mut next = 0usize;
     for_each_looped(events, job.loops, |ev| -> SimResult<()> {
         let i = driver.index as usize;
+        if let Some(ahead) = looped_event(events, job.loops, i + POLICY_AHEAD) {
+            driver.policy.prefetch(ahead);
+        }
         driver
             .before(ev, &mut dev)
             .and_then(|stream| plan.submit(i, &mut next, ev.time_ns(), stream, &mut dev))
@@ -826,31 +929,47 @@ pub fn replay_planned(
         Ok(())
     })?;
     plan.submit(plan.ends.len(), &mut next, FINAL_TRIM_NS, 0, &mut dev)?;
-    Ok(driver.outcome(plan.trim, plan.layout.clone(), plan.counts, &dev))
+    let mut out = driver.outcome(plan.trim, plan.layout.clone(), plan.counts, &dev);
+    out.oracle_prepass = prepass;
+    Ok(out)
 }
 
-/// The oracle's pre-pass: every write's device lifetime, from the plan's ops.
-fn planned_lifetimes(
-    job: &TraceReplay,
-    events: &[Event],
-    plan: &DevicePlan,
-) -> SimResult<Lifetimes> {
+/// The oracle's pre-pass: every write's device lifetime, from the plan's ops (the events
+/// themselves are not needed: the plan knows which are writes).
+fn planned_lifetimes(job: &TraceReplay, plan: &DevicePlan) -> Lifetimes {
+    /// How many ops ahead the pre-pass loads an op's first owner, and its record.
+    const OWNER_AHEAD: usize = 32;
+    const RECORD_AHEAD: usize = 16;
     let mut tracker = DeathTracker::new(job.device.logical_pages);
-    let writes = |evs: &[Event]| evs.iter().filter(|e| matches!(e, Event::Write(_))).count();
-    let run_phase = &events[(job.loops.from as usize).min(events.len())..];
-    tracker
-        .reserve(writes(events) + (job.loops.times as usize).saturating_sub(1) * writes(run_phase));
-    let (mut i, mut next) = (0usize, 0usize);
-    for_each_looped(events, job.loops, |ev| -> SimResult<()> {
-        if matches!(ev, Event::Write(_)) {
+    let writes = plan
+        .write_events
+        .iter()
+        .map(|w| w.count_ones() as usize)
+        .sum();
+    tracker.reserve(writes);
+    let ops = &plan.ops;
+    let mut next = 0usize;
+    let ends = plan.ends.iter().map(|&e| e as usize).chain([ops.len()]);
+    for (i, end) in ends.enumerate() {
+        if plan
+            .write_events
+            .get(i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+        {
             tracker.begin_write();
         }
-        plan.submit(i, &mut next, ev.time_ns(), 0, &mut tracker)?;
-        i += 1;
-        Ok(())
-    })?;
-    plan.submit(plan.ends.len(), &mut next, FINAL_TRIM_NS, 0, &mut tracker)?;
-    Ok(tracker.finish())
+        for j in next..end {
+            if let Some(op) = ops.get(j + OWNER_AHEAD) {
+                prefetch(&tracker.owner[op.lba as usize]);
+            }
+            if let Some(op) = ops.get(j + RECORD_AHEAD) {
+                tracker.prefetch_owner(op.lba);
+            }
+            tracker.apply(&ops[j]);
+        }
+        next = end;
+    }
+    tracker.finish()
 }
 
 /// Keeps the stream a write already carries: for a device in the loop of an engine that

@@ -43,11 +43,23 @@ pub struct HostOp {
 pub trait BlockDevice {
     /// Executes one host I/O; returns its completion time (ns) when the device keeps time.
     fn submit(&mut self, op: &HostOp) -> Result<Option<u64>, SsdError>;
+
+    /// A hint that an op on `lba` comes soon (a replay knows its ops ahead): start loading
+    /// what it will touch into the cache. `near`: it comes sooner, so the tables the far
+    /// hint loaded can be read to reach the next level. Changes nothing the device reports.
+    #[inline]
+    fn prefetch(&self, lba: u64, near: bool) {
+        let _ = (lba, near);
+    }
 }
 
 impl BlockDevice for Ssd {
     fn submit(&mut self, op: &HostOp) -> Result<Option<u64>, SsdError> {
         Ssd::submit(self, op)
+    }
+    #[inline]
+    fn prefetch(&self, lba: u64, near: bool) {
+        self.ftl.prefetch(lba, near);
     }
 }
 

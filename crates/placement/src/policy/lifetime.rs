@@ -195,6 +195,11 @@ impl LifetimePolicy {
     fn kill_untracked(&mut self, file: FileId, off: u64, end: u64) {
         let mut ended = std::mem::take(&mut self.ended);
         self.untracked.kill(file, off, end, &mut ended);
+        self.learn_from(ended);
+    }
+
+    /// The blocks in `ended` are over: each one's true lifetime feeds its class's prediction.
+    fn learn_from(&mut self, ended: Vec<Ended>) {
         for e in &ended {
             let life = ((self.clock - e.birth).max(1) as f64).log2();
             let pred = self.class_pred_mut(e.class);
@@ -218,14 +223,18 @@ impl Policy for LifetimePolicy {
             _ => debug_assert!(is_table(w.file_kind)),
         }
         let end = w.offset + w.len as u64;
-        if !self.untracked.is_empty() {
-            self.kill_untracked(w.file, w.offset, end);
-        }
         let pred = if w.page_id == 0 {
+            // Its block ends those it overwrites, and is one itself.
             let class = (w.file_kind, w.page_kind);
-            self.untracked.insert(w.file, w.offset, end, now, class);
+            let mut ended = std::mem::take(&mut self.ended);
+            self.untracked
+                .replace(w.file, w.offset, end, now, class, &mut ended);
+            self.learn_from(ended);
             *self.class_pred_mut(class)
         } else {
+            if !self.untracked.is_empty() {
+                self.kill_untracked(w.file, w.offset, end);
+            }
             let key = (w.file, w.page_id);
             match self.pages.get(&key).copied() {
                 Some(st) => {
@@ -263,6 +272,19 @@ impl Policy for LifetimePolicy {
         };
         self.record(pred, w.len as u64);
         self.first_bucket + self.bucket(pred)
+    }
+
+    fn prefetch(&self, ev: &Event) {
+        match ev {
+            Event::Write(w) if is_table(w.file_kind) => {
+                self.untracked
+                    .prefetch(w.file, w.offset, w.offset + w.len as u64)
+            }
+            Event::Free {
+                file, offset, len, ..
+            } => self.untracked.prefetch(*file, *offset, offset + len),
+            _ => {}
+        }
     }
 
     fn observe(&mut self, ev: &Event) {

@@ -34,7 +34,7 @@ pub use file::FilePolicy;
 pub use filelog::FileLogPolicy;
 pub use lifetime::LifetimePolicy;
 pub use none::NonePolicy;
-pub use oracle::{Lifetimes, OracleGrouping, OraclePolicy};
+pub use oracle::{Lifetimes, OracleGrouping, OraclePolicy, WriteLife};
 
 use crate::event::{Event, FileId, FileKind, WriteEvent};
 use std::collections::HashMap;
@@ -294,6 +294,11 @@ pub trait Policy: Send {
     fn observe(&mut self, ev: &Event);
     /// The end of the load phase was declared (boundary policy; others ignore it).
     fn end_of_load(&mut self) {}
+    /// A hint: `ev` comes a few events from now (an offline replay knows). A policy may
+    /// start loading the state it will touch into the cache; nothing it decides may change.
+    fn prefetch(&self, ev: &Event) {
+        let _ = ev;
+    }
 }
 
 /// Builds an online policy by name. The oracles need the whole trace: the offline replay

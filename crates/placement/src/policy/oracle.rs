@@ -30,64 +30,177 @@
 use super::Policy;
 use crate::event::{Event, WriteEvent};
 
-/// Every write's birth and death on the device, in host pages written.
+/// One trace write's life on the device, in host pages written. Its birth is not kept: it
+/// is the sum of the pages of the writes before it (16 bytes a write instead of 24: the
+/// oracles stream millions of these).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteLife {
+    /// When its last page stopped holding its data; `u64::MAX`: alive at the end.
+    pub death: u64,
+    /// Pages the write put on the device.
+    pub pages: u32,
+    /// Of those, the pages still holding its data (the pre-pass's count; 0 once dead).
+    pub live: u32,
+}
+
+/// Every write's death on the device, in trace order: one record per write, so the pre-pass
+/// touches one cache line when a write loses pages.
 #[derive(Clone, Debug, Default)]
 pub struct Lifetimes {
-    pub birth: Vec<u64>,
-    /// `u64::MAX`: still alive at the end of the trace.
-    pub death: Vec<u64>,
-    /// Pages the write put on the device.
-    pub pages: Vec<u32>,
+    pub writes: Vec<WriteLife>,
     /// Host pages written at the end.
     pub clock: u64,
 }
 
 impl Lifetimes {
     pub fn len(&self) -> usize {
-        self.birth.len()
+        self.writes.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.birth.is_empty()
+        self.writes.is_empty()
+    }
+    /// Every write with its birth, in write order.
+    pub fn with_births(&self) -> impl Iterator<Item = (u64, &WriteLife)> + '_ {
+        self.writes.iter().scan(0u64, |clock, w| {
+            let birth = *clock;
+            *clock += w.pages as u64;
+            Some((birth, w))
+        })
     }
     /// Finite lifetimes (host pages) with their page counts, in write order.
-    fn finite(&self) -> Vec<(u64, u32)> {
-        (0..self.len())
-            .filter(|&i| self.death[i] != u64::MAX)
-            .map(|i| (self.death[i] - self.birth[i], self.pages[i]))
-            .collect()
+    fn finite(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.with_births()
+            .filter(|(_, w)| w.death != u64::MAX)
+            .map(|(birth, w)| (w.death - birth, w.pages))
     }
 }
 
-/// The page-weighted `q` quantile of (value, weight) pairs: the first value, in ascending
-/// order, at which the running weight reaches ⌈q × total⌉ (the largest value if it never
-/// does). Found by selection, O(n) on average instead of a sort: the oracles need two
-/// quantiles of millions of writes. Reorders `v`.
-fn quantile(v: &mut [(u64, u32)], q: f64) -> Option<u64> {
-    let total: u64 = v.iter().map(|x| x.1 as u64).sum();
-    let mut target = (q * total as f64).ceil() as u64;
-    if target > total {
-        return v.iter().map(|x| x.0).max();
+/// A histogram bin of a value: monotone, exact below 256, then 128 bins per octave (the top
+/// 8 significant bits).
+fn bin_of(x: u64) -> usize {
+    if x < 256 {
+        return x as usize;
     }
-    let mut s = v;
-    // Invariant: the answer is the first element of `s` in ascending order at which the
-    // running weight over `s` reaches `target`.
-    loop {
-        match s.len() {
-            0 => return None,
-            1 => return Some(s[0].0),
-            n => {
-                let (left, pivot, right) = s.select_nth_unstable(n / 2);
-                let below: u64 = left.iter().map(|x| x.1 as u64).sum();
-                if below >= target {
-                    s = left;
-                } else if below + pivot.1 as u64 >= target {
-                    return Some(pivot.0);
-                } else {
-                    target -= below + pivot.1 as u64;
-                    s = right;
+    let msb = 63 - x.leading_zeros() as usize; // ≥ 8
+    256 + (msb - 8) * 128 + ((x >> (msb - 7)) as usize - 128)
+}
+const QUANTILE_BINS: usize = 256 + 56 * 128;
+
+/// The page-weighted `q` quantile of each of `qs` over (value, weight) pairs: the first
+/// value, in ascending order, at which the running weight reaches ⌈q × total⌉ (the largest
+/// value if it never does; `None` without pairs). Two passes, no sort of the millions of
+/// writes: a histogram of monotone bins finds the bin each quantile falls in, then only that
+/// bin's pairs are sorted and walked.
+fn quantiles<I>(pairs: impl Fn() -> I, qs: [f64; 2]) -> [Option<u64>; 2]
+where
+    I: Iterator<Item = (u64, u32)>,
+{
+    let mut weight = vec![0u64; QUANTILE_BINS];
+    let mut count = vec![0u32; QUANTILE_BINS];
+    let (mut total, mut max) = (0u64, None::<u64>);
+    for (v, w) in pairs() {
+        let b = bin_of(v);
+        weight[b] += w as u64;
+        count[b] += 1;
+        total += w as u64;
+        max = Some(max.map_or(v, |m| m.max(v)));
+    }
+    // Per quantile: the bin holding it and the weight to reach inside that bin.
+    let find = |q: f64| -> Option<(usize, u64)> {
+        let target = (q * total as f64).ceil() as u64;
+        if target > total {
+            return None;
+        }
+        let mut below = 0u64;
+        for b in 0..QUANTILE_BINS {
+            if count[b] > 0 && below + weight[b] >= target {
+                return Some((b, target - below));
+            }
+            below += weight[b];
+        }
+        None
+    };
+    let found = qs.map(find);
+    let mut members: [Vec<(u64, u32)>; 2] = [Vec::new(), Vec::new()];
+    let wanted: Vec<usize> = found.iter().flatten().map(|f| f.0).collect();
+    if !wanted.is_empty() {
+        for (v, w) in pairs() {
+            let b = bin_of(v);
+            for (k, f) in found.iter().enumerate() {
+                if f.is_some_and(|f| f.0 == b) {
+                    members[k].push((v, w));
                 }
             }
         }
+    }
+    let mut out = [None, None];
+    for k in 0..2 {
+        out[k] = match found[k] {
+            None => max,
+            Some((_, mut target)) => {
+                let m = &mut members[k];
+                m.sort_unstable();
+                let mut at = m.last().map(|x| x.0);
+                for &(v, w) in m.iter() {
+                    if w as u64 >= target {
+                        at = Some(v);
+                        break;
+                    }
+                    target -= w as u64;
+                }
+                at
+            }
+        };
+    }
+    out
+}
+
+/// A non-decreasing step function of a lifetime (a float formula floored to a bucket in
+/// `0..=top`), evaluated per write by comparing the lifetime with the first lifetime of each
+/// step instead of by the formula: the formula (a `log2` per write) is evaluated only for
+/// lifetimes within a hair of a step, where float rounding could decide differently.
+struct Steps<F> {
+    f: F,
+    /// `starts[k - 1]`: the smallest lifetime the formula puts in bucket `k` or above
+    /// (`u64::MAX` when none does).
+    starts: Vec<u64>,
+}
+
+impl<F: Fn(u64) -> usize> Steps<F> {
+    fn new(f: F, top: usize) -> Self {
+        let starts = (1..=top)
+            .map(|k| {
+                if f(u64::MAX - 1) < k {
+                    return u64::MAX;
+                }
+                let (mut lo, mut hi) = (0u64, u64::MAX - 1); // f(hi) ≥ k
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if f(mid) >= k {
+                        hi = mid;
+                    } else {
+                        lo = mid + 1;
+                    }
+                }
+                lo
+            })
+            .collect();
+        Steps { f, starts }
+    }
+
+    #[inline]
+    fn bucket(&self, x: u64) -> usize {
+        let mut k = 0;
+        for &s in &self.starts {
+            // Near a step: the formula itself (a few integers, relatively 2^-30 for huge
+            // lifetimes, far more than a log2 rounding error spans).
+            let hair = 2 + (s >> 30);
+            if x.abs_diff(s) <= hair {
+                return (self.f)(x);
+            }
+            k += (x >= s) as usize;
+        }
+        k
     }
 }
 
@@ -129,10 +242,10 @@ impl OraclePolicy {
     /// in the same order).
     pub fn from_lifetimes(l: &Lifetimes, streams: u8, grouping: OracleGrouping) -> Self {
         assert!((2..=16).contains(&streams), "streams must be in 2..=16");
-        let mut finite = l.finite();
+        let [p1, p99] = quantiles(|| l.finite(), [0.01, 0.99]);
         let s = match grouping {
-            OracleGrouping::Lifetime => by_lifetime(l, &mut finite, streams),
-            OracleGrouping::DeathTime => by_death_time(l, &mut finite, streams),
+            OracleGrouping::Lifetime => by_lifetime(l, p1.zip(p99), streams),
+            OracleGrouping::DeathTime => by_death_time(l, p1.zip(p99), streams),
         };
         debug_assert!(s.iter().all(|&x| x < streams));
         OraclePolicy {
@@ -148,53 +261,73 @@ impl OraclePolicy {
     }
 }
 
-fn by_lifetime(l: &Lifetimes, finite: &mut [(u64, u32)], streams: u8) -> Vec<u8> {
+fn log(x: u64) -> f64 {
+    (x.max(1) as f64).log2()
+}
+
+/// `quantiles`: the 1st and 99th percentiles of the finite lifetimes.
+fn by_lifetime(l: &Lifetimes, quantiles: Option<(u64, u64)>, streams: u8) -> Vec<u8> {
     let last = streams - 1;
-    let log = |x: u64| (x.max(1) as f64).log2();
-    let (lo, hi) = match (quantile(finite, 0.01), quantile(finite, 0.99)) {
-        (Some(a), Some(b)) => (log(a), log(b)),
-        _ => (0.0, 0.0),
-    };
+    let (lo, hi) = quantiles.map_or((0.0, 0.0), |(a, b)| (log(a), log(b)));
     let nb = last as usize; // finite buckets
-    (0..l.len())
-        .map(|i| {
-            if l.death[i] == u64::MAX {
-                return last;
+    if nb <= 1 || hi <= lo {
+        return l
+            .writes
+            .iter()
+            .map(|w| if w.death == u64::MAX { last } else { 0 })
+            .collect();
+    }
+    let steps = Steps::new(
+        |life| {
+            let x = ((log(life) - lo) / (hi - lo) * nb as f64).floor();
+            x.clamp(0.0, (nb - 1) as f64) as usize
+        },
+        nb - 1,
+    );
+    l.with_births()
+        .map(|(birth, w)| {
+            if w.death == u64::MAX {
+                last
+            } else {
+                steps.bucket(w.death - birth) as u8
             }
-            if nb <= 1 || hi <= lo {
-                return 0;
-            }
-            let x = ((log(l.death[i] - l.birth[i]) - lo) / (hi - lo) * nb as f64).floor();
-            x.clamp(0.0, (nb - 1) as f64) as u8
         })
         .collect()
 }
 
-fn by_death_time(l: &Lifetimes, finite: &mut [(u64, u32)], streams: u8) -> Vec<u8> {
+fn by_death_time(l: &Lifetimes, quantiles: Option<(u64, u64)>, streams: u8) -> Vec<u8> {
     let never = streams - 1;
     let classes = ((streams - 1) / 2) as usize;
     if classes == 0 {
-        return l.death.iter().map(|&d| (d == u64::MAX) as u8).collect();
+        return l
+            .writes
+            .iter()
+            .map(|w| (w.death == u64::MAX) as u8)
+            .collect();
     }
-    let log = |x: u64| (x.max(1) as f64).log2();
-    let (lo, hi) = match (quantile(finite, 0.01), quantile(finite, 0.99)) {
-        (Some(a), Some(b)) => (log(a), log(b).max(log(a) + 1.0)),
-        _ => (0.0, 1.0),
-    };
-    let width = |c: usize| {
-        (lo + (hi - lo) * (c + 1) as f64 / classes as f64)
-            .exp2()
-            .max(1.0) as u64
-    };
-    (0..l.len())
-        .map(|i| {
-            let d = l.death[i];
+    let (lo, hi) = quantiles.map_or((0.0, 1.0), |(a, b)| (log(a), log(b).max(log(a) + 1.0)));
+    let width: Vec<u64> = (0..classes)
+        .map(|c| {
+            (lo + (hi - lo) * (c + 1) as f64 / classes as f64)
+                .exp2()
+                .max(1.0) as u64
+        })
+        .collect();
+    let steps = Steps::new(
+        |life| {
+            let x = ((log(life) - lo) / (hi - lo) * classes as f64).floor();
+            x.clamp(0.0, (classes - 1) as f64) as usize
+        },
+        classes - 1,
+    );
+    l.with_births()
+        .map(|(birth, w)| {
+            let d = w.death;
             if d == u64::MAX {
                 return never;
             }
-            let x = ((log(d - l.birth[i]) - lo) / (hi - lo) * classes as f64).floor();
-            let c = x.clamp(0.0, (classes - 1) as f64) as usize;
-            (2 * c + ((d / width(c)) % 2) as usize) as u8
+            let c = steps.bucket(d - birth);
+            (2 * c + ((d / width[c]) % 2) as usize) as u8
         })
         .collect()
 }
@@ -215,21 +348,37 @@ impl Policy for OraclePolicy {
 mod tests {
     use super::*;
 
+    /// Writes born and dying at (birth, death): births must not decrease, as each write's
+    /// pages are the gap to the next birth (the last write has 1 page).
     fn lifetimes(v: &[(u64, u64)]) -> Lifetimes {
-        Lifetimes {
-            birth: v.iter().map(|x| x.0).collect(),
-            death: v.iter().map(|x| x.1).collect(),
-            pages: vec![1; v.len()],
-            clock: 1000,
-        }
+        let births: Vec<u64> = v
+            .iter()
+            .map(|x| x.0)
+            .chain([v.last().unwrap().0 + 1])
+            .collect();
+        let l = Lifetimes {
+            writes: v
+                .iter()
+                .zip(births.windows(2))
+                .map(|(&(_, death), b)| WriteLife {
+                    death,
+                    pages: (b[1] - b[0]) as u32,
+                    live: 0,
+                })
+                .collect(),
+            clock: births[births.len() - 1],
+        };
+        let got: Vec<u64> = l.with_births().map(|(b, _)| b).collect();
+        assert_eq!(got, births[..v.len()], "births must not decrease");
+        l
     }
 
     #[test]
     fn lifetime_buckets_are_log_spaced_and_never_dying_writes_go_last() {
-        // Lifetimes 1, 2, 4, … 512 and one that never dies, 4 streams: 3 finite buckets
-        // between log2 1 = 0 and log2 512 = 9 (the 1st and 99th percentiles).
-        let mut v: Vec<(u64, u64)> = (0..10).map(|k| (0, 1u64 << k)).collect();
-        v.push((5, u64::MAX));
+        // Lifetimes 1, 2, 4, … 512 (a page each) and one that never dies, 4 streams: 3
+        // finite buckets between log2 1 = 0 and log2 512 = 9 (the 1st and 99th percentiles).
+        let mut v: Vec<(u64, u64)> = (0..10).map(|k| (k, k + (1u64 << k))).collect();
+        v.push((10, u64::MAX));
         let o = OraclePolicy::from_lifetimes(&lifetimes(&v), 4, OracleGrouping::Lifetime);
         assert_eq!(o.streams(), &[0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 3]);
     }
@@ -237,25 +386,26 @@ mod tests {
     #[test]
     fn death_time_classes_split_by_death_parity() {
         // 5 streams: 2 classes (streams 0–1 and 2–3), never on 4. Lifetimes 4 and 64 (log2 2
-        // and 6): lo = 2, hi = 6, class widths 2^4 = 16 and 2^6 = 64. Born 0 dying 4: class 0,
-        // ⌊4/16⌋ = 0 → 0; born 30 dying 34: class 0, ⌊34/16⌋ = 2 → 0; born 10 dying 26:
-        // lifetime 16 (log2 4) → class 1, ⌊26/64⌋ = 0 → 2; born 0 dying 64: class 1, 1 → 3.
-        let v = [(0, 4), (30, 34), (10, 26), (0, 64), (3, u64::MAX)];
+        // and 6): lo = 2, hi = 6 (pages 0, 3, 7, 20, 1: the 1st and 99th percentiles are 4
+        // and 64), class widths 2^4 = 16 and 2^6 = 64. Born 0 dying 4: class 0, ⌊4/16⌋ = 0 →
+        // 0; born 0 dying 64: class 1, ⌊64/64⌋ = 1 → 3; born 10 dying 26: lifetime 16 (log2
+        // 4) → class 1, ⌊26/64⌋ = 0 → 2; born 30 dying 34: class 0, ⌊34/16⌋ = 2 → 0.
+        let v = [(0, 4), (0, 64), (3, u64::MAX), (10, 26), (30, 34)];
         let o = OraclePolicy::from_lifetimes(&lifetimes(&v), 5, OracleGrouping::DeathTime);
-        assert_eq!(o.streams(), &[0, 0, 2, 3, 4]);
+        assert_eq!(o.streams(), &[0, 3, 4, 2, 0]);
         // Equal lifetimes, deaths a class width apart: together in the lifetime oracle,
         // apart in the death-time oracle.
-        let v = [(0, 4), (16, 20), (0, 64)];
+        let v = [(0, 4), (0, 64), (16, 20)];
         let l = lifetimes(&v);
         let by_life = OraclePolicy::from_lifetimes(&l, 5, OracleGrouping::Lifetime);
-        assert_eq!(by_life.streams()[0], by_life.streams()[1]);
+        assert_eq!(by_life.streams()[0], by_life.streams()[2]);
         let by_death = OraclePolicy::from_lifetimes(&l, 5, OracleGrouping::DeathTime);
-        assert_ne!(by_death.streams()[0], by_death.streams()[1]);
+        assert_ne!(by_death.streams()[0], by_death.streams()[2]);
     }
 
     #[test]
-    fn quantile_by_selection_is_the_sorted_walk() {
-        // The walk over sorted pairs that `quantile` replaces.
+    fn quantiles_are_the_sorted_walk() {
+        // The walk over sorted pairs that `quantiles` replaces.
         fn walked(v: &[(u64, u32)], q: f64) -> Option<u64> {
             let mut sorted = v.to_vec();
             sorted.sort_unstable();
@@ -279,16 +429,43 @@ mod tests {
         };
         for n in [0usize, 1, 2, 3, 10, 100, 1000] {
             for _ in 0..20 {
-                let v: Vec<(u64, u32)> =
-                    (0..n).map(|_| (next() % 50, (next() % 4) as u32)).collect();
+                // Small values (one histogram bin each) and large ones (many per bin).
+                let v: Vec<(u64, u32)> = (0..n)
+                    .map(|_| {
+                        let v = match next() % 3 {
+                            0 => next() % 50,
+                            1 => 1000 + next() % 64,
+                            _ => next() >> (next() % 64),
+                        };
+                        (v, (next() % 4) as u32)
+                    })
+                    .collect();
                 for q in [0.0, 0.01, 0.5, 0.99, 1.0] {
-                    assert_eq!(
-                        quantile(&mut v.clone(), q),
-                        walked(&v, q),
-                        "n {n} q {q} {v:?}"
-                    );
+                    let got = quantiles(|| v.iter().copied(), [q, 0.5]);
+                    assert_eq!(got[0], walked(&v, q), "n {n} q {q} {v:?}");
+                    assert_eq!(got[1], walked(&v, 0.5), "n {n} q 0.5 {v:?}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn steps_are_the_formula() {
+        let (lo, hi, nb) = (3.7f64, 31.2f64, 7usize);
+        let f = |life: u64| {
+            let x = ((log(life) - lo) / (hi - lo) * nb as f64).floor();
+            x.clamp(0.0, (nb - 1) as f64) as usize
+        };
+        let steps = Steps::new(f, nb - 1);
+        let mut probes: Vec<u64> = (0..5000).chain([u64::MAX - 1, u64::MAX]).collect();
+        for &s in &steps.starts {
+            probes.extend((s.saturating_sub(100)..s.saturating_add(100)).take(200));
+        }
+        for k in 0..64 {
+            probes.extend([(1u64 << k) - 1, 1 << k, (1 << k) + 1, (1 << k) / 3 * 2]);
+        }
+        for x in probes {
+            assert_eq!(steps.bucket(x), f(x), "lifetime {x}");
         }
     }
 
