@@ -134,12 +134,8 @@ impl Cache {
     }
     /// Background eviction should run.
     pub fn over_target(&self) -> bool {
-        self.over_space_target() || self.dirty_bytes() > self.dirty_target()
-    }
-    /// The cache holds more than its eviction target: pages must leave memory. Below it, only
-    /// dirty pressure drives eviction, and written pages stay resident (scrub).
-    pub fn over_space_target(&self) -> bool {
         self.used() > self.target.load(Ordering::Relaxed)
+            || self.dirty_bytes() > self.dirty_target()
     }
     /// Application threads must help.
     pub fn over_trigger(&self) -> bool {

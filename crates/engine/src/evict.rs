@@ -2,12 +2,6 @@
 //! leave. A clean page is dropped; a dirty one is reconciled (the tree applies the result) and
 //! then dropped — through the one drop function, `LeafState::evict`. Eviction never decides
 //! where a block goes (the block manager and placement do).
-//!
-//! Two pressures, as in WiredTiger: over the cache's eviction target (80 %) pages leave memory;
-//! over only the dirty target (5 %) dirty pages are written and **stay resident, clean**
-//! (WiredTiger's scrub). Dropping them there would empty a cache that has room: hot pages would
-//! be read back and decoded again and again (engine-bench at 256 MB / 32 KB leaves held 60–128
-//! MB of its 256 MB and read 70 k pages/s back before this).
 
 use crate::btree::Table;
 use crate::cache::Cache;
@@ -56,8 +50,7 @@ impl Evictor {
             };
             let Some((table, leaf)) = next else { break };
             tried += 1;
-            let scrub = !cache.over_space_target();
-            if evict_one(&table, &leaf, cache, scrub)? {
+            if evict_one(&table, &leaf, cache)? {
                 evicted += 1;
             }
         }
@@ -66,10 +59,8 @@ impl Evictor {
 }
 
 /// Evicts one leaf if no one holds it: drops it if clean, else reconciles it first (under the
-/// table's `structure`, which is only tried: a busy tree is skipped). With `scrub` (the cache
-/// has room; only dirty bytes are over their target) a dirty leaf is reconciled and kept, and a
-/// clean one is left alone. Returns whether it freed memory or dirty bytes.
-fn evict_one(table: &Table, leaf: &Arc<Leaf>, cache: &Cache, scrub: bool) -> Result<bool> {
+/// table's `structure`, which is only tried: a busy tree is skipped).
+fn evict_one(table: &Table, leaf: &Arc<Leaf>, cache: &Cache) -> Result<bool> {
     {
         let Some(mut st) = leaf.state.try_lock() else {
             return Ok(false);
@@ -78,30 +69,24 @@ fn evict_one(table: &Table, leaf: &Arc<Leaf>, cache: &Cache, scrub: bool) -> Res
             return Ok(false);
         }
         if !st.dirty {
-            return Ok(!scrub && st.evict(cache));
+            return Ok(st.evict(cache));
         }
     }
     // Lock order is structure → leaf: the leaf's latch was let go above.
     let Some(_s) = table.structure.try_lock() else {
         return Ok(false);
     };
-    let pieces = table.reconcile(leaf, WriteCause::Eviction)?;
-    if scrub {
-        return Ok(!pieces.is_empty());
-    }
     let mut dropped = false;
-    for l in pieces {
+    for l in table.reconcile(leaf, WriteCause::Eviction)? {
         dropped |= l.state.lock().evict(cache);
     }
     Ok(dropped)
 }
 
 /// Collects resident leaves, the least recently used last (popped first). Under dirty
-/// pressure, dirty pages go first; with the cache under its target, only dirty pages are
-/// candidates (they are scrubbed, not dropped). Keeps the better half.
+/// pressure, dirty pages go first. Keeps the better half.
 fn fill_queue(catalog: &Catalog, cache: &Cache, q: &mut Vec<(Arc<Table>, Arc<Leaf>)>) {
     let dirty_pressure = cache.dirty_bytes() > cache.dirty_target();
-    let dirty_only = !cache.over_space_target();
     let mut cands: Vec<(bool, u64, Arc<Table>, Arc<Leaf>)> = Vec::new();
     for t in catalog.all() {
         for l in t.leaves() {
@@ -109,10 +94,8 @@ fn fill_queue(catalog: &Catalog, cache: &Cache, q: &mut Vec<(Arc<Table>, Arc<Lea
                 .state
                 .try_lock()
                 .and_then(|s| s.page.as_ref().map(|_| s.dirty));
-            match resident_dirty {
-                Some(false) if dirty_only => {}
-                Some(d) => cands.push((dirty_pressure && d, l.last_access(), t.clone(), l)),
-                None => {}
+            if let Some(d) = resident_dirty {
+                cands.push((dirty_pressure && d, l.last_access(), t.clone(), l));
             }
         }
     }
