@@ -230,4 +230,23 @@ mod tests {
             i64::from_le_bytes(d[..8].try_into().unwrap())
         );
     }
+
+    proptest::proptest! {
+        /// Numbers that compare equal hash alike whatever their type, and a double hashes as
+        /// its truncation toward zero (`safeNumberLong`), so a hashed index finds `2` for
+        /// `2.0` and `NumberLong(2)`.
+        #[test]
+        fn equal_numbers_hash_alike(n in -(1i64 << 40)..(1i64 << 40), frac in 0.0f64..1.0) {
+            let d = n as f64;
+            proptest::prop_assert_eq!(hash_value(&Bson::Int64(n)), hash_value(&Bson::Double(d)));
+            if let Ok(i) = i32::try_from(n) {
+                proptest::prop_assert_eq!(hash_value(&Bson::Int32(i)), hash_value(&Bson::Int64(n)));
+            }
+            let same_truncation = if n >= 0 { d + frac } else { d - frac };
+            proptest::prop_assert_eq!(
+                hash_value(&Bson::Double(same_truncation)),
+                hash_value(&Bson::Int64(n))
+            );
+        }
+    }
 }
