@@ -330,6 +330,19 @@ impl Plan {
             Access::CollScan => None,
         }
     }
+
+    /// A forward scan of `ranges` of `index` that provides no sort order.
+    fn forward_ixscan(index: &Arc<Index>, ranges: Vec<Range>, bounds: Document) -> Plan {
+        Plan {
+            access: Access::IxScan {
+                index: index.clone(),
+                ranges,
+                bounds,
+            },
+            reverse: false,
+            sort_provided: false,
+        }
+    }
 }
 
 struct Candidate {
@@ -455,15 +468,7 @@ fn plan_hashed(index: &Arc<Index>, preds: &HashMap<String, Vec<Pred>>) -> Option
     points.dedup_by(|a, b| a.lo == b.lo);
     let (ranges, bounds) = build_ranges(index, &[points]);
     Some(Candidate {
-        plan: Plan {
-            access: Access::IxScan {
-                index: index.clone(),
-                ranges,
-                bounds,
-            },
-            reverse: false,
-            sort_provided: false,
-        },
+        plan: Plan::forward_ixscan(index, ranges, bounds),
         score: 8,
     })
 }
@@ -512,15 +517,7 @@ fn plan_wildcard(
     bounds.insert("$_path", vec![Bson::String(path_point)]);
     bounds.insert((*path).clone(), shown);
     Some(Candidate {
-        plan: Plan {
-            access: Access::IxScan {
-                index: index.clone(),
-                ranges,
-                bounds,
-            },
-            reverse: false,
-            sort_provided: false,
-        },
+        plan: Plan::forward_ixscan(index, ranges, bounds),
         score: if pred.equality { 8 } else { 4 },
     })
 }
@@ -671,15 +668,7 @@ pub fn plan(
             )));
         }
         let (ranges, bounds) = build_ranges(index, &[]);
-        return Ok(Plan {
-            access: Access::IxScan {
-                index: index.clone(),
-                ranges,
-                bounds,
-            },
-            reverse: false,
-            sort_provided: false,
-        });
+        return Ok(Plan::forward_ixscan(index, ranges, bounds));
     }
     let mut best: Option<Candidate> = None;
     for index in indexes {
