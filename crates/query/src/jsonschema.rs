@@ -187,7 +187,10 @@ fn type_names(kw: &str, v: &Bson) -> DocResult<Vec<TypeName>> {
             } else {
                 match BSON_TYPES.iter().find(|&&t| t == s) {
                     Some(&t) => TypeName::Bson(t),
-                    None => return Err(bad(format!("Unknown type name alias: {s}"))),
+                    // mongod's MatcherTypeAlias::parseFromStringAlias: BadValue, as `$type`.
+                    None => {
+                        return Err(DocError::bad_value(format!("Unknown type name alias: {s}")))
+                    }
                 }
             }
         } else {
@@ -843,6 +846,8 @@ mod tests {
         ] {
             assert!(Schema::parse(&s).is_err(), "{s}");
         }
+        let unknown = Schema::parse(&doc! {"bsonType": "nope"}).unwrap_err();
+        assert_eq!(unknown.code, 2, "{unknown}");
     }
 
     #[test]
