@@ -132,6 +132,11 @@ impl Cache {
             l(&self.dirty_pages_written),
         )
     }
+    /// The whole cache (not just its dirty part) is over the eviction target: pages must
+    /// leave memory.
+    pub fn over_total_target(&self) -> bool {
+        self.used() > self.target.load(Ordering::Relaxed)
+    }
     /// Background eviction should run.
     pub fn over_target(&self) -> bool {
         self.used() > self.target.load(Ordering::Relaxed)

@@ -1,7 +1,9 @@
 //! Eviction (WiredTiger `src/evict`): choosing resident leaves to leave memory and making them
-//! leave. A clean page is dropped; a dirty one is reconciled (the tree applies the result) and
-//! then dropped — through the one drop function, `LeafState::evict`. Eviction never decides
-//! where a block goes (the block manager and placement do).
+//! leave. Over the cache's target, the least recently used leaves go: a clean page is dropped;
+//! a dirty one is reconciled (the tree applies the result) and then dropped — through the one
+//! drop function, `LeafState::evict`. Over only the dirty target, dirty leaves (taken from
+//! their tables' dirty lists, never by walking every leaf) are written and kept resident and
+//! clean. Eviction never decides where a block goes (the block manager and placement do).
 
 use crate::btree::Table;
 use crate::cache::Cache;
@@ -16,10 +18,22 @@ use std::sync::Arc;
 /// work (each round evicts a few pages).
 const APP_ROUNDS: u32 = 1000;
 
-/// Candidates, the best last (popped first).
+/// Candidates, the best last (popped first): `lru` for eviction when the cache is over its
+/// target, `dirty` for scrubbing when only the dirty part is.
 #[derive(Default)]
 pub struct Evictor {
-    queue: Mutex<Vec<(Arc<Table>, Arc<Leaf>)>>,
+    lru: Mutex<Vec<(Arc<Table>, Arc<Leaf>)>>,
+    dirty: Mutex<Vec<(Arc<Table>, Arc<Leaf>)>>,
+}
+
+/// What one eviction round does, chosen from the cache's state (WiredTiger's eviction
+/// modes): over the target, pages leave memory; over only the dirty target, dirty pages are
+/// written and stay resident and clean ("scrub"), because dropping them — or clean pages —
+/// while the cache has room only makes the next reader read them back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Evict,
+    Scrub,
 }
 
 impl Evictor {
@@ -36,25 +50,40 @@ impl Evictor {
         Ok(rounds)
     }
 
-    /// Evicts up to `n` pages, oldest first. Returns false if nothing could be evicted.
+    /// Evicts (or, with room in the cache, scrubs) up to `n` pages, oldest first. Returns
+    /// false if nothing could be done.
     pub fn evict_some(&self, catalog: &Catalog, cache: &Cache, n: usize) -> Result<bool> {
-        let mut evicted = 0;
+        let mode = if cache.over_total_target() {
+            Mode::Evict
+        } else {
+            Mode::Scrub
+        };
+        let queue = match mode {
+            Mode::Evict => &self.lru,
+            Mode::Scrub => &self.dirty,
+        };
+        let mut done = 0;
         let mut tried = 0;
-        while evicted < n && tried < n * 8 {
+        while done < n && tried < n * 8 {
             let next = {
-                let mut q = self.queue.lock();
+                let mut q = queue.lock();
                 if q.is_empty() {
-                    fill_queue(catalog, cache, &mut q);
+                    match mode {
+                        Mode::Evict => fill_lru(catalog, cache, &mut q),
+                        Mode::Scrub => fill_dirty(catalog, &mut q),
+                    }
                 }
                 q.pop()
             };
             let Some((table, leaf)) = next else { break };
             tried += 1;
-            if evict_one(&table, &leaf, cache)? {
-                evicted += 1;
-            }
+            let ok = match mode {
+                Mode::Evict => evict_one(&table, &leaf, cache)?,
+                Mode::Scrub => scrub_one(&table, &leaf)?,
+            };
+            done += ok as usize;
         }
-        Ok(evicted > 0)
+        Ok(done > 0)
     }
 }
 
@@ -83,9 +112,25 @@ fn evict_one(table: &Table, leaf: &Arc<Leaf>, cache: &Cache) -> Result<bool> {
     Ok(dropped)
 }
 
+/// Writes one dirty leaf and leaves it resident and clean. A leaf that cannot be written now
+/// (its tree is busy) goes back on its table's dirty list, so no dirty leaf is lost to
+/// eviction's view. Returns whether a page was written.
+fn scrub_one(table: &Table, leaf: &Arc<Leaf>) -> Result<bool> {
+    let Some(_s) = table.structure.try_lock() else {
+        table.list_dirty(leaf);
+        return Ok(false);
+    };
+    if !leaf.state.lock().dirty {
+        return Ok(false);
+    }
+    // The pieces stay resident; a writer may dirty them again the moment their latch is free.
+    table.reconcile(leaf, WriteCause::Eviction)?;
+    Ok(true)
+}
+
 /// Collects resident leaves, the least recently used last (popped first). Under dirty
 /// pressure, dirty pages go first. Keeps the better half.
-fn fill_queue(catalog: &Catalog, cache: &Cache, q: &mut Vec<(Arc<Table>, Arc<Leaf>)>) {
+fn fill_lru(catalog: &Catalog, cache: &Cache, q: &mut Vec<(Arc<Table>, Arc<Leaf>)>) {
     let dirty_pressure = cache.dirty_bytes() > cache.dirty_target();
     let mut cands: Vec<(bool, u64, Arc<Table>, Arc<Leaf>)> = Vec::new();
     for t in catalog.all() {
@@ -105,4 +150,16 @@ fn fill_queue(catalog: &Catalog, cache: &Cache, q: &mut Vec<(Arc<Table>, Arc<Lea
     let start = cands.len() - keep;
     q.extend(cands.drain(start..).map(|(_, _, t, l)| (t, l)));
     cache.advance_clock();
+}
+
+/// Takes every table's dirty list: the least recently used last (popped first, as a page
+/// written long ago is the least likely to be written again before the checkpoint).
+fn fill_dirty(catalog: &Catalog, q: &mut Vec<(Arc<Table>, Arc<Leaf>)>) {
+    debug_assert!(q.is_empty(), "the scrub queue is refilled only when empty");
+    for t in catalog.all() {
+        for l in t.take_dirty() {
+            q.push((t.clone(), l));
+        }
+    }
+    q.sort_by_key(|(_, l)| std::cmp::Reverse(l.last_access()));
 }

@@ -86,6 +86,9 @@ pub struct Leaf {
     pub state: Mutex<LeafState>,
     last_access: AtomicU64,
     retired: AtomicBool,
+    /// On its table's dirty list (`Table::take_dirty`): set by the write that lists it, cleared
+    /// by the evictor that takes it off, so a leaf is listed at most once.
+    listed_dirty: AtomicBool,
 }
 
 impl Leaf {
@@ -97,6 +100,7 @@ impl Leaf {
             state: Mutex::new(st),
             last_access: AtomicU64::new(0),
             retired: AtomicBool::new(false),
+            listed_dirty: AtomicBool::new(false),
         })
     }
     /// A split replaced this leaf: whoever latches it looks the key up again.
@@ -106,6 +110,14 @@ impl Leaf {
     /// Marks the leaf replaced by a split (under its latch).
     pub fn retire(&self) {
         self.retired.store(true, Ordering::Release);
+    }
+    /// Marks the leaf listed as dirty; true if it was not yet (the caller then lists it).
+    pub fn list_dirty(&self) -> bool {
+        !self.listed_dirty.swap(true, Ordering::AcqRel)
+    }
+    /// The leaf left its table's dirty list.
+    pub fn unlist_dirty(&self) {
+        self.listed_dirty.store(false, Ordering::Release);
     }
     pub fn touch(&self, now: u64) {
         self.last_access.store(now, Ordering::Relaxed);

@@ -92,6 +92,11 @@ pub struct Table {
     pub(super) internal_split: usize,
     memory_page_max: usize,
     last_checkpoint: Mutex<Option<FileCheckpoint>>,
+    /// Leaves written since they were last clean, each at most once (WiredTiger keeps dirty
+    /// pages findable the same way): eviction under dirty pressure takes its candidates here
+    /// instead of walking every leaf. A leaf may have gone clean or retired since it was
+    /// listed; whoever takes the list looks.
+    dirty_leaves: Mutex<Vec<Arc<Leaf>>>,
 }
 
 impl Table {
@@ -119,13 +124,15 @@ impl Table {
         );
         let root = Internal {
             keys: vec![Vec::new()],
-            children: vec![Child::Leaf(leaf)],
+            children: vec![Child::Leaf(leaf.clone())],
             level: 0,
             addr: None,
             dirty: AtomicBool::new(true),
             page_id: leaf_ids.fetch_add(1, Ordering::Relaxed),
         };
-        Self::assemble(id, name, cfg, file, cache, leaf_ids, root, None)
+        let t = Self::assemble(id, name, cfg, file, cache, leaf_ids, root, None);
+        t.list_dirty(&leaf);
+        t
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -156,6 +163,7 @@ impl Table {
             cache,
             leaf_ids,
             last_checkpoint: Mutex::new(ckpt),
+            dirty_leaves: Mutex::new(Vec::new()),
         }
     }
 
@@ -310,8 +318,32 @@ impl Table {
         }
     }
 
+    /// Puts a dirty leaf on the dirty list unless it is there already (also for a leaf taken
+    /// off the list that could not be written then).
+    pub fn list_dirty(&self, leaf: &Arc<Leaf>) {
+        if leaf.list_dirty() {
+            self.dirty_leaves.lock().push(leaf.clone());
+        }
+    }
+
+    /// Takes the dirty list (every leaf on it is unlisted) and returns the leaves that may
+    /// still be dirty: those found dirty, resident and not retired, and those whose latch is
+    /// busy (not waited for). A leaf written after it was unlisted is listed again by that
+    /// write, so at worst a leaf is both returned and listed.
+    pub fn take_dirty(&self) -> Vec<Arc<Leaf>> {
+        let mut listed = std::mem::take(&mut *self.dirty_leaves.lock());
+        listed.retain(|l| {
+            l.unlist_dirty();
+            match l.state.try_lock() {
+                Some(st) => st.dirty && st.page.is_some() && !l.is_retired(),
+                None => !l.is_retired(),
+            }
+        });
+        listed
+    }
+
     /// Applies a put or delete to a latched, resident leaf.
-    pub fn apply(&self, leaf: &Leaf, st: &mut LeafState, key: &[u8], value: Option<&[u8]>) {
+    pub fn apply(&self, leaf: &Arc<Leaf>, st: &mut LeafState, key: &[u8], value: Option<&[u8]>) {
         debug_assert!(!leaf.is_retired(), "a batch is applied to a retired leaf");
         let page = st
             .page
@@ -344,6 +376,7 @@ impl Table {
         st.mem = mem.max(0) as usize;
         self.cache.page_changed(delta, st.mem, st.dirty);
         st.dirty = true;
+        self.list_dirty(leaf);
     }
 
     /// A leaf grown past `memory_page_max` should be reconciled (split) now.

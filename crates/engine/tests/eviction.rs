@@ -1,0 +1,98 @@
+//! Eviction's two modes, end to end on a real engine: with room in the cache, dirty pages are
+//! written and stay resident (nothing is dropped, so nothing is read back); over the cache's
+//! target, pages leave memory. Waits are bounded polls on the engine's own counters, never
+//! timings.
+
+use engine::{DiskEngine, EngineConfig, KvEngine, TableConfig};
+use std::time::{Duration, Instant};
+
+const CACHE_BYTES: u64 = 8 << 20;
+
+fn engine(dir: &std::path::Path) -> DiskEngine {
+    let mut cfg = EngineConfig::new(dir);
+    cfg.cache_size = CACHE_BYTES;
+    cfg.checkpoint_interval = None;
+    DiskEngine::open(cfg).unwrap()
+}
+
+fn cache_stat(eng: &DiskEngine, name: &str) -> u64 {
+    eng.stats()["cache"][name].as_u64().unwrap()
+}
+
+/// Polls until `done` holds; panics naming `what` after a generous bound (the eviction thread
+/// wakes every 10 ms, so this is a bound on a broken engine, not a timing assertion).
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "never reached: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:08}").into_bytes()
+}
+
+#[test]
+fn dirty_pages_are_written_and_stay_resident_while_the_cache_has_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let eng = engine(dir.path());
+    let t = eng
+        .create_table("c", &TableConfig::collection().with_leaf_page_max(4096))
+        .unwrap();
+    // ~2.5 MB of data, under the 80 % target of 8 MB, written and clean.
+    let value = vec![7u8; 200];
+    for i in 0..10_000 {
+        eng.put(t, &key(i), &value).unwrap();
+    }
+    eng.checkpoint().unwrap();
+    assert_eq!(cache_stat(&eng, "dirty_bytes"), 0);
+    let written_before = cache_stat(&eng, "dirty_pages_written");
+    // One update in every leaf (about 20 keys each) makes the whole cache dirty: far over the
+    // 5 % dirty target.
+    for i in (0..10_000).step_by(7) {
+        eng.put(t, &key(i), &value).unwrap();
+    }
+    let dirty_target = CACHE_BYTES * 5 / 100;
+    wait_until("dirty bytes under the dirty target", || {
+        cache_stat(&eng, "dirty_bytes") <= dirty_target
+    });
+    assert!(cache_stat(&eng, "dirty_pages_written") > written_before);
+    assert_eq!(
+        cache_stat(&eng, "pages_evicted"),
+        0,
+        "no page leaves memory while the cache has room"
+    );
+    let resident = cache_stat(&eng, "bytes");
+    assert!(resident >= 10_000 * 200, "{resident} bytes resident");
+    for i in (0..10_000).step_by(97) {
+        assert_eq!(eng.get(t, &key(i)).unwrap().as_deref(), Some(&value[..]));
+    }
+    assert_eq!(cache_stat(&eng, "pages_read"), 0, "nothing was read back");
+}
+
+#[test]
+fn over_the_target_pages_leave_memory_and_nothing_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let eng = engine(dir.path());
+    let t = eng
+        .create_table("c", &TableConfig::collection().with_leaf_page_max(4096))
+        .unwrap();
+    // ~20 MB of data into an 8 MB cache.
+    let value = vec![3u8; 1000];
+    for i in 0..20_000 {
+        eng.put(t, &key(i), &value).unwrap();
+    }
+    let trigger = CACHE_BYTES * 95 / 100;
+    wait_until("the cache under its trigger", || {
+        cache_stat(&eng, "bytes") <= trigger
+    });
+    assert!(cache_stat(&eng, "pages_evicted") > 0);
+    for i in (0..20_000).step_by(101) {
+        assert_eq!(eng.get(t, &key(i)).unwrap().as_deref(), Some(&value[..]));
+    }
+    assert!(
+        cache_stat(&eng, "pages_read") > 0,
+        "evicted pages were read back"
+    );
+}
