@@ -120,8 +120,12 @@ fn scrub_one(table: &Table, leaf: &Arc<Leaf>) -> Result<bool> {
         table.list_dirty(leaf);
         return Ok(false);
     };
-    if !leaf.state.lock().dirty {
-        return Ok(false);
+    {
+        // A leaf of a dropped table has no page (`Table::release_cache`), whatever its flag.
+        let st = leaf.state.lock();
+        if !st.dirty || st.page.is_none() || leaf.is_retired() {
+            return Ok(false);
+        }
     }
     // The pieces stay resident; a writer may dirty them again the moment their latch is free.
     table.reconcile(leaf, WriteCause::Eviction)?;
