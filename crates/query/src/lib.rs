@@ -8,6 +8,7 @@ pub mod collation;
 pub mod compare;
 pub mod error;
 pub mod expr;
+pub mod geo;
 pub mod hash;
 pub mod interrupt;
 pub mod jsonschema;
