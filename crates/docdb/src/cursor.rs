@@ -36,7 +36,7 @@ const TAIL_BATCH: usize = 128;
 pub type RidIter = Box<dyn Iterator<Item = DocResult<(i64, Document)>> + Send>;
 
 /// Documents with their RecordIds and text scores (a `$text` plan's; None otherwise).
-type ScoredIter = Box<dyn Iterator<Item = DocResult<(i64, Document, Option<f64>)>> + Send>;
+pub(crate) type ScoredIter = Box<dyn Iterator<Item = DocResult<(i64, Document, Option<f64>)>> + Send>;
 
 /// Documents of a find or aggregate, in order.
 pub struct DocCursor {
@@ -209,6 +209,17 @@ impl Exec {
     pub fn summary(&self) -> Arc<str> {
         match &self.plan.access {
             Access::CollScan => "COLLSCAN".into(),
+            Access::GeoNear { index, .. } => format!(
+                "GEO_NEAR_2DSPHERE {{ {} }}",
+                index
+                    .def
+                    .key
+                    .iter()
+                    .map(|(k, v)| format!("{k}: {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+            .into(),
             Access::IxScan { index, .. } | Access::Text { index, .. } => {
                 let keys: Vec<String> = index
                     .def
@@ -230,11 +241,26 @@ impl Exec {
         ))
     }
 
-    /// [`Exec::source`] with each document's text score.
-    fn scored_source(&self) -> DocResult<ScoredIter> {
+    /// [`Exec::source`] with each document's text score (a `$text` plan) or distance in
+    /// radians (a `$near` plan).
+    pub(crate) fn scored_source(&self) -> DocResult<ScoredIter> {
         register(&self.stats, &self.summary());
         if let Access::Text { index, spec, query } = &self.plan.access {
             return self.text_source(index, spec.clone(), query.clone());
+        }
+        if let Access::GeoNear { index, path, near } = &self.plan.access {
+            let scan = crate::geo_index::NearScan::new(
+                self.engine.clone(),
+                self.table,
+                index.clone(),
+                path.clone(),
+                near.clone(),
+                self.filter.clone(),
+                self.ownership.clone(),
+                self.stats.clone(),
+                self.interrupt.clone(),
+            );
+            return Ok(Box::new(scan.map(|r| r.map(|(rid, d, dist)| (rid, d, Some(dist))))));
         }
         let raw = self.unscored_source()?;
         Ok(Box::new(raw.map(|r| r.map(|(rid, doc)| (rid, doc, None)))))
@@ -326,7 +352,9 @@ impl Exec {
                     Ok((index::rid_from(&k)?, decode_doc(&v)?))
                 }))
             }
-            Access::Text { .. } => unreachable!("a text plan has its own source"),
+            Access::Text { .. } | Access::GeoNear { .. } => {
+                unreachable!("text and near plans have their own sources")
+            }
             Access::IxScan { index, ranges, .. } => {
                 let mut ranges = ranges.clone();
                 if self.plan.reverse {
@@ -334,7 +362,8 @@ impl Exec {
                 }
                 let unique = index.def.unique;
                 let itable = index.table;
-                let dedup = index.is_multikey();
+                // Geo and wildcard keys are per cell or per path: one document, many entries.
+                let dedup = index.is_multikey() || index.def.keys_per_field();
                 let eng = engine.clone();
                 let table = self.table;
                 let st = stats.clone();
@@ -466,9 +495,10 @@ impl Exec {
     /// The full pipeline of stages.
     pub fn run(self) -> DocResult<DocCursor> {
         let _in_effect = collation::scope(self.collation.clone());
-        let src: DocIter = Box::new(self.scored_source()?.map(|r| {
+        let text = matches!(self.plan.access, Access::Text { .. });
+        let src: DocIter = Box::new(self.scored_source()?.map(move |r| {
             r.map(|(_, mut d, score)| {
-                if let Some(s) = score {
+                if let Some(s) = score.filter(|_| text) {
                     d.insert(SCORE_FIELD, s);
                 }
                 d
@@ -499,7 +529,6 @@ impl Exec {
             ),
             None => limited,
         };
-        let text = matches!(self.plan.access, Access::Text { .. });
         let mut cursor = DocCursor::with_collation(
             if text && !self.keep_score {
                 Box::new(projected.map(|d| {

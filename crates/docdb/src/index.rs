@@ -46,6 +46,10 @@ pub enum IndexKind {
     /// (field path, value) of every leaf the index covers; it answers equality and ranges on
     /// one field at a time, never sorts, nulls or `$exists: false`.
     Wildcard(Arc<WildcardSpec>),
+    /// `{field: "2dsphere"}` (`2dsphereIndexVersion` 3): one key per S2-style cell covering
+    /// each geometry of the document (`crate::geo_index`); documents without the field have
+    /// none. It answers `$geoWithin`, `$geoIntersects` and `$near`.
+    Geo2dSphere,
 }
 
 /// Which fields a wildcard index covers.
@@ -218,7 +222,10 @@ impl IndexDef {
     /// (text and wildcard keys are per term or per path): such an index answers only the
     /// predicates it was built for, never a hint alone.
     pub fn keys_per_field(&self) -> bool {
-        matches!(self.kind, IndexKind::Text(_) | IndexKind::Wildcard(_))
+        matches!(
+            self.kind,
+            IndexKind::Text(_) | IndexKind::Wildcard(_) | IndexKind::Geo2dSphere
+        )
     }
 
     pub fn is_id(&self) -> bool {
@@ -263,6 +270,7 @@ impl IndexDef {
         };
         let mut fields = Vec::new();
         let mut hashed = false;
+        let geo = crate::geo_index::is_2dsphere_key(&key)?;
         for (path, dir) in key.iter().filter(|_| !is_text && wildcard_root.is_none()) {
             query::limits::check_path(path)?;
             if path.is_empty() || path.split('.').any(|p| p.is_empty()) {
@@ -289,9 +297,11 @@ impl IndexDef {
                     hashed = true;
                     1.0
                 }
+                Bson::String(s) if s == "2dsphere" => 1.0,
                 Bson::String(s) => {
                     return Err(cannot_create(match s.as_str() {
-                        "2d" | "2dsphere" | "geoHaystack" | "wildcard" => {
+                        "2d" => format!("Index type '2d' is not supported by flashdoc (field '{path}'): its flat geometry serves only legacy $near/$box queries; use a 2dsphere index, which also indexes legacy [lng, lat] pairs (docs/docdb.md, \"Geo\")"),
+                        "geoHaystack" | "wildcard" => {
                             format!("Index type '{s}' is not supported by flashdoc (field '{path}')")
                         }
                         _ => format!("Unknown index plugin '{s}'"),
@@ -358,6 +368,9 @@ impl IndexDef {
                     text_opts[i] = Some(v);
                 }
                 "key" | "name" | "ns" | "background" => {}
+                "2dsphereIndexVersion" if geo => {
+                    crate::geo_index::check_version(v)?;
+                }
                 "v" => match v.as_i32().or(v.as_i64().map(|x| x as i32)) {
                     Some(1) | Some(2) => {}
                     _ => {
@@ -482,6 +495,11 @@ impl IndexDef {
                     wildcard_root.clone().unwrap_or_default(),
                     wildcard_projection,
                 )?))
+            }
+            None if geo => {
+                crate::geo_index::check_options(unique, expire_after, collation.is_some())?;
+                out.insert("2dsphereIndexVersion", crate::geo_index::INDEX_VERSION);
+                IndexKind::Geo2dSphere
             }
             None if hashed => IndexKind::Hashed,
             None => IndexKind::Ordered,
@@ -664,6 +682,7 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
     match &def.kind {
         IndexKind::Text(spec) => return text_keys(spec, doc),
         IndexKind::Wildcard(spec) => return Ok(wildcard_keys(spec, doc)),
+        IndexKind::Geo2dSphere => return crate::geo_index::doc_keys(def, doc),
         IndexKind::Ordered | IndexKind::Hashed => {}
     }
     let mut per_field: Vec<Vec<Bson>> = Vec::with_capacity(def.fields.len());

@@ -8,6 +8,7 @@ pub mod collection;
 pub mod config;
 pub mod cursor;
 pub mod db;
+pub mod geo_index;
 pub mod index;
 pub mod keystring;
 pub mod partial;

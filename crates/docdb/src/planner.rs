@@ -313,6 +313,13 @@ pub enum Access {
         /// `{field: ["[1, 1]", ...]}` for explain.
         bounds: Document,
     },
+    /// `$near`/`$nearSphere` on `path`: the 2dsphere index's growing-cap scan, documents in
+    /// distance order (`crate::geo_index::NearScan`).
+    GeoNear {
+        index: Arc<Index>,
+        path: String,
+        near: Arc<query::geo::NearQuery>,
+    },
 }
 
 pub struct Plan {
@@ -326,7 +333,9 @@ pub struct Plan {
 impl Plan {
     pub fn index_name(&self) -> Option<&str> {
         match &self.access {
-            Access::IxScan { index, .. } | Access::Text { index, .. } => Some(&index.def.name),
+            Access::IxScan { index, .. }
+            | Access::Text { index, .. }
+            | Access::GeoNear { index, .. } => Some(&index.def.name),
             Access::CollScan => None,
         }
     }
@@ -358,7 +367,7 @@ fn plan_index(
     match &index.def.kind {
         IndexKind::Hashed => return plan_hashed(index, preds),
         IndexKind::Wildcard(spec) => return plan_wildcard(index, spec, preds),
-        IndexKind::Text(_) => return None,
+        IndexKind::Text(_) | IndexKind::Geo2dSphere => return None,
         IndexKind::Ordered => {}
     }
     let multikey = index.is_multikey();

@@ -12,7 +12,9 @@ use bson::{Bson, Document};
 use crate::compare::{bson_equal, canonical_type_rank, compare_bson, type_name, Num};
 use crate::error::{DocError, DocResult};
 use crate::expr::{self, Expr};
+use crate::geo::{GeoQuery, NearQuery};
 use crate::path::{traverse_path, Reached};
+use std::sync::Arc;
 
 /// A parsed query filter.
 #[derive(Clone, Debug)]
@@ -21,6 +23,9 @@ pub struct Matcher {
     /// The filter's `$text` operand: the planner answers it from the text index (the matcher
     /// itself holds every document to it, as mongod's does: the text stage filtered them).
     text: Option<Box<crate::text::TextOperand>>,
+    /// The filter's `$near`/`$nearSphere` (field, operand): the planner answers it from a
+    /// 2dsphere index in distance order ([`Matcher::new_for_find`]).
+    near: Option<(String, Arc<GeoQuery>)>,
 }
 
 #[derive(Clone, Debug)]
@@ -60,6 +65,8 @@ enum Pred {
     Mod(i64, i64),
     Not(Box<Pred>),
     And(Vec<Pred>),
+    /// `$geoWithin`, `$geoIntersects`, `$near`, `$nearSphere` (crate::geo).
+    Geo(Arc<GeoQuery>),
 }
 
 #[derive(Clone, Debug)]
@@ -286,6 +293,10 @@ fn parse_operators(d: &Document) -> DocResult<Pred> {
     if options.is_some() && !d.contains_key("$regex") {
         return Err(DocError::bad_value("$options needs a $regex"));
     }
+    if let Some(op) = ["$near", "$nearSphere"].into_iter().find(|k| d.contains_key(*k)) {
+        // The distance bounds are siblings of the operator, parsed with it.
+        return Ok(Pred::Geo(Arc::new(GeoQuery::parse_near(op, d)?)));
+    }
     for (op, arg) in d {
         match op.as_str() {
             "$options" => {}
@@ -495,8 +506,14 @@ fn parse_operator(op: &str, arg: &Bson) -> DocResult<Pred> {
             _ => return Err(DocError::bad_value("$not needs a regex or a document")),
         },
         "$comment" => Pred::And(vec![]),
-        "$near" | "$nearSphere" | "$geoWithin" | "$geoIntersects" | "$within" | "$bitsAllSet"
-        | "$bitsAnySet" | "$bitsAllClear" | "$bitsAnyClear" => {
+        "$geoWithin" | "$within" => Pred::Geo(Arc::new(GeoQuery::parse_within(arg)?)),
+        "$geoIntersects" => Pred::Geo(Arc::new(GeoQuery::parse_intersects(arg)?)),
+        "$maxDistance" | "$minDistance" => {
+            return Err(DocError::bad_value(format!(
+                "{op} is only valid beside $near or $nearSphere"
+            )))
+        }
+        "$bitsAllSet" | "$bitsAnySet" | "$bitsAllClear" | "$bitsAnyClear" => {
             return Err(DocError::with_code(
                 238,
                 "NotImplemented",
@@ -560,6 +577,21 @@ impl Pred {
             },
             Pred::Not(p) => !p.matches_single(v),
             Pred::And(ps) => ps.iter().all(|p| p.matches_single(v)),
+            Pred::Geo(g) => g.matches(v),
+        }
+    }
+
+    /// The `$near` operands in the predicate, and whether each is the predicate itself or a
+    /// conjunct of it (not under `$not` or `$elemMatch`).
+    fn near_operands(&self, direct: bool, out: &mut Vec<(Arc<GeoQuery>, bool)>) {
+        match self {
+            Pred::Geo(g) if matches!(**g, GeoQuery::Near(_)) => out.push((g.clone(), direct)),
+            Pred::And(ps) => ps.iter().for_each(|p| p.near_operands(direct, out)),
+            Pred::Not(p) => p.near_operands(false, out),
+            Pred::All(ps) | Pred::ElemMatchVal(ps) => {
+                ps.iter().for_each(|p| p.near_operands(false, out))
+            }
+            _ => {}
         }
     }
 
@@ -592,7 +624,11 @@ impl Pred {
     fn expands_arrays(&self) -> bool {
         !matches!(
             self,
-            Pred::Size(_) | Pred::ElemMatchObj(_) | Pred::ElemMatchVal(_) | Pred::Exists(_)
+            Pred::Size(_)
+                | Pred::ElemMatchObj(_)
+                | Pred::ElemMatchVal(_)
+                | Pred::Exists(_)
+                | Pred::Geo(_)
         )
     }
 
@@ -664,6 +700,22 @@ fn cmp_matches(op: CmpOp, v: &Bson, x: &Bson) -> bool {
 }
 
 impl Node {
+    /// Every `$near` in the tree: (field, operand, at the top level).
+    fn collect_near(&self, top: bool, out: &mut Vec<(String, Arc<GeoQuery>, bool)>) {
+        match self {
+            Node::And(ns) => ns.iter().for_each(|n| n.collect_near(top, out)),
+            Node::Or(ns) | Node::Nor(ns) => ns.iter().for_each(|n| n.collect_near(false, out)),
+            Node::Field(path, pred) => {
+                let mut found = Vec::new();
+                pred.near_operands(true, &mut found);
+                for (g, direct) in found {
+                    out.push((path.clone(), g, top && direct));
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn eval(&self, doc: &Document, pos: &mut Option<usize>) -> bool {
         match self {
             Node::And(ns) => ns.iter().all(|n| n.eval(doc, pos)),
@@ -723,10 +775,37 @@ impl Matcher {
         Ok(m)
     }
 
-    /// Parses the filter of a find, count, update, delete or a pipeline's `$match`, which may
-    /// hold one `$text` (at the top level or in `$and`; mongod's errors elsewhere).
+    /// Parses the filter of a count, update, delete or a pipeline's `$match`, which may hold
+    /// one `$text` (at the top level or in `$and`; mongod's errors elsewhere) but no `$near`
+    /// (mongod's 5626500: only a find orders by distance).
     pub fn new_with_text(filter: &Document) -> DocResult<Matcher> {
+        let m = Self::new_for_find(filter)?;
+        if m.near.is_some() {
+            return Err(DocError::with_code(
+                5626500,
+                "Location5626500",
+                "$geoNear, $near, and $nearSphere are not allowed in this context, as these operators require sorting geospatial data. If you do not need sort, consider using $geoWithin instead.",
+            ));
+        }
+        Ok(m)
+    }
+
+    /// Parses the filter of a find (or explain of one): `$text` as [`Matcher::new_with_text`]
+    /// and one `$near`/`$nearSphere`, at the top level (mongod's BadValue elsewhere).
+    pub fn new_for_find(filter: &Document) -> DocResult<Matcher> {
         let root = parse_top(filter)?;
+        let mut nears = Vec::new();
+        root.collect_near(true, &mut nears);
+        if nears.len() > 1 {
+            return Err(DocError::bad_value("Too many geoNear expressions"));
+        }
+        let near = match nears.pop() {
+            Some((_, _, false)) => {
+                return Err(DocError::bad_value("geoNear must be top-level expr"))
+            }
+            Some((path, g, true)) => Some((path, g)),
+            None => None,
+        };
         let mut text = None;
         for (t, or, nor) in root.text_nodes() {
             if text.is_some() {
@@ -746,7 +825,49 @@ impl Matcher {
             }
             text = Some(Box::new(t.clone()));
         }
-        Ok(Matcher { root, text })
+        if text.is_some() && near.is_some() {
+            return Err(DocError::bad_value(
+                "text and geoNear not allowed in same query",
+            ));
+        }
+        Ok(Matcher { root, text, near })
+    }
+
+    /// The filter's `$near` / `$nearSphere`: (field, operand).
+    pub fn near(&self) -> Option<(&str, &NearQuery)> {
+        match &self.near {
+            Some((path, g)) => match &**g {
+                GeoQuery::Near(n) => Some((path.as_str(), n)),
+                _ => None,
+            },
+            None => None,
+        }
+    }
+
+    /// The `$geoWithin` / `$geoIntersects` predicates every match must satisfy (top-level
+    /// conjuncts), for the 2dsphere index.
+    pub fn geo_conjuncts(&self) -> Vec<(&str, &GeoQuery)> {
+        let mut out = Vec::new();
+        let tops: Vec<&Node> = match &self.root {
+            Node::And(ns) => ns.iter().collect(),
+            n => vec![n],
+        };
+        for n in tops {
+            if let Node::Field(path, pred) = n {
+                let preds: Vec<&Pred> = match pred {
+                    Pred::And(ps) => ps.iter().collect(),
+                    p => vec![p],
+                };
+                for p in preds {
+                    if let Pred::Geo(g) = p {
+                        if g.bound().is_some() {
+                            out.push((path.as_str(), &**g));
+                        }
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// The filter's `$text` operand, if it has one.

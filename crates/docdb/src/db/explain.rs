@@ -15,7 +15,7 @@ impl DocDb {
             ));
         }
         let Some(c) = self.get_coll(db, coll) else {
-            Matcher::new_with_text(&q.filter)?;
+            Matcher::new_for_find(&q.filter)?;
             return Ok(doc! {
                 "queryPlanner": {
                     "namespace": ns, "indexFilterSet": false, "parsedQuery": q.filter.clone(),
@@ -77,6 +77,9 @@ impl DocDb {
         let st = c.state.read();
         let exec = self.exec_for(&c, &st, q)?;
         Ok(match exec.plan.index_name() {
+            Some(n) if matches!(exec.plan.access, Access::GeoNear { .. }) => {
+                format!("GEO_NEAR_2DSPHERE {n}")
+            }
             Some(n) => format!("IXSCAN {n}"),
             None => "COLLSCAN".into(),
         })
@@ -111,6 +114,10 @@ fn plan_doc(exec: &Exec, q: &FindQuery) -> Document {
             }
             doc! {"stage": "FETCH", "filter": q.filter.clone(), "inputStage": ixscan}
         }
+        Access::GeoNear { index, .. } => doc! {
+            "stage": "FETCH",
+            "inputStage": crate::geo_index::explain_near(index, &q.filter),
+        },
         Access::Text { index, query, .. } => {
             // mongod's shape: TEXT_MATCH over FETCH over TEXT_OR over one IXSCAN per term.
             let scans: Vec<Bson> = query
@@ -182,7 +189,7 @@ struct StageCounts {
 fn execution_stages(mut stage: Document, c: &StageCounts) -> Document {
     let kind = stage.get_str("stage").unwrap_or("").to_string();
     let returned = match kind.as_str() {
-        "COLLSCAN" | "FETCH" | "TEXT_MATCH" => c.matched,
+        "COLLSCAN" | "FETCH" | "TEXT_MATCH" | "GEO_NEAR_2DSPHERE" => c.matched,
         "IXSCAN" | "TEXT_OR" => c.docs,
         "SORT" => c.skip.min(c.matched) + c.returned,
         _ => c.returned,
@@ -193,7 +200,7 @@ fn execution_stages(mut stage: Document, c: &StageCounts) -> Document {
         "COLLSCAN" | "FETCH" => {
             stage.insert("docsExamined", c.docs as i64);
         }
-        "IXSCAN" | "TEXT_OR" => {
+        "IXSCAN" | "TEXT_OR" | "GEO_NEAR_2DSPHERE" => {
             stage.insert("keysExamined", c.keys as i64);
         }
         _ => {}

@@ -18,7 +18,7 @@ impl DocDb {
         q: &FindQuery,
         coll: Option<Arc<collation::Collation>>,
     ) -> DocResult<Exec> {
-        let filter = Matcher::new_with_text(&q.filter)?;
+        let filter = Matcher::new_for_find(&q.filter)?;
         let sort = match &q.sort {
             Some(s) if !s.is_empty() => Some(Arc::new(SortSpec::parse(s)?)),
             _ => None,
@@ -90,13 +90,33 @@ impl DocDb {
                 .cloned()
                 .collect();
             planner::plan_text(&visible, text, &q.filter)?
+        } else if let Some((path, near)) = filter.near() {
+            // Geo keys are cells: any visible 2dsphere index answers, whatever the collation.
+            let visible: Vec<Arc<Index>> =
+                st.indexes.iter().filter(|i| !i.def.hidden).cloned().collect();
+            geo_index::plan_near(&visible, path, near)?
         } else {
-            planner::plan(
+            let geo = geo_index::plan_within(&usable, &filter, q.hint.as_ref());
+            let plain = planner::plan(
                 &usable,
                 &q.filter,
                 sort.as_ref().and(q.sort.as_ref()),
                 q.hint.as_ref(),
-            )?
+            );
+            // An ordinary index plan (or a `$natural` hint) wins over the geo one; a hinted
+            // 2dsphere index, which the ordinary planner refuses, is the geo plan.
+            match (plain, geo) {
+                (Ok(p), None) => p,
+                (Ok(p), Some(g)) => {
+                    if q.hint.is_none() && matches!(p.access, Access::CollScan) {
+                        g
+                    } else {
+                        p
+                    }
+                }
+                (Err(e), None) => return Err(e),
+                (Err(_), Some(g)) => g,
+            }
         };
         Ok(Exec {
             engine: self.engine.clone(),
@@ -138,7 +158,7 @@ impl DocDb {
         }
         let Some(c) = self.get_coll(db, coll) else {
             // Parse anyway so bad input errors even on a missing collection.
-            Matcher::new_with_text(&q.filter)?;
+            Matcher::new_for_find(&q.filter)?;
             let coll = collation::resolve(q.collation.as_ref(), None)?;
             return Ok(DocCursor::with_collation(
                 Box::new(std::iter::empty()),
@@ -210,6 +230,8 @@ impl DocDb {
 
     /// The number of documents a query (filter, skip, limit, collation) returns.
     pub fn count(&self, db: &str, coll: &str, q: &FindQuery) -> DocResult<u64> {
+        // A count has no order: `$near` is refused here as in a `$match` (5626500).
+        Matcher::new_with_text(&q.filter)?;
         if q.filter.is_empty()
             && q.skip == 0
             && q.limit.is_none_or_zero()

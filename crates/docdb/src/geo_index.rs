@@ -1,0 +1,402 @@
+//! The 2dsphere index: keys, plans and the `$near` scan.
+//!
+//! Keys are S2-style cell ids (`query::geo::cell`): a point is its leaf cell (level 30, ~1 cm),
+//! a line or polygon the ≤ [`DOC_CELLS`] cells covering its bounding cap. A query region is
+//! covered the same way; a document can intersect it only if one of its cells is a
+//! descendant of a covering cell (the cell's id range) or an ancestor of one (point lookups):
+//! in a quadtree two cells that share a point nest. So the scan is a superset and the matcher
+//! re-checks every fetched document with the exact spherical predicate — results equal a
+//! collection scan's (property-tested in `tests/geo_index.rs`).
+//!
+//! `$near` grows a cap around the point (×4 per round from [`NEAR_START`] radians up to
+//! `$maxDistance`): each round scans the cap's covering, fetches documents not seen before,
+//! and releases, in distance order, every fetched document no farther than the cap's
+//! radius — a document nearer than that has a point in the cap, so none can come later.
+#![allow(clippy::result_large_err)]
+
+use crate::collection::{decode_doc, Index};
+use crate::index::{self, DocKeys, IndexDef, IndexKey, RecordId};
+use crate::keystring;
+use crate::planner::{Access, Plan, Range};
+use crate::scope::OwnershipFilter;
+use crate::storage_error;
+use bson::{doc, Bson, Document};
+use engine::{Direction, KvEngine, TableId};
+use query::error::{DocError, DocResult};
+use query::geo::cell::{self, CellId};
+use query::geo::sphere::Cap;
+use query::geo::{stored_shapes, NearQuery};
+use query::interrupt::Interrupt;
+use query::matcher::Matcher;
+use std::cmp::Ordering as CmpOrdering;
+use std::collections::{BinaryHeap, HashSet, VecDeque};
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// `2dsphereIndexVersion` of the indexes flashdoc builds (mongod 7/8's).
+pub const INDEX_VERSION: i32 = 3;
+/// Cells per indexed line or polygon.
+const DOC_CELLS: usize = 8;
+/// Cells per query covering.
+const QUERY_CELLS: usize = 20;
+/// The first `$near` radius: about 640 m.
+const NEAR_START: f64 = 1e-4;
+
+/// Whether a key pattern is a 2dsphere one (`{loc: "2dsphere"}`); compound 2dsphere keys
+/// are refused.
+pub fn is_2dsphere_key(key: &Document) -> DocResult<bool> {
+    let geo = key
+        .iter()
+        .filter(|(_, v)| matches!(v, Bson::String(s) if s == "2dsphere"))
+        .count();
+    if geo > 0 && key.len() > 1 {
+        return Err(DocError::with_code(
+            67,
+            "CannotCreateIndex",
+            format!("compound 2dsphere indexes are not supported by flashdoc (index one geo field alone): {key}"),
+        ));
+    }
+    Ok(geo == 1)
+}
+
+pub fn check_version(v: &Bson) -> DocResult<()> {
+    match query::compare::Num::of(v).map(|n| n.as_f64()) {
+        Some(x) if x == 2.0 || x == 3.0 => Ok(()),
+        _ => Err(DocError::with_code(
+            67,
+            "CannotCreateIndex",
+            format!("unsupported geo index version {{ 2dsphereIndexVersion : {v} }}, only versions: [2,3] are supported (flashdoc builds 3)"),
+        )),
+    }
+}
+
+pub fn check_options(unique: bool, ttl: Option<i64>, collation: bool) -> DocResult<()> {
+    let refuse = |what: &str| {
+        Err(DocError::with_code(
+            67,
+            "CannotCreateIndex",
+            format!("Index type '2dsphere' does not support {what} in flashdoc"),
+        ))
+    };
+    if unique {
+        return refuse("the unique option");
+    }
+    if ttl.is_some() {
+        return refuse("expireAfterSeconds");
+    }
+    if collation {
+        return refuse("a collation (its keys are cells, not strings)");
+    }
+    Ok(())
+}
+
+/// The index key of a cell id: an Int64 ordered as the unsigned id.
+fn cell_value(c: u64) -> Bson {
+    Bson::Int64((c ^ (1 << 63)) as i64)
+}
+
+fn cell_key(c: u64) -> Vec<u8> {
+    keystring::encode_one(&cell_value(c), false)
+}
+
+/// A document's keys: the cells of every geometry at the indexed path (none when the field is
+/// missing or null); anything else there is mongod's 16755.
+pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
+    let path = &def.fields[0].0;
+    let mut cells: Vec<CellId> = Vec::new();
+    for r in query::path::traverse_path(doc, path) {
+        let Some(v) = r.value else { continue };
+        if matches!(v, Bson::Null | Bson::Undefined) {
+            continue;
+        }
+        let shapes = stored_shapes(v).map_err(|e| {
+            DocError::with_code(
+                16755,
+                "Location16755",
+                format!("Can't extract geo keys: {doc}  {e}"),
+            )
+        })?;
+        for s in shapes {
+            match s {
+                query::geo::shape::Shape::Point(p) => cells.push(CellId::from_point(p)),
+                other => cells.extend(cell::cover(&other.bound(), DOC_CELLS, cell::MAX_LEVEL)),
+            }
+        }
+    }
+    cells.sort();
+    cells.dedup();
+    let keys: Vec<IndexKey> = cells
+        .iter()
+        .map(|c| IndexKey {
+            values: vec![cell_value(c.0)],
+            encoded: cell_key(c.0),
+            payload: Vec::new(),
+        })
+        .collect();
+    Ok(DocKeys {
+        multikey: keys.len() > 1,
+        keys,
+    })
+}
+
+/// Byte ranges of the index for a cap (see the module comment), and their explain rendering.
+fn cap_ranges(cap: &Cap) -> (Vec<Range>, Vec<Bson>) {
+    let covering = cell::cover(cap, QUERY_CELLS, cell::MAX_LEVEL);
+    let mut ranges = Vec::new();
+    let mut shown = Vec::new();
+    for (lo, hi) in cell::query_ranges(&covering) {
+        let hi_key = cell_key(hi);
+        let end = match keystring::prefix_successor(&hi_key) {
+            Some(s) => Bound::Excluded(s),
+            None => Bound::Unbounded,
+        };
+        ranges.push((Bound::Included(cell_key(lo)), end));
+        shown.push(Bson::String(format!("[{lo}, {hi}]")));
+    }
+    (ranges, shown)
+}
+
+/// The geo index on `path` the query may use (not hidden; one per path is the usual case,
+/// the first wins).
+fn index_on<'a>(indexes: &'a [Arc<Index>], path: &str) -> Option<&'a Arc<Index>> {
+    indexes
+        .iter()
+        .find(|i| i.def.kind == index::IndexKind::Geo2dSphere && i.def.fields[0].0 == path)
+}
+
+/// A plan for the filter's `$geoWithin`/`$geoIntersects` over a 2dsphere index (the hinted
+/// one, if `hint` names a 2dsphere index), or None.
+pub fn plan_within(
+    indexes: &[Arc<Index>],
+    filter: &Matcher,
+    hint: Option<&Bson>,
+) -> Option<Plan> {
+    for (path, g) in filter.geo_conjuncts() {
+        let Some(index) = index_on(indexes, path) else {
+            continue;
+        };
+        if let Some(h) = hint {
+            let named = match h {
+                Bson::String(n) => &index.def.name == n,
+                Bson::Document(k) => &index.def.key == k,
+                _ => false,
+            };
+            if !named {
+                continue;
+            }
+        }
+        let cap = g.bound().expect("geo_conjuncts returns indexable predicates");
+        let (ranges, shown) = cap_ranges(&cap);
+        let mut bounds = Document::new();
+        bounds.insert(path, shown);
+        return Some(Plan {
+            access: Access::IxScan {
+                index: index.clone(),
+                ranges,
+                bounds,
+            },
+            reverse: false,
+            sort_provided: false,
+        });
+    }
+    None
+}
+
+/// The plan of a `$near`/`$nearSphere`: a 2dsphere index on its field, else mongod's 291.
+pub fn plan_near(indexes: &[Arc<Index>], path: &str, near: &NearQuery) -> DocResult<Plan> {
+    let found = if near.flat {
+        None // a flat $near needs a 2d index, which flashdoc does not build
+    } else {
+        index_on(indexes, path)
+    };
+    let Some(index) = found else {
+        return Err(DocError::with_code(
+            291,
+            "NoQueryExecutionPlans",
+            "error processing query: planner returned error :: caused by :: unable to find index for $geoNear query",
+        ));
+    };
+    Ok(Plan {
+        access: Access::GeoNear {
+            index: index.clone(),
+            path: path.to_string(),
+            near: Arc::new(near.clone()),
+        },
+        reverse: false,
+        sort_provided: false,
+    })
+}
+
+/// explain's stage for a near plan.
+pub fn explain_near(index: &Index, filter: &Document) -> Document {
+    doc! {
+        "stage": "GEO_NEAR_2DSPHERE",
+        "keyPattern": index.def.key.clone(),
+        "indexName": index.def.name.clone(),
+        "indexVersion": 2,
+        "filter": filter.clone(),
+    }
+}
+
+/// The angle from the query point to the nearest geometry at `path`.
+pub fn doc_distance(doc: &Document, path: &str, near: &NearQuery) -> Option<f64> {
+    query::path::traverse_path(doc, path)
+        .into_iter()
+        .filter_map(|r| r.value.and_then(|v| near.distance(v)))
+        .reduce(f64::min)
+}
+
+/// A fetched document waiting for the cap to grow past its distance.
+struct Pending {
+    dist: f64,
+    rid: RecordId,
+    doc: Document,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == CmpOrdering::Equal
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, o: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Pending {
+    /// Reversed (a min-heap by distance, then RecordId).
+    fn cmp(&self, o: &Self) -> CmpOrdering {
+        o.dist.total_cmp(&self.dist).then(o.rid.cmp(&self.rid))
+    }
+}
+
+/// The `$near` scan: documents in increasing distance with their distance (radians).
+pub struct NearScan {
+    pub engine: Arc<dyn KvEngine>,
+    pub table: TableId,
+    pub index: Arc<Index>,
+    pub path: String,
+    pub near: Arc<NearQuery>,
+    pub filter: Option<Arc<Matcher>>,
+    pub ownership: Option<OwnershipFilter>,
+    pub stats: Arc<crate::cursor::ExecStats>,
+    pub interrupt: Interrupt,
+    radius: f64,
+    done: bool,
+    seen: HashSet<RecordId>,
+    pending: BinaryHeap<Pending>,
+    ready: VecDeque<(RecordId, Document, f64)>,
+}
+
+impl NearScan {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        engine: Arc<dyn KvEngine>,
+        table: TableId,
+        index: Arc<Index>,
+        path: String,
+        near: Arc<NearQuery>,
+        filter: Option<Arc<Matcher>>,
+        ownership: Option<OwnershipFilter>,
+        stats: Arc<crate::cursor::ExecStats>,
+        interrupt: Interrupt,
+    ) -> NearScan {
+        NearScan {
+            engine,
+            table,
+            index,
+            path,
+            near,
+            filter,
+            ownership,
+            stats,
+            interrupt,
+            radius: 0.0,
+            done: false,
+            seen: HashSet::new(),
+            pending: BinaryHeap::new(),
+            ready: VecDeque::new(),
+        }
+    }
+
+    /// One round: grow the cap, fetch its new documents, release the ones it now holds.
+    fn expand(&mut self) -> DocResult<()> {
+        let max = self.near.max.min(std::f64::consts::PI);
+        let next = if self.radius == 0.0 {
+            NEAR_START.max(self.near.min)
+        } else {
+            self.radius * 4.0
+        };
+        self.radius = next.min(max);
+        let last = self.radius >= max;
+        let cap = Cap {
+            center: self.near.center,
+            radius: self.radius,
+        };
+        let (ranges, _) = cap_ranges(&cap);
+        for (lo, hi) in ranges {
+            let entries = self
+                .engine
+                .scan(self.index.table, lo, hi, Direction::Forward)
+                .map_err(storage_error)?;
+            for kv in entries {
+                self.interrupt.check()?;
+                self.stats.keys_examined.fetch_add(1, Ordering::Relaxed);
+                let (k, v) = kv.map_err(storage_error)?;
+                let rid = index::entry_rid(false, &k, &v)?;
+                if !self.seen.insert(rid) {
+                    continue;
+                }
+                self.fetch(rid)?;
+            }
+        }
+        while self.pending.peek().is_some_and(|p| p.dist <= self.radius) {
+            let p = self.pending.pop().expect("peeked");
+            self.ready.push_back((p.rid, p.doc, p.dist));
+        }
+        if last {
+            // Everything left is beyond $maxDistance (the matcher holds the bounds too).
+            self.done = true;
+            self.pending.clear();
+        }
+        Ok(())
+    }
+
+    fn fetch(&mut self, rid: RecordId) -> DocResult<()> {
+        self.stats.docs_examined.fetch_add(1, Ordering::Relaxed);
+        let doc = match self.engine.get(self.table, &index::rid_bytes(rid)) {
+            Ok(Some(bytes)) => decode_doc(&bytes)?,
+            Ok(None) => return Ok(()), // deleted since its entry was read
+            Err(e) => return Err(storage_error(e)),
+        };
+        let keep = self.ownership.as_ref().is_none_or(|o| o.keeps(&doc))
+            && self.filter.as_ref().is_none_or(|f| f.matches(&doc));
+        if !keep {
+            return Ok(());
+        }
+        let Some(dist) = doc_distance(&doc, &self.path, &self.near) else {
+            return Ok(());
+        };
+        if self.near.in_bounds(dist) {
+            self.stats.matched.fetch_add(1, Ordering::Relaxed);
+            self.pending.push(Pending { dist, rid, doc });
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for NearScan {
+    type Item = DocResult<(RecordId, Document, f64)>;
+    fn next(&mut self) -> Option<Self::Item> {
+        // Rounds are bounded: the radius grows ×4 from 1e-4 to at most π (9 rounds).
+        while self.ready.is_empty() && !self.done {
+            if let Err(e) = self.expand() {
+                self.done = true;
+                return Some(Err(e));
+            }
+        }
+        self.ready.pop_front().map(Ok)
+    }
+}
