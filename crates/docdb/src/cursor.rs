@@ -36,7 +36,8 @@ const TAIL_BATCH: usize = 128;
 pub type RidIter = Box<dyn Iterator<Item = DocResult<(i64, Document)>> + Send>;
 
 /// Documents with their RecordIds and text scores (a `$text` plan's; None otherwise).
-pub(crate) type ScoredIter = Box<dyn Iterator<Item = DocResult<(i64, Document, Option<f64>)>> + Send>;
+pub(crate) type ScoredIter =
+    Box<dyn Iterator<Item = DocResult<(i64, Document, Option<f64>)>> + Send>;
 
 /// Documents of a find or aggregate, in order.
 pub struct DocCursor {
@@ -260,7 +261,9 @@ impl Exec {
                 self.stats.clone(),
                 self.interrupt.clone(),
             );
-            return Ok(Box::new(scan.map(|r| r.map(|(rid, d, dist)| (rid, d, Some(dist))))));
+            return Ok(Box::new(
+                scan.map(|r| r.map(|(rid, d, dist)| (rid, d, Some(dist)))),
+            ));
         }
         let raw = self.unscored_source()?;
         Ok(Box::new(raw.map(|r| r.map(|(rid, doc)| (rid, doc, None)))))

@@ -167,11 +167,7 @@ fn index_on<'a>(indexes: &'a [Arc<Index>], path: &str) -> Option<&'a Arc<Index>>
 
 /// A plan for the filter's `$geoWithin`/`$geoIntersects` over a 2dsphere index (the hinted
 /// one, if `hint` names a 2dsphere index), or None.
-pub fn plan_within(
-    indexes: &[Arc<Index>],
-    filter: &Matcher,
-    hint: Option<&Bson>,
-) -> Option<Plan> {
+pub fn plan_within(indexes: &[Arc<Index>], filter: &Matcher, hint: Option<&Bson>) -> Option<Plan> {
     for (path, g) in filter.geo_conjuncts() {
         let Some(index) = index_on(indexes, path) else {
             continue;
@@ -186,7 +182,9 @@ pub fn plan_within(
                 continue;
             }
         }
-        let cap = g.bound().expect("geo_conjuncts returns indexable predicates");
+        let cap = g
+            .bound()
+            .expect("geo_conjuncts returns indexable predicates");
         let (ranges, shown) = cap_ranges(&cap);
         let mut bounds = Document::new();
         bounds.insert(path, shown);

@@ -5,12 +5,13 @@
 use bson::{doc, Bson, Document};
 use docdb::{DocDb, DocDbConfig, FindQuery, WriteOpts};
 use proptest::prelude::*;
-use query::geo::sphere::{V3, EARTH_RADIUS_M};
+use query::geo::sphere::{EARTH_RADIUS_M, V3};
 
 fn lng_lat() -> impl Strategy<Value = (f64, f64)> {
     prop_oneof![
         (-180.0f64..180.0, -90.0f64..90.0),
-        (170.0f64..190.0, -20.0f64..20.0).prop_map(|(x, y)| (if x > 180.0 { x - 360.0 } else { x }, y)),
+        (170.0f64..190.0, -20.0f64..20.0)
+            .prop_map(|(x, y)| (if x > 180.0 { x - 360.0 } else { x }, y)),
         (-180.0f64..180.0, 80.0f64..90.0),
         (0.0f64..2.0, 40.0f64..42.0),
     ]
@@ -40,10 +41,14 @@ fn square((x, y): (f64, f64), h: f64) -> Bson {
 
 fn query() -> impl Strategy<Value = Document> {
     prop_oneof![
-        (lng_lat(), 0.5f64..20.0).prop_map(|(c, h)| doc! {"loc": {"$geoWithin": {"$geometry": square(c, h)}}}),
-        (lng_lat(), 0.0f64..0.3).prop_map(|((x, y), r)| doc! {"loc": {"$geoWithin": {"$centerSphere": [[x, y], r]}}}),
-        (lng_lat(), 0.5f64..20.0).prop_map(|(c, h)| doc! {"loc": {"$geoIntersects": {"$geometry": square(c, h)}}}),
-        geometry().prop_filter("GeoJSON", |g| g.as_document().is_some())
+        (lng_lat(), 0.5f64..20.0)
+            .prop_map(|(c, h)| doc! {"loc": {"$geoWithin": {"$geometry": square(c, h)}}}),
+        (lng_lat(), 0.0f64..0.3)
+            .prop_map(|((x, y), r)| doc! {"loc": {"$geoWithin": {"$centerSphere": [[x, y], r]}}}),
+        (lng_lat(), 0.5f64..20.0)
+            .prop_map(|(c, h)| doc! {"loc": {"$geoIntersects": {"$geometry": square(c, h)}}}),
+        geometry()
+            .prop_filter("GeoJSON", |g| g.as_document().is_some())
             .prop_map(|g| doc! {"loc": {"$geoIntersects": {"$geometry": g}}}),
     ]
 }
@@ -65,8 +70,12 @@ fn ids(db: &DocDb, filter: &Document, hint: Document) -> Vec<i64> {
 
 fn load(geoms: &[Bson]) -> std::sync::Arc<DocDb> {
     let db = DocDb::open(DocDbConfig::in_memory()).unwrap();
-    db.create_indexes("t", "c", &[doc! {"key": {"loc": "2dsphere"}, "name": "loc_2dsphere"}])
-        .unwrap();
+    db.create_indexes(
+        "t",
+        "c",
+        &[doc! {"key": {"loc": "2dsphere"}, "name": "loc_2dsphere"}],
+    )
+    .unwrap();
     let mut docs: Vec<Document> = geoms
         .iter()
         .enumerate()
@@ -127,7 +136,9 @@ proptest! {
 
 #[test]
 fn errors_and_plans() {
-    let db = load(&[Bson::Document(doc! {"type": "Point", "coordinates": [1, 1]})]);
+    let db = load(&[Bson::Document(
+        doc! {"type": "Point", "coordinates": [1, 1]},
+    )]);
     let out = db.insert(
         "t",
         "c",
@@ -135,19 +146,36 @@ fn errors_and_plans() {
         WriteOpts::default(),
     );
     assert_eq!(out.write_errors[0].error.code, 16755);
-    let out = db.insert("t", "c", vec![doc! {"_id": 101i64, "loc": "nowhere"}], WriteOpts::default());
+    let out = db.insert(
+        "t",
+        "c",
+        vec![doc! {"_id": 101i64, "loc": "nowhere"}],
+        WriteOpts::default(),
+    );
     assert_eq!(out.write_errors[0].error.code, 16755);
     // A flat $near needs a 2d index; no geo index at all is 291 too.
-    let flat = FindQuery { filter: doc! {"loc": {"$near": [1, 1]}}, ..Default::default() };
+    let flat = FindQuery {
+        filter: doc! {"loc": {"$near": [1, 1]}},
+        ..Default::default()
+    };
     assert_eq!(db.find("t", "c", &flat).err().unwrap().code, 291);
-    let other = FindQuery { filter: doc! {"x": {"$nearSphere": [1, 1]}}, ..Default::default() };
+    let other = FindQuery {
+        filter: doc! {"x": {"$nearSphere": [1, 1]}},
+        ..Default::default()
+    };
     assert_eq!(db.find("t", "c", &other).err().unwrap().code, 291);
     let near = doc! {"loc": {"$nearSphere": [1, 1]}};
-    let q = FindQuery { filter: near.clone(), ..Default::default() };
+    let q = FindQuery {
+        filter: near.clone(),
+        ..Default::default()
+    };
     let plan = db.plan_summary("t", "c", &q).unwrap();
     assert!(plan.starts_with("GEO_NEAR_2DSPHERE"), "{plan}");
     assert_eq!(db.count("t", "c", &q).err().unwrap().code, 5626500);
-    let in_or = FindQuery { filter: doc! {"$or": [near, {"a": 1}]}, ..Default::default() };
+    let in_or = FindQuery {
+        filter: doc! {"$or": [near, {"a": 1}]},
+        ..Default::default()
+    };
     assert_eq!(db.find("t", "c", &in_or).err().unwrap().code, 2);
     let two_d = db.create_indexes("t", "c", &[doc! {"key": {"p": "2d"}, "name": "p_2d"}]);
     assert_eq!(two_d.err().unwrap().code, 67);

@@ -293,7 +293,10 @@ fn parse_operators(d: &Document) -> DocResult<Pred> {
     if options.is_some() && !d.contains_key("$regex") {
         return Err(DocError::bad_value("$options needs a $regex"));
     }
-    if let Some(op) = ["$near", "$nearSphere"].into_iter().find(|k| d.contains_key(*k)) {
+    if let Some(op) = ["$near", "$nearSphere"]
+        .into_iter()
+        .find(|k| d.contains_key(*k))
+    {
         // The distance bounds are siblings of the operator, parsed with it.
         return Ok(Pred::Geo(Arc::new(GeoQuery::parse_near(op, d)?)));
     }

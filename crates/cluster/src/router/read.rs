@@ -350,6 +350,9 @@ pub fn find(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> {
         return admin::config_find(r, call, &coll);
     }
     let filter = opt_doc(cmd, "filter")?.unwrap_or_default();
+    if Matcher::new_for_find(&filter)?.near().is_some() {
+        return Err(near_through_router());
+    }
     let skip = match opt_i64(cmd, "skip")? {
         Some(s) if s < 0 => return Err(DocError::bad_value("skip value must be non-negative")),
         s => s.unwrap_or(0) as u64,
@@ -499,6 +502,9 @@ pub fn aggregate(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> {
         })
         .collect::<DocResult<_>>()?;
     for st in &pipeline {
+        if st.contains_key("$geoNear") {
+            return Err(near_through_router());
+        }
         if st.contains_key("$out") || st.contains_key("$merge") {
             return Err(DocError::illegal_operation(
                 "$out and $merge are not supported through a flashdoc router",
@@ -630,4 +636,12 @@ mod tests {
         assert!(s.is_empty());
         assert_eq!(rest, a);
     }
+}
+
+/// Each shard orders its own `$near`/`$geoNear` results by distance; the router has no merge
+/// by distance, so it refuses them rather than return them out of order.
+fn near_through_router() -> DocError {
+    DocError::illegal_operation(
+        "$near, $nearSphere and $geoNear are not supported through a flashdoc router (shards' results would need a merge by distance); use $geoWithin, or query a shard",
+    )
 }

@@ -6,6 +6,7 @@
 mod collmod;
 mod ddl;
 mod explain;
+mod geo_near;
 mod pipeline;
 mod read;
 mod stats;

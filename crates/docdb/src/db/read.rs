@@ -92,8 +92,12 @@ impl DocDb {
             planner::plan_text(&visible, text, &q.filter)?
         } else if let Some((path, near)) = filter.near() {
             // Geo keys are cells: any visible 2dsphere index answers, whatever the collation.
-            let visible: Vec<Arc<Index>> =
-                st.indexes.iter().filter(|i| !i.def.hidden).cloned().collect();
+            let visible: Vec<Arc<Index>> = st
+                .indexes
+                .iter()
+                .filter(|i| !i.def.hidden)
+                .cloned()
+                .collect();
             geo_index::plan_near(&visible, path, near)?
         } else {
             let geo = geo_index::plan_within(&usable, &filter, q.hint.as_ref());
@@ -321,6 +325,13 @@ impl DocDb {
             return Err(current_op_namespace());
         }
         let coll_name = coll.to_string();
+        if let Some(spec) = pipeline
+            .first()
+            .and_then(|s| s.get_document("$geoNear").ok())
+        {
+            let input = self.geo_near_source(db, coll, spec, opts)?;
+            return self.run_rest(db, coll, input, &pipeline[1..], opts);
+        }
         let (filter, rest) = match pipeline.first() {
             Some(first) if first.len() == 1 && first.contains_key("$match") => {
                 match first.get("$match") {
@@ -355,13 +366,25 @@ impl DocDb {
             },
             true,
         )?;
-        // The pipeline runs under the collation the find resolved.
+        self.run_rest(db, &coll_name, input, rest, opts)
+    }
+
+    /// The stages after a pipeline's source (a find's cursor), under the collation the find
+    /// resolved.
+    fn run_rest(
+        &self,
+        db: &str,
+        coll_name: &str,
+        input: DocCursor,
+        rest: &[Document],
+        opts: &AggregateOpts,
+    ) -> DocResult<DocCursor> {
         let coll = input.collation().cloned();
         let input = input.into_inner();
         let storage = super::pipeline::PipelineStorage {
             db: self.me.clone(),
             dbname: db.to_string(),
-            coll: coll_name.clone(),
+            coll: coll_name.to_string(),
             interrupt: opts.interrupt.clone(),
             current_ops: None,
         };

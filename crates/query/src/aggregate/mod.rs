@@ -203,6 +203,14 @@ fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Doc
             Stage::GraphLookup(g) => g.run(it, env)?,
             Stage::SetWindowFields(w) => w.run(it, interrupt)?,
             Stage::CollStats(c) => c.run(it, env)?,
+            Stage::GeoNear => {
+                // The storage crate takes a leading $geoNear off as the pipeline's source.
+                return Err(DocError::with_code(
+                    40602,
+                    "Location40602",
+                    "$geoNear is only valid as the first stage in a pipeline.",
+                ));
+            }
             Stage::CurrentOp(c) => c.run(it, env)?,
             Stage::Out(o) => {
                 let docs = without_score(it)?;

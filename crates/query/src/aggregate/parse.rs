@@ -47,6 +47,8 @@ pub(super) enum Stage {
     GraphLookup(GraphLookup),
     SetWindowFields(SetWindowFields),
     CollStats(CollStats),
+    /// `$geoNear`: run by the storage crate as the pipeline's source (first stage only).
+    GeoNear,
     CurrentOp(CurrentOpSpec),
     Out(Out),
     Merge(Merge),
@@ -264,6 +266,10 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
         "$graphLookup" => Stage::GraphLookup(GraphLookup::parse(arg)?),
         "$setWindowFields" => Stage::SetWindowFields(SetWindowFields::parse(arg)?),
         "$collStats" => Stage::CollStats(CollStats::parse(arg)?),
+        "$geoNear" => {
+            crate::geo::GeoNearSpec::parse(arg)?;
+            Stage::GeoNear
+        }
         "$currentOp" => Stage::CurrentOp(CurrentOpSpec::parse(arg)?),
         "$out" => Stage::Out(Out::parse(arg)?),
         "$merge" => Stage::Merge(Merge::parse(arg)?),
@@ -294,7 +300,7 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
                 "The $changeStream stage is only supported on replica sets",
             ))
         }
-        "$geoNear" | "$indexStats" | "$listSessions"
+        "$indexStats" | "$listSessions"
         | "$densify" | "$fill" | "$redact"
         | "$search" | "$documents" => {
             return Err(DocError::with_code(
@@ -340,6 +346,7 @@ pub(super) fn parse_sub_pipeline(stages: &[Bson], owner: &str) -> DocResult<Vec<
     }
     let misplaced = parsed.iter().find_map(|s| match s {
         Stage::CollStats(_) => Some("$collStats"),
+        Stage::GeoNear => Some("$geoNear"),
         Stage::CurrentOp(_) => Some("$currentOp"),
         other => other.writes(),
     });
@@ -391,6 +398,12 @@ pub(super) fn check_positions(stages: &[Stage]) -> DocResult<()> {
         return Err(stage_err(
             40602,
             "$collStats is only valid as the first stage in a pipeline",
+        ));
+    }
+    if stages.iter().skip(1).any(|s| matches!(s, Stage::GeoNear)) {
+        return Err(stage_err(
+            40602,
+            "$geoNear is only valid as the first stage in a pipeline.",
         ));
     }
     if stages

@@ -8,11 +8,13 @@
 //! has no 2d index). `$near` with a legacy pair is a 2d-index query and is refused by the
 //! planner, as mongod refuses it without a 2d index.
 pub mod cell;
+mod near_stage;
 pub mod shape;
 pub mod sphere;
 
 use crate::error::{DocError, DocResult};
 use bson::{Bson, Document};
+pub use near_stage::GeoNearSpec;
 use shape::{legacy_pair, lng_lat_point, parse_geojson, Region, Shape};
 use sphere::{Cap, EARTH_RADIUS_M, V3};
 use std::f64::consts::PI;

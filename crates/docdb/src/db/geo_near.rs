@@ -1,0 +1,63 @@
+//! The `$geoNear` stage as a pipeline's source: a `$nearSphere` find over the 2dsphere index
+//! of `key` (or the collection's only one), each document annotated with its distance.
+#![allow(clippy::result_large_err)]
+
+use super::*;
+use query::geo::GeoNearSpec;
+
+impl DocDb {
+    pub(super) fn geo_near_source(
+        &self,
+        db: &str,
+        coll: &str,
+        arg: &Document,
+        opts: &AggregateOpts,
+    ) -> DocResult<DocCursor> {
+        let spec = GeoNearSpec::parse(&Bson::Document(arg.clone()))?;
+        let Some(c) = self.get_coll(db, coll) else {
+            return Ok(DocCursor::empty());
+        };
+        let st = c.state.read();
+        let geo_fields: Vec<String> = st
+            .indexes
+            .iter()
+            .filter(|i| i.def.kind == index::IndexKind::Geo2dSphere && !i.def.hidden)
+            .map(|i| i.def.fields[0].0.clone())
+            .collect();
+        let key = match (&spec.key, geo_fields.as_slice()) {
+            (Some(k), _) if geo_fields.contains(k) => k.clone(),
+            (Some(k), _) => {
+                return Err(DocError::bad_value(format!(
+                    "no 2dsphere index with key {{{k}: \"2dsphere\"}} on {db}.{coll} for $geoNear"
+                )))
+            }
+            (None, [one]) => one.clone(),
+            (None, []) => {
+                return Err(DocError::index_not_found(
+                    "$geoNear requires a 2d or 2dsphere index, but none were found",
+                ))
+            }
+            (None, _) => {
+                return Err(DocError::index_not_found(format!(
+                    "There is more than one 2dsphere index on {db}.{coll}; unsure which to use for $geoNear"
+                )))
+            }
+        };
+        let q = FindQuery {
+            filter: spec.filter(&key),
+            interrupt: opts.interrupt.clone(),
+            collation: opts.collation.clone(),
+            ..Default::default()
+        };
+        let exec = self.exec_for(&c, &st, &q)?;
+        drop(st);
+        let collation = exec.collation.clone();
+        let _in_effect = collation::scope(collation.clone());
+        let docs = exec.scored_source()?.map(move |r| {
+            let (_, mut d, dist) = r?;
+            spec.annotate(&mut d, &key, dist.unwrap_or(0.0))?;
+            Ok(d)
+        });
+        Ok(DocCursor::with_collation(Box::new(docs), collation))
+    }
+}
