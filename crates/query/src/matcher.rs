@@ -594,6 +594,11 @@ impl Pred {
             Pred::All(ps) | Pred::ElemMatchVal(ps) => {
                 ps.iter().for_each(|p| p.near_operands(false, out))
             }
+            Pred::ElemMatchObj(node) => {
+                let mut inner = Vec::new();
+                node.collect_near(false, &mut inner);
+                out.extend(inner.into_iter().map(|(_, g, _)| (g, false)));
+            }
             _ => {}
         }
     }
