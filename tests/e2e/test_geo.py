@@ -205,7 +205,7 @@ def test_legacy_flat_shapes(db):
     coll.insert_many([{"_id": 1, "p": [1, 1]}, {"_id": 2, "p": [5, 5]}, {"_id": 3, "p": [9, 1]}])
     assert [d["_id"] for d in coll.find({"p": {"$geoWithin": {"$box": [[0, 0], [6, 6]]}}})] == [1, 2]
     assert [d["_id"] for d in coll.find(
-        {"p": {"$geoWithin": {"$polygon": [[0, 0], [10, 0], [0, 10]]}}})] == [1, 3]
+        {"p": {"$geoWithin": {"$polygon": [[0, 0], [10, 0], [10, 3], [0, 3]]}}})] == [1, 3]
     assert [d["_id"] for d in coll.find({"p": {"$geoWithin": {"$center": [[0, 0], 2]}}})] == [1]
 
 
