@@ -67,15 +67,24 @@ fn near_and_within_index_vs_scan() {
             .enumerate()
             .map(|(i, (x, y))| doc! {"_id": (c * 1000 + i) as i64, "loc": {"type": "Point", "coordinates": [x, y]}})
             .collect();
-        assert!(db.insert("b", "pts", docs, WriteOpts::default()).write_errors.is_empty());
+        assert!(db
+            .insert("b", "pts", docs, WriteOpts::default())
+            .write_errors
+            .is_empty());
     }
     let load_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    db.create_indexes("b", "pts", &[doc! {"key": {"loc": "2dsphere"}}]).unwrap();
+    db.create_indexes("b", "pts", &[doc! {"key": {"loc": "2dsphere"}}])
+        .unwrap();
     let index_s = t.elapsed().as_secs_f64();
 
     let centers: Vec<(f64, f64)> = (0..100)
-        .map(|_| (rng.gen_range(LNG.0 + 1.0..LNG.1 - 1.0), rng.gen_range(LAT.0 + 1.0..LAT.1 - 1.0)))
+        .map(|_| {
+            (
+                rng.gen_range(LNG.0 + 1.0..LNG.1 - 1.0),
+                rng.gen_range(LAT.0 + 1.0..LAT.1 - 1.0),
+            )
+        })
         .collect();
 
     // $near top 10 through the index; the scan computes every distance and keeps the 10 least.
@@ -95,7 +104,11 @@ fn near_and_within_index_vs_scan() {
             .unwrap()
             .map(|d| {
                 let d = d.unwrap();
-                let p = d.get_document("loc").unwrap().get_array("coordinates").unwrap();
+                let p = d
+                    .get_document("loc")
+                    .unwrap()
+                    .get_array("coordinates")
+                    .unwrap();
                 let (px, py) = (p[0].as_f64().unwrap(), p[1].as_f64().unwrap());
                 (c.angle(V3::from_lng_lat(px, py)), d.get_i64("_id").unwrap())
             })
@@ -115,14 +128,19 @@ fn near_and_within_index_vs_scan() {
         ]]}}}})
         .collect();
     let within = |f: &Document, hint: Option<Bson>| {
-        let q = FindQuery { filter: f.clone(), hint, ..Default::default() };
+        let q = FindQuery {
+            filter: f.clone(),
+            hint,
+            ..Default::default()
+        };
         let mut v = ids(&db, &q);
         v.sort_unstable();
         v
     };
     let (within_ms, within_ids) = timed(&squares, |f| within(f, None));
-    let (within_scan_ms, within_scan_ids) =
-        timed(&squares[..10], |f| within(f, Some(Bson::Document(doc! {"$natural": 1}))));
+    let (within_scan_ms, within_scan_ids) = timed(&squares[..10], |f| {
+        within(f, Some(Bson::Document(doc! {"$natural": 1})))
+    });
     for (i, got) in within_scan_ids.iter().enumerate() {
         assert_eq!(&within_ids[i], got, "index and scan agree on $geoWithin");
     }

@@ -88,7 +88,7 @@ fn load(geoms: &[Bson]) -> std::sync::Arc<DocDb> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(40))]
+    #![proptest_config(ProptestConfig::with_cases(128))]
     #[test]
     fn index_answers_what_a_scan_answers(
         geoms in prop::collection::vec(geometry(), 1..60),

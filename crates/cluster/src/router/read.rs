@@ -604,6 +604,14 @@ pub fn explain(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> {
     })
 }
 
+/// Each shard orders its own `$near`/`$geoNear` results by distance; the router has no merge
+/// by distance, so it refuses them rather than return them out of order.
+fn near_through_router() -> DocError {
+    DocError::illegal_operation(
+        "$near, $nearSphere and $geoNear are not supported through a flashdoc router (shards' results would need a merge by distance); use $geoWithin, or query a shard",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -636,12 +644,4 @@ mod tests {
         assert!(s.is_empty());
         assert_eq!(rest, a);
     }
-}
-
-/// Each shard orders its own `$near`/`$geoNear` results by distance; the router has no merge
-/// by distance, so it refuses them rather than return them out of order.
-fn near_through_router() -> DocError {
-    DocError::illegal_operation(
-        "$near, $nearSphere and $geoNear are not supported through a flashdoc router (shards' results would need a merge by distance); use $geoWithin, or query a shard",
-    )
 }

@@ -158,7 +158,7 @@ impl CellId {
     /// rounding.
     pub fn bound(self) -> Cap {
         let c = self.corners();
-        let center = c[0].add(c[1]).add(c[2]).add(c[3]).normalize();
+        let center = c[0].plus(c[1]).plus(c[2]).plus(c[3]).normalize();
         let radius = c.iter().map(|p| center.angle(*p)).fold(0.0, f64::max);
         Cap {
             center,
@@ -268,7 +268,7 @@ mod tests {
             let cells = cover(&cap, 16, 30);
             prop_assert!(cells.len() <= 16);
             // A point of the cap (center nudged within r) is in some covering cell.
-            let q = center.add(V3::new(dl, dt, dl * dt).scale(r / 3.0)).normalize();
+            let q = center.plus(V3::new(dl, dt, dl * dt).scale(r / 3.0)).normalize();
             if cap.contains(q) {
                 let leaf = CellId::from_point(q);
                 prop_assert!(cells.iter().any(|c| c.contains(leaf)));

@@ -201,7 +201,7 @@ impl GeoQuery {
                 let (x, y) = flat_pair(c, "$centerSphere")?;
                 let center = lng_lat_point(x, y).map_err(bad)?;
                 let radius = number(r, "$centerSphere radius")?;
-                if !(radius >= 0.0) {
+                if radius.is_nan() || radius < 0.0 {
                     return Err(bad("radius must be a non-negative number"));
                 }
                 Ok(GeoQuery::Within(Region::Cap(Cap { center, radius })))
@@ -223,7 +223,7 @@ impl GeoQuery {
                     return Err(bad("$center needs [[x, y], radius]"));
                 };
                 let radius = number(r, "$center radius")?;
-                if !(radius >= 0.0) {
+                if radius.is_nan() || radius < 0.0 {
                     return Err(bad("radius must be a non-negative number"));
                 }
                 Ok(GeoQuery::FlatWithin(FlatRegion::Circle {
@@ -309,7 +309,7 @@ impl GeoQuery {
         let to_radians = |v: Option<&Bson>, what: &str, default: f64| -> DocResult<f64> {
             let Some(v) = v else { return Ok(default) };
             let d = number(v, what)?;
-            if !(d >= 0.0) {
+            if d.is_nan() || d < 0.0 {
                 return Err(bad(format!("{what} must be non-negative")));
             }
             Ok(if metres { d / EARTH_RADIUS_M } else { d })

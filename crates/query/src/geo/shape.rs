@@ -280,10 +280,10 @@ impl Loop {
             v.reverse();
         }
         let (a, b) = (v[0], v[1]);
-        let mid = a.add(b).normalize();
+        let mid = a.plus(b).normalize();
         let left = a.cross(b).normalize();
         let step = (a.angle(b) * 1e-6).max(1e-12);
-        let inside = mid.add(left.scale(step)).normalize();
+        let inside = mid.plus(left.scale(step)).normalize();
         Loop { v, inside }
     }
 
@@ -414,7 +414,7 @@ impl Shape {
 
     /// The angle from p to the farthest point of the shape's boundary or vertices.
     fn max_distance_to(&self, p: V3) -> f64 {
-        let far = p.neg();
+        let far = p.antipode();
         let edge_max = self
             .edges()
             .map(|(a, b)| PI - dist_to_arc(far, a, b))
@@ -437,7 +437,7 @@ impl Shape {
                 }
                 // A polygon whose boundary is in the cap is inside it unless it is the
                 // complement's side (holding the cap's antipode).
-                !matches!(self, Shape::Polygon(p) if p.contains(cap.center.neg()))
+                !matches!(self, Shape::Polygon(p) if p.contains(cap.center.antipode()))
             }
             Region::Shape(Shape::Multi(parts)) => {
                 parts.iter().any(|p| self.within(&Region::Shape(p.clone())))
@@ -448,7 +448,7 @@ impl Shape {
                 self.vertices().all(|p| other.covers_point(p))
                     && self
                         .edges()
-                        .all(|(a, b)| other.covers_point(a.add(b).normalize()))
+                        .all(|(a, b)| other.covers_point(a.plus(b).normalize()))
             }
         }
     }
@@ -486,7 +486,7 @@ impl Shape {
                 radius: 0.0,
             };
         }
-        let sum = self.vertices().fold(V3::new(0.0, 0.0, 0.0), V3::add);
+        let sum = self.vertices().fold(V3::new(0.0, 0.0, 0.0), V3::plus);
         let center = if sum.norm() < 1e-9 {
             self.vertices().next().unwrap_or(V3::new(1.0, 0.0, 0.0))
         } else {
@@ -495,10 +495,10 @@ impl Shape {
         let radius = self.max_distance_to(center) * (1.0 + 1e-9) + 1e-12;
         // A polygon on the far side of its boundary from the center needs the whole sphere.
         let wraps = match self {
-            Shape::Polygon(p) => p.contains(center.neg()),
+            Shape::Polygon(p) => p.contains(center.antipode()),
             Shape::Multi(parts) => parts
                 .iter()
-                .any(|s| matches!(s, Shape::Polygon(p) if p.contains(center.neg()))),
+                .any(|s| matches!(s, Shape::Polygon(p) if p.contains(center.antipode()))),
             _ => false,
         };
         Cap {

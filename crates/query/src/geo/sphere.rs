@@ -51,7 +51,7 @@ impl V3 {
         )
     }
 
-    pub fn add(self, o: V3) -> V3 {
+    pub fn plus(self, o: V3) -> V3 {
         V3::new(self.x + o.x, self.y + o.y, self.z + o.z)
     }
 
@@ -59,7 +59,7 @@ impl V3 {
         V3::new(self.x * k, self.y * k, self.z * k)
     }
 
-    pub fn neg(self) -> V3 {
+    pub fn antipode(self) -> V3 {
         self.scale(-1.0)
     }
 
@@ -116,7 +116,7 @@ pub fn dist_to_arc(p: V3, a: V3, b: V3) -> f64 {
     }
     let n = n.normalize();
     // The foot of p on the great circle; it is on the arc when a → q → b turns neither way.
-    let q = p.add(n.scale(-p.dot(n)));
+    let q = p.plus(n.scale(-p.dot(n)));
     if q.norm() > 1e-300 {
         let q = q.normalize();
         if a.cross(q).dot(n) >= 0.0 && q.cross(b).dot(n) >= 0.0 {
@@ -237,7 +237,7 @@ mod tests {
             // Any point of the arc (slerp) is no nearer than the minimum.
             let w = a.angle(b);
             let s = if w < 1e-12 { a } else {
-                a.scale(((1.0 - t) * w).sin() / w.sin()).add(b.scale((t * w).sin() / w.sin()))
+                a.scale(((1.0 - t) * w).sin() / w.sin()).plus(b.scale((t * w).sin() / w.sin()))
             };
             prop_assert!(d <= p.angle(s) + 1e-9);
         }

@@ -208,3 +208,35 @@ proptest! {
         prop_assert_eq!(tri.distance_to(pt(q.0, q.1)) <= 1e-15, tri.covers_point(pt(q.0, q.1)));
     }
 }
+
+#[test]
+fn near_in_the_matcher() {
+    use crate::matcher::Matcher;
+    let near = bson!({"$near": {"$geometry": {"type": "Point", "coordinates": [1, 2]}}, "$maxDistance": 10});
+    let m = Matcher::new_for_find(&doc! {"loc": near.clone(), "a": 1}).unwrap();
+    let (path, n) = m.near().unwrap();
+    assert_eq!(path, "loc");
+    assert!(n.metres && (n.max * EARTH_RADIUS_M - 10.0).abs() < 1e-9);
+    let code = |f: Document| Matcher::new_for_find(&f).err().map(|e| e.code);
+    assert_eq!(
+        code(doc! {"$or": [{"loc": near.clone()}, {"a": 1}]}),
+        Some(2)
+    );
+    assert_eq!(code(doc! {"loc": {"$not": near.clone()}}), Some(2));
+    assert_eq!(
+        code(doc! {"l": {"$elemMatch": {"loc": near.clone()}}}),
+        Some(2)
+    );
+    assert_eq!(
+        code(doc! {"$and": [{"loc": near.clone()}, {"b": near.clone()}]}),
+        Some(2)
+    );
+    assert_eq!(code(doc! {"loc": {"$maxDistance": 3}}), Some(2));
+    // Only a find orders by distance.
+    let e = Matcher::new_with_text(&doc! {"loc": near}).err().unwrap();
+    assert_eq!(e.code, 5626500);
+    // $geoWithin is an ordinary predicate anywhere.
+    assert!(
+        Matcher::new(&doc! {"$or": [{"loc": {"$geoWithin": {"$box": [[0, 0], [1, 1]]}}}]}).is_ok()
+    );
+}
