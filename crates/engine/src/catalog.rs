@@ -8,10 +8,10 @@ use crate::cache::Cache;
 use crate::config::TableConfig;
 use crate::error::{Error, Result};
 use crate::io::{FileRole, Io};
-use crate::kv::TableId;
+use crate::kv::{KvPair, TableId};
 use crate::meta::TableMeta;
 use parking_lot::{RwLock, RwLockWriteGuard};
-use placement::FileId;
+use placement::{FileId, WriteCause};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -207,12 +207,93 @@ impl Catalog {
             .collect()
     }
 
+    /// The file a compaction of `t` writes: the next generation of its file name
+    /// (`collection-7.fdb` → `collection-7.1.fdb` → `collection-7.2.fdb`). A file left there by
+    /// a compaction that crashed was removed at open (no table owned it).
+    pub fn compacted_path(&self, t: &Table) -> PathBuf {
+        let stem = Self::file_name(&t.cfg, t.id);
+        let stem = stem
+            .strip_suffix(&format!(".{TABLE_EXT}"))
+            .expect("a table file name");
+        let current = t
+            .file
+            .path()
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix(stem))
+            .and_then(|rest| rest.strip_suffix(&format!(".{TABLE_EXT}")))
+            .and_then(|g| g.strip_prefix('.'))
+            .and_then(|g| g.parse::<u64>().ok())
+            .unwrap_or(0);
+        self.dir.join(format!("{stem}.{}.{TABLE_EXT}", current + 1))
+    }
+
+    /// A copy of `t` in a fresh file at `path`, bulk-loaded from `entries` (in key order); not
+    /// in the catalog, and its internal pages not written yet (its checkpoint writes them).
+    pub fn bulk_copy(
+        &self,
+        t: &Table,
+        path: &Path,
+        entries: impl Iterator<Item = Result<KvPair>>,
+        cause: WriteCause,
+    ) -> Result<Arc<Table>> {
+        let file = BlockFile::create(
+            path,
+            file_role(t.id, &t.cfg),
+            t.cfg.block_allocation(),
+            self.io.clone(),
+        )?;
+        Ok(Arc::new(Table::bulk_load(
+            t.id,
+            t.name.clone(),
+            t.cfg.clone(),
+            file,
+            self.cache.clone(),
+            self.leaf_ids.clone(),
+            entries,
+            cause,
+        )?))
+    }
+
+    /// Puts `new` in the catalog in place of `old` (same id and name): from now on writers
+    /// find `new`, and cursors on `old` move to it. Returns `old`'s file, to unlink once a
+    /// checkpoint without it is durable. Fails if `old` is no longer the table (dropped).
+    pub fn replace_table(&self, old: &Arc<Table>, new: Arc<Table>) -> Result<DroppedFile> {
+        let mut t = self.tables.write();
+        match t.by_id.get(&old.id) {
+            Some(cur) if Arc::ptr_eq(cur, old) => {}
+            _ => {
+                return Err(Error::NoSuchTable(format!(
+                    "{} (dropped during compaction)",
+                    old.name
+                )))
+            }
+        }
+        assert_eq!(
+            (new.id, &new.name),
+            (old.id, &old.name),
+            "a copy replaces its own table"
+        );
+        t.by_id.insert(new.id, new.clone());
+        old.set_successor(new);
+        Ok(DroppedFile {
+            path: old.file.path().to_path_buf(),
+            id: old.file.id(),
+        })
+    }
+
     /// What the metadata records of table `t` at checkpoint `ckpt`.
     pub fn meta_of(t: &Table, ckpt: FileCheckpoint) -> TableMeta {
         TableMeta {
             id: t.id,
             name: t.name.clone(),
-            file: Self::file_name(&t.cfg, t.id),
+            file: t
+                .file
+                .path()
+                .file_name()
+                .expect("a table file has a name")
+                .to_string_lossy()
+                .into_owned(),
             config: t.cfg.clone(),
             checkpoint: ckpt,
         }

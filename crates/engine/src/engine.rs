@@ -20,6 +20,7 @@ use crate::btree::{fetch_range, Table, MAX_KEY_LEN};
 use crate::cache::Cache;
 use crate::catalog::Catalog;
 use crate::checkpoint::{self, Checkpointer, Triggers};
+use crate::compact;
 use crate::config::{EngineConfig, TableConfig};
 use crate::cursor::BatchedCursor;
 use crate::error::{Error, IoContext, Result};
@@ -27,7 +28,9 @@ use crate::evict::Evictor;
 use crate::io::Io;
 use crate::journal::record::{self, Record};
 use crate::journal::{Journal, Lsn};
-use crate::kv::{Direction, KvCursor, KvEngine, Reconfigure, TableId, WriteBatch, WriteOptions};
+use crate::kv::{
+    CompactStats, Direction, KvCursor, KvEngine, Reconfigure, TableId, WriteBatch, WriteOptions,
+};
 use crate::leaf::{retired_backoff, Leaf};
 use crate::meta::ProcessLock;
 use crate::recovery;
@@ -39,6 +42,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+/// A batch's hold on one table's `writers` gate.
+type WritersGuard = parking_lot::ArcRwLockReadGuard<parking_lot::RawRwLock, ()>;
 
 /// A batch whose pages keep leaving memory while it waits for them is applied with them read
 /// under its latches after this many attempts (correct either way; this bounds the retries).
@@ -255,8 +261,8 @@ impl Inner {
 
     /// The write path. Returns the batch's journal position, if journaled.
     fn apply_batch(&self, batch: &WriteBatch, journal: bool) -> Result<Option<Lsn>> {
+        let (tables, _writing) = self.writable_tables(batch)?;
         let _gate = self.write_gate.read();
-        let tables = self.catalog.tables_of(batch.ops.iter().map(|o| o.table))?;
         let record = match (journal, &self.journal) {
             (true, Some(_)) => Some(record::encode_batch(batch)),
             _ => None,
@@ -324,6 +330,7 @@ impl Inner {
             break lsn;
         };
         drop(_gate);
+        drop(_writing);
         for (t, leaf) in split_candidates {
             // A page grown past memory_page_max is reconciled (and split) by the thread that
             // grew it, as WiredTiger forces eviction of large pages. Skip if a checkpoint or
@@ -338,6 +345,26 @@ impl Inner {
             .ops
             .fetch_add(batch.ops.len() as u64, Ordering::Relaxed);
         Ok(lsn)
+    }
+
+    /// The tables of a batch's ops (in op order), with each distinct table's `writers` gate held
+    /// shared (taken in id order): a compaction holds it exclusively while it copies a table,
+    /// and a table it replaced is looked up again.
+    fn writable_tables(&self, batch: &WriteBatch) -> Result<(Vec<Arc<Table>>, Vec<WritersGuard>)> {
+        for attempt in 0.. {
+            let tables = self.catalog.tables_of(batch.ops.iter().map(|o| o.table))?;
+            let mut distinct: Vec<&Arc<Table>> = tables.iter().collect();
+            distinct.sort_by_key(|t| t.id);
+            distinct.dedup_by_key(|t| t.id);
+            let guards: Vec<WritersGuard> = distinct.iter().map(|t| t.writers.read_arc()).collect();
+            if !distinct.iter().any(|t| t.is_replaced()) {
+                return Ok((tables, guards));
+            }
+            // A compaction swapped a table in while this batch waited for it.
+            drop(guards);
+            retired_backoff(attempt);
+        }
+        unreachable!("retired_backoff bounds the retries")
     }
 
     /// Application threads evict when the cache is over its trigger, before taking latches.
@@ -528,8 +555,27 @@ impl KvEngine for DiskEngine {
             lower,
             upper,
             direction,
-            move |lo, hi, reverse, limit, out| fetch_range(&t, lo, hi, reverse, limit, out),
+            // A compaction may replace the table under an open cursor: each batch reads the
+            // table that holds the data now.
+            move |lo, hi, reverse, limit, out| {
+                fetch_range(&t.current(), lo, hi, reverse, limit, out)
+            },
         )))
+    }
+
+    fn compact_table(&self, table: TableId) -> Result<CompactStats> {
+        let inner = &self.inner;
+        inner.check_open()?;
+        compact::compact_table(
+            &compact::Parts {
+                catalog: &inner.catalog,
+                io: &inner.io,
+                checkpointer: &inner.checkpointer,
+                checkpoint: &|| inner.checkpoint(),
+                help_evict: &|| inner.help_evict(),
+            },
+            table,
+        )
     }
 
     fn checkpoint(&self) -> Result<()> {

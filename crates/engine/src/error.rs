@@ -34,6 +34,10 @@ pub enum Error {
     KeyTooLarge { len: usize, max: usize },
     #[error("the engine is shut down or has failed: {0}")]
     Closed(String),
+    #[error("busy: {0}")]
+    Busy(String),
+    #[error("not supported by this storage engine: {0}")]
+    Unsupported(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

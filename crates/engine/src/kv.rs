@@ -77,6 +77,22 @@ impl Reconfigure {
     }
 }
 
+/// What a compaction did to a table's file, in the lab's terms: the bytes the rewrite wrote
+/// (every live page once, plus the new file's descriptor, internal pages and extent lists), and
+/// the bytes given back to the file system by removing the old file (the space a device with
+/// TRIM learns is free).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CompactStats {
+    /// The old file's size.
+    pub bytes_before: u64,
+    /// The new file's size once it is checkpointed.
+    pub bytes_after: u64,
+    /// Bytes the rewrite wrote to the new file.
+    pub bytes_written: u64,
+    /// Bytes of the old file removed after the swap-in checkpoint (its whole size).
+    pub bytes_freed: u64,
+}
+
 pub trait KvEngine: Send + Sync {
     fn create_table(&self, name: &str, cfg: &TableConfig) -> Result<TableId>;
     fn drop_table(&self, name: &str) -> Result<()>;
@@ -103,6 +119,10 @@ pub trait KvEngine: Send + Sync {
             Direction::Forward,
         )
     }
+    /// Rewrites a table into a fresh file — every live entry once, densely, in key order — and
+    /// swaps it in at a checkpoint; the old file is removed once that checkpoint is durable
+    /// (MongoDB's `compact`). The table's writers wait while it is copied; readers go on.
+    fn compact_table(&self, table: TableId) -> Result<CompactStats>;
     /// Makes everything written so far durable as a checkpoint.
     fn checkpoint(&self) -> Result<()>;
     /// Waits until everything written so far is in the synced journal.

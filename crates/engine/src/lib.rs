@@ -5,7 +5,7 @@
 //! Modules follow WiredTiger's rooms (docs/engine.md, "Rooms", maps file → job): `io` (the
 //! announced-I/O seam), `block` (extents, block images, the block manager), `page` and `codec`
 //! (formats), `leaf` (the in-memory page), `reconcile`, `btree` (tree, splits, scans, verify),
-//! `cache` and `evict`, `catalog`, `checkpoint`, `recovery`, `journal`, `meta`, `engine` (which
+//! `cache` and `evict`, `catalog`, `checkpoint`, `compact`, `recovery`, `journal`, `meta`, `engine` (which
 //! composes them), `memory` (the in-memory engine).
 
 pub mod block;
@@ -14,6 +14,7 @@ pub mod cache;
 pub mod catalog;
 pub mod checkpoint;
 pub mod codec;
+pub mod compact;
 pub mod config;
 pub mod cursor;
 pub mod engine;
@@ -38,7 +39,8 @@ pub use error::{Error, Result};
 pub use io::{DirectIo, FlashConfig};
 pub use journal::{JournalCompressor, JournalConfig, Lsn};
 pub use kv::{
-    Direction, KvCursor, KvEngine, KvPair, Reconfigure, TableId, WriteBatch, WriteOp, WriteOptions,
+    CompactStats, Direction, KvCursor, KvEngine, KvPair, Reconfigure, TableId, WriteBatch, WriteOp,
+    WriteOptions,
 };
 pub use memory::MemEngine;
 pub use settings::{FlashSettings, WiredTigerSettings};

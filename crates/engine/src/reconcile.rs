@@ -136,7 +136,7 @@ impl Reconciler<'_> {
 }
 
 /// The shortest key `s` with `prev < s <= next` (WiredTiger's internal-key truncation).
-fn separator(prev: &[u8], next: &[u8]) -> Vec<u8> {
+pub(crate) fn separator(prev: &[u8], next: &[u8]) -> Vec<u8> {
     let common = prev.iter().zip(next).take_while(|(a, b)| a == b).count();
     next[..(common + 1).min(next.len())].to_vec()
 }

@@ -74,6 +74,24 @@ fn sigkill_right_after_trim_batches_loses_nothing() {
 
 /// Whether the file system under `dir` takes `O_DIRECT` (tmpfs does not): the direct-I/O
 /// tests say so and stop where it does not.
+/// Compactions in the mix: a thread in the writer compacts `coll` and `idx` in turn every
+/// 30 ms, so kills land before, during and after a copy and its swap-in checkpoint.
+#[test]
+fn sigkill_during_compactions_loses_nothing() {
+    let cycles = env_u64("FLASHDOC_CRASH_CYCLES", 50).min(25);
+    let seed = env_u64("FLASHDOC_CRASH_SEED", 31);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let mut cl = CrashLoop::new(Path::new(EXE), &db, seed);
+    cl.opts.compact_ms = Some(30);
+    for i in 0..cycles {
+        if let Err(e) = cl.cycle(i + 1 == cycles) {
+            panic!("compaction crash cycle {i} of {cycles} failed (seed {seed}):\n{e}");
+        }
+    }
+    assert!(cl.acked() > 0 && cl.stats.compactions > 0, "{:?}", cl.stats);
+}
+
 fn direct_io_supported(dir: &Path) -> bool {
     let probe = engine::io::probe_direct_io(dir);
     if let Err(e) = &probe {

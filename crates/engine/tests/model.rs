@@ -1,5 +1,6 @@
 //! Model-based randomized test: random puts, deletes, gets, scans (both ways), multi-table
-//! batches, checkpoints and close/reopen against a `BTreeMap` model, with a tiny cache so
+//! batches, checkpoints, compactions (also under an open cursor) and close/reopen against a
+//! `BTreeMap` model, with a tiny cache so
 //! eviction runs constantly, for 4 KB and 32 KB leaves and every compressor.
 //! A failure prints the seed; rerun one seed with FLASHDOC_MODEL_SEED=<seed>.
 
@@ -128,12 +129,22 @@ fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize, direct_io: Di
                     Direction::Reverse
                 };
                 let limit = rng.gen_range(1..400);
-                let got: Vec<_> = eng
-                    .scan(tid, lo.clone(), hi.clone(), d)
-                    .unwrap()
-                    .take(limit)
+                let mut cursor = eng.scan(tid, lo.clone(), hi.clone(), d).unwrap();
+                let mut got: Vec<_> = (&mut cursor)
+                    .take(limit / 2)
                     .collect::<Result<_, _>>()
                     .unwrap();
+                // Now and then the table is compacted under the open cursor, which goes on
+                // in the copy.
+                if rng.gen_range(0..6) == 0 {
+                    eng.compact_table(tid).unwrap();
+                }
+                got.extend(
+                    cursor
+                        .take(limit - limit / 2)
+                        .collect::<Result<Vec<_>, _>>()
+                        .unwrap(),
+                );
                 let want: Vec<_> = model_range(&models[t], &lo, &hi, d)
                     .into_iter()
                     .take(limit)
@@ -164,7 +175,20 @@ fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize, direct_io: Di
                 )
                 .unwrap();
             }
-            93..=96 => eng.checkpoint().unwrap(),
+            93..=95 => eng.checkpoint().unwrap(),
+            96 => {
+                let s = eng.compact_table(tid).unwrap();
+                // The copy holds the live entries once: never larger than the file it
+                // replaces by more than its fixed part (descriptor, root, extent lists).
+                assert!(
+                    s.bytes_after <= s.bytes_before + 64 * 1024,
+                    "{} {s:?}",
+                    ctx(step)
+                );
+                // The old file is removed whole (eviction may still have written to it).
+                assert!(s.bytes_freed >= s.bytes_before, "{} {s:?}", ctx(step));
+                assert!(s.bytes_written >= s.bytes_after.min(4096), "{}", ctx(step));
+            }
             _ => {
                 let st = eng.stats();
                 evicted += st["cache"]["pages_evicted"].as_u64().unwrap();

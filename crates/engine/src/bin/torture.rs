@@ -14,13 +14,16 @@
 //!              --batches N (stop after N batches: print `DONE <next>` and idle until killed)
 //!              --no-checkpoint   --journal-file-max BYTES   --no-preallocate
 //!              --journal-compressor none|snappy|zstd   --direct-io data,log
+//!              --compact MS (a thread compacts `coll` and `idx` in turn every MS ms, printing
+//!                            `COMPACT <table> <bytes before> <bytes after>`)
 //!
-//! flashdoc-engine-torture crash-loop DBPATH [--cycles N] [--seed S] [--trim EXTENTS] [--direct-io data,log]
+//! flashdoc-engine-torture crash-loop DBPATH [--cycles N] [--seed S] [--trim EXTENTS] [--direct-io data,log] [--compact MS]
 //!     N times: start a `write` child on DBPATH, SIGKILL it after 10–300 ms, reopen the database
 //!     and check that every acknowledged batch is there, no batch is half there, and every
 //!     block checksums. Prints a summary; exits 1 on the first failure. With `--trim`, the
 //!     writers trim freed space in batches of EXTENTS extents, punched into the files; with
-//!     `--direct-io`, they open those files with O_DIRECT.
+//!     `--direct-io`, they open those files with O_DIRECT; with `--compact`, they compact a
+//!     table every MS ms while writing, and the check also finds one file per table.
 //! ```
 
 #[path = "torture/workload.rs"]
@@ -40,7 +43,7 @@ fn main() {
         _ => {
             eprintln!(
                 "usage: flashdoc-engine-torture write DBPATH SEED [START] [options]\n       \
-                 flashdoc-engine-torture crash-loop DBPATH [--cycles N] [--seed S] [--trim EXTENTS] [--direct-io data,log]"
+                 flashdoc-engine-torture crash-loop DBPATH [--cycles N] [--seed S] [--trim EXTENTS] [--direct-io data,log] [--compact MS]"
             );
             2
         }
@@ -85,6 +88,26 @@ fn write_mode(args: &[String]) -> i32 {
             return 2;
         }
     };
+    let eng = std::sync::Arc::new(eng);
+    if let Some(ms) = opts.compact_ms {
+        let eng = eng.clone();
+        std::thread::spawn(move || {
+            for round in 0usize.. {
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+                let (name, id) = (workload::TABLES[round % 2], ids[round % 2]);
+                match eng.compact_table(id) {
+                    Ok(s) => say(&format!(
+                        "COMPACT {name} {} {}",
+                        s.bytes_before, s.bytes_after
+                    )),
+                    Err(e) => {
+                        say(&format!("ERR compact {name}: {e}"));
+                        std::process::exit(3);
+                    }
+                }
+            }
+        });
+    }
     say(&format!("OPEN start={start}"));
     for n in start.. {
         if opts.batches.is_some_and(|b| n >= start + b) {
@@ -126,6 +149,7 @@ fn crash_loop_mode(args: &[String]) -> i32 {
     };
     let (mut cycles, mut seed, mut trim) = (100u64, 1u64, None);
     let mut direct_io = engine::DirectIo::NONE;
+    let mut compact_ms = None;
     let mut it = args[1..].iter();
     while let Some(a) = it.next() {
         let text = it.next();
@@ -134,13 +158,14 @@ fn crash_loop_mode(args: &[String]) -> i32 {
             ("--cycles", Some(v)) => cycles = v,
             ("--seed", Some(v)) => seed = v,
             ("--trim", Some(v)) if v > 0 => trim = Some(v as usize),
+            ("--compact", Some(v)) if v > 0 => compact_ms = Some(v),
             ("--direct-io", _) if text.is_some_and(|t| t.parse::<engine::DirectIo>().is_ok()) => {
                 direct_io = text.unwrap().parse().unwrap()
             }
             _ => {
                 eprintln!(
                     "crash-loop: bad option {a} (expected --cycles N, --seed S, --trim EXTENTS, \
-                     --direct-io data,log)"
+                     --direct-io data,log, --compact MS)"
                 );
                 return 2;
             }
@@ -157,6 +182,7 @@ fn crash_loop_mode(args: &[String]) -> i32 {
     // The writers trim freed space in batches, punched into the files.
     cl.opts.trim_batch = trim;
     cl.opts.direct_io = direct_io;
+    cl.opts.compact_ms = compact_ms;
     let started = Instant::now();
     for i in 0..cycles {
         if let Err(e) = cl.cycle(i + 1 == cycles) {
@@ -177,9 +203,10 @@ fn crash_loop_mode(args: &[String]) -> i32 {
         }
     }
     println!(
-        "crash-loop OK: seed {seed}, {cycles} cycles, {} batches acknowledged and all present, {} entries in the final verified database, {:.1} s",
+        "crash-loop OK: seed {seed}, {cycles} cycles, {} batches acknowledged and all present, {} entries in the final verified database, {} compactions finished, {:.1} s",
         cl.acked(),
         cl.stats.entries_last_verified,
+        cl.stats.compactions,
         started.elapsed().as_secs_f64()
     );
     0

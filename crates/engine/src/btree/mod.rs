@@ -6,7 +6,9 @@
 //! | `split.rs` | structure changes: a split leaf's pieces into its parent, internal splits up to the root |
 //! | `scan.rs` | range reads for cursors |
 //! | `verify.rs` | every block read back and checked |
+//! | `bulk.rs` | a new table from entries in key order, each leaf written once (compaction) |
 
+mod bulk;
 mod scan;
 mod split;
 mod tree;

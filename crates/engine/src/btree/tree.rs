@@ -97,6 +97,12 @@ pub struct Table {
     /// instead of walking every leaf. A leaf may have gone clean or retired since it was
     /// listed; whoever takes the list looks.
     dirty_leaves: Mutex<Vec<Arc<Leaf>>>,
+    /// Writers of this table hold it shared while they apply a batch; a compaction holds it
+    /// exclusively while it copies the table, so no write lands in the copy's source after it
+    /// was read. Readers never take it.
+    pub writers: Arc<RwLock<()>>,
+    /// The table that replaced this one (a compaction's copy): open cursors move to it.
+    successor: Mutex<Option<Arc<Table>>>,
 }
 
 impl Table {
@@ -164,6 +170,46 @@ impl Table {
             leaf_ids,
             last_checkpoint: Mutex::new(ckpt),
             dirty_leaves: Mutex::new(Vec::new()),
+            writers: Arc::new(RwLock::new(())),
+            successor: Mutex::new(None),
+        }
+    }
+
+    /// A table over a tree built in memory (a bulk load), to be written by its checkpoint.
+    pub(super) fn from_root(
+        id: u32,
+        name: String,
+        cfg: TableConfig,
+        file: BlockFile,
+        cache: Arc<Cache>,
+        leaf_ids: Arc<AtomicU64>,
+        root: Internal,
+    ) -> Table {
+        Self::assemble(id, name, cfg, file, cache, leaf_ids, root, None)
+    }
+
+    /// Records that `next` replaced this table (in the catalog, under its write latch).
+    pub fn set_successor(&self, next: Arc<Table>) {
+        let mut s = self.successor.lock();
+        assert!(s.is_none(), "a table is replaced once");
+        *s = Some(next);
+    }
+
+    /// Whether a compaction replaced this table.
+    pub fn is_replaced(&self) -> bool {
+        self.successor.lock().is_some()
+    }
+
+    /// The table that holds this one's data now: itself, or the newest of its successors.
+    pub fn current(self: &Arc<Self>) -> Arc<Table> {
+        let mut t = self.clone();
+        // Each hop is one compaction that finished while the holder looked elsewhere.
+        loop {
+            let next = t.successor.lock().clone();
+            match next {
+                Some(n) => t = n,
+                None => return t,
+            }
         }
     }
 

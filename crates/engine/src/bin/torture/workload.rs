@@ -300,6 +300,9 @@ pub struct ChildOptions {
     pub trim_batch: Option<usize>,
     /// Files opened with `O_DIRECT`.
     pub direct_io: engine::DirectIo,
+    /// Compact a table (`coll` and `idx` in turn) every this many milliseconds, while the
+    /// batches go on (printing `COMPACT <table> <bytes before> <bytes after>`).
+    pub compact_ms: Option<u64>,
 }
 
 impl Default for ChildOptions {
@@ -314,6 +317,7 @@ impl Default for ChildOptions {
             retry: false,
             trim_batch: None,
             direct_io: engine::DirectIo::NONE,
+            compact_ms: None,
         }
     }
 }
@@ -347,6 +351,9 @@ impl ChildOptions {
         if self.direct_io.any() {
             a.extend(["--direct-io".to_string(), self.direct_io.to_string()]);
         }
+        if let Some(ms) = self.compact_ms {
+            a.extend(["--compact".to_string(), ms.to_string()]);
+        }
         a
     }
 
@@ -363,6 +370,9 @@ impl ChildOptions {
                 "--batches" => o.batches = Some(val(a)?.parse().map_err(|e| format!("{a}: {e}"))?),
                 "--trim" => o.trim_batch = Some(val(a)?.parse().map_err(|e| format!("{a}: {e}"))?),
                 "--direct-io" => o.direct_io = val(a)?.parse().map_err(|e| format!("{a}: {e}"))?,
+                "--compact" => {
+                    o.compact_ms = Some(val(a)?.parse().map_err(|e| format!("{a}: {e}"))?)
+                }
                 "--journal-file-max" => {
                     o.journal_file_max = val(a)?.parse().map_err(|e| format!("{a}: {e}"))?
                 }
@@ -486,6 +496,8 @@ pub struct CrashStats {
     /// Cycles in which the child acknowledged nothing (killed during start-up or recovery).
     pub no_ack_cycles: u64,
     pub entries_last_verified: u64,
+    /// Compactions the children reported finished (`COMPACT` lines).
+    pub compactions: u64,
 }
 
 impl CrashLoop {
@@ -555,6 +567,8 @@ impl CrashLoop {
             )));
         }
         let acks = parse_acks(&stdout, start).map_err(ctx)?;
+        self.stats.compactions +=
+            stdout.lines().filter(|l| l.starts_with("COMPACT ")).count() as u64;
         if let Some(&last) = acks.last() {
             self.model.advance_to(last);
         } else {
@@ -573,6 +587,21 @@ impl CrashLoop {
         let eng = DiskEngine::open(self.opts.engine_config(&self.db))
             .map_err(|e| format!("reopening after the crash: {e}"))?;
         let n = eng.verify().map_err(|e| format!("verify: {e}"))?;
+        // One file per table: a compaction's copy that was never swapped in, or an old file
+        // whose removal the crash cut off, is gone after open.
+        let files: Vec<String> = std::fs::read_dir(&self.db)
+            .map_err(|e| format!("listing {}: {e}", self.db.display()))?
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".fdb"))
+            .collect();
+        if files.len() != eng.tables().len() {
+            return Err(format!(
+                "{} table files for {} tables after open: {files:?}",
+                files.len(),
+                eng.tables().len()
+            ));
+        }
         let got = read_state(&eng).map_err(|e| format!("reading back: {e}"))?;
         match check_state(&got, &self.model)? {
             Found::Acked => {}

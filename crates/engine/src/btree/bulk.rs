@@ -1,0 +1,302 @@
+//! Bulk loading (WiredTiger's bulk cursor, `bt_bulk.c`): a new table built from entries that
+//! arrive in key order. Each leaf is filled to the split size and written once, in key order,
+//! so the file ends up as small as its data — what compaction writes into its fresh file. The
+//! internal pages are built in memory and written by the table's next checkpoint.
+
+use super::tree::{Child, Internal, Table};
+#[cfg(test)]
+use crate::block::Addr;
+use crate::block::{build_block, BlockFile};
+use crate::cache::Cache;
+use crate::config::TableConfig;
+use crate::error::Result;
+use crate::kv::KvPair;
+use crate::leaf::{Leaf, LeafState};
+use crate::page::{self, LeafWriter, StoredValue};
+use crate::reconcile::separator;
+use placement::{PageKind, WriteCause};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Where a bulk load is: the leaf being filled and the leaves written so far.
+struct Loader<'a> {
+    file: &'a BlockFile,
+    cfg: &'a TableConfig,
+    leaf_split: usize,
+    ids: &'a AtomicU64,
+    cause: WriteCause,
+    page: LeafWriter,
+    /// The first and last key of the leaf being filled.
+    first: Vec<u8>,
+    last: Vec<u8>,
+    /// The last key of the previous leaf (separators are cut between neighbours).
+    prev_last: Option<Vec<u8>>,
+    /// (separator, leaf) in key order; the first separator is unused.
+    leaves: Vec<(Vec<u8>, Arc<Leaf>)>,
+}
+
+impl Loader<'_> {
+    fn push(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        debug_assert!(
+            self.page.is_empty() || key > self.last.as_slice(),
+            "bulk-loaded keys ascend"
+        );
+        let stored = if value.len() > self.cfg.leaf_value_max as usize {
+            let img = build_block(PageKind::Overflow, value, self.cfg.compressor)?;
+            let addr = self
+                .file
+                .write(&img, PageKind::Overflow, false, 0, self.cause)?;
+            StoredValue::Overflow {
+                addr,
+                len: value.len() as u64,
+            }
+        } else {
+            StoredValue::Inline(value)
+        };
+        if !self.page.is_empty()
+            && self.page.len() + self.page.entry_len(key, &stored) > self.leaf_split
+        {
+            self.finish_leaf()?;
+        }
+        if self.page.is_empty() {
+            self.first = key.to_vec();
+        }
+        self.page.push(key, &stored);
+        self.last.clear();
+        self.last.extend_from_slice(key);
+        Ok(())
+    }
+
+    /// Writes the leaf being filled (if any) and starts the next.
+    fn finish_leaf(&mut self) -> Result<()> {
+        if self.page.is_empty() {
+            return Ok(());
+        }
+        let payload =
+            std::mem::replace(&mut self.page, LeafWriter::new(self.cfg.prefix_compression))
+                .finish();
+        let page_id = self.ids.fetch_add(1, Ordering::Relaxed);
+        let img = build_block(PageKind::Leaf, &payload, self.cfg.compressor)?;
+        let addr = self
+            .file
+            .write(&img, PageKind::Leaf, false, page_id, self.cause)?;
+        let sep = match &self.prev_last {
+            None => Vec::new(),
+            Some(prev) => separator(prev, &self.first),
+        };
+        let leaf = Leaf::new(
+            self.ids.fetch_add(1, Ordering::Relaxed),
+            page_id,
+            sep.clone(),
+            LeafState::on_disk(addr),
+        );
+        self.leaves.push((sep, leaf));
+        self.prev_last = Some(std::mem::take(&mut self.last));
+        Ok(())
+    }
+}
+
+impl Table {
+    /// A new table in `file` holding `entries` (ascending, unique keys). Leaves are written as
+    /// they fill (reported with `cause`) and are not resident; the internal pages are dirty,
+    /// for the next checkpoint of the table to write. An empty source gives an empty table.
+    #[allow(clippy::too_many_arguments)]
+    pub fn bulk_load(
+        id: u32,
+        name: String,
+        cfg: TableConfig,
+        file: BlockFile,
+        cache: Arc<Cache>,
+        leaf_ids: Arc<AtomicU64>,
+        entries: impl Iterator<Item = Result<KvPair>>,
+        cause: WriteCause,
+    ) -> Result<Table> {
+        let mut loader = Loader {
+            file: &file,
+            cfg: &cfg,
+            leaf_split: cfg.split_size(cfg.leaf_page_max),
+            ids: &leaf_ids,
+            cause,
+            page: LeafWriter::new(cfg.prefix_compression),
+            first: Vec::new(),
+            last: Vec::new(),
+            prev_last: None,
+            leaves: Vec::new(),
+        };
+        for kv in entries {
+            let (k, v) = kv?;
+            loader.push(&k, &v)?;
+        }
+        loader.finish_leaf()?;
+        let leaves = std::mem::take(&mut loader.leaves);
+        if leaves.is_empty() {
+            return Ok(Table::new(id, name, cfg, file, cache, leaf_ids));
+        }
+        let internal_split = cfg.split_size(cfg.internal_page_max);
+        let mut level: Vec<(Vec<u8>, Child)> = leaves
+            .into_iter()
+            .map(|(sep, l)| (sep, Child::Leaf(l)))
+            .collect();
+        // Group each level into nodes up to the internal split size, until one node is left:
+        // the root (always internal, even over a single leaf).
+        let root = (0u8..)
+            .map_while(|depth| {
+                let nodes = group(std::mem::take(&mut level), depth, internal_split, &leaf_ids);
+                if nodes.len() == 1 {
+                    return Some(Some(nodes.into_iter().next().expect("one node").1));
+                }
+                level = nodes
+                    .into_iter()
+                    .map(|(sep, n)| (sep, Child::Node(Box::new(n))))
+                    .collect();
+                Some(None)
+            })
+            .flatten()
+            .next()
+            .expect("each level has fewer nodes than the one below");
+        Ok(Table::from_root(id, name, cfg, file, cache, leaf_ids, root))
+    }
+}
+
+/// Cuts one level's children into internal nodes whose images fit `split`.
+fn group(
+    children: Vec<(Vec<u8>, Child)>,
+    level: u8,
+    split: usize,
+    ids: &AtomicU64,
+) -> Vec<(Vec<u8>, Internal)> {
+    assert!(!children.is_empty(), "a level has at least one child");
+    let node = |ids: &AtomicU64| Internal {
+        keys: Vec::new(),
+        children: Vec::new(),
+        level,
+        addr: None,
+        dirty: AtomicBool::new(true),
+        page_id: ids.fetch_add(1, Ordering::Relaxed),
+    };
+    let mut out: Vec<(Vec<u8>, Internal)> = Vec::new();
+    let mut cur = node(ids);
+    let mut cur_sep = Vec::new();
+    let mut acc = 5;
+    for (sep, child) in children {
+        let e = page::internal_entry_len(sep.len());
+        // At least two children per node, so every level shrinks.
+        if cur.children.len() >= 2 && acc + e > split {
+            out.push((
+                std::mem::take(&mut cur_sep),
+                std::mem::replace(&mut cur, node(ids)),
+            ));
+            acc = 5;
+        }
+        if cur.children.is_empty() {
+            cur_sep = sep;
+            cur.keys.push(Vec::new());
+            acc += page::internal_entry_len(0);
+        } else {
+            cur.keys.push(sep);
+            acc += e;
+        }
+        cur.children.push(child);
+    }
+    out.push((cur_sep, cur));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaf_addr(l: &Leaf) -> Addr {
+        l.state.lock().addr.expect("bulk leaves are written")
+    }
+    use crate::config::Allocation;
+    use crate::io::{FileRole, Io};
+    use placement::FileKind;
+
+    fn table(entries: Vec<KvPair>, cfg: TableConfig) -> (tempfile::TempDir, Table) {
+        let dir = tempfile::tempdir().unwrap();
+        let io = Arc::new(Io::quiet());
+        let file = BlockFile::create(
+            &dir.path().join("t.fdb"),
+            FileRole::of(FileKind::Collection),
+            Allocation::best(),
+            io,
+        )
+        .unwrap();
+        let cache = Arc::new(Cache::new(64 << 20, 80, 95, 5, 20));
+        let t = Table::bulk_load(
+            1,
+            "t".into(),
+            cfg,
+            file,
+            cache,
+            Arc::new(AtomicU64::new(1)),
+            entries.into_iter().map(Ok),
+            WriteCause::Other,
+        )
+        .unwrap();
+        (dir, t)
+    }
+
+    #[test]
+    fn a_bulk_load_reads_back_in_order_and_fills_its_leaves() {
+        let cfg = TableConfig {
+            compressor: crate::config::Compressor::None,
+            internal_page_max: 512,
+            ..TableConfig::collection().with_leaf_page_max(4096)
+        };
+        let entries: Vec<KvPair> = (0..5000u32)
+            .map(|i| {
+                (
+                    format!("k{i:06}").into_bytes(),
+                    vec![(i % 251) as u8; 40 + (i % 3000) as usize / 100],
+                )
+            })
+            .chain(std::iter::once((b"zz-big".to_vec(), vec![7u8; 20_000])))
+            .collect();
+        let (_d, t) = table(entries.clone(), cfg.clone());
+        let mut got = Vec::new();
+        crate::btree::fetch_range(
+            &t,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            false,
+            usize::MAX,
+            &mut got,
+        )
+        .unwrap();
+        assert_eq!(got, entries);
+        let leaves = t.leaves();
+        // Every leaf but the last is more than half full (dense: the data, not the history).
+        let split = cfg.split_size(cfg.leaf_page_max) as u64;
+        for l in &leaves[..leaves.len() - 1] {
+            assert!(leaf_addr(l).size as u64 >= split / 2);
+        }
+        assert!(
+            t.shape().0 >= 2,
+            "5000 entries under 512-byte internal pages need two levels"
+        );
+        // The checkpoint writes the internal pages; the tree verifies.
+        let root = t.write_internal_pages().unwrap().unwrap();
+        let c = t.file.checkpoint(root).unwrap();
+        t.set_last_checkpoint(c);
+        assert_eq!(t.verify().unwrap(), entries.len() as u64);
+    }
+
+    #[test]
+    fn an_empty_bulk_load_is_an_empty_table() {
+        let (_d, t) = table(Vec::new(), TableConfig::index());
+        assert_eq!(t.shape(), (1, 1));
+        let mut got = Vec::new();
+        crate::btree::fetch_range(
+            &t,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            false,
+            10,
+            &mut got,
+        )
+        .unwrap();
+        assert!(got.is_empty());
+    }
+}
