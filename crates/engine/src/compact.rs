@@ -22,7 +22,7 @@
 //!    file removal, which is how the lab's TRIM batcher and device model learn the space is
 //!    free, as for a dropped table.
 
-use crate::btree::{fetch_range, Table};
+use crate::btree::{bulk_load_size, fetch_range, Table};
 use crate::catalog::Catalog;
 use crate::checkpoint::{checkpoint_table, Checkpointer};
 use crate::cursor::BatchedCursor;
@@ -103,24 +103,50 @@ pub fn compact_table(p: &Parts, id: TableId) -> Result<CompactStats> {
     )))
 }
 
-/// Bulk-loads a copy of `old` (whose writers wait) into `path` and checkpoints the copy's file.
-fn copy(p: &Parts, old: &Arc<Table>, path: &std::path::Path) -> Result<Arc<Table>> {
-    let src = old.clone();
-    let entries = BatchedCursor::new(
+/// What compacting table `id` would do now, without writing: its file's size, and the size of
+/// a dense copy (every live entry read, encoded and compressed as the copy would be).
+/// `bytes_written` is the copy's size and `bytes_freed` the difference — estimates: the
+/// table's writers go on meanwhile.
+pub fn estimate(p: &Parts, id: TableId) -> Result<CompactStats> {
+    let t = p.catalog.table(id)?;
+    let before = t.file.size();
+    let after = bulk_load_size(&t.cfg, entries_of(p, &t))?;
+    Ok(CompactStats {
+        bytes_before: before,
+        bytes_after: after,
+        bytes_written: after,
+        bytes_freed: before.saturating_sub(after),
+    })
+}
+
+/// Every entry of `t` in key order, helping eviction as it goes (reading a table fills the
+/// cache like any scan).
+fn entries_of<'a>(
+    p: &'a Parts,
+    t: &Arc<Table>,
+) -> impl Iterator<Item = Result<crate::kv::KvPair>> + 'a {
+    let src = t.clone();
+    let mut n = 0u64;
+    BatchedCursor::new(
         Bound::Unbounded,
         Bound::Unbounded,
         Direction::Forward,
         move |lo, hi, reverse, limit, out| fetch_range(&src, lo, hi, reverse, limit, out),
-    );
-    let mut n = 0u64;
-    let entries = entries.map(|kv| {
+    )
+    .map(move |kv| {
         n += 1;
         if n.is_multiple_of(EVICT_EVERY) {
             (p.help_evict)()?;
         }
         kv
-    });
-    let new = p.catalog.bulk_copy(old, path, entries, WriteCause::Other)?;
+    })
+}
+
+/// Bulk-loads a copy of `old` (whose writers wait) into `path` and checkpoints the copy's file.
+fn copy(p: &Parts, old: &Arc<Table>, path: &std::path::Path) -> Result<Arc<Table>> {
+    let new = p
+        .catalog
+        .bulk_copy(old, path, entries_of(p, old), WriteCause::Other)?;
     {
         let _s = new.structure.lock();
         checkpoint_table(&new)?;

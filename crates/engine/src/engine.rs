@@ -386,6 +386,16 @@ impl Inner {
         })
     }
 
+    fn with_compact_parts<R>(&self, f: impl FnOnce(&compact::Parts) -> R) -> R {
+        f(&compact::Parts {
+            catalog: &self.catalog,
+            io: &self.io,
+            checkpointer: &self.checkpointer,
+            checkpoint: &|| self.checkpoint(),
+            help_evict: &|| self.help_evict(),
+        })
+    }
+
     fn wake_threads(&self) {
         let _g = self.wake_lock.lock();
         self.wake.notify_all();
@@ -564,18 +574,15 @@ impl KvEngine for DiskEngine {
     }
 
     fn compact_table(&self, table: TableId) -> Result<CompactStats> {
-        let inner = &self.inner;
-        inner.check_open()?;
-        compact::compact_table(
-            &compact::Parts {
-                catalog: &inner.catalog,
-                io: &inner.io,
-                checkpointer: &inner.checkpointer,
-                checkpoint: &|| inner.checkpoint(),
-                help_evict: &|| inner.help_evict(),
-            },
-            table,
-        )
+        self.inner.check_open()?;
+        self.inner
+            .with_compact_parts(|p| compact::compact_table(p, table))
+    }
+
+    fn estimate_compaction(&self, table: TableId) -> Result<CompactStats> {
+        self.inner.check_open()?;
+        self.inner
+            .with_compact_parts(|p| compact::estimate(p, table))
     }
 
     fn checkpoint(&self) -> Result<()> {

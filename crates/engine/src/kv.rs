@@ -123,6 +123,10 @@ pub trait KvEngine: Send + Sync {
     /// swaps it in at a checkpoint; the old file is removed once that checkpoint is durable
     /// (MongoDB's `compact`). The table's writers wait while it is copied; readers go on.
     fn compact_table(&self, table: TableId) -> Result<CompactStats>;
+    /// What `compact_table` would do now, estimated without writing anything: the file's size
+    /// and the size of a dense copy (every live entry encoded and compressed as the copy would
+    /// be); `bytes_freed` is the difference.
+    fn estimate_compaction(&self, table: TableId) -> Result<CompactStats>;
     /// Makes everything written so far durable as a checkpoint.
     fn checkpoint(&self) -> Result<()>;
     /// Waits until everything written so far is in the synced journal.

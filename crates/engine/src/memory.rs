@@ -131,6 +131,9 @@ impl KvEngine for MemEngine {
                 .into(),
         ))
     }
+    fn estimate_compaction(&self, table: TableId) -> Result<CompactStats> {
+        self.compact_table(table)
+    }
     fn checkpoint(&self) -> Result<()> {
         Ok(())
     }

@@ -66,8 +66,18 @@ fn compaction_returns_the_free_space_and_keeps_every_entry() {
         .unwrap()
         .len();
 
+    let est = eng.estimate_compaction(t).unwrap();
+    assert_eq!(
+        table_files(dir.path()),
+        files_before,
+        "an estimate writes nothing"
+    );
     let s = eng.compact_table(t).unwrap();
     assert!(s.bytes_after * 4 < s.bytes_before, "{s:?}");
+    assert!(
+        est.bytes_after.abs_diff(s.bytes_after) <= 4 * 4096,
+        "estimated {est:?}, did {s:?}"
+    );
     assert!(
         s.bytes_freed >= s.bytes_before && s.bytes_before >= on_disk_before / 2,
         "{s:?}"

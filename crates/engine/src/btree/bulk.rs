@@ -4,11 +4,9 @@
 //! internal pages are built in memory and written by the table's next checkpoint.
 
 use super::tree::{Child, Internal, Table};
-#[cfg(test)]
-use crate::block::Addr;
-use crate::block::{build_block, BlockFile};
+use crate::block::{build_block, Addr, BlockFile};
 use crate::cache::Cache;
-use crate::config::TableConfig;
+use crate::config::{TableConfig, ALLOC_UNIT};
 use crate::error::Result;
 use crate::kv::KvPair;
 use crate::leaf::{Leaf, LeafState};
@@ -20,7 +18,10 @@ use std::sync::Arc;
 
 /// Where a bulk load is: the leaf being filled and the leaves written so far.
 struct Loader<'a> {
-    file: &'a BlockFile,
+    /// `None`: a dry run, which encodes and compresses every block but writes none.
+    file: Option<&'a BlockFile>,
+    /// Bytes of the blocks written (or, dry, that would be).
+    bytes: u64,
     cfg: &'a TableConfig,
     leaf_split: usize,
     ids: &'a AtomicU64,
@@ -31,21 +32,31 @@ struct Loader<'a> {
     last: Vec<u8>,
     /// The last key of the previous leaf (separators are cut between neighbours).
     prev_last: Option<Vec<u8>>,
-    /// (separator, leaf) in key order; the first separator is unused.
-    leaves: Vec<(Vec<u8>, Arc<Leaf>)>,
+    /// (separator, address, page id) of each leaf in key order; the first separator is unused.
+    leaves: Vec<(Vec<u8>, Addr, u64)>,
 }
 
 impl Loader<'_> {
+    fn write(&mut self, payload: &[u8], kind: PageKind, page_id: u64) -> Result<Addr> {
+        let img = build_block(kind, payload, self.cfg.compressor)?;
+        self.bytes += img.buf.len() as u64;
+        match self.file {
+            Some(f) => f.write(&img, kind, false, page_id, self.cause),
+            None => Ok(Addr {
+                offset: self.bytes - img.buf.len() as u64,
+                size: img.buf.len() as u32,
+                checksum: img.checksum,
+            }),
+        }
+    }
+
     fn push(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         debug_assert!(
             self.page.is_empty() || key > self.last.as_slice(),
             "bulk-loaded keys ascend"
         );
         let stored = if value.len() > self.cfg.leaf_value_max as usize {
-            let img = build_block(PageKind::Overflow, value, self.cfg.compressor)?;
-            let addr = self
-                .file
-                .write(&img, PageKind::Overflow, false, 0, self.cause)?;
+            let addr = self.write(value, PageKind::Overflow, 0)?;
             StoredValue::Overflow {
                 addr,
                 len: value.len() as u64,
@@ -76,21 +87,12 @@ impl Loader<'_> {
             std::mem::replace(&mut self.page, LeafWriter::new(self.cfg.prefix_compression))
                 .finish();
         let page_id = self.ids.fetch_add(1, Ordering::Relaxed);
-        let img = build_block(PageKind::Leaf, &payload, self.cfg.compressor)?;
-        let addr = self
-            .file
-            .write(&img, PageKind::Leaf, false, page_id, self.cause)?;
+        let addr = self.write(&payload, PageKind::Leaf, page_id)?;
         let sep = match &self.prev_last {
             None => Vec::new(),
             Some(prev) => separator(prev, &self.first),
         };
-        let leaf = Leaf::new(
-            self.ids.fetch_add(1, Ordering::Relaxed),
-            page_id,
-            sep.clone(),
-            LeafState::on_disk(addr),
-        );
-        self.leaves.push((sep, leaf));
+        self.leaves.push((sep, addr, page_id));
         self.prev_last = Some(std::mem::take(&mut self.last));
         Ok(())
     }
@@ -111,31 +113,18 @@ impl Table {
         entries: impl Iterator<Item = Result<KvPair>>,
         cause: WriteCause,
     ) -> Result<Table> {
-        let mut loader = Loader {
-            file: &file,
-            cfg: &cfg,
-            leaf_split: cfg.split_size(cfg.leaf_page_max),
-            ids: &leaf_ids,
-            cause,
-            page: LeafWriter::new(cfg.prefix_compression),
-            first: Vec::new(),
-            last: Vec::new(),
-            prev_last: None,
-            leaves: Vec::new(),
-        };
-        for kv in entries {
-            let (k, v) = kv?;
-            loader.push(&k, &v)?;
-        }
-        loader.finish_leaf()?;
-        let leaves = std::mem::take(&mut loader.leaves);
+        let (leaves, _) = load(Some(&file), &cfg, &leaf_ids, entries, cause)?;
         if leaves.is_empty() {
             return Ok(Table::new(id, name, cfg, file, cache, leaf_ids));
         }
         let internal_split = cfg.split_size(cfg.internal_page_max);
         let mut level: Vec<(Vec<u8>, Child)> = leaves
             .into_iter()
-            .map(|(sep, l)| (sep, Child::Leaf(l)))
+            .map(|(sep, addr, page_id)| {
+                let id = leaf_ids.fetch_add(1, Ordering::Relaxed);
+                let leaf = Leaf::new(id, page_id, sep.clone(), LeafState::on_disk(addr));
+                (sep, Child::Leaf(leaf))
+            })
             .collect();
         // Group each level into nodes up to the internal split size, until one node is left:
         // the root (always internal, even over a single leaf).
@@ -156,6 +145,56 @@ impl Table {
             .expect("each level has fewer nodes than the one below");
         Ok(Table::from_root(id, name, cfg, file, cache, leaf_ids, root))
     }
+}
+
+/// The size a bulk load of `entries` would give its file, without writing it: every block
+/// encoded and compressed as the load would write it, plus the descriptor, the internal pages
+/// (estimated from the separators: one level, each node full) and three extent-list blocks.
+pub fn bulk_load_size(
+    cfg: &TableConfig,
+    entries: impl Iterator<Item = Result<KvPair>>,
+) -> Result<u64> {
+    let ids = AtomicU64::new(1);
+    let (leaves, bytes) = load(None, cfg, &ids, entries, WriteCause::Other)?;
+    let unit = ALLOC_UNIT;
+    let internal: u64 = leaves
+        .iter()
+        .map(|(sep, _, _)| page::internal_entry_len(sep.len()) as u64)
+        .sum();
+    let split = cfg.split_size(cfg.internal_page_max) as u64;
+    let internal_blocks = internal.div_ceil(split).max(1) * split.div_ceil(unit) * unit;
+    Ok(unit + bytes.max(unit) + internal_blocks + 3 * unit)
+}
+
+/// Writes (or, with no file, sizes) the leaves of `entries`; returns each leaf's (separator,
+/// address, page id) and the bytes of the blocks.
+#[allow(clippy::type_complexity)]
+fn load(
+    file: Option<&BlockFile>,
+    cfg: &TableConfig,
+    ids: &AtomicU64,
+    entries: impl Iterator<Item = Result<KvPair>>,
+    cause: WriteCause,
+) -> Result<(Vec<(Vec<u8>, Addr, u64)>, u64)> {
+    let mut loader = Loader {
+        file,
+        bytes: 0,
+        cfg,
+        leaf_split: cfg.split_size(cfg.leaf_page_max),
+        ids,
+        cause,
+        page: LeafWriter::new(cfg.prefix_compression),
+        first: Vec::new(),
+        last: Vec::new(),
+        prev_last: None,
+        leaves: Vec::new(),
+    };
+    for kv in entries {
+        let (k, v) = kv?;
+        loader.push(&k, &v)?;
+    }
+    loader.finish_leaf()?;
+    Ok((loader.leaves, loader.bytes))
 }
 
 /// Cuts one level's children into internal nodes whose images fit `split`.
@@ -281,6 +320,29 @@ mod tests {
         let c = t.file.checkpoint(root).unwrap();
         t.set_last_checkpoint(c);
         assert_eq!(t.verify().unwrap(), entries.len() as u64);
+    }
+
+    #[test]
+    fn the_dry_run_sizes_what_the_load_writes() {
+        let cfg = TableConfig::collection().with_leaf_page_max(4096);
+        let entries: Vec<KvPair> = (0..3000u32)
+            .map(|i| {
+                (
+                    format!("k{i:06}").into_bytes(),
+                    format!("value {i}").repeat(8).into_bytes(),
+                )
+            })
+            .collect();
+        let est = bulk_load_size(&cfg, entries.clone().into_iter().map(Ok)).unwrap();
+        let (_d, t) = table(entries, cfg);
+        let root = t.write_internal_pages().unwrap().unwrap();
+        t.file.checkpoint(root).unwrap();
+        let real = t.file.size();
+        // Leaves exactly; the internal pages and extent lists within a few blocks.
+        assert!(
+            est.abs_diff(real) <= 4 * 4096,
+            "estimated {est}, real {real}"
+        );
     }
 
     #[test]

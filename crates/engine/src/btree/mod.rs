@@ -14,5 +14,6 @@ mod split;
 mod tree;
 mod verify;
 
+pub use bulk::bulk_load_size;
 pub use scan::fetch_range;
 pub use tree::{Located, Table, MAX_KEY_LEN};
