@@ -48,6 +48,14 @@ def test_hello_says_mongos_and_config_is_readable(router):
     assert router.config.version.find_one()["currentVersion"] == 6
 
 
+def test_compact_through_the_router_is_refused_clearly(router):
+    # mongos has no compact: it is run on each shard's mongod.
+    router.cmp.c.insert_one({"_id": 1})
+    with pytest.raises(OperationFailure) as e:
+        router.cmp.command("compact", "c")
+    assert e.value.code == 59 and "each shard" in str(e.value)
+
+
 def test_range_sharded_crud_targeting_and_scatter_gather(router):
     db = router.rng
     router.admin.command("enableSharding", "rng")

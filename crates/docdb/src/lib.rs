@@ -18,9 +18,9 @@ pub mod validation;
 pub use config::{DocDbConfig, StorageSettings};
 pub use cursor::DocCursor;
 pub use db::{
-    AggregateOpts, CollectionInfo, CollectionKind, CreateIndexesOutcome, CurrentOps, DatabaseInfo,
-    DeleteStatement, DocDb, FindAndModify, FindAndModifyOutcome, FindQuery, UpdateStatement,
-    WriteError, WriteOpts, WriteOutcome,
+    AggregateOpts, CollectionInfo, CollectionKind, CompactOpts, CreateIndexesOutcome, CurrentOps,
+    DatabaseInfo, DeleteStatement, DocDb, FindAndModify, FindAndModifyOutcome, FindQuery,
+    UpdateStatement, WriteError, WriteOpts, WriteOutcome,
 };
 pub use query::{hash, DocError, DocResult, Interrupt};
 

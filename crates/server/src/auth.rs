@@ -45,6 +45,8 @@ pub enum Action {
     RenameCollection,
     /// `collMod` (dbAdmin's, as mongod's).
     CollMod,
+    /// `compact` (dbAdmin's and hostManager's in mongod; flashdoc has no hostManager).
+    Compact,
     /// `profile` (dbAdmin's `enableProfiler`).
     EnableProfiler,
     /// Creating, changing and dropping users and their roles.
@@ -105,6 +107,7 @@ pub const COMMANDS: &[(&str, Action)] = &[
     ("dbStats", Action::DbStats),
     ("validate", Action::Validate),
     ("collMod", Action::CollMod),
+    ("compact", Action::Compact),
     ("profile", Action::EnableProfiler),
     ("createUser", Action::UserAdmin),
     ("updateUser", Action::UserAdmin),
@@ -180,6 +183,7 @@ fn db_admin_actions(a: Action) -> bool {
             | Action::DbStats
             | Action::Validate
             | Action::CollMod
+            | Action::Compact
             | Action::EnableProfiler
             | Action::CreateCollection
             | Action::DropCollection
@@ -846,6 +850,8 @@ mod tests {
         assert!(role_grants("readWrite", "app", Action::Insert, "app"));
         assert!(!role_grants("dbAdmin", "app", Action::Find, "app"));
         assert!(role_grants("dbAdmin", "app", Action::Validate, "app"));
+        assert!(role_grants("dbAdmin", "app", Action::Compact, "app"));
+        assert!(!role_grants("readWrite", "app", Action::Compact, "app"));
         assert!(role_grants("userAdmin", "app", Action::UserAdmin, "app"));
         assert!(!role_grants("userAdmin", "app", Action::Find, "app"));
         assert!(role_grants("readAnyDatabase", "admin", Action::Find, "x"));

@@ -726,6 +726,10 @@ fn dispatch(
             let options = command_options(cmd, hook_fields);
             ok(dbx.coll_mod(db, &coll, &options)?)
         }
+        "compact" => {
+            let coll = coll_name(cmd, name)?;
+            ok(dbx.compact(db, &coll, compact_opts(cmd)?)?)
+        }
         "collStats" => {
             let coll = coll_name(cmd, name)?;
             let scale = stats_scale(cmd)?;
@@ -1152,6 +1156,32 @@ fn stats_scale(cmd: &Document) -> DocResult<i64> {
     Ok(scale)
 }
 
+/// compact's options. `force` is checked and has nothing to change: it makes a replica set's
+/// primary compact, and flashdoc is a standalone or a shard, where compact always runs.
+fn compact_opts(cmd: &Document) -> DocResult<docdb::CompactOpts> {
+    flag(cmd, "force")?;
+    let mb = match cmd.get("freeSpaceTargetMB") {
+        None | Some(Bson::Null) => docdb::db::DEFAULT_FREE_SPACE_TARGET_MB as i64,
+        Some(Bson::Int32(n)) => *n as i64,
+        Some(Bson::Int64(n)) => *n,
+        Some(Bson::Double(f)) if f.fract() == 0.0 && f.is_finite() => *f as i64,
+        Some(_) => {
+            return Err(DocError::type_mismatch(
+                "BSON field 'compact.freeSpaceTargetMB' is the wrong type, expected an integer",
+            ))
+        }
+    };
+    if !(1..=(1 << 30)).contains(&mb) {
+        return Err(DocError::bad_value(format!(
+            "freeSpaceTargetMB must be between 1 and 1073741824 (MB), got {mb}"
+        )));
+    }
+    Ok(docdb::CompactOpts {
+        dry_run: flag(cmd, "dryRun")?,
+        free_space_target: (mb as u64) << 20,
+    })
+}
+
 /// A listing's (listCollections, listIndexes) first batch: `cursor.batchSize`, else all of it
 /// (the rest, if any, is for getMore).
 fn listing_first_batch(cmd: &Document) -> DocResult<usize> {
@@ -1471,6 +1501,7 @@ fn command_fields(name: &str) -> Option<(&'static [&'static str], &'static [&'st
         "dropIndexes" | "deleteIndexes" => (&["index"], &[]),
         "renameCollection" => (&["to", "dropTarget"], &["stayTemp"]),
         "collStats" => (&["scale"], &[]),
+        "compact" => (&["force", "freeSpaceTargetMB", "dryRun"], &[]),
         "profile" => (&["slowms", "sampleRate", "filter"], &[]),
         // The document layer refuses the options it does not implement, with the reason.
         "collMod" => (

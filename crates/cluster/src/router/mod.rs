@@ -370,6 +370,11 @@ impl Router {
             "isdbgrid" => Ok(doc! {"isdbgrid": 1, "hostname": server::commands::hostname()}),
             "configureFailPoint" => self.configure_failpoint(cmd),
             "fsync" => admin::broadcast_admin(self, cmd),
+            // mongos has no compact: it runs on each shard's mongod, one at a time.
+            "compact" => Err(DocError::command_not_found(
+                "no such command: 'compact' (a router does not compact; run compact on each \
+                 shard's server directly, as with mongos)",
+            )),
             other => Err(DocError::command_not_found(format!(
                 "no such command: '{other}' (not available through a flashdoc router)"
             ))),

@@ -4,6 +4,7 @@
 #![allow(clippy::result_large_err)]
 
 mod collmod;
+mod compact;
 mod ddl;
 mod explain;
 mod geo_near;
@@ -11,6 +12,7 @@ mod pipeline;
 mod read;
 mod stats;
 mod views;
+pub use compact::{CompactOpts, DEFAULT_FREE_SPACE_TARGET_MB};
 pub use stats::{scaled, COLL_STATS_SIZES, DB_STATS_SIZES};
 pub use views::ViewDef;
 mod write;
