@@ -657,11 +657,14 @@ pub fn plan(
         if let Some(rev) = natural {
             return Ok(collscan(rev));
         }
-        let found = indexes.iter().find(|i| match h {
-            Bson::String(name) => &i.def.name == name,
-            Bson::Document(k) => &i.def.key == k,
-            _ => false,
-        });
+        // A key pattern several indexes share is IndexNotFound (27), as mongod's planner.
+        let found = crate::collection::find_index(indexes, h, |a, b| {
+            DocError::index_not_found(format!(
+                "error processing query: planner returned error :: caused by :: Hint matched multiple indexes, must hint by index name. Matched: {} and {}",
+                a.def.spec, b.def.spec
+            ))
+        })?
+        .map(|pos| &indexes[pos]);
         let Some(index) = found else {
             return Err(DocError::bad_value(
                 "error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index",

@@ -487,6 +487,7 @@ fn dispatch(
                 interrupt: interrupt_for(cmd)?,
                 collation: get_doc(cmd, "collation")?,
                 current_ops: None,
+                hint: cmd.get("hint").cloned(),
             };
             let (cursor, ns) = match &coll {
                 Some(coll) => (
@@ -556,8 +557,16 @@ fn dispatch(
             let coll = coll_name(&inner, &inner_name)?;
             let mut out = dbx.explain_find(db, &coll, &q)?;
             // As mongod: queryPlanner verbosity reports the plan only; the others execute.
+            // A view's read is explained as its aggregation, the scan in its `$cursor` stage.
             if verbosity == "queryPlanner" {
                 out.remove("executionStats");
+                if let Ok(stages) = out.get_array_mut("stages") {
+                    if let Some(Bson::Document(first)) = stages.first_mut() {
+                        if let Ok(scan) = first.get_document_mut("$cursor") {
+                            scan.remove("executionStats");
+                        }
+                    }
+                }
             }
             let mut command = inner.clone();
             command.insert("$db", db);
@@ -624,15 +633,22 @@ fn dispatch(
             for c in dbx.list_collections(db)? {
                 interrupt.check()?;
                 let kind = c.kind.name();
-                let mut d = match (name_only, c.uuid) {
+                let mut d = match (name_only, c.kind) {
                     (true, _) => doc! {"name": c.name.clone(), "type": kind},
-                    (false, Some(uuid)) => doc! {
-                        "name": c.name.clone(), "type": kind, "options": c.options.clone(),
-                        "info": {"readOnly": false, "uuid": uuid},
-                        "idIndex": {"v": 2, "key": {"_id": 1}, "name": "_id_"},
-                    },
+                    (false, docdb::CollectionKind::Collection) => {
+                        // `system.views` is a listing with no storage of its own: no uuid.
+                        let mut info = doc! {"readOnly": false};
+                        if let Some(uuid) = c.uuid {
+                            info.insert("uuid", uuid);
+                        }
+                        doc! {
+                            "name": c.name.clone(), "type": kind, "options": c.options.clone(),
+                            "info": info,
+                            "idIndex": {"v": 2, "key": {"_id": 1}, "name": "_id_"},
+                        }
+                    }
                     // A view: no storage, so no uuid and no _id index.
-                    (false, None) => doc! {
+                    (false, docdb::CollectionKind::View) => doc! {
                         "name": c.name.clone(), "type": kind, "options": c.options.clone(),
                         "info": {"readOnly": true},
                     },
@@ -1488,8 +1504,15 @@ fn command_fields(name: &str) -> Option<(&'static [&'static str], &'static [&'st
         "count" => (&["query", "skip", "limit", "hint", "collation"], &[]),
         "distinct" => (&["key", "query", "collation", "hint"], &[]),
         "aggregate" => (
-            &["pipeline", "cursor", "explain", "allowDiskUse", "collation"],
-            &["let", "hint", "bypassDocumentValidation"],
+            &[
+                "pipeline",
+                "cursor",
+                "explain",
+                "allowDiskUse",
+                "collation",
+                "hint",
+            ],
+            &["let", "bypassDocumentValidation"],
         ),
         "killCursors" => (&["cursors"], &[]),
         "createIndexes" => (&["indexes", "commitQuorum"], &[]),

@@ -184,17 +184,12 @@ impl DocDb {
         m: &IndexMod,
         reply: &mut Document,
     ) -> DocResult<(usize, Index)> {
-        let pos = st
-            .indexes
-            .iter()
-            .position(|i| match &m.which {
-                Bson::String(n) => &i.def.name == n,
-                Bson::Document(k) => &i.def.key == k,
-                _ => false,
-            })
-            .ok_or_else(|| {
-                DocError::index_not_found(format!("cannot find index {} for ns {}", m.which, c.ns))
-            })?;
+        let pos = collection::find_index(&st.indexes, &m.which, |a, b| {
+            collection::ambiguous_key_pattern(&m.which, a, b)
+        })?
+        .ok_or_else(|| {
+            DocError::index_not_found(format!("cannot find index {} for ns {}", m.which, c.ns))
+        })?;
         let old = &st.indexes[pos];
         let mut spec = old.def.spec.clone();
         if let Some(hidden) = m.hidden {

@@ -92,16 +92,22 @@ impl DocDb {
                 uuid: Some(c.uuid),
             })
             .collect();
-        out.extend(
-            self.views_of(db)
-                .into_iter()
-                .map(|(name, v)| CollectionInfo {
-                    name,
-                    kind: CollectionKind::View,
-                    options: v.options(),
-                    uuid: None,
-                }),
-        );
+        let views = self.views_of(db);
+        // mongod lists the collection its views live in; here, while the database has one.
+        if !views.is_empty() {
+            out.push(CollectionInfo {
+                name: views::SYSTEM_VIEWS.to_string(),
+                kind: CollectionKind::Collection,
+                options: Document::new(),
+                uuid: None,
+            });
+        }
+        out.extend(views.into_iter().map(|(name, v)| CollectionInfo {
+            name,
+            kind: CollectionKind::View,
+            options: v.options(),
+            uuid: None,
+        }));
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
     }
@@ -109,6 +115,7 @@ impl DocDb {
     /// `create`: a collection, or a view when the options have `viewOn` or `pipeline`.
     pub fn create_collection(&self, db: &str, coll: &str, options: &Document) -> DocResult<()> {
         catalog::validate_coll_name(db, coll)?;
+        views::refuse_system_views(db, coll)?;
         if options.contains_key("viewOn") || options.contains_key("pipeline") {
             return self.create_view(db, coll, options);
         }
@@ -474,11 +481,9 @@ impl DocDb {
         let mut st = c.state.write();
         let was = st.indexes.len() as i32;
         let find = |st: &CollState, w: &Bson| -> DocResult<usize> {
-            let pos = st.indexes.iter().position(|i| match w {
-                Bson::String(n) => &i.def.name == n,
-                Bson::Document(k) => &i.def.key == k,
-                _ => false,
-            });
+            let pos = collection::find_index(&st.indexes, w, |a, b| {
+                collection::ambiguous_key_pattern(w, a, b)
+            })?;
             let pos = pos.ok_or_else(|| {
                 DocError::index_not_found(match w {
                     Bson::Document(k) => format!("can't find index with key: {k}"),

@@ -7,12 +7,8 @@ impl DocDb {
     pub fn explain_find(&self, db: &str, coll: &str, q: &FindQuery) -> DocResult<Document> {
         catalog::validate_coll_name(db, coll)?;
         let ns = catalog::ns(db, coll);
-        if self.view(db, coll).is_some() {
-            return Err(DocError::with_code(
-                238,
-                "NotImplemented",
-                format!("explain of a read of view {ns} is not supported by flashdoc"),
-            ));
+        if let Some(view) = self.resolve_view(db, coll)? {
+            return self.explain_view(db, view, q);
         }
         let Some(c) = self.get_coll(db, coll) else {
             Matcher::new_for_find(&q.filter)?;

@@ -127,6 +127,8 @@ pub struct AggregateOpts {
     pub collation: Option<Document>,
     /// What `$currentOp` reports (the server's operations); None: the stage is refused.
     pub current_ops: Option<Arc<dyn CurrentOps>>,
+    /// The index (name or key pattern) the first stage's scan uses, as `find`'s hint.
+    pub hint: Option<Bson>,
 }
 
 impl std::fmt::Debug for AggregateOpts {
@@ -135,6 +137,7 @@ impl std::fmt::Debug for AggregateOpts {
             .field("interrupt", &self.interrupt)
             .field("collation", &self.collation)
             .field("current_ops", &self.current_ops.is_some())
+            .field("hint", &self.hint)
             .finish()
     }
 }
@@ -417,6 +420,7 @@ impl DocDb {
             return Ok((c, false));
         }
         catalog::validate_coll_name(db, coll)?;
+        views::refuse_system_views(db, coll)?;
         let _g = self.ddl.lock();
         if let Some(c) = self.get_coll(db, coll) {
             return Ok((c, false));
@@ -434,6 +438,7 @@ impl DocDb {
         mut f: impl FnMut(&Coll, &CollState) -> T,
     ) -> DocResult<Option<T>> {
         self.refuse_view(db, coll)?;
+        views::refuse_system_views(db, coll)?;
         loop {
             let c = if create {
                 self.get_or_create(db, coll)?.0

@@ -157,6 +157,9 @@ impl DocDb {
         keep_score: bool,
     ) -> DocResult<DocCursor> {
         catalog::validate_coll_name(db, coll)?;
+        if coll == super::views::SYSTEM_VIEWS {
+            return self.find_system_views(db, q);
+        }
         if let Some(view) = self.resolve_view(db, coll)? {
             return self.find_view(db, view, q);
         }
@@ -241,6 +244,7 @@ impl DocDb {
             && q.limit.is_none_or_zero()
             && scope::current_ownership().is_none()
             && self.view(db, coll).is_none()
+            && coll != super::views::SYSTEM_VIEWS
         {
             catalog::validate_coll_name(db, coll)?;
             return match self.get_coll(db, coll) {
@@ -362,6 +366,7 @@ impl DocDb {
                 filter,
                 interrupt: opts.interrupt.clone(),
                 collation: opts.collation.clone(),
+                hint: opts.hint.clone(),
                 ..Default::default()
             },
             true,

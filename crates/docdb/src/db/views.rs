@@ -19,6 +19,22 @@ use std::collections::HashMap;
 /// mongod's `ViewGraph::kMaxViewDepth`: views on one dependency path.
 const MAX_VIEW_DEPTH: usize = 20;
 
+/// The collection mongod keeps its views in: here a read-only listing of the view
+/// definitions, shown by `listCollections` while the database has a view.
+pub const SYSTEM_VIEWS: &str = "system.views";
+
+/// Writes to `system.views` are refused, as mongod 4.7+ does: views change through
+/// `create`, `collMod` and `drop` only.
+pub(super) fn refuse_system_views(db: &str, coll: &str) -> DocResult<()> {
+    if coll == SYSTEM_VIEWS {
+        return Err(DocError::invalid_namespace(format!(
+            "cannot write to '{}': views are created, changed and dropped with create, collMod and drop",
+            catalog::ns(db, coll)
+        )));
+    }
+    Ok(())
+}
+
 /// One view's definition, as stored in the catalog and reported by `listCollections`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ViewDef {
@@ -425,35 +441,19 @@ impl DocDb {
                 "error processing query: a tailable cursor cannot read a view",
             ));
         }
-        if q.hint.is_some() {
-            return Err(DocError::with_code(
-                238,
-                "NotImplemented",
-                "a hint on a view is not supported by flashdoc",
-            ));
-        }
         let filter = Matcher::new(&q.filter)?;
         let projection = match &q.projection {
             Some(p) if !p.is_empty() => Some(Projection::parse(p)?),
             _ => None,
         };
-        let mut pipeline = view.pipeline.clone();
-        if !q.filter.is_empty() {
-            pipeline.push(doc! {"$match": q.filter.clone()});
-        }
-        if let Some(s) = q.sort.as_ref().filter(|s| !s.is_empty()) {
-            pipeline.push(doc! {"$sort": s.clone()});
-        }
-        if q.skip > 0 {
-            pipeline.push(doc! {"$skip": q.skip as i64});
-        }
-        if let Some(l) = q.limit.map(|l| l.unsigned_abs()).filter(|&l| l > 0) {
-            pipeline.push(doc! {"$limit": l.min(i64::MAX as u64) as i64});
-        }
+        let pipeline = view_find_pipeline(&view, q);
+        // As mongod, a hint goes with the resolved aggregation: it picks the index of the
+        // base collection's scan.
         let opts = AggregateOpts {
             interrupt: q.interrupt.clone(),
             collation: Some(Self::view_collation(&view, q.collation.as_ref())?),
             current_ops: None,
+            hint: q.hint.clone(),
         };
         let cursor = self.aggregate_collection(db, &view.base, &pipeline, &opts)?;
         let Some(projection) = projection else {
@@ -464,6 +464,86 @@ impl DocDb {
             .into_inner()
             .map(move |d| d.and_then(|d| projection.apply_matched(&d, Some(&filter))));
         Ok(DocCursor::with_collation(Box::new(docs), coll))
+    }
+
+    /// A read of `<db>.system.views`: the view definitions as mongod stores them
+    /// (`{_id: "<db>.<view>", viewOn, pipeline, collation?}`, by `_id`), through the filter,
+    /// sort, skip, limit and projection.
+    pub(super) fn find_system_views(&self, db: &str, q: &FindQuery) -> DocResult<DocCursor> {
+        if q.tailable || q.hint.is_some() {
+            return Err(DocError::bad_value(format!(
+                "{}.{SYSTEM_VIEWS} is a listing of the views: it takes no hint and no tailable cursor",
+                db
+            )));
+        }
+        let filter = Matcher::new(&q.filter)?;
+        let projection = match &q.projection {
+            Some(p) if !p.is_empty() => Some(Projection::parse(p)?),
+            _ => None,
+        };
+        let mut defs = self.views_of(db);
+        defs.sort_by(|a, b| a.0.cmp(&b.0));
+        let dbname = db.to_string();
+        let docs = defs.into_iter().map(move |(name, v)| {
+            let mut d = doc! {"_id": catalog::ns(&dbname, &name)};
+            d.extend(v.options());
+            Ok(d)
+        });
+        let none = ResolvedView {
+            base: String::new(),
+            pipeline: Vec::new(),
+            collation: None,
+        };
+        let pipeline = view_find_pipeline(&none, q);
+        let storage = super::pipeline::PipelineStorage {
+            db: self.me.clone(),
+            dbname: db.to_string(),
+            coll: SYSTEM_VIEWS.to_string(),
+            interrupt: q.interrupt.clone(),
+            current_ops: None,
+        };
+        let out = aggregate::run_pipeline(&pipeline, Box::new(docs), &storage, &q.interrupt)?;
+        let out = out.into_iter().map(move |d| match &projection {
+            Some(p) => p.apply_matched(&d, Some(&filter)),
+            None => Ok(d),
+        });
+        Ok(DocCursor::with_collation(Box::new(out), None))
+    }
+
+    /// Explain of a read of a view, as mongod's: the resolved aggregation — the base
+    /// collection's scan (a leading `$match` is its filter, with the read's hint and the
+    /// view's collation) as a `$cursor` stage holding that scan's explain, then the rest of the
+    /// pipeline's stages.
+    pub(super) fn explain_view(
+        &self,
+        db: &str,
+        view: ResolvedView,
+        q: &FindQuery,
+    ) -> DocResult<Document> {
+        let mut pipeline = view_find_pipeline(&view, q);
+        if let Some(p) = q.projection.as_ref().filter(|p| !p.is_empty()) {
+            Projection::parse(p)?;
+            pipeline.push(doc! {"$project": p.clone()});
+        }
+        aggregate::validate_pipeline(&pipeline)?;
+        let (filter, rest) = match pipeline.first().and_then(|s| s.get_document("$match").ok()) {
+            Some(f) if pipeline[0].len() == 1 => (f.clone(), &pipeline[1..]),
+            _ => (Document::new(), &pipeline[..]),
+        };
+        let scan = self.explain_find(
+            db,
+            &view.base,
+            &FindQuery {
+                filter,
+                hint: q.hint.clone(),
+                collation: Some(Self::view_collation(&view, q.collation.as_ref())?),
+                interrupt: q.interrupt.clone(),
+                ..Default::default()
+            },
+        )?;
+        let mut stages = vec![Bson::Document(doc! {"$cursor": scan})];
+        stages.extend(rest.iter().cloned().map(Bson::Document));
+        Ok(doc! {"stages": stages})
     }
 
     /// `aggregate` on a view: the resolved pipeline, then the caller's.
@@ -491,6 +571,25 @@ impl DocDb {
         };
         self.aggregate_collection(db, &view.base, &full, &opts)
     }
+}
+
+/// A find on a view as a pipeline: the view's, then the filter, sort, skip and limit as
+/// stages (the projection is applied to what comes out).
+fn view_find_pipeline(view: &ResolvedView, q: &FindQuery) -> Vec<Document> {
+    let mut pipeline = view.pipeline.clone();
+    if !q.filter.is_empty() {
+        pipeline.push(doc! {"$match": q.filter.clone()});
+    }
+    if let Some(s) = q.sort.as_ref().filter(|s| !s.is_empty()) {
+        pipeline.push(doc! {"$sort": s.clone()});
+    }
+    if q.skip > 0 {
+        pipeline.push(doc! {"$skip": q.skip as i64});
+    }
+    if let Some(l) = q.limit.map(|l| l.unsigned_abs()).filter(|&l| l > 0) {
+        pipeline.push(doc! {"$limit": l.min(i64::MAX as u64) as i64});
+    }
+    pipeline
 }
 
 fn depth_exceeded() -> DocError {
