@@ -642,13 +642,17 @@ impl Table {
         (root.level as u32 + 1, leaves.len())
     }
 
-    /// Drops every resident page (the table is closed or dropped).
+    /// Drops every resident page (the table is closed, dropped, or replaced by a compaction).
     pub fn release_cache(&self) {
         for l in self.leaves() {
             let mut st = l.state.lock();
             if st.page.take().is_some() {
                 self.cache
                     .page_released(std::mem::take(&mut st.mem), st.dirty);
+                // Its changes are not to be written any more (the table is gone, or a
+                // compaction's copy holds them): eviction, which may still hold the leaf in a
+                // queue, finds nothing to write.
+                st.dirty = false;
             }
         }
     }
