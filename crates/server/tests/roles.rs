@@ -90,7 +90,7 @@ const WRITE: &[&str] = &[
 ];
 /// `dbAdmin`: collStats, dbStats, listCollections, listIndexes, validate, createCollection,
 /// dropCollection, dropDatabase, createIndex, dropIndex, renameCollectionSameDB, collMod,
-/// enableProfiler; no find.
+/// compact, enableProfiler; no find.
 const DB_ADMIN: &[&str] = &[
     "listCollections",
     "listIndexes",
@@ -105,6 +105,7 @@ const DB_ADMIN: &[&str] = &[
     "deleteIndexes",
     "renameCollection",
     "collMod",
+    "compact",
     "profile",
 ];
 /// `userAdmin`: createUser, dropUser, changePassword/changeCustomData (updateUser), grantRole,
