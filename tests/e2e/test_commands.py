@@ -57,6 +57,7 @@ COMMANDS = [
     ("g", {"collStats": "c"}),
     ("g", {"dbStats": 1}),
     ("g", {"validate": "c"}),
+    ("g", {"compact": "c"}),
     ("g", {"create": "c2"}),
     ("g", {"collMod": "c2", "validationLevel": "moderate"}),
     ("g", {"profile": -1}),
