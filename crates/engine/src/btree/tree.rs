@@ -646,13 +646,19 @@ impl Table {
     pub fn release_cache(&self) {
         for l in self.leaves() {
             let mut st = l.state.lock();
-            if st.page.take().is_some() {
+            if let Some(page) = st.page.take() {
                 self.cache
                     .page_released(std::mem::take(&mut st.mem), st.dirty);
                 // Its changes are not to be written any more (the table is gone, or a
                 // compaction's copy holds them): eviction, which may still hold the leaf in a
                 // queue, finds nothing to write.
                 st.dirty = false;
+                // A page never written has no image to be read back from: a reader still on
+                // this table (a cursor mid-batch) reads it here, uncharged, until the table
+                // itself goes.
+                if st.addr.is_none() {
+                    st.page = Some(page);
+                }
             }
         }
     }
