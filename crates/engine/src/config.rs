@@ -273,6 +273,25 @@ impl FromStr for EngineKind {
     }
 }
 
+/// Who does the engine's background work: eviction down to the cache's target, checkpoints
+/// and journal flushes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Schedule {
+    /// As a server runs: an eviction thread, a checkpoint thread and the journal's flusher,
+    /// which writes the group-commit buffer every `commit_interval` (and sooner when it is
+    /// large or someone syncs). How that work interleaves with the clients depends on the
+    /// host's CPU, so the files' write trace does too.
+    #[default]
+    Background,
+    /// No engine threads and no timers (docs/engine.md, "The inline schedule"): the calling
+    /// thread evicts down to the target and takes a due checkpoint at the end of each write or
+    /// read, and the journal is written when its buffer reaches a size or someone syncs. The
+    /// trace clock counts bytes written instead of nanoseconds. With one client thread, the
+    /// write trace is then a function of the calls alone. The lab's engine runs use it; the
+    /// server never does (not a configuration option). Refuses a timed checkpoint interval.
+    Inline,
+}
+
 /// Engine-wide settings.
 #[derive(Clone)]
 pub struct EngineConfig {
@@ -304,6 +323,8 @@ pub struct EngineConfig {
     pub backend: Option<Arc<dyn crate::io::Backend>>,
     /// Files opened with `O_DIRECT` (none by default, as in MongoDB).
     pub direct_io: crate::io::DirectIo,
+    /// Background threads (the server) or everything in the calling thread (the lab).
+    pub schedule: Schedule,
 }
 
 impl EngineConfig {
@@ -327,6 +348,7 @@ impl EngineConfig {
             flash: crate::io::FlashConfig::default(),
             backend: None,
             direct_io: crate::io::DirectIo::NONE,
+            schedule: Schedule::Background,
         }
     }
 
@@ -358,6 +380,13 @@ impl EngineConfig {
         }
         placement::policy::make_policy(self.flash.placement.as_str(), &self.flash.placement_config)
             .map_err(|e| Error::Config(format!("storage.flash.placement: {e}")))?;
+        if self.schedule == Schedule::Inline && self.checkpoint_interval.is_some() {
+            return Err(Error::Config(
+                "schedule=inline: a timed checkpoint_interval depends on the host's speed; \
+                 use checkpoint_written_bytes or checkpoint_log_size"
+                    .into(),
+            ));
+        }
         if self.checkpoint_written_bytes == Some(0) || self.checkpoint_log_size == Some(0) {
             return Err(Error::Config(
                 "checkpoint byte triggers must be at least 1 byte".into(),
@@ -453,7 +482,8 @@ pub struct JournalConfig {
     pub dir: PathBuf,
     /// Size of a journal file; 64 KiB to 2 GiB.
     pub file_max: u64,
-    /// Group-commit sync period (MongoDB's commitIntervalMs).
+    /// Group-commit sync period (MongoDB's commitIntervalMs). Under `Schedule::Inline` there is
+    /// no timer: the journal is written by size and on sync only.
     pub commit_interval: Duration,
     pub compressor: JournalCompressor,
     /// Allocate new files to `file_max` before use, so that running out of space shows up when a

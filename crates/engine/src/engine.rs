@@ -10,6 +10,11 @@
 //! | `checkpoint` | when checkpoints are due and how one is taken |
 //! | `recovery` | open = last checkpoint + journal replay |
 //!
+//! Background work — eviction down to the cache's target, checkpoints, journal flushes — runs
+//! on the engine's threads (`Schedule::Background`), or, under `Schedule::Inline`, in the calling
+//! thread at the end of each write or read ([`Inner::inline_duties`]), with the same functions
+//! and at the same thresholds.
+//!
 //! Write path: locate the leaves of a batch, latch them in leaf-id order, append the batch to
 //! the journal (a memory copy; the journal's flusher does the I/O), apply, unlatch. Because a
 //! key's leaf is latched while its record gets its LSN, a key's updates reach the pages in
@@ -21,7 +26,7 @@ use crate::cache::Cache;
 use crate::catalog::Catalog;
 use crate::checkpoint::{self, Checkpointer, Triggers};
 use crate::compact;
-use crate::config::{EngineConfig, TableConfig};
+use crate::config::{EngineConfig, Schedule, TableConfig};
 use crate::cursor::BatchedCursor;
 use crate::error::{Error, IoContext, Result};
 use crate::evict::Evictor;
@@ -45,6 +50,9 @@ use std::time::Duration;
 
 /// A batch's hold on one table's `writers` gate.
 type WritersGuard = parking_lot::ArcRwLockReadGuard<parking_lot::RawRwLock, ()>;
+
+/// Pages one eviction server round evicts at most before it looks at the cache again.
+const EVICT_BATCH: usize = 16;
 
 /// A batch whose pages keep leaving memory while it waits for them is applied with them read
 /// under its latches after this many attempts (correct either way; this bounds the retries).
@@ -105,11 +113,13 @@ impl DiskEngine {
                 ))
             })?;
         }
-        let io = Arc::new(
-            Io::new(cfg.observer.clone(), &cfg.flash, cfg.backend.clone())
-                .map_err(|e| Error::Config(format!("storage.flash: {e}")))?
-                .with_direct_io(cfg.direct_io),
-        );
+        let mut io = Io::new(cfg.observer.clone(), &cfg.flash, cfg.backend.clone())
+            .map_err(|e| Error::Config(format!("storage.flash: {e}")))?
+            .with_direct_io(cfg.direct_io);
+        if cfg.schedule == Schedule::Inline {
+            io = io.with_written_clock();
+        }
+        let io = Arc::new(io);
         let cache = Arc::new(Cache::new(
             cfg.cache_size,
             cfg.eviction_target,
@@ -154,7 +164,7 @@ impl DiskEngine {
             .unwrap_or_default();
         let outcome = recovery::replay(&jdir, from, |rec| inner.replay_record(rec))?;
         if let Some(jcfg) = inner.cfg.journal.clone() {
-            let j = Journal::open(jcfg, inner.io.clone())?;
+            let j = Journal::open_with(jcfg, inner.io.clone(), inner.cfg.schedule)?;
             Arc::get_mut(&mut inner)
                 .expect("no other reference during open")
                 .journal = Some(j);
@@ -168,7 +178,13 @@ impl DiskEngine {
         if outcome.records > 0 || meta.is_none() {
             engine.inner.checkpoint()?;
         }
-        engine.start_threads();
+        match engine.inner.cfg.schedule {
+            Schedule::Background => engine.start_threads(),
+            Schedule::Inline => engine
+                .inner
+                .checkpointer
+                .arm_written_trigger(&engine.inner.io),
+        }
         Ok(engine)
     }
 
@@ -376,6 +392,37 @@ impl Inner {
         Ok(())
     }
 
+    /// Evicts until the cache is under its target (the eviction server's round).
+    fn evict_to_target(&self) -> Result<()> {
+        while self.cache.over_target() && !self.shutdown.load(Ordering::Relaxed) {
+            if !self
+                .evictor
+                .evict_some(&self.catalog, &self.cache, EVICT_BATCH)?
+            {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// `Schedule::Inline`: the engine threads' work, done by the caller at the end of a write or
+    /// read, outside every latch: eviction to the target, then a checkpoint if its trigger is
+    /// due. Failures are handled as the threads handle them: reported, and retried later (a
+    /// write failure during eviction reaches writers when they must evict themselves; a
+    /// failed checkpoint is retried when its trigger is next due), so the caller's committed
+    /// work is not reported as failed.
+    fn inline_duties(&self) {
+        debug_assert_eq!(self.cfg.schedule, Schedule::Inline);
+        if let Err(e) = self.evict_to_target() {
+            eprintln!("flashdoc: eviction failed: {e}");
+        }
+        if self.checkpointer.due(&self.io, self.journal.as_deref()) {
+            if let Err(e) = self.checkpoint() {
+                eprintln!("flashdoc: checkpoint failed (will retry): {e}");
+            }
+        }
+    }
+
     fn checkpoint(&self) -> Result<()> {
         self.checkpointer.run(&checkpoint::Parts {
             db_path: &self.cfg.db_path,
@@ -409,17 +456,10 @@ fn evict_server(weak: Weak<Inner>) {
         if inner.shutdown.load(Ordering::Relaxed) {
             return;
         }
-        while inner.cache.over_target() && !inner.shutdown.load(Ordering::Relaxed) {
-            match inner.evictor.evict_some(&inner.catalog, &inner.cache, 16) {
-                Ok(true) => {}
-                Ok(false) => break,
-                Err(e) => {
-                    // A write failure (disk full): pages stay dirty in memory; writers will see
-                    // the error when they must evict themselves.
-                    eprintln!("flashdoc: eviction failed: {e}");
-                    break;
-                }
-            }
+        if let Err(e) = inner.evict_to_target() {
+            // A write failure (disk full): pages stay dirty in memory; writers will see the
+            // error when they must evict themselves.
+            eprintln!("flashdoc: eviction failed: {e}");
         }
         let mut g = inner.wake_lock.lock();
         if !inner.shutdown.load(Ordering::Relaxed) {
@@ -517,13 +557,19 @@ impl KvEngine for DiskEngine {
         }
         inner.help_evict()?;
         let t = inner.catalog.table(table)?;
-        t.with_leaf(key, |_, st| {
+        let got = t.with_leaf(key, |_, st| {
             st.page
                 .as_ref()
                 .expect("resident")
                 .get(key)
                 .map(|v| v.bytes().to_vec())
-        })
+        });
+        if inner.cfg.schedule == Schedule::Inline {
+            // A read brings pages in: the eviction server would take the cache back to its
+            // target.
+            inner.inline_duties();
+        }
+        got
     }
 
     fn write(&self, batch: &WriteBatch, opts: WriteOptions) -> Result<()> {
@@ -547,8 +593,10 @@ impl KvEngine for DiskEngine {
                 j.sync_to(lsn)?;
             }
         }
-        if inner.cache.over_target() {
-            inner.wake_threads();
+        match inner.cfg.schedule {
+            Schedule::Background if inner.cache.over_target() => inner.wake_threads(),
+            Schedule::Background => {}
+            Schedule::Inline => inner.inline_duties(),
         }
         Ok(())
     }
@@ -667,6 +715,12 @@ impl KvEngine for DiskEngine {
                     "cache size {bytes} bytes is too small (minimum 64 KiB)"
                 )));
             }
+        }
+        if inner.cfg.schedule == Schedule::Inline && matches!(r.checkpoint_interval, Some(Some(_)))
+        {
+            return Err(Error::Config(
+                "schedule=inline: a timed checkpoint_interval depends on the host's speed".into(),
+            ));
         }
         if [r.checkpoint_log_size, r.checkpoint_written_bytes].contains(&Some(Some(0))) {
             return Err(Error::Config(

@@ -5,7 +5,9 @@
 //! framed record into an in-memory group-commit buffer, because the engine appends while holding
 //! page latches; a flusher thread writes the buffer with positioned writes and fdatasyncs it every
 //! `commit_interval` (MongoDB's JournalFlusher: 100 ms), or at once when someone waits in
-//! [`Journal::sync_to`] (`j:true`). Every open starts a new file, so an old, possibly torn, tail is
+//! [`Journal::sync_to`] (`j:true`). Under `Schedule::Inline` there is no thread and no timer: the
+//! callers run the same flush when the buffer reaches `FLUSH_BYTES` ([`Journal::throttle`]) and
+//! when they sync, so what is written when depends only on what was appended. Every open starts a new file, so an old, possibly torn, tail is
 //! never appended to. Whole files older than a checkpoint's LSN are removed by
 //! [`Journal::remove_before`]. The on-disk format is in `docs/journal.md` and `journal/format.rs`.
 
@@ -20,6 +22,7 @@ pub use crate::config::{JournalCompressor, JournalConfig, MAX_FILE_MAX, MIN_FILE
 pub use lsn::Lsn;
 pub use replay::{replay, ReplayOutcome};
 
+use crate::config::Schedule;
 use crate::error::{Error, IoContext, Result};
 use crate::io::{FileRole, Io, IoFile, OpenMode, DIRECT_IO_ALIGN};
 use format::{EncodedRecord, FileHeader, FILE_HEADER_SIZE, MAX_PAYLOAD};
@@ -61,6 +64,8 @@ const MAX_SPARE_CAPACITY: usize = 16 << 20;
 pub struct Journal {
     shared: Arc<Shared>,
     flusher: Mutex<Option<JoinHandle<()>>>,
+    /// `Schedule::Inline`: the flusher's state, run by the callers (no thread).
+    inline: Option<Mutex<Flusher>>,
 }
 
 /// What the appenders and the flusher thread share.
@@ -218,6 +223,12 @@ impl Journal {
     /// Opens for appending: starts a new file numbered one past the highest existing file (an old
     /// file's tail may be torn, so it is never appended to), and starts the flusher thread.
     pub fn open(cfg: JournalConfig, io: Arc<Io>) -> Result<Arc<Journal>> {
+        Journal::open_with(cfg, io, Schedule::Background)
+    }
+
+    /// [`Journal::open`], with the flushes done by a thread (`Background`) or by the callers
+    /// (`Inline`: no thread, no timer).
+    pub fn open_with(cfg: JournalConfig, io: Arc<Io>, schedule: Schedule) -> Result<Arc<Journal>> {
         cfg.validate()?;
         std::fs::create_dir_all(&cfg.dir)
             .ctx(|| format!("creating journal directory {}", cfg.dir.display()))?;
@@ -253,15 +264,49 @@ impl Journal {
             prev_end: Lsn::default(),
         };
         let first = shared.create_file(header, layout.capacity(shared.cfg.file_max))?;
-        let flusher_shared = Arc::clone(&shared);
-        let flusher = std::thread::Builder::new()
+        let flusher = Flusher::new(Arc::clone(&shared), first);
+        if schedule == Schedule::Inline {
+            return Ok(Arc::new(Journal {
+                shared,
+                flusher: Mutex::new(None),
+                inline: Some(Mutex::new(flusher)),
+            }));
+        }
+        let thread = std::thread::Builder::new()
             .name("journal-flusher".into())
-            .spawn(move || Flusher::new(flusher_shared, first).run())
+            .spawn(move || flusher.run())
             .ctx(|| "starting the journal flusher thread".to_string())?;
         Ok(Arc::new(Journal {
             shared,
-            flusher: Mutex::new(Some(flusher)),
+            flusher: Mutex::new(Some(thread)),
+            inline: None,
         }))
+    }
+
+    /// `Schedule::Inline`: writes and syncs everything appended so far in the calling thread,
+    /// as one round of the flusher thread would. Returns the journal's failure, if it failed.
+    fn flush_inline(&self, flusher: &Mutex<Flusher>) -> Result<()> {
+        let mut f = flusher.lock();
+        let chunks = {
+            let mut st = self.shared.state.lock();
+            if let Some(e) = &st.failure {
+                return Err(e.to_error());
+            }
+            take_pending(&mut st, self.shared.layout)
+        };
+        if !f.flush(chunks) {
+            let st = self.shared.state.lock();
+            return Err(st.failure.as_ref().expect("a failed flush").to_error());
+        }
+        Ok(())
+    }
+
+    /// `Schedule::Inline`: flushes if `FLUSH_BYTES` are buffered (where the flusher thread
+    /// would have been woken). A failure is kept for the next append.
+    fn flush_inline_if_full(&self, flusher: &Mutex<Flusher>) {
+        if self.shared.state.lock().buffered >= FLUSH_BYTES {
+            let _ = self.flush_inline(flusher);
+        }
     }
 
     /// Appends one record and returns its LSN. Does no file I/O: the record is framed and
@@ -362,8 +407,22 @@ impl Journal {
         let mut st = sh.state.lock();
         // Records appended after this call are not waited for.
         let appended_end = st.next;
+        let durable =
+            |st: &State| st.durable >= appended_end || lsn.is_some_and(|l| st.durable > l);
+        if let Some(flusher) = &self.inline {
+            if durable(&st) {
+                return Ok(());
+            }
+            drop(st);
+            self.flush_inline(flusher)?;
+            debug_assert!(
+                durable(&sh.state.lock()),
+                "an inline flush syncs all appended"
+            );
+            return Ok(());
+        }
         loop {
-            if st.durable >= appended_end || lsn.is_some_and(|l| st.durable > l) {
+            if durable(&st) {
                 return Ok(());
             }
             if let Some(f) = &st.failure {
@@ -383,7 +442,13 @@ impl Journal {
     /// Backpressure: blocks while more than 32 MiB are appended but not yet written. Call it
     /// without latches held. Returns at once if the journal has failed (the next append reports
     /// it).
+    ///
+    /// Under `Schedule::Inline` nothing waits: the caller writes the buffer itself once it holds
+    /// `FLUSH_BYTES` (so the buffer never grows past one write's worth of appends).
     pub fn throttle(&self) {
+        if let Some(flusher) = &self.inline {
+            return self.flush_inline_if_full(flusher);
+        }
         let sh = &*self.shared;
         let mut st = sh.state.lock();
         while st.buffered > MAX_BUFFERED && st.failure.is_none() && !st.flusher_exited {
@@ -396,6 +461,9 @@ impl Journal {
     /// written its bytes: the flusher's write then happened before this returns, whatever the
     /// thread scheduling. Returns at once if the journal has failed or stopped.
     pub fn settle(&self) {
+        if let Some(flusher) = &self.inline {
+            return self.flush_inline_if_full(flusher);
+        }
         let sh = &*self.shared;
         let mut st = sh.state.lock();
         while st.buffered >= FLUSH_BYTES && st.failure.is_none() && !st.flusher_exited {
@@ -445,6 +513,13 @@ impl Journal {
     /// Stops the flusher after a final flush and sync. Idempotent; also called on drop. Returns
     /// the journal's failure, if it failed.
     pub fn close(&self) -> Result<()> {
+        if let Some(flusher) = &self.inline {
+            let res = self.flush_inline(flusher);
+            let mut st = self.shared.state.lock();
+            st.closing = true;
+            st.flusher_exited = true;
+            return res;
+        }
         let handle = self.flusher.lock().take();
         if let Some(handle) = handle {
             self.shared.state.lock().closing = true;
@@ -596,7 +671,7 @@ impl Flusher {
     fn run(mut self) {
         let sh = Arc::clone(&self.shared);
         loop {
-            let (chunks, target, closing) = {
+            let (chunks, closing) = {
                 let mut st = sh.state.lock();
                 while !(st.closing || st.sync_requested || st.buffered >= FLUSH_BYTES) {
                     if sh
@@ -607,38 +682,10 @@ impl Flusher {
                         break;
                     }
                 }
-                st.sync_requested = false;
-                if sh.layout.direct() {
-                    pad_to_block(&mut st, sh.layout);
-                }
-                (std::mem::take(&mut st.pending), st.next, st.closing)
+                (take_pending(&mut st, sh.layout), st.closing)
             };
-            if !chunks.is_empty() {
-                let bytes: u64 = chunks.iter().map(|c| c.bytes.len() as u64).sum();
-                let result = self.write_and_sync(chunks, bytes);
-                let mut st = sh.state.lock();
-                match result {
-                    Ok(buffers) => {
-                        st.durable = target;
-                        for b in buffers {
-                            if st.spare.len() < SPARE_BUFFERS && b.capacity() <= MAX_SPARE_CAPACITY
-                            {
-                                st.spare.push(b);
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        // After a failed write or fsync the kernel may have dropped the dirty
-                        // pages, so retrying could report data durable that is not: the journal
-                        // stops for good and everyone waiting or appending gets the error.
-                        st.failure = Some(Failure::new(&e));
-                        st.flusher_exited = true;
-                        sh.durable_changed.notify_all();
-                        sh.written.notify_all();
-                        return;
-                    }
-                }
-                sh.durable_changed.notify_all();
+            if !self.flush(chunks) {
+                return;
             }
             if closing {
                 let mut st = sh.state.lock();
@@ -646,6 +693,40 @@ impl Flusher {
                 sh.durable_changed.notify_all();
                 sh.written.notify_all();
                 return;
+            }
+        }
+    }
+
+    /// Writes and syncs what [`take_pending`] took and makes it durable. Returns false if that
+    /// failed: the journal has then failed for good.
+    fn flush(&mut self, (chunks, target): (Vec<Chunk>, Lsn)) -> bool {
+        if chunks.is_empty() {
+            return true;
+        }
+        let sh = Arc::clone(&self.shared);
+        let bytes: u64 = chunks.iter().map(|c| c.bytes.len() as u64).sum();
+        let result = self.write_and_sync(chunks, bytes);
+        let mut st = sh.state.lock();
+        match result {
+            Ok(buffers) => {
+                st.durable = target;
+                for b in buffers {
+                    if st.spare.len() < SPARE_BUFFERS && b.capacity() <= MAX_SPARE_CAPACITY {
+                        st.spare.push(b);
+                    }
+                }
+                sh.durable_changed.notify_all();
+                true
+            }
+            Err(e) => {
+                // After a failed write or fsync the kernel may have dropped the dirty pages, so
+                // retrying could report data durable that is not: the journal stops for good
+                // and everyone waiting or appending gets the error.
+                st.failure = Some(Failure::new(&e));
+                st.flusher_exited = true;
+                sh.durable_changed.notify_all();
+                sh.written.notify_all();
+                false
             }
         }
     }
@@ -694,6 +775,17 @@ impl Flusher {
         sh.sync_data(&self.file)?;
         Ok(buffers)
     }
+}
+
+/// Takes every appended record not yet handed to a flush, with the LSN just past them (the
+/// flush's durable point), padding to a block first under direct I/O. Called with the state
+/// locked.
+fn take_pending(st: &mut State, layout: Layout) -> (Vec<Chunk>, Lsn) {
+    st.sync_requested = false;
+    if layout.direct() {
+        pad_to_block(st, layout);
+    }
+    (std::mem::take(&mut st.pending), st.next)
 }
 
 /// Direct I/O: ends the pending records on a block boundary with a filler record, so the flush

@@ -32,7 +32,7 @@ pub mod recovery;
 pub mod settings;
 
 pub use config::{
-    AllocPolicy, Allocation, Compressor, EngineConfig, EngineKind, TableConfig, TableKind,
+    AllocPolicy, Allocation, Compressor, EngineConfig, EngineKind, Schedule, TableConfig, TableKind,
 };
 pub use engine::{open_engine, DiskEngine};
 pub use error::{Error, Result};

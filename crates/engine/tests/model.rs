@@ -1,23 +1,39 @@
 //! Model-based randomized test: random puts, deletes, gets, scans (both ways), multi-table
 //! batches, checkpoints, compactions (also under an open cursor) and close/reopen against a
-//! `BTreeMap` model, with a tiny cache so
-//! eviction runs constantly, for 4 KB and 32 KB leaves and every compressor.
+//! `BTreeMap` model, with a tiny cache so eviction runs constantly, for 4 KB and 32 KB leaves
+//! and every compressor, with the engine's background threads and with the inline schedule
+//! (eviction, checkpoints by written bytes and journal flushes in the calling thread).
 //! A failure prints the seed; rerun one seed with FLASHDOC_MODEL_SEED=<seed>.
 
 use engine::{
-    Compressor, DirectIo, Direction, DiskEngine, EngineConfig, KvEngine, TableConfig, WriteBatch,
-    WriteOptions,
+    Compressor, DirectIo, Direction, DiskEngine, EngineConfig, KvEngine, Schedule, TableConfig,
+    WriteBatch, WriteOptions,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-fn config(dir: &std::path::Path, direct_io: DirectIo) -> EngineConfig {
+/// One run's engine settings besides its data.
+#[derive(Clone, Copy, Debug)]
+struct Setup {
+    direct_io: DirectIo,
+    schedule: Schedule,
+}
+
+const BACKGROUND: Setup = Setup {
+    direct_io: DirectIo::NONE,
+    schedule: Schedule::Background,
+};
+
+fn config(dir: &std::path::Path, setup: Setup) -> EngineConfig {
     let mut cfg = EngineConfig::new(dir);
-    cfg.direct_io = direct_io;
+    cfg.direct_io = setup.direct_io;
+    cfg.schedule = setup.schedule;
     cfg.cache_size = 256 * 1024;
     cfg.checkpoint_interval = None;
+    // Checkpoints also come by themselves, from the thread or inside a write.
+    cfg.checkpoint_written_bytes = Some(256 << 10);
     if let Some(j) = cfg.journal.as_mut() {
         j.file_max = 256 * 1024;
     }
@@ -78,10 +94,10 @@ fn model_range(
     }
 }
 
-fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize, direct_io: DirectIo) {
+fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize, setup: Setup) {
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
-    let mut eng = DiskEngine::open(config(dir.path(), direct_io)).unwrap();
+    let mut eng = DiskEngine::open(config(dir.path(), setup)).unwrap();
     let coll = TableConfig {
         compressor,
         ..TableConfig::collection().with_leaf_page_max(leaf)
@@ -95,9 +111,9 @@ fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize, direct_io: Di
     eng.create_table(names[1], &idx).unwrap();
     let mut models = [BTreeMap::new(), BTreeMap::new()];
     let (mut evicted, mut read) = (0u64, 0u64);
-    let ctx = |step: usize| {
-        format!("seed {seed} leaf {leaf} {compressor:?} direct_io={direct_io} step {step}")
-    };
+    // Checkpoints the engine took, and those this test asked for (one more at the first open).
+    let (mut checkpoints, mut asked) = (0u64, 1u64);
+    let ctx = |step: usize| format!("seed {seed} leaf {leaf} {compressor:?} {setup:?} step {step}");
     for step in 0..steps {
         let t = rng.gen_range(0..2);
         let tid = eng.table_id(names[t]).unwrap();
@@ -175,8 +191,13 @@ fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize, direct_io: Di
                 )
                 .unwrap();
             }
-            93..=95 => eng.checkpoint().unwrap(),
+            93..=95 => {
+                eng.checkpoint().unwrap();
+                asked += 1;
+            }
             96 => {
+                // A compaction swaps its copy in at a checkpoint.
+                asked += 1;
                 let s = eng.compact_table(tid).unwrap();
                 // The copy holds the live entries once: never larger than the file it
                 // replaces by more than its fixed part (descriptor, root, extent lists).
@@ -193,9 +214,10 @@ fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize, direct_io: Di
                 let st = eng.stats();
                 evicted += st["cache"]["pages_evicted"].as_u64().unwrap();
                 read += st["cache"]["pages_read"].as_u64().unwrap();
+                checkpoints += st["checkpoints"]["completed"].as_u64().unwrap();
                 eng.close().unwrap();
                 drop(eng);
-                eng = DiskEngine::open(config(dir.path(), direct_io)).unwrap();
+                eng = DiskEngine::open(config(dir.path(), setup)).unwrap();
                 assert_eq!(
                     eng.verify().unwrap() as usize,
                     models[0].len() + models[1].len(),
@@ -209,7 +231,13 @@ fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize, direct_io: Di
     let st = eng.stats();
     evicted += st["cache"]["pages_evicted"].as_u64().unwrap();
     read += st["cache"]["pages_read"].as_u64().unwrap();
+    checkpoints += st["checkpoints"]["completed"].as_u64().unwrap();
     assert!(evicted > 0 && read > 0, "evicted {evicted} read {read}");
+    // Some were due by the written-bytes trigger, whichever thread took them.
+    assert!(
+        checkpoints > asked,
+        "checkpoints {checkpoints}, asked for {asked}"
+    );
     assert!(
         st["tables"]
             .as_array()
@@ -238,7 +266,7 @@ fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize, direct_io: Di
         }
         eng.close().unwrap();
         drop(eng);
-        eng = DiskEngine::open(config(dir.path(), direct_io)).unwrap();
+        eng = DiskEngine::open(config(dir.path(), setup)).unwrap();
     }
     eng.verify().unwrap();
 }
@@ -254,7 +282,7 @@ fn seeds(n: u64) -> Vec<u64> {
 fn model_leaf_32k_every_compressor() {
     for seed in seeds(2) {
         for c in Compressor::ALL {
-            run(seed * 100 + c as u64, 32 * 1024, c, 1500, DirectIo::NONE);
+            run(seed * 100 + c as u64, 32 * 1024, c, 1500, BACKGROUND);
         }
     }
 }
@@ -263,7 +291,7 @@ fn model_leaf_32k_every_compressor() {
 fn model_leaf_4k_every_compressor() {
     for seed in seeds(2) {
         for c in Compressor::ALL {
-            run(seed * 1000 + c as u64, 4096, c, 1500, DirectIo::NONE);
+            run(seed * 1000 + c as u64, 4096, c, 1500, BACKGROUND);
         }
     }
 }
@@ -277,13 +305,37 @@ fn model_with_direct_io() {
         eprintln!("skipped: {e}");
         return;
     }
-    let direct = DirectIo {
-        data: true,
-        log: true,
+    let direct = Setup {
+        direct_io: DirectIo {
+            data: true,
+            log: true,
+        },
+        ..BACKGROUND
     };
     for seed in seeds(2) {
         run(seed * 10_000, 32 * 1024, Compressor::Snappy, 1500, direct);
         run(seed * 10_000 + 1, 4096, Compressor::None, 1500, direct);
+        let inline = Setup {
+            schedule: Schedule::Inline,
+            ..direct
+        };
+        run(seed * 10_000 + 2, 4096, Compressor::None, 1500, inline);
+    }
+}
+
+/// The inline schedule (the lab's): no engine threads; the writer evicts, checkpoints when the
+/// written-bytes trigger is due and flushes the journal by size.
+#[test]
+fn model_with_the_inline_schedule() {
+    let inline = Setup {
+        schedule: Schedule::Inline,
+        ..BACKGROUND
+    };
+    for seed in seeds(2) {
+        for c in [Compressor::None, Compressor::Snappy] {
+            run(seed * 100_000 + c as u64, 32 * 1024, c, 1500, inline);
+            run(seed * 100_000 + 10 + c as u64, 4096, c, 1500, inline);
+        }
     }
 }
 

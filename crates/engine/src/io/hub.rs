@@ -71,10 +71,19 @@ struct Flash {
     io: LinuxIo,
 }
 
+/// What an event's `time_ns` counts.
+enum Clock {
+    /// Nanoseconds since the engine opened.
+    Wall(Instant),
+    /// Bytes announced for writing since the engine opened, as if the host wrote 1 GB/s: a
+    /// clock that depends on what was written, not on how fast (`Schedule::Inline`).
+    Written,
+}
+
 pub(super) struct Hub {
     observer: Option<Arc<dyn Observer>>,
     flash: Option<Flash>,
-    start: Instant,
+    clock: Clock,
     next_file: AtomicU32,
     meter: WriteMeter,
 }
@@ -84,7 +93,7 @@ impl Hub {
         Hub {
             observer,
             flash: None,
-            start: Instant::now(),
+            clock: Clock::Wall(Instant::now()),
             next_file: AtomicU32::new(1),
             meter: WriteMeter::new(),
         }
@@ -124,9 +133,17 @@ impl Hub {
         self.observer.is_some() || self.flash.is_some()
     }
 
-    /// Nanoseconds since the engine opened.
+    /// Stamps events with bytes written instead of wall time from now on.
+    pub fn use_written_clock(&mut self) {
+        self.clock = Clock::Written;
+    }
+
+    /// The events' time: nanoseconds since the engine opened, or bytes written (`Clock`).
     pub fn now_ns(&self) -> u64 {
-        self.start.elapsed().as_nanos() as u64
+        match &self.clock {
+            Clock::Wall(start) => start.elapsed().as_nanos() as u64,
+            Clock::Written => self.meter.written(),
+        }
     }
 
     /// A fresh file number for the trace (numbers are per engine instance, never reused).

@@ -69,6 +69,13 @@ impl Io {
         self
     }
 
+    /// Stamps events with the bytes written so far instead of the wall clock (1 ns per byte),
+    /// so a trace's times depend on what the engine wrote, not on the host's speed.
+    pub fn with_written_clock(mut self) -> Io {
+        self.hub.use_written_clock();
+        self
+    }
+
     /// Which files this seam opens with `O_DIRECT`.
     pub fn direct_io(&self) -> DirectIo {
         self.direct
