@@ -17,6 +17,10 @@ pub struct DocDbConfig {
     pub collection_table: TableConfig,
     /// Template for every index table (`id_index` is set per table by the catalog).
     pub index_table: TableConfig,
+    /// Collection UUIDs (and so their tables' names) derived from this seed and the namespace
+    /// instead of the system's random source, so the bytes a run writes are reproducible (the
+    /// lab's deterministic engine runs). `None`: random, as mongod. Not a server option.
+    pub uuid_seed: Option<u64>,
 }
 
 impl DocDbConfig {
@@ -27,6 +31,7 @@ impl DocDbConfig {
             engine: EngineConfig::new(db_path),
             collection_table: TableConfig::collection(),
             index_table: TableConfig::index(),
+            uuid_seed: None,
         }
     }
 

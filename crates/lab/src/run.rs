@@ -11,7 +11,7 @@
 use crate::experiment::{Experiment, ScaleSpec, SsdSpec, TrimSpec, JOURNAL_FILE_SHARE};
 use anyhow::{anyhow, bail, Context, Result};
 use docdb::{DocDb, DocDbConfig};
-use engine::{Compressor, Reconfigure, TableConfig};
+use engine::{Compressor, Reconfigure, Schedule, TableConfig};
 use indicatif::{ProgressBar, ProgressStyle};
 use placement::policy::PlacementConfig;
 use placement::sim::{ReplayConfig, RunLoops, TraceReplay, TrimConfig};
@@ -509,6 +509,10 @@ fn table_template(kind: &str, leaf: u32, comp: &str) -> Result<TableConfig> {
 /// with the scale's load cache and no timed checkpoints; after its end-of-load checkpoint the
 /// database is measured and the run phase gets the device-relative settings of [`Sizing`]:
 /// its cache, a written-bytes checkpoint trigger and the journal file size.
+///
+/// The run is deterministic (docs/lab.md, "The schedule"): the engine's inline schedule, one
+/// client thread and LinkBench's logical clock make the trace a function of the experiment,
+/// the point and the seed, whatever else the machine is doing.
 pub fn run_engine(
     out: &Path,
     key: &str,
@@ -517,6 +521,10 @@ pub fn run_engine(
     scale: &ScaleSpec,
 ) -> Result<EngineRun> {
     let started = Instant::now();
+    let scale = &ScaleSpec {
+        threads: 1,
+        ..scale.clone()
+    };
     let work = work_root(out).join(key);
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
@@ -532,6 +540,8 @@ pub fn run_engine(
     // Checkpoints by bytes written only (set after the load): a timed interval would make
     // what one interval writes depend on this machine's speed.
     cfg.engine.checkpoint_interval = None;
+    cfg.engine.schedule = Schedule::Inline;
+    cfg.uuid_seed = Some(w.seed);
     cfg.engine.observer = Some(obs.clone());
     let alloc: engine::AllocPolicy = w.allocation.parse().map_err(|e| anyhow!("{e}"))?;
     cfg.collection_table = TableConfig {
@@ -577,6 +587,7 @@ pub fn run_engine(
             |name| Ok(InProc::new(db.clone(), name)),
             w,
             scale,
+            Clients::OneDeterministic,
             || end_of_load(&db).map(Some),
         )?
     };
@@ -811,6 +822,19 @@ pub fn io_pattern(
     Ok((all, ckpts))
 }
 
+/// How a workload's clients run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Clients {
+    /// `scale.threads` client threads; LinkBench stamps its documents with the wall clock.
+    Threads,
+    /// One client thread, and LinkBench's logical clock (1 ms per load chunk and per request):
+    /// the operations and the bytes they write are a function of the seed alone.
+    OneDeterministic,
+}
+
+/// LinkBench's clock starts here under `Clients::OneDeterministic` (ms since the epoch).
+const LOGICAL_CLOCK_START_MS: i64 = 1_700_000_000_000;
+
 /// The load phase, `end_of_load` (which checkpoints, sizes the run phase and returns the
 /// end-of-load event index, or `None` to stop after the load), then the run phase. The
 /// workload reaches its database through `open(database name)`: flashdoc's document layer in
@@ -819,8 +843,14 @@ pub(crate) fn drive<S: Store>(
     open: impl Fn(&str) -> Result<S>,
     w: &EngineWork,
     scale: &ScaleSpec,
+    clients: Clients,
     mut end_of_load: impl FnMut() -> Result<Option<u64>>,
 ) -> Result<(PhaseResult, PhaseResult, u64)> {
+    let threads = match clients {
+        Clients::Threads => scale.threads,
+        Clients::OneDeterministic => 1,
+    };
+    let logical_time = clients == Clients::OneDeterministic;
     use workload::linkbench::{self, LinkBenchConfig, Mix};
     use workload::ycsb::{self, Workload, YcsbConfig};
     if let Some(rest) = w.workload.strip_prefix("ycsb-") {
@@ -830,7 +860,7 @@ pub(crate) fn drive<S: Store>(
             other => bail!("unknown YCSB workload {other}"),
         };
         let mut cfg = YcsbConfig::workload(kind, scale.ycsb_records, scale.ycsb_ops);
-        cfg.threads = scale.threads;
+        cfg.threads = threads;
         cfg.seed = w.seed;
         let store = open("ycsb")?;
         ycsb::prepare_load(&cfg, &store)?;
@@ -850,9 +880,11 @@ pub(crate) fn drive<S: Store>(
             maxid1: scale.linkbench_maxid1,
             requests: Some(scale.linkbench_requests),
             mix: mix.parse::<Mix>().map_err(|e| anyhow!(e))?,
-            requesters: scale.threads,
-            loaders: scale.threads,
+            requesters: threads,
+            loaders: threads,
             seed: w.seed,
+            fixed_time_ms: logical_time.then_some(LOGICAL_CLOCK_START_MS),
+            logical_time,
             // LinkBench's out-degree distribution has a tail that does not shrink with the
             // graph: at lab scale a handful of nodes would otherwise hold most links. Cap the
             // degree at a tenth of the node count so a small graph keeps the shape of a large

@@ -298,6 +298,7 @@ fn calibrate(program: &Path, work: &Path, w: &EngineWork, scale: &ScaleSpec) -> 
         |db| Wire::connect(&uri, db),
         w,
         scale,
+        run::Clients::Threads,
         || checkpoint(&admin).map(|()| None),
     )?;
     let bytes = table_bytes(&dir)?;
@@ -366,6 +367,7 @@ pub(crate) fn secantus_run(
         |db| Wire::connect(&uri, db),
         &w,
         scale,
+        run::Clients::Threads,
         || {
             checkpoint(&admin)?;
             measured_load_bytes = table_bytes(&dir)?;

@@ -5,6 +5,41 @@
 use super::*;
 
 impl DocDb {
+    /// A new collection's UUID: random, or under `uuid_seed` the first of the seed's UUIDs for
+    /// this namespace whose table name no live table has (deterministic given the DDL history;
+    /// a namespace dropped and created again may get its old UUID back).
+    fn collection_uuid(&self, db: &str, coll: &str) -> Uuid {
+        let Some(seed) = self.cfg.uuid_seed else {
+            return Uuid::new();
+        };
+        // FNV-1a over the namespace, then splitmix64 per attempt: fixed functions, so the same
+        // seed gives the same UUIDs on every build.
+        let ns = catalog::ns(db, coll);
+        let h = ns.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        let mix = |mut z: u64| {
+            z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        (0u64..1 << 16)
+            .map(|k| {
+                let a = mix(seed ^ h ^ k.wrapping_mul(0x2545_f491_4f6c_dd1d));
+                let mut b = [0u8; 16];
+                b[..8].copy_from_slice(&a.to_be_bytes());
+                b[8..].copy_from_slice(&mix(a).to_be_bytes());
+                // Version 4, RFC 4122 variant, as a random UUID.
+                b[6] = (b[6] & 0x0f) | 0x40;
+                b[8] = (b[8] & 0x3f) | 0x80;
+                Uuid::from_bytes(b)
+            })
+            .find(|u| self.engine.table_id(&table_name_coll(u)).is_none())
+            // 65 536 live collections of this name's seed sequence: give up determinism.
+            .unwrap_or_else(Uuid::new)
+    }
+
     /// Creates a collection (caller holds `ddl`). Returns the new handle.
     pub(super) fn create_locked(
         &self,
@@ -12,7 +47,7 @@ impl DocDb {
         coll: &str,
         options: Document,
     ) -> DocResult<Arc<Coll>> {
-        let uuid = Uuid::new();
+        let uuid = self.collection_uuid(db, coll);
         let ident = table_name_coll(&uuid);
         let table = self
             .engine

@@ -14,7 +14,7 @@ use bson::{doc, spec::BinarySubtype, Binary, Bson, Document};
 use dist::{geometric, lognormal, nlinks_at, LbZipf, MotifGen, Shuffler};
 use rand::{Rng as _, RngCore};
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -195,6 +195,13 @@ pub struct LinkBenchConfig {
     pub seed: u64,
     /// A fixed clock (ms since the epoch) for reproducible data; None: the wall clock.
     pub fixed_time_ms: Option<i64>,
+    /// With `fixed_time_ms` as its start: the clock advances 1 ms per load chunk and per
+    /// request, so timestamps still grow as the run goes on (the link index's `time` key keeps
+    /// its insertion order, as under the wall clock) without depending on the host's speed.
+    /// Upserted links and counts then also carry an `_id` the driver makes (see
+    /// [`Model::object_id`]) instead of the server's random ObjectId.
+    #[serde(default)]
+    pub logical_time: bool,
     /// Sampling interval of the throughput series, seconds.
     pub status_interval_s: f64,
 }
@@ -230,6 +237,7 @@ impl Default for LinkBenchConfig {
             bulk_batch: 1024,
             seed: 1,
             fixed_time_ms: None,
+            logical_time: false,
             status_interval_s: 1.0,
         }
     }
@@ -254,6 +262,10 @@ pub struct Model {
     write_uncorr: LbZipf,
     node_read: LbZipf,
     node_update: LbZipf,
+    /// Requests issued so far (the logical clock's ticks in the request phase).
+    requests: AtomicI64,
+    /// ObjectIds made so far (`object_id`).
+    object_ids: AtomicU32,
 }
 
 impl Model {
@@ -261,6 +273,9 @@ impl Model {
         let n = cfg.maxid1 - cfg.startid1;
         if cfg.startid1 < 1 || n < 1 {
             bail!("need 1 <= startid1 < maxid1");
+        }
+        if cfg.logical_time && cfg.fixed_time_ms.is_none() {
+            bail!("logical_time needs fixed_time_ms as the clock's start");
         }
         let sum: f64 = cfg.mix.percentages().iter().sum();
         if (sum - 100.0).abs() > 1e-5 {
@@ -283,7 +298,47 @@ impl Model {
             write_uncorr: LbZipf::new(n, wu_shape),
             node_read: LbZipf::new(n, cfg.node_read_shape),
             node_update: LbZipf::new(n, cfg.node_update_shape),
+            requests: AtomicI64::new(0),
+            object_ids: AtomicU32::new(0),
         })
+    }
+
+    /// Under `logical_time`, the `_id` of an upserted document, shaped as a server's
+    /// ObjectId (seconds of `now_ms`, 5 bytes fixed per process, a 3-byte counter) so ids
+    /// still grow in insertion order, but drawn from the seed instead of the wall clock and
+    /// the system's random source. `phase` (0 load, 1 requests) keeps the two phases' ids
+    /// apart, as two server processes' would be. `None`: the server makes the id.
+    fn object_id(&self, now_ms: i64, phase: u8) -> Option<Bson> {
+        if !self.cfg.logical_time {
+            return None;
+        }
+        let n = self.object_ids.fetch_add(1, Ordering::Relaxed);
+        let mut b = [0u8; 12];
+        b[..4].copy_from_slice(&((now_ms / 1000) as u32).to_be_bytes());
+        b[4..8].copy_from_slice(&(self.cfg.seed as u32).to_be_bytes());
+        b[8] = phase;
+        b[9..].copy_from_slice(&(n & 0x00ff_ffff).to_be_bytes()[1..]);
+        Some(Bson::ObjectId(bson::oid::ObjectId::from_bytes(b)))
+    }
+
+    /// The clock for load chunk `chunk` (ms since the epoch).
+    fn load_time_ms(&self, chunk: i64) -> i64 {
+        match (self.cfg.fixed_time_ms, self.cfg.logical_time) {
+            (Some(start), true) => start + chunk,
+            _ => now_ms(&self.cfg),
+        }
+    }
+
+    /// The clock for the next request: under `logical_time`, one tick past the load's last
+    /// chunk and one more per request.
+    fn request_time_ms(&self) -> i64 {
+        match (self.cfg.fixed_time_ms, self.cfg.logical_time) {
+            (Some(start), true) => {
+                let chunks = (self.n + LOAD_CHUNK - 1) / LOAD_CHUNK;
+                start + chunks + self.requests.fetch_add(1, Ordering::Relaxed)
+            }
+            _ => now_ms(&self.cfg),
+        }
     }
 
     /// Total out-degree of `id1` in the initial graph: its popularity rank under the nlinks
@@ -498,7 +553,7 @@ fn load_chunk(model: &Model, store: &dyn Store, chunk: i64, m: &mut Measurements
     let link_gen = MotifGen::link(&mut rng);
     let lo = cfg.startid1 + chunk * LOAD_CHUNK;
     let hi = (lo + LOAD_CHUNK).min(cfg.maxid1);
-    let now = now_ms(cfg);
+    let now = model.load_time_ms(chunk);
     let mut nodes = Vec::new();
     let mut links = Vec::new();
     let mut counts = Vec::new();
@@ -536,16 +591,17 @@ fn load_chunk(model: &Model, store: &dyn Store, chunk: i64, m: &mut Measurements
                 );
                 // now − 2³¹ + nextInt(): uniform over the 2³² ms before and after now − 2³¹.
                 let time = now - (1i64 << 31) + i64::from(rng.next_u32() as i32);
+                let mut insert = doc! {
+                    "id1": id1, "id2": id2, "link_type": ltype,
+                    "data": bin(link_gen.fill(len as usize, &mut rng)),
+                    "time": time, "version": 0i32,
+                };
+                if let Some(id) = model.object_id(now, 0) {
+                    insert.insert("_id", id);
+                }
                 links.push(Update {
                     q: link_key(id1, ltype, id2),
-                    u: doc! {
-                        "$setOnInsert": {
-                            "id1": id1, "id2": id2, "link_type": ltype,
-                            "data": bin(link_gen.fill(len as usize, &mut rng)),
-                            "time": time, "version": 0i32,
-                        },
-                        "$set": {"visibility": 1i32},
-                    },
+                    u: doc! {"$setOnInsert": insert, "$set": {"visibility": 1i32}},
                     upsert: true,
                 });
                 if links.len() >= batch {
@@ -555,9 +611,13 @@ fn load_chunk(model: &Model, store: &dyn Store, chunk: i64, m: &mut Measurements
                 }
             }
             if nl > 0 {
+                let mut count = doc! {"id": id1, "link_type": ltype, "count": nl as i64, "time": now, "version": 0i64};
+                if let Some(id) = model.object_id(now, 0) {
+                    count.insert("_id", id);
+                }
                 counts.push(Update {
                     q: doc! {"id": id1, "link_type": ltype},
-                    u: doc! {"id": id1, "link_type": ltype, "count": nl as i64, "time": now, "version": 0i64},
+                    u: count,
                     upsert: true,
                 });
                 if counts.len() >= batch {
@@ -678,7 +738,7 @@ impl Requester {
     /// Issues `op` against `store`: the commands LinkBenchX sends, with correct count bodies.
     pub fn execute(&mut self, store: &dyn Store, op: LinkOp, m: &mut Measurements) -> OpOutcome {
         let model = self.model.clone();
-        let now = now_ms(&model.cfg);
+        let now = model.request_time_ms();
         match op {
             LinkOp::AddLink | LinkOp::UpdateLink => {
                 let id1 = model.link_write_id1(&mut self.rng);
@@ -815,14 +875,15 @@ impl Requester {
         now: i64,
         m: &mut Measurements,
     ) -> OpOutcome {
+        let mut insert = doc! {"id1": id1, "id2": id2, "link_type": ltype, "data": data.clone(), "time": now, "version": 0i32};
+        if let Some(id) = self.model.object_id(now, 1) {
+            insert.insert("_id", id);
+        }
         let r = store.update_one(
             LINK,
             Update {
                 q: link_key(id1, ltype, id2),
-                u: doc! {
-                    "$setOnInsert": {"id1": id1, "id2": id2, "link_type": ltype, "data": data.clone(), "time": now, "version": 0i32},
-                    "$set": {"visibility": 1i32},
-                },
+                u: doc! {"$setOnInsert": insert, "$set": {"visibility": 1i32}},
                 upsert: true,
             },
         )?;
@@ -858,11 +919,15 @@ impl Requester {
     }
 
     fn count_upsert(&self, store: &dyn Store, id1: i64, ltype: i64, now: i64) -> Result<()> {
+        let mut insert = doc! {"count": 0i64, "version": 0i64};
+        if let Some(id) = self.model.object_id(now, 1) {
+            insert.insert("_id", id);
+        }
         store.update_one(
             COUNT,
             Update {
                 q: doc! {"id": id1, "link_type": ltype},
-                u: doc! {"$set": {"time": now}, "$setOnInsert": {"count": 0i64, "version": 0i64}},
+                u: doc! {"$set": {"time": now}, "$setOnInsert": insert},
                 upsert: true,
             },
         )?;
