@@ -7,8 +7,8 @@
 //! `commit_interval` (MongoDB's JournalFlusher: 100 ms), or at once when someone waits in
 //! [`Journal::sync_to`] (`j:true`). Under `Schedule::Inline` there is no thread and no timer: the
 //! callers run the same flush when the buffer reaches `FLUSH_BYTES` ([`Journal::throttle`]) and
-//! when they sync, so what is written when depends only on what was appended. Every open starts a new file, so an old, possibly torn, tail is
-//! never appended to. Whole files older than a checkpoint's LSN are removed by
+//! when they sync, so what is written when depends only on what was appended. Every open starts
+//! a new file, so an old, possibly torn, tail is never appended to. Whole files older than a checkpoint's LSN are removed by
 //! [`Journal::remove_before`]. The on-disk format is in `docs/journal.md` and `journal/format.rs`.
 
 mod format;

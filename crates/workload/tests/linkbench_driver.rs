@@ -294,3 +294,43 @@ fn requester_step_records_linkbench_metrics() {
     assert_eq!(total, 300);
     check_counts(&s);
 }
+
+/// Under `logical_time` the commands repeat byte for byte, `_id`s included (times from the
+/// logical clock, upserted links' and counts' ObjectIds from the driver), and the graph's
+/// counts stay right.
+#[test]
+fn logical_time_makes_every_command_repeat_exactly() {
+    let cfg = LinkBenchConfig {
+        requests: Some(500),
+        logical_time: true,
+        ..small(Mix::Mixed)
+    };
+    let trace = |cfg: &LinkBenchConfig| {
+        let s = Traced::new(InProc::in_memory("linkbench").unwrap());
+        linkbench::prepare_load(&s).unwrap();
+        linkbench::run_load(cfg, &s, Progress::Hidden).unwrap();
+        linkbench::run_ops(cfg, &s, Progress::Hidden).unwrap();
+        let log = s.take();
+        check_counts(&s);
+        log
+    };
+    let a = trace(&cfg);
+    assert!(
+        a.iter().any(|l| l.contains("ObjectId")),
+        "upserts carry ids"
+    );
+    assert!(a == trace(&cfg), "traces differ");
+    let wall = LinkBenchConfig {
+        logical_time: false,
+        ..cfg.clone()
+    };
+    assert!(
+        a != trace(&wall),
+        "the store's ObjectIds differ from the driver's"
+    );
+    assert!(Model::new(&LinkBenchConfig {
+        fixed_time_ms: None,
+        ..cfg
+    })
+    .is_err());
+}

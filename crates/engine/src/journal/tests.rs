@@ -797,3 +797,38 @@ fn filler_records_verify_and_carry_no_payload() {
         );
     }
 }
+
+/// `Schedule::Inline`: nothing is written until the buffer holds `FLUSH_BYTES` (then by the
+/// caller's `throttle`) or someone syncs, and what was written replays as the threaded
+/// journal's would.
+#[test]
+fn inline_journal_writes_by_size_and_on_sync_only() {
+    let (_tmp, dir) = journal_dir();
+    let cfg = config(&dir, 64 << 20, JournalCompressor::None);
+    let j = Journal::open_with(cfg, no_events(), Schedule::Inline).unwrap();
+    let writes = |j: &Journal| j.stats().writes;
+    let header_writes = writes(&j);
+    let record = vec![7u8; 64 << 10];
+    let first = j.append(&record).unwrap();
+    j.throttle();
+    assert_eq!(writes(&j), header_writes, "one record stays in the buffer");
+    let mut lsns = vec![first];
+    while j.shared.state.lock().buffered < FLUSH_BYTES {
+        lsns.push(j.append(&record).unwrap());
+    }
+    assert_eq!(writes(&j), header_writes, "appends never write");
+    j.throttle();
+    assert_eq!(
+        writes(&j),
+        header_writes + 1,
+        "a full buffer is written by the caller"
+    );
+    assert_eq!(j.shared.state.lock().buffered, 0);
+    lsns.push(j.append(b"last").unwrap());
+    j.sync_to(*lsns.last().unwrap()).unwrap();
+    assert_eq!(writes(&j), header_writes + 2, "a sync writes the rest");
+    j.close().unwrap();
+    let (got, _) = replay_all(&dir, Lsn::default());
+    assert_eq!(got.iter().map(|(l, _)| *l).collect::<Vec<_>>(), lsns);
+    assert_eq!(got.last().unwrap().1, b"last");
+}

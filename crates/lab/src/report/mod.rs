@@ -174,8 +174,8 @@ pub fn write(
     let mut r = Report::new(format!("flashdoc lab: {}", exp.title));
     r.p(exp.description.clone());
     r.p(format!(
-        "Experiment `{}`, scale `{}`: YCSB {} records / {} operations, LinkBench maxid1 {} / {} requests, {} client threads. Reproduce with `flashdoc lab run {} --scale {} --out DIR`.",
-        exp.name, exp.scale, scale.ycsb_records, scale.ycsb_ops, scale.linkbench_maxid1, scale.linkbench_requests, scale.threads, exp.name, exp.scale
+        "Experiment `{}`, scale `{}`: YCSB {} records / {} operations, LinkBench maxid1 {} / {} requests, one client thread on the engine's inline schedule, so each engine run's trace depends only on the experiment, the point and the seed (docs/lab.md). Reproduce with `flashdoc lab run {} --scale {} --out DIR`.",
+        exp.name, exp.scale, scale.ycsb_records, scale.ycsb_ops, scale.linkbench_maxid1, scale.linkbench_requests, exp.name, exp.scale
     ));
     model_section(&mut r, exp, points, runs);
     match exp.kind {
