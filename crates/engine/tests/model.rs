@@ -233,11 +233,14 @@ fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize, setup: Setup)
     read += st["cache"]["pages_read"].as_u64().unwrap();
     checkpoints += st["checkpoints"]["completed"].as_u64().unwrap();
     assert!(evicted > 0 && read > 0, "evicted {evicted} read {read}");
-    // Some were due by the written-bytes trigger, whichever thread took them.
-    assert!(
-        checkpoints > asked,
-        "checkpoints {checkpoints}, asked for {asked}"
-    );
+    // Under the inline schedule some were due by the written-bytes trigger and taken inside
+    // writes (deterministic); the checkpoint thread gets to them only when the host lets it.
+    if setup.schedule == Schedule::Inline {
+        assert!(
+            checkpoints > asked,
+            "checkpoints {checkpoints}, asked for {asked}"
+        );
+    }
     assert!(
         st["tables"]
             .as_array()
