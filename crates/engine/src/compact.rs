@@ -76,14 +76,15 @@ pub fn compact_table(p: &Parts, id: TableId) -> Result<CompactStats> {
                 return Err(e);
             }
         };
-        // Measured at the swap: the copy's reads may have evicted (written) dirty pages of
-        // the old file.
-        let bytes_before = old.file.size();
         let bytes_written = new.file.stats.bytes_written.load(Ordering::Relaxed);
         drop(writers);
         // Waits for a checkpoint in progress (it may still record the old file, which stays
         // until a checkpoint without it is durable).
         p.checkpointer.dropped(dropped);
+        // Measured once no checkpoint reaches the old file (one in progress at the swap may
+        // have shrunk it); eviction may still grow it until its cache is released below, so
+        // `bytes_freed >= bytes_before`.
+        let bytes_before = old.file.size();
         {
             // No checkpoint reaches the old table any more; eviction may still hold one of its
             // leaves, and reconciles only under `structure`.
