@@ -188,15 +188,7 @@ pub fn plan_within(indexes: &[Arc<Index>], filter: &Matcher, hint: Option<&Bson>
         let (ranges, shown) = cap_ranges(&cap);
         let mut bounds = Document::new();
         bounds.insert(path, shown);
-        return Some(Plan {
-            access: Access::IxScan {
-                index: index.clone(),
-                ranges,
-                bounds,
-            },
-            reverse: false,
-            sort_provided: false,
-        });
+        return Some(Plan::forward_ixscan(index, ranges, bounds));
     }
     None
 }

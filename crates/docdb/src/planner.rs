@@ -341,7 +341,7 @@ impl Plan {
     }
 
     /// A forward scan of `ranges` of `index` that provides no sort order.
-    fn forward_ixscan(index: &Arc<Index>, ranges: Vec<Range>, bounds: Document) -> Plan {
+    pub(crate) fn forward_ixscan(index: &Arc<Index>, ranges: Vec<Range>, bounds: Document) -> Plan {
         Plan {
             access: Access::IxScan {
                 index: index.clone(),

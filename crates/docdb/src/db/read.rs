@@ -72,10 +72,15 @@ impl DocDb {
         // Index bounds are encoded under the query's collation, and only indexes built with
         // it can answer the query; hidden indexes answer none.
         let _in_effect = collation::scope(coll.clone());
-        let usable: Vec<Arc<Index>> = st
+        let visible: Vec<Arc<Index>> = st
             .indexes
             .iter()
-            .filter(|i| !i.def.hidden && collation::same(i.def.collation.as_ref(), coll.as_ref()))
+            .filter(|i| !i.def.hidden)
+            .cloned()
+            .collect();
+        let usable: Vec<Arc<Index>> = visible
+            .iter()
+            .filter(|i| collation::same(i.def.collation.as_ref(), coll.as_ref()))
             .cloned()
             .collect();
         let plan = if q.tailable {
@@ -83,21 +88,9 @@ impl DocDb {
             planner::plan(&[], &Document::new(), None, None)?
         } else if let Some(text) = filter.text() {
             // A text index has no collation of its own: any visible one answers.
-            let visible: Vec<Arc<Index>> = st
-                .indexes
-                .iter()
-                .filter(|i| !i.def.hidden)
-                .cloned()
-                .collect();
             planner::plan_text(&visible, text, &q.filter)?
         } else if let Some((path, near)) = filter.near() {
             // Geo keys are cells: any visible 2dsphere index answers, whatever the collation.
-            let visible: Vec<Arc<Index>> = st
-                .indexes
-                .iter()
-                .filter(|i| !i.def.hidden)
-                .cloned()
-                .collect();
             geo_index::plan_near(&visible, path, near)?
         } else {
             let geo = geo_index::plan_within(&usable, &filter, q.hint.as_ref());

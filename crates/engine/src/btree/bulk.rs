@@ -143,7 +143,9 @@ impl Table {
             .flatten()
             .next()
             .expect("each level has fewer nodes than the one below");
-        Ok(Table::from_root(id, name, cfg, file, cache, leaf_ids, root))
+        Ok(Table::assemble(
+            id, name, cfg, file, cache, leaf_ids, root, None,
+        ))
     }
 }
 

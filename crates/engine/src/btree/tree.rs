@@ -141,8 +141,10 @@ impl Table {
         t
     }
 
+    /// A table over `root`: a new tree, one opened at a checkpoint, or one built in memory
+    /// (a bulk load, written by its next checkpoint).
     #[allow(clippy::too_many_arguments)]
-    fn assemble(
+    pub(super) fn assemble(
         id: u32,
         name: String,
         cfg: TableConfig,
@@ -173,19 +175,6 @@ impl Table {
             writers: Arc::new(RwLock::new(())),
             successor: Mutex::new(None),
         }
-    }
-
-    /// A table over a tree built in memory (a bulk load), to be written by its checkpoint.
-    pub(super) fn from_root(
-        id: u32,
-        name: String,
-        cfg: TableConfig,
-        file: BlockFile,
-        cache: Arc<Cache>,
-        leaf_ids: Arc<AtomicU64>,
-        root: Internal,
-    ) -> Table {
-        Self::assemble(id, name, cfg, file, cache, leaf_ids, root, None)
     }
 
     /// Records that `next` replaced this table (in the catalog, under its write latch).
