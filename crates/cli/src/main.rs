@@ -2,6 +2,12 @@
 
 use clap::{Parser, Subcommand};
 
+/// MongoDB ships with tcmalloc for the reason flashdoc uses mimalloc: a page is decoded by one
+/// thread and freed by another (eviction), and glibc's malloc serializes those frees on the
+/// decoding thread's arena lock (measured in `engine-bench`; docs/engine.md, "Allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod bench_cmd;
 mod cluster_cmd;
 mod engine_bench;
