@@ -103,8 +103,9 @@ impl Cache {
         self.add_dirty(-(mem as i64));
         self.dirty_pages_written.fetch_add(1, Ordering::Relaxed);
     }
-    /// A clean page of `old` bytes was split into clean resident pages of `new` bytes in all.
-    pub fn page_split(&self, old: usize, new: usize) {
+    /// A page of `old` bytes, just written, was rebuilt in memory from its new image(s): clean
+    /// resident pages of `new` bytes in all (one, or the pieces of a split).
+    pub fn page_reimaged(&self, old: usize, new: usize) {
         self.add(new as i64 - old as i64);
     }
     /// A clean page of `mem` bytes left memory (evicted).

@@ -60,4 +60,8 @@ impl<'a> Reader<'a> {
     pub fn done(&self) -> bool {
         self.pos == self.buf.len()
     }
+    /// How many bytes have been read.
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
 }

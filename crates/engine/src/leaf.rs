@@ -3,44 +3,16 @@
 //! (`Arc<Leaf>`) whose page may be resident or only on disk.
 
 use crate::block::Addr;
-use crate::cache::{Cache, ENTRY_OVERHEAD};
+use crate::cache::Cache;
+use crate::leaf_page::LeafPage;
 use parking_lot::Mutex;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-
-#[derive(Clone, Debug)]
-pub enum Value {
-    Inline(Vec<u8>),
-    /// Longer than `leaf_value_max`: kept in its own block; `addr` once written.
-    Overflow {
-        data: Vec<u8>,
-        addr: Option<Addr>,
-    },
-}
-
-impl Value {
-    pub fn bytes(&self) -> &[u8] {
-        match self {
-            Value::Inline(v) => v,
-            Value::Overflow { data, .. } => data,
-        }
-    }
-}
-
-pub type PageMap = BTreeMap<Vec<u8>, Value>;
-
-/// Bytes a page is charged in the cache.
-pub fn page_mem(page: &PageMap) -> usize {
-    page.iter()
-        .map(|(k, v)| k.len() + v.bytes().len() + ENTRY_OVERHEAD)
-        .sum()
-}
 
 /// What the latch protects.
 pub struct LeafState {
     /// The resident page, or `None` when only the disk image exists.
-    pub page: Option<PageMap>,
+    pub page: Option<LeafPage>,
     pub addr: Option<Addr>,
     pub dirty: bool,
     /// Bytes charged to the cache for `page`.

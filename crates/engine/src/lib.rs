@@ -24,6 +24,7 @@ pub mod io;
 pub mod journal;
 pub mod kv;
 pub mod leaf;
+pub mod leaf_page;
 pub mod memory;
 pub mod meta;
 pub mod page;

@@ -103,42 +103,82 @@ impl LeafWriter {
     }
 }
 
-/// Decodes a leaf payload, calling `f(key, value)` for each entry in order.
-pub fn decode_leaf(payload: &[u8], mut f: impl FnMut(Vec<u8>, StoredValue)) -> Result<(), String> {
+/// Where one leaf entry lies in its payload: the key's prefix length (bytes shared with the
+/// previous key), the suffix's byte range, and the value.
+pub struct RawEntry {
+    pub prefix: usize,
+    pub suffix: std::ops::Range<usize>,
+    pub value: RawValue,
+}
+
+/// A leaf entry's value, by position in the payload.
+pub enum RawValue {
+    Inline(std::ops::Range<usize>),
+    Overflow { addr: Addr, len: u64 },
+}
+
+/// Walks a leaf payload, calling `f` with each entry's position in order: the offset index of
+/// an in-memory page is built from it without copying a key or a value.
+pub fn walk_leaf(payload: &[u8], mut f: impl FnMut(RawEntry)) -> Result<(), String> {
     let mut r = Reader::new(payload);
     let n = r.u32()?;
-    let mut prev: Vec<u8> = Vec::new();
     for _ in 0..n {
-        let p = r.varint()? as usize;
+        let prefix = r.varint()? as usize;
         let s = r.varint()? as usize;
-        if p > prev.len() {
-            return Err(format!("key prefix {p} longer than the previous key"));
-        }
-        let mut key = Vec::with_capacity(p + s);
-        key.extend_from_slice(&prev[..p]);
-        key.extend_from_slice(r.bytes(s)?);
+        let at = r.pos();
+        r.bytes(s)?;
         let value = match r.u8()? {
             0 => {
                 let l = r.varint()? as usize;
-                StoredValue::Inline(r.bytes(l)?)
+                let at = r.pos();
+                r.bytes(l)?;
+                RawValue::Inline(at..at + l)
             }
-            1 => {
-                let addr = Addr::read(&mut r)?;
-                StoredValue::Overflow {
-                    addr,
-                    len: r.varint()?,
-                }
-            }
+            1 => RawValue::Overflow {
+                addr: Addr::read(&mut r)?,
+                len: r.varint()?,
+            },
             t => return Err(format!("unknown value tag {t}")),
         };
-        prev.clear();
-        prev.extend_from_slice(&key);
-        f(key, value);
+        f(RawEntry {
+            prefix,
+            suffix: at..at + s,
+            value,
+        });
     }
     if !r.done() {
         return Err("trailing bytes after the last leaf entry".into());
     }
     Ok(())
+}
+
+/// Decodes a leaf payload, calling `f(key, value)` for each entry in order.
+pub fn decode_leaf(payload: &[u8], mut f: impl FnMut(Vec<u8>, StoredValue)) -> Result<(), String> {
+    let mut prev: Vec<u8> = Vec::new();
+    let mut bad_prefix = None;
+    walk_leaf(payload, |e| {
+        if bad_prefix.is_some() {
+            return;
+        }
+        if e.prefix > prev.len() {
+            bad_prefix = Some(e.prefix);
+            return;
+        }
+        let mut key = Vec::with_capacity(e.prefix + e.suffix.len());
+        key.extend_from_slice(&prev[..e.prefix]);
+        key.extend_from_slice(&payload[e.suffix]);
+        let value = match e.value {
+            RawValue::Inline(v) => StoredValue::Inline(&payload[v]),
+            RawValue::Overflow { addr, len } => StoredValue::Overflow { addr, len },
+        };
+        prev.clear();
+        prev.extend_from_slice(&key);
+        f(key, value);
+    })?;
+    match bad_prefix {
+        Some(p) => Err(format!("key prefix {p} longer than the previous key")),
+        None => Ok(()),
+    }
 }
 
 /// Encodes an internal page.

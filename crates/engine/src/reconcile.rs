@@ -1,13 +1,14 @@
-//! Reconciliation (WiredTiger `src/reconcile`): a dirty leaf page becomes new block(s). It
-//! writes the page's new overflow values and its image — cut into pieces of at most the split
-//! size — each to a new extent, and returns what happened as data ([`Reconciled`]). It never
-//! frees the old image and never touches the tree: the tree applies the result
+//! Reconciliation (WiredTiger `src/reconcile`): a dirty leaf page — its image merged with its
+//! changes — becomes new block(s). It writes the page's new overflow values and its image, cut
+//! into pieces of at most the split size, each to a new extent, and returns what happened as
+//! data ([`Reconciled`], each piece with its image, from which the page is rebuilt in memory).
+//! It never frees the old image and never touches the tree: the tree applies the result
 //! (`Table::apply_reconciled`), which frees, retires and edits the parent.
 
 use crate::block::{build_block, Addr, BlockFile};
 use crate::config::TableConfig;
 use crate::error::Result;
-use crate::leaf::{PageMap, Value};
+use crate::leaf_page::{LeafPage, ValueRef};
 use crate::page::{LeafWriter, StoredValue};
 use placement::{PageKind, WriteCause};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,19 +18,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub enum Reconciled {
     /// Nothing to write: the page was clean.
     Clean,
-    /// One new image at this address replaces the old one.
-    Replace(Addr),
+    /// One new image replaces the old one.
+    Replace(Piece),
     /// The page no longer fits one image: these pieces, in key order, replace it.
     Split(Vec<Piece>),
 }
 
-/// One piece of a split: the separator key it starts at (unused for the first piece), the
-/// address of its image and its logical page id (the first piece keeps the page's).
+/// One new image: the separator key it starts at (unused for the first piece), the address it
+/// was written to, its logical page id (the first piece keeps the page's), and its payload.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Piece {
     pub separator: Vec<u8>,
     pub addr: Addr,
     pub page_id: u64,
+    pub image: Vec<u8>,
 }
 
 /// What reconciling a table's leaves needs.
@@ -46,16 +48,10 @@ impl Reconciler<'_> {
     /// Writes `page` (dirty, resident) as new block(s). Overflow values are written once and
     /// their addresses kept in the page. On an error, the leaf images already written are
     /// freed and the page stays dirty.
-    pub fn leaf(&self, page: &mut PageMap, page_id: u64, cause: WriteCause) -> Result<Reconciled> {
-        for v in page.values_mut() {
-            if let Value::Overflow {
-                data,
-                addr: a @ None,
-            } = v
-            {
-                let img = build_block(PageKind::Overflow, data, self.cfg.compressor)?;
-                *a = Some(self.file.write(&img, PageKind::Overflow, false, 0, cause)?);
-            }
+    pub fn leaf(&self, page: &mut LeafPage, page_id: u64, cause: WriteCause) -> Result<Reconciled> {
+        for (data, a) in page.unwritten_overflow() {
+            let img = build_block(PageKind::Overflow, data, self.cfg.compressor)?;
+            *a = Some(self.file.write(&img, PageKind::Overflow, false, 0, cause)?);
         }
         let chunks = self.chunk(page);
         let mut pieces: Vec<Piece> = Vec::with_capacity(chunks.len());
@@ -73,6 +69,7 @@ impl Reconciler<'_> {
                     separator,
                     addr,
                     page_id: pid,
+                    image: payload,
                 }),
                 Err(e) => {
                     for p in pieces {
@@ -84,7 +81,7 @@ impl Reconciler<'_> {
         }
         debug_assert!(!pieces.is_empty());
         Ok(if pieces.len() == 1 {
-            Reconciled::Replace(pieces[0].addr)
+            Reconciled::Replace(pieces.pop().expect("one piece"))
         } else {
             Reconciled::Split(pieces)
         })
@@ -92,12 +89,12 @@ impl Reconciler<'_> {
 
     /// Cuts a page into payloads of about equal size, each at most the split size (unless a
     /// single entry is larger). Returns (separator, payload); the first separator is unused.
-    fn chunk(&self, page: &PageMap) -> Vec<(Vec<u8>, Vec<u8>)> {
+    fn chunk(&self, page: &LeafPage) -> Vec<(Vec<u8>, Vec<u8>)> {
         let pc = self.cfg.prefix_compression;
-        fn stored(v: &Value) -> StoredValue<'_> {
+        fn stored(v: ValueRef<'_>) -> StoredValue<'_> {
             match v {
-                Value::Inline(b) => StoredValue::Inline(b),
-                Value::Overflow { data, addr } => StoredValue::Overflow {
+                ValueRef::Inline(b) => StoredValue::Inline(b),
+                ValueRef::Overflow { data, addr } => StoredValue::Overflow {
                     addr: addr.expect("overflow written before its leaf"),
                     len: data.len() as u64,
                 },
@@ -106,7 +103,7 @@ impl Reconciler<'_> {
         // Size without prefix compression bounds the real size from above.
         let probe = LeafWriter::new(false);
         let total: usize = 4 + page
-            .iter()
+            .entries()
             .map(|(k, v)| probe.entry_len(k, &stored(v)))
             .sum::<usize>();
         let pieces = total.div_ceil(self.leaf_split).max(1);
@@ -115,7 +112,7 @@ impl Reconciler<'_> {
         let mut w = LeafWriter::new(pc);
         let mut sep: Vec<u8> = Vec::new();
         let mut prev_key: &[u8] = &[];
-        for (k, v) in page {
+        for (k, v) in page.entries() {
             let sv = stored(v);
             if !w.is_empty()
                 && (w.len() >= target || w.len() + w.entry_len(k, &sv) > self.leaf_split)
@@ -146,6 +143,7 @@ mod tests {
     use super::*;
     use crate::config::Allocation;
     use crate::io::{FileRole, Io};
+    use crate::leaf_page::Value;
     use placement::FileKind;
     use std::sync::Arc;
 
@@ -178,17 +176,17 @@ mod tests {
             leaf_split: cfg.split_size(cfg.leaf_page_max),
             page_ids: &ids,
         };
-        let mut small = PageMap::new();
-        small.insert(b"a".to_vec(), Value::Inline(vec![1; 10]));
+        let mut small = LeafPage::empty();
+        small.apply(b"a", Some(Value::Inline(vec![1; 10])));
         assert!(matches!(
             r.leaf(&mut small, 7, WriteCause::Other).unwrap(),
             Reconciled::Replace(_)
         ));
-        let mut big = PageMap::new();
+        let mut big = LeafPage::empty();
         for i in 0..100u32 {
-            big.insert(
-                format!("key{i:04}").into_bytes(),
-                Value::Inline(vec![2; 200]),
+            big.apply(
+                format!("key{i:04}").as_bytes(),
+                Some(Value::Inline(vec![2; 200])),
             );
         }
         let Reconciled::Split(pieces) = r.leaf(&mut big, 8, WriteCause::Other).unwrap() else {

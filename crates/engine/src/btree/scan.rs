@@ -3,7 +3,8 @@
 use super::tree::{Located, Table};
 use crate::error::Result;
 use crate::kv::KvPair;
-use crate::leaf::{retired_backoff, PageMap};
+use crate::leaf::retired_backoff;
+use crate::leaf_page::LeafPage;
 use std::ops::Bound;
 
 /// Copies up to `limit` entries of (lo, hi) starting from the proper end, leaf by leaf.
@@ -119,7 +120,7 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
 /// Copies the entries of a latched leaf that fall in (lo, hi), in the given direction, at
 /// most `limit` of them.
 fn copy_range(
-    page: &PageMap,
+    page: &LeafPage,
     lo: Bound<&[u8]>,
     hi: Bound<&[u8]>,
     reverse: bool,
@@ -130,11 +131,7 @@ fn copy_range(
         return;
     }
     let it = page
-        .range::<[u8], _>((lo, hi))
-        .map(|(k, v)| (k.clone(), v.bytes().to_vec()));
-    if reverse {
-        out.extend(it.rev().take(limit));
-    } else {
-        out.extend(it.take(limit));
-    }
+        .range(lo, hi, reverse)
+        .map(|(k, v)| (k.to_vec(), v.bytes().to_vec()));
+    out.extend(it.take(limit));
 }

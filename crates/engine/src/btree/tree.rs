@@ -20,12 +20,13 @@
 //! exceed `internal_page_max`.
 
 use crate::block::{build_block, Addr, BlockFile, FileCheckpoint};
-use crate::cache::{Cache, ENTRY_OVERHEAD};
+use crate::cache::Cache;
 use crate::config::TableConfig;
 use crate::error::{Error, Result};
-use crate::leaf::{page_mem, retired_backoff, Leaf, LeafState, PageMap, Value};
-use crate::page::{self, StoredValue};
-use crate::reconcile::{Piece, Reconciled, Reconciler};
+use crate::leaf::{retired_backoff, Leaf, LeafState};
+use crate::leaf_page::{ImageError, LeafPage, Value};
+use crate::page;
+use crate::reconcile::{Reconciled, Reconciler};
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use placement::{PageKind, WriteCause};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -121,7 +122,7 @@ impl Table {
             leaf_id,
             Vec::new(),
             LeafState {
-                page: Some(PageMap::new()),
+                page: Some(LeafPage::empty()),
                 addr: None,
                 dirty: true,
                 mem: 0,
@@ -314,34 +315,20 @@ impl Table {
                 format!("expected a leaf page, found {}", kind.name()),
             ));
         }
-        let mut map = PageMap::new();
-        let mut mem = 0usize;
-        let mut overflow = Vec::new();
-        page::decode_leaf(&payload, |k, v| match v {
-            StoredValue::Inline(b) => {
-                mem += k.len() + b.len() + ENTRY_OVERHEAD;
-                map.insert(k, Value::Inline(b.to_vec()));
-            }
-            StoredValue::Overflow { addr, len } => overflow.push((k, addr, len)),
-        })
-        .map_err(|what| self.corrupt(addr.offset, what))?;
-        for (k, oaddr, len) in overflow {
+        let page = LeafPage::from_image(payload, |oaddr, len| {
             let (kind, data) = self.file.read(oaddr)?;
             if kind != PageKind::Overflow || data.len() as u64 != len {
                 return Err(self.corrupt(oaddr.offset, "bad overflow block".into()));
             }
-            mem += k.len() + data.len() + ENTRY_OVERHEAD;
-            map.insert(
-                k,
-                Value::Overflow {
-                    data,
-                    addr: Some(oaddr),
-                },
-            );
-        }
-        self.cache.page_read(mem);
-        st.mem = mem;
-        st.page = Some(map);
+            Ok(data)
+        })
+        .map_err(|e| match e {
+            ImageError::Malformed(what) => self.corrupt(addr.offset, what),
+            ImageError::Overflow(e) => e,
+        })?;
+        st.mem = page.mem();
+        self.cache.page_read(st.mem);
+        st.page = Some(page);
         Ok(())
     }
 
@@ -384,31 +371,24 @@ impl Table {
             .page
             .as_mut()
             .expect("a latched leaf is resident when a batch is applied");
-        let mut delta: i64 = 0;
-        let old = match value {
-            Some(v) => {
-                let val = if v.len() > self.cfg.leaf_value_max as usize {
-                    Value::Overflow {
-                        data: v.to_vec(),
-                        addr: None,
-                    }
-                } else {
-                    Value::Inline(v.to_vec())
-                };
-                delta += (key.len() + v.len() + ENTRY_OVERHEAD) as i64;
-                page.insert(key.to_vec(), val)
+        let value = value.map(|v| {
+            if v.len() > self.cfg.leaf_value_max as usize {
+                Value::Overflow {
+                    data: v.to_vec(),
+                    addr: None,
+                }
+            } else {
+                Value::Inline(v.to_vec())
             }
-            None => page.remove(key),
-        };
-        if let Some(old) = old {
-            delta -= (key.len() + old.bytes().len() + ENTRY_OVERHEAD) as i64;
-            if let Value::Overflow { addr: Some(a), .. } = old {
-                st.pending_free.push(a);
-            }
-        }
-        let mem = st.mem as i64 + delta;
-        debug_assert!(mem >= 0, "leaf charged {} bytes changed by {delta}", st.mem);
-        st.mem = mem.max(0) as usize;
+        });
+        let (delta, freed) = page.apply(key, value);
+        st.pending_free.extend(freed);
+        debug_assert_eq!(
+            st.mem as i64 + delta,
+            page.mem() as i64,
+            "a leaf's charge follows its page"
+        );
+        st.mem = page.mem();
         self.cache.page_changed(delta, st.mem, st.dirty);
         st.dirty = true;
         self.list_dirty(leaf);
@@ -454,13 +434,9 @@ impl Table {
         mut st: MutexGuard<'_, LeafState>,
         result: Reconciled,
     ) -> Vec<Arc<Leaf>> {
-        let pieces = match result {
+        let mut pieces = match result {
             Reconciled::Clean => return vec![leaf.clone()],
-            Reconciled::Replace(addr) => vec![Piece {
-                separator: Vec::new(),
-                addr,
-                page_id: leaf.page_id,
-            }],
+            Reconciled::Replace(piece) => vec![piece],
             Reconciled::Split(pieces) => pieces,
         };
         if let Some(old) = st.addr.take() {
@@ -471,25 +447,39 @@ impl Table {
         }
         self.cache.page_written(st.mem);
         st.dirty = false;
+        // The page is rebuilt from its new image(s): its changes are folded in, and what it
+        // is charged changes with that.
+        let old_mem = std::mem::take(&mut st.mem);
+        let overflow = st
+            .page
+            .take()
+            .expect("a reconciled page is resident")
+            .into_overflow();
+        let rebuild = |image: Vec<u8>| {
+            let page = LeafPage::from_image(image, |addr, _| {
+                let found = overflow.iter().find(|(a, _)| *a == addr);
+                found.map(|(_, data)| data.clone()).ok_or(addr)
+            });
+            page.expect("a reconciled image indexes, and its page holds its overflow values")
+        };
         if pieces.len() == 1 {
-            st.addr = Some(pieces[0].addr);
+            let piece = pieces.pop().expect("one piece");
+            let page = rebuild(piece.image);
+            st.mem = page.mem();
+            st.page = Some(page);
+            st.addr = Some(piece.addr);
+            self.cache.page_reimaged(old_mem, st.mem);
             drop(st);
             self.mark_path_dirty(&leaf.route);
             return vec![leaf.clone()];
         }
-        // Split: the old leaf retires; its entries move to one new, clean leaf per piece.
-        let mut page = st.page.take().expect("a reconciled page is resident");
-        let old_mem = std::mem::take(&mut st.mem);
+        // Split: the old leaf retires; one new, clean leaf per piece holds its entries.
         leaf.retire();
         let mut new_leaves: Vec<(Vec<u8>, Arc<Leaf>)> = Vec::with_capacity(pieces.len());
         let mut new_mem = 0;
-        for (i, p) in pieces.into_iter().enumerate().rev() {
-            let part = if i == 0 {
-                std::mem::take(&mut page)
-            } else {
-                page.split_off(p.separator.as_slice())
-            };
-            let mem = page_mem(&part);
+        for (i, p) in pieces.into_iter().enumerate() {
+            let page = rebuild(p.image);
+            let mem = page.mem();
             new_mem += mem;
             let route = if i == 0 {
                 leaf.route.clone()
@@ -501,7 +491,7 @@ impl Table {
                 p.page_id,
                 route,
                 LeafState {
-                    page: Some(part),
+                    page: Some(page),
                     addr: Some(p.addr),
                     dirty: false,
                     mem,
@@ -511,8 +501,7 @@ impl Table {
             l.touch(leaf.last_access());
             new_leaves.push((p.separator, l));
         }
-        new_leaves.reverse();
-        self.cache.page_split(old_mem, new_mem);
+        self.cache.page_reimaged(old_mem, new_mem);
         drop(st);
         let out = new_leaves.iter().map(|(_, l)| l.clone()).collect();
         self.replace_leaf(leaf, new_leaves);
