@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::io::{FileRole, Io};
 use crate::kv::{KvPair, TableId};
 use crate::meta::TableMeta;
+use crate::txn::Txns;
 use parking_lot::{RwLock, RwLockWriteGuard};
 use placement::{FileId, WriteCause};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -49,6 +50,7 @@ pub struct Catalog {
     dir: PathBuf,
     io: Arc<Io>,
     cache: Arc<Cache>,
+    txns: Arc<Txns>,
     tables: RwLock<Tables>,
     next_table_id: AtomicU32,
     /// Engine-wide leaf and logical page ids (batches latch leaves in id order).
@@ -56,11 +58,12 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    pub fn new(dir: &Path, io: Arc<Io>, cache: Arc<Cache>) -> Catalog {
+    pub fn new(dir: &Path, io: Arc<Io>, cache: Arc<Cache>, txns: Arc<Txns>) -> Catalog {
         Catalog {
             dir: dir.to_path_buf(),
             io,
             cache,
+            txns,
             tables: RwLock::new(Tables::default()),
             next_table_id: AtomicU32::new(1),
             leaf_ids: Arc::new(AtomicU64::new(1)),
@@ -158,6 +161,7 @@ impl Catalog {
             cfg.clone(),
             file,
             self.cache.clone(),
+            self.txns.clone(),
             self.leaf_ids.clone(),
         )))
     }
@@ -178,6 +182,7 @@ impl Catalog {
             file,
             m.checkpoint,
             self.cache.clone(),
+            self.txns.clone(),
             self.leaf_ids.clone(),
         )?;
         self.tables.write().insert(Arc::new(table));
@@ -249,6 +254,7 @@ impl Catalog {
             t.cfg.clone(),
             file,
             self.cache.clone(),
+            self.txns.clone(),
             self.leaf_ids.clone(),
             entries,
             cause,

@@ -29,6 +29,7 @@ use crate::cursor::BatchedCursor;
 use crate::error::{Error, Result};
 use crate::io::Io;
 use crate::kv::{CompactStats, Direction, TableId};
+use crate::txn::LATEST;
 use placement::WriteCause;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
@@ -65,6 +66,8 @@ pub fn compact_table(p: &Parts, id: TableId) -> Result<CompactStats> {
         }
         let path = p.catalog.compacted_path(&old);
         let copied = copy(p, &old, &path).and_then(|new| {
+            // The source's writers wait, so every batch on it up to now is in the copy.
+            new.set_born_at(old.txns.last());
             let dropped = p.catalog.replace_table(&old, new.clone())?;
             Ok((new, dropped))
         });
@@ -132,7 +135,8 @@ fn entries_of<'a>(
         Bound::Unbounded,
         Bound::Unbounded,
         Direction::Forward,
-        move |lo, hi, reverse, limit, out| fetch_range(&src, lo, hi, reverse, limit, out),
+        // Every applied version, newest: the copy replaces the table for all readers.
+        move |lo, hi, reverse, limit, out| fetch_range(&src, lo, hi, reverse, limit, LATEST, out),
     )
     .map(move |kv| {
         n += 1;

@@ -3,7 +3,7 @@
 
 use crate::error::Result;
 use crate::kv::{Direction, KvPair};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::ops::Bound;
 
 /// Entries copied per fetch.
@@ -95,25 +95,5 @@ pub fn empty_range(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
             a >= b
         }
         _ => false,
-    }
-}
-
-pub fn copy_from_map(
-    map: &BTreeMap<Vec<u8>, Vec<u8>>,
-    lo: Bound<&[u8]>,
-    hi: Bound<&[u8]>,
-    reverse: bool,
-    limit: usize,
-    out: &mut Vec<KvPair>,
-) {
-    if empty_range(lo, hi) {
-        return;
-    }
-    let range = map.range::<[u8], _>((lo, hi));
-    let it = range.map(|(k, v)| (k.clone(), v.clone()));
-    if reverse {
-        out.extend(it.rev().take(limit));
-    } else {
-        out.extend(it.take(limit));
     }
 }

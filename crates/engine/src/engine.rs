@@ -34,11 +34,13 @@ use crate::io::Io;
 use crate::journal::record::{self, Record};
 use crate::journal::{Journal, Lsn};
 use crate::kv::{
-    CompactStats, Direction, KvCursor, KvEngine, Reconfigure, TableId, WriteBatch, WriteOptions,
+    CompactStats, Direction, KvCursor, KvEngine, Reconfigure, Snapshot, TableId, WriteBatch,
+    WriteOptions,
 };
 use crate::leaf::{retired_backoff, Leaf};
 use crate::meta::ProcessLock;
 use crate::recovery;
+use crate::txn::{TxnSnapshot, Txns, LATEST};
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -70,6 +72,7 @@ struct Inner {
     cfg: EngineConfig,
     io: Arc<Io>,
     cache: Arc<Cache>,
+    txns: Arc<Txns>,
     catalog: Catalog,
     journal: Option<Arc<Journal>>,
     evictor: Evictor,
@@ -127,7 +130,8 @@ impl DiskEngine {
             cfg.eviction_dirty_target,
             cfg.eviction_dirty_trigger,
         ));
-        let catalog = Catalog::new(&dir, io.clone(), cache.clone());
+        let txns = Arc::new(Txns::default());
+        let catalog = Catalog::new(&dir, io.clone(), cache.clone(), txns.clone());
         let meta = recovery::open_checkpoint(&dir, &io, &catalog)?;
         let triggers = Triggers {
             interval: cfg.checkpoint_interval,
@@ -139,6 +143,7 @@ impl DiskEngine {
             journal: None,
             io,
             cache,
+            txns,
             catalog,
             evictor: Evictor::default(),
             checkpointer: Checkpointer::new(next_checkpoint, triggers),
@@ -332,10 +337,21 @@ impl Inner {
                 (Some(rec), Some(j)) => Some(j.append(rec)?),
                 _ => None,
             };
+            // Numbered under the leaves' latches: per key, numbers follow the journal's order.
+            let oldest = self.txns.oldest();
+            let csn = self.txns.begin_commit();
             for ((op, t), leaf_id) in batch.ops.iter().zip(&tables).zip(&op_leaf) {
                 let i = leaves.binary_search_by_key(leaf_id, |l| l.id).unwrap();
-                t.apply(&leaves[i], &mut guards[i], &op.key, op.value.as_deref());
+                t.apply(
+                    &leaves[i],
+                    &mut guards[i],
+                    &op.key,
+                    op.value.as_deref(),
+                    csn,
+                    oldest,
+                );
             }
+            self.txns.end_commit(csn);
             for (i, g) in guards.iter().enumerate() {
                 let t = table_of(&leaves[i]);
                 if t.needs_forced_split(g) {
@@ -450,6 +466,19 @@ impl Inner {
     }
 }
 
+/// Fails if `t` is a compaction's copy made after the snapshot was taken: a copy holds only
+/// the newest versions of its moment.
+fn txn_table_current(t: &Table, txn: &TxnSnapshot) -> Result<()> {
+    if txn.csn() < t.born_at() {
+        return Err(Error::SnapshotTooOld(format!(
+            "table {} was compacted after the snapshot at commit {}",
+            t.name,
+            txn.csn()
+        )));
+    }
+    Ok(())
+}
+
 fn evict_server(weak: Weak<Inner>) {
     loop {
         let Some(inner) = weak.upgrade() else { return };
@@ -561,7 +590,7 @@ impl KvEngine for DiskEngine {
             st.page
                 .as_ref()
                 .expect("resident")
-                .get(key)
+                .get(key, LATEST)
                 .map(|v| v.bytes().to_vec())
         });
         if inner.cfg.schedule == Schedule::Inline {
@@ -601,22 +630,51 @@ impl KvEngine for DiskEngine {
         Ok(())
     }
 
-    fn scan(
+    fn snapshot(&self) -> Result<Snapshot> {
+        self.inner.check_open()?;
+        Ok(Snapshot::new(Arc::new(self.inner.txns.snapshot())))
+    }
+
+    fn get_at(&self, snap: &Snapshot, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let inner = &self.inner;
+        inner.check_open()?;
+        let txn = snap.state::<Arc<TxnSnapshot>>()?;
+        inner.help_evict()?;
+        let t = inner.catalog.table(table)?;
+        txn_table_current(&t, txn)?;
+        let got = t.with_leaf(key, |_, st| {
+            let page = st.page.as_ref().expect("resident");
+            page.get(key, txn.csn()).map(|v| v.bytes().to_vec())
+        })?;
+        txn.check()?;
+        if inner.cfg.schedule == Schedule::Inline {
+            inner.inline_duties();
+        }
+        Ok(got)
+    }
+
+    fn scan_at(
         &self,
+        snap: &Snapshot,
         table: TableId,
         lower: Bound<Vec<u8>>,
         upper: Bound<Vec<u8>>,
         direction: Direction,
     ) -> Result<KvCursor> {
+        self.inner.check_open()?;
+        let txn = snap.state::<Arc<TxnSnapshot>>()?.clone();
         let t = self.inner.catalog.table(table)?;
         Ok(Box::new(BatchedCursor::new(
             lower,
             upper,
             direction,
             // A compaction may replace the table under an open cursor: each batch reads the
-            // table that holds the data now.
+            // table that holds the data now, if its copy is not newer than the snapshot.
             move |lo, hi, reverse, limit, out| {
-                fetch_range(&t.current(), lo, hi, reverse, limit, out)
+                let t = t.current();
+                txn_table_current(&t, &txn)?;
+                fetch_range(&t, lo, hi, reverse, limit, txn.csn(), out)?;
+                txn.check()
             },
         )))
     }

@@ -38,6 +38,10 @@ pub enum Error {
     Busy(String),
     #[error("not supported by this storage engine: {0}")]
     Unsupported(String),
+    /// A snapshot was discarded because the versions it pinned filled the cache (MongoDB's
+    /// SnapshotTooOld, 239).
+    #[error("snapshot too old: {0}")]
+    SnapshotTooOld(String),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -64,6 +64,7 @@ impl Evictor {
         };
         let mut done = 0;
         let mut tried = 0;
+        let mut pinned: Option<Arc<Table>> = None;
         while done < n && tried < n * 8 {
             let next = {
                 let mut q = queue.lock();
@@ -78,38 +79,69 @@ impl Evictor {
             let Some((table, leaf)) = next else { break };
             tried += 1;
             let ok = match mode {
-                Mode::Evict => evict_one(&table, &leaf, cache)?,
+                Mode::Evict => match evict_one(&table, &leaf, cache)? {
+                    Evicted::Yes => true,
+                    Evicted::Busy => false,
+                    Evicted::Pinned => {
+                        pinned = Some(table);
+                        false
+                    }
+                },
                 Mode::Scrub => scrub_one(&table, &leaf)?,
             };
             done += ok as usize;
+        }
+        if let Some(t) = pinned.filter(|_| done == 0 && cache.over_trigger()) {
+            // The cache is full and what would leave holds versions only old snapshots read:
+            // the oldest snapshot goes (its reads fail with SnapshotTooOld), so that memory
+            // can follow.
+            return Ok(t.txns.invalidate_oldest());
         }
         Ok(done > 0)
     }
 }
 
+/// What became of an eviction candidate.
+enum Evicted {
+    Yes,
+    /// Latched, retired, not resident, or its tree busy: skipped.
+    Busy,
+    /// It holds versions an open snapshot may still read.
+    Pinned,
+}
+
 /// Evicts one leaf if no one holds it: drops it if clean, else reconciles it first (under the
 /// table's `structure`, which is only tried: a busy tree is skipped).
-fn evict_one(table: &Table, leaf: &Arc<Leaf>, cache: &Cache) -> Result<bool> {
+fn evict_one(table: &Table, leaf: &Arc<Leaf>, cache: &Cache) -> Result<Evicted> {
+    let oldest = table.txns.oldest();
+    let outcome = |dropped: bool, pinned: bool| match (dropped, pinned) {
+        (true, _) => Evicted::Yes,
+        (false, true) => Evicted::Pinned,
+        (false, false) => Evicted::Busy,
+    };
     {
         let Some(mut st) = leaf.state.try_lock() else {
-            return Ok(false);
+            return Ok(Evicted::Busy);
         };
-        if leaf.is_retired() || st.page.is_none() {
-            return Ok(false);
-        }
+        let Some(page) = st.page.as_ref().filter(|_| !leaf.is_retired()) else {
+            return Ok(Evicted::Busy);
+        };
+        let pinned = page.pinned(oldest);
         if !st.dirty {
-            return Ok(st.evict(cache));
+            return Ok(outcome(st.evict(cache, oldest), pinned));
         }
     }
     // Lock order is structure → leaf: the leaf's latch was let go above.
     let Some(_s) = table.structure.try_lock() else {
-        return Ok(false);
+        return Ok(Evicted::Busy);
     };
-    let mut dropped = false;
+    let (mut dropped, mut pinned) = (false, false);
     for l in table.reconcile(leaf, WriteCause::Eviction)? {
-        dropped |= l.state.lock().evict(cache);
+        let mut st = l.state.lock();
+        pinned |= st.page.as_ref().is_some_and(|p| p.pinned(oldest));
+        dropped |= st.evict(cache, oldest);
     }
-    Ok(dropped)
+    Ok(outcome(dropped, pinned))
 }
 
 /// Writes one dirty leaf and leaves it resident and clean. A leaf that cannot be written now

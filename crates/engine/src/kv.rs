@@ -2,12 +2,34 @@
 //! point reads, range cursors both ways, and atomic write batches across tables.
 
 use crate::config::TableConfig;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use std::any::Any;
 use std::ops::Bound;
+use std::sync::Arc;
 
 pub type TableId = u32;
 pub type KvPair = (Vec<u8>, Vec<u8>);
 pub type KvCursor = Box<dyn Iterator<Item = Result<KvPair>> + Send>;
+
+/// A consistent view of every table at one moment: reads through it see exactly the write
+/// batches applied in full before it was taken, each batch whole. It pins what it reads until
+/// dropped (clones share it); an engine may discard a snapshot that pins too much, and its
+/// reads then fail with `Error::SnapshotTooOld`.
+#[derive(Clone)]
+pub struct Snapshot(Arc<dyn Any + Send + Sync>);
+
+impl Snapshot {
+    /// Wraps an engine's own snapshot state.
+    pub fn new(state: impl Any + Send + Sync) -> Snapshot {
+        Snapshot(Arc::new(state))
+    }
+    /// The engine's own state, if this snapshot is of that engine's kind.
+    pub fn state<T: Any>(&self) -> Result<&T> {
+        self.0
+            .downcast_ref()
+            .ok_or_else(|| Error::Config("a snapshot taken from another engine".into()))
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WriteOp {
@@ -99,17 +121,33 @@ pub trait KvEngine: Send + Sync {
     fn table_id(&self, name: &str) -> Option<TableId>;
     /// Every table: (name, id, config), by name.
     fn tables(&self) -> Vec<(String, TableId, TableConfig)>;
+    /// The key's newest value.
     fn get(&self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>>;
     fn write(&self, batch: &WriteBatch, opts: WriteOptions) -> Result<()>;
-    /// Entries with keys in (lower, upper), ascending or descending. The cursor sees each
-    /// key's newest value when it reaches it (no snapshot across pages).
+    /// A snapshot of every table now.
+    fn snapshot(&self) -> Result<Snapshot>;
+    /// The key's value in `snap`.
+    fn get_at(&self, snap: &Snapshot, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Entries with keys in (lower, upper) in `snap`, ascending or descending. The cursor
+    /// holds the snapshot until it is dropped.
+    fn scan_at(
+        &self,
+        snap: &Snapshot,
+        table: TableId,
+        lower: Bound<Vec<u8>>,
+        upper: Bound<Vec<u8>>,
+        direction: Direction,
+    ) -> Result<KvCursor>;
+    /// Entries with keys in (lower, upper), ascending or descending, in a snapshot taken now.
     fn scan(
         &self,
         table: TableId,
         lower: Bound<Vec<u8>>,
         upper: Bound<Vec<u8>>,
         direction: Direction,
-    ) -> Result<KvCursor>;
+    ) -> Result<KvCursor> {
+        self.scan_at(&self.snapshot()?, table, lower, upper, direction)
+    }
     /// Every entry of a table, ascending.
     fn scan_all(&self, table: TableId) -> Result<KvCursor> {
         self.scan(

@@ -35,10 +35,12 @@ impl LeafState {
     }
 
     /// Drops the page of a clean, written leaf from memory: the one place a page is evicted.
-    /// Returns whether it did (a dirty or non-resident page stays as it is).
-    pub fn evict(&mut self, cache: &Cache) -> bool {
-        if self.dirty || self.addr.is_none() || self.page.is_none() {
-            return false;
+    /// Returns whether it did (a dirty or non-resident page stays as it is, and so does one
+    /// holding versions a reader older than `oldest` may still need).
+    pub fn evict(&mut self, cache: &Cache, oldest: u64) -> bool {
+        match &self.page {
+            Some(page) if !self.dirty && self.addr.is_some() && !page.pinned(oldest) => {}
+            _ => return false,
         }
         self.page = None;
         cache.page_evicted(self.mem);

@@ -1,13 +1,22 @@
 //! The in-memory leaf page (WiredTiger's row-store `WT_PAGE`: the disk image with its `WT_ROW`
 //! slots, plus insert lists and update chains): the page's image as it was read from disk, or
 //! as reconciliation last wrote it, searched in place through an offset index built once when
-//! the page comes into memory, and beside it the changes made since. Reading an unchanged
-//! record copies no page and allocates nothing; reconciliation merges the image and the changes
-//! (`entries`) into new images, and the page is rebuilt from them (`from_image`).
+//! the page comes into memory, and beside it the changes made since, as per-key chains of
+//! versions stamped with commit numbers (`txn.rs`). Reading an unchanged record copies no page
+//! and allocates nothing; reconciliation merges the image and each key's newest version
+//! (`entries`) into new images, and the page is rebuilt from them (`from_image`), keeping the
+//! older versions an open snapshot may still read (`into_history`, `adopt_history`).
+//!
+//! A key's versions: a read at commit number `at` sees the newest version numbered `at` or
+//! below; if every version is newer, it sees the image's entry. So the image's entry must be
+//! what the oldest reader sees whenever a chain has no version at or below `oldest`: true for
+//! an image read from disk or written before the chain's first version, and kept true when a
+//! page is rebuilt, by putting the old entry at the chain's bottom (numbered 0).
 
 use crate::block::Addr;
 use crate::cache::ENTRY_OVERHEAD;
 use crate::page::{self, RawValue};
+use crate::txn::LATEST;
 use std::collections::btree_map::{self, BTreeMap};
 use std::ops::Bound;
 
@@ -42,10 +51,41 @@ pub struct LeafPage {
     keys: Vec<u8>,
     /// The image's overflow values, read with the page, in the order the slots name them.
     overflow: Vec<(Addr, Vec<u8>)>,
-    /// Changes since the image, by key: a put (`Some`) or a delete (`None`).
-    mods: BTreeMap<Vec<u8>, Option<Value>>,
-    /// Bytes `mods` is charged: key, value and `ENTRY_OVERHEAD` per change.
+    /// Versions since the image, by key.
+    mods: BTreeMap<Vec<u8>, Chain>,
+    /// Bytes `mods` is charged: key, value and `ENTRY_OVERHEAD` per version.
     mods_mem: usize,
+    /// The newest commit number in `mods` (0 if none): while an open snapshot reads below it,
+    /// the page holds versions only it may need and must not leave memory.
+    newest_csn: u64,
+}
+
+/// One key's versions, oldest first (WiredTiger's update chain, kept in the other order).
+pub type Chain = Vec<Update>;
+
+/// A put (`Some`) or delete (`None`) at a commit number.
+#[derive(Clone, Debug)]
+pub struct Update {
+    pub csn: u64,
+    pub value: Option<Value>,
+}
+
+/// What a reader at some commit number sees of a chain.
+enum Seen<'a> {
+    Version(Option<&'a Value>),
+    /// Every version is newer: the image's entry.
+    Image,
+}
+
+fn seen(chain: &[Update], at: u64) -> Seen<'_> {
+    match chain.iter().rev().find(|u| u.csn <= at) {
+        Some(u) => Seen::Version(u.value.as_ref()),
+        None => Seen::Image,
+    }
+}
+
+fn charge(key: &[u8], u: &Update) -> usize {
+    key.len() + ENTRY_OVERHEAD + u.value.as_ref().map_or(0, |v| v.bytes().len())
 }
 
 #[derive(Clone, Copy)]
@@ -103,6 +143,7 @@ impl LeafPage {
             overflow: Vec::new(),
             mods: BTreeMap::new(),
             mods_mem: 0,
+            newest_csn: 0,
         }
     }
 
@@ -175,6 +216,7 @@ impl LeafPage {
             overflow,
             mods: BTreeMap::new(),
             mods_mem: 0,
+            newest_csn: 0,
         };
         debug_assert!(page.slots_in_order(), "a leaf image's keys are in order");
         Ok(page)
@@ -229,66 +271,97 @@ impl LeafPage {
         })
     }
 
-    /// The value of `key`: its newest change, else the image's.
-    pub fn get(&self, key: &[u8]) -> Option<ValueRef<'_>> {
-        match self.mods.get(key) {
-            Some(change) => change.as_ref().map(ValueRef::of),
-            None => self.find(key).ok().map(|i| self.value(i)),
+    /// The value of `key` a reader at commit number `at` sees.
+    pub fn get(&self, key: &[u8], at: u64) -> Option<ValueRef<'_>> {
+        if let Some(chain) = self.mods.get(key) {
+            if let Seen::Version(v) = seen(chain, at) {
+                return v.map(ValueRef::of);
+            }
         }
+        self.find(key).ok().map(|i| self.value(i))
     }
 
-    /// Puts (`Some`) or deletes (`None`) `key`. Returns the change in charged bytes and the
-    /// overflow block that the key's previous value alone referenced (freed once the next
-    /// image is written).
-    pub fn apply(&mut self, key: &[u8], value: Option<Value>) -> (i64, Option<Addr>) {
-        let charge = |v: &Option<Value>| {
-            key.len() + ENTRY_OVERHEAD + v.as_ref().map_or(0, |v| v.bytes().len())
-        };
+    /// Whether the page holds versions a reader at `oldest` or later may not see: then only
+    /// older readers need the older versions beside them, and the page must stay in memory.
+    pub fn pinned(&self, oldest: u64) -> bool {
+        self.newest_csn > oldest
+    }
+
+    /// Puts (`Some`) or deletes (`None`) `key` as commit `csn`, dropping the versions below
+    /// the one a reader at `oldest` sees. Returns the change in charged bytes and the overflow
+    /// block that the key's previous newest value alone referenced (freed once the next image
+    /// is written; a version still read keeps its bytes in memory).
+    pub fn apply(
+        &mut self,
+        key: &[u8],
+        value: Option<Value>,
+        csn: u64,
+        oldest: u64,
+    ) -> (i64, Option<Addr>) {
+        debug_assert!(csn >= self.newest_csn, "commit numbers never fall per page");
         let in_image = self.find(key).ok();
-        if value.is_none() && in_image.is_none() && !self.mods.contains_key(key) {
-            return (0, None);
-        }
-        let added = charge(&value);
-        let (removed, freed) = match self.mods.insert(key.to_vec(), value) {
-            Some(old) => {
-                let freed = match &old {
-                    Some(Value::Overflow { addr, .. }) => *addr,
+        let update = Update { csn, value };
+        let added = charge(key, &update);
+        let mut removed = 0;
+        let freed = match self.mods.get_mut(key) {
+            Some(chain) => {
+                let newest = chain.last_mut().expect("a chain has a version");
+                if update.value.is_none() && newest.value.is_none() {
+                    return (0, None);
+                }
+                let freed = match &mut newest.value {
+                    Some(Value::Overflow { addr, .. }) => addr.take(),
                     _ => None,
                 };
-                (charge(&old), freed)
+                // Versions below the one the oldest reader sees are read by no one.
+                if let Some(base) = chain.iter().rposition(|u| u.csn <= oldest) {
+                    removed = chain.drain(..base).map(|u| charge(key, &u)).sum();
+                }
+                chain.push(update);
+                freed
             }
             None => {
-                let freed = in_image.and_then(|i| match self.value(i) {
+                if update.value.is_none() && in_image.is_none() {
+                    return (0, None);
+                }
+                self.mods.insert(key.to_vec(), vec![update]);
+                in_image.and_then(|i| match self.value(i) {
                     ValueRef::Overflow { addr, .. } => addr,
                     ValueRef::Inline(_) => None,
-                });
-                (0, freed)
+                })
             }
         };
+        self.newest_csn = csn;
         self.mods_mem = self.mods_mem + added - removed;
         (added as i64 - removed as i64, freed)
     }
 
-    /// The changes' overflow values not written yet: reconciliation writes each and records
-    /// its block.
+    /// The newest versions' overflow values not written yet: reconciliation writes each and
+    /// records its block.
     pub fn unwritten_overflow(&mut self) -> impl Iterator<Item = (&[u8], &mut Option<Addr>)> {
-        self.mods.values_mut().filter_map(|v| match v {
-            Some(Value::Overflow {
-                data,
-                addr: a @ None,
-            }) => Some((data.as_slice(), a)),
-            _ => None,
-        })
+        self.mods
+            .values_mut()
+            .filter_map(|chain| match chain.last_mut() {
+                Some(Update {
+                    value:
+                        Some(Value::Overflow {
+                            data,
+                            addr: a @ None,
+                        }),
+                    ..
+                }) => Some((data.as_slice(), a)),
+                _ => None,
+            })
     }
 
-    /// Every entry in key order: the image merged with the changes.
+    /// Every entry's newest version, in key order: what reconciliation writes.
     pub fn entries(&self) -> Merge<'_> {
-        self.range(Bound::Unbounded, Bound::Unbounded, false)
+        self.range(Bound::Unbounded, Bound::Unbounded, false, LATEST)
     }
 
-    /// The entries in (lo, hi), forward or in reverse. The range must not be empty or
-    /// inverted (`cursor::empty_range` says).
-    pub fn range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>, reverse: bool) -> Merge<'_> {
+    /// The entries in (lo, hi) as a reader at commit number `at` sees them, forward or in
+    /// reverse. The range must not be empty or inverted (`cursor::empty_range` says).
+    pub fn range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>, reverse: bool, at: u64) -> Merge<'_> {
         let first = match lo {
             Bound::Unbounded => 0,
             Bound::Included(k) => self.find(k).unwrap_or_else(|i| i),
@@ -306,23 +379,68 @@ impl LeafPage {
             mods: self.mods.range::<[u8], _>((lo, hi)),
             pending: None,
             reverse,
+            at,
         }
     }
 
-    /// The overflow values the page holds (the image's and the changes' written ones), by
-    /// block: what a page rebuilt from this page's reconciled images reads them from.
-    pub fn into_overflow(self) -> Vec<(Addr, Vec<u8>)> {
-        let mut out = self.overflow;
-        for v in self.mods.into_values() {
+    /// Takes the page apart after reconciliation wrote its newest versions: the overflow
+    /// values those images may reference, by block, and the chains an open snapshot may still
+    /// read (those with a version newer than `oldest`), each cut to the version the oldest
+    /// reader sees and the newer ones, that version made explicit when it was the image's.
+    pub fn into_history(mut self, oldest: u64) -> (Vec<(Addr, Vec<u8>)>, BTreeMap<Vec<u8>, Chain>) {
+        let mut overflow = Vec::new();
+        let mut history = BTreeMap::new();
+        for (key, mut chain) in std::mem::take(&mut self.mods) {
+            let newest = chain.last().expect("a chain has a version");
             if let Some(Value::Overflow {
                 data,
                 addr: Some(a),
-            }) = v
+            }) = &newest.value
             {
-                out.push((a, data));
+                overflow.push((*a, data.clone()));
             }
+            if newest.csn <= oldest {
+                continue;
+            }
+            match chain.iter().rposition(|u| u.csn <= oldest) {
+                Some(base) => drop(chain.drain(..base)),
+                None => {
+                    let old = self.find(&key).ok().map(|i| match self.value(i) {
+                        ValueRef::Inline(b) => Value::Inline(b.to_vec()),
+                        // Read from memory only: its block is not this version's any more.
+                        ValueRef::Overflow { data, .. } => Value::Overflow {
+                            data: data.to_vec(),
+                            addr: None,
+                        },
+                    });
+                    chain.insert(0, Update { csn: 0, value: old });
+                }
+            }
+            // Only the newest version is written; the older ones are read from memory.
+            for u in chain.iter_mut().rev().skip(1) {
+                if let Some(Value::Overflow { addr, .. }) = &mut u.value {
+                    *addr = None;
+                }
+            }
+            history.insert(key, chain);
         }
-        out
+        overflow.extend(self.overflow);
+        (overflow, history)
+    }
+
+    /// Gives a page rebuilt from its new image the versions that open snapshots still read.
+    pub fn adopt_history(&mut self, history: BTreeMap<Vec<u8>, Chain>) {
+        debug_assert!(self.mods.is_empty(), "a rebuilt page has no versions yet");
+        self.mods_mem = history
+            .iter()
+            .flat_map(|(k, c)| c.iter().map(move |u| charge(k, u)))
+            .sum();
+        self.newest_csn = history
+            .values()
+            .filter_map(|c| c.last().map(|u| u.csn))
+            .max()
+            .unwrap_or(0);
+        self.mods = history;
     }
 }
 
@@ -333,10 +451,12 @@ pub struct Merge<'a> {
     /// Image slots not yet yielded: [first, end).
     first: usize,
     end: usize,
-    mods: btree_map::Range<'a, Vec<u8>, Option<Value>>,
-    /// A change taken from `mods` but not yet yielded.
-    pending: Option<(&'a [u8], &'a Option<Value>)>,
+    mods: btree_map::Range<'a, Vec<u8>, Chain>,
+    /// A chain taken from `mods` but not yet used.
+    pending: Option<(&'a [u8], &'a Chain)>,
     reverse: bool,
+    /// The commit number the entries are seen at.
+    at: u64,
 }
 
 impl<'a> Iterator for Merge<'a> {
@@ -366,12 +486,22 @@ impl<'a> Iterator for Merge<'a> {
                 (None, None) => return None,
                 (Some(_), None) => true,
                 (None, Some(_)) => false,
-                (Some(i), Some((mk, _))) => {
+                (Some(i), Some((mk, chain))) => {
                     let order = self.page.key(i).cmp(mk);
                     if order.is_eq() {
-                        // The change shadows the image's entry.
-                        self.step_slot();
-                        false
+                        // The chain decides: a version hides the image's entry, or the
+                        // reader is older than every version and sees the entry.
+                        self.pending = None;
+                        match seen(chain, self.at) {
+                            Seen::Image => true,
+                            Seen::Version(v) => {
+                                self.step_slot();
+                                if let Some(v) = v {
+                                    return Some((mk, ValueRef::of(v)));
+                                }
+                                continue;
+                            }
+                        }
                     } else {
                         order.is_lt() != self.reverse
                     }
@@ -382,8 +512,8 @@ impl<'a> Iterator for Merge<'a> {
                 self.step_slot();
                 return Some((self.page.key(i), self.page.value(i)));
             }
-            let (k, change) = self.pending.take().expect("a change to take");
-            if let Some(v) = change {
+            let (k, chain) = self.pending.take().expect("a chain to use");
+            if let Seen::Version(Some(v)) = seen(chain, self.at) {
                 return Some((k, ValueRef::of(v)));
             }
         }
@@ -445,48 +575,98 @@ mod tests {
         ]
     }
 
+    /// What a test does to a page next.
+    #[derive(Clone, Debug)]
+    enum Step {
+        /// A put or delete, the next commit.
+        Change(Vec<u8>, Option<Vec<u8>>),
+        /// A reader takes a snapshot now.
+        Snapshot,
+        /// Reconciliation: the page is rebuilt from its newest versions and kept history.
+        Reconcile,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            6 => (key(), proptest::option::of(proptest::collection::vec(any::<u8>(), 0..20)))
+                .prop_map(|(k, v)| Step::Change(k, v)),
+            1 => Just(Step::Snapshot),
+            1 => Just(Step::Reconcile),
+        ]
+    }
+
+    fn read_all(
+        page: &LeafPage,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        reverse: bool,
+        at: u64,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
+        page.range(lo, hi, reverse, at)
+            .map(|(k, v)| (k.to_vec(), v.bytes().to_vec()))
+            .collect()
+    }
+
     proptest! {
-        /// The page (image + changes) reads as the model (a map with the changes applied), by
-        /// key and by every range in both directions, and its reconciled image reads the same.
+        /// The page (image + version chains) reads as the model at every snapshot taken while
+        /// changes were applied and the page was reconciled and rebuilt: by key, and by every
+        /// range in both directions; and its newest versions read as the final model.
         #[test]
-        fn a_page_reads_as_its_model(
+        fn a_page_reads_as_its_model_at_every_snapshot(
             image in proptest::collection::btree_map(key(), proptest::collection::vec(any::<u8>(), 0..20), 0..40),
-            changes in proptest::collection::vec((key(), proptest::option::of(proptest::collection::vec(any::<u8>(), 0..20))), 0..40),
+            steps in proptest::collection::vec(step(), 0..60),
             prefix_compression in any::<bool>(),
-            ranges in proptest::collection::vec((a_bound(), a_bound()), 1..8),
+            ranges in proptest::collection::vec((a_bound(), a_bound()), 1..6),
         ) {
             let mut page = LeafPage::from_image(image_of(&image, prefix_compression), no_overflow).unwrap();
             let mut model = image.clone();
-            prop_assert_eq!(page.mods_mem, 0);
-            for (k, v) in &changes {
-                let before = page.mem() as i64;
-                let (delta, freed) = page.apply(k, v.clone().map(Value::Inline));
-                prop_assert_eq!(page.mem() as i64, before + delta);
-                prop_assert_eq!(freed, None);
-                match v {
-                    Some(v) => { model.insert(k.clone(), v.clone()); }
-                    None => { model.remove(k); }
+            let mut snapshots: Vec<(u64, BTreeMap<Vec<u8>, Vec<u8>>)> = Vec::new();
+            let mut csn = 0u64;
+            let mut keys: Vec<Vec<u8>> = image.keys().cloned().collect();
+            for s in &steps {
+                // Every snapshot stays open: the oldest reader is the first one, else now.
+                let oldest = snapshots.first().map_or(csn, |(at, _)| *at);
+                match s {
+                    Step::Change(k, v) => {
+                        csn += 1;
+                        let before = page.mem() as i64;
+                        let (delta, freed) = page.apply(k, v.clone().map(Value::Inline), csn, oldest);
+                        prop_assert_eq!(page.mem() as i64, before + delta);
+                        prop_assert_eq!(freed, None);
+                        match v {
+                            Some(v) => { model.insert(k.clone(), v.clone()); }
+                            None => { model.remove(k); }
+                        }
+                        keys.push(k.clone());
+                    }
+                    Step::Snapshot => snapshots.push((csn, model.clone())),
+                    Step::Reconcile => {
+                        let newest = read_all(&page, Bound::Unbounded, Bound::Unbounded, false, LATEST);
+                        let newest: BTreeMap<_, _> = newest.into_iter().collect();
+                        let (_, history) = std::mem::replace(&mut page, LeafPage::empty()).into_history(oldest);
+                        page = LeafPage::from_image(image_of(&newest, prefix_compression), no_overflow).unwrap();
+                        page.adopt_history(history);
+                    }
                 }
             }
-            for k in image.keys().chain(changes.iter().map(|(k, _)| k)) {
-                prop_assert_eq!(page.get(k).map(|v| v.bytes().to_vec()), model.get(k).cloned());
-            }
-            let all: Vec<(Vec<u8>, Vec<u8>)> = page.entries().map(|(k, v)| (k.to_vec(), v.bytes().to_vec())).collect();
-            prop_assert_eq!(&all, &model.clone().into_iter().collect::<Vec<_>>());
-            for (lo, hi) in &ranges {
-                if crate::cursor::empty_range(bound(lo), bound(hi)) {
-                    continue;
+            snapshots.push((LATEST, model.clone()));
+            for (at, want) in &snapshots {
+                for k in &keys {
+                    prop_assert_eq!(page.get(k, *at).map(|v| v.bytes().to_vec()), want.get(k).cloned(), "key {:?} at {}", k, at);
                 }
-                let want: Vec<_> = model.range::<[u8], _>((bound(lo), bound(hi))).map(|(k, v)| (k.clone(), v.clone())).collect();
-                let fwd: Vec<_> = page.range(bound(lo), bound(hi), false).map(|(k, v)| (k.to_vec(), v.bytes().to_vec())).collect();
-                let mut rev: Vec<_> = page.range(bound(lo), bound(hi), true).map(|(k, v)| (k.to_vec(), v.bytes().to_vec())).collect();
-                rev.reverse();
-                prop_assert_eq!(&fwd, &want);
-                prop_assert_eq!(&rev, &want);
+                prop_assert_eq!(&read_all(&page, Bound::Unbounded, Bound::Unbounded, false, *at), &want.clone().into_iter().collect::<Vec<_>>());
+                for (lo, hi) in &ranges {
+                    if crate::cursor::empty_range(bound(lo), bound(hi)) {
+                        continue;
+                    }
+                    let expect: Vec<_> = want.range::<[u8], _>((bound(lo), bound(hi))).map(|(k, v)| (k.clone(), v.clone())).collect();
+                    let mut rev = read_all(&page, bound(lo), bound(hi), true, *at);
+                    rev.reverse();
+                    prop_assert_eq!(&read_all(&page, bound(lo), bound(hi), false, *at), &expect);
+                    prop_assert_eq!(&rev, &expect);
+                }
             }
-            let rebuilt = LeafPage::from_image(image_of(&model, prefix_compression), no_overflow).unwrap();
-            let again: Vec<(Vec<u8>, Vec<u8>)> = rebuilt.entries().map(|(k, v)| (k.to_vec(), v.bytes().to_vec())).collect();
-            prop_assert_eq!(again, all);
+            prop_assert_eq!(page.pinned(LATEST), false);
         }
     }
 
@@ -506,26 +686,31 @@ mod tests {
         })
         .unwrap();
         assert_eq!(
-            page.get(b"big"),
+            page.get(b"big", LATEST),
             Some(ValueRef::Overflow {
                 data: b"xyz",
                 addr: Some(ovfl)
             })
         );
-        let (_, freed) = page.apply(b"big", Some(Value::Inline(b"small".to_vec())));
+        let (_, freed) = page.apply(b"big", Some(Value::Inline(b"small".to_vec())), 1, 0);
         assert_eq!(
             freed,
             Some(ovfl),
             "the image's overflow block is freed once"
         );
-        let (_, freed) = page.apply(b"big", None);
+        let (_, freed) = page.apply(b"big", None, 2, 1);
         assert_eq!(freed, None);
         assert_eq!(
-            page.apply(b"absent", None),
+            page.apply(b"absent", None, 3, 2),
             (0, None),
             "deleting nothing changes nothing"
         );
         assert_eq!(page.entries().count(), 1);
+        assert_eq!(
+            page.get(b"big", 0).map(|v| v.bytes()),
+            Some(&b"xyz"[..]),
+            "a reader older than both changes still sees the overflow value"
+        );
     }
 
     #[test]

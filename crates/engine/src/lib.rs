@@ -31,6 +31,7 @@ pub mod page;
 pub mod reconcile;
 pub mod recovery;
 pub mod settings;
+pub mod txn;
 
 pub use config::{
     AllocPolicy, Allocation, Compressor, EngineConfig, EngineKind, Schedule, TableConfig, TableKind,

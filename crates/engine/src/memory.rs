@@ -1,18 +1,55 @@
 //! The in-memory engine (`storage.engine: inMemory`): the same KV interface, nothing on disk.
+//! Tables are persistent ordered maps (`imbl::OrdMap`, which shares structure between
+//! versions), so a snapshot is a copy of every table's map taken under their latches: O(1)
+//! per table, and writers after it copy only the nodes they change.
 
 use crate::config::TableConfig;
-use crate::cursor::{copy_from_map, BatchedCursor};
+use crate::cursor::{empty_range, BatchedCursor};
 use crate::error::{Error, Result};
 use crate::kv::{
-    CompactStats, Direction, KvCursor, KvEngine, KvPair, TableId, WriteBatch, WriteOptions,
+    CompactStats, Direction, KvCursor, KvEngine, KvPair, Snapshot, TableId, WriteBatch,
+    WriteOptions,
 };
+use imbl::OrdMap;
 use parking_lot::RwLock;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
-type Map = Arc<RwLock<BTreeMap<Vec<u8>, Vec<u8>>>>;
+type Entries = OrdMap<Vec<u8>, Vec<u8>>;
+type Map = Arc<RwLock<Entries>>;
+
+/// Every table's entries at one moment; a table created later reads as empty.
+struct MemSnapshot(HashMap<TableId, Entries>);
+
+impl MemSnapshot {
+    fn table(&self, t: TableId) -> Entries {
+        self.0.get(&t).cloned().unwrap_or_default()
+    }
+}
+
+/// Copies up to `limit` entries of (lo, hi) from `map`, in the given direction.
+fn copy_from(
+    map: &Entries,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+    reverse: bool,
+    limit: usize,
+    out: &mut Vec<KvPair>,
+) {
+    if empty_range(lo, hi) {
+        return;
+    }
+    let it = map
+        .range::<_, [u8]>((lo, hi))
+        .map(|(k, v)| (k.clone(), v.clone()));
+    if reverse {
+        out.extend(it.rev().take(limit));
+    } else {
+        out.extend(it.take(limit));
+    }
+}
 
 #[derive(Default)]
 pub struct MemEngine {
@@ -104,20 +141,38 @@ impl KvEngine for MemEngine {
         }
         Ok(())
     }
-    fn scan(
+    fn snapshot(&self) -> Result<Snapshot> {
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(Error::Closed("closed".into()));
+        }
+        let tables = self.tables.read();
+        // Every map latched at once (in id order, as writers latch them): no batch is half in.
+        let mut ids: Vec<TableId> = tables.keys().copied().collect();
+        ids.sort_unstable();
+        let guards: Vec<_> = ids.iter().map(|id| tables[id].2.read()).collect();
+        let maps = ids.iter().zip(&guards).map(|(&id, g)| (id, (**g).clone()));
+        Ok(Snapshot::new(MemSnapshot(maps.collect())))
+    }
+    fn get_at(&self, snap: &Snapshot, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.map(table)?;
+        Ok(snap.state::<MemSnapshot>()?.table(table).get(key).cloned())
+    }
+    fn scan_at(
         &self,
+        snap: &Snapshot,
         table: TableId,
         lower: Bound<Vec<u8>>,
         upper: Bound<Vec<u8>>,
         direction: Direction,
     ) -> Result<KvCursor> {
-        let map = self.map(table)?;
+        self.map(table)?;
+        let map = snap.state::<MemSnapshot>()?.table(table);
         Ok(Box::new(BatchedCursor::new(
             lower,
             upper,
             direction,
             move |lo, hi, reverse, limit, out: &mut Vec<KvPair>| {
-                copy_from_map(&map.read(), lo, hi, reverse, limit, out);
+                copy_from(&map, lo, hi, reverse, limit, out);
                 Ok(())
             },
         )))

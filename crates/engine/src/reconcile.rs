@@ -177,7 +177,7 @@ mod tests {
             page_ids: &ids,
         };
         let mut small = LeafPage::empty();
-        small.apply(b"a", Some(Value::Inline(vec![1; 10])));
+        small.apply(b"a", Some(Value::Inline(vec![1; 10])), 1, 0);
         assert!(matches!(
             r.leaf(&mut small, 7, WriteCause::Other).unwrap(),
             Reconciled::Replace(_)
@@ -187,6 +187,8 @@ mod tests {
             big.apply(
                 format!("key{i:04}").as_bytes(),
                 Some(Value::Inline(vec![2; 200])),
+                u64::from(i) + 1,
+                u64::from(i),
             );
         }
         let Reconciled::Split(pieces) = r.leaf(&mut big, 8, WriteCause::Other).unwrap() else {

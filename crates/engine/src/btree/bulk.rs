@@ -12,6 +12,7 @@ use crate::kv::KvPair;
 use crate::leaf::{Leaf, LeafState};
 use crate::page::{self, LeafWriter, StoredValue};
 use crate::reconcile::separator;
+use crate::txn::Txns;
 use placement::{PageKind, WriteCause};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -109,13 +110,14 @@ impl Table {
         cfg: TableConfig,
         file: BlockFile,
         cache: Arc<Cache>,
+        txns: Arc<Txns>,
         leaf_ids: Arc<AtomicU64>,
         entries: impl Iterator<Item = Result<KvPair>>,
         cause: WriteCause,
     ) -> Result<Table> {
         let (leaves, _) = load(Some(&file), &cfg, &leaf_ids, entries, cause)?;
         if leaves.is_empty() {
-            return Ok(Table::new(id, name, cfg, file, cache, leaf_ids));
+            return Ok(Table::new(id, name, cfg, file, cache, txns, leaf_ids));
         }
         let internal_split = cfg.split_size(cfg.internal_page_max);
         let mut level: Vec<(Vec<u8>, Child)> = leaves
@@ -144,7 +146,7 @@ impl Table {
             .next()
             .expect("each level has fewer nodes than the one below");
         Ok(Table::assemble(
-            id, name, cfg, file, cache, leaf_ids, root, None,
+            id, name, cfg, file, cache, txns, leaf_ids, root, None,
         ))
     }
 }
@@ -271,6 +273,7 @@ mod tests {
             cfg,
             file,
             cache,
+            Arc::new(crate::txn::Txns::default()),
             Arc::new(AtomicU64::new(1)),
             entries.into_iter().map(Ok),
             WriteCause::Other,
@@ -303,6 +306,7 @@ mod tests {
             std::ops::Bound::Unbounded,
             false,
             usize::MAX,
+            crate::txn::LATEST,
             &mut got,
         )
         .unwrap();
@@ -358,6 +362,7 @@ mod tests {
             std::ops::Bound::Unbounded,
             false,
             10,
+            crate::txn::LATEST,
             &mut got,
         )
         .unwrap();

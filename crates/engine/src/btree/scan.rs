@@ -7,13 +7,15 @@ use crate::leaf::retired_backoff;
 use crate::leaf_page::LeafPage;
 use std::ops::Bound;
 
-/// Copies up to `limit` entries of (lo, hi) starting from the proper end, leaf by leaf.
+/// Copies up to `limit` entries of (lo, hi) as a reader at commit number `at` sees them,
+/// starting from the proper end, leaf by leaf.
 pub fn fetch_range(
     t: &Table,
     lo: Bound<&[u8]>,
     hi: Bound<&[u8]>,
     reverse: bool,
     limit: usize,
+    at: u64,
     out: &mut Vec<KvPair>,
 ) -> Result<()> {
     if reverse {
@@ -25,7 +27,7 @@ pub fn fetch_range(
                 Bound::Included(k) => t.locate(k),
                 Bound::Excluded(k) => t.locate_before(k),
             };
-            if !copy_leaf(t, &loc, (lo, as_ref(&pos)), true, limit, out)? {
+            if !copy_leaf(t, &loc, (lo, as_ref(&pos)), true, limit, at, out)? {
                 retired_backoff(retired);
                 retired += 1;
                 continue;
@@ -55,7 +57,7 @@ pub fn fetch_range(
                 Bound::Unbounded => t.locate(&[]),
                 Bound::Included(k) | Bound::Excluded(k) => t.locate(k),
             };
-            if !copy_leaf(t, &loc, (as_ref(&pos), hi), false, limit, out)? {
+            if !copy_leaf(t, &loc, (as_ref(&pos), hi), false, limit, at, out)? {
                 retired_backoff(retired);
                 retired += 1;
                 continue;
@@ -89,6 +91,7 @@ fn copy_leaf(
     range: (Bound<&[u8]>, Bound<&[u8]>),
     reverse: bool,
     limit: usize,
+    at: u64,
     out: &mut Vec<KvPair>,
 ) -> Result<bool> {
     let mut st = loc.leaf.state.lock();
@@ -97,7 +100,7 @@ fn copy_leaf(
     }
     t.ensure_loaded(&loc.leaf, &mut st)?;
     let page = st.page.as_ref().expect("a loaded leaf is resident");
-    copy_range(page, range.0, range.1, reverse, limit - out.len(), out);
+    copy_range(page, range.0, range.1, reverse, limit - out.len(), at, out);
     Ok(true)
 }
 
@@ -117,21 +120,22 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
-/// Copies the entries of a latched leaf that fall in (lo, hi), in the given direction, at
-/// most `limit` of them.
+/// Copies the entries of a latched leaf that fall in (lo, hi) as a reader at `at` sees them,
+/// in the given direction, at most `limit` of them.
 fn copy_range(
     page: &LeafPage,
     lo: Bound<&[u8]>,
     hi: Bound<&[u8]>,
     reverse: bool,
     limit: usize,
+    at: u64,
     out: &mut Vec<(Vec<u8>, Vec<u8>)>,
 ) {
     if crate::cursor::empty_range(lo, hi) || limit == 0 {
         return;
     }
     let it = page
-        .range(lo, hi, reverse)
+        .range(lo, hi, reverse, at)
         .map(|(k, v)| (k.to_vec(), v.bytes().to_vec()));
     out.extend(it.take(limit));
 }

@@ -27,6 +27,7 @@ use crate::leaf::{retired_backoff, Leaf, LeafState};
 use crate::leaf_page::{ImageError, LeafPage, Value};
 use crate::page;
 use crate::reconcile::{Reconciled, Reconciler};
+use crate::txn::Txns;
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use placement::{PageKind, WriteCause};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -88,6 +89,8 @@ pub struct Table {
     pub(super) root: RwLock<Internal>,
     pub structure: Mutex<()>,
     cache: Arc<Cache>,
+    /// Commit numbers and snapshots: which versions a page must keep.
+    pub txns: Arc<Txns>,
     pub(super) leaf_ids: Arc<AtomicU64>,
     leaf_split: usize,
     pub(super) internal_split: usize,
@@ -104,6 +107,9 @@ pub struct Table {
     pub writers: Arc<RwLock<()>>,
     /// The table that replaced this one (a compaction's copy): open cursors move to it.
     successor: Mutex<Option<Arc<Table>>>,
+    /// For a compaction's copy, the last commit number when it was copied: it holds the
+    /// newest versions of that moment only, so older snapshots cannot read it.
+    born_at: AtomicU64,
 }
 
 impl Table {
@@ -114,6 +120,7 @@ impl Table {
         cfg: TableConfig,
         file: BlockFile,
         cache: Arc<Cache>,
+        txns: Arc<Txns>,
         leaf_ids: Arc<AtomicU64>,
     ) -> Table {
         let leaf_id = leaf_ids.fetch_add(1, Ordering::Relaxed);
@@ -137,7 +144,7 @@ impl Table {
             dirty: AtomicBool::new(true),
             page_id: leaf_ids.fetch_add(1, Ordering::Relaxed),
         };
-        let t = Self::assemble(id, name, cfg, file, cache, leaf_ids, root, None);
+        let t = Self::assemble(id, name, cfg, file, cache, txns, leaf_ids, root, None);
         t.list_dirty(&leaf);
         t
     }
@@ -151,6 +158,7 @@ impl Table {
         cfg: TableConfig,
         file: BlockFile,
         cache: Arc<Cache>,
+        txns: Arc<Txns>,
         leaf_ids: Arc<AtomicU64>,
         root: Internal,
         ckpt: Option<FileCheckpoint>,
@@ -170,11 +178,13 @@ impl Table {
             root: RwLock::new(root),
             structure: Mutex::new(()),
             cache,
+            txns,
             leaf_ids,
             last_checkpoint: Mutex::new(ckpt),
             dirty_leaves: Mutex::new(Vec::new()),
             writers: Arc::new(RwLock::new(())),
             successor: Mutex::new(None),
+            born_at: AtomicU64::new(0),
         }
     }
 
@@ -183,6 +193,16 @@ impl Table {
         let mut s = self.successor.lock();
         assert!(s.is_none(), "a table is replaced once");
         *s = Some(next);
+    }
+
+    /// The last commit number when this table was copied from another (0: never).
+    pub fn born_at(&self) -> u64 {
+        self.born_at.load(Ordering::Acquire)
+    }
+
+    /// Records that this table is a copy of its source as of commit `csn`.
+    pub fn set_born_at(&self, csn: u64) {
+        self.born_at.store(csn, Ordering::Release);
     }
 
     /// Whether a compaction replaced this table.
@@ -212,6 +232,7 @@ impl Table {
         file: BlockFile,
         ckpt: FileCheckpoint,
         cache: Arc<Cache>,
+        txns: Arc<Txns>,
         leaf_ids: Arc<AtomicU64>,
     ) -> Result<Table> {
         let root = load_internal(&file, ckpt.root, Vec::new(), &leaf_ids)?;
@@ -221,6 +242,7 @@ impl Table {
             cfg,
             file,
             cache,
+            txns,
             leaf_ids,
             root,
             Some(ckpt),
@@ -364,8 +386,18 @@ impl Table {
         listed
     }
 
-    /// Applies a put or delete to a latched, resident leaf.
-    pub fn apply(&self, leaf: &Arc<Leaf>, st: &mut LeafState, key: &[u8], value: Option<&[u8]>) {
+    /// Applies a put or delete of commit `csn` to a latched, resident leaf; versions below
+    /// the one a reader at `oldest` sees go.
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply(
+        &self,
+        leaf: &Arc<Leaf>,
+        st: &mut LeafState,
+        key: &[u8],
+        value: Option<&[u8]>,
+        csn: u64,
+        oldest: u64,
+    ) {
         debug_assert!(!leaf.is_retired(), "a batch is applied to a retired leaf");
         let page = st
             .page
@@ -381,7 +413,7 @@ impl Table {
                 Value::Inline(v.to_vec())
             }
         });
-        let (delta, freed) = page.apply(key, value);
+        let (delta, freed) = page.apply(key, value, csn, oldest);
         st.pending_free.extend(freed);
         debug_assert_eq!(
             st.mem as i64 + delta,
@@ -447,24 +479,36 @@ impl Table {
         }
         self.cache.page_written(st.mem);
         st.dirty = false;
-        // The page is rebuilt from its new image(s): its changes are folded in, and what it
-        // is charged changes with that.
+        // The page is rebuilt from its new image(s): its newest versions are folded in, the
+        // older ones an open snapshot may read stay beside them, and its charge changes.
         let old_mem = std::mem::take(&mut st.mem);
-        let overflow = st
+        let (overflow, mut history) = st
             .page
             .take()
             .expect("a reconciled page is resident")
-            .into_overflow();
-        let rebuild = |image: Vec<u8>| {
+            .into_history(self.txns.oldest());
+        let rebuild = |image: Vec<u8>, history| {
             let page = LeafPage::from_image(image, |addr, _| {
                 let found = overflow.iter().find(|(a, _)| *a == addr);
                 found.map(|(_, data)| data.clone()).ok_or(addr)
             });
-            page.expect("a reconciled image indexes, and its page holds its overflow values")
+            let mut page =
+                page.expect("a reconciled image indexes, and its page holds its overflow values");
+            page.adopt_history(history);
+            page
         };
+        // Each piece's versions: those from its separator on (pieces are in key order).
+        let mut histories: Vec<_> = pieces
+            .iter()
+            .skip(1)
+            .rev()
+            .map(|p| history.split_off(p.separator.as_slice()))
+            .collect();
+        histories.push(history);
+        histories.reverse();
         if pieces.len() == 1 {
             let piece = pieces.pop().expect("one piece");
-            let page = rebuild(piece.image);
+            let page = rebuild(piece.image, histories.pop().expect("one history"));
             st.mem = page.mem();
             st.page = Some(page);
             st.addr = Some(piece.addr);
@@ -477,8 +521,8 @@ impl Table {
         leaf.retire();
         let mut new_leaves: Vec<(Vec<u8>, Arc<Leaf>)> = Vec::with_capacity(pieces.len());
         let mut new_mem = 0;
-        for (i, p) in pieces.into_iter().enumerate() {
-            let page = rebuild(p.image);
+        for (i, (p, history)) in pieces.into_iter().zip(histories).enumerate() {
+            let page = rebuild(p.image, history);
             let mem = page.mem();
             new_mem += mem;
             let route = if i == 0 {

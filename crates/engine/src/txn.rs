@@ -1,0 +1,192 @@
+//! Commit numbers and snapshots (WiredTiger `src/txn`). Every write batch gets a commit
+//! number when it is applied. A snapshot is the highest number at or below which every batch
+//! has been applied in full; a read at a snapshot sees exactly those batches, in every table.
+//! Pages keep the versions an open snapshot may still need (`leaf_page.rs`); `oldest` says
+//! which those are. A snapshot that pins too much of the cache is invalidated, oldest first
+//! (WiredTiger rolls back the oldest transaction when eviction is stuck on history): its
+//! reads then fail with `Error::SnapshotTooOld` instead of the cache growing without bound.
+
+use crate::error::{Error, Result};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// The snapshot of reads that want each key's newest value.
+pub const LATEST: u64 = u64::MAX;
+
+#[derive(Default)]
+pub struct Txns {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The last commit number handed out.
+    last: u64,
+    /// Batches numbered but not yet applied in full.
+    applying: BTreeSet<u64>,
+    /// Open, valid snapshots by (commit number, serial), each with its invalidation flag.
+    open: BTreeMap<(u64, u64), Arc<AtomicBool>>,
+    serial: u64,
+}
+
+impl State {
+    fn visible(&self) -> u64 {
+        self.applying.first().map_or(self.last, |&first| first - 1)
+    }
+}
+
+impl Txns {
+    /// Numbers a batch about to be applied (its leaves latched, so per key the numbers follow
+    /// the order the changes are applied in).
+    pub fn begin_commit(&self) -> u64 {
+        let mut st = self.state.lock();
+        st.last += 1;
+        let csn = st.last;
+        st.applying.insert(csn);
+        csn
+    }
+
+    /// The batch is applied in full: snapshots from now on see it.
+    pub fn end_commit(&self, csn: u64) {
+        let removed = self.state.lock().applying.remove(&csn);
+        assert!(removed, "commit {csn} ended twice or never began");
+    }
+
+    /// A snapshot of everything applied in full so far; it pins the versions it reads until
+    /// it is dropped or invalidated.
+    pub fn snapshot(self: &Arc<Self>) -> TxnSnapshot {
+        let mut st = self.state.lock();
+        let csn = st.visible();
+        st.serial += 1;
+        let key = (csn, st.serial);
+        let invalid = Arc::new(AtomicBool::new(false));
+        st.open.insert(key, invalid.clone());
+        TxnSnapshot {
+            key,
+            invalid,
+            txns: self.clone(),
+        }
+    }
+
+    /// The oldest commit number a reader may read at: the oldest valid snapshot's, or what a
+    /// snapshot opened now would read at (batches still being applied are not visible yet).
+    /// A version newer than this may not be the one such a reader needs, so the version below
+    /// it is kept beside it.
+    pub fn oldest(&self) -> u64 {
+        let st = self.state.lock();
+        let visible = st.visible();
+        st.open
+            .keys()
+            .next()
+            .map_or(visible, |&(csn, _)| csn.min(visible))
+    }
+
+    /// Invalidates the oldest valid snapshot (eviction found the cache full of versions only
+    /// old snapshots need). Returns whether there was one.
+    pub fn invalidate_oldest(&self) -> bool {
+        match self.state.lock().open.pop_first() {
+            Some((_, invalid)) => {
+                invalid.store(true, Ordering::SeqCst);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The last commit number handed out.
+    pub fn last(&self) -> u64 {
+        self.state.lock().last
+    }
+
+    /// Commit numbers handed out, and open valid snapshots, for statistics.
+    pub fn counts(&self) -> (u64, usize) {
+        let st = self.state.lock();
+        (st.last, st.open.len())
+    }
+}
+
+/// An open snapshot of the disk engine: reads at `csn()`, and pins what they need until it is
+/// dropped or invalidated.
+pub struct TxnSnapshot {
+    key: (u64, u64),
+    invalid: Arc<AtomicBool>,
+    txns: Arc<Txns>,
+}
+
+impl TxnSnapshot {
+    pub fn csn(&self) -> u64 {
+        self.key.0
+    }
+
+    /// Fails if the snapshot was invalidated. Checked after a read: versions are dropped only
+    /// after an invalidation is published, so a read that passes this check afterwards read
+    /// versions that were still there.
+    pub fn check(&self) -> Result<()> {
+        if self.invalid.load(Ordering::SeqCst) {
+            return Err(Error::SnapshotTooOld(format!(
+                "the snapshot at commit {} was discarded to free the cache",
+                self.key.0
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for TxnSnapshot {
+    fn drop(&mut self) {
+        self.txns.state.lock().open.remove(&self.key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_sees_only_batches_applied_in_full() {
+        let t = Arc::new(Txns::default());
+        let a = t.begin_commit();
+        let b = t.begin_commit();
+        t.end_commit(b);
+        assert_eq!(t.snapshot().csn(), a - 1, "batch a is still being applied");
+        assert_eq!(t.oldest(), a - 1, "a's versions are not visible yet");
+        t.end_commit(a);
+        let s = t.snapshot();
+        assert_eq!(s.csn(), b);
+        assert_eq!(t.oldest(), b);
+        let c = t.begin_commit();
+        t.end_commit(c);
+        assert_eq!(t.oldest(), b, "the open snapshot still reads at b");
+        drop(s);
+        assert_eq!(
+            t.oldest(),
+            c,
+            "no snapshot open: the newest applied is the oldest needed"
+        );
+    }
+
+    #[test]
+    fn invalidated_snapshots_fail_their_reads_and_stop_pinning() {
+        let t = Arc::new(Txns::default());
+        t.end_commit(t.begin_commit());
+        let old = t.snapshot();
+        t.end_commit(t.begin_commit());
+        let new = t.snapshot();
+        assert_eq!(t.oldest(), old.csn());
+        assert!(t.invalidate_oldest());
+        assert!(old.check().is_err());
+        assert!(new.check().is_ok());
+        assert_eq!(t.oldest(), new.csn());
+        drop(old);
+        let again = t.snapshot();
+        assert!(
+            again.check().is_ok(),
+            "a snapshot opened after an invalidation is valid"
+        );
+        drop(new);
+        drop(again);
+        assert!(!t.invalidate_oldest());
+    }
+}
