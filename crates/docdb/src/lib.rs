@@ -27,5 +27,11 @@ pub use query::{hash, DocError, DocResult, Interrupt};
 /// An engine failure as the command error clients see. It lives here, not as a `From` in
 /// `query`, because `query` knows nothing of the engine.
 pub fn storage_error(e: engine::Error) -> DocError {
-    DocError::storage_error(format!("storage engine: {e}"))
+    match e {
+        // mongod's code for a read whose snapshot history is gone.
+        engine::Error::SnapshotTooOld(what) => {
+            DocError::with_code(239, "SnapshotTooOld", format!("storage engine: {what}"))
+        }
+        e => DocError::storage_error(format!("storage engine: {e}")),
+    }
 }

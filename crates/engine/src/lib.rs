@@ -41,8 +41,8 @@ pub use error::{Error, Result};
 pub use io::{DirectIo, FlashConfig};
 pub use journal::{JournalCompressor, JournalConfig, Lsn};
 pub use kv::{
-    CompactStats, Direction, KvCursor, KvEngine, KvPair, Reconfigure, TableId, WriteBatch, WriteOp,
-    WriteOptions,
+    CompactStats, Direction, KvCursor, KvEngine, KvPair, Reconfigure, Snapshot, TableId,
+    WriteBatch, WriteOp, WriteOptions,
 };
 pub use memory::MemEngine;
 pub use settings::{FlashSettings, WiredTigerSettings};

@@ -147,10 +147,7 @@ fn writes_during_compactions_are_neither_lost_nor_duplicated() {
             while !stop.load(Ordering::Relaxed) {
                 // A scan's snapshot cannot be read in a copy made after it: such a scan fails
                 // with SnapshotTooOld (and the reader scans again), never with a mixed result.
-                let got = eng
-                    .scan_all(coll)
-                    .unwrap()
-                    .collect::<Result<Vec<_>, _>>();
+                let got = eng.scan_all(coll).unwrap().collect::<Result<Vec<_>, _>>();
                 match got {
                     Ok(got) => {
                         assert!(
