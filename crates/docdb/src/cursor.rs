@@ -3,9 +3,11 @@
 //! filter (the matcher re-checks every document), blocking sort when the scan does not provide
 //! the order, skip, limit, projection. Counters feed explain's executionStats.
 //!
-//! Reads see each key's newest value (the engine has no snapshots yet): a document updated or
-//! deleted while a cursor is open is returned in its current version or skipped; a document
-//! whose index key moves behind the cursor can be missed, as with MongoDB's yielding scans.
+//! A query reads one engine snapshot, taken when its source is built: its index entries and
+//! documents are seen together, and getMore goes on in the same snapshot (a write after it is
+//! not seen). A snapshot kept so long that the versions it pins would fill the cache is
+//! discarded by the engine, and the cursor fails with SnapshotTooOld (239). Tailable cursors
+//! read the newest data at every scan instead: they exist to see new inserts.
 #![allow(clippy::result_large_err)]
 
 use crate::collection::{decode_doc, Index};
@@ -260,7 +262,7 @@ impl Exec {
                 self.ownership.clone(),
                 self.stats.clone(),
                 self.interrupt.clone(),
-            );
+            )?;
             return Ok(Box::new(
                 scan.map(|r| r.map(|(rid, d, dist)| (rid, d, Some(dist)))),
             ));
@@ -279,6 +281,7 @@ impl Exec {
         query: Arc<TextQuery>,
     ) -> DocResult<ScoredIter> {
         let mut scores: HashMap<i64, f64> = HashMap::new();
+        let snap = self.engine.snapshot().map_err(storage_error)?;
         for term in &query.terms_for_bounds {
             let prefix = index::text_term_prefix(term);
             let hi = match keystring::prefix_successor(&prefix) {
@@ -287,7 +290,13 @@ impl Exec {
             };
             let entries = self
                 .engine
-                .scan(index.table, Bound::Included(prefix), hi, Direction::Forward)
+                .scan_at(
+                    &snap,
+                    index.table,
+                    Bound::Included(prefix),
+                    hi,
+                    Direction::Forward,
+                )
                 .map_err(storage_error)?;
             for kv in entries {
                 self.interrupt.check()?;
@@ -302,7 +311,7 @@ impl Exec {
         let (engine, table, stats) = (self.engine.clone(), self.table, self.stats.clone());
         let fetched = hits.into_iter().filter_map(move |(rid, score)| {
             stats.docs_examined.fetch_add(1, Ordering::Relaxed);
-            let doc = match engine.get(table, &index::rid_bytes(rid)) {
+            let doc = match engine.get_at(&snap, table, &index::rid_bytes(rid)) {
                 Ok(Some(bytes)) => decode_doc(&bytes),
                 Ok(None) => return None, // deleted since its entries were read
                 Err(e) => Err(storage_error(e)),
@@ -337,6 +346,7 @@ impl Exec {
     /// Scan + fetch + filter for the plans without scores.
     fn unscored_source(&self) -> DocResult<RidIter> {
         let engine = self.engine.clone();
+        let snap = engine.snapshot().map_err(storage_error)?;
         let stats = self.stats.clone();
         let dir = if self.plan.reverse {
             Direction::Reverse
@@ -347,7 +357,7 @@ impl Exec {
             Access::CollScan => {
                 let st = stats.clone();
                 let it = engine
-                    .scan(self.table, Bound::Unbounded, Bound::Unbounded, dir)
+                    .scan_at(&snap, self.table, Bound::Unbounded, Bound::Unbounded, dir)
                     .map_err(storage_error)?;
                 Box::new(it.map(move |kv| {
                     st.docs_examined.fetch_add(1, Ordering::Relaxed);
@@ -367,12 +377,12 @@ impl Exec {
                 let itable = index.table;
                 // Geo and wildcard keys are per cell or per path: one document, many entries.
                 let dedup = index.is_multikey() || index.def.keys_per_field();
-                let eng = engine.clone();
+                let (eng, snap_entries) = (engine.clone(), snap.clone());
                 let table = self.table;
                 let st = stats.clone();
                 let mut seen: HashSet<i64> = HashSet::new();
                 let entries = ranges.into_iter().flat_map(move |(lo, hi)| {
-                    match eng.scan(itable, lo, hi, dir) {
+                    match eng.scan_at(&snap_entries, itable, lo, hi, dir) {
                         Ok(c) => c,
                         Err(e) => Box::new(std::iter::once(Err(e))) as engine::KvCursor,
                     }
@@ -391,9 +401,9 @@ impl Exec {
                         return None;
                     }
                     st.docs_examined.fetch_add(1, Ordering::Relaxed);
-                    match engine.get(table, &index::rid_bytes(rid)) {
+                    match engine.get_at(&snap, table, &index::rid_bytes(rid)) {
                         Ok(Some(bytes)) => Some(decode_doc(&bytes).map(|d| (rid, d))),
-                        Ok(None) => None, // deleted since the index entry was read
+                        Ok(None) => None, // an entry without its document: a bug elsewhere
                         Err(e) => Some(Err(storage_error(e))),
                     }
                 }))

@@ -21,7 +21,7 @@ use crate::planner::{Access, Plan, Range};
 use crate::scope::OwnershipFilter;
 use crate::storage_error;
 use bson::{doc, Bson, Document};
-use engine::{Direction, KvEngine, TableId};
+use engine::{Direction, KvEngine, Snapshot, TableId};
 use query::error::{DocError, DocResult};
 use query::geo::cell::{self, CellId};
 use query::geo::sphere::Cap;
@@ -265,6 +265,8 @@ impl Ord for Pending {
 /// The `$near` scan: documents in increasing distance with their distance (radians).
 pub struct NearScan {
     pub engine: Arc<dyn KvEngine>,
+    /// Every round's entries and documents are read in this one snapshot.
+    snap: Snapshot,
     pub table: TableId,
     pub index: Arc<Index>,
     pub path: String,
@@ -292,8 +294,9 @@ impl NearScan {
         ownership: Option<OwnershipFilter>,
         stats: Arc<crate::cursor::ExecStats>,
         interrupt: Interrupt,
-    ) -> NearScan {
-        NearScan {
+    ) -> DocResult<NearScan> {
+        Ok(NearScan {
+            snap: engine.snapshot().map_err(storage_error)?,
             engine,
             table,
             index,
@@ -308,7 +311,7 @@ impl NearScan {
             seen: HashSet::new(),
             pending: BinaryHeap::new(),
             ready: VecDeque::new(),
-        }
+        })
     }
 
     /// One round: grow the cap, fetch its new documents, release the ones it now holds.
@@ -329,7 +332,7 @@ impl NearScan {
         for (lo, hi) in ranges {
             let entries = self
                 .engine
-                .scan(self.index.table, lo, hi, Direction::Forward)
+                .scan_at(&self.snap, self.index.table, lo, hi, Direction::Forward)
                 .map_err(storage_error)?;
             for kv in entries {
                 self.interrupt.check()?;
@@ -356,7 +359,10 @@ impl NearScan {
 
     fn fetch(&mut self, rid: RecordId) -> DocResult<()> {
         self.stats.docs_examined.fetch_add(1, Ordering::Relaxed);
-        let doc = match self.engine.get(self.table, &index::rid_bytes(rid)) {
+        let doc = match self
+            .engine
+            .get_at(&self.snap, self.table, &index::rid_bytes(rid))
+        {
             Ok(Some(bytes)) => decode_doc(&bytes)?,
             Ok(None) => return Ok(()), // deleted since its entry was read
             Err(e) => return Err(storage_error(e)),

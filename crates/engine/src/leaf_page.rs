@@ -63,6 +63,12 @@ pub struct LeafPage {
 /// One key's versions, oldest first (WiredTiger's update chain, kept in the other order).
 pub type Chain = Vec<Update>;
 
+/// The chains a rebuilt page keeps, by key.
+pub type History = BTreeMap<Vec<u8>, Chain>;
+
+/// Overflow values by the block they were written to.
+pub type OverflowValues = Vec<(Addr, Vec<u8>)>;
+
 /// A put (`Some`) or delete (`None`) at a commit number.
 #[derive(Clone, Debug)]
 pub struct Update {
@@ -387,7 +393,7 @@ impl LeafPage {
     /// values those images may reference, by block, and the chains an open snapshot may still
     /// read (those with a version newer than `oldest`), each cut to the version the oldest
     /// reader sees and the newer ones, that version made explicit when it was the image's.
-    pub fn into_history(mut self, oldest: u64) -> (Vec<(Addr, Vec<u8>)>, BTreeMap<Vec<u8>, Chain>) {
+    pub fn into_history(mut self, oldest: u64) -> (OverflowValues, History) {
         let mut overflow = Vec::new();
         let mut history = BTreeMap::new();
         for (key, mut chain) in std::mem::take(&mut self.mods) {
@@ -429,7 +435,7 @@ impl LeafPage {
     }
 
     /// Gives a page rebuilt from its new image the versions that open snapshots still read.
-    pub fn adopt_history(&mut self, history: BTreeMap<Vec<u8>, Chain>) {
+    pub fn adopt_history(&mut self, history: History) {
         debug_assert!(self.mods.is_empty(), "a rebuilt page has no versions yet");
         self.mods_mem = history
             .iter()
@@ -536,7 +542,9 @@ mod tests {
     use crate::page::{LeafWriter, StoredValue};
     use proptest::prelude::*;
 
-    fn image_of(entries: &BTreeMap<Vec<u8>, Vec<u8>>, prefix_compression: bool) -> Vec<u8> {
+    type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+    fn image_of(entries: &Model, prefix_compression: bool) -> Vec<u8> {
         let mut w = LeafWriter::new(prefix_compression);
         for (k, v) in entries {
             w.push(k, &StoredValue::Inline(v));
@@ -620,7 +628,7 @@ mod tests {
         ) {
             let mut page = LeafPage::from_image(image_of(&image, prefix_compression), no_overflow).unwrap();
             let mut model = image.clone();
-            let mut snapshots: Vec<(u64, BTreeMap<Vec<u8>, Vec<u8>>)> = Vec::new();
+            let mut snapshots: Vec<(u64, Model)> = Vec::new();
             let mut csn = 0u64;
             let mut keys: Vec<Vec<u8>> = image.keys().cloned().collect();
             for s in &steps {

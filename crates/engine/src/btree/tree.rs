@@ -225,6 +225,7 @@ impl Table {
 
     /// Opens the table at a checkpoint: reads every internal page (verifying each), leaves
     /// stay on disk until touched.
+    #[allow(clippy::too_many_arguments)]
     pub fn open(
         id: u32,
         name: String,
