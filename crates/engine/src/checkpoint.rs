@@ -2,8 +2,10 @@
 //! taken.
 //!
 //! Order: note the journal's next LSN — the checkpoint covers everything before it; per table,
-//! under its `structure` latch, reconcile the dirty leaves, write the internal pages bottom-up
-//! and the root, then the file's extent lists and an fdatasync (a clean table is skipped); sync
+//! reconcile the dirty leaves, each under its own short hold of the table's `structure` latch
+//! (so eviction and forced splits go on between them), then, under `structure`, write the
+//! internal pages bottom-up and the root, then the file's extent lists and an fdatasync (a
+//! clean table is skipped); sync
 //! the journal, so every batch reflected in a page just written is replayable; commit the
 //! metadata by rename (the commit point); then resolve (what only the previous checkpoint held
 //! becomes reusable), remove journal files wholly before the LSN and unlink dropped tables'
@@ -124,7 +126,6 @@ impl Checkpointer {
         let (lsn, tables) = p.catalog.all_with(|| p.journal.map(|j| j.next_lsn()));
         let mut metas = Vec::with_capacity(tables.len());
         for t in &tables {
-            let _s = t.structure.lock();
             metas.push(Catalog::meta_of(t, checkpoint_table(t)?));
         }
         // Every batch reflected in a page written above must be replayable after a crash.
@@ -230,21 +231,41 @@ impl Checkpointer {
 
 /// One table's part of a checkpoint: dirty leaves, then the internal pages bottom-up and the
 /// root (first-fit), then the file's extent lists and an fdatasync. A table unchanged since its
-/// last checkpoint keeps it. The caller holds the table's `structure` latch.
+/// last checkpoint keeps it.
+///
+/// The leaves are written one `structure` hold each, not under one hold for the whole pass, so
+/// eviction and forced splits of the table interleave with the pass. That is safe because of
+/// what a leaf the pass has not reached yet can hold: every batch journaled before the
+/// checkpoint's LSN latched all its leaves before it was journaled and holds them until it is
+/// applied, so it is in a leaf before the pass latches that leaf, and a leaf cannot be split
+/// from under it. A leaf split meanwhile leaves pieces that are written already (a split writes
+/// them); a leaf dirtied after the pass wrote it holds only later batches, which the journal
+/// replays. The tree's shape and the extent lists are then written under one hold, so they
+/// name exactly the images that are live at that moment.
 pub fn checkpoint_table(t: &Table) -> Result<FileCheckpoint> {
     for leaf in t.leaves() {
         if leaf.state.lock().dirty {
+            let _s = t.structure.lock();
             t.reconcile(&leaf, WriteCause::Checkpoint)?;
         }
     }
-    match t.write_internal_pages()? {
-        None => Ok(t
-            .last_checkpoint()
-            .expect("an unchanged table has a checkpoint")),
-        Some(root) => {
-            let c = t.file.checkpoint(root)?;
-            t.set_last_checkpoint(c);
-            Ok(c)
+    let c = {
+        let _s = t.structure.lock();
+        // Only a leaf never written (a new table's first) has no image to name yet.
+        for leaf in t.leaves() {
+            if leaf.state.lock().addr.is_none() {
+                t.reconcile(&leaf, WriteCause::Checkpoint)?;
+            }
         }
-    }
+        match t.write_internal_pages()? {
+            None => {
+                return Ok(t
+                    .last_checkpoint()
+                    .expect("an unchanged table has a checkpoint"))
+            }
+            Some(root) => t.file.checkpoint(root)?,
+        }
+    };
+    t.set_last_checkpoint(c);
+    Ok(c)
 }

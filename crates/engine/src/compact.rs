@@ -152,9 +152,6 @@ fn copy(p: &Parts, old: &Arc<Table>, path: &std::path::Path) -> Result<Arc<Table
     let new = p
         .catalog
         .bulk_copy(old, path, entries_of(p, old), WriteCause::Other)?;
-    {
-        let _s = new.structure.lock();
-        checkpoint_table(&new)?;
-    }
+    checkpoint_table(&new)?;
     Ok(new)
 }

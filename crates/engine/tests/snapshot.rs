@@ -301,8 +301,10 @@ fn a_snapshot_that_pins_the_cache_is_discarded_not_the_cache_grown() {
         Err(Error::SnapshotTooOld(_)) => {}
         other => panic!("12 rewrites of 3 cache-sizes of data under one snapshot: {other:?}"),
     }
+    // Without the discard the versions alone would reach 7 MB (12 rounds of 2 000 × 300 B);
+    // eviction trails the writer by up to a round, so the bound leaves room for that lag.
     assert!(
-        peak <= cache * 2,
+        peak <= cache * 4,
         "the cache stayed bounded while the snapshot pinned versions: peak {peak} of {cache}"
     );
     let now = eng.snapshot().unwrap();
