@@ -63,6 +63,9 @@ pub struct EngineBenchArgs {
     /// Seconds between checkpoints.
     #[arg(long, default_value_t = 60)]
     pub checkpoint_secs: u64,
+    /// Eviction threads (MongoDB runs WiredTiger with 4).
+    #[arg(long, default_value_t = 4)]
+    pub eviction_threads: usize,
     /// Files opened with O_DIRECT: none (buffered, MongoDB's default), data, log or data,log
     /// (WiredTiger's `direct_io`).
     #[arg(long, default_value = "none")]
@@ -159,6 +162,7 @@ fn bench(
     let mut cfg = EngineConfig::new(db);
     cfg.cache_size = args.cache_mb << 20;
     cfg.direct_io = direct_io;
+    cfg.eviction_threads = args.eviction_threads;
     cfg.journal = Some(JournalConfig {
         dir: db.join("journal"),
         file_max: 100 << 20,
@@ -370,6 +374,7 @@ fn bench(
                 "internal_kb": args.internal_kb, "compressor": compressor.name(),
                 "journal_compressor": journal_compressor.to_string(),
                 "journal_commit_interval_ms": 100, "checkpoint_secs": args.checkpoint_secs,
+                "eviction_threads": args.eviction_threads,
                 "direct_io": direct_io.to_string(),
                 "seed": args.seed, "db": db.display().to_string(), "value_len": VALUE_LEN,
                 "key": "user + fnvhash64(record) (YCSB hashed insertorder)",

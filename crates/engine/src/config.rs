@@ -292,6 +292,9 @@ pub enum Schedule {
     Inline,
 }
 
+/// WiredTiger's upper bound on eviction threads.
+pub const MAX_EVICTION_THREADS: usize = 20;
+
 /// Engine-wide settings.
 #[derive(Clone)]
 pub struct EngineConfig {
@@ -303,6 +306,9 @@ pub struct EngineConfig {
     pub eviction_trigger: u8,
     pub eviction_dirty_target: u8,
     pub eviction_dirty_trigger: u8,
+    /// Eviction threads under the background schedule (WiredTiger's `eviction=(threads_max)`;
+    /// MongoDB runs 4). They share one set of candidate queues.
+    pub eviction_threads: usize,
     /// `None` disables the journal: then only checkpointed data survives a crash.
     pub journal: Option<JournalConfig>,
     /// Time between the end of one checkpoint and the start of the next (MongoDB `syncPeriodSecs`).
@@ -341,6 +347,7 @@ impl EngineConfig {
             eviction_trigger: 95,
             eviction_dirty_target: 5,
             eviction_dirty_trigger: 20,
+            eviction_threads: 4,
             checkpoint_interval: Some(Duration::from_secs(60)),
             checkpoint_log_size: None,
             checkpoint_written_bytes: None,
@@ -372,6 +379,12 @@ impl EngineConfig {
             return Err(Error::Config(
                 "eviction thresholds must be percentages with target <= trigger".into(),
             ));
+        }
+        if !(1..=MAX_EVICTION_THREADS).contains(&self.eviction_threads) {
+            return Err(Error::Config(format!(
+                "eviction threads must be 1 to {MAX_EVICTION_THREADS} (WiredTiger's range), not {}",
+                self.eviction_threads
+            )));
         }
         // Checked here, not only when the journal opens: by then the dbPath and its lock file
         // exist and the old journal has been replayed.

@@ -195,13 +195,15 @@ impl DiskEngine {
 
     fn start_threads(&self) {
         let mut threads = self.threads.lock();
-        let weak = Arc::downgrade(&self.inner);
-        threads.push(
-            std::thread::Builder::new()
-                .name("flashdoc-evict".into())
-                .spawn(move || evict_server(weak))
-                .expect("spawn eviction thread"),
-        );
+        for i in 0..self.inner.cfg.eviction_threads {
+            let weak = Arc::downgrade(&self.inner);
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("flashdoc-evict-{i}"))
+                    .spawn(move || evict_server(weak))
+                    .expect("spawn eviction thread"),
+            );
+        }
         let weak = Arc::downgrade(&self.inner);
         threads.push(
             std::thread::Builder::new()
