@@ -16,7 +16,7 @@ use crate::keystring;
 use crate::planner::{Access, Plan};
 use crate::scope::OwnershipFilter;
 use crate::storage_error;
-use bson::Document;
+use bson::{Bson, Document};
 use engine::{Direction, KvEngine, TableId};
 use query::aggregate::DocIter;
 use query::collation::{self, Collation};
@@ -248,8 +248,14 @@ impl Exec {
     /// radians (a `$near` plan).
     pub(crate) fn scored_source(&self) -> DocResult<ScoredIter> {
         register(&self.stats, &self.summary());
-        if let Access::Text { index, spec, query } = &self.plan.access {
-            return self.text_source(index, spec.clone(), query.clone());
+        if let Access::Text {
+            index,
+            spec,
+            query,
+            prefix,
+        } = &self.plan.access
+        {
+            return self.text_source(index, spec.clone(), query.clone(), prefix);
         }
         if let Access::GeoNear { index, path, near } = &self.plan.access {
             let scan = crate::geo_index::NearScan::new(
@@ -279,11 +285,12 @@ impl Exec {
         index: &Index,
         spec: Arc<TextSpec>,
         query: Arc<TextQuery>,
+        prefix: &[Bson],
     ) -> DocResult<ScoredIter> {
         let mut scores: HashMap<i64, f64> = HashMap::new();
         let snap = self.engine.snapshot().map_err(storage_error)?;
         for term in &query.terms_for_bounds {
-            let prefix = index::text_term_prefix(term);
+            let prefix = index::text_term_prefix(&index.def, prefix, term);
             let hi = match keystring::prefix_successor(&prefix) {
                 Some(s) => Bound::Excluded(s),
                 None => Bound::Unbounded,

@@ -38,9 +38,10 @@ pub enum IndexKind {
     /// `{field: "hashed"}`: one field, whose key is the value's 64-bit hash ([`query::hash`])
     /// stored as an Int64; it answers equality, never ranges or sorts.
     Hashed,
-    /// A text index (`{field: "text", ...}`, stored as `{_fts: "text", _ftsx: 1}`): one key
-    /// per (term, score) of the document ([`TextSpec::doc_terms`]); the score is also the
-    /// entry's value. It answers `$text` only.
+    /// A text index (`{field: "text", ...}`, stored as `{_fts: "text", _ftsx: 1}`, with any
+    /// ordered fields before and after): one key per (prefix values, term, score, suffix
+    /// values) of the document ([`TextSpec::doc_terms`]); the score is also the entry's
+    /// value. It answers `$text` only (with equalities on the prefix fields).
     Text(Arc<TextSpec>),
     /// A wildcard index (`{"$**": 1}`, `{"a.$**": 1}`, `wildcardProjection`): one key per
     /// (field path, value) of every leaf the index covers; it answers equality and ranges on
@@ -218,6 +219,22 @@ impl IndexDef {
         matches!(self.kind, IndexKind::Text(_))
     }
 
+    /// A text index's ordered fields before its text fields (`_fts`): every `$text` query
+    /// needs an equality on each, their values prefix every key.
+    pub fn text_prefix(&self) -> &[(String, bool)] {
+        let at = self.fields.iter().position(|f| f.0 == "_fts");
+        debug_assert!(at.is_some() || !self.is_text());
+        &self.fields[..at.unwrap_or(0)]
+    }
+
+    /// A text index's ordered fields after its text fields (`_ftsx`), stored after the score.
+    pub fn text_suffix(&self) -> &[(String, bool)] {
+        match self.fields.iter().position(|f| f.0 == "_ftsx") {
+            Some(at) => &self.fields[at + 1..],
+            None => &[],
+        }
+    }
+
     /// Whether a full scan of the index would list documents more than once or not at all
     /// (text and wildcard keys are per term or per path): such an index answers only the
     /// predicates it was built for, never a hint alone.
@@ -261,8 +278,8 @@ impl IndexDef {
                 "Index key pattern has more than 32 fields (the compound index limit)",
             ));
         }
-        let text_fields = text_key_fields(&key)?;
-        let is_text = text_fields.is_some();
+        let text_pattern = text_key_fields(&key)?;
+        let is_text = text_pattern.is_some();
         let wildcard_root = if is_text {
             None
         } else {
@@ -324,8 +341,11 @@ impl IndexDef {
             }
             fields.push((path.clone(), n < 0.0));
         }
-        if is_text {
-            fields = vec![("_fts".to_string(), false), ("_ftsx".to_string(), false)];
+        if let Some(tp) = &text_pattern {
+            fields = tp.before.clone();
+            fields.push(("_fts".to_string(), false));
+            fields.push(("_ftsx".to_string(), false));
+            fields.extend(tp.after.iter().cloned());
         }
         if wildcard_root.is_some() {
             fields = vec![
@@ -351,7 +371,7 @@ impl IndexDef {
         let mut text_opts: [Option<&Bson>; 4] = [None; 4];
         let mut wildcard_projection = None;
         let stored_key = if is_text {
-            doc! {"_fts": "text", "_ftsx": 1}
+            text_stored_key(&fields)
         } else {
             key.clone()
         };
@@ -458,10 +478,10 @@ impl IndexDef {
                 }
             }
         }
-        let kind = match &text_fields {
-            Some(tf) => {
+        let kind = match &text_pattern {
+            Some(tp) => {
                 let [w, dl, lo, ver] = text_opts;
-                let text = TextSpec::parse(tf, w, dl, lo, ver)?;
+                let text = TextSpec::parse(&tp.text, w, dl, lo, ver)?;
                 if text.weights.is_empty() && !text.wildcard {
                     return Err(cannot_create("a text index needs at least one text field"));
                 }
@@ -554,19 +574,32 @@ impl IndexDef {
     }
 }
 
-/// The text fields of a text index's key pattern (`$**` for every string), or None for other
-/// kinds. A stored spec's `{_fts: "text", _ftsx: 1}` has none of its own (its `weights` name
-/// them). Fields besides the text ones (compound text indexes) are refused.
-fn text_key_fields(key: &Document) -> DocResult<Option<Vec<String>>> {
+/// A text index's key pattern split as mongod's `fixSpec` splits it: the ordered fields before
+/// the text fields (whose values prefix every key, so a `$text` query needs equality on each),
+/// the text fields (`$**` for every string), and the ordered fields after them (stored after
+/// the term and score).
+#[derive(Debug, Default)]
+struct TextKeyPattern {
+    before: Vec<(String, bool)>,
+    text: Vec<String>,
+    after: Vec<(String, bool)>,
+}
+
+/// The parts of a text index's key pattern, or None for other kinds. A stored spec's
+/// `{..., _fts: "text", _ftsx: 1, ...}` names no text fields of its own (its `weights` do).
+fn text_key_fields(key: &Document) -> DocResult<Option<TextKeyPattern>> {
     let is_text = |v: &Bson| matches!(v, Bson::String(s) if s == "text");
     if !key.iter().any(|(k, v)| is_text(v) || k == "_fts") {
         return Ok(None);
     }
-    let mut fields = Vec::new();
+    let mut pattern = TextKeyPattern::default();
+    // 0: before the text fields, 1: in them, 2: after them.
+    let mut stage = 0;
     for (path, v) in key {
         match (path.as_str(), v) {
-            ("_fts", v) if is_text(v) => {}
-            ("_ftsx", v) if query::compare::Num::of(v).is_some_and(|n| n.as_f64() == 1.0) => {}
+            ("_fts", v) if is_text(v) && stage == 0 => stage = 1,
+            ("_ftsx", v)
+                if stage == 1 && query::compare::Num::of(v).is_some_and(|n| n.as_f64() == 1.0) => {}
             ("_fts" | "_ftsx", _) => {
                 return Err(DocError::with_code(
                     17271,
@@ -575,6 +608,14 @@ fn text_key_fields(key: &Document) -> DocResult<Option<Vec<String>>> {
                 ))
             }
             (p, v) if is_text(v) => {
+                if stage == 2 {
+                    return Err(DocError::with_code(
+                        17389,
+                        "Location17389",
+                        "'text' fields in index must all be adjacent",
+                    ));
+                }
+                stage = 1;
                 query::limits::check_path(p)?;
                 let bad = p.split('.').any(|c| c.is_empty() || c.starts_with('$'));
                 if p != "$**" && bad {
@@ -582,16 +623,58 @@ fn text_key_fields(key: &Document) -> DocResult<Option<Vec<String>>> {
                         "Index key contains an illegal field name: '{p}'"
                     )));
                 }
-                fields.push(p.to_string());
+                pattern.text.push(p.to_string());
             }
-            (p, _) => {
-                return Err(cannot_create(format!(
-                    "compound text indexes are not supported by flashdoc (field '{p}' beside the text fields)"
-                )))
+            (p, v) => {
+                let field = text_extra_field(p, v)?;
+                if pattern
+                    .before
+                    .iter()
+                    .chain(&pattern.after)
+                    .any(|f| f.0 == field.0)
+                {
+                    return Err(cannot_create(format!(
+                        "Index key pattern has a repeated field: {p}"
+                    )));
+                }
+                if stage == 0 {
+                    pattern.before.push(field);
+                } else {
+                    stage = 2;
+                    pattern.after.push(field);
+                }
             }
         }
     }
-    Ok(Some(fields))
+    Ok(Some(pattern))
+}
+
+/// An ordered field beside a text index's text fields: (path, descending), by mongod's rules
+/// (another plugin is 67, a direction other than ±1 is 17273, `_fts`/`_ftsx` are 17289).
+fn text_extra_field(path: &str, dir: &Bson) -> DocResult<(String, bool)> {
+    if let Bson::String(s) = dir {
+        return Err(cannot_create(match s.as_str() {
+            "2d" | "2dsphere" | "hashed" | "geoHaystack" => {
+                "Can't use more than one index plugin for a single index.".to_string()
+            }
+            _ => format!("Unknown index plugin '{s}'"),
+        }));
+    }
+    let n = query::compare::Num::of(dir).map(|n| n.as_f64().trunc());
+    if n != Some(1.0) && n != Some(-1.0) {
+        return Err(DocError::with_code(
+            17273,
+            "Location17273",
+            "expected value 1 or -1 for non-text key in compound index",
+        ));
+    }
+    query::limits::check_path(path)?;
+    if path.split('.').any(|c| c.is_empty() || c.starts_with('$')) {
+        return Err(cannot_create(format!(
+            "Index key contains an illegal field name: '{path}'"
+        )));
+    }
+    Ok((path.to_string(), n == Some(-1.0)))
 }
 
 /// The subtree of a wildcard key pattern ("" for `{"$**": 1}`, "a" for `{"a.$**": 1}`), or
@@ -619,6 +702,19 @@ fn wildcard_key_root(key: &Document) -> DocResult<Option<String>> {
         )));
     }
     Ok(Some(root.to_string()))
+}
+
+/// The key pattern a text index stores: the ordered fields around `{_fts: "text", _ftsx: 1}`.
+fn text_stored_key(fields: &[(String, bool)]) -> Document {
+    let mut key = Document::new();
+    for (path, desc) in fields {
+        match path.as_str() {
+            "_fts" => key.insert("_fts", "text"),
+            "_ftsx" => key.insert("_ftsx", 1),
+            _ => key.insert(path.clone(), if *desc { -1 } else { 1 }),
+        };
+    }
+    key
 }
 
 fn bool_value(v: &Bson) -> Option<bool> {
@@ -680,7 +776,7 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
         });
     }
     match &def.kind {
-        IndexKind::Text(spec) => return text_keys(spec, doc),
+        IndexKind::Text(spec) => return text_keys(def, spec, doc),
         IndexKind::Wildcard(spec) => return Ok(wildcard_keys(spec, doc)),
         IndexKind::Geo2dSphere => return crate::geo_index::doc_keys(def, doc),
         IndexKind::Ordered | IndexKind::Hashed => {}
@@ -773,26 +869,76 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
     })
 }
 
-/// A text index's keys: `KeyString(term, score)` per term, the score also as the payload.
-fn text_keys(spec: &TextSpec, doc: &Document) -> DocResult<DocKeys> {
+/// A text index's keys: `KeyString(prefix values, term, score, suffix values)` per term, the
+/// score also as the payload. The ordered fields hold one value each: an array anywhere on
+/// their path is CannotBuildIndexKeys (201), as mongod's; a missing one is null.
+fn text_keys(def: &IndexDef, spec: &TextSpec, doc: &Document) -> DocResult<DocKeys> {
+    let extra = |fields: &[(String, bool)]| -> DocResult<Vec<Bson>> {
+        fields
+            .iter()
+            .map(|(path, _)| text_extra_value(doc, path))
+            .collect()
+    };
+    let (prefix, suffix) = (extra(def.text_prefix())?, extra(def.text_suffix())?);
+    let desc: Vec<bool> = def.fields.iter().map(|f| f.1).collect();
     let keys = spec
         .doc_terms(doc)?
         .into_iter()
         .map(|(term, score)| {
-            let values = vec![Bson::String(term), Bson::Double(score)];
+            let mut values = prefix.clone();
+            values.push(Bson::String(term));
+            values.push(Bson::Double(score));
+            values.extend(suffix.iter().cloned());
             let refs: Vec<&Bson> = values.iter().collect();
             IndexKey {
-                encoded: keystring::encode_key(&refs, &[false, false]),
+                encoded: keystring::encode_key(&refs, &desc),
                 values,
                 payload: score.to_le_bytes().to_vec(),
             }
         })
         .collect();
-    // Terms are distinct, so their encodings are too (and in order: strings first).
+    // Terms are distinct and follow the same prefix, so the encodings are distinct and in
+    // order (strings first).
     Ok(DocKeys {
         keys,
         multikey: false,
     })
+}
+
+/// The value at `path` for an ordered field of a text index (null when missing).
+fn text_extra_value(doc: &Document, path: &str) -> DocResult<Bson> {
+    let mut at = doc;
+    let mut parts = path.split('.').peekable();
+    while let Some(part) = parts.next() {
+        let v = match at.get(part) {
+            None => return Ok(Bson::Null),
+            Some(v) => v,
+        };
+        match (v, parts.peek()) {
+            (Bson::Array(_), _) => {
+                return Err(DocError::with_code(
+                    201,
+                    "CannotBuildIndexKeys",
+                    format!("Field '{path}' of text index contains an array in document: {doc}"),
+                ))
+            }
+            (v, None) => return Ok(v.clone()),
+            (Bson::Document(d), Some(_)) => at = d,
+            (_, Some(_)) => return Ok(Bson::Null),
+        }
+    }
+    Ok(Bson::Null)
+}
+
+/// The key range of one term in a text index: the prefix fields' values (equalities of the
+/// query) then the term. Encoded without a collation (text indexes have none).
+pub fn text_term_prefix(def: &IndexDef, prefix: &[Bson], term: &str) -> Vec<u8> {
+    debug_assert_eq!(prefix.len(), def.text_prefix().len());
+    let _simple = collation::scope(None);
+    let term = Bson::String(term.to_string());
+    let values: Vec<&Bson> = prefix.iter().chain(std::iter::once(&term)).collect();
+    let desc: Vec<bool> = def.fields.iter().map(|f| f.1).collect();
+    keystring::encode_key(&values, &desc[..values.len()])
 }
 
 /// A wildcard index's keys: `KeyString(path, value)` for every covered leaf (array elements
@@ -879,11 +1025,6 @@ pub fn text_score(value: &[u8]) -> DocResult<f64> {
         .try_into()
         .map_err(|_| DocError::internal_error("corrupt text index entry"))?;
     Ok(f64::from_le_bytes(b))
-}
-
-/// The key range of one term in a text index.
-pub fn text_term_prefix(term: &str) -> Vec<u8> {
-    keystring::encode_one(&Bson::String(term.to_string()), false)
 }
 
 /// Generous extraction: every value the query language could find at `parts` (arrays at any
@@ -1014,6 +1155,63 @@ mod tests {
             code(doc! {"key": {"a": "hashed"}, "collation": {"locale": "fr"}}),
             Some(67)
         );
+    }
+
+    #[test]
+    fn compound_text_keys_and_spec() {
+        let def = IndexDef::parse(&doc! {"key": {"cat": 1, "body": "text", "score": -1}}).unwrap();
+        assert_eq!(def.name, "cat_1_body_text_score_-1");
+        assert_eq!(
+            def.key,
+            doc! {"cat": 1, "_fts": "text", "_ftsx": 1, "score": -1}
+        );
+        assert_eq!(def.text_prefix(), &[("cat".to_string(), false)]);
+        assert_eq!(def.text_suffix(), &[("score".to_string(), true)]);
+        // The stored spec parses back to the same definition.
+        let again = IndexDef::parse(&def.spec).unwrap();
+        assert_eq!(again.fields, def.fields);
+        assert_eq!(again.kind, def.kind);
+        let k = doc_keys(&def, &doc! {"cat": "a", "body": "coffee cake", "score": 3}).unwrap();
+        assert_eq!(k.keys.len(), 2);
+        for key in &k.keys {
+            assert_eq!(key.values[0], Bson::String("a".into()));
+            assert_eq!(key.values[3], Bson::Int32(3));
+            let term = key.values[1].as_str().unwrap();
+            assert!(key.encoded.starts_with(&text_term_prefix(
+                &def,
+                &[Bson::String("a".into())],
+                term
+            )));
+        }
+        // A missing ordered field is null; an array on its path is 201; no terms, no keys.
+        let k = doc_keys(&def, &doc! {"body": "coffee"}).unwrap();
+        assert_eq!(k.keys[0].values[0], Bson::Null);
+        assert_eq!(k.keys[0].values[3], Bson::Null);
+        for bad in [
+            doc! {"cat": ["a"], "body": "x"},
+            doc! {"cat": [], "body": "x"},
+            doc! {"cat": "a", "score": [1], "body": "x"},
+        ] {
+            assert_eq!(doc_keys(&def, &bad).err().unwrap().code, 201);
+        }
+        let def = IndexDef::parse(&doc! {"key": {"c.d": 1, "b": "text"}}).unwrap();
+        assert_eq!(
+            doc_keys(&def, &doc! {"c": [{"d": 1}], "b": "x"})
+                .err()
+                .unwrap()
+                .code,
+            201
+        );
+        assert!(doc_keys(&def, &doc! {"b": "the"}).unwrap().keys.is_empty());
+        let code = |d: Document| IndexDef::parse(&d).err().map(|e| e.code);
+        assert_eq!(
+            code(doc! {"key": {"a": "text", "b": 1, "c": "text"}}),
+            Some(17389)
+        );
+        assert_eq!(code(doc! {"key": {"a": 2, "b": "text"}}), Some(17273));
+        assert_eq!(code(doc! {"key": {"a": "2dsphere", "b": "text"}}), Some(67));
+        assert_eq!(code(doc! {"key": {"a": 1, "b": "text", "a.": 1}}), Some(67));
+        assert!(IndexDef::parse(&doc! {"key": {"a": 1, "$**": "text"}}).is_ok());
     }
 
     #[test]

@@ -306,6 +306,8 @@ pub enum Access {
         index: Arc<Index>,
         spec: Arc<TextSpec>,
         query: Arc<TextQuery>,
+        /// The values of a compound index's prefix fields (the query's equalities).
+        prefix: Vec<Bson>,
     },
     IxScan {
         index: Arc<Index>,
@@ -701,8 +703,16 @@ pub fn plan(
 }
 
 /// The plan of a query with `$text`: the collection's text index (one at most) answers it, in
-/// the query's language or the index's default; none is IndexNotFound (27), as mongod's.
-pub fn plan_text(indexes: &[Arc<Index>], text: &TextOperand, filter: &Document) -> DocResult<Plan> {
+/// the query's language or the index's default; none is IndexNotFound (27), as mongod's. A
+/// compound text index needs an equality on each of its prefix fields, under the simple
+/// collation (its keys have no other); a hint must name it. Otherwise the query fails as
+/// mongod's planner fails it: NoQueryExecutionPlans (291).
+pub fn plan_text(
+    indexes: &[Arc<Index>],
+    text: &TextOperand,
+    filter: &Document,
+    hint: Option<&Bson>,
+) -> DocResult<Plan> {
     let found = indexes.iter().find_map(|i| match &i.def.kind {
         IndexKind::Text(spec)
             if i.def
@@ -719,13 +729,82 @@ pub fn plan_text(indexes: &[Arc<Index>], text: &TextOperand, filter: &Document) 
             "text index required for $text query",
         ));
     };
+    let no_plan = || {
+        DocError::with_code(
+            291,
+            "NoQueryExecutionPlans",
+            "error processing query: planner returned error :: caused by :: failed to use text index to satisfy $text query (if text index is compound, are equality predicates given for all prefix fields?)",
+        )
+    };
+    if let Some(h) = hint {
+        let hinted = crate::collection::find_index(indexes, h, |_, _| no_plan())?;
+        match hinted {
+            None => {
+                return Err(DocError::bad_value(
+                    "error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index",
+                ))
+            }
+            Some(pos) if !Arc::ptr_eq(&indexes[pos], index) => return Err(no_plan()),
+            Some(_) => {}
+        }
+    }
+    let simple = query::collation::current().is_none();
+    let mut prefix = Vec::with_capacity(index.def.text_prefix().len());
+    for (path, _) in index.def.text_prefix() {
+        match equality_on(filter, path) {
+            Some(v) if simple || !collatable(&v) => prefix.push(v),
+            _ => return Err(no_plan()),
+        }
+    }
     Ok(Plan {
         access: Access::Text {
             index: index.clone(),
             spec: spec.clone(),
             query: Arc::new(text.resolve(spec.default_language)?),
+            prefix,
         },
         reverse: false,
         sort_provided: false,
     })
+}
+
+/// The value a top-level equality of `filter` (or of its top-level `$and`) gives `path`:
+/// `{path: v}` or `{path: {$eq: v}}`; a regex, `$in` or range is no equality.
+fn equality_on(filter: &Document, path: &str) -> Option<Bson> {
+    for (k, v) in filter {
+        if k == "$and" {
+            let Bson::Array(items) = v else { continue };
+            let found = items
+                .iter()
+                .filter_map(Bson::as_document)
+                .find_map(|d| equality_on(d, path));
+            if found.is_some() {
+                return found;
+            }
+            continue;
+        }
+        if k != path {
+            continue;
+        }
+        match v {
+            Bson::RegularExpression(_) => {}
+            Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => {
+                if let Some(eq) = d.get("$eq") {
+                    return Some(eq.clone());
+                }
+            }
+            other => return Some(other.clone()),
+        }
+    }
+    None
+}
+
+/// Whether a collation changes how `v` compares (it holds a string somewhere).
+fn collatable(v: &Bson) -> bool {
+    match v {
+        Bson::String(_) | Bson::Symbol(_) => true,
+        Bson::Document(d) => d.values().any(collatable),
+        Bson::Array(a) => a.iter().any(collatable),
+        _ => false,
+    }
 }

@@ -3,6 +3,7 @@
 //! errors for what mongod refuses.
 use bson::{doc, Bson, Document};
 use docdb::{AggregateOpts, DocDb, DocDbConfig, FindQuery, WriteOpts};
+use query::error::DocResult;
 
 fn setup() -> std::sync::Arc<DocDb> {
     let db = DocDb::open(DocDbConfig::in_memory()).unwrap();
@@ -209,7 +210,10 @@ fn text_errors_and_index_rules() {
         Some(17364)
     );
     assert_eq!(code(doc! {"key": {"a": 1}, "weights": {"a": 2}}), Some(197));
-    assert_eq!(code(doc! {"key": {"a": 1, "b": "text"}}), Some(67));
+    assert_eq!(
+        code(doc! {"key": {"a": 1, "b": "text", "c": "text", "d": 1, "e": "text"}}),
+        Some(17389)
+    );
     // A document in an unknown language cannot be indexed (17262), nothing is written.
     let out = db.insert(
         "t",
@@ -267,4 +271,217 @@ fn weights_wildcard_and_language_override() {
         .map(|d| d.unwrap().get("_id").unwrap().clone())
         .collect();
     assert_eq!(found, vec![Bson::Int32(3)]);
+}
+
+/// The manual's compound text example ("Limit the Number of Entries Scanned",
+/// https://www.mongodb.com/docs/manual/core/indexes/index-types/index-text/limit-number-of-items-scanned-for-text-search/).
+fn inventory() -> std::sync::Arc<DocDb> {
+    let db = DocDb::open(DocDbConfig::in_memory()).unwrap();
+    let docs = vec![
+        doc! {"_id": 1, "dept": "tech", "description": "lime green computer"},
+        doc! {"_id": 2, "dept": "tech", "description": "wireless red mouse"},
+        doc! {"_id": 3, "dept": "kitchen", "description": "green placemat"},
+        doc! {"_id": 4, "dept": "kitchen", "description": "red peeler"},
+        doc! {"_id": 5, "dept": "food", "description": "green apple"},
+        doc! {"_id": 6, "dept": "food", "description": "red potato"},
+    ];
+    db.insert("t", "inventory", docs, WriteOpts::default());
+    db.create_indexes(
+        "t",
+        "inventory",
+        &[doc! {"key": {"dept": 1, "description": "text"}}],
+    )
+    .unwrap();
+    db
+}
+
+fn find_ids(db: &DocDb, coll: &str, filter: Document) -> DocResult<Vec<i32>> {
+    let q = FindQuery {
+        filter,
+        ..Default::default()
+    };
+    let mut v: Vec<i32> = db
+        .find("t", coll, &q)?
+        .map(|d| d.unwrap().get_i32("_id").unwrap())
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+#[test]
+fn compound_text_index_needs_equality_on_its_prefix() {
+    let db = inventory();
+    let ids = |f: Document| find_ids(&db, "inventory", f);
+    assert_eq!(
+        ids(doc! {"dept": "kitchen", "$text": {"$search": "green"}}).unwrap(),
+        vec![3]
+    );
+    assert_eq!(
+        ids(doc! {"$and": [{"dept": {"$eq": "food"}}, {"$text": {"$search": "red green"}}]})
+            .unwrap(),
+        vec![5, 6]
+    );
+    // No equality on the prefix field: mongod's planner fails (291), $in included.
+    for f in [
+        doc! {"$text": {"$search": "green"}},
+        doc! {"dept": {"$in": ["tech"]}, "$text": {"$search": "green"}},
+        doc! {"dept": {"$gt": "a"}, "$text": {"$search": "green"}},
+        doc! {"dept": {"$regex": "^t"}, "$text": {"$search": "green"}},
+    ] {
+        assert_eq!(ids(f).unwrap_err().code, 291);
+    }
+    // Documents with an array in an ordered field are refused (201), nothing is written.
+    let out = db.insert(
+        "t",
+        "inventory",
+        vec![doc! {"_id": 7, "dept": ["tech"], "description": "green"}],
+        WriteOpts::default(),
+    );
+    assert_eq!(out.write_errors[0].error.code, 201);
+    assert_eq!(ids(doc! {"_id": 7}).unwrap(), Vec::<i32>::new());
+    // Explain: the TEXT plan's prefix.
+    let q = FindQuery {
+        filter: doc! {"dept": "kitchen", "$text": {"$search": "green"}},
+        hint: Some(Bson::String("dept_1_description_text".into())),
+        ..Default::default()
+    };
+    let plan = db.explain_find("t", "inventory", &q).unwrap();
+    let winning = plan
+        .get_document("queryPlanner")
+        .unwrap()
+        .get_document("winningPlan")
+        .unwrap();
+    assert_eq!(winning.get_str("stage"), Ok("TEXT_MATCH"));
+    assert_eq!(
+        winning.get_document("indexPrefix").unwrap(),
+        &doc! {"dept": "kitchen"}
+    );
+    // A hint naming another index cannot answer $text.
+    db.create_indexes("t", "inventory", &[doc! {"key": {"dept": 1}}])
+        .unwrap();
+    let q = FindQuery {
+        hint: Some(Bson::String("dept_1".into())),
+        ..q
+    };
+    assert_eq!(db.find("t", "inventory", &q).err().unwrap().code, 291);
+}
+
+#[test]
+fn compound_text_suffix_fields_and_wildcard_text() {
+    let db = DocDb::open(DocDbConfig::in_memory()).unwrap();
+    db.create_indexes(
+        "t",
+        "c",
+        &[doc! {"key": {"a": 1, "$**": "text", "n": -1}, "name": "t"}],
+    )
+    .unwrap();
+    let docs = vec![
+        doc! {"_id": 1, "a": 1, "b": "lorem ipsum", "n": 5},
+        doc! {"_id": 2, "a": 1, "c": {"d": "lorem"}},
+        doc! {"_id": 3, "a": 2, "b": "lorem"},
+        doc! {"_id": 4, "b": "lorem"},
+    ];
+    db.insert("t", "c", docs, WriteOpts::default());
+    let ids = |f: Document| find_ids(&db, "c", f).unwrap();
+    assert_eq!(
+        ids(doc! {"a": 1, "$text": {"$search": "lorem"}}),
+        vec![1, 2]
+    );
+    assert_eq!(
+        ids(doc! {"a": 1, "$text": {"$search": "lorem"}, "n": {"$gt": 1}}),
+        vec![1]
+    );
+    assert_eq!(
+        ids(doc! {"a": 1, "$text": {"$search": "lorem"}, "n": {"$exists": false}}),
+        vec![2]
+    );
+    // A missing prefix field is indexed as null: equality with null finds it.
+    assert_eq!(
+        ids(doc! {"a": null, "$text": {"$search": "lorem"}}),
+        vec![4]
+    );
+    let spec = db
+        .list_indexes("t", "c")
+        .unwrap()
+        .into_iter()
+        .find(|s| s.get_str("name") == Ok("t"))
+        .unwrap();
+    assert_eq!(
+        spec.get_document("key").unwrap(),
+        &doc! {"a": 1, "_fts": "text", "_ftsx": 1, "n": -1}
+    );
+    assert_eq!(spec.get_document("weights").unwrap(), &doc! {"$**": 1});
+}
+
+mod compound_model {
+    //! Differential: a compound text index `{cat: 1, body: "text"}` answers `$text` plus an
+    //! equality on `cat` with the same documents and scores as a single-field text index
+    //! with the equality as a filter.
+    use super::*;
+    use proptest::prelude::*;
+
+    const WORDS: [&str; 8] = [
+        "green", "red", "apple", "apples", "mouse", "the", "computer", "peeler",
+    ];
+
+    fn scored(db: &DocDb, coll: &str, filter: Document) -> Vec<(i32, String)> {
+        let q = FindQuery {
+            filter,
+            projection: Some(doc! {"s": {"$meta": "textScore"}}),
+            ..Default::default()
+        };
+        let mut v: Vec<(i32, String)> = db
+            .find("t", coll, &q)
+            .unwrap()
+            .map(|d| {
+                let d = d.unwrap();
+                let s = d.get_f64("s").unwrap();
+                (d.get_i32("_id").unwrap(), format!("{s:.9}"))
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn compound_equals_single_field_plus_filter(
+            docs in prop::collection::vec(
+                (prop::option::of(0..3i32), prop::collection::vec(0..WORDS.len(), 0..6)),
+                0..30,
+            ),
+            query in prop::collection::vec((0..WORDS.len(), any::<bool>()), 1..4),
+            cat in 0..3i32,
+        ) {
+            let db = DocDb::open(DocDbConfig::in_memory()).unwrap();
+            db.create_indexes("t", "compound", &[doc! {"key": {"cat": 1, "body": "text"}}]).unwrap();
+            db.create_indexes("t", "single", &[doc! {"key": {"body": "text"}}]).unwrap();
+            let docs: Vec<Document> = docs
+                .iter()
+                .enumerate()
+                .map(|(i, (c, words))| {
+                    let body: Vec<&str> = words.iter().map(|w| WORDS[*w]).collect();
+                    let mut d = doc! {"_id": i as i32, "body": body.join(" ")};
+                    if let Some(c) = c {
+                        d.insert("cat", *c);
+                    }
+                    d
+                })
+                .collect();
+            for coll in ["compound", "single"] {
+                let out = db.insert("t", coll, docs.clone(), WriteOpts::default());
+                prop_assert!(out.write_errors.is_empty());
+            }
+            let search: Vec<String> = query
+                .iter()
+                .map(|(w, neg)| format!("{}{}", if *neg { "-" } else { "" }, WORDS[*w]))
+                .collect();
+            let filter = doc! {"cat": cat, "$text": {"$search": search.join(" ")}};
+            prop_assert_eq!(
+                scored(&db, "compound", filter.clone()),
+                scored(&db, "single", filter)
+            );
+        }
+    }
 }

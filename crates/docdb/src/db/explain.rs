@@ -114,8 +114,21 @@ fn plan_doc(exec: &Exec, q: &FindQuery) -> Document {
             "stage": "FETCH",
             "inputStage": crate::geo_index::explain_near(index, &q.filter),
         },
-        Access::Text { index, query, .. } => {
-            // mongod's shape: TEXT_MATCH over FETCH over TEXT_OR over one IXSCAN per term.
+        Access::Text {
+            index,
+            query,
+            prefix,
+            ..
+        } => {
+            // mongod's shape: TEXT_MATCH over FETCH over TEXT_OR over one IXSCAN per term;
+            // a compound index's prefix equalities are `indexPrefix`.
+            let index_prefix: Document = index
+                .def
+                .text_prefix()
+                .iter()
+                .zip(prefix)
+                .map(|((path, _), v)| (path.clone(), v.clone()))
+                .collect();
             let scans: Vec<Bson> = query
                 .terms_for_bounds
                 .iter()
@@ -131,13 +144,14 @@ fn plan_doc(exec: &Exec, q: &FindQuery) -> Document {
                         "indexVersion": 2,
                         "direction": "backward",
                         "indexBounds": {},
+                        "indexPrefix": index_prefix.clone(),
                         "term": t.clone(),
                     })
                 })
                 .collect();
             doc! {
                 "stage": "TEXT_MATCH",
-                "indexPrefix": {},
+                "indexPrefix": index_prefix,
                 "indexName": index.def.name.clone(),
                 "parsedTextQuery": query.to_doc(),
                 "textIndexVersion": query::text::TEXT_INDEX_VERSION,

@@ -88,7 +88,7 @@ impl DocDb {
             planner::plan(&[], &Document::new(), None, None)?
         } else if let Some(text) = filter.text() {
             // A text index has no collation of its own: any visible one answers.
-            planner::plan_text(&visible, text, &q.filter)?
+            planner::plan_text(&visible, text, &q.filter, q.hint.as_ref())?
         } else if let Some((path, near)) = filter.near() {
             // Geo keys are cells: any visible 2dsphere index answers, whatever the collation.
             geo_index::plan_near(&visible, path, near)?

@@ -1,0 +1,134 @@
+"""Compound text, compound wildcard and compound 2dsphere indexes against a real server.
+Expected results and error codes follow the MongoDB manual's pages, cited per test."""
+import pytest
+from pymongo import ASCENDING, DESCENDING, TEXT
+from pymongo.errors import OperationFailure, WriteError
+
+from conftest import Server
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    # One server for the module: each test uses its own collections.
+    s = Server(str(tmp_path_factory.mktemp("compound-indexes"))).start()
+    c = s.client()
+    yield c["compound"]
+    c.close()
+    s.stop()
+
+
+def code_of(fn):
+    with pytest.raises(OperationFailure) as e:
+        fn()
+    return e.value.code
+
+
+def ids(cursor):
+    return sorted(d["_id"] for d in cursor)
+
+
+# --- compound text indexes ---------------------------------------------------------------
+
+INVENTORY = [
+    {"_id": 1, "dept": "tech", "description": "lime green computer"},
+    {"_id": 2, "dept": "tech", "description": "wireless red mouse"},
+    {"_id": 3, "dept": "kitchen", "description": "green placemat"},
+    {"_id": 4, "dept": "kitchen", "description": "red peeler"},
+    {"_id": 5, "dept": "food", "description": "green apple"},
+    {"_id": 6, "dept": "food", "description": "red potato"},
+]
+
+
+@pytest.fixture(scope="module")
+def inventory(db):
+    # https://www.mongodb.com/docs/manual/core/indexes/index-types/index-text/limit-number-of-items-scanned-for-text-search/
+    c = db["inventory"]
+    c.insert_many(INVENTORY)
+    c.create_index([("dept", ASCENDING), ("description", TEXT)])
+    return c
+
+
+def test_compound_text_limits_the_scan_to_the_prefix(inventory):
+    # The page's example: equality on dept, then $text; only the kitchen's green item.
+    assert ids(inventory.find({"dept": "kitchen", "$text": {"$search": "green"}})) == [3]
+    assert ids(inventory.find({"dept": "food", "$text": {"$search": "red green"}})) == [5, 6]
+    assert ids(inventory.find({"dept": "tech", "$text": {"$search": "\"red mouse\""}})) == [2]
+    assert ids(inventory.find({"dept": "tech", "$text": {"$search": "computer -lime"}})) == []
+    info = inventory.index_information()["dept_1_description_text"]
+    assert info["key"] == [("dept", 1), ("_fts", "text"), ("_ftsx", 1)]
+    assert info["weights"] == {"description": 1}
+
+
+def test_compound_text_without_prefix_equality_fails(inventory):
+    # https://www.mongodb.com/docs/manual/core/indexes/index-types/index-text/text-index-restrictions/#compound-text-index
+    # "the query predicate must include equality match conditions on the preceding keys";
+    # mongod 7's planner fails the query with NoQueryExecutionPlans (291).
+    for f in [{"$text": {"$search": "green"}},
+              {"dept": {"$in": ["tech", "food"]}, "$text": {"$search": "green"}},
+              {"dept": {"$gte": "a"}, "$text": {"$search": "green"}}]:
+        assert code_of(lambda: list(inventory.find(f))) == 291
+    with pytest.raises(OperationFailure) as e:
+        list(inventory.find({"$text": {"$search": "green"}}))
+    assert "are equality predicates given for all prefix fields?" in str(e.value)
+    # {$eq: v} and an equality inside $and are equalities.
+    assert ids(inventory.find({"$and": [{"dept": {"$eq": "tech"}},
+                                        {"$text": {"$search": "green"}}]})) == [1]
+
+
+def test_compound_text_score_sort_hint_explain_and_aggregate(inventory):
+    # https://www.mongodb.com/docs/manual/reference/operator/query/text/#return-the-text-search-score
+    got = list(inventory.find({"dept": "tech", "$text": {"$search": "green computer"}},
+                              {"score": {"$meta": "textScore"}})
+               .sort([("score", {"$meta": "textScore"})]))
+    assert [d["_id"] for d in got] == [1]
+    # "lime green computer": two of three terms, each 1 × (0.5 × 1/3 + 0.5).
+    assert got[0]["score"] == pytest.approx(2 * (0.5 / 3 + 0.5))
+    q = {"dept": "kitchen", "$text": {"$search": "green"}}
+    assert ids(inventory.find(q).hint("dept_1_description_text")) == [3]
+    plan = inventory.find(q).explain()["queryPlanner"]["winningPlan"]
+    assert plan["stage"] == "TEXT_MATCH"
+    assert plan["indexPrefix"] == {"dept": "kitchen"}
+    # https://www.mongodb.com/docs/manual/reference/operator/aggregation/match/#perform-a-text-search
+    out = list(inventory.aggregate([
+        {"$match": {"dept": "food", "$text": {"$search": "apple"}}},
+        {"$project": {"s": {"$meta": "textScore"}}}]))
+    assert [d["_id"] for d in out] == [5]
+
+
+def test_compound_text_prefix_and_suffix_fields_hold_no_arrays(db):
+    # https://www.mongodb.com/docs/manual/core/indexes/index-types/index-text/text-index-restrictions/#compound-text-index
+    # "A compound text index cannot include ... multi-key ... index fields": an array in an
+    # ordered field is CannotBuildIndexKeys (201) at insert.
+    c = db["ct_arrays"]
+    c.create_index([("a", ASCENDING), ("body", TEXT), ("n", DESCENDING)])
+    c.insert_one({"_id": 1, "a": 1, "body": "lorem ipsum", "n": 3})
+    c.insert_one({"_id": 2, "a": 1, "body": "lorem"})
+    for bad in [{"_id": 3, "a": [1], "body": "lorem"},
+                {"_id": 4, "a": 1, "body": "lorem", "n": [1, 2]}]:
+        with pytest.raises(WriteError) as e:
+            c.insert_one(bad)
+        assert e.value.code == 201
+    with pytest.raises(WriteError) as e:
+        c.update_one({"_id": 1}, {"$set": {"a": [2]}})
+    assert e.value.code == 201
+    # Suffix fields filter like any predicate.
+    assert ids(c.find({"a": 1, "$text": {"$search": "lorem"}, "n": {"$exists": False}})) == [2]
+    assert ids(c.find({"a": 1, "$text": {"$search": "lorem"}, "n": {"$gt": 1}})) == [1]
+    info = c.index_information()["a_1_body_text_n_-1"]
+    assert info["key"] == [("a", 1), ("_fts", "text"), ("_ftsx", 1), ("n", -1)]
+
+
+def test_compound_text_spec_errors(db):
+    # https://www.mongodb.com/docs/manual/core/indexes/index-types/index-text/text-index-restrictions/#compound-text-index
+    # "all text index keys must be listed adjacently": 17389; other values than ±1: 17273.
+    c = db["ct_specs"]
+    assert code_of(lambda: c.create_index([("a", TEXT), ("b", 1), ("c", TEXT)])) == 17389
+    assert code_of(lambda: c.create_index([("a", 2), ("b", TEXT)])) == 17273
+    assert code_of(lambda: c.create_index([("a", "2dsphere"), ("b", TEXT)])) == 67
+    # A wildcard text index with a prefix field, and language overrides per document.
+    c.create_index([("tenant", ASCENDING), ("$**", TEXT)])
+    c.insert_many([{"_id": 1, "tenant": "x", "title": "Les fleurs", "language": "french"},
+                   {"_id": 2, "tenant": "x", "note": {"t": "flowers"}},
+                   {"_id": 3, "tenant": "y", "title": "flowers"}])
+    assert ids(c.find({"tenant": "x", "$text": {"$search": "flower"}})) == [2]
+    assert ids(c.find({"tenant": "x", "$text": {"$search": "fleur", "$language": "fr"}})) == [1]
