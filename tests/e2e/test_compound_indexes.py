@@ -132,3 +132,68 @@ def test_compound_text_spec_errors(db):
                    {"_id": 3, "tenant": "y", "title": "flowers"}])
     assert ids(c.find({"tenant": "x", "$text": {"$search": "flower"}})) == [2]
     assert ids(c.find({"tenant": "x", "$text": {"$search": "fleur", "$language": "fr"}})) == [1]
+
+
+# --- compound wildcard indexes -----------------------------------------------------------
+
+
+def test_compound_wildcard_example_from_the_manual(db):
+    # https://www.mongodb.com/docs/manual/core/indexes/index-types/index-wildcard/index-wildcard-compound/
+    c = db["cwi_tenants"]
+    c.create_index([("tenantId", ASCENDING), ("customFields.$**", ASCENDING)], name="cwi")
+    c.insert_many([
+        {"_id": 1, "tenantId": 1, "customFields": {"addr": "Main St", "employees": 10}},
+        {"_id": 2, "tenantId": 1, "customFields": {"addr": "Elm St", "employees": 20}},
+        {"_id": 3, "tenantId": 2, "customFields": {"addr": "Main St", "employees": [5, 50]}},
+        {"_id": 4, "customFields": {"addr": "Main St"}},
+    ])
+    q = {"tenantId": 1, "customFields.addr": "Main St"}
+    assert ids(c.find(q)) == [1]
+    plan = c.find(q).explain()["queryPlanner"]["winningPlan"]["inputStage"]
+    assert plan["stage"] == "IXSCAN" and plan["indexName"] == "cwi"
+    assert plan["indexBounds"]["tenantId"] == ["[1, 1]"]
+    assert plan["indexBounds"]["$_path"] == ['["customFields.addr", "customFields.addr"]']
+    assert ids(c.find({"tenantId": {"$gte": 2}, "customFields.employees": {"$gt": 30}})) == [3]
+    assert ids(c.find({"tenantId": None, "customFields.addr": "Main St"})) == [4]
+    assert ids(c.find({"tenantId": 1, "customFields.addr": "Main St"}).hint("cwi")) == [1]
+
+
+def test_compound_wildcard_all_fields_needs_a_projection(db):
+    # https://www.mongodb.com/docs/manual/core/indexes/index-types/index-wildcard/reference/restrictions/
+    # "You cannot include the same field in the wildcard fields and the regular fields. You can
+    # use a wildcardProjection to exclude fields from the wildcard pattern."
+    c = db["cwi_all"]
+    c.create_index([("tenant", ASCENDING), ("$**", ASCENDING), ("score", DESCENDING)],
+                   wildcardProjection={"tenant": 0, "score": 0}, name="all")
+    c.insert_many([{"_id": 1, "tenant": "a", "x": {"y": 1}, "score": 3},
+                   {"_id": 2, "tenant": "b", "x": {"y": 1}, "score": 4},
+                   {"_id": 3, "tenant": "a", "z": 1}])
+    assert ids(c.find({"tenant": "a", "x.y": 1})) == [1]
+    assert ids(c.find({"tenant": "a", "x.y": 1, "score": {"$gt": 3}})) == []
+    info = c.index_information()["all"]
+    assert info["wildcardProjection"] == {"tenant": 0, "score": 0}
+    # Regular fields are single-key: an array there is refused.
+    with pytest.raises(WriteError) as e:
+        c.insert_one({"_id": 4, "tenant": ["a", "b"], "x": {"y": 2}})
+    assert e.value.code == 201
+
+
+def test_compound_wildcard_spec_errors(db):
+    # https://www.mongodb.com/docs/manual/core/indexes/index-types/index-wildcard/reference/restrictions/
+    # Codes as mongod 7's validateWildcardProjection gives them.
+    c = db["cwi_specs"]
+    cases = [
+        ([("a.$**", 1), ("b.$**", 1)], {}, 7246201),           # one wildcard term
+        ([("a", 1), ("a.$**", 1)], {}, 7246204),               # regular field in the subtree
+        ([("a", 1), ("$**", 1)], {}, 67),                      # $** needs a projection
+        ([("a", 1), ("$**", 1)], {"wildcardProjection": {"a": 1}}, 7246208),
+        ([("$**", 1), ("c", 1)], {"wildcardProjection": {"_id": 0, "a": 0, "b": 1}}, 7246211),
+        ([("a", 1), ("$**", 1)], {"wildcardProjection": {"_id": 0}}, 7246210),
+        ([("$**", 1), ("d", 1)], {"wildcardProjection": {"_id": 1, "e": 0}}, 7246209),
+        ([("$**", 1), ("c", 1)], {"wildcardProjection": {"a.b": 1, "a.b.c": 1}}, 7246200),
+        ([("a.$**", 1), ("b", 1)], {"unique": True}, 67),
+        ([("a.$**", 1), ("b", "hashed")], {}, 67),
+        ([("a.$**", 1), ("b", 1)], {"wildcardProjection": {"a": 1}}, 9),
+    ]
+    for keys, opts, want in cases:
+        assert code_of(lambda: c.create_index(keys, **opts)) == want, (keys, opts)

@@ -219,18 +219,24 @@ impl IndexDef {
         matches!(self.kind, IndexKind::Text(_))
     }
 
-    /// A text index's ordered fields before its text fields (`_fts`): every `$text` query
-    /// needs an equality on each, their values prefix every key.
-    pub fn text_prefix(&self) -> &[(String, bool)] {
-        let at = self.fields.iter().position(|f| f.0 == "_fts");
-        debug_assert!(at.is_some() || !self.is_text());
-        &self.fields[..at.unwrap_or(0)]
+    /// Where a text (`_fts`, `_ftsx`) or wildcard (`$_path`, `$_value`) index's special pair
+    /// of key components sits among its fields.
+    fn special_at(&self) -> Option<usize> {
+        self.fields
+            .iter()
+            .position(|f| f.0 == "_fts" || f.0 == "$_path")
     }
 
-    /// A text index's ordered fields after its text fields (`_ftsx`), stored after the score.
-    pub fn text_suffix(&self) -> &[(String, bool)] {
-        match self.fields.iter().position(|f| f.0 == "_ftsx") {
-            Some(at) => &self.fields[at + 1..],
+    /// A text or wildcard index's ordered fields before its special pair: their values lead
+    /// every key (a `$text` query needs an equality on each).
+    pub fn regular_before(&self) -> &[(String, bool)] {
+        &self.fields[..self.special_at().unwrap_or(0)]
+    }
+
+    /// A text or wildcard index's ordered fields after its special pair.
+    pub fn regular_after(&self) -> &[(String, bool)] {
+        match self.special_at() {
+            Some(at) => &self.fields[at + 2..],
             None => &[],
         }
     }
@@ -280,11 +286,12 @@ impl IndexDef {
         }
         let text_pattern = text_key_fields(&key)?;
         let is_text = text_pattern.is_some();
-        let wildcard_root = if is_text {
+        let wildcard = if is_text {
             None
         } else {
-            wildcard_key_root(&key)?
+            wildcard_key_pattern(&key)?
         };
+        let wildcard_root = wildcard.as_ref().map(|w| w.root.clone());
         let mut fields = Vec::new();
         let mut hashed = false;
         let geo = crate::geo_index::is_2dsphere_key(&key)?;
@@ -347,11 +354,11 @@ impl IndexDef {
             fields.push(("_ftsx".to_string(), false));
             fields.extend(tp.after.iter().cloned());
         }
-        if wildcard_root.is_some() {
-            fields = vec![
-                ("$_path".to_string(), false),
-                ("$_value".to_string(), false),
-            ];
+        if let Some(w) = &wildcard {
+            fields = w.before.clone();
+            fields.push(("$_path".to_string(), false));
+            fields.push(("$_value".to_string(), false));
+            fields.extend(w.after.iter().cloned());
         }
         let name = match spec.get("name") {
             Some(Bson::String(s)) if !s.is_empty() => s.clone(),
@@ -511,8 +518,18 @@ impl IndexDef {
                         "Index type 'wildcard' does not support the expireAfterSeconds option",
                     ));
                 }
+                let w = wildcard.as_ref().expect("a wildcard key pattern");
+                let regular: Vec<&str> = w
+                    .before
+                    .iter()
+                    .chain(&w.after)
+                    .map(|f| f.0.as_str())
+                    .collect();
+                if !regular.is_empty() {
+                    check_compound_wildcard(&w.root, &regular, wildcard_projection)?;
+                }
                 IndexKind::Wildcard(Arc::new(WildcardSpec::new(
-                    wildcard_root.clone().unwrap_or_default(),
+                    w.root.clone(),
                     wildcard_projection,
                 )?))
             }
@@ -677,31 +694,206 @@ fn text_extra_field(path: &str, dir: &Bson) -> DocResult<(String, bool)> {
     Ok((path.to_string(), n == Some(-1.0)))
 }
 
-/// The subtree of a wildcard key pattern ("" for `{"$**": 1}`, "a" for `{"a.$**": 1}`), or
-/// None for other kinds. Compound wildcard indexes are refused.
-fn wildcard_key_root(key: &Document) -> DocResult<Option<String>> {
+/// A wildcard index's key pattern: the subtree its wildcard term covers ("" for `$**`, "a"
+/// for `a.$**`) and the ordered (regular) fields before and after that term (mongod 7's
+/// compound wildcard indexes).
+#[derive(Debug)]
+struct WildcardKeyPattern {
+    root: String,
+    before: Vec<(String, bool)>,
+    after: Vec<(String, bool)>,
+}
+
+/// The parts of a wildcard key pattern, or None for other kinds, by mongod's rules: one
+/// wildcard term (7246201), a non-zero number for it, ±numbers for the regular fields (no
+/// other plugin, 67), and without a `wildcardProjection` no regular field under the wildcard's
+/// subtree (7246204; `$**` covers every field, so it needs a projection: 67).
+fn wildcard_key_pattern(key: &Document) -> DocResult<Option<WildcardKeyPattern>> {
     let is_wild = |p: &str| p == "$**" || p.ends_with(".$**");
-    let Some((path, v)) = key.iter().find(|(p, _)| is_wild(p)) else {
+    if !key.keys().any(|p| is_wild(p)) {
         return Ok(None);
+    }
+    let mut pattern = WildcardKeyPattern {
+        root: String::new(),
+        before: Vec::new(),
+        after: Vec::new(),
     };
-    if key.len() > 1 {
-        return Err(cannot_create(format!(
-            "compound wildcard indexes are not supported by flashdoc: {key}"
-        )));
+    let mut seen_wildcard = false;
+    for (path, v) in key {
+        let number = query::compare::Num::of(v)
+            .map(|n| n.as_f64())
+            .filter(|n| *n != 0.0 && !n.is_nan());
+        if !is_wild(path) {
+            let Some(n) = number else {
+                return Err(cannot_create(match v {
+                    Bson::String(_) => {
+                        "Can't use more than one index plugin for a single index.".to_string()
+                    }
+                    _ => {
+                        format!("Values in the index key pattern can't be 0 or non-numbers: {key}")
+                    }
+                }));
+            };
+            query::limits::check_path(path)?;
+            if path.split('.').any(|c| c.is_empty() || c.starts_with('$')) {
+                return Err(cannot_create(format!(
+                    "Index key contains an illegal field name: '{path}'"
+                )));
+            }
+            let field = (path.clone(), n < 0.0);
+            if seen_wildcard {
+                pattern.after.push(field);
+            } else {
+                pattern.before.push(field);
+            }
+            continue;
+        }
+        if seen_wildcard {
+            return Err(DocError::with_code(
+                7246201,
+                "Location7246201",
+                "Index Key can contain only one wildcard index field",
+            ));
+        }
+        seen_wildcard = true;
+        if number.is_none() {
+            return Err(cannot_create(format!(
+                "a wildcard index's key value must be a non-zero number: {key}"
+            )));
+        }
+        let root = path.strip_suffix("$**").unwrap_or("").trim_end_matches('.');
+        query::limits::check_path(path)?;
+        if !root.is_empty() && root.split('.').any(|c| c.is_empty() || c.starts_with('$')) {
+            return Err(cannot_create(format!(
+                "Index key contains an illegal field name: '{path}'"
+            )));
+        }
+        pattern.root = root.to_string();
     }
-    if !query::compare::Num::of(v).is_some_and(|n| n.as_f64() != 0.0 && !n.is_nan()) {
-        return Err(cannot_create(format!(
-            "a wildcard index's key value must be a non-zero number: {key}"
-        )));
+    if !pattern.root.is_empty() {
+        let root: Vec<&str> = pattern.root.split('.').collect();
+        for (field, _) in pattern.before.iter().chain(&pattern.after) {
+            if path_prefix_or_equal(&root, &field.split('.').collect::<Vec<_>>()) {
+                return Err(DocError::with_code(
+                    7246204,
+                    "Location7246204",
+                    format!("A wildcard index field should not overlap with and index key fields if wildcard projection is empty, however '{field}' is overlapping with the wildcard index field."),
+                ));
+            }
+        }
     }
-    let root = path.strip_suffix("$**").unwrap_or("").trim_end_matches('.');
-    query::limits::check_path(path)?;
-    if !root.is_empty() && root.split('.').any(|c| c.is_empty() || c.starts_with('$')) {
-        return Err(cannot_create(format!(
-            "Index key contains an illegal field name: '{path}'"
-        )));
+    Ok(Some(pattern))
+}
+
+/// Whether dotted path `a` (as components) is `b` or one of its ancestors.
+fn path_prefix_or_equal(a: &[&str], b: &[&str]) -> bool {
+    a.len() <= b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// mongod 7's rules for a compound wildcard index's `wildcardProjection` (the codes of its
+/// `validateWildcardProjection`): required for `$**` (67); no overlapping paths (7246200);
+/// inclusion and exclusion mixed only through `_id` (7246211); no regular field included
+/// (7246208); with exclusions, every regular field excluded (7246209, 7246210).
+fn check_compound_wildcard(
+    root: &str,
+    regular: &[&str],
+    projection: Option<&Document>,
+) -> DocResult<()> {
+    let Some(projection) = projection else {
+        if root.is_empty() {
+            return Err(cannot_create(
+                "a compound wildcard index on all fields ('$**') needs a wildcardProjection that excludes its regular fields",
+            ));
+        }
+        return Ok(());
+    };
+    let code = |c: i32, msg: String| {
+        let name = match c {
+            7246200 => "Location7246200",
+            7246208 => "Location7246208",
+            7246209 => "Location7246209",
+            7246210 => "Location7246210",
+            _ => "Location7246211",
+        };
+        DocError::with_code(c, name, msg)
+    };
+    let split = |p: &str| p.split('.').map(str::to_string).collect::<Vec<String>>();
+    let mut included: Vec<Vec<String>> = Vec::new();
+    let mut excluded: Vec<Vec<String>> = Vec::new();
+    for (path, v) in projection {
+        match bool_value(v) {
+            Some(true) => included.push(split(path)),
+            Some(false) => excluded.push(split(path)),
+            None => continue, // WildcardSpec::new reports it
+        }
     }
-    Ok(Some(root.to_string()))
+    let mut fields: Vec<Vec<String>> = regular.iter().map(|p| split(p)).collect();
+    for list in [&mut included, &mut excluded, &mut fields] {
+        list.sort();
+    }
+    let is_prefix =
+        |a: &[String], b: &[String]| a.len() <= b.len() && a.iter().zip(b).all(|(x, y)| x == y);
+    for list in [&included, &excluded] {
+        for w in list.windows(2) {
+            if is_prefix(&w[0], &w[1]) {
+                return Err(code(
+                    7246200,
+                    format!(
+                        "Fields in Wildcard Projection cannot overlap, however '{}' is overlapped with '{}'",
+                        w[0].join("."),
+                        w[1].join(".")
+                    ),
+                ));
+            }
+        }
+    }
+    let id = vec!["_id".to_string()];
+    if !included.is_empty() && !excluded.is_empty() {
+        // `_id` is the one field whose inclusion or exclusion may go against the rest.
+        if included == [id.clone()] {
+            included.clear();
+        } else if excluded == [id.clone()] {
+            excluded.clear();
+        } else {
+            return Err(code(
+                7246211,
+                "Inclusion and exclusion statements cannot combine in the wildcardProjection with an exception of explicitly including _id field".to_string(),
+            ));
+        }
+    }
+    for f in &fields {
+        if let Some(p) = included.iter().find(|p| is_prefix(p, f)) {
+            return Err(code(
+                7246208,
+                format!(
+                    "Index Key and Wildcard Projection cannot contain overlapping fields, however '{}' index field is overlapping with '{}' wildcardProjection path.",
+                    f.join("."),
+                    p.join(".")
+                ),
+            ));
+        }
+    }
+    if excluded.is_empty() {
+        return Ok(());
+    }
+    for f in &fields {
+        if excluded.iter().any(|p| is_prefix(p, f)) {
+            continue;
+        }
+        let c = if excluded.iter().any(|p| p > f) {
+            7246209
+        } else {
+            7246210
+        };
+        return Err(code(
+            c,
+            format!(
+                "wildcardProjection paths must exclude all regular index fields, however '{}' is not excluded.",
+                f.join(".")
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The key pattern a text index stores: the ordered fields around `{_fts: "text", _ftsx: 1}`.
@@ -777,7 +969,7 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
     }
     match &def.kind {
         IndexKind::Text(spec) => return text_keys(def, spec, doc),
-        IndexKind::Wildcard(spec) => return Ok(wildcard_keys(spec, doc)),
+        IndexKind::Wildcard(spec) => return wildcard_keys(def, spec, doc),
         IndexKind::Geo2dSphere => return crate::geo_index::doc_keys(def, doc),
         IndexKind::Ordered | IndexKind::Hashed => {}
     }
@@ -876,10 +1068,10 @@ fn text_keys(def: &IndexDef, spec: &TextSpec, doc: &Document) -> DocResult<DocKe
     let extra = |fields: &[(String, bool)]| -> DocResult<Vec<Bson>> {
         fields
             .iter()
-            .map(|(path, _)| text_extra_value(doc, path))
+            .map(|(path, _)| single_value(doc, path, "text index"))
             .collect()
     };
-    let (prefix, suffix) = (extra(def.text_prefix())?, extra(def.text_suffix())?);
+    let (prefix, suffix) = (extra(def.regular_before())?, extra(def.regular_after())?);
     let desc: Vec<bool> = def.fields.iter().map(|f| f.1).collect();
     let keys = spec
         .doc_terms(doc)?
@@ -905,8 +1097,9 @@ fn text_keys(def: &IndexDef, spec: &TextSpec, doc: &Document) -> DocResult<DocKe
     })
 }
 
-/// The value at `path` for an ordered field of a text index (null when missing).
-fn text_extra_value(doc: &Document, path: &str) -> DocResult<Bson> {
+/// The value at `path` for an ordered field of a text or compound wildcard index, which holds
+/// one value per document (null when missing; an array on the path is 201).
+fn single_value(doc: &Document, path: &str, index_kind: &str) -> DocResult<Bson> {
     let mut at = doc;
     let mut parts = path.split('.').peekable();
     while let Some(part) = parts.next() {
@@ -919,7 +1112,7 @@ fn text_extra_value(doc: &Document, path: &str) -> DocResult<Bson> {
                 return Err(DocError::with_code(
                     201,
                     "CannotBuildIndexKeys",
-                    format!("Field '{path}' of text index contains an array in document: {doc}"),
+                    format!("Field '{path}' of {index_kind} contains an array in document: {doc}"),
                 ))
             }
             (v, None) => return Ok(v.clone()),
@@ -933,7 +1126,7 @@ fn text_extra_value(doc: &Document, path: &str) -> DocResult<Bson> {
 /// The key range of one term in a text index: the prefix fields' values (equalities of the
 /// query) then the term. Encoded without a collation (text indexes have none).
 pub fn text_term_prefix(def: &IndexDef, prefix: &[Bson], term: &str) -> Vec<u8> {
-    debug_assert_eq!(prefix.len(), def.text_prefix().len());
+    debug_assert_eq!(prefix.len(), def.regular_before().len());
     let _simple = collation::scope(None);
     let term = Bson::String(term.to_string());
     let values: Vec<&Bson> = prefix.iter().chain(std::iter::once(&term)).collect();
@@ -941,20 +1134,36 @@ pub fn text_term_prefix(def: &IndexDef, prefix: &[Bson], term: &str) -> Vec<u8> 
     keystring::encode_key(&values, &desc[..values.len()])
 }
 
-/// A wildcard index's keys: `KeyString(path, value)` for every covered leaf (array elements
-/// one by one under their array's path; an empty array as undefined, an empty document as
-/// itself), deduplicated. The walk follows the document's own nesting (bounded by `limits`).
-fn wildcard_keys(spec: &WildcardSpec, doc: &Document) -> DocKeys {
+/// A wildcard index's keys: `KeyString(before values, path, value, after values)` for every
+/// covered leaf (array elements one by one under their array's path; an empty array as
+/// undefined, an empty document as itself), deduplicated. The walk follows the document's own
+/// nesting (bounded by `limits`). A document with no covered leaf has no keys, whatever its
+/// regular fields hold.
+fn wildcard_keys(def: &IndexDef, spec: &WildcardSpec, doc: &Document) -> DocResult<DocKeys> {
+    let regular = |fields: &[(String, bool)]| -> DocResult<Vec<Bson>> {
+        fields
+            .iter()
+            .map(|(path, _)| single_value(doc, path, "compound wildcard index"))
+            .collect()
+    };
+    let (before, after) = (
+        regular(def.regular_before())?,
+        regular(def.regular_after())?,
+    );
+    let desc = def.descending();
     let mut pairs: Vec<(String, Bson)> = Vec::new();
     let mut multikey = false;
     wildcard_walk(spec, doc, "", &mut pairs, &mut multikey);
     let mut keys: Vec<IndexKey> = pairs
         .into_iter()
         .map(|(path, v)| {
-            let values = vec![Bson::String(path), v];
+            let mut values = before.clone();
+            values.push(Bson::String(path));
+            values.push(v);
+            values.extend(after.iter().cloned());
             let refs: Vec<&Bson> = values.iter().collect();
             IndexKey {
-                encoded: keystring::encode_key(&refs, &[false, false]),
+                encoded: keystring::encode_key(&refs, &desc),
                 values,
                 payload: Vec::new(),
             }
@@ -962,7 +1171,7 @@ fn wildcard_keys(spec: &WildcardSpec, doc: &Document) -> DocKeys {
         .collect();
     keys.sort_by(|a, b| a.encoded.cmp(&b.encoded));
     keys.dedup_by(|a, b| a.encoded == b.encoded);
-    DocKeys { keys, multikey }
+    Ok(DocKeys { keys, multikey })
 }
 
 fn wildcard_walk(
@@ -1165,8 +1374,8 @@ mod tests {
             def.key,
             doc! {"cat": 1, "_fts": "text", "_ftsx": 1, "score": -1}
         );
-        assert_eq!(def.text_prefix(), &[("cat".to_string(), false)]);
-        assert_eq!(def.text_suffix(), &[("score".to_string(), true)]);
+        assert_eq!(def.regular_before(), &[("cat".to_string(), false)]);
+        assert_eq!(def.regular_after(), &[("score".to_string(), true)]);
         // The stored spec parses back to the same definition.
         let again = IndexDef::parse(&def.spec).unwrap();
         assert_eq!(again.fields, def.fields);
@@ -1212,6 +1421,163 @@ mod tests {
         assert_eq!(code(doc! {"key": {"a": "2dsphere", "b": "text"}}), Some(67));
         assert_eq!(code(doc! {"key": {"a": 1, "b": "text", "a.": 1}}), Some(67));
         assert!(IndexDef::parse(&doc! {"key": {"a": 1, "$**": "text"}}).is_ok());
+    }
+
+    #[test]
+    fn compound_wildcard_specs_follow_mongod_7() {
+        // The cases of mongod's compound_wildcard_index_validation.js, expectations as there.
+        let code = |key: Document, wcp: Option<Document>| {
+            let mut spec = doc! {"key": key};
+            if let Some(p) = wcp {
+                spec.insert("wildcardProjection", p);
+            }
+            IndexDef::parse(&spec).err().map(|e| e.code)
+        };
+        let ok: Vec<(Document, Option<Document>)> = vec![
+            (doc! {"a": 1, "b.$**": 1}, None),
+            (doc! {"a.$**": 1, "b": 1}, None),
+            (doc! {"a": 1, "b.$**": -1, "c": 1}, None),
+            (doc! {"a": 1, "$**": 1}, Some(doc! {"a": 0})),
+            (doc! {"$**": 1, "a": 1}, Some(doc! {"a": 0})),
+            (
+                doc! {"a": 1, "$**": -1, "b": 1},
+                Some(doc! {"a": 0, "b": 0}),
+            ),
+            (doc! {"$**": 1, "other": 1}, Some(doc! {"_id": 0, "a": 1})),
+            (
+                doc! {"$**": 1, "another": 1},
+                Some(doc! {"_id": 1, "a": 0, "another": 0}),
+            ),
+            (doc! {"$**": 1, "e": 1}, Some(doc! {"_id": 1, "e": 0})),
+            (
+                doc! {"$**": 1, "_id": 1, "e": 1},
+                Some(doc! {"_id": 0, "a": 1}),
+            ),
+            (doc! {"_id": 1, "$**": 1}, Some(doc! {"_id": 0})),
+            (
+                doc! {"_id": 1, "a": 1, "$**": 1},
+                Some(doc! {"_id": 0, "a": 0}),
+            ),
+            (doc! {"e": 1, "$**": 1}, Some(doc! {"_id": 1, "f": 1})),
+            (
+                doc! {"_id": 1, "a.b": 1, "$**": 1},
+                Some(doc! {"_id": 0, "a": 0}),
+            ),
+            (doc! {"$**": 1, "e.b": 1}, Some(doc! {"_id": 1, "e": 0})),
+        ];
+        for (key, wcp) in ok {
+            assert_eq!(code(key.clone(), wcp.clone()), None, "{key} {wcp:?}");
+        }
+        let bad: Vec<(Document, Option<Document>, i32)> = vec![
+            (doc! {"a": 1, "a.$**": 1}, None, 7246204),
+            (doc! {"a.b.c": 1, "a.b.$**": 1}, None, 7246204),
+            (
+                doc! {"$**": 1, "c": 1},
+                Some(doc! {"a.b": 1, "a.b.c": 1}),
+                7246200,
+            ),
+            (doc! {"a.$**": 1, "b.$**": 1}, None, 7246201),
+            (doc! {"a.$**": 1, "b": "text"}, None, 67),
+            (doc! {"a.$**": 1, "b": "hashed"}, None, 67),
+            (doc! {"a.$**": 1, "b": "2dsphere"}, None, 67),
+            (doc! {"a": 1, "$**": 1}, None, 67),
+            (doc! {"a": 1, "$**": 1}, Some(doc! {}), 9),
+            (doc! {"a": 1, "$**": 1}, Some(doc! {"a": 1}), 7246208),
+            (
+                doc! {"a": 1, "$**": 1, "b": 1},
+                Some(doc! {"a": 1, "b": 1}),
+                7246208,
+            ),
+            (doc! {"_id": 1, "$**": 1}, Some(doc! {"_id": 1}), 7246208),
+            (
+                doc! {"$**": 1, "c": 1},
+                Some(doc! {"_id": 0, "a": 0, "b": 1}),
+                7246211,
+            ),
+            (
+                doc! {"$**": 1, "c": 1},
+                Some(doc! {"_id": 1, "a": 0, "b": 1}),
+                7246211,
+            ),
+            (
+                doc! {"$**": 1, "_id": 1, "e": 1},
+                Some(doc! {"_id": 1, "e": 0}),
+                7246209,
+            ),
+            (doc! {"a": 1, "$**": 1}, Some(doc! {"_id": 0}), 7246210),
+            (
+                doc! {"_id": 1, "$**": 1, "a": 1},
+                Some(doc! {"_id": 0}),
+                7246210,
+            ),
+            (
+                doc! {"a": 1, "_id": 1, "$**": 1},
+                Some(doc! {"a": 0}),
+                7246209,
+            ),
+            (
+                doc! {"b": 1, "$**": 1},
+                Some(doc! {"_id": 0, "a": 0}),
+                7246210,
+            ),
+            (
+                doc! {"_id": 1, "a": 1, "$**": 1},
+                Some(doc! {"_id": 0, "a.b": 0}),
+                7246209,
+            ),
+            (
+                doc! {"$**": 1, "e.c": 1},
+                Some(doc! {"_id": 1, "e.b": 0}),
+                7246210,
+            ),
+        ];
+        for (key, wcp, want) in bad {
+            assert_eq!(code(key.clone(), wcp.clone()), Some(want), "{key} {wcp:?}");
+        }
+        for opt in ["unique", "sparse"] {
+            let spec = doc! {"key": {"a.$**": 1, "b": 1}, opt: true};
+            assert_eq!(IndexDef::parse(&spec).err().map(|e| e.code), Some(67));
+        }
+    }
+
+    #[test]
+    fn compound_wildcard_keys() {
+        let def = IndexDef::parse(&doc! {
+            "key": {"tenant": 1, "$**": 1, "score": -1},
+            "wildcardProjection": {"tenant": 0, "score": 0},
+        })
+        .unwrap();
+        assert_eq!(def.regular_before(), &[("tenant".to_string(), false)]);
+        assert_eq!(def.regular_after(), &[("score".to_string(), true)]);
+        let k = doc_keys(
+            &def,
+            &doc! {"tenant": "x", "a": {"b": 1, "c": [2, 3]}, "score": 5},
+        )
+        .unwrap();
+        let values: Vec<Vec<Bson>> = k.keys.iter().map(|k| k.values.clone()).collect();
+        assert_eq!(values.len(), 3, "{values:?}");
+        assert!(values.contains(&vec![
+            Bson::String("x".into()),
+            Bson::String("a.c".into()),
+            Bson::Int32(3),
+            Bson::Int32(5)
+        ]));
+        assert!(k.multikey);
+        // Regular fields hold one value each (201); documents without covered leaves have no
+        // keys; a missing regular field is null.
+        assert_eq!(
+            doc_keys(&def, &doc! {"tenant": ["x"], "a": 1})
+                .err()
+                .unwrap()
+                .code,
+            201
+        );
+        assert!(doc_keys(&def, &doc! {"tenant": "x"})
+            .unwrap()
+            .keys
+            .is_empty());
+        let k = doc_keys(&def, &doc! {"a": 1}).unwrap();
+        assert_eq!(k.keys[0].values[0], Bson::Null);
     }
 
     #[test]

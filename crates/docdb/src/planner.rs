@@ -486,8 +486,13 @@ fn plan_hashed(index: &Arc<Index>, preds: &HashMap<String, Vec<Pred>>) -> Option
 
 /// A wildcard index answers equality or a range on one field it covers (mongod's rules: not
 /// for predicates that can match null or a missing field, nor for equality to a document or
-/// array, which its per-leaf keys cannot see). Keys are (path, value); the field is treated as
-/// multikey (one predicate bounds the scan), and the order never provides a sort.
+/// array, which its per-leaf keys cannot see). Keys are (regular fields before, path, value,
+/// regular fields after); the field is treated as multikey (one predicate bounds the scan),
+/// and the order never provides a sort. A compound index's leading regular fields bound the
+/// scan too: with equalities on all of them the path and value follow; otherwise the scan
+/// stops at the first one without (its range, if any, is the last bound) and every path under
+/// it is read, the fetch's filter and RecordId dedup doing the rest. The predicate on a
+/// covered field is required either way: a document without covered fields has no keys.
 fn plan_wildcard(
     index: &Arc<Index>,
     spec: &WildcardSpec,
@@ -500,7 +505,7 @@ fn plan_wildcard(
                 .iter()
                 .any(|v| matches!(v, Bson::Document(_) | Bson::Array(_)))
     };
-    let mut fields: Vec<(&String, &Pred)> = preds
+    let mut covered: Vec<(&String, &Pred)> = preds
         .iter()
         .filter(|(path, _)| spec.answers(path))
         .filter_map(|(path, ps)| {
@@ -509,27 +514,61 @@ fn plan_wildcard(
         })
         .collect();
     // Equality first, then the field name (a deterministic choice among equals).
-    fields.sort_by(|a, b| b.1.equality.cmp(&a.1.equality).then(a.0.cmp(b.0)));
-    let (path, pred) = fields.first()?;
-    let prefix = keystring::encode_one(&Bson::String((*path).clone()), false);
-    let mut ranges: Vec<Range> = pred
-        .intervals
-        .iter()
-        .filter_map(|iv| compose(&prefix, iv))
+    covered.sort_by(|a, b| b.1.equality.cmp(&a.1.equality).then(a.0.cmp(b.0)));
+    let (path, pred) = *covered.first()?;
+    // The leading regular fields: single-valued (arrays are refused at write), so every
+    // predicate on one bounds it.
+    let mut fields: Vec<Vec<Interval>> = Vec::new();
+    let mut eq_len = 0;
+    for (regular, _) in index.def.regular_before() {
+        let Some(ps) = preds.get(regular).filter(|ps| !ps.is_empty()) else {
+            break;
+        };
+        let mut ivs = ps[0].intervals.clone();
+        for p in &ps[1..] {
+            ivs = intersect_lists(&ivs, &p.intervals);
+        }
+        let product: usize = fields.iter().map(|f| f.len().max(1)).product();
+        if product.saturating_mul(ivs.len().max(1)) > MAX_POINTS {
+            break;
+        }
+        let points = !ivs.is_empty() && ivs.iter().all(Interval::is_point);
+        fields.push(ivs);
+        if !points {
+            break;
+        }
+        eq_len += 1;
+    }
+    let whole_prefix = eq_len == index.def.regular_before().len();
+    if whole_prefix {
+        fields.push(vec![Interval::point(&Bson::String(path.clone()))]);
+        fields.push(pred.intervals.clone());
+    } else if fields.is_empty() {
+        // Nothing bounds the scan's start: every key of the index would be read.
+        return None;
+    }
+    let (ranges, shown) = build_ranges(index, &fields);
+    // As mongod's explain: the value's bounds under the field's own name.
+    let bounds: Document = shown
+        .into_iter()
+        .map(|(k, v)| match k.as_str() {
+            "$_value" => (path.clone(), v),
+            "$_path" if whole_prefix => {
+                let point = format!("[\"{path}\", \"{path}\"]");
+                (k, Bson::Array(vec![Bson::String(point)]))
+            }
+            _ => (k, v),
+        })
         .collect();
-    ranges.sort_by(|a, b| lo_key(&a.0).cmp(&lo_key(&b.0)));
-    let shown: Vec<Bson> = pred
-        .intervals
-        .iter()
-        .map(|x| Bson::String(x.display()))
-        .collect();
-    let path_point = format!("[\"{path}\", \"{path}\"]");
-    let mut bounds = Document::new();
-    bounds.insert("$_path", vec![Bson::String(path_point)]);
-    bounds.insert((*path).clone(), shown);
+    let score = eq_len as i64 * 8
+        + match (whole_prefix, pred.equality) {
+            (true, true) => 8,
+            (true, false) => 4,
+            (false, _) => 2,
+        };
     Some(Candidate {
         plan: Plan::forward_ixscan(index, ranges, bounds),
-        score: if pred.equality { 8 } else { 4 },
+        score,
     })
 }
 
@@ -749,8 +788,8 @@ pub fn plan_text(
         }
     }
     let simple = query::collation::current().is_none();
-    let mut prefix = Vec::with_capacity(index.def.text_prefix().len());
-    for (path, _) in index.def.text_prefix() {
+    let mut prefix = Vec::with_capacity(index.def.regular_before().len());
+    for (path, _) in index.def.regular_before() {
         match equality_on(filter, path) {
             Some(v) if simple || !collatable(&v) => prefix.push(v),
             _ => return Err(no_plan()),

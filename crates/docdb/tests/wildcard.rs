@@ -147,3 +147,183 @@ fn subtree_and_projection() {
         Some(9)
     );
 }
+
+/// The manual's compound wildcard example ("Compound Wildcard Indexes",
+/// https://www.mongodb.com/docs/manual/core/indexes/index-types/index-wildcard/index-wildcard-compound/).
+#[test]
+fn compound_wildcard_bounds_the_regular_fields_and_one_covered_field() {
+    let db = DocDb::open(DocDbConfig::in_memory()).unwrap();
+    db.create_indexes(
+        "t",
+        "c",
+        &[
+            doc! {"key": {"tenantId": 1, "customFields.$**": 1}, "name": "cwi"},
+            doc! {"key": {"$**": 1, "score": -1}, "wildcardProjection": {"score": 0, "tenantId": 0, "customFields": 0}, "name": "all"},
+        ],
+    )
+    .unwrap();
+    db.insert(
+        "t",
+        "c",
+        vec![
+            doc! {"_id": 1, "tenantId": 1, "customFields": {"addr": "x", "n": 3}},
+            doc! {"_id": 2, "tenantId": 1, "customFields": {"addr": "y", "n": 5}},
+            doc! {"_id": 3, "tenantId": 2, "customFields": {"addr": "x", "n": [3, 9]}},
+            doc! {"_id": 4, "customFields": {"addr": "x"}},
+            doc! {"_id": 5, "tenantId": 1, "other": {"k": 1}, "score": 2},
+        ],
+        WriteOpts::default(),
+    );
+    let plan = |f: Document| db.plan_summary("t", "c", &q(f)).unwrap();
+    let f = doc! {"tenantId": 1, "customFields.addr": "x"};
+    assert_eq!(plan(f.clone()), "IXSCAN cwi");
+    assert_eq!(ids(&db, "c", f), vec![1]);
+    assert_eq!(
+        ids(
+            &db,
+            "c",
+            doc! {"tenantId": {"$in": [1, 2]}, "customFields.n": {"$gte": 4}}
+        ),
+        vec![2, 3]
+    );
+    // The leading field alone (or a range on it) bounds the scan when a covered field is
+    // constrained; a missing tenantId is indexed as null.
+    assert_eq!(
+        ids(
+            &db,
+            "c",
+            doc! {"tenantId": {"$gt": 1}, "customFields.addr": "x"}
+        ),
+        vec![3]
+    );
+    assert_eq!(
+        ids(&db, "c", doc! {"tenantId": null, "customFields.addr": "x"}),
+        vec![4]
+    );
+    // Without a predicate on a covered field the index cannot answer (documents without one
+    // have no keys).
+    assert_eq!(plan(doc! {"tenantId": 1}), "COLLSCAN");
+    assert_eq!(plan(doc! {"other.k": 1}), "IXSCAN all");
+    assert_eq!(ids(&db, "c", doc! {"other.k": 1, "score": 2}), vec![5]);
+    // Regular fields hold one value per document: an array is refused (201), nothing written.
+    let out = db.insert(
+        "t",
+        "c",
+        vec![doc! {"_id": 6, "tenantId": [1, 2], "customFields": {"addr": "z"}}],
+        WriteOpts::default(),
+    );
+    assert_eq!(out.write_errors[0].error.code, 201);
+    assert!(ids(&db, "c", doc! {"_id": 6}).is_empty());
+    let explain = db
+        .explain_find("t", "c", &q(doc! {"tenantId": 1, "customFields.addr": "x"}))
+        .unwrap();
+    let bounds = explain
+        .get_document("queryPlanner")
+        .and_then(|p| p.get_document("winningPlan"))
+        .and_then(|p| p.get_document("inputStage"))
+        .and_then(|p| p.get_document("indexBounds"))
+        .unwrap()
+        .clone();
+    assert_eq!(
+        bounds,
+        doc! {
+            "tenantId": ["[1, 1]"],
+            "$_path": ["[\"customFields.addr\", \"customFields.addr\"]"],
+            "customFields.addr": ["[\"x\", \"x\"]"],
+        }
+    );
+    let keys = explain
+        .get_document("executionStats")
+        .and_then(|s| {
+            s.get_i64("totalKeysExamined")
+                .or(s.get_i32("totalKeysExamined").map(i64::from))
+        })
+        .unwrap();
+    assert_eq!(keys, 1);
+}
+
+mod compound_model {
+    //! Differential: a compound wildcard index plan returns what a collection scan returns.
+    use super::*;
+    use bson::Bson;
+    use proptest::prelude::*;
+
+    fn scan(db: &DocDb, filter: &Document, hint: Option<Bson>) -> Vec<i32> {
+        let q = FindQuery {
+            filter: filter.clone(),
+            hint,
+            ..Default::default()
+        };
+        let mut v: Vec<i32> = db
+            .find("t", "m", &q)
+            .unwrap()
+            .map(|d| d.unwrap().get_i32("_id").unwrap())
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn value() -> impl Strategy<Value = Option<Bson>> {
+        prop_oneof![
+            Just(None),
+            (0..4i32).prop_map(|i| Some(Bson::Int32(i))),
+            prop::collection::vec(0..4i32, 0..3)
+                .prop_map(|v| Some(Bson::Array(v.into_iter().map(Bson::Int32).collect()))),
+            Just(Some(Bson::String("s".into()))),
+        ]
+    }
+
+    fn predicate() -> impl Strategy<Value = Bson> {
+        prop_oneof![
+            (0..4i32).prop_map(Bson::Int32),
+            (0..4i32).prop_map(|i| Bson::Document(doc! {"$gt": i})),
+            (0..4i32, 0..4i32).prop_map(|(a, b)| Bson::Document(doc! {"$in": [a, b]})),
+            (0..4i32).prop_map(|i| Bson::Document(doc! {"$lte": i})),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn compound_wildcard_plan_equals_collscan(
+            docs in prop::collection::vec(
+                (prop::option::of(0..3i32), value(), value(), prop::option::of(0..3i32)),
+                0..25,
+            ),
+            tenant in prop::option::of(predicate()),
+            field in 0..2usize,
+            pred in predicate(),
+            rank in prop::option::of(predicate()),
+        ) {
+            let db = DocDb::open(DocDbConfig::in_memory()).unwrap();
+            db.create_indexes(
+                "t",
+                "m",
+                &[doc! {"key": {"tenant": 1, "attrs.$**": 1, "rank": -1}, "name": "cwi"}],
+            )
+            .unwrap();
+            let docs: Vec<Document> = docs
+                .iter()
+                .enumerate()
+                .map(|(i, (t, a, b, r))| {
+                    let mut attrs = Document::new();
+                    if let Some(a) = a { attrs.insert("a", a.clone()); }
+                    if let Some(b) = b { attrs.insert("b", doc! {"c": b.clone()}); }
+                    let mut d = doc! {"_id": i as i32, "attrs": attrs};
+                    if let Some(t) = t { d.insert("tenant", *t); }
+                    if let Some(r) = r { d.insert("rank", *r); }
+                    d
+                })
+                .collect();
+            let out = db.insert("t", "m", docs, WriteOpts::default());
+            prop_assert!(out.write_errors.is_empty());
+            let mut filter = Document::new();
+            if let Some(t) = tenant { filter.insert("tenant", t); }
+            filter.insert(["attrs.a", "attrs.b.c"][field], pred);
+            if let Some(r) = rank { filter.insert("rank", r); }
+            let natural = Some(Bson::Document(doc! {"$natural": 1}));
+            let plan = db.plan_summary("t", "m", &q(filter.clone())).unwrap();
+            prop_assert_eq!(scan(&db, &filter, None), scan(&db, &filter, natural), "{}", plan);
+        }
+    }
+}

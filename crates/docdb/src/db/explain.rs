@@ -124,7 +124,7 @@ fn plan_doc(exec: &Exec, q: &FindQuery) -> Document {
             // a compound index's prefix equalities are `indexPrefix`.
             let index_prefix: Document = index
                 .def
-                .text_prefix()
+                .regular_before()
                 .iter()
                 .zip(prefix)
                 .map(|((path, _), v)| (path.clone(), v.clone()))
