@@ -197,3 +197,59 @@ def test_compound_wildcard_spec_errors(db):
     ]
     for keys, opts, want in cases:
         assert code_of(lambda: c.create_index(keys, **opts)) == want, (keys, opts)
+
+
+# --- compound 2dsphere indexes -----------------------------------------------------------
+
+PLACES = [
+    {"_id": 1, "loc": {"type": "Point", "coordinates": [-73.97, 40.77]},
+     "name": "Central Park", "category": "Parks"},
+    {"_id": 2, "loc": {"type": "Point", "coordinates": [-73.88, 40.78]},
+     "name": "La Guardia Airport", "category": "Airport"},
+    {"_id": 3, "loc": {"type": "Point", "coordinates": [-73.9375, 40.8303]},
+     "name": "Sara D. Roosevelt Park", "category": "Parks"},
+    {"_id": 4, "name": "No location", "category": "Parks"},
+]
+
+
+def test_compound_2dsphere_from_the_manual(db):
+    # https://www.mongodb.com/docs/manual/core/indexes/index-types/geospatial/2dsphere/create/
+    # "a compound index where the first field is a 2dsphere index and the others ascending or
+    # descending"; "Unlike the 2d compound index, a compound 2dsphere index does not require the
+    # location field to be the first field indexed."
+    c = db["places"]
+    c.insert_many(PLACES)
+    c.create_index([("loc", "2dsphere"), ("category", DESCENDING), ("name", ASCENDING)])
+    c.create_index([("category", ASCENDING), ("loc", "2dsphere")], name="cat_loc")
+    info = c.index_information()
+    assert info["loc_2dsphere_category_-1_name_1"]["2dsphereIndexVersion"] == 3
+    near = {"$near": {"$geometry": {"type": "Point", "coordinates": [-73.9667, 40.78]},
+                      "$maxDistance": 10000}}
+    # https://www.mongodb.com/docs/manual/reference/operator/query/near/#query-on-geojson-data
+    assert [d["_id"] for d in c.find({"loc": near})] == [1, 3, 2]
+    assert [d["_id"] for d in c.find({"loc": near, "category": "Parks"})] == [1, 3]
+    within = {"$geoWithin": {"$centerSphere": [[-73.97, 40.77], 5 / 3963.2]}}
+    q = {"category": "Parks", "loc": within}
+    assert ids(c.find(q)) == [1, 3]
+    plan = c.find(q).hint("cat_loc").explain()["queryPlanner"]["winningPlan"]["inputStage"]
+    assert plan["indexName"] == "cat_loc"
+    assert plan["indexBounds"]["category"] == ['["Parks", "Parks"]']
+    # $geoNear with a query on the other field
+    # (https://www.mongodb.com/docs/manual/reference/operator/aggregation/geoNear/).
+    out = list(c.aggregate([{"$geoNear": {
+        "near": {"type": "Point", "coordinates": [-73.9667, 40.78]}, "key": "loc",
+        "distanceField": "dist", "query": {"category": "Parks"}, "spherical": True}}]))
+    assert [d["_id"] for d in out] == [1, 3]
+    # A document without the geo field is stored but not indexed (2dsphereIndexVersion 3).
+    assert c.count_documents({}) == 4
+
+
+def test_compound_2dsphere_errors(db):
+    # https://www.mongodb.com/docs/manual/core/indexes/index-types/geospatial/2dsphere/
+    c = db["places_err"]
+    c.create_index([("category", ASCENDING), ("loc", "2dsphere")])
+    with pytest.raises(WriteError) as e:
+        c.insert_one({"_id": 1, "category": "x", "loc": {"type": "Point", "coordinates": [500, 1]}})
+    assert e.value.code == 16755
+    for keys in ([("loc", "2dsphere"), ("t", TEXT)], [("loc", "2dsphere"), ("h", "hashed")]):
+        assert code_of(lambda: c.create_index(keys)) == 67

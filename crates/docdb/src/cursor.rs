@@ -257,13 +257,20 @@ impl Exec {
         {
             return self.text_source(index, spec.clone(), query.clone(), prefix);
         }
-        if let Access::GeoNear { index, path, near } = &self.plan.access {
+        if let Access::GeoNear {
+            index,
+            path,
+            near,
+            prefixes,
+        } = &self.plan.access
+        {
             let scan = crate::geo_index::NearScan::new(
                 self.engine.clone(),
                 self.table,
                 index.clone(),
                 path.clone(),
                 near.clone(),
+                prefixes.clone(),
                 self.filter.clone(),
                 self.ownership.clone(),
                 self.stats.clone(),

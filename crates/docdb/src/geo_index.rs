@@ -8,6 +8,10 @@
 //! re-checks every fetched document with the exact spherical predicate — results equal a
 //! collection scan's (property-tested in `tests/geo_index.rs`).
 //!
+//! A compound 2dsphere index (`{category: 1, loc: "2dsphere"}`) puts the other fields' values
+//! around the cell in each key; a scan is bounded by the cells under the equalities the query
+//! gives the fields before the geo field.
+//!
 //! `$near` grows a cap around the point (×4 per round from [`NEAR_START`] radians up to
 //! `$maxDistance`): each round scans the cap's covering, fetches documents not seen before,
 //! and releases, in distance order, every fetched document no farther than the cap's
@@ -15,7 +19,7 @@
 #![allow(clippy::result_large_err)]
 
 use crate::collection::{decode_doc, Index};
-use crate::index::{self, DocKeys, IndexDef, IndexKey, RecordId};
+use crate::index::{self, DocKeys, IndexDef, RecordId};
 use crate::keystring;
 use crate::planner::{Access, Plan, Range};
 use crate::scope::OwnershipFilter;
@@ -43,21 +47,11 @@ const QUERY_CELLS: usize = 20;
 /// The first `$near` radius: about 640 m.
 const NEAR_START: f64 = 1e-4;
 
-/// Whether a key pattern is a 2dsphere one (`{loc: "2dsphere"}`); compound 2dsphere keys
-/// are refused.
-pub fn is_2dsphere_key(key: &Document) -> DocResult<bool> {
-    let geo = key
-        .iter()
-        .filter(|(_, v)| matches!(v, Bson::String(s) if s == "2dsphere"))
-        .count();
-    if geo > 0 && key.len() > 1 {
-        return Err(DocError::with_code(
-            67,
-            "CannotCreateIndex",
-            format!("compound 2dsphere indexes are not supported by flashdoc (index one geo field alone): {key}"),
-        ));
-    }
-    Ok(geo == 1)
+/// Whether a key pattern is a 2dsphere one: one or more `"2dsphere"` fields, the others
+/// ordered (`{loc: "2dsphere", category: 1}`; the index parser checks those).
+pub fn is_2dsphere_key(key: &Document) -> bool {
+    key.values()
+        .any(|v| matches!(v, Bson::String(s) if s == "2dsphere"))
 }
 
 pub fn check_version(v: &Bson) -> DocResult<()> {
@@ -100,10 +94,49 @@ fn cell_key(c: u64) -> Vec<u8> {
     keystring::encode_one(&cell_value(c), false)
 }
 
-/// A document's keys: the cells of every geometry at the indexed path (none when the field is
-/// missing or null); anything else there is mongod's 16755.
+/// A document's keys (`2dsphereIndexVersion` 3): per geo field the cells of every geometry
+/// there (null when the field is missing or null; anything else that is not a geometry is
+/// mongod's 16755), per ordered field its values (one array among them at most, 171), and one
+/// key per combination. A document with no geometry in any geo field has none (sparse on the
+/// geo fields only).
 pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
-    let path = &def.fields[0].0;
+    let mut per_field: Vec<Vec<Bson>> = Vec::with_capacity(def.fields.len());
+    let mut array_fields: Vec<&str> = Vec::new();
+    let mut any_geo = false;
+    let mut multikey = false;
+    for (path, _) in &def.fields {
+        if def.is_geo_field(path) {
+            let cells = geo_cells(doc, path)?;
+            any_geo |= !cells.is_empty();
+            multikey |= cells.len() > 1;
+            per_field.push(if cells.is_empty() {
+                vec![Bson::Null]
+            } else {
+                cells.iter().map(|c| cell_value(c.0)).collect()
+            });
+        } else {
+            let (vals, arrays) = index::field_values(doc, path);
+            if arrays {
+                array_fields.push(path);
+            }
+            per_field.push(vals);
+        }
+    }
+    if !any_geo {
+        return Ok(DocKeys {
+            keys: Vec::new(),
+            multikey: false,
+        });
+    }
+    index::check_parallel_arrays(&array_fields)?;
+    Ok(DocKeys {
+        keys: index::combine_keys(&per_field, &def.descending()),
+        multikey: multikey || !array_fields.is_empty(),
+    })
+}
+
+/// The cells of every geometry at `path` (sorted, distinct).
+fn geo_cells(doc: &Document, path: &str) -> DocResult<Vec<CellId>> {
     let mut cells: Vec<CellId> = Vec::new();
     for r in query::path::traverse_path(doc, path) {
         let Some(v) = r.value else { continue };
@@ -126,81 +159,114 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
     }
     cells.sort();
     cells.dedup();
-    let keys: Vec<IndexKey> = cells
-        .iter()
-        .map(|c| IndexKey {
-            values: vec![cell_value(c.0)],
-            encoded: cell_key(c.0),
-            payload: Vec::new(),
-        })
-        .collect();
-    Ok(DocKeys {
-        multikey: keys.len() > 1,
-        keys,
-    })
+    Ok(cells)
 }
 
-/// Byte ranges of the index for a cap (see the module comment), and their explain rendering.
-fn cap_ranges(cap: &Cap) -> (Vec<Range>, Vec<Bson>) {
+/// Byte ranges of the index for a cap (see the module comment) under each key prefix (the
+/// encoded equalities on the fields before the geo field; one empty prefix for a geo field
+/// that leads the key), and the cells' explain rendering. The fields after the geo field are
+/// unbounded.
+fn cap_ranges(cap: &Cap, prefixes: &[Vec<u8>]) -> (Vec<Range>, Vec<Bson>) {
     let covering = cell::cover(cap, QUERY_CELLS, cell::MAX_LEVEL);
-    let mut ranges = Vec::new();
-    let mut shown = Vec::new();
-    for (lo, hi) in cell::query_ranges(&covering) {
-        let hi_key = cell_key(hi);
-        let end = match keystring::prefix_successor(&hi_key) {
-            Some(s) => Bound::Excluded(s),
-            None => Bound::Unbounded,
-        };
-        ranges.push((Bound::Included(cell_key(lo)), end));
-        shown.push(Bson::String(format!("[{lo}, {hi}]")));
+    let cells = cell::query_ranges(&covering);
+    let mut ranges = Vec::with_capacity(prefixes.len() * cells.len());
+    for prefix in prefixes {
+        for &(lo, hi) in &cells {
+            let with = |c: u64| {
+                let mut k = prefix.clone();
+                k.extend_from_slice(&cell_key(c));
+                k
+            };
+            let end = match keystring::prefix_successor(&with(hi)) {
+                Some(s) => Bound::Excluded(s),
+                None => Bound::Unbounded,
+            };
+            ranges.push((Bound::Included(with(lo)), end));
+        }
     }
+    ranges.sort_by(|a, b| crate::planner::range_start_cmp(a, b));
+    let shown = cells
+        .iter()
+        .map(|(lo, hi)| Bson::String(format!("[{lo}, {hi}]")))
+        .collect();
     (ranges, shown)
 }
 
-/// The geo index on `path` the query may use (not hidden; one per path is the usual case,
-/// the first wins).
-fn index_on<'a>(indexes: &'a [Arc<Index>], path: &str) -> Option<&'a Arc<Index>> {
-    indexes
-        .iter()
-        .find(|i| i.def.kind == index::IndexKind::Geo2dSphere && i.def.fields[0].0 == path)
+/// How a 2dsphere index can bound a scan on its geo field `path`: the key prefixes of the
+/// filter's equalities on the fields before it, with their explain bounds; None when one of
+/// them has no equality (or `$in`) in the filter.
+fn geo_prefixes(index: &Index, path: &str, filter: &Document) -> Option<(Vec<Vec<u8>>, Document)> {
+    let at = index.def.fields.iter().position(|f| f.0 == path)?;
+    crate::planner::point_prefixes(filter, &index.def.fields[..at])
 }
 
-/// A plan for the filter's `$geoWithin`/`$geoIntersects` over a 2dsphere index (the hinted
-/// one, if `hint` names a 2dsphere index), or None.
-pub fn plan_within(indexes: &[Arc<Index>], filter: &Matcher, hint: Option<&Bson>) -> Option<Plan> {
+/// The 2dsphere indexes with a geo field `path`.
+fn indexes_on<'a>(
+    indexes: &'a [Arc<Index>],
+    path: &'a str,
+) -> impl Iterator<Item = &'a Arc<Index>> + 'a {
+    indexes.iter().filter(move |i| i.def.is_geo_field(path))
+}
+
+/// A plan for the filter's `$geoWithin`/`$geoIntersects` over a 2dsphere index with equality
+/// on the fields before the geo field (the hinted one, if `hint` names a 2dsphere index), or
+/// None.
+pub fn plan_within(
+    indexes: &[Arc<Index>],
+    filter: &Matcher,
+    filter_doc: &Document,
+    hint: Option<&Bson>,
+) -> Option<Plan> {
     for (path, g) in filter.geo_conjuncts() {
-        let Some(index) = index_on(indexes, path) else {
-            continue;
-        };
-        if let Some(h) = hint {
-            let named = match h {
-                Bson::String(n) => &index.def.name == n,
-                Bson::Document(k) => &index.def.key == k,
-                _ => false,
-            };
-            if !named {
-                continue;
+        for index in indexes_on(indexes, path) {
+            if let Some(h) = hint {
+                let named = match h {
+                    Bson::String(n) => &index.def.name == n,
+                    Bson::Document(k) => &index.def.key == k,
+                    _ => false,
+                };
+                if !named {
+                    continue;
+                }
             }
+            let Some((prefixes, mut bounds)) = geo_prefixes(index, path, filter_doc) else {
+                continue;
+            };
+            let cap = g
+                .bound()
+                .expect("geo_conjuncts returns indexable predicates");
+            let (ranges, shown) = cap_ranges(&cap, &prefixes);
+            bounds.insert(path, shown);
+            return Some(Plan::forward_ixscan(index, ranges, bounds));
         }
-        let cap = g
-            .bound()
-            .expect("geo_conjuncts returns indexable predicates");
-        let (ranges, shown) = cap_ranges(&cap);
-        let mut bounds = Document::new();
-        bounds.insert(path, shown);
-        return Some(Plan::forward_ixscan(index, ranges, bounds));
     }
     None
 }
 
-/// The plan of a `$near`/`$nearSphere`: a 2dsphere index on its field, else mongod's 291.
-pub fn plan_near(indexes: &[Arc<Index>], path: &str, near: &NearQuery) -> DocResult<Plan> {
-    let found = if near.flat {
-        None // a flat $near needs a 2d index, which flashdoc does not build
+/// The plan of a `$near`/`$nearSphere`: a 2dsphere index on its field, else mongod's 291. An
+/// index whose fields before the geo field all have equalities in the filter grows its cap
+/// under those prefixes; otherwise (or under a non-simple query collation, which the index's
+/// string keys do not follow) the scan reads the whole index once and orders what it fetched.
+pub fn plan_near(
+    indexes: &[Arc<Index>],
+    path: &str,
+    near: &NearQuery,
+    filter: &Document,
+) -> DocResult<Plan> {
+    let simple = query::collation::current().is_none();
+    let candidates: Vec<&Arc<Index>> = if near.flat {
+        Vec::new() // a flat $near needs a 2d index, which flashdoc does not build
     } else {
-        index_on(indexes, path)
+        indexes_on(indexes, path).collect()
     };
-    let Some(index) = found else {
+    let bounded = candidates.iter().find_map(|i| {
+        let at = i.def.fields.iter().position(|f| f.0 == path)?;
+        if at > 0 && !simple {
+            return None;
+        }
+        geo_prefixes(i, path, filter).map(|(p, _)| (*i, Some(Arc::new(p))))
+    });
+    let Some((index, prefixes)) = bounded.or_else(|| candidates.first().map(|i| (*i, None))) else {
         return Err(DocError::with_code(
             291,
             "NoQueryExecutionPlans",
@@ -212,6 +278,7 @@ pub fn plan_near(indexes: &[Arc<Index>], path: &str, near: &NearQuery) -> DocRes
             index: index.clone(),
             path: path.to_string(),
             near: Arc::new(near.clone()),
+            prefixes,
         },
         reverse: false,
         sort_provided: false,
@@ -271,6 +338,9 @@ pub struct NearScan {
     pub index: Arc<Index>,
     pub path: String,
     pub near: Arc<NearQuery>,
+    /// The key prefixes each cap's cells are scanned under; None: no equality bounds the
+    /// fields before the geo field, so one round reads the whole index.
+    pub prefixes: Option<Arc<Vec<Vec<u8>>>>,
     pub filter: Option<Arc<Matcher>>,
     pub ownership: Option<OwnershipFilter>,
     pub stats: Arc<crate::cursor::ExecStats>,
@@ -290,6 +360,7 @@ impl NearScan {
         index: Arc<Index>,
         path: String,
         near: Arc<NearQuery>,
+        prefixes: Option<Arc<Vec<Vec<u8>>>>,
         filter: Option<Arc<Matcher>>,
         ownership: Option<OwnershipFilter>,
         stats: Arc<crate::cursor::ExecStats>,
@@ -302,6 +373,7 @@ impl NearScan {
             index,
             path,
             near,
+            prefixes,
             filter,
             ownership,
             stats,
@@ -317,7 +389,9 @@ impl NearScan {
     /// One round: grow the cap, fetch its new documents, release the ones it now holds.
     fn expand(&mut self) -> DocResult<()> {
         let max = self.near.max.min(std::f64::consts::PI);
-        let next = if self.radius == 0.0 {
+        let next = if self.prefixes.is_none() {
+            max
+        } else if self.radius == 0.0 {
             NEAR_START.max(self.near.min)
         } else {
             self.radius * 4.0
@@ -328,7 +402,10 @@ impl NearScan {
             center: self.near.center,
             radius: self.radius,
         };
-        let (ranges, _) = cap_ranges(&cap);
+        let ranges = match &self.prefixes {
+            Some(prefixes) => cap_ranges(&cap, prefixes).0,
+            None => vec![(Bound::Unbounded, Bound::Unbounded)],
+        };
         for (lo, hi) in ranges {
             let entries = self
                 .engine
@@ -386,7 +463,8 @@ impl NearScan {
 impl Iterator for NearScan {
     type Item = DocResult<(RecordId, Document, f64)>;
     fn next(&mut self) -> Option<Self::Item> {
-        // Rounds are bounded: the radius grows ×4 from 1e-4 to at most π (9 rounds).
+        // Rounds are bounded: the radius grows ×4 from 1e-4 to at most π (9 rounds; one for
+        // an unbounded prefix).
         while self.ready.is_empty() && !self.done {
             if let Err(e) = self.expand() {
                 self.done = true;
@@ -394,5 +472,42 @@ impl Iterator for NearScan {
             }
         }
         self.ready.pop_front().map(Ok)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compound_keys() {
+        let def =
+            IndexDef::parse(&doc! {"key": {"cat": 1, "loc": "2dsphere", "tags": -1}}).unwrap();
+        assert_eq!(def.geo_paths().collect::<Vec<_>>(), vec!["loc"]);
+        let point = doc! {"type": "Point", "coordinates": [1.0, 2.0]};
+        let k = doc_keys(
+            &def,
+            &doc! {"cat": "a", "loc": point.clone(), "tags": [1, 2]},
+        )
+        .unwrap();
+        assert_eq!(k.keys.len(), 2);
+        assert!(k.multikey);
+        let cell = cell_value(CellId::from_point(query::geo::sphere::V3::from_lng_lat(1.0, 2.0)).0);
+        for key in &k.keys {
+            assert_eq!(key.values[0], Bson::String("a".into()));
+            assert_eq!(key.values[1], cell);
+        }
+        // Missing ordered fields are null; no geometry, no keys (version 3: sparse on the geo
+        // field only); two arrays among the ordered fields are 171.
+        let k = doc_keys(&def, &doc! {"loc": point.clone()}).unwrap();
+        assert_eq!(k.keys[0].values, vec![Bson::Null, cell, Bson::Null]);
+        assert!(doc_keys(&def, &doc! {"cat": "a"}).unwrap().keys.is_empty());
+        let e = doc_keys(&def, &doc! {"cat": [1], "loc": point, "tags": [2]}).err();
+        assert_eq!(e.unwrap().code, 171);
+        // Two geo fields: a document with one of them is indexed, the other null.
+        let def = IndexDef::parse(&doc! {"key": {"a": "2dsphere", "b": "2dsphere"}}).unwrap();
+        let k = doc_keys(&def, &doc! {"b": [3.0, 4.0]}).unwrap();
+        assert_eq!(k.keys.len(), 1);
+        assert_eq!(k.keys[0].values[0], Bson::Null);
     }
 }

@@ -219,6 +219,20 @@ impl IndexDef {
         matches!(self.kind, IndexKind::Text(_))
     }
 
+    /// Whether `path` is one of a 2dsphere index's geo fields (its other fields are ordered).
+    pub fn is_geo_field(&self, path: &str) -> bool {
+        self.kind == IndexKind::Geo2dSphere
+            && matches!(self.key.get(path), Some(Bson::String(s)) if s == "2dsphere")
+    }
+
+    /// A 2dsphere index's geo fields, in key order.
+    pub fn geo_paths(&self) -> impl Iterator<Item = &str> {
+        self.fields
+            .iter()
+            .map(|f| f.0.as_str())
+            .filter(|p| self.is_geo_field(p))
+    }
+
     /// Where a text (`_fts`, `_ftsx`) or wildcard (`$_path`, `$_value`) index's special pair
     /// of key components sits among its fields.
     fn special_at(&self) -> Option<usize> {
@@ -294,7 +308,7 @@ impl IndexDef {
         let wildcard_root = wildcard.as_ref().map(|w| w.root.clone());
         let mut fields = Vec::new();
         let mut hashed = false;
-        let geo = crate::geo_index::is_2dsphere_key(&key)?;
+        let geo = crate::geo_index::is_2dsphere_key(&key);
         for (path, dir) in key.iter().filter(|_| !is_text && wildcard_root.is_none()) {
             query::limits::check_path(path)?;
             if path.is_empty() || path.split('.').any(|p| p.is_empty()) {
@@ -1008,6 +1022,33 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
             ),
         ));
     }
+    check_parallel_arrays(&array_fields)?;
+    if def.sparse && !any_present {
+        return Ok(DocKeys {
+            keys: Vec::new(),
+            multikey: false,
+        });
+    }
+    let keys = if def.is_hashed() {
+        per_field[0]
+            .iter()
+            .map(|v| IndexKey {
+                encoded: keystring::encode_one(&Bson::Int64(hash::hash_value(v)), false),
+                values: vec![v.clone()],
+                payload: Vec::new(),
+            })
+            .collect()
+    } else {
+        combine_keys(&per_field, &def.descending())
+    };
+    Ok(DocKeys {
+        keys,
+        multikey: !array_fields.is_empty(),
+    })
+}
+
+/// A compound key may take its many values from one array field only (mongod's 171).
+pub(crate) fn check_parallel_arrays(array_fields: &[&str]) -> DocResult<()> {
     if array_fields.len() > 1 {
         return Err(DocError::with_code(
             171,
@@ -1018,15 +1059,14 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
             ),
         ));
     }
-    if def.sparse && !any_present {
-        return Ok(DocKeys {
-            keys: Vec::new(),
-            multikey: false,
-        });
-    }
-    let desc = def.descending();
+    Ok(())
+}
+
+/// The keys of every combination of the fields' values (one value per field each),
+/// deduplicated, in encoded order.
+pub(crate) fn combine_keys(per_field: &[Vec<Bson>], desc: &[bool]) -> Vec<IndexKey> {
     let mut combos: Vec<Vec<Bson>> = vec![Vec::new()];
-    for vals in &per_field {
+    for vals in per_field {
         let mut next = Vec::with_capacity(combos.len() * vals.len());
         for c in &combos {
             for v in vals {
@@ -1040,25 +1080,17 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
     let mut keys: Vec<IndexKey> = combos
         .into_iter()
         .map(|values| {
-            let encoded = if def.is_hashed() {
-                keystring::encode_one(&Bson::Int64(hash::hash_value(&values[0])), false)
-            } else {
-                let refs: Vec<&Bson> = values.iter().collect();
-                keystring::encode_key(&refs, &desc)
-            };
+            let refs: Vec<&Bson> = values.iter().collect();
             IndexKey {
+                encoded: keystring::encode_key(&refs, desc),
                 values,
-                encoded,
                 payload: Vec::new(),
             }
         })
         .collect();
     keys.sort_by(|a, b| a.encoded.cmp(&b.encoded));
     keys.dedup_by(|a, b| a.encoded == b.encoded);
-    Ok(DocKeys {
-        keys,
-        multikey: !array_fields.is_empty(),
-    })
+    keys
 }
 
 /// A text index's keys: `KeyString(prefix values, term, score, suffix values)` per term, the
@@ -1234,6 +1266,25 @@ pub fn text_score(value: &[u8]) -> DocResult<f64> {
         .try_into()
         .map_err(|_| DocError::internal_error("corrupt text index entry"))?;
     Ok(f64::from_le_bytes(b))
+}
+
+/// The values an ordered index field takes in `doc` (null when missing, one per array
+/// element) and whether an array was on the path.
+pub(crate) fn field_values(doc: &Document, path: &str) -> (Vec<Bson>, bool) {
+    let parts: Vec<&str> = path.split('.').collect();
+    let (mut vals, mut arrays, mut present) = (Vec::new(), false, false);
+    collect(
+        &Bson::Document(doc.clone()),
+        &parts,
+        &mut vals,
+        &mut arrays,
+        &mut present,
+        true,
+    );
+    if vals.is_empty() {
+        vals.push(Bson::Null);
+    }
+    (vals, arrays)
 }
 
 /// Generous extraction: every value the query language could find at `parts` (arrays at any

@@ -321,6 +321,9 @@ pub enum Access {
         index: Arc<Index>,
         path: String,
         near: Arc<query::geo::NearQuery>,
+        /// Key prefixes from equalities on a compound index's fields before the geo field
+        /// (`[[]]` when it leads); None: not bounded, the whole index is read once.
+        prefixes: Option<Arc<Vec<Vec<u8>>>>,
     },
 }
 
@@ -570,6 +573,50 @@ fn plan_wildcard(
         plan: Plan::forward_ixscan(index, ranges, bounds),
         score,
     })
+}
+
+/// The key prefixes (in index byte order) that the filter's equalities or `$in`s on an
+/// index's leading `fields` give, with their explain bounds; None unless each field has one
+/// (or their combinations exceed [`MAX_POINTS`]). One empty prefix for no fields.
+pub(crate) fn point_prefixes(
+    filter: &Document,
+    fields: &[(String, bool)],
+) -> Option<(Vec<Vec<u8>>, Document)> {
+    let mut preds = HashMap::new();
+    collect_preds(filter, &mut preds);
+    let mut prefixes: Vec<Vec<u8>> = vec![Vec::new()];
+    let mut bounds = Document::new();
+    for (path, desc) in fields {
+        let points = preds
+            .get(path)?
+            .iter()
+            .find(|p| !p.intervals.is_empty() && p.intervals.iter().all(Interval::is_point))?;
+        if prefixes.len().saturating_mul(points.intervals.len()) > MAX_POINTS {
+            return None;
+        }
+        let mut next = Vec::with_capacity(prefixes.len() * points.intervals.len());
+        for p in &prefixes {
+            for iv in &points.intervals {
+                let iv = if *desc { iv.inverted() } else { iv.clone() };
+                if let Bound::Included(x) = &iv.lo {
+                    next.push(cat(p, x));
+                }
+            }
+        }
+        prefixes = next;
+        let shown: Vec<Bson> = points
+            .intervals
+            .iter()
+            .map(|x| Bson::String(x.display()))
+            .collect();
+        bounds.insert(path.clone(), shown);
+    }
+    Some((prefixes, bounds))
+}
+
+/// Orders ranges by where they start (scans read them in key order).
+pub(crate) fn range_start_cmp(a: &Range, b: &Range) -> std::cmp::Ordering {
+    lo_key(&a.0).cmp(&lo_key(&b.0))
 }
 
 /// Byte ranges over the index table for per-field intervals (leading fields; the rest are

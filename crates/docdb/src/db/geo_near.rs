@@ -21,8 +21,8 @@ impl DocDb {
         let geo_fields: Vec<String> = st
             .indexes
             .iter()
-            .filter(|i| i.def.kind == index::IndexKind::Geo2dSphere && !i.def.hidden)
-            .map(|i| i.def.fields[0].0.clone())
+            .filter(|i| !i.def.hidden)
+            .flat_map(|i| i.def.geo_paths().map(str::to_string).collect::<Vec<_>>())
             .collect();
         let key = match (&spec.key, geo_fields.as_slice()) {
             (Some(k), _) if geo_fields.contains(k) => k.clone(),

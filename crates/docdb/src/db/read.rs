@@ -91,9 +91,9 @@ impl DocDb {
             planner::plan_text(&visible, text, &q.filter, q.hint.as_ref())?
         } else if let Some((path, near)) = filter.near() {
             // Geo keys are cells: any visible 2dsphere index answers, whatever the collation.
-            geo_index::plan_near(&visible, path, near)?
+            geo_index::plan_near(&visible, path, near, &q.filter)?
         } else {
-            let geo = geo_index::plan_within(&usable, &filter, q.hint.as_ref());
+            let geo = geo_index::plan_within(&usable, &filter, &q.filter, q.hint.as_ref());
             let plain = planner::plan(
                 &usable,
                 &q.filter,
