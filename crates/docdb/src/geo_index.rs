@@ -184,7 +184,7 @@ fn cap_ranges(cap: &Cap, prefixes: &[Vec<u8>]) -> (Vec<Range>, Vec<Bson>) {
             ranges.push((Bound::Included(with(lo)), end));
         }
     }
-    ranges.sort_by(|a, b| crate::planner::range_start_cmp(a, b));
+    ranges.sort_by(crate::planner::range_start_cmp);
     let shown = cells
         .iter()
         .map(|(lo, hi)| Bson::String(format!("[{lo}, {hi}]")))
