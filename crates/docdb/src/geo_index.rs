@@ -44,6 +44,9 @@ pub const INDEX_VERSION: i32 = 3;
 const DOC_CELLS: usize = 8;
 /// Cells per query covering.
 const QUERY_CELLS: usize = 20;
+/// Keys one document may give a compound 2dsphere index beyond its largest field's own count:
+/// the combinations of several multi-valued fields would otherwise grow without bound.
+const MAX_COMBINED_KEYS: usize = 100_000;
 /// The first `$near` radius: about 640 m.
 const NEAR_START: f64 = 1e-4;
 
@@ -129,6 +132,17 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
         });
     }
     index::check_parallel_arrays(&array_fields)?;
+    let combined = per_field
+        .iter()
+        .fold(1usize, |n, v| n.saturating_mul(v.len()));
+    let largest = per_field.iter().map(Vec::len).max().unwrap_or(0);
+    if combined > largest.max(MAX_COMBINED_KEYS) {
+        return Err(DocError::with_code(
+            201,
+            "CannotBuildIndexKeys",
+            format!("Maximum number of generated keys exceeded: {combined} keys for index {} (at most {MAX_COMBINED_KEYS} combinations of its fields' values)", def.name),
+        ));
+    }
     Ok(DocKeys {
         keys: index::combine_keys(&per_field, &def.descending()),
         multikey: multikey || !array_fields.is_empty(),
@@ -509,5 +523,18 @@ mod tests {
         let k = doc_keys(&def, &doc! {"b": [3.0, 4.0]}).unwrap();
         assert_eq!(k.keys.len(), 1);
         assert_eq!(k.keys[0].values[0], Bson::Null);
+        // The combinations of two multi-valued fields are bounded (201), one field's own
+        // values are not.
+        let many = |n: usize| -> Vec<Bson> {
+            (0..n)
+                .map(|i| Bson::Array(vec![(i as f64 / 100.0).into(), (i as f64 / 200.0).into()]))
+                .collect()
+        };
+        let e = doc_keys(&def, &doc! {"a": many(400), "b": many(400)}).err();
+        assert_eq!(e.unwrap().code, 201);
+        assert_eq!(
+            doc_keys(&def, &doc! {"a": many(400)}).unwrap().keys.len(),
+            400
+        );
     }
 }

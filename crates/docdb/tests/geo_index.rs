@@ -7,6 +7,10 @@ use docdb::{DocDb, DocDbConfig, FindQuery, WriteOpts};
 use proptest::prelude::*;
 use query::geo::sphere::{EARTH_RADIUS_M, V3};
 
+/// Compound 2dsphere indexes (in this binary: one test target links faster than two).
+#[path = "geo_index/compound.rs"]
+mod compound;
+
 fn lng_lat() -> impl Strategy<Value = (f64, f64)> {
     prop_oneof![
         (-180.0f64..180.0, -90.0f64..90.0),
