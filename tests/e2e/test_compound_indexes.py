@@ -146,6 +146,7 @@ def test_compound_wildcard_example_from_the_manual(db):
         {"_id": 2, "tenantId": 1, "customFields": {"addr": "Elm St", "employees": 20}},
         {"_id": 3, "tenantId": 2, "customFields": {"addr": "Main St", "employees": [5, 50]}},
         {"_id": 4, "customFields": {"addr": "Main St"}},
+        {"_id": 5, "tenantId": 1, "name": "no custom fields"},
     ])
     q = {"tenantId": 1, "customFields.addr": "Main St"}
     assert ids(c.find(q)) == [1]
@@ -156,6 +157,11 @@ def test_compound_wildcard_example_from_the_manual(db):
     assert ids(c.find({"tenantId": {"$gte": 2}, "customFields.employees": {"$gt": 30}})) == [3]
     assert ids(c.find({"tenantId": None, "customFields.addr": "Main St"})) == [4]
     assert ids(c.find({"tenantId": 1, "customFields.addr": "Main St"}).hint("cwi")) == [1]
+    # The leading field alone uses the index too (mongod 7's compound_wildcard_index_prefix.js),
+    # documents without custom fields included.
+    q = {"tenantId": 1}
+    assert ids(c.find(q)) == [1, 2, 5]
+    assert c.find(q).explain()["queryPlanner"]["winningPlan"]["inputStage"]["indexName"] == "cwi"
 
 
 def test_compound_wildcard_all_fields_needs_a_projection(db):

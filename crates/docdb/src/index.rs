@@ -1169,8 +1169,8 @@ pub fn text_term_prefix(def: &IndexDef, prefix: &[Bson], term: &str) -> Vec<u8> 
 /// A wildcard index's keys: `KeyString(before values, path, value, after values)` for every
 /// covered leaf (array elements one by one under their array's path; an empty array as
 /// undefined, an empty document as itself), deduplicated. The walk follows the document's own
-/// nesting (bounded by `limits`). A document with no covered leaf has no keys, whatever its
-/// regular fields hold.
+/// nesting (bounded by `limits`). A document with no covered leaf has no keys, but for a
+/// marker (path MinKey) under its leading regular fields' values when the index has some.
 fn wildcard_keys(def: &IndexDef, spec: &WildcardSpec, doc: &Document) -> DocResult<DocKeys> {
     let regular = |fields: &[(String, bool)]| -> DocResult<Vec<Bson>> {
         fields
@@ -1183,14 +1183,19 @@ fn wildcard_keys(def: &IndexDef, spec: &WildcardSpec, doc: &Document) -> DocResu
         regular(def.regular_after())?,
     );
     let desc = def.descending();
-    let mut pairs: Vec<(String, Bson)> = Vec::new();
+    let mut pairs: Vec<(Bson, Bson)> = Vec::new();
     let mut multikey = false;
     wildcard_walk(spec, doc, "", &mut pairs, &mut multikey);
+    if pairs.is_empty() && !before.is_empty() {
+        // A document without covered leaves still answers predicates on the leading regular
+        // fields: one marker key, its path MinKey (below every path string).
+        pairs.push((Bson::MinKey, Bson::Null));
+    }
     let mut keys: Vec<IndexKey> = pairs
         .into_iter()
         .map(|(path, v)| {
             let mut values = before.clone();
-            values.push(Bson::String(path));
+            values.push(path);
             values.push(v);
             values.extend(after.iter().cloned());
             let refs: Vec<&Bson> = values.iter().collect();
@@ -1210,7 +1215,7 @@ fn wildcard_walk(
     spec: &WildcardSpec,
     d: &Document,
     prefix: &str,
-    out: &mut Vec<(String, Bson)>,
+    out: &mut Vec<(Bson, Bson)>,
     multikey: &mut bool,
 ) {
     for (k, v) in d {
@@ -1240,7 +1245,7 @@ fn wildcard_value(
     spec: &WildcardSpec,
     v: &Bson,
     path: &str,
-    out: &mut Vec<(String, Bson)>,
+    out: &mut Vec<(Bson, Bson)>,
     multikey: &mut bool,
     expand_arrays: bool,
 ) {
@@ -1249,14 +1254,14 @@ fn wildcard_value(
         Bson::Array(a) if expand_arrays => {
             *multikey = true;
             if a.is_empty() {
-                out.push((path.to_string(), Bson::Undefined));
+                out.push((Bson::String(path.to_string()), Bson::Undefined));
             }
             for e in a {
                 // A nested array is one value; documents in arrays are walked.
                 wildcard_value(spec, e, path, out, multikey, false);
             }
         }
-        other => out.push((path.to_string(), other.clone())),
+        other => out.push((Bson::String(path.to_string()), other.clone())),
     }
 }
 
@@ -1614,8 +1619,9 @@ mod tests {
             Bson::Int32(5)
         ]));
         assert!(k.multikey);
-        // Regular fields hold one value each (201); documents without covered leaves have no
-        // keys; a missing regular field is null.
+        // Regular fields hold one value each (201); a missing regular field is null; a
+        // document without covered leaves has one marker key (path MinKey) under its leading
+        // fields.
         assert_eq!(
             doc_keys(&def, &doc! {"tenant": ["x"], "a": 1})
                 .err()
@@ -1623,12 +1629,21 @@ mod tests {
                 .code,
             201
         );
-        assert!(doc_keys(&def, &doc! {"tenant": "x"})
-            .unwrap()
-            .keys
-            .is_empty());
         let k = doc_keys(&def, &doc! {"a": 1}).unwrap();
         assert_eq!(k.keys[0].values[0], Bson::Null);
+        let k = doc_keys(&def, &doc! {"tenant": "x"}).unwrap();
+        assert_eq!(
+            k.keys.iter().map(|k| k.values.clone()).collect::<Vec<_>>(),
+            vec![vec![
+                Bson::String("x".into()),
+                Bson::MinKey,
+                Bson::Null,
+                Bson::Null
+            ]]
+        );
+        // Without leading regular fields there is no marker.
+        let def = IndexDef::parse(&doc! {"key": {"a.$**": 1, "n": 1}}).unwrap();
+        assert!(doc_keys(&def, &doc! {"n": 1}).unwrap().keys.is_empty());
     }
 
     #[test]

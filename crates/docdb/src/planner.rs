@@ -494,8 +494,9 @@ fn plan_hashed(index: &Arc<Index>, preds: &HashMap<String, Vec<Pred>>) -> Option
 /// and the order never provides a sort. A compound index's leading regular fields bound the
 /// scan too: with equalities on all of them the path and value follow; otherwise the scan
 /// stops at the first one without (its range, if any, is the last bound) and every path under
-/// it is read, the fetch's filter and RecordId dedup doing the rest. The predicate on a
-/// covered field is required either way: a document without covered fields has no keys.
+/// it is read, the fetch's filter and RecordId dedup doing the rest. Predicates on the leading
+/// regular fields alone use it the same way (as mongod 7's): a document without covered
+/// leaves has its marker key there (`crate::index`'s `wildcard_keys`).
 fn plan_wildcard(
     index: &Arc<Index>,
     spec: &WildcardSpec,
@@ -518,7 +519,7 @@ fn plan_wildcard(
         .collect();
     // Equality first, then the field name (a deterministic choice among equals).
     covered.sort_by(|a, b| b.1.equality.cmp(&a.1.equality).then(a.0.cmp(b.0)));
-    let (path, pred) = *covered.first()?;
+    let covered = covered.first().copied();
     // The leading regular fields: single-valued (arrays are refused at write), so every
     // predicate on one bounds it.
     let mut fields: Vec<Vec<Interval>> = Vec::new();
@@ -543,20 +544,23 @@ fn plan_wildcard(
         eq_len += 1;
     }
     let whole_prefix = eq_len == index.def.regular_before().len();
-    if whole_prefix {
-        fields.push(vec![Interval::point(&Bson::String(path.clone()))]);
-        fields.push(pred.intervals.clone());
-    } else if fields.is_empty() {
+    let bounded_path = match covered {
+        Some((path, pred)) if whole_prefix => {
+            fields.push(vec![Interval::point(&Bson::String(path.clone()))]);
+            fields.push(pred.intervals.clone());
+            Some(path)
+        }
         // Nothing bounds the scan's start: every key of the index would be read.
-        return None;
-    }
+        _ if fields.is_empty() => return None,
+        _ => None,
+    };
     let (ranges, shown) = build_ranges(index, &fields);
     // As mongod's explain: the value's bounds under the field's own name.
     let bounds: Document = shown
         .into_iter()
-        .map(|(k, v)| match k.as_str() {
-            "$_value" => (path.clone(), v),
-            "$_path" if whole_prefix => {
+        .map(|(k, v)| match (k.as_str(), bounded_path) {
+            ("$_value", Some(path)) => (path.clone(), v),
+            ("$_path", Some(path)) => {
                 let point = format!("[\"{path}\", \"{path}\"]");
                 (k, Bson::Array(vec![Bson::String(point)]))
             }
@@ -564,10 +568,11 @@ fn plan_wildcard(
         })
         .collect();
     let score = eq_len as i64 * 8
-        + match (whole_prefix, pred.equality) {
-            (true, true) => 8,
-            (true, false) => 4,
-            (false, _) => 2,
+        + match (bounded_path, covered) {
+            (Some(_), Some((_, pred))) if pred.equality => 8,
+            (Some(_), _) => 4,
+            (None, Some(_)) => 2,
+            (None, None) => 1,
         };
     Some(Candidate {
         plan: Plan::forward_ixscan(index, ranges, bounds),
