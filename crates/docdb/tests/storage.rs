@@ -961,3 +961,38 @@ fn stored_collations_refused_today_still_open_with_a_warning() {
         .unwrap_err();
     assert_eq!(err.code, 2, "{err:?}");
 }
+
+/// `$out`'s temporary collection left behind (a crash before its rename) is dropped at open
+/// with its tables, and a rename over an existing target replaces it in one catalog batch.
+#[test]
+fn stale_out_temporaries_are_dropped_at_open_and_renames_replace_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let tables_before;
+    {
+        let db = DocDb::open(small_disk(dir.path())).unwrap();
+        tables_before = db.engine().tables().len();
+        ins(&db, "tmp.agg_out.1234", vec![doc! {"_id": 1}, doc! {"_id": 2}]);
+        ins(&db, "target", vec![doc! {"_id": "old"}]);
+        ins(&db, "source", vec![doc! {"_id": "new"}]);
+        db.rename_collection("t", "source", "t", "target", true)
+            .unwrap();
+        db.shutdown().unwrap();
+    }
+    let db = DocDb::open(small_disk(dir.path())).unwrap();
+    let names: Vec<String> = db
+        .list_collections("t")
+        .unwrap()
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(names, vec!["target".to_string()], "{names:?}");
+    assert_eq!(
+        all(&db, "target", FindQuery::default()),
+        vec![doc! {"_id": "new"}]
+    );
+    assert_eq!(
+        db.engine().tables().len(),
+        tables_before + 2,
+        "only the target's tables (documents and _id) are left beside an empty database's"
+    );
+}

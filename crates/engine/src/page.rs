@@ -32,8 +32,15 @@ pub struct LeafWriter {
 
 impl LeafWriter {
     pub fn new(prefix_compression: bool) -> Self {
+        Self::with_capacity(prefix_compression, 4)
+    }
+    /// A writer whose buffer holds `bytes` before it grows (a page of known size is built
+    /// without reallocating as it fills).
+    pub fn with_capacity(prefix_compression: bool, bytes: usize) -> Self {
+        let mut buf = Vec::with_capacity(bytes.max(4));
+        buf.resize(4, 0);
         LeafWriter {
-            buf: vec![0; 4],
+            buf,
             count: 0,
             prev_key: Vec::new(),
             prefix_compression,

@@ -109,7 +109,9 @@ impl Reconciler<'_> {
         let pieces = total.div_ceil(self.leaf_split).max(1);
         let target = total.div_ceil(pieces);
         let mut out = Vec::with_capacity(pieces);
-        let mut w = LeafWriter::new(pc);
+        // A piece ends before it passes the split size, or holds one entry larger than that.
+        let piece_bytes = |len: usize| len.min(self.leaf_split) + 64;
+        let mut w = LeafWriter::with_capacity(pc, piece_bytes(total));
         let mut sep: Vec<u8> = Vec::new();
         let mut prev_key: &[u8] = &[];
         for (k, v) in page.entries() {
@@ -120,7 +122,8 @@ impl Reconciler<'_> {
             {
                 out.push((
                     std::mem::take(&mut sep),
-                    std::mem::replace(&mut w, LeafWriter::new(pc)).finish(),
+                    std::mem::replace(&mut w, LeafWriter::with_capacity(pc, piece_bytes(target)))
+                        .finish(),
                 ));
                 sep = separator(prev_key, k);
             }

@@ -174,14 +174,21 @@ impl DocDb {
 
     /// Drops a collection (caller holds `ddl`).
     pub(super) fn drop_locked(&self, c: &Arc<Coll>) -> DocResult<()> {
-        let mut st = c.state.write();
-        st.dropped = true;
-        self.colls.write().remove(&c.ns);
         let mut b = WriteBatch::new();
         b.delete(self.catalog_table, c.ns.as_bytes().to_vec());
         self.engine
             .write(&b, WriteOptions { sync: true })
             .map_err(storage_error)?;
+        self.release_dropped(c)
+    }
+
+    /// After the catalog entry of `c` is gone (committed): forget the collection and drop its
+    /// tables. A crash before the tables go leaves them unnamed by the catalog, and open drops
+    /// such tables.
+    fn release_dropped(&self, c: &Arc<Coll>) -> DocResult<()> {
+        let mut st = c.state.write();
+        st.dropped = true;
+        self.colls.write().remove(&c.ns);
         for i in &st.indexes {
             self.engine.drop_table(&i.ident).map_err(storage_error)?;
         }
@@ -237,16 +244,19 @@ impl DocDb {
                 "Can't rename a collection to itself",
             ));
         }
-        if let Some(t) = self.get_coll(to_db, to_coll) {
-            if !drop_target {
-                return Err(DocError::namespace_exists("target namespace exists"));
-            }
-            self.drop_locked(&t)?;
+        let target = self.get_coll(to_db, to_coll);
+        if target.is_some() && !drop_target {
+            return Err(DocError::namespace_exists("target namespace exists"));
         }
         let mut st = src.state.write();
         let mut entry = src.entry(&st);
         entry.ns = to_ns.clone();
+        // One catalog batch drops the target and moves the source (`$out`'s atomic replace):
+        // after a crash the catalog names either the old target or the renamed source.
         let mut b = WriteBatch::new();
+        if let Some(t) = &target {
+            b.delete(self.catalog_table, t.ns.as_bytes().to_vec());
+        }
         b.delete(self.catalog_table, src.ns.as_bytes().to_vec());
         b.put(
             self.catalog_table,
@@ -256,6 +266,9 @@ impl DocDb {
         self.engine
             .write(&b, WriteOptions { sync: true })
             .map_err(storage_error)?;
+        if let Some(t) = &target {
+            self.release_dropped(t)?;
+        }
         let moved = Arc::new(Coll::new(
             to_db,
             to_coll,

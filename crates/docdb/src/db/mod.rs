@@ -47,6 +47,8 @@ use std::sync::{Arc, Weak};
 
 /// mongod's limit on indexes per collection.
 const MAX_INDEXES: usize = 64;
+/// The name prefix of `$out`'s temporary collections (mongod's `tmp.agg_out.<uuid>`).
+pub(crate) const OUT_TEMP_PREFIX: &str = "tmp.agg_out.";
 /// Documents per engine batch while building an index.
 const BUILD_BATCH: usize = 512;
 /// Candidates a single-document write collects (some may stop matching before they are locked).
@@ -312,6 +314,20 @@ impl DocDb {
                 }
                 Err(_) => entries.push(CollEntry::from_doc(&d)?),
             }
+        }
+        // `$out`'s temporary collections left by a crash before their rename: dropped, as
+        // mongod drops temporary collections at startup (their tables go with the orphans).
+        let (stale, entries): (Vec<_>, Vec<_>) = entries.into_iter().partition(|e| {
+            catalog::split_ns(&e.ns).is_some_and(|(_, c)| c.starts_with(OUT_TEMP_PREFIX))
+        });
+        if !stale.is_empty() {
+            let mut b = WriteBatch::new();
+            for e in &stale {
+                b.delete(catalog_table, e.ns.as_bytes().to_vec());
+            }
+            engine
+                .write(&b, WriteOptions { sync: true })
+                .map_err(storage_error)?;
         }
         let mut colls = BTreeMap::new();
         let hooks = Arc::new(Hooks::default());

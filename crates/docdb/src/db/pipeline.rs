@@ -103,7 +103,7 @@ impl CollectionSink for PipelineStorage {
             Err(e) if e.code == 26 => Vec::new(),
             Err(e) => return Err(e),
         };
-        let tmp = format!("tmp.agg_out.{}", Uuid::new());
+        let tmp = format!("{}{}", super::OUT_TEMP_PREFIX, Uuid::new());
         this.create_collection(db, &tmp, &options)?;
         let filled = (|| -> DocResult<()> {
             if !indexes.is_empty() {
