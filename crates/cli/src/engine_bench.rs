@@ -63,9 +63,9 @@ pub struct EngineBenchArgs {
     /// Seconds between checkpoints.
     #[arg(long, default_value_t = 60)]
     pub checkpoint_secs: u64,
-    /// Eviction threads (MongoDB runs WiredTiger with 4).
-    #[arg(long, default_value_t = 4)]
-    pub eviction_threads: usize,
+    /// Eviction threads (default: the engine's, half the cores from 1 to 4).
+    #[arg(long)]
+    pub eviction_threads: Option<usize>,
     /// Files opened with O_DIRECT: none (buffered, MongoDB's default), data, log or data,log
     /// (WiredTiger's `direct_io`).
     #[arg(long, default_value = "none")]
@@ -162,7 +162,10 @@ fn bench(
     let mut cfg = EngineConfig::new(db);
     cfg.cache_size = args.cache_mb << 20;
     cfg.direct_io = direct_io;
-    cfg.eviction_threads = args.eviction_threads;
+    if let Some(n) = args.eviction_threads {
+        cfg.eviction_threads = n;
+    }
+    let eviction_threads = cfg.eviction_threads;
     cfg.journal = Some(JournalConfig {
         dir: db.join("journal"),
         file_max: 100 << 20,
@@ -374,7 +377,7 @@ fn bench(
                 "internal_kb": args.internal_kb, "compressor": compressor.name(),
                 "journal_compressor": journal_compressor.to_string(),
                 "journal_commit_interval_ms": 100, "checkpoint_secs": args.checkpoint_secs,
-                "eviction_threads": args.eviction_threads,
+                "eviction_threads": eviction_threads,
                 "direct_io": direct_io.to_string(),
                 "seed": args.seed, "db": db.display().to_string(), "value_len": VALUE_LEN,
                 "key": "user + fnvhash64(record) (YCSB hashed insertorder)",

@@ -295,6 +295,13 @@ pub enum Schedule {
 /// WiredTiger's upper bound on eviction threads.
 pub const MAX_EVICTION_THREADS: usize = 20;
 
+/// Half the cores, at least 1 and at most MongoDB's 4: eviction shares the cores with the
+/// application threads it serves.
+pub fn default_eviction_threads() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / 2).clamp(1, 4)
+}
+
 /// Engine-wide settings.
 #[derive(Clone)]
 pub struct EngineConfig {
@@ -306,8 +313,9 @@ pub struct EngineConfig {
     pub eviction_trigger: u8,
     pub eviction_dirty_target: u8,
     pub eviction_dirty_trigger: u8,
-    /// Eviction threads under the background schedule (WiredTiger's `eviction=(threads_max)`;
-    /// MongoDB runs 4). They share one set of candidate queues.
+    /// Eviction threads under the background schedule (WiredTiger's `eviction=(threads_max)`).
+    /// They share one set of candidate queues. Default: half the cores, from 1 to 4 (MongoDB
+    /// runs 4; on 2 cores 4 cost a sixth of engine-bench's throughput against 1, docs/engine.md).
     pub eviction_threads: usize,
     /// `None` disables the journal: then only checkpointed data survives a crash.
     pub journal: Option<JournalConfig>,
@@ -347,7 +355,7 @@ impl EngineConfig {
             eviction_trigger: 95,
             eviction_dirty_target: 5,
             eviction_dirty_trigger: 20,
-            eviction_threads: 4,
+            eviction_threads: default_eviction_threads(),
             checkpoint_interval: Some(Duration::from_secs(60)),
             checkpoint_log_size: None,
             checkpoint_written_bytes: None,
