@@ -971,7 +971,11 @@ fn stale_out_temporaries_are_dropped_at_open_and_renames_replace_whole() {
     {
         let db = DocDb::open(small_disk(dir.path())).unwrap();
         tables_before = db.engine().tables().len();
-        ins(&db, "tmp.agg_out.1234", vec![doc! {"_id": 1}, doc! {"_id": 2}]);
+        ins(
+            &db,
+            "tmp.agg_out.1234",
+            vec![doc! {"_id": 1}, doc! {"_id": 2}],
+        );
         ins(&db, "target", vec![doc! {"_id": "old"}]);
         ins(&db, "source", vec![doc! {"_id": "new"}]);
         db.rename_collection("t", "source", "t", "target", true)

@@ -401,6 +401,38 @@ impl Inner {
         unreachable!("retired_backoff bounds the retries")
     }
 
+    /// A point read of the key's value in a snapshot, or of its newest value: the read path.
+    fn point_read(
+        &self,
+        table: TableId,
+        key: &[u8],
+        txn: Option<&TxnSnapshot>,
+    ) -> Result<Option<Vec<u8>>> {
+        self.check_open()?;
+        self.help_evict()?;
+        let t = self.catalog.table(table)?;
+        let at = match txn {
+            Some(txn) => {
+                txn_table_current(&t, txn)?;
+                txn.csn()
+            }
+            None => LATEST,
+        };
+        let got = t.with_leaf(key, |_, st| {
+            let page = st.page.as_ref().expect("a loaded leaf is resident");
+            page.get(key, at).map(|v| v.bytes().to_vec())
+        });
+        if let (Ok(_), Some(txn)) = (&got, txn) {
+            txn.check()?;
+        }
+        if self.cfg.schedule == Schedule::Inline {
+            // A read brings pages in: the eviction server would take the cache back to its
+            // target.
+            self.inline_duties();
+        }
+        got
+    }
+
     /// Application threads evict when the cache is over its trigger, before taking latches.
     fn help_evict(&self) -> Result<()> {
         let rounds = self.evictor.help(&self.catalog, &self.cache)?;
@@ -582,25 +614,7 @@ impl KvEngine for DiskEngine {
     }
 
     fn get(&self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let inner = &self.inner;
-        if inner.closed.load(Ordering::Relaxed) {
-            return Err(Error::Closed("the engine is closed".into()));
-        }
-        inner.help_evict()?;
-        let t = inner.catalog.table(table)?;
-        let got = t.with_leaf(key, |_, st| {
-            st.page
-                .as_ref()
-                .expect("resident")
-                .get(key, LATEST)
-                .map(|v| v.bytes().to_vec())
-        });
-        if inner.cfg.schedule == Schedule::Inline {
-            // A read brings pages in: the eviction server would take the cache back to its
-            // target.
-            inner.inline_duties();
-        }
-        got
+        self.inner.point_read(table, key, None)
     }
 
     fn write(&self, batch: &WriteBatch, opts: WriteOptions) -> Result<()> {
@@ -638,21 +652,8 @@ impl KvEngine for DiskEngine {
     }
 
     fn get_at(&self, snap: &Snapshot, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let inner = &self.inner;
-        inner.check_open()?;
         let txn = snap.state::<Arc<TxnSnapshot>>()?;
-        inner.help_evict()?;
-        let t = inner.catalog.table(table)?;
-        txn_table_current(&t, txn)?;
-        let got = t.with_leaf(key, |_, st| {
-            let page = st.page.as_ref().expect("resident");
-            page.get(key, txn.csn()).map(|v| v.bytes().to_vec())
-        })?;
-        txn.check()?;
-        if inner.cfg.schedule == Schedule::Inline {
-            inner.inline_duties();
-        }
-        Ok(got)
+        self.inner.point_read(table, key, Some(txn))
     }
 
     fn scan_at(

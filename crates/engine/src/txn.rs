@@ -9,7 +9,7 @@
 use crate::error::{Error, Result};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The snapshot of reads that want each key's newest value.
@@ -18,6 +18,9 @@ pub const LATEST: u64 = u64::MAX;
 #[derive(Default)]
 pub struct Txns {
     state: Mutex<State>,
+    /// `State::oldest`, republished under the lock at every change, so that the hot paths
+    /// (every batch, every eviction candidate) read it without taking the lock.
+    oldest: AtomicU64,
 }
 
 #[derive(Default)]
@@ -35,6 +38,13 @@ impl State {
     fn visible(&self) -> u64 {
         self.applying.first().map_or(self.last, |&first| first - 1)
     }
+    fn oldest(&self) -> u64 {
+        let visible = self.visible();
+        self.open
+            .keys()
+            .next()
+            .map_or(visible, |&(csn, _)| csn.min(visible))
+    }
 }
 
 impl Txns {
@@ -45,13 +55,22 @@ impl Txns {
         st.last += 1;
         let csn = st.last;
         st.applying.insert(csn);
+        self.publish(&st);
         csn
+    }
+
+    /// Republishes `oldest` after a change of `st` (called under the lock, so publications
+    /// are in the order of the changes).
+    fn publish(&self, st: &State) {
+        self.oldest.store(st.oldest(), Ordering::Release);
     }
 
     /// The batch is applied in full: snapshots from now on see it.
     pub fn end_commit(&self, csn: u64) {
-        let removed = self.state.lock().applying.remove(&csn);
+        let mut st = self.state.lock();
+        let removed = st.applying.remove(&csn);
         assert!(removed, "commit {csn} ended twice or never began");
+        self.publish(&st);
     }
 
     /// A snapshot of everything applied in full so far; it pins the versions it reads until
@@ -63,6 +82,7 @@ impl Txns {
         let key = (csn, st.serial);
         let invalid = Arc::new(AtomicBool::new(false));
         st.open.insert(key, invalid.clone());
+        self.publish(&st);
         TxnSnapshot {
             key,
             invalid,
@@ -75,20 +95,17 @@ impl Txns {
     /// A version newer than this may not be the one such a reader needs, so the version below
     /// it is kept beside it.
     pub fn oldest(&self) -> u64 {
-        let st = self.state.lock();
-        let visible = st.visible();
-        st.open
-            .keys()
-            .next()
-            .map_or(visible, |&(csn, _)| csn.min(visible))
+        self.oldest.load(Ordering::Acquire)
     }
 
     /// Invalidates the oldest valid snapshot (eviction found the cache full of versions only
     /// old snapshots need). Returns whether there was one.
     pub fn invalidate_oldest(&self) -> bool {
-        match self.state.lock().open.pop_first() {
+        let mut st = self.state.lock();
+        match st.open.pop_first() {
             Some((_, invalid)) => {
                 invalid.store(true, Ordering::SeqCst);
+                self.publish(&st);
                 true
             }
             None => false,
@@ -136,7 +153,9 @@ impl TxnSnapshot {
 
 impl Drop for TxnSnapshot {
     fn drop(&mut self) {
-        self.txns.state.lock().open.remove(&self.key);
+        let mut st = self.txns.state.lock();
+        st.open.remove(&self.key);
+        self.txns.publish(&st);
     }
 }
 
