@@ -118,7 +118,7 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
                 cells.iter().map(|c| cell_value(c.0)).collect()
             });
         } else {
-            let (vals, arrays) = index::field_values(doc, path);
+            let (vals, arrays, _) = index::field_values(doc, path);
             if arrays {
                 array_fields.push(path);
             }

@@ -991,21 +991,7 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
     let mut array_fields: Vec<&str> = Vec::new();
     let mut any_present = false;
     for (path, _) in &def.fields {
-        let parts: Vec<&str> = path.split('.').collect();
-        let mut vals = Vec::new();
-        let mut arrays = false;
-        let mut present = false;
-        collect(
-            &Bson::Document(doc.clone()),
-            &parts,
-            &mut vals,
-            &mut arrays,
-            &mut present,
-            true,
-        );
-        if vals.is_empty() {
-            vals.push(Bson::Null);
-        }
+        let (vals, arrays, present) = field_values(doc, path);
         if arrays {
             array_fields.push(path);
         }
@@ -1274,8 +1260,8 @@ pub fn text_score(value: &[u8]) -> DocResult<f64> {
 }
 
 /// The values an ordered index field takes in `doc` (null when missing, one per array
-/// element) and whether an array was on the path.
-pub(crate) fn field_values(doc: &Document, path: &str) -> (Vec<Bson>, bool) {
+/// element), whether an array was on the path, and whether the field is present.
+pub(crate) fn field_values(doc: &Document, path: &str) -> (Vec<Bson>, bool, bool) {
     let parts: Vec<&str> = path.split('.').collect();
     let (mut vals, mut arrays, mut present) = (Vec::new(), false, false);
     collect(
@@ -1289,7 +1275,7 @@ pub(crate) fn field_values(doc: &Document, path: &str) -> (Vec<Bson>, bool) {
     if vals.is_empty() {
         vals.push(Bson::Null);
     }
-    (vals, arrays)
+    (vals, arrays, present)
 }
 
 /// Generous extraction: every value the query language could find at `parts` (arrays at any
