@@ -3,7 +3,7 @@
 //! metadata file, `meta.rs`).
 
 use crate::block::{BlockFile, FileCheckpoint};
-use crate::btree::Table;
+use crate::btree::{Table, TreeShared};
 use crate::cache::Cache;
 use crate::config::TableConfig;
 use crate::error::{Error, Result};
@@ -49,12 +49,10 @@ pub struct DroppedFile {
 pub struct Catalog {
     dir: PathBuf,
     io: Arc<Io>,
-    cache: Arc<Cache>,
-    txns: Arc<Txns>,
+    /// What its tables share: cache, commit numbers, leaf ids.
+    shared: TreeShared,
     tables: RwLock<Tables>,
     next_table_id: AtomicU32,
-    /// Engine-wide leaf and logical page ids (batches latch leaves in id order).
-    leaf_ids: Arc<AtomicU64>,
 }
 
 impl Catalog {
@@ -62,11 +60,13 @@ impl Catalog {
         Catalog {
             dir: dir.to_path_buf(),
             io,
-            cache,
-            txns,
+            shared: TreeShared {
+                cache,
+                txns,
+                leaf_ids: Arc::new(AtomicU64::new(1)),
+            },
             tables: RwLock::new(Tables::default()),
             next_table_id: AtomicU32::new(1),
-            leaf_ids: Arc::new(AtomicU64::new(1)),
         }
     }
 
@@ -160,9 +160,7 @@ impl Catalog {
             name.to_string(),
             cfg.clone(),
             file,
-            self.cache.clone(),
-            self.txns.clone(),
-            self.leaf_ids.clone(),
+            self.shared.clone(),
         )))
     }
 
@@ -181,9 +179,7 @@ impl Catalog {
             m.config.clone(),
             file,
             m.checkpoint,
-            self.cache.clone(),
-            self.txns.clone(),
-            self.leaf_ids.clone(),
+            self.shared.clone(),
         )?;
         self.tables.write().insert(Arc::new(table));
         self.fresh_from(m.id + 1);
@@ -253,9 +249,7 @@ impl Catalog {
             t.name.clone(),
             t.cfg.clone(),
             file,
-            self.cache.clone(),
-            self.txns.clone(),
-            self.leaf_ids.clone(),
+            self.shared.clone(),
             entries,
             cause,
         )?))

@@ -3,19 +3,16 @@
 //! so the file ends up as small as its data — what compaction writes into its fresh file. The
 //! internal pages are built in memory and written by the table's next checkpoint.
 
-use super::tree::{Child, Internal, Table};
+use super::tree::{Child, Internal, Table, TreeShared};
 use crate::block::{build_block, Addr, BlockFile};
-use crate::cache::Cache;
 use crate::config::{TableConfig, ALLOC_UNIT};
 use crate::error::Result;
 use crate::kv::KvPair;
 use crate::leaf::{Leaf, LeafState};
 use crate::page::{self, LeafWriter, StoredValue};
 use crate::reconcile::separator;
-use crate::txn::Txns;
 use placement::{PageKind, WriteCause};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 
 /// Where a bulk load is: the leaf being filled and the leaves written so far.
 struct Loader<'a> {
@@ -109,15 +106,14 @@ impl Table {
         name: String,
         cfg: TableConfig,
         file: BlockFile,
-        cache: Arc<Cache>,
-        txns: Arc<Txns>,
-        leaf_ids: Arc<AtomicU64>,
+        shared: TreeShared,
         entries: impl Iterator<Item = Result<KvPair>>,
         cause: WriteCause,
     ) -> Result<Table> {
+        let leaf_ids = shared.leaf_ids.clone();
         let (leaves, _) = load(Some(&file), &cfg, &leaf_ids, entries, cause)?;
         if leaves.is_empty() {
-            return Ok(Table::new(id, name, cfg, file, cache, txns, leaf_ids));
+            return Ok(Table::new(id, name, cfg, file, shared));
         }
         let internal_split = cfg.split_size(cfg.internal_page_max);
         let mut level: Vec<(Vec<u8>, Child)> = leaves
@@ -145,9 +141,7 @@ impl Table {
             .flatten()
             .next()
             .expect("each level has fewer nodes than the one below");
-        Ok(Table::assemble(
-            id, name, cfg, file, cache, txns, leaf_ids, root, None,
-        ))
+        Ok(Table::assemble(id, name, cfg, file, shared, root, None))
     }
 }
 
@@ -252,9 +246,27 @@ mod tests {
     fn leaf_addr(l: &Leaf) -> Addr {
         l.state.lock().addr.expect("bulk leaves are written")
     }
+    use crate::cache::Cache;
     use crate::config::Allocation;
     use crate::io::{FileRole, Io};
     use placement::FileKind;
+    use std::sync::Arc;
+
+    /// Up to `limit` entries of the whole table, in key order.
+    fn read_all(t: &Table, limit: usize) -> Vec<KvPair> {
+        let mut got = Vec::new();
+        crate::btree::fetch_range(
+            t,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            false,
+            limit,
+            crate::txn::LATEST,
+            &mut got,
+        )
+        .unwrap();
+        got
+    }
 
     fn table(entries: Vec<KvPair>, cfg: TableConfig) -> (tempfile::TempDir, Table) {
         let dir = tempfile::tempdir().unwrap();
@@ -272,9 +284,11 @@ mod tests {
             "t".into(),
             cfg,
             file,
-            cache,
-            Arc::new(crate::txn::Txns::default()),
-            Arc::new(AtomicU64::new(1)),
+            TreeShared {
+                cache,
+                txns: Arc::new(crate::txn::Txns::default()),
+                leaf_ids: Arc::new(AtomicU64::new(1)),
+            },
             entries.into_iter().map(Ok),
             WriteCause::Other,
         )
@@ -299,17 +313,7 @@ mod tests {
             .chain(std::iter::once((b"zz-big".to_vec(), vec![7u8; 20_000])))
             .collect();
         let (_d, t) = table(entries.clone(), cfg.clone());
-        let mut got = Vec::new();
-        crate::btree::fetch_range(
-            &t,
-            std::ops::Bound::Unbounded,
-            std::ops::Bound::Unbounded,
-            false,
-            usize::MAX,
-            crate::txn::LATEST,
-            &mut got,
-        )
-        .unwrap();
+        let got = read_all(&t, usize::MAX);
         assert_eq!(got, entries);
         let leaves = t.leaves();
         // Every leaf but the last is more than half full (dense: the data, not the history).
@@ -355,17 +359,7 @@ mod tests {
     fn an_empty_bulk_load_is_an_empty_table() {
         let (_d, t) = table(Vec::new(), TableConfig::index());
         assert_eq!(t.shape(), (1, 1));
-        let mut got = Vec::new();
-        crate::btree::fetch_range(
-            &t,
-            std::ops::Bound::Unbounded,
-            std::ops::Bound::Unbounded,
-            false,
-            10,
-            crate::txn::LATEST,
-            &mut got,
-        )
-        .unwrap();
+        let got = read_all(&t, 10);
         assert!(got.is_empty());
     }
 }

@@ -16,4 +16,4 @@ mod verify;
 
 pub use bulk::bulk_load_size;
 pub use scan::fetch_range;
-pub use tree::{Located, Table, MAX_KEY_LEN};
+pub use tree::{Located, Table, TreeShared, MAX_KEY_LEN};

@@ -74,6 +74,16 @@ impl Internal {
     }
 }
 
+/// What every table of an engine shares: the cache it is charged to, the commit numbers and
+/// snapshots that decide which versions a page keeps, and the engine-wide leaf and logical page
+/// ids (batches latch leaves in id order).
+#[derive(Clone)]
+pub struct TreeShared {
+    pub cache: Arc<Cache>,
+    pub txns: Arc<Txns>,
+    pub leaf_ids: Arc<AtomicU64>,
+}
+
 /// Where a lookup landed: the leaf and its key range [lower, upper) (None = unbounded).
 pub struct Located {
     pub leaf: Arc<Leaf>,
@@ -119,11 +129,9 @@ impl Table {
         name: String,
         cfg: TableConfig,
         file: BlockFile,
-        cache: Arc<Cache>,
-        txns: Arc<Txns>,
-        leaf_ids: Arc<AtomicU64>,
+        shared: TreeShared,
     ) -> Table {
-        let leaf_id = leaf_ids.fetch_add(1, Ordering::Relaxed);
+        let leaf_id = shared.leaf_ids.fetch_add(1, Ordering::Relaxed);
         let leaf = Leaf::new(
             leaf_id,
             leaf_id,
@@ -142,27 +150,29 @@ impl Table {
             level: 0,
             addr: None,
             dirty: AtomicBool::new(true),
-            page_id: leaf_ids.fetch_add(1, Ordering::Relaxed),
+            page_id: shared.leaf_ids.fetch_add(1, Ordering::Relaxed),
         };
-        let t = Self::assemble(id, name, cfg, file, cache, txns, leaf_ids, root, None);
+        let t = Self::assemble(id, name, cfg, file, shared, root, None);
         t.list_dirty(&leaf);
         t
     }
 
     /// A table over `root`: a new tree, one opened at a checkpoint, or one built in memory
     /// (a bulk load, written by its next checkpoint).
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn assemble(
         id: u32,
         name: String,
         cfg: TableConfig,
         file: BlockFile,
-        cache: Arc<Cache>,
-        txns: Arc<Txns>,
-        leaf_ids: Arc<AtomicU64>,
+        shared: TreeShared,
         root: Internal,
         ckpt: Option<FileCheckpoint>,
     ) -> Table {
+        let TreeShared {
+            cache,
+            txns,
+            leaf_ids,
+        } = shared;
         // WiredTiger clamps memory_page_max to a tenth of the dirty trigger and to at least
         // one leaf page (bt_handle.c).
         let clamp = (cache.dirty_trigger() / 10).max(cfg.leaf_page_max as u64);
@@ -225,26 +235,21 @@ impl Table {
 
     /// Opens the table at a checkpoint: reads every internal page (verifying each), leaves
     /// stay on disk until touched.
-    #[allow(clippy::too_many_arguments)]
     pub fn open(
         id: u32,
         name: String,
         cfg: TableConfig,
         file: BlockFile,
         ckpt: FileCheckpoint,
-        cache: Arc<Cache>,
-        txns: Arc<Txns>,
-        leaf_ids: Arc<AtomicU64>,
+        shared: TreeShared,
     ) -> Result<Table> {
-        let root = load_internal(&file, ckpt.root, Vec::new(), &leaf_ids)?;
+        let root = load_internal(&file, ckpt.root, Vec::new(), &shared.leaf_ids)?;
         Ok(Self::assemble(
             id,
             name,
             cfg,
             file,
-            cache,
-            txns,
-            leaf_ids,
+            shared,
             root,
             Some(ckpt),
         ))
