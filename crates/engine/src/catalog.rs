@@ -107,13 +107,13 @@ impl Catalog {
         v
     }
 
-    /// Every table, by id, with what `f` returns computed under the same latch: a create or
-    /// drop is wholly before or wholly after both (a checkpoint notes its journal position so).
-    pub fn all_with<R>(&self, f: impl FnOnce() -> R) -> (R, Vec<Arc<Table>>) {
+    /// Every table, by id, and what `f` computes from them under the same latch: a create or
+    /// drop is wholly before or wholly after both (a checkpoint opens its cut so).
+    pub fn all_with<R>(&self, f: impl FnOnce(&[Arc<Table>]) -> R) -> (R, Vec<Arc<Table>>) {
         let t = self.tables.read();
-        let r = f();
         let mut v: Vec<Arc<Table>> = t.by_id.values().cloned().collect();
         v.sort_by_key(|t| t.id);
+        let r = f(&v);
         (r, v)
     }
 

@@ -1,16 +1,23 @@
 //! Checkpoints (WiredTiger `txn_ckpt.c`, `block_ckpt.c`): when one is due, and how one is
 //! taken.
 //!
-//! Order: note the journal's next LSN — the checkpoint covers everything before it; per table,
-//! reconcile the dirty leaves, each under its own short hold of the table's `structure` latch
-//! (so eviction and forced splits go on between them), then, under `structure`, write the
-//! internal pages bottom-up and the root, then the file's extent lists and an fdatasync (a
-//! clean table is skipped); sync
-//! the journal, so every batch reflected in a page just written is replayable; commit the
+//! A checkpoint is a consistent cut: every table as of one commit number, the cut, which is
+//! also a journal position (commit numbers follow the journal's record order, `engine.rs`).
+//! Writers, readers and eviction go on while it runs.
+//!
+//! Order: at one point of the journal's record order, note the next LSN and open the cut at
+//! the last commit number (`Txns::begin_cut`: the versions it reads are kept) on every table;
+//! wait for the batches at or below the cut to be applied. Per table, write every leaf whose
+//! image lacks a version at or below the cut, as the cut sees it, each under its own short hold
+//! of the table's `structure` latch; while the cut is open on a table every page of it is
+//! written that way, so versions newer than the cut stay in memory (the page stays dirty and
+//! is not evicted). Then, under `structure`, write the internal pages bottom-up and the root,
+//! the file's extent lists and an fdatasync (a table whose images did not change keeps its
+//! last checkpoint), and close the cut on the table. Close the cut; sync the journal; commit the
 //! metadata by rename (the commit point); then resolve (what only the previous checkpoint held
 //! becomes reusable), remove journal files wholly before the LSN and unlink dropped tables'
-//! files. With the journal off, a checkpoint excludes writers (`write_gate`), so it is an
-//! exact snapshot.
+//! files. Recovery replays the journal from the LSN: exactly the batches above the cut. With
+//! the journal off, a checkpoint excludes writers (`write_gate`).
 
 use crate::block::FileCheckpoint;
 use crate::btree::Table;
@@ -19,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::io::Io;
 use crate::journal::Journal;
 use crate::meta::{self, Metadata};
+use crate::txn::Txns;
 use parking_lot::{Mutex, RwLock};
 use placement::{FileId, WriteCause};
 use std::path::Path;
@@ -40,6 +48,7 @@ pub struct Parts<'a> {
     pub io: &'a Io,
     pub catalog: &'a Catalog,
     pub journal: Option<&'a Journal>,
+    pub txns: &'a Txns,
     /// Writers hold it shared; a checkpoint without a journal holds it exclusively.
     pub write_gate: &'a RwLock<()>,
 }
@@ -123,11 +132,29 @@ impl Checkpointer {
         let _gate = p.journal.is_none().then(|| p.write_gate.write());
         let id = cs.next_id;
         p.io.checkpoint_begins(id);
-        let (lsn, tables) = p.catalog.all_with(|| p.journal.map(|j| j.next_lsn()));
+        let ((lsn, cut), tables) = p.catalog.all_with(|tables| {
+            let open = |lsn| {
+                let cut = p.txns.begin_cut();
+                for t in tables {
+                    t.set_write_at(Some(cut));
+                }
+                (lsn, cut)
+            };
+            match p.journal {
+                Some(j) => j.at_next_lsn(|lsn| open(Some(lsn))),
+                None => open(None),
+            }
+        });
+        let open_cut = OpenCut {
+            txns: p.txns,
+            tables: &tables,
+        };
+        p.txns.wait_applied(cut);
         let mut metas = Vec::with_capacity(tables.len());
         for t in &tables {
             metas.push(Catalog::meta_of(t, checkpoint_table(t)?));
         }
+        drop(open_cut);
         // Every batch reflected in a page written above must be replayable after a crash.
         if let Some(j) = p.journal {
             j.sync_all()?;
@@ -229,22 +256,45 @@ impl Checkpointer {
     }
 }
 
-/// One table's part of a checkpoint: dirty leaves, then the internal pages bottom-up and the
-/// root (first-fit), then the file's extent lists and an fdatasync. A table unchanged since its
-/// last checkpoint keeps it.
+/// The checkpoint's open cut: closed on every table, and pinning nothing any more, when the
+/// checkpoint is done or fails.
+struct OpenCut<'a> {
+    txns: &'a Txns,
+    tables: &'a [std::sync::Arc<Table>],
+}
+
+impl Drop for OpenCut<'_> {
+    fn drop(&mut self) {
+        for t in self.tables {
+            // Under `structure`, as every reconciliation reads `write_at` and `oldest` under it:
+            // the cut does not end under one.
+            let _s = t.structure.lock();
+            t.set_write_at(None);
+        }
+        self.txns.end_cut();
+    }
+}
+
+/// One table's part of a checkpoint, at the commit number its pages are written at
+/// (`Table::write_at`: the checkpoint's cut, or the newest versions for a compaction's copy):
+/// the leaves whose images lack a version at or below it, then the internal pages bottom-up
+/// and the root (first-fit), then the file's extent lists and an fdatasync. A table whose
+/// images did not change since its last checkpoint keeps it.
 ///
 /// The leaves are written one `structure` hold each, not under one hold for the whole pass, so
-/// eviction and forced splits of the table interleave with the pass. That is safe because of
-/// what a leaf the pass has not reached yet can hold: every batch journaled before the
-/// checkpoint's LSN latched all its leaves before it was journaled and holds them until it is
-/// applied, so it is in a leaf before the pass latches that leaf, and a leaf cannot be split
-/// from under it. A leaf split meanwhile leaves pieces that are written already (a split writes
-/// them); a leaf dirtied after the pass wrote it holds only later batches, which the journal
-/// replays. The tree's shape and the extent lists are then written under one hold, so they
-/// name exactly the images that are live at that moment.
+/// eviction and forced splits of the table interleave with the pass. Every page written while
+/// the cut is open holds the cut's versions, whoever writes it, and a page read in meanwhile
+/// holds nothing newer (a page with newer versions is dirty and stays in memory), so when the
+/// tree's shape and the extent lists are written, under one hold, every image they name is the
+/// cut's.
 pub fn checkpoint_table(t: &Table) -> Result<FileCheckpoint> {
+    let at = t.write_at();
     for leaf in t.leaves() {
-        if leaf.state.lock().dirty {
+        let unwritten = {
+            let st = leaf.state.lock();
+            st.dirty && st.page.as_ref().is_some_and(|p| p.unwritten_at(at))
+        };
+        if unwritten {
             let _s = t.structure.lock();
             t.reconcile(&leaf, WriteCause::Checkpoint)?;
         }
@@ -257,14 +307,15 @@ pub fn checkpoint_table(t: &Table) -> Result<FileCheckpoint> {
                 t.reconcile(&leaf, WriteCause::Checkpoint)?;
             }
         }
-        match t.write_internal_pages()? {
-            None => {
-                return Ok(t
-                    .last_checkpoint()
-                    .expect("an unchanged table has a checkpoint"))
-            }
+        let written = match t.write_internal_pages()? {
+            None => t
+                .last_checkpoint()
+                .expect("an unchanged table has a checkpoint"),
             Some(root) => t.file.checkpoint(root)?,
-        }
+        };
+        // Written: the table's pages may hold newer versions again.
+        t.set_write_at(None);
+        written
     };
     t.set_last_checkpoint(c);
     Ok(c)

@@ -16,10 +16,10 @@
 //! and at the same thresholds.
 //!
 //! Write path: locate the leaves of a batch, latch them in leaf-id order, append the batch to
-//! the journal (a memory copy; the journal's flusher does the I/O), apply, unlatch. Because a
-//! key's leaf is latched while its record gets its LSN, a key's updates reach the pages in
-//! journal order, so replaying the journal from a checkpoint's LSN over that checkpoint's pages
-//! (which may already hold some later updates) rebuilds exactly the acknowledged state.
+//! the journal (a memory copy; the journal's flusher does the I/O) and number it in the same
+//! step, apply, unlatch. Commit numbers follow the journal's record order, so a checkpoint —
+//! the tables as of one commit number, its cut — is also a journal position: replaying the
+//! journal from there over the checkpoint's pages rebuilds exactly the acknowledged state.
 
 use crate::btree::{fetch_range, Table, MAX_KEY_LEN};
 use crate::cache::Cache;
@@ -335,13 +335,17 @@ impl Inner {
                     table_of(&leaves[i]).ensure_loaded(&leaves[i], &mut guards[i])?;
                 }
             }
-            let lsn = match (&record, &self.journal) {
-                (Some(rec), Some(j)) => Some(j.append(rec)?),
-                _ => None,
-            };
-            // Numbered under the leaves' latches: per key, numbers follow the journal's order.
+            // Numbered under the leaves' latches (per key, numbers follow the order the changes
+            // are applied in) and in the journal's record order (a checkpoint's cut at a commit
+            // number is then a journal position too).
             let oldest = self.txns.oldest();
-            let csn = self.txns.begin_commit();
+            let (lsn, csn) = match (&record, &self.journal) {
+                (Some(rec), Some(j)) => {
+                    let (lsn, csn) = j.append_then(rec, || self.txns.begin_commit())?;
+                    (Some(lsn), csn)
+                }
+                _ => (None, self.txns.begin_commit()),
+            };
             for ((op, t), leaf_id) in batch.ops.iter().zip(&tables).zip(&op_leaf) {
                 let i = leaves.binary_search_by_key(leaf_id, |l| l.id).unwrap();
                 t.apply(
@@ -479,6 +483,7 @@ impl Inner {
             io: &self.io,
             catalog: &self.catalog,
             journal: self.journal.as_deref(),
+            txns: &self.txns,
             write_gate: &self.write_gate,
         })
     }

@@ -113,7 +113,7 @@ enum Evicted {
 /// Evicts one leaf if no one holds it: drops it if clean, else reconciles it first (under the
 /// table's `structure`, which is only tried: a busy tree is skipped).
 fn evict_one(table: &Table, leaf: &Arc<Leaf>, cache: &Cache) -> Result<Evicted> {
-    let oldest = table.txns.oldest();
+    let oldest = table.oldest();
     let outcome = |dropped: bool, pinned: bool| match (dropped, pinned) {
         (true, _) => Evicted::Yes,
         (false, true) => Evicted::Pinned,
@@ -129,6 +129,11 @@ fn evict_one(table: &Table, leaf: &Arc<Leaf>, cache: &Cache) -> Result<Evicted> 
         let pinned = page.pinned(oldest);
         if !st.dirty {
             return Ok(outcome(st.evict(cache, oldest), pinned));
+        }
+        if page.unwritten_after(table.write_at()) {
+            // A checkpoint's cut is open on the table and the page holds versions newer than
+            // it: written now, it would stay dirty; the checkpoint or a later round writes it.
+            return Ok(Evicted::Busy);
         }
     }
     // Lock order is structure → leaf: the leaf's latch was let go above.
@@ -155,7 +160,13 @@ fn scrub_one(table: &Table, leaf: &Arc<Leaf>) -> Result<bool> {
     {
         // A leaf of a dropped table has no page (`Table::release_cache`), whatever its flag.
         let st = leaf.state.lock();
-        if !st.dirty || st.page.is_none() || leaf.is_retired() {
+        let Some(page) = st.page.as_ref().filter(|_| st.dirty && !leaf.is_retired()) else {
+            return Ok(false);
+        };
+        if page.unwritten_after(table.write_at()) {
+            // Newer than a checkpoint's open cut: it would stay dirty. Written after the cut.
+            drop(st);
+            table.list_dirty(leaf);
             return Ok(false);
         }
     }

@@ -314,6 +314,12 @@ impl Journal {
     /// never spans files: if it does not fit in the rest of the current file it starts the next
     /// one, and a record larger than `file_max` gets a file of its own sized to fit.
     pub fn append(&self, payload: &[u8]) -> Result<Lsn> {
+        self.append_then(payload, || ()).map(|(lsn, ())| lsn)
+    }
+
+    /// [`Journal::append`], then `then` run while no other record can be appended: what it
+    /// does is ordered with the records exactly as this one is (a batch's commit number).
+    pub fn append_then<T>(&self, payload: &[u8], then: impl FnOnce() -> T) -> Result<(Lsn, T)> {
         if payload.len() > MAX_PAYLOAD {
             return Err(Error::Config(format!(
                 "journal record of {} bytes is larger than the {MAX_PAYLOAD}-byte limit",
@@ -364,11 +370,9 @@ impl Journal {
         }
         bump(&sh.stats.records, 1);
         bump(&sh.stats.bytes_appended, payload.len() as u64);
-        Ok(lsn)
+        Ok((lsn, then()))
     }
 
-    /// The LSN the next append will get, or a lower bound of it: every record appended before
-    /// this call has a smaller LSN. A checkpoint's journal position.
     /// Sets the file size from now on (64 KiB to 2 GiB). A current file larger than that ends
     /// where it is written up to: the next record starts a new file of the new size.
     pub fn set_file_max(&self, bytes: u64) -> Result<()> {
@@ -387,8 +391,17 @@ impl Journal {
         Ok(())
     }
 
+    /// The LSN the next append will get, or a lower bound of it: every record appended before
+    /// this call has a smaller LSN.
     pub fn next_lsn(&self) -> Lsn {
         self.shared.state.lock().next
+    }
+
+    /// Runs `f` with the next LSN while no record can be appended: a checkpoint's journal
+    /// position and its cut, taken at one point of the record order.
+    pub fn at_next_lsn<T>(&self, f: impl FnOnce(Lsn) -> T) -> T {
+        let st = self.shared.state.lock();
+        f(st.next)
     }
 
     /// Blocks until every record with lsn <= `lsn` is written and fdatasync'ed (`j:true`). Asks

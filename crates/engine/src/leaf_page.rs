@@ -16,7 +16,6 @@
 use crate::block::Addr;
 use crate::cache::ENTRY_OVERHEAD;
 use crate::page::{self, RawValue};
-use crate::txn::LATEST;
 use std::collections::btree_map::{self, BTreeMap};
 use std::ops::Bound;
 
@@ -58,6 +57,9 @@ pub struct LeafPage {
     /// The newest commit number in `mods` (0 if none): while an open snapshot reads below it,
     /// the page holds versions only it may need and must not leave memory.
     newest_csn: u64,
+    /// The oldest commit number in `mods` that the image does not hold (0 if the image holds
+    /// every version): a checkpoint at commit `c` must write the page if this is in 1..=c.
+    unwritten_from: u64,
 }
 
 /// One key's versions, oldest first (WiredTiger's update chain, kept in the other order).
@@ -150,6 +152,7 @@ impl LeafPage {
             mods: BTreeMap::new(),
             mods_mem: 0,
             newest_csn: 0,
+            unwritten_from: 0,
         }
     }
 
@@ -223,6 +226,7 @@ impl LeafPage {
             mods: BTreeMap::new(),
             mods_mem: 0,
             newest_csn: 0,
+            unwritten_from: 0,
         };
         debug_assert!(page.slots_in_order(), "a leaf image's keys are in order");
         Ok(page)
@@ -293,6 +297,23 @@ impl LeafPage {
         self.newest_csn > oldest
     }
 
+    /// Whether the image lacks a version numbered `at` or below: an image written at `at` would
+    /// differ from this one.
+    pub fn unwritten_at(&self, at: u64) -> bool {
+        self.unwritten_from != 0 && self.unwritten_from <= at
+    }
+
+    /// Whether the page holds a version newer than `at` that its image does not: an image
+    /// written at `at` would leave the page dirty.
+    pub fn unwritten_after(&self, at: u64) -> bool {
+        self.unwritten_from != 0 && self.newest_csn > at
+    }
+
+    /// The overflow blocks the image references.
+    pub fn image_overflow(&self) -> impl Iterator<Item = Addr> + '_ {
+        self.overflow.iter().map(|(a, _)| *a)
+    }
+
     /// Puts (`Some`) or deletes (`None`) `key` as commit `csn`, dropping the versions below
     /// the one a reader at `oldest` sees. Returns the change in charged bytes and the overflow
     /// block that the key's previous newest value alone referenced (freed once the next image
@@ -338,16 +359,21 @@ impl LeafPage {
             }
         };
         self.newest_csn = csn;
+        if self.unwritten_from == 0 {
+            self.unwritten_from = csn;
+        }
         self.mods_mem = self.mods_mem + added - removed;
         (added as i64 - removed as i64, freed)
     }
 
-    /// The newest versions' overflow values not written yet: reconciliation writes each and
-    /// records its block.
-    pub fn unwritten_overflow(&mut self) -> impl Iterator<Item = (&[u8], &mut Option<Addr>)> {
-        self.mods
-            .values_mut()
-            .filter_map(|chain| match chain.last_mut() {
+    /// The overflow values a reader at `at` sees that are not written yet: reconciliation at
+    /// `at` writes each and records its block.
+    pub fn unwritten_overflow(
+        &mut self,
+        at: u64,
+    ) -> impl Iterator<Item = (&[u8], &mut Option<Addr>)> {
+        self.mods.values_mut().filter_map(move |chain| {
+            match chain.iter_mut().rev().find(|u| u.csn <= at) {
                 Some(Update {
                     value:
                         Some(Value::Overflow {
@@ -357,12 +383,14 @@ impl LeafPage {
                     ..
                 }) => Some((data.as_slice(), a)),
                 _ => None,
-            })
+            }
+        })
     }
 
-    /// Every entry's newest version, in key order: what reconciliation writes.
-    pub fn entries(&self) -> Merge<'_> {
-        self.range(Bound::Unbounded, Bound::Unbounded, false, LATEST)
+    /// Every entry as a reader at `at` sees it, in key order: what reconciliation at `at`
+    /// writes.
+    pub fn entries(&self, at: u64) -> Merge<'_> {
+        self.range(Bound::Unbounded, Bound::Unbounded, false, at)
     }
 
     /// The entries in (lo, hi) as a reader at commit number `at` sees them, forward or in
@@ -389,27 +417,42 @@ impl LeafPage {
         }
     }
 
-    /// Takes the page apart after reconciliation wrote its newest versions: the overflow
-    /// values those images may reference, by block, and the chains an open snapshot may still
-    /// read (those with a version newer than `oldest`), each cut to the version the oldest
-    /// reader sees and the newer ones, that version made explicit when it was the image's.
-    pub fn into_history(mut self, oldest: u64) -> (OverflowValues, History) {
-        let mut overflow = Vec::new();
-        let mut history = BTreeMap::new();
+    /// Takes the page apart after reconciliation wrote each entry as a reader at `written`
+    /// sees it (`LATEST`: its newest version; a checkpoint's commit number: that cut). What
+    /// the page rebuilt from the new image(s) needs is returned as [`Leftover`]: the chains an
+    /// open snapshot may still read (a version newer than `oldest`) or that hold versions the
+    /// images lack (newer than `written`), each cut to the version the oldest reader sees and
+    /// the newer ones, that version made explicit when it was the image's.
+    pub fn into_history(mut self, oldest: u64, written: u64) -> Leftover {
+        assert!(
+            oldest <= written,
+            "a cut at {written} is older than the oldest reader {oldest}: the cut must pin"
+        );
+        let mut out = Leftover::default();
         for (key, mut chain) in std::mem::take(&mut self.mods) {
-            let newest = chain.last().expect("a chain has a version");
-            if let Some(Value::Overflow {
-                data,
-                addr: Some(a),
-            }) = &newest.value
-            {
-                overflow.push((*a, data.clone()));
+            // The version the new image holds, if not the old image's entry.
+            let in_image = chain.iter().rposition(|u| u.csn <= written);
+            let newest = chain.last().expect("a chain has a version").csn;
+            if let Some(w) = in_image {
+                if let Some(Value::Overflow {
+                    data,
+                    addr: Some(a),
+                }) = &chain[w].value
+                {
+                    out.overflow.push((*a, data.clone()));
+                    if newest > written {
+                        out.superseded.push(*a);
+                    }
+                }
             }
-            if newest.csn <= oldest {
+            if newest <= oldest {
                 continue;
             }
-            match chain.iter().rposition(|u| u.csn <= oldest) {
-                Some(base) => drop(chain.drain(..base)),
+            let in_image = match chain.iter().rposition(|u| u.csn <= oldest) {
+                Some(base) => {
+                    drop(chain.drain(..base));
+                    in_image.map(|w| w - base)
+                }
                 None => {
                     let old = self.find(&key).ok().map(|i| match self.value(i) {
                         ValueRef::Inline(b) => Value::Inline(b.to_vec()),
@@ -420,22 +463,27 @@ impl LeafPage {
                         },
                     });
                     chain.insert(0, Update { csn: 0, value: old });
+                    in_image.map(|w| w + 1)
                 }
-            }
-            // Only the newest version is written; the older ones are read from memory.
-            for u in chain.iter_mut().rev().skip(1) {
-                if let Some(Value::Overflow { addr, .. }) = &mut u.value {
+            };
+            // Only the version in the image keeps its block; the others are read from memory
+            // (or, newer than `written`, written by a later reconciliation).
+            for (i, u) in chain.iter_mut().enumerate() {
+                if let (false, Some(Value::Overflow { addr, .. })) =
+                    (Some(i) == in_image, &mut u.value)
+                {
                     *addr = None;
                 }
             }
-            history.insert(key, chain);
+            out.history.insert(key, chain);
         }
-        overflow.extend(self.overflow);
-        (overflow, history)
+        out.overflow.extend(self.overflow);
+        out
     }
 
-    /// Gives a page rebuilt from its new image the versions that open snapshots still read.
-    pub fn adopt_history(&mut self, history: History) {
+    /// Gives a page rebuilt from its new image, written at `written`, the versions that open
+    /// snapshots still read and those the image lacks.
+    pub fn adopt_history(&mut self, history: History, written: u64) {
         debug_assert!(self.mods.is_empty(), "a rebuilt page has no versions yet");
         self.mods_mem = history
             .iter()
@@ -446,8 +494,26 @@ impl LeafPage {
             .filter_map(|c| c.last().map(|u| u.csn))
             .max()
             .unwrap_or(0);
+        self.unwritten_from = history
+            .values()
+            .filter_map(|c| c.iter().find(|u| u.csn > written).map(|u| u.csn))
+            .min()
+            .unwrap_or(0);
         self.mods = history;
     }
+}
+
+/// What a page taken apart after reconciliation leaves for the page(s) rebuilt from the new
+/// image(s).
+#[derive(Default)]
+pub struct Leftover {
+    /// Overflow values the new images may reference, by block.
+    pub overflow: OverflowValues,
+    /// The chains the rebuilt pages keep, by key.
+    pub history: History,
+    /// Overflow blocks the new images reference for keys with newer versions they lack: free
+    /// once a later image no longer references them.
+    pub superseded: Vec<Addr>,
 }
 
 /// The image's entries and the changes merged in key order (a change replaces the image's
@@ -540,6 +606,7 @@ impl Merge<'_> {
 mod tests {
     use super::*;
     use crate::page::{LeafWriter, StoredValue};
+    use crate::txn::LATEST;
     use proptest::prelude::*;
 
     type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -590,8 +657,12 @@ mod tests {
         Change(Vec<u8>, Option<Vec<u8>>),
         /// A reader takes a snapshot now.
         Snapshot,
-        /// Reconciliation: the page is rebuilt from its newest versions and kept history.
+        /// Reconciliation: the page is rebuilt from its entries as the checkpoint's cut sees
+        /// them (its newest versions if no cut is open) and the chains it keeps.
         Reconcile,
+        /// A checkpoint's cut at the newest commit opens (pinning it as a snapshot would) or,
+        /// if one is open, closes.
+        Cut,
     }
 
     fn step() -> impl Strategy<Value = Step> {
@@ -600,6 +671,7 @@ mod tests {
                 .prop_map(|(k, v)| Step::Change(k, v)),
             1 => Just(Step::Snapshot),
             1 => Just(Step::Reconcile),
+            1 => Just(Step::Cut),
         ]
     }
 
@@ -631,9 +703,12 @@ mod tests {
             let mut snapshots: Vec<(u64, Model)> = Vec::new();
             let mut csn = 0u64;
             let mut keys: Vec<Vec<u8>> = image.keys().cloned().collect();
+            let mut cut: Option<(u64, Model)> = None;
             for s in &steps {
-                // Every snapshot stays open: the oldest reader is the first one, else now.
+                // Every snapshot stays open: the oldest reader is the first one, else now; an
+                // open cut pins like a snapshot.
                 let oldest = snapshots.first().map_or(csn, |(at, _)| *at);
+                let oldest = cut.as_ref().map_or(oldest, |(at, _)| oldest.min(*at));
                 match s {
                     Step::Change(k, v) => {
                         csn += 1;
@@ -641,6 +716,9 @@ mod tests {
                         let (delta, freed) = page.apply(k, v.clone().map(Value::Inline), csn, oldest);
                         prop_assert_eq!(page.mem() as i64, before + delta);
                         prop_assert_eq!(freed, None);
+                        if delta != 0 {
+                            prop_assert!(page.unwritten_at(csn) && page.unwritten_after(csn - 1));
+                        }
                         match v {
                             Some(v) => { model.insert(k.clone(), v.clone()); }
                             None => { model.remove(k); }
@@ -649,11 +727,24 @@ mod tests {
                     }
                     Step::Snapshot => snapshots.push((csn, model.clone())),
                     Step::Reconcile => {
-                        let newest = read_all(&page, Bound::Unbounded, Bound::Unbounded, false, LATEST);
-                        let newest: BTreeMap<_, _> = newest.into_iter().collect();
-                        let (_, history) = std::mem::replace(&mut page, LeafPage::empty()).into_history(oldest);
-                        page = LeafPage::from_image(image_of(&newest, prefix_compression), no_overflow).unwrap();
-                        page.adopt_history(history);
+                        let at = cut.as_ref().map_or(LATEST, |(at, _)| *at);
+                        let written: BTreeMap<_, _> = read_all(&page, Bound::Unbounded, Bound::Unbounded, false, at).into_iter().collect();
+                        if let Some((_, want)) = &cut {
+                            prop_assert_eq!(&written, want, "the cut's image is the model at the cut");
+                        }
+                        let history = std::mem::replace(&mut page, LeafPage::empty()).into_history(oldest, at).history;
+                        page = LeafPage::from_image(image_of(&written, prefix_compression), no_overflow).unwrap();
+                        page.adopt_history(history, at);
+                        prop_assert!(!page.unwritten_at(at), "the image holds every version up to {}", at);
+                        if at == LATEST {
+                            prop_assert!(!page.unwritten_after(0));
+                        }
+                    }
+                    Step::Cut => {
+                        cut = match cut {
+                            None => Some((csn, model.clone())),
+                            Some(_) => None,
+                        };
                     }
                 }
             }
@@ -713,7 +804,7 @@ mod tests {
             (0, None),
             "deleting nothing changes nothing"
         );
-        assert_eq!(page.entries().count(), 1);
+        assert_eq!(page.entries(LATEST).count(), 1);
         assert_eq!(
             page.get(b"big", 0).map(|v| v.bytes()),
             Some(&b"xyz"[..]),

@@ -45,15 +45,22 @@ pub struct Reconciler<'a> {
 }
 
 impl Reconciler<'_> {
-    /// Writes `page` (dirty, resident) as new block(s). Overflow values are written once and
-    /// their addresses kept in the page. On an error, the leaf images already written are
-    /// freed and the page stays dirty.
-    pub fn leaf(&self, page: &mut LeafPage, page_id: u64, cause: WriteCause) -> Result<Reconciled> {
-        for (data, a) in page.unwritten_overflow() {
+    /// Writes `page` (dirty, resident) as new block(s), each entry as a reader at `at` sees it
+    /// (`LATEST`, or a checkpoint's cut). Overflow values are written once and their addresses
+    /// kept in the page. On an error, the leaf images already written are freed and the page
+    /// stays dirty.
+    pub fn leaf(
+        &self,
+        page: &mut LeafPage,
+        page_id: u64,
+        cause: WriteCause,
+        at: u64,
+    ) -> Result<Reconciled> {
+        for (data, a) in page.unwritten_overflow(at) {
             let img = build_block(PageKind::Overflow, data, self.cfg.compressor)?;
             *a = Some(self.file.write(&img, PageKind::Overflow, false, 0, cause)?);
         }
-        let chunks = self.chunk(page);
+        let chunks = self.chunk(page, at);
         let mut pieces: Vec<Piece> = Vec::with_capacity(chunks.len());
         for (i, (separator, payload)) in chunks.into_iter().enumerate() {
             // The first piece keeps the page's identity; further pieces are new pages.
@@ -89,7 +96,7 @@ impl Reconciler<'_> {
 
     /// Cuts a page into payloads of about equal size, each at most the split size (unless a
     /// single entry is larger). Returns (separator, payload); the first separator is unused.
-    fn chunk(&self, page: &LeafPage) -> Vec<(Vec<u8>, Vec<u8>)> {
+    fn chunk(&self, page: &LeafPage, at: u64) -> Vec<(Vec<u8>, Vec<u8>)> {
         let pc = self.cfg.prefix_compression;
         fn stored(v: ValueRef<'_>) -> StoredValue<'_> {
             match v {
@@ -103,7 +110,7 @@ impl Reconciler<'_> {
         // Size without prefix compression bounds the real size from above.
         let probe = LeafWriter::new(false);
         let total: usize = 4 + page
-            .entries()
+            .entries(at)
             .map(|(k, v)| probe.entry_len(k, &stored(v)))
             .sum::<usize>();
         let pieces = total.div_ceil(self.leaf_split).max(1);
@@ -114,7 +121,7 @@ impl Reconciler<'_> {
         let mut w = LeafWriter::with_capacity(pc, piece_bytes(total));
         let mut sep: Vec<u8> = Vec::new();
         let mut prev_key: &[u8] = &[];
-        for (k, v) in page.entries() {
+        for (k, v) in page.entries(at) {
             let sv = stored(v);
             if !w.is_empty()
                 && (w.len() >= target || w.len() + w.entry_len(k, &sv) > self.leaf_split)
@@ -147,6 +154,7 @@ mod tests {
     use crate::config::Allocation;
     use crate::io::{FileRole, Io};
     use crate::leaf_page::Value;
+    use crate::txn::LATEST;
     use placement::FileKind;
     use std::sync::Arc;
 
@@ -182,7 +190,7 @@ mod tests {
         let mut small = LeafPage::empty();
         small.apply(b"a", Some(Value::Inline(vec![1; 10])), 1, 0);
         assert!(matches!(
-            r.leaf(&mut small, 7, WriteCause::Other).unwrap(),
+            r.leaf(&mut small, 7, WriteCause::Other, LATEST).unwrap(),
             Reconciled::Replace(_)
         ));
         let mut big = LeafPage::empty();
@@ -194,7 +202,8 @@ mod tests {
                 u64::from(i),
             );
         }
-        let Reconciled::Split(pieces) = r.leaf(&mut big, 8, WriteCause::Other).unwrap() else {
+        let Reconciled::Split(pieces) = r.leaf(&mut big, 8, WriteCause::Other, LATEST).unwrap()
+        else {
             panic!("a 20 KB page in 4 KB leaves splits");
         };
         assert!(pieces.len() >= 5);

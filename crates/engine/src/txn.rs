@@ -21,6 +21,8 @@ pub struct Txns {
     /// `State::oldest`, republished under the lock at every change, so that the hot paths
     /// (every batch, every eviction candidate) read it without taking the lock.
     oldest: AtomicU64,
+    /// `State::oldest_reader`, published the same way.
+    oldest_reader: AtomicU64,
 }
 
 #[derive(Default)]
@@ -32,18 +34,24 @@ struct State {
     /// Open, valid snapshots by (commit number, serial), each with its invalidation flag.
     open: BTreeMap<(u64, u64), Arc<AtomicBool>>,
     serial: u64,
+    /// The open checkpoint's cut: pinned like a snapshot, but never invalidated.
+    cut: Option<u64>,
 }
 
 impl State {
     fn visible(&self) -> u64 {
         self.applying.first().map_or(self.last, |&first| first - 1)
     }
-    fn oldest(&self) -> u64 {
+    fn oldest_reader(&self) -> u64 {
         let visible = self.visible();
         self.open
             .keys()
             .next()
             .map_or(visible, |&(csn, _)| csn.min(visible))
+    }
+    fn oldest(&self) -> u64 {
+        let readers = self.oldest_reader();
+        self.cut.map_or(readers, |cut| cut.min(readers))
     }
 }
 
@@ -63,6 +71,8 @@ impl Txns {
     /// are in the order of the changes).
     fn publish(&self, st: &State) {
         self.oldest.store(st.oldest(), Ordering::Release);
+        self.oldest_reader
+            .store(st.oldest_reader(), Ordering::Release);
     }
 
     /// The batch is applied in full: snapshots from now on see it.
@@ -98,10 +108,21 @@ impl Txns {
         self.oldest.load(Ordering::Acquire)
     }
 
+    /// [`Txns::oldest`] for a table the open checkpoint cut, if any, has written already: its
+    /// pages need not keep what the cut reads.
+    pub fn oldest_reader(&self) -> u64 {
+        self.oldest_reader.load(Ordering::Acquire)
+    }
+
     /// Invalidates the oldest valid snapshot (eviction found the cache full of versions only
-    /// old snapshots need). Returns whether there was one.
+    /// old snapshots need). Returns whether there was one older than the open checkpoint cut
+    /// (which pins as much until the checkpoint ends, and is never invalidated).
     pub fn invalidate_oldest(&self) -> bool {
         let mut st = self.state.lock();
+        let first = st.open.keys().next().map(|&(csn, _)| csn);
+        if first.is_some_and(|csn| st.cut.is_some_and(|cut| cut <= csn)) {
+            return false;
+        }
         match st.open.pop_first() {
             Some((_, invalid)) => {
                 invalid.store(true, Ordering::SeqCst);
@@ -110,6 +131,49 @@ impl Txns {
             }
             None => false,
         }
+    }
+
+    /// Opens a checkpoint's cut at the last commit number handed out, and returns it. Called
+    /// where no batch can be numbered meanwhile (under the journal's append lock, or with
+    /// writers shut out), so that every batch journaled before this point is at or below the
+    /// cut and every later one above it. The versions the cut reads are kept until
+    /// [`Txns::end_cut`]; batches at or below it may still be being applied
+    /// ([`Txns::wait_applied`]).
+    pub fn begin_cut(&self) -> u64 {
+        let mut st = self.state.lock();
+        assert!(st.cut.is_none(), "one checkpoint cut at a time");
+        let cut = st.last;
+        st.cut = Some(cut);
+        self.publish(&st);
+        cut
+    }
+
+    /// Waits until every batch numbered `csn` or below is applied in full. A batch numbered
+    /// is applying under its leaves' latches without I/O, so this is short; the bound says a
+    /// batch that never ends is a bug.
+    pub fn wait_applied(&self, csn: u64) {
+        for attempt in 0u32.. {
+            if self.state.lock().visible() >= csn {
+                return;
+            }
+            assert!(
+                attempt < 1 << 20,
+                "batch {} was numbered and never applied",
+                csn
+            );
+            if attempt < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        }
+    }
+
+    /// The checkpoint's cut closes: its versions may go.
+    pub fn end_cut(&self) {
+        let mut st = self.state.lock();
+        assert!(st.cut.take().is_some(), "no checkpoint cut was open");
+        self.publish(&st);
     }
 
     /// The last commit number handed out.
@@ -184,6 +248,43 @@ mod tests {
             c,
             "no snapshot open: the newest applied is the oldest needed"
         );
+    }
+
+    #[test]
+    fn a_cut_pins_its_versions_and_outlives_invalidations() {
+        let t = Arc::new(Txns::default());
+        t.end_commit(t.begin_commit());
+        let applying = t.begin_commit();
+        let cut = t.begin_cut();
+        assert_eq!(cut, applying, "the cut covers batches numbered before it");
+        assert_eq!(
+            t.oldest(),
+            applying - 1,
+            "the batch being applied is not visible"
+        );
+        t.end_commit(applying);
+        t.wait_applied(cut);
+        t.end_commit(t.begin_commit());
+        assert_eq!(t.oldest(), cut, "the cut pins what it reads");
+        assert!(
+            !t.invalidate_oldest(),
+            "a cut is not a snapshot to invalidate"
+        );
+        let newer = t.snapshot();
+        assert!(
+            !t.invalidate_oldest(),
+            "a snapshot newer than the cut frees nothing the cut does not pin"
+        );
+        assert!(newer.check().is_ok());
+        assert_eq!(t.oldest(), cut);
+        assert_eq!(
+            t.oldest_reader(),
+            newer.csn(),
+            "written tables ignore the cut"
+        );
+        drop(newer);
+        t.end_cut();
+        assert_eq!(t.oldest(), cut + 1);
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! accumulates and some kills land in start-up, recovery and checkpoints. After a kill the
 //! database is opened here (on two cycles in three; otherwise the next child recovers it) and
 //! must hold every acknowledged batch, the in-flight batch in full or not at all, and verify.
+//! Before that, the last durable checkpoint is opened alone (without the journal) and must be
+//! a consistent cut: the state after one prefix of the batches, in both tables.
 //!
 //! `FLASHDOC_CRASH_CYCLES=N` runs N cycles (default 50), `FLASHDOC_CRASH_SEED=S` picks the
 //! seed. For long runs use the binary: `flashdoc-engine-torture crash-loop DBPATH --cycles 1000`.
@@ -50,6 +52,8 @@ fn sigkill_at_random_instants_loses_no_acknowledged_batch() {
     // are checked is a function of the seed alone).
     assert!(cl.acked() > 0, "no batch acknowledged in {cycles} cycles");
     assert!(s.verified > 0, "{s:?}");
+    // Every check opened the last checkpoint alone first and found it a cut at one batch.
+    assert_eq!(s.cuts_verified, s.verified, "{s:?}");
 }
 
 /// With TRIM on (small batches punched into the files as soon as they fill) a SIGKILL lands

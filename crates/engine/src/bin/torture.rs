@@ -203,10 +203,12 @@ fn crash_loop_mode(args: &[String]) -> i32 {
         }
     }
     println!(
-        "crash-loop OK: seed {seed}, {cycles} cycles, {} batches acknowledged and all present, {} entries in the final verified database, {} compactions finished, {:.1} s",
+        "crash-loop OK: seed {seed}, {cycles} cycles, {} batches acknowledged and all present, {} entries in the final verified database, {} compactions finished, {} checkpoints opened alone and each a cut at one batch (on average {:.1} batches behind, replayed from the journal), {:.1} s",
         cl.acked(),
         cl.stats.entries_last_verified,
         cl.stats.compactions,
+        cl.stats.cuts_verified,
+        cl.stats.cut_batches_behind as f64 / cl.stats.cuts_verified.max(1) as f64,
         started.elapsed().as_secs_f64()
     );
     0

@@ -27,7 +27,7 @@ use crate::leaf::{retired_backoff, Leaf, LeafState};
 use crate::leaf_page::{ImageError, LeafPage, Value};
 use crate::page;
 use crate::reconcile::{Reconciled, Reconciler};
-use crate::txn::Txns;
+use crate::txn::{Txns, LATEST};
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use placement::{PageKind, WriteCause};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -120,6 +120,10 @@ pub struct Table {
     /// For a compaction's copy, the last commit number when it was copied: it holds the
     /// newest versions of that moment only, so older snapshots cannot read it.
     born_at: AtomicU64,
+    /// The commit number its pages are written at: a checkpoint's cut while that checkpoint
+    /// has not written this table yet, else `LATEST` (each entry's newest version). Read under
+    /// a leaf's latch, so a page written meanwhile holds no version newer than the cut.
+    write_at: AtomicU64,
 }
 
 impl Table {
@@ -195,6 +199,7 @@ impl Table {
             writers: Arc::new(RwLock::new(())),
             successor: Mutex::new(None),
             born_at: AtomicU64::new(0),
+            write_at: AtomicU64::new(LATEST),
         }
     }
 
@@ -213,6 +218,26 @@ impl Table {
     /// Records that this table is a copy of its source as of commit `csn`.
     pub fn set_born_at(&self, csn: u64) {
         self.born_at.store(csn, Ordering::Release);
+    }
+
+    /// The commit number pages are written at now (`write_at`).
+    pub fn write_at(&self) -> u64 {
+        self.write_at.load(Ordering::SeqCst)
+    }
+
+    /// The oldest commit number a reader of this table may read at (`Txns::oldest`), the open
+    /// checkpoint cut included while it has not written this table.
+    pub fn oldest(&self) -> u64 {
+        if self.write_at() == LATEST {
+            self.txns.oldest_reader()
+        } else {
+            self.txns.oldest()
+        }
+    }
+
+    /// A checkpoint's cut begins (`Some`) or ends for this table.
+    pub fn set_write_at(&self, cut: Option<u64>) {
+        self.write_at.store(cut.unwrap_or(LATEST), Ordering::SeqCst);
     }
 
     /// Whether a compaction replaced this table.
@@ -427,9 +452,16 @@ impl Table {
             "a leaf's charge follows its page"
         );
         st.mem = page.mem();
-        self.cache.page_changed(delta, st.mem, st.dirty);
-        st.dirty = true;
-        self.list_dirty(leaf);
+        if st.dirty || page.unwritten_at(LATEST) {
+            self.cache.page_changed(delta, st.mem, st.dirty);
+            st.dirty = true;
+            self.list_dirty(leaf);
+        } else {
+            debug_assert_eq!(
+                delta, 0,
+                "a change that changes nothing leaves the page clean"
+            );
+        }
     }
 
     /// A leaf grown past `memory_page_max` should be reconciled (split) now.
@@ -440,18 +472,28 @@ impl Table {
     /// Reconciles a leaf (under `structure`, which the caller holds) and applies the result.
     /// Returns the leaves that now hold its entries: itself, or the pieces of a split (none if
     /// it was retired meanwhile).
+    ///
+    /// During a checkpoint's cut the page is written as the cut sees it (`write_at`); versions
+    /// newer than the cut stay in memory and the page stays dirty.
     pub fn reconcile(&self, leaf: &Arc<Leaf>, cause: WriteCause) -> Result<Vec<Arc<Leaf>>> {
         let mut st = leaf.state.lock();
         if leaf.is_retired() {
             return Ok(Vec::new());
         }
-        let dirty = st.dirty;
+        let at = self.write_at();
+        let (dirty, never_written) = (st.dirty, st.addr.is_none());
         debug_assert!(!dirty || st.page.is_some(), "a dirty leaf is resident");
+        debug_assert!(
+            !dirty || never_written || st.page.as_ref().is_some_and(|p| p.unwritten_at(LATEST)),
+            "a dirty leaf has versions its image lacks"
+        );
         let result = match &mut st.page {
-            Some(page) if dirty => self.reconciler().leaf(page, leaf.page_id, cause)?,
+            Some(page) if dirty && (page.unwritten_at(at) || never_written) => {
+                self.reconciler().leaf(page, leaf.page_id, cause, at)?
+            }
             _ => Reconciled::Clean,
         };
-        Ok(self.apply_reconciled(leaf, st, result))
+        Ok(self.apply_reconciled(leaf, st, result, at))
     }
 
     fn reconciler(&self) -> Reconciler<'_> {
@@ -463,16 +505,19 @@ impl Table {
         }
     }
 
-    /// Applies what reconciliation returned: frees the old image and the overflow blocks it
-    /// alone referenced, marks the page clean, and for a split retires the leaf and puts its
-    /// pieces in the parent (splitting internal nodes as needed). Takes the leaf's latch.
+    /// Applies what reconciliation at `at` returned: frees the old image and the overflow
+    /// blocks no new image references, rebuilds the page from its new image(s) — clean, or
+    /// still dirty with the versions newer than `at` — and for a split retires the leaf and
+    /// puts its pieces in the parent (splitting internal nodes as needed). Takes the leaf's
+    /// latch.
     fn apply_reconciled(
         &self,
         leaf: &Arc<Leaf>,
         mut st: MutexGuard<'_, LeafState>,
         result: Reconciled,
+        at: u64,
     ) -> Vec<Arc<Leaf>> {
-        let mut pieces = match result {
+        let pieces = match result {
             Reconciled::Clean => return vec![leaf.clone()],
             Reconciled::Replace(piece) => vec![piece],
             Reconciled::Split(pieces) => pieces,
@@ -480,78 +525,106 @@ impl Table {
         if let Some(old) = st.addr.take() {
             self.file.free(old);
         }
-        for a in std::mem::take(&mut st.pending_free) {
-            self.file.free(a);
-        }
         self.cache.page_written(st.mem);
-        st.dirty = false;
-        // The page is rebuilt from its new image(s): its newest versions are folded in, the
-        // older ones an open snapshot may read stay beside them, and its charge changes.
+        // The page is rebuilt from its new image(s): the versions they hold are folded in, the
+        // older ones an open snapshot may read and the newer ones they lack stay beside them.
         let old_mem = std::mem::take(&mut st.mem);
-        let (overflow, mut history) = st
+        let mut left = st
             .page
             .take()
             .expect("a reconciled page is resident")
-            .into_history(self.txns.oldest());
-        let rebuild = |image: Vec<u8>, history| {
-            let page = LeafPage::from_image(image, |addr, _| {
-                let found = overflow.iter().find(|(a, _)| *a == addr);
-                found.map(|(_, data)| data.clone()).ok_or(addr)
-            });
-            let mut page =
-                page.expect("a reconciled image indexes, and its page holds its overflow values");
-            page.adopt_history(history);
-            page
-        };
+            .into_history(self.oldest(), at);
         // Each piece's versions: those from its separator on (pieces are in key order).
         let mut histories: Vec<_> = pieces
             .iter()
             .skip(1)
             .rev()
-            .map(|p| history.split_off(p.separator.as_slice()))
+            .map(|p| left.history.split_off(p.separator.as_slice()))
             .collect();
-        histories.push(history);
+        histories.push(std::mem::take(&mut left.history));
         histories.reverse();
+        let overflow = &left.overflow;
+        let mut rebuilt: Vec<(LeafPage, Vec<Addr>)> = pieces
+            .iter()
+            .zip(histories)
+            .map(|(p, history)| {
+                let page = LeafPage::from_image(p.image.clone(), |addr, _| {
+                    let found = overflow.iter().find(|(a, _)| *a == addr);
+                    found.map(|(_, data)| data.clone()).ok_or(addr)
+                });
+                let mut page = page
+                    .expect("a reconciled image indexes, and its page holds its overflow values");
+                page.adopt_history(history, at);
+                (page, Vec::new())
+            })
+            .collect();
+        // An overflow block the old image alone referenced goes now; one a new image still
+        // references (its key has versions newer than the cut) waits for that piece's next
+        // image.
+        let mut to_free = std::mem::take(&mut st.pending_free);
+        to_free.extend(left.superseded);
+        to_free.sort_unstable_by_key(|a| a.offset);
+        to_free.dedup();
+        for a in to_free {
+            match rebuilt
+                .iter_mut()
+                .find(|(page, _)| page.image_overflow().any(|o| o == a))
+            {
+                Some((_, pending)) => pending.push(a),
+                None => self.file.free(a),
+            }
+        }
+        let new_mem: usize = rebuilt.iter().map(|(p, _)| p.mem()).sum();
+        self.cache.page_reimaged(old_mem, new_mem);
+        for (page, _) in &rebuilt {
+            if page.unwritten_at(LATEST) {
+                self.cache.page_changed(0, page.mem(), false);
+            }
+        }
         if pieces.len() == 1 {
-            let piece = pieces.pop().expect("one piece");
-            let page = rebuild(piece.image, histories.pop().expect("one history"));
+            let piece = pieces.into_iter().next().expect("one piece");
+            let (page, pending) = rebuilt.pop().expect("one page");
+            st.dirty = page.unwritten_at(LATEST);
             st.mem = page.mem();
             st.page = Some(page);
             st.addr = Some(piece.addr);
-            self.cache.page_reimaged(old_mem, st.mem);
+            st.pending_free = pending;
+            let dirty = st.dirty;
             drop(st);
+            if dirty {
+                self.list_dirty(leaf);
+            }
             self.mark_path_dirty(&leaf.route);
             return vec![leaf.clone()];
         }
-        // Split: the old leaf retires; one new, clean leaf per piece holds its entries.
+        // Split: the old leaf retires; one new leaf per piece holds its entries.
         leaf.retire();
         let mut new_leaves: Vec<(Vec<u8>, Arc<Leaf>)> = Vec::with_capacity(pieces.len());
-        let mut new_mem = 0;
-        for (i, (p, history)) in pieces.into_iter().zip(histories).enumerate() {
-            let page = rebuild(p.image, history);
-            let mem = page.mem();
-            new_mem += mem;
+        for (i, (p, (page, pending))) in pieces.into_iter().zip(rebuilt).enumerate() {
             let route = if i == 0 {
                 leaf.route.clone()
             } else {
                 p.separator.clone()
             };
+            let dirty = page.unwritten_at(LATEST);
             let l = Leaf::new(
                 self.leaf_ids.fetch_add(1, Ordering::Relaxed),
                 p.page_id,
                 route,
                 LeafState {
+                    mem: page.mem(),
                     page: Some(page),
                     addr: Some(p.addr),
-                    dirty: false,
-                    mem,
-                    pending_free: Vec::new(),
+                    dirty,
+                    pending_free: pending,
                 },
             );
             l.touch(leaf.last_access());
+            if dirty {
+                self.list_dirty(&l);
+            }
             new_leaves.push((p.separator, l));
         }
-        self.cache.page_reimaged(old_mem, new_mem);
         drop(st);
         let out = new_leaves.iter().map(|(_, l)| l.clone()).collect();
         self.replace_leaf(leaf, new_leaves);

@@ -46,7 +46,9 @@ impl Table {
                 Ok(())
             };
             match (&st.page, st.addr) {
-                (Some(p), _) => check_keys(&mut p.entries().map(|(k, _)| k.to_vec()))?,
+                (Some(p), _) => {
+                    check_keys(&mut p.entries(crate::txn::LATEST).map(|(k, _)| k.to_vec()))?
+                }
                 (None, Some(addr)) => {
                     let (kind, payload) = self.file.read(addr)?;
                     if kind != PageKind::Leaf {
