@@ -498,9 +498,18 @@ impl Inner {
         })
     }
 
-    fn wake_threads(&self) {
+    /// Wakes the eviction servers (a write found the cache over its target). The checkpoint
+    /// server is not woken here: its triggers wake it themselves (the written-bytes meter) or
+    /// are looked at on its timer, and waking it on every write over the target cost a context
+    /// switch per write (5 % of an update-only run's samples).
+    fn wake_evictors(&self) {
         let _g = self.wake_lock.lock();
         self.wake.notify_all();
+    }
+
+    /// Wakes every engine thread: the triggers changed, or the engine is closing.
+    fn wake_threads(&self) {
+        self.wake_evictors();
         self.io.meter().signal();
     }
 }
@@ -644,7 +653,7 @@ impl KvEngine for DiskEngine {
             }
         }
         match inner.cfg.schedule {
-            Schedule::Background if inner.cache.over_target() => inner.wake_threads(),
+            Schedule::Background if inner.cache.over_target() => inner.wake_evictors(),
             Schedule::Background => {}
             Schedule::Inline => inner.inline_duties(),
         }

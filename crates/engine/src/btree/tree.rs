@@ -517,7 +517,7 @@ impl Table {
         result: Reconciled,
         at: u64,
     ) -> Vec<Arc<Leaf>> {
-        let pieces = match result {
+        let mut pieces = match result {
             Reconciled::Clean => return vec![leaf.clone()],
             Reconciled::Replace(piece) => vec![piece],
             Reconciled::Split(pieces) => pieces,
@@ -545,10 +545,10 @@ impl Table {
         histories.reverse();
         let overflow = &left.overflow;
         let mut rebuilt: Vec<(LeafPage, Vec<Addr>)> = pieces
-            .iter()
+            .iter_mut()
             .zip(histories)
             .map(|(p, history)| {
-                let page = LeafPage::from_image(p.image.clone(), |addr, _| {
+                let page = LeafPage::from_image(std::mem::take(&mut p.image), |addr, _| {
                     let found = overflow.iter().find(|(a, _)| *a == addr);
                     found.map(|(_, data)| data.clone()).ok_or(addr)
                 });
