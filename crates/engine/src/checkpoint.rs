@@ -268,7 +268,7 @@ impl Drop for OpenCut<'_> {
         for t in self.tables {
             // Under `structure`, as every reconciliation reads `write_at` and `oldest` under it:
             // the cut does not end under one.
-            let _s = t.structure.lock();
+            let _s = t.structure.write();
             t.set_write_at(None);
         }
         self.txns.end_cut();
@@ -295,12 +295,12 @@ pub fn checkpoint_table(t: &Table) -> Result<FileCheckpoint> {
             st.dirty && st.page.as_ref().is_some_and(|p| p.unwritten_at(at))
         };
         if unwritten {
-            let _s = t.structure.lock();
+            let _s = t.structure.read();
             t.reconcile(&leaf, WriteCause::Checkpoint)?;
         }
     }
     let c = {
-        let _s = t.structure.lock();
+        let _s = t.structure.write();
         // Only a leaf never written (a new table's first) has no image to name yet.
         for leaf in t.leaves() {
             if leaf.state.lock().addr.is_none() {

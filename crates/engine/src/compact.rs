@@ -91,7 +91,7 @@ pub fn compact_table(p: &Parts, id: TableId) -> Result<CompactStats> {
         {
             // No checkpoint reaches the old table any more; eviction may still hold one of its
             // leaves, and reconciles only under `structure`.
-            let _s = old.structure.lock();
+            let _s = old.structure.write();
             old.release_cache();
         }
         (p.checkpoint)()?;

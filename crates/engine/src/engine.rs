@@ -373,7 +373,7 @@ impl Inner {
             // A page grown past memory_page_max is reconciled (and split) by the thread that
             // grew it, as WiredTiger forces eviction of large pages. Skip if a checkpoint or
             // eviction is busy with the tree: the next write will try again.
-            if let Some(_s) = t.structure.try_lock() {
+            if let Some(_s) = t.structure.try_read() {
                 t.reconcile(&leaf, placement::WriteCause::Split)?;
                 self.counters.forced_splits.fetch_add(1, Ordering::Relaxed);
             }

@@ -111,7 +111,7 @@ enum Evicted {
 }
 
 /// Evicts one leaf if no one holds it: drops it if clean, else reconciles it first (under the
-/// table's `structure`, which is only tried: a busy tree is skipped).
+/// table's `structure`, shared and only tried: a tree a checkpoint is writing is skipped).
 fn evict_one(table: &Table, leaf: &Arc<Leaf>, cache: &Cache) -> Result<Evicted> {
     let oldest = table.oldest();
     let outcome = |dropped: bool, pinned: bool| match (dropped, pinned) {
@@ -137,7 +137,7 @@ fn evict_one(table: &Table, leaf: &Arc<Leaf>, cache: &Cache) -> Result<Evicted> 
         }
     }
     // Lock order is structure → leaf: the leaf's latch was let go above.
-    let Some(_s) = table.structure.try_lock() else {
+    let Some(_s) = table.structure.try_read() else {
         return Ok(Evicted::Busy);
     };
     let (mut dropped, mut pinned) = (false, false);
@@ -153,7 +153,7 @@ fn evict_one(table: &Table, leaf: &Arc<Leaf>, cache: &Cache) -> Result<Evicted> 
 /// (its tree is busy) goes back on its table's dirty list, so no dirty leaf is lost to
 /// eviction's view. Returns whether a page was written.
 fn scrub_one(table: &Table, leaf: &Arc<Leaf>) -> Result<bool> {
-    let Some(_s) = table.structure.try_lock() else {
+    let Some(_s) = table.structure.try_read() else {
         table.list_dirty(leaf);
         return Ok(false);
     };

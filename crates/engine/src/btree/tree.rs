@@ -9,9 +9,12 @@
 //! - `root` (RwLock): readers and writers take it only to descend to a leaf, then drop it.
 //! - `Leaf::state` (Mutex): the page latch. Reading a page from disk, editing it, and
 //!   reconciling it happen under it, so writers to other leaves never wait on that I/O.
-//! - `structure` (Mutex): whoever changes leaf addresses or the tree's shape (reconciliation
-//!   by eviction or a checkpoint) holds it; a checkpoint holds it for its whole pass over the
-//!   table, so the tree it writes is one consistent tree.
+//! - `structure` (RwLock): reconciliation (eviction, scrub, forced splits, a checkpoint's
+//!   leaves) holds it shared, so pages of one table are written in parallel: each under its own
+//!   latch, a split's edit of the tree under `root`. Whoever must see the tree's leaves and
+//!   their images hold still holds it exclusively: a checkpoint while it writes the internal
+//!   pages and the extent lists, the end of a checkpoint's cut, a compaction releasing the old
+//!   table's pages.
 //!
 //! Lock order: structure → root → leaf. A leaf is never held while taking `root`.
 //! A leaf that was split is *retired*; whoever latches a retired leaf looks it up again.
@@ -97,7 +100,7 @@ pub struct Table {
     pub cfg: TableConfig,
     pub file: BlockFile,
     pub(super) root: RwLock<Internal>,
-    pub structure: Mutex<()>,
+    pub structure: RwLock<()>,
     cache: Arc<Cache>,
     /// Commit numbers and snapshots: which versions a page must keep.
     pub txns: Arc<Txns>,
@@ -190,7 +193,7 @@ impl Table {
             cfg,
             file,
             root: RwLock::new(root),
-            structure: Mutex::new(()),
+            structure: RwLock::new(()),
             cache,
             txns,
             leaf_ids,
@@ -469,7 +472,8 @@ impl Table {
         st.mem > self.memory_page_max
     }
 
-    /// Reconciles a leaf (under `structure`, which the caller holds) and applies the result.
+    /// Reconciles a leaf (under `structure`, which the caller holds, shared or exclusively)
+    /// and applies the result.
     /// Returns the leaves that now hold its entries: itself, or the pieces of a split (none if
     /// it was retired meanwhile).
     ///
