@@ -1,7 +1,11 @@
 //! The accept loop and one task per connection. Framing: read the 16-byte header, check the
 //! declared length before allocating, read the body; then decoding (decompression included),
-//! the command and the reply's encoding run on the blocking pool, so a large or hostile message
-//! never occupies an async worker that other connections need. A message that cannot be framed
+//! the command and the reply's encoding run off the async workers, so a large or hostile message
+//! never occupies one that other connections need. A plain-TCP connection gets a thread of its
+//! own that reads, runs and replies (mongod's thread per connection): handing every message to
+//! the blocking pool and back cost two context switches per message, a fifth of the server's
+//! time under YCSB A (docs/engine.md, "Against WiredTiger"). A TLS connection keeps the async
+//! stream and hands each message to the blocking pool. A message that cannot be framed
 //! (bad length, unknown opcode) closes the connection; one that is framed but malformed gets an
 //! error reply and the connection goes on. Either way other connections are unaffected.
 
@@ -83,7 +87,7 @@ async fn serve_maybe_tls(
     require: bool,
 ) -> std::io::Result<()> {
     let Some(acceptor) = tls else {
-        return serve_connection(sock, state, info, shutdown).await;
+        return serve_plain(sock, state, info, shutdown).await;
     };
     let is_tls = if require {
         true
@@ -108,7 +112,7 @@ async fn serve_maybe_tls(
         crate::tls::looks_like_tls(&first)
     };
     if !is_tls {
-        return serve_connection(sock, state, info, shutdown).await;
+        return serve_plain(sock, state, info, shutdown).await;
     }
     match acceptor.accept(sock).await {
         Ok(stream) => serve_connection(stream, state, info, shutdown).await,
@@ -152,19 +156,7 @@ where
         let ci = info.clone();
         let outcome = tokio::task::spawn_blocking(move || handle_message(&st, &ci, &h, &body))
             .await
-            .unwrap_or_else(|e| {
-                state.traffic.internal_error();
-                Outcome {
-                reply: Some(wire::msg_reply(
-                    &doc! {"ok": 0.0, "errmsg": format!("internal error: {e}"), "code": 1, "codeName": "InternalError"},
-                    next_id(),
-                    h.request_id,
-                    0,
-                    None,
-                )),
-                close: false,
-                after: After::Continue,
-            }});
+            .unwrap_or_else(|e| internal_error(&state, &h, &e.to_string()));
         if outcome.close {
             return Ok(());
         }
@@ -179,8 +171,121 @@ where
     }
 }
 
+/// The reply to a message whose command panicked.
+fn internal_error(state: &ServerState, h: &Header, what: &str) -> Outcome {
+    state.traffic.internal_error();
+    Outcome {
+        reply: Some(wire::msg_reply(
+            &doc! {"ok": 0.0, "errmsg": format!("internal error: {what}"), "code": 1, "codeName": "InternalError"},
+            next_id(),
+            h.request_id,
+            0,
+            None,
+        )),
+        close: false,
+        after: After::Continue,
+    }
+}
+
+/// How often a connection thread blocked in a read looks whether the server is shutting down.
+const SHUTDOWN_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Serves a plain-TCP connection on a thread of its own; the task waits for it, so the
+/// connection is accounted for until it ends.
+async fn serve_plain(
+    sock: tokio::net::TcpStream,
+    state: Arc<ServerState>,
+    info: Arc<ConnInfo>,
+    shutdown: Arc<watch::Sender<bool>>,
+) -> std::io::Result<()> {
+    let sock = sock.into_std()?;
+    sock.set_nonblocking(false)?;
+    sock.set_read_timeout(Some(SHUTDOWN_POLL))?;
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("flashdoc-conn".into())
+        .stack_size(crate::THREAD_STACK_BYTES)
+        .spawn(move || {
+            let _ = done_tx.send(serve_connection_sync(sock, &state, &info, &shutdown));
+        })?;
+    done_rx.await.unwrap_or(Ok(()))
+}
+
+/// Fills `buf` from a blocking socket whose reads time out every `SHUTDOWN_POLL`. Returns
+/// false if the peer hung up (possibly mid-message) or the server is shutting down.
+fn read_full(
+    sock: &mut std::net::TcpStream,
+    buf: &mut [u8],
+    shutdown: &watch::Sender<bool>,
+) -> bool {
+    use std::io::{ErrorKind, Read};
+    let mut at = 0;
+    while at < buf.len() {
+        match sock.read(&mut buf[at..]) {
+            Ok(0) => return false,
+            Ok(n) => at += n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                if *shutdown.borrow() {
+                    return false;
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}
+
+/// `serve_connection` for a plain-TCP connection on its own thread: the same framing, the
+/// same `handle_message`, no hand-off.
+fn serve_connection_sync(
+    mut sock: std::net::TcpStream,
+    state: &Arc<ServerState>,
+    info: &ConnInfo,
+    shutdown: &watch::Sender<bool>,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut header = [0u8; Header::LEN];
+    loop {
+        if !read_full(&mut sock, &mut header, shutdown) {
+            return Ok(());
+        }
+        let h = Header::parse(&header);
+        let body_len = match h.validate() {
+            Ok(n) => n,
+            Err(_) => return Ok(()),
+        };
+        let mut body = vec![0u8; body_len];
+        if !read_full(&mut sock, &mut body, shutdown) {
+            return Ok(());
+        }
+        state.traffic.received(&h, &body);
+        // A panicking command answers InternalError, as a panicking blocking task does.
+        let run = std::panic::AssertUnwindSafe(|| handle_message(state, info, &h, &body));
+        let outcome = std::panic::catch_unwind(run).unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".into());
+            internal_error(state, &h, &what)
+        });
+        if outcome.close {
+            return Ok(());
+        }
+        if let Some(out) = outcome.reply {
+            state.traffic.sent(&out);
+            sock.write_all(&out)?;
+        }
+        if let After::Shutdown = outcome.after {
+            let _ = shutdown.send(true);
+            return Ok(());
+        }
+    }
+}
+
 /// Decodes one framed message, runs its command and encodes the reply (synchronous: it runs on
-/// the blocking pool).
+/// a connection's thread or the blocking pool).
 pub fn handle_message(
     state: &Arc<ServerState>,
     info: &ConnInfo,
