@@ -202,13 +202,31 @@ async fn serve_plain(
     sock.set_nonblocking(false)?;
     sock.set_read_timeout(Some(SHUTDOWN_POLL))?;
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
+    state.conn_threads.fetch_add(1, Ordering::SeqCst);
+    let counted = state.clone();
+    let spawned = std::thread::Builder::new()
         .name("flashdoc-conn".into())
         .stack_size(crate::THREAD_STACK_BYTES)
         .spawn(move || {
-            let _ = done_tx.send(serve_connection_sync(sock, &state, &info, &shutdown));
-        })?;
+            let res = serve_connection_sync(sock, &state, &info, &shutdown);
+            state.conn_threads.fetch_sub(1, Ordering::SeqCst);
+            let _ = done_tx.send(res);
+        });
+    if let Err(e) = spawned {
+        counted.conn_threads.fetch_sub(1, Ordering::SeqCst);
+        return Err(e);
+    }
     done_rx.await.unwrap_or(Ok(()))
+}
+
+/// At shutdown, after the accept loops stopped: waits (at most `limit`) for the connection
+/// threads to finish the command they are running; idle ones see the shutdown within
+/// `SHUTDOWN_POLL`.
+pub fn wait_for_connection_threads(state: &ServerState, limit: std::time::Duration) {
+    let start = std::time::Instant::now();
+    while state.conn_threads.load(Ordering::SeqCst) > 0 && start.elapsed() < limit {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// Fills `buf` from a blocking socket whose reads time out every `SHUTDOWN_POLL`. Returns

@@ -194,6 +194,7 @@ pub fn serve_with_hook(
         Ok::<(), std::io::Error>(())
     })?;
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    conn::wait_for_connection_threads(&state, std::time::Duration::from_secs(2));
     state.stop_background();
     db.shutdown()
         .map_err(|e| std::io::Error::other(e.to_string()))?;

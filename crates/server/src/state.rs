@@ -9,7 +9,7 @@ use docdb::DocDb;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -64,6 +64,9 @@ pub struct ServerState {
     next_conn: AtomicI32,
     pub connections_current: AtomicI64,
     pub connections_total: AtomicI64,
+    /// Plain-TCP connection threads still running (`conn.rs`): shutdown lets them finish
+    /// their command before the database closes.
+    pub conn_threads: AtomicUsize,
     /// Bytes and requests the connections moved, and the commands that failed.
     pub traffic: crate::traffic::Traffic,
     /// The operations in progress (`currentOp`, `killOp`).
@@ -92,6 +95,7 @@ impl ServerState {
             next_conn: AtomicI32::new(1),
             connections_current: AtomicI64::new(0),
             connections_total: AtomicI64::new(0),
+            conn_threads: AtomicUsize::new(0),
             traffic: Default::default(),
             ops: Default::default(),
             profiler: crate::profile::Profiler::new(&config.operation_profiling),

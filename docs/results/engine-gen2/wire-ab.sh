@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # YCSB A over the wire: two flashdoc servers (OLD, NEW binaries) alternated under one client.
+# Usage: OLD=path/to/flashdoc NEW=path/to/flashdoc [CLIENT=...] bash wire-ab.sh  (needs /tmp/fd-wire.yaml,
+# a copy of fd-wire.yaml beside this script); writes /tmp/wire-ab.jsonl.
 set -u
 CLIENT=${CLIENT:-/work/main/target/release/flashdoc}
 OLD=${OLD:-/tmp/tgt-old/release/flashdoc}
