@@ -371,8 +371,9 @@ impl Inner {
         drop(_writing);
         for (t, leaf) in split_candidates {
             // A page grown past memory_page_max is reconciled (and split) by the thread that
-            // grew it, as WiredTiger forces eviction of large pages. Skip if a checkpoint or
-            // eviction is busy with the tree: the next write will try again.
+            // grew it, as WiredTiger forces eviction of large pages. Skip if a checkpoint is writing
+            // the tree's internal pages (it holds `structure` exclusively): the next write will
+            // try again.
             if let Some(_s) = t.structure.try_read() {
                 t.reconcile(&leaf, placement::WriteCause::Split)?;
                 self.counters.forced_splits.fetch_add(1, Ordering::Relaxed);

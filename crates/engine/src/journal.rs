@@ -394,7 +394,7 @@ impl Journal {
     /// The LSN the next append will get, or a lower bound of it: every record appended before
     /// this call has a smaller LSN.
     pub fn next_lsn(&self) -> Lsn {
-        self.shared.state.lock().next
+        self.at_next_lsn(|lsn| lsn)
     }
 
     /// Runs `f` with the next LSN while no record can be appended: a checkpoint's journal
