@@ -310,28 +310,64 @@ impl Lab {
         v
     }
 
-    /// Runs every point not already done and returns all points.
+    /// Runs every point not already done and returns all points, in `engine_work` order.
+    ///
+    /// Engine runs go on as many threads as the machine has cores, each followed by its
+    /// replays: an engine run is one thread on the inline schedule, and its trace does not
+    /// depend on what else the machine runs (docs/lab.md, "The schedule";
+    /// `tests/deterministic.rs`), so running two at once changes every point's host timing
+    /// columns and none of its flash figures.
     pub fn run_all(&self) -> Result<Vec<Point>> {
-        let mut points = Vec::new();
         let e = &self.exp;
         let work = self.engine_work();
         let replay_total = work.len() * e.policies.len() * e.trims.len() * e.ssds.len();
         let bar = self.bar(replay_total as u64, "points");
-        for w in &work {
-            let run = self.engine_run(w, &bar)?;
-            let jobs = self.replay_jobs();
-            bar.set_message(format!(
-                "{} seed {}: {} replays",
-                w.workload,
-                w.seed,
-                jobs.len()
-            ));
-            for dev in self.replays(&run, &jobs, &bar)? {
-                points.push(self.point(&run, dev));
+        let workers = cores().min(work.len()).max(1);
+        let next = AtomicU64::new(0);
+        let results: Vec<parking_lot::Mutex<Option<Result<Vec<Point>>>>> =
+            work.iter().map(|_| parking_lot::Mutex::new(None)).collect();
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                scope.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                    let Some(w) = work.get(i) else {
+                        return;
+                    };
+                    let points = self.engine_points(w, &bar);
+                    let failed = points.is_err();
+                    *results[i].lock() = Some(points);
+                    if failed {
+                        // No new work after a failure; the others finish theirs (each
+                        // finished step is saved, so a resumed run keeps it).
+                        next.store(work.len() as u64, Ordering::Relaxed);
+                        return;
+                    }
+                });
             }
-        }
+        });
         bar.finish_and_clear();
+        let mut points = Vec::new();
+        for r in results.into_iter().filter_map(|r| r.into_inner()) {
+            points.extend(r?);
+        }
         Ok(points)
+    }
+
+    /// One engine run and every replay of it.
+    fn engine_points(&self, w: &EngineWork, bar: &ProgressBar) -> Result<Vec<Point>> {
+        let run = self.engine_run(w, bar)?;
+        let jobs = self.replay_jobs();
+        bar.set_message(format!(
+            "{} seed {}: {} replays",
+            w.workload,
+            w.seed,
+            jobs.len()
+        ));
+        Ok(self
+            .replays(&run, &jobs, bar)?
+            .into_iter()
+            .map(|dev| self.point(&run, dev))
+            .collect())
     }
 
     /// Every (policy, TRIM condition, device) an engine run is replayed with.
@@ -355,10 +391,7 @@ impl Lab {
         jobs: &[(&String, &TrimSpec, &SsdSpec)],
         bar: &ProgressBar,
     ) -> Result<Vec<DeviceRun>> {
-        let workers = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(jobs.len())
-            .max(1);
+        let workers = cores().min(jobs.len()).max(1);
         let next = AtomicU64::new(0);
         let results: Vec<parking_lot::Mutex<Option<Result<DeviceRun>>>> =
             jobs.iter().map(|_| parking_lot::Mutex::new(None)).collect();
@@ -461,6 +494,11 @@ impl Lab {
         std::fs::write(&saved, serde_json::to_string_pretty(&d)?)?;
         Ok(d)
     }
+}
+
+/// The machine's cores (1 if unknown).
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// One engine run's settings.

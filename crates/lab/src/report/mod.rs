@@ -162,6 +162,45 @@ fn pct(r: f64) -> String {
     format!("{:+.1}%", (r - 1.0) * 100.0)
 }
 
+/// The scales an experiment ran at, with their sizes.
+fn scales_text(exp: &Experiment, scale: &ScaleSpec) -> String {
+    let size = |name: &str, s: &ScaleSpec| {
+        format!(
+            "`{name}` (YCSB {} records / {} operations, LinkBench maxid1 {} / {} requests)",
+            s.ycsb_records, s.ycsb_ops, s.linkbench_maxid1, s.linkbench_requests
+        )
+    };
+    if exp.scales.is_empty() {
+        return format!("scale {}", size(&exp.scale, scale));
+    }
+    let each: Vec<String> = exp
+        .scales
+        .iter()
+        .filter_map(|n| ScaleSpec::with_run_factor(n, exp.run_factor).map(|s| size(n, &s)))
+        .collect();
+    format!("scales {}", each.join(", "))
+}
+
+/// The command that makes this report again: the built-in name when the experiment is one
+/// (at its scale), else the `experiment.yaml` the run wrote beside the report.
+fn reproduce_command(exp: &Experiment) -> String {
+    let builtin = crate::experiment::find(&exp.name).is_some_and(|b| {
+        Experiment {
+            scale: exp.scale.clone(),
+            ..b
+        } == *exp
+    });
+    if builtin {
+        format!(
+            "`flashdoc lab run {} --scale {} --out DIR`",
+            exp.name, exp.scale
+        )
+    } else {
+        "`flashdoc lab run experiment.yaml --out DIR`, the `experiment.yaml` beside this report"
+            .into()
+    }
+}
+
 /// Writes the plots, `report.md` and `report.html`; returns the HTML path.
 pub fn write(
     out: &Path,
@@ -174,8 +213,10 @@ pub fn write(
     let mut r = Report::new(format!("flashdoc lab: {}", exp.title));
     r.p(exp.description.clone());
     r.p(format!(
-        "Experiment `{}`, scale `{}`: YCSB {} records / {} operations, LinkBench maxid1 {} / {} requests, one client thread on the engine's inline schedule, so each engine run's trace depends only on the experiment, the point and the seed (docs/lab.md). Reproduce with `flashdoc lab run {} --scale {} --out DIR`.",
-        exp.name, exp.scale, scale.ycsb_records, scale.ycsb_ops, scale.linkbench_maxid1, scale.linkbench_requests, exp.name, exp.scale
+        "Experiment `{}`, {}: one client thread on the engine's inline schedule, so each engine run's trace depends only on the experiment, the point and the seed (docs/lab.md). Reproduce with {}.",
+        exp.name,
+        scales_text(exp, scale),
+        reproduce_command(exp)
     ));
     model_section(&mut r, exp, points, runs);
     match exp.kind {
@@ -604,4 +645,27 @@ pub fn referenced_plots(md: &str) -> Vec<String> {
                 .map(|(_, f)| f.trim_end_matches(')').to_string())
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reproduce_command_names_a_builtin_only_when_it_is_one() {
+        let streams = crate::experiment::find("streams").expect("built-in");
+        let at_quick = Experiment {
+            scale: "quick".into(),
+            ..streams.clone()
+        };
+        assert_eq!(
+            reproduce_command(&at_quick),
+            "`flashdoc lab run streams --scale quick --out DIR`"
+        );
+        let changed = Experiment {
+            seeds: vec![9],
+            ..streams
+        };
+        assert!(reproduce_command(&changed).contains("experiment.yaml"));
+    }
 }

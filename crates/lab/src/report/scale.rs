@@ -70,7 +70,13 @@ pub fn section(r: &mut Report, out: &Path, exp: &Experiment, points: &[Point]) -
     r.h2("How the headline figures move with scale");
     // The largest relative move of any figure of any workload, per scale against the next.
     let mut worst: Vec<f64> = vec![0.0; scales.len()];
-    for w in &exp.workloads {
+    // Every TRIM condition is its own study: the figures of one are never set beside another's.
+    let trims: Vec<String> = exp.trims.iter().map(|t| t.label()).collect();
+    for (w, trim) in exp
+        .workloads
+        .iter()
+        .flat_map(|w| trims.iter().map(move |t| (w, t)))
+    {
         let mut rows = Vec::new();
         let values: Vec<Vec<Option<f64>>> = tables
             .iter()
@@ -79,7 +85,12 @@ pub fn section(r: &mut Report, out: &Path, exp: &Experiment, points: &[Point]) -
                 let base = t
                     .cells
                     .keys()
-                    .find(|c| &c.workload == w && c.allocation == WIREDTIGER && c.policy == "none")
+                    .find(|c| {
+                        &c.workload == w
+                            && &c.trim == trim
+                            && c.allocation == WIREDTIGER
+                            && c.policy == "none"
+                    })
                     .cloned();
                 FIGURES
                     .iter()
@@ -105,7 +116,12 @@ pub fn section(r: &mut Report, out: &Path, exp: &Experiment, points: &[Point]) -
             }
             rows.push(row);
         }
-        r.h3(w.clone());
+        let title = if trims.len() > 1 {
+            format!("{w}, TRIM {trim}")
+        } else {
+            w.clone()
+        };
+        r.h3(title.clone());
         let head: Vec<&str> = std::iter::once("scale")
             .chain(FIGURES.iter().map(|f| f.0))
             .collect();
@@ -122,11 +138,15 @@ pub fn section(r: &mut Report, out: &Path, exp: &Experiment, points: &[Point]) -
                 )
             })
             .collect();
-        let name = format!("scale-{w}");
+        let name = if trims.len() > 1 {
+            format!("scale-{w}-t{trim}")
+        } else {
+            format!("scale-{w}")
+        };
         plot::bars(
             &out.join(&name),
             &Bars {
-                title: &format!("{w}: flash page writes per operation by scale"),
+                title: &format!("{title}: flash page writes per operation by scale"),
                 x_label: "scale",
                 y_label: "flash page writes / operation",
                 categories: &cats,

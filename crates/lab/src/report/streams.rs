@@ -678,27 +678,28 @@ pub fn compare(r: &mut Report, exp: &Experiment, points: &[Point], rf: &crate::R
     let mut worst: f64 = 0.0;
     for w in &exp.workloads {
         for row in HEADLINE {
-            let pick = |t: &Table| {
-                t.cells
-                    .keys()
-                    .find(|c| {
-                        &c.workload == w && c.allocation == row.allocation && c.policy == row.policy
-                    })
-                    .and_then(|c| t.spread(c, flash_per_op))
-                    .map(|s| s.median)
-            };
-            let (Some(a), Some(b)) = (pick(&here), pick(&there)) else {
-                continue;
-            };
-            let d = a / b - 1.0;
-            worst = worst.max(d.abs());
-            rows.push(vec![
-                w.clone(),
-                row.label.to_string(),
-                format!("{a:.2}"),
-                format!("{b:.2}"),
-                format!("{:+.1}%", d * 100.0),
-            ]);
+            // The same cell in both runs: workload, policy, engine and every condition
+            // (TRIM, device, cache, leaf size) equal, so a figure is only set beside its own.
+            let cells = here.cells.keys().filter(|c| {
+                &c.workload == w && c.allocation == row.allocation && c.policy == row.policy
+            });
+            for c in cells {
+                let (Some(a), Some(b)) =
+                    (here.spread(c, flash_per_op), there.spread(c, flash_per_op))
+                else {
+                    continue;
+                };
+                let d = a.median / b.median - 1.0;
+                worst = worst.max(d.abs());
+                rows.push(vec![
+                    w.clone(),
+                    row.label.to_string(),
+                    c.trim.clone(),
+                    format!("{:.2}", a.median),
+                    format!("{:.2}", b.median),
+                    format!("{:+.1}%", d * 100.0),
+                ]);
+            }
         }
     }
     if rows.is_empty() {
@@ -713,6 +714,7 @@ pub fn compare(r: &mut Report, exp: &Experiment, points: &[Point], rf: &crate::R
         &[
             "workload",
             "policy",
+            "TRIM",
             "flash writes/op here",
             "reference run",
             "difference",
