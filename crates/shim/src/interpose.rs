@@ -559,37 +559,40 @@ unsafe fn rename_call(
     let exchange = flags & libc::RENAME_EXCHANGE != 0;
     // SAFETY: as the caller promises.
     let (old, new) = unsafe { (cstr(old), cstr(new)) };
-    let before = guarded(|| {
-        let (old, new) = (old?, new?);
-        let source = sys::stat_at(old_dir, old).map(|s| s.0);
-        let target = sys::stat_at(new_dir, new).map(|s| s.0);
-        let dest = sys::resolve_at(new_dir, new).and_then(|p| shim.relative(&p));
-        let src = if exchange {
-            sys::resolve_at(old_dir, old).and_then(|p| shim.relative(&p))
-        } else {
-            None
-        };
-        Some((source, target, dest, src))
-    });
-    let ret = call();
-    if ret == 0 {
-        let err = sys::errno();
-        if let Some((source, target, dest, src)) = before {
-            guarded(|| {
-                shim.with_rec(|r, now| {
+    // Under the recorder's lock from the stats to the record (see `unlink_call`): a rename
+    // over a file frees the replaced inode, whose number a file another thread creates may
+    // take at once.
+    shim.with_rec(|r, now| {
+        let before = guarded(|| {
+            let (old, new) = (old?, new?);
+            let source = sys::stat_at(old_dir, old).map(|s| s.0);
+            let target = sys::stat_at(new_dir, new).map(|s| s.0);
+            let dest = sys::resolve_at(new_dir, new).and_then(|p| shim.relative(&p));
+            let src = if exchange {
+                sys::resolve_at(old_dir, old).and_then(|p| shim.relative(&p))
+            } else {
+                None
+            };
+            Some((source, target, dest, src))
+        });
+        let ret = call();
+        if ret == 0 {
+            let err = sys::errno();
+            if let Some((source, target, dest, src)) = before {
+                guarded(|| {
                     if exchange {
                         r.renamed(source, None, dest, now);
                         r.renamed(target, None, src, now);
                     } else {
                         r.renamed(source, target, dest, now);
                     }
+                    Some(())
                 });
-                Some(())
-            });
+            }
+            sys::set_errno(err);
         }
-        sys::set_errno(err);
-    }
-    ret
+        ret
+    })
 }
 
 #[no_mangle]
@@ -649,19 +652,26 @@ unsafe fn unlink_call(
     };
     // SAFETY: as the caller promises.
     let path = unsafe { cstr(path) };
-    let before = guarded(|| sys::stat_at(dir, path?));
-    let ret = call();
-    if ret == 0 {
-        let err = sys::errno();
-        if let Some((inode, links)) = before {
-            guarded(|| {
-                shim.with_rec(|r, now| r.unlinked(inode, links == 1, now));
-                Some(())
-            });
+    // The stat, the unlink and its record happen under the recorder's lock. Once the unlink
+    // has freed the inode, another thread may create a file that gets the same number (WiredTiger
+    // removes an old log file while its log server creates the next one). That open must be
+    // recorded after this removal: recorded before it, the new file would be taken for the
+    // old one, and this removal would then remove it from the trace.
+    shim.with_rec(|r, now| {
+        let before = guarded(|| sys::stat_at(dir, path?));
+        let ret = call();
+        if ret == 0 {
+            let err = sys::errno();
+            if let Some((inode, links)) = before {
+                guarded(|| {
+                    r.unlinked(inode, links == 1, now);
+                    Some(())
+                });
+            }
+            sys::set_errno(err);
         }
-        sys::set_errno(err);
-    }
-    ret
+        ret
+    })
 }
 
 #[no_mangle]
