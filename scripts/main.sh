@@ -13,4 +13,4 @@ cargo build --release -p flashdoc
 # The report sets its headline beside the committed medium-scale run, the reference
 # (docs/placement.md: the figures move between quick and medium, and on to large).
 ./target/release/flashdoc lab run streams-quick --out results/lab \
-  --compare docs/results/streams-converged "$@"
+  --compare docs/results/streams-reference "$@"
