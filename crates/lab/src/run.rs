@@ -322,32 +322,11 @@ impl Lab {
         let work = self.engine_work();
         let replay_total = work.len() * e.policies.len() * e.trims.len() * e.ssds.len();
         let bar = self.bar(replay_total as u64, "points");
-        let workers = cores().min(work.len()).max(1);
-        let next = AtomicU64::new(0);
-        let results: Vec<parking_lot::Mutex<Option<Result<Vec<Point>>>>> =
-            work.iter().map(|_| parking_lot::Mutex::new(None)).collect();
-        std::thread::scope(|scope| {
-            for _ in 0..workers {
-                scope.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed) as usize;
-                    let Some(w) = work.get(i) else {
-                        return;
-                    };
-                    let points = self.engine_points(w, &bar);
-                    let failed = points.is_err();
-                    *results[i].lock() = Some(points);
-                    if failed {
-                        // No new work after a failure; the others finish theirs (each
-                        // finished step is saved, so a resumed run keeps it).
-                        next.store(work.len() as u64, Ordering::Relaxed);
-                        return;
-                    }
-                });
-            }
-        });
+        let results = in_parallel(&work, |w| self.engine_points(w, &bar));
         bar.finish_and_clear();
+        // Items are begun in order, so a `None` (not begun) only follows an error.
         let mut points = Vec::new();
-        for r in results.into_iter().filter_map(|r| r.into_inner()) {
+        for r in results.into_iter().flatten() {
             points.extend(r?);
         }
         Ok(points)
@@ -391,26 +370,17 @@ impl Lab {
         jobs: &[(&String, &TrimSpec, &SsdSpec)],
         bar: &ProgressBar,
     ) -> Result<Vec<DeviceRun>> {
-        let workers = cores().min(jobs.len()).max(1);
-        let next = AtomicU64::new(0);
-        let results: Vec<parking_lot::Mutex<Option<Result<DeviceRun>>>> =
-            jobs.iter().map(|_| parking_lot::Mutex::new(None)).collect();
-        std::thread::scope(|scope| {
-            for _ in 0..workers {
-                scope.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed) as usize;
-                    let Some(&(policy, trim, ssd)) = jobs.get(i) else {
-                        return;
-                    };
-                    *results[i].lock() = Some(self.replay(run, policy, trim, ssd));
-                    bar.inc(1);
-                });
-            }
-        });
-        results
-            .into_iter()
-            .map(|r| r.into_inner().expect("every job ran"))
-            .collect()
+        // Items are begun in order, so a `None` (not begun) only follows an error.
+        let runs = in_parallel(jobs, |&(policy, trim, ssd)| {
+            let d = self.replay(run, policy, trim, ssd);
+            bar.inc(1);
+            d
+        })
+        .into_iter()
+        .flatten()
+        .collect::<Result<Vec<DeviceRun>>>()?;
+        assert_eq!(runs.len(), jobs.len(), "every replay ran");
+        Ok(runs)
     }
 
     fn bar(&self, n: u64, what: &str) -> ProgressBar {
@@ -496,9 +466,40 @@ impl Lab {
     }
 }
 
-/// The machine's cores (1 if unknown).
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+/// `f` of every item, on as many threads as the machine has cores, in `items` order. After
+/// a failure no item is begun (each finished step is saved, so a resumed run keeps the
+/// others'); the items not begun are `None`.
+fn in_parallel<T: Sync, R: Send>(
+    items: &[T],
+    f: impl Fn(&T) -> Result<R> + Sync,
+) -> Vec<Option<Result<R>>> {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len())
+        .max(1);
+    let next = AtomicU64::new(0);
+    let results: Vec<parking_lot::Mutex<Option<Result<R>>>> = items
+        .iter()
+        .map(|_| parking_lot::Mutex::new(None))
+        .collect();
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                let Some(item) = items.get(i) else {
+                    return;
+                };
+                let r = f(item);
+                let failed = r.is_err();
+                *results[i].lock() = Some(r);
+                if failed {
+                    next.store(items.len() as u64, Ordering::Relaxed);
+                    return;
+                }
+            });
+        }
+    });
+    results.into_iter().map(|r| r.into_inner()).collect()
 }
 
 /// One engine run's settings.
