@@ -25,7 +25,7 @@ pub struct Cache {
     dirty_trigger: AtomicU64,
     /// Eviction thresholds in percent of the budget: target, trigger, dirty target, dirty
     /// trigger.
-    pct: [u8; 4],
+    pct: parking_lot::Mutex<[u8; 4]>,
 }
 
 impl Cache {
@@ -42,7 +42,7 @@ impl Cache {
             trigger: AtomicU64::new(0),
             dirty_target: AtomicU64::new(0),
             dirty_trigger: AtomicU64::new(0),
-            pct: [target, trigger, dirty_target, dirty_trigger],
+            pct: parking_lot::Mutex::new([target, trigger, dirty_target, dirty_trigger]),
         };
         c.resize(budget);
         c
@@ -50,13 +50,28 @@ impl Cache {
     /// Sets a new budget; the thresholds keep their percentages. Eviction brings the cache
     /// under a smaller budget as it runs.
     pub fn resize(&self, budget: u64) {
-        let pct = |p: u8| budget * p as u64 / 100;
-        self.target.store(pct(self.pct[0]), Ordering::Relaxed);
-        self.trigger.store(pct(self.pct[1]), Ordering::Relaxed);
-        self.dirty_target.store(pct(self.pct[2]), Ordering::Relaxed);
-        self.dirty_trigger
-            .store(pct(self.pct[3]), Ordering::Relaxed);
+        let p = self.pct.lock();
+        let pct = |i: usize| budget * p[i] as u64 / 100;
+        self.target.store(pct(0), Ordering::Relaxed);
+        self.trigger.store(pct(1), Ordering::Relaxed);
+        self.dirty_target.store(pct(2), Ordering::Relaxed);
+        self.dirty_trigger.store(pct(3), Ordering::Relaxed);
         self.budget.store(budget, Ordering::Relaxed);
+    }
+    /// Sets the dirty target and trigger, percent of the budget (the caller has checked
+    /// `1 <= target <= trigger <= 100`). Eviction brings the dirty bytes under a lower target
+    /// as it runs.
+    pub fn set_dirty_pct(&self, target: u8, trigger: u8) {
+        assert!(
+            (1..=trigger).contains(&target) && trigger <= 100,
+            "dirty thresholds {target}/{trigger}"
+        );
+        {
+            let mut p = self.pct.lock();
+            p[2] = target;
+            p[3] = trigger;
+        }
+        self.resize(self.budget());
     }
     pub fn budget(&self) -> u64 {
         self.budget.load(Ordering::Relaxed)

@@ -106,13 +106,13 @@ impl Checkpointer {
         // Counted from the begin, as WiredTiger's log_size counts from the checkpoint's LSN:
         // one interval then writes the configured bytes however long the checkpoint takes.
         self.arm_written_trigger(p.io);
-        let res = self.take(p);
-        let ms = started.elapsed().as_millis() as u64;
-        *self.last_end.lock() = Instant::now();
         if let Some(j) = p.journal {
             self.journal_bytes_at_last
                 .store(j.stats().bytes_appended, Ordering::Relaxed);
         }
+        let res = self.take(p);
+        let ms = started.elapsed().as_millis() as u64;
+        *self.last_end.lock() = Instant::now();
         let c = &self.counters;
         match &res {
             Ok(()) => {
@@ -247,6 +247,8 @@ impl Checkpointer {
             "failed": l(&c.failed),
             "last_ms": l(&c.ms_last),
             "total_ms": l(&c.ms_total),
+            // The journal's bytes appended when the last checkpoint began.
+            "journal_bytes_at_last_begin": l(&self.journal_bytes_at_last),
         })
     }
 

@@ -803,6 +803,13 @@ impl KvEngine for DiskEngine {
                 "checkpoint byte triggers must be at least 1 byte".into(),
             ));
         }
+        if let Some((target, trigger)) = r.eviction_dirty_pct {
+            if target == 0 || target > trigger || trigger > 100 {
+                return Err(Error::Config(format!(
+                    "eviction dirty thresholds must be percentages with target <= trigger, not {target}/{trigger}"
+                )));
+            }
+        }
         if let Some(bytes) = r.journal_file_max {
             let j = inner
                 .journal
@@ -812,6 +819,9 @@ impl KvEngine for DiskEngine {
         }
         if let Some(bytes) = r.cache_size {
             inner.cache.resize(bytes);
+        }
+        if let Some((target, trigger)) = r.eviction_dirty_pct {
+            inner.cache.set_dirty_pct(target, trigger);
         }
         inner.checkpointer.set_triggers(
             r.checkpoint_interval,

@@ -91,6 +91,9 @@ pub struct Reconfigure {
     pub checkpoint_written_bytes: Option<Option<u64>>,
     /// Size of journal files created from now on.
     pub journal_file_max: Option<u64>,
+    /// Eviction's dirty target and trigger, percent of the cache (WiredTiger's
+    /// `eviction_dirty_target` and `eviction_dirty_trigger`).
+    pub eviction_dirty_pct: Option<(u8, u8)>,
 }
 
 impl Reconfigure {

@@ -96,3 +96,65 @@ fn over_the_target_pages_leave_memory_and_nothing_is_lost() {
         "evicted pages were read back"
     );
 }
+
+/// The most dirty bytes seen after any write of `keys`, each a fresh 1 KB value.
+fn peak_dirty_while_writing(
+    eng: &DiskEngine,
+    t: engine::TableId,
+    keys: std::ops::Range<u32>,
+) -> u64 {
+    let value = vec![5u8; 1000];
+    keys.map(|i| {
+        eng.put(t, &key(i % 4_000), &value).unwrap();
+        cache_stat(eng, "dirty_bytes")
+    })
+    .max()
+    .unwrap()
+}
+
+#[test]
+fn a_reconfigured_dirty_budget_lets_more_of_the_cache_stay_dirty() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = EngineConfig::new(dir.path());
+    cfg.cache_size = CACHE_BYTES;
+    cfg.checkpoint_interval = None;
+    // Inline: the writing thread evicts after each call, so the dirty bytes it leaves are the
+    // budget's doing, not a background thread's timing.
+    cfg.schedule = engine::Schedule::Inline;
+    let eng = DiskEngine::open(cfg).unwrap();
+    let t = eng
+        .create_table("c", &TableConfig::collection().with_leaf_page_max(4096))
+        .unwrap();
+    // 4 000 keys × ~1 KB: about half the cache, all of it dirtied over and over.
+    let default_peak = peak_dirty_while_writing(&eng, t, 0..12_000);
+    assert!(
+        default_peak <= CACHE_BYTES * 20 / 100 + (64 << 10),
+        "WiredTiger's 5/20 budget holds: {default_peak} dirty bytes"
+    );
+
+    let refused = eng
+        .reconfigure(&engine::Reconfigure {
+            eviction_dirty_pct: Some((60, 50)),
+            ..Default::default()
+        })
+        .unwrap_err();
+    assert!(refused.to_string().contains("dirty"), "{refused}");
+
+    eng.reconfigure(&engine::Reconfigure {
+        eviction_dirty_pct: Some((50, 80)),
+        ..Default::default()
+    })
+    .unwrap();
+    let raised_peak = peak_dirty_while_writing(&eng, t, 12_000..24_000);
+    assert!(
+        raised_peak > CACHE_BYTES * 30 / 100,
+        "a 50/80 budget keeps more dirty: {raised_peak} bytes, against {default_peak} at 5/20"
+    );
+    assert!(raised_peak <= CACHE_BYTES * 80 / 100 + (64 << 10));
+    for i in 0..4_000 {
+        assert_eq!(
+            eng.get(t, &key(i)).unwrap().as_deref(),
+            Some(&[5u8; 1000][..])
+        );
+    }
+}
