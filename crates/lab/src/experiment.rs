@@ -8,6 +8,7 @@
 //! safe batched TRIM on.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// What an experiment reports (it decides the plots and tables of its report).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -286,6 +287,15 @@ pub struct Experiment {
     /// The sweep allocation's free reserve, percent of each file (engine default 50).
     #[serde(default = "sweep_reserve_pct")]
     pub sweep_reserve_pct: u8,
+    /// Eviction's dirty budget per allocation: `[target, trigger]`, percent of the cache
+    /// (engine `eviction_dirty_target`/`eviction_dirty_trigger`). An allocation not named
+    /// keeps the engine's defaults, WiredTiger's 5/20. By default the sweep runs with
+    /// [`CODESIGN_DIRTY_PCT`]: part of flashdoc's co-design (docs/placement.md, "The dirty
+    /// budget"). Every run whose engine differs from the reference (best fit, 5/20) has its
+    /// checkpoints triggered by journal bytes so that its intervals hold the reference's
+    /// operations (docs/lab.md, "Equal intervals").
+    #[serde(default = "codesign_dirty_pct")]
+    pub dirty_pct: BTreeMap<String, [u8; 2]>,
     /// TRIM and discard conditions.
     pub trims: Vec<TrimSpec>,
     pub ssds: Vec<SsdSpec>,
@@ -332,6 +342,20 @@ fn warmup_capacities() -> f64 {
 
 fn sweep_reserve_pct() -> u8 {
     engine::config::DEFAULT_SWEEP_RESERVE_PCT
+}
+
+/// The engine's table allocations an experiment can run (engine::AllocPolicy).
+const ALLOCATIONS: [&str; 4] = ["best", "first", "append", "sweep"];
+
+/// The co-design's dirty budget, `[target, trigger]` percent of the cache: set on seed 1
+/// (docs/placement.md, "The dirty budget").
+pub const CODESIGN_DIRTY_PCT: [u8; 2] = [50, 80];
+
+/// The engine's own dirty budget (WiredTiger's defaults).
+pub const ENGINE_DIRTY_PCT: [u8; 2] = [5, 20];
+
+fn codesign_dirty_pct() -> BTreeMap<String, [u8; 2]> {
+    BTreeMap::from([("sweep".to_string(), CODESIGN_DIRTY_PCT)])
 }
 
 fn best_fit() -> Vec<String> {
@@ -397,6 +421,7 @@ pub fn builtins() -> Vec<Experiment> {
         compressors: no_compression(),
         allocations: both_engines(),
         sweep_reserve_pct: sweep_reserve_pct(),
+        dirty_pct: codesign_dirty_pct(),
         trims: vec![TrimSpec::off()],
         ssds: vec![ssd8()],
         device_fill: r.device_fill,
@@ -605,7 +630,7 @@ impl Experiment {
             bail!("experiment {name}: checkpoint_share must be in (0, 1]");
         }
         for a in &self.allocations {
-            if !["best", "first", "append", "sweep"].contains(&a.as_str()) {
+            if !ALLOCATIONS.contains(&a.as_str()) {
                 bail!("experiment {name}: unknown allocation '{a}' (best, first, append, sweep)");
             }
         }
@@ -620,6 +645,16 @@ impl Experiment {
         }
         if self.sweep_reserve_pct > 90 {
             bail!("experiment {name}: sweep_reserve_pct must be 0–90");
+        }
+        for (alloc, &[target, trigger]) in &self.dirty_pct {
+            if !ALLOCATIONS.contains(&alloc.as_str()) {
+                bail!("experiment {name}: dirty_pct names an unknown allocation '{alloc}' (best, first, append, sweep)");
+            }
+            if target == 0 || target > trigger || trigger > 100 {
+                bail!(
+                    "experiment {name}: dirty_pct of {alloc} must be [target, trigger] with 1 ≤ target ≤ trigger ≤ 100, not [{target}, {trigger}]"
+                );
+            }
         }
         if self
             .ssds
@@ -751,5 +786,27 @@ mod tests {
         }];
         let err = e.validate().unwrap_err().to_string();
         assert!(err.contains("discard"), "{err}");
+    }
+
+    #[test]
+    fn the_co_design_runs_the_sweep_with_its_dirty_budget_and_bad_budgets_are_refused() {
+        let e = find("streams-quick").unwrap();
+        assert_eq!(e.dirty_pct.get("sweep"), Some(&CODESIGN_DIRTY_PCT));
+        assert_eq!(
+            e.dirty_pct.get("best"),
+            None,
+            "the reference keeps WiredTiger's"
+        );
+        for (alloc, pct, why) in [
+            ("sweep", [80, 50], "target above trigger"),
+            ("sweep", [0, 20], "no target"),
+            ("sweep", [50, 101], "a trigger past 100"),
+            ("sweeps", [50, 80], "an unknown allocation"),
+        ] {
+            let mut bad = e.clone();
+            bad.dirty_pct = BTreeMap::from([(alloc.to_string(), pct)]);
+            let err = bad.validate().expect_err(why).to_string();
+            assert!(err.contains("dirty_pct"), "{why}: {err}");
+        }
     }
 }

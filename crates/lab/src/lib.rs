@@ -59,7 +59,7 @@ pub fn run_experiment(
     let reference = compare.map(load_reference).transpose()?;
     let lab = run::Lab::new(out, exp, scale, quiet)?;
     let points = lab.run_all()?;
-    let runs = run::engine_runs(&lab)?;
+    let runs = lab.engine_runs()?;
     run::write_results(out, &lab.exp, &lab.scale, &points, &runs)?;
     report::write(
         out,

@@ -18,7 +18,7 @@
 //! one), the shim (`FLASHDOC_SHIM`, else `libflashdoc_shim.so` beside the running program:
 //! `cargo build --release -p flashdoc-shim`), a C compiler.
 
-use crate::experiment::{Experiment, ScaleSpec};
+use crate::experiment::{Experiment, ScaleSpec, ENGINE_DIRTY_PCT};
 use crate::report::Report;
 use crate::run::{self, EngineRun, Lab, Point, Sizing};
 use crate::secantus;
@@ -219,6 +219,8 @@ fn wiredtiger_run(
         leaf_kb: 32,
         compressor: "none".into(),
         allocation: WIREDTIGER.into(),
+        // WiredTiger's own dirty budget.
+        dirty_pct: ENGINE_DIRTY_PCT,
         scale_name: exp.scale.clone(),
         scale: scale.clone(),
         // Buffered: neither driver opens its files with O_DIRECT.
@@ -234,6 +236,8 @@ fn wiredtiger_run(
         write_bytes_by_file: shares.by_file,
         write_bytes_by_page: shares.by_page,
         checkpoints,
+        checkpoint_trigger: None,
+        intervals: None,
         run_checkpoints: shares.checkpoints,
         interval_bytes_mean: shares.interval_bytes_mean,
         wall_s: started.elapsed().as_secs_f64(),
@@ -321,6 +325,7 @@ pub fn run(exp: Experiment, scale: Option<&str>, out: &Path, quiet: bool) -> Res
     let tools = tools(out, quiet)?;
     // flashdoc's engine, as in `streams`.
     let mut points = lab.run_all()?;
+    let mut all_runs = lab.engine_runs()?;
     let cache_share = lab.exp.cache_shares[0];
     let e = &lab.exp;
     let jobs = lab.replay_jobs();
@@ -348,11 +353,11 @@ pub fn run(exp: Experiment, scale: Option<&str>, out: &Path, quiet: bool) -> Res
                     points.push(lab.point(r, dev));
                 }
             }
+            all_runs.extend(runs);
         }
     }
-    let runs = run::engine_runs(&lab)?;
-    run::write_results(out, &lab.exp, &lab.scale, &points, &runs)?;
-    report(out, &lab, &points, &runs)
+    run::write_results(out, &lab.exp, &lab.scale, &points, &all_runs)?;
+    report(out, &lab, &points, &all_runs)
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {

@@ -8,7 +8,9 @@
 //! on flash, not what the engine writes), so one engine run serves every policy and every
 //! device, and all policies see exactly the same writes.
 
-use crate::experiment::{Experiment, ScaleSpec, SsdSpec, TrimSpec, JOURNAL_FILE_SHARE};
+use crate::experiment::{
+    Experiment, ScaleSpec, SsdSpec, TrimSpec, ENGINE_DIRTY_PCT, JOURNAL_FILE_SHARE,
+};
 use anyhow::{anyhow, bail, Context, Result};
 use docdb::{DocDb, DocDbConfig};
 use engine::{Compressor, Reconfigure, Schedule, TableConfig};
@@ -39,6 +41,9 @@ pub struct EngineRun {
     pub compressor: String,
     #[serde(default = "best")]
     pub allocation: String,
+    /// Eviction's dirty budget, `[target, trigger]` percent of the cache.
+    #[serde(default = "engine_dirty_pct")]
+    pub dirty_pct: [u8; 2],
     #[serde(default)]
     pub scale_name: String,
     pub scale: ScaleSpec,
@@ -66,6 +71,13 @@ pub struct EngineRun {
     pub write_bytes_by_file: BTreeMap<String, u64>,
     pub write_bytes_by_page: BTreeMap<String, u64>,
     pub checkpoints: u64,
+    /// What began the run phase's checkpoints (`None` for another engine than flashdoc's).
+    #[serde(default)]
+    pub checkpoint_trigger: Option<CheckpointTrigger>,
+    /// The run phase's intervals in terms that do not depend on the engine (`None` for another
+    /// engine than flashdoc's, and for a run saved before they were measured).
+    #[serde(default)]
+    pub intervals: Option<RunIntervals>,
     /// Checkpoints begun in the run phase, and the mean bytes written from one begin to the
     /// next (every file: tables, journal, metadata).
     pub run_checkpoints: u64,
@@ -75,6 +87,54 @@ pub struct EngineRun {
     /// warm-read seconds).
     #[serde(default)]
     pub extra: BTreeMap<String, f64>,
+}
+
+fn engine_dirty_pct() -> [u8; 2] {
+    ENGINE_DIRTY_PCT
+}
+
+/// What begins a run phase's checkpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckpointTrigger {
+    /// Every this many bytes written to any file: the reference engine's trigger
+    /// ([`Sizing::checkpoint_every_bytes`], a share of the device).
+    WrittenBytes(u64),
+    /// Every this many bytes appended to the journal: the reference run's mean interval, so
+    /// that an engine which writes less per operation does not get longer intervals, and
+    /// fewer checkpoints, for it (docs/lab.md, "Equal intervals").
+    JournalBytes(u64),
+}
+
+/// A run phase's checkpoint intervals measured in the journal (whose bytes are a function of
+/// the operations alone: every engine of a point logs the same records): the checkpoints its
+/// trigger began (the shutdown's is not one), and the journal bytes appended from the begin of
+/// the end-of-load checkpoint to the begin of the last of them, that is over exactly those
+/// intervals. And the journal bytes one operation appends, on average over the run phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunIntervals {
+    pub journal_bytes: u64,
+    pub checkpoints: u64,
+    pub journal_bytes_per_op: u64,
+}
+
+impl RunIntervals {
+    /// The journal trigger that gives another engine this run's intervals: the mean interval,
+    /// less half an operation's record, since a trigger fires at the first operation past it
+    /// (half a record past on average), so that no shortfall builds up over the intervals.
+    pub fn journal_bytes_per_checkpoint(&self) -> Result<u64> {
+        if self.checkpoints == 0 || self.journal_bytes == 0 {
+            bail!(
+                "the reference run's checkpoints cannot be matched: it began {} checkpoints over {} journal bytes",
+                self.checkpoints,
+                self.journal_bytes
+            );
+        }
+        let interval = self.journal_bytes / self.checkpoints;
+        Ok(interval
+            .saturating_sub(self.journal_bytes_per_op / 2)
+            .max(1))
+    }
 }
 
 /// The simulated device and the engine settings of one engine run, all derived from the
@@ -215,6 +275,9 @@ pub struct Lab {
     pub exp: Experiment,
     pub scale: ScaleSpec,
     pub quiet: bool,
+    /// One lock per engine run key: a run and the runs matched to it may be asked for on two
+    /// threads at once, and must run once.
+    running: parking_lot::Mutex<BTreeMap<String, Arc<parking_lot::Mutex<()>>>>,
 }
 
 fn slug(s: &str) -> String {
@@ -247,15 +310,22 @@ impl Lab {
             exp,
             scale,
             quiet,
+            running: Default::default(),
         })
     }
 
     fn engine_key(&self, w: &EngineWork) -> String {
         let e = &self.exp;
-        let alloc = match w.allocation.as_str() {
+        let mut alloc = match w.allocation.as_str() {
             "sweep" => format!("sweep{}", e.sweep_reserve_pct),
             a => a.to_string(),
         };
+        if w.dirty_pct != ENGINE_DIRTY_PCT {
+            alloc += &format!("-d{}.{}", w.dirty_pct[0], w.dirty_pct[1]);
+        }
+        if !w.is_reference() {
+            alloc += "-ckjournal";
+        }
         slug(&format!(
             "{}-c{}-l{}-{}-{}-f{}-k{}-r{}-s{}-{}",
             w.workload,
@@ -269,6 +339,19 @@ impl Lab {
             w.seed,
             w.scale
         ))
+    }
+
+    /// The engine runs behind the points, in `engine_work` order (after `run_all`): not the
+    /// reference runs only matched against, nor runs of other settings in the same directory.
+    pub fn engine_runs(&self) -> Result<Vec<EngineRun>> {
+        self.engine_work()
+            .iter()
+            .map(|w| {
+                let key = self.engine_key(w);
+                saved_run(&self.out.join("points").join(format!("engine-{key}.json")))
+                    .ok_or_else(|| anyhow!("engine run {key} is not saved"))
+            })
+            .collect()
     }
 
     /// The scales the experiment runs at.
@@ -297,6 +380,11 @@ impl Lab {
                                         leaf_kb,
                                         compressor: comp.clone(),
                                         allocation: alloc.clone(),
+                                        dirty_pct: e
+                                            .dirty_pct
+                                            .get(alloc)
+                                            .copied()
+                                            .unwrap_or(ENGINE_DIRTY_PCT),
                                         seed,
                                         scale: scale.clone(),
                                     });
@@ -424,16 +512,27 @@ impl Lab {
         }
     }
 
-    /// The engine run for these settings, from disk if it was done before.
+    /// The engine run for these settings, from disk if it was done before. A run of another
+    /// engine than the reference first gets the reference run of its point, for the journal
+    /// bytes of its checkpoint intervals.
     pub fn engine_run(&self, w: &EngineWork, bar: &ProgressBar) -> Result<EngineRun> {
         let key = self.engine_key(w);
+        let lock = self.running.lock().entry(key.clone()).or_default().clone();
+        let _only_run_of_key = lock.lock();
         let saved = self.out.join("points").join(format!("engine-{key}.json"));
-        if let Some(r) = saved_run(&saved) {
+        if let Some(r) = saved_run(&saved).filter(|r| r.intervals.is_some()) {
             return Ok(r);
         }
+        let checkpoints = if w.is_reference() {
+            None
+        } else {
+            let reference = self.engine_run(&w.reference(), bar)?;
+            let intervals = reference.intervals.expect("a saved run has its intervals");
+            Some(intervals.journal_bytes_per_checkpoint()?)
+        };
         bar.set_message(format!("{} seed {}: engine run", w.workload, w.seed));
         let scale = ScaleSpec::with_run_factor(&w.scale, self.exp.run_factor).expect("validated");
-        let r = run_engine(&self.out, &key, w, &self.exp, &scale)?;
+        let r = run_engine(&self.out, &key, w, &self.exp, &scale, checkpoints)?;
         std::fs::write(&saved, serde_json::to_string_pretty(&r)?)?;
         Ok(r)
     }
@@ -511,8 +610,27 @@ pub struct EngineWork {
     pub compressor: String,
     /// Table pages' block allocation (engine::AllocPolicy).
     pub allocation: String,
+    /// Eviction's dirty budget, `[target, trigger]` percent of the cache.
+    pub dirty_pct: [u8; 2],
     pub seed: u64,
     pub scale: String,
+}
+
+impl EngineWork {
+    /// The run of this point whose checkpoint intervals every other engine keeps: the engine
+    /// the seeds measured (best fit, WiredTiger's dirty budget), checkpointed every
+    /// [`Sizing::checkpoint_every_bytes`] written.
+    pub fn reference(&self) -> EngineWork {
+        EngineWork {
+            allocation: "best".into(),
+            dirty_pct: ENGINE_DIRTY_PCT,
+            ..self.clone()
+        }
+    }
+
+    pub fn is_reference(&self) -> bool {
+        *self == self.reference()
+    }
 }
 
 /// (p50, p99) of all operations of a phase, µs (the operation-weighted mean of per-type
@@ -547,7 +665,9 @@ fn table_template(kind: &str, leaf: u32, comp: &str) -> Result<TableConfig> {
 /// Loads and runs one workload on a fresh database, tracing every I/O event. The load runs
 /// with the scale's load cache and no timed checkpoints; after its end-of-load checkpoint the
 /// database is measured and the run phase gets the device-relative settings of [`Sizing`]:
-/// its cache, a written-bytes checkpoint trigger and the journal file size.
+/// its cache, a written-bytes checkpoint trigger and the journal file size. With
+/// `journal_checkpoint_bytes` its checkpoints are begun by journal bytes instead (another
+/// engine than the reference, kept to the reference's intervals).
 ///
 /// The run is deterministic (docs/lab.md, "The schedule"): the engine's inline schedule, one
 /// client thread and LinkBench's logical clock make the trace a function of the experiment,
@@ -558,6 +678,7 @@ pub fn run_engine(
     w: &EngineWork,
     exp: &Experiment,
     scale: &ScaleSpec,
+    journal_checkpoint_bytes: Option<u64>,
 ) -> Result<EngineRun> {
     let started = Instant::now();
     let scale = &ScaleSpec {
@@ -599,21 +720,40 @@ pub fn run_engine(
     let db = DocDb::open(cfg).map_err(|e| anyhow!("opening the lab database: {e}"))?;
     let mut extra = BTreeMap::new();
     let mut sizing = None;
+    let mut trigger = None;
+    let mut at_end_of_load = None;
     let mut end_of_load = |db: &Arc<DocDb>| -> Result<u64> {
         // The seeds start their run phase from a loaded, checkpointed database.
         db.engine()
             .checkpoint()
             .map_err(|e| anyhow!("checkpoint after load: {e}"))?;
         let s = Sizing::new(live_table_bytes(db)?, exp, w.cache_share);
+        let t = match journal_checkpoint_bytes {
+            None => CheckpointTrigger::WrittenBytes(s.checkpoint_every_bytes),
+            Some(n) => CheckpointTrigger::JournalBytes(n),
+        };
+        let by = |b: bool, n: u64| Some(b.then_some(n));
         db.engine()
             .reconfigure(&Reconfigure {
                 cache_size: Some(s.cache_bytes),
-                checkpoint_written_bytes: Some(Some(s.checkpoint_every_bytes)),
+                checkpoint_written_bytes: by(
+                    journal_checkpoint_bytes.is_none(),
+                    s.checkpoint_every_bytes,
+                ),
+                checkpoint_log_size: by(
+                    journal_checkpoint_bytes.is_some(),
+                    journal_checkpoint_bytes.unwrap_or(0),
+                ),
                 journal_file_max: Some(s.journal_file_bytes),
+                // The run phase's engine: every engine of a point loads alike, with WiredTiger's
+                // budget, so all start their run from the same database.
+                eviction_dirty_pct: Some((w.dirty_pct[0], w.dirty_pct[1])),
                 ..Reconfigure::default()
             })
             .map_err(|e| anyhow!("sizing the run phase: {e}"))?;
         sizing = Some(s);
+        trigger = Some(t);
+        at_end_of_load = Some(last_checkpoint_in_journal(db)?);
         db.engine().end_of_load();
         Ok(obs.count.load(Ordering::Relaxed))
     };
@@ -629,6 +769,17 @@ pub fn run_engine(
             Clients::OneDeterministic,
             || end_of_load(&db).map(Some),
         )?
+    };
+    let intervals = {
+        let (journal0, checkpoints0, appended0) =
+            at_end_of_load.ok_or_else(|| anyhow!("the workload never reached its end of load"))?;
+        let (journal1, checkpoints1, appended1) = last_checkpoint_in_journal(&db)?;
+        let ops: u64 = run.metrics.values().map(|m| m.operations).sum();
+        RunIntervals {
+            journal_bytes: journal1 - journal0,
+            checkpoints: checkpoints1 - checkpoints0,
+            journal_bytes_per_op: (appended1 - appended0) / ops.max(1),
+        }
     };
     db.shutdown()
         .map_err(|e| anyhow!("shutting the lab database down: {e}"))?;
@@ -655,6 +806,7 @@ pub fn run_engine(
         leaf_kb: w.leaf_kb,
         compressor: w.compressor.clone(),
         allocation: w.allocation.clone(),
+        dirty_pct: w.dirty_pct,
         scale_name: w.scale.clone(),
         scale: scale.clone(),
         direct_io,
@@ -669,11 +821,30 @@ pub fn run_engine(
         write_bytes_by_file: shares.by_file,
         write_bytes_by_page: shares.by_page,
         checkpoints: obs.checkpoints.load(Ordering::Relaxed),
+        checkpoint_trigger: trigger,
+        intervals: Some(intervals),
         run_checkpoints: shares.checkpoints,
         interval_bytes_mean: shares.interval_bytes_mean,
         wall_s: started.elapsed().as_secs_f64(),
         extra,
     })
+}
+
+/// The journal's bytes appended when the last checkpoint began, the checkpoints completed, and
+/// the journal's bytes appended so far.
+fn last_checkpoint_in_journal(db: &DocDb) -> Result<(u64, u64, u64)> {
+    let stats = db.engine().stats();
+    let get = |path: &str| {
+        stats
+            .pointer(path)
+            .and_then(|v| v.as_u64())
+            .ok_or_else(|| anyhow!("the engine's stats have no {path}"))
+    };
+    Ok((
+        get("/checkpoints/journal_bytes_at_last_begin")?,
+        get("/checkpoints/completed")?,
+        get("/journal/bytes_appended")?,
+    ))
 }
 
 /// The repository's root (scripts the lab runs live under it).
@@ -1175,19 +1346,4 @@ pub fn write_results(
     }
     std::fs::write(out.join("results.csv"), csv)?;
     Ok(())
-}
-
-/// The engine runs behind the points, in order.
-pub fn engine_runs(lab: &Lab) -> Result<Vec<EngineRun>> {
-    let mut v: Vec<EngineRun> = Vec::new();
-    for e in std::fs::read_dir(lab.out.join("points"))? {
-        let p = e?.path();
-        if p.file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("engine-"))
-        {
-            v.push(serde_json::from_str(&std::fs::read_to_string(&p)?)?);
-        }
-    }
-    v.sort_by(|a, b| a.key.cmp(&b.key));
-    Ok(v)
 }

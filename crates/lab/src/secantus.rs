@@ -32,7 +32,7 @@
 //! `secantus_oplog*.wt` (not written by a standalone server), and its journal as
 //! `WiredTigerLog.*` in the data directory: [`KINDS`].
 
-use crate::experiment::ScaleSpec;
+use crate::experiment::{ScaleSpec, ENGINE_DIRTY_PCT};
 use crate::realwt::Tools;
 use crate::run::{self, EngineRun, EngineWork, Lab, Sizing};
 use anyhow::{anyhow, bail, Context, Result};
@@ -332,6 +332,7 @@ pub(crate) fn secantus_run(
         leaf_kb: 32,
         compressor: "none".into(),
         allocation: SECANTUSDB.into(),
+        dirty_pct: ENGINE_DIRTY_PCT,
         seed,
         scale: exp.scale.clone(),
     };
@@ -405,6 +406,8 @@ pub(crate) fn secantus_run(
         leaf_kb: w.leaf_kb,
         compressor: w.compressor,
         allocation: w.allocation,
+        // WiredTiger's own dirty budget.
+        dirty_pct: ENGINE_DIRTY_PCT,
         scale_name: exp.scale.clone(),
         scale: scale.clone(),
         // Buffered: neither driver opens its files with O_DIRECT.
@@ -420,6 +423,8 @@ pub(crate) fn secantus_run(
         write_bytes_by_file: shares.by_file,
         write_bytes_by_page: shares.by_page,
         checkpoints,
+        checkpoint_trigger: None,
+        intervals: None,
         run_checkpoints: shares.checkpoints,
         interval_bytes_mean: shares.interval_bytes_mean,
         wall_s: started.elapsed().as_secs_f64(),

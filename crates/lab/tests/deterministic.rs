@@ -45,12 +45,16 @@ impl Drop for CpuHogs {
 }
 
 /// The trace's bytes and a hash of them (for the failure message).
-fn trace_of(dir: &std::path::Path, w: &EngineWork) -> (Vec<u8>, u64) {
+fn trace_of(
+    dir: &std::path::Path,
+    w: &EngineWork,
+    journal_checkpoint_bytes: Option<u64>,
+) -> (Vec<u8>, u64) {
     let mut exp = experiment::find("streams-quick").unwrap();
     exp.seeds = vec![w.seed];
     let scale = ScaleSpec::with_run_factor(&w.scale, exp.run_factor).unwrap();
     std::fs::create_dir_all(dir.join("traces")).unwrap();
-    let run = run_engine(dir, "point", w, &exp, &scale).unwrap();
+    let run = run_engine(dir, "point", w, &exp, &scale, journal_checkpoint_bytes).unwrap();
     assert!(run.run_checkpoints > 1, "the run phase took checkpoints");
     let bytes = std::fs::read(&run.trace).unwrap();
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -69,22 +73,38 @@ fn events(bytes: &[u8]) -> Vec<placement::Event> {
 
 #[test]
 fn an_engine_run_writes_the_same_trace_on_a_busy_host() {
-    for workload in ["linkbench-mixed", "ycsb-update-heavy"] {
+    // Both checkpoint triggers: bytes written (the reference engine's) and journal bytes (the
+    // co-design's, with its dirty budget).
+    for (workload, allocation, dirty_pct, journal) in [
+        (
+            "linkbench-mixed",
+            "sweep",
+            experiment::CODESIGN_DIRTY_PCT,
+            Some(100_000),
+        ),
+        (
+            "ycsb-update-heavy",
+            "best",
+            experiment::ENGINE_DIRTY_PCT,
+            None,
+        ),
+    ] {
         let w = EngineWork {
             workload: workload.into(),
             cache_share: 0.2,
             leaf_kb: 32,
             compressor: "snappy".into(),
-            allocation: "sweep".into(),
+            allocation: allocation.into(),
+            dirty_pct,
             seed: 2,
             scale: "tiny".into(),
         };
         let quiet = tempfile::tempdir().unwrap();
-        let (a, ha) = trace_of(quiet.path(), &w);
+        let (a, ha) = trace_of(quiet.path(), &w, journal);
         let busy = tempfile::tempdir().unwrap();
         let (b, hb) = {
             let _hogs = CpuHogs::start(2);
-            trace_of(busy.path(), &w)
+            trace_of(busy.path(), &w, journal)
         };
         if a != b {
             // Where they part, for whoever reads the failure.

@@ -57,6 +57,8 @@ fn a_tiny_streams_experiment_writes_results_plots_and_a_report() {
         assert!(p["device"]["modeled_ops_s"].as_f64().unwrap() > 0.0);
     }
 
+    every_engine_keeps_the_reference_intervals(&out.join("points"));
+
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     let referenced: BTreeSet<String> = lab::report::referenced_plots(&md).into_iter().collect();
     let written: BTreeSet<String> = std::fs::read_dir(&out)
@@ -150,5 +152,67 @@ fn every_experiment_kind_runs_at_tiny_scale() {
             "{name} has no plot"
         );
         assert!(html.exists());
+    }
+}
+
+/// The sweep run of each point (the co-design engine, with its dirty budget) had its
+/// checkpoints begun by journal bytes at the best-fit run's mean interval, so both took the
+/// same checkpoints over the same operations (docs/lab.md, "Equal intervals").
+fn every_engine_keeps_the_reference_intervals(points: &std::path::Path) {
+    use lab::run::{CheckpointTrigger, EngineRun};
+    let runs: Vec<EngineRun> = std::fs::read_dir(points)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("engine-")
+        })
+        .map(|p| serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap())
+        .collect();
+    assert_eq!(runs.len(), 2 * 2 * 2, "workload × engine × seed");
+    for sweep in runs.iter().filter(|r| r.allocation == "sweep") {
+        let reference = runs
+            .iter()
+            .find(|r| {
+                r.allocation == "best" && (&r.workload, r.seed) == (&sweep.workload, sweep.seed)
+            })
+            .unwrap();
+        assert_eq!(sweep.dirty_pct, lab::experiment::CODESIGN_DIRTY_PCT);
+        assert_eq!(reference.dirty_pct, lab::experiment::ENGINE_DIRTY_PCT);
+        let (r, s) = (reference.intervals.unwrap(), sweep.intervals.unwrap());
+        assert!(matches!(
+            reference.checkpoint_trigger,
+            Some(CheckpointTrigger::WrittenBytes(n)) if n == reference.sizing.checkpoint_every_bytes
+        ));
+        assert_eq!(
+            sweep.checkpoint_trigger,
+            Some(CheckpointTrigger::JournalBytes(
+                r.journal_bytes_per_checkpoint().unwrap()
+            ))
+        );
+        // A trigger fires at an operation's end, so an interval holds the reference's mean
+        // operations to within one: over the run, that is a checkpoint per interval's
+        // operations, and one for where the run ends.
+        let ops = reference
+            .run
+            .metrics
+            .values()
+            .map(|m| m.operations)
+            .sum::<u64>();
+        let slack = 1 + r.checkpoints * r.checkpoints / ops;
+        eprintln!(
+            "{} seed {}: {} checkpoints on the reference, {} on the sweep (slack {slack})",
+            sweep.workload, sweep.seed, r.checkpoints, s.checkpoints
+        );
+        assert!(
+            s.checkpoints.abs_diff(r.checkpoints) <= slack && r.checkpoints > 1,
+            "{} seed {}: {} checkpoints on the reference, {} on the sweep",
+            sweep.workload,
+            sweep.seed,
+            r.checkpoints,
+            s.checkpoints
+        );
     }
 }
