@@ -85,6 +85,9 @@ def test_slow_operations_are_logged(dbpath, tmp_path):
     ("storage:\n  journal:\n    enabled: false\n  wiredTiger:\n    engineConfig:\n      journalCompressor: zstd\n",
      "journalCompressor: set, but storage.journal.enabled is false"),
     ("storage:\n  engine: inMemory\n  journal:\n    commitIntervalMs: 50\n", "the inMemory engine has no journal"),
+    # The dirty budget's target above its trigger would never let eviction catch up.
+    ("storage:\n  wiredTiger:\n    engineConfig:\n      evictionDirtyTarget: 90\n      evictionDirtyTrigger: 20\n",
+     "evictionDirtyTarget"),
 ])
 def test_refused_options_stop_the_server_naming_them(dbpath, tmp_path, yaml, key):
     cfg = write(tmp_path / "c.yaml", yaml)

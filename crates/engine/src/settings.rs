@@ -8,7 +8,8 @@
 //!
 //! ```yaml
 //! wiredTiger:
-//!   engineConfig: {cacheSizeGB: 1, journalCompressor: snappy, directIO: [data, log]}
+//!   engineConfig: {cacheSizeGB: 1, journalCompressor: snappy, directIO: [data, log],
+//!                  evictionDirtyTarget: 50, evictionDirtyTrigger: 80}   # percent of the cache
 //!   collectionConfig: {blockCompressor: snappy, leafPageMax: 32KB, internalPageMax: 4KB,
 //!                      blockAllocation: sweep, sweepReservePct: 50}   # best | first | append | sweep
 //!   indexConfig: {prefixCompression: true, leafPageMax: 16KB, internalPageMax: 16KB}
@@ -61,6 +62,14 @@ pub struct EngineSettings {
     /// `direct_io`, which mongod can only pass through `configString`).
     #[serde(rename = "directIO", skip_serializing_if = "Option::is_none")]
     pub direct_io: Option<Vec<String>>,
+    /// Eviction's dirty target and trigger, percent of the cache (WiredTiger's
+    /// `eviction_dirty_target`/`eviction_dirty_trigger`, 5 and 20 by default; mongod passes them
+    /// only through `configString`). flashdoc's co-design on flash runs 50/80 with
+    /// `blockAllocation: sweep` (docs/placement.md, "The dirty budget").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eviction_dirty_target: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eviction_dirty_trigger: Option<u8>,
 }
 
 /// `storage.wiredTiger.collectionConfig` / `indexConfig`.
@@ -215,6 +224,19 @@ impl EngineSettings {
                 crate::Error::Config(why) => cfg_err(&format!("{key}.directIO"), why),
                 other => other,
             })?;
+        }
+        if let Some(pct) = self.eviction_dirty_target {
+            e.eviction_dirty_target = pct;
+        }
+        if let Some(pct) = self.eviction_dirty_trigger {
+            e.eviction_dirty_trigger = pct;
+        }
+        let (target, trigger) = (e.eviction_dirty_target, e.eviction_dirty_trigger);
+        if target == 0 || target > trigger || trigger > 100 {
+            return Err(cfg_err(
+                &format!("{key}.evictionDirtyTarget/evictionDirtyTrigger"),
+                format!("must be percentages with 1 <= target <= trigger <= 100, not {target}/{trigger}"),
+            ));
         }
         Ok(())
     }
@@ -424,6 +446,33 @@ mod tests {
         let w: WiredTigerSettings =
             serde_yaml::from_str("engineConfig: {directoryForIndexes: true}\n").unwrap();
         assert!(w.apply(&mut e, &mut c, &mut i).is_err());
+    }
+
+    #[test]
+    fn the_dirty_budget_applies_and_a_bad_one_is_refused() {
+        let apply = |yaml: &str| -> Result<(u8, u8), String> {
+            let s: EngineSettings = serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
+            let mut e = EngineConfig::new("/tmp/x");
+            s.apply(&mut e, "engineConfig").map_err(|e| e.to_string())?;
+            Ok((e.eviction_dirty_target, e.eviction_dirty_trigger))
+        };
+        assert_eq!(apply("{}").unwrap(), (5, 20), "WiredTiger's defaults");
+        assert_eq!(
+            apply("{evictionDirtyTarget: 50, evictionDirtyTrigger: 80}").unwrap(),
+            (50, 80)
+        );
+        assert_eq!(apply("{evictionDirtyTrigger: 40}").unwrap(), (5, 40));
+        for bad in [
+            "{evictionDirtyTarget: 30}",
+            "{evictionDirtyTarget: 0}",
+            "{evictionDirtyTarget: 50, evictionDirtyTrigger: 101}",
+        ] {
+            let err = apply(bad).unwrap_err();
+            assert!(err.contains("evictionDirtyTarget"), "{bad}: {err}");
+        }
+        assert!(apply("{evictionDirtyTarget: 300}")
+            .unwrap_err()
+            .contains("300"));
     }
 
     #[test]
