@@ -58,12 +58,12 @@ impl Cache {
         self.dirty_trigger.store(pct(3), Ordering::Relaxed);
         self.budget.store(budget, Ordering::Relaxed);
     }
-    /// Sets the dirty target and trigger, percent of the budget (the caller has checked
-    /// `1 <= target <= trigger <= 100`). Eviction brings the dirty bytes under a lower target
+    /// Sets the dirty target and trigger, percent of the budget (the caller has checked them
+    /// with `config::check_eviction_pct`). Eviction brings the dirty bytes under a lower target
     /// as it runs.
     pub fn set_dirty_pct(&self, target: u8, trigger: u8) {
         assert!(
-            (1..=trigger).contains(&target) && trigger <= 100,
+            crate::config::check_eviction_pct(target, trigger).is_ok(),
             "dirty thresholds {target}/{trigger}"
         );
         {

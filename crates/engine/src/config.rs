@@ -295,6 +295,17 @@ pub enum Schedule {
 /// WiredTiger's upper bound on eviction threads.
 pub const MAX_EVICTION_THREADS: usize = 20;
 
+/// An eviction target and trigger (total or dirty), percent of the cache: both in 1..=100 and
+/// the target not above the trigger.
+pub fn check_eviction_pct(target: u8, trigger: u8) -> std::result::Result<(), String> {
+    if target == 0 || target > trigger || trigger > 100 {
+        return Err(format!(
+            "eviction thresholds must be percentages with 1 <= target <= trigger <= 100, not {target}/{trigger}"
+        ));
+    }
+    Ok(())
+}
+
 /// Half the cores, at least 1 and at most MongoDB's 4: eviction shares the cores with the
 /// application threads it serves.
 pub fn default_eviction_threads() -> usize {
@@ -374,19 +385,11 @@ impl EngineConfig {
                 self.cache_size
             )));
         }
-        let pct = [
-            self.eviction_target,
-            self.eviction_trigger,
-            self.eviction_dirty_target,
-            self.eviction_dirty_trigger,
-        ];
-        if pct.iter().any(|&p| p == 0 || p > 100)
-            || self.eviction_target > self.eviction_trigger
-            || self.eviction_dirty_target > self.eviction_dirty_trigger
-        {
-            return Err(Error::Config(
-                "eviction thresholds must be percentages with target <= trigger".into(),
-            ));
+        for (target, trigger) in [
+            (self.eviction_target, self.eviction_trigger),
+            (self.eviction_dirty_target, self.eviction_dirty_trigger),
+        ] {
+            check_eviction_pct(target, trigger).map_err(Error::Config)?;
         }
         if !(1..=MAX_EVICTION_THREADS).contains(&self.eviction_threads) {
             return Err(Error::Config(format!(

@@ -804,11 +804,8 @@ impl KvEngine for DiskEngine {
             ));
         }
         if let Some((target, trigger)) = r.eviction_dirty_pct {
-            if target == 0 || target > trigger || trigger > 100 {
-                return Err(Error::Config(format!(
-                    "eviction dirty thresholds must be percentages with target <= trigger, not {target}/{trigger}"
-                )));
-            }
+            crate::config::check_eviction_pct(target, trigger)
+                .map_err(|why| Error::Config(format!("eviction_dirty_pct: {why}")))?;
         }
         if let Some(bytes) = r.journal_file_max {
             let j = inner

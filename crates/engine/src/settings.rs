@@ -231,14 +231,13 @@ impl EngineSettings {
         if let Some(pct) = self.eviction_dirty_trigger {
             e.eviction_dirty_trigger = pct;
         }
-        let (target, trigger) = (e.eviction_dirty_target, e.eviction_dirty_trigger);
-        if target == 0 || target > trigger || trigger > 100 {
-            return Err(cfg_err(
-                &format!("{key}.evictionDirtyTarget/evictionDirtyTrigger"),
-                format!("must be percentages with 1 <= target <= trigger <= 100, not {target}/{trigger}"),
-            ));
-        }
-        Ok(())
+        crate::config::check_eviction_pct(e.eviction_dirty_target, e.eviction_dirty_trigger)
+            .map_err(|why| {
+                cfg_err(
+                    &format!("{key}.evictionDirtyTarget/evictionDirtyTrigger"),
+                    why,
+                )
+            })
     }
 }
 

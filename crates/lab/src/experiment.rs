@@ -650,10 +650,8 @@ impl Experiment {
             if !ALLOCATIONS.contains(&alloc.as_str()) {
                 bail!("experiment {name}: dirty_pct names an unknown allocation '{alloc}' (best, first, append, sweep)");
             }
-            if target == 0 || target > trigger || trigger > 100 {
-                bail!(
-                    "experiment {name}: dirty_pct of {alloc} must be [target, trigger] with 1 ≤ target ≤ trigger ≤ 100, not [{target}, {trigger}]"
-                );
+            if let Err(why) = engine::config::check_eviction_pct(target, trigger) {
+                bail!("experiment {name}: dirty_pct of {alloc}: {why}");
             }
         }
         if self
