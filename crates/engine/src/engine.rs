@@ -293,7 +293,7 @@ impl Inner {
         let mut split_candidates: Vec<(Arc<Table>, Arc<Leaf>)> = Vec::new();
         let mut retired = 0;
         let mut attempts = 0;
-        let lsn = loop {
+        let (lsn, csn) = loop {
             attempts += 1;
             let mut leaves: Vec<Arc<Leaf>> = batch
                 .ops
@@ -365,10 +365,16 @@ impl Inner {
                 }
                 leaves[i].touch(self.cache.now());
             }
-            break lsn;
+            break (lsn, csn);
         };
         drop(_gate);
         drop(_writing);
+        // A snapshot reads a prefix of commit numbers: until every batch numbered below this
+        // one is applied, this one is invisible to new snapshots. Do not acknowledge it before
+        // then, or a read (or a migration's `_transferMods`) that starts after the
+        // acknowledgement may not see it. Those batches are applying under their latches
+        // without I/O, so the wait is short.
+        self.txns.wait_applied(csn);
         for (t, leaf) in split_candidates {
             // A page grown past memory_page_max is reconciled (and split) by the thread that
             // grew it, as WiredTiger forces eviction of large pages. Skip if a checkpoint is writing
