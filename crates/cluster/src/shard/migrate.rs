@@ -220,8 +220,20 @@ pub fn move_chunk(node: &Arc<ShardNode>, cmd: &Document) -> DocResult<Document> 
             hi: key.encode(&max),
             ids: Mutex::new(BTreeMap::new()),
         });
-        // Capture first, then start reading: a write behind the cursor is still seen.
+        // Capture first, then start reading: a write behind the cursor is still seen. A
+        // write whose hook ran before the capture existed is not captured, so it must be
+        // applied before the clone's snapshot is taken: register the capture with the
+        // collection's writes drained (3.6 registers its cloner under the collection's X
+        // lock for the same reason). Writes that enter after this see the capture.
+        let gate = node.gate(&ns);
+        if let Err(e) = gate.close() {
+            if let Ok(Some((_, rev))) = id.catalog.migration(&ns) {
+                let _ = id.catalog.abort_migration(&ns, rev);
+            }
+            return Err(e);
+        }
         node.captures.write().push(capture.clone());
+        gate.open();
         let (db, coll) = split_ns(&ns)?;
         let cursor = node.db.scan_index(
             db,
