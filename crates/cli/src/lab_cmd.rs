@@ -31,6 +31,15 @@ enum LabCommand {
         #[arg(long)]
         compare: Option<PathBuf>,
     },
+    /// Write a finished run's report and plots again from its results.json (after the
+    /// report's code changed); runs nothing.
+    Report {
+        /// The run's directory (with results.json), e.g. docs/results/streams-reference.
+        dir: PathBuf,
+        /// Set the headline beside an earlier run's (a directory with results.json).
+        #[arg(long)]
+        compare: Option<PathBuf>,
+    },
     /// Print an experiment as YAML (a starting point for your own).
     Show { experiment: String },
 }
@@ -41,6 +50,11 @@ pub fn run(args: LabArgs) -> Result<()> {
             for e in lab::experiment::builtins() {
                 println!("{:<16} {:<8} {}", e.name, e.scale, e.title);
             }
+            Ok(())
+        }
+        LabCommand::Report { dir, compare } => {
+            let report = lab::rewrite_report(&dir, compare.as_deref())?;
+            println!("report: {}", report.display());
             Ok(())
         }
         LabCommand::Show { experiment } => {

@@ -71,6 +71,39 @@ pub fn run_experiment(
     )
 }
 
+/// Writes an experiment's report and plots again from the `results.json` in `dir`, without
+/// running anything: for a committed run after the report's code changed (its readings are
+/// computed from the points, so they follow the new code). With `compare`, the headline is set
+/// beside that earlier run's, as with [`run_experiment`]. Returns the path of `report.html`.
+pub fn rewrite_report(dir: &Path, compare: Option<&Path>) -> Result<PathBuf> {
+    let file = dir.join("results.json");
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("reading {} (a lab run's results)", file.display()))?;
+    let doc: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))?;
+    let exp: experiment::Experiment = serde_json::from_value(doc["experiment"].clone())
+        .with_context(|| format!("the experiment of {}", file.display()))?;
+    if matches!(
+        exp.kind,
+        experiment::Kind::Hass | experiment::Kind::RealWiredTiger
+    ) {
+        anyhow::bail!(
+            "{}: experiment '{}' writes its report while it runs; rerun it with `flashdoc lab run`",
+            file.display(),
+            exp.name
+        );
+    }
+    let scale: experiment::ScaleSpec = serde_json::from_value(doc["scale"].clone())
+        .with_context(|| format!("the scale of {}", file.display()))?;
+    let runs: Vec<run::EngineRun> = serde_json::from_value(doc["engine_runs"].clone())
+        .with_context(|| format!("the engine runs of {}", file.display()))?;
+    let points: Vec<run::Point> = serde_json::from_value(doc["points"].clone())
+        .with_context(|| format!("the points of {}", file.display()))?;
+    anyhow::ensure!(!points.is_empty(), "{} holds no points", file.display());
+    let reference = compare.map(load_reference).transpose()?;
+    report::write(dir, &exp, &scale, &points, &runs, reference.as_ref())
+}
+
 /// An earlier run's points and where they came from.
 pub struct Reference {
     pub dir: PathBuf,
