@@ -11,8 +11,11 @@ use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// A headline figure: its name and how it is computed on one scale's table for a workload.
-type Figure = (&'static str, fn(&Table, &Cell) -> Option<f64>);
+/// How a figure is computed on one scale's table for a workload.
+type FigureFn = fn(&Table, &Cell) -> Option<f64>;
+
+/// A headline figure: its name and how it is computed.
+type Figure = (&'static str, FigureFn);
 
 fn flash(t: &Table, c: &Cell) -> Option<f64> {
     t.spread(c, flash_per_op).map(|s| s.median)
@@ -77,7 +80,7 @@ fn waf_of(t: &Table, c: &Cell) -> Option<f64> {
 
 /// The headline's flash writes per operation split into its two factors, and flashdoc's
 /// share of dsm's.
-const SPLIT: &[(&str, Side, fn(&Table, &Cell) -> Option<f64>)] = &[
+const SPLIT: &[(&str, Side, FigureFn)] = &[
     ("host pages/op, WiredTiger engine", Side::Engine, |t, b| {
         host_pages(t, &b.with(WIREDTIGER, "dsm"))
     }),
