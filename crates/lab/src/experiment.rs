@@ -194,6 +194,11 @@ pub struct ScaleSpec {
     pub load_cache_mb: u64,
     /// Client threads.
     pub threads: usize,
+    /// LinkBench's cap on a node's out-degree: `None` caps it at a tenth of `maxid1` (at least
+    /// 100), so it grows with the graph; a number caps it there at every scale
+    /// ([`Experiment::linkbench_degree_cap`]).
+    #[serde(default)]
+    pub linkbench_degree_cap: Option<u64>,
 }
 
 /// The scales, smallest first.
@@ -206,6 +211,12 @@ impl ScaleSpec {
         s.ycsb_ops = (s.ycsb_ops as f64 * run_factor).round() as u64;
         s.linkbench_requests = (s.linkbench_requests as f64 * run_factor).round() as u64;
         Some(s)
+    }
+
+    /// LinkBench's cap on a node's out-degree at this scale.
+    pub fn linkbench_nlinks_cap(&self) -> u64 {
+        self.linkbench_degree_cap
+            .unwrap_or((self.linkbench_maxid1 as u64 / 10).max(100))
     }
 
     pub fn named(name: &str) -> Option<ScaleSpec> {
@@ -222,6 +233,7 @@ impl ScaleSpec {
                 chapter10_docs: 2_000,
                 load_cache_mb: 4,
                 threads: 2,
+                linkbench_degree_cap: None,
             },
             "quick" => ScaleSpec {
                 ycsb_records: 40_000,
@@ -231,6 +243,7 @@ impl ScaleSpec {
                 chapter10_docs: 20_000,
                 load_cache_mb: 16,
                 threads: 2,
+                linkbench_degree_cap: None,
             },
             "medium" => ScaleSpec {
                 ycsb_records: 200_000,
@@ -240,6 +253,7 @@ impl ScaleSpec {
                 chapter10_docs: 80_000,
                 load_cache_mb: 64,
                 threads: 2,
+                linkbench_degree_cap: None,
             },
             "large" => ScaleSpec {
                 ycsb_records: 800_000,
@@ -249,6 +263,7 @@ impl ScaleSpec {
                 chapter10_docs: 160_000,
                 load_cache_mb: 256,
                 threads: 2,
+                linkbench_degree_cap: None,
             },
             "paper" => ScaleSpec {
                 ycsb_records: 3_000_000,
@@ -258,6 +273,7 @@ impl ScaleSpec {
                 chapter10_docs: 160_000,
                 load_cache_mb: 1024,
                 threads: 4,
+                linkbench_degree_cap: None,
             },
             _ => return None,
         })
@@ -325,7 +341,27 @@ pub struct Experiment {
     /// drives in use.
     #[serde(default = "warmup_capacities")]
     pub warmup_capacities: f64,
+    /// LinkBench's cap on a node's out-degree. Unset, a tenth of the scale's `maxid1`: the
+    /// distribution's tail does not shrink with the graph, and without a cap a handful of
+    /// nodes would hold most links of a lab-sized graph; but then the cap grows with the
+    /// scale, and with it the cold links per node (the workload writes a node's links
+    /// independently of its degree), so data per node is not the same at every scale. A
+    /// number holds the cap, and the degree distribution, equal at every scale whose tenth of
+    /// `maxid1` is at least that (docs/placement.md, "Why the absolute figures do not
+    /// converge").
+    #[serde(default)]
+    pub linkbench_degree_cap: Option<u64>,
     pub scale: String,
+}
+
+impl Experiment {
+    /// The sizes of scale `name` as this experiment runs it: its run-phase length and its
+    /// LinkBench degree cap.
+    pub fn scale_spec(&self, name: &str) -> Option<ScaleSpec> {
+        let mut s = ScaleSpec::with_run_factor(name, self.run_factor)?;
+        s.linkbench_degree_cap = self.linkbench_degree_cap;
+        Some(s)
+    }
 }
 
 fn no_compression() -> Vec<String> {
@@ -432,6 +468,7 @@ pub fn builtins() -> Vec<Experiment> {
         run_factor: 1.0,
         scales: Vec::new(),
         warmup_capacities: warmup_capacities(),
+        linkbench_degree_cap: None,
         scale: "quick".into(),
     };
     vec![
@@ -580,6 +617,9 @@ impl Experiment {
         }
         if self.kind == Kind::Hass {
             return self.validate_hass();
+        }
+        if self.linkbench_degree_cap == Some(0) {
+            bail!("experiment {name}: linkbench_degree_cap must be at least 1 (or unset: a tenth of maxid1)");
         }
         for w in &self.workloads {
             if self.kind == Kind::RealWiredTiger
@@ -760,6 +800,31 @@ mod tests {
         let st = find("streams-trim").unwrap();
         assert_eq!(st.trims[0], TrimSpec::off(), "the baseline beside it");
         assert!(st.trims[1].discard && st.trims[1].batch.is_some());
+    }
+
+    #[test]
+    fn the_linkbench_degree_cap_grows_with_the_graph_unless_held() {
+        let e = find("streams").unwrap();
+        assert_eq!(e.linkbench_degree_cap, None, "the committed runs' cap");
+        let caps = |e: &Experiment| -> Vec<u64> {
+            ["tiny", "medium", "large"]
+                .iter()
+                .map(|s| e.scale_spec(s).unwrap().linkbench_nlinks_cap())
+                .collect()
+        };
+        // A tenth of maxid1, at least 100.
+        assert_eq!(caps(&e), vec![150, 7_500, 30_000]);
+        let held = Experiment {
+            linkbench_degree_cap: Some(7_500),
+            ..e.clone()
+        };
+        held.validate().unwrap();
+        assert_eq!(caps(&held), vec![7_500, 7_500, 7_500]);
+        let zero = Experiment {
+            linkbench_degree_cap: Some(0),
+            ..e
+        };
+        assert!(zero.validate().is_err());
     }
 
     #[test]

@@ -211,6 +211,19 @@ pub struct DeviceRun {
     #[serde(default = "one_pass")]
     pub run_loops: u32,
     pub replay_wall_s: f64,
+    /// The measured pass per stream: host pages written and GC copies of pages written on
+    /// it (empty in runs saved before it was recorded).
+    #[serde(default)]
+    pub streams: Vec<StreamPages>,
+}
+
+/// One stream's pages in the measured pass.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StreamPages {
+    pub stream: u32,
+    pub host_pages: u64,
+    /// GC copies of pages this stream wrote.
+    pub gc_pages: u64,
 }
 
 fn one_pass() -> u32 {
@@ -299,7 +312,7 @@ impl Lab {
             exp.scale = s.to_string();
         }
         exp.validate()?;
-        let scale = ScaleSpec::with_run_factor(&exp.scale, exp.run_factor).expect("validated");
+        let scale = exp.scale_spec(&exp.scale).expect("validated");
         std::fs::create_dir_all(out.join("points"))
             .with_context(|| format!("creating {}", out.display()))?;
         std::fs::create_dir_all(out.join("traces"))?;
@@ -325,6 +338,11 @@ impl Lab {
         }
         if !w.is_reference() {
             alloc += "-ckjournal";
+        }
+        if let Some(cap) = e.linkbench_degree_cap {
+            if w.workload.starts_with("linkbench-") {
+                alloc += &format!("-dc{cap}");
+            }
         }
         slug(&format!(
             "{}-c{}-l{}-{}-{}-f{}-k{}-r{}-s{}-{}",
@@ -531,7 +549,7 @@ impl Lab {
             Some(intervals.journal_bytes_per_checkpoint()?)
         };
         bar.set_message(format!("{} seed {}: engine run", w.workload, w.seed));
-        let scale = ScaleSpec::with_run_factor(&w.scale, self.exp.run_factor).expect("validated");
+        let scale = self.exp.scale_spec(&w.scale).expect("validated");
         let r = run_engine(&self.out, &key, w, &self.exp, &scale, checkpoints)?;
         std::fs::write(&saved, serde_json::to_string_pretty(&r)?)?;
         Ok(r)
@@ -1095,11 +1113,9 @@ pub(crate) fn drive<S: Store>(
             seed: w.seed,
             fixed_time_ms: logical_time.then_some(LOGICAL_CLOCK_START_MS),
             logical_time,
-            // LinkBench's out-degree distribution has a tail that does not shrink with the
-            // graph: at lab scale a handful of nodes would otherwise hold most links. Cap the
-            // degree at a tenth of the node count so a small graph keeps the shape of a large
-            // one.
-            nlinks_cap: Some((scale.linkbench_maxid1 as u64 / 10).max(100)),
+            // The out-degree distribution's tail does not shrink with the graph: capped
+            // (Experiment::linkbench_degree_cap says how).
+            nlinks_cap: Some(scale.linkbench_nlinks_cap()),
             ..LinkBenchConfig::default()
         };
         let store = open(&cfg.database)?;
@@ -1291,6 +1307,15 @@ fn replay_run(
         trim_device_s: t.trim_busy_ns as f64 / 1e9,
         run_loops: loops,
         replay_wall_s: started.elapsed().as_secs_f64(),
+        streams: r
+            .streams
+            .iter()
+            .map(|s| StreamPages {
+                stream: s.stream,
+                host_pages: s.host_pages,
+                gc_pages: s.gc_pages,
+            })
+            .collect(),
     })
 }
 

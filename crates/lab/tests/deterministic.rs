@@ -2,7 +2,7 @@
 //! second time with two threads spinning on the CPU, writes the same trace byte for byte
 //! (docs/lab.md, "The schedule").
 
-use lab::experiment::{self, ScaleSpec};
+use lab::experiment;
 use lab::run::{run_engine, EngineWork};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,7 +52,7 @@ fn trace_of(
 ) -> (Vec<u8>, u64) {
     let mut exp = experiment::find("streams-quick").unwrap();
     exp.seeds = vec![w.seed];
-    let scale = ScaleSpec::with_run_factor(&w.scale, exp.run_factor).unwrap();
+    let scale = exp.scale_spec(&w.scale).unwrap();
     std::fs::create_dir_all(dir.join("traces")).unwrap();
     let run = run_engine(dir, "point", w, &exp, &scale, journal_checkpoint_bytes).unwrap();
     assert!(run.run_checkpoints > 1, "the run phase took checkpoints");

@@ -166,8 +166,12 @@ fn pct(r: f64) -> String {
 fn scales_text(exp: &Experiment, scale: &ScaleSpec) -> String {
     let size = |name: &str, s: &ScaleSpec| {
         format!(
-            "`{name}` (YCSB {} records / {} operations, LinkBench maxid1 {} / {} requests)",
-            s.ycsb_records, s.ycsb_ops, s.linkbench_maxid1, s.linkbench_requests
+            "`{name}` (YCSB {} records / {} operations, LinkBench maxid1 {} / {} requests, out-degree capped at {})",
+            s.ycsb_records,
+            s.ycsb_ops,
+            s.linkbench_maxid1,
+            s.linkbench_requests,
+            s.linkbench_nlinks_cap()
         )
     };
     if exp.scales.is_empty() {
@@ -176,7 +180,7 @@ fn scales_text(exp: &Experiment, scale: &ScaleSpec) -> String {
     let each: Vec<String> = exp
         .scales
         .iter()
-        .filter_map(|n| ScaleSpec::with_run_factor(n, exp.run_factor).map(|s| size(n, &s)))
+        .filter_map(|n| exp.scale_spec(n).map(|s| size(n, &s)))
         .collect();
     format!("scales {}", each.join(", "))
 }
