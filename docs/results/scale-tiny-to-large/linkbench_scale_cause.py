@@ -6,6 +6,11 @@ Standard library only; reads committed results.json files (no traces: they are n
 and re-implements the parts of the LinkBench generator the question needs
 (crates/workload/src/linkbench/{mod,dist}.rs, the lab's nlinks_cap in crates/lab/src/run.rs).
 flash/op = host pages/op x WAF, so each change is split into those two factors (log shares).
+
+Measured afterwards: its degree-cap model (section 2) predicted that holding the cap at
+medium's 7 500 would shrink the medium -> large fall of host pages/op to about -2 %; the lab
+run with the cap held (docs/results/scale-linkbench-fixed-cap) still fell 8.4 %, so the cap
+is not the cause (docs/placement.md, "Why the absolute figures do not converge").
 """
 import json, math, random, os
 R = 'docs/results/'
