@@ -79,3 +79,46 @@ fn a_committed_run_is_reported_again_with_its_claims_at_the_seeds_conditions() {
     let err = lab::rewrite_report(empty.path(), None).unwrap_err();
     assert!(format!("{err:#}").contains("results.json"), "{err:#}");
 }
+
+/// Under safe TRIM the oracle has no lead over `none` (WAF 1.00 for every policy): a claims
+/// table set beside that condition alone must say there is no headroom, never that it exists.
+#[test]
+fn claims_beside_a_run_without_headroom_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = committed("streams-reference");
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(src.join("results.json")).unwrap()).unwrap();
+    // Keep only the TRIM condition, as if the run had had no other.
+    let trims = doc["experiment"]["trims"].as_array().unwrap().clone();
+    let trimmed = trims
+        .into_iter()
+        .find(|t| !t["batch"].is_null())
+        .expect("a TRIM condition");
+    doc["experiment"]["trims"] = serde_json::json!([trimmed]);
+    let points: Vec<serde_json::Value> = doc["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["trim"] != "off")
+        .cloned()
+        .collect();
+    assert!(!points.is_empty());
+    doc["points"] = serde_json::Value::Array(points);
+    std::fs::write(
+        dir.path().join("results.json"),
+        serde_json::to_string(&doc).unwrap(),
+    )
+    .unwrap();
+    lab::rewrite_report(dir.path(), None).unwrap();
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(md.contains("under TRIM 20000"), "the condition is named");
+    let rows = claim_rows(&md);
+    assert!(!rows.is_empty());
+    for (w, _, _, _, cause) in &rows {
+        assert!(!cause.contains("headroom exists"), "{w}: {cause}");
+    }
+    assert!(
+        rows.iter().any(|r| r.4.starts_with("no headroom")),
+        "at least one row explains its difference by the missing headroom"
+    );
+}
