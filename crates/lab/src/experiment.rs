@@ -197,7 +197,7 @@ pub struct ScaleSpec {
     /// LinkBench's cap on a node's out-degree: `None` caps it at a tenth of `maxid1` (at least
     /// 100), so it grows with the graph; a number caps it there at every scale
     /// ([`Experiment::linkbench_degree_cap`]).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linkbench_degree_cap: Option<u64>,
 }
 
@@ -349,7 +349,7 @@ pub struct Experiment {
     /// number holds the cap, and the degree distribution, equal at every scale whose tenth of
     /// `maxid1` is at least that (docs/placement.md, "Why the absolute figures do not
     /// converge").
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linkbench_degree_cap: Option<u64>,
     pub scale: String,
 }
