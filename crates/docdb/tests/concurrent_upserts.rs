@@ -18,7 +18,7 @@ fn racing_upserts_on_a_unique_key_all_succeed() {
     .unwrap();
     // Every thread upserts the same new keys in the same order, so each key's first insert is
     // raced by all of them: the window between "matched nothing" and the insert is hit often.
-    let (threads, keys) = (4, 2000);
+    let (threads, keys) = (4, 10_000);
     let workers: Vec<_> = (0..threads)
         .map(|_| {
             let db = db.clone();

@@ -64,6 +64,9 @@ codes! {
 }
 
 impl DocError {
+    /// mongod's DuplicateKey code.
+    pub const DUPLICATE_KEY: i32 = 11000;
+
     /// Duplicate key (11000) with mongod's message text, `keyPattern` and `keyValue`.
     pub fn duplicate_key(
         ns: &str,
@@ -80,7 +83,7 @@ impl DocError {
         extra.insert("keyPattern", key_pattern);
         extra.insert("keyValue", key_value);
         DocError {
-            code: 11000,
+            code: DocError::DUPLICATE_KEY,
             code_name: "DuplicateKey",
             message: format!(
                 "E11000 duplicate key error collection: {ns} index: {index_name} dup key: {{ {shown} }}"

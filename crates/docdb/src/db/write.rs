@@ -4,6 +4,10 @@
 
 use super::*;
 
+/// How many times an upsert that lost its insert to another client's is tried (the loop in
+/// `update_one_stmt` says why more than twice).
+const UPSERT_ATTEMPTS: u32 = 8;
+
 impl DocDb {
     pub fn insert(
         &self,
@@ -70,33 +74,52 @@ impl DocDb {
             journal: sync,
             bypass_validation: opts.bypass_validation,
         };
-        let r = self.with_write(db, coll, s.upsert, |c, st| -> DocResult<(u64, u64)> {
-            let (mut matched, mut modified) = (0, 0);
-            self.modify_matching(c, st, &matching, |old, pos| {
-                matched += 1;
-                let new = updated_doc(old, &modifier, pos)?;
-                if new == *old {
-                    return Ok(Change::Keep);
-                }
-                modified += 1;
-                Ok(Change::Replace(new))
+        // An upsert that matched nothing inserts; another client's upsert of the same key may
+        // insert between the two, and the insert then fails on a unique index. MongoDB 4.2+
+        // retries such an upsert as an update that now matches; so does this. The unique check
+        // reads the newest applied entry, but the retry's update reads a snapshot, which shows
+        // the other insert only once every batch numbered below it is applied: so a retry
+        // can still match nothing, and the attempts back off (bounded: 127 ms in all).
+        for attempt in 0..UPSERT_ATTEMPTS {
+            if attempt > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(1 << (attempt - 1)));
+            }
+            let r = self.with_write(db, coll, s.upsert, |c, st| -> DocResult<(u64, u64)> {
+                let (mut matched, mut modified) = (0, 0);
+                self.modify_matching(c, st, &matching, |old, pos| {
+                    matched += 1;
+                    let new = updated_doc(old, &modifier, pos)?;
+                    if new == *old {
+                        return Ok(Change::Keep);
+                    }
+                    modified += 1;
+                    Ok(Change::Replace(new))
+                })?;
+                Ok((matched, modified))
             })?;
-            Ok((matched, modified))
-        })?;
-        let (matched, modified) = match r {
-            Some(x) => x?,
-            None => (0, 0),
-        };
-        if matched > 0 || !s.upsert {
-            return Ok((matched, modified, None));
+            let (matched, modified) = match r {
+                Some(x) => x?,
+                None => (0, 0),
+            };
+            if matched > 0 || !s.upsert {
+                return Ok((matched, modified, None));
+            }
+            let doc = upsert_doc(&s.q, &modifier)?;
+            let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
+            let inserted = self
+                .with_write(db, coll, true, |c, st| {
+                    c.insert_doc(st, &doc, sync, opts.bypass_validation)
+                })?
+                .expect("created");
+            match inserted {
+                Err(e) if e.code == DocError::DUPLICATE_KEY && attempt + 1 < UPSERT_ATTEMPTS => {
+                    continue
+                }
+                Err(e) => return Err(e),
+                Ok(_) => return Ok((0, 0, Some(id))),
+            }
         }
-        let doc = upsert_doc(&s.q, &modifier)?;
-        let id = doc.get("_id").cloned().unwrap_or(Bson::Null);
-        self.with_write(db, coll, true, |c, st| {
-            c.insert_doc(st, &doc, sync, opts.bypass_validation)
-        })?
-        .expect("created")?;
-        Ok((0, 0, Some(id)))
+        unreachable!("the last attempt returns")
     }
 
     pub fn delete(
