@@ -76,11 +76,7 @@ pub fn run_experiment(
 /// computed from the points, so they follow the new code). With `compare`, the headline is set
 /// beside that earlier run's, as with [`run_experiment`]. Returns the path of `report.html`.
 pub fn rewrite_report(dir: &Path, compare: Option<&Path>) -> Result<PathBuf> {
-    let file = dir.join("results.json");
-    let text = std::fs::read_to_string(&file)
-        .with_context(|| format!("reading {} (a lab run's results)", file.display()))?;
-    let doc: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))?;
+    let (file, doc, points) = read_results(dir)?;
     let exp: experiment::Experiment = serde_json::from_value(doc["experiment"].clone())
         .with_context(|| format!("the experiment of {}", file.display()))?;
     if matches!(
@@ -97,11 +93,21 @@ pub fn rewrite_report(dir: &Path, compare: Option<&Path>) -> Result<PathBuf> {
         .with_context(|| format!("the scale of {}", file.display()))?;
     let runs: Vec<run::EngineRun> = serde_json::from_value(doc["engine_runs"].clone())
         .with_context(|| format!("the engine runs of {}", file.display()))?;
-    let points: Vec<run::Point> = serde_json::from_value(doc["points"].clone())
-        .with_context(|| format!("the points of {}", file.display()))?;
     anyhow::ensure!(!points.is_empty(), "{} holds no points", file.display());
     let reference = compare.map(load_reference).transpose()?;
     report::write(dir, &exp, &scale, &points, &runs, reference.as_ref())
+}
+
+/// A finished run's `results.json` in `dir`: its path, the whole document, and its points.
+fn read_results(dir: &Path) -> Result<(PathBuf, serde_json::Value, Vec<run::Point>)> {
+    let file = dir.join("results.json");
+    let text = std::fs::read_to_string(&file)
+        .with_context(|| format!("reading {} (a lab run's results)", file.display()))?;
+    let doc: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))?;
+    let points: Vec<run::Point> = serde_json::from_value(doc["points"].clone())
+        .with_context(|| format!("the points of {}", file.display()))?;
+    Ok((file, doc, points))
 }
 
 /// An earlier run's points and where they came from.
@@ -112,13 +118,8 @@ pub struct Reference {
 }
 
 fn load_reference(dir: &Path) -> Result<Reference> {
-    let file = dir.join("results.json");
-    let text = std::fs::read_to_string(&file)
-        .with_context(|| format!("reading the run to compare with, {}", file.display()))?;
-    let doc: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))?;
-    let points: Vec<run::Point> = serde_json::from_value(doc["points"].clone())
-        .with_context(|| format!("the points of {}", file.display()))?;
+    let (_, doc, points) =
+        read_results(dir).with_context(|| format!("the run to compare with, {}", dir.display()))?;
     Ok(Reference {
         dir: dir.to_path_buf(),
         scale: doc["experiment"]["scale"]

@@ -71,7 +71,7 @@ enum Side {
 }
 
 fn host_pages(t: &Table, c: &Cell) -> Option<f64> {
-    Some(flash(t, c)? / t.spread(c, waf)?.median)
+    Some(flash(t, c)? / waf_of(t, c)?)
 }
 
 fn waf_of(t: &Table, c: &Cell) -> Option<f64> {
