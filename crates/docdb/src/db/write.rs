@@ -76,10 +76,10 @@ impl DocDb {
         };
         // An upsert that matched nothing inserts; another client's upsert of the same key may
         // insert between the two, and the insert then fails on a unique index. MongoDB 4.2+
-        // retries such an upsert as an update that now matches; so does this. The unique check
-        // reads the newest applied entry, but the retry's update reads a snapshot, which may not
-        // show the other insert yet (a snapshot shows a batch once every batch numbered below
-        // it is applied): so the attempts back off (bounded: 127 ms in all).
+        // retries such an upsert as an update that now matches; so does this. The retry sees the
+        // other insert (the unique check ran after that write returned), but a third client may
+        // delete or change the document again before the retry matches it, so the attempts are
+        // bounded, with a short backoff (127 ms in all).
         for attempt in 0..UPSERT_ATTEMPTS {
             if attempt > 0 {
                 std::thread::sleep(std::time::Duration::from_millis(1 << (attempt - 1)));
