@@ -179,7 +179,11 @@ fn check_counts(store: &dyn Store) {
     for c in &counts {
         let k = (c.get_i64("id").unwrap(), c.get_i64("link_type").unwrap());
         let want = visible.get(&k).copied().unwrap_or(0);
-        assert_eq!(c.get_i64("count").unwrap(), want, "count of {k:?}: {c}");
+        assert_eq!(
+            c.get_i64("count").unwrap(),
+            want,
+            "count of {k:?}: {c}, visible {want}"
+        );
         seen += 1;
     }
     // Every (id1, type) with a visible link has a count document.
@@ -229,6 +233,27 @@ fn load_then_every_mix_keeps_counts_correct() {
             assert!(run.counters.get("link_inserted").copied().unwrap_or(0) > 0);
         }
     }
+}
+
+#[test]
+fn racing_requesters_on_few_links_keep_counts_exact() {
+    // Eight requesters on 21 nodes: adds and deletes of one link race all the time. Two deletes
+    // that both find a link visible, or a delete whose −1 lands before a concurrent add's +1,
+    // broke the counts with LinkBenchX's bodies (an unconditional hide; a floor that clamps).
+    let cfg = LinkBenchConfig {
+        maxid1: 21,
+        requesters: 8,
+        loaders: 2,
+        requests: Some(40_000),
+        nlinks_cap: Some(4),
+        ..small(Mix::Original)
+    };
+    let s = InProc::in_memory("linkbench").unwrap();
+    linkbench::prepare_load(&s).unwrap();
+    linkbench::run_load(&cfg, &s, Progress::Hidden).unwrap();
+    let run = linkbench::run_ops(&cfg, &s, Progress::Hidden).unwrap();
+    assert!(run.counters.get("link_hidden").copied().unwrap_or(0) > 100);
+    check_counts(&s);
 }
 
 fn mask_object_ids(s: &str) -> String {

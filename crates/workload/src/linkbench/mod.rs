@@ -863,7 +863,7 @@ impl Requester {
     /// (1) upsert the link ($setOnInsert the payload, $set visibility 1); (2) upsert the count
     /// document ($set time, $setOnInsert count 0, version 0); (3) `$inc` count by +1 if the link
     /// is new or was hidden, by 0 otherwise, and version by 1; (4) if the link existed, `$set`
-    /// its payload.
+    /// its payload (LinkBenchX sets visibility again there; see docs/workloads.md).
     #[allow(clippy::too_many_arguments)]
     fn add_link(
         &mut self,
@@ -906,11 +906,13 @@ impl Requester {
             },
         )?;
         if existed {
+            // Not visibility: step (1) set it, and setting it again here would make visible a
+            // link that a concurrent delete hid (and counted) in between.
             store.update_one(
                 LINK,
                 Update {
                     q: link_key(id1, ltype, id2),
-                    u: doc! {"$set": {"visibility": 1i32, "data": data, "time": now, "version": 0i32}},
+                    u: doc! {"$set": {"data": data, "time": now, "version": 0i32}},
                     upsert: false,
                 },
             )?;
@@ -935,7 +937,8 @@ impl Requester {
     }
 
     /// deleteLink (expunge = false): find the link; if visible, hide it, then the count
-    /// upsert, `$inc` count −1, the floor at 0, and the count read, as LinkBenchX does.
+    /// upsert, `$inc` count −1, the floor's lookup and the count read, as LinkBenchX does, with
+    /// bodies that keep the count exact when requesters race on one link.
     fn delete_link(
         &mut self,
         store: &dyn Store,
@@ -954,14 +957,20 @@ impl Requester {
             return Ok(Status::Ok);
         }
         let id = link.get("_id").cloned().unwrap_or(Bson::Null);
-        store.update_one(
+        // Hide only a visible link: another requester may have hidden it since the find, and
+        // a second −1 for one hide would leave the count below the visible links.
+        let hidden = store.update_one(
             LINK,
             Update {
-                q: doc! {"_id": id},
+                q: doc! {"_id": id, "visibility": 1i32},
                 u: doc! {"$set": {"visibility": 0i32}},
                 upsert: false,
             },
         )?;
+        if hidden.modified == 0 {
+            m.bump("delete_link_hidden", 1);
+            return Ok(Status::Ok);
+        }
         m.bump("link_hidden", 1);
         self.count_upsert(store, id1, ltype, now)?;
         let q = doc! {"id": id1, "link_type": ltype};
@@ -973,13 +982,13 @@ impl Requester {
                 upsert: false,
             },
         )?;
-        store.update_one(
+        // LinkBenchX's floor at 0, as a lookup that does not clamp. With these bodies a count
+        // is never negative at rest, but it is −1 for a moment when this hide's −1 lands before
+        // the +1 of a concurrent add that made the same link visible; clamping that −1 to 0
+        // would leave the count one above the visible links.
+        store.find_one(
             COUNT,
-            Update {
-                q: doc! {"id": id1, "link_type": ltype, "count": {"$lt": 0i64}},
-                u: doc! {"$set": {"count": 0i64}},
-                upsert: false,
-            },
+            doc! {"id": id1, "link_type": ltype, "count": {"$lt": 0i64}},
         )?;
         store.find_one(COUNT, q)?;
         Ok(Status::Ok)
