@@ -84,9 +84,15 @@ pub struct YcsbArgs {
     /// recordcount.
     #[arg(long, default_value_t = 100_000)]
     pub records: u64,
-    /// Overrides the workload's requestdistribution: uniform, zipfian, latest, hotspot.
+    /// Overrides the workload's requestdistribution: uniform, zipfian, latest, hotspot, or
+    /// zipfian-classes (not in YCSB: a zipfian over a fixed number of classes, whose skew does
+    /// not grow with the record count).
     #[arg(long)]
     pub distribution: Option<RequestDistribution>,
+    /// The class count of `--distribution zipfian-classes` (at most --records; default
+    /// 40 000).
+    #[arg(long)]
+    pub zipfian_classes: Option<u64>,
     /// fieldcount.
     #[arg(long, default_value_t = 10)]
     pub field_count: usize,
@@ -231,6 +237,12 @@ fn run_ycsb(a: YcsbArgs) -> Result<()> {
     cfg.max_execution_time_s = secs;
     if let Some(d) = a.distribution {
         cfg.request_distribution = d;
+    }
+    if let Some(classes) = a.zipfian_classes {
+        if cfg.request_distribution != RequestDistribution::ZipfianClasses {
+            bail!("--zipfian-classes sets the class count of --distribution zipfian-classes; the distribution here is {:?}", cfg.request_distribution);
+        }
+        cfg.zipfian_classes = classes;
     }
     cfg.field_count = a.field_count;
     cfg.field_length = a.field_length;

@@ -131,3 +131,46 @@ fn linkbench_over_the_wire_keeps_counts_correct() {
         );
     }
 }
+
+/// `--zipfian-classes` is enforced: it runs with `--distribution zipfian-classes`, and is
+/// refused with any other distribution or more classes than records.
+#[test]
+fn zipfian_classes_option_is_enforced_or_refused() {
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_flashdoc"))
+            .args([
+                "bench",
+                "ycsb",
+                "--workload",
+                "update-only",
+                "--records",
+                "500",
+            ])
+            .args(["--ops", "1000", "--quiet"])
+            .args(extra)
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (ok, err) = run(&[
+        "--distribution",
+        "zipfian-classes",
+        "--zipfian-classes",
+        "50",
+    ]);
+    assert!(ok, "{err}");
+    let (ok, err) = run(&["--zipfian-classes", "50"]);
+    assert!(
+        !ok && err.contains("--distribution zipfian-classes"),
+        "{err}"
+    );
+    let (ok, err) = run(&["--distribution", "zipfian-classes"]);
+    assert!(
+        !ok && err.contains("between 1 and insertcount (500)"),
+        "{err}"
+    );
+}

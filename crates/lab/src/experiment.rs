@@ -199,6 +199,10 @@ pub struct ScaleSpec {
     /// ([`Experiment::linkbench_degree_cap`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linkbench_degree_cap: Option<u64>,
+    /// YCSB's keys from `zipfian-classes` with this many classes instead of YCSB's scrambled
+    /// zipfian ([`Experiment::ycsb_key_classes`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ycsb_key_classes: Option<u64>,
 }
 
 /// The scales, smallest first.
@@ -234,6 +238,7 @@ impl ScaleSpec {
                 load_cache_mb: 4,
                 threads: 2,
                 linkbench_degree_cap: None,
+                ycsb_key_classes: None,
             },
             "quick" => ScaleSpec {
                 ycsb_records: 40_000,
@@ -244,6 +249,7 @@ impl ScaleSpec {
                 load_cache_mb: 16,
                 threads: 2,
                 linkbench_degree_cap: None,
+                ycsb_key_classes: None,
             },
             "medium" => ScaleSpec {
                 ycsb_records: 200_000,
@@ -254,6 +260,7 @@ impl ScaleSpec {
                 load_cache_mb: 64,
                 threads: 2,
                 linkbench_degree_cap: None,
+                ycsb_key_classes: None,
             },
             "large" => ScaleSpec {
                 ycsb_records: 800_000,
@@ -264,6 +271,7 @@ impl ScaleSpec {
                 load_cache_mb: 256,
                 threads: 2,
                 linkbench_degree_cap: None,
+                ycsb_key_classes: None,
             },
             "paper" => ScaleSpec {
                 ycsb_records: 3_000_000,
@@ -274,6 +282,7 @@ impl ScaleSpec {
                 load_cache_mb: 1024,
                 threads: 4,
                 linkbench_degree_cap: None,
+                ycsb_key_classes: None,
             },
             _ => return None,
         })
@@ -351,6 +360,15 @@ pub struct Experiment {
     /// converge").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linkbench_degree_cap: Option<u64>,
+    /// YCSB's request distribution. Unset, YCSB's scrambled zipfian, whose skew grows with the
+    /// record count (its ranks come from a fixed 10¹⁰ items), so the hottest leaves receive a
+    /// larger share of the updates at every larger scale. A number draws the keys from the
+    /// workload crate's `zipfian-classes` with that many classes: the same zipfian over the
+    /// classes at every scale, each class spread over its share of the keys, so the skew is
+    /// held (docs/placement.md, "Why the absolute figures do not converge"). At most the
+    /// smallest scale's record count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ycsb_key_classes: Option<u64>,
     pub scale: String,
 }
 
@@ -360,6 +378,7 @@ impl Experiment {
     pub fn scale_spec(&self, name: &str) -> Option<ScaleSpec> {
         let mut s = ScaleSpec::with_run_factor(name, self.run_factor)?;
         s.linkbench_degree_cap = self.linkbench_degree_cap;
+        s.ycsb_key_classes = self.ycsb_key_classes;
         Some(s)
     }
 }
@@ -469,6 +488,7 @@ pub fn builtins() -> Vec<Experiment> {
         scales: Vec::new(),
         warmup_capacities: warmup_capacities(),
         linkbench_degree_cap: None,
+        ycsb_key_classes: None,
         scale: "quick".into(),
     };
     vec![
@@ -620,6 +640,19 @@ impl Experiment {
         }
         if self.linkbench_degree_cap == Some(0) {
             bail!("experiment {name}: linkbench_degree_cap must be at least 1 (or unset: a tenth of maxid1)");
+        }
+        if let Some(classes) = self.ycsb_key_classes {
+            let scales = if self.scales.is_empty() {
+                std::slice::from_ref(&self.scale)
+            } else {
+                &self.scales[..]
+            };
+            for sc in scales {
+                let records = ScaleSpec::named(sc).map_or(u64::MAX, |s| s.ycsb_records);
+                if classes == 0 || classes > records {
+                    bail!("experiment {name}: ycsb_key_classes must be between 1 and the record count of every scale it runs ({records} at {sc}), not {classes}");
+                }
+            }
         }
         for w in &self.workloads {
             if self.kind == Kind::RealWiredTiger
@@ -800,6 +833,33 @@ mod tests {
         let st = find("streams-trim").unwrap();
         assert_eq!(st.trims[0], TrimSpec::off(), "the baseline beside it");
         assert!(st.trims[1].discard && st.trims[1].batch.is_some());
+    }
+
+    #[test]
+    fn ycsb_key_classes_reach_every_scale_and_are_bounded_by_its_records() {
+        let e = find("streams").unwrap();
+        assert_eq!(
+            e.ycsb_key_classes, None,
+            "the committed runs draw YCSB's own zipfian"
+        );
+        let held = Experiment {
+            kind: Kind::Scale,
+            ycsb_key_classes: Some(40_000),
+            scales: vec!["quick".into(), "medium".into(), "large".into()],
+            ..e.clone()
+        };
+        held.validate().unwrap();
+        for sc in ["quick", "large"] {
+            assert_eq!(held.scale_spec(sc).unwrap().ycsb_key_classes, Some(40_000));
+        }
+        for bad in [Some(0), Some(40_001)] {
+            let e = Experiment {
+                ycsb_key_classes: bad,
+                ..held.clone()
+            };
+            let why = e.validate().unwrap_err().to_string();
+            assert!(why.contains("ycsb_key_classes"), "{why}");
+        }
     }
 
     #[test]

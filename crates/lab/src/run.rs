@@ -344,6 +344,11 @@ impl Lab {
                 alloc += &format!("-dc{cap}");
             }
         }
+        if let Some(classes) = e.ycsb_key_classes {
+            if w.workload.starts_with("ycsb-") {
+                alloc += &format!("-kc{classes}");
+            }
+        }
         slug(&format!(
             "{}-c{}-l{}-{}-{}-f{}-k{}-r{}-s{}-{}",
             w.workload,
@@ -1090,6 +1095,11 @@ pub(crate) fn drive<S: Store>(
         let mut cfg = YcsbConfig::workload(kind, scale.ycsb_records, scale.ycsb_ops);
         cfg.threads = threads;
         cfg.seed = w.seed;
+        if let Some(classes) = scale.ycsb_key_classes {
+            // The skew held at every scale (Experiment::ycsb_key_classes).
+            cfg.request_distribution = ycsb::RequestDistribution::ZipfianClasses;
+            cfg.zipfian_classes = classes;
+        }
         let store = open("ycsb")?;
         ycsb::prepare_load(&cfg, &store)?;
         let load = ycsb::run_load(&cfg, &store, Progress::Hidden)?;

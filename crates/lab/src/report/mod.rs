@@ -165,8 +165,12 @@ fn pct(r: f64) -> String {
 /// The scales an experiment ran at, with their sizes.
 fn scales_text(exp: &Experiment, scale: &ScaleSpec) -> String {
     let size = |name: &str, s: &ScaleSpec| {
+        let keys = match s.ycsb_key_classes {
+            Some(c) => format!(", keys from a zipfian over {c} classes"),
+            None => String::new(),
+        };
         format!(
-            "`{name}` (YCSB {} records / {} operations, LinkBench maxid1 {} / {} requests, out-degree capped at {})",
+            "`{name}` (YCSB {} records / {} operations{keys}, LinkBench maxid1 {} / {} requests, out-degree capped at {})",
             s.ycsb_records,
             s.ycsb_ops,
             s.linkbench_maxid1,

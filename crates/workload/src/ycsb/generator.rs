@@ -292,6 +292,58 @@ impl NumberGenerator for ScrambledZipfianGenerator {
     }
 }
 
+/// A zipfian whose skew does not change with the item count (not in YCSB; flashdoc's
+/// `zipfian-classes`). YCSB's scrambled zipfian draws from a fixed 10¹⁰ + 1 ranks, so the share
+/// of requests on the hottest items grows with the record count (docs/placement.md, "Why the
+/// absolute figures do not converge"). This one draws one of `classes` classes from YCSB's own
+/// scrambled zipfian over `classes` items, then one item of that class uniformly: class `c`
+/// holds the items `min + c + classes·j` below `min + items`. With the class count held, every
+/// item's share of the requests scales as 1/items, so the hottest tenth of the items (or of
+/// the leaves that hold them) receives the same share of the requests at every record count.
+/// At `items == classes` it is the scrambled zipfian over `items`.
+#[derive(Clone, Debug)]
+pub struct ClassZipfianGenerator {
+    classes: ScrambledZipfianGenerator,
+    class_count: i64,
+    min: i64,
+    items: i64,
+    last: i64,
+}
+
+impl ClassZipfianGenerator {
+    /// Items `min..min + items` in `class_count` classes; `items ≥ class_count ≥ 1`.
+    pub fn new(min: i64, items: i64, class_count: i64) -> Self {
+        assert!(class_count >= 1, "at least one class");
+        assert!(items >= class_count, "every class needs an item");
+        ClassZipfianGenerator {
+            classes: ScrambledZipfianGenerator::from_items(class_count),
+            class_count,
+            min,
+            items,
+            last: min,
+        }
+    }
+
+    /// How many items class `c` holds: those of `c, c + classes, …` below `items`.
+    pub fn class_size(&self, c: i64) -> i64 {
+        debug_assert!((0..self.class_count).contains(&c));
+        (self.items - c + self.class_count - 1) / self.class_count
+    }
+}
+
+impl NumberGenerator for ClassZipfianGenerator {
+    fn next_value(&mut self, rng: &mut dyn RngCore) -> i64 {
+        let c = self.classes.next_value(rng);
+        let j = rng.gen_range(0..self.class_size(c));
+        self.last = self.min + c + self.class_count * j;
+        debug_assert!(self.last >= self.min && self.last < self.min + self.items);
+        self.last
+    }
+    fn last_value(&self) -> i64 {
+        self.last
+    }
+}
+
 /// YCSB's `UniformLongGenerator(lb, ub)`: `|nextLong()| % (ub − lb + 1) + lb` (with Java's
 /// `Math.abs`, so the one-in-2⁶⁴ draw of `i64::MIN` gives a value below `lb`, as in YCSB).
 #[derive(Clone, Debug)]
@@ -597,6 +649,83 @@ impl<T: Clone> DiscreteGenerator<T> {
 mod tests {
     use super::*;
     use crate::rng;
+
+    /// Shares of the requests on each class, hottest first, from `draws` draws.
+    fn class_shares(g: &mut ClassZipfianGenerator, classes: i64, draws: usize) -> Vec<f64> {
+        let mut r = rng(7);
+        let mut n = vec![0u64; classes as usize];
+        for _ in 0..draws {
+            let k = g.next_value(&mut r);
+            assert!((100..100 + g.items).contains(&k), "{k} outside the items");
+            n[((k - 100) % classes) as usize] += 1;
+        }
+        let mut s: Vec<f64> = n.iter().map(|&c| c as f64 / draws as f64).collect();
+        s.sort_by(|a, b| b.total_cmp(a));
+        s
+    }
+
+    #[test]
+    fn class_zipfian_keeps_its_skew_at_every_item_count() {
+        let classes = 1_000;
+        let draws = 400_000;
+        let mut small = ClassZipfianGenerator::new(100, classes, classes);
+        let mut big = ClassZipfianGenerator::new(100, 16 * classes + 7, classes);
+        let (a, b) = (
+            class_shares(&mut small, classes, draws),
+            class_shares(&mut big, classes, draws),
+        );
+        // The hottest classes get the same shares whatever the item count (sampling spread of
+        // a share p over 400 000 draws is about √(p/400 000) ≤ 0.1 points).
+        let top = |s: &[f64], k: usize| s[..k].iter().sum::<f64>();
+        for k in [1, 10, 100] {
+            assert!(
+                (top(&a, k) - top(&b, k)).abs() < 0.01,
+                "top {k}: {} vs {}",
+                top(&a, k),
+                top(&b, k)
+            );
+        }
+        // …while YCSB's scrambled zipfian piles more of them onto its hottest 1 % of items
+        // as the item count grows (ζ(n)/ζ(10¹⁰) of the ranks land on distinct items).
+        let hottest_percent = |items: i64| {
+            let mut g = ScrambledZipfianGenerator::from_items(items);
+            let mut r = rng(7);
+            let mut n = vec![0u64; items as usize];
+            for _ in 0..draws {
+                n[g.next_value(&mut r) as usize] += 1;
+            }
+            n.sort_unstable_by(|a, b| b.cmp(a));
+            n[..items as usize / 100].iter().sum::<u64>() as f64 / draws as f64
+        };
+        let (ycsb_small, ycsb_big) = (hottest_percent(classes), hottest_percent(16 * classes));
+        assert!(ycsb_big > ycsb_small + 0.03, "{ycsb_small} → {ycsb_big}");
+    }
+
+    #[test]
+    fn class_zipfian_spreads_a_class_evenly_over_its_items() {
+        let classes = 10;
+        let mut g = ClassZipfianGenerator::new(0, 10 * classes + 3, classes);
+        assert_eq!(g.class_size(0), 11, "classes 0..3 hold one item more");
+        assert_eq!(g.class_size(3), 10);
+        let mut r = rng(3);
+        let mut per_item = vec![0u64; 103];
+        let mut per_class = vec![0u64; classes as usize];
+        for _ in 0..200_000 {
+            let k = g.next_value(&mut r);
+            assert_eq!(g.last_value(), k);
+            per_item[k as usize] += 1;
+            per_class[(k % classes) as usize] += 1;
+        }
+        for (k, &n) in per_item.iter().enumerate() {
+            let c = k % classes as usize;
+            let want = per_class[c] as f64 / g.class_size(c as i64) as f64;
+            let got = n as f64;
+            assert!(
+                (got - want).abs() < 0.1 * want + 30.0,
+                "item {k}: {got} vs {want}"
+            );
+        }
+    }
 
     #[test]
     fn fnvhash64_matches_ycsb() {

@@ -10,10 +10,10 @@ pub mod generator;
 
 pub use generator::{
     build_key_name, fnvhash64, write_key_name, zeta, zeta_incremental,
-    AcknowledgedCounterGenerator, CounterGenerator, DiscreteGenerator, HotspotIntegerGenerator,
-    KeyCounter, KeyOrder, NumberGenerator, ScrambledZipfianGenerator, SkewedLatestGenerator,
-    TooManyUnacknowledged, UniformLongGenerator, ZipfianGenerator, ACK_WINDOW_SIZE,
-    SCRAMBLED_ITEM_COUNT, SCRAMBLED_ZETAN, ZIPFIAN_CONSTANT,
+    AcknowledgedCounterGenerator, ClassZipfianGenerator, CounterGenerator, DiscreteGenerator,
+    HotspotIntegerGenerator, KeyCounter, KeyOrder, NumberGenerator, ScrambledZipfianGenerator,
+    SkewedLatestGenerator, TooManyUnacknowledged, UniformLongGenerator, ZipfianGenerator,
+    ACK_WINDOW_SIZE, SCRAMBLED_ITEM_COUNT, SCRAMBLED_ZETAN, ZIPFIAN_CONSTANT,
 };
 
 pub mod workload;
@@ -21,4 +21,5 @@ pub mod workload;
 pub use workload::{
     prepare_load, random_bytes, run_load, run_ops, Op, OpKind, RequestDistribution,
     ScanLengthDistribution, ThreadWorkload, Workload, YcsbConfig, YcsbReport,
+    DEFAULT_ZIPFIAN_CLASSES,
 };

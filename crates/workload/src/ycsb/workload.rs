@@ -13,9 +13,9 @@
 use crate::measure::{run_threads, Measurements, PhaseResult, Progress, RunLimits, Status, Step};
 use crate::store::{Query, Store, Update};
 use crate::ycsb::generator::{
-    build_key_name, AcknowledgedCounterGenerator, CounterGenerator, DiscreteGenerator,
-    HotspotIntegerGenerator, KeyCounter, KeyOrder, NumberGenerator, ScrambledZipfianGenerator,
-    SkewedLatestGenerator, UniformLongGenerator, ZipfianGenerator,
+    build_key_name, AcknowledgedCounterGenerator, ClassZipfianGenerator, CounterGenerator,
+    DiscreteGenerator, HotspotIntegerGenerator, KeyCounter, KeyOrder, NumberGenerator,
+    ScrambledZipfianGenerator, SkewedLatestGenerator, UniformLongGenerator, ZipfianGenerator,
 };
 use crate::Rng;
 use anyhow::{bail, Result};
@@ -73,6 +73,11 @@ pub enum RequestDistribution {
     Latest,
     /// Hotspot (`hotspotdatafraction`, `hotspotopnfraction`).
     Hotspot,
+    /// Not in YCSB: the scrambled zipfian over a fixed number of classes
+    /// (`zipfian_classes`), each spread uniformly over its share of the keys, so the skew is
+    /// the same at every record count ([`ClassZipfianGenerator`]).
+    #[serde(rename = "zipfian-classes")]
+    ZipfianClasses,
 }
 
 impl std::str::FromStr for RequestDistribution {
@@ -83,10 +88,11 @@ impl std::str::FromStr for RequestDistribution {
             "zipfian" => Self::Zipfian,
             "latest" => Self::Latest,
             "hotspot" => Self::Hotspot,
+            "zipfian-classes" => Self::ZipfianClasses,
             _ => {
                 return Err(format!(
-                    "unknown distribution '{s}' (uniform, zipfian, latest, hotspot)"
-                ))
+                "unknown distribution '{s}' (uniform, zipfian, latest, hotspot, zipfian-classes)"
+            ))
             }
         })
     }
@@ -128,6 +134,9 @@ pub struct YcsbConfig {
     pub scan_proportion: f64,
     pub read_modify_write_proportion: f64,
     pub request_distribution: RequestDistribution,
+    /// The class count of `zipfian-classes` (not in YCSB): at most the record count.
+    #[serde(default = "default_zipfian_classes")]
+    pub zipfian_classes: u64,
     pub min_scan_length: u64,
     pub max_scan_length: u64,
     pub scan_length_distribution: ScanLengthDistribution,
@@ -150,6 +159,14 @@ pub struct YcsbConfig {
     pub status_interval_s: f64,
 }
 
+/// `zipfian_classes`' default: quick scale's record count, so that at quick scale
+/// `zipfian-classes` is YCSB's own zipfian, and above it has quick's skew.
+pub const DEFAULT_ZIPFIAN_CLASSES: u64 = 40_000;
+
+fn default_zipfian_classes() -> u64 {
+    DEFAULT_ZIPFIAN_CLASSES
+}
+
 impl Default for YcsbConfig {
     fn default() -> Self {
         YcsbConfig {
@@ -170,6 +187,7 @@ impl Default for YcsbConfig {
             scan_proportion: 0.0,
             read_modify_write_proportion: 0.0,
             request_distribution: RequestDistribution::Uniform,
+            zipfian_classes: DEFAULT_ZIPFIAN_CLASSES,
             min_scan_length: 1,
             max_scan_length: 1000,
             scan_length_distribution: ScanLengthDistribution::Uniform,
@@ -269,6 +287,15 @@ impl YcsbConfig {
         if self.min_scan_length == 0 || self.max_scan_length < self.min_scan_length {
             bail!("bad scan lengths");
         }
+        if self.request_distribution == RequestDistribution::ZipfianClasses
+            && !(1..=self.insert_count()).contains(&self.zipfian_classes)
+        {
+            bail!(
+                "zipfian-classes needs between 1 and insertcount ({}) classes, not {}",
+                self.insert_count(),
+                self.zipfian_classes
+            );
+        }
         Ok(())
     }
 }
@@ -346,6 +373,7 @@ enum KeyChooser {
     Zipfian(ScrambledZipfianGenerator),
     Latest(SkewedLatestGenerator),
     Hotspot(HotspotIntegerGenerator),
+    ZipfianClasses(ClassZipfianGenerator),
 }
 
 /// One concrete operation, as the driver will issue it (for tests and traces).
@@ -406,6 +434,11 @@ impl ThreadWorkload {
                 cfg.hotspot_data_fraction,
                 cfg.hotspot_opn_fraction,
             )),
+            // Over the loaded keys only: the classes are fixed, and a run's inserts are
+            // not in any class (a workload with inserts draws them from the counter).
+            RequestDistribution::ZipfianClasses => KeyChooser::ZipfianClasses(
+                ClassZipfianGenerator::new(lb, count, cfg.zipfian_classes as i64),
+            ),
         };
         let (mn, mx) = (cfg.min_scan_length as i64, cfg.max_scan_length as i64);
         let scan_len = match cfg.scan_length_distribution {
@@ -434,6 +467,7 @@ impl ThreadWorkload {
                 KeyChooser::Zipfian(g) => g.next_value(&mut self.rng),
                 KeyChooser::Latest(g) => g.next_value(&mut self.rng),
                 KeyChooser::Hotspot(g) => g.next_value(&mut self.rng),
+                KeyChooser::ZipfianClasses(g) => g.next_value(&mut self.rng),
             };
             if k <= limit {
                 return k;
