@@ -158,6 +158,12 @@ pub struct SsdSpec {
     /// Time of one (non-queued) TRIM command, µs; `ssd::TrimCost` has the sources.
     #[serde(default = "trim_command_us")]
     pub trim_command_us: f64,
+    /// Pages per erase block. Unset, the largest power of two from 16 to 256 that leaves the
+    /// device at least 1 024 blocks (`run::pages_per_block`), so a larger device has more
+    /// blocks of the same size; a number holds the block at that size (a power of two, 16 to
+    /// 1 024), to test what the block count does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pages_per_block: Option<u32>,
 }
 
 fn trim_command_us() -> f64 {
@@ -175,7 +181,11 @@ impl SsdSpec {
             ssd::GcTie::Newest => String::new(),
             other => format!("-{}", other.name()),
         };
-        format!("{}st-op{}-{}{tie}{t}", self.streams, self.op, self.gc)
+        let block = match self.pages_per_block {
+            Some(p) => format!("-ppb{p}"),
+            None => String::new(),
+        };
+        format!("{}st-op{}-{}{tie}{t}{block}", self.streams, self.op, self.gc)
     }
 }
 
@@ -424,6 +434,7 @@ fn ssd8() -> SsdSpec {
         gc: "greedy".into(),
         gc_tie: ssd::GcTie::Newest,
         trim_command_us: trim_command_us(),
+        pages_per_block: None,
     }
 }
 
@@ -734,6 +745,11 @@ impl Experiment {
         {
             bail!("experiment {name}: trim_command_us must be ≥ 0");
         }
+        for p in self.ssds.iter().filter_map(|d| d.pages_per_block) {
+            if !(p.is_power_of_two() && (16..=1024).contains(&p)) {
+                bail!("experiment {name}: pages_per_block must be a power of two from 16 to 1024, not {p}");
+            }
+        }
         if !(self.run_factor > 0.0 && self.run_factor <= 1000.0) {
             bail!("experiment {name}: run_factor must be in (0, 1000]");
         }
@@ -833,6 +849,24 @@ mod tests {
         let st = find("streams-trim").unwrap();
         assert_eq!(st.trims[0], TrimSpec::off(), "the baseline beside it");
         assert!(st.trims[1].discard && st.trims[1].batch.is_some());
+    }
+
+    #[test]
+    fn a_held_erase_block_is_named_and_bounded() {
+        let e = find("streams").unwrap();
+        assert_eq!(e.ssds[0].pages_per_block, None, "the committed runs' blocks");
+        assert_eq!(e.ssds[0].label(), "8st-op0.07-greedy");
+        let with = |p: u32| {
+            let mut x = e.clone();
+            x.ssds[0].pages_per_block = Some(p);
+            x
+        };
+        assert_eq!(with(64).ssds[0].label(), "8st-op0.07-greedy-ppb64");
+        with(64).validate().unwrap();
+        for bad in [8, 100, 2048] {
+            let why = with(bad).validate().unwrap_err().to_string();
+            assert!(why.contains("pages_per_block"), "{why}");
+        }
     }
 
     #[test]

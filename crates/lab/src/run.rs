@@ -1239,7 +1239,9 @@ fn replay_run(
     // A lab-sized device is small; a real one has thousands of erase blocks, so the open
     // block of each stream costs nothing. Keep that true: at least ~1024 blocks, by using
     // smaller blocks (a power of two, 16 to 256 pages).
-    dev.pages_per_block = pages_per_block(logical_pages);
+    dev.pages_per_block = ssd
+        .pages_per_block
+        .unwrap_or_else(|| pages_per_block(logical_pages));
     dev.set_op(ssd.op)?;
     dev.streams = ssd.streams as u32;
     dev.gc = ssd::GcPolicy::parse(&ssd.gc)?;
