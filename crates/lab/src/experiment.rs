@@ -185,7 +185,10 @@ impl SsdSpec {
             Some(p) => format!("-ppb{p}"),
             None => String::new(),
         };
-        format!("{}st-op{}-{}{tie}{t}{block}", self.streams, self.op, self.gc)
+        format!(
+            "{}st-op{}-{}{tie}{t}{block}",
+            self.streams, self.op, self.gc
+        )
     }
 }
 
@@ -854,7 +857,10 @@ mod tests {
     #[test]
     fn a_held_erase_block_is_named_and_bounded() {
         let e = find("streams").unwrap();
-        assert_eq!(e.ssds[0].pages_per_block, None, "the committed runs' blocks");
+        assert_eq!(
+            e.ssds[0].pages_per_block, None,
+            "the committed runs' blocks"
+        );
         assert_eq!(e.ssds[0].label(), "8st-op0.07-greedy");
         let with = |p: u32| {
             let mut x = e.clone();

@@ -258,6 +258,22 @@ fn model_section(r: &mut Report, exp: &Experiment, points: &[Point], runs: &[Eng
             )
         })
         .unwrap_or_default();
+    let held: Vec<String> = exp
+        .ssds
+        .iter()
+        .filter_map(|d| {
+            d.pages_per_block
+                .map(|p| format!("{p}-page blocks ({})", d.label()))
+        })
+        .collect();
+    let blocks = if held.is_empty() {
+        "erase blocks sized so the device has at least 1024 of them".to_string()
+    } else {
+        format!(
+            "erase blocks sized so the device has at least 1024 of them, and held at {}",
+            held.join(", ")
+        )
+    };
     let trims: Vec<String> = exp
         .trims
         .iter()
@@ -268,7 +284,7 @@ fn model_section(r: &mut Report, exp: &Experiment, points: &[Point], runs: &[Eng
         })
         .collect();
     r.p(format!(
-        "Each workload ran on flashdoc's engine (through the document layer, in process) once per seed and per engine allocation, with every physical write, free, checkpoint and file event captured as a trace (mode **trace-replay**). With a given allocation the engine's I/O does not depend on the placement policy, so every policy replays exactly the same trace on a fresh simulated SSD: {ssd}; 4 KB pages, erase blocks sized so the device has at least 1024 of them. Conditions: {}. **Aged device**: `{}` — before the run every LBA has been written once, so the filesystem hands out LBAs the device still counts as valid, and a deleted file's LBAs stay valid until they are reused. **Direct-I/O semantics**: every write reaches the device in order and each 4 KB page it touches is written once; no page cache coalesces writes (the trace is taken per write call at the engine's I/O seam, before any page cache; the engines ran with `direct_io` {}). Files map to LBAs through a next-fit filesystem layout.",
+        "Each workload ran on flashdoc's engine (through the document layer, in process) once per seed and per engine allocation, with every physical write, free, checkpoint and file event captured as a trace (mode **trace-replay**). With a given allocation the engine's I/O does not depend on the placement policy, so every policy replays exactly the same trace on a fresh simulated SSD: {ssd}; 4 KB pages, {blocks}. Conditions: {}. **Aged device**: `{}` — before the run every LBA has been written once, so the filesystem hands out LBAs the device still counts as valid, and a deleted file's LBAs stay valid until they are reused. **Direct-I/O semantics**: every write reaches the device in order and each 4 KB page it touches is written once; no page cache coalesces writes (the trace is taken per write call at the engine's I/O seam, before any page cache; the engines ran with `direct_io` {}). Files map to LBAs through a next-fit filesystem layout.",
         trims.join("; "),
         exp.precondition,
         io_modes(runs)
