@@ -1,6 +1,7 @@
 //! What an engine wrote in a trace's run phase, by kind of file, kind of page and cause
 //! (eviction, checkpoint, split), as a CSV with bytes per operation and per run-phase
-//! checkpoint. docs/placement.md ("Why the absolute figures do not converge") compares two
+//! checkpoint, and how many times each page was written per checkpoint interval it was
+//! written in (1.0: once per interval; more: the engine wrote it again before the checkpoint). docs/placement.md ("Why the absolute figures do not converge") compares two
 //! scales' traces with it, to find which writes fall per operation as the database grows.
 //!
 //! `cargo run --release -p placement --example write_mix -- TRACE END_OF_LOAD_EVENT OPS`
@@ -8,7 +9,7 @@
 //! operations).
 use placement::trace::TraceReader;
 use placement::{Event, FileKind};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 type Error = Box<dyn std::error::Error>;
 
@@ -31,7 +32,13 @@ fn main() -> Result<(), Error> {
     if ops <= 0.0 {
         return Err("OPS must be positive".into());
     }
-    let mut bytes: BTreeMap<(&str, &str, &str), u64> = BTreeMap::new();
+    type Group = (&'static str, &'static str, &'static str);
+    let mut bytes: BTreeMap<Group, u64> = BTreeMap::new();
+    let mut writes: BTreeMap<Group, u64> = BTreeMap::new();
+    // Pages (by page id) written in the current interval, per group, and the sum over the
+    // intervals of their counts: writes ÷ that sum is writes per page per interval.
+    let mut pages_now: BTreeMap<Group, HashSet<u64>> = BTreeMap::new();
+    let mut page_intervals: BTreeMap<Group, u64> = BTreeMap::new();
     let mut checkpoints = 0u64;
     let reader = TraceReader::open(trace).map_err(|e| format!("{}: {e}", trace.display()))?;
     for (i, ev) in reader.enumerate() {
@@ -47,17 +54,35 @@ fn main() -> Result<(), Error> {
                     w.cause.name(),
                 );
                 *bytes.entry(key).or_default() += u64::from(w.len);
+                *writes.entry(key).or_default() += 1;
+                if w.page_id != 0 {
+                    pages_now.entry(key).or_default().insert(w.page_id);
+                }
             }
-            Event::CheckpointCommit { .. } => checkpoints += 1,
+            Event::CheckpointCommit { .. } => {
+                checkpoints += 1;
+                for (key, pages) in pages_now.iter_mut() {
+                    *page_intervals.entry(*key).or_default() += pages.len() as u64;
+                    pages.clear();
+                }
+            }
             _ => {}
         }
     }
+    for (key, pages) in &pages_now {
+        *page_intervals.entry(*key).or_default() += pages.len() as u64;
+    }
     let total: u64 = bytes.values().sum();
     println!("# run-phase checkpoints {checkpoints}, operations {ops}, bytes {total}");
-    println!("file_kind,page_kind,cause,run_bytes,share,bytes_per_op,bytes_per_checkpoint");
-    for ((file, page, cause), b) in &bytes {
+    println!("file_kind,page_kind,cause,run_bytes,share,bytes_per_op,bytes_per_checkpoint,writes_per_page_per_interval");
+    for (key, b) in &bytes {
+        let (file, page, cause) = key;
+        let per_page = match page_intervals.get(key) {
+            Some(&n) if n > 0 => format!("{:.3}", writes[key] as f64 / n as f64),
+            _ => String::new(),
+        };
         println!(
-            "{file},{page},{cause},{b},{:.4},{:.1},{:.0}",
+            "{file},{page},{cause},{b},{:.4},{:.1},{:.0},{per_page}",
             *b as f64 / total.max(1) as f64,
             *b as f64 / ops,
             *b as f64 / checkpoints.max(1) as f64
