@@ -17,6 +17,10 @@ pub struct Cache {
     pages_evicted: AtomicU64,
     pages_read: AtomicU64,
     dirty_pages_written: AtomicU64,
+    /// Changes applied to a leaf that was clean (it becomes dirty) and to one already dirty
+    /// (the change is absorbed: the leaf is written once for all of them).
+    leaf_changes_to_clean: AtomicU64,
+    leaf_changes_to_dirty: AtomicU64,
     /// The budget and the thresholds derived from it (they change together on a resize).
     budget: AtomicU64,
     target: AtomicU64,
@@ -37,6 +41,8 @@ impl Cache {
             pages_evicted: AtomicU64::new(0),
             pages_read: AtomicU64::new(0),
             dirty_pages_written: AtomicU64::new(0),
+            leaf_changes_to_clean: AtomicU64::new(0),
+            leaf_changes_to_dirty: AtomicU64::new(0),
             budget: AtomicU64::new(0),
             target: AtomicU64::new(0),
             trigger: AtomicU64::new(0),
@@ -112,6 +118,23 @@ impl Cache {
     pub fn page_changed(&self, delta: i64, mem: usize, was_dirty: bool) {
         self.add(delta);
         self.add_dirty(if was_dirty { delta } else { mem as i64 });
+    }
+    /// One change (a key's insert, update or delete) was applied to a leaf that was dirty
+    /// already (`was_dirty`) or was clean.
+    pub fn leaf_changed(&self, was_dirty: bool) {
+        let counter = if was_dirty {
+            &self.leaf_changes_to_dirty
+        } else {
+            &self.leaf_changes_to_clean
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+    /// Changes applied to clean leaves and to dirty ones, since the cache was made.
+    pub fn leaf_change_counts(&self) -> (u64, u64) {
+        (
+            self.leaf_changes_to_clean.load(Ordering::Relaxed),
+            self.leaf_changes_to_dirty.load(Ordering::Relaxed),
+        )
     }
     /// A dirty page of `mem` bytes was written: it is clean now.
     pub fn page_written(&self, mem: usize) {

@@ -757,6 +757,7 @@ impl KvEngine for DiskEngine {
         }
         by_kind.insert("metadata".into(), inner.checkpointer.metadata_bytes());
         let (pages_read, pages_evicted, dirty_pages_written) = c.page_counts();
+        let (leaf_changes_to_clean, leaf_changes_to_dirty) = c.leaf_change_counts();
         serde_json::json!({
             "engine": "wiredTiger-style (flashdoc)",
             "cache": {
@@ -767,6 +768,8 @@ impl KvEngine for DiskEngine {
                 "pages_read": pages_read,
                 "pages_evicted": pages_evicted,
                 "dirty_pages_written": dirty_pages_written,
+                "leaf_changes_to_clean": leaf_changes_to_clean,
+                "leaf_changes_to_dirty": leaf_changes_to_dirty,
                 "app_thread_evictions": ld(&n.app_evictions),
                 "forced_splits": ld(&n.forced_splits),
             },

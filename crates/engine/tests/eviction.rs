@@ -48,6 +48,15 @@ fn dirty_pages_are_written_and_stay_resident_while_the_cache_has_room() {
     eng.checkpoint().unwrap();
     assert_eq!(cache_stat(&eng, "dirty_bytes"), 0);
     let written_before = cache_stat(&eng, "dirty_pages_written");
+    let (clean_before, dirty_before) = (
+        cache_stat(&eng, "leaf_changes_to_clean"),
+        cache_stat(&eng, "leaf_changes_to_dirty"),
+    );
+    assert_eq!(
+        clean_before + dirty_before,
+        10_000,
+        "every put is one change to a leaf"
+    );
     // One update in every leaf (about 20 keys each) makes the whole cache dirty: far over the
     // 5 % dirty target.
     for i in (0..10_000).step_by(7) {
@@ -69,6 +78,37 @@ fn dirty_pages_are_written_and_stay_resident_while_the_cache_has_room() {
         assert_eq!(eng.get(t, &key(i)).unwrap().as_deref(), Some(&value[..]));
     }
     assert_eq!(cache_stat(&eng, "pages_read"), 0, "nothing was read back");
+}
+
+#[test]
+fn changes_to_a_dirty_leaf_are_counted_apart_from_those_that_dirty_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let eng = engine(dir.path());
+    let t = eng.create_table("c", &TableConfig::collection()).unwrap();
+    for i in 0..10 {
+        eng.put(t, &key(i), b"v0").unwrap();
+    }
+    eng.checkpoint().unwrap();
+    let counts = || {
+        (
+            cache_stat(&eng, "leaf_changes_to_clean"),
+            cache_stat(&eng, "leaf_changes_to_dirty"),
+        )
+    };
+    let (clean0, dirty0) = counts();
+    // One leaf, clean after the checkpoint, and a cache far under its dirty target: the first
+    // change dirties it, the next two land on it dirty.
+    eng.put(t, &key(3), b"v1").unwrap();
+    eng.put(t, &key(3), b"v2").unwrap();
+    eng.put(t, &key(4), b"v1").unwrap();
+    assert_eq!(counts(), (clean0 + 1, dirty0 + 2));
+    eng.checkpoint().unwrap();
+    eng.put(t, &key(4), b"v2").unwrap();
+    assert_eq!(
+        counts(),
+        (clean0 + 2, dirty0 + 2),
+        "the checkpoint cleaned it"
+    );
 }
 
 #[test]

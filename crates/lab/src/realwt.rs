@@ -238,6 +238,7 @@ fn wiredtiger_run(
         checkpoints,
         checkpoint_trigger: None,
         intervals: None,
+        leaf_changes: None,
         run_checkpoints: shares.checkpoints,
         interval_bytes_mean: shares.interval_bytes_mean,
         wall_s: started.elapsed().as_secs_f64(),

@@ -78,6 +78,10 @@ pub struct EngineRun {
     /// engine than flashdoc's, and for a run saved before they were measured).
     #[serde(default)]
     pub intervals: Option<RunIntervals>,
+    /// The run phase's changes to leaves that were clean and to leaves already dirty (`None`
+    /// for another engine than flashdoc's, and for a run saved before they were counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leaf_changes: Option<LeafChanges>,
     /// Checkpoints begun in the run phase, and the mean bytes written from one begin to the
     /// next (every file: tables, journal, metadata).
     pub run_checkpoints: u64,
@@ -87,6 +91,44 @@ pub struct EngineRun {
     /// warm-read seconds).
     #[serde(default)]
     pub extra: BTreeMap<String, f64>,
+}
+
+/// Key changes (inserts, updates, deletes) the engine applied to leaves in the run phase: to a
+/// clean leaf, which the change dirtied, or to a dirty one, where the dirty budget absorbed it
+/// (one write of the leaf serves all its changes until it is written). Their shares say how
+/// much of the workload the cache's dirty budget absorbs.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LeafChanges {
+    pub to_clean: u64,
+    pub to_dirty: u64,
+}
+
+impl LeafChanges {
+    fn from_stats(db: &DocDb) -> Result<LeafChanges> {
+        let stats = db.engine().stats();
+        let get = |name: &str| {
+            stats["cache"][name]
+                .as_u64()
+                .ok_or_else(|| anyhow!("the engine's stats have no cache.{name}"))
+        };
+        Ok(LeafChanges {
+            to_clean: get("leaf_changes_to_clean")?,
+            to_dirty: get("leaf_changes_to_dirty")?,
+        })
+    }
+
+    fn since(self, start: LeafChanges) -> LeafChanges {
+        assert!(self.to_clean >= start.to_clean && self.to_dirty >= start.to_dirty);
+        LeafChanges {
+            to_clean: self.to_clean - start.to_clean,
+            to_dirty: self.to_dirty - start.to_dirty,
+        }
+    }
+
+    /// The share of changes that landed on a leaf already dirty.
+    pub fn absorbed_share(&self) -> f64 {
+        self.to_dirty as f64 / (self.to_clean + self.to_dirty).max(1) as f64
+    }
 }
 
 fn engine_dirty_pct() -> [u8; 2] {
@@ -745,6 +787,7 @@ pub fn run_engine(
     let mut sizing = None;
     let mut trigger = None;
     let mut at_end_of_load = None;
+    let mut leaf_changes_at_end_of_load = None;
     let mut end_of_load = |db: &Arc<DocDb>| -> Result<u64> {
         // The seeds start their run phase from a loaded, checkpointed database.
         db.engine()
@@ -777,6 +820,7 @@ pub fn run_engine(
         sizing = Some(s);
         trigger = Some(t);
         at_end_of_load = Some(last_checkpoint_in_journal(db)?);
+        leaf_changes_at_end_of_load = Some(LeafChanges::from_stats(db)?);
         db.engine().end_of_load();
         Ok(obs.count.load(Ordering::Relaxed))
     };
@@ -803,6 +847,10 @@ pub fn run_engine(
             checkpoints: checkpoints1 - checkpoints0,
             journal_bytes_per_op: (appended1 - appended0) / ops.max(1),
         }
+    };
+    let leaf_changes = match leaf_changes_at_end_of_load {
+        Some(start) => Some(LeafChanges::from_stats(&db)?.since(start)),
+        None => None,
     };
     db.shutdown()
         .map_err(|e| anyhow!("shutting the lab database down: {e}"))?;
@@ -846,6 +894,7 @@ pub fn run_engine(
         checkpoints: obs.checkpoints.load(Ordering::Relaxed),
         checkpoint_trigger: trigger,
         intervals: Some(intervals),
+        leaf_changes,
         run_checkpoints: shares.checkpoints,
         interval_bytes_mean: shares.interval_bytes_mean,
         wall_s: started.elapsed().as_secs_f64(),

@@ -425,6 +425,7 @@ pub(crate) fn secantus_run(
         checkpoints,
         checkpoint_trigger: None,
         intervals: None,
+        leaf_changes: None,
         run_checkpoints: shares.checkpoints,
         interval_bytes_mean: shares.interval_bytes_mean,
         wall_s: started.elapsed().as_secs_f64(),

@@ -456,6 +456,7 @@ impl Table {
         );
         st.mem = page.mem();
         if st.dirty || page.unwritten_at(LATEST) {
+            self.cache.leaf_changed(st.dirty);
             self.cache.page_changed(delta, st.mem, st.dirty);
             st.dirty = true;
             self.list_dirty(leaf);
