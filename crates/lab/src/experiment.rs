@@ -216,6 +216,9 @@ pub struct ScaleSpec {
     /// zipfian ([`Experiment::ycsb_key_classes`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ycsb_key_classes: Option<u64>,
+    /// LinkBench's id Zipfs over this many classes ([`Experiment::linkbench_id_classes`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linkbench_id_classes: Option<u64>,
 }
 
 /// The scales, smallest first.
@@ -252,6 +255,7 @@ impl ScaleSpec {
                 threads: 2,
                 linkbench_degree_cap: None,
                 ycsb_key_classes: None,
+                linkbench_id_classes: None,
             },
             "quick" => ScaleSpec {
                 ycsb_records: 40_000,
@@ -263,6 +267,7 @@ impl ScaleSpec {
                 threads: 2,
                 linkbench_degree_cap: None,
                 ycsb_key_classes: None,
+                linkbench_id_classes: None,
             },
             "medium" => ScaleSpec {
                 ycsb_records: 200_000,
@@ -274,6 +279,7 @@ impl ScaleSpec {
                 threads: 2,
                 linkbench_degree_cap: None,
                 ycsb_key_classes: None,
+                linkbench_id_classes: None,
             },
             "large" => ScaleSpec {
                 ycsb_records: 800_000,
@@ -285,6 +291,7 @@ impl ScaleSpec {
                 threads: 2,
                 linkbench_degree_cap: None,
                 ycsb_key_classes: None,
+                linkbench_id_classes: None,
             },
             "paper" => ScaleSpec {
                 ycsb_records: 3_000_000,
@@ -296,6 +303,7 @@ impl ScaleSpec {
                 threads: 4,
                 linkbench_degree_cap: None,
                 ycsb_key_classes: None,
+                linkbench_id_classes: None,
             },
             _ => return None,
         })
@@ -382,6 +390,13 @@ pub struct Experiment {
     /// smallest scale's record count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ycsb_key_classes: Option<u64>,
+    /// LinkBench's id distributions. Unset, LinkBench's Zipfs over every node id, whose head
+    /// grows with the node count (for a shape below 1 the share of the hottest 1 % of a
+    /// finite Zipf's items grows with them). A number draws every Zipf over that many
+    /// classes, each spread over its share of the ids (`LinkBenchConfig::zipf_classes`), so the
+    /// skew is held. At most the smallest scale's node count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linkbench_id_classes: Option<u64>,
     pub scale: String,
 }
 
@@ -392,6 +407,7 @@ impl Experiment {
         let mut s = ScaleSpec::with_run_factor(name, self.run_factor)?;
         s.linkbench_degree_cap = self.linkbench_degree_cap;
         s.ycsb_key_classes = self.ycsb_key_classes;
+        s.linkbench_id_classes = self.linkbench_id_classes;
         Some(s)
     }
 }
@@ -503,6 +519,7 @@ pub fn builtins() -> Vec<Experiment> {
         warmup_capacities: warmup_capacities(),
         linkbench_degree_cap: None,
         ycsb_key_classes: None,
+        linkbench_id_classes: None,
         scale: "quick".into(),
     };
     vec![
@@ -655,16 +672,26 @@ impl Experiment {
         if self.linkbench_degree_cap == Some(0) {
             bail!("experiment {name}: linkbench_degree_cap must be at least 1 (or unset: a tenth of maxid1)");
         }
-        if let Some(classes) = self.ycsb_key_classes {
-            let scales = if self.scales.is_empty() {
-                std::slice::from_ref(&self.scale)
-            } else {
-                &self.scales[..]
+        let scales = if self.scales.is_empty() {
+            std::slice::from_ref(&self.scale)
+        } else {
+            &self.scales[..]
+        };
+        for sc in scales {
+            let Some(spec) = ScaleSpec::named(sc) else {
+                continue;
             };
-            for sc in scales {
-                let records = ScaleSpec::named(sc).map_or(u64::MAX, |s| s.ycsb_records);
+            if let Some(classes) = self.ycsb_key_classes {
+                let records = spec.ycsb_records;
                 if classes == 0 || classes > records {
                     bail!("experiment {name}: ycsb_key_classes must be between 1 and the record count of every scale it runs ({records} at {sc}), not {classes}");
+                }
+            }
+            if let Some(classes) = self.linkbench_id_classes {
+                // LinkBench's ids run from startid1 = 1 to maxid1 (exclusive).
+                let nodes = spec.linkbench_maxid1 as u64 - 1;
+                if classes == 0 || classes > nodes {
+                    bail!("experiment {name}: linkbench_id_classes must be between 1 and the node count of every scale it runs ({nodes} at {sc}), not {classes}");
                 }
             }
         }
@@ -876,7 +903,7 @@ mod tests {
     }
 
     #[test]
-    fn ycsb_key_classes_reach_every_scale_and_are_bounded_by_its_records() {
+    fn key_classes_reach_every_scale_and_are_bounded_by_its_size() {
         let e = find("streams").unwrap();
         assert_eq!(
             e.ycsb_key_classes, None,
@@ -899,6 +926,20 @@ mod tests {
             };
             let why = e.validate().unwrap_err().to_string();
             assert!(why.contains("ycsb_key_classes"), "{why}");
+        }
+        // LinkBench's: at most quick's 14 999 nodes here.
+        let lb = |c| Experiment {
+            linkbench_id_classes: Some(c),
+            ..held.clone()
+        };
+        lb(14_999).validate().unwrap();
+        assert_eq!(
+            lb(14_999).scale_spec("large").unwrap().linkbench_id_classes,
+            Some(14_999)
+        );
+        for bad in [0, 15_000] {
+            let why = lb(bad).validate().unwrap_err().to_string();
+            assert!(why.contains("linkbench_id_classes"), "{why}");
         }
     }
 

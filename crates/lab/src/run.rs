@@ -391,6 +391,11 @@ impl Lab {
                 alloc += &format!("-kc{classes}");
             }
         }
+        if let Some(classes) = e.linkbench_id_classes {
+            if w.workload.starts_with("linkbench-") {
+                alloc += &format!("-ic{classes}");
+            }
+        }
         slug(&format!(
             "{}-c{}-l{}-{}-{}-f{}-k{}-r{}-s{}-{}",
             w.workload,
@@ -1175,6 +1180,8 @@ pub(crate) fn drive<S: Store>(
             // The out-degree distribution's tail does not shrink with the graph: capped
             // (Experiment::linkbench_degree_cap says how).
             nlinks_cap: Some(scale.linkbench_nlinks_cap()),
+            // The skew held at every scale (Experiment::linkbench_id_classes), or LinkBench's.
+            zipf_classes: scale.linkbench_id_classes.map(|c| c as i64),
             ..LinkBenchConfig::default()
         };
         let store = open(&cfg.database)?;

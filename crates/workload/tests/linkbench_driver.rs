@@ -134,6 +134,41 @@ fn distributions_have_linkbench_statistics() {
 }
 
 #[test]
+fn zipf_classes_hold_the_head_share_as_the_ids_grow() {
+    // The share of draws on the hottest 1 % of ranks, by exact frequency (ranks counted).
+    let head = |z: &LbZipf, n: i64| {
+        let mut rng = workload::rng(5);
+        let mut count = vec![0u32; n as usize];
+        for _ in 0..400_000 {
+            let r = z.sample(&mut rng);
+            assert!((0..n).contains(&r), "{r} outside 0..{n}");
+            count[r as usize] += 1;
+        }
+        count.sort_unstable_by(|a, b| b.cmp(a));
+        count[..n as usize / 100].iter().sum::<u32>() as f64 / 400_000.0
+    };
+    let (few, many) = (10_000, 160_000);
+    // LinkBench's own Zipf (shape 0.8): its head grows with the ids (finite ζ).
+    let (own_few, own_many) = (
+        head(&LbZipf::new(few, 0.8), few),
+        head(&LbZipf::new(many, 0.8), many),
+    );
+    assert!(own_many > own_few + 0.02, "{own_few} → {own_many}");
+    // Over 10 000 classes it stays, within the sampling spread.
+    let classes = |n| LbZipf::with_classes(n, 0.8, 10_000);
+    let (held_few, held_many) = (head(&classes(few), few), head(&classes(many), many));
+    assert!(
+        (held_many - held_few).abs() < 0.01,
+        "{held_few} → {held_many}"
+    );
+    let cfg = LinkBenchConfig {
+        zipf_classes: Some(1_001),
+        ..small(Mix::Original)
+    };
+    assert!(Model::new(&cfg).is_err(), "more classes than ids");
+}
+
+#[test]
 fn model_ids_stay_in_range_and_degrees_correlate() {
     let cfg = small(Mix::Original);
     let m = Model::new(&cfg).unwrap();

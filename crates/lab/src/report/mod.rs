@@ -169,8 +169,12 @@ fn scales_text(exp: &Experiment, scale: &ScaleSpec) -> String {
             Some(c) => format!(", keys from a zipfian over {c} classes"),
             None => String::new(),
         };
+        let ids = match s.linkbench_id_classes {
+            Some(c) => format!(", ids from Zipfs over {c} classes"),
+            None => String::new(),
+        };
         format!(
-            "`{name}` (YCSB {} records / {} operations{keys}, LinkBench maxid1 {} / {} requests, out-degree capped at {})",
+            "`{name}` (YCSB {} records / {} operations{keys}, LinkBench maxid1 {} / {} requests, out-degree capped at {}{ids})",
             s.ycsb_records,
             s.ycsb_ops,
             s.linkbench_maxid1,

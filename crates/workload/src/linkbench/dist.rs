@@ -13,7 +13,10 @@ use rand_distr::{Distribution as _, StandardNormal};
 /// LinkBench's approximation of ζ(n) for n ≥ 100 000 (`ApproxHarmonic`).
 #[derive(Clone, Debug)]
 pub struct LbZipf {
+    /// Items the Zipf ranks (the classes, with [`LbZipf::with_classes`]).
     n: i64,
+    /// Ranks a draw returns: `n`, or more when each class spreads over several.
+    ranks: i64,
     shape: f64,
     zetan: f64,
     eta: f64,
@@ -33,11 +36,25 @@ impl LbZipf {
         let eta = (1.0 - (2.0 / n as f64).powf(1.0 - shape)) / (1.0 - zeta2 / zetan);
         LbZipf {
             n,
+            ranks: n,
             shape,
             zetan,
             eta,
             alpha: 1.0 / (1.0 - shape),
             two_point: zeta2,
+        }
+    }
+
+    /// Not in LinkBench: the same Zipf over a fixed number of classes, each spread uniformly
+    /// over its share of the `n` ranks (class `c` holds ranks `c, c + classes, …`), so the
+    /// share of draws on the hottest tenth of the ranks does not grow with `n` (for a shape
+    /// below 1 the head of a finite Zipf grows with its item count; docs/placement.md, "Why
+    /// the absolute figures do not converge"). `1 ≤ classes ≤ n`.
+    pub fn with_classes(n: i64, shape: f64, classes: i64) -> LbZipf {
+        assert!((1..=n.max(1)).contains(&classes), "1 ≤ classes ≤ n");
+        LbZipf {
+            ranks: n.max(1),
+            ..LbZipf::new(classes, shape)
         }
     }
 
@@ -59,7 +76,14 @@ impl LbZipf {
     }
 
     pub fn sample(&self, rng: &mut dyn RngCore) -> i64 {
-        self.quantile(rng.gen::<f64>())
+        let class = self.quantile(rng.gen::<f64>());
+        if self.ranks == self.n {
+            return class;
+        }
+        let size = (self.ranks - class + self.n - 1) / self.n;
+        let rank = class + self.n * rng.gen_range(0..size);
+        debug_assert!((0..self.ranks).contains(&rank));
+        rank
     }
 }
 

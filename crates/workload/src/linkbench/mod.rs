@@ -189,6 +189,11 @@ pub struct LinkBenchConfig {
     pub multiget_max: u64,
     /// Caps the per-id1 out-degree (None: LinkBench's distribution up to 961 963).
     pub nlinks_cap: Option<u64>,
+    /// Not in LinkBench: every id distribution's Zipf over this many classes, each spread
+    /// over its share of the ids ([`dist::LbZipf::with_classes`]), so the skew does not grow
+    /// with `maxid1`. None: LinkBench's own Zipfs over all ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zipf_classes: Option<i64>,
     /// Bulk batch size of the load (`mongo_bulk_insert_batch`, 1024).
     pub bulk_batch: usize,
     /// Seed of the client RNGs (the load's chunks and the requesters).
@@ -234,6 +239,7 @@ impl Default for LinkBenchConfig {
             multiget_p: 0.382,
             multiget_max: 128,
             nlinks_cap: None,
+            zipf_classes: None,
             bulk_batch: 1024,
             seed: 1,
             fixed_time_ms: None,
@@ -281,6 +287,15 @@ impl Model {
         if (sum - 100.0).abs() > 1e-5 {
             bail!("the mix's percentages sum to {sum}, not 100");
         }
+        if let Some(c) = cfg.zipf_classes {
+            if !(1..=n).contains(&c) {
+                bail!("zipf_classes must be between 1 and maxid1 − startid1 ({n}), not {c}");
+            }
+        }
+        let zipf = |shape: f64| match cfg.zipf_classes {
+            Some(c) => LbZipf::with_classes(n, shape, c),
+            None => LbZipf::new(n, shape),
+        };
         let (wu_shape, _) = if cfg.write_uses_read_uncorr {
             (cfg.read_uncorr_shape, cfg.read_uncorr_blend)
         } else {
@@ -292,12 +307,12 @@ impl Model {
             nlinks_shuffle: Shuffler::new(SEED_NLINKS, n),
             uncorr_shuffle: Shuffler::new(SEED_UNCORR, n),
             node_shuffle: Shuffler::new(SEED_NODE, n),
-            read_corr: LbZipf::new(n, cfg.read_shape),
-            read_uncorr: LbZipf::new(n, cfg.read_uncorr_shape),
-            write_corr: LbZipf::new(n, cfg.write_shape),
-            write_uncorr: LbZipf::new(n, wu_shape),
-            node_read: LbZipf::new(n, cfg.node_read_shape),
-            node_update: LbZipf::new(n, cfg.node_update_shape),
+            read_corr: zipf(cfg.read_shape),
+            read_uncorr: zipf(cfg.read_uncorr_shape),
+            write_corr: zipf(cfg.write_shape),
+            write_uncorr: zipf(wu_shape),
+            node_read: zipf(cfg.node_read_shape),
+            node_update: zipf(cfg.node_update_shape),
             requests: AtomicI64::new(0),
             object_ids: AtomicU32::new(0),
         })
