@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What the dirty budget absorbs, medium against large: for every engine run of
-docs/results/dirty-absorption and docs/results/dirty-absorption-classes (WiredTiger's engine,
-seed 2), the run phase's key changes that landed on a clean leaf (and dirtied it) and on a leaf
+docs/results/dirty-absorption, dirty-absorption-classes and dirty-absorption-lb-classes
+(WiredTiger's engine, seed 2), the run phase's key changes that landed on a clean leaf (and dirtied it) and on a leaf
 already dirty (absorbed), per operation, beside the host pages written per operation. Every
 figure is computed here from the two results files."""
 import json
@@ -24,6 +24,7 @@ def runs(path, label):
 def main():
     rows = list(runs(HERE / "results.json", ""))
     rows += runs(HERE.parent / "dirty-absorption-classes" / "results.json", "skew held: ")
+    rows += runs(HERE.parent / "dirty-absorption-lb-classes" / "results.json", "skew held: ")
     by = {(w, s): (a, d, h) for w, s, a, d, h in rows}
     print("workload | absorbed share, medium → large | dirtying changes/op, medium → large | "
           "host pages/op, medium → large")
