@@ -1,7 +1,8 @@
 //! What an engine wrote in a trace's run phase, by kind of file, kind of page and cause
 //! (eviction, checkpoint, split), as a CSV with bytes per operation and per run-phase
 //! checkpoint, and how many times each page was written per checkpoint interval it was
-//! written in (1.0: once per interval; more: the engine wrote it again before the checkpoint). docs/placement.md ("Why the absolute figures do not converge") compares two
+//! written in (1.0: once per interval; more: the engine wrote it again before the
+//! checkpoint). docs/placement.md ("Why the absolute figures do not converge") compares two
 //! scales' traces with it, to find which writes fall per operation as the database grows.
 //!
 //! `cargo run --release -p placement --example write_mix -- TRACE END_OF_LOAD_EVENT OPS`

@@ -21,3 +21,17 @@ pub fn rng(seed: u64) -> Rng {
     use rand::SeedableRng;
     rand::rngs::SmallRng::seed_from_u64(seed)
 }
+
+/// One of the `items` members of class `class` of `classes`, uniformly: class `c` holds
+/// `c, c + classes, c + 2·classes, …` below `items` (`1 ≤ classes ≤ items`, `0 ≤ c < classes`).
+/// Both workloads' skew-holding distributions (YCSB's `zipfian-classes`, LinkBench's
+/// `zipf_classes`) draw a class from their own Zipf, then a member with this, so the skew
+/// over the classes is the same whatever `items` is.
+pub fn class_member(class: i64, classes: i64, items: i64, rng: &mut dyn rand::RngCore) -> i64 {
+    use rand::Rng as _;
+    debug_assert!((1..=items).contains(&classes) && (0..classes).contains(&class));
+    let size = (items - class + classes - 1) / classes;
+    let member = class + classes * rng.gen_range(0..size);
+    debug_assert!((0..items).contains(&member));
+    member
+}

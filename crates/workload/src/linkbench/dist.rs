@@ -80,10 +80,7 @@ impl LbZipf {
         if self.ranks == self.n {
             return class;
         }
-        let size = (self.ranks - class + self.n - 1) / self.n;
-        let rank = class + self.n * rng.gen_range(0..size);
-        debug_assert!((0..self.ranks).contains(&rank));
-        rank
+        crate::class_member(class, self.n, self.ranks, rng)
     }
 }
 

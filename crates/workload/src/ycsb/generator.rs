@@ -334,9 +334,7 @@ impl ClassZipfianGenerator {
 impl NumberGenerator for ClassZipfianGenerator {
     fn next_value(&mut self, rng: &mut dyn RngCore) -> i64 {
         let c = self.classes.next_value(rng);
-        let j = rng.gen_range(0..self.class_size(c));
-        self.last = self.min + c + self.class_count * j;
-        debug_assert!(self.last >= self.min && self.last < self.min + self.items);
+        self.last = self.min + crate::class_member(c, self.class_count, self.items, rng);
         self.last
     }
     fn last_value(&self) -> i64 {
