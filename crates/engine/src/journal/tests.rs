@@ -798,8 +798,8 @@ fn filler_records_verify_and_carry_no_payload() {
     }
 }
 
-/// `Schedule::Inline`: nothing is written until the buffer holds `FLUSH_BYTES` (then by the
-/// caller's `throttle`) or someone syncs, and what was written replays as the threaded
+/// `Schedule::Inline`: nothing is written until the buffer holds a slot (`SLOT_BYTES`, then by
+/// the caller's `throttle`) or someone syncs, and what was written replays as the threaded
 /// journal's would.
 #[test]
 fn inline_journal_writes_by_size_and_on_sync_only() {
@@ -813,22 +813,77 @@ fn inline_journal_writes_by_size_and_on_sync_only() {
     j.throttle();
     assert_eq!(writes(&j), header_writes, "one record stays in the buffer");
     let mut lsns = vec![first];
-    while j.shared.state.lock().buffered < FLUSH_BYTES {
+    while j.shared.state.lock().buffered < SLOT_BYTES {
         lsns.push(j.append(&record).unwrap());
     }
     assert_eq!(writes(&j), header_writes, "appends never write");
+    let full = j.shared.state.lock().buffered;
     j.throttle();
     assert_eq!(
         writes(&j),
-        header_writes + 1,
-        "a full buffer is written by the caller"
+        header_writes + full.div_ceil(SLOT_BYTES),
+        "a full buffer is written by the caller, slot by slot"
     );
     assert_eq!(j.shared.state.lock().buffered, 0);
     lsns.push(j.append(b"last").unwrap());
     j.sync_to(*lsns.last().unwrap()).unwrap();
-    assert_eq!(writes(&j), header_writes + 2, "a sync writes the rest");
+    assert_eq!(
+        writes(&j),
+        header_writes + full.div_ceil(SLOT_BYTES) + 1,
+        "a sync writes the rest"
+    );
     j.close().unwrap();
     let (got, _) = replay_all(&dir, Lsn::default());
     assert_eq!(got.iter().map(|(l, _)| *l).collect::<Vec<_>>(), lsns);
     assert_eq!(got.last().unwrap().1, b"last");
+}
+
+/// No journal write is larger than a slot (`SLOT_BYTES`), on either schedule and whatever the
+/// file size: a flush of many slots, and a record larger than a slot, are written slot by slot,
+/// back to back. The writes cover the journal's bytes once each, and replay returns every record.
+#[test]
+fn no_journal_write_is_larger_than_a_slot() {
+    for schedule in [Schedule::Inline, Schedule::Background] {
+        let (_tmp, dir) = journal_dir();
+        let obs = Arc::new(CollectingObserver::new());
+        let cfg = config(&dir, 64 << 20, JournalCompressor::None);
+        let j = Journal::open_with(cfg, Arc::new(Io::observed(obs.clone())), schedule).unwrap();
+        let mut rng = StdRng::seed_from_u64(11);
+        let mut records = payloads(&mut rng, 3000, 3000);
+        records.insert(1500, vec![5u8; 3 * SLOT_BYTES as usize / 2]);
+        let mut expected = Vec::new();
+        for (i, p) in records.iter().enumerate() {
+            expected.push((j.append(p).unwrap(), p.clone()));
+            j.throttle();
+            if i == 2000 {
+                // A flush of more than one slot: written slot by slot.
+                j.sync_all().unwrap();
+            }
+        }
+        j.sync_all().unwrap();
+        j.close().unwrap();
+        let mut writes: Vec<_> = obs
+            .events()
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Write(w) => Some((w.file, w.offset, w.len as u64)),
+                _ => None,
+            })
+            .collect();
+        assert!(writes.len() > 10, "{schedule:?}: {} writes", writes.len());
+        let largest = writes.iter().map(|w| w.2).max().unwrap();
+        assert!(largest <= SLOT_BYTES, "{schedule:?}: a {largest}-byte write");
+        assert_eq!(largest, SLOT_BYTES, "{schedule:?}: some flush fills a slot");
+        writes.sort();
+        for pair in writes.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            assert!(
+                a.0 != b.0 || a.1 + a.2 <= b.1,
+                "{schedule:?}: writes overlap: {a:?} {b:?}"
+            );
+        }
+        let (got, outcome) = replay_all(&dir, Lsn::default());
+        assert!(got == expected, "{schedule:?}: replay differs");
+        assert!(outcome.torn_tail.is_none(), "{outcome:?}");
+    }
 }
