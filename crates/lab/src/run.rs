@@ -193,8 +193,7 @@ pub struct Sizing {
     pub cache_bytes: u64,
     /// The written-bytes checkpoint trigger: `checkpoint_share × capacity_bytes`.
     pub checkpoint_every_bytes: u64,
-    /// Journal files: WiredTiger's 100 MB on the seeds' 256 GB drive, scaled (at least the
-    /// engine's 64 KiB minimum).
+    /// Journal files: [`journal_file_bytes`].
     pub journal_file_bytes: u64,
 }
 
@@ -204,15 +203,33 @@ impl Sizing {
         let capacity = ((db_load_bytes as f64 / exp.device_fill / page as f64).ceil() as u64)
             .max(16 * 1024)
             * page;
-        let journal = (capacity as f64 * JOURNAL_FILE_SHARE) as u64;
         Sizing {
             db_load_bytes,
             capacity_bytes: capacity,
             cache_bytes: ((db_load_bytes as f64 * cache_share) as u64).max(1 << 20),
             checkpoint_every_bytes: ((capacity as f64 * exp.checkpoint_share) as u64).max(page),
-            journal_file_bytes: journal.clamp(engine::journal::MIN_FILE_MAX, 100 << 20),
+            journal_file_bytes: journal_file_bytes(capacity),
         }
     }
+}
+
+/// The smallest journal file the lab gives an engine: 32 of the journal's 256 KiB write slots.
+/// Each file's header page is written when the file is created and again by its first slot,
+/// and the older copy stays valid on an aged device until its address is reused: one page in
+/// 25 600 on the seeds' 100 MB files, but one in 236 on a medium device's scaled files (0.96
+/// MB), which raised the device's write amplification by 6 % there and 1.4 % at large
+/// (docs/placement.md, "The journal's write size"). At 8 MiB it is one page in 2 048.
+pub const JOURNAL_FILE_MIN_BYTES: u64 = 32 * engine::journal::SLOT_BYTES;
+
+/// Journal file size on a device of `capacity_bytes`: WiredTiger's 100 MB files on the seeds'
+/// 256 GB drive, scaled, but at least [`JOURNAL_FILE_MIN_BYTES`] (and at most an eighth of the
+/// device, for the tiny scale's 64 MB device).
+pub fn journal_file_bytes(capacity_bytes: u64) -> u64 {
+    let scaled = (capacity_bytes as f64 * JOURNAL_FILE_SHARE) as u64;
+    scaled
+        .max(JOURNAL_FILE_MIN_BYTES)
+        .min(capacity_bytes / 8)
+        .clamp(engine::journal::MIN_FILE_MAX, 100 << 20)
 }
 
 /// What one replay measured on the simulated device.
@@ -1439,4 +1456,27 @@ pub fn write_results(
     }
     std::fs::write(out.join("results.csv"), csv)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod journal_size_tests {
+    use super::*;
+
+    #[test]
+    fn journal_files_hold_at_least_32_slots_and_scale_to_the_seeds_100_mb() {
+        let mib = 1u64 << 20;
+        // The seeds' drive: WiredTiger's 100 MB.
+        assert_eq!(journal_file_bytes(256_000_000_000), 100_000_000);
+        // Lab devices: scaled down to 8 MiB, then held there.
+        // Paper scale: the bytes its engine runs had before the floor.
+        assert_eq!(journal_file_bytes(36961894400), 14438240);
+        assert_eq!(journal_file_bytes(9858621440), 8 * mib);
+        assert_eq!(journal_file_bytes(2473410560), 8 * mib);
+        // The tiny scale's 64 MB device: an eighth of it.
+        assert_eq!(journal_file_bytes(64 * mib), 8 * mib);
+        assert_eq!(journal_file_bytes(32 * mib), 4 * mib);
+        // Never below the engine's minimum, never above 100 MB.
+        assert_eq!(journal_file_bytes(256 << 10), engine::journal::MIN_FILE_MAX);
+        assert_eq!(journal_file_bytes(u64::MAX / 4), 100 << 20);
+    }
 }
