@@ -54,8 +54,8 @@ pub struct JournalStats {
 /// flushes instead of one huge one every commit interval.
 const FLUSH_BYTES: u64 = 4 << 20;
 /// The largest single journal write: WiredTiger's log slot buffer (256 KB; a full slot is one
-/// `pwrite`). A flush writes its bytes in slots, and under `Schedule::Inline` a slot is written
-/// as soon as it fills. The size must not follow the file size or the device: in the lab, a
+/// `pwrite`). A flush writes its bytes in slot-aligned pieces of the file, and under
+/// `Schedule::Inline` the buffer is written as soon as it holds a slot. The size must not follow the file size or the device: in the lab, a
 /// journal write larger than an erase block fills blocks with journal alone, one smaller shares
 /// them with table pages, and that changes the device's write amplification by up to 2.4×
 /// (docs/placement.md, "The journal's write size").
@@ -655,6 +655,23 @@ impl Shared {
         Ok(())
     }
 
+    /// Writes `bytes` at `offset` in `pwrite`s that never cross a multiple of `SLOT_BYTES` in
+    /// the file, so no write is larger than a slot and two writes of one flush never share a
+    /// 4 KiB page (a page they shared would reach the device twice).
+    fn write_slots(&self, f: &OpenFile, bytes: &[u8], offset: u64) -> Result<()> {
+        let (mut at, mut rest) = (offset, bytes);
+        while !rest.is_empty() {
+            let slot_end = (at / SLOT_BYTES + 1) * SLOT_BYTES;
+            let n = rest.len().min((slot_end - at) as usize);
+            debug_assert!(n > 0 && n as u64 <= SLOT_BYTES);
+            self.write_at(f, &rest[..n], at)?;
+            at += n as u64;
+            rest = &rest[n..];
+        }
+        debug_assert_eq!(at, offset + bytes.len() as u64);
+        Ok(())
+    }
+
     fn sync_data(&self, f: &OpenFile) -> Result<()> {
         self.io.sync_data(&f.file)?;
         bump(&self.stats.syncs, 1);
@@ -782,11 +799,7 @@ impl Flusher {
                 let end = sh.layout.round_up(chunk.bytes.len() as u64) as usize;
                 chunk.bytes.resize(end, 0);
             }
-            // One `pwrite` per slot: `chunk.offset` is aligned, and so is every slot boundary.
-            for (i, slot) in chunk.bytes.chunks(SLOT_BYTES as usize).enumerate() {
-                let offset = chunk.offset as u64 + i as u64 * SLOT_BYTES;
-                sh.write_at(&self.file, slot, offset)?;
-            }
+            sh.write_slots(&self.file, &chunk.bytes, chunk.offset as u64)?;
             self.written_end = records_end;
             chunk.bytes.clear();
             buffers.push(chunk.bytes);

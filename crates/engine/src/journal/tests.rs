@@ -861,6 +861,7 @@ fn no_journal_write_is_larger_than_a_slot() {
             }
         }
         j.sync_all().unwrap();
+        let syncs = j.stats().syncs;
         j.close().unwrap();
         let mut writes: Vec<_> = obs
             .events()
@@ -874,6 +875,13 @@ fn no_journal_write_is_larger_than_a_slot() {
         let largest = writes.iter().map(|w| w.2).max().unwrap();
         assert!(largest <= SLOT_BYTES, "{schedule:?}: a {largest}-byte write");
         assert_eq!(largest, SLOT_BYTES, "{schedule:?}: some flush fills a slot");
+        // A flush splits its bytes at slot boundaries of the file, never elsewhere: only a
+        // flush's first write may start off a boundary (and share a page with the last flush).
+        let unaligned = writes.iter().filter(|w| w.1 % SLOT_BYTES != 0).count() as u64;
+        assert!(
+            unaligned <= syncs,
+            "{schedule:?}: {unaligned} writes start off a slot boundary, {syncs} syncs"
+        );
         writes.sort();
         for pair in writes.windows(2) {
             let (a, b) = (pair[0], pair[1]);
