@@ -172,6 +172,7 @@ fn bench(
         commit_interval: Duration::from_millis(100),
         compressor: journal_compressor,
         preallocate: true,
+        block_aligned: false,
     });
     cfg.checkpoint_interval = Some(Duration::from_secs(args.checkpoint_secs));
     let engine = Arc::new(DiskEngine::open(cfg).context("opening the engine")?);

@@ -513,6 +513,12 @@ pub struct JournalConfig {
     /// Allocate new files to `file_max` before use, so that running out of space shows up when a
     /// file is created rather than in the middle of a write, and appends do not change the size.
     pub preallocate: bool,
+    /// Pad every flush to a 4 KiB block and give each file's header a block of its own, the
+    /// layout `direct_io=log` needs, also without `O_DIRECT`: then no journal page is written
+    /// twice (a buffered flush that ends inside a block has that block written again by the
+    /// next flush). The lab sets it, because the seeds ran WiredTiger with direct I/O (seed
+    /// 000 §5.1), whose log pads its writes the same way. Replay reads either layout.
+    pub block_aligned: bool,
 }
 
 pub const MIN_FILE_MAX: u64 = 64 << 10;
@@ -526,6 +532,7 @@ impl Default for JournalConfig {
             commit_interval: Duration::from_millis(100),
             compressor: JournalCompressor::Snappy,
             preallocate: true,
+            block_aligned: false,
         }
     }
 }

@@ -241,7 +241,7 @@ impl Journal {
         std::fs::create_dir_all(&cfg.dir)
             .ctx(|| format!("creating journal directory {}", cfg.dir.display()))?;
         let number = replay::list_files(&cfg.dir)?.last().map_or(1, |n| n + 1);
-        let layout = Layout::new(io.direct_io().log);
+        let layout = Layout::new(io.direct_io().log || cfg.block_aligned);
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 next: layout.first_lsn(number),

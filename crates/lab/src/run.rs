@@ -788,6 +788,13 @@ pub fn run_engine(
     // what one interval writes depend on this machine's speed.
     cfg.engine.checkpoint_interval = None;
     cfg.engine.schedule = Schedule::Inline;
+    // The seeds ran WiredTiger with direct I/O, whose log pads each write to a block: no
+    // journal page reaches the device twice (docs/lab.md, "Direct-I/O semantics").
+    cfg.engine
+        .journal
+        .as_mut()
+        .expect("the lab's engines journal")
+        .block_aligned = true;
     cfg.uuid_seed = Some(w.seed);
     cfg.engine.observer = Some(obs.clone());
     let alloc: engine::AllocPolicy = w.allocation.parse().map_err(|e| anyhow!("{e}"))?;
