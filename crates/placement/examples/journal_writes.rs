@@ -20,7 +20,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (i, ev) in TraceReader::open(std::path::Path::new(trace))?.enumerate() {
         let run = i >= end_of_load;
         match ev? {
-            Event::FileCreate { file, kind, .. } if kind == FileKind::Journal => {
+            Event::FileCreate {
+                file,
+                kind: FileKind::Journal,
+                ..
+            } => {
                 journal.insert(file as u64);
                 created += run as u64;
             }
