@@ -983,12 +983,37 @@ pub(crate) fn work_root(out: &Path) -> PathBuf {
     }
     let shm = Path::new("/dev/shm");
     if shm.is_dir() {
+        static CLEARED: std::sync::Once = std::sync::Once::new();
+        CLEARED.call_once(|| remove_stale_work_dirs(shm));
         let probe = shm.join(format!("flashdoc-lab-{}", std::process::id()));
         if std::fs::create_dir_all(&probe).is_ok() {
             return probe;
         }
     }
     out.join("work")
+}
+
+/// Removes the RAM work directories (`flashdoc-lab-PID`) of lab processes that are gone: an
+/// interrupted run leaves its databases there, and a resumed run would otherwise share the RAM
+/// with them (gigabytes at paper scale, enough for the kernel to kill it). A directory whose
+/// process is alive is kept.
+fn remove_stale_work_dirs(shm: &Path) {
+    let Ok(entries) = std::fs::read_dir(shm) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("flashdoc-lab-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// The chapter's read job (seed 001 §10.3.2): restart, then fetch every document 12 times;
@@ -1485,5 +1510,28 @@ mod journal_size_tests {
         // Never below the engine's minimum, never above 100 MB.
         assert_eq!(journal_file_bytes(256 << 10), engine::journal::MIN_FILE_MAX);
         assert_eq!(journal_file_bytes(u64::MAX / 4), 100 << 20);
+    }
+}
+
+#[cfg(test)]
+mod work_dir_tests {
+    use super::*;
+
+    #[test]
+    fn stale_work_dirs_of_dead_processes_are_removed_live_ones_kept() {
+        let shm = tempfile::tempdir().unwrap();
+        let mine = shm
+            .path()
+            .join(format!("flashdoc-lab-{}", std::process::id()));
+        // PID 1 is always alive; no PID is this large on Linux (pid_max is at most 2^22).
+        let live = shm.path().join("flashdoc-lab-1");
+        let dead = shm.path().join(format!("flashdoc-lab-{}", u32::MAX - 7));
+        let other = shm.path().join("someone-else");
+        for d in [&mine, &live, &dead, &other] {
+            std::fs::create_dir_all(d.join("db")).unwrap();
+        }
+        remove_stale_work_dirs(shm.path());
+        assert!(mine.exists() && live.exists() && other.exists());
+        assert!(!dead.exists());
     }
 }
