@@ -212,6 +212,7 @@ fn wiredtiger_run(
     let _ = std::fs::remove_dir_all(&work);
     let shares = run::write_shares(&trace, end_of_load_event)?;
     let r = EngineRun {
+        trace_version: run::TRACE_VERSION,
         key: key.clone(),
         workload: workload.to_string(),
         seed,

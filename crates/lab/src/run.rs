@@ -32,6 +32,9 @@ use workload::store::{InProc, Store};
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EngineRun {
     pub key: String,
+    /// [`TRACE_VERSION`] of the code that made the run (1 before versions were kept).
+    #[serde(default = "first_trace_version")]
+    pub trace_version: u32,
     pub workload: String,
     /// Workload seed.
     pub seed: u64,
@@ -235,6 +238,9 @@ pub fn journal_file_bytes(capacity_bytes: u64) -> u64 {
 /// What one replay measured on the simulated device.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DeviceRun {
+    /// [`TRACE_VERSION`] of the engine run replayed (1 before versions were kept).
+    #[serde(default = "first_trace_version")]
+    pub trace_version: u32,
     pub policy: String,
     pub trim: TrimSpec,
     /// The TRIM batch in extents on this device (`trim.batch` scaled to its capacity).
@@ -642,8 +648,9 @@ impl Lab {
         ));
         let saved = self.out.join("points").join(format!("{key}.json"));
         if let Ok(text) = std::fs::read_to_string(&saved) {
-            if let Ok(d) = serde_json::from_str::<DeviceRun>(&text) {
-                return Ok(d);
+            match serde_json::from_str::<DeviceRun>(&text) {
+                Ok(d) if d.trace_version == run.trace_version => return Ok(d),
+                _ => {}
             }
         }
         let d = replay_run(run, policy, trim, ssd, &self.exp)?;
@@ -900,6 +907,7 @@ pub fn run_engine(
     }
     Ok(EngineRun {
         key: key.to_string(),
+        trace_version: TRACE_VERSION,
         workload: w.workload.clone(),
         seed: w.seed,
         cache_share: w.cache_share,
@@ -967,10 +975,21 @@ pub(crate) fn setup_script(script: &str, what: &str) -> Result<PathBuf> {
     Ok(PathBuf::from(stdout.lines().last().unwrap_or("").trim()))
 }
 
-/// A run saved by an earlier, interrupted invocation, if its trace is still there.
+/// What the engine writes for a given workload and settings, as a version: bump it with every
+/// change that alters the engine's traces, so that a resumed experiment runs again the engine
+/// runs (and the replays of them) that older code made instead of mixing them with new ones.
+/// 2: the journal writes 256 KiB slots in the direct-I/O layout, in files of at least 8 MiB.
+pub const TRACE_VERSION: u32 = 2;
+
+fn first_trace_version() -> u32 {
+    1
+}
+
+/// A run saved by an earlier, interrupted invocation, if its trace is still there and the
+/// engine that made it wrote what this one writes ([`TRACE_VERSION`]).
 pub(crate) fn saved_run(saved: &Path) -> Option<EngineRun> {
     let r: EngineRun = serde_json::from_str(&std::fs::read_to_string(saved).ok()?).ok()?;
-    r.trace.exists().then_some(r)
+    (r.trace.exists() && r.trace_version == TRACE_VERSION).then_some(r)
 }
 
 /// Where engine runs keep their database: `$FLASHDOC_LAB_WORK`, else a RAM filesystem
@@ -1400,6 +1419,7 @@ fn replay_run(
     let ops = (run.run.operations as f64).max(1.0);
     let flash = r.counters.host_write_pages + r.counters.gc_copy_pages;
     Ok(DeviceRun {
+        trace_version: run.trace_version,
         policy: policy.to_string(),
         trim: trim.clone(),
         trim_batch_extents: batch,

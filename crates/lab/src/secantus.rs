@@ -399,6 +399,7 @@ pub(crate) fn secantus_run(
     extra.insert("measured_load_bytes".into(), measured_load_bytes as f64);
     extra.insert("lab_checkpoints".into(), lab_checkpoints as f64);
     let r = EngineRun {
+        trace_version: run::TRACE_VERSION,
         key,
         workload: w.workload,
         seed,

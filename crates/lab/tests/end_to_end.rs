@@ -112,11 +112,37 @@ fn a_tiny_streams_experiment_writes_results_plots_and_a_report() {
         .unwrap()
         .path();
     let before = std::fs::metadata(&engine_file).unwrap().modified().unwrap();
-    lab::run_experiment(exp, Some("tiny"), &out, true, None).unwrap();
+    lab::run_experiment(exp.clone(), Some("tiny"), &out, true, None).unwrap();
     assert_eq!(
         std::fs::metadata(&engine_file).unwrap().modified().unwrap(),
         before
     );
+
+    // Runs that an engine writing other traces made (an older TRACE_VERSION) are run again,
+    // and so are their replays: a resumed experiment never mixes the two.
+    let points = out.join("points");
+    let version = |p: &std::path::Path| -> u64 {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        v["trace_version"].as_u64().unwrap()
+    };
+    for e in std::fs::read_dir(&points).unwrap() {
+        let p = e.unwrap().path();
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        v.as_object_mut().unwrap().remove("trace_version");
+        std::fs::write(&p, serde_json::to_string(&v).unwrap()).unwrap();
+    }
+    lab::run_experiment(exp, Some("tiny"), &out, true, None).unwrap();
+    for e in std::fs::read_dir(&points).unwrap() {
+        let p = e.unwrap().path();
+        assert_eq!(
+            version(&p),
+            lab::run::TRACE_VERSION as u64,
+            "{} was not made again",
+            p.display()
+        );
+    }
 }
 
 #[test]
