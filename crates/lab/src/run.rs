@@ -1521,9 +1521,9 @@ mod journal_size_tests {
         let mib = 1u64 << 20;
         // The seeds' drive: WiredTiger's 100 MB.
         assert_eq!(journal_file_bytes(256_000_000_000), 100_000_000);
-        // Lab devices: scaled down to 8 MiB, then held there.
-        // Paper scale: the bytes its engine runs had before the floor.
+        // Paper scale: scaled (the bytes its engine runs had before the floor).
         assert_eq!(journal_file_bytes(36961894400), 14438240);
+        // Large and medium: held at 8 MiB.
         assert_eq!(journal_file_bytes(9858621440), 8 * mib);
         assert_eq!(journal_file_bytes(2473410560), 8 * mib);
         // The tiny scale's 64 MB device: an eighth of it.
