@@ -1513,7 +1513,7 @@ pub fn write_results(
 }
 
 #[cfg(test)]
-mod journal_size_tests {
+mod tests {
     use super::*;
 
     #[test]
@@ -1533,11 +1533,6 @@ mod journal_size_tests {
         assert_eq!(journal_file_bytes(256 << 10), engine::journal::MIN_FILE_MAX);
         assert_eq!(journal_file_bytes(u64::MAX / 4), 100 << 20);
     }
-}
-
-#[cfg(test)]
-mod work_dir_tests {
-    use super::*;
 
     #[test]
     fn stale_work_dirs_of_dead_processes_are_removed_live_ones_kept() {

@@ -14,7 +14,7 @@ use placement::{Event, FileKind, TrimWhen};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-/// The lab's `warmup_capacities`.
+/// The lab's `warmup_capacities`; the passes are counted as `lab::run::run_loops` counts them.
 const WARMUP_CAPACITIES: f64 = 24.0;
 
 fn main() -> Result<(), Error> {
@@ -30,6 +30,9 @@ fn main() -> Result<(), Error> {
             )
         }
     };
+    if !matches!(without, None | Some("journal" | "journal-headers")) {
+        return Err(format!("unknown kind of write {without:?} (journal, journal-headers)").into());
+    }
     let trace = std::path::Path::new(trace);
     let logical_pages: u64 = logical_pages.parse()?;
     let end_of_load: usize = end_of_load.parse()?;
@@ -38,9 +41,7 @@ fn main() -> Result<(), Error> {
         (Event::Write(w), Some("journal-headers")) => {
             w.file_kind == FileKind::Journal && w.offset == 0 && w.len <= 128
         }
-        (_, None) => false,
-        (_, Some("journal" | "journal-headers")) => false,
-        (_, Some(other)) => panic!("unknown kind of write {other:?}"),
+        _ => false,
     };
     let mut events = Vec::new();
     let mut run_from = 0;
