@@ -198,3 +198,75 @@ fn a_reconfigured_dirty_budget_lets_more_of_the_cache_stay_dirty() {
         );
     }
 }
+
+/// The inline schedule's engine with 4 KB leaves, loaded with `keys` keys and checkpointed, so
+/// every leaf starts clean.
+fn inline_engine_loaded(dir: &std::path::Path, keys: u32) -> (DiskEngine, engine::TableId) {
+    let mut cfg = EngineConfig::new(dir);
+    cfg.cache_size = CACHE_BYTES;
+    cfg.checkpoint_interval = None;
+    cfg.schedule = engine::Schedule::Inline;
+    let eng = DiskEngine::open(cfg).unwrap();
+    let t = eng
+        .create_table("c", &TableConfig::collection().with_leaf_page_max(4096))
+        .unwrap();
+    for i in 0..keys {
+        eng.put(t, &key(i), &[1u8; 200]).unwrap();
+    }
+    eng.checkpoint().unwrap();
+    (eng, t)
+}
+
+#[test]
+fn a_leaf_changed_every_call_is_not_scrubbed_while_colder_dirty_leaves_are() {
+    let dir = tempfile::tempdir().unwrap();
+    // ~2.5 MB in ~800 leaves, under the cache's target: eviction only scrubs.
+    let (eng, t) = inline_engine_loaded(dir.path(), 10_000);
+    let to_clean = || cache_stat(&eng, "leaf_changes_to_clean");
+    let written_before = cache_stat(&eng, "dirty_pages_written");
+    let mut hot_dirtied = 0;
+    // Each round changes the hot leaf (key 0's) once and dirties one cold leaf after another,
+    // far past the 5 % dirty target (~400 KB, about 100 of these leaves), so scrubbing runs
+    // all the time. The hot leaf stays among the most recently used: it is never a candidate,
+    // so none of its changes finds it clean, but perhaps the first after the first rounds:
+    // until scrubbing has run a round, every dirty leaf has the same recency.
+    for round in 0..3_000u32 {
+        let before = to_clean();
+        eng.put(t, &key(0), &round.to_le_bytes()).unwrap();
+        if round >= 200 {
+            hot_dirtied += to_clean() - before;
+        }
+        let cold = 20 + (round * 7919) % 9_980;
+        eng.put(t, &key(cold), &[2u8; 200]).unwrap();
+    }
+    let scrubbed = cache_stat(&eng, "dirty_pages_written") - written_before;
+    assert!(scrubbed > 1_000, "the cold leaves were written: {scrubbed}");
+    assert!(
+        hot_dirtied <= 1,
+        "the hot leaf was written {hot_dirtied} times while it was hot"
+    );
+    assert_eq!(cache_stat(&eng, "pages_evicted"), 0);
+}
+
+#[test]
+fn eviction_stops_at_the_dirty_target_not_a_batch_below_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (eng, t) = inline_engine_loaded(dir.path(), 10_000);
+    let dirty_target = CACHE_BYTES * 5 / 100;
+    // Dirty one leaf after another. The inline schedule scrubs at the end of each call until
+    // the dirty bytes are back under the target: they stay within one leaf of it, where a
+    // fixed batch of 16 leaves would leave them 16 leaves (~70 KB) under it.
+    let mut lowest_after_full = u64::MAX;
+    for i in 0..2_000u32 {
+        eng.put(t, &key((i * 7919) % 10_000), &[3u8; 200]).unwrap();
+        let dirty = cache_stat(&eng, "dirty_bytes");
+        assert!(dirty <= dirty_target, "{dirty} dirty bytes after a call");
+        if i >= 500 {
+            lowest_after_full = lowest_after_full.min(dirty);
+        }
+    }
+    assert!(
+        lowest_after_full + (16 << 10) > dirty_target,
+        "the dirty bytes fell to {lowest_after_full}, more than a leaf under the target {dirty_target}"
+    );
+}

@@ -981,7 +981,9 @@ pub(crate) fn setup_script(script: &str, what: &str) -> Result<PathBuf> {
 /// change that alters the engine's traces, so that a resumed experiment runs again the engine
 /// runs (and the replays of them) that older code made instead of mixing them with new ones.
 /// 2: the journal writes 256 KiB slots in the direct-I/O layout, in files of at least 8 MiB.
-pub const TRACE_VERSION: u32 = 2;
+/// 3: eviction stops as soon as the cache is back under the target it serves, instead of
+/// after a batch of 16 pages, and takes its candidates from the colder half of the leaves.
+pub const TRACE_VERSION: u32 = 3;
 
 fn first_trace_version() -> u32 {
     1
