@@ -158,7 +158,7 @@ impl Cache {
             self.add_dirty(-(mem as i64));
         }
     }
-    /// Advances the recency clock (each eviction scan).
+    /// Advances the recency clock (once per eviction round).
     pub fn advance_clock(&self) {
         self.tick.fetch_add(1, Ordering::Relaxed);
     }

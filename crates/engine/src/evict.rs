@@ -59,9 +59,9 @@ impl Evictor {
     /// fixed batch is a larger share of a smaller cache's budget (16 leaves were 40 % of
     /// LinkBench's 5 % dirty target at the lab's medium scale, 10 % at large).
     pub fn evict_some(&self, catalog: &Catalog, cache: &Cache, n: usize) -> Result<bool> {
-        // One tick per round, as WiredTiger bumps its read generation once per eviction pass:
-        // recency then tells apart what was touched since the last round, not only since the
-        // last fill of a queue.
+        // The recency clock ticks once per round, as WiredTiger bumps its read generation once
+        // per eviction pass: recency then tells apart what was touched since the last round
+        // (it used to tick once per fill of the eviction queue, half a cache of evictions).
         cache.advance_clock();
         let mode = if cache.over_total_target() {
             Mode::Evict
@@ -85,7 +85,7 @@ impl Evictor {
                 if q.is_empty() {
                     match mode {
                         Mode::Evict => fill_lru(catalog, cache, &mut q),
-                        Mode::Scrub => fill_dirty(catalog, cache, &mut q),
+                        Mode::Scrub => fill_dirty(catalog, &mut q),
                     }
                 }
                 q.pop()
@@ -193,10 +193,9 @@ fn scrub_one(table: &Table, leaf: &Arc<Leaf>) -> Result<bool> {
 /// first); under dirty pressure the dirty ones among them go first. The hotter half is not a
 /// candidate, dirty or not, as WiredTiger takes only candidates below a read-generation
 /// cutoff: a leaf changed again and again (an append point, a hot counter) would otherwise be
-/// written once per pass of the queue and dirtied again at once. A pass of the queue covers
-/// the same share of the cache at every size, so the smaller the database, the more often per
-/// operation such a leaf was written: on LinkBench that made a 4× larger database write 8 %
-/// fewer pages per operation with the same shares of cache.
+/// written once per pass of the queue and dirtied again at once, and a pass covers the same
+/// share of the cache at every size, so a smaller database wrote such leaves more often per
+/// operation (docs/engine.md, "Cache and eviction").
 fn fill_lru(catalog: &Catalog, cache: &Cache, q: &mut Vec<(Arc<Table>, Arc<Leaf>)>) {
     let dirty_pressure = cache.dirty_bytes() > cache.dirty_target();
     let mut cands: Vec<(u64, bool, Arc<Table>, Arc<Leaf>)> = Vec::new();
@@ -217,14 +216,13 @@ fn fill_lru(catalog: &Catalog, cache: &Cache, q: &mut Vec<(Arc<Table>, Arc<Leaf>
     let first = |c: &(u64, bool, _, _)| (dirty_pressure && c.1, std::cmp::Reverse(c.0));
     cands.sort_by_key(|c| first(c));
     q.extend(cands.into_iter().map(|(_, _, t, l)| (t, l)));
-    cache.advance_clock();
 }
 
 /// Takes every table's dirty list and queues its colder half, the least recently used last
 /// (popped first, as a page written long ago is the least likely to be written again before
 /// the checkpoint); the hotter half goes back on the lists, to be judged again at the next
-/// fill. The clock advances, so the next fill tells what was touched since this one.
-fn fill_dirty(catalog: &Catalog, cache: &Cache, q: &mut Vec<(Arc<Table>, Arc<Leaf>)>) {
+/// fill.
+fn fill_dirty(catalog: &Catalog, q: &mut Vec<(Arc<Table>, Arc<Leaf>)>) {
     debug_assert!(q.is_empty(), "the scrub queue is refilled only when empty");
     let mut all: Vec<(Arc<Table>, Arc<Leaf>)> = Vec::new();
     for t in catalog.all() {
@@ -239,5 +237,4 @@ fn fill_dirty(catalog: &Catalog, cache: &Cache, q: &mut Vec<(Arc<Table>, Arc<Lea
     }
     all.reverse();
     *q = all;
-    cache.advance_clock();
 }
