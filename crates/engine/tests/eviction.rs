@@ -155,16 +155,9 @@ fn peak_dirty_while_writing(
 #[test]
 fn a_reconfigured_dirty_budget_lets_more_of_the_cache_stay_dirty() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = EngineConfig::new(dir.path());
-    cfg.cache_size = CACHE_BYTES;
-    cfg.checkpoint_interval = None;
     // Inline: the writing thread evicts after each call, so the dirty bytes it leaves are the
     // budget's doing, not a background thread's timing.
-    cfg.schedule = engine::Schedule::Inline;
-    let eng = DiskEngine::open(cfg).unwrap();
-    let t = eng
-        .create_table("c", &TableConfig::collection().with_leaf_page_max(4096))
-        .unwrap();
+    let (eng, t) = inline_engine_loaded(dir.path(), 0);
     // 4 000 keys × ~1 KB: about half the cache, all of it dirtied over and over.
     let default_peak = peak_dirty_while_writing(&eng, t, 0..12_000);
     assert!(
