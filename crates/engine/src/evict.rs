@@ -224,17 +224,18 @@ fn fill_lru(catalog: &Catalog, cache: &Cache, q: &mut Vec<(Arc<Table>, Arc<Leaf>
 /// fill.
 fn fill_dirty(catalog: &Catalog, q: &mut Vec<(Arc<Table>, Arc<Leaf>)>) {
     debug_assert!(q.is_empty(), "the scrub queue is refilled only when empty");
-    let mut all: Vec<(Arc<Table>, Arc<Leaf>)> = Vec::new();
+    // Each leaf's recency is read once: writers touch leaves while this sorts, and a key that
+    // changes under the sort is not a total order (the standard sort panics on one).
+    let mut all: Vec<(u64, Arc<Table>, Arc<Leaf>)> = Vec::new();
     for t in catalog.all() {
         for l in t.take_dirty() {
-            all.push((t.clone(), l));
+            all.push((l.last_access(), t.clone(), l));
         }
     }
-    all.sort_by_key(|(_, l)| l.last_access());
+    all.sort_by_key(|c| c.0);
     let hot = all.split_off(all.len().div_ceil(2));
-    for (t, l) in hot {
+    for (_, t, l) in hot {
         t.list_dirty(&l);
     }
-    all.reverse();
-    *q = all;
+    q.extend(all.into_iter().rev().map(|(_, t, l)| (t, l)));
 }
