@@ -505,12 +505,19 @@ impl Lab {
         let work = self.engine_work();
         let replay_total = work.len() * e.policies.len() * e.trims.len() * e.ssds.len();
         let bar = self.bar(replay_total as u64, "points");
-        let results = in_parallel(&work, |w| self.engine_points(w, &bar));
+        let order = schedule(&work);
+        let scheduled: Vec<&EngineWork> = order.iter().map(|&i| &work[i]).collect();
+        let results = in_parallel(&scheduled, |w| self.engine_points(w, &bar));
         bar.finish_and_clear();
-        // Items are begun in order, so a `None` (not begun) only follows an error.
+        // Back into `engine_work` order. Items are begun in order, so a `None` (not begun)
+        // only follows an error.
+        let mut in_work_order: Vec<_> = order.into_iter().zip(results).collect();
+        in_work_order.sort_by_key(|&(i, _)| i);
         let mut points = Vec::new();
-        for r in results.into_iter().flatten() {
-            points.extend(r?);
+        for (_, r) in in_work_order {
+            if let Some(r) = r {
+                points.extend(r?);
+            }
         }
         Ok(points)
     }
@@ -659,6 +666,16 @@ impl Lab {
         std::fs::write(&saved, serde_json::to_string_pretty(&d)?)?;
         Ok(d)
     }
+}
+
+/// The order engine runs begin in, as indices into `work`: reference runs first, each group in
+/// `work` order. Every other engine run waits for its point's reference (it keeps the
+/// reference's checkpoint intervals), so a worker that took one before its reference had begun
+/// would only wait, and the engine runs would go one at a time.
+fn schedule(work: &[EngineWork]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..work.len()).collect();
+    order.sort_by_key(|&i| !work[i].is_reference());
+    order
 }
 
 /// `f` of every item, on as many threads as the machine has cores, in `items` order. After
@@ -1534,6 +1551,31 @@ mod tests {
         // Never below the engine's minimum, never above 100 MB.
         assert_eq!(journal_file_bytes(256 << 10), engine::journal::MIN_FILE_MAX);
         assert_eq!(journal_file_bytes(u64::MAX / 4), 100 << 20);
+    }
+
+    #[test]
+    fn reference_runs_begin_first_and_each_group_keeps_its_order() {
+        let point = |workload: &str, allocation: &str, dirty_pct| EngineWork {
+            workload: workload.into(),
+            cache_share: 0.2,
+            leaf_kb: 32,
+            compressor: "none".into(),
+            allocation: allocation.into(),
+            dirty_pct,
+            seed: 2,
+            scale: "paper".into(),
+        };
+        let work = [
+            point("a", "best", ENGINE_DIRTY_PCT),
+            point("a", "sweep", [50, 80]),
+            point("b", "best", ENGINE_DIRTY_PCT),
+            point("b", "sweep", [50, 80]),
+            // Best fit with another dirty budget is not a reference: it waits for one.
+            point("b", "best", [50, 80]),
+            point("c", "best", ENGINE_DIRTY_PCT),
+        ];
+        assert_eq!(schedule(&work), [0, 2, 5, 1, 3, 4]);
+        assert!(schedule(&[]).is_empty());
     }
 
     #[test]
