@@ -164,6 +164,12 @@ pub struct SsdSpec {
     /// 1 024), to test what the block count does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pages_per_block: Option<u32>,
+    /// Erase blocks per device, held at every scale: the block is the power of two from 16 to
+    /// 1 024 pages that gives the device the count nearest this one (`run::pages_for_units`),
+    /// so a larger device has larger blocks, not more of them. Unset, the count grows with the
+    /// device (see `pages_per_block`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erase_units: Option<u64>,
 }
 
 fn trim_command_us() -> f64 {
@@ -181,9 +187,10 @@ impl SsdSpec {
             ssd::GcTie::Newest => String::new(),
             other => format!("-{}", other.name()),
         };
-        let block = match self.pages_per_block {
-            Some(p) => format!("-ppb{p}"),
-            None => String::new(),
+        let block = match (self.pages_per_block, self.erase_units) {
+            (Some(p), _) => format!("-ppb{p}"),
+            (None, Some(u)) => format!("-eu{u}"),
+            (None, None) => String::new(),
         };
         format!(
             "{}st-op{}-{}{tie}{t}{block}",
@@ -454,6 +461,7 @@ fn ssd8() -> SsdSpec {
         gc_tie: ssd::GcTie::Newest,
         trim_command_us: trim_command_us(),
         pages_per_block: None,
+        erase_units: None,
     }
 }
 
@@ -780,6 +788,17 @@ impl Experiment {
                 bail!("experiment {name}: pages_per_block must be a power of two from 16 to 1024, not {p}");
             }
         }
+        for d in &self.ssds {
+            match (d.pages_per_block, d.erase_units) {
+                (Some(_), Some(_)) => bail!(
+                    "experiment {name}: an ssds entry holds either pages_per_block or erase_units, not both"
+                ),
+                (None, Some(u)) if !(16..=1 << 24).contains(&u) => bail!(
+                    "experiment {name}: erase_units must be from 16 to 16777216, not {u}"
+                ),
+                _ => {}
+            }
+        }
         if !(self.run_factor > 0.0 && self.run_factor <= 1000.0) {
             bail!("experiment {name}: run_factor must be in (0, 1000]");
         }
@@ -899,6 +918,24 @@ mod tests {
         for bad in [8, 100, 2048] {
             let why = with(bad).validate().unwrap_err().to_string();
             assert!(why.contains("pages_per_block"), "{why}");
+        }
+    }
+
+    #[test]
+    fn a_held_erase_unit_count_is_named_and_bounded() {
+        let e = find("streams").unwrap();
+        assert_eq!(e.ssds[0].erase_units, None, "the committed runs' blocks");
+        let with = |u: u64, ppb: Option<u32>| {
+            let mut x = e.clone();
+            x.ssds[0].erase_units = Some(u);
+            x.ssds[0].pages_per_block = ppb;
+            x
+        };
+        assert_eq!(with(4096, None).ssds[0].label(), "8st-op0.07-greedy-eu4096");
+        with(4096, None).validate().unwrap();
+        for bad in [with(8, None), with(1 << 25, None), with(4096, Some(64))] {
+            let why = bad.validate().unwrap_err().to_string();
+            assert!(why.contains("erase_units"), "{why}");
         }
     }
 

@@ -1384,9 +1384,11 @@ fn replay_run(
     // A lab-sized device is small; a real one has thousands of erase blocks, so the open
     // block of each stream costs nothing. Keep that true: at least ~1024 blocks, by using
     // smaller blocks (a power of two, 16 to 256 pages).
-    dev.pages_per_block = ssd
-        .pages_per_block
-        .unwrap_or_else(|| pages_per_block(logical_pages));
+    dev.pages_per_block = match (ssd.pages_per_block, ssd.erase_units) {
+        (Some(p), _) => p,
+        (None, Some(units)) => pages_for_units(logical_pages, units),
+        (None, None) => pages_per_block(logical_pages),
+    };
     dev.set_op(ssd.op)?;
     dev.streams = ssd.streams as u32;
     dev.gc = ssd::GcPolicy::parse(&ssd.gc)?;
@@ -1497,6 +1499,24 @@ pub fn pages_per_block(logical_pages: u64) -> u32 {
     ppb as u32
 }
 
+/// Erase-block size for a device of `logical_pages` that should have about `units` blocks: the
+/// power of two from 16 to 1 024 pages whose block count is nearest `units` by ratio. Holding
+/// the count holds the block's share of the device (and of a checkpoint interval's bytes) from
+/// one scale to the next, which a fixed block size does not (docs/placement.md, "LinkBench at
+/// paper scale").
+pub fn pages_for_units(logical_pages: u64, units: u64) -> u32 {
+    assert!(units > 0, "a device has at least one erase block");
+    let off_by = |ppb: u64| {
+        let blocks = (logical_pages / ppb).max(1) as f64;
+        (blocks / units as f64).ln().abs()
+    };
+    let best = (4..=10)
+        .map(|shift| 1u64 << shift)
+        .min_by(|&a, &b| off_by(a).total_cmp(&off_by(b)))
+        .expect("seven sizes");
+    best as u32
+}
+
 /// Writes `results.json` (every parameter of every point) and `results.csv`.
 pub fn write_results(
     out: &Path,
@@ -1551,6 +1571,18 @@ mod tests {
         // Never below the engine's minimum, never above 100 MB.
         assert_eq!(journal_file_bytes(256 << 10), engine::journal::MIN_FILE_MAX);
         assert_eq!(journal_file_bytes(u64::MAX / 4), 100 << 20);
+    }
+
+    #[test]
+    fn a_held_unit_count_gives_the_block_nearest_it_at_every_scale() {
+        // The lab's LinkBench devices (cap held): medium, large and paper.
+        assert_eq!(pages_for_units(314_112, 4096), 64); // 4 908 blocks, not 2 454
+        assert_eq!(pages_for_units(1_230_336, 4096), 256); // 4 806, not 2 403
+        assert_eq!(pages_for_units(4_099_072, 4096), 1024); // 4 003, not 8 006
+                                                            // Bounded by the sizes the simulator takes.
+        assert_eq!(pages_for_units(1 << 20, 1 << 24), 16);
+        assert_eq!(pages_for_units(1 << 30, 1), 1024);
+        assert_eq!(pages_for_units(10, 4096), 16);
     }
 
     #[test]

@@ -265,9 +265,13 @@ fn model_section(r: &mut Report, exp: &Experiment, points: &[Point], runs: &[Eng
     let held: Vec<String> = exp
         .ssds
         .iter()
-        .filter_map(|d| {
-            d.pages_per_block
-                .map(|p| format!("{p}-page blocks ({})", d.label()))
+        .filter_map(|d| match (d.pages_per_block, d.erase_units) {
+            (Some(p), _) => Some(format!("{p}-page blocks ({})", d.label())),
+            (None, Some(u)) => Some(format!(
+                "the power of two from 16 to 1024 pages that gives the device the block count nearest {u} ({})",
+                d.label()
+            )),
+            (None, None) => None,
         })
         .collect();
     let blocks = if held.is_empty() {
