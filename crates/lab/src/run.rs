@@ -509,8 +509,8 @@ impl Lab {
         let scheduled: Vec<&EngineWork> = order.iter().map(|&i| &work[i]).collect();
         let results = in_parallel(&scheduled, |w| self.engine_points(w, &bar));
         bar.finish_and_clear();
-        // Back into `engine_work` order. Items are begun in order, so a `None` (not begun)
-        // only follows an error.
+        // Back into `engine_work` order. After an error the items not begun are `None`, and
+        // the error is returned.
         let mut in_work_order: Vec<_> = order.into_iter().zip(results).collect();
         in_work_order.sort_by_key(|&(i, _)| i);
         let mut points = Vec::new();
@@ -1383,7 +1383,8 @@ fn replay_run(
     let mut dev = ssd::SsdConfig::with_op(logical_pages, ssd.op)?;
     // A lab-sized device is small; a real one has thousands of erase blocks, so the open
     // block of each stream costs nothing. Keep that true: at least ~1024 blocks, by using
-    // smaller blocks (a power of two, 16 to 256 pages).
+    // smaller blocks (a power of two, 16 to 256 pages), unless the experiment holds the block
+    // or the block count.
     dev.pages_per_block = match (ssd.pages_per_block, ssd.erase_units) {
         (Some(p), _) => p,
         (None, Some(units)) => pages_for_units(logical_pages, units),
@@ -1575,11 +1576,12 @@ mod tests {
 
     #[test]
     fn a_held_unit_count_gives_the_block_nearest_it_at_every_scale() {
-        // The lab's LinkBench devices (cap held): medium, large and paper.
-        assert_eq!(pages_for_units(314_112, 4096), 64); // 4 908 blocks, not 2 454
-        assert_eq!(pages_for_units(1_230_336, 4096), 256); // 4 806, not 2 403
-        assert_eq!(pages_for_units(4_099_072, 4096), 1024); // 4 003, not 8 006
-                                                            // Bounded by the sizes the simulator takes.
+        // The lab's LinkBench devices (cap held) at medium, large and paper: 4 908 blocks, not
+        // 2 454; 4 806, not 2 403; 4 003, not 8 006.
+        assert_eq!(pages_for_units(314_112, 4096), 64);
+        assert_eq!(pages_for_units(1_230_336, 4096), 256);
+        assert_eq!(pages_for_units(4_099_072, 4096), 1024);
+        // Bounded by the sizes the simulator takes.
         assert_eq!(pages_for_units(1 << 20, 1 << 24), 16);
         assert_eq!(pages_for_units(1 << 30, 1), 1024);
         assert_eq!(pages_for_units(10, 4096), 16);
