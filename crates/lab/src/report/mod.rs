@@ -266,21 +266,25 @@ fn model_section(r: &mut Report, exp: &Experiment, points: &[Point], runs: &[Eng
         .ssds
         .iter()
         .filter_map(|d| match (d.pages_per_block, d.erase_units) {
-            (Some(p), _) => Some(format!("{p}-page blocks ({})", d.label())),
+            (Some(p), _) => Some(format!("held at {p} pages on {}", d.label())),
             (None, Some(u)) => Some(format!(
-                "the power of two from 16 to 1024 pages that gives the device the block count nearest {u} ({})",
+                "on {} sized so the device has the count nearest {u} (a power of two from 16 to 1024 pages, so a larger device has larger blocks)",
                 d.label()
             )),
             (None, None) => None,
         })
         .collect();
-    let blocks = if held.is_empty() {
-        "erase blocks sized so the device has at least 1024 of them".to_string()
-    } else {
-        format!(
-            "erase blocks sized so the device has at least 1024 of them, and held at {}",
+    let default_blocks = exp
+        .ssds
+        .iter()
+        .any(|d| d.pages_per_block.is_none() && d.erase_units.is_none());
+    let blocks = match (default_blocks, held.is_empty()) {
+        (true, true) => "erase blocks sized so the device has at least 1024 of them".to_string(),
+        (true, false) => format!(
+            "erase blocks sized so the device has at least 1024 of them, and {}",
             held.join(", ")
-        )
+        ),
+        (false, _) => format!("erase blocks {}", held.join(", ")),
     };
     let trims: Vec<String> = exp
         .trims
