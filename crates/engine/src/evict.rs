@@ -210,8 +210,7 @@ fn fill_lru(catalog: &Catalog, cache: &Cache, q: &mut Vec<(Arc<Table>, Arc<Leaf>
             }
         }
     }
-    cands.sort_by_key(|c| c.0);
-    cands.truncate(cands.len().div_ceil(2));
+    drop(split_off_hotter_half(&mut cands, |c| c.0));
     // Pop from the end: best candidates (dirty under pressure, then oldest) go last.
     let first = |c: &(u64, bool, _, _)| (dirty_pressure && c.1, std::cmp::Reverse(c.0));
     cands.sort_by_key(|c| first(c));
@@ -224,18 +223,24 @@ fn fill_lru(catalog: &Catalog, cache: &Cache, q: &mut Vec<(Arc<Table>, Arc<Leaf>
 /// fill.
 fn fill_dirty(catalog: &Catalog, q: &mut Vec<(Arc<Table>, Arc<Leaf>)>) {
     debug_assert!(q.is_empty(), "the scrub queue is refilled only when empty");
-    // Each leaf's recency is read once: writers touch leaves while this sorts, and a key that
-    // changes under the sort is not a total order (the standard sort panics on one).
+    // Each leaf's recency is read once, before the sort (`split_off_hotter_half`).
     let mut all: Vec<(u64, Arc<Table>, Arc<Leaf>)> = Vec::new();
     for t in catalog.all() {
         for l in t.take_dirty() {
             all.push((l.last_access(), t.clone(), l));
         }
     }
-    all.sort_by_key(|c| c.0);
-    let hot = all.split_off(all.len().div_ceil(2));
-    for (_, t, l) in hot {
+    for (_, t, l) in split_off_hotter_half(&mut all, |c| c.0) {
         t.list_dirty(&l);
     }
     q.extend(all.into_iter().rev().map(|(_, t, l)| (t, l)));
+}
+
+/// Sorts `cands` coldest first by `recency` and splits off the hotter half, which is no
+/// eviction candidate in either mode (WiredTiger's read-generation cutoff). `recency` must read
+/// a value taken before the sort: writers touch leaves meanwhile, and a key that changes under
+/// the sort is not a total order.
+fn split_off_hotter_half<T>(cands: &mut Vec<T>, recency: impl Fn(&T) -> u64) -> Vec<T> {
+    cands.sort_by_key(|c| recency(c));
+    cands.split_off(cands.len().div_ceil(2))
 }

@@ -783,15 +783,13 @@ impl Experiment {
         {
             bail!("experiment {name}: trim_command_us must be ≥ 0");
         }
-        for p in self.ssds.iter().filter_map(|d| d.pages_per_block) {
-            if !(p.is_power_of_two() && (16..=1024).contains(&p)) {
-                bail!("experiment {name}: pages_per_block must be a power of two from 16 to 1024, not {p}");
-            }
-        }
         for d in &self.ssds {
             match (d.pages_per_block, d.erase_units) {
                 (Some(_), Some(_)) => bail!(
                     "experiment {name}: an ssds entry holds either pages_per_block or erase_units, not both"
+                ),
+                (Some(p), None) if !(p.is_power_of_two() && (16..=1024).contains(&p)) => bail!(
+                    "experiment {name}: pages_per_block must be a power of two from 16 to 1024, not {p}"
                 ),
                 (None, Some(u)) if !(16..=1 << 24).contains(&u) => bail!(
                     "experiment {name}: erase_units must be from 16 to 16777216, not {u}"
