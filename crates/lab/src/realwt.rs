@@ -150,9 +150,7 @@ fn wiredtiger_run(
     if let Some(r) = run::saved_run(&saved) {
         return Ok(r);
     }
-    let work = run::work_root(&lab.out).join(&key);
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work)?;
+    let work = run::new_work_dir(&lab.out, &key)?;
     let trace = lab.out.join("traces").join(format!("{key}.trace"));
     let _ = std::fs::remove_file(&trace);
     // WiredTiger's journal file size is fixed when it opens, before the load tells the

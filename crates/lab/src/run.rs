@@ -798,9 +798,7 @@ pub fn run_engine(
         threads: 1,
         ..scale.clone()
     };
-    let work = work_root(out).join(key);
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let work = new_work_dir(out, key)?;
     let trace = out.join("traces").join(format!("{key}.trace"));
     let obs = Arc::new(CountingTrace {
         inner: TraceObserver::create(&trace)
@@ -1017,7 +1015,7 @@ pub(crate) fn saved_run(saved: &Path) -> Option<EngineRun> {
 /// (`/dev/shm`) when there is one, else `OUT/work`. The lab measures the simulated device, not
 /// this machine's disk; on RAM, fsyncs are free, so a checkpoint's wall time (during which the
 /// clients keep writing) does not depend on the host's disk.
-pub(crate) fn work_root(out: &Path) -> PathBuf {
+fn work_root(out: &Path) -> PathBuf {
     if let Some(dir) = std::env::var_os("FLASHDOC_LAB_WORK") {
         return PathBuf::from(dir);
     }
@@ -1031,6 +1029,18 @@ pub(crate) fn work_root(out: &Path) -> PathBuf {
         }
     }
     out.join("work")
+}
+
+/// A new, empty directory for one engine run's database under [`work_root`]. Its name is the
+/// point's key and a number unique in this process: two experiments run in one process (the
+/// tests do) may run the same point at once, and each must not remove the other's database.
+pub(crate) fn new_work_dir(out: &Path, key: &str) -> Result<PathBuf> {
+    static RUNS: AtomicU64 = AtomicU64::new(0);
+    let n = RUNS.fetch_add(1, Ordering::Relaxed);
+    let work = work_root(out).join(format!("{key}.{n}"));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    Ok(work)
 }
 
 /// Removes the RAM work directories (`flashdoc-lab-PID`) of lab processes that are gone: an
@@ -1585,6 +1595,25 @@ mod tests {
         assert_eq!(pages_for_units(1 << 20, 1 << 24), 16);
         assert_eq!(pages_for_units(1 << 30, 1), 1024);
         assert_eq!(pages_for_units(10, 4096), 16);
+    }
+
+    #[test]
+    fn two_runs_of_one_point_get_their_own_work_dirs() {
+        // The suite's two lab tests ran the same tiny point at once in one process, and the
+        // second removed the first's database as it started.
+        let out = tempfile::tempdir().unwrap();
+        let first = new_work_dir(out.path(), "ycsb-update-only-s2-tiny").unwrap();
+        std::fs::write(first.join("db"), b"the first run's").unwrap();
+        let second = new_work_dir(out.path(), "ycsb-update-only-s2-tiny").unwrap();
+        assert_ne!(first, second);
+        assert!(
+            first.join("db").exists(),
+            "the first run's database is still there"
+        );
+        assert!(second.is_dir() && std::fs::read_dir(&second).unwrap().next().is_none());
+        for d in [first, second] {
+            std::fs::remove_dir_all(d).unwrap();
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! SecantusDB 0.7.0b3 (`pip install secantusdb`; `scripts/install-secantusdb.sh`) is a Python
 //! server that keeps every collection in WiredTiger 11 tables through WiredTiger's Python API.
 //! It is run unmodified: `secantusd-py` under `libflashdoc_shim.so`, its data directory on a RAM
-//! filesystem as the lab's own engine runs are ([`run::work_root`]). What the lab controls only
+//! filesystem as the lab's own engine runs are ([`run::new_work_dir`]). What the lab controls only
 //! from outside, and how:
 //!
 //! - **The cache** is fixed when the server starts (`--cache-size`), and no command changes it.
@@ -337,9 +337,7 @@ pub(crate) fn secantus_run(
         scale: exp.scale.clone(),
     };
     let started = Instant::now();
-    let work = run::work_root(&lab.out).join(&key);
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work)?;
+    let work = run::new_work_dir(&lab.out, &key)?;
     let sizing = Sizing {
         journal_file_bytes: JOURNAL_FILE_BYTES,
         ..Sizing::new(calibrate(program, &work, &w, scale)?, exp, cache_share)
