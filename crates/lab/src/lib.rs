@@ -110,22 +110,26 @@ fn read_results(dir: &Path) -> Result<(PathBuf, serde_json::Value, Vec<run::Poin
     Ok((file, doc, points))
 }
 
-/// An earlier run's points and where they came from.
+/// An earlier run's points, where they came from, and the experiment that made them.
 pub struct Reference {
     pub dir: PathBuf,
-    pub scale: String,
+    pub experiment: experiment::Experiment,
     pub points: Vec<run::Point>,
 }
 
 fn load_reference(dir: &Path) -> Result<Reference> {
     let (_, doc, points) =
         read_results(dir).with_context(|| format!("the run to compare with, {}", dir.display()))?;
+    let experiment: experiment::Experiment = serde_json::from_value(doc["experiment"].clone())
+        .with_context(|| {
+            format!(
+                "the experiment of the run to compare with, {}",
+                dir.display()
+            )
+        })?;
     Ok(Reference {
         dir: dir.to_path_buf(),
-        scale: doc["experiment"]["scale"]
-            .as_str()
-            .unwrap_or("?")
-            .to_string(),
+        experiment,
         points,
     })
 }

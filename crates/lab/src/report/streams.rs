@@ -985,7 +985,7 @@ pub fn compare(r: &mut Report, exp: &Experiment, points: &[Point], rf: &crate::R
     r.h2(format!(
         "This run beside the reference run ({}, scale {})",
         rf.dir.display(),
-        rf.scale
+        rf.experiment.scale
     ));
     r.table(
         &[
@@ -1001,7 +1001,89 @@ pub fn compare(r: &mut Report, exp: &Experiment, points: &[Point], rf: &crate::R
     r.p(format!(
         "This run is at scale `{}`; the reference run at `{}`. The largest difference in flash page writes per operation is {:.1}%.",
         exp.scale,
-        rf.scale,
+        rf.experiment.scale,
         worst * 100.0
     ));
+    let differ = settings_that_differ(exp, &rf.experiment);
+    if !differ.is_empty() {
+        r.p(format!(
+            "Settings that differ (this run → the reference run): {}.",
+            differ.join("; ")
+        ));
+    }
+}
+
+/// The settings that shape a stream experiment's figures and differ between two runs, each as
+/// "what: this run's → the other's". Policies, TRIM conditions and devices are not listed: the
+/// comparison only sets a cell beside the same cell.
+fn settings_that_differ(a: &Experiment, b: &Experiment) -> Vec<String> {
+    let (x, y) = (shaping_settings(a), shaping_settings(b));
+    x.into_iter()
+        .zip(y)
+        .filter(|((_, x), (_, y))| x != y)
+        .map(|((what, x), (_, y))| format!("{what}: {x} → {y}"))
+        .collect()
+}
+
+/// An experiment's settings that shape a stream experiment's figures, named and shown.
+fn shaping_settings(e: &Experiment) -> [(&'static str, String); 8] {
+    let seeds: Vec<String> = e.seeds.iter().map(u64::to_string).collect();
+    [
+        ("scale", e.scale.clone()),
+        ("run length ×", e.run_factor.to_string()),
+        (
+            "YCSB's keys",
+            match e.ycsb_key_classes {
+                None => "YCSB's scrambled zipfian".to_string(),
+                Some(n) => format!("a zipfian over {n} classes"),
+            },
+        ),
+        (
+            "LinkBench's out-degree cap",
+            match e.linkbench_degree_cap {
+                None => "a tenth of the nodes".to_string(),
+                Some(n) => n.to_string(),
+            },
+        ),
+        ("live data ÷ device", e.device_fill.to_string()),
+        (
+            "bytes per checkpoint interval ÷ device",
+            e.checkpoint_share.to_string(),
+        ),
+        ("cache ÷ data", format!("{:?}", e.cache_shares)),
+        ("seeds", seeds.join(", ")),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn streams() -> Experiment {
+        crate::experiment::builtins()
+            .into_iter()
+            .find(|e| e.name == "streams")
+            .expect("the built-in streams experiment")
+    }
+
+    #[test]
+    fn the_settings_that_differ_are_named_with_both_values_and_nothing_else() {
+        let a = streams();
+        assert!(settings_that_differ(&a, &a).is_empty());
+        let mut b = a.clone();
+        b.scale = "large".into();
+        b.ycsb_key_classes = Some(40_000);
+        b.linkbench_degree_cap = Some(7_500);
+        let d = settings_that_differ(&a, &b);
+        assert_eq!(d.len(), 3, "{d:?}");
+        assert_eq!(d[0], format!("scale: {} → large", a.scale));
+        assert_eq!(
+            d[1],
+            "YCSB's keys: YCSB's scrambled zipfian → a zipfian over 40000 classes"
+        );
+        assert_eq!(
+            d[2],
+            "LinkBench's out-degree cap: a tenth of the nodes → 7500"
+        );
+    }
 }
