@@ -57,6 +57,11 @@ fn a_committed_run_is_reported_again_with_its_claims_at_the_seeds_conditions() {
         md.contains("under the seeds' conditions (no TRIM, no discard)"),
         "the claims stand beside the seeds' conditions, not the TRIM run"
     );
+    assert_eq!(
+        md.matches("### Write amplification of the device").count(),
+        2,
+        "a WAF table per TRIM condition"
+    );
     let rows = claim_rows(&md);
     assert!(rows.len() >= 20, "{} claim rows", rows.len());
     for (w, paper, ours, direction, cause) in &rows {

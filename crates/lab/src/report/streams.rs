@@ -127,6 +127,8 @@ pub fn section(
                 format!("{} ({:.2}×)", v.ops.fmt(0), v.ops_vs_none.median)
             }),
         );
+        r.h3("Write amplification of the device (lower is better)");
+        r.table(&head_refs, table_rows(&rows, &workloads, |v| v.waf.fmt(3)));
         gap_section(r, exp, &t, &k, &workloads);
         margins(r, &t, &k, &workloads);
         if !k.3.starts_with("off") {
@@ -154,6 +156,7 @@ fn claims_condition(conds: &[(Condition, Vec<String>)]) -> Option<Condition> {
 /// A headline cell.
 struct Value {
     flash: Spread,
+    waf: Spread,
     ops: Spread,
     ops_vs_none: Spread,
 }
@@ -173,6 +176,7 @@ fn headline_rows(
                     let c = base.with(row.allocation, row.policy);
                     Some(Value {
                         flash: t.spread(&c, flash_per_op)?,
+                        waf: t.spread(&c, waf)?,
                         ops: t.spread(&c, modeled)?,
                         ops_vs_none: t.paired_ratio(&c, &base, modeled)?,
                     })
