@@ -10,7 +10,7 @@ if ! fc-list 2>/dev/null | grep -qi "dejavu\|liberation"; then
   apt-get update -qq && apt-get install -y -qq fonts-dejavu-core >/dev/null
 fi
 cargo build --release -p flashdoc
-# The report sets its headline beside the committed medium-scale run, the reference
-# (docs/placement.md: the figures move between quick and medium, and on to large).
+# The report sets its headline beside the committed large-scale run, the reference
+# (docs/placement.md, "The reference scale": the figures move from quick to large).
 ./target/release/flashdoc lab run streams-quick --out results/lab \
-  --compare docs/results/streams-reference "$@"
+  --compare docs/results/streams-reference-large "$@"
