@@ -654,8 +654,8 @@ pub fn builtins() -> Vec<Experiment> {
             title: "Hotness-aware chunk splits (HASS) on a sharded cluster".into(),
             kind: Kind::Hass,
             description: "YCSB-A with 1 KB records on an in-process cluster whose shards each run the engine on their own simulated SSD: MongoDB 3.6's split points (default), HASS static and dynamic tuning, CockroachDB/TiKV-style load-based splitting and an access-weighted oracle; the paper's scrambled zipfian over hashed keys, and hotness clustered in key order (seed 004, Fig. 5–9, Tables I–II).".into(),
-            workloads: s(crate::hass::WORKLOADS),
-            policies: s(crate::hass::POLICIES),
+            workloads: s(crate::hass_spec::WORKLOADS),
+            policies: s(crate::hass_spec::POLICIES),
             allocations: best_fit(),
             seeds: vec![1],
             ..base
@@ -828,24 +828,24 @@ impl Experiment {
     fn validate_hass(&self) -> anyhow::Result<()> {
         use anyhow::bail;
         for w in &self.workloads {
-            if !crate::hass::WORKLOADS.contains(&w.as_str()) {
+            if !crate::hass_spec::WORKLOADS.contains(&w.as_str()) {
                 bail!(
                     "experiment {}: unknown hass workload '{w}' (one of {})",
                     self.name,
-                    crate::hass::WORKLOADS.join(", ")
+                    crate::hass_spec::WORKLOADS.join(", ")
                 );
             }
         }
         for p in &self.policies {
-            if !crate::hass::POLICIES.contains(&p.as_str()) {
+            if !crate::hass_spec::POLICIES.contains(&p.as_str()) {
                 bail!(
                     "experiment {}: unknown split policy '{p}' (one of {})",
                     self.name,
-                    crate::hass::POLICIES.join(", ")
+                    crate::hass_spec::POLICIES.join(", ")
                 );
             }
         }
-        if crate::hass::HassScale::named(&self.scale).is_none() {
+        if crate::hass_spec::HassScale::named(&self.scale).is_none() {
             bail!(
                 "experiment {}: scale must be tiny, quick, medium or paper",
                 self.name

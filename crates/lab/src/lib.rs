@@ -3,12 +3,14 @@
 //! report beside the seeds' published numbers.
 pub mod experiment;
 pub mod hass;
+pub mod hass_spec;
 pub mod plot;
 pub mod realwt;
 pub mod report;
 pub mod run;
 pub mod secantus;
 pub mod summary;
+mod tools;
 
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};

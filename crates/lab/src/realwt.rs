@@ -22,6 +22,7 @@ use crate::experiment::{Experiment, ScaleSpec, ENGINE_DIRTY_PCT};
 use crate::report::Report;
 use crate::run::{self, EngineRun, Lab, Point, Sizing};
 use crate::secantus;
+use crate::tools::Tools;
 use anyhow::{anyhow, bail, Context, Result};
 use placement::trace::TraceReader;
 use placement::{Event, FileKind};
@@ -39,13 +40,6 @@ const KINDS: &str = "collection=collection.wt;index=index.wt;\
 
 /// The file whose creation marks the run phase in the driver's trace.
 const RUN_MARKER: &str = "flashdoc-run-phase";
-
-/// The tools a run needs: WiredTiger's driver, the shim, and SecantusDB's server.
-pub(crate) struct Tools {
-    driver: PathBuf,
-    pub(crate) shim: PathBuf,
-    pub(crate) secantusd: PathBuf,
-}
 
 fn tools(out: &Path, quiet: bool) -> Result<Tools> {
     let wt = match std::env::var_os("FLASHDOC_WIREDTIGER") {

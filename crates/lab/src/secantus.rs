@@ -33,8 +33,8 @@
 //! `WiredTigerLog.*` in the data directory: [`KINDS`].
 
 use crate::experiment::{ScaleSpec, ENGINE_DIRTY_PCT};
-use crate::realwt::Tools;
 use crate::run::{self, EngineRun, EngineWork, Lab, Sizing};
+use crate::tools::Tools;
 use anyhow::{anyhow, bail, Context, Result};
 use placement::classify::FileClassifier;
 use placement::trace::TraceReader;
