@@ -7,8 +7,9 @@ mod sections;
 mod streams;
 
 use crate::experiment::{Experiment, Kind, ScaleSpec};
+use crate::io_pattern;
 use crate::plot::{self, Bars, Scatter};
-use crate::run::{io_pattern, CheckpointTrigger, EngineRun, Point};
+use crate::run::{CheckpointTrigger, EngineRun, Point};
 use anyhow::Result;
 use base64::Engine as _;
 use std::collections::BTreeMap;
@@ -236,7 +237,7 @@ pub fn write(
         Kind::LeafSize => sections::leaf(&mut r, out, points)?,
         Kind::Trim => sections::trim(&mut r, out, points)?,
         Kind::WriteShares => shares_section(&mut r, out, runs)?,
-        Kind::IoPattern => io_section(&mut r, out, exp, runs)?,
+        Kind::IoPattern => io_section(&mut r, out)?,
         Kind::Compression => compression_section(&mut r, out, runs)?,
         Kind::Scale => scale::section(&mut r, out, exp, points)?,
         Kind::Hass => unreachable!("hass experiments write their own report (hass.rs)"),
@@ -531,20 +532,14 @@ fn shares_section(r: &mut Report, out: &Path, runs: &[EngineRun]) -> Result<()> 
     Ok(())
 }
 
-fn io_section(r: &mut Report, out: &Path, exp: &Experiment, runs: &[EngineRun]) -> Result<()> {
+fn io_section(r: &mut Report, out: &Path) -> Result<()> {
     r.h2("Where writes land over time");
-    let policy = exp
-        .policies
-        .first()
-        .cloned()
-        .unwrap_or_else(|| "dsm".into());
-    let streams = exp.ssds.first().map(|s| s.streams).unwrap_or(8);
     let mut reading = String::new();
-    for run in runs {
-        let (samples, ckpts) = io_pattern(run, &policy, streams, 15_000)?;
+    for pattern in io_pattern::read(out)? {
+        let (policy, samples, ckpts) = (&pattern.policy, &pattern.samples, &pattern.checkpoints);
         for kind in ["collection", "secondary index"] {
-            if let Some((swap, follow, n)) = samples.get(kind).and_then(|s| swap_rates(s, &ckpts)) {
-                write!(reading, "{} {kind}: over {n} checkpoint intervals the write region swaps in {:.0}% of them, and {policy}'s busiest stream changes in {:.0}%. ", run.workload, swap * 100.0, follow * 100.0).unwrap();
+            if let Some((swap, follow, n)) = samples.get(kind).and_then(|s| swap_rates(s, ckpts)) {
+                write!(reading, "{} {kind}: over {n} checkpoint intervals the write region swaps in {:.0}% of them, and {policy}'s busiest stream changes in {:.0}%. ", pattern.workload, swap * 100.0, follow * 100.0).unwrap();
             }
         }
         let panels: Vec<Scatter> = samples
@@ -552,11 +547,11 @@ fn io_section(r: &mut Report, out: &Path, exp: &Experiment, runs: &[EngineRun]) 
             .map(|(k, pts)| Scatter {
                 title: k,
                 points: pts,
-                checkpoints: &ckpts,
+                checkpoints: ckpts,
             })
             .collect();
-        let name = format!("io-{}", run.workload);
-        plot::scatter_panels(&out.join(&name), &format!("{}: file offset of each write, coloured by the {policy} stream (grey lines: checkpoints)", run.workload), &panels)?;
+        let name = format!("io-{}", pattern.workload);
+        plot::scatter_panels(&out.join(&name), &format!("{}: file offset of each write, coloured by the {policy} stream (grey lines: checkpoints)", pattern.workload), &panels)?;
         r.img(&format!("{name}.png"), "I/O pattern");
     }
     r.p(reading);
