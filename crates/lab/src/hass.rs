@@ -23,7 +23,6 @@
 //! Policies differ only in where splits go (`load` also in when); the balancer is 3.6's
 //! count-based one and moves the first chunk of the fullest shard: it balances the loaded
 //! cluster to completion before the run, then runs a round every simulated second.
-#![allow(clippy::result_large_err)]
 
 use crate::experiment::Experiment;
 pub use crate::hass_spec::{HassScale, POLICIES, WORKLOADS};
