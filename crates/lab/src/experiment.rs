@@ -501,8 +501,18 @@ pub const STREAM_EXPERIMENTS: &[&str] = &[
 
 /// The built-in experiments (`flashdoc lab list`).
 pub fn builtins() -> Vec<Experiment> {
+    let base = builtin_defaults();
+    let mut all = stream_builtins(&base);
+    all.extend(figure_builtins(&base));
+    all.extend(other_engine_builtins(base));
+    all
+}
+
+/// What every built-in experiment shares unless it says otherwise: `streams` at the quick
+/// scale.
+fn builtin_defaults() -> Experiment {
     let r = Ratios::default();
-    let base = Experiment {
+    Experiment {
         name: String::new(),
         title: String::new(),
         kind: Kind::Streams,
@@ -529,7 +539,11 @@ pub fn builtins() -> Vec<Experiment> {
         ycsb_key_classes: None,
         linkbench_id_classes: None,
         scale: "quick".into(),
-    };
+    }
+}
+
+/// The stream-placement experiments, and the scale and leaf-size ones that vary them.
+fn stream_builtins(base: &Experiment) -> Vec<Experiment> {
     vec![
         Experiment {
             name: "streams-quick".into(),
@@ -581,6 +595,12 @@ pub fn builtins() -> Vec<Experiment> {
             leaf_kb: vec![32, 4],
             ..base.clone()
         },
+    ]
+}
+
+/// The experiments that measure one of the seeds' figures or tables.
+fn figure_builtins(base: &Experiment) -> Vec<Experiment> {
+    vec![
         Experiment {
             name: "trim".into(),
             title: "Throughput by TRIM batch".into(),
@@ -631,6 +651,12 @@ pub fn builtins() -> Vec<Experiment> {
             seeds: vec![1],
             ..base.clone()
         },
+    ]
+}
+
+/// The experiments beside other engines: a real WiredTiger, and a sharded cluster.
+fn other_engine_builtins(base: Experiment) -> Vec<Experiment> {
+    vec![
         Experiment {
             name: "real-wiredtiger".into(),
             title: "A real WiredTiger's writes, replayed through every policy beside flashdoc's engine".into(),
@@ -654,8 +680,8 @@ pub fn builtins() -> Vec<Experiment> {
             title: "Hotness-aware chunk splits (HASS) on a sharded cluster".into(),
             kind: Kind::Hass,
             description: "YCSB-A with 1 KB records on an in-process cluster whose shards each run the engine on their own simulated SSD: MongoDB 3.6's split points (default), HASS static and dynamic tuning, CockroachDB/TiKV-style load-based splitting and an access-weighted oracle; the paper's scrambled zipfian over hashed keys, and hotness clustered in key order (seed 004, Fig. 5–9, Tables I–II).".into(),
-            workloads: s(crate::hass::WORKLOADS),
-            policies: s(crate::hass::POLICIES),
+            workloads: s(crate::hass_spec::WORKLOADS),
+            policies: s(crate::hass_spec::POLICIES),
             allocations: best_fit(),
             seeds: vec![1],
             ..base
@@ -677,6 +703,18 @@ impl Experiment {
         if self.kind == Kind::Hass {
             return self.validate_hass();
         }
+        self.check_classes()?;
+        self.check_names()?;
+        self.check_trims()?;
+        self.check_engine()?;
+        self.check_ssds()?;
+        self.check_run()
+    }
+
+    /// The key and id classes fit every scale the experiment runs.
+    fn check_classes(&self) -> anyhow::Result<()> {
+        use anyhow::bail;
+        let name = &self.name;
         if self.linkbench_degree_cap == Some(0) {
             bail!("experiment {name}: linkbench_degree_cap must be at least 1 (or unset: a tenth of maxid1)");
         }
@@ -703,6 +741,13 @@ impl Experiment {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Every workload and policy is one the lab knows.
+    fn check_names(&self) -> anyhow::Result<()> {
+        use anyhow::bail;
+        let name = &self.name;
         for w in &self.workloads {
             if self.kind == Kind::RealWiredTiger
                 && !(w.starts_with("ycsb-") || w.starts_with("linkbench-"))
@@ -726,6 +771,13 @@ impl Experiment {
                 );
             }
         }
+        Ok(())
+    }
+
+    /// Every TRIM condition is one the device can see.
+    fn check_trims(&self) -> anyhow::Result<()> {
+        use anyhow::bail;
+        let name = &self.name;
         for t in &self.trims {
             if t.when != "free" && t.when != "replace" {
                 bail!(
@@ -743,6 +795,13 @@ impl Experiment {
                 bail!("experiment {name}: a TRIM batch must be at least 1 extent");
             }
         }
+        Ok(())
+    }
+
+    /// The device's fill, the checkpoints, the allocations and the engine's cache and eviction.
+    fn check_engine(&self) -> anyhow::Result<()> {
+        use anyhow::bail;
+        let name = &self.name;
         if !(self.device_fill > 0.0 && self.device_fill <= 0.9) {
             bail!(
                 "experiment {name}: device_fill must be in (0, 0.9] (the database grows in its run phase)"
@@ -776,6 +835,13 @@ impl Experiment {
                 bail!("experiment {name}: dirty_pct of {alloc}: {why}");
             }
         }
+        Ok(())
+    }
+
+    /// Every simulated SSD's TRIM cost and erase geometry.
+    fn check_ssds(&self) -> anyhow::Result<()> {
+        use anyhow::bail;
+        let name = &self.name;
         if self
             .ssds
             .iter()
@@ -797,6 +863,13 @@ impl Experiment {
                 _ => {}
             }
         }
+        Ok(())
+    }
+
+    /// The run's length, preconditioning and scales.
+    fn check_run(&self) -> anyhow::Result<()> {
+        use anyhow::bail;
+        let name = &self.name;
         if !(self.run_factor > 0.0 && self.run_factor <= 1000.0) {
             bail!("experiment {name}: run_factor must be in (0, 1000]");
         }
@@ -828,24 +901,24 @@ impl Experiment {
     fn validate_hass(&self) -> anyhow::Result<()> {
         use anyhow::bail;
         for w in &self.workloads {
-            if !crate::hass::WORKLOADS.contains(&w.as_str()) {
+            if !crate::hass_spec::WORKLOADS.contains(&w.as_str()) {
                 bail!(
                     "experiment {}: unknown hass workload '{w}' (one of {})",
                     self.name,
-                    crate::hass::WORKLOADS.join(", ")
+                    crate::hass_spec::WORKLOADS.join(", ")
                 );
             }
         }
         for p in &self.policies {
-            if !crate::hass::POLICIES.contains(&p.as_str()) {
+            if !crate::hass_spec::POLICIES.contains(&p.as_str()) {
                 bail!(
                     "experiment {}: unknown split policy '{p}' (one of {})",
                     self.name,
-                    crate::hass::POLICIES.join(", ")
+                    crate::hass_spec::POLICIES.join(", ")
                 );
             }
         }
-        if crate::hass::HassScale::named(&self.scale).is_none() {
+        if crate::hass_spec::HassScale::named(&self.scale).is_none() {
             bail!(
                 "experiment {}: scale must be tiny, quick, medium or paper",
                 self.name

@@ -3,12 +3,15 @@
 //! report beside the seeds' published numbers.
 pub mod experiment;
 pub mod hass;
+pub mod hass_spec;
+pub mod io_pattern;
 pub mod plot;
 pub mod realwt;
 pub mod report;
 pub mod run;
 pub mod secantus;
 pub mod summary;
+mod tools;
 
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -61,6 +64,7 @@ pub fn run_experiment(
     let points = lab.run_all()?;
     let runs = lab.engine_runs()?;
     run::write_results(out, &lab.exp, &lab.scale, &points, &runs)?;
+    io_pattern::record(out, &lab.exp, &runs)?;
     report::write(
         out,
         &lab.exp,
@@ -94,6 +98,16 @@ pub fn rewrite_report(dir: &Path, compare: Option<&Path>) -> Result<PathBuf> {
     let runs: Vec<run::EngineRun> = serde_json::from_value(doc["engine_runs"].clone())
         .with_context(|| format!("the engine runs of {}", file.display()))?;
     anyhow::ensure!(!points.is_empty(), "{} holds no points", file.display());
+    if exp.kind == experiment::Kind::IoPattern && !dir.join(io_pattern::FILE).exists() {
+        // A run from before the patterns were kept: measure them once from its traces.
+        io_pattern::record(dir, &exp, &runs).with_context(|| {
+            format!(
+                "{} has no {}, and its traces cannot give it: rerun it with `flashdoc lab run`",
+                dir.display(),
+                io_pattern::FILE
+            )
+        })?;
+    }
     let reference = compare.map(load_reference).transpose()?;
     report::write(dir, &exp, &scale, &points, &runs, reference.as_ref())
 }

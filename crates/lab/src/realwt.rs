@@ -22,6 +22,7 @@ use crate::experiment::{Experiment, ScaleSpec, ENGINE_DIRTY_PCT};
 use crate::report::Report;
 use crate::run::{self, EngineRun, Lab, Point, Sizing};
 use crate::secantus;
+use crate::tools::Tools;
 use anyhow::{anyhow, bail, Context, Result};
 use placement::trace::TraceReader;
 use placement::{Event, FileKind};
@@ -39,13 +40,6 @@ const KINDS: &str = "collection=collection.wt;index=index.wt;\
 
 /// The file whose creation marks the run phase in the driver's trace.
 const RUN_MARKER: &str = "flashdoc-run-phase";
-
-/// The tools a run needs: WiredTiger's driver, the shim, and SecantusDB's server.
-pub(crate) struct Tools {
-    driver: PathBuf,
-    pub(crate) shim: PathBuf,
-    pub(crate) secantusd: PathBuf,
-}
 
 fn tools(out: &Path, quiet: bool) -> Result<Tools> {
     let wt = match std::env::var_os("FLASHDOC_WIREDTIGER") {
@@ -132,33 +126,24 @@ fn phase(name: &str, operations: u64, seconds: f64) -> PhaseResult {
     }
 }
 
-/// Runs WiredTiger under the shim for one workload and seed (or reads the run done before).
-fn wiredtiger_run(
+/// Runs `wtdriver` under the shim into `work`, its trace into `trace`, and checks that it
+/// sized the run as the lab does. Returns its report and the run's sizing.
+fn drive(
     lab: &Lab,
     tools: &Tools,
     workload: &str,
     seed: u64,
     cache_share: f64,
-) -> Result<EngineRun> {
+    work: &Path,
+    trace: &Path,
+) -> Result<(DriverReport, Sizing)> {
     let exp = &lab.exp;
     let scale: &ScaleSpec = &lab.scale;
-    let key = format!(
-        "{WIREDTIGER}-{workload}-c{cache_share}-f{}-k{}-r{}-s{seed}-{}",
-        exp.device_fill, exp.checkpoint_share, exp.run_factor, exp.scale
-    );
-    let saved = lab.out.join("points").join(format!("engine-{key}.json"));
-    if let Some(r) = run::saved_run(&saved) {
-        return Ok(r);
-    }
-    let work = run::new_work_dir(&lab.out, &key)?;
-    let trace = lab.out.join("traces").join(format!("{key}.trace"));
-    let _ = std::fs::remove_file(&trace);
     // WiredTiger's journal file size is fixed when it opens, before the load tells the
     // database's size: sized from the documents' raw bytes instead (at least its 100 KB).
     let journal = Sizing::new(scale.ycsb_records * 1000, exp, cache_share).journal_file_bytes;
-    let started = std::time::Instant::now();
     let o = Command::new(&tools.driver)
-        .arg(&work)
+        .arg(work)
         .arg(format!("records={}", scale.ycsb_records))
         .arg(format!("ops={}", scale.ycsb_ops))
         .arg(format!("threads={}", scale.threads))
@@ -173,8 +158,8 @@ fn wiredtiger_run(
         .arg(format!("cache_share={cache_share}"))
         .arg(format!("checkpoint_share={}", exp.checkpoint_share))
         .env("LD_PRELOAD", &tools.shim)
-        .env("FLASHDOC_SHIM_DIR", &work)
-        .env("FLASHDOC_SHIM_TRACE", &trace)
+        .env("FLASHDOC_SHIM_DIR", work)
+        .env("FLASHDOC_SHIM_TRACE", trace)
         .env("FLASHDOC_SHIM_KINDS", KINDS)
         .output()
         .context("running the WiredTiger driver")?;
@@ -202,6 +187,32 @@ fn wiredtiger_run(
             sizing.checkpoint_every_bytes
         );
     }
+    Ok((d, sizing))
+}
+
+/// Runs WiredTiger under the shim for one workload and seed (or reads the run done before).
+fn wiredtiger_run(
+    lab: &Lab,
+    tools: &Tools,
+    workload: &str,
+    seed: u64,
+    cache_share: f64,
+) -> Result<EngineRun> {
+    let exp = &lab.exp;
+    let scale: &ScaleSpec = &lab.scale;
+    let key = format!(
+        "{WIREDTIGER}-{workload}-c{cache_share}-f{}-k{}-r{}-s{seed}-{}",
+        exp.device_fill, exp.checkpoint_share, exp.run_factor, exp.scale
+    );
+    let saved = lab.out.join("points").join(format!("engine-{key}.json"));
+    if let Some(r) = run::saved_run(&saved) {
+        return Ok(r);
+    }
+    let work = run::new_work_dir(&lab.out, &key)?;
+    let trace = lab.out.join("traces").join(format!("{key}.trace"));
+    let _ = std::fs::remove_file(&trace);
+    let started = std::time::Instant::now();
+    let (d, sizing) = drive(lab, tools, workload, seed, cache_share, &work, &trace)?;
     let (end_of_load_event, events, checkpoints) = scan(&trace)?;
     let db_bytes = ["collection.wt", "index.wt"]
         .iter()
@@ -389,6 +400,22 @@ fn report(out: &Path, lab: &Lab, points: &[Point], runs: &[EngineRun]) -> Result
         e.scale, lab.scale.ycsb_records, lab.scale.ycsb_ops, lab.scale.threads, e.device_fill,
         e.checkpoint_share, cache_share_text(e), e.seeds, e.name, e.scale
     ));
+    policy_tables(&mut r, lab, points);
+    written_section(&mut r, runs)?;
+    r.h2("Where the engines differ, from the traces");
+    r.p("Per workload and engine, policy `none`, medians over seeds: host pages written per operation and the journal's share of them; the file space the engine released in the run phase by removing and by truncating files, as a share of what it wrote; write amplification without and with filesystem discard. Without discard, released space stays valid on the aged device until the filesystem's next-fit cursor reuses its addresses, and the device copies it in garbage collection; with discard it is trimmed when released.");
+    for w in &e.workloads {
+        for line in differences(lab, w, points, runs)? {
+            r.p(line);
+        }
+    }
+    r.save(out)
+}
+
+/// Per TRIM condition, each policy's write amplification and flash writes per operation on
+/// every engine.
+fn policy_tables(r: &mut Report, lab: &Lab, points: &[Point]) {
+    let e = &lab.exp;
     let value = |w: &str, alloc: &str, policy: &str, trim: &str, f: &dyn Fn(&Point) -> f64| {
         median(
             points
@@ -431,6 +458,10 @@ fn report(out: &Path, lab: &Lab, points: &[Point], runs: &[EngineRun]) -> Result
             r.table(&head, rows);
         }
     }
+}
+
+/// What each engine wrote in the run phase, one row per engine run.
+fn written_section(r: &mut Report, runs: &[EngineRun]) -> Result<()> {
     r.h2("What each engine wrote in the run phase");
     r.p("Shares of the run phase's bytes by file kind; host 4 KB pages per operation; mean bytes between checkpoint begins; seed 003's two-region pattern: the share of the collection's writes above its end-of-load size (median over checkpoint windows) and how often the busier region changes between consecutive windows; files removed and truncations in the run phase, and the share of journal writes not aligned to 4 KB pages (each rewrites a page already written).");
     let mut rows = Vec::new();
@@ -496,14 +527,7 @@ fn report(out: &Path, lab: &Lab, points: &[Point], runs: &[EngineRun]) -> Result
         ],
         rows,
     );
-    r.h2("Where the engines differ, from the traces");
-    r.p("Per workload and engine, policy `none`, medians over seeds: host pages written per operation and the journal's share of them; the file space the engine released in the run phase by removing and by truncating files, as a share of what it wrote; write amplification without and with filesystem discard. Without discard, released space stays valid on the aged device until the filesystem's next-fit cursor reuses its addresses, and the device copies it in garbage collection; with discard it is trimmed when released.");
-    for w in &e.workloads {
-        for line in differences(lab, w, points, runs)? {
-            r.p(line);
-        }
-    }
-    r.save(out)
+    Ok(())
 }
 
 /// One engine's run-phase figures on one workload (medians over seeds), for [`differences`].

@@ -806,75 +806,15 @@ pub fn run_engine(
         count: AtomicU64::new(0),
         checkpoints: AtomicU64::new(0),
     });
-    let mut cfg = DocDbConfig::disk(work.join("db"));
-    cfg.engine.cache_size = scale.load_cache_mb << 20;
-    // Checkpoints by bytes written only (set after the load): a timed interval would make
-    // what one interval writes depend on this machine's speed.
-    cfg.engine.checkpoint_interval = None;
-    cfg.engine.schedule = Schedule::Inline;
-    // The seeds ran WiredTiger with direct I/O, whose log pads each write to a block: no
-    // journal page reaches the device twice (docs/lab.md, "Direct-I/O semantics").
-    cfg.engine
-        .journal
-        .as_mut()
-        .expect("the lab's engines journal")
-        .block_aligned = true;
-    cfg.uuid_seed = Some(w.seed);
-    cfg.engine.observer = Some(obs.clone());
-    let alloc: engine::AllocPolicy = w.allocation.parse().map_err(|e| anyhow!("{e}"))?;
-    cfg.collection_table = TableConfig {
-        allocation: alloc,
-        sweep_reserve_pct: exp.sweep_reserve_pct,
-        ..table_template("collection", w.leaf_kb, &w.compressor)?
-    };
-    cfg.index_table = TableConfig {
-        allocation: alloc,
-        sweep_reserve_pct: exp.sweep_reserve_pct,
-        ..table_template("index", w.leaf_kb, &w.compressor)?
-    };
+    let cfg = engine_config(&work, w, exp, scale, obs.clone())?;
     let reopen_cfg = cfg.clone();
     let direct_io = cfg.engine.direct_io.to_string();
     let db_dir = work.join("db");
     let db = DocDb::open(cfg).map_err(|e| anyhow!("opening the lab database: {e}"))?;
     let mut extra = BTreeMap::new();
-    let mut sizing = None;
-    let mut trigger = None;
     let mut at_end_of_load = None;
-    let mut leaf_changes_at_end_of_load = None;
     let mut end_of_load = |db: &Arc<DocDb>| -> Result<u64> {
-        // The seeds start their run phase from a loaded, checkpointed database.
-        db.engine()
-            .checkpoint()
-            .map_err(|e| anyhow!("checkpoint after load: {e}"))?;
-        let s = Sizing::new(live_table_bytes(db)?, exp, w.cache_share);
-        let t = match journal_checkpoint_bytes {
-            None => CheckpointTrigger::WrittenBytes(s.checkpoint_every_bytes),
-            Some(n) => CheckpointTrigger::JournalBytes(n),
-        };
-        let by = |b: bool, n: u64| Some(b.then_some(n));
-        db.engine()
-            .reconfigure(&Reconfigure {
-                cache_size: Some(s.cache_bytes),
-                checkpoint_written_bytes: by(
-                    journal_checkpoint_bytes.is_none(),
-                    s.checkpoint_every_bytes,
-                ),
-                checkpoint_log_size: by(
-                    journal_checkpoint_bytes.is_some(),
-                    journal_checkpoint_bytes.unwrap_or(0),
-                ),
-                journal_file_max: Some(s.journal_file_bytes),
-                // The run phase's engine: every engine of a point loads alike, with WiredTiger's
-                // budget, so all start their run from the same database.
-                eviction_dirty_pct: Some((w.dirty_pct[0], w.dirty_pct[1])),
-                ..Reconfigure::default()
-            })
-            .map_err(|e| anyhow!("sizing the run phase: {e}"))?;
-        sizing = Some(s);
-        trigger = Some(t);
-        at_end_of_load = Some(last_checkpoint_in_journal(db)?);
-        leaf_changes_at_end_of_load = Some(LeafChanges::from_stats(db)?);
-        db.engine().end_of_load();
+        at_end_of_load = Some(EndOfLoad::take(db, exp, w, journal_checkpoint_bytes)?);
         Ok(obs.count.load(Ordering::Relaxed))
     };
     let (load, run, eol) = if w.workload == "chapter10" {
@@ -890,9 +830,10 @@ pub fn run_engine(
             || end_of_load(&db).map(Some),
         )?
     };
+    let at_end_of_load =
+        at_end_of_load.ok_or_else(|| anyhow!("the workload never reached its end of load"))?;
     let intervals = {
-        let (journal0, checkpoints0, appended0) =
-            at_end_of_load.ok_or_else(|| anyhow!("the workload never reached its end of load"))?;
+        let (journal0, checkpoints0, appended0) = at_end_of_load.journal;
         let (journal1, checkpoints1, appended1) = last_checkpoint_in_journal(&db)?;
         let ops: u64 = run.metrics.values().map(|m| m.operations).sum();
         RunIntervals {
@@ -901,10 +842,7 @@ pub fn run_engine(
             journal_bytes_per_op: (appended1 - appended0) / ops.max(1),
         }
     };
-    let leaf_changes = match leaf_changes_at_end_of_load {
-        Some(start) => Some(LeafChanges::from_stats(&db)?.since(start)),
-        None => None,
-    };
+    let leaf_changes = Some(LeafChanges::from_stats(&db)?.since(at_end_of_load.leaf_changes));
     db.shutdown()
         .map_err(|e| anyhow!("shutting the lab database down: {e}"))?;
     drop(db);
@@ -935,7 +873,7 @@ pub fn run_engine(
         scale_name: w.scale.clone(),
         scale: scale.clone(),
         direct_io,
-        sizing: sizing.ok_or_else(|| anyhow!("the workload never reached its end of load"))?,
+        sizing: at_end_of_load.sizing,
         load,
         run,
         trace,
@@ -946,7 +884,7 @@ pub fn run_engine(
         write_bytes_by_file: shares.by_file,
         write_bytes_by_page: shares.by_page,
         checkpoints: obs.checkpoints.load(Ordering::Relaxed),
-        checkpoint_trigger: trigger,
+        checkpoint_trigger: Some(at_end_of_load.trigger),
         intervals: Some(intervals),
         leaf_changes,
         run_checkpoints: shares.checkpoints,
@@ -954,6 +892,104 @@ pub fn run_engine(
         wall_s: started.elapsed().as_secs_f64(),
         extra,
     })
+}
+
+/// The lab database's configuration for one engine run: the load's cache, checkpoints by
+/// bytes written only, the inline schedule, the direct-I/O journal layout, and the point's
+/// allocation, leaf size and compressor; its I/O reported to `obs`.
+fn engine_config(
+    work: &Path,
+    w: &EngineWork,
+    exp: &Experiment,
+    scale: &ScaleSpec,
+    obs: Arc<CountingTrace>,
+) -> Result<DocDbConfig> {
+    let mut cfg = DocDbConfig::disk(work.join("db"));
+    cfg.engine.cache_size = scale.load_cache_mb << 20;
+    // Checkpoints by bytes written only (set after the load): a timed interval would make
+    // what one interval writes depend on this machine's speed.
+    cfg.engine.checkpoint_interval = None;
+    cfg.engine.schedule = Schedule::Inline;
+    // The seeds ran WiredTiger with direct I/O, whose log pads each write to a block: no
+    // journal page reaches the device twice (docs/lab.md, "Direct-I/O semantics").
+    cfg.engine
+        .journal
+        .as_mut()
+        .expect("the lab's engines journal")
+        .block_aligned = true;
+    cfg.uuid_seed = Some(w.seed);
+    cfg.engine.observer = Some(obs);
+    let alloc: engine::AllocPolicy = w.allocation.parse().map_err(|e| anyhow!("{e}"))?;
+    cfg.collection_table = TableConfig {
+        allocation: alloc,
+        sweep_reserve_pct: exp.sweep_reserve_pct,
+        ..table_template("collection", w.leaf_kb, &w.compressor)?
+    };
+    cfg.index_table = TableConfig {
+        allocation: alloc,
+        sweep_reserve_pct: exp.sweep_reserve_pct,
+        ..table_template("index", w.leaf_kb, &w.compressor)?
+    };
+    Ok(cfg)
+}
+
+/// What the end of the load left: the run phase's sizing and checkpoint trigger, and the
+/// journal's and the leaves' counts the run phase is measured from.
+struct EndOfLoad {
+    sizing: Sizing,
+    trigger: CheckpointTrigger,
+    /// [`last_checkpoint_in_journal`] at the end of the load.
+    journal: (u64, u64, u64),
+    leaf_changes: LeafChanges,
+}
+
+impl EndOfLoad {
+    /// Checkpoints the loaded database, sizes the run phase from it and reconfigures the
+    /// engine for it (with `journal_checkpoint_bytes`, checkpoints by journal bytes).
+    fn take(
+        db: &Arc<DocDb>,
+        exp: &Experiment,
+        w: &EngineWork,
+        journal_checkpoint_bytes: Option<u64>,
+    ) -> Result<EndOfLoad> {
+        // The seeds start their run phase from a loaded, checkpointed database.
+        db.engine()
+            .checkpoint()
+            .map_err(|e| anyhow!("checkpoint after load: {e}"))?;
+        let s = Sizing::new(live_table_bytes(db)?, exp, w.cache_share);
+        let t = match journal_checkpoint_bytes {
+            None => CheckpointTrigger::WrittenBytes(s.checkpoint_every_bytes),
+            Some(n) => CheckpointTrigger::JournalBytes(n),
+        };
+        let by = |b: bool, n: u64| Some(b.then_some(n));
+        db.engine()
+            .reconfigure(&Reconfigure {
+                cache_size: Some(s.cache_bytes),
+                checkpoint_written_bytes: by(
+                    journal_checkpoint_bytes.is_none(),
+                    s.checkpoint_every_bytes,
+                ),
+                checkpoint_log_size: by(
+                    journal_checkpoint_bytes.is_some(),
+                    journal_checkpoint_bytes.unwrap_or(0),
+                ),
+                journal_file_max: Some(s.journal_file_bytes),
+                // The run phase's engine: every engine of a point loads alike, with WiredTiger's
+                // budget, so all start their run from the same database.
+                eviction_dirty_pct: Some((w.dirty_pct[0], w.dirty_pct[1])),
+                ..Reconfigure::default()
+            })
+            .map_err(|e| anyhow!("sizing the run phase: {e}"))?;
+        let journal = last_checkpoint_in_journal(db)?;
+        let leaf_changes = LeafChanges::from_stats(db)?;
+        db.engine().end_of_load();
+        Ok(EndOfLoad {
+            sizing: s,
+            trigger: t,
+            journal,
+            leaf_changes,
+        })
+    }
 }
 
 /// The journal's bytes appended when the last checkpoint began, the checkpoints completed, and
@@ -1142,70 +1178,6 @@ fn chapter10_insert(db: &Arc<DocDb>, n: u64) -> Result<PhaseResult> {
         ..PhaseResult::default()
     };
     Ok(load)
-}
-
-/// Every write of the run phase as (time s, file kind label, offset MB, stream `policy` gives
-/// it), at most `max_per_kind` per file kind (evenly thinned), and checkpoint commit times.
-pub type IoSamples = (BTreeMap<String, Vec<(f64, f64, u8)>>, Vec<f64>);
-
-pub fn io_pattern(
-    run: &EngineRun,
-    policy: &str,
-    streams: u8,
-    max_per_kind: usize,
-) -> Result<IoSamples> {
-    let pc = PlacementConfig {
-        streams,
-        ..PlacementConfig::default()
-    };
-    let mut p = placement::policy::make_policy(policy, &pc).map_err(|e| anyhow!(e))?;
-    let mut all: BTreeMap<String, Vec<(f64, f64, u8)>> = BTreeMap::new();
-    let mut ckpts = Vec::new();
-    let mut t0 = None;
-    for (i, ev) in placement::trace::TraceReader::open(&run.trace)?.enumerate() {
-        let ev = ev?;
-        if i as u64 == run.end_of_load_event {
-            p.end_of_load();
-        }
-        let in_run = i as u64 >= run.end_of_load_event;
-        match &ev {
-            Event::Write(w) => {
-                let stream = p.place(w);
-                if in_run {
-                    let t = *t0.get_or_insert(w.time_ns);
-                    let kind = match (w.file_kind, w.id_index) {
-                        (placement::FileKind::Index, true) => "primary index",
-                        (placement::FileKind::Index, false) => "secondary index",
-                        (k, _) => k.name(),
-                    };
-                    if kind != "metadata" {
-                        all.entry(kind.to_string()).or_default().push((
-                            (w.time_ns - t) as f64 / 1e9,
-                            w.offset as f64 / (1 << 20) as f64,
-                            stream,
-                        ));
-                    }
-                }
-            }
-            other => {
-                p.observe(other);
-                if let (Event::CheckpointCommit { time_ns, .. }, true, Some(t)) =
-                    (other, in_run, t0)
-                {
-                    ckpts.push((*time_ns - t) as f64 / 1e9);
-                }
-            }
-        }
-    }
-    for v in all.values_mut() {
-        if v.len() > max_per_kind {
-            let step = v.len() as f64 / max_per_kind as f64;
-            *v = (0..max_per_kind)
-                .map(|k| v[(k as f64 * step) as usize])
-                .collect();
-        }
-    }
-    Ok((all, ckpts))
 }
 
 /// How a workload's clients run.

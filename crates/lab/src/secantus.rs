@@ -33,8 +33,8 @@
 //! `WiredTigerLog.*` in the data directory: [`KINDS`].
 
 use crate::experiment::{ScaleSpec, ENGINE_DIRTY_PCT};
-use crate::realwt::Tools;
 use crate::run::{self, EngineRun, EngineWork, Lab, Sizing};
+use crate::tools::Tools;
 use anyhow::{anyhow, bail, Context, Result};
 use placement::classify::FileClassifier;
 use placement::trace::TraceReader;
@@ -45,6 +45,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use workload::measure::PhaseResult;
 use workload::store::Wire;
 
 /// The allocation label of SecantusDB's runs in results.
@@ -307,6 +308,83 @@ fn calibrate(program: &Path, work: &Path, w: &EngineWork, scale: &ScaleSpec) -> 
     Ok(bytes)
 }
 
+/// What the measured server did: its phases, its tables' bytes at the end and at the end of
+/// the load, when its run phase began (ns after it was spawned), and the checkpoints the lab
+/// sent it in the run phase.
+struct Measured {
+    load: PhaseResult,
+    run: PhaseResult,
+    db_bytes: u64,
+    measured_load_bytes: u64,
+    run_began_ns: Option<u64>,
+    lab_checkpoints: u64,
+}
+
+/// Starts the server with the run's cache under the shim, drives the load and the run over the
+/// wire (the lab's checkpoints by bytes written in the run phase), and stops it.
+fn measured_run(
+    tools: &Tools,
+    work: &Path,
+    trace: &Path,
+    sizing: &Sizing,
+    w: &EngineWork,
+    scale: &ScaleSpec,
+) -> Result<Measured> {
+    let dir = work.join("db");
+    std::fs::create_dir_all(&dir)?;
+    let server = Server::start(
+        &tools.secantusd,
+        &dir,
+        sizing.cache_bytes,
+        Some(Traced {
+            shim: &tools.shim,
+            trace,
+        }),
+        &work.join("server.log"),
+    )?;
+    let uri = server.uri();
+    let admin = Wire::connect(&uri, "admin")?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut run_began_ns = None;
+    let mut measured_load_bytes = 0;
+    let mut ckpt = None;
+    let phases = run::drive(
+        |db| Wire::connect(&uri, db),
+        w,
+        scale,
+        run::Clients::Threads,
+        || {
+            checkpoint(&admin)?;
+            measured_load_bytes = table_bytes(&dir)?;
+            run_began_ns = Some(monotonic_ns() - server.spawned_ns);
+            let (uri, trace, stop) = (uri.clone(), trace.to_path_buf(), stop.clone());
+            let (pid, every) = (server.child.id(), sizing.checkpoint_every_bytes);
+            ckpt = Some(std::thread::spawn(move || {
+                checkpointer(pid, uri, trace, every, stop)
+            }));
+            Ok(Some(0))
+        },
+    );
+    stop.store(true, Ordering::Relaxed);
+    let lab_checkpoints = match ckpt.map(|h| h.join()) {
+        Some(Ok(r)) => Some(r),
+        Some(Err(_)) => Some(Err(anyhow!("the checkpoint thread panicked"))),
+        None => None,
+    };
+    let (load, run_phase, _) = phases?;
+    let lab_checkpoints = lab_checkpoints.ok_or_else(|| anyhow!("no end of load"))??;
+    server.stop()?;
+    let db_bytes = table_bytes(&dir)?;
+    Ok(Measured {
+        load,
+        run: run_phase,
+        db_bytes,
+        measured_load_bytes,
+        run_began_ns,
+        lab_checkpoints,
+    })
+}
+
 /// Runs SecantusDB under the shim for one workload and seed (or reads the run done before).
 pub(crate) fn secantus_run(
     lab: &Lab,
@@ -344,53 +422,11 @@ pub(crate) fn secantus_run(
     };
     let trace = lab.out.join("traces").join(format!("{key}.trace"));
     let _ = std::fs::remove_file(&trace);
-    let dir = work.join("db");
-    std::fs::create_dir_all(&dir)?;
-    let server = Server::start(
-        program,
-        &dir,
-        sizing.cache_bytes,
-        Some(Traced {
-            shim: &tools.shim,
-            trace: &trace,
-        }),
-        &work.join("server.log"),
-    )?;
-    let uri = server.uri();
-    let admin = Wire::connect(&uri, "admin")?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut run_began_ns = None;
-    let mut measured_load_bytes = 0;
-    let mut ckpt = None;
-    let phases = run::drive(
-        |db| Wire::connect(&uri, db),
-        &w,
-        scale,
-        run::Clients::Threads,
-        || {
-            checkpoint(&admin)?;
-            measured_load_bytes = table_bytes(&dir)?;
-            run_began_ns = Some(monotonic_ns() - server.spawned_ns);
-            let (uri, trace, stop) = (uri.clone(), trace.clone(), stop.clone());
-            let (pid, every) = (server.child.id(), sizing.checkpoint_every_bytes);
-            ckpt = Some(std::thread::spawn(move || {
-                checkpointer(pid, uri, trace, every, stop)
-            }));
-            Ok(Some(0))
-        },
-    );
-    stop.store(true, Ordering::Relaxed);
-    let lab_checkpoints = match ckpt.map(|h| h.join()) {
-        Some(Ok(r)) => Some(r),
-        Some(Err(_)) => Some(Err(anyhow!("the checkpoint thread panicked"))),
-        None => None,
-    };
-    let (load, run_phase, _) = phases?;
-    let lab_checkpoints = lab_checkpoints.ok_or_else(|| anyhow!("no end of load"))??;
-    server.stop()?;
-    let db_bytes = table_bytes(&dir)?;
+    let m = measured_run(tools, &work, &trace, &sizing, &w, scale)?;
+    let (load, run_phase, db_bytes) = (m.load, m.run, m.db_bytes);
+    let (measured_load_bytes, lab_checkpoints) = (m.measured_load_bytes, m.lab_checkpoints);
     let _ = std::fs::remove_dir_all(&work);
-    let began = run_began_ns.ok_or_else(|| anyhow!("no end of load"))?;
+    let began = m.run_began_ns.ok_or_else(|| anyhow!("no end of load"))?;
     let (end_of_load_event, events, checkpoints) = scan(&trace, began)?;
     let shares = run::write_shares(&trace, end_of_load_event)?;
     let mut extra = BTreeMap::new();

@@ -22,6 +22,26 @@ fn a_tiny_streams_experiment_writes_results_plots_and_a_report() {
     let html = lab::run_experiment(exp.clone(), Some("tiny"), &out, true, None).unwrap();
     assert!(html.ends_with("report.html"));
 
+    results_hold_every_parameter(&out);
+    every_engine_keeps_the_reference_intervals(&out.join("points"));
+
+    the_report_references_every_plot_written(&out, &html);
+    // A report compared with an earlier run sets the headlines side by side.
+    let html2 = lab::run_experiment(exp.clone(), Some("tiny"), &out, true, Some(&out)).unwrap();
+    let md2 = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        md2.contains("beside the reference run"),
+        "{}",
+        html2.display()
+    );
+
+    a_second_run_resumes(&exp, &out);
+    older_engine_runs_are_made_again(exp, &out);
+}
+
+/// results.csv has a column per parameter and a row per point; results.json holds the
+/// experiment, the scale and sane device figures.
+fn results_hold_every_parameter(out: &std::path::Path) {
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     let mut lines = csv.lines();
     let head: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -56,12 +76,14 @@ fn a_tiny_streams_experiment_writes_results_plots_and_a_report() {
         assert!(waf >= 1.0, "WAF below 1: {p}");
         assert!(p["device"]["modeled_ops_s"].as_f64().unwrap() > 0.0);
     }
+}
 
-    every_engine_keeps_the_reference_intervals(&out.join("points"));
-
+/// The report references exactly the plots written, each with its SVG twin, inlines them all
+/// and quotes the seeds.
+fn the_report_references_every_plot_written(out: &std::path::Path, html: &std::path::Path) {
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     let referenced: BTreeSet<String> = lab::report::referenced_plots(&md).into_iter().collect();
-    let written: BTreeSet<String> = std::fs::read_dir(&out)
+    let written: BTreeSet<String> = std::fs::read_dir(out)
         .unwrap()
         .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
         .filter(|n| n.ends_with(".png"))
@@ -77,7 +99,7 @@ fn a_tiny_streams_experiment_writes_results_plots_and_a_report() {
             "{n} has no SVG twin"
         );
     }
-    let html = std::fs::read_to_string(&html).unwrap();
+    let html = std::fs::read_to_string(html).unwrap();
     assert_eq!(
         html.matches("data:image/png;base64,").count(),
         written.len(),
@@ -95,15 +117,9 @@ fn a_tiny_streams_experiment_writes_results_plots_and_a_report() {
         md.contains("gap"),
         "the report measures the gap to the oracle"
     );
-    // A report compared with an earlier run sets the headlines side by side.
-    let html2 = lab::run_experiment(exp.clone(), Some("tiny"), &out, true, Some(&out)).unwrap();
-    let md2 = std::fs::read_to_string(out.join("report.md")).unwrap();
-    assert!(
-        md2.contains("beside the reference run"),
-        "{}",
-        html2.display()
-    );
+}
 
+fn a_second_run_resumes(exp: &lab::experiment::Experiment, out: &std::path::Path) {
     // A second run resumes: nothing is recomputed (the engine run's file is untouched).
     let engine_file = std::fs::read_dir(out.join("points"))
         .unwrap()
@@ -112,12 +128,14 @@ fn a_tiny_streams_experiment_writes_results_plots_and_a_report() {
         .unwrap()
         .path();
     let before = std::fs::metadata(&engine_file).unwrap().modified().unwrap();
-    lab::run_experiment(exp.clone(), Some("tiny"), &out, true, None).unwrap();
+    lab::run_experiment(exp.clone(), Some("tiny"), out, true, None).unwrap();
     assert_eq!(
         std::fs::metadata(&engine_file).unwrap().modified().unwrap(),
         before
     );
+}
 
+fn older_engine_runs_are_made_again(exp: lab::experiment::Experiment, out: &std::path::Path) {
     // Runs that an engine writing other traces made (an older TRACE_VERSION) are run again,
     // and so are their replays: a resumed experiment never mixes the two.
     let points = out.join("points");
@@ -133,7 +151,7 @@ fn a_tiny_streams_experiment_writes_results_plots_and_a_report() {
         v.as_object_mut().unwrap().remove("trace_version");
         std::fs::write(&p, serde_json::to_string(&v).unwrap()).unwrap();
     }
-    lab::run_experiment(exp, Some("tiny"), &out, true, None).unwrap();
+    lab::run_experiment(exp, Some("tiny"), out, true, None).unwrap();
     for e in std::fs::read_dir(&points).unwrap() {
         let p = e.unwrap().path();
         assert_eq!(
@@ -178,6 +196,23 @@ fn every_experiment_kind_runs_at_tiny_scale() {
             "{name} has no plot"
         );
         assert!(html.exists());
+        if name == "io-pattern" {
+            // The report reads result files only: it is written again without the traces.
+            std::fs::remove_dir_all(dir.path().join("traces")).unwrap();
+            assert!(dir.path().join(lab::io_pattern::FILE).exists());
+            lab::rewrite_report(dir.path(), None).unwrap();
+            let again = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+            let io = |md: &str| {
+                let s = md.split("## Where writes land over time").nth(1).unwrap();
+                s.split("\n## ").next().unwrap().to_string()
+            };
+            assert!(io(&again).contains(".png"), "{again}");
+            assert_eq!(
+                io(&again),
+                io(&md),
+                "the io-pattern section from its result files"
+            );
+        }
     }
 }
 

@@ -7,8 +7,9 @@ mod sections;
 mod streams;
 
 use crate::experiment::{Experiment, Kind, ScaleSpec};
+use crate::io_pattern;
 use crate::plot::{self, Bars, Scatter};
-use crate::run::{io_pattern, CheckpointTrigger, EngineRun, Point};
+use crate::run::{CheckpointTrigger, EngineRun, Point};
 use anyhow::Result;
 use base64::Engine as _;
 use std::collections::BTreeMap;
@@ -236,7 +237,7 @@ pub fn write(
         Kind::LeafSize => sections::leaf(&mut r, out, points)?,
         Kind::Trim => sections::trim(&mut r, out, points)?,
         Kind::WriteShares => shares_section(&mut r, out, runs)?,
-        Kind::IoPattern => io_section(&mut r, out, exp, runs)?,
+        Kind::IoPattern => io_section(&mut r, out)?,
         Kind::Compression => compression_section(&mut r, out, runs)?,
         Kind::Scale => scale::section(&mut r, out, exp, points)?,
         Kind::Hass => unreachable!("hass experiments write their own report (hass.rs)"),
@@ -408,6 +409,14 @@ pub const PAPER_JOURNAL_SHARE: &[(&str, f64)] = &[
 ];
 
 fn shares_section(r: &mut Report, out: &Path, runs: &[EngineRun]) -> Result<()> {
+    file_shares(r, out, runs)?;
+    page_shares(r, runs);
+    r.p(shares_reading(runs));
+    Ok(())
+}
+
+/// The run phase's bytes per file kind, beside the seeds' Table 1, as a table and a plot.
+fn file_shares(r: &mut Report, out: &Path, runs: &[EngineRun]) -> Result<()> {
     r.h2("Bytes written per file kind (run phase)");
     let kinds = [
         "collection",
@@ -473,6 +482,11 @@ fn shares_section(r: &mut Report, out: &Path, runs: &[EngineRun]) -> Result<()> 
         },
     )?;
     r.img("write-shares.png", "write shares per file kind");
+    Ok(())
+}
+
+/// The run phase's bytes per page kind.
+fn page_shares(r: &mut Report, runs: &[EngineRun]) {
     r.h2("Bytes written per page kind (run phase)");
     let pages = [
         "leaf",
@@ -508,6 +522,10 @@ fn shares_section(r: &mut Report, out: &Path, runs: &[EngineRun]) -> Result<()> 
         ],
         rows,
     );
+}
+
+/// The journal's and the leaves' shares against the paper's.
+fn shares_reading(runs: &[EngineRun]) -> String {
     let mut reading = String::from("Paper (seed 002 Table 2, page writes in the collection file under YCSB): leaf 99.7%, internal 0.27%, root 0.000049%, checkpoint (extent-list) pages 0.00015%. ");
     for run in runs {
         let total: u64 = run.write_bytes_by_file.values().sum::<u64>().max(1);
@@ -527,24 +545,17 @@ fn shares_section(r: &mut Report, out: &Path, runs: &[EngineRun]) -> Result<()> 
         }
     }
     reading.push_str("A smaller journal share than the paper's leaves less for the file-based mapping to separate: the journal is what `file` takes off the tables' stream.");
-    r.p(reading);
-    Ok(())
+    reading
 }
 
-fn io_section(r: &mut Report, out: &Path, exp: &Experiment, runs: &[EngineRun]) -> Result<()> {
+fn io_section(r: &mut Report, out: &Path) -> Result<()> {
     r.h2("Where writes land over time");
-    let policy = exp
-        .policies
-        .first()
-        .cloned()
-        .unwrap_or_else(|| "dsm".into());
-    let streams = exp.ssds.first().map(|s| s.streams).unwrap_or(8);
     let mut reading = String::new();
-    for run in runs {
-        let (samples, ckpts) = io_pattern(run, &policy, streams, 15_000)?;
+    for pattern in io_pattern::read(out)? {
+        let (policy, samples, ckpts) = (&pattern.policy, &pattern.samples, &pattern.checkpoints);
         for kind in ["collection", "secondary index"] {
-            if let Some((swap, follow, n)) = samples.get(kind).and_then(|s| swap_rates(s, &ckpts)) {
-                write!(reading, "{} {kind}: over {n} checkpoint intervals the write region swaps in {:.0}% of them, and {policy}'s busiest stream changes in {:.0}%. ", run.workload, swap * 100.0, follow * 100.0).unwrap();
+            if let Some((swap, follow, n)) = samples.get(kind).and_then(|s| swap_rates(s, ckpts)) {
+                write!(reading, "{} {kind}: over {n} checkpoint intervals the write region swaps in {:.0}% of them, and {policy}'s busiest stream changes in {:.0}%. ", pattern.workload, swap * 100.0, follow * 100.0).unwrap();
             }
         }
         let panels: Vec<Scatter> = samples
@@ -552,11 +563,11 @@ fn io_section(r: &mut Report, out: &Path, exp: &Experiment, runs: &[EngineRun]) 
             .map(|(k, pts)| Scatter {
                 title: k,
                 points: pts,
-                checkpoints: &ckpts,
+                checkpoints: ckpts,
             })
             .collect();
-        let name = format!("io-{}", run.workload);
-        plot::scatter_panels(&out.join(&name), &format!("{}: file offset of each write, coloured by the {policy} stream (grey lines: checkpoints)", run.workload), &panels)?;
+        let name = format!("io-{}", pattern.workload);
+        plot::scatter_panels(&out.join(&name), &format!("{}: file offset of each write, coloured by the {policy} stream (grey lines: checkpoints)", pattern.workload), &panels)?;
         r.img(&format!("{name}.png"), "I/O pattern");
     }
     r.p(reading);

@@ -175,23 +175,7 @@ pub fn section(r: &mut Report, out: &Path, exp: &Experiment, points: &[Point]) -
         .iter()
         .flat_map(|w| trims.iter().map(move |t| (w, t)))
     {
-        let at_scale = |figure: &dyn Fn(&Table, &Cell) -> Option<f64>| -> Vec<Option<f64>> {
-            tables
-                .iter()
-                .map(|(_, ps)| {
-                    let t = Table::new(ps);
-                    let base = t.cells.keys().find(|c| {
-                        &c.workload == w
-                            && &c.trim == trim
-                            && c.allocation == WIREDTIGER
-                            && c.policy == "none"
-                    });
-                    base.and_then(|b| figure(&t, b))
-                })
-                .collect()
-        };
-        let by_figure: Vec<Vec<Option<f64>>> = FIGURES.iter().map(|(_, f)| at_scale(f)).collect();
-        let split: Vec<Vec<Option<f64>>> = SPLIT.iter().map(|(_, _, f)| at_scale(f)).collect();
+        let (by_figure, split) = at_scales(&tables, w, trim);
         // Rows are scales, columns figures.
         let transpose = |cols: &[Vec<Option<f64>>]| -> Vec<Vec<Option<f64>>> {
             (0..scales.len())
@@ -219,39 +203,12 @@ pub fn section(r: &mut Report, out: &Path, exp: &Experiment, points: &[Point]) -
             .chain(FIGURES.iter().map(|f| f.0))
             .collect();
         r.table(&head, rows);
-        // The flash-writes figures (the first four) against scale.
-        let cats: Vec<String> = scales.iter().map(|s| s.to_string()).collect();
-        let series: Vec<(String, Vec<f64>)> = FIGURES[..4]
-            .iter()
-            .zip(&by_figure)
-            .map(|(f, v)| {
-                (
-                    f.0.trim_end_matches(" flash writes/op").to_string(),
-                    v.iter().map(|x| x.unwrap_or(0.0)).collect(),
-                )
-            })
-            .collect();
         let name = if trims.len() > 1 {
             format!("scale-{w}-t{trim}")
         } else {
             format!("scale-{w}")
         };
-        plot::bars(
-            &out.join(&name),
-            &Bars {
-                title: &format!("{title}: flash page writes per operation by scale"),
-                x_label: "scale",
-                y_label: "flash page writes / operation",
-                categories: &cats,
-                series: &series,
-                reference: None,
-                stacked: false,
-            },
-        )?;
-        r.img(
-            &format!("{name}.png"),
-            "flash writes per operation by scale",
-        );
+        flash_plot(r, out, &scales, &title, &name, &by_figure)?;
         r.p("Flash writes per operation is host pages written per operation × the device's WAF; which factor moves:");
         let head: Vec<&str> = std::iter::once("scale")
             .chain(SPLIT.iter().map(|f| f.0))
@@ -259,6 +216,79 @@ pub fn section(r: &mut Report, out: &Path, exp: &Experiment, points: &[Point]) -
         r.table(&head, split_rows);
     }
     r.p("Each cell: the median over seeds at that scale, and in parentheses how far it lies from the next larger scale's.");
+    r.p(convergence_reading(&scales, &worst));
+    r.p(sides_reading(&scales, &worst_side));
+    Ok(())
+}
+
+/// Figures at every scale: one column per figure, with a value per scale.
+type Columns = Vec<Vec<Option<f64>>>;
+
+/// Each figure of [`FIGURES`] and of [`SPLIT`] for workload `w` under TRIM `trim`.
+fn at_scales(tables: &[(&str, Vec<Point>)], w: &str, trim: &str) -> (Columns, Columns) {
+    let at_scale = |figure: &dyn Fn(&Table, &Cell) -> Option<f64>| -> Vec<Option<f64>> {
+        tables
+            .iter()
+            .map(|(_, ps)| {
+                let t = Table::new(ps);
+                let base = t.cells.keys().find(|c| {
+                    c.workload == w
+                        && c.trim == trim
+                        && c.allocation == WIREDTIGER
+                        && c.policy == "none"
+                });
+                base.and_then(|b| figure(&t, b))
+            })
+            .collect()
+    };
+    let by_figure: Columns = FIGURES.iter().map(|(_, f)| at_scale(f)).collect();
+    let split: Columns = SPLIT.iter().map(|(_, _, f)| at_scale(f)).collect();
+    (by_figure, split)
+}
+
+/// The flash-writes figures (the first four) against scale, as plot `name`.
+fn flash_plot(
+    r: &mut Report,
+    out: &Path,
+    scales: &[&str],
+    title: &str,
+    name: &str,
+    by_figure: &Columns,
+) -> Result<()> {
+    // The flash-writes figures (the first four) against scale.
+    let cats: Vec<String> = scales.iter().map(|s| s.to_string()).collect();
+    let series: Vec<(String, Vec<f64>)> = FIGURES[..4]
+        .iter()
+        .zip(by_figure)
+        .map(|(f, v)| {
+            (
+                f.0.trim_end_matches(" flash writes/op").to_string(),
+                v.iter().map(|x| x.unwrap_or(0.0)).collect(),
+            )
+        })
+        .collect();
+    plot::bars(
+        &out.join(name),
+        &Bars {
+            title: &format!("{title}: flash page writes per operation by scale"),
+            x_label: "scale",
+            y_label: "flash page writes / operation",
+            categories: &cats,
+            series: &series,
+            reference: None,
+            stacked: false,
+        },
+    )?;
+    r.img(
+        &format!("{name}.png"),
+        "flash writes per operation by scale",
+    );
+    Ok(())
+}
+
+/// How far each scale's figures lie from the next larger scale's at most, and which scale
+/// converged.
+fn convergence_reading(scales: &[&str], worst: &[f64]) -> String {
     let mut s = String::new();
     for (i, sc) in scales.iter().enumerate() {
         if i + 1 < scales.len() {
@@ -278,12 +308,10 @@ pub fn section(r: &mut Report, out: &Path, exp: &Experiment, points: &[Point]) -
             && worst[*i] < 0.02
     });
     match converged {
-        Some((_, sc)) => write!(s, "**The converged scale is {sc}**: the smallest scale, at least medium, at which every headline figure moves by less than 2% against the next larger scale run here.").unwrap(),
-        None => write!(s, "**No scale converged** by that rule (every figure within 2% of the next larger scale) among those run here; the largest, {}, has no larger one to be checked against.", scales.last().unwrap_or(&"?")).unwrap(),
-    }
-    r.p(s);
-    r.p(sides_reading(&scales, &worst_side));
-    Ok(())
+    Some((_, sc)) => write!(s, "**The converged scale is {sc}**: the smallest scale, at least medium, at which every headline figure moves by less than 2% against the next larger scale run here.").unwrap(),
+    None => write!(s, "**No scale converged** by that rule (every figure within 2% of the next larger scale) among those run here; the largest, {}, has no larger one to be checked against.", scales.last().unwrap_or(&"?")).unwrap(),
+}
+    s
 }
 
 /// Per pair of consecutive scales, how far the engine's figures, the device's and flashdoc's

@@ -26,53 +26,15 @@ pub fn leaf(r: &mut Report, out: &Path, points: &[Point]) -> Result<()> {
     }
     let mut reading = String::new();
     for w in &workloads {
-        let find = |alloc: &str, pol: &str, leaf: u32| {
-            t.cells
-                .keys()
-                .find(|c| {
-                    &c.workload == w
-                        && c.allocation == alloc
-                        && c.policy == pol
-                        && c.leaf_kb == leaf
-                })
-                .cloned()
-        };
-        let Some(base) = find("best", "none", 32) else {
+        let Some(LeafRows {
+            rows,
+            cats,
+            s32,
+            s4,
+        }) = leaf_rows(&t, w, &policies)
+        else {
             continue;
         };
-        let mut rows = Vec::new();
-        let (mut s32, mut s4, mut cats) = (Vec::new(), Vec::new(), Vec::new());
-        for (alloc, pol) in &policies {
-            let label = format!("{pol} ({})", super::streams::engine_name(alloc));
-            let mut pair = [None, None];
-            for (i, leaf) in [32u32, 4].into_iter().enumerate() {
-                let Some(c) = find(alloc, pol, leaf) else {
-                    continue;
-                };
-                let (Some(fl), Some(wa), Some(ratio), Some(db)) = (
-                    t.spread(&c, flash_per_op),
-                    t.spread(&c, waf),
-                    t.paired_ratio(&c, &base, modeled),
-                    t.spread(&c, |p| p.db_mb),
-                ) else {
-                    continue;
-                };
-                rows.push(vec![
-                    label.clone(),
-                    format!("{leaf} KB"),
-                    fl.fmt(2),
-                    wa.fmt(3),
-                    format!("{:.2}×", ratio.median),
-                    db.fmt(1),
-                ]);
-                pair[i] = Some(ratio.median);
-            }
-            if let [Some(a), Some(b)] = pair {
-                cats.push(label);
-                s32.push(a);
-                s4.push(b);
-            }
-        }
         r.h3(w.clone());
         r.table(
             &[
@@ -120,6 +82,67 @@ pub fn leaf(r: &mut Report, out: &Path, points: &[Point]) -> Result<()> {
     Ok(())
 }
 
+/// One workload's rows of the leaf-size table, and each policy's throughput against none
+/// with 32 KB leaves at 32 KB and at 4 KB (for the plot).
+struct LeafRows {
+    rows: Vec<Vec<String>>,
+    cats: Vec<String>,
+    s32: Vec<f64>,
+    s4: Vec<f64>,
+}
+
+/// [`LeafRows`] of workload `w`, or `None` if it has no best-fit `none` run with 32 KB leaves.
+fn leaf_rows(t: &Table, w: &str, policies: &[(String, String)]) -> Option<LeafRows> {
+    let find = |alloc: &str, pol: &str, leaf: u32| {
+        t.cells
+            .keys()
+            .find(|c| {
+                c.workload == w && c.allocation == alloc && c.policy == pol && c.leaf_kb == leaf
+            })
+            .cloned()
+    };
+    let base = find("best", "none", 32)?;
+    let mut rows = Vec::new();
+    let (mut s32, mut s4, mut cats) = (Vec::new(), Vec::new(), Vec::new());
+    for (alloc, pol) in policies {
+        let label = format!("{pol} ({})", super::streams::engine_name(alloc));
+        let mut pair = [None, None];
+        for (i, leaf) in [32u32, 4].into_iter().enumerate() {
+            let Some(c) = find(alloc, pol, leaf) else {
+                continue;
+            };
+            let (Some(fl), Some(wa), Some(ratio), Some(db)) = (
+                t.spread(&c, flash_per_op),
+                t.spread(&c, waf),
+                t.paired_ratio(&c, &base, modeled),
+                t.spread(&c, |p| p.db_mb),
+            ) else {
+                continue;
+            };
+            rows.push(vec![
+                label.clone(),
+                format!("{leaf} KB"),
+                fl.fmt(2),
+                wa.fmt(3),
+                format!("{:.2}×", ratio.median),
+                db.fmt(1),
+            ]);
+            pair[i] = Some(ratio.median);
+        }
+        if let [Some(a), Some(b)] = pair {
+            cats.push(label);
+            s32.push(a);
+            s4.push(b);
+        }
+    }
+    Some(LeafRows {
+        rows,
+        cats,
+        s32,
+        s4,
+    })
+}
+
 /// Throughput by TRIM batch, for each TRIM command cost, with the best batch found and the
 /// share of device time TRIMs took.
 pub fn trim(r: &mut Report, out: &Path, points: &[Point]) -> Result<()> {
@@ -131,42 +154,9 @@ pub fn trim(r: &mut Report, out: &Path, points: &[Point]) -> Result<()> {
     let mut cats: Vec<String> = Vec::new();
     let mut reading = String::new();
     for ssd in &costs {
-        let cells: Vec<&Cell> = t.cells.keys().filter(|c| &c.ssd == ssd).collect();
-        let Some(base) = cells.iter().find(|c| c.trim == "off").map(|c| (*c).clone()) else {
+        let Some(TrimRows { rows, vals, best }) = trim_rows(&t, points, ssd, &mut cats) else {
             continue;
         };
-        let mut rows = Vec::new();
-        let mut vals = Vec::new();
-        let mut best: Option<(String, f64)> = None;
-        for c in &cells {
-            let (Some(wa), Some(ratio), Some(trimmed), Some(share)) = (
-                t.spread(c, waf),
-                t.paired_ratio(c, &base, modeled),
-                t.spread(c, |p| p.device.trimmed_bytes as f64 / (1 << 20) as f64),
-                t.spread(c, |p| p.device.trim_device_s / p.device.device_s.max(1e-12)),
-            ) else {
-                continue;
-            };
-            let batch = points
-                .iter()
-                .find(|p| Cell::of(p) == **c)
-                .and_then(|p| p.device.trim_batch_extents);
-            rows.push(vec![
-                c.trim.clone(),
-                batch.map(|b| b.to_string()).unwrap_or_else(|| "–".into()),
-                wa.fmt(3),
-                pct(ratio.median),
-                format!("{:.1}", trimmed.median),
-                format!("{:.1}%", share.median * 100.0),
-            ]);
-            if !cats.contains(&c.trim) {
-                cats.push(c.trim.clone());
-            }
-            vals.push(ratio.median);
-            if c.trim != "off" && best.as_ref().is_none_or(|b| ratio.median > b.1) {
-                best = Some((c.trim.clone(), ratio.median));
-            }
-        }
         r.h3(format!("TRIM command cost: {ssd}"));
         r.table(
             &[
@@ -180,12 +170,7 @@ pub fn trim(r: &mut Report, out: &Path, points: &[Point]) -> Result<()> {
             rows,
         );
         if let Some((b, v)) = best {
-            let free_ones: Vec<f64> = vals.iter().skip(1).copied().collect();
-            let interior = Spread::of(free_ones.clone()).is_some_and(|s| {
-                let first = free_ones.first().copied().unwrap_or(0.0);
-                let last = free_ones.last().copied().unwrap_or(0.0);
-                s.max > first.max(last) + 0.005
-            });
+            let interior = optimum_inside(&vals);
             write!(
                 reading,
                 "With {ssd}: the best batch is {b} ({}), {}. ",
@@ -227,4 +212,66 @@ pub fn trim(r: &mut Report, out: &Path, points: &[Point]) -> Result<()> {
     r.p(reading);
     r.p("Each TRIM is charged as a non-queued SATA command: it waits for the queue to drain, then holds the device for its command time plus 40 ns per page (docs/ssd.md). Batches are scaled to the device (k × capacity / 256 GB), so a batch frees the same share of the device as the paper's; a batch's extents are issued back to back, so only its first waits for a drain. `-replace` trims at address replacement as the paper did: it frees more (it does not wait for the next checkpoint) but would destroy blocks the last durable checkpoint still needs, so flashdoc allows it only in the simulator.");
     Ok(())
+}
+
+/// One TRIM command cost's rows of the table, each condition's throughput against no TRIM
+/// (for the plot), and the best batch.
+struct TrimRows {
+    rows: Vec<Vec<String>>,
+    vals: Vec<f64>,
+    best: Option<(String, f64)>,
+}
+
+/// [`TrimRows`] of the device `ssd` (adding its conditions to `cats`), or `None` if it has no
+/// run without TRIM.
+fn trim_rows(t: &Table, points: &[Point], ssd: &str, cats: &mut Vec<String>) -> Option<TrimRows> {
+    let cells: Vec<&Cell> = t.cells.keys().filter(|c| c.ssd == ssd).collect();
+    let base = cells
+        .iter()
+        .find(|c| c.trim == "off")
+        .map(|c| (*c).clone())?;
+    let mut rows = Vec::new();
+    let mut vals = Vec::new();
+    let mut best: Option<(String, f64)> = None;
+    for c in &cells {
+        let (Some(wa), Some(ratio), Some(trimmed), Some(share)) = (
+            t.spread(c, waf),
+            t.paired_ratio(c, &base, modeled),
+            t.spread(c, |p| p.device.trimmed_bytes as f64 / (1 << 20) as f64),
+            t.spread(c, |p| p.device.trim_device_s / p.device.device_s.max(1e-12)),
+        ) else {
+            continue;
+        };
+        let batch = points
+            .iter()
+            .find(|p| Cell::of(p) == **c)
+            .and_then(|p| p.device.trim_batch_extents);
+        rows.push(vec![
+            c.trim.clone(),
+            batch.map(|b| b.to_string()).unwrap_or_else(|| "–".into()),
+            wa.fmt(3),
+            pct(ratio.median),
+            format!("{:.1}", trimmed.median),
+            format!("{:.1}%", share.median * 100.0),
+        ]);
+        if !cats.contains(&c.trim) {
+            cats.push(c.trim.clone());
+        }
+        vals.push(ratio.median);
+        if c.trim != "off" && best.as_ref().is_none_or(|b| ratio.median > b.1) {
+            best = Some((c.trim.clone(), ratio.median));
+        }
+    }
+    Some(TrimRows { rows, vals, best })
+}
+
+/// Whether the best of the TRIM batches (`vals` after the first, no TRIM) lies inside their
+/// range: above both ends by more than half a percent.
+fn optimum_inside(vals: &[f64]) -> bool {
+    let free_ones: Vec<f64> = vals.iter().skip(1).copied().collect();
+    Spread::of(free_ones.clone()).is_some_and(|s| {
+        let first = free_ones.first().copied().unwrap_or(0.0);
+        let last = free_ones.last().copied().unwrap_or(0.0);
+        s.max > first.max(last) + 0.005
+    })
 }

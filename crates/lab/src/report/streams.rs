@@ -259,82 +259,23 @@ fn below_oracle(ours: f64, oracle: f64) -> String {
 /// co-design against dsm and the oracle on WiredTiger's engine (flash writes per operation).
 fn gap_section(r: &mut Report, exp: &Experiment, t: &Table, k: &Condition, workloads: &[String]) {
     r.h3("The gap to the oracle that flashdoc closes");
-    let pct = |g: &GapClosure| {
-        format!(
-            "{:.0}% [{:.0}–{:.0}]",
-            g.closed.median * 100.0,
-            g.closed.min * 100.0,
-            g.closed.max * 100.0
-        )
-    };
     let mut rows = Vec::new();
     let mut codesign = Vec::new();
     let mut same_trace = Vec::new();
     for w in workloads {
         let base = base_cell(k, w);
         let mut row = vec![w.clone()];
-        for (engine, metric_name) in [(WIREDTIGER, "WAF"), (FLASHDOC, "WAF")] {
-            match gap_closure(t, &base, (engine, "filelog"), (engine, "dsm"), engine, waf) {
-                Some(g) if no_gap(t, &base, engine, &g, waf) => row.push(format!(
-                    "{metric_name} dsm {:.3} → {} {:.3}; filelog {:.3}: no gap to close",
-                    g.dsm, g.oracle_name, g.oracle, g.ours
-                )),
-                Some(g) => {
-                    row.push(format!(
-                        "{metric_name} dsm {:.3} → {} {:.3}; filelog {:.3}: **{}**",
-                        g.dsm,
-                        g.oracle_name,
-                        g.oracle,
-                        g.ours,
-                        pct(&g)
-                    ));
-                    same_trace.push((w.clone(), engine, g.closed.median));
-                }
-                None => row.push(equal_figures(t, &base, engine, engine, waf, "WAF ")),
+        for engine in [WIREDTIGER, FLASHDOC] {
+            let (cell, closed) = same_trace_cell(t, &base, engine);
+            row.push(cell);
+            if let Some(c) = closed {
+                same_trace.push((w.clone(), engine, c));
             }
         }
-        match gap_closure(
-            t,
-            &base,
-            (FLASHDOC, "filelog"),
-            (WIREDTIGER, "dsm"),
-            WIREDTIGER,
-            flash_per_op,
-        ) {
-            Some(g) if no_gap(t, &base, WIREDTIGER, &g, flash_per_op) => row.push(format!(
-                "dsm {:.2} → {} {:.2}; flashdoc {:.2}: no gap to close{}",
-                g.dsm,
-                g.oracle_name,
-                g.oracle,
-                g.ours,
-                below_oracle(g.ours, g.oracle)
-            )),
-            Some(g) => {
-                row.push(format!(
-                    "dsm {:.2} → {} {:.2}; flashdoc {:.2}: **{}**",
-                    g.dsm,
-                    g.oracle_name,
-                    g.oracle,
-                    g.ours,
-                    pct(&g)
-                ));
-                codesign.push((w.clone(), g.closed.median));
-            }
-            None => {
-                let mut cell = equal_figures(t, &base, WIREDTIGER, WIREDTIGER, flash_per_op, "");
-                let ours = t.spread(&base.with(FLASHDOC, "filelog"), flash_per_op);
-                let oracle = t.spread(&base.with(WIREDTIGER, "oracle"), flash_per_op);
-                if let (Some(f), Some(o), false) = (ours, oracle, cell == "–") {
-                    write!(
-                        cell,
-                        "; flashdoc {:.2}{}",
-                        f.median,
-                        below_oracle(f.median, o.median)
-                    )
-                    .expect("a String takes any write");
-                }
-                row.push(cell)
-            }
+        let (cell, closed) = codesign_cell(t, &base);
+        row.push(cell);
+        if let Some(c) = closed {
+            codesign.push((w.clone(), c));
         }
         rows.push(row);
     }
@@ -356,6 +297,104 @@ fn gap_section(r: &mut Report, exp: &Experiment, t: &Table, k: &Condition, workl
         rows,
     );
     r.p("Gap closed = (dsm − ours) / (dsm − oracle), seed by seed, against the stronger oracle (the lower of `oracle` and `oracle-death`); median [min–max]. *No gap to close*: the oracle is within 1 % of dsm, or within dsm's spread between seeds, so a closure would be a ratio of noise.");
+    r.p(gap_reading(exp, &codesign, &same_trace, gapless));
+}
+
+/// A gap closure's median [min–max], in percent.
+fn closed_text(g: &GapClosure) -> String {
+    format!(
+        "{:.0}% [{:.0}–{:.0}]",
+        g.closed.median * 100.0,
+        g.closed.min * 100.0,
+        g.closed.max * 100.0
+    )
+}
+
+/// The WAF gap `filelog` closes on `engine`'s own trace: the cell, and the median closed if
+/// there was a gap.
+fn same_trace_cell(t: &Table, base: &Cell, engine: &str) -> (String, Option<f64>) {
+    match gap_closure(t, base, (engine, "filelog"), (engine, "dsm"), engine, waf) {
+        Some(g) if no_gap(t, base, engine, &g, waf) => (
+            format!(
+                "WAF dsm {:.3} → {} {:.3}; filelog {:.3}: no gap to close",
+                g.dsm, g.oracle_name, g.oracle, g.ours
+            ),
+            None,
+        ),
+        Some(g) => (
+            format!(
+                "WAF dsm {:.3} → {} {:.3}; filelog {:.3}: **{}**",
+                g.dsm,
+                g.oracle_name,
+                g.oracle,
+                g.ours,
+                closed_text(&g)
+            ),
+            Some(g.closed.median),
+        ),
+        None => (equal_figures(t, base, engine, engine, waf, "WAF "), None),
+    }
+}
+
+/// The flash-writes gap between dsm and the oracle on WiredTiger's engine that the co-design
+/// closes: the cell, and the median closed if there was a gap.
+fn codesign_cell(t: &Table, base: &Cell) -> (String, Option<f64>) {
+    match gap_closure(
+        t,
+        base,
+        (FLASHDOC, "filelog"),
+        (WIREDTIGER, "dsm"),
+        WIREDTIGER,
+        flash_per_op,
+    ) {
+        Some(g) if no_gap(t, base, WIREDTIGER, &g, flash_per_op) => (
+            format!(
+                "dsm {:.2} → {} {:.2}; flashdoc {:.2}: no gap to close{}",
+                g.dsm,
+                g.oracle_name,
+                g.oracle,
+                g.ours,
+                below_oracle(g.ours, g.oracle)
+            ),
+            None,
+        ),
+        Some(g) => (
+            format!(
+                "dsm {:.2} → {} {:.2}; flashdoc {:.2}: **{}**",
+                g.dsm,
+                g.oracle_name,
+                g.oracle,
+                g.ours,
+                closed_text(&g)
+            ),
+            Some(g.closed.median),
+        ),
+        None => {
+            let mut cell = equal_figures(t, base, WIREDTIGER, WIREDTIGER, flash_per_op, "");
+            let ours = t.spread(&base.with(FLASHDOC, "filelog"), flash_per_op);
+            let oracle = t.spread(&base.with(WIREDTIGER, "oracle"), flash_per_op);
+            if let (Some(f), Some(o), false) = (ours, oracle, cell == "–") {
+                write!(
+                    cell,
+                    "; flashdoc {:.2}{}",
+                    f.median,
+                    below_oracle(f.median, o.median)
+                )
+                .expect("a String takes any write");
+            }
+            (cell, None)
+        }
+    }
+}
+
+/// What the gap table says: how often the co-design and `filelog` alone close half the gap,
+/// and how many cells had none.
+fn gap_reading(
+    exp: &Experiment,
+    codesign: &[(String, f64)],
+    same_trace: &[(String, &str, f64)],
+    gapless: usize,
+) -> String {
     let mut s = String::new();
     let meets = |v: &[(String, f64)]| v.iter().filter(|x| x.1 >= 0.5).count();
     if !codesign.is_empty() {
@@ -363,7 +402,7 @@ fn gap_section(r: &mut Report, exp: &Experiment, t: &Table, k: &Condition, workl
             .iter()
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .expect("non-empty");
-        write!(s, "In flash page writes per operation, flashdoc ({}) closes at least half of the gap between dsm and the oracle on WiredTiger's engine on {} of {} workloads (least: {:.0}% on {}). ", codesign_words(exp), meets(&codesign), codesign.len(), worst.1 * 100.0, worst.0).unwrap();
+        write!(s, "In flash page writes per operation, flashdoc ({}) closes at least half of the gap between dsm and the oracle on WiredTiger's engine on {} of {} workloads (least: {:.0}% on {}). ", codesign_words(exp), meets(codesign), codesign.len(), worst.1 * 100.0, worst.0).unwrap();
     }
     for engine in [WIREDTIGER, FLASHDOC] {
         let v: Vec<(String, f64)> = same_trace
@@ -380,7 +419,7 @@ fn gap_section(r: &mut Report, exp: &Experiment, t: &Table, k: &Condition, workl
     if gapless > 0 {
         write!(s, "{gapless} of the table's cells have no gap to close: there the oracle is no better than dsm by more than 1 % or the seed spread, so no policy can be credited with closing anything.").unwrap();
     }
-    r.p(s);
+    s
 }
 
 /// What the TRIM commands cost each engine: commands per 1 000 operations and their share of
@@ -801,37 +840,57 @@ fn cause(t: &Table, base: &Cell, claim: &Claim, runs: &[EngineRun], larger: bool
         .iter()
         .filter_map(|o| ops(o))
         .fold(f64::NAN, f64::max);
+    let mut s = if oracle.is_finite() {
+        headroom(t, base, claim, [none, ours, against, oracle])
+    } else {
+        String::new()
+    };
+    s.push_str(&waf_clause(t, base, claim, larger));
+    s.push_str(&filter_clause(t, base, claim, runs));
+    s
+}
+
+/// Whether the oracle leaves headroom over `none`, and how much of it the claimed policy
+/// takes; `ops` holds the modeled throughput of none, the claimed policy, the one it is
+/// claimed against and the oracle.
+fn headroom(t: &Table, base: &Cell, claim: &Claim, ops: [f64; 4]) -> String {
+    let [none, ours, against, oracle] = ops;
     let mut s = String::new();
-    if oracle.is_finite() {
-        // No headroom: the oracle is within 1 % of `none`, or of `none`'s seed spread.
-        let none_spread = t
-            .spread(&base.with(WIREDTIGER, "none"), modeled)
-            .map_or(0.0, |x| x.rel_half_range());
-        let head = oracle / none - 1.0;
-        if head <= none_spread.max(0.01) {
-            write!(
-                s,
-                "no headroom: the oracle is {:+.1}% over none, so no placement of these writes can gain here",
-                head * 100.0
-            )
-            .unwrap();
+    // No headroom: the oracle is within 1 % of `none`, or of `none`'s seed spread.
+    let none_spread = t
+        .spread(&base.with(WIREDTIGER, "none"), modeled)
+        .map_or(0.0, |x| x.rel_half_range());
+    let head = oracle / none - 1.0;
+    if head <= none_spread.max(0.01) {
+        write!(
+            s,
+            "no headroom: the oracle is {:+.1}% over none, so no placement of these writes can gain here",
+            head * 100.0
+        )
+        .unwrap();
+    } else {
+        let taken = if oracle > against {
+            (ours - against) / (oracle - against)
         } else {
-            let taken = if oracle > against {
-                (ours - against) / (oracle - against)
-            } else {
-                0.0
-            };
-            write!(
-                s,
-                "the oracle is {:+.0}% over none, so the headroom exists; {} takes {:.0}% of the oracle's lead over {}",
-                head * 100.0,
-                claim.ours,
-                taken * 100.0,
-                claim.against
-            )
-            .unwrap();
-        }
+            0.0
+        };
+        write!(
+            s,
+            "the oracle is {:+.0}% over none, so the headroom exists; {} takes {:.0}% of the oracle's lead over {}",
+            head * 100.0,
+            claim.ours,
+            taken * 100.0,
+            claim.against
+        )
+        .unwrap();
     }
+    s
+}
+
+/// The write amplification behind a claim: why a gain is larger than the paper's, or the WAF
+/// of both policies where the claim separates streams.
+fn waf_clause(t: &Table, base: &Cell, claim: &Claim, larger: bool) -> String {
+    let mut s = String::new();
     let separated = matches!(
         (claim.ours, claim.against),
         (_, "none") | ("boundary", "file") | ("dsm", "boundary")
@@ -865,6 +924,12 @@ fn cause(t: &Table, base: &Cell, claim: &Claim, runs: &[EngineRun], larger: bool
             write!(s, "; WAF {a:.2} against {b:.2}").unwrap();
         }
     }
+    s
+}
+
+/// What DSM's primary-index filter and the journal's stream account for.
+fn filter_clause(t: &Table, base: &Cell, claim: &Claim, runs: &[EngineRun]) -> String {
+    let mut s = String::new();
     if claim.ours == "dsm" && claim.against != "dsm-skip-primary" {
         // Which part of DSM makes the difference: the same policy without its filter.
         if let Some(w) = t.spread(&base.with(WIREDTIGER, "dsm-skip-primary"), waf) {
