@@ -243,8 +243,8 @@ fn group(
 mod tests {
     use super::*;
 
-    fn leaf_addr(l: &Leaf) -> Addr {
-        l.state.lock().addr.expect("bulk leaves are written")
+    fn leaf_addr(l: &Arc<Leaf>) -> Addr {
+        l.latch().addr().expect("bulk leaves are written")
     }
     use crate::cache::Cache;
     use crate::config::Allocation;
@@ -326,7 +326,10 @@ mod tests {
             "5000 entries under 512-byte internal pages need two levels"
         );
         // The checkpoint writes the internal pages; the tree verifies.
-        let root = t.write_internal_pages().unwrap().unwrap();
+        let root = t
+            .write_internal_pages(&t.structure_exclusive())
+            .unwrap()
+            .unwrap();
         let c = t.file.checkpoint(root).unwrap();
         t.set_last_checkpoint(c);
         assert_eq!(t.verify().unwrap(), entries.len() as u64);
@@ -345,7 +348,10 @@ mod tests {
             .collect();
         let est = bulk_load_size(&cfg, entries.clone().into_iter().map(Ok)).unwrap();
         let (_d, t) = table(entries, cfg);
-        let root = t.write_internal_pages().unwrap().unwrap();
+        let root = t
+            .write_internal_pages(&t.structure_exclusive())
+            .unwrap()
+            .unwrap();
         t.file.checkpoint(root).unwrap();
         let real = t.file.size();
         // Leaves exactly; the internal pages and extent lists within a few blocks.
