@@ -153,11 +153,7 @@ fn copy(
     held: &WritersExclusive,
     path: &std::path::Path,
 ) -> Result<Arc<Table>> {
-    assert!(
-        held.is_of(old),
-        "a compaction copies table {} while its writers wait",
-        old.id
-    );
+    old.assert_writers_excluded(held);
     let new = p
         .catalog
         .bulk_copy(old, path, entries_of(p, old), WriteCause::Other)?;

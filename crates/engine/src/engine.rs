@@ -346,7 +346,7 @@ impl Inner {
                 let i = leaves.binary_search_by_key(leaf_id, |l| l.id()).unwrap();
                 let held = writing
                     .iter()
-                    .find(|w| w.is_of(t))
+                    .find(|w| t.is_writing(w))
                     .expect("a batch holds the writers latch of every table it writes");
                 t.apply(
                     held,

@@ -357,3 +357,70 @@ pub fn retired_backoff(attempt: u32) {
         std::thread::sleep(std::time::Duration::from_micros(50));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The state's invariants, each broken on purpose.
+
+    use super::*;
+
+    fn addr() -> Addr {
+        Addr {
+            offset: 4096,
+            size: 4096,
+            checksum: 0,
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "on disk and not resident")]
+    fn a_resident_page_is_not_read_again() {
+        LeafState::new_empty().load(LeafPage::empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "replaces one taken out")]
+    fn a_rebuilt_page_replaces_only_one_taken_out() {
+        let mut st = LeafState::on_disk(addr());
+        st.rebuilt(LeafState::written(LeafPage::empty(), addr(), Vec::new()));
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "leaves a page's size")]
+    fn reconciliation_does_not_resize_a_page() {
+        let mut st = LeafState::new_empty();
+        st.reconcile_page(|p| p.apply(b"k", Some(Value::Inline(b"v".to_vec())), 1, 0));
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "is charged nothing and is clean")]
+    fn the_latch_checks_a_page_not_resident_is_uncharged() {
+        let mut st = LeafState::on_disk(addr());
+        st.mem = 10;
+        let leaf = Leaf::new(1, 1, Vec::new(), st);
+        drop(leaf.latch());
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "only beside an image")]
+    fn the_latch_checks_pending_frees_have_an_image() {
+        let mut st = LeafState::new_empty();
+        st.pending_free.push(addr());
+        let leaf = Leaf::new(1, 1, Vec::new(), st);
+        drop(leaf.latch());
+    }
+
+    #[test]
+    fn a_rebuild_leaves_nothing_and_takes_a_written_page() {
+        let leaf = Leaf::new(1, 1, Vec::new(), LeafState::new_empty());
+        let mut st = leaf.latch();
+        let taken = st.take_for_rebuild();
+        assert!(st.page().is_none() && st.addr().is_none() && !st.is_dirty());
+        st.rebuilt(LeafState::written(taken.page, addr(), Vec::new()));
+        assert_eq!(st.addr(), Some(addr()));
+        assert!(!st.is_dirty(), "an empty page's image holds all it has");
+    }
+}

@@ -22,7 +22,9 @@
 //! in-memory size exceeds `memory_page_max`); internal nodes split when their image would
 //! exceed `internal_page_max`.
 
-use super::latch::{HoldsStructure, Latches, StructureExclusive, WritersShared};
+use super::latch::{
+    HoldsStructure, Latches, StructureExclusive, StructureShared, WritersExclusive, WritersShared,
+};
 use crate::block::{build_block, Addr, BlockFile, FileCheckpoint};
 use crate::cache::Cache;
 use crate::config::TableConfig;
@@ -180,7 +182,7 @@ impl Table {
             cfg,
             file,
             root: RwLock::new(root),
-            latches: Latches::new(),
+            latches: Latches::new(id),
             cache,
             txns,
             leaf_ids,
@@ -190,6 +192,55 @@ impl Table {
             born_at: AtomicU64::new(0),
             write_at: AtomicU64::new(LATEST),
         }
+    }
+
+    /// Takes `structure` shared, waiting for it.
+    pub fn structure_shared(&self) -> StructureShared<'_> {
+        self.latches.structure_shared()
+    }
+
+    /// Takes `structure` shared if no one holds it exclusively (nor waits to).
+    pub fn try_structure_shared(&self) -> Option<StructureShared<'_>> {
+        self.latches.try_structure_shared()
+    }
+
+    /// Takes `structure` exclusively, waiting for it.
+    pub fn structure_exclusive(&self) -> StructureExclusive<'_> {
+        self.latches.structure_exclusive()
+    }
+
+    /// Takes `writers` shared, waiting for it: a batch applying to this table holds it.
+    pub fn writers_shared(&self) -> WritersShared {
+        self.latches.writers_shared()
+    }
+
+    /// Whether `held` is this table's `writers` latch.
+    pub fn is_writing(&self, held: &WritersShared) -> bool {
+        self.latches.holds_writers(held)
+    }
+
+    /// Takes `writers` exclusively, waiting for it: a compaction copying this table holds it.
+    pub fn writers_exclusive(&self) -> WritersExclusive {
+        self.latches.writers_exclusive()
+    }
+
+    /// Asserts that `held` is this table's `writers` latch: its writers wait.
+    pub fn assert_writers_excluded(&self, held: &WritersExclusive) {
+        assert!(
+            self.latches.excludes_writers(held),
+            "table {} is copied while its writers go on",
+            self.id
+        );
+    }
+
+    /// Asserts that `held` is this table's `structure` latch.
+    pub(super) fn assert_structure(&self, held: &impl HoldsStructure) {
+        assert!(
+            self.latches.holds_structure(held),
+            "table {} is changed under the structure latch of table {}",
+            self.id,
+            held.table()
+        );
     }
 
     /// Records that `next` replaced this table (in the catalog, under its write latch).
@@ -421,7 +472,7 @@ impl Table {
         oldest: u64,
     ) {
         assert!(
-            writing.is_of(self),
+            self.latches.holds_writers(writing),
             "a batch applies to table {} under another table's writers latch",
             self.id
         );
