@@ -258,10 +258,6 @@ impl BlockFile {
     pub fn size(&self) -> u64 {
         self.state.lock().size
     }
-    /// Bytes in free extents (reusable now or after the next checkpoint).
-    pub fn free_bytes(&self) -> u64 {
-        self.state.lock().free_bytes()
-    }
 
     /// Asserts (debug builds) that the extent lists are disjoint and inside the file: called at
     /// the entry and exit of write, free and checkpoint. It walks every extent, hence debug only.
@@ -626,19 +622,6 @@ impl BlockFile {
             discard_bytes: st.discard.bytes() + st.pending.bytes(),
         }
     }
-
-    /// Test/verification aid: every free extent (avail, discard, pending).
-    pub fn free_extents(&self) -> Vec<(u64, u64)> {
-        let st = self.state.lock();
-        let mut v: Vec<_> = st
-            .avail
-            .iter()
-            .chain(st.discard.iter())
-            .chain(st.pending.iter())
-            .collect();
-        v.sort();
-        v
-    }
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -664,6 +647,19 @@ mod tests {
     use placement::FileKind;
     use std::fs::OpenOptions;
     use std::os::unix::fs::FileExt;
+
+    /// Every free extent of the file (avail, discard, pending), in order.
+    fn free_extents(bf: &BlockFile) -> Vec<(u64, u64)> {
+        let st = bf.state.lock();
+        let mut v: Vec<_> = st
+            .avail
+            .iter()
+            .chain(st.discard.iter())
+            .chain(st.pending.iter())
+            .collect();
+        v.sort();
+        v
+    }
 
     /// Writes a one-byte root page as a checkpoint would (first-fit).
     fn write_root(bf: &BlockFile, n: u8) -> Addr {
@@ -762,7 +758,7 @@ mod tests {
         bf.resolve();
         drop(bf);
         let bf = BlockFile::open_checkpoint(&path, tag(), Allocation::best(), &c3, ev).unwrap();
-        let free = bf.free_extents();
+        let free = free_extents(&bf);
         let covered = |a: Addr| {
             free.iter()
                 .any(|&(o, l)| o <= a.offset && a.offset + a.size as u64 <= o + l)
