@@ -7,14 +7,18 @@
 //!
 //! Latching, chosen so that no lock is held across I/O except a page's own latch:
 //! - `root` (RwLock): readers and writers take it only to descend to a leaf, then drop it.
-//! - `Leaf::state` (Mutex): the page latch. Reading a page from disk, editing it, and
-//!   reconciling it happen under it, so writers to other leaves never wait on that I/O.
+//! - the leaf's latch (`Leaf::latch`, a `LeafLatch`): the page latch. Reading a page from
+//!   disk, editing it, and reconciling it happen under it, so writers to other leaves never
+//!   wait on that I/O.
 //! - `structure` (RwLock): reconciliation (eviction, scrub, forced splits, a checkpoint's
 //!   leaves) holds it shared, so pages of one table are written in parallel: each under its own
 //!   latch, a split's edit of the tree under `root`. Whoever must see the tree's leaves and
 //!   their images hold still holds it exclusively: a checkpoint while it writes the internal
-//!   pages and the extent lists, the end of a checkpoint's cut, a compaction releasing the old
-//!   table's pages.
+//!   pages and the extent lists, the end of a checkpoint's cut, a compaction or a drop
+//!   releasing the old table's pages.
+//!
+//! The leaf's latch, `structure` and `writers` are taken as guards (`leaf.rs`, `latch.rs`),
+//! which the functions bound by these rules take as arguments.
 //!
 //! Lock order: structure → root → leaf. A leaf is never held while taking `root`.
 //! A leaf that was split is *retired*; whoever latches a retired leaf looks it up again.
