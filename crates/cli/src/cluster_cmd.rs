@@ -490,11 +490,14 @@ fn cluster_down(dir: &Path) -> Result<()> {
             continue;
         }
         let deadline = Instant::now() + Duration::from_secs(15);
+        // SAFETY: kill(pid, 0) sends nothing and passes no memory: it asks whether pid lives.
         while Instant::now() < deadline && unsafe { libc::kill(pid, 0) } == 0 {
             std::thread::sleep(Duration::from_millis(100));
         }
+        // SAFETY: kill(pid, 0) sends nothing and passes no memory: it asks whether pid lives.
         if unsafe { libc::kill(pid, 0) } == 0 {
             eprintln!("{name} (pid {pid}) did not stop; killing it");
+            // SAFETY: no memory is passed; pid is the process this command started.
             unsafe { libc::kill(pid, libc::SIGKILL) };
         }
     }

@@ -191,7 +191,8 @@ impl Catalog {
     pub fn drop_table(&self, tables: &mut Tables, id: TableId) -> Option<DroppedFile> {
         let t = tables.by_id.remove(&id)?;
         tables.by_name.remove(&t.name);
-        t.release_cache();
+        // Under `structure`, exclusively: an eviction may still be writing one of its leaves.
+        t.release_cache(&t.structure_exclusive());
         Some(DroppedFile {
             path: t.file.path().to_path_buf(),
             id: t.file.id(),

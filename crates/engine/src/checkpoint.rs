@@ -136,7 +136,7 @@ impl Checkpointer {
             let open = |lsn| {
                 let cut = p.txns.begin_cut();
                 for t in tables {
-                    t.set_write_at(Some(cut));
+                    t.open_cut(cut);
                 }
                 (lsn, cut)
             };
@@ -268,10 +268,7 @@ struct OpenCut<'a> {
 impl Drop for OpenCut<'_> {
     fn drop(&mut self) {
         for t in self.tables {
-            // Under `structure`, as every reconciliation reads `write_at` and `oldest` under it:
-            // the cut does not end under one.
-            let _s = t.structure.write();
-            t.set_write_at(None);
+            t.close_cut(&t.structure_exclusive());
         }
         self.txns.end_cut();
     }
@@ -293,30 +290,29 @@ pub fn checkpoint_table(t: &Table) -> Result<FileCheckpoint> {
     let at = t.write_at();
     for leaf in t.leaves() {
         let unwritten = {
-            let st = leaf.state.lock();
-            st.dirty && st.page.as_ref().is_some_and(|p| p.unwritten_at(at))
+            let st = leaf.latch();
+            st.is_dirty() && st.page().is_some_and(|p| p.unwritten_at(at))
         };
         if unwritten {
-            let _s = t.structure.read();
-            t.reconcile(&leaf, WriteCause::Checkpoint)?;
+            t.reconcile(&t.structure_shared(), &leaf, WriteCause::Checkpoint)?;
         }
     }
     let c = {
-        let _s = t.structure.write();
+        let held = t.structure_exclusive();
         // Only a leaf never written (a new table's first) has no image to name yet.
         for leaf in t.leaves() {
-            if leaf.state.lock().addr.is_none() {
-                t.reconcile(&leaf, WriteCause::Checkpoint)?;
+            if leaf.latch().addr().is_none() {
+                t.reconcile(&held, &leaf, WriteCause::Checkpoint)?;
             }
         }
-        let written = match t.write_internal_pages()? {
+        let written = match t.write_internal_pages(&held)? {
             None => t
                 .last_checkpoint()
                 .expect("an unchanged table has a checkpoint"),
             Some(root) => t.file.checkpoint(root)?,
         };
         // Written: the table's pages may hold newer versions again.
-        t.set_write_at(None);
+        t.close_cut(&held);
         written
     };
     t.set_last_checkpoint(c);

@@ -22,7 +22,7 @@
 //!    file removal, which is how the lab's TRIM batcher and device model learn the space is
 //!    free, as for a dropped table.
 
-use crate::btree::{bulk_load_size, fetch_range, Table};
+use crate::btree::{bulk_load_size, fetch_range, Table, WritersExclusive};
 use crate::catalog::Catalog;
 use crate::checkpoint::{checkpoint_table, Checkpointer};
 use crate::cursor::BatchedCursor;
@@ -58,14 +58,13 @@ pub struct Parts<'a> {
 pub fn compact_table(p: &Parts, id: TableId) -> Result<CompactStats> {
     for _ in 0..MAX_TRIES {
         let old = p.catalog.table(id)?;
-        let gate = old.writers.clone();
-        let writers = gate.write();
+        let writers = old.writers_exclusive();
         if old.is_replaced() {
             // Another compaction swapped this table while we waited: compact its copy.
             continue;
         }
         let path = p.catalog.compacted_path(&old);
-        let copied = copy(p, &old, &path).and_then(|new| {
+        let copied = copy(p, &old, &writers, &path).and_then(|new| {
             // The source's writers wait, so every batch on it up to now is in the copy.
             new.set_born_at(old.txns.last());
             let dropped = p.catalog.replace_table(&old, new.clone())?;
@@ -91,8 +90,7 @@ pub fn compact_table(p: &Parts, id: TableId) -> Result<CompactStats> {
         {
             // No checkpoint reaches the old table any more; eviction may still hold one of its
             // leaves, and reconciles only under `structure`.
-            let _s = old.structure.write();
-            old.release_cache();
+            old.release_cache(&old.structure_exclusive());
         }
         (p.checkpoint)()?;
         return Ok(CompactStats {
@@ -147,8 +145,15 @@ fn entries_of<'a>(
     })
 }
 
-/// Bulk-loads a copy of `old` (whose writers wait) into `path` and checkpoints the copy's file.
-fn copy(p: &Parts, old: &Arc<Table>, path: &std::path::Path) -> Result<Arc<Table>> {
+/// Bulk-loads a copy of `old` (whose writers wait: `held` is its writers latch) into `path`
+/// and checkpoints the copy's file.
+fn copy(
+    p: &Parts,
+    old: &Arc<Table>,
+    held: &WritersExclusive,
+    path: &std::path::Path,
+) -> Result<Arc<Table>> {
+    old.assert_writers_excluded(held);
     let new = p
         .catalog
         .bulk_copy(old, path, entries_of(p, old), WriteCause::Other)?;

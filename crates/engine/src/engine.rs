@@ -21,7 +21,7 @@
 //! the tables as of one commit number, its cut — is also a journal position: replaying the
 //! journal from there over the checkpoint's pages rebuilds exactly the acknowledged state.
 
-use crate::btree::{fetch_range, Table, MAX_KEY_LEN};
+use crate::btree::{fetch_range, Table, WritersShared, MAX_KEY_LEN};
 use crate::cache::Cache;
 use crate::catalog::Catalog;
 use crate::checkpoint::{self, Checkpointer, Triggers};
@@ -37,11 +37,11 @@ use crate::kv::{
     CompactStats, Direction, KvCursor, KvEngine, Reconfigure, Snapshot, TableId, WriteBatch,
     WriteOptions,
 };
-use crate::leaf::{retired_backoff, Leaf};
+use crate::leaf::{retired_backoff, Leaf, LeafLatch};
 use crate::meta::ProcessLock;
 use crate::recovery;
 use crate::txn::{TxnSnapshot, Txns, LATEST};
-use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::Path;
@@ -49,9 +49,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
-
-/// A batch's hold on one table's `writers` gate.
-type WritersGuard = parking_lot::ArcRwLockReadGuard<parking_lot::RawRwLock, ()>;
 
 /// Pages one eviction server round evicts at most before it looks at the cache again.
 const EVICT_BATCH: usize = 16;
@@ -284,7 +281,7 @@ impl Inner {
 
     /// The write path. Returns the batch's journal position, if journaled.
     fn apply_batch(&self, batch: &WriteBatch, journal: bool) -> Result<Option<Lsn>> {
-        let (tables, _writing) = self.writable_tables(batch)?;
+        let (tables, writing) = self.writable_tables(batch)?;
         let _gate = self.write_gate.read();
         let record = match (journal, &self.journal) {
             (true, Some(_)) => Some(record::encode_batch(batch)),
@@ -301,13 +298,12 @@ impl Inner {
                 .zip(&tables)
                 .map(|(op, t)| t.leaf_for(&op.key))
                 .collect();
-            let op_leaf: Vec<u64> = leaves.iter().map(|l| l.id).collect();
+            let op_leaf: Vec<u64> = leaves.iter().map(|l| l.id()).collect();
             let table_of =
-                |leaf: &Leaf| &tables[op_leaf.iter().position(|&id| id == leaf.id).unwrap()];
-            leaves.sort_by_key(|l| l.id);
-            leaves.dedup_by_key(|l| l.id);
-            let mut guards: Vec<MutexGuard<'_, _>> =
-                leaves.iter().map(|l| l.state.lock()).collect();
+                |leaf: &Leaf| &tables[op_leaf.iter().position(|&id| id == leaf.id()).unwrap()];
+            leaves.sort_by_key(|l| l.id());
+            leaves.dedup_by_key(|l| l.id());
+            let mut guards: Vec<LeafLatch<'_>> = leaves.iter().map(|l| l.latch()).collect();
             if leaves.iter().any(|l| l.is_retired()) {
                 drop(guards);
                 retired_backoff(retired);
@@ -317,22 +313,22 @@ impl Inner {
             // Pages not in memory: load them one at a time without holding the others, unless
             // that keeps failing (then load under the latches; correctness is the same).
             let missing: Vec<usize> = (0..leaves.len())
-                .filter(|&i| guards[i].page.is_none())
+                .filter(|&i| guards[i].page().is_none())
                 .collect();
             if !missing.is_empty() {
                 if attempts < LOAD_ATTEMPTS {
                     drop(guards);
                     for i in missing {
                         let leaf = &leaves[i];
-                        let mut st = leaf.state.lock();
+                        let mut st = leaf.latch();
                         if !leaf.is_retired() {
-                            table_of(leaf).ensure_loaded(leaf, &mut st)?;
+                            table_of(leaf).ensure_loaded(&mut st)?;
                         }
                     }
                     continue;
                 }
                 for i in missing {
-                    table_of(&leaves[i]).ensure_loaded(&leaves[i], &mut guards[i])?;
+                    table_of(&leaves[i]).ensure_loaded(&mut guards[i])?;
                 }
             }
             // Numbered under the leaves' latches (per key, numbers follow the order the changes
@@ -347,9 +343,13 @@ impl Inner {
                 _ => (None, self.txns.begin_commit()),
             };
             for ((op, t), leaf_id) in batch.ops.iter().zip(&tables).zip(&op_leaf) {
-                let i = leaves.binary_search_by_key(leaf_id, |l| l.id).unwrap();
+                let i = leaves.binary_search_by_key(leaf_id, |l| l.id()).unwrap();
+                let held = writing
+                    .iter()
+                    .find(|w| t.is_writing(w))
+                    .expect("a batch holds the writers latch of every table it writes");
                 t.apply(
-                    &leaves[i],
+                    held,
                     &mut guards[i],
                     &op.key,
                     op.value.as_deref(),
@@ -368,7 +368,7 @@ impl Inner {
             break (lsn, csn);
         };
         drop(_gate);
-        drop(_writing);
+        drop(writing);
         // A snapshot reads a prefix of commit numbers: until every batch numbered below this
         // one is applied, this one is invisible to new snapshots. Do not acknowledge it before
         // then, or a read (or a migration's `_transferMods`) that starts after the
@@ -380,8 +380,8 @@ impl Inner {
             // grew it, as WiredTiger forces eviction of large pages. Skip if a checkpoint is writing
             // the tree's internal pages (it holds `structure` exclusively): the next write will
             // try again.
-            if let Some(_s) = t.structure.try_read() {
-                t.reconcile(&leaf, placement::WriteCause::Split)?;
+            if let Some(held) = t.try_structure_shared() {
+                t.reconcile(&held, &leaf, placement::WriteCause::Split)?;
                 self.counters.forced_splits.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -395,13 +395,13 @@ impl Inner {
     /// The tables of a batch's ops (in op order), with each distinct table's `writers` gate held
     /// shared (taken in id order): a compaction holds it exclusively while it copies a table,
     /// and a table it replaced is looked up again.
-    fn writable_tables(&self, batch: &WriteBatch) -> Result<(Vec<Arc<Table>>, Vec<WritersGuard>)> {
+    fn writable_tables(&self, batch: &WriteBatch) -> Result<(Vec<Arc<Table>>, Vec<WritersShared>)> {
         for attempt in 0.. {
             let tables = self.catalog.tables_of(batch.ops.iter().map(|o| o.table))?;
             let mut distinct: Vec<&Arc<Table>> = tables.iter().collect();
             distinct.sort_by_key(|t| t.id);
             distinct.dedup_by_key(|t| t.id);
-            let guards: Vec<WritersGuard> = distinct.iter().map(|t| t.writers.read_arc()).collect();
+            let guards: Vec<WritersShared> = distinct.iter().map(|t| t.writers_shared()).collect();
             if !distinct.iter().any(|t| t.is_replaced()) {
                 return Ok((tables, guards));
             }
@@ -429,8 +429,8 @@ impl Inner {
             }
             None => LATEST,
         };
-        let got = t.with_leaf(key, |_, st| {
-            let page = st.page.as_ref().expect("a loaded leaf is resident");
+        let got = t.with_leaf(key, |st| {
+            let page = st.page().expect("a loaded leaf is resident");
             page.get(key, at).map(|v| v.bytes().to_vec())
         });
         if let (Ok(_), Some(txn)) = (&got, txn) {

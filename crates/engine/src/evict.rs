@@ -134,14 +134,14 @@ fn evict_one(table: &Table, leaf: &Arc<Leaf>, cache: &Cache) -> Result<Evicted> 
         (false, false) => Evicted::Busy,
     };
     {
-        let Some(mut st) = leaf.state.try_lock() else {
+        let Some(mut st) = leaf.try_latch() else {
             return Ok(Evicted::Busy);
         };
-        let Some(page) = st.page.as_ref().filter(|_| !leaf.is_retired()) else {
+        let Some(page) = st.page().filter(|_| !leaf.is_retired()) else {
             return Ok(Evicted::Busy);
         };
         let pinned = page.pinned(oldest);
-        if !st.dirty {
+        if !st.is_dirty() {
             return Ok(outcome(st.evict(cache, oldest), pinned));
         }
         if page.unwritten_after(table.write_at()) {
@@ -151,13 +151,13 @@ fn evict_one(table: &Table, leaf: &Arc<Leaf>, cache: &Cache) -> Result<Evicted> 
         }
     }
     // Lock order is structure → leaf: the leaf's latch was let go above.
-    let Some(_s) = table.structure.try_read() else {
+    let Some(held) = table.try_structure_shared() else {
         return Ok(Evicted::Busy);
     };
     let (mut dropped, mut pinned) = (false, false);
-    for l in table.reconcile(leaf, WriteCause::Eviction)? {
-        let mut st = l.state.lock();
-        pinned |= st.page.as_ref().is_some_and(|p| p.pinned(oldest));
+    for l in table.reconcile(&held, leaf, WriteCause::Eviction)? {
+        let mut st = l.latch();
+        pinned |= st.page().is_some_and(|p| p.pinned(oldest));
         dropped |= st.evict(cache, oldest);
     }
     Ok(outcome(dropped, pinned))
@@ -167,14 +167,14 @@ fn evict_one(table: &Table, leaf: &Arc<Leaf>, cache: &Cache) -> Result<Evicted> 
 /// (its tree is busy) goes back on its table's dirty list, so no dirty leaf is lost to
 /// eviction's view. Returns whether a page was written.
 fn scrub_one(table: &Table, leaf: &Arc<Leaf>) -> Result<bool> {
-    let Some(_s) = table.structure.try_read() else {
+    let Some(held) = table.try_structure_shared() else {
         table.list_dirty(leaf);
         return Ok(false);
     };
     {
         // A leaf of a dropped table has no page (`Table::release_cache`), whatever its flag.
-        let st = leaf.state.lock();
-        let Some(page) = st.page.as_ref().filter(|_| st.dirty && !leaf.is_retired()) else {
+        let st = leaf.latch();
+        let Some(page) = st.page().filter(|_| st.is_dirty() && !leaf.is_retired()) else {
             return Ok(false);
         };
         if page.unwritten_after(table.write_at()) {
@@ -185,7 +185,7 @@ fn scrub_one(table: &Table, leaf: &Arc<Leaf>) -> Result<bool> {
         }
     }
     // The pieces stay resident; a writer may dirty them again the moment their latch is free.
-    table.reconcile(leaf, WriteCause::Eviction)?;
+    table.reconcile(&held, leaf, WriteCause::Eviction)?;
     Ok(true)
 }
 
@@ -201,10 +201,7 @@ fn fill_lru(catalog: &Catalog, cache: &Cache, q: &mut Vec<(Arc<Table>, Arc<Leaf>
     let mut cands: Vec<(u64, bool, Arc<Table>, Arc<Leaf>)> = Vec::new();
     for t in catalog.all() {
         for l in t.leaves() {
-            let resident_dirty = l
-                .state
-                .try_lock()
-                .and_then(|s| s.page.as_ref().map(|_| s.dirty));
+            let resident_dirty = l.try_latch().and_then(|s| s.page().map(|_| s.is_dirty()));
             if let Some(d) = resident_dirty {
                 cands.push((l.last_access(), d, t.clone(), l));
             }

@@ -297,7 +297,7 @@ fn a_journal_file_that_cannot_be_preallocated_fails_the_open_clearly() {
     };
     let mut cmd = workload::writer_command(Path::new(EXE), &db, 1, 0, &opts);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    // SAFETY: as above.
+    // SAFETY: setrlimit and signal are async-signal-safe; nothing else runs before exec.
     unsafe {
         cmd.pre_exec(|| {
             let lim = libc::rlimit {

@@ -95,183 +95,256 @@ fn model_range(
 }
 
 fn run(seed: u64, leaf: u32, compressor: Compressor, steps: usize, setup: Setup) {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let dir = tempfile::tempdir().unwrap();
-    let mut eng = DiskEngine::open(config(dir.path(), setup)).unwrap();
-    let coll = TableConfig {
-        compressor,
-        ..TableConfig::collection().with_leaf_page_max(leaf)
-    };
-    let idx = TableConfig {
-        compressor,
-        ..TableConfig::index().with_leaf_page_max(leaf)
-    };
-    let names = ["coll", "idx"];
-    eng.create_table(names[0], &coll).unwrap();
-    eng.create_table(names[1], &idx).unwrap();
-    let mut models = [BTreeMap::new(), BTreeMap::new()];
-    let (mut evicted, mut read) = (0u64, 0u64);
-    // Checkpoints the engine took, and those this test asked for (one more at the first open).
-    let (mut checkpoints, mut asked) = (0u64, 1u64);
-    let ctx = |step: usize| format!("seed {seed} leaf {leaf} {compressor:?} {setup:?} step {step}");
+    let mut run = Run::open(seed, leaf, compressor, setup);
     for step in 0..steps {
-        let t = rng.gen_range(0..2);
-        let tid = eng.table_id(names[t]).unwrap();
-        match rng.gen_range(0..100) {
+        run.step(step);
+    }
+    run.finish(steps);
+}
+
+const NAMES: [&str; 2] = ["coll", "idx"];
+
+/// One run: the engine under test, a model per table, and what the run counted.
+struct Run {
+    seed: u64,
+    leaf: u32,
+    compressor: Compressor,
+    setup: Setup,
+    rng: StdRng,
+    /// The open engine (none only while it is reopened); dropped before `dir`, which holds its
+    /// files.
+    eng: Option<DiskEngine>,
+    dir: tempfile::TempDir,
+    models: [BTreeMap<Vec<u8>, Vec<u8>>; 2],
+    /// Pages evicted and read, and checkpoints taken, by the engines closed so far.
+    evicted: u64,
+    read: u64,
+    checkpoints: u64,
+    /// Checkpoints this test asked for (one more at the first open).
+    asked: u64,
+}
+
+impl Run {
+    fn open(seed: u64, leaf: u32, compressor: Compressor, setup: Setup) -> Run {
+        let rng = StdRng::seed_from_u64(seed);
+        let dir = tempfile::tempdir().unwrap();
+        let eng = DiskEngine::open(config(dir.path(), setup)).unwrap();
+        let coll = TableConfig {
+            compressor,
+            ..TableConfig::collection().with_leaf_page_max(leaf)
+        };
+        let idx = TableConfig {
+            compressor,
+            ..TableConfig::index().with_leaf_page_max(leaf)
+        };
+        eng.create_table(NAMES[0], &coll).unwrap();
+        eng.create_table(NAMES[1], &idx).unwrap();
+        Run {
+            seed,
+            leaf,
+            compressor,
+            setup,
+            rng,
+            eng: Some(eng),
+            dir,
+            models: [BTreeMap::new(), BTreeMap::new()],
+            evicted: 0,
+            read: 0,
+            checkpoints: 0,
+            asked: 1,
+        }
+    }
+
+    fn ctx(&self, step: usize) -> String {
+        let (seed, leaf, compressor, setup) = (self.seed, self.leaf, self.compressor, self.setup);
+        format!("seed {seed} leaf {leaf} {compressor:?} {setup:?} step {step}")
+    }
+
+    /// One random operation on a random table, checked against the model.
+    fn step(&mut self, step: usize) {
+        let t = self.rng.gen_range(0..2);
+        let tid = self.eng().table_id(NAMES[t]).unwrap();
+        match self.rng.gen_range(0..100) {
             0..=39 => {
-                let (k, v) = (key(&mut rng), value(&mut rng));
-                eng.put(tid, &k, &v).unwrap();
-                models[t].insert(k, v);
+                let (k, v) = (key(&mut self.rng), value(&mut self.rng));
+                self.eng().put(tid, &k, &v).unwrap();
+                self.models[t].insert(k, v);
             }
             40..=49 => {
-                let k = key(&mut rng);
-                eng.delete(tid, &k).unwrap();
-                models[t].remove(&k);
+                let k = key(&mut self.rng);
+                self.eng().delete(tid, &k).unwrap();
+                self.models[t].remove(&k);
             }
             50..=69 => {
-                let k = key(&mut rng);
+                let k = key(&mut self.rng);
                 assert_eq!(
-                    eng.get(tid, &k).unwrap(),
-                    models[t].get(&k).cloned(),
+                    self.eng().get(tid, &k).unwrap(),
+                    self.models[t].get(&k).cloned(),
                     "{}",
-                    ctx(step)
+                    self.ctx(step)
                 );
             }
-            70..=79 => {
-                let (lo, hi) = (bound(&mut rng), bound(&mut rng));
-                let d = if rng.gen() {
-                    Direction::Forward
-                } else {
-                    Direction::Reverse
-                };
-                let limit = rng.gen_range(1..400);
-                let mut cursor = eng.scan(tid, lo.clone(), hi.clone(), d).unwrap();
-                let mut got: Vec<_> = (&mut cursor)
-                    .take(limit / 2)
-                    .collect::<Result<_, _>>()
-                    .unwrap();
-                // Now and then the table is compacted under the open cursor, which goes on
-                // in the copy.
-                if rng.gen_range(0..6) == 0 {
-                    eng.compact_table(tid).unwrap();
-                }
-                got.extend(
-                    cursor
-                        .take(limit - limit / 2)
-                        .collect::<Result<Vec<_>, _>>()
-                        .unwrap(),
-                );
-                let want: Vec<_> = model_range(&models[t], &lo, &hi, d)
-                    .into_iter()
-                    .take(limit)
-                    .collect();
-                assert_eq!(got, want, "{} scan {lo:?}..{hi:?} {d:?}", ctx(step));
-            }
-            80..=92 => {
-                // A batch across both tables.
-                let mut b = WriteBatch::new();
-                for _ in 0..rng.gen_range(1..12) {
-                    let t = rng.gen_range(0..2);
-                    let tid = eng.table_id(names[t]).unwrap();
-                    let k = key(&mut rng);
-                    if rng.gen_range(0..4) == 0 {
-                        b.delete(tid, k.clone());
-                        models[t].remove(&k);
-                    } else {
-                        let v = value(&mut rng);
-                        b.put(tid, k.clone(), v.clone());
-                        models[t].insert(k, v);
-                    }
-                }
-                eng.write(
-                    &b,
-                    WriteOptions {
-                        sync: rng.gen_range(0..8) == 0,
-                    },
-                )
-                .unwrap();
-            }
+            70..=79 => self.scan(t, tid, step),
+            80..=92 => self.batch(),
             93..=95 => {
-                eng.checkpoint().unwrap();
-                asked += 1;
+                self.eng().checkpoint().unwrap();
+                self.asked += 1;
             }
-            96 => {
-                // A compaction swaps its copy in at a checkpoint.
-                asked += 1;
-                let s = eng.compact_table(tid).unwrap();
-                // The copy holds the live entries once: never larger than the file it
-                // replaces by more than its fixed part (descriptor, root, extent lists).
-                assert!(
-                    s.bytes_after <= s.bytes_before + 64 * 1024,
-                    "{} {s:?}",
-                    ctx(step)
-                );
-                // The old file is removed whole (eviction may still have written to it).
-                assert!(s.bytes_freed >= s.bytes_before, "{} {s:?}", ctx(step));
-                assert!(s.bytes_written >= s.bytes_after.min(4096), "{}", ctx(step));
-            }
-            _ => {
-                let st = eng.stats();
-                evicted += st["cache"]["pages_evicted"].as_u64().unwrap();
-                read += st["cache"]["pages_read"].as_u64().unwrap();
-                checkpoints += st["checkpoints"]["completed"].as_u64().unwrap();
-                eng.close().unwrap();
-                drop(eng);
-                eng = DiskEngine::open(config(dir.path(), setup)).unwrap();
-                assert_eq!(
-                    eng.verify().unwrap() as usize,
-                    models[0].len() + models[1].len(),
-                    "{}",
-                    ctx(step)
-                );
-            }
+            96 => self.compact(tid, step),
+            _ => self.reopen(step),
         }
     }
-    // The test is only worth something if the tiny cache forced eviction and splits.
-    let st = eng.stats();
-    evicted += st["cache"]["pages_evicted"].as_u64().unwrap();
-    read += st["cache"]["pages_read"].as_u64().unwrap();
-    checkpoints += st["checkpoints"]["completed"].as_u64().unwrap();
-    assert!(evicted > 0 && read > 0, "evicted {evicted} read {read}");
-    // Under the inline schedule some were due by the written-bytes trigger and taken inside
-    // writes (deterministic); the checkpoint thread gets to them only when the host lets it.
-    if setup.schedule == Schedule::Inline {
+
+    /// A scan of a random range, now and then with the table compacted under the open
+    /// cursor, which goes on in the copy.
+    fn scan(&mut self, t: usize, tid: engine::TableId, step: usize) {
+        let (lo, hi) = (bound(&mut self.rng), bound(&mut self.rng));
+        let d = if self.rng.gen() {
+            Direction::Forward
+        } else {
+            Direction::Reverse
+        };
+        let limit = self.rng.gen_range(1..400);
+        let mut cursor = self.eng().scan(tid, lo.clone(), hi.clone(), d).unwrap();
+        let mut got: Vec<_> = (&mut cursor)
+            .take(limit / 2)
+            .collect::<Result<_, _>>()
+            .unwrap();
+        if self.rng.gen_range(0..6) == 0 {
+            self.eng().compact_table(tid).unwrap();
+        }
+        got.extend(
+            cursor
+                .take(limit - limit / 2)
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap(),
+        );
+        let want: Vec<_> = model_range(&self.models[t], &lo, &hi, d)
+            .into_iter()
+            .take(limit)
+            .collect();
+        assert_eq!(got, want, "{} scan {lo:?}..{hi:?} {d:?}", self.ctx(step));
+    }
+
+    /// A batch across both tables.
+    fn batch(&mut self) {
+        let mut b = WriteBatch::new();
+        for _ in 0..self.rng.gen_range(1..12) {
+            let t = self.rng.gen_range(0..2);
+            let tid = self.eng().table_id(NAMES[t]).unwrap();
+            let k = key(&mut self.rng);
+            if self.rng.gen_range(0..4) == 0 {
+                b.delete(tid, k.clone());
+                self.models[t].remove(&k);
+            } else {
+                let v = value(&mut self.rng);
+                b.put(tid, k.clone(), v.clone());
+                self.models[t].insert(k, v);
+            }
+        }
+        let sync = self.rng.gen_range(0..8) == 0;
+        self.eng().write(&b, WriteOptions { sync }).unwrap();
+    }
+
+    /// A compaction, which swaps its copy in at a checkpoint.
+    fn compact(&mut self, tid: engine::TableId, step: usize) {
+        self.asked += 1;
+        let s = self.eng().compact_table(tid).unwrap();
+        // The copy holds the live entries once: never larger than the file it replaces by
+        // more than its fixed part (descriptor, root, extent lists).
         assert!(
-            checkpoints > asked,
-            "checkpoints {checkpoints}, asked for {asked}"
+            s.bytes_after <= s.bytes_before + 64 * 1024,
+            "{} {s:?}",
+            self.ctx(step)
+        );
+        // The old file is removed whole (eviction may still have written to it).
+        assert!(s.bytes_freed >= s.bytes_before, "{} {s:?}", self.ctx(step));
+        assert!(
+            s.bytes_written >= s.bytes_after.min(4096),
+            "{}",
+            self.ctx(step)
         );
     }
-    assert!(
-        st["tables"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|t| t["leaves"].as_u64().unwrap() > 4),
-        "{st}"
-    );
-    // Everything, both ways, at the end, and again after a reopen.
-    for round in 0..2 {
-        for (t, name) in names.iter().enumerate() {
-            let tid = eng.table_id(name).unwrap();
-            for d in [Direction::Forward, Direction::Reverse] {
-                let got: Vec<_> = eng
-                    .scan(tid, Bound::Unbounded, Bound::Unbounded, d)
-                    .unwrap()
-                    .collect::<Result<_, _>>()
-                    .unwrap();
-                assert_eq!(
-                    got,
-                    model_range(&models[t], &Bound::Unbounded, &Bound::Unbounded, d),
-                    "{} final round {round}",
-                    ctx(steps)
-                );
-            }
-        }
-        eng.close().unwrap();
-        drop(eng);
-        eng = DiskEngine::open(config(dir.path(), setup)).unwrap();
+
+    /// Adds the open engine's counts to the run's; returns its statistics.
+    fn count(&mut self) -> serde_json::Value {
+        let st = self.eng().stats();
+        self.evicted += st["cache"]["pages_evicted"].as_u64().unwrap();
+        self.read += st["cache"]["pages_read"].as_u64().unwrap();
+        self.checkpoints += st["checkpoints"]["completed"].as_u64().unwrap();
+        st
     }
-    eng.verify().unwrap();
+
+    fn eng(&self) -> &DiskEngine {
+        self.eng.as_ref().expect("the engine is open")
+    }
+
+    /// Closes the engine and opens it again, the old one gone first.
+    fn close_and_reopen(&mut self) {
+        self.eng().close().unwrap();
+        drop(self.eng.take());
+        self.eng = Some(DiskEngine::open(config(self.dir.path(), self.setup)).unwrap());
+    }
+
+    /// Close, reopen, and verify every block against the models' entry count.
+    fn reopen(&mut self, step: usize) {
+        self.count();
+        self.close_and_reopen();
+        assert_eq!(
+            self.eng().verify().unwrap() as usize,
+            self.models[0].len() + self.models[1].len(),
+            "{}",
+            self.ctx(step)
+        );
+    }
+
+    /// The run's own checks: it forced eviction, splits and (inline) checkpoints, and every
+    /// entry reads back both ways, at the end and again after a reopen.
+    fn finish(mut self, steps: usize) {
+        // The test is only worth something if the tiny cache forced eviction and splits.
+        let st = self.count();
+        let (evicted, read) = (self.evicted, self.read);
+        assert!(evicted > 0 && read > 0, "evicted {evicted} read {read}");
+        // Under the inline schedule some were due by the written-bytes trigger and taken
+        // inside writes (deterministic); the checkpoint thread gets to them only when the
+        // host lets it.
+        if self.setup.schedule == Schedule::Inline {
+            let (checkpoints, asked) = (self.checkpoints, self.asked);
+            assert!(
+                checkpoints > asked,
+                "checkpoints {checkpoints}, asked for {asked}"
+            );
+        }
+        assert!(
+            st["tables"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["leaves"].as_u64().unwrap() > 4),
+            "{st}"
+        );
+        for round in 0..2 {
+            for (t, name) in NAMES.iter().enumerate() {
+                let tid = self.eng().table_id(name).unwrap();
+                for d in [Direction::Forward, Direction::Reverse] {
+                    let got: Vec<_> = self
+                        .eng()
+                        .scan(tid, Bound::Unbounded, Bound::Unbounded, d)
+                        .unwrap()
+                        .collect::<Result<_, _>>()
+                        .unwrap();
+                    assert_eq!(
+                        got,
+                        model_range(&self.models[t], &Bound::Unbounded, &Bound::Unbounded, d),
+                        "{} final round {round}",
+                        self.ctx(steps)
+                    );
+                }
+            }
+            self.close_and_reopen();
+        }
+        self.eng().verify().unwrap();
+    }
 }
 
 fn seeds(n: u64) -> Vec<u64> {

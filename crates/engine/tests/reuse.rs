@@ -31,8 +31,10 @@ struct Interval {
     offsets: Vec<u64>,
 }
 
-#[test]
-fn writes_reuse_space_freed_by_the_previous_checkpoint_and_never_live_space() {
+/// Loads a table, then updates about a third of its entries per round with a checkpoint
+/// after each, without eviction (only checkpoints write, as in the WiredTiger experiment).
+/// Returns the engine's events.
+fn load_and_update() -> Vec<Event> {
     let dir = tempfile::tempdir().unwrap();
     let obs = Arc::new(CollectingObserver::new());
     let mut cfg = EngineConfig::new(dir.path());
@@ -67,12 +69,48 @@ fn writes_reuse_space_freed_by_the_previous_checkpoint_and_never_live_space() {
         eng.checkpoint().unwrap();
     }
     eng.close().unwrap();
+    obs.events()
+}
 
+impl FileModel {
+    /// A write: asserts it lands on no live space and, below the
+    /// high-water mark, only on space announced free. Returns (units reusing space a
+    /// checkpoint's commit released, units past the high-water mark).
+    fn write(&mut self, w: &placement::WriteEvent) -> (u64, u64) {
+        let (start, end) = (w.offset / UNIT, (w.offset + w.len as u64) / UNIT);
+        let mut released = 0;
+        let mut eof = 0;
+        for u in start..end {
+            assert!(
+                !self.live.contains(&u),
+                "write at unit {u} of file {} overwrote live space ({:?})",
+                w.file,
+                w.page_kind
+            );
+            if u * UNIT >= self.high_water {
+                eof += 1;
+            } else {
+                let by_commit = self.free.remove(&u).unwrap_or_else(|| {
+                    panic!("write at unit {u} below the high-water mark reused space never freed")
+                });
+                released += by_commit as u64;
+            }
+            self.live.insert(u);
+        }
+        self.high_water = self.high_water.max(w.offset + w.len as u64);
+        (released, eof)
+    }
+}
+
+/// Replays the events against a model of each table file's space (asserting that no write
+/// lands on live space, and no free frees space that is not live), and returns the leaf writes
+/// of each checkpoint interval.
+fn replay(events: Vec<Event>) -> Vec<Interval> {
     let mut files: HashMap<u32, FileModel> = HashMap::new();
     let mut table_files = HashSet::new();
     let mut intervals: Vec<Interval> = vec![];
     let mut after_commit = false;
-    for ev in obs.events() {
+    for ev in events {
         match ev {
             Event::FileCreate { file, kind, .. } => {
                 if matches!(kind, FileKind::Collection | FileKind::Index) {
@@ -113,31 +151,10 @@ fn writes_reuse_space_freed_by_the_previous_checkpoint_and_never_live_space() {
             }
             Event::Write(w) if table_files.contains(&w.file) => {
                 after_commit = false;
-                let f = files.get_mut(&w.file).unwrap();
-                let (start, end) = (w.offset / UNIT, (w.offset + w.len as u64) / UNIT);
-                let mut released = 0;
-                let mut eof = 0;
-                for u in start..end {
-                    assert!(
-                        !f.live.contains(&u),
-                        "write at unit {u} of file {} overwrote live space ({:?})",
-                        w.file,
-                        w.page_kind
-                    );
-                    if u * UNIT >= f.high_water {
-                        eof += 1;
-                    } else {
-                        let by_commit = f.free.remove(&u).unwrap_or_else(|| {
-                            panic!("write at unit {u} below the high-water mark reused space never freed")
-                        });
-                        released += by_commit as u64;
-                    }
-                    f.live.insert(u);
-                }
-                f.high_water = f.high_water.max(w.offset + w.len as u64);
+                let (released, eof) = files.get_mut(&w.file).unwrap().write(&w);
                 if w.page_kind == PageKind::Leaf {
                     if let Some(iv) = intervals.last_mut() {
-                        iv.leaf_units += end - start;
+                        iv.leaf_units += (w.offset + w.len as u64) / UNIT - w.offset / UNIT;
                         iv.from_commit_release += released;
                         iv.from_eof += eof;
                         iv.offsets.push(w.offset);
@@ -147,6 +164,12 @@ fn writes_reuse_space_freed_by_the_previous_checkpoint_and_never_live_space() {
             _ => {}
         }
     }
+    intervals
+}
+
+#[test]
+fn writes_reuse_space_freed_by_the_previous_checkpoint_and_never_live_space() {
+    let intervals = replay(load_and_update());
     // Intervals 0 and 1 are the load's first checkpoint and the first update round; steady
     // state follows.
     let steady: Vec<&Interval> = intervals

@@ -344,6 +344,10 @@ fn at(off: off_t) -> Option<u64> {
     (off >= 0).then_some(off as u64)
 }
 
+/// `write(2)`, recorded.
+///
+/// # Safety
+/// As for the C library's `write`: `buf` points to `n` readable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssize_t {
     let Some(real) =
@@ -351,11 +355,16 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
     else {
         return enosys();
     };
+    // SAFETY: the C library's `write` with the caller's buffer of n bytes (`# Safety`).
     write_call(fd, n as u64, None, || unsafe { real(fd, buf, n) })
 }
 
 macro_rules! pwrite_like {
     ($sym:ident, $name:literal) => {
+        /// `pwrite(2)`, recorded.
+        ///
+        /// # Safety
+        /// As for the C library's `pwrite`: `buf` points to `n` readable bytes.
         #[no_mangle]
         pub unsafe extern "C" fn $sym(
             fd: c_int,
@@ -368,8 +377,10 @@ macro_rules! pwrite_like {
                 return enosys();
             };
             if off < 0 {
+                // SAFETY: the C library's call with the caller's buffer of n bytes (`# Safety`).
                 return unsafe { real(fd, buf, n, off) }; // EINVAL, from the kernel
             }
+            // SAFETY: the C library's call with the caller's buffer of n bytes (`# Safety`).
             write_call(fd, n as u64, at(off), || unsafe { real(fd, buf, n, off) })
         }
     };
@@ -377,12 +388,18 @@ macro_rules! pwrite_like {
 pwrite_like!(pwrite, "pwrite");
 pwrite_like!(pwrite64, "pwrite64");
 
+/// `writev(2)`, recorded.
+///
+/// # Safety
+/// As for the C library's `writev`: `iov` points to `cnt` iovecs, each of readable bytes.
 #[no_mangle]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
     let Some(real) = next!("writev" as unsafe extern "C" fn(c_int, *const iovec, c_int) -> ssize_t)
     else {
         return enosys();
     };
+    // SAFETY: iov points to cnt iovecs when cnt is in range (`# Safety`), as iov_len needs;
+    // `real` is the C library's `writev`, given the caller's iovecs.
     match unsafe { iov_len(iov, cnt) } {
         Some(len) => write_call(fd, len, None, || unsafe { real(fd, iov, cnt) }),
         None => unsafe { real(fd, iov, cnt) },
@@ -391,6 +408,10 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssi
 
 macro_rules! pwritev_like {
     ($sym:ident, $name:literal) => {
+        /// `pwritev(2)`, recorded.
+        ///
+        /// # Safety
+        /// As for the C library's `pwritev`: `iov` points to `cnt` iovecs of readable bytes.
         #[no_mangle]
         pub unsafe extern "C" fn $sym(
             fd: c_int,
@@ -402,10 +423,13 @@ macro_rules! pwritev_like {
             let Some(real) = next!($name as F) else {
                 return enosys();
             };
+            // SAFETY: iov points to cnt iovecs when cnt is in range (`# Safety`).
             match unsafe { iov_len(iov, cnt) } {
                 Some(len) if off >= 0 => {
+                    // SAFETY: the C library's call with the caller's iovecs (`# Safety`).
                     write_call(fd, len, at(off), || unsafe { real(fd, iov, cnt, off) })
                 }
+                // SAFETY: the C library's call with the caller's iovecs (`# Safety`).
                 _ => unsafe { real(fd, iov, cnt, off) },
             }
         }
@@ -416,6 +440,10 @@ pwritev_like!(pwritev64, "pwritev64");
 
 macro_rules! pwritev2_like {
     ($sym:ident, $name:literal) => {
+        /// `pwritev2(2)`, recorded.
+        ///
+        /// # Safety
+        /// As for the C library's `pwritev2`: `iov` points to `cnt` iovecs of readable bytes.
         #[no_mangle]
         pub unsafe extern "C" fn $sym(
             fd: c_int,
@@ -429,12 +457,15 @@ macro_rules! pwritev2_like {
                 return enosys();
             };
             // RWF_APPEND writes at the end whatever the offset: its place is not known before.
+            // SAFETY: iov points to cnt iovecs when cnt is in range (`# Safety`).
             match unsafe { iov_len(iov, cnt) } {
                 Some(len) if off >= -1 && flags & libc::RWF_APPEND == 0 => {
+                    // SAFETY: the C library's call with the caller's iovecs (`# Safety`).
                     write_call(fd, len, at(off), || unsafe {
                         real(fd, iov, cnt, off, flags)
                     })
                 }
+                // SAFETY: the C library's call with the caller's iovecs (`# Safety`).
                 _ => unsafe { real(fd, iov, cnt, off, flags) },
             }
         }
@@ -447,11 +478,16 @@ pwritev2_like!(pwritev64v2, "pwritev64v2");
 
 macro_rules! sync_like {
     ($sym:ident, $name:literal) => {
+        /// `fsync(2)` or `fdatasync(2)`, recorded.
+        ///
+        /// # Safety
+        /// None beyond the C library's: the call takes a descriptor only.
         #[no_mangle]
         pub unsafe extern "C" fn $sym(fd: c_int) -> c_int {
             let Some(real) = next!($name as unsafe extern "C" fn(c_int) -> c_int) else {
                 return enosys();
             };
+            // SAFETY: the C library's sync of a descriptor: no memory is passed.
             after_success(
                 fd,
                 || unsafe { real(fd) },
@@ -463,6 +499,10 @@ macro_rules! sync_like {
 sync_like!(fsync, "fsync");
 sync_like!(fdatasync, "fdatasync");
 
+/// `close(2)`, recorded.
+///
+/// # Safety
+/// None beyond the C library's: the call takes a descriptor only.
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     let Some(real) = next!("close" as unsafe extern "C" fn(c_int) -> c_int) else {
@@ -476,6 +516,7 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
             Some(())
         });
     }
+    // SAFETY: the C library's close of a descriptor: no memory is passed.
     unsafe { real(fd) }
 }
 
@@ -489,38 +530,58 @@ fn dup_call(old: c_int, call: impl FnOnce() -> c_int) -> c_int {
     ret
 }
 
+/// `dup(2)`, recorded.
+///
+/// # Safety
+/// None beyond the C library's: the call takes descriptors only.
 #[no_mangle]
 pub unsafe extern "C" fn dup(old: c_int) -> c_int {
     let Some(real) = next!("dup" as unsafe extern "C" fn(c_int) -> c_int) else {
         return enosys();
     };
+    // SAFETY: the C library's dup of descriptors: no memory is passed.
     dup_call(old, || unsafe { real(old) })
 }
 
+/// `dup2(2)`, recorded.
+///
+/// # Safety
+/// None beyond the C library's: the call takes descriptors only.
 #[no_mangle]
 pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
     let Some(real) = next!("dup2" as unsafe extern "C" fn(c_int, c_int) -> c_int) else {
         return enosys();
     };
+    // SAFETY: the C library's dup2 of descriptors: no memory is passed.
     dup_call(old, || unsafe { real(old, new) })
 }
 
+/// `dup3(2)`, recorded.
+///
+/// # Safety
+/// None beyond the C library's: the call takes descriptors only.
 #[no_mangle]
 pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
     let Some(real) = next!("dup3" as unsafe extern "C" fn(c_int, c_int, c_int) -> c_int) else {
         return enosys();
     };
+    // SAFETY: the C library's dup3 of descriptors: no memory is passed.
     dup_call(old, || unsafe { real(old, new, flags) })
 }
 
 macro_rules! creat_like {
     ($sym:ident, $name:literal) => {
+        /// `creat(2)`, recorded.
+        ///
+        /// # Safety
+        /// As for the C library's `creat`: `path` is a C string.
         #[no_mangle]
         pub unsafe extern "C" fn $sym(path: *const c_char, mode: mode_t) -> c_int {
             let Some(real) = next!($name as unsafe extern "C" fn(*const c_char, mode_t) -> c_int)
             else {
                 return enosys();
             };
+            // SAFETY: the C library's call with the caller's C string (`# Safety`).
             let fd = unsafe { real(path, mode) };
             if fd >= 0 {
                 let err = sys::errno();
@@ -537,7 +598,7 @@ creat_like!(creat64, "creat64");
 /// # Safety
 /// `p` is NULL or a C string.
 unsafe fn cstr<'a>(p: *const c_char) -> Option<&'a CStr> {
-    // SAFETY: as the caller promises.
+    // SAFETY: p is not NULL (checked), so a C string, as the caller promises (`# Safety`).
     (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) })
 }
 
@@ -557,7 +618,7 @@ unsafe fn rename_call(
         return call();
     };
     let exchange = flags & libc::RENAME_EXCHANGE != 0;
-    // SAFETY: as the caller promises.
+    // SAFETY: old and new are NULL or C strings, as the caller promises (`# Safety`).
     let (old, new) = unsafe { (cstr(old), cstr(new)) };
     // Under the recorder's lock from the stats to the record (see `unlink_call`): a rename
     // over a file frees the replaced inode, whose number a file another thread creates may
@@ -595,12 +656,17 @@ unsafe fn rename_call(
     })
 }
 
+/// `rename(2)`, recorded.
+///
+/// # Safety
+/// As for the C library's `rename`: `old` and `new` are C strings.
 #[no_mangle]
 pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int {
     type F = unsafe extern "C" fn(*const c_char, *const c_char) -> c_int;
     let Some(real) = next!("rename" as F) else {
         return enosys();
     };
+    // SAFETY: old and new are C strings (`# Safety`), as rename_call and the C library need.
     unsafe {
         rename_call(libc::AT_FDCWD, old, libc::AT_FDCWD, new, 0, || {
             real(old, new)
@@ -608,6 +674,10 @@ pub unsafe extern "C" fn rename(old: *const c_char, new: *const c_char) -> c_int
     }
 }
 
+/// `renameat(2)`, recorded.
+///
+/// # Safety
+/// As for the C library's `renameat`: `old` and `new` are C strings.
 #[no_mangle]
 pub unsafe extern "C" fn renameat(
     od: c_int,
@@ -619,9 +689,14 @@ pub unsafe extern "C" fn renameat(
     let Some(real) = next!("renameat" as F) else {
         return enosys();
     };
+    // SAFETY: old and new are C strings (`# Safety`), as rename_call and the C library need.
     unsafe { rename_call(od, old, nd, new, 0, || real(od, old, nd, new)) }
 }
 
+/// `renameat2(2)`, recorded.
+///
+/// # Safety
+/// As for the C library's `renameat2`: `old` and `new` are C strings.
 #[no_mangle]
 pub unsafe extern "C" fn renameat2(
     od: c_int,
@@ -634,6 +709,7 @@ pub unsafe extern "C" fn renameat2(
     let Some(real) = next!("renameat2" as F) else {
         return enosys();
     };
+    // SAFETY: old and new are C strings (`# Safety`), as rename_call and the C library need.
     unsafe { rename_call(od, old, nd, new, flags, || real(od, old, nd, new, flags)) }
 }
 
@@ -650,7 +726,7 @@ unsafe fn unlink_call(
     let Some((shim, _busy)) = active().filter(|_| flags & libc::AT_REMOVEDIR == 0) else {
         return call();
     };
-    // SAFETY: as the caller promises.
+    // SAFETY: path is NULL or a C string, as the caller promises (`# Safety`).
     let path = unsafe { cstr(path) };
     // The stat, the unlink and its record happen under the recorder's lock. Once the unlink
     // has freed the inode, another thread may create a file that gets the same number (WiredTiger
@@ -674,20 +750,30 @@ unsafe fn unlink_call(
     })
 }
 
+/// `unlink(2)`, recorded.
+///
+/// # Safety
+/// As for the C library's `unlink`: `path` is a C string.
 #[no_mangle]
 pub unsafe extern "C" fn unlink(path: *const c_char) -> c_int {
     let Some(real) = next!("unlink" as unsafe extern "C" fn(*const c_char) -> c_int) else {
         return enosys();
     };
+    // SAFETY: path is a C string (`# Safety`), as unlink_call and the C library need.
     unsafe { unlink_call(libc::AT_FDCWD, path, 0, || real(path)) }
 }
 
+/// `unlinkat(2)`, recorded.
+///
+/// # Safety
+/// As for the C library's `unlinkat`: `path` is a C string.
 #[no_mangle]
 pub unsafe extern "C" fn unlinkat(dir: c_int, path: *const c_char, flags: c_int) -> c_int {
     type F = unsafe extern "C" fn(c_int, *const c_char, c_int) -> c_int;
     let Some(real) = next!("unlinkat" as F) else {
         return enosys();
     };
+    // SAFETY: path is a C string (`# Safety`), as unlink_call and the C library need.
     unsafe { unlink_call(dir, path, flags, || real(dir, path, flags)) }
 }
 
@@ -716,11 +802,16 @@ fn after_success(
 
 macro_rules! ftruncate_like {
     ($sym:ident, $name:literal) => {
+        /// `ftruncate(2)`, recorded.
+        ///
+        /// # Safety
+        /// None beyond the C library's: the call takes a descriptor and a length only.
         #[no_mangle]
         pub unsafe extern "C" fn $sym(fd: c_int, len: off_t) -> c_int {
             let Some(real) = next!($name as unsafe extern "C" fn(c_int, off_t) -> c_int) else {
                 return enosys();
             };
+            // SAFETY: the C library's truncation of a descriptor: no memory is passed.
             after_success(
                 fd,
                 || unsafe { real(fd, len) },
@@ -734,7 +825,11 @@ ftruncate_like!(ftruncate64, "ftruncate64");
 
 macro_rules! fallocate_like {
     ($sym:ident, $name:literal) => {
-        /// Only a punched hole is an event (`Free`): an allocation writes nothing to the device.
+        /// `fallocate(2)`: only a punched hole is an event (`Free`), as an allocation writes
+        /// nothing to the device.
+        ///
+        /// # Safety
+        /// None beyond the C library's: the call takes a descriptor and numbers only.
         #[no_mangle]
         pub unsafe extern "C" fn $sym(fd: c_int, mode: c_int, off: off_t, len: off_t) -> c_int {
             type F = unsafe extern "C" fn(c_int, c_int, off_t, off_t) -> c_int;
@@ -742,8 +837,10 @@ macro_rules! fallocate_like {
                 return enosys();
             };
             if mode & libc::FALLOC_FL_PUNCH_HOLE == 0 {
+                // SAFETY: the C library's fallocate of a descriptor: no memory is passed.
                 return unsafe { real(fd, mode, off, len) };
             }
+            // SAFETY: the C library's fallocate of a descriptor: no memory is passed.
             after_success(
                 fd,
                 || unsafe { real(fd, mode, off, len) },

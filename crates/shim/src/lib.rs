@@ -13,7 +13,7 @@
 //!
 //! Layout: [`config`] parses the variables (file kinds by `placement::classify`),
 //! [`checkpoint`] detects checkpoints, [`recorder`] turns calls into events (pure logic), [`hint`] serializes
-//! hint changes with writes, `sys` makes the shim's own system calls, and `interpose` (not in
+//! hint changes with writes, [`sys`] makes the shim's own system calls, and `interpose` (not in
 //! the unit-test build, whose harness must not interpose itself) defines the C library's
 //! symbols; `variadic.c` defines the variadic ones (`open`, `openat`, `fcntl` and kin).
 
@@ -21,9 +21,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod hint;
 pub mod recorder;
-// Used by `interpose`, which the unit-test build leaves out.
-#[cfg_attr(test, allow(dead_code))]
-mod sys;
+pub mod sys;
 
 #[cfg(not(test))]
 mod interpose;

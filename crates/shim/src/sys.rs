@@ -17,7 +17,7 @@ pub fn errno() -> i32 {
 }
 
 pub fn set_errno(e: i32) {
-    // SAFETY: as above.
+    // SAFETY: __errno_location returns this thread's errno, a live int.
     unsafe { *libc::__errno_location() = e }
 }
 

@@ -90,6 +90,39 @@ pub struct BlockStats {
     pub blocks_read: AtomicU64,
 }
 
+/// One extent-list block of a checkpoint: encoded, and its space reserved, under the state
+/// lock; written after it is let go.
+struct ListBlock {
+    image: BlockImage,
+    offset: u64,
+    /// The reserved length: the image padded with zeros.
+    len: u64,
+}
+
+impl ListBlock {
+    fn new(image: BlockImage, offset: u64, len: u64) -> ListBlock {
+        // The reservation's estimate has headroom: an image past it would overwrite the next
+        // block.
+        debug_assert!(
+            image.buf.len() as u64 <= len,
+            "an extent list ({} bytes) fits its reserved block ({len} bytes)",
+            image.buf.len()
+        );
+        ListBlock { image, offset, len }
+    }
+}
+
+/// What a checkpoint writes of a file's extent lists, planned under the state lock.
+struct ListPlan {
+    alloc: ListBlock,
+    discard: Option<ListBlock>,
+    avail: ListBlock,
+    /// The file size the lists record.
+    size: u64,
+    /// The previous checkpoint's list blocks, moved to `discard` (put back if this one fails).
+    old_lists: Vec<Addr>,
+}
+
 pub struct BlockFile {
     file: Arc<IoFile>,
     alloc: Allocation,
@@ -224,10 +257,6 @@ impl BlockFile {
     }
     pub fn size(&self) -> u64 {
         self.state.lock().size
-    }
-    /// Bytes in free extents (reusable now or after the next checkpoint).
-    pub fn free_bytes(&self) -> u64 {
-        self.state.lock().free_bytes()
     }
 
     /// Asserts (debug builds) that the extent lists are disjoint and inside the file: called at
@@ -405,10 +434,50 @@ impl BlockFile {
     /// after the metadata commit.
     pub fn checkpoint(&self, root: Addr) -> Result<FileCheckpoint> {
         self.check_placed(root, "checkpoint root");
+        let plan = {
+            let mut st = self.state.lock();
+            self.check(&st, "checkpoint entry");
+            self.give_back_tail(&mut st)?;
+            self.plan_lists(&mut st)?
+        };
+        let written = self.write_lists(&plan, root);
         let mut st = self.state.lock();
-        self.check(&st, "checkpoint entry");
-        // Free space touching the end of the file goes back to the filesystem. Only `avail`
-        // qualifies: it holds nothing the durable checkpoint references.
+        match written {
+            Ok(ckpt) => {
+                st.lists = [Some(ckpt.alloc), ckpt.discard, Some(ckpt.avail)]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                let discard = std::mem::take(&mut st.discard);
+                for (o, l) in discard.iter() {
+                    st.pending.insert(o, l);
+                }
+                st.alloc = ExtentSet::default();
+                self.check(&st, "checkpoint exit");
+                Ok(ckpt)
+            }
+            Err(e) => {
+                // The list blocks were never referenced: their space is free again. The old
+                // lists stay referenced by the durable checkpoint.
+                for block in [Some(&plan.alloc), plan.discard.as_ref(), Some(&plan.avail)]
+                    .into_iter()
+                    .flatten()
+                {
+                    st.avail.insert(block.offset, block.len);
+                }
+                for a in &plan.old_lists {
+                    st.discard.remove_range(a.offset, a.size as u64);
+                }
+                st.lists = plan.old_lists;
+                self.check(&st, "checkpoint failure");
+                Err(e)
+            }
+        }
+    }
+
+    /// Free space touching the end of the file goes back to the filesystem. Only `avail`
+    /// qualifies: it holds nothing the durable checkpoint references.
+    fn give_back_tail(&self, st: &mut ExtentState) -> Result<()> {
         let old_size = st.size;
         if let Some((off, len)) = st.avail.last() {
             // The sweep allocator keeps its reserve: it gives back only free space beyond it.
@@ -433,6 +502,12 @@ impl BlockFile {
                 return Err(e);
             }
         }
+        Ok(())
+    }
+
+    /// Moves the previous checkpoint's list blocks to `discard`, reserves this checkpoint's
+    /// list blocks (first-fit) and encodes the lists: what is written outside the state lock.
+    fn plan_lists(&self, st: &mut ExtentState) -> Result<ListPlan> {
         // The previous checkpoint's list blocks are referenced by the durable checkpoint.
         let old_lists = std::mem::take(&mut st.lists);
         for a in &old_lists {
@@ -451,9 +526,9 @@ impl BlockFile {
             round_up(BLOCK_HEADER + est(st.avail.len() + st.discard.len() + st.pending.len() + 3))
                 as u64;
         let policy = self.alloc;
-        let alloc_off = Self::allocate(&mut st, policy, alloc_len, true);
-        let disc_off = (disc_len > 0).then(|| Self::allocate(&mut st, policy, disc_len, true));
-        let avail_off = Self::allocate(&mut st, policy, avail_len, true);
+        let alloc_off = Self::allocate(st, policy, alloc_len, true);
+        let disc_off = (disc_len > 0).then(|| Self::allocate(st, policy, disc_len, true));
+        let avail_off = Self::allocate(st, policy, avail_len, true);
         // What will be free once this checkpoint is durable: avail now, plus everything the
         // previous checkpoint held that this one no longer does — including `pending`, left by
         // a checkpoint that was written but never committed (resolve not called): without it
@@ -463,91 +538,60 @@ impl BlockFile {
             after.insert(o, l);
         }
         let size = st.size;
-        let alloc_img = build_block(
-            PageKind::ExtentList,
-            &encode_extents(size, st.alloc.iter()),
-            Compressor::None,
-        )?;
-        let disc_img = match disc_off {
-            Some(_) => Some(build_block(
+        let list = |extents: &mut dyn Iterator<Item = (u64, u64)>| {
+            build_block(
                 PageKind::ExtentList,
-                &encode_extents(size, st.discard.iter()),
+                &encode_extents(size, extents),
                 Compressor::None,
-            )?),
+            )
+        };
+        let alloc = ListBlock::new(list(&mut st.alloc.iter())?, alloc_off, alloc_len);
+        let discard = match disc_off {
+            Some(off) => Some(ListBlock::new(list(&mut st.discard.iter())?, off, disc_len)),
             None => None,
         };
-        let avail_img = build_block(
-            PageKind::ExtentList,
-            &encode_extents(size, after.iter()),
-            Compressor::None,
-        )?;
-        debug_assert!(alloc_img.buf.len() as u64 <= alloc_len);
-        debug_assert!(avail_img.buf.len() as u64 <= avail_len);
-        drop(st);
+        let avail = ListBlock::new(list(&mut after.iter())?, avail_off, avail_len);
+        Ok(ListPlan {
+            alloc,
+            discard,
+            avail,
+            size,
+            old_lists,
+        })
+    }
 
-        let result = (|| -> Result<FileCheckpoint> {
-            let pad = |img: &BlockImage, len: u64, off: u64| -> Result<Addr> {
-                let mut buf = img.buf.clone();
-                buf.resize(len as usize, 0);
-                self.pwrite(&buf, off, PageKind::ExtentList, 0, WriteCause::Checkpoint)?;
-                Ok(Addr {
-                    offset: off,
-                    size: len as u32,
-                    checksum: img.checksum,
-                })
-            };
-            let alloc = pad(&alloc_img, alloc_len, alloc_off)?;
-            let discard = match (&disc_img, disc_off) {
-                (Some(img), Some(off)) => Some(pad(img, disc_len, off)?),
-                _ => None,
-            };
-            let avail = pad(&avail_img, avail_len, avail_off)?;
-            self.io.sync_data(&self.file)?;
-            Ok(FileCheckpoint {
-                root,
-                alloc,
-                discard,
-                avail,
-                file_size: size,
+    /// Writes the planned list blocks (each padded to its reserved length) and syncs the file.
+    fn write_lists(&self, plan: &ListPlan, root: Addr) -> Result<FileCheckpoint> {
+        let pad = |block: &ListBlock| -> Result<Addr> {
+            let mut buf = block.image.buf.clone();
+            buf.resize(block.len as usize, 0);
+            self.pwrite(
+                &buf,
+                block.offset,
+                PageKind::ExtentList,
+                0,
+                WriteCause::Checkpoint,
+            )?;
+            Ok(Addr {
+                offset: block.offset,
+                size: block.len as u32,
+                checksum: block.image.checksum,
             })
-        })();
-
-        let mut st = self.state.lock();
-        match result {
-            Ok(ckpt) => {
-                st.lists = [Some(ckpt.alloc), ckpt.discard, Some(ckpt.avail)]
-                    .into_iter()
-                    .flatten()
-                    .collect();
-                let discard = std::mem::take(&mut st.discard);
-                for (o, l) in discard.iter() {
-                    st.pending.insert(o, l);
-                }
-                st.alloc = ExtentSet::default();
-                self.check(&st, "checkpoint exit");
-                Ok(ckpt)
-            }
-            Err(e) => {
-                // The list blocks were never referenced: their space is free again. The old
-                // lists stay referenced by the durable checkpoint.
-                for (off, len) in [
-                    Some((alloc_off, alloc_len)),
-                    disc_off.map(|o| (o, disc_len)),
-                    Some((avail_off, avail_len)),
-                ]
-                .into_iter()
-                .flatten()
-                {
-                    st.avail.insert(off, len);
-                }
-                for a in &old_lists {
-                    st.discard.remove_range(a.offset, a.size as u64);
-                }
-                st.lists = old_lists;
-                self.check(&st, "checkpoint failure");
-                Err(e)
-            }
-        }
+        };
+        let alloc = pad(&plan.alloc)?;
+        let discard = match &plan.discard {
+            Some(block) => Some(pad(block)?),
+            None => None,
+        };
+        let avail = pad(&plan.avail)?;
+        self.io.sync_data(&self.file)?;
+        Ok(FileCheckpoint {
+            root,
+            alloc,
+            discard,
+            avail,
+            file_size: plan.size,
+        })
     }
 
     /// Called once the checkpoint is durable: what the previous checkpoint held and this one
@@ -578,19 +622,6 @@ impl BlockFile {
             discard_bytes: st.discard.bytes() + st.pending.bytes(),
         }
     }
-
-    /// Test/verification aid: every free extent (avail, discard, pending).
-    pub fn free_extents(&self) -> Vec<(u64, u64)> {
-        let st = self.state.lock();
-        let mut v: Vec<_> = st
-            .avail
-            .iter()
-            .chain(st.discard.iter())
-            .chain(st.pending.iter())
-            .collect();
-        v.sort();
-        v
-    }
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -617,6 +648,19 @@ mod tests {
     use std::fs::OpenOptions;
     use std::os::unix::fs::FileExt;
 
+    /// Every free extent of the file (avail, discard, pending), in order.
+    fn free_extents(bf: &BlockFile) -> Vec<(u64, u64)> {
+        let st = bf.state.lock();
+        let mut v: Vec<_> = st
+            .avail
+            .iter()
+            .chain(st.discard.iter())
+            .chain(st.pending.iter())
+            .collect();
+        v.sort();
+        v
+    }
+
     /// Writes a one-byte root page as a checkpoint would (first-fit).
     fn write_root(bf: &BlockFile, n: u8) -> Addr {
         let img = build_block(PageKind::Root, &[n], Compressor::None).unwrap();
@@ -630,6 +674,14 @@ mod tests {
             table: 1,
             id_index: false,
         }
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "fits its reserved block")]
+    fn an_extent_list_past_its_reservation_is_refused() {
+        let img = build_block(PageKind::ExtentList, &[0u8; 5000], Compressor::None).unwrap();
+        ListBlock::new(img, 4096, ALLOC_UNIT);
     }
 
     #[test]
@@ -706,7 +758,7 @@ mod tests {
         bf.resolve();
         drop(bf);
         let bf = BlockFile::open_checkpoint(&path, tag(), Allocation::best(), &c3, ev).unwrap();
-        let free = bf.free_extents();
+        let free = free_extents(&bf);
         let covered = |a: Addr| {
             free.iter()
                 .any(|&(o, l)| o <= a.offset && a.offset + a.size as u64 <= o + l)

@@ -31,7 +31,7 @@ struct Loader<'a> {
     /// The last key of the previous leaf (separators are cut between neighbours).
     prev_last: Option<Vec<u8>>,
     /// (separator, address, page id) of each leaf in key order; the first separator is unused.
-    leaves: Vec<(Vec<u8>, Addr, u64)>,
+    leaves: Vec<LoadedLeaf>,
 }
 
 impl Loader<'_> {
@@ -100,7 +100,6 @@ impl Table {
     /// A new table in `file` holding `entries` (ascending, unique keys). Leaves are written as
     /// they fill (reported with `cause`) and are not resident; the internal pages are dirty,
     /// for the next checkpoint of the table to write. An empty source gives an empty table.
-    #[allow(clippy::too_many_arguments)]
     pub fn bulk_load(
         id: u32,
         name: String,
@@ -164,16 +163,18 @@ pub fn bulk_load_size(
     Ok(unit + bytes.max(unit) + internal_blocks + 3 * unit)
 }
 
-/// Writes (or, with no file, sizes) the leaves of `entries`; returns each leaf's (separator,
-/// address, page id) and the bytes of the blocks.
-#[allow(clippy::type_complexity)]
+/// A leaf a load wrote: its separator, address and page id.
+type LoadedLeaf = (Vec<u8>, Addr, u64);
+
+/// Writes (or, with no file, sizes) the leaves of `entries`; returns each leaf's
+/// [`LoadedLeaf`] and the bytes of the blocks.
 fn load(
     file: Option<&BlockFile>,
     cfg: &TableConfig,
     ids: &AtomicU64,
     entries: impl Iterator<Item = Result<KvPair>>,
     cause: WriteCause,
-) -> Result<(Vec<(Vec<u8>, Addr, u64)>, u64)> {
+) -> Result<(Vec<LoadedLeaf>, u64)> {
     let mut loader = Loader {
         file,
         bytes: 0,
@@ -243,8 +244,8 @@ fn group(
 mod tests {
     use super::*;
 
-    fn leaf_addr(l: &Leaf) -> Addr {
-        l.state.lock().addr.expect("bulk leaves are written")
+    fn leaf_addr(l: &Arc<Leaf>) -> Addr {
+        l.latch().addr().expect("bulk leaves are written")
     }
     use crate::cache::Cache;
     use crate::config::Allocation;
@@ -326,7 +327,10 @@ mod tests {
             "5000 entries under 512-byte internal pages need two levels"
         );
         // The checkpoint writes the internal pages; the tree verifies.
-        let root = t.write_internal_pages().unwrap().unwrap();
+        let root = t
+            .write_internal_pages(&t.structure_exclusive())
+            .unwrap()
+            .unwrap();
         let c = t.file.checkpoint(root).unwrap();
         t.set_last_checkpoint(c);
         assert_eq!(t.verify().unwrap(), entries.len() as u64);
@@ -345,7 +349,10 @@ mod tests {
             .collect();
         let est = bulk_load_size(&cfg, entries.clone().into_iter().map(Ok)).unwrap();
         let (_d, t) = table(entries, cfg);
-        let root = t.write_internal_pages().unwrap().unwrap();
+        let root = t
+            .write_internal_pages(&t.structure_exclusive())
+            .unwrap()
+            .unwrap();
         t.file.checkpoint(root).unwrap();
         let real = t.file.size();
         // Leaves exactly; the internal pages and extent lists within a few blocks.

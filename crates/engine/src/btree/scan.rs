@@ -94,12 +94,12 @@ fn copy_leaf(
     at: u64,
     out: &mut Vec<KvPair>,
 ) -> Result<bool> {
-    let mut st = loc.leaf.state.lock();
+    let mut st = loc.leaf.latch();
     if loc.leaf.is_retired() {
         return Ok(false);
     }
-    t.ensure_loaded(&loc.leaf, &mut st)?;
-    let page = st.page.as_ref().expect("a loaded leaf is resident");
+    t.ensure_loaded(&mut st)?;
+    let page = st.page().expect("a loaded leaf is resident");
     copy_range(page, range.0, range.1, reverse, limit - out.len(), at, out);
     Ok(true)
 }

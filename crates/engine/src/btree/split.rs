@@ -61,7 +61,7 @@ fn replace_in(
     ids: &AtomicU64,
 ) -> Option<Vec<(Vec<u8>, Box<Internal>)>> {
     node.mark_dirty();
-    let i = node.child_for(&old.route);
+    let i = node.child_for(old.route());
     match &mut node.children[i] {
         Child::Node(c) => {
             let siblings = replace_in(c, old, new, split, max, ids)?;

@@ -7,14 +7,18 @@
 //!
 //! Latching, chosen so that no lock is held across I/O except a page's own latch:
 //! - `root` (RwLock): readers and writers take it only to descend to a leaf, then drop it.
-//! - `Leaf::state` (Mutex): the page latch. Reading a page from disk, editing it, and
-//!   reconciling it happen under it, so writers to other leaves never wait on that I/O.
+//! - the leaf's latch (`Leaf::latch`, a `LeafLatch`): the page latch. Reading a page from
+//!   disk, editing it, and reconciling it happen under it, so writers to other leaves never
+//!   wait on that I/O.
 //! - `structure` (RwLock): reconciliation (eviction, scrub, forced splits, a checkpoint's
 //!   leaves) holds it shared, so pages of one table are written in parallel: each under its own
 //!   latch, a split's edit of the tree under `root`. Whoever must see the tree's leaves and
 //!   their images hold still holds it exclusively: a checkpoint while it writes the internal
-//!   pages and the extent lists, the end of a checkpoint's cut, a compaction releasing the old
-//!   table's pages.
+//!   pages and the extent lists, the end of a checkpoint's cut, a compaction or a drop
+//!   releasing the old table's pages.
+//!
+//! The leaf's latch, `structure` and `writers` are taken as guards (`leaf.rs`, `latch.rs`),
+//! which the functions bound by these rules take as arguments.
 //!
 //! Lock order: structure → root → leaf. A leaf is never held while taking `root`.
 //! A leaf that was split is *retired*; whoever latches a retired leaf looks it up again.
@@ -22,16 +26,19 @@
 //! in-memory size exceeds `memory_page_max`); internal nodes split when their image would
 //! exceed `internal_page_max`.
 
+use super::latch::{
+    HoldsStructure, Latches, StructureExclusive, StructureShared, WritersExclusive, WritersShared,
+};
 use crate::block::{build_block, Addr, BlockFile, FileCheckpoint};
 use crate::cache::Cache;
 use crate::config::TableConfig;
 use crate::error::{Error, Result};
-use crate::leaf::{retired_backoff, Leaf, LeafState};
+use crate::leaf::{retired_backoff, Leaf, LeafLatch, LeafState};
 use crate::leaf_page::{ImageError, LeafPage, Value};
 use crate::page;
-use crate::reconcile::{Reconciled, Reconciler};
+use crate::reconcile::{Piece, Reconciled, Reconciler};
 use crate::txn::{Txns, LATEST};
-use parking_lot::{Mutex, MutexGuard, RwLock};
+use parking_lot::{Mutex, RwLock};
 use placement::{PageKind, WriteCause};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -100,7 +107,8 @@ pub struct Table {
     pub cfg: TableConfig,
     pub file: BlockFile,
     pub(super) root: RwLock<Internal>,
-    pub structure: RwLock<()>,
+    /// `structure` and `writers` (`latch.rs`): taken through their guards only.
+    pub(super) latches: Latches,
     cache: Arc<Cache>,
     /// Commit numbers and snapshots: which versions a page must keep.
     pub txns: Arc<Txns>,
@@ -114,10 +122,6 @@ pub struct Table {
     /// instead of walking every leaf. A leaf may have gone clean or retired since it was
     /// listed; whoever takes the list looks.
     dirty_leaves: Mutex<Vec<Arc<Leaf>>>,
-    /// Writers of this table hold it shared while they apply a batch; a compaction holds it
-    /// exclusively while it copies the table, so no write lands in the copy's source after it
-    /// was read. Readers never take it.
-    pub writers: Arc<RwLock<()>>,
     /// The table that replaced this one (a compaction's copy): open cursors move to it.
     successor: Mutex<Option<Arc<Table>>>,
     /// For a compaction's copy, the last commit number when it was copied: it holds the
@@ -139,18 +143,7 @@ impl Table {
         shared: TreeShared,
     ) -> Table {
         let leaf_id = shared.leaf_ids.fetch_add(1, Ordering::Relaxed);
-        let leaf = Leaf::new(
-            leaf_id,
-            leaf_id,
-            Vec::new(),
-            LeafState {
-                page: Some(LeafPage::empty()),
-                addr: None,
-                dirty: true,
-                mem: 0,
-                pending_free: Vec::new(),
-            },
-        );
+        let leaf = Leaf::new(leaf_id, leaf_id, Vec::new(), LeafState::new_empty());
         let root = Internal {
             keys: vec![Vec::new()],
             children: vec![Child::Leaf(leaf.clone())],
@@ -193,17 +186,65 @@ impl Table {
             cfg,
             file,
             root: RwLock::new(root),
-            structure: RwLock::new(()),
+            latches: Latches::new(id),
             cache,
             txns,
             leaf_ids,
             last_checkpoint: Mutex::new(ckpt),
             dirty_leaves: Mutex::new(Vec::new()),
-            writers: Arc::new(RwLock::new(())),
             successor: Mutex::new(None),
             born_at: AtomicU64::new(0),
             write_at: AtomicU64::new(LATEST),
         }
+    }
+
+    /// Takes `structure` shared, waiting for it.
+    pub fn structure_shared(&self) -> StructureShared<'_> {
+        self.latches.structure_shared()
+    }
+
+    /// Takes `structure` shared if no one holds it exclusively (nor waits to).
+    pub fn try_structure_shared(&self) -> Option<StructureShared<'_>> {
+        self.latches.try_structure_shared()
+    }
+
+    /// Takes `structure` exclusively, waiting for it.
+    pub fn structure_exclusive(&self) -> StructureExclusive<'_> {
+        self.latches.structure_exclusive()
+    }
+
+    /// Takes `writers` shared, waiting for it: a batch applying to this table holds it.
+    pub fn writers_shared(&self) -> WritersShared {
+        self.latches.writers_shared()
+    }
+
+    /// Whether `held` is this table's `writers` latch.
+    pub fn is_writing(&self, held: &WritersShared) -> bool {
+        self.latches.holds_writers(held)
+    }
+
+    /// Takes `writers` exclusively, waiting for it: a compaction copying this table holds it.
+    pub fn writers_exclusive(&self) -> WritersExclusive {
+        self.latches.writers_exclusive()
+    }
+
+    /// Asserts that `held` is this table's `writers` latch: its writers wait.
+    pub fn assert_writers_excluded(&self, held: &WritersExclusive) {
+        assert!(
+            self.latches.excludes_writers(held),
+            "table {} is copied while its writers go on",
+            self.id
+        );
+    }
+
+    /// Asserts that `held` is this table's `structure` latch.
+    pub(super) fn assert_structure(&self, held: &impl HoldsStructure) {
+        assert!(
+            self.latches.holds_structure(held),
+            "table {} is changed under the structure latch of table {}",
+            self.id,
+            held.table()
+        );
     }
 
     /// Records that `next` replaced this table (in the catalog, under its write latch).
@@ -238,9 +279,18 @@ impl Table {
         }
     }
 
-    /// A checkpoint's cut begins (`Some`) or ends for this table.
-    pub fn set_write_at(&self, cut: Option<u64>) {
-        self.write_at.store(cut.unwrap_or(LATEST), Ordering::SeqCst);
+    /// A checkpoint's cut at commit number `cut` begins for this table: its pages are written
+    /// as the cut sees them until the checkpoint has written the table.
+    pub fn open_cut(&self, cut: u64) {
+        self.write_at.store(cut, Ordering::SeqCst);
+    }
+
+    /// The checkpoint's cut ends for this table (it is written, or the checkpoint failed).
+    /// Under `structure` held exclusively, as every reconciliation reads `write_at` and
+    /// `oldest` under it: the cut does not end under one.
+    pub fn close_cut(&self, held: &StructureExclusive<'_>) {
+        self.assert_structure(held);
+        self.write_at.store(LATEST, Ordering::SeqCst);
     }
 
     /// Whether a compaction replaced this table.
@@ -338,32 +388,28 @@ impl Table {
     }
 
     /// Runs `f` on the leaf for `key`, latched and resident. Retries past retired leaves.
-    pub fn with_leaf<R>(
-        &self,
-        key: &[u8],
-        f: impl FnOnce(&Leaf, &mut LeafState) -> R,
-    ) -> Result<R> {
+    pub fn with_leaf<R>(&self, key: &[u8], f: impl FnOnce(&mut LeafLatch<'_>) -> R) -> Result<R> {
         for attempt in 0.. {
             let leaf = self.leaf_for(key);
-            let mut st = leaf.state.lock();
+            let mut st = leaf.latch();
             if leaf.is_retired() {
                 drop(st);
                 retired_backoff(attempt);
                 continue;
             }
-            self.ensure_loaded(&leaf, &mut st)?;
-            return Ok(f(&leaf, &mut st));
+            self.ensure_loaded(&mut st)?;
+            return Ok(f(&mut st));
         }
         unreachable!("retired_backoff bounds the retries")
     }
 
     /// Makes the leaf's page resident, reading and verifying its block (under its latch only).
-    pub fn ensure_loaded(&self, leaf: &Leaf, st: &mut LeafState) -> Result<()> {
-        leaf.touch(self.cache.now());
-        if st.page.is_some() {
+    pub fn ensure_loaded(&self, st: &mut LeafLatch<'_>) -> Result<()> {
+        st.leaf().touch(self.cache.now());
+        if st.page().is_some() {
             return Ok(());
         }
-        let addr = st.addr.expect("a leaf without a page has a disk image");
+        let addr = st.addr().expect("a leaf without a page has a disk image");
         let (kind, payload) = self.file.read(addr)?;
         if kind != PageKind::Leaf {
             return Err(self.corrupt(
@@ -382,9 +428,7 @@ impl Table {
             ImageError::Malformed(what) => self.corrupt(addr.offset, what),
             ImageError::Overflow(e) => e,
         })?;
-        st.mem = page.mem();
-        self.cache.page_read(st.mem);
-        st.page = Some(page);
+        self.cache.page_read(st.load(page));
         Ok(())
     }
 
@@ -412,31 +456,34 @@ impl Table {
         let mut listed = std::mem::take(&mut *self.dirty_leaves.lock());
         listed.retain(|l| {
             l.unlist_dirty();
-            match l.state.try_lock() {
-                Some(st) => st.dirty && st.page.is_some() && !l.is_retired(),
+            match l.try_latch() {
+                Some(st) => st.is_dirty() && st.page().is_some() && !l.is_retired(),
                 None => !l.is_retired(),
             }
         });
         listed
     }
 
-    /// Applies a put or delete of commit `csn` to a latched, resident leaf; versions below
-    /// the one a reader at `oldest` sees go.
-    #[allow(clippy::too_many_arguments)]
+    /// Applies a put or delete of commit `csn` to a latched, resident leaf of this table, whose
+    /// writers the caller is among; versions below the one a reader at `oldest` sees go.
     pub fn apply(
         &self,
-        leaf: &Arc<Leaf>,
-        st: &mut LeafState,
+        writing: &WritersShared,
+        st: &mut LeafLatch<'_>,
         key: &[u8],
         value: Option<&[u8]>,
         csn: u64,
         oldest: u64,
     ) {
-        debug_assert!(!leaf.is_retired(), "a batch is applied to a retired leaf");
-        let page = st
-            .page
-            .as_mut()
-            .expect("a latched leaf is resident when a batch is applied");
+        assert!(
+            self.latches.holds_writers(writing),
+            "a batch applies to table {} under another table's writers latch",
+            self.id
+        );
+        debug_assert!(
+            !st.leaf().is_retired(),
+            "a batch is applied to a retired leaf"
+        );
         let value = value.map(|v| {
             if v.len() > self.cfg.leaf_value_max as usize {
                 Value::Overflow {
@@ -447,58 +494,56 @@ impl Table {
                 Value::Inline(v.to_vec())
             }
         });
-        let (delta, freed) = page.apply(key, value, csn, oldest);
-        st.pending_free.extend(freed);
-        debug_assert_eq!(
-            st.mem as i64 + delta,
-            page.mem() as i64,
-            "a leaf's charge follows its page"
-        );
-        st.mem = page.mem();
-        if st.dirty || page.unwritten_at(LATEST) {
-            self.cache.leaf_changed(st.dirty);
-            self.cache.page_changed(delta, st.mem, st.dirty);
-            st.dirty = true;
-            self.list_dirty(leaf);
-        } else {
-            debug_assert_eq!(
-                delta, 0,
-                "a change that changes nothing leaves the page clean"
-            );
+        let applied = st.apply(key, value, csn, oldest);
+        if applied.dirtied {
+            self.cache.leaf_changed(applied.was_dirty);
+            self.cache
+                .page_changed(applied.delta, st.mem(), applied.was_dirty);
+            self.list_dirty(st.leaf());
         }
     }
 
     /// A leaf grown past `memory_page_max` should be reconciled (split) now.
     pub fn needs_forced_split(&self, st: &LeafState) -> bool {
-        st.mem > self.memory_page_max
+        st.mem() > self.memory_page_max
     }
 
-    /// Reconciles a leaf (under `structure`, which the caller holds, shared or exclusively)
-    /// and applies the result.
+    /// Reconciles a leaf of this table (under its `structure` latch, which the caller holds,
+    /// shared or exclusively) and applies the result.
     /// Returns the leaves that now hold its entries: itself, or the pieces of a split (none if
     /// it was retired meanwhile).
     ///
     /// During a checkpoint's cut the page is written as the cut sees it (`write_at`); versions
     /// newer than the cut stay in memory and the page stays dirty.
-    pub fn reconcile(&self, leaf: &Arc<Leaf>, cause: WriteCause) -> Result<Vec<Arc<Leaf>>> {
-        let mut st = leaf.state.lock();
+    pub fn reconcile(
+        &self,
+        held: &impl HoldsStructure,
+        leaf: &Arc<Leaf>,
+        cause: WriteCause,
+    ) -> Result<Vec<Arc<Leaf>>> {
+        self.assert_structure(held);
+        let mut st = leaf.latch();
         if leaf.is_retired() {
             return Ok(Vec::new());
         }
         let at = self.write_at();
-        let (dirty, never_written) = (st.dirty, st.addr.is_none());
-        debug_assert!(!dirty || st.page.is_some(), "a dirty leaf is resident");
+        let (dirty, never_written) = (st.is_dirty(), st.addr().is_none());
+        debug_assert!(!dirty || st.page().is_some(), "a dirty leaf is resident");
         debug_assert!(
-            !dirty || never_written || st.page.as_ref().is_some_and(|p| p.unwritten_at(LATEST)),
+            !dirty || never_written || st.page().is_some_and(|p| p.unwritten_at(LATEST)),
             "a dirty leaf has versions its image lacks"
         );
-        let result = match &mut st.page {
-            Some(page) if dirty && (page.unwritten_at(at) || never_written) => {
-                self.reconciler().leaf(page, leaf.page_id, cause, at)?
-            }
-            _ => Reconciled::Clean,
+        let due = dirty
+            && st
+                .page()
+                .is_some_and(|p| p.unwritten_at(at) || never_written);
+        let result = if due {
+            st.reconcile_page(|page| self.reconciler().leaf(page, leaf.page_id(), cause, at))
+                .expect("a dirty leaf is resident")?
+        } else {
+            Reconciled::Clean
         };
-        Ok(self.apply_reconciled(leaf, st, result, at))
+        Ok(self.apply_reconciled(st, result, at))
     }
 
     fn reconciler(&self) -> Reconciler<'_> {
@@ -510,35 +555,56 @@ impl Table {
         }
     }
 
-    /// Applies what reconciliation at `at` returned: frees the old image and the overflow
-    /// blocks no new image references, rebuilds the page from its new image(s) — clean, or
-    /// still dirty with the versions newer than `at` — and for a split retires the leaf and
-    /// puts its pieces in the parent (splitting internal nodes as needed). Takes the leaf's
-    /// latch.
+    /// Applies what reconciliation at `at` returned to the latched leaf: its page rebuilt from
+    /// the new image(s) (`rebuild_pages`), then put back in place, or for a split the leaf
+    /// retired and its pieces put in the parent (splitting internal nodes as needed).
     fn apply_reconciled(
         &self,
-        leaf: &Arc<Leaf>,
-        mut st: MutexGuard<'_, LeafState>,
+        mut st: LeafLatch<'_>,
         result: Reconciled,
         at: u64,
     ) -> Vec<Arc<Leaf>> {
         let mut pieces = match result {
-            Reconciled::Clean => return vec![leaf.clone()],
+            Reconciled::Clean => return vec![st.leaf().clone()],
             Reconciled::Replace(piece) => vec![piece],
             Reconciled::Split(pieces) => pieces,
         };
-        if let Some(old) = st.addr.take() {
+        let rebuilt = self.rebuild_pages(&mut st, &mut pieces, at);
+        debug_assert_eq!(rebuilt.len(), pieces.len(), "a page per piece");
+        if pieces.len() == 1 {
+            let leaf = st.leaf();
+            let piece = pieces.pop().expect("one piece");
+            let (page, pending) = rebuilt.into_iter().next().expect("one page");
+            st.rebuilt(LeafState::written(page, piece.addr, pending));
+            let dirty = st.is_dirty();
+            drop(st);
+            if dirty {
+                self.list_dirty(leaf);
+            }
+            self.mark_path_dirty(leaf.route());
+            return vec![leaf.clone()];
+        }
+        self.split_leaf(st, pieces, rebuilt)
+    }
+
+    /// Rebuilds the latched leaf's page from the new image(s) written at `at`, one page per
+    /// piece: the versions the images hold are folded in, the older ones an open snapshot may
+    /// read and the newer ones they lack stay beside them. Frees the old image and the
+    /// overflow blocks no new image references, and moves the cache's charge to the new
+    /// pages. Returns each page with the overflow blocks its image references but it does not
+    /// (freed with its next image); the leaf is left with nothing.
+    fn rebuild_pages(
+        &self,
+        st: &mut LeafLatch<'_>,
+        pieces: &mut [Piece],
+        at: u64,
+    ) -> Vec<(LeafPage, Vec<Addr>)> {
+        let taken = st.take_for_rebuild();
+        if let Some(old) = taken.addr {
             self.file.free(old);
         }
-        self.cache.page_written(st.mem);
-        // The page is rebuilt from its new image(s): the versions they hold are folded in, the
-        // older ones an open snapshot may read and the newer ones they lack stay beside them.
-        let old_mem = std::mem::take(&mut st.mem);
-        let mut left = st
-            .page
-            .take()
-            .expect("a reconciled page is resident")
-            .into_history(self.oldest(), at);
+        self.cache.page_written(taken.mem);
+        let mut left = taken.page.into_history(self.oldest(), at);
         // Each piece's versions: those from its separator on (pieces are in key order).
         let mut histories: Vec<_> = pieces
             .iter()
@@ -566,7 +632,7 @@ impl Table {
         // An overflow block the old image alone referenced goes now; one a new image still
         // references (its key has versions newer than the cut) waits for that piece's next
         // image.
-        let mut to_free = std::mem::take(&mut st.pending_free);
+        let mut to_free = taken.pending_free;
         to_free.extend(left.superseded);
         to_free.sort_unstable_by_key(|a| a.offset);
         to_free.dedup();
@@ -580,34 +646,29 @@ impl Table {
             }
         }
         let new_mem: usize = rebuilt.iter().map(|(p, _)| p.mem()).sum();
-        self.cache.page_reimaged(old_mem, new_mem);
+        self.cache.page_reimaged(taken.mem, new_mem);
         for (page, _) in &rebuilt {
             if page.unwritten_at(LATEST) {
                 self.cache.page_changed(0, page.mem(), false);
             }
         }
-        if pieces.len() == 1 {
-            let piece = pieces.into_iter().next().expect("one piece");
-            let (page, pending) = rebuilt.pop().expect("one page");
-            st.dirty = page.unwritten_at(LATEST);
-            st.mem = page.mem();
-            st.page = Some(page);
-            st.addr = Some(piece.addr);
-            st.pending_free = pending;
-            let dirty = st.dirty;
-            drop(st);
-            if dirty {
-                self.list_dirty(leaf);
-            }
-            self.mark_path_dirty(&leaf.route);
-            return vec![leaf.clone()];
-        }
-        // Split: the old leaf retires; one new leaf per piece holds its entries.
-        leaf.retire();
+        rebuilt
+    }
+
+    /// A split: the latched leaf retires; one new leaf per piece holds its rebuilt page, and
+    /// the pieces take its place in the parent. Returns the new leaves.
+    fn split_leaf(
+        &self,
+        mut st: LeafLatch<'_>,
+        pieces: Vec<Piece>,
+        rebuilt: Vec<(LeafPage, Vec<Addr>)>,
+    ) -> Vec<Arc<Leaf>> {
+        let leaf = st.leaf();
+        st.retire();
         let mut new_leaves: Vec<(Vec<u8>, Arc<Leaf>)> = Vec::with_capacity(pieces.len());
         for (i, (p, (page, pending))) in pieces.into_iter().zip(rebuilt).enumerate() {
             let route = if i == 0 {
-                leaf.route.clone()
+                leaf.route().to_vec()
             } else {
                 p.separator.clone()
             };
@@ -616,13 +677,7 @@ impl Table {
                 self.leaf_ids.fetch_add(1, Ordering::Relaxed),
                 p.page_id,
                 route,
-                LeafState {
-                    mem: page.mem(),
-                    page: Some(page),
-                    addr: Some(p.addr),
-                    dirty,
-                    pending_free: pending,
-                },
+                LeafState::written(page, p.addr, pending),
             );
             l.touch(leaf.last_access());
             if dirty {
@@ -657,9 +712,10 @@ impl Table {
     }
 
     /// Writes the internal pages whose children moved, bottom-up, and the root last
-    /// (first-fit), for a checkpoint; every leaf must be written already. Returns the root's
+    /// (first-fit), for a checkpoint, under `structure` held exclusively; every leaf must be written already. Returns the root's
     /// address, or `None` when nothing changed since the last checkpoint (which then stands).
-    pub fn write_internal_pages(&self) -> Result<Option<Addr>> {
+    pub fn write_internal_pages(&self, held: &StructureExclusive<'_>) -> Result<Option<Addr>> {
+        self.assert_structure(held);
         let mut root = self.root.write();
         if !root.dirty.load(Ordering::Relaxed) && self.last_checkpoint.lock().is_some() {
             return Ok(None);
@@ -685,9 +741,8 @@ impl Table {
                     _ => self.write_internal(n, false)?,
                 },
                 Child::Leaf(l) => l
-                    .state
-                    .lock()
-                    .addr
+                    .latch()
+                    .addr()
                     .expect("leaves are written before internal pages"),
             };
             child_addrs.push(a);
@@ -748,23 +803,13 @@ impl Table {
         (root.level as u32 + 1, leaves.len())
     }
 
-    /// Drops every resident page (the table is closed, dropped, or replaced by a compaction).
-    pub fn release_cache(&self) {
+    /// Drops every resident page (the table is closed, dropped, or replaced by a compaction),
+    /// under `structure` held exclusively: no reconciliation is writing one of its leaves.
+    pub fn release_cache(&self, held: &StructureExclusive<'_>) {
+        self.assert_structure(held);
         for l in self.leaves() {
-            let mut st = l.state.lock();
-            if let Some(page) = st.page.take() {
-                self.cache
-                    .page_released(std::mem::take(&mut st.mem), st.dirty);
-                // Its changes are not to be written any more (the table is gone, or a
-                // compaction's copy holds them): eviction, which may still hold the leaf in a
-                // queue, finds nothing to write.
-                st.dirty = false;
-                // A page never written has no image to be read back from: a reader still on
-                // this table (a cursor mid-batch) reads it here, uncharged, until the table
-                // itself goes.
-                if st.addr.is_none() {
-                    st.page = Some(page);
-                }
+            if let Some((mem, dirty)) = l.latch().release() {
+                self.cache.page_released(mem, dirty);
             }
         }
     }

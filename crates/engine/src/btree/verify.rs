@@ -26,8 +26,8 @@ impl Table {
         let mut n = 0u64;
         let mut prev: Option<Vec<u8>> = None;
         for leaf in self.leaves() {
-            let st = leaf.state.lock();
-            if let (Some(_), Some(addr)) = (&st.page, st.addr) {
+            let st = leaf.latch();
+            if let (Some(_), Some(addr)) = (st.page(), st.addr()) {
                 let (kind, _) = self.file.read(addr)?;
                 if kind != PageKind::Leaf {
                     return Err(self.corrupt(addr.offset, "expected a leaf".into()));
@@ -45,7 +45,7 @@ impl Table {
                 }
                 Ok(())
             };
-            match (&st.page, st.addr) {
+            match (st.page(), st.addr()) {
                 (Some(p), _) => {
                     check_keys(&mut p.entries(crate::txn::LATEST).map(|(k, _)| k.to_vec()))?
                 }
