@@ -5,6 +5,8 @@
 //! reads a mongod.conf-shaped YAML file, `log` writes the server's log.
 
 pub mod auth;
+pub mod build_info;
+pub mod client;
 pub mod commands;
 pub mod config;
 pub mod conn;
@@ -13,7 +15,9 @@ pub mod hook;
 pub mod log;
 pub mod ops;
 pub mod profile;
+pub mod roles;
 pub mod scram;
+pub mod spec;
 pub mod state;
 pub mod tls;
 pub mod traffic;
