@@ -1,8 +1,10 @@
 //! flashdoc's MongoDB wire-protocol server: a standalone mongod as drivers see it.
 //!
 //! `wire` decodes and encodes messages, `conn` runs connections on tokio, `commands` answers
-//! each command through the document layer, `cursors` keeps server-side cursors, `config`
-//! reads a mongod.conf-shaped YAML file, `log` writes the server's log.
+//! each command through the document layer from its row in the command table
+//! (`commands::table`, whose facts are `spec`'s), `cursors` keeps server-side cursors, `auth`
+//! and `roles` authenticate and authorize, `config` reads a mongod.conf-shaped YAML file, `log`
+//! writes the server's log.
 
 pub mod auth;
 pub mod build_info;
