@@ -4,260 +4,21 @@
 //!   credentials: {"SCRAM-SHA-1": {...}, "SCRAM-SHA-256": {...}}, roles: [{role, db}],
 //!   customData?}`, with salted keys only ([`crate::scram`]). Clients cannot read or write that
 //!   collection directly; the user commands do.
-//! - Authorization is table-driven: every command maps to one [`Action`] ([`command_action`];
-//!   `listCommands` lists exactly these commands), and every built-in role is a set of
-//!   actions on its database, on every database (`…AnyDatabase`), or on the cluster
-//!   ([`role_grants`]).
+//! - Authorization is table-driven: every command's row in the command table
+//!   (`commands::table`) names its [`Action`], and every built-in role is a set of actions
+//!   ([`crate::roles`]); [`authorize`] checks a command's action against the connection's
+//!   users.
 //! - With authorization on, an unauthenticated client may only run `hello` (and its legacy
 //!   names), `ping`, `saslStart`, `saslContinue`, `authenticate` and `logout`; anything else is
 //!   Unauthorized (13). The localhost exception: while no user exists, a client on a loopback
 //!   address may create the first user in `admin`.
 
+use crate::client::{AuthedUser, ConnInfo};
+use crate::roles::{Action, BUILTIN_ROLES, USERS_COLL, USERS_DB};
 use crate::scram::{self, Conversation, Credential, Mechanism};
-use crate::state::{ConnInfo, ServerState};
+use crate::state::ServerState;
 use bson::{doc, Bson, Document};
 use docdb::{DocDb, DocError, DocResult, FindQuery, WriteOpts};
-
-pub const USERS_DB: &str = "admin";
-pub const USERS_COLL: &str = "system.users";
-
-/// What a command does, for authorization.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// Allowed to anyone, authenticated or not (handshake, ping, authentication).
-    Open,
-    /// Allowed to any authenticated user (about the session itself).
-    Session,
-    Find,
-    Insert,
-    Update,
-    Remove,
-    CreateCollection,
-    DropCollection,
-    DropDatabase,
-    CreateIndex,
-    DropIndex,
-    ListCollections,
-    ListIndexes,
-    CollStats,
-    DbStats,
-    Validate,
-    RenameCollection,
-    /// `collMod` (dbAdmin's, as mongod's).
-    CollMod,
-    /// `compact` (dbAdmin's and hostManager's in mongod; flashdoc has no hostManager).
-    Compact,
-    /// `profile` (dbAdmin's `enableProfiler`).
-    EnableProfiler,
-    /// Creating, changing and dropping users and their roles.
-    UserAdmin,
-    ViewUser,
-    /// Cluster-wide: serverStatus, hostInfo, getCmdLineOpts, getLog, getParameter.
-    ClusterMonitor,
-    /// Cluster-wide: listDatabases (every `…AnyDatabase` role and clusterMonitor have it).
-    ListDatabases,
-    /// Cluster-wide: shutdown, fsync, setParameter.
-    ClusterAdmin,
-}
-
-/// Every command the server runs, with its action (listCommands lists these).
-pub const COMMANDS: &[(&str, Action)] = &[
-    ("hello", Action::Open),
-    ("isMaster", Action::Open),
-    ("ismaster", Action::Open),
-    ("ping", Action::Open),
-    ("saslStart", Action::Open),
-    ("saslContinue", Action::Open),
-    ("authenticate", Action::Open),
-    ("logout", Action::Open),
-    ("buildInfo", Action::Session),
-    ("buildinfo", Action::Session),
-    ("connectionStatus", Action::Session),
-    ("whatsmyuri", Action::Session),
-    ("listCommands", Action::Session),
-    ("endSessions", Action::Session),
-    ("startSession", Action::Session),
-    ("refreshSessions", Action::Session),
-    ("killSessions", Action::Session),
-    ("killAllSessions", Action::Session),
-    ("commitTransaction", Action::Session),
-    ("abortTransaction", Action::Session),
-    ("getMore", Action::Find),
-    ("killCursors", Action::Find),
-    ("find", Action::Find),
-    ("count", Action::Find),
-    ("distinct", Action::Find),
-    ("aggregate", Action::Find),
-    ("explain", Action::Find),
-    ("insert", Action::Insert),
-    ("update", Action::Update),
-    ("findAndModify", Action::Update),
-    ("findandmodify", Action::Update),
-    ("delete", Action::Remove),
-    ("create", Action::CreateCollection),
-    ("drop", Action::DropCollection),
-    ("dropDatabase", Action::DropDatabase),
-    ("renameCollection", Action::RenameCollection),
-    ("createIndexes", Action::CreateIndex),
-    ("dropIndexes", Action::DropIndex),
-    ("deleteIndexes", Action::DropIndex),
-    ("listCollections", Action::ListCollections),
-    ("listIndexes", Action::ListIndexes),
-    ("collStats", Action::CollStats),
-    ("dbStats", Action::DbStats),
-    ("validate", Action::Validate),
-    ("collMod", Action::CollMod),
-    ("compact", Action::Compact),
-    ("profile", Action::EnableProfiler),
-    ("createUser", Action::UserAdmin),
-    ("updateUser", Action::UserAdmin),
-    ("dropUser", Action::UserAdmin),
-    ("grantRolesToUser", Action::UserAdmin),
-    ("revokeRolesFromUser", Action::UserAdmin),
-    ("usersInfo", Action::ViewUser),
-    ("listDatabases", Action::ListDatabases),
-    ("serverStatus", Action::ClusterMonitor),
-    ("hostInfo", Action::ClusterMonitor),
-    ("getCmdLineOpts", Action::ClusterMonitor),
-    ("getLog", Action::ClusterMonitor),
-    ("getParameter", Action::ClusterMonitor),
-    ("currentOp", Action::ClusterMonitor),
-    ("setParameter", Action::ClusterAdmin),
-    ("killOp", Action::ClusterAdmin),
-    ("fsync", Action::ClusterAdmin),
-    ("shutdown", Action::ClusterAdmin),
-];
-
-/// A command's action; None for a command the server does not have.
-pub fn command_action(name: &str) -> Option<Action> {
-    COMMANDS.iter().find(|(n, _)| *n == name).map(|(_, a)| *a)
-}
-
-/// The built-in roles (the `…AnyDatabase` ones and `clusterMonitor` and `root` exist in
-/// `admin` only).
-pub const BUILTIN_ROLES: &[&str] = &[
-    "read",
-    "readWrite",
-    "dbAdmin",
-    "userAdmin",
-    "readAnyDatabase",
-    "readWriteAnyDatabase",
-    "dbAdminAnyDatabase",
-    "userAdminAnyDatabase",
-    "clusterMonitor",
-    "root",
-];
-
-fn read_actions(a: Action) -> bool {
-    matches!(
-        a,
-        Action::Find
-            | Action::ListCollections
-            | Action::ListIndexes
-            | Action::CollStats
-            | Action::DbStats
-    )
-}
-
-fn write_actions(a: Action) -> bool {
-    read_actions(a)
-        || matches!(
-            a,
-            Action::Insert
-                | Action::Update
-                | Action::Remove
-                | Action::CreateCollection
-                | Action::DropCollection
-                | Action::CreateIndex
-                | Action::DropIndex
-                | Action::RenameCollection
-        )
-}
-
-fn db_admin_actions(a: Action) -> bool {
-    matches!(
-        a,
-        Action::ListCollections
-            | Action::ListIndexes
-            | Action::CollStats
-            | Action::DbStats
-            | Action::Validate
-            | Action::CollMod
-            | Action::Compact
-            | Action::EnableProfiler
-            | Action::CreateCollection
-            | Action::DropCollection
-            | Action::DropDatabase
-            | Action::CreateIndex
-            | Action::DropIndex
-            | Action::RenameCollection
-    )
-}
-
-fn user_admin_actions(a: Action) -> bool {
-    matches!(a, Action::UserAdmin | Action::ViewUser)
-}
-
-/// Whether `role` (defined in `role_db`) grants `action` on database `db`.
-pub fn role_grants(role: &str, role_db: &str, action: Action, db: &str) -> bool {
-    match action {
-        Action::Open | Action::Session => return true,
-        _ => {}
-    }
-    let any = role_db == USERS_DB;
-    let cluster = matches!(
-        action,
-        Action::ClusterMonitor | Action::ClusterAdmin | Action::ListDatabases
-    );
-    let lists_databases = any && action == Action::ListDatabases;
-    match role {
-        "read" => !cluster && role_db == db && read_actions(action),
-        "readWrite" => !cluster && role_db == db && write_actions(action),
-        "dbAdmin" => !cluster && role_db == db && db_admin_actions(action),
-        "userAdmin" => !cluster && role_db == db && user_admin_actions(action),
-        "readAnyDatabase" => lists_databases || (any && read_actions(action)),
-        "readWriteAnyDatabase" => lists_databases || (any && write_actions(action)),
-        "dbAdminAnyDatabase" => lists_databases || (any && db_admin_actions(action)),
-        "userAdminAnyDatabase" => lists_databases || (any && user_admin_actions(action)),
-        // mongod's clusterMonitor also reads every database's statistics.
-        "clusterMonitor" => {
-            any && (matches!(action, Action::ClusterMonitor | Action::ListDatabases)
-                || matches!(action, Action::CollStats | Action::DbStats))
-        }
-        "root" => any,
-        _ => false,
-    }
-}
-
-/// An authenticated user and its roles.
-#[derive(Clone, Debug, PartialEq)]
-pub struct AuthedUser {
-    pub user: String,
-    pub db: String,
-    pub roles: Vec<(String, String)>,
-}
-
-/// A connection's authentication state.
-#[derive(Default)]
-pub struct ConnAuth {
-    pub users: Vec<AuthedUser>,
-    pub conversation: Option<Conversation>,
-    /// The client asked to end the exchange right after the server-final message.
-    pub skip_empty_exchange: bool,
-}
-
-impl ConnAuth {
-    pub fn is_authenticated(&self) -> bool {
-        !self.users.is_empty()
-    }
-    pub fn allows(&self, action: Action, db: &str) -> bool {
-        self.users.iter().any(|u| {
-            u.roles
-                .iter()
-                .any(|(r, rdb)| role_grants(r, rdb, action, db))
-        })
-    }
-}
 
 fn user_id(db: &str, user: &str) -> String {
     format!("{db}.{user}")
@@ -743,15 +504,15 @@ pub fn auth_info(conn: &ConnInfo) -> Document {
     doc! {"authInfo": {"authenticatedUsers": users, "authenticatedUserRoles": roles}}
 }
 
-/// The authorization check before a command runs (when `security.authorization` is on).
-pub fn authorize(state: &ServerState, conn: &ConnInfo, name: &str, db: &str) -> DocResult<()> {
-    // A command missing from the table is refused: with authorization on, nothing runs
-    // that the table does not name.
-    let Some(action) = command_action(name) else {
-        return Err(DocError::command_not_found(format!(
-            "no such command: '{name}'"
-        )));
-    };
+/// The authorization check before a command runs (when `security.authorization` is on):
+/// `action` is the command's, from its row in the command table.
+pub fn authorize(
+    state: &ServerState,
+    conn: &ConnInfo,
+    name: &str,
+    action: Action,
+    db: &str,
+) -> DocResult<()> {
     if action == Action::Open {
         return Ok(());
     }
@@ -816,10 +577,15 @@ pub fn authorize_pipeline_writes(conn: &ConnInfo, db: &str, cmd: &Document) -> D
 /// database, other than the session's and the cluster's): what lets `listCollections` run with
 /// `authorizedCollections` and `nameOnly` without its own action, as in mongod. Roles grant
 /// whole databases, so such a user has a privilege on every collection of `db`.
-pub fn has_privilege_on_db(conn: &ConnInfo, db: &str) -> bool {
+/// `actions` are every command's (the command table's).
+pub fn has_privilege_on_db(
+    conn: &ConnInfo,
+    db: &str,
+    mut actions: impl Iterator<Item = Action>,
+) -> bool {
     let a = conn.auth.lock();
     a.is_authenticated()
-        && COMMANDS.iter().any(|(_, action)| {
+        && actions.any(|action| {
             !matches!(
                 action,
                 Action::Open
@@ -827,7 +593,7 @@ pub fn has_privilege_on_db(conn: &ConnInfo, db: &str) -> bool {
                     | Action::ClusterMonitor
                     | Action::ClusterAdmin
                     | Action::ListDatabases
-            ) && a.allows(*action, db)
+            ) && a.allows(action, db)
         })
 }
 
@@ -843,38 +609,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn role_table() {
-        assert!(role_grants("read", "app", Action::Find, "app"));
-        assert!(!role_grants("read", "app", Action::Find, "other"));
-        assert!(!role_grants("read", "app", Action::Insert, "app"));
-        assert!(role_grants("readWrite", "app", Action::Insert, "app"));
-        assert!(!role_grants("dbAdmin", "app", Action::Find, "app"));
-        assert!(role_grants("dbAdmin", "app", Action::Validate, "app"));
-        assert!(role_grants("dbAdmin", "app", Action::Compact, "app"));
-        assert!(!role_grants("readWrite", "app", Action::Compact, "app"));
-        assert!(role_grants("userAdmin", "app", Action::UserAdmin, "app"));
-        assert!(!role_grants("userAdmin", "app", Action::Find, "app"));
-        assert!(role_grants("readAnyDatabase", "admin", Action::Find, "x"));
-        assert!(!role_grants("readAnyDatabase", "app", Action::Find, "app"));
-        assert!(role_grants(
-            "clusterMonitor",
-            "admin",
-            Action::ClusterMonitor,
-            "admin"
-        ));
-        assert!(!role_grants(
-            "clusterMonitor",
-            "admin",
-            Action::Find,
-            "admin"
-        ));
-        assert!(role_grants("root", "admin", Action::ClusterAdmin, "admin"));
-        assert!(!role_grants(
-            "readWrite",
-            "app",
-            Action::ClusterMonitor,
-            "app"
-        ));
+    fn roles_are_built_in_and_in_their_database() {
         assert!(parse_roles(&bson::bson!(["root"]), "app").is_err());
         assert!(parse_roles(&bson::bson!([{"role": "root", "db": "admin"}]), "app").is_ok());
         assert!(parse_roles(&bson::bson!(["nope"]), "app").is_err());

@@ -50,6 +50,31 @@ struct Cursors {
     busy: HashMap<i64, docdb::Interrupt>,
 }
 
+impl Cursors {
+    /// Makes `id` an idle cursor. An id names one cursor: registering one that is already
+    /// idle or in use would hand one client's cursor to another.
+    fn register(&mut self, id: i64, entry: CursorEntry) {
+        assert!(id > 0, "cursor id {id}: 0 means exhausted on the wire");
+        assert!(
+            !self.busy.contains_key(&id) && self.idle.insert(id, entry).is_none(),
+            "cursor id {id} registered twice"
+        );
+    }
+
+    /// Ends a getMore's use of cursor `id`, which it took: a cursor is given back once, by the
+    /// getMore that took it, and it was not idle meanwhile.
+    fn end_use(&mut self, id: i64) {
+        assert!(
+            self.busy.remove(&id).is_some(),
+            "cursor {id} given back but not taken"
+        );
+        assert!(
+            !self.idle.contains_key(&id),
+            "cursor {id} idle while a getMore had it"
+        );
+    }
+}
+
 impl CursorRegistry {
     /// Registers a cursor and returns its id.
     pub fn insert(&self, entry: CursorEntry) -> i64 {
@@ -57,7 +82,7 @@ impl CursorRegistry {
         loop {
             let id = (rand::random::<u64>() >> 1) as i64;
             if id != 0 && !map.idle.contains_key(&id) && !map.busy.contains_key(&id) {
-                map.idle.insert(id, entry);
+                map.register(id, entry);
                 return id;
             }
         }
@@ -73,15 +98,15 @@ impl CursorRegistry {
     /// Returns a cursor after a getMore; one killed meanwhile is dropped.
     pub fn put_back(&self, id: i64, mut entry: CursorEntry) {
         let mut map = self.map.lock();
-        map.busy.remove(&id);
+        map.end_use(id);
         if !entry.interrupt.cursor_killed() {
             entry.last_used = Instant::now();
-            map.idle.insert(id, entry);
+            map.register(id, entry);
         }
     }
     /// Ends a getMore that closes its cursor (exhausted or failed).
     pub fn release(&self, id: i64) {
-        self.map.lock().busy.remove(&id);
+        self.map.lock().end_use(id);
     }
     /// killCursors: closes an idle cursor, or stops the getMore reading it (which then fails
     /// with CursorKilled and closes it). False if there is no such cursor.
@@ -131,6 +156,47 @@ mod tests {
         assert_eq!(reg.reap(Duration::ZERO), 1);
         assert!(reg.take(a).is_none());
         assert!(reg.take(b).is_some());
+    }
+
+    #[test]
+    #[should_panic(expected = "registered twice")]
+    fn a_cursor_id_is_registered_once() {
+        let mut map = Cursors::default();
+        map.register(7, CursorEntry::new("d.c".into(), DocCursor::empty()));
+        map.register(7, CursorEntry::new("d.c".into(), DocCursor::empty()));
+    }
+
+    #[test]
+    #[should_panic(expected = "0 means exhausted")]
+    fn cursor_id_zero_is_never_registered() {
+        Cursors::default().register(0, CursorEntry::new("d.c".into(), DocCursor::empty()));
+    }
+
+    #[test]
+    #[should_panic(expected = "given back but not taken")]
+    fn a_cursor_not_taken_cannot_be_put_back() {
+        let reg = CursorRegistry::default();
+        reg.put_back(5, CursorEntry::new("d.c".into(), DocCursor::empty()));
+    }
+
+    #[test]
+    #[should_panic(expected = "given back but not taken")]
+    fn a_cursor_is_released_once() {
+        let reg = CursorRegistry::default();
+        let id = reg.insert(CursorEntry::new("d.c".into(), DocCursor::empty()));
+        reg.take(id).unwrap();
+        reg.release(id);
+        reg.release(id);
+    }
+
+    #[test]
+    #[should_panic(expected = "idle while a getMore had it")]
+    fn a_taken_cursor_is_not_idle() {
+        let mut map = Cursors::default();
+        map.idle
+            .insert(3, CursorEntry::new("d.c".into(), DocCursor::empty()));
+        map.busy.insert(3, docdb::Interrupt::none());
+        map.end_use(3);
     }
 
     #[test]

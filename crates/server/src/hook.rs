@@ -1,37 +1,14 @@
-//! The server's one extension point for commands. A [`CommandHook`] sees every command before
-//! the built-in dispatch and may answer it itself, wrap the built-in implementation (run its
-//! own checks, then [`CommandCall::builtin`], possibly with a rewritten command), or decline.
-//! The `cluster` crate's shard and router plug in here; the server knows nothing about them.
-#![allow(clippy::result_large_err)]
+//! The server's one extension point for commands: a [`CommandHook`] sees every command before
+//! the built-in dispatch and may answer it, wrap the built-in implementation, or decline. The
+//! trait and the call it receives are declared with the shared state (`state`), which holds
+//! the hook and is held by the call; here is what a hook may do with a call.
 
 use crate::commands;
-use crate::state::{ConnInfo, ServerState};
+use crate::commands::batch::{self, CursorOpts};
 use bson::Document;
 use docdb::{DocCursor, DocResult};
-use std::sync::Arc;
 
-pub trait CommandHook: Send + Sync {
-    /// `Some(reply)` answers the command; `None` leaves it to the built-in dispatch.
-    fn run(&self, call: &CommandCall<'_>) -> Option<Document>;
-    /// Adds fields to the reply of a command the hook left to the built-in dispatch (a router
-    /// marks `hello` with `msg: "isdbgrid"`).
-    fn amend_reply(&self, _name: &str, _reply: &mut Document) {}
-    /// Fields of its own the hook reads from the commands it wraps (a shard's
-    /// `shardVersion`): the built-in commands' strict field check accepts them, so the hook
-    /// hands the command on as it came, without copying it to remove them.
-    fn command_fields(&self, _name: &str) -> &'static [&'static str] {
-        &[]
-    }
-}
-
-/// One command as the hook sees it.
-pub struct CommandCall<'a> {
-    pub name: &'a str,
-    pub db: &'a str,
-    pub cmd: &'a Document,
-    pub state: &'a Arc<ServerState>,
-    pub conn: &'a ConnInfo,
-}
+pub use crate::state::{CommandCall, CommandHook};
 
 impl CommandCall<'_> {
     /// The built-in implementation of `cmd` (same name), its errors as `ok: 0` replies.
@@ -48,10 +25,10 @@ impl CommandCall<'_> {
         first: usize,
         single: bool,
     ) -> DocResult<Document> {
-        let opts = commands::CursorOpts {
+        let opts = CursorOpts {
             single,
             ..Default::default()
         };
-        commands::cursor_reply(self.state, ns, cursor, first, opts, "firstBatch")
+        batch::cursor_reply(self.state, ns, cursor, first, opts, "firstBatch")
     }
 }

@@ -1,10 +1,14 @@
 //! flashdoc's MongoDB wire-protocol server: a standalone mongod as drivers see it.
 //!
 //! `wire` decodes and encodes messages, `conn` runs connections on tokio, `commands` answers
-//! each command through the document layer, `cursors` keeps server-side cursors, `config`
-//! reads a mongod.conf-shaped YAML file, `log` writes the server's log.
+//! each command through the document layer from its row in the command table
+//! (`commands::table`, whose facts are `spec`'s), `cursors` keeps server-side cursors, `auth`
+//! and `roles` authenticate and authorize, `config` reads a mongod.conf-shaped YAML file, `log`
+//! writes the server's log.
 
 pub mod auth;
+pub mod build_info;
+pub mod client;
 pub mod commands;
 pub mod config;
 pub mod conn;
@@ -13,7 +17,9 @@ pub mod hook;
 pub mod log;
 pub mod ops;
 pub mod profile;
+pub mod roles;
 pub mod scram;
+pub mod spec;
 pub mod state;
 pub mod tls;
 pub mod traffic;

@@ -8,7 +8,8 @@
 //! budget spans its batches): killing a getMore's opid stops the cursor's read too, because the
 //! getMore registers the cursor's interrupt in place of a new one.
 
-use crate::state::ConnInfo;
+use crate::client::ConnInfo;
+use crate::spec::OpKind;
 use bson::{doc, Bson, Document};
 use docdb::Interrupt;
 use parking_lot::Mutex;
@@ -19,7 +20,8 @@ use std::time::Instant;
 /// One operation in progress.
 struct Op {
     ns: String,
-    name: String,
+    /// Its kind (from the command's row in the command table).
+    op: OpKind,
     command: Document,
     started: Instant,
     client: String,
@@ -86,10 +88,12 @@ impl Drop for Running<'_> {
 }
 
 impl Ops {
-    /// Lists a command as running under `interrupt` and makes it this thread's current one.
+    /// Lists a command of kind `op` as running under `interrupt` and makes it this thread's
+    /// current one.
     pub fn begin(
         &self,
         name: &str,
+        op: OpKind,
         db: &str,
         cmd: &Document,
         conn: &ConnInfo,
@@ -106,7 +110,7 @@ impl Ops {
             opid,
             Op {
                 ns,
-                name: name.to_string(),
+                op,
                 command: summary(cmd),
                 started: Instant::now(),
                 client: conn.peer.to_string(),
@@ -176,7 +180,7 @@ impl Ops {
                     "type": "op",
                     "opid": *opid,
                     "active": true,
-                    "op": op_kind(&op.name),
+                    "op": op.op.op_name(),
                     "ns": op.ns.clone(),
                     "command": op.command.clone(),
                     "secs_running": micros / 1_000_000,
@@ -252,18 +256,6 @@ pub(crate) fn summary(cmd: &Document) -> Document {
     out
 }
 
-/// mongod's `op` field: the CRUD commands by their kind, everything else `command`.
-pub(crate) fn op_kind(name: &str) -> &'static str {
-    match name {
-        "find" => "query",
-        "insert" => "insert",
-        "update" => "update",
-        "delete" => "remove",
-        "getMore" => "getmore",
-        _ => "command",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,7 +266,14 @@ mod tests {
         let conn = ConnInfo::in_process(7);
         let cmd = doc! {"find": "c", "filter": {}};
         {
-            let running = ops.begin("find", "d", &cmd, &conn, Interrupt::new(None));
+            let running = ops.begin(
+                "find",
+                OpKind::Query,
+                "d",
+                &cmd,
+                &conn,
+                Interrupt::new(None),
+            );
             let listed = ops.list();
             assert_eq!(listed.len(), 1);
             let op = &listed[0];
@@ -293,7 +292,14 @@ mod tests {
         // A large command is listed cut short.
         let docs: Vec<Bson> = (0..100).map(|i| Bson::Document(doc! {"i": i})).collect();
         let insert = doc! {"insert": "c", "documents": docs};
-        let running = ops.begin("insert", "d", &insert, &conn, Interrupt::new(None));
+        let running = ops.begin(
+            "insert",
+            OpKind::Insert,
+            "d",
+            &insert,
+            &conn,
+            Interrupt::new(None),
+        );
         let listed = ops.list()[0].get_document("command").unwrap().clone();
         assert_eq!(
             listed.get_array("documents").unwrap().len(),
@@ -302,9 +308,23 @@ mod tests {
         assert_eq!(listed.get_bool("$truncated"), Ok(true));
         drop(running);
         // A command run inside another leaves the outer one current when it ends.
-        let outer = ops.begin("aggregate", "d", &cmd, &conn, Interrupt::new(None));
+        let outer = ops.begin(
+            "aggregate",
+            OpKind::Command,
+            "d",
+            &cmd,
+            &conn,
+            Interrupt::new(None),
+        );
         {
-            let _inner = ops.begin("find", "d", &cmd, &conn, Interrupt::new(None));
+            let _inner = ops.begin(
+                "find",
+                OpKind::Query,
+                "d",
+                &cmd,
+                &conn,
+                Interrupt::new(None),
+            );
             assert_eq!(ops.list().len(), 2);
         }
         assert!(ops.kill(outer.opid));

@@ -16,8 +16,9 @@
 //! - Never profiled: the handshake and authentication commands (their payloads carry
 //!   credentials), and writes of the profiler itself. A `pwd` in a command is shown as "xxx".
 
+use crate::client::ConnInfo;
 use crate::config::{ProfilingMode, ProfilingSettings};
-use crate::state::ConnInfo;
+use crate::spec::{OpKind, Spec};
 use bson::{doc, Bson, Document};
 use docdb::{DocDb, DocError, DocResult, WriteOpts};
 use parking_lot::Mutex;
@@ -27,17 +28,6 @@ use std::collections::BTreeMap;
 /// mongod's default `system.profile` size.
 const PROFILE_BYTES: i64 = 1024 * 1024;
 pub const PROFILE_COLL: &str = "system.profile";
-
-/// Commands never profiled.
-const NOT_PROFILED: &[&str] = &[
-    "hello",
-    "isMaster",
-    "ismaster",
-    "saslStart",
-    "saslContinue",
-    "authenticate",
-    "logout",
-];
 
 struct Settings {
     slow_ms: i64,
@@ -56,6 +46,8 @@ pub struct Profiler {
 /// What one finished command leaves for the profiler.
 pub struct Finished<'a> {
     pub name: &'a str,
+    /// The command's row in the command table (None: a command the server does not have).
+    pub spec: Option<&'a Spec>,
     pub db: &'a str,
     pub cmd: &'a Document,
     pub reply: &'a Document,
@@ -182,7 +174,7 @@ impl Profiler {
     /// Writes the entry of a finished command when its database's level asks for it.
     pub fn record(&self, dbx: &DocDb, op: &Finished) {
         let level = self.level(op.db);
-        if level == 0 || NOT_PROFILED.contains(&op.name) {
+        if level == 0 || op.spec.is_some_and(|s| !s.profiled) {
             return;
         }
         let entry = entry(op);
@@ -227,8 +219,9 @@ fn write(dbx: &DocDb, db: &str, entry: Document) -> DocResult<()> {
 
 /// The profile entry of a finished command, in mongod's shape.
 fn entry(op: &Finished) -> Document {
+    let kind = op.spec.map_or(OpKind::Command, |s| s.op);
     let mut e = doc! {
-        "op": crate::ops::op_kind(op.name),
+        "op": kind.op_name(),
         "ns": crate::ops::namespace(op.name, op.db, op.cmd),
         "command": shown_command(op.cmd),
     };
@@ -239,14 +232,14 @@ fn entry(op: &Finished) -> Document {
     }
     let n = op.reply.get("n").and_then(query::compare::Num::of);
     let n = n.and_then(|n| n.as_i64_exact()).unwrap_or(0);
-    match op.name {
-        "insert" => {
+    match kind {
+        OpKind::Insert => {
             e.insert("ninserted", n);
         }
-        "delete" => {
+        OpKind::Remove => {
             e.insert("ndeleted", n);
         }
-        "update" => {
+        OpKind::Update => {
             let upserted = op.reply.get_array("upserted").map_or(0, |u| u.len() as i64);
             e.insert("nMatched", n - upserted);
             e.insert(

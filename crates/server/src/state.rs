@@ -1,36 +1,49 @@
 //! What all connections share: the database, the cursors, the server parameters, counters for
-//! serverStatus, and the background TTL monitor.
+//! serverStatus, the background TTL monitor, and the command hook (declared here with the
+//! call it receives, since each names the other: `hook` has the rest of it).
 
 use crate::config::{Parameters, ServerConfig};
 use crate::cursors::CursorRegistry;
-use crate::hook::CommandHook;
+use crate::spec::OpKind;
 use bson::{doc, Bson, Document};
 use docdb::DocDb;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub struct ConnInfo {
-    pub id: i32,
-    pub peer: SocketAddr,
-    /// Who authenticated on this connection, and a SCRAM conversation in progress.
-    pub auth: Mutex<crate::auth::ConnAuth>,
+/// Every command runs for a connection (`server::state::ConnInfo` is where callers that build
+/// a state find it).
+pub use crate::client::ConnInfo;
+
+/// The server's one extension point for commands. A hook sees every command before the
+/// built-in dispatch and may answer it itself, wrap the built-in implementation (run its own
+/// checks, then [`CommandCall::builtin`], possibly with a rewritten command), or decline. The
+/// `cluster` crate's shard and router plug in here; the server knows nothing about them.
+pub trait CommandHook: Send + Sync {
+    /// `Some(reply)` answers the command; `None` leaves it to the built-in dispatch.
+    fn run(&self, call: &CommandCall<'_>) -> Option<Document>;
+    /// Adds fields to the reply of a command the hook left to the built-in dispatch (a router
+    /// marks `hello` with `msg: "isdbgrid"`).
+    fn amend_reply(&self, _name: &str, _reply: &mut Document) {}
+    /// Fields of its own the hook reads from the commands it wraps (a shard's
+    /// `shardVersion`): the built-in commands' strict field check accepts them, so the hook
+    /// hands the command on as it came, without copying it to remove them.
+    fn command_fields(&self, _name: &str) -> &'static [&'static str] {
+        &[]
+    }
 }
 
-impl ConnInfo {
-    /// A caller inside the process (the lab's in-process cluster), not a network peer: it
-    /// counts as a local client.
-    pub fn in_process(id: i32) -> ConnInfo {
-        ConnInfo {
-            id,
-            peer: SocketAddr::from(([127, 0, 0, 1], 0)),
-            auth: Mutex::new(Default::default()),
-        }
-    }
+/// One command as the hook sees it.
+pub struct CommandCall<'a> {
+    pub name: &'a str,
+    pub db: &'a str,
+    pub cmd: &'a Document,
+    pub state: &'a Arc<ServerState>,
+    pub conn: &'a ConnInfo,
 }
 
 /// Stops the background threads promptly (they wait on it between passes), and wakes them
@@ -74,6 +87,8 @@ pub struct ServerState {
     /// The database profiler (`profile`, `system.profile`).
     pub profiler: crate::profile::Profiler,
     commands: Mutex<BTreeMap<String, u64>>,
+    /// serverStatus' `opcounters`, by [`OpKind::index`].
+    opcounters: [AtomicU64; OpKind::ALL.len()],
     config: ServerConfig,
     /// Configuration sections the server does not own (see `serve_with_hook`).
     other_options: Document,
@@ -100,6 +115,7 @@ impl ServerState {
             ops: Default::default(),
             profiler: crate::profile::Profiler::new(&config.operation_profiling),
             commands: Mutex::new(BTreeMap::new()),
+            opcounters: Default::default(),
             params: Arc::new(RwLock::new(config.set_parameter.clone())),
             config: config.clone(),
             other_options: Document::new(),
@@ -213,44 +229,37 @@ impl ServerState {
         self.connections_total.fetch_add(1, Ordering::Relaxed);
         let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
         self.ops.connect(id, peer.to_string());
-        Some(ConnInfo {
-            id,
-            peer,
-            auth: Mutex::new(Default::default()),
-        })
+        Some(ConnInfo::new(id, peer))
     }
     pub fn end_connection(&self, id: i32) {
         self.ops.disconnect(id);
         self.connections_current.fetch_sub(1, Ordering::AcqRel);
     }
-    pub fn count_command(&self, name: &str) {
+    /// Counts a command by name, and its operation's kind (`op`, from its row in the command
+    /// table; a command the server does not have counts as a command).
+    pub fn count_command(&self, name: &str, op: OpKind) {
         *self.commands.lock().entry(name.to_string()).or_default() += 1;
+        self.opcounters[op.index()].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn server_status(&self) -> Document {
         let up = self.started.elapsed();
         let cmds = self.commands.lock();
-        let mut opcounters = doc! {"insert": 0i64, "query": 0i64, "update": 0i64, "delete": 0i64, "getmore": 0i64, "command": 0i64};
-        for (name, n) in cmds.iter() {
-            let key = match name.as_str() {
-                "insert" => "insert",
-                "find" => "query",
-                "update" => "update",
-                "delete" => "delete",
-                "getMore" => "getmore",
-                _ => "command",
-            };
-            let cur = opcounters.get_i64(key).unwrap_or(0);
-            opcounters.insert(key, cur + *n as i64);
-        }
+        let opcounters: Document = OpKind::ALL
+            .iter()
+            .map(|op| {
+                let n = self.opcounters[op.index()].load(Ordering::Relaxed);
+                (op.counter_name().to_string(), Bson::Int64(n as i64))
+            })
+            .collect();
         let per_command: Document = cmds
             .iter()
             .map(|(k, v)| (k.clone(), Bson::Int64(*v as i64)))
             .collect();
         let current = self.connections_current.load(Ordering::Relaxed);
         doc! {
-            "host": crate::commands::hostname(),
-            "version": crate::commands::VERSION,
+            "host": crate::build_info::hostname(),
+            "version": crate::build_info::VERSION,
             "process": "flashdoc",
             "pid": std::process::id() as i64,
             "uptime": up.as_secs_f64().floor(),

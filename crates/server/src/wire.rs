@@ -589,6 +589,43 @@ fn encode_reply(doc: &Document) -> Vec<u8> {
     b
 }
 
+/// A message ready to be written: the length its header declares is its own, and it holds at
+/// least a header. A client reads exactly the declared length, so a wrong one desynchronizes
+/// the connection from this message on.
+fn sealed(frame: Vec<u8>) -> Vec<u8> {
+    assert!(
+        frame.len() >= Header::LEN,
+        "a {}-byte frame has no header",
+        frame.len()
+    );
+    let declared = i32::from_le_bytes(frame[..4].try_into().expect("4 bytes"));
+    assert_eq!(
+        usize::try_from(declared).ok(),
+        Some(frame.len()),
+        "the header declares {declared} bytes for a {}-byte frame",
+        frame.len()
+    );
+    frame
+}
+
+/// An OP_MSG body: `flags`, then one body section (kind 0) holding `doc`, a BSON document
+/// whose own length prefix is its length (the client parses the section by it).
+fn body_section(flags: u32, doc: &[u8]) -> Vec<u8> {
+    assert!(doc.len() >= 5, "a {}-byte BSON document", doc.len());
+    let own = i32::from_le_bytes(doc[..4].try_into().expect("4 bytes"));
+    assert_eq!(
+        usize::try_from(own).ok(),
+        Some(doc.len()),
+        "a reply document declaring {own} bytes holds {}",
+        doc.len()
+    );
+    let mut body = Vec::with_capacity(5 + doc.len());
+    body.extend_from_slice(&flags.to_le_bytes());
+    body.push(0);
+    body.extend_from_slice(doc);
+    body
+}
+
 /// An OP_MSG reply with one body section, compressed when the request was.
 pub fn msg_reply(
     doc: &Document,
@@ -597,11 +634,8 @@ pub fn msg_reply(
     flags: u32,
     compressor: Option<Compressor>,
 ) -> Vec<u8> {
-    let mut body = Vec::with_capacity(256);
-    body.extend_from_slice(&flags.to_le_bytes());
-    body.push(0);
-    body.extend_from_slice(&encode_reply(doc));
-    match compressor {
+    let body = body_section(flags, &encode_reply(doc));
+    sealed(match compressor {
         Some(comp) => {
             let packed = comp.compress(&body);
             let len = Header::LEN + 9 + packed.len();
@@ -617,7 +651,7 @@ pub fn msg_reply(
             out.extend_from_slice(&body);
             out
         }
-    }
+    })
 }
 
 /// A legacy OP_REPLY holding one document.
@@ -630,7 +664,7 @@ pub fn op_reply(doc: &Document, request_id: i32, response_to: i32) -> Vec<u8> {
     out.extend_from_slice(&0i32.to_le_bytes()); // startingFrom
     out.extend_from_slice(&1i32.to_le_bytes()); // numberReturned
     out.extend_from_slice(&d);
-    out
+    sealed(out)
 }
 
 /// Builds an OP_MSG request (tests and the Rust-side tools use it).
@@ -833,6 +867,55 @@ mod tests {
             panic!()
         };
         assert_eq!(body.get_i32("code").unwrap(), 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "the header declares 40 bytes for a 41-byte frame")]
+    fn a_frame_declares_its_own_length() {
+        let mut frame = header_bytes(40, 1, 2, OP_MSG);
+        frame.extend_from_slice(&[0; 25]);
+        sealed(frame);
+    }
+
+    #[test]
+    #[should_panic(expected = "has no header")]
+    fn a_frame_holds_a_header() {
+        sealed(vec![4, 0, 0, 0]);
+    }
+
+    #[test]
+    #[should_panic(expected = "declaring 6 bytes holds 5")]
+    fn a_body_section_holds_the_document_it_declares() {
+        body_section(0, &[6, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    #[should_panic(expected = "a 3-byte BSON document")]
+    fn a_body_section_holds_a_whole_document() {
+        body_section(0, &[3, 0, 0]);
+    }
+
+    #[test]
+    fn every_reply_frame_is_sealed_at_its_length() {
+        let d = doc! {"ok": 1.0, "x": "y".repeat(1000)};
+        for comp in [
+            None,
+            Some(Compressor::Noop),
+            Some(Compressor::Snappy),
+            Some(Compressor::Zlib),
+            Some(Compressor::Zstd),
+        ] {
+            let r = msg_reply(&d, 1, 2, 0, comp);
+            assert_eq!(
+                i32::from_le_bytes(r[..4].try_into().unwrap()) as usize,
+                r.len()
+            );
+        }
+        let r = op_reply(&d, 1, 2);
+        assert_eq!(
+            i32::from_le_bytes(r[..4].try_into().unwrap()) as usize,
+            r.len()
+        );
     }
 
     #[test]

@@ -1,0 +1,60 @@
+//! A client connection as the server knows it: its id, its peer, and who authenticated on it.
+
+use crate::roles::{role_grants, Action};
+use crate::scram::Conversation;
+use parking_lot::Mutex;
+use std::net::SocketAddr;
+
+pub struct ConnInfo {
+    pub id: i32,
+    pub peer: SocketAddr,
+    /// Who authenticated on this connection, and a SCRAM conversation in progress.
+    pub auth: Mutex<ConnAuth>,
+}
+
+impl ConnInfo {
+    /// A caller inside the process (the lab's in-process cluster), not a network peer: it
+    /// counts as a local client.
+    pub fn in_process(id: i32) -> ConnInfo {
+        ConnInfo::new(id, SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+
+    /// A connection from `peer`, nobody authenticated on it yet.
+    pub fn new(id: i32, peer: SocketAddr) -> ConnInfo {
+        ConnInfo {
+            id,
+            peer,
+            auth: Mutex::new(ConnAuth::default()),
+        }
+    }
+}
+
+/// An authenticated user and its roles.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AuthedUser {
+    pub user: String,
+    pub db: String,
+    pub roles: Vec<(String, String)>,
+}
+
+/// A connection's authentication state.
+#[derive(Default)]
+pub struct ConnAuth {
+    pub users: Vec<AuthedUser>,
+    pub conversation: Option<Conversation>,
+    /// The client asked to end the exchange right after the server-final message.
+    pub skip_empty_exchange: bool,
+}
+
+impl ConnAuth {
+    pub fn is_authenticated(&self) -> bool {
+        !self.users.is_empty()
+    }
+    pub fn allows(&self, action: Action, db: &str) -> bool {
+        self.users.iter().any(|u| {
+            u.roles
+                .iter()
+                .any(|(r, rdb)| role_grants(r, rdb, action, db))
+        })
+    }
+}

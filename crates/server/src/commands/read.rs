@@ -1,0 +1,279 @@
+//! The read commands: find, count, distinct, aggregate and explain.
+
+use super::args::{
+    batch_size, coll_name, count_bson, flag, get_doc, get_doc_list, get_i64, interrupt_for,
+};
+use super::batch::{cursor_reply, CursorOpts, DEFAULT_FIRST_BATCH};
+use super::call::Call;
+use super::fields::check_fields;
+use crate::build_info::{hostname, VERSION};
+use crate::state::ServerState;
+use bson::{doc, Bson, Document};
+use docdb::{DocError, DocResult, FindQuery};
+use std::sync::Arc;
+
+pub(crate) fn find(call: &Call) -> DocResult<Document> {
+    let state = call.state;
+    let db = call.db;
+    let cmd = call.cmd;
+    let dbx = call.dbx();
+    let coll = call.coll();
+    let q = find_query(cmd)?;
+    let limit = q.limit;
+    let opts = CursorOpts {
+        single: flag(cmd, "singleBatch")? || limit.is_some_and(|l| l < 0),
+        no_timeout: flag(cmd, "noCursorTimeout")?,
+        tailable: q.tailable,
+        await_data: flag(cmd, "awaitData")?,
+        interrupt: q.interrupt.clone(),
+    };
+    if opts.await_data && !opts.tailable {
+        return Err(DocError::failed_to_parse(
+            "Cannot set 'awaitData' without also setting 'tailable'",
+        ));
+    }
+    if opts.tailable && opts.single {
+        // mongod's rule: a single batch (or a negative limit) closes the cursor.
+        return Err(DocError::bad_value(
+            "cannot use tailable option with the 'singleBatch' option",
+        ));
+    }
+    let cursor = dbx.find(db, coll, &q)?;
+    let first = batch_size(cmd, "batchSize")?.unwrap_or(DEFAULT_FIRST_BATCH);
+    cursor_reply(
+        state,
+        &format!("{db}.{coll}"),
+        cursor,
+        first,
+        opts,
+        "firstBatch",
+    )
+}
+
+pub(crate) fn count(call: &Call) -> DocResult<Document> {
+    let db = call.db;
+    let cmd = call.cmd;
+    let dbx = call.dbx();
+    let coll = call.coll();
+    let q = FindQuery {
+        filter: get_doc(cmd, "query")?.unwrap_or_default(),
+        skip: match get_i64(cmd, "skip")? {
+            Some(s) if s < 0 => {
+                return Err(DocError::bad_value("skip value is negative in count query"))
+            }
+            s => s.unwrap_or(0) as u64,
+        },
+        limit: get_i64(cmd, "limit")?,
+        hint: cmd.get("hint").cloned(),
+        collation: get_doc(cmd, "collation")?,
+        interrupt: interrupt_for(cmd)?,
+        ..Default::default()
+    };
+    let n = dbx.count(db, coll, &q)?;
+    Ok(doc! {"n": count_bson(n)})
+}
+
+pub(crate) fn distinct(call: &Call) -> DocResult<Document> {
+    let db = call.db;
+    let cmd = call.cmd;
+    let dbx = call.dbx();
+    let coll = call.coll();
+    let key = cmd
+        .get_str("key")
+        .map_err(|_| DocError::failed_to_parse("distinct needs a string 'key'"))?;
+    let q = FindQuery {
+        filter: get_doc(cmd, "query")?.unwrap_or_default(),
+        hint: cmd.get("hint").cloned(),
+        collation: get_doc(cmd, "collation")?,
+        interrupt: interrupt_for(cmd)?,
+        ..Default::default()
+    };
+    let values = dbx.distinct(db, coll, key, &q)?;
+    Ok(doc! {"values": values})
+}
+
+pub(crate) fn aggregate(call: &Call) -> DocResult<Document> {
+    let state = call.state;
+    let db = call.db;
+    let cmd = call.cmd;
+    let conn = call.conn;
+    let dbx = call.dbx();
+    let pipeline = get_doc_list(cmd, "pipeline")?
+        .ok_or_else(|| DocError::failed_to_parse("aggregate needs a 'pipeline' array"))?;
+    if pipeline
+        .first()
+        .is_some_and(|s| s.contains_key("$changeStream"))
+    {
+        // A standalone has no oplog; mongod answers 40573 whatever the target.
+        return Err(DocError::with_code(
+            40573,
+            "Location40573",
+            "The $changeStream stage is only supported on replica sets",
+        ));
+    }
+    let coll = match cmd.get("aggregate") {
+        Some(Bson::String(s)) => Some(s.clone()),
+        Some(n @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_)))
+            if query::compare::Num::of(n).is_some_and(|n| n.as_f64() == 1.0) =>
+        {
+            None
+        }
+        _ => {
+            return Err(DocError::type_mismatch(
+                "aggregate needs a collection name, or 1 for a pipeline without one",
+            ))
+        }
+    };
+    if cmd.get_bool("explain").unwrap_or(false) {
+        return Ok(doc! {"stages": pipeline.into_iter().map(Bson::Document).collect::<Vec<_>>()});
+    }
+    let cursor_opts = get_doc(cmd, "cursor")?.unwrap_or_default();
+    check_fields(cursor_opts.keys(), "cursor", &["batchSize"], &[], &[])?;
+    let first = batch_size(&cursor_opts, "batchSize")?.unwrap_or(DEFAULT_FIRST_BATCH);
+    let mut opts = docdb::AggregateOpts {
+        interrupt: interrupt_for(cmd)?,
+        collation: get_doc(cmd, "collation")?,
+        current_ops: None,
+        hint: cmd.get("hint").cloned(),
+    };
+    let (cursor, ns) = match &coll {
+        Some(coll) => (
+            dbx.aggregate(db, coll, &pipeline, &opts)?,
+            format!("{db}.{coll}"),
+        ),
+        None => {
+            opts.current_ops = Some(Arc::new(OpsSource {
+                state: state.clone(),
+                users: crate::ops::users_of(conn),
+            }));
+            (
+                dbx.aggregate_database(db, &pipeline, &opts)?,
+                format!("{db}.$cmd.aggregate"),
+            )
+        }
+    };
+    cursor_reply(
+        state,
+        &ns,
+        cursor,
+        first,
+        CursorOpts {
+            interrupt: opts.interrupt,
+            ..Default::default()
+        },
+        "firstBatch",
+    )
+}
+
+pub(crate) fn explain(call: &Call) -> DocResult<Document> {
+    let state = call.state;
+    let db = call.db;
+    let cmd = call.cmd;
+    let dbx = call.dbx();
+    let inner = get_doc(cmd, "explain")?
+        .ok_or_else(|| DocError::failed_to_parse("explain needs a command document"))?;
+    let verbosity = match cmd.get("verbosity") {
+        None => "allPlansExecution",
+        Some(Bson::String(v))
+            if ["queryPlanner", "executionStats", "allPlansExecution"]
+                .contains(&v.as_str()) =>
+        {
+            v.as_str()
+        }
+        Some(_) => {
+            return Err(DocError::failed_to_parse(
+                "verbosity string must be one of {'queryPlanner', 'executionStats', 'allPlansExecution'}",
+            ))
+        }
+    };
+    let inner_name = inner.keys().next().cloned().unwrap_or_default();
+    let q = match inner_name.as_str() {
+        "find" => find_query(&inner)?,
+        "count" | "distinct" | "aggregate" | "update" | "delete" | "findAndModify" => {
+            let filter = inner
+                .get_document("query")
+                .or_else(|_| inner.get_document("filter"))
+                .cloned()
+                .unwrap_or_default();
+            FindQuery {
+                filter,
+                ..Default::default()
+            }
+        }
+        other => {
+            return Err(DocError::command_not_found(format!(
+                "Explain is not supported for command '{other}'"
+            )))
+        }
+    };
+    let coll = coll_name(&inner, &inner_name)?;
+    let mut out = dbx.explain_find(db, &coll, &q)?;
+    // As mongod: queryPlanner verbosity reports the plan only; the others execute.
+    // A view's read is explained as its aggregation, the scan in its `$cursor` stage.
+    if verbosity == "queryPlanner" {
+        out.remove("executionStats");
+        if let Ok(stages) = out.get_array_mut("stages") {
+            if let Some(Bson::Document(first)) = stages.first_mut() {
+                if let Ok(scan) = first.get_document_mut("$cursor") {
+                    scan.remove("executionStats");
+                }
+            }
+        }
+    }
+    let mut command = inner.clone();
+    command.insert("$db", db);
+    out.insert("command", command);
+    out.insert(
+        "serverInfo",
+        doc! {
+            "host": hostname(),
+            "port": i32::from(state.config().net.port),
+            "version": VERSION,
+            "gitVersion": "flashdoc",
+        },
+    );
+    out.insert("explainVersion", "1");
+    Ok(out)
+}
+
+fn find_query(cmd: &Document) -> DocResult<FindQuery> {
+    Ok(FindQuery {
+        filter: get_doc(cmd, "filter")?.unwrap_or_default(),
+        projection: get_doc(cmd, "projection")?,
+        sort: get_doc(cmd, "sort")?,
+        skip: match get_i64(cmd, "skip")? {
+            Some(s) if s < 0 => return Err(DocError::bad_value("skip value must be non-negative")),
+            s => s.unwrap_or(0) as u64,
+        },
+        limit: get_i64(cmd, "limit")?.filter(|&l| l != 0),
+        hint: cmd.get("hint").cloned(),
+        interrupt: interrupt_for(cmd)?,
+        collation: get_doc(cmd, "collation")?,
+        tailable: flag(cmd, "tailable")?,
+    })
+}
+
+/// What `$currentOp` reads: the server's operation registry, as seen by the caller's users.
+struct OpsSource {
+    state: Arc<ServerState>,
+    users: Vec<(String, String)>,
+}
+
+impl docdb::CurrentOps for OpsSource {
+    fn current_ops(&self, spec: &query::aggregate::CurrentOpSpec) -> DocResult<Vec<Document>> {
+        if spec.idle_cursors {
+            return Err(DocError::with_code(
+                238,
+                "NotImplemented",
+                "$currentOp option 'idleCursors: true' is not supported by flashdoc (open cursors are not listed)",
+            ));
+        }
+        // A standalone keeps no server-side sessions (idleSessions has none to add), and
+        // every operation is local (localOps changes nothing).
+        let listing = crate::ops::Listing {
+            only_users: (!spec.all_users).then(|| self.users.clone()),
+            idle_connections: spec.idle_connections,
+        };
+        Ok(self.state.ops.list_with(&listing))
+    }
+}
