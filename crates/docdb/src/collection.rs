@@ -16,7 +16,8 @@
 #![allow(clippy::result_large_err)]
 
 use crate::catalog::{CollEntry, IndexEntry};
-use crate::index::{self, DocKeys, IndexDef, RecordId};
+use crate::index::{self, DocKeys, RecordId};
+pub use crate::index::{ambiguous_key_pattern, decode_doc, encode_doc, find_index, Index};
 use crate::scope::Hooks;
 use crate::storage_error;
 use bson::{Bson, Document, Uuid};
@@ -26,59 +27,13 @@ use query::error::{DocError, DocResult};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 const DOC_STRIPES: usize = 64;
 const KEY_STRIPES: usize = 256;
 /// mongod's BSONObjMaxUserSize.
 pub const MAX_DOC_SIZE: usize = 16 * 1024 * 1024;
-
-pub struct Index {
-    pub def: IndexDef,
-    pub ident: String,
-    pub table: TableId,
-    pub multikey: AtomicBool,
-}
-
-impl Index {
-    pub fn is_multikey(&self) -> bool {
-        self.multikey.load(Ordering::Acquire)
-    }
-}
-
-/// The index `which` names: by name (unique), or by key pattern — which several indexes may
-/// share (partial indexes with different filters, or different collations): then
-/// `ambiguous(first, second)` is the error, as mongod refuses to guess. `Ok(None)`: no index.
-pub fn find_index(
-    indexes: &[Arc<Index>],
-    which: &Bson,
-    ambiguous: impl FnOnce(&Index, &Index) -> DocError,
-) -> DocResult<Option<usize>> {
-    let mut found = indexes.iter().enumerate().filter(|(_, i)| match which {
-        Bson::String(n) => &i.def.name == n,
-        Bson::Document(k) => &i.def.key == k,
-        _ => false,
-    });
-    let first = found.next();
-    if let (Some((_, a)), Some((_, b))) = (first, found.next()) {
-        return Err(ambiguous(a, b));
-    }
-    Ok(first.map(|(pos, _)| pos))
-}
-
-/// mongod's AmbiguousIndexKeyPattern (181): a key pattern that names more than one index
-/// where one is needed (dropIndexes, collMod).
-pub fn ambiguous_key_pattern(key: &Bson, a: &Index, b: &Index) -> DocError {
-    DocError::with_code(
-        181,
-        "AmbiguousIndexKeyPattern",
-        format!(
-            "2 or more indexes found for key: {key}, identify by name instead. Conflicting indexes: {}, {}",
-            a.def.spec, b.def.spec
-        ),
-    )
-}
 
 pub struct CollState {
     pub indexes: Vec<Arc<Index>>,
@@ -142,18 +97,6 @@ pub struct Coll {
     validator: RwLock<Option<Arc<crate::validation::Validator>>>,
     /// The collection's default collation (`create` option `collation`).
     pub default_collation: Option<Arc<query::collation::Collation>>,
-}
-
-pub fn encode_doc(doc: &Document) -> DocResult<Vec<u8>> {
-    let mut v = Vec::new();
-    doc.to_writer(&mut v)
-        .map_err(|e| DocError::bad_value(format!("cannot encode document: {e}")))?;
-    Ok(v)
-}
-
-pub fn decode_doc(bytes: &[u8]) -> DocResult<Document> {
-    Document::from_reader(bytes)
-        .map_err(|e| DocError::internal_error(format!("corrupt stored document: {e}")))
 }
 
 impl Coll {

@@ -1,0 +1,721 @@
+//! A createIndexes spec (or a stored one) checked by MongoDB's rules and error codes, and
+//! made an [`IndexDef`].
+
+use super::geo;
+use super::spec::{default_name, IndexDef, IndexKind, WildcardSpec};
+use crate::partial::PartialFilter;
+use bson::{doc, Bson, Document};
+use query::collation::{Collation, SpecOrigin};
+use query::error::{DocError, DocResult};
+use query::text::TextSpec;
+use std::sync::Arc;
+
+impl IndexDef {
+    /// Validates a createIndexes spec (MongoDB's rules and error codes).
+    pub fn parse(spec: &Document) -> DocResult<IndexDef> {
+        Self::parse_from(spec, SpecOrigin::Request)
+    }
+
+    /// Parses an index spec from `origin`: a stored spec keeps the collation it was built
+    /// with even where today's rules refuse it (see [`SpecOrigin`]).
+    pub fn parse_from(spec: &Document, origin: SpecOrigin) -> DocResult<IndexDef> {
+        let key = match spec.get("key") {
+            Some(Bson::Document(k)) => k.clone(),
+            Some(_) => return Err(DocError::type_mismatch("The field 'key' must be an object")),
+            None => {
+                return Err(DocError::failed_to_parse(
+                    "The 'key' field is a required property of an index specification",
+                ))
+            }
+        };
+        if key.is_empty() {
+            return Err(cannot_create("Index keys cannot be empty."));
+        }
+        if key.len() > 32 {
+            return Err(cannot_create(
+                "Index key pattern has more than 32 fields (the compound index limit)",
+            ));
+        }
+        let text_pattern = text_key_fields(&key)?;
+        let is_text = text_pattern.is_some();
+        let wildcard = if is_text {
+            None
+        } else {
+            wildcard_key_pattern(&key)?
+        };
+        let wildcard_root = wildcard.as_ref().map(|w| w.root.clone());
+        let mut fields = Vec::new();
+        let mut hashed = false;
+        let geo = geo::is_2dsphere_key(&key);
+        for (path, dir) in key.iter().filter(|_| !is_text && wildcard_root.is_none()) {
+            query::limits::check_path(path)?;
+            if path.is_empty() || path.split('.').any(|p| p.is_empty()) {
+                return Err(cannot_create(format!(
+                    "Index key contains an illegal field name: '{path}'"
+                )));
+            }
+            if path.split('.').any(|p| p.starts_with('$')) {
+                return Err(cannot_create(format!(
+                    "Index key contains an illegal field name: field name starts with '$': {path}"
+                )));
+            }
+            let n = match dir {
+                Bson::Int32(i) => *i as f64,
+                Bson::Int64(i) => *i as f64,
+                Bson::Double(d) => *d,
+                Bson::Decimal128(d) => d.to_string().parse().unwrap_or(0.0),
+                Bson::String(s) if s == "hashed" => {
+                    if key.len() > 1 {
+                        return Err(cannot_create(format!(
+                            "A hashed index must have exactly one field (compound hashed indexes are not supported by flashdoc): {key}"
+                        )));
+                    }
+                    hashed = true;
+                    1.0
+                }
+                Bson::String(s) if s == "2dsphere" => 1.0,
+                Bson::String(s) => {
+                    return Err(cannot_create(match s.as_str() {
+                        "2d" => format!("Index type '2d' is not supported by flashdoc (field '{path}'): its flat geometry serves only legacy $near/$box queries; use a 2dsphere index, which also indexes legacy [lng, lat] pairs (docs/docdb.md, \"Geo\")"),
+                        "geoHaystack" | "wildcard" => {
+                            format!("Index type '{s}' is not supported by flashdoc (field '{path}')")
+                        }
+                        _ => format!("Unknown index plugin '{s}'"),
+                    }))
+                }
+                other => {
+                    return Err(cannot_create(format!(
+                        "Values in v:2 index key pattern cannot be of type {:?}. Only numbers > 0, numbers < 0, and strings are allowed.",
+                        other.element_type()
+                    )))
+                }
+            };
+            if n == 0.0 || n.is_nan() {
+                return Err(cannot_create("Values in the index key pattern can't be 0."));
+            }
+            if fields.iter().any(|(p, _): &(String, bool)| p == path) {
+                return Err(cannot_create(format!(
+                    "Index key pattern has a repeated field: {path}"
+                )));
+            }
+            fields.push((path.clone(), n < 0.0));
+        }
+        if let Some(tp) = &text_pattern {
+            fields = tp.before.clone();
+            fields.push(("_fts".to_string(), false));
+            fields.push(("_ftsx".to_string(), false));
+            fields.extend(tp.after.iter().cloned());
+        }
+        if let Some(w) = &wildcard {
+            fields = w.before.clone();
+            fields.push(("$_path".to_string(), false));
+            fields.push(("$_value".to_string(), false));
+            fields.extend(w.after.iter().cloned());
+        }
+        let name = match spec.get("name") {
+            Some(Bson::String(s)) if !s.is_empty() => s.clone(),
+            Some(Bson::String(_)) => return Err(cannot_create("The index name cannot be empty")),
+            Some(_) => return Err(DocError::type_mismatch("The field 'name' must be a string")),
+            None => default_name(&key),
+        };
+        if name.contains('\0') {
+            return Err(cannot_create("The index name cannot contain null bytes"));
+        }
+        let mut unique = false;
+        let mut sparse = false;
+        let mut hidden = false;
+        let mut expire_after = None;
+        let mut collation = None;
+        let mut partial = None;
+        let mut text_opts: [Option<&Bson>; 4] = [None; 4];
+        let mut wildcard_projection = None;
+        let stored_key = if is_text {
+            text_stored_key(&fields)
+        } else {
+            key.clone()
+        };
+        let mut out = doc! {"v": 2, "key": stored_key.clone(), "name": name.clone()};
+        for (k, v) in spec {
+            match k.as_str() {
+                "weights" | "default_language" | "language_override" | "textIndexVersion"
+                    if is_text =>
+                {
+                    let i = ["weights", "default_language", "language_override"]
+                        .iter()
+                        .position(|x| x == k)
+                        .unwrap_or(3);
+                    text_opts[i] = Some(v);
+                }
+                "key" | "name" | "ns" | "background" => {}
+                "2dsphereIndexVersion" if geo => {
+                    geo::check_version(v)?;
+                }
+                "v" => match v.as_i32().or(v.as_i64().map(|x| x as i32)) {
+                    Some(1) | Some(2) => {}
+                    _ => {
+                        return Err(cannot_create(format!(
+                            "Invalid index specification {spec}; index version must be 1 or 2"
+                        )))
+                    }
+                },
+                "unique" | "sparse" | "hidden" => {
+                    let b = bool_value(v).ok_or_else(|| {
+                        DocError::type_mismatch(format!("The field '{k}' must be a boolean"))
+                    })?;
+                    match k.as_str() {
+                        "unique" => unique = b,
+                        "sparse" => sparse = b,
+                        _ => hidden = b,
+                    }
+                    if b {
+                        out.insert(k.clone(), true);
+                    }
+                }
+                "expireAfterSeconds" => {
+                    let secs = match v {
+                        Bson::Int32(i) => *i as f64,
+                        Bson::Int64(i) => *i as f64,
+                        Bson::Double(d) => *d,
+                        _ => {
+                            return Err(DocError::type_mismatch(
+                                "TTL index 'expireAfterSeconds' option must be numeric",
+                            ))
+                        }
+                    };
+                    if !(0.0..=i32::MAX as f64).contains(&secs) {
+                        return Err(cannot_create(format!(
+                            "TTL index 'expireAfterSeconds' option must be within an acceptable range [0, {}], found: {secs}",
+                            i32::MAX
+                        )));
+                    }
+                    if fields.len() != 1 {
+                        return Err(cannot_create(
+                            "TTL indexes are single-field indexes, compound indexes do not support TTL",
+                        ));
+                    }
+                    expire_after = Some(secs as i64);
+                    out.insert(k.clone(), Bson::Int32(secs as i32));
+                }
+                "wildcardProjection" => {
+                    if wildcard_root.as_deref() != Some("") {
+                        return Err(DocError::failed_to_parse(
+                            "The field 'wildcardProjection' is only allowed in an '$**' index",
+                        ));
+                    }
+                    let Bson::Document(p) = v else {
+                        return Err(DocError::type_mismatch(
+                            "The field 'wildcardProjection' must be a non-empty object",
+                        ));
+                    };
+                    wildcard_projection = Some(p);
+                    out.insert(k.clone(), p.clone());
+                }
+                "partialFilterExpression" => {
+                    let p = PartialFilter::parse(v)?;
+                    out.insert(k.clone(), p.filter.clone());
+                    partial = Some(p);
+                }
+                "collation" => match v {
+                    Bson::Document(c) => {
+                        collation = Collation::parse_from(c, origin)?;
+                        if let Some(coll) = &collation {
+                            out.insert(k.clone(), coll.spec().clone());
+                        }
+                    }
+                    _ => {
+                        return Err(DocError::type_mismatch(
+                            "The field 'collation' must be an object",
+                        ))
+                    }
+                },
+                _ => {
+                    return Err(DocError::with_code(
+                        197,
+                        "InvalidIndexSpecificationOption",
+                        format!("The field '{k}' is not valid for an index specification. Specification: {spec}"),
+                    ))
+                }
+            }
+        }
+        let kind = match &text_pattern {
+            Some(tp) => {
+                let [w, dl, lo, ver] = text_opts;
+                let text = TextSpec::parse(&tp.text, w, dl, lo, ver)?;
+                if text.weights.is_empty() && !text.wildcard {
+                    return Err(cannot_create("a text index needs at least one text field"));
+                }
+                if unique {
+                    return Err(cannot_create(
+                        "unique text indexes are not supported by flashdoc",
+                    ));
+                }
+                if collation.is_some() {
+                    return Err(cannot_create(
+                        "Index type 'text' does not support collation (flashdoc indexes text under the simple collation)",
+                    ));
+                }
+                out.extend(text.spec_fields());
+                IndexKind::Text(Arc::new(text))
+            }
+            None if wildcard_root.is_some() => {
+                for (opt, on) in [("unique", unique), ("sparse", sparse)] {
+                    if on {
+                        return Err(cannot_create(format!(
+                            "Index type 'wildcard' does not support the {opt} option"
+                        )));
+                    }
+                }
+                if expire_after.is_some() {
+                    return Err(cannot_create(
+                        "Index type 'wildcard' does not support the expireAfterSeconds option",
+                    ));
+                }
+                let w = wildcard.as_ref().expect("a wildcard key pattern");
+                let regular: Vec<&str> = w
+                    .before
+                    .iter()
+                    .chain(&w.after)
+                    .map(|f| f.0.as_str())
+                    .collect();
+                if !regular.is_empty() {
+                    check_compound_wildcard(&w.root, &regular, wildcard_projection)?;
+                }
+                IndexKind::Wildcard(Arc::new(WildcardSpec::new(
+                    w.root.clone(),
+                    wildcard_projection,
+                )?))
+            }
+            None if geo => {
+                geo::check_options(unique, expire_after, collation.is_some())?;
+                out.insert("2dsphereIndexVersion", geo::INDEX_VERSION);
+                IndexKind::Geo2dSphere
+            }
+            None if hashed => IndexKind::Hashed,
+            None => IndexKind::Ordered,
+        };
+        if sparse && partial.is_some() {
+            return Err(cannot_create(
+                "cannot mix \"partialFilterExpression\" and \"sparse\" options",
+            ));
+        }
+        if hashed && unique {
+            return Err(DocError::with_code(
+                16764,
+                "Location16764",
+                "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.",
+            ));
+        }
+        if hashed && collation.is_some() {
+            // The hash is of the value's bytes; equality under a collation would miss keys.
+            return Err(cannot_create(
+                "a hashed index with a collation is not supported by flashdoc",
+            ));
+        }
+        let is_id_key = fields.len() == 1 && fields[0].0 == "_id" && !hashed;
+        if name == "_id_" && !is_id_key {
+            return Err(DocError::bad_value(
+                "The index name '_id_' is reserved for the _id index, which must have key pattern {_id: 1}",
+            ));
+        }
+        if is_id_key && !fields[0].1 && name == "_id_" {
+            if unique || sparse || hidden || expire_after.is_some() || partial.is_some() {
+                return Err(DocError::with_code(
+                    197,
+                    "InvalidIndexSpecificationOption",
+                    "The fields 'unique', 'sparse', 'hidden', 'expireAfterSeconds' and 'partialFilterExpression' are not valid for an _id index specification",
+                ));
+            }
+            return Ok(IndexDef::id_index(collation));
+        }
+        Ok(IndexDef {
+            name,
+            key: stored_key,
+            fields,
+            unique,
+            sparse,
+            expire_after,
+            collation,
+            kind,
+            partial,
+            hidden,
+            spec: out,
+        })
+    }
+}
+
+impl WildcardSpec {
+    pub(super) fn new(root: String, projection: Option<&Document>) -> DocResult<WildcardSpec> {
+        let mut spec = WildcardSpec {
+            root,
+            projection: None,
+            include_id: false,
+        };
+        let Some(p) = projection else {
+            return Ok(spec);
+        };
+        if p.is_empty() {
+            return Err(DocError::failed_to_parse(
+                "The field 'wildcardProjection' must be a non-empty object",
+            ));
+        }
+        let mut paths = Vec::new();
+        let mut mode: Option<bool> = None;
+        for (path, v) in p {
+            query::limits::check_path(path)?;
+            let include = bool_value(v).ok_or_else(|| {
+                DocError::failed_to_parse(format!(
+                    "wildcardProjection values must be 0, 1, true or false (field '{path}')"
+                ))
+            })?;
+            if path == "_id" {
+                spec.include_id = include;
+                continue;
+            }
+            if mode.is_some_and(|m| m != include) {
+                return Err(DocError::with_code(
+                    31254,
+                    "Location31254",
+                    format!("Cannot do exclusion on field {path} in inclusion projection"),
+                ));
+            }
+            mode = Some(include);
+            paths.push(path.clone());
+        }
+        if let Some(m) = mode {
+            spec.projection = Some((paths, m));
+        }
+        Ok(spec)
+    }
+}
+
+/// A text index's key pattern split as mongod's `fixSpec` splits it: the ordered fields before
+/// the text fields (whose values prefix every key, so a `$text` query needs equality on each),
+/// the text fields (`$**` for every string), and the ordered fields after them (stored after
+/// the term and score).
+#[derive(Debug, Default)]
+struct TextKeyPattern {
+    before: Vec<(String, bool)>,
+    text: Vec<String>,
+    after: Vec<(String, bool)>,
+}
+
+/// The parts of a text index's key pattern, or None for other kinds. A stored spec's
+/// `{..., _fts: "text", _ftsx: 1, ...}` names no text fields of its own (its `weights` do).
+fn text_key_fields(key: &Document) -> DocResult<Option<TextKeyPattern>> {
+    let is_text = |v: &Bson| matches!(v, Bson::String(s) if s == "text");
+    if !key.iter().any(|(k, v)| is_text(v) || k == "_fts") {
+        return Ok(None);
+    }
+    let mut pattern = TextKeyPattern::default();
+    // 0: before the text fields, 1: in them, 2: after them.
+    let mut stage = 0;
+    for (path, v) in key {
+        match (path.as_str(), v) {
+            ("_fts", v) if is_text(v) && stage == 0 => stage = 1,
+            ("_ftsx", v)
+                if stage == 1 && query::compare::Num::of(v).is_some_and(|n| n.as_f64() == 1.0) => {}
+            ("_fts" | "_ftsx", _) => {
+                return Err(DocError::with_code(
+                    17271,
+                    "Location17271",
+                    "expecting _fts:\"text\" and _ftsx:1",
+                ))
+            }
+            (p, v) if is_text(v) => {
+                if stage == 2 {
+                    return Err(DocError::with_code(
+                        17389,
+                        "Location17389",
+                        "'text' fields in index must all be adjacent",
+                    ));
+                }
+                stage = 1;
+                query::limits::check_path(p)?;
+                let bad = p.split('.').any(|c| c.is_empty() || c.starts_with('$'));
+                if p != "$**" && bad {
+                    return Err(cannot_create(format!(
+                        "Index key contains an illegal field name: '{p}'"
+                    )));
+                }
+                pattern.text.push(p.to_string());
+            }
+            (p, v) => {
+                let field = text_extra_field(p, v)?;
+                if pattern
+                    .before
+                    .iter()
+                    .chain(&pattern.after)
+                    .any(|f| f.0 == field.0)
+                {
+                    return Err(cannot_create(format!(
+                        "Index key pattern has a repeated field: {p}"
+                    )));
+                }
+                if stage == 0 {
+                    pattern.before.push(field);
+                } else {
+                    stage = 2;
+                    pattern.after.push(field);
+                }
+            }
+        }
+    }
+    Ok(Some(pattern))
+}
+
+/// An ordered field beside a text index's text fields: (path, descending), by mongod's rules
+/// (another plugin is 67, a direction other than ±1 is 17273, `_fts`/`_ftsx` are 17289).
+fn text_extra_field(path: &str, dir: &Bson) -> DocResult<(String, bool)> {
+    if let Bson::String(s) = dir {
+        return Err(cannot_create(match s.as_str() {
+            "2d" | "2dsphere" | "hashed" | "geoHaystack" => {
+                "Can't use more than one index plugin for a single index.".to_string()
+            }
+            _ => format!("Unknown index plugin '{s}'"),
+        }));
+    }
+    let n = query::compare::Num::of(dir).map(|n| n.as_f64().trunc());
+    if n != Some(1.0) && n != Some(-1.0) {
+        return Err(DocError::with_code(
+            17273,
+            "Location17273",
+            "expected value 1 or -1 for non-text key in compound index",
+        ));
+    }
+    query::limits::check_path(path)?;
+    if path.split('.').any(|c| c.is_empty() || c.starts_with('$')) {
+        return Err(cannot_create(format!(
+            "Index key contains an illegal field name: '{path}'"
+        )));
+    }
+    Ok((path.to_string(), n == Some(-1.0)))
+}
+
+/// A wildcard index's key pattern: the subtree its wildcard term covers ("" for `$**`, "a"
+/// for `a.$**`) and the ordered (regular) fields before and after that term (mongod 7's
+/// compound wildcard indexes).
+#[derive(Debug)]
+struct WildcardKeyPattern {
+    root: String,
+    before: Vec<(String, bool)>,
+    after: Vec<(String, bool)>,
+}
+
+/// The parts of a wildcard key pattern, or None for other kinds, by mongod's rules: one
+/// wildcard term (7246201), a non-zero number for it, ±numbers for the regular fields (no
+/// other plugin, 67), and without a `wildcardProjection` no regular field under the wildcard's
+/// subtree (7246204; `$**` covers every field, so it needs a projection: 67).
+fn wildcard_key_pattern(key: &Document) -> DocResult<Option<WildcardKeyPattern>> {
+    let is_wild = |p: &str| p == "$**" || p.ends_with(".$**");
+    if !key.keys().any(|p| is_wild(p)) {
+        return Ok(None);
+    }
+    let mut pattern = WildcardKeyPattern {
+        root: String::new(),
+        before: Vec::new(),
+        after: Vec::new(),
+    };
+    let mut seen_wildcard = false;
+    for (path, v) in key {
+        let number = query::compare::Num::of(v)
+            .map(|n| n.as_f64())
+            .filter(|n| *n != 0.0 && !n.is_nan());
+        if !is_wild(path) {
+            let Some(n) = number else {
+                return Err(cannot_create(match v {
+                    Bson::String(_) => {
+                        "Can't use more than one index plugin for a single index.".to_string()
+                    }
+                    _ => {
+                        format!("Values in the index key pattern can't be 0 or non-numbers: {key}")
+                    }
+                }));
+            };
+            query::limits::check_path(path)?;
+            if path.split('.').any(|c| c.is_empty() || c.starts_with('$')) {
+                return Err(cannot_create(format!(
+                    "Index key contains an illegal field name: '{path}'"
+                )));
+            }
+            let field = (path.clone(), n < 0.0);
+            if seen_wildcard {
+                pattern.after.push(field);
+            } else {
+                pattern.before.push(field);
+            }
+            continue;
+        }
+        if seen_wildcard {
+            return Err(DocError::with_code(
+                7246201,
+                "Location7246201",
+                "Index Key can contain only one wildcard index field",
+            ));
+        }
+        seen_wildcard = true;
+        if number.is_none() {
+            return Err(cannot_create(format!(
+                "a wildcard index's key value must be a non-zero number: {key}"
+            )));
+        }
+        let root = path.strip_suffix("$**").unwrap_or("").trim_end_matches('.');
+        query::limits::check_path(path)?;
+        if !root.is_empty() && root.split('.').any(|c| c.is_empty() || c.starts_with('$')) {
+            return Err(cannot_create(format!(
+                "Index key contains an illegal field name: '{path}'"
+            )));
+        }
+        pattern.root = root.to_string();
+    }
+    if !pattern.root.is_empty() {
+        let root: Vec<&str> = pattern.root.split('.').collect();
+        for (field, _) in pattern.before.iter().chain(&pattern.after) {
+            if path_prefix_or_equal(&root, &field.split('.').collect::<Vec<_>>()) {
+                return Err(DocError::with_code(
+                    7246204,
+                    "Location7246204",
+                    format!("A wildcard index field should not overlap with and index key fields if wildcard projection is empty, however '{field}' is overlapping with the wildcard index field."),
+                ));
+            }
+        }
+    }
+    Ok(Some(pattern))
+}
+
+/// Whether dotted path `a` (as components) is `b` or one of its ancestors.
+fn path_prefix_or_equal(a: &[&str], b: &[&str]) -> bool {
+    a.len() <= b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// mongod 7's rules for a compound wildcard index's `wildcardProjection` (the codes of its
+/// `validateWildcardProjection`): required for `$**` (67); no overlapping paths (7246200);
+/// inclusion and exclusion mixed only through `_id` (7246211); no regular field included
+/// (7246208); with exclusions, every regular field excluded (7246209, 7246210).
+fn check_compound_wildcard(
+    root: &str,
+    regular: &[&str],
+    projection: Option<&Document>,
+) -> DocResult<()> {
+    let Some(projection) = projection else {
+        if root.is_empty() {
+            return Err(cannot_create(
+                "a compound wildcard index on all fields ('$**') needs a wildcardProjection that excludes its regular fields",
+            ));
+        }
+        return Ok(());
+    };
+    let code = |c: i32, msg: String| {
+        let name = match c {
+            7246200 => "Location7246200",
+            7246208 => "Location7246208",
+            7246209 => "Location7246209",
+            7246210 => "Location7246210",
+            _ => "Location7246211",
+        };
+        DocError::with_code(c, name, msg)
+    };
+    let split = |p: &str| p.split('.').map(str::to_string).collect::<Vec<String>>();
+    let mut included: Vec<Vec<String>> = Vec::new();
+    let mut excluded: Vec<Vec<String>> = Vec::new();
+    for (path, v) in projection {
+        match bool_value(v) {
+            Some(true) => included.push(split(path)),
+            Some(false) => excluded.push(split(path)),
+            None => continue, // WildcardSpec::new reports it
+        }
+    }
+    let mut fields: Vec<Vec<String>> = regular.iter().map(|p| split(p)).collect();
+    for list in [&mut included, &mut excluded, &mut fields] {
+        list.sort();
+    }
+    let is_prefix =
+        |a: &[String], b: &[String]| a.len() <= b.len() && a.iter().zip(b).all(|(x, y)| x == y);
+    for list in [&included, &excluded] {
+        for w in list.windows(2) {
+            if is_prefix(&w[0], &w[1]) {
+                return Err(code(
+                    7246200,
+                    format!(
+                        "Fields in Wildcard Projection cannot overlap, however '{}' is overlapped with '{}'",
+                        w[0].join("."),
+                        w[1].join(".")
+                    ),
+                ));
+            }
+        }
+    }
+    let id = vec!["_id".to_string()];
+    if !included.is_empty() && !excluded.is_empty() {
+        // `_id` is the one field whose inclusion or exclusion may go against the rest.
+        if included == [id.clone()] {
+            included.clear();
+        } else if excluded == [id.clone()] {
+            excluded.clear();
+        } else {
+            return Err(code(
+                7246211,
+                "Inclusion and exclusion statements cannot combine in the wildcardProjection with an exception of explicitly including _id field".to_string(),
+            ));
+        }
+    }
+    for f in &fields {
+        if let Some(p) = included.iter().find(|p| is_prefix(p, f)) {
+            return Err(code(
+                7246208,
+                format!(
+                    "Index Key and Wildcard Projection cannot contain overlapping fields, however '{}' index field is overlapping with '{}' wildcardProjection path.",
+                    f.join("."),
+                    p.join(".")
+                ),
+            ));
+        }
+    }
+    if excluded.is_empty() {
+        return Ok(());
+    }
+    for f in &fields {
+        if excluded.iter().any(|p| is_prefix(p, f)) {
+            continue;
+        }
+        let c = if excluded.iter().any(|p| p > f) {
+            7246209
+        } else {
+            7246210
+        };
+        return Err(code(
+            c,
+            format!(
+                "wildcardProjection paths must exclude all regular index fields, however '{}' is not excluded.",
+                f.join(".")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The key pattern a text index stores: the ordered fields around `{_fts: "text", _ftsx: 1}`.
+fn text_stored_key(fields: &[(String, bool)]) -> Document {
+    let mut key = Document::new();
+    for (path, desc) in fields {
+        match path.as_str() {
+            "_fts" => key.insert("_fts", "text"),
+            "_ftsx" => key.insert("_ftsx", 1),
+            _ => key.insert(path.clone(), if *desc { -1 } else { 1 }),
+        };
+    }
+    key
+}
+
+fn bool_value(v: &Bson) -> Option<bool> {
+    match v {
+        Bson::Boolean(b) => Some(*b),
+        Bson::Int32(i) => Some(*i != 0),
+        Bson::Int64(i) => Some(*i != 0),
+        Bson::Double(d) => Some(*d != 0.0),
+        _ => None,
+    }
+}
+
+fn cannot_create(msg: impl Into<String>) -> DocError {
+    DocError::with_code(67, "CannotCreateIndex", msg)
+}
