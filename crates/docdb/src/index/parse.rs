@@ -17,8 +17,54 @@ impl IndexDef {
     }
 
     /// Parses an index spec from `origin`: a stored spec keeps the collation it was built
-    /// with even where today's rules refuse it (see [`SpecOrigin`]).
+    /// with even where today's rules refuse it (see [`SpecOrigin`]). The phases: the key
+    /// pattern, the name, the options, the kind they make, then the rules across them.
     pub fn parse_from(spec: &Document, origin: SpecOrigin) -> DocResult<IndexDef> {
+        let pattern = KeyPattern::parse(spec)?;
+        let name = index_name(spec, &pattern.key)?;
+        let mut opts = SpecOptions::parse(spec, origin, &pattern, &name)?;
+        let kind = pattern.kind(&mut opts)?;
+        check_option_mix(&pattern, &opts)?;
+        let KeyPattern { fields, hashed, .. } = pattern;
+        let is_id_key = fields.len() == 1 && fields[0].0 == "_id" && !hashed;
+        if name == "_id_" && !is_id_key {
+            return Err(DocError::bad_value(
+                "The index name '_id_' is reserved for the _id index, which must have key pattern {_id: 1}",
+            ));
+        }
+        if is_id_key && !fields[0].1 && name == "_id_" {
+            return id_index_from(opts);
+        }
+        Ok(IndexDef {
+            name,
+            key: opts.stored_key,
+            fields,
+            unique: opts.unique,
+            sparse: opts.sparse,
+            expire_after: opts.expire_after,
+            collation: opts.collation,
+            kind,
+            partial: opts.partial,
+            hidden: opts.hidden,
+            spec: opts.out,
+        })
+    }
+}
+
+/// An index key pattern read: the pattern as given, its fields as the keys hold them
+/// ((path, descending); a text or wildcard index's special pair among them), and what kind
+/// of index the pattern makes.
+struct KeyPattern {
+    key: Document,
+    fields: Vec<(String, bool)>,
+    text: Option<TextKeyPattern>,
+    wildcard: Option<WildcardKeyPattern>,
+    hashed: bool,
+    geo: bool,
+}
+
+impl KeyPattern {
+    fn parse(spec: &Document) -> DocResult<KeyPattern> {
         let key = match spec.get("key") {
             Some(Bson::Document(k)) => k.clone(),
             Some(_) => return Err(DocError::type_mismatch("The field 'key' must be an object")),
@@ -36,311 +82,422 @@ impl IndexDef {
                 "Index key pattern has more than 32 fields (the compound index limit)",
             ));
         }
-        let text_pattern = text_key_fields(&key)?;
-        let is_text = text_pattern.is_some();
-        let wildcard = if is_text {
+        let text = text_key_fields(&key)?;
+        let wildcard = if text.is_some() {
             None
         } else {
             wildcard_key_pattern(&key)?
         };
-        let wildcard_root = wildcard.as_ref().map(|w| w.root.clone());
-        let mut fields = Vec::new();
-        let mut hashed = false;
         let geo = geo::is_2dsphere_key(&key);
-        for (path, dir) in key.iter().filter(|_| !is_text && wildcard_root.is_none()) {
-            query::limits::check_path(path)?;
-            if path.is_empty() || path.split('.').any(|p| p.is_empty()) {
+        let (fields, hashed) = match (&text, &wildcard) {
+            (Some(tp), _) => (
+                special_fields(&tp.before, ["_fts", "_ftsx"], &tp.after),
+                false,
+            ),
+            (None, Some(w)) => (
+                special_fields(&w.before, ["$_path", "$_value"], &w.after),
+                false,
+            ),
+            (None, None) => ordered_fields(&key)?,
+        };
+        Ok(KeyPattern {
+            key,
+            fields,
+            text,
+            wildcard,
+            hashed,
+            geo,
+        })
+    }
+
+    fn is_text(&self) -> bool {
+        self.text.is_some()
+    }
+
+    /// A wildcard index's subtree ("" for `$**`).
+    fn wildcard_root(&self) -> Option<&str> {
+        self.wildcard.as_ref().map(|w| w.root.as_str())
+    }
+
+    /// The index kind the pattern and the options make, with the options' rules for that
+    /// kind; a text spec's fields and a 2dsphere index's version join the stored spec.
+    fn kind(&self, opts: &mut SpecOptions) -> DocResult<IndexKind> {
+        if let Some(tp) = &self.text {
+            return text_kind(tp, opts);
+        }
+        if let Some(w) = &self.wildcard {
+            return wildcard_kind(w, opts);
+        }
+        if self.geo {
+            geo::check_options(opts.unique, opts.expire_after, opts.collation.is_some())?;
+            opts.out.insert("2dsphereIndexVersion", geo::INDEX_VERSION);
+            return Ok(IndexKind::Geo2dSphere);
+        }
+        Ok(if self.hashed {
+            IndexKind::Hashed
+        } else {
+            IndexKind::Ordered
+        })
+    }
+}
+
+/// The fields of a text or wildcard index: the ordered ones around its special pair.
+fn special_fields(
+    before: &[(String, bool)],
+    pair: [&str; 2],
+    after: &[(String, bool)],
+) -> Vec<(String, bool)> {
+    let mut fields = before.to_vec();
+    fields.extend(pair.iter().map(|p| (p.to_string(), false)));
+    fields.extend(after.iter().cloned());
+    fields
+}
+
+/// The fields of an ordered, hashed or 2dsphere key pattern, and whether it is hashed.
+fn ordered_fields(key: &Document) -> DocResult<(Vec<(String, bool)>, bool)> {
+    let mut fields: Vec<(String, bool)> = Vec::new();
+    let mut hashed = false;
+    for (path, dir) in key {
+        query::limits::check_path(path)?;
+        if path.is_empty() || path.split('.').any(|p| p.is_empty()) {
+            return Err(cannot_create(format!(
+                "Index key contains an illegal field name: '{path}'"
+            )));
+        }
+        if path.split('.').any(|p| p.starts_with('$')) {
+            return Err(cannot_create(format!(
+                "Index key contains an illegal field name: field name starts with '$': {path}"
+            )));
+        }
+        let n = key_direction(key, path, dir)?;
+        hashed |= matches!(dir, Bson::String(s) if s == "hashed");
+        if n == 0.0 || n.is_nan() {
+            return Err(cannot_create("Values in the index key pattern can't be 0."));
+        }
+        if fields.iter().any(|(p, _)| p == path) {
+            return Err(cannot_create(format!(
+                "Index key pattern has a repeated field: {path}"
+            )));
+        }
+        fields.push((path.clone(), n < 0.0));
+    }
+    Ok((fields, hashed))
+}
+
+/// A key pattern field's direction as a number (negative: descending); the plugins flashdoc
+/// builds (`hashed`, `2dsphere`) count as ascending.
+fn key_direction(key: &Document, path: &str, dir: &Bson) -> DocResult<f64> {
+    Ok(match dir {
+        Bson::Int32(i) => *i as f64,
+        Bson::Int64(i) => *i as f64,
+        Bson::Double(d) => *d,
+        Bson::Decimal128(d) => d.to_string().parse().unwrap_or(0.0),
+        Bson::String(s) if s == "hashed" => {
+            if key.len() > 1 {
                 return Err(cannot_create(format!(
-                    "Index key contains an illegal field name: '{path}'"
+                    "A hashed index must have exactly one field (compound hashed indexes are not supported by flashdoc): {key}"
                 )));
             }
-            if path.split('.').any(|p| p.starts_with('$')) {
-                return Err(cannot_create(format!(
-                    "Index key contains an illegal field name: field name starts with '$': {path}"
-                )));
+            1.0
+        }
+        Bson::String(s) if s == "2dsphere" => 1.0,
+        Bson::String(s) => {
+            return Err(cannot_create(match s.as_str() {
+                "2d" => format!("Index type '2d' is not supported by flashdoc (field '{path}'): its flat geometry serves only legacy $near/$box queries; use a 2dsphere index, which also indexes legacy [lng, lat] pairs (docs/docdb.md, \"Geo\")"),
+                "geoHaystack" | "wildcard" => {
+                    format!("Index type '{s}' is not supported by flashdoc (field '{path}')")
+                }
+                _ => format!("Unknown index plugin '{s}'"),
+            }))
+        }
+        other => {
+            return Err(cannot_create(format!(
+                "Values in v:2 index key pattern cannot be of type {:?}. Only numbers > 0, numbers < 0, and strings are allowed.",
+                other.element_type()
+            )))
+        }
+    })
+}
+
+/// The index's name: the spec's, or mongod's default for the key pattern.
+fn index_name(spec: &Document, key: &Document) -> DocResult<String> {
+    let name = match spec.get("name") {
+        Some(Bson::String(s)) if !s.is_empty() => s.clone(),
+        Some(Bson::String(_)) => return Err(cannot_create("The index name cannot be empty")),
+        Some(_) => return Err(DocError::type_mismatch("The field 'name' must be a string")),
+        None => default_name(key),
+    };
+    if name.contains('\0') {
+        return Err(cannot_create("The index name cannot contain null bytes"));
+    }
+    Ok(name)
+}
+
+/// A spec's options, each checked alone, and the spec as listIndexes will show it (`out`).
+struct SpecOptions<'a> {
+    unique: bool,
+    sparse: bool,
+    hidden: bool,
+    expire_after: Option<i64>,
+    collation: Option<Arc<Collation>>,
+    partial: Option<PartialFilter>,
+    /// A text index's `weights`, `default_language`, `language_override`,
+    /// `textIndexVersion`.
+    text_opts: [Option<&'a Bson>; 4],
+    wildcard_projection: Option<&'a Document>,
+    /// The key pattern the catalog stores (a text index's names `_fts`, `_ftsx`).
+    stored_key: Document,
+    out: Document,
+}
+
+impl<'a> SpecOptions<'a> {
+    fn parse(
+        spec: &'a Document,
+        origin: SpecOrigin,
+        pattern: &KeyPattern,
+        name: &str,
+    ) -> DocResult<SpecOptions<'a>> {
+        let stored_key = if pattern.is_text() {
+            text_stored_key(&pattern.fields)
+        } else {
+            pattern.key.clone()
+        };
+        let mut opts = SpecOptions {
+            unique: false,
+            sparse: false,
+            hidden: false,
+            expire_after: None,
+            collation: None,
+            partial: None,
+            text_opts: [None; 4],
+            wildcard_projection: None,
+            out: doc! {"v": 2, "key": stored_key.clone(), "name": name},
+            stored_key,
+        };
+        for (k, v) in spec {
+            opts.take(spec, origin, pattern, k, v)?;
+        }
+        Ok(opts)
+    }
+
+    /// One option of the spec, checked and recorded.
+    fn take(
+        &mut self,
+        spec: &Document,
+        origin: SpecOrigin,
+        pattern: &KeyPattern,
+        k: &str,
+        v: &'a Bson,
+    ) -> DocResult<()> {
+        match k {
+            "weights" | "default_language" | "language_override" | "textIndexVersion"
+                if pattern.is_text() =>
+            {
+                let i = ["weights", "default_language", "language_override"]
+                    .iter()
+                    .position(|x| *x == k)
+                    .unwrap_or(3);
+                self.text_opts[i] = Some(v);
             }
-            let n = match dir {
-                Bson::Int32(i) => *i as f64,
-                Bson::Int64(i) => *i as f64,
-                Bson::Double(d) => *d,
-                Bson::Decimal128(d) => d.to_string().parse().unwrap_or(0.0),
-                Bson::String(s) if s == "hashed" => {
-                    if key.len() > 1 {
-                        return Err(cannot_create(format!(
-                            "A hashed index must have exactly one field (compound hashed indexes are not supported by flashdoc): {key}"
-                        )));
-                    }
-                    hashed = true;
-                    1.0
-                }
-                Bson::String(s) if s == "2dsphere" => 1.0,
-                Bson::String(s) => {
-                    return Err(cannot_create(match s.as_str() {
-                        "2d" => format!("Index type '2d' is not supported by flashdoc (field '{path}'): its flat geometry serves only legacy $near/$box queries; use a 2dsphere index, which also indexes legacy [lng, lat] pairs (docs/docdb.md, \"Geo\")"),
-                        "geoHaystack" | "wildcard" => {
-                            format!("Index type '{s}' is not supported by flashdoc (field '{path}')")
-                        }
-                        _ => format!("Unknown index plugin '{s}'"),
-                    }))
-                }
-                other => {
+            "key" | "name" | "ns" | "background" => {}
+            "2dsphereIndexVersion" if pattern.geo => geo::check_version(v)?,
+            "v" => match v.as_i32().or(v.as_i64().map(|x| x as i32)) {
+                Some(1) | Some(2) => {}
+                _ => {
                     return Err(cannot_create(format!(
-                        "Values in v:2 index key pattern cannot be of type {:?}. Only numbers > 0, numbers < 0, and strings are allowed.",
-                        other.element_type()
+                        "Invalid index specification {spec}; index version must be 1 or 2"
                     )))
                 }
-            };
-            if n == 0.0 || n.is_nan() {
-                return Err(cannot_create("Values in the index key pattern can't be 0."));
+            },
+            "unique" | "sparse" | "hidden" => self.take_flag(k, v)?,
+            "expireAfterSeconds" => {
+                let secs = ttl_seconds(v, pattern.fields.len())?;
+                self.expire_after = Some(secs as i64);
+                self.out.insert(k, Bson::Int32(secs as i32));
             }
-            if fields.iter().any(|(p, _): &(String, bool)| p == path) {
-                return Err(cannot_create(format!(
-                    "Index key pattern has a repeated field: {path}"
-                )));
+            "wildcardProjection" => {
+                let p = wildcard_projection(v, pattern.wildcard_root())?;
+                self.wildcard_projection = Some(p);
+                self.out.insert(k, p.clone());
             }
-            fields.push((path.clone(), n < 0.0));
-        }
-        if let Some(tp) = &text_pattern {
-            fields = tp.before.clone();
-            fields.push(("_fts".to_string(), false));
-            fields.push(("_ftsx".to_string(), false));
-            fields.extend(tp.after.iter().cloned());
-        }
-        if let Some(w) = &wildcard {
-            fields = w.before.clone();
-            fields.push(("$_path".to_string(), false));
-            fields.push(("$_value".to_string(), false));
-            fields.extend(w.after.iter().cloned());
-        }
-        let name = match spec.get("name") {
-            Some(Bson::String(s)) if !s.is_empty() => s.clone(),
-            Some(Bson::String(_)) => return Err(cannot_create("The index name cannot be empty")),
-            Some(_) => return Err(DocError::type_mismatch("The field 'name' must be a string")),
-            None => default_name(&key),
-        };
-        if name.contains('\0') {
-            return Err(cannot_create("The index name cannot contain null bytes"));
-        }
-        let mut unique = false;
-        let mut sparse = false;
-        let mut hidden = false;
-        let mut expire_after = None;
-        let mut collation = None;
-        let mut partial = None;
-        let mut text_opts: [Option<&Bson>; 4] = [None; 4];
-        let mut wildcard_projection = None;
-        let stored_key = if is_text {
-            text_stored_key(&fields)
-        } else {
-            key.clone()
-        };
-        let mut out = doc! {"v": 2, "key": stored_key.clone(), "name": name.clone()};
-        for (k, v) in spec {
-            match k.as_str() {
-                "weights" | "default_language" | "language_override" | "textIndexVersion"
-                    if is_text =>
-                {
-                    let i = ["weights", "default_language", "language_override"]
-                        .iter()
-                        .position(|x| x == k)
-                        .unwrap_or(3);
-                    text_opts[i] = Some(v);
-                }
-                "key" | "name" | "ns" | "background" => {}
-                "2dsphereIndexVersion" if geo => {
-                    geo::check_version(v)?;
-                }
-                "v" => match v.as_i32().or(v.as_i64().map(|x| x as i32)) {
-                    Some(1) | Some(2) => {}
-                    _ => {
-                        return Err(cannot_create(format!(
-                            "Invalid index specification {spec}; index version must be 1 or 2"
-                        )))
-                    }
-                },
-                "unique" | "sparse" | "hidden" => {
-                    let b = bool_value(v).ok_or_else(|| {
-                        DocError::type_mismatch(format!("The field '{k}' must be a boolean"))
-                    })?;
-                    match k.as_str() {
-                        "unique" => unique = b,
-                        "sparse" => sparse = b,
-                        _ => hidden = b,
-                    }
-                    if b {
-                        out.insert(k.clone(), true);
-                    }
-                }
-                "expireAfterSeconds" => {
-                    let secs = match v {
-                        Bson::Int32(i) => *i as f64,
-                        Bson::Int64(i) => *i as f64,
-                        Bson::Double(d) => *d,
-                        _ => {
-                            return Err(DocError::type_mismatch(
-                                "TTL index 'expireAfterSeconds' option must be numeric",
-                            ))
-                        }
-                    };
-                    if !(0.0..=i32::MAX as f64).contains(&secs) {
-                        return Err(cannot_create(format!(
-                            "TTL index 'expireAfterSeconds' option must be within an acceptable range [0, {}], found: {secs}",
-                            i32::MAX
-                        )));
-                    }
-                    if fields.len() != 1 {
-                        return Err(cannot_create(
-                            "TTL indexes are single-field indexes, compound indexes do not support TTL",
-                        ));
-                    }
-                    expire_after = Some(secs as i64);
-                    out.insert(k.clone(), Bson::Int32(secs as i32));
-                }
-                "wildcardProjection" => {
-                    if wildcard_root.as_deref() != Some("") {
-                        return Err(DocError::failed_to_parse(
-                            "The field 'wildcardProjection' is only allowed in an '$**' index",
-                        ));
-                    }
-                    let Bson::Document(p) = v else {
-                        return Err(DocError::type_mismatch(
-                            "The field 'wildcardProjection' must be a non-empty object",
-                        ));
-                    };
-                    wildcard_projection = Some(p);
-                    out.insert(k.clone(), p.clone());
-                }
-                "partialFilterExpression" => {
-                    let p = PartialFilter::parse(v)?;
-                    out.insert(k.clone(), p.filter.clone());
-                    partial = Some(p);
-                }
-                "collation" => match v {
-                    Bson::Document(c) => {
-                        collation = Collation::parse_from(c, origin)?;
-                        if let Some(coll) = &collation {
-                            out.insert(k.clone(), coll.spec().clone());
-                        }
-                    }
-                    _ => {
-                        return Err(DocError::type_mismatch(
-                            "The field 'collation' must be an object",
-                        ))
-                    }
-                },
-                _ => {
-                    return Err(DocError::with_code(
-                        197,
-                        "InvalidIndexSpecificationOption",
-                        format!("The field '{k}' is not valid for an index specification. Specification: {spec}"),
-                    ))
-                }
+            "partialFilterExpression" => {
+                let p = PartialFilter::parse(v)?;
+                self.out.insert(k, p.filter.clone());
+                self.partial = Some(p);
             }
-        }
-        let kind = match &text_pattern {
-            Some(tp) => {
-                let [w, dl, lo, ver] = text_opts;
-                let text = TextSpec::parse(&tp.text, w, dl, lo, ver)?;
-                if text.weights.is_empty() && !text.wildcard {
-                    return Err(cannot_create("a text index needs at least one text field"));
-                }
-                if unique {
-                    return Err(cannot_create(
-                        "unique text indexes are not supported by flashdoc",
-                    ));
-                }
-                if collation.is_some() {
-                    return Err(cannot_create(
-                        "Index type 'text' does not support collation (flashdoc indexes text under the simple collation)",
-                    ));
-                }
-                out.extend(text.spec_fields());
-                IndexKind::Text(Arc::new(text))
-            }
-            None if wildcard_root.is_some() => {
-                for (opt, on) in [("unique", unique), ("sparse", sparse)] {
-                    if on {
-                        return Err(cannot_create(format!(
-                            "Index type 'wildcard' does not support the {opt} option"
-                        )));
-                    }
-                }
-                if expire_after.is_some() {
-                    return Err(cannot_create(
-                        "Index type 'wildcard' does not support the expireAfterSeconds option",
-                    ));
-                }
-                let w = wildcard.as_ref().expect("a wildcard key pattern");
-                let regular: Vec<&str> = w
-                    .before
-                    .iter()
-                    .chain(&w.after)
-                    .map(|f| f.0.as_str())
-                    .collect();
-                if !regular.is_empty() {
-                    check_compound_wildcard(&w.root, &regular, wildcard_projection)?;
-                }
-                IndexKind::Wildcard(Arc::new(WildcardSpec::new(
-                    w.root.clone(),
-                    wildcard_projection,
-                )?))
-            }
-            None if geo => {
-                geo::check_options(unique, expire_after, collation.is_some())?;
-                out.insert("2dsphereIndexVersion", geo::INDEX_VERSION);
-                IndexKind::Geo2dSphere
-            }
-            None if hashed => IndexKind::Hashed,
-            None => IndexKind::Ordered,
-        };
-        if sparse && partial.is_some() {
-            return Err(cannot_create(
-                "cannot mix \"partialFilterExpression\" and \"sparse\" options",
-            ));
-        }
-        if hashed && unique {
-            return Err(DocError::with_code(
-                16764,
-                "Location16764",
-                "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.",
-            ));
-        }
-        if hashed && collation.is_some() {
-            // The hash is of the value's bytes; equality under a collation would miss keys.
-            return Err(cannot_create(
-                "a hashed index with a collation is not supported by flashdoc",
-            ));
-        }
-        let is_id_key = fields.len() == 1 && fields[0].0 == "_id" && !hashed;
-        if name == "_id_" && !is_id_key {
-            return Err(DocError::bad_value(
-                "The index name '_id_' is reserved for the _id index, which must have key pattern {_id: 1}",
-            ));
-        }
-        if is_id_key && !fields[0].1 && name == "_id_" {
-            if unique || sparse || hidden || expire_after.is_some() || partial.is_some() {
+            "collation" => self.take_collation(v, origin)?,
+            _ => {
                 return Err(DocError::with_code(
                     197,
                     "InvalidIndexSpecificationOption",
-                    "The fields 'unique', 'sparse', 'hidden', 'expireAfterSeconds' and 'partialFilterExpression' are not valid for an _id index specification",
-                ));
+                    format!("The field '{k}' is not valid for an index specification. Specification: {spec}"),
+                ))
             }
-            return Ok(IndexDef::id_index(collation));
         }
-        Ok(IndexDef {
-            name,
-            key: stored_key,
-            fields,
-            unique,
-            sparse,
-            expire_after,
-            collation,
-            kind,
-            partial,
-            hidden,
-            spec: out,
-        })
+        Ok(())
     }
+
+    fn take_flag(&mut self, k: &str, v: &Bson) -> DocResult<()> {
+        let b = bool_value(v)
+            .ok_or_else(|| DocError::type_mismatch(format!("The field '{k}' must be a boolean")))?;
+        match k {
+            "unique" => self.unique = b,
+            "sparse" => self.sparse = b,
+            _ => self.hidden = b,
+        }
+        if b {
+            self.out.insert(k, true);
+        }
+        Ok(())
+    }
+
+    fn take_collation(&mut self, v: &Bson, origin: SpecOrigin) -> DocResult<()> {
+        let Bson::Document(c) = v else {
+            return Err(DocError::type_mismatch(
+                "The field 'collation' must be an object",
+            ));
+        };
+        self.collation = Collation::parse_from(c, origin)?;
+        if let Some(coll) = &self.collation {
+            self.out.insert("collation", coll.spec().clone());
+        }
+        Ok(())
+    }
+}
+
+/// `expireAfterSeconds`: a number of seconds in [0, i32::MAX] on a single-field index.
+fn ttl_seconds(v: &Bson, field_count: usize) -> DocResult<f64> {
+    let secs = match v {
+        Bson::Int32(i) => *i as f64,
+        Bson::Int64(i) => *i as f64,
+        Bson::Double(d) => *d,
+        _ => {
+            return Err(DocError::type_mismatch(
+                "TTL index 'expireAfterSeconds' option must be numeric",
+            ))
+        }
+    };
+    if !(0.0..=i32::MAX as f64).contains(&secs) {
+        return Err(cannot_create(format!(
+            "TTL index 'expireAfterSeconds' option must be within an acceptable range [0, {}], found: {secs}",
+            i32::MAX
+        )));
+    }
+    if field_count != 1 {
+        return Err(cannot_create(
+            "TTL indexes are single-field indexes, compound indexes do not support TTL",
+        ));
+    }
+    Ok(secs)
+}
+
+/// `wildcardProjection`: an object, on an `$**` index only.
+fn wildcard_projection<'a>(v: &'a Bson, root: Option<&str>) -> DocResult<&'a Document> {
+    if root != Some("") {
+        return Err(DocError::failed_to_parse(
+            "The field 'wildcardProjection' is only allowed in an '$**' index",
+        ));
+    }
+    let Bson::Document(p) = v else {
+        return Err(DocError::type_mismatch(
+            "The field 'wildcardProjection' must be a non-empty object",
+        ));
+    };
+    Ok(p)
+}
+
+/// A text index's kind: its text spec from the options, which must name a text field and
+/// ask for neither uniqueness nor a collation.
+fn text_kind(tp: &TextKeyPattern, opts: &mut SpecOptions) -> DocResult<IndexKind> {
+    let [w, dl, lo, ver] = opts.text_opts;
+    let text = TextSpec::parse(&tp.text, w, dl, lo, ver)?;
+    if text.weights.is_empty() && !text.wildcard {
+        return Err(cannot_create("a text index needs at least one text field"));
+    }
+    if opts.unique {
+        return Err(cannot_create(
+            "unique text indexes are not supported by flashdoc",
+        ));
+    }
+    if opts.collation.is_some() {
+        return Err(cannot_create(
+            "Index type 'text' does not support collation (flashdoc indexes text under the simple collation)",
+        ));
+    }
+    opts.out.extend(text.spec_fields());
+    Ok(IndexKind::Text(Arc::new(text)))
+}
+
+/// A wildcard index's kind: neither unique, sparse nor TTL, its regular fields checked
+/// against its projection.
+fn wildcard_kind(w: &WildcardKeyPattern, opts: &SpecOptions) -> DocResult<IndexKind> {
+    for (opt, on) in [("unique", opts.unique), ("sparse", opts.sparse)] {
+        if on {
+            return Err(cannot_create(format!(
+                "Index type 'wildcard' does not support the {opt} option"
+            )));
+        }
+    }
+    if opts.expire_after.is_some() {
+        return Err(cannot_create(
+            "Index type 'wildcard' does not support the expireAfterSeconds option",
+        ));
+    }
+    let regular: Vec<&str> = w
+        .before
+        .iter()
+        .chain(&w.after)
+        .map(|f| f.0.as_str())
+        .collect();
+    if !regular.is_empty() {
+        check_compound_wildcard(&w.root, &regular, opts.wildcard_projection)?;
+    }
+    Ok(IndexKind::Wildcard(Arc::new(WildcardSpec::new(
+        w.root.clone(),
+        opts.wildcard_projection,
+    )?)))
+}
+
+/// The rules across options: sparse and partial exclude each other; a hashed index is
+/// neither unique nor collated.
+fn check_option_mix(pattern: &KeyPattern, opts: &SpecOptions) -> DocResult<()> {
+    if opts.sparse && opts.partial.is_some() {
+        return Err(cannot_create(
+            "cannot mix \"partialFilterExpression\" and \"sparse\" options",
+        ));
+    }
+    if pattern.hashed && opts.unique {
+        return Err(DocError::with_code(
+            16764,
+            "Location16764",
+            "Currently hashed indexes cannot guarantee uniqueness. Use a regular index.",
+        ));
+    }
+    if pattern.hashed && opts.collation.is_some() {
+        // The hash is of the value's bytes; equality under a collation would miss keys.
+        return Err(cannot_create(
+            "a hashed index with a collation is not supported by flashdoc",
+        ));
+    }
+    Ok(())
+}
+
+/// The `_id` index a spec `{key: {_id: 1}, name: "_id_"}` names, which takes no options but
+/// its collation.
+fn id_index_from(opts: SpecOptions) -> DocResult<IndexDef> {
+    if opts.unique
+        || opts.sparse
+        || opts.hidden
+        || opts.expire_after.is_some()
+        || opts.partial.is_some()
+    {
+        return Err(DocError::with_code(
+            197,
+            "InvalidIndexSpecificationOption",
+            "The fields 'unique', 'sparse', 'hidden', 'expireAfterSeconds' and 'partialFilterExpression' are not valid for an _id index specification",
+        ));
+    }
+    Ok(IndexDef::id_index(opts.collation))
 }
 
 impl WildcardSpec {
