@@ -307,24 +307,7 @@ impl DocDb {
     ) -> DocResult<CreateIndexesOutcome> {
         catalog::validate_coll_name(db, coll)?;
         self.refuse_view(db, coll)?;
-        if specs.is_empty() {
-            return Err(DocError::bad_value(
-                "Must specify at least one index to create",
-            ));
-        }
-        let defs = specs
-            .iter()
-            .map(IndexDef::parse)
-            .collect::<DocResult<Vec<_>>>()?;
-        for (i, a) in defs.iter().enumerate() {
-            if defs[..i].iter().any(|b| b.name == a.name) {
-                return Err(DocError::with_code(
-                    68,
-                    "IndexAlreadyExists",
-                    format!("Identical index already exists: {}", a.name),
-                ));
-            }
-        }
+        let defs = parse_index_specs(specs)?;
         let (c, created) = self.get_or_create(db, coll)?;
         let _g = self.ddl.lock();
         let c = match self.get_coll(db, coll) {
@@ -336,55 +319,8 @@ impl DocDb {
         let before = st.indexes.len() as i32;
         let mut todo = Vec::new();
         for (mut def, spec) in defs.into_iter().zip(specs) {
-            // An index without a collation of its own takes the collection's default.
-            if !spec.contains_key("collation") {
-                if let Some(dc) = &c.default_collation {
-                    if def.kind != index::IndexKind::Ordered {
-                        return Err(DocError::with_code(
-                            67,
-                            "CannotCreateIndex",
-                            "a hashed or text index on a collection with a default collation is not supported by flashdoc",
-                        ));
-                    }
-                    def.collation = Some(dc.clone());
-                    def.spec.insert("collation", dc.spec().clone());
-                }
-            }
-            let mut exists = false;
-            for i in &st.indexes {
-                let same_key = i.def.key == def.key;
-                let same_opts = i.def.unique == def.unique
-                    && i.def.sparse == def.sparse
-                    && i.def.expire_after == def.expire_after
-                    && i.def.collation == def.collation
-                    && i.def.partial == def.partial
-                    && i.def.kind == def.kind;
-                if i.def.name == def.name {
-                    if !same_key {
-                        return Err(DocError::index_key_specs_conflict(format!(
-                            "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {}",
-                            def.spec, i.def.spec
-                        )));
-                    }
-                    if !same_opts {
-                        return Err(DocError::index_options_conflict(format!(
-                            "An equivalent index already exists with the same name but different options. Requested index: {}, existing index: {}",
-                            def.spec, i.def.spec
-                        )));
-                    }
-                    exists = true;
-                } else if (same_key && i.def.partial == def.partial)
-                    || (i.def.is_text() && def.is_text())
-                {
-                    // One text index per collection, whatever its fields (mongod's rule).
-                    // Partial indexes of one key pattern may coexist when their filters differ.
-                    return Err(DocError::index_options_conflict(format!(
-                        "Index already exists with a different name: {}",
-                        i.def.name
-                    )));
-                }
-            }
-            if !exists {
+            take_default_collation(&c, &mut def, spec)?;
+            if !already_built(&st, &def)? {
                 todo.push(def);
             }
         }
@@ -579,4 +515,85 @@ impl DocDb {
         }
         Ok(was)
     }
+}
+
+/// The definitions of a createIndexes' specs: at least one, each valid, no name twice.
+fn parse_index_specs(specs: &[Document]) -> DocResult<Vec<IndexDef>> {
+    if specs.is_empty() {
+        return Err(DocError::bad_value(
+            "Must specify at least one index to create",
+        ));
+    }
+    let defs = specs
+        .iter()
+        .map(IndexDef::parse)
+        .collect::<DocResult<Vec<_>>>()?;
+    for (i, a) in defs.iter().enumerate() {
+        if defs[..i].iter().any(|b| b.name == a.name) {
+            return Err(DocError::with_code(
+                68,
+                "IndexAlreadyExists",
+                format!("Identical index already exists: {}", a.name),
+            ));
+        }
+    }
+    Ok(defs)
+}
+
+/// An index without a collation of its own takes the collection's default (which only an
+/// ordered index can).
+fn take_default_collation(c: &Coll, def: &mut IndexDef, spec: &Document) -> DocResult<()> {
+    if !spec.contains_key("collation") {
+        if let Some(dc) = &c.default_collation {
+            if def.kind != index::IndexKind::Ordered {
+                return Err(DocError::with_code(
+                    67,
+                    "CannotCreateIndex",
+                    "a hashed or text index on a collection with a default collation is not supported by flashdoc",
+                ));
+            }
+            def.collation = Some(dc.clone());
+            def.spec.insert("collation", dc.spec().clone());
+        }
+    }
+    Ok(())
+}
+
+/// Whether an index like `def` is built already (same name, key and options); an index that
+/// conflicts with it (same name but not the same, same key under another name, a second text
+/// index) is refused.
+fn already_built(st: &CollState, def: &IndexDef) -> DocResult<bool> {
+    let mut exists = false;
+    for i in &st.indexes {
+        let same_key = i.def.key == def.key;
+        let same_opts = i.def.unique == def.unique
+            && i.def.sparse == def.sparse
+            && i.def.expire_after == def.expire_after
+            && i.def.collation == def.collation
+            && i.def.partial == def.partial
+            && i.def.kind == def.kind;
+        if i.def.name == def.name {
+            if !same_key {
+                return Err(DocError::index_key_specs_conflict(format!(
+                    "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {}",
+                    def.spec, i.def.spec
+                )));
+            }
+            if !same_opts {
+                return Err(DocError::index_options_conflict(format!(
+                    "An equivalent index already exists with the same name but different options. Requested index: {}, existing index: {}",
+                    def.spec, i.def.spec
+                )));
+            }
+            exists = true;
+        } else if (same_key && i.def.partial == def.partial) || (i.def.is_text() && def.is_text()) {
+            // One text index per collection, whatever its fields (mongod's rule).
+            // Partial indexes of one key pattern may coexist when their filters differ.
+            return Err(DocError::index_options_conflict(format!(
+                "Index already exists with a different name: {}",
+                i.def.name
+            )));
+        }
+    }
+    Ok(exists)
 }
