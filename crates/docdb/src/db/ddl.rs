@@ -8,7 +8,7 @@ impl DocDb {
     /// A new collection's UUID: random, or under `uuid_seed` the first of the seed's UUIDs for
     /// this namespace whose table name no live table has (deterministic given the DDL history;
     /// a namespace dropped and created again may get its old UUID back).
-    fn collection_uuid(&self, db: &str, coll: &str) -> Uuid {
+    pub(super) fn collection_uuid(&self, db: &str, coll: &str) -> Uuid {
         let Some(seed) = self.cfg.uuid_seed else {
             return Uuid::new();
         };
@@ -49,11 +49,22 @@ impl DocDb {
     ) -> DocResult<Arc<Coll>> {
         let uuid = self.collection_uuid(db, coll);
         let ident = table_name_coll(&uuid);
+        let id_ident = table_name_index(&uuid, 0);
+        let ns = catalog::ns(db, coll);
+        assert!(
+            !self.colls.read().contains_key(&ns),
+            "a created namespace is new: {ns}"
+        );
+        // An existing table would be opened, not created: its old entries would join the new
+        // collection.
+        assert!(
+            self.engine.table_id(&ident).is_none() && self.engine.table_id(&id_ident).is_none(),
+            "a new collection's tables are new: {ident}, {id_ident}"
+        );
         let table = self
             .engine
             .create_table(&ident, &self.cfg.collection_table)
             .map_err(storage_error)?;
-        let id_ident = table_name_index(&uuid, 0);
         let mut icfg = self.cfg.index_table.clone();
         icfg.id_index = true;
         let id_table = self
@@ -65,7 +76,7 @@ impl DocDb {
             Err(_) => None,
         };
         let entry = CollEntry {
-            ns: catalog::ns(db, coll),
+            ns,
             uuid,
             options,
             ident,
@@ -185,8 +196,14 @@ impl DocDb {
     /// After the catalog entry of `c` is gone (committed): forget the collection and drop its
     /// tables. A crash before the tables go leaves them unnamed by the catalog, and open drops
     /// such tables.
-    fn release_dropped(&self, c: &Arc<Coll>) -> DocResult<()> {
+    pub(super) fn release_dropped(&self, c: &Arc<Coll>) -> DocResult<()> {
         let mut st = c.state.write();
+        assert!(!st.dropped, "a collection is dropped once: {}", c.ns);
+        debug_assert!(
+            !self.catalog_names(c),
+            "the catalog entry of {} is gone before its tables",
+            c.ns
+        );
         st.dropped = true;
         self.colls.write().remove(&c.ns);
         for i in &st.indexes {
@@ -195,6 +212,17 @@ impl DocDb {
         self.engine.drop_table(&c.ident).map_err(storage_error)?;
         st.indexes.clear();
         Ok(())
+    }
+
+    /// Whether the catalog's entry for `c`'s namespace is `c` (by UUID).
+    fn catalog_names(&self, c: &Coll) -> bool {
+        let stored = self.engine.get(self.catalog_table, c.ns.as_bytes());
+        let Ok(Some(bytes)) = stored else {
+            return false;
+        };
+        decode_doc(&bytes)
+            .and_then(|d| CollEntry::from_doc(&d))
+            .is_ok_and(|e| e.uuid == c.uuid)
     }
 
     /// Drops a collection or a view.
@@ -251,18 +279,7 @@ impl DocDb {
         let mut st = src.state.write();
         let mut entry = src.entry(&st);
         entry.ns = to_ns.clone();
-        // One catalog batch drops the target and moves the source (`$out`'s atomic replace):
-        // after a crash the catalog names either the old target or the renamed source.
-        let mut b = WriteBatch::new();
-        if let Some(t) = &target {
-            b.delete(self.catalog_table, t.ns.as_bytes().to_vec());
-        }
-        b.delete(self.catalog_table, src.ns.as_bytes().to_vec());
-        b.put(
-            self.catalog_table,
-            to_ns.as_bytes().to_vec(),
-            encode_doc(&entry.to_doc())?,
-        );
+        let b = self.rename_batch(&src.ns, target.as_deref(), &entry)?;
         self.engine
             .write(&b, WriteOptions { sync: true })
             .map_err(storage_error)?;
@@ -285,6 +302,37 @@ impl DocDb {
         colls.remove(&src.ns);
         colls.insert(to_ns, moved);
         Ok(())
+    }
+
+    /// The one catalog batch of a rename: it drops the target and moves the source (`$out`'s
+    /// atomic replace), so after a crash the catalog names either the old target or the
+    /// renamed source. Asserted: the entry moves to another namespace (else the batch would
+    /// delete what it puts), a target is that namespace's other collection, and the entry is
+    /// consistent.
+    pub(super) fn rename_batch(
+        &self,
+        from_ns: &str,
+        target: Option<&Coll>,
+        entry: &CollEntry,
+    ) -> DocResult<WriteBatch> {
+        assert_ne!(entry.ns, from_ns, "a rename moves the entry");
+        assert!(
+            target.is_none_or(|t| t.ns == entry.ns && t.uuid != entry.uuid),
+            "a rename's target is the other collection at {}",
+            entry.ns
+        );
+        entry.assert_consistent();
+        let mut b = WriteBatch::new();
+        if let Some(t) = target {
+            b.delete(self.catalog_table, t.ns.as_bytes().to_vec());
+        }
+        b.delete(self.catalog_table, from_ns.as_bytes().to_vec());
+        b.put(
+            self.catalog_table,
+            entry.ns.as_bytes().to_vec(),
+            encode_doc(&entry.to_doc())?,
+        );
+        Ok(b)
     }
 
     pub fn create_indexes(
@@ -339,7 +387,7 @@ impl DocDb {
         for def in todo {
             let n = st.next_index_ident;
             st.next_index_ident += 1;
-            let idx = self.build_index(&c, def, n, interrupt)?;
+            let idx = self.build_index(&c, &st, def, n, interrupt)?;
             st.indexes.push(Arc::new(idx));
             c.persist_entry(&st)?;
         }
@@ -368,11 +416,23 @@ impl DocDb {
     pub(super) fn build_index(
         &self,
         c: &Coll,
+        st: &CollState,
         def: IndexDef,
         n: i64,
         interrupt: &Interrupt,
     ) -> DocResult<Index> {
         let ident = table_name_index(&c.uuid, n);
+        assert!(
+            st.indexes.iter().all(|i| i.def.name != def.name),
+            "index {} of {} is built once",
+            def.name,
+            c.ns
+        );
+        // An existing table would be opened, not created: its entries would join the index.
+        assert!(
+            self.engine.table_id(&ident).is_none(),
+            "a new index's table is new: {ident}"
+        );
         let table = self
             .engine
             .create_table(&ident, &self.cfg.index_table)
@@ -505,10 +565,7 @@ impl DocDb {
         };
         victims.sort_unstable();
         victims.dedup();
-        let mut dropped = Vec::new();
-        for &i in victims.iter().rev() {
-            dropped.push(st.indexes.remove(i));
-        }
+        let dropped = remove_indexes(&mut st, &victims);
         c.persist_entry(&st)?;
         for i in dropped {
             self.engine.drop_table(&i.ident).map_err(storage_error)?;
@@ -596,4 +653,25 @@ fn already_built(st: &CollState, def: &IndexDef) -> DocResult<bool> {
         }
     }
     Ok(exists)
+}
+
+/// Takes the indexes at `victims` (ascending positions) out of the collection's state.
+/// Asserted: the positions are distinct and in range, and none is the `_id` index, which a
+/// collection always has.
+pub(super) fn remove_indexes(st: &mut CollState, victims: &[usize]) -> Vec<Arc<Index>> {
+    assert!(
+        victims.windows(2).all(|w| w[0] < w[1]),
+        "index positions ascend, each once: {victims:?}"
+    );
+    assert!(
+        victims
+            .iter()
+            .all(|&i| st.indexes.get(i).is_some_and(|x| !x.def.is_id())),
+        "the indexes dropped exist and the _id index is not among them: {victims:?}"
+    );
+    victims
+        .iter()
+        .rev()
+        .map(|&i| st.indexes.remove(i))
+        .collect()
 }

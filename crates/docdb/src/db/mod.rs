@@ -472,3 +472,6 @@ impl DocDb {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
