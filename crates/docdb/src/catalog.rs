@@ -12,7 +12,6 @@
 //! tables are created before the entry that names them is written and dropped after the entry
 //! is deleted, and tables no entry names are dropped at open (a crash in between leaves no
 //! garbage behind).
-#![allow(clippy::result_large_err)]
 
 use crate::index::IndexDef;
 use bson::{doc, Bson, Document, Uuid};

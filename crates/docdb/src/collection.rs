@@ -13,7 +13,6 @@
 //!   writes while holding them. Two writers of the same unique key are therefore serialized
 //!   and the second sees the first's entry; writers of different keys rarely share a stripe.
 //!   Lock order: state → one document lock → key stripes in ascending order → catalog lock.
-#![allow(clippy::result_large_err)]
 
 use crate::catalog::{CollEntry, IndexEntry};
 use crate::index::{self, DocKeys, RecordId};

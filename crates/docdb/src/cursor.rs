@@ -8,7 +8,6 @@
 //! not seen). A snapshot kept so long that the versions it pins would fill the cache is
 //! discarded by the engine, and the cursor fails with SnapshotTooOld (239). Tailable cursors
 //! read the newest data at every scan instead: they exist to see new inserts.
-#![allow(clippy::result_large_err)]
 
 use crate::exec_stats::register;
 pub use crate::exec_stats::{watch, ExecStats, ExecTotals, ExecWatch};

@@ -16,7 +16,6 @@
 //! `$maxDistance`): each round scans the cap's covering, fetches documents not seen before,
 //! and releases, in distance order, every fetched document no farther than the cap's
 //! radius — a document nearer than that has a point in the cap, so none can come later.
-#![allow(clippy::result_large_err)]
 
 use crate::exec_stats::ExecStats;
 use crate::index::geo::cell_key;

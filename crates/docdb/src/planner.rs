@@ -12,7 +12,6 @@
 //! elements may satisfy them); one of them bounds the scan. A sparse index is not used for
 //! predicates that can match null/missing, nor for sort-only scans. A partial index is used
 //! only when the query implies its filter (`partial::implies`).
-#![allow(clippy::result_large_err)]
 
 use crate::index::Index;
 use crate::index::{IndexKind, WildcardSpec};

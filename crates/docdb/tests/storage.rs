@@ -1,4 +1,3 @@
-#![allow(clippy::result_large_err)]
 //! Storage side of docdb: catalog, CRUD on both engines, indexes, planner/explain, restart
 //! persistence, concurrency, bad input.
 

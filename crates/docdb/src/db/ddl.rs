@@ -1,6 +1,5 @@
 //! Catalog commands (DDL): create, list, drop and rename collections and databases; create, list and
 //! drop indexes (an index build reads the collection in batches).
-#![allow(clippy::result_large_err)]
 
 use super::*;
 

@@ -1,7 +1,6 @@
 //! The document database: the public API the wire server calls (catalog commands, writes,
 //! queries, explain, stats). See docs/docdb.md for the design. This file holds the API's
 //! types and opening the database; each family of calls is its own file.
-#![allow(clippy::result_large_err)]
 
 mod collmod;
 mod compact;

@@ -1,5 +1,4 @@
 //! Reads: planning a query (`exec_under`), find, index scans, count, distinct, aggregate.
-#![allow(clippy::result_large_err)]
 
 use super::*;
 

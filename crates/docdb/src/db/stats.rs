@@ -1,5 +1,4 @@
 //! `validate`, and the storage statistics of collections, databases and the engine.
-#![allow(clippy::result_large_err)]
 
 use super::*;
 

@@ -1,6 +1,5 @@
 //! Writes: insert, update, delete, findAndModify and the TTL pass. Update, delete and
 //! findAndModify share one loop over the matching documents (`modify_matching`).
-#![allow(clippy::result_large_err)]
 
 use super::*;
 
