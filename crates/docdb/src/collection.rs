@@ -99,10 +99,9 @@ pub struct Coll {
 }
 
 impl Coll {
-    #[allow(clippy::too_many_arguments)]
+    /// The handle of the collection `entry` describes (its database and name are the entry's
+    /// namespace's), over its open tables.
     pub fn new(
-        db: &str,
-        name: &str,
         engine: Arc<dyn KvEngine>,
         catalog_table: TableId,
         entry: &CollEntry,
@@ -126,6 +125,8 @@ impl Coll {
             Some((k, _)) => index::rid_from(&k)? + 1,
             None => 1,
         };
+        let (db, name) = crate::catalog::split_ns(&entry.ns)
+            .ok_or_else(|| DocError::internal_error(format!("bad catalog ns {}", entry.ns)))?;
         Ok(Coll {
             db: db.to_string(),
             name: name.to_string(),

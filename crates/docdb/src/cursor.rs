@@ -183,13 +183,16 @@ impl Exec {
             prefixes,
         } = &self.plan.access
         {
+            let target = crate::geo_index::NearTarget {
+                index: index.clone(),
+                path: path.clone(),
+                near: near.clone(),
+                prefixes: prefixes.clone(),
+            };
             let scan = crate::geo_index::NearScan::new(
                 self.engine.clone(),
                 self.table,
-                index.clone(),
-                path.clone(),
-                near.clone(),
-                prefixes.clone(),
+                target,
                 self.filter.clone(),
                 self.ownership.clone(),
                 self.stats.clone(),

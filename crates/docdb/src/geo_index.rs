@@ -236,20 +236,32 @@ pub struct NearScan {
     ready: VecDeque<(RecordId, Document, f64)>,
 }
 
+/// What a `$near` scan reads: the 2dsphere index, its geo field, the query's point and
+/// distances, and the key prefixes of the equalities before the geo field (see
+/// [`NearScan::prefixes`]).
+pub struct NearTarget {
+    pub index: Arc<Index>,
+    pub path: String,
+    pub near: Arc<NearQuery>,
+    pub prefixes: Option<Arc<Vec<Vec<u8>>>>,
+}
+
 impl NearScan {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         engine: Arc<dyn KvEngine>,
         table: TableId,
-        index: Arc<Index>,
-        path: String,
-        near: Arc<NearQuery>,
-        prefixes: Option<Arc<Vec<Vec<u8>>>>,
+        target: NearTarget,
         filter: Option<Arc<Matcher>>,
         ownership: Option<OwnershipFilter>,
         stats: Arc<ExecStats>,
         interrupt: Interrupt,
     ) -> DocResult<NearScan> {
+        let NearTarget {
+            index,
+            path,
+            near,
+            prefixes,
+        } = target;
         Ok(NearScan {
             snap: engine.snapshot().map_err(storage_error)?,
             engine,

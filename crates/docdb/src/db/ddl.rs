@@ -93,8 +93,6 @@ impl DocDb {
             multikey: false.into(),
         })];
         let c = Arc::new(Coll::new(
-            db,
-            coll,
             self.engine.clone(),
             self.catalog_table,
             &entry,
@@ -286,8 +284,6 @@ impl DocDb {
             self.release_dropped(t)?;
         }
         let moved = Arc::new(Coll::new(
-            to_db,
-            to_coll,
             self.engine.clone(),
             self.catalog_table,
             &entry,

@@ -334,7 +334,7 @@ impl DocDb {
         let mut startup_warnings = Vec::new();
         referenced.insert(CATALOG_TABLE.to_string());
         for e in entries {
-            let (db, name) = catalog::split_ns(&e.ns)
+            catalog::split_ns(&e.ns)
                 .ok_or_else(|| DocError::internal_error(format!("bad catalog ns {}", e.ns)))?;
             let table = engine.table_id(&e.ident).ok_or_else(|| {
                 DocError::internal_error(format!("catalog names missing table {}", e.ident))
@@ -353,16 +353,7 @@ impl DocDb {
                     multikey: i.multikey.into(),
                 }));
             }
-            let c = Coll::new(
-                db,
-                name,
-                engine.clone(),
-                catalog_table,
-                &e,
-                table,
-                idx,
-                hooks.clone(),
-            )?;
+            let c = Coll::new(engine.clone(), catalog_table, &e, table, idx, hooks.clone())?;
             c.prepare()?;
             startup_warnings.extend(legacy_collation_warnings(&c, &e));
             colls.insert(e.ns.clone(), Arc::new(c));
