@@ -399,12 +399,18 @@ impl Coll {
 
     /// Locks the stripes of the unique keys a write adds and checks that no other document
     /// holds them; the guards keep them until the write commits.
-    fn check_unique(
+    pub(crate) fn check_unique(
         &self,
         st: &CollState,
         rid: RecordId,
         unique_checks: &[(usize, &index::IndexKey)],
     ) -> DocResult<Vec<MutexGuard<'_, ()>>> {
+        // A key checked on a non-unique index would be looked up without its RecordId suffix
+        // and never found: the duplicate would go in.
+        assert!(
+            unique_checks.iter().all(|(i, _)| st.indexes[*i].def.unique),
+            "unique keys are checked on unique indexes only"
+        );
         let mut stripes: Vec<usize> = unique_checks
             .iter()
             .map(|(i, k)| Self::key_stripe(st.indexes[*i].table, &k.encoded))
@@ -453,7 +459,11 @@ impl Coll {
     }
 
     /// Keeps the (count, size) totals, once known, in step with a committed write.
-    fn count_write(&self, old: Option<&Document>, new_bytes: Option<&[u8]>) -> DocResult<()> {
+    pub(crate) fn count_write(
+        &self,
+        old: Option<&Document>,
+        new_bytes: Option<&[u8]>,
+    ) -> DocResult<()> {
         let old_size = old
             .map(|d| encode_doc(d).map(|b| b.len() as i64))
             .transpose()?;
@@ -461,6 +471,13 @@ impl Coll {
         if let Some((n, size)) = c.as_mut() {
             *n += new_bytes.is_some() as i64 - old.is_some() as i64;
             *size += new_bytes.map(|b| b.len() as i64).unwrap_or(0) - old_size.unwrap_or(0);
+            // Below zero, a document was removed that the totals never counted: a capped
+            // collection would trim by them.
+            assert!(
+                *n >= 0 && *size >= 0,
+                "{}: the counts stay whole ({n} documents, {size} bytes)",
+                self.ns
+            );
         }
         Ok(())
     }

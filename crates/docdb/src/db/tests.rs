@@ -256,3 +256,22 @@ fn drop_indexes_refuses_the_id_index() {
     let mut st = c.state.write();
     ddl::remove_indexes(&mut st, &[0]);
 }
+
+#[test]
+#[should_panic(expected = "unique keys are checked on unique indexes only")]
+fn unique_checks_refuse_a_non_unique_index() {
+    let (_db, c) = setup();
+    let st = c.state.read();
+    let keys = c.keys_for(&st, &doc! {"_id": 3, "a": 3}).unwrap();
+    let _ = c.check_unique(&st, 3, &[(1, &keys[1].keys[0])]);
+}
+
+#[test]
+#[should_panic(expected = "the counts stay whole")]
+fn counts_refuse_a_removal_never_counted() {
+    let (_db, c) = setup();
+    assert_eq!(c.counts().unwrap().0, 1);
+    let d = doc! {"_id": 1, "a": 1};
+    c.count_write(Some(&d), None).unwrap();
+    let _ = c.count_write(Some(&d), None);
+}
