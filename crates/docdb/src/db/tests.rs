@@ -263,7 +263,7 @@ fn unique_checks_refuse_a_non_unique_index() {
     let (_db, c) = setup();
     let st = c.state.read();
     let keys = c.keys_for(&st, &doc! {"_id": 3, "a": 3}).unwrap();
-    let _ = c.check_unique(&st, 3, &[(1, &keys[1].keys[0])]);
+    drop(c.check_unique(&st, 3, &[(1, &keys[1].keys[0])]));
 }
 
 #[test]
