@@ -12,7 +12,6 @@
 //! tables are created before the entry that names them is written and dropped after the entry
 //! is deleted, and tables no entry names are dropped at open (a crash in between leaves no
 //! garbage behind).
-#![allow(clippy::result_large_err)]
 
 use crate::index::IndexDef;
 use bson::{doc, Bson, Document, Uuid};
@@ -38,6 +37,30 @@ pub struct CollEntry {
 }
 
 impl CollEntry {
+    /// The invariants of an entry, asserted before it is written (a catalog that broke them
+    /// would open a collection whose indexes share a table or miss the `_id` index): exactly
+    /// one `_id` index; index names distinct; each index its own table, none the collection's.
+    pub fn assert_consistent(&self) {
+        let ids = self.indexes.iter().filter(|i| i.def.is_id()).count();
+        assert_eq!(ids, 1, "catalog entry {}: one _id index", self.ns);
+        let mut names = std::collections::HashSet::new();
+        let mut tables = std::collections::HashSet::from([self.ident.as_str()]);
+        for i in &self.indexes {
+            assert!(
+                names.insert(i.def.name.as_str()),
+                "catalog entry {}: index name {} twice",
+                self.ns,
+                i.def.name
+            );
+            assert!(
+                tables.insert(i.ident.as_str()),
+                "catalog entry {}: table {} named twice",
+                self.ns,
+                i.ident
+            );
+        }
+    }
+
     pub fn to_doc(&self) -> Document {
         let indexes: Vec<Bson> = self
             .indexes
@@ -308,5 +331,62 @@ mod tests {
             .contains_key("collation"));
         let o = bson::doc! {"collation": {"locale": "xx"}};
         assert_eq!(validate_create_options(&o).unwrap_err().code, 2);
+    }
+
+    /// An entry of `t.c` with the `_id` index and the given (name, table) indexes.
+    fn entry_with(indexes: &[(&str, &str)]) -> CollEntry {
+        let mut all = vec![IndexEntry {
+            def: IndexDef::id_index(None),
+            ident: "index-0".into(),
+            multikey: false,
+        }];
+        for (name, ident) in indexes {
+            let mut def = IndexDef::parse(&doc! {"key": {"a": 1}}).unwrap();
+            def.name = name.to_string();
+            all.push(IndexEntry {
+                def,
+                ident: ident.to_string(),
+                multikey: false,
+            });
+        }
+        CollEntry {
+            ns: ns("t", "c"),
+            uuid: Uuid::new(),
+            options: Document::new(),
+            ident: "collection".into(),
+            indexes: all,
+            next_index_ident: 3,
+        }
+    }
+
+    #[test]
+    fn a_consistent_entry_passes() {
+        entry_with(&[("a_1", "index-1"), ("b_1", "index-2")]).assert_consistent();
+    }
+
+    #[test]
+    #[should_panic(expected = "one _id index")]
+    fn an_entry_without_its_id_index_is_refused() {
+        let mut e = entry_with(&[]);
+        e.indexes.clear();
+        e.assert_consistent();
+    }
+
+    #[test]
+    #[should_panic(expected = "index name a_1 twice")]
+    fn an_index_name_twice_is_refused() {
+        entry_with(&[("a_1", "index-1"), ("a_1", "index-2")]).assert_consistent();
+    }
+
+    #[test]
+    #[should_panic(expected = "table index-1 named twice")]
+    fn an_index_table_twice_is_refused() {
+        entry_with(&[("a_1", "index-1"), ("b_1", "index-1")]).assert_consistent();
+    }
+
+    #[test]
+    #[should_panic(expected = "table collection named twice")]
+    fn an_index_in_the_collections_table_is_refused() {
+        entry_with(&[("a_1", "collection")]).assert_consistent();
     }
 }

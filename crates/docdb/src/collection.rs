@@ -13,10 +13,10 @@
 //!   writes while holding them. Two writers of the same unique key are therefore serialized
 //!   and the second sees the first's entry; writers of different keys rarely share a stripe.
 //!   Lock order: state → one document lock → key stripes in ascending order → catalog lock.
-#![allow(clippy::result_large_err)]
 
 use crate::catalog::{CollEntry, IndexEntry};
-use crate::index::{self, DocKeys, IndexDef, RecordId};
+use crate::index::{self, DocKeys, RecordId};
+pub use crate::index::{ambiguous_key_pattern, decode_doc, encode_doc, find_index, Index};
 use crate::scope::Hooks;
 use crate::storage_error;
 use bson::{Bson, Document, Uuid};
@@ -26,59 +26,13 @@ use query::error::{DocError, DocResult};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 const DOC_STRIPES: usize = 64;
 const KEY_STRIPES: usize = 256;
 /// mongod's BSONObjMaxUserSize.
 pub const MAX_DOC_SIZE: usize = 16 * 1024 * 1024;
-
-pub struct Index {
-    pub def: IndexDef,
-    pub ident: String,
-    pub table: TableId,
-    pub multikey: AtomicBool,
-}
-
-impl Index {
-    pub fn is_multikey(&self) -> bool {
-        self.multikey.load(Ordering::Acquire)
-    }
-}
-
-/// The index `which` names: by name (unique), or by key pattern — which several indexes may
-/// share (partial indexes with different filters, or different collations): then
-/// `ambiguous(first, second)` is the error, as mongod refuses to guess. `Ok(None)`: no index.
-pub fn find_index(
-    indexes: &[Arc<Index>],
-    which: &Bson,
-    ambiguous: impl FnOnce(&Index, &Index) -> DocError,
-) -> DocResult<Option<usize>> {
-    let mut found = indexes.iter().enumerate().filter(|(_, i)| match which {
-        Bson::String(n) => &i.def.name == n,
-        Bson::Document(k) => &i.def.key == k,
-        _ => false,
-    });
-    let first = found.next();
-    if let (Some((_, a)), Some((_, b))) = (first, found.next()) {
-        return Err(ambiguous(a, b));
-    }
-    Ok(first.map(|(pos, _)| pos))
-}
-
-/// mongod's AmbiguousIndexKeyPattern (181): a key pattern that names more than one index
-/// where one is needed (dropIndexes, collMod).
-pub fn ambiguous_key_pattern(key: &Bson, a: &Index, b: &Index) -> DocError {
-    DocError::with_code(
-        181,
-        "AmbiguousIndexKeyPattern",
-        format!(
-            "2 or more indexes found for key: {key}, identify by name instead. Conflicting indexes: {}, {}",
-            a.def.spec, b.def.spec
-        ),
-    )
-}
 
 pub struct CollState {
     pub indexes: Vec<Arc<Index>>,
@@ -144,23 +98,10 @@ pub struct Coll {
     pub default_collation: Option<Arc<query::collation::Collation>>,
 }
 
-pub fn encode_doc(doc: &Document) -> DocResult<Vec<u8>> {
-    let mut v = Vec::new();
-    doc.to_writer(&mut v)
-        .map_err(|e| DocError::bad_value(format!("cannot encode document: {e}")))?;
-    Ok(v)
-}
-
-pub fn decode_doc(bytes: &[u8]) -> DocResult<Document> {
-    Document::from_reader(bytes)
-        .map_err(|e| DocError::internal_error(format!("corrupt stored document: {e}")))
-}
-
 impl Coll {
-    #[allow(clippy::too_many_arguments)]
+    /// The handle of the collection `entry` describes (its database and name are the entry's
+    /// namespace's), over its open tables.
     pub fn new(
-        db: &str,
-        name: &str,
         engine: Arc<dyn KvEngine>,
         catalog_table: TableId,
         entry: &CollEntry,
@@ -184,6 +125,8 @@ impl Coll {
             Some((k, _)) => index::rid_from(&k)? + 1,
             None => 1,
         };
+        let (db, name) = crate::catalog::split_ns(&entry.ns)
+            .ok_or_else(|| DocError::internal_error(format!("bad catalog ns {}", entry.ns)))?;
         Ok(Coll {
             db: db.to_string(),
             name: name.to_string(),
@@ -262,6 +205,12 @@ impl Coll {
         sync: bool,
         bypass_validation: bool,
     ) -> DocResult<()> {
+        // A dropped handle's tables are gone or going: a write there would be lost.
+        assert!(!st.dropped, "an insert into the dropped {}", self.ns);
+        assert!(
+            doc.keys().next().is_some_and(|k| k == "_id"),
+            "an inserted document is prepared (its _id leads): {doc}"
+        );
         self.validate(doc, None, bypass_validation)?;
         let _order = self.capped.map(|_| self.capped_lock.lock());
         let rid = self.next_rid();
@@ -323,13 +272,38 @@ impl Coll {
     /// Writes this collection's catalog entry (from the current state).
     pub fn persist_entry(&self, st: &CollState) -> DocResult<()> {
         let _g = self.catalog_lock.lock();
-        let bytes = encode_doc(&self.entry(st).to_doc())?;
+        let entry = self.entry(st);
+        entry.assert_consistent();
+        self.assert_tables_open(st);
+        let bytes = encode_doc(&entry.to_doc())?;
         let mut b = WriteBatch::new();
         b.put(self.catalog_table, self.ns.as_bytes().to_vec(), bytes);
         self.engine
             .write(&b, WriteOptions { sync: true })
             .map_err(storage_error)?;
         Ok(())
+    }
+
+    /// The catalog entry matches its tables: the collection's and every index's table name
+    /// opens the very table the handle writes to.
+    fn assert_tables_open(&self, st: &CollState) {
+        assert_eq!(
+            self.engine.table_id(&self.ident),
+            Some(self.table),
+            "collection {}: its table {} is open",
+            self.ns,
+            self.ident
+        );
+        for i in &st.indexes {
+            assert_eq!(
+                self.engine.table_id(&i.ident),
+                Some(i.table),
+                "collection {}: index {} has its table {}",
+                self.ns,
+                i.def.name,
+                i.ident
+            );
+        }
     }
 
     pub fn get(&self, rid: RecordId) -> DocResult<Option<Document>> {
@@ -386,66 +360,65 @@ impl Coll {
         new: Option<&Document>,
         sync: bool,
     ) -> DocResult<()> {
+        assert!(
+            old.is_some() || new.is_some(),
+            "a write stores or removes a document"
+        );
+        check_id_kept(old, new);
+        debug_assert!(
+            old.is_some() || self.get(rid).is_ok_and(|d| d.is_none()),
+            "an insert's RecordId {rid} names no stored document in {}",
+            self.ns
+        );
         let old_keys = match old {
             Some(d) => self.keys_for(st, d)?,
             None => Vec::new(),
         };
-        let (new_keys, new_bytes) = match new {
-            Some(d) => {
-                query::limits::check_stored_depth(d)?;
-                let bytes = encode_doc(d)?;
-                if bytes.len() > MAX_DOC_SIZE {
-                    return Err(DocError::bson_object_too_large(format!(
-                        "object to insert too large. size in bytes: {}, max size: {MAX_DOC_SIZE}",
-                        bytes.len()
-                    )));
-                }
-                (self.keys_for(st, d)?, Some(bytes))
-            }
-            None => (Vec::new(), None),
+        let new_bytes = new.map(checked_bytes).transpose()?;
+        let new_keys = match new {
+            Some(d) => self.keys_for(st, d)?,
+            None => Vec::new(),
         };
         let mut batch = WriteBatch::new();
-        let mut unique_checks: Vec<(usize, &index::IndexKey)> = Vec::new();
-        let mut multikey = Vec::new();
-        let empty = Vec::new();
-        for (i, idx) in st.indexes.iter().enumerate() {
-            let unique = idx.def.unique;
-            let ok = old_keys.get(i).map(|k| &k.keys).unwrap_or(&empty);
-            let nk = new_keys.get(i).map(|k| &k.keys).unwrap_or(&empty);
-            if new_keys.get(i).is_some_and(|k| k.multikey) && !idx.is_multikey() {
-                multikey.push(i);
-            }
-            for k in ok {
-                if !nk.iter().any(|n| n.encoded == k.encoded) {
-                    batch.delete(idx.table, index::entry_key(unique, &k.encoded, rid));
-                }
-            }
-            for k in nk {
-                if !ok.iter().any(|o| o.encoded == k.encoded) {
-                    let value = if unique {
-                        index::rid_bytes(rid).to_vec()
-                    } else {
-                        k.payload.clone()
-                    };
-                    batch.put(idx.table, index::entry_key(unique, &k.encoded, rid), value);
-                    if unique {
-                        unique_checks.push((i, k));
-                    }
-                }
-            }
-        }
+        let staged = stage_index_writes(
+            &st.indexes,
+            rid,
+            old.map(|d| (d, old_keys.as_slice())),
+            new.map(|d| (d, new_keys.as_slice())),
+            &mut batch,
+        );
         match &new_bytes {
             Some(b) => batch.put(self.table, index::rid_bytes(rid).to_vec(), b.clone()),
             None => batch.delete(self.table, index::rid_bytes(rid).to_vec()),
         }
+        let _guards = self.check_unique(st, rid, &staged.unique_checks)?;
+        self.note_multikey(st, &staged.multikey)?;
+        self.commit(&mut batch, old, new, sync)?;
+        self.count_write(old, new_bytes.as_deref())
+    }
+
+    /// Locks the stripes of the unique keys a write adds and checks that no other document
+    /// holds them; the guards keep them until the write commits.
+    pub(crate) fn check_unique(
+        &self,
+        st: &CollState,
+        rid: RecordId,
+        unique_checks: &[(usize, &index::IndexKey)],
+    ) -> DocResult<Vec<MutexGuard<'_, ()>>> {
+        // A key checked on a non-unique index would be looked up without its RecordId suffix
+        // and never found: the duplicate would go in.
+        assert!(
+            unique_checks.iter().all(|(i, _)| st.indexes[*i].def.unique),
+            "unique keys are checked on unique indexes only"
+        );
         let mut stripes: Vec<usize> = unique_checks
             .iter()
             .map(|(i, k)| Self::key_stripe(st.indexes[*i].table, &k.encoded))
             .collect();
         stripes.sort_unstable();
         stripes.dedup();
-        let _guards: Vec<_> = stripes.iter().map(|&s| self.key_locks[s].lock()).collect();
-        for (i, k) in &unique_checks {
+        let guards: Vec<_> = stripes.iter().map(|&s| self.key_locks[s].lock()).collect();
+        for (i, k) in unique_checks {
             let idx = &st.indexes[*i];
             if let Some(v) = self
                 .engine
@@ -462,23 +435,49 @@ impl Coll {
                 }
             }
         }
-        self.note_multikey(st, &multikey)?;
+        Ok(guards)
+    }
+
+    /// Writes the batch, through the write hook when one is set.
+    fn commit(
+        &self,
+        batch: &mut WriteBatch,
+        old: Option<&Document>,
+        new: Option<&Document>,
+        sync: bool,
+    ) -> DocResult<()> {
         let token = match self.hooks.write_hook() {
-            Some(h) => h.before(&self.ns, old, new, &mut batch)?,
+            Some(h) => h.before(&self.ns, old, new, batch)?,
             None => None,
         };
-        let written = self.engine.write(&batch, WriteOptions { sync });
+        let written = self.engine.write(batch, WriteOptions { sync });
         if let Some(t) = token {
             t.finish(written.is_ok());
         }
         written.map_err(storage_error)?;
+        Ok(())
+    }
+
+    /// Keeps the (count, size) totals, once known, in step with a committed write.
+    pub(crate) fn count_write(
+        &self,
+        old: Option<&Document>,
+        new_bytes: Option<&[u8]>,
+    ) -> DocResult<()> {
         let old_size = old
             .map(|d| encode_doc(d).map(|b| b.len() as i64))
             .transpose()?;
         let mut c = self.counts.lock();
         if let Some((n, size)) = c.as_mut() {
-            *n += new.is_some() as i64 - old.is_some() as i64;
+            *n += new_bytes.is_some() as i64 - old.is_some() as i64;
             *size += new_bytes.map(|b| b.len() as i64).unwrap_or(0) - old_size.unwrap_or(0);
+            // Below zero, a document was removed that the totals never counted: a capped
+            // collection would trim by them.
+            assert!(
+                *n >= 0 && *size >= 0,
+                "{}: the counts stay whole ({n} documents, {size} bytes)",
+                self.ns
+            );
         }
         Ok(())
     }
@@ -518,6 +517,117 @@ impl Coll {
         }
         Ok(size)
     }
+}
+/// A document to store, encoded: within the nesting and size limits.
+fn checked_bytes(d: &Document) -> DocResult<Vec<u8>> {
+    query::limits::check_stored_depth(d)?;
+    let bytes = encode_doc(d)?;
+    if bytes.len() > MAX_DOC_SIZE {
+        return Err(DocError::bson_object_too_large(format!(
+            "object to insert too large. size in bytes: {}, max size: {MAX_DOC_SIZE}",
+            bytes.len()
+        )));
+    }
+    Ok(bytes)
+}
+
+/// A stored document has an `_id`, and an update keeps it (equal and of the same type: the
+/// update paths refuse any other, ImmutableField). A write that broke this would leave a
+/// document the `_id` index cannot find.
+fn check_id_kept(old: Option<&Document>, new: Option<&Document>) {
+    let Some(new) = new else { return };
+    let new_id = new.get("_id");
+    assert!(new_id.is_some(), "a stored document has an _id: {new}");
+    if let Some(old_id) = old.and_then(|o| o.get("_id")) {
+        let new_id = new_id.expect("checked above");
+        assert!(
+            query::compare::compare_bson(old_id, new_id) == std::cmp::Ordering::Equal
+                && old_id.element_type() == new_id.element_type(),
+            "an update keeps the document's _id: {old_id} became {new_id}"
+        );
+    }
+}
+
+/// The index entries one write stages: the unique keys it adds (index position, key), to be
+/// checked against other documents, and the indexes it makes multikey.
+pub(crate) struct StagedIndexWrites<'k> {
+    pub unique_checks: Vec<(usize, &'k index::IndexKey)>,
+    pub multikey: Vec<usize>,
+}
+
+/// Stages in `batch` the index entries that change when the document at `rid` goes from
+/// `old` to `new` (each with its keys, one [`DocKeys`] per index): the old document's entries
+/// that the new one lacks are deleted, the new one's that the old lacked are put.
+///
+/// Asserted, as an index that disagreed with its documents would answer queries wrongly from
+/// then on: RecordIds are positive; each side gives one key set per index; and (in debug
+/// builds, as it extracts the keys again) the keys given are exactly those each index's spec
+/// extracts from that side's document.
+pub(crate) fn stage_index_writes<'k>(
+    indexes: &[Arc<Index>],
+    rid: RecordId,
+    old: Option<(&Document, &'k [DocKeys])>,
+    new: Option<(&Document, &'k [DocKeys])>,
+    batch: &mut WriteBatch,
+) -> StagedIndexWrites<'k> {
+    assert!(rid > 0, "RecordIds are positive: {rid}");
+    for (doc, keys) in old.iter().chain(new.iter()) {
+        assert_eq!(
+            keys.len(),
+            indexes.len(),
+            "one key set per index for the document {doc}"
+        );
+        debug_assert!(
+            keys_match(indexes, doc, keys),
+            "the index keys given are the document's own: {doc}"
+        );
+    }
+    let mut staged = StagedIndexWrites {
+        unique_checks: Vec::new(),
+        multikey: Vec::new(),
+    };
+    let no_keys: &'k [index::IndexKey] = &[];
+    for (i, idx) in indexes.iter().enumerate() {
+        let unique = idx.def.unique;
+        let ok = old.map_or(no_keys, |(_, k)| k[i].keys.as_slice());
+        let nk = new.map_or(no_keys, |(_, k)| k[i].keys.as_slice());
+        if new.is_some_and(|(_, k)| k[i].multikey) && !idx.is_multikey() {
+            staged.multikey.push(i);
+        }
+        for k in ok {
+            if !nk.iter().any(|n| n.encoded == k.encoded) {
+                batch.delete(idx.table, index::entry_key(unique, &k.encoded, rid));
+            }
+        }
+        for k in nk {
+            if !ok.iter().any(|o| o.encoded == k.encoded) {
+                let value = if unique {
+                    index::rid_bytes(rid).to_vec()
+                } else {
+                    k.payload.clone()
+                };
+                batch.put(idx.table, index::entry_key(unique, &k.encoded, rid), value);
+                if unique {
+                    staged.unique_checks.push((i, k));
+                }
+            }
+        }
+    }
+    staged
+}
+
+/// Whether `keys` are, index by index, the encoded keys each index's spec extracts from `doc`.
+fn keys_match(indexes: &[Arc<Index>], doc: &Document, keys: &[DocKeys]) -> bool {
+    indexes.iter().zip(keys).all(|(idx, given)| {
+        index::doc_keys(&idx.def, doc).is_ok_and(|want| {
+            want.keys.len() == given.keys.len()
+                && want
+                    .keys
+                    .iter()
+                    .zip(&given.keys)
+                    .all(|(w, g)| w.encoded == g.encoded && w.payload == g.payload)
+        })
+    })
 }
 
 /// Checks a document for insertion and puts `_id` first (generating an ObjectId if missing).

@@ -2,7 +2,6 @@
 //! collections and indexes are created with; and `storage.*` of the configuration file, which
 //! this crate parses (the engine owns the serde types of `storage.wiredTiger` and
 //! `storage.flash`; the server composes the whole file).
-#![allow(clippy::result_large_err)]
 
 use engine::{EngineConfig, EngineKind, FlashSettings, TableConfig, WiredTigerSettings};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

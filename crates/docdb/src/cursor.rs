@@ -8,10 +8,10 @@
 //! not seen). A snapshot kept so long that the versions it pins would fill the cache is
 //! discarded by the engine, and the cursor fails with SnapshotTooOld (239). Tailable cursors
 //! read the newest data at every scan instead: they exist to see new inserts.
-#![allow(clippy::result_large_err)]
 
-use crate::collection::{decode_doc, Index};
-use crate::index;
+use crate::exec_stats::register;
+pub use crate::exec_stats::{watch, ExecStats, ExecTotals, ExecWatch};
+use crate::index::{self, decode_doc, Index};
 use crate::keystring;
 use crate::planner::{Access, Plan};
 use crate::scope::OwnershipFilter;
@@ -28,7 +28,7 @@ use query::sort::SortSpec;
 use query::text::{TextQuery, TextSpec, SCORE_FIELD};
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Documents a tailable cursor reads per scan.
@@ -102,87 +102,6 @@ impl Iterator for DocCursor {
         let _in_effect = collation::scope(self.collation.clone());
         self.inner.next()
     }
-}
-
-/// What the scans one command ran examined (the profiler's `keysExamined`, `docsExamined`
-/// and `planSummary`), collected per thread while an [`ExecWatch`] lives.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ExecTotals {
-    pub keys_examined: u64,
-    pub docs_examined: u64,
-    /// The first scan's plan, as mongod summarizes it (`COLLSCAN`, `IXSCAN { a: 1 }`).
-    pub plan_summary: Option<String>,
-}
-
-struct Watched {
-    stats: Arc<ExecStats>,
-    keys_before: u64,
-    docs_before: u64,
-    summary: Arc<str>,
-}
-
-/// Scans a watch follows at most (a command runs a bounded number: one per `$lookup` input
-/// document at worst; past this the totals stop growing rather than the list).
-const MAX_WATCHED: usize = 4096;
-
-thread_local! {
-    static WATCHED: std::cell::RefCell<Option<Vec<Watched>>> = const { std::cell::RefCell::new(None) };
-}
-
-/// Collects the scans this thread runs until dropped (nested watches restore the outer one).
-pub struct ExecWatch {
-    outer: Option<Vec<Watched>>,
-}
-
-/// Starts collecting this thread's scans (the server does, around each command).
-pub fn watch() -> ExecWatch {
-    let outer = WATCHED.with(|w| w.borrow_mut().replace(Vec::new()));
-    ExecWatch { outer }
-}
-
-impl ExecWatch {
-    /// What the scans examined since they were registered.
-    pub fn totals(&self) -> ExecTotals {
-        WATCHED.with(|w| {
-            let mut t = ExecTotals::default();
-            for s in w.borrow().iter().flatten() {
-                t.keys_examined += s.stats.keys_examined.load(Ordering::Relaxed) - s.keys_before;
-                t.docs_examined += s.stats.docs_examined.load(Ordering::Relaxed) - s.docs_before;
-                t.plan_summary.get_or_insert_with(|| s.summary.to_string());
-            }
-            t
-        })
-    }
-}
-
-impl Drop for ExecWatch {
-    fn drop(&mut self) {
-        let outer = self.outer.take();
-        WATCHED.with(|w| *w.borrow_mut() = outer);
-    }
-}
-
-fn register(stats: &Arc<ExecStats>, summary: &Arc<str>) {
-    WATCHED.with(|w| {
-        if let Some(list) = w.borrow_mut().as_mut() {
-            if list.len() < MAX_WATCHED {
-                list.push(Watched {
-                    stats: stats.clone(),
-                    keys_before: stats.keys_examined.load(Ordering::Relaxed),
-                    docs_before: stats.docs_examined.load(Ordering::Relaxed),
-                    summary: summary.clone(),
-                });
-            }
-        }
-    })
-}
-
-#[derive(Default, Debug)]
-pub struct ExecStats {
-    pub keys_examined: AtomicU64,
-    pub docs_examined: AtomicU64,
-    /// Documents that passed the filter (all examined ones when there is none).
-    pub matched: AtomicU64,
 }
 
 /// Everything needed to run a plan without borrowing the database.
@@ -264,13 +183,16 @@ impl Exec {
             prefixes,
         } = &self.plan.access
         {
+            let target = crate::geo_index::NearTarget {
+                index: index.clone(),
+                path: path.clone(),
+                near: near.clone(),
+                prefixes: prefixes.clone(),
+            };
             let scan = crate::geo_index::NearScan::new(
                 self.engine.clone(),
                 self.table,
-                index.clone(),
-                path.clone(),
-                near.clone(),
-                prefixes.clone(),
+                target,
                 self.filter.clone(),
                 self.ownership.clone(),
                 self.stats.clone(),

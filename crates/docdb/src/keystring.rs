@@ -23,7 +23,6 @@
 //! - binary: u32 length, subtype, bytes (MongoDB orders by length, subtype, then bytes).
 //! - ObjectId: 12 bytes; bool: 0/1; date: i64 with the sign bit flipped; timestamp: time, inc.
 //! - regex: escaped pattern, escaped flags; code with scope: escaped code, scope document.
-#![allow(clippy::result_large_err)]
 
 use bson::{Bson, Document};
 use query::compare::canonical_type_rank;

@@ -8,6 +8,7 @@ pub mod collection;
 pub mod config;
 pub mod cursor;
 pub mod db;
+mod exec_stats;
 pub mod geo_index;
 pub mod index;
 pub mod keystring;

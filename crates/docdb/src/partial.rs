@@ -8,7 +8,6 @@
 //! 6]}}`; `{a: {$gt: 5}}` implies `{a: {$gte: 5}}`. A filter `$or` is implied when one of its
 //! branches is. Anything else is "not implied", which only costs an index the planner could
 //! have used (a false "implied" would lose documents, so every rule is conservative).
-#![allow(clippy::result_large_err)]
 
 use bson::{Bson, Document};
 use query::compare::{bson_equal, canonical_type_rank, compare_bson, Num};

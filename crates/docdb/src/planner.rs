@@ -12,9 +12,8 @@
 //! elements may satisfy them); one of them bounds the scan. A sparse index is not used for
 //! predicates that can match null/missing, nor for sort-only scans. A partial index is used
 //! only when the query implies its filter (`partial::implies`).
-#![allow(clippy::result_large_err)]
 
-use crate::collection::Index;
+use crate::index::Index;
 use crate::index::{IndexKind, WildcardSpec};
 use crate::keystring::{self, prefix_successor};
 use bson::{Bson, Document};
@@ -751,7 +750,7 @@ pub fn plan(
             return Ok(collscan(rev));
         }
         // A key pattern several indexes share is IndexNotFound (27), as mongod's planner.
-        let found = crate::collection::find_index(indexes, h, |a, b| {
+        let found = crate::index::find_index(indexes, h, |a, b| {
             DocError::index_not_found(format!(
                 "error processing query: planner returned error :: caused by :: Hint matched multiple indexes, must hint by index name. Matched: {} and {}",
                 a.def.spec, b.def.spec
@@ -828,7 +827,7 @@ pub fn plan_text(
         )
     };
     if let Some(h) = hint {
-        let hinted = crate::collection::find_index(indexes, h, |_, _| no_plan())?;
+        let hinted = crate::index::find_index(indexes, h, |_, _| no_plan())?;
         match hinted {
             None => {
                 return Err(DocError::bad_value(

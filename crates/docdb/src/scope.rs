@@ -11,7 +11,6 @@
 //!   primitive, after unique-key checks and before the engine batch is applied: it may refuse
 //!   the write, add entries to the same atomic batch, and hand back a token that is told
 //!   whether the batch was applied.
-#![allow(clippy::result_large_err)]
 
 use bson::Document;
 use engine::WriteBatch;

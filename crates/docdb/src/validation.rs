@@ -8,7 +8,6 @@
 //!   and mongod's `errInfo` (`failingDocumentId`, `details`); `warn` lets it through and
 //!   reports it to the warning sink (the server's log).
 //! - `bypassDocumentValidation: true` on a write skips the check.
-#![allow(clippy::result_large_err)]
 
 use bson::{doc, Bson, Document};
 use query::error::{DocError, DocResult};

@@ -60,23 +60,7 @@ fn near_and_within_index_vs_scan() {
         .map(|_| (rng.gen_range(LNG.0..LNG.1), rng.gen_range(LAT.0..LAT.1)))
         .collect();
     let db = DocDb::open(DocDbConfig::in_memory()).unwrap();
-    let t = Instant::now();
-    for (c, chunk) in pts.chunks(1000).enumerate() {
-        let docs: Vec<Document> = chunk
-            .iter()
-            .enumerate()
-            .map(|(i, (x, y))| doc! {"_id": (c * 1000 + i) as i64, "loc": {"type": "Point", "coordinates": [x, y]}})
-            .collect();
-        assert!(db
-            .insert("b", "pts", docs, WriteOpts::default())
-            .write_errors
-            .is_empty());
-    }
-    let load_s = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    db.create_indexes("b", "pts", &[doc! {"key": {"loc": "2dsphere"}}])
-        .unwrap();
-    let index_s = t.elapsed().as_secs_f64();
+    let (load_s, index_s) = load_points(&db, &pts);
 
     let centers: Vec<(f64, f64)> = (0..100)
         .map(|_| {
@@ -120,31 +104,7 @@ fn near_and_within_index_vs_scan() {
         assert_eq!(&near_ids[i], got, "index and scan agree on the 10 nearest");
     }
 
-    // $geoWithin a 1° × 1° square (~0.13 % of the box: ~130 points), index vs $natural.
-    let squares: Vec<Document> = centers
-        .iter()
-        .map(|(x, y)| doc! {"loc": {"$geoWithin": {"$geometry": {"type": "Polygon", "coordinates": [[
-            [x - 0.5, y - 0.5], [x + 0.5, y - 0.5], [x + 0.5, y + 0.5], [x - 0.5, y + 0.5], [x - 0.5, y - 0.5]
-        ]]}}}})
-        .collect();
-    let within = |f: &Document, hint: Option<Bson>| {
-        let q = FindQuery {
-            filter: f.clone(),
-            hint,
-            ..Default::default()
-        };
-        let mut v = ids(&db, &q);
-        v.sort_unstable();
-        v
-    };
-    let (within_ms, within_ids) = timed(&squares, |f| within(f, None));
-    let (within_scan_ms, within_scan_ids) = timed(&squares[..10], |f| {
-        within(f, Some(Bson::Document(doc! {"$natural": 1})))
-    });
-    for (i, got) in within_scan_ids.iter().enumerate() {
-        assert_eq!(&within_ids[i], got, "index and scan agree on $geoWithin");
-    }
-    let matched: usize = within_ids.iter().map(Vec::len).sum::<usize>() / within_ids.len();
+    let (within_ms, within_scan_ms, matched) = within_index_vs_scan(&db, &centers);
 
     let p50 = |v: &[f64]| percentile(v, 0.5);
     println!(
@@ -184,4 +144,57 @@ fn near_and_within_index_vs_scan() {
         serde_json::to_string_pretty(&Bson::Document(report).into_relaxed_extjson()).unwrap();
     std::fs::write(&path, json).unwrap();
     println!("wrote {}", path.display());
+}
+
+/// Loads the points as GeoJSON documents and builds their 2dsphere index; returns the seconds
+/// each took.
+fn load_points(db: &DocDb, pts: &[(f64, f64)]) -> (f64, f64) {
+    let t = Instant::now();
+    for (c, chunk) in pts.chunks(1000).enumerate() {
+        let docs: Vec<Document> = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, (x, y))| doc! {"_id": (c * 1000 + i) as i64, "loc": {"type": "Point", "coordinates": [x, y]}})
+            .collect();
+        assert!(db
+            .insert("b", "pts", docs, WriteOpts::default())
+            .write_errors
+            .is_empty());
+    }
+    let load_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    db.create_indexes("b", "pts", &[doc! {"key": {"loc": "2dsphere"}}])
+        .unwrap();
+    (load_s, t.elapsed().as_secs_f64())
+}
+
+/// `$geoWithin` squares around the centers through the index and by `$natural` scans (which
+/// must agree): the latencies of both, and the mean matches per square.
+fn within_index_vs_scan(db: &DocDb, centers: &[(f64, f64)]) -> (Vec<f64>, Vec<f64>, usize) {
+    // $geoWithin a 1° × 1° square (~0.13 % of the box: ~130 points), index vs $natural.
+    let squares: Vec<Document> = centers
+        .iter()
+        .map(|(x, y)| doc! {"loc": {"$geoWithin": {"$geometry": {"type": "Polygon", "coordinates": [[
+            [x - 0.5, y - 0.5], [x + 0.5, y - 0.5], [x + 0.5, y + 0.5], [x - 0.5, y + 0.5], [x - 0.5, y - 0.5]
+        ]]}}}})
+        .collect();
+    let within = |f: &Document, hint: Option<Bson>| {
+        let q = FindQuery {
+            filter: f.clone(),
+            hint,
+            ..Default::default()
+        };
+        let mut v = ids(db, &q);
+        v.sort_unstable();
+        v
+    };
+    let (within_ms, within_ids) = timed(&squares, |f| within(f, None));
+    let (within_scan_ms, within_scan_ids) = timed(&squares[..10], |f| {
+        within(f, Some(Bson::Document(doc! {"$natural": 1})))
+    });
+    for (i, got) in within_scan_ids.iter().enumerate() {
+        assert_eq!(&within_ids[i], got, "index and scan agree on $geoWithin");
+    }
+    let matched: usize = within_ids.iter().map(Vec::len).sum::<usize>() / within_ids.len();
+    (within_ms, within_scan_ms, matched)
 }

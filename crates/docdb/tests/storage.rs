@@ -1,4 +1,3 @@
-#![allow(clippy::result_large_err)]
 //! Storage side of docdb: catalog, CRUD on both engines, indexes, planner/explain, restart
 //! persistence, concurrency, bad input.
 
@@ -269,55 +268,7 @@ fn multikey_compound_descending_and_explain() {
         // Parallel arrays are refused.
         let out = ins(&db, "m", vec![doc! {"a": [1, 2], "b": [3, 4]}]);
         assert_eq!(out.write_errors[0].error.code, 171);
-        // Compound with descending second field: equality + range + sort from the index.
-        let q = FindQuery {
-            filter: doc! {"a": 2, "b": {"$gt": 10, "$lte": 40}},
-            sort: Some(doc! {"a": 1, "b": -1}),
-            ..Default::default()
-        };
-        let r: Vec<i32> = all(&db, "m", q.clone())
-            .iter()
-            .map(|d| d.get_i32("b").unwrap())
-            .collect();
-        assert_eq!(r, vec![37, 32, 27, 22, 17, 12]);
-        let ex = db.explain_find("t", "m", &q).unwrap();
-        assert_eq!(winning_stage(&ex), "IXSCAN a_1_b_-1");
-        let wp = ex
-            .get_document("queryPlanner")
-            .unwrap()
-            .get_document("winningPlan")
-            .unwrap();
-        assert_eq!(
-            wp.get_str("stage").unwrap(),
-            "FETCH",
-            "sort provided by the index: {wp}"
-        );
-        let stats = ex.get_document("executionStats").unwrap();
-        assert_eq!(stats.get_i64("totalKeysExamined").unwrap(), 6);
-        // Reverse sort uses the index backwards.
-        let q = FindQuery {
-            filter: doc! {"a": 2},
-            sort: Some(doc! {"b": 1}),
-            ..Default::default()
-        };
-        let r: Vec<i32> = all(&db, "m", q.clone())
-            .iter()
-            .map(|d| d.get_i32("b").unwrap())
-            .collect();
-        assert_eq!(r, vec![2, 7, 12, 17, 22, 27, 32, 37, 42, 47]);
-        let ex = db.explain_find("t", "m", &q).unwrap();
-        let wp = ex
-            .get_document("queryPlanner")
-            .unwrap()
-            .get_document("winningPlan")
-            .unwrap();
-        assert_eq!(
-            wp.get_document("inputStage")
-                .unwrap()
-                .get_str("direction")
-                .unwrap(),
-            "backward"
-        );
+        compound_descending_plans(&db);
         // Sort-only use of an index; COLLSCAN when nothing applies.
         let ex = db
             .explain_find(
@@ -376,25 +327,11 @@ fn index_plans_match_collscan_on_random_data() {
     )
     .unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-    let val = |rng: &mut rand::rngs::StdRng| -> Bson {
-        match rng.gen_range(0..7) {
-            0 => Bson::Int32(rng.gen_range(-5..5)),
-            1 => Bson::Int64(rng.gen_range(-5..5)),
-            2 => Bson::Double(rng.gen_range(-5.0..5.0f64).round() / 2.0),
-            3 => Bson::String(["a", "b", "ab", ""][rng.gen_range(0..4)].into()),
-            4 => Bson::Null,
-            5 => Bson::Array(vec![
-                Bson::Int32(rng.gen_range(-5..5)),
-                Bson::Int32(rng.gen_range(-5..5)),
-            ]),
-            _ => Bson::Boolean(rng.gen()),
-        }
-    };
     let mut docs = Vec::new();
     for i in 0..400 {
         let mut d = doc! {"_id": i};
         if rng.gen_bool(0.9) {
-            d.insert("a", val(&mut rng));
+            d.insert("a", random_value(&mut rng));
         }
         d.insert("b", Bson::Int32(rng.gen_range(0..6)));
         d.insert("s", Bson::String(format!("k{}", rng.gen_range(0..30))));
@@ -407,14 +344,17 @@ fn index_plans_match_collscan_on_random_data() {
         let mut f = Document::new();
         match rng.gen_range(0..5) {
             0 => {
-                f.insert("a", doc! {op: val(&mut rng)});
+                f.insert("a", doc! {op: random_value(&mut rng)});
             }
             1 => {
                 f.insert("b", rng.gen_range(0..6));
-                f.insert("a", doc! {op: val(&mut rng)});
+                f.insert("a", doc! {op: random_value(&mut rng)});
             }
             2 => {
-                f.insert("a", doc! {"$gte": val(&mut rng), "$lt": val(&mut rng)});
+                f.insert(
+                    "a",
+                    doc! {"$gte": random_value(&mut rng), "$lt": random_value(&mut rng)},
+                );
             }
             3 => {
                 f.insert(
@@ -471,39 +411,7 @@ fn index_plans_match_collscan_on_random_data() {
 #[test]
 fn restart_keeps_catalog_indexes_and_data() {
     let dir = tempfile::tempdir().unwrap();
-    {
-        let db = DocDb::open(small_disk(dir.path())).unwrap();
-        db.create_collection("app", "users", &doc! {}).unwrap();
-        db.create_indexes(
-            "app",
-            "users",
-            &[doc! {"key": {"email": 1}, "name": "email_1", "unique": true}],
-        )
-        .unwrap();
-        let docs: Vec<Document> = (0..300)
-            .map(|i| doc! {"_id": i, "email": format!("u{i}@x"), "tags": [i % 2, 5]})
-            .collect();
-        assert_eq!(db.insert("app", "users", docs, WriteOpts::default()).n, 300);
-        db.create_indexes(
-            "app",
-            "users",
-            &[doc! {"key": {"tags": 1}, "name": "tags_1"}],
-        )
-        .unwrap();
-        db.insert(
-            "app",
-            "other",
-            vec![doc! {"x": 1}],
-            WriteOpts {
-                ordered: true,
-                journal: true,
-                ..WriteOpts::default()
-            },
-        );
-        db.rename_collection("app", "other", "app2", "moved", false)
-            .unwrap();
-        db.shutdown().unwrap();
-    }
+    fill_before_restart(dir.path());
     let db = DocDb::open(small_disk(dir.path())).unwrap();
     let names: Vec<String> = db
         .list_databases()
@@ -649,55 +557,7 @@ fn upsert_multi_replacement_and_find_and_modify() {
             all(&db, "w", filter(doc! {"_id": 77}))[0],
             doc! {"_id": 77, "k": 1}
         );
-        // findAndModify: sort picks the document, new returns the update.
-        let r = db
-            .find_and_modify(
-                "t",
-                "w",
-                &FindAndModify {
-                    query: doc! {"g": 1},
-                    sort: Some(doc! {"_id": -1}),
-                    update: Some(Bson::Document(doc! {"$set": {"picked": true}})),
-                    new: true,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
-        assert_eq!(r.value.as_ref().unwrap().get_i32("_id").unwrap(), 9);
-        assert!(r.value.unwrap().get_bool("picked").unwrap());
-        assert!(r.updated_existing);
-        let r = db
-            .find_and_modify(
-                "t",
-                "w",
-                &FindAndModify {
-                    query: doc! {"_id": 0},
-                    remove: true,
-                    fields: Some(doc! {"g": 1}),
-                    ..Default::default()
-                },
-            )
-            .unwrap();
-        assert_eq!(r.value.unwrap(), doc! {"_id": 0, "g": 0});
-        let r = db
-            .find_and_modify(
-                "t",
-                "w",
-                &FindAndModify {
-                    query: doc! {"_id": 500},
-                    update: Some(Bson::Document(doc! {"$set": {"z": 1}})),
-                    upsert: true,
-                    new: true,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
-        assert_eq!(r.upserted, Some(Bson::Int32(500)));
-        assert_eq!(r.value.unwrap(), doc! {"_id": 500, "z": 1});
-        let err = db
-            .find_and_modify("t", "w", &FindAndModify::default())
-            .unwrap_err();
-        assert_eq!(err.code, 9);
+        find_and_modify_picks_by_sort(&db);
         // distinct, count with skip/limit, aggregate with a leading $match.
         let g = db.distinct("t", "w", "g", &FindQuery::default()).unwrap();
         assert_eq!(g, vec![Bson::Int32(0), Bson::Int32(1)]);
@@ -999,4 +859,161 @@ fn stale_out_temporaries_are_dropped_at_open_and_renames_replace_whole() {
         tables_before + 2,
         "only the target's tables (documents and _id) are left beside an empty database's"
     );
+}
+
+/// A compound index with a descending field answers equality, range and sort, and backwards the reverse sort.
+fn compound_descending_plans(db: &DocDb) {
+    // Compound with descending second field: equality + range + sort from the index.
+    let q = FindQuery {
+        filter: doc! {"a": 2, "b": {"$gt": 10, "$lte": 40}},
+        sort: Some(doc! {"a": 1, "b": -1}),
+        ..Default::default()
+    };
+    let r: Vec<i32> = all(db, "m", q.clone())
+        .iter()
+        .map(|d| d.get_i32("b").unwrap())
+        .collect();
+    assert_eq!(r, vec![37, 32, 27, 22, 17, 12]);
+    let ex = db.explain_find("t", "m", &q).unwrap();
+    assert_eq!(winning_stage(&ex), "IXSCAN a_1_b_-1");
+    let wp = ex
+        .get_document("queryPlanner")
+        .unwrap()
+        .get_document("winningPlan")
+        .unwrap();
+    assert_eq!(
+        wp.get_str("stage").unwrap(),
+        "FETCH",
+        "sort provided by the index: {wp}"
+    );
+    let stats = ex.get_document("executionStats").unwrap();
+    assert_eq!(stats.get_i64("totalKeysExamined").unwrap(), 6);
+    // Reverse sort uses the index backwards.
+    let q = FindQuery {
+        filter: doc! {"a": 2},
+        sort: Some(doc! {"b": 1}),
+        ..Default::default()
+    };
+    let r: Vec<i32> = all(db, "m", q.clone())
+        .iter()
+        .map(|d| d.get_i32("b").unwrap())
+        .collect();
+    assert_eq!(r, vec![2, 7, 12, 17, 22, 27, 32, 37, 42, 47]);
+    let ex = db.explain_find("t", "m", &q).unwrap();
+    let wp = ex
+        .get_document("queryPlanner")
+        .unwrap()
+        .get_document("winningPlan")
+        .unwrap();
+    assert_eq!(
+        wp.get_document("inputStage")
+            .unwrap()
+            .get_str("direction")
+            .unwrap(),
+        "backward"
+    );
+}
+
+/// findAndModify: the sort picks the document, `new` returns it updated.
+fn find_and_modify_picks_by_sort(db: &DocDb) {
+    // findAndModify: sort picks the document, new returns the update.
+    let r = db
+        .find_and_modify(
+            "t",
+            "w",
+            &FindAndModify {
+                query: doc! {"g": 1},
+                sort: Some(doc! {"_id": -1}),
+                update: Some(Bson::Document(doc! {"$set": {"picked": true}})),
+                new: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(r.value.as_ref().unwrap().get_i32("_id").unwrap(), 9);
+    assert!(r.value.unwrap().get_bool("picked").unwrap());
+    assert!(r.updated_existing);
+    let r = db
+        .find_and_modify(
+            "t",
+            "w",
+            &FindAndModify {
+                query: doc! {"_id": 0},
+                remove: true,
+                fields: Some(doc! {"g": 1}),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(r.value.unwrap(), doc! {"_id": 0, "g": 0});
+    let r = db
+        .find_and_modify(
+            "t",
+            "w",
+            &FindAndModify {
+                query: doc! {"_id": 500},
+                update: Some(Bson::Document(doc! {"$set": {"z": 1}})),
+                upsert: true,
+                new: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(r.upserted, Some(Bson::Int32(500)));
+    assert_eq!(r.value.unwrap(), doc! {"_id": 500, "z": 1});
+    let err = db
+        .find_and_modify("t", "w", &FindAndModify::default())
+        .unwrap_err();
+    assert_eq!(err.code, 9);
+}
+
+/// A value of a random type for the random-data test (numbers, strings, null, arrays, booleans).
+fn random_value(rng: &mut rand::rngs::StdRng) -> Bson {
+    match rng.gen_range(0..7) {
+        0 => Bson::Int32(rng.gen_range(-5..5)),
+        1 => Bson::Int64(rng.gen_range(-5..5)),
+        2 => Bson::Double(rng.gen_range(-5.0..5.0f64).round() / 2.0),
+        3 => Bson::String(["a", "b", "ab", ""][rng.gen_range(0..4)].into()),
+        4 => Bson::Null,
+        5 => Bson::Array(vec![
+            Bson::Int32(rng.gen_range(-5..5)),
+            Bson::Int32(rng.gen_range(-5..5)),
+        ]),
+        _ => Bson::Boolean(rng.gen()),
+    }
+}
+
+/// The state the restart must keep: a unique and a multikey index, 300 users, a renamed collection.
+fn fill_before_restart(dir: &std::path::Path) {
+    let db = DocDb::open(small_disk(dir)).unwrap();
+    db.create_collection("app", "users", &doc! {}).unwrap();
+    db.create_indexes(
+        "app",
+        "users",
+        &[doc! {"key": {"email": 1}, "name": "email_1", "unique": true}],
+    )
+    .unwrap();
+    let docs: Vec<Document> = (0..300)
+        .map(|i| doc! {"_id": i, "email": format!("u{i}@x"), "tags": [i % 2, 5]})
+        .collect();
+    assert_eq!(db.insert("app", "users", docs, WriteOpts::default()).n, 300);
+    db.create_indexes(
+        "app",
+        "users",
+        &[doc! {"key": {"tags": 1}, "name": "tags_1"}],
+    )
+    .unwrap();
+    db.insert(
+        "app",
+        "other",
+        vec![doc! {"x": 1}],
+        WriteOpts {
+            ordered: true,
+            journal: true,
+            ..WriteOpts::default()
+        },
+    );
+    db.rename_collection("app", "other", "app2", "moved", false)
+        .unwrap();
+    db.shutdown().unwrap();
 }

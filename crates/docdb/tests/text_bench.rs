@@ -100,6 +100,63 @@ fn text_search_and_facet_pagination() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(100_000);
     let db = DocDb::open(DocDbConfig::in_memory()).unwrap();
+    let (load_s, index_s) = load_and_index(&db, n);
+
+    // A term of middling frequency (rank 200 of the Zipf vocabulary) and a two-term query.
+    let searches = [word(200), format!("{} {}", word(300), word(1200))];
+    let spec = TextSpec::parse(
+        &["title".into(), "body".into()],
+        Some(&Bson::Document(doc! {"title": 5})),
+        None,
+        None,
+        None,
+    )
+    .unwrap();
+    let results: Vec<Bson> = searches
+        .iter()
+        .map(|search| text_search_against_scan(&db, &spec, search))
+        .collect();
+
+    let facets = facet_pagination(&db, &searches[0]);
+    println!(
+        "$facet page+total: p50 {:.2} ms p99 {:.2} ms; over $text: p50 {:.2} ms p99 {:.2} ms",
+        percentile(&facets.page_ms, 0.5),
+        percentile(&facets.page_ms, 0.99),
+        percentile(&facets.text_page_ms, 0.5),
+        percentile(&facets.text_page_ms, 0.99)
+    );
+    let report = doc! {
+        "benchmark": "text_facet",
+        "documents": n as i64,
+        "engine": "in-memory (DocDbConfig::in_memory)",
+        "build": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "vocabulary": VOCABULARY as i64,
+        "words_per_document": 35,
+        "seed": SEED as i64,
+        "load_s": load_s,
+        "index_build_s": index_s,
+        "text_search": results,
+        "facet_pagination": {
+            "pipeline": format!("{:?}", facets.page),
+            "latency": summary(&facets.page_ms),
+        },
+        "text_facet_pagination": {
+            "pipeline": format!("{:?}", facets.text_page),
+            "latency": summary(&facets.text_page_ms),
+        },
+    };
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("text_facet.json");
+    let json =
+        serde_json::to_string_pretty(&Bson::Document(report).into_relaxed_extjson()).unwrap();
+    std::fs::write(&path, json).unwrap();
+    println!("wrote {}", path.display());
+}
+
+/// Loads the corpus of `n` documents and builds its text and category indexes; returns the
+/// seconds each took.
+fn load_and_index(db: &DocDb, n: usize) -> (f64, f64) {
     let docs = corpus(n);
     let t = Instant::now();
     for chunk in docs.chunks(1000) {
@@ -117,59 +174,61 @@ fn text_search_and_facet_pagination() {
         ],
     )
     .unwrap();
-    let index_s = t.elapsed().as_secs_f64();
+    (load_s, t.elapsed().as_secs_f64())
+}
 
-    // A term of middling frequency (rank 200 of the Zipf vocabulary) and a two-term query.
-    let searches = [word(200), format!("{} {}", word(300), word(1200))];
-    let spec = TextSpec::parse(
-        &["title".into(), "body".into()],
-        Some(&Bson::Document(doc! {"title": 5})),
-        None,
-        None,
-        None,
-    )
-    .unwrap();
-    let mut results = Vec::new();
-    for search in &searches {
-        let filter = doc! {"$text": {"$search": search.clone()}};
-        let q = FindQuery {
-            filter: filter.clone(),
-            ..Default::default()
-        };
-        assert_eq!(
-            db.plan_summary("b", "posts", &q).unwrap(),
-            "IXSCAN title_text_body_text"
-        );
-        let (text_ms, text_n) = timed(20, || db.find("b", "posts", &q).unwrap().count());
-        // The same filter by a collection scan: every document read and held to the same
-        // text predicate (tokenized and stemmed as the index would).
-        let resolved = TextOperand::parse(filter.get("$text").unwrap())
+/// One `$text` search timed through the index and by a collection scan holding every
+/// document to the same predicate; both must find the same documents.
+fn text_search_against_scan(db: &DocDb, spec: &TextSpec, search: &str) -> Bson {
+    let filter = doc! {"$text": {"$search": search}};
+    let q = FindQuery {
+        filter: filter.clone(),
+        ..Default::default()
+    };
+    assert_eq!(
+        db.plan_summary("b", "posts", &q).unwrap(),
+        "IXSCAN title_text_body_text"
+    );
+    let (text_ms, text_n) = timed(20, || db.find("b", "posts", &q).unwrap().count());
+    // The same filter by a collection scan: every document read and held to the same
+    // text predicate (tokenized and stemmed as the index would).
+    let resolved = TextOperand::parse(filter.get("$text").unwrap())
+        .unwrap()
+        .resolve(spec.default_language)
+        .unwrap();
+    let all = FindQuery::default();
+    let (scan_ms, scan_n) = timed(5, || {
+        db.find("b", "posts", &all)
             .unwrap()
-            .resolve(spec.default_language)
-            .unwrap();
-        let all = FindQuery::default();
-        let (scan_ms, scan_n) = timed(5, || {
-            db.find("b", "posts", &all)
-                .unwrap()
-                .filter(|d| spec.matches(d.as_ref().unwrap(), &resolved).unwrap())
-                .count()
-        });
-        assert_eq!(text_n, scan_n, "the index and the scan agree on {search}");
-        let speedup = percentile(&scan_ms, 0.5) / percentile(&text_ms, 0.5);
-        println!(
-            "$text {search:?}: {text_n} matches, p50 {:.2} ms; collection scan p50 {:.1} ms; {speedup:.0}x",
-            percentile(&text_ms, 0.5),
-            percentile(&scan_ms, 0.5)
-        );
-        results.push(Bson::Document(doc! {
-            "search": search.clone(),
-            "matches": text_n as i64,
-            "text_index": summary(&text_ms),
-            "collection_scan": summary(&scan_ms),
-            "speedup_p50": speedup,
-        }));
-    }
+            .filter(|d| spec.matches(d.as_ref().unwrap(), &resolved).unwrap())
+            .count()
+    });
+    assert_eq!(text_n, scan_n, "the index and the scan agree on {search}");
+    let speedup = percentile(&scan_ms, 0.5) / percentile(&text_ms, 0.5);
+    println!(
+        "$text {search:?}: {text_n} matches, p50 {:.2} ms; collection scan p50 {:.1} ms; {speedup:.0}x",
+        percentile(&text_ms, 0.5),
+        percentile(&scan_ms, 0.5)
+    );
+    Bson::Document(doc! {
+        "search": search,
+        "matches": text_n as i64,
+        "text_index": summary(&text_ms),
+        "collection_scan": summary(&scan_ms),
+        "speedup_p50": speedup,
+    })
+}
 
+/// The two pagination pipelines and their latencies.
+struct FacetPagination {
+    page: Vec<Document>,
+    page_ms: Vec<f64>,
+    text_page: Vec<Document>,
+    text_page_ms: Vec<f64>,
+}
+
+/// "Page plus total" pagination timed by category and over a text search.
+fn facet_pagination(db: &DocDb, search: &str) -> FacetPagination {
     // "Page plus total" pagination: one category, newest first, page 3 of 20.
     let page = vec![
         doc! {"$match": {"category": 7}},
@@ -190,7 +249,7 @@ fn text_search_and_facet_pagination() {
     });
     // The same over a text search, ranked by score.
     let text_page = vec![
-        doc! {"$match": {"$text": {"$search": searches[0].clone()}}},
+        doc! {"$match": {"$text": {"$search": search}}},
         doc! {"$sort": {"score": {"$meta": "textScore"}}},
         doc! {"$facet": {
             "items": [{"$skip": 20}, {"$limit": 20}, {"$project": {"title": 1, "score": {"$meta": "textScore"}}}],
@@ -202,38 +261,10 @@ fn text_search_and_facet_pagination() {
             .unwrap()
             .count()
     });
-    println!(
-        "$facet page+total: p50 {:.2} ms p99 {:.2} ms; over $text: p50 {:.2} ms p99 {:.2} ms",
-        percentile(&facet_ms, 0.5),
-        percentile(&facet_ms, 0.99),
-        percentile(&text_facet_ms, 0.5),
-        percentile(&text_facet_ms, 0.99)
-    );
-    let report = doc! {
-        "benchmark": "text_facet",
-        "documents": n as i64,
-        "engine": "in-memory (DocDbConfig::in_memory)",
-        "build": if cfg!(debug_assertions) { "debug" } else { "release" },
-        "vocabulary": VOCABULARY as i64,
-        "words_per_document": 35,
-        "seed": SEED as i64,
-        "load_s": load_s,
-        "index_build_s": index_s,
-        "text_search": results,
-        "facet_pagination": {
-            "pipeline": format!("{page:?}"),
-            "latency": summary(&facet_ms),
-        },
-        "text_facet_pagination": {
-            "pipeline": format!("{text_page:?}"),
-            "latency": summary(&text_facet_ms),
-        },
-    };
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("text_facet.json");
-    let json =
-        serde_json::to_string_pretty(&Bson::Document(report).into_relaxed_extjson()).unwrap();
-    std::fs::write(&path, json).unwrap();
-    println!("wrote {}", path.display());
+    FacetPagination {
+        page,
+        page_ms: facet_ms,
+        text_page,
+        text_page_ms: text_facet_ms,
+    }
 }

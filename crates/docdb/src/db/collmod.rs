@@ -4,7 +4,6 @@
 //! written to the catalog entry (synced) before it is published, so it survives a restart.
 //! Options mongod has and flashdoc does not are refused with NotImplemented (238), unknown
 //! ones with 40415, as mongod's command parser does.
-#![allow(clippy::result_large_err)]
 
 use super::*;
 use crate::validation::Validator;

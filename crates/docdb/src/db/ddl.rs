@@ -1,6 +1,5 @@
 //! Catalog commands (DDL): create, list, drop and rename collections and databases; create, list and
 //! drop indexes (an index build reads the collection in batches).
-#![allow(clippy::result_large_err)]
 
 use super::*;
 
@@ -8,7 +7,7 @@ impl DocDb {
     /// A new collection's UUID: random, or under `uuid_seed` the first of the seed's UUIDs for
     /// this namespace whose table name no live table has (deterministic given the DDL history;
     /// a namespace dropped and created again may get its old UUID back).
-    fn collection_uuid(&self, db: &str, coll: &str) -> Uuid {
+    pub(super) fn collection_uuid(&self, db: &str, coll: &str) -> Uuid {
         let Some(seed) = self.cfg.uuid_seed else {
             return Uuid::new();
         };
@@ -49,11 +48,22 @@ impl DocDb {
     ) -> DocResult<Arc<Coll>> {
         let uuid = self.collection_uuid(db, coll);
         let ident = table_name_coll(&uuid);
+        let id_ident = table_name_index(&uuid, 0);
+        let ns = catalog::ns(db, coll);
+        assert!(
+            !self.colls.read().contains_key(&ns),
+            "a created namespace is new: {ns}"
+        );
+        // An existing table would be opened, not created: its old entries would join the new
+        // collection.
+        assert!(
+            self.engine.table_id(&ident).is_none() && self.engine.table_id(&id_ident).is_none(),
+            "a new collection's tables are new: {ident}, {id_ident}"
+        );
         let table = self
             .engine
             .create_table(&ident, &self.cfg.collection_table)
             .map_err(storage_error)?;
-        let id_ident = table_name_index(&uuid, 0);
         let mut icfg = self.cfg.index_table.clone();
         icfg.id_index = true;
         let id_table = self
@@ -65,7 +75,7 @@ impl DocDb {
             Err(_) => None,
         };
         let entry = CollEntry {
-            ns: catalog::ns(db, coll),
+            ns,
             uuid,
             options,
             ident,
@@ -83,8 +93,6 @@ impl DocDb {
             multikey: false.into(),
         })];
         let c = Arc::new(Coll::new(
-            db,
-            coll,
             self.engine.clone(),
             self.catalog_table,
             &entry,
@@ -185,8 +193,14 @@ impl DocDb {
     /// After the catalog entry of `c` is gone (committed): forget the collection and drop its
     /// tables. A crash before the tables go leaves them unnamed by the catalog, and open drops
     /// such tables.
-    fn release_dropped(&self, c: &Arc<Coll>) -> DocResult<()> {
+    pub(super) fn release_dropped(&self, c: &Arc<Coll>) -> DocResult<()> {
         let mut st = c.state.write();
+        assert!(!st.dropped, "a collection is dropped once: {}", c.ns);
+        debug_assert!(
+            !self.catalog_names(c),
+            "the catalog entry of {} is gone before its tables",
+            c.ns
+        );
         st.dropped = true;
         self.colls.write().remove(&c.ns);
         for i in &st.indexes {
@@ -195,6 +209,17 @@ impl DocDb {
         self.engine.drop_table(&c.ident).map_err(storage_error)?;
         st.indexes.clear();
         Ok(())
+    }
+
+    /// Whether the catalog's entry for `c`'s namespace is `c` (by UUID).
+    fn catalog_names(&self, c: &Coll) -> bool {
+        let stored = self.engine.get(self.catalog_table, c.ns.as_bytes());
+        let Ok(Some(bytes)) = stored else {
+            return false;
+        };
+        decode_doc(&bytes)
+            .and_then(|d| CollEntry::from_doc(&d))
+            .is_ok_and(|e| e.uuid == c.uuid)
     }
 
     /// Drops a collection or a view.
@@ -251,18 +276,7 @@ impl DocDb {
         let mut st = src.state.write();
         let mut entry = src.entry(&st);
         entry.ns = to_ns.clone();
-        // One catalog batch drops the target and moves the source (`$out`'s atomic replace):
-        // after a crash the catalog names either the old target or the renamed source.
-        let mut b = WriteBatch::new();
-        if let Some(t) = &target {
-            b.delete(self.catalog_table, t.ns.as_bytes().to_vec());
-        }
-        b.delete(self.catalog_table, src.ns.as_bytes().to_vec());
-        b.put(
-            self.catalog_table,
-            to_ns.as_bytes().to_vec(),
-            encode_doc(&entry.to_doc())?,
-        );
+        let b = self.rename_batch(&src.ns, target.as_deref(), &entry)?;
         self.engine
             .write(&b, WriteOptions { sync: true })
             .map_err(storage_error)?;
@@ -270,8 +284,6 @@ impl DocDb {
             self.release_dropped(t)?;
         }
         let moved = Arc::new(Coll::new(
-            to_db,
-            to_coll,
             self.engine.clone(),
             self.catalog_table,
             &entry,
@@ -285,6 +297,37 @@ impl DocDb {
         colls.remove(&src.ns);
         colls.insert(to_ns, moved);
         Ok(())
+    }
+
+    /// The one catalog batch of a rename: it drops the target and moves the source (`$out`'s
+    /// atomic replace), so after a crash the catalog names either the old target or the
+    /// renamed source. Asserted: the entry moves to another namespace (else the batch would
+    /// delete what it puts), a target is that namespace's other collection, and the entry is
+    /// consistent.
+    pub(super) fn rename_batch(
+        &self,
+        from_ns: &str,
+        target: Option<&Coll>,
+        entry: &CollEntry,
+    ) -> DocResult<WriteBatch> {
+        assert_ne!(entry.ns, from_ns, "a rename moves the entry");
+        assert!(
+            target.is_none_or(|t| t.ns == entry.ns && t.uuid != entry.uuid),
+            "a rename's target is the other collection at {}",
+            entry.ns
+        );
+        entry.assert_consistent();
+        let mut b = WriteBatch::new();
+        if let Some(t) = target {
+            b.delete(self.catalog_table, t.ns.as_bytes().to_vec());
+        }
+        b.delete(self.catalog_table, from_ns.as_bytes().to_vec());
+        b.put(
+            self.catalog_table,
+            entry.ns.as_bytes().to_vec(),
+            encode_doc(&entry.to_doc())?,
+        );
+        Ok(b)
     }
 
     pub fn create_indexes(
@@ -307,24 +350,7 @@ impl DocDb {
     ) -> DocResult<CreateIndexesOutcome> {
         catalog::validate_coll_name(db, coll)?;
         self.refuse_view(db, coll)?;
-        if specs.is_empty() {
-            return Err(DocError::bad_value(
-                "Must specify at least one index to create",
-            ));
-        }
-        let defs = specs
-            .iter()
-            .map(IndexDef::parse)
-            .collect::<DocResult<Vec<_>>>()?;
-        for (i, a) in defs.iter().enumerate() {
-            if defs[..i].iter().any(|b| b.name == a.name) {
-                return Err(DocError::with_code(
-                    68,
-                    "IndexAlreadyExists",
-                    format!("Identical index already exists: {}", a.name),
-                ));
-            }
-        }
+        let defs = parse_index_specs(specs)?;
         let (c, created) = self.get_or_create(db, coll)?;
         let _g = self.ddl.lock();
         let c = match self.get_coll(db, coll) {
@@ -336,55 +362,8 @@ impl DocDb {
         let before = st.indexes.len() as i32;
         let mut todo = Vec::new();
         for (mut def, spec) in defs.into_iter().zip(specs) {
-            // An index without a collation of its own takes the collection's default.
-            if !spec.contains_key("collation") {
-                if let Some(dc) = &c.default_collation {
-                    if def.kind != index::IndexKind::Ordered {
-                        return Err(DocError::with_code(
-                            67,
-                            "CannotCreateIndex",
-                            "a hashed or text index on a collection with a default collation is not supported by flashdoc",
-                        ));
-                    }
-                    def.collation = Some(dc.clone());
-                    def.spec.insert("collation", dc.spec().clone());
-                }
-            }
-            let mut exists = false;
-            for i in &st.indexes {
-                let same_key = i.def.key == def.key;
-                let same_opts = i.def.unique == def.unique
-                    && i.def.sparse == def.sparse
-                    && i.def.expire_after == def.expire_after
-                    && i.def.collation == def.collation
-                    && i.def.partial == def.partial
-                    && i.def.kind == def.kind;
-                if i.def.name == def.name {
-                    if !same_key {
-                        return Err(DocError::index_key_specs_conflict(format!(
-                            "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {}",
-                            def.spec, i.def.spec
-                        )));
-                    }
-                    if !same_opts {
-                        return Err(DocError::index_options_conflict(format!(
-                            "An equivalent index already exists with the same name but different options. Requested index: {}, existing index: {}",
-                            def.spec, i.def.spec
-                        )));
-                    }
-                    exists = true;
-                } else if (same_key && i.def.partial == def.partial)
-                    || (i.def.is_text() && def.is_text())
-                {
-                    // One text index per collection, whatever its fields (mongod's rule).
-                    // Partial indexes of one key pattern may coexist when their filters differ.
-                    return Err(DocError::index_options_conflict(format!(
-                        "Index already exists with a different name: {}",
-                        i.def.name
-                    )));
-                }
-            }
-            if !exists {
+            take_default_collation(&c, &mut def, spec)?;
+            if !already_built(&st, &def)? {
                 todo.push(def);
             }
         }
@@ -403,7 +382,7 @@ impl DocDb {
         for def in todo {
             let n = st.next_index_ident;
             st.next_index_ident += 1;
-            let idx = self.build_index(&c, def, n, interrupt)?;
+            let idx = self.build_index(&c, &st, def, n, interrupt)?;
             st.indexes.push(Arc::new(idx));
             c.persist_entry(&st)?;
         }
@@ -432,11 +411,23 @@ impl DocDb {
     pub(super) fn build_index(
         &self,
         c: &Coll,
+        st: &CollState,
         def: IndexDef,
         n: i64,
         interrupt: &Interrupt,
     ) -> DocResult<Index> {
         let ident = table_name_index(&c.uuid, n);
+        assert!(
+            st.indexes.iter().all(|i| i.def.name != def.name),
+            "index {} of {} is built once",
+            def.name,
+            c.ns
+        );
+        // An existing table would be opened, not created: its entries would join the index.
+        assert!(
+            self.engine.table_id(&ident).is_none(),
+            "a new index's table is new: {ident}"
+        );
         let table = self
             .engine
             .create_table(&ident, &self.cfg.index_table)
@@ -569,14 +560,113 @@ impl DocDb {
         };
         victims.sort_unstable();
         victims.dedup();
-        let mut dropped = Vec::new();
-        for &i in victims.iter().rev() {
-            dropped.push(st.indexes.remove(i));
-        }
+        let dropped = remove_indexes(&mut st, &victims);
         c.persist_entry(&st)?;
         for i in dropped {
             self.engine.drop_table(&i.ident).map_err(storage_error)?;
         }
         Ok(was)
     }
+}
+
+/// The definitions of a createIndexes' specs: at least one, each valid, no name twice.
+fn parse_index_specs(specs: &[Document]) -> DocResult<Vec<IndexDef>> {
+    if specs.is_empty() {
+        return Err(DocError::bad_value(
+            "Must specify at least one index to create",
+        ));
+    }
+    let defs = specs
+        .iter()
+        .map(IndexDef::parse)
+        .collect::<DocResult<Vec<_>>>()?;
+    for (i, a) in defs.iter().enumerate() {
+        if defs[..i].iter().any(|b| b.name == a.name) {
+            return Err(DocError::with_code(
+                68,
+                "IndexAlreadyExists",
+                format!("Identical index already exists: {}", a.name),
+            ));
+        }
+    }
+    Ok(defs)
+}
+
+/// An index without a collation of its own takes the collection's default (which only an
+/// ordered index can).
+fn take_default_collation(c: &Coll, def: &mut IndexDef, spec: &Document) -> DocResult<()> {
+    if !spec.contains_key("collation") {
+        if let Some(dc) = &c.default_collation {
+            if def.kind != index::IndexKind::Ordered {
+                return Err(DocError::with_code(
+                    67,
+                    "CannotCreateIndex",
+                    "a hashed or text index on a collection with a default collation is not supported by flashdoc",
+                ));
+            }
+            def.collation = Some(dc.clone());
+            def.spec.insert("collation", dc.spec().clone());
+        }
+    }
+    Ok(())
+}
+
+/// Whether an index like `def` is built already (same name, key and options); an index that
+/// conflicts with it (same name but not the same, same key under another name, a second text
+/// index) is refused.
+fn already_built(st: &CollState, def: &IndexDef) -> DocResult<bool> {
+    let mut exists = false;
+    for i in &st.indexes {
+        let same_key = i.def.key == def.key;
+        let same_opts = i.def.unique == def.unique
+            && i.def.sparse == def.sparse
+            && i.def.expire_after == def.expire_after
+            && i.def.collation == def.collation
+            && i.def.partial == def.partial
+            && i.def.kind == def.kind;
+        if i.def.name == def.name {
+            if !same_key {
+                return Err(DocError::index_key_specs_conflict(format!(
+                    "An existing index has the same name as the requested index. When index names are not specified, they are auto generated and can cause conflicts. Please refer to our documentation. Requested index: {}, existing index: {}",
+                    def.spec, i.def.spec
+                )));
+            }
+            if !same_opts {
+                return Err(DocError::index_options_conflict(format!(
+                    "An equivalent index already exists with the same name but different options. Requested index: {}, existing index: {}",
+                    def.spec, i.def.spec
+                )));
+            }
+            exists = true;
+        } else if (same_key && i.def.partial == def.partial) || (i.def.is_text() && def.is_text()) {
+            // One text index per collection, whatever its fields (mongod's rule).
+            // Partial indexes of one key pattern may coexist when their filters differ.
+            return Err(DocError::index_options_conflict(format!(
+                "Index already exists with a different name: {}",
+                i.def.name
+            )));
+        }
+    }
+    Ok(exists)
+}
+
+/// Takes the indexes at `victims` (ascending positions) out of the collection's state.
+/// Asserted: the positions are distinct and in range, and none is the `_id` index, which a
+/// collection always has.
+pub(super) fn remove_indexes(st: &mut CollState, victims: &[usize]) -> Vec<Arc<Index>> {
+    assert!(
+        victims.windows(2).all(|w| w[0] < w[1]),
+        "index positions ascend, each once: {victims:?}"
+    );
+    assert!(
+        victims
+            .iter()
+            .all(|&i| st.indexes.get(i).is_some_and(|x| !x.def.is_id())),
+        "the indexes dropped exist and the _id index is not among them: {victims:?}"
+    );
+    victims
+        .iter()
+        .rev()
+        .map(|&i| st.indexes.remove(i))
+        .collect()
 }

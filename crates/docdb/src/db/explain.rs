@@ -1,5 +1,4 @@
 //! Explain: the chosen plan as `queryPlanner` output and a one-line plan summary.
-#![allow(clippy::result_large_err)]
 
 use super::*;
 

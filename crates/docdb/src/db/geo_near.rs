@@ -1,6 +1,5 @@
 //! The `$geoNear` stage as a pipeline's source: a `$nearSphere` find over the 2dsphere index
 //! of `key` (or the collection's only one), each document annotated with its distance.
-#![allow(clippy::result_large_err)]
 
 use super::*;
 use query::geo::GeoNearSpec;

@@ -1,7 +1,6 @@
 //! The document database: the public API the wire server calls (catalog commands, writes,
 //! queries, explain, stats). See docs/docdb.md for the design. This file holds the API's
 //! types and opening the database; each family of calls is its own file.
-#![allow(clippy::result_large_err)]
 
 mod collmod;
 mod compact;
@@ -335,7 +334,7 @@ impl DocDb {
         let mut startup_warnings = Vec::new();
         referenced.insert(CATALOG_TABLE.to_string());
         for e in entries {
-            let (db, name) = catalog::split_ns(&e.ns)
+            catalog::split_ns(&e.ns)
                 .ok_or_else(|| DocError::internal_error(format!("bad catalog ns {}", e.ns)))?;
             let table = engine.table_id(&e.ident).ok_or_else(|| {
                 DocError::internal_error(format!("catalog names missing table {}", e.ident))
@@ -354,16 +353,7 @@ impl DocDb {
                     multikey: i.multikey.into(),
                 }));
             }
-            let c = Coll::new(
-                db,
-                name,
-                engine.clone(),
-                catalog_table,
-                &e,
-                table,
-                idx,
-                hooks.clone(),
-            )?;
+            let c = Coll::new(engine.clone(), catalog_table, &e, table, idx, hooks.clone())?;
             c.prepare()?;
             startup_warnings.extend(legacy_collation_warnings(&c, &e));
             colls.insert(e.ns.clone(), Arc::new(c));
@@ -472,3 +462,6 @@ impl DocDb {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -2,7 +2,6 @@
 //! (`$lookup`, `$unionWith`) and the ones its writing stages write (`$out`, `$merge`). Every
 //! write goes through the public write path (`insert`, `update`, the catalog calls), so indexes,
 //! validators and the engine's placement apply to it as to any client write.
-#![allow(clippy::result_large_err)]
 
 use super::stats::{scaled, COLL_STATS_SIZES};
 use super::*;

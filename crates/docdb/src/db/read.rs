@@ -1,5 +1,4 @@
 //! Reads: planning a query (`exec_under`), find, index scans, count, distinct, aggregate.
-#![allow(clippy::result_large_err)]
 
 use super::*;
 
@@ -40,81 +39,12 @@ impl DocDb {
             ));
         }
         if q.tailable {
-            if c.capped.is_none() {
-                return Err(DocError::bad_value(format!(
-                    "error processing query: ns={} tailable cursor requested on non capped collection",
-                    c.ns
-                )));
-            }
-            // A tailable cursor reads the collection forward in insertion order: the only
-            // sort and hint it can honour are that order ({$natural: 1}).
-            let forward = |d: &Document| {
-                d.len() == 1
-                    && d.get("$natural")
-                        .and_then(query::compare::Num::of)
-                        .is_some_and(|n| n.as_f64() > 0.0)
-            };
-            if q.sort
-                .as_ref()
-                .is_some_and(|s| !s.is_empty() && !forward(s))
-            {
-                return Err(DocError::bad_value(
-                    "error processing query: cannot use tailable option with a sort other than {$natural: 1}",
-                ));
-            }
-            let natural = |h: &Bson| matches!(h, Bson::Document(d) if forward(d));
-            if q.hint.as_ref().is_some_and(|h| !natural(h)) {
-                return Err(DocError::bad_value(
-                    "error processing query: a tailable cursor reads in natural order; it cannot use an index hint",
-                ));
-            }
+            check_tailable(c, q)?;
         }
         // Index bounds are encoded under the query's collation, and only indexes built with
         // it can answer the query; hidden indexes answer none.
         let _in_effect = collation::scope(coll.clone());
-        let visible: Vec<Arc<Index>> = st
-            .indexes
-            .iter()
-            .filter(|i| !i.def.hidden)
-            .cloned()
-            .collect();
-        let usable: Vec<Arc<Index>> = visible
-            .iter()
-            .filter(|i| collation::same(i.def.collation.as_ref(), coll.as_ref()))
-            .cloned()
-            .collect();
-        let plan = if q.tailable {
-            // Natural (insertion) order, resumed after the last RecordId returned.
-            planner::plan(&[], &Document::new(), None, None)?
-        } else if let Some(text) = filter.text() {
-            // A text index has no collation of its own: any visible one answers.
-            planner::plan_text(&visible, text, &q.filter, q.hint.as_ref())?
-        } else if let Some((path, near)) = filter.near() {
-            // Geo keys are cells: any visible 2dsphere index answers, whatever the collation.
-            geo_index::plan_near(&visible, path, near, &q.filter)?
-        } else {
-            let geo = geo_index::plan_within(&usable, &filter, &q.filter, q.hint.as_ref());
-            let plain = planner::plan(
-                &usable,
-                &q.filter,
-                sort.as_ref().and(q.sort.as_ref()),
-                q.hint.as_ref(),
-            );
-            // An ordinary index plan (or a `$natural` hint) wins over the geo one; a hinted
-            // 2dsphere index, which the ordinary planner refuses, is the geo plan.
-            match (plain, geo) {
-                (Ok(p), None) => p,
-                (Ok(p), Some(g)) => {
-                    if q.hint.is_none() && matches!(p.access, Access::CollScan) {
-                        g
-                    } else {
-                        p
-                    }
-                }
-                (Err(e), None) => return Err(e),
-                (Err(_), Some(g)) => g,
-            }
-        };
+        let plan = plan_for(st, q, &filter, sort.as_ref(), coll.as_ref())?;
         Ok(Exec {
             engine: self.engine.clone(),
             table: c.table,
@@ -462,4 +392,93 @@ impl LimitExt for Option<i64> {
     fn is_none_or_zero(&self) -> bool {
         matches!(self, None | Some(0))
     }
+}
+
+/// A tailable cursor's rules: a capped collection, read forward in insertion order (the only
+/// sort and hint it honours are `{$natural: 1}`).
+fn check_tailable(c: &Coll, q: &FindQuery) -> DocResult<()> {
+    if c.capped.is_none() {
+        return Err(DocError::bad_value(format!(
+            "error processing query: ns={} tailable cursor requested on non capped collection",
+            c.ns
+        )));
+    }
+    // A tailable cursor reads the collection forward in insertion order: the only
+    // sort and hint it can honour are that order ({$natural: 1}).
+    let forward = |d: &Document| {
+        d.len() == 1
+            && d.get("$natural")
+                .and_then(query::compare::Num::of)
+                .is_some_and(|n| n.as_f64() > 0.0)
+    };
+    if q.sort
+        .as_ref()
+        .is_some_and(|s| !s.is_empty() && !forward(s))
+    {
+        return Err(DocError::bad_value(
+                "error processing query: cannot use tailable option with a sort other than {$natural: 1}",
+            ));
+    }
+    let natural = |h: &Bson| matches!(h, Bson::Document(d) if forward(d));
+    if q.hint.as_ref().is_some_and(|h| !natural(h)) {
+        return Err(DocError::bad_value(
+                "error processing query: a tailable cursor reads in natural order; it cannot use an index hint",
+            ));
+    }
+    Ok(())
+}
+
+/// The plan for `q` over the collection's indexes (under `coll`, the query's collation, in
+/// effect): natural order for a tailable cursor, the text or `$near` plan for those
+/// predicates, else the better of the ordinary and the `$geoWithin` plans.
+fn plan_for(
+    st: &CollState,
+    q: &FindQuery,
+    filter: &Matcher,
+    sort: Option<&Arc<SortSpec>>,
+    coll: Option<&Arc<collation::Collation>>,
+) -> DocResult<Plan> {
+    let visible: Vec<Arc<Index>> = st
+        .indexes
+        .iter()
+        .filter(|i| !i.def.hidden)
+        .cloned()
+        .collect();
+    let usable: Vec<Arc<Index>> = visible
+        .iter()
+        .filter(|i| collation::same(i.def.collation.as_ref(), coll))
+        .cloned()
+        .collect();
+    Ok(if q.tailable {
+        // Natural (insertion) order, resumed after the last RecordId returned.
+        planner::plan(&[], &Document::new(), None, None)?
+    } else if let Some(text) = filter.text() {
+        // A text index has no collation of its own: any visible one answers.
+        planner::plan_text(&visible, text, &q.filter, q.hint.as_ref())?
+    } else if let Some((path, near)) = filter.near() {
+        // Geo keys are cells: any visible 2dsphere index answers, whatever the collation.
+        geo_index::plan_near(&visible, path, near, &q.filter)?
+    } else {
+        let geo = geo_index::plan_within(&usable, filter, &q.filter, q.hint.as_ref());
+        let plain = planner::plan(
+            &usable,
+            &q.filter,
+            sort.and(q.sort.as_ref()),
+            q.hint.as_ref(),
+        );
+        // An ordinary index plan (or a `$natural` hint) wins over the geo one; a hinted
+        // 2dsphere index, which the ordinary planner refuses, is the geo plan.
+        match (plain, geo) {
+            (Ok(p), None) => p,
+            (Ok(p), Some(g)) => {
+                if q.hint.is_none() && matches!(p.access, Access::CollScan) {
+                    g
+                } else {
+                    p
+                }
+            }
+            (Err(e), None) => return Err(e),
+            (Err(_), Some(g)) => g,
+        }
+    })
 }

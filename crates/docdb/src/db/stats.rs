@@ -1,5 +1,4 @@
 //! `validate`, and the storage statistics of collections, databases and the engine.
-#![allow(clippy::result_large_err)]
 
 use super::*;
 
@@ -19,119 +18,113 @@ impl DocDb {
             DocError::namespace_not_found(format!("Collection '{ns}' does not exist to validate."))
         })?;
         let st = c.state.write();
-        let mut errors: Vec<String> = Vec::new();
-        let nrecords = match self.engine.verify_table(c.table) {
+        let mut found = self.verify_tables(&c, &st);
+        if found.errors.is_empty() {
+            let expected = self.validate_documents(&c, &st, &mut found, interrupt)?;
+            found.compare_entry_counts(&st, &expected);
+        }
+        Ok(found.reply(ns, &c, &st))
+    }
+
+    /// The engine's check of the collection's table and of each index table.
+    fn verify_tables(&self, c: &Coll, st: &CollState) -> Validation {
+        let mut found = Validation {
+            errors: Vec::new(),
+            index_bad: vec![false; st.indexes.len()],
+            entries: Vec::new(),
+            nrecords: 0,
+            invalid_docs: 0,
+            non_compliant: 0,
+            missing: 0,
+        };
+        found.nrecords = match self.engine.verify_table(c.table) {
             Ok(n) => n as i64,
             Err(e) => {
-                errors.push(format!("collection table {}: {e}", c.ident));
+                found
+                    .errors
+                    .push(format!("collection table {}: {e}", c.ident));
                 0
             }
         };
-        let mut entries: Vec<Option<u64>> = Vec::new();
-        // Which indexes an error was found in (indexDetails.valid).
-        let mut index_bad = vec![false; st.indexes.len()];
         for (i, idx) in st.indexes.iter().enumerate() {
-            entries.push(match self.engine.verify_table(idx.table) {
+            let entries = match self.engine.verify_table(idx.table) {
                 Ok(n) => Some(n),
                 Err(e) => {
-                    errors.push(format!("index {} ({}): {e}", idx.def.name, idx.ident));
-                    index_bad[i] = true;
+                    found
+                        .errors
+                        .push(format!("index {} ({}): {e}", idx.def.name, idx.ident));
+                    found.index_bad[i] = true;
                     None
                 }
-            });
+            };
+            found.entries.push(entries);
         }
+        found
+    }
+
+    /// Decodes every document and looks its keys up in every index; returns the keys the
+    /// documents give each index.
+    fn validate_documents(
+        &self,
+        c: &Coll,
+        st: &CollState,
+        found: &mut Validation,
+        interrupt: &Interrupt,
+    ) -> DocResult<Vec<u64>> {
         // Documents the validator would refuse now, judged as writes are (under the default
         // collation); mongod reports them as a warning, not as invalid data.
         let _default = collation::scope(c.default_collation.clone());
         let validator = c.validator();
-        let mut non_compliant = 0i64;
         let mut expected = vec![0u64; st.indexes.len()];
-        let (mut invalid_docs, mut missing) = (0i64, 0i64);
-        if errors.is_empty() {
-            for rec in self.records(c.table)? {
-                interrupt.check()?;
-                let (rid, v) = rec?;
-                let doc = match collection::decode_doc(&v) {
-                    Ok(d) => d,
-                    Err(e) => {
-                        invalid_docs += 1;
-                        errors.push(format!("record {rid}: {e}"));
-                        continue;
-                    }
-                };
-                if validator.as_ref().is_some_and(|v| !v.matches(&doc)) {
-                    non_compliant += 1;
+        for rec in self.records(c.table)? {
+            interrupt.check()?;
+            let (rid, v) = rec?;
+            let doc = match collection::decode_doc(&v) {
+                Ok(d) => d,
+                Err(e) => {
+                    found.invalid_docs += 1;
+                    found.errors.push(format!("record {rid}: {e}"));
+                    continue;
                 }
-                for (i, idx) in st.indexes.iter().enumerate() {
-                    let keys = index::doc_keys(&idx.def, &doc)?;
-                    for key in keys.keys {
-                        expected[i] += 1;
-                        let entry = index::entry_key(idx.def.unique, &key.encoded, rid);
-                        let found =
-                            match self.engine.get(idx.table, &entry).map_err(storage_error)? {
-                                Some(val) => !idx.def.unique || index::rid_from(&val)? == rid,
-                                None => false,
-                            };
-                        if !found {
-                            index_bad[i] = true;
-                            missing += 1;
-                            if missing <= 10 {
-                                errors.push(format!(
-                                    "index {} is missing the entry {:?} for record {rid}",
-                                    idx.def.name, key.values
-                                ));
-                            }
-                        }
-                    }
-                }
+            };
+            if validator.as_ref().is_some_and(|v| !v.matches(&doc)) {
+                found.non_compliant += 1;
             }
             for (i, idx) in st.indexes.iter().enumerate() {
-                if let Some(n) = entries[i] {
-                    if n > expected[i] {
-                        index_bad[i] = true;
-                        errors.push(format!(
-                            "index {} has {n} entries but the documents have {} keys (extra index entries)",
-                            idx.def.name, expected[i]
-                        ));
-                    }
+                expected[i] += self.check_doc_entries(idx, i, rid, &doc, found)?;
+            }
+        }
+        Ok(expected)
+    }
+
+    /// Looks up the entries one document gives index `i`; returns how many it gives.
+    fn check_doc_entries(
+        &self,
+        idx: &Index,
+        i: usize,
+        rid: RecordId,
+        doc: &Document,
+        found: &mut Validation,
+    ) -> DocResult<u64> {
+        let keys = index::doc_keys(&idx.def, doc)?;
+        for key in &keys.keys {
+            let entry = index::entry_key(idx.def.unique, &key.encoded, rid);
+            let present = match self.engine.get(idx.table, &entry).map_err(storage_error)? {
+                Some(val) => !idx.def.unique || index::rid_from(&val)? == rid,
+                None => false,
+            };
+            if !present {
+                found.index_bad[i] = true;
+                found.missing += 1;
+                if found.missing <= 10 {
+                    found.errors.push(format!(
+                        "index {} is missing the entry {:?} for record {rid}",
+                        idx.def.name, key.values
+                    ));
                 }
             }
         }
-        let keys_per_index: Document = st
-            .indexes
-            .iter()
-            .zip(&entries)
-            .map(|(i, n)| (i.def.name.clone(), Bson::Int64(n.unwrap_or(0) as i64)))
-            .collect();
-        let index_details: Document = st
-            .indexes
-            .iter()
-            .zip(&index_bad)
-            .map(|(i, bad)| (i.def.name.clone(), Bson::Document(doc! {"valid": !bad})))
-            .collect();
-        let warnings: Vec<Bson> = match non_compliant {
-            0 => Vec::new(),
-            n => vec![Bson::String(format!(
-                "Detected {n} document(s) that do not comply with the collection's validator"
-            ))],
-        };
-        Ok(doc! {
-            "ns": ns,
-            "uuid": c.uuid,
-            "nInvalidDocuments": invalid_docs,
-            "nNonCompliantDocuments": non_compliant,
-            "nrecords": nrecords,
-            "nIndexes": st.indexes.len() as i32,
-            "keysPerIndex": keys_per_index,
-            "indexDetails": index_details,
-            "valid": errors.is_empty(),
-            "repaired": false,
-            "warnings": warnings,
-            "errors": errors.into_iter().map(Bson::String).collect::<Vec<_>>(),
-            "extraIndexEntries": Vec::<Bson>::new(),
-            "missingIndexEntries": Vec::<Bson>::new(),
-            "corruptRecords": Vec::<Bson>::new(),
-        })
+        Ok(keys.keys.len() as u64)
     }
 
     /// (data bytes, index bytes) on disk for one collection: the table files' sizes on the disk
@@ -327,4 +320,76 @@ pub fn scaled(mut stats: Document, scale: i64, fields: &[&str]) -> Document {
     }
     stats.insert("scaleFactor", scale);
     stats
+}
+
+/// What `validate` found: the problems, per index whether it has one, and the counts its
+/// reply shows.
+struct Validation {
+    errors: Vec<String>,
+    /// Per index: whether a problem was found in it (indexDetails.valid).
+    index_bad: Vec<bool>,
+    /// Per index table: its entries, None where the engine's check failed.
+    entries: Vec<Option<u64>>,
+    nrecords: i64,
+    invalid_docs: i64,
+    /// Documents the validator would refuse now.
+    non_compliant: i64,
+    /// Index entries missing for documents (the first 10 are listed in `errors`).
+    missing: i64,
+}
+
+impl Validation {
+    /// An index table with more entries than its documents have keys holds extra ones.
+    fn compare_entry_counts(&mut self, st: &CollState, expected: &[u64]) {
+        for (i, idx) in st.indexes.iter().enumerate() {
+            if let Some(n) = self.entries[i] {
+                if n > expected[i] {
+                    self.index_bad[i] = true;
+                    self.errors.push(format!(
+                        "index {} has {n} entries but the documents have {} keys (extra index entries)",
+                        idx.def.name, expected[i]
+                    ));
+                }
+            }
+        }
+    }
+
+    /// mongod's `validate` reply.
+    fn reply(self, ns: String, c: &Coll, st: &CollState) -> Document {
+        let keys_per_index: Document = st
+            .indexes
+            .iter()
+            .zip(&self.entries)
+            .map(|(i, n)| (i.def.name.clone(), Bson::Int64(n.unwrap_or(0) as i64)))
+            .collect();
+        let index_details: Document = st
+            .indexes
+            .iter()
+            .zip(&self.index_bad)
+            .map(|(i, bad)| (i.def.name.clone(), Bson::Document(doc! {"valid": !bad})))
+            .collect();
+        let warnings: Vec<Bson> = match self.non_compliant {
+            0 => Vec::new(),
+            n => vec![Bson::String(format!(
+                "Detected {n} document(s) that do not comply with the collection's validator"
+            ))],
+        };
+        doc! {
+            "ns": ns,
+            "uuid": c.uuid,
+            "nInvalidDocuments": self.invalid_docs,
+            "nNonCompliantDocuments": self.non_compliant,
+            "nrecords": self.nrecords,
+            "nIndexes": st.indexes.len() as i32,
+            "keysPerIndex": keys_per_index,
+            "indexDetails": index_details,
+            "valid": self.errors.is_empty(),
+            "repaired": false,
+            "warnings": warnings,
+            "errors": self.errors.into_iter().map(Bson::String).collect::<Vec<_>>(),
+            "extraIndexEntries": Vec::<Bson>::new(),
+            "missingIndexEntries": Vec::<Bson>::new(),
+            "corruptRecords": Vec::<Bson>::new(),
+        }
+    }
 }

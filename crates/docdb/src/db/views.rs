@@ -11,7 +11,6 @@
 //! view depends on its `viewOn` and on the collections its `$lookup`, `$graphLookup`,
 //! `$unionWith` and `$facet` stages read) is checked at every definition: no cycle
 //! (GraphContainsCycle 93) and no chain of more than 20 views (ViewDepthLimitExceeded 165).
-#![allow(clippy::result_large_err)]
 
 use super::*;
 use std::collections::HashMap;

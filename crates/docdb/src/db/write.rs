@@ -1,6 +1,5 @@
 //! Writes: insert, update, delete, findAndModify and the TTL pass. Update, delete and
 //! findAndModify share one loop over the matching documents (`modify_matching`).
-#![allow(clippy::result_large_err)]
 
 use super::*;
 
@@ -167,32 +166,7 @@ impl DocDb {
         spec: &FindAndModify,
     ) -> DocResult<FindAndModifyOutcome> {
         catalog::validate_coll_name(db, coll)?;
-        let modifier = match (&spec.update, spec.remove) {
-            (Some(_), true) => {
-                return Err(DocError::failed_to_parse(
-                    "Cannot specify both an update and remove=true",
-                ))
-            }
-            (None, false) => {
-                return Err(DocError::failed_to_parse(
-                    "Either an update or remove=true must be specified",
-                ))
-            }
-            (Some(u), false) => Some(Update::parse(u, spec.array_filters.as_deref())?),
-            (None, true) => {
-                if spec.upsert {
-                    return Err(DocError::failed_to_parse(
-                        "Cannot specify both upsert=true and remove=true",
-                    ));
-                }
-                if spec.new {
-                    return Err(DocError::failed_to_parse(
-                        "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document",
-                    ));
-                }
-                None
-            }
-        };
+        let modifier = fam_modifier(spec)?;
         let filter = Matcher::new_with_text(&spec.query)?;
         let proj = match &spec.fields {
             Some(p) if !p.is_empty() => Some(Projection::parse(p)?),
@@ -530,4 +504,35 @@ fn run_statements<S>(
         }
     }
     out
+}
+
+/// What a findAndModify does to the document it finds: the update (parsed), or None to
+/// remove it; the spec's contradictions (both, neither, remove with upsert or new) are refused.
+fn fam_modifier(spec: &FindAndModify) -> DocResult<Option<Update>> {
+    Ok(match (&spec.update, spec.remove) {
+        (Some(_), true) => {
+            return Err(DocError::failed_to_parse(
+                "Cannot specify both an update and remove=true",
+            ))
+        }
+        (None, false) => {
+            return Err(DocError::failed_to_parse(
+                "Either an update or remove=true must be specified",
+            ))
+        }
+        (Some(u), false) => Some(Update::parse(u, spec.array_filters.as_deref())?),
+        (None, true) => {
+            if spec.upsert {
+                return Err(DocError::failed_to_parse(
+                    "Cannot specify both upsert=true and remove=true",
+                ));
+            }
+            if spec.new {
+                return Err(DocError::failed_to_parse(
+                    "Cannot specify both new=true and remove=true; 'remove' always returns the deleted document",
+                ));
+            }
+            None
+        }
+    })
 }
