@@ -280,7 +280,7 @@ impl Schema {
                                 "$jsonSchema keyword 'patternProperties' must have objects as values",
                             ));
                         };
-                        props.push((crate::matcher::compile_regex(pat, "")?, Schema::parse(s)?));
+                        props.push((crate::regex::compile_regex(pat, "")?, Schema::parse(s)?));
                     }
                     Rule::PatternProperties(props)
                 }
@@ -288,7 +288,7 @@ impl Schema {
                     let named = names("properties");
                     let patterns = names("patternProperties")
                         .iter()
-                        .map(|p| crate::matcher::compile_regex(p, ""))
+                        .map(|p| crate::regex::compile_regex(p, ""))
                         .collect::<DocResult<Vec<_>>>()?;
                     Rule::Additional(Box::new(match v {
                         Bson::Boolean(true) => continue,
@@ -362,7 +362,7 @@ impl Schema {
                 "minLength" => Rule::MinLength(non_negative(k, v)?),
                 "maxLength" => Rule::MaxLength(non_negative(k, v)?),
                 "pattern" => match v {
-                    Bson::String(p) => Rule::Pattern(crate::matcher::compile_regex(p, "")?),
+                    Bson::String(p) => Rule::Pattern(crate::regex::compile_regex(p, "")?),
                     _ => return Err(type_err("$jsonSchema keyword 'pattern' must be a string")),
                 },
                 "items" => match v {

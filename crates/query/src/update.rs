@@ -366,33 +366,7 @@ impl Update {
                         "arrayFilters may not be specified for pipeline-style updates",
                     ));
                 }
-                let mut docs = Vec::new();
-                for s in stages {
-                    let Bson::Document(d) = s else {
-                        return Err(DocError::type_mismatch(
-                            "Each element of the 'pipeline' array must be an object",
-                        ));
-                    };
-                    let name = d.keys().next().map(String::as_str).unwrap_or("");
-                    if !matches!(
-                        name,
-                        "$addFields"
-                            | "$set"
-                            | "$project"
-                            | "$unset"
-                            | "$replaceRoot"
-                            | "$replaceWith"
-                    ) {
-                        return Err(DocError::with_code(
-                            72,
-                            "InvalidOptions",
-                            format!("{name} is not allowed to be used within an update"),
-                        ));
-                    }
-                    docs.push(d.clone());
-                }
-                // Validate the stages now.
-                crate::aggregate::validate_pipeline(&docs)?;
+                let docs = crate::aggregate::parse_update_pipeline(stages)?;
                 Ok(Update {
                     kind: Kind::Pipeline(docs),
                 })

@@ -5,8 +5,7 @@ use std::ops::Range;
 
 use bson::{Bson, Document};
 
-use super::parse::stage_err;
-use super::DocIter;
+use super::common::{stage_err, DocIter};
 use crate::compare::{bson_equal, compare_bson, shell_repr, type_name, Num, OrdBson};
 use crate::error::{DocError, DocResult};
 use crate::expr::{parse_expr, Ctx, Expr};

@@ -5,7 +5,7 @@
 
 use bson::{Bson, Document};
 
-use super::parse::stage_err;
+use super::common::stage_err;
 use crate::compare::type_name;
 use crate::error::{DocError, DocResult};
 use crate::expr::{eval_doc_path, parse_expr, Ctx, Expr};
@@ -167,7 +167,12 @@ fn enum_err(field: &str, v: &Bson) -> DocError {
 }
 
 impl Merge {
-    pub(super) fn parse(arg: &Bson) -> DocResult<Merge> {
+    /// Parses `$merge`'s options; a `whenMatched` pipeline is checked by
+    /// `check_update_pipeline` (the pipeline parser's, which knows every stage).
+    pub(super) fn parse(
+        arg: &Bson,
+        check_update_pipeline: fn(&[Bson]) -> DocResult<Vec<Document>>,
+    ) -> DocResult<Merge> {
         let mut m = Merge {
             ns: Namespace {
                 db: None,
@@ -285,10 +290,7 @@ impl Merge {
         }
         if let WhenMatched::Pipeline(p) = &m.matched {
             // The update pipeline's stages and expressions are checked now, not per document.
-            crate::update::Update::parse(
-                &Bson::Array(p.iter().cloned().map(Bson::Document).collect()),
-                None,
-            )?;
+            check_update_pipeline(&p.iter().cloned().map(Bson::Document).collect::<Vec<_>>())?;
             m.let_
                 .push(("new".into(), parse_expr(&Bson::String("$$ROOT".into()))?));
             for (name, e) in user_let.iter().flatten() {

@@ -1,17 +1,14 @@
 //! Parsing a stage's specification into a [`Stage`], with mongod's error codes for bad specs.
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
-
 use bson::{Bson, Document};
 
 use super::bucket::{Bucket, BucketAuto, Sample};
+use super::common::{stage_err, MAX_PIPELINE_STAGES};
 use super::current_op::{self, CurrentOpSpec};
-use super::facet::Facet;
 use super::graph::GraphLookup;
-use super::group::{parse_accumulators, Acc};
-use super::lookup::{Lookup, UnionWith};
+use super::group::parse_accumulators;
 use super::out::{Merge, Out};
+use super::stage::{Facet, Lookup, Stage, UnionWith};
 use super::stats::CollStats;
 use super::window::SetWindowFields;
 use crate::compare::{shell_repr, type_name, Num};
@@ -21,53 +18,6 @@ use crate::matcher::Matcher;
 use crate::path::split_path;
 use crate::projection::Projection;
 use crate::sort::SortSpec;
-
-#[derive(Clone, Debug)]
-pub(super) enum Stage {
-    Match(Matcher),
-    Project(Projection),
-    AddFields(Vec<(Vec<String>, Expr)>),
-    Unset(Vec<Vec<String>>),
-    Group(Expr, Vec<(String, Acc, Expr)>),
-    Sort(SortSpec),
-    Skip(u64),
-    Limit(u64),
-    Unwind {
-        path: Vec<String>,
-        index: Option<String>,
-        preserve: bool,
-    },
-    Count(String),
-    Lookup(Lookup),
-    UnionWith(UnionWith),
-    Facet(Facet),
-    Bucket(Bucket),
-    BucketAuto(BucketAuto),
-    Sample(Sample),
-    GraphLookup(GraphLookup),
-    SetWindowFields(SetWindowFields),
-    CollStats(CollStats),
-    /// `$geoNear`: run by the storage crate as the pipeline's source (first stage only).
-    GeoNear,
-    CurrentOp(CurrentOpSpec),
-    Out(Out),
-    Merge(Merge),
-    ReplaceRoot(Expr),
-    SortByCount(Expr),
-}
-
-/// An error with one of mongod's numbered codes that have no name of their own: mongod names
-/// them "Location<code>". The codes are this crate's constants (a bounded set), so each name is
-/// built once and kept for the process's life.
-pub(super) fn stage_err(code: i32, msg: impl Into<String>) -> DocError {
-    static NAMES: Mutex<BTreeMap<i32, &'static str>> = Mutex::new(BTreeMap::new());
-    let name = *NAMES
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .entry(code)
-        .or_insert_with(|| Box::leak(format!("Location{code}").into_boxed_str()));
-    DocError::with_code(code, name, msg)
-}
 
 fn non_negative_int(stage: &str, v: &Bson, allow_zero: bool) -> DocResult<u64> {
     let n = Num::of(v);
@@ -272,7 +222,7 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
         }
         "$currentOp" => Stage::CurrentOp(CurrentOpSpec::parse(arg)?),
         "$out" => Stage::Out(Out::parse(arg)?),
-        "$merge" => Stage::Merge(Merge::parse(arg)?),
+        "$merge" => Stage::Merge(Merge::parse(arg, parse_update_pipeline)?),
         "$replaceRoot" => {
             let d = obj(40228, "expected an object as specification for $replaceRoot stage")?;
             let Some(nr) = d.get("newRoot") else {
@@ -320,13 +270,13 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
 
 /// Parses the stages of a sub-pipeline (`$lookup`'s, `$facet`'s, `$unionWith`'s).
 pub(super) fn parse_sub_pipeline(stages: &[Bson], owner: &str) -> DocResult<Vec<Stage>> {
-    if stages.len() > super::MAX_PIPELINE_STAGES {
+    if stages.len() > MAX_PIPELINE_STAGES {
         return Err(DocError::with_code(
             7749501,
             "Location7749501",
             format!(
                 "{owner}: a pipeline must be no longer than {} stages",
-                super::MAX_PIPELINE_STAGES
+                MAX_PIPELINE_STAGES
             ),
         ));
     }
@@ -365,23 +315,6 @@ fn text_not_first() -> DocError {
         17313,
         "$match with $text is only allowed as the first pipeline stage",
     )
-}
-
-impl Stage {
-    /// A `$match` with `$text` (only the first stage of a pipeline may be one: the text index
-    /// scan answers it).
-    pub(super) fn is_text_match(&self) -> bool {
-        matches!(self, Stage::Match(m) if m.text().is_some())
-    }
-
-    /// The name of a stage that writes (`$out`, `$merge`).
-    pub(super) fn writes(&self) -> Option<&'static str> {
-        match self {
-            Stage::Out(_) => Some("$out"),
-            Stage::Merge(_) => Some("$merge"),
-            _ => None,
-        }
-    }
 }
 
 /// Where stages may stand: a writing stage last (40601), `$collStats` and `$currentOp` first
@@ -430,4 +363,31 @@ pub fn validate_pipeline(pipeline: &[Document]) -> DocResult<()> {
         .map(parse_stage)
         .collect::<DocResult<Vec<_>>>()?;
     check_positions(&stages)
+}
+
+/// Parses an update's pipeline (`update: [...]`, `$merge`'s `whenMatched: [...]`): only the
+/// stages that reshape one document may stand in it, each checked now.
+pub fn parse_update_pipeline(stages: &[Bson]) -> DocResult<Vec<Document>> {
+    let mut docs = Vec::new();
+    for s in stages {
+        let Bson::Document(d) = s else {
+            return Err(DocError::type_mismatch(
+                "Each element of the 'pipeline' array must be an object",
+            ));
+        };
+        let name = d.keys().next().map(String::as_str).unwrap_or("");
+        if !matches!(
+            name,
+            "$addFields" | "$set" | "$project" | "$unset" | "$replaceRoot" | "$replaceWith"
+        ) {
+            return Err(DocError::with_code(
+                72,
+                "InvalidOptions",
+                format!("{name} is not allowed to be used within an update"),
+            ));
+        }
+        docs.push(d.clone());
+    }
+    validate_pipeline(&docs)?;
+    Ok(docs)
 }

@@ -1,7 +1,10 @@
 //! The pipeline's unit tests.
 
 use super::*;
-use bson::{bson, doc};
+use bson::{bson, doc, Bson, Document};
+
+use crate::error::{DocError, DocResult};
+use crate::interrupt::Interrupt;
 
 fn run(pipeline: Vec<Document>, input: Vec<Document>) -> DocResult<Vec<Document>> {
     let foreign = vec![

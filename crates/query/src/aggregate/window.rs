@@ -6,11 +6,9 @@ use std::cmp::Ordering;
 
 use bson::{Bson, Document};
 
-use super::facet::check_output_name;
+use super::common::{check_output_name, stage_err, DocIter, Memory};
 use super::fields::add_field;
 use super::group::{accumulate_windows, parse_window_acc, Acc};
-use super::parse::stage_err;
-use super::{DocIter, Memory};
 use crate::compare::{compare_bson, type_name, Num};
 use crate::error::{DocError, DocResult};
 use crate::expr::{eval_doc_path, parse_expr, Ctx, Expr};

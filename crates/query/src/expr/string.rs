@@ -212,7 +212,7 @@ pub(super) fn regex_ops(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option
             ))
         }
     };
-    let re = crate::matcher::compile_regex(&pattern, &flags)?;
+    let re = crate::regex::compile_regex(&pattern, &flags)?;
     let input = match args.eval("input", ctx)? {
         None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(nothing())),
         Some(Bson::String(s)) => s,
