@@ -1,6 +1,6 @@
 //! Aggregation expressions: field paths (`"$a.b"`), variables (`"$$ROOT"`), literals, object and
 //! array expressions, and the common operators. Each operator is one row of the table in
-//! `ops.rs`; its evaluation lives in its family's file (`arith`, `string`, `array`, `set`,
+//! `table.rs`; its evaluation lives in its family's file (`arith`, `string`, `array`, `set`,
 //! `object`, `convert`, `date`, `cond`), its parsing in `parse.rs`.
 //!
 //! Values are `Option<Bson>`: `None` is "missing", which differs from null (it is dropped from
@@ -13,6 +13,7 @@ use bson::{Bson, DateTime, Document};
 use crate::compare::{bson_equal, compare_bson, shell_repr, type_name, Num};
 use crate::error::{DocError, DocResult};
 
+mod args;
 mod arith;
 mod array;
 mod cond;
@@ -21,10 +22,12 @@ mod date;
 mod date_arith;
 mod date_fmt;
 mod object;
+mod op;
 mod ops;
 mod parse;
 mod set;
 mod string;
+mod table;
 
 // The numeric and conversion helpers are shared by several families; each family file reaches
 // them (and the helpers below) through its `use super::*`.
@@ -32,7 +35,7 @@ use arith::*;
 pub use arith::{add_num, avg_values, mean, mul_num, sum_values};
 pub use array::n_of;
 use convert::*;
-pub use ops::Op;
+pub use op::Op;
 pub use parse::parse_expr;
 
 /// A parsed aggregation expression.

@@ -2,7 +2,7 @@
 
 use bson::{Bson, Document};
 
-use super::ops::{Arity, Op};
+use super::op::{Arity, Op};
 use super::Expr;
 use crate::error::{DocError, DocResult};
 

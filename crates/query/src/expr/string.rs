@@ -1,6 +1,7 @@
 //! String operators, `$trim` family and `$regexMatch` included.
 
-use super::ops::{Args, NamedArgs, Op};
+use super::args::{Args, NamedArgs};
+use super::op::Op;
 use super::*;
 
 /// `$concat`.
