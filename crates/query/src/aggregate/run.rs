@@ -13,7 +13,7 @@ use super::source::{CollectionSource, Env};
 use super::stage::Stage;
 use crate::compare::{shell_repr, type_name};
 use crate::error::{DocError, DocResult};
-use crate::expr::Ctx;
+use crate::expr::{Ctx, Expr};
 use crate::interrupt::Interrupt;
 use crate::projection::Projection;
 use crate::sort::SortSpec;
@@ -58,130 +58,7 @@ pub(super) fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocRes
     let mut it: DocIter = input;
     for stage in stages {
         let deepens = stage_may_deepen(&stage);
-        it = match stage {
-            Stage::Match(m) if m.text().is_some() => {
-                // The storage side answers a leading $text match with its text index before
-                // the pipeline runs; one reaching here has no index to answer it.
-                return Err(DocError::index_not_found(
-                    "text index required for $text query",
-                ));
-            }
-            Stage::Match(m) => Box::new(it.filter(move |r| match r {
-                Ok(d) => m.matches(d),
-                Err(_) => true,
-            })),
-            Stage::Project(p) => Box::new(it.map(move |r| r.and_then(|d| project(&p, &d)))),
-            Stage::AddFields(fields) => Box::new(it.map(move |r| {
-                let mut d = r?;
-                let src = d.clone();
-                let ctx = Ctx::new(&src);
-                for (path, e) in &fields {
-                    match e.eval(&ctx)? {
-                        Some(v) => add_field(&mut d, path, v)?,
-                        // $$REMOVE / missing removes the field.
-                        None => unset_path(&mut d, path),
-                    }
-                }
-                Ok(d)
-            })),
-            Stage::Unset(paths) => Box::new(it.map(move |r| {
-                let mut d = r?;
-                for p in &paths {
-                    unset_path(&mut d, p);
-                }
-                Ok(d)
-            })),
-            Stage::Group(id, accs) => {
-                let key = |ctx: &Ctx| Ok(id.eval(ctx)?.unwrap_or(Bson::Null));
-                Box::new(run_group(it, key, &accs)?.into_iter().map(Ok))
-            }
-            Stage::Sort(spec) => {
-                let mut docs = Memory::new("$sort").collect(it)?;
-                spec.sort(&mut docs);
-                Box::new(docs.into_iter().map(Ok))
-            }
-            Stage::Skip(n) => Box::new(it.skip(n as usize)),
-            Stage::Limit(n) => Box::new(it.take(n as usize)),
-            Stage::Unwind {
-                path,
-                index,
-                preserve,
-            } => Box::new(it.flat_map(move |r| match r {
-                Ok(d) => unwind_doc(d, &path, &index, preserve),
-                Err(e) => vec![Err(e)],
-            })),
-            Stage::Count(name) => {
-                let mut n: i64 = 0;
-                for r in it {
-                    r?;
-                    n += 1;
-                }
-                if n == 0 {
-                    Box::new(std::iter::empty())
-                } else {
-                    let v = if n <= i32::MAX as i64 {
-                        Bson::Int32(n as i32)
-                    } else {
-                        Bson::Int64(n)
-                    };
-                    let mut d = Document::new();
-                    d.insert(name, v);
-                    Box::new(std::iter::once(Ok(d)))
-                }
-            }
-            Stage::Lookup(l) => l.run(it, env)?,
-            Stage::UnionWith(u) => u.run(it, env)?,
-            Stage::Facet(f) => f.run(it, env)?,
-            Stage::Bucket(b) => b.run(it)?,
-            Stage::BucketAuto(b) => b.run(it)?,
-            Stage::Sample(s) => s.run(it)?,
-            Stage::GraphLookup(g) => g.run(it, env)?,
-            Stage::SetWindowFields(w) => w.run(it, interrupt)?,
-            Stage::CollStats(c) => c.run(it, env)?,
-            Stage::GeoNear => {
-                // The storage crate takes a leading $geoNear off as the pipeline's source.
-                return Err(DocError::with_code(
-                    40602,
-                    "Location40602",
-                    "$geoNear is only valid as the first stage in a pipeline.",
-                ));
-            }
-            Stage::CurrentOp(c) => current_ops(&c, env)?,
-            Stage::Out(o) => {
-                let docs = without_score(it)?;
-                o.run(docs, sink(env, "$out")?)?;
-                Box::new(std::iter::empty())
-            }
-            Stage::Merge(m) => {
-                let docs = without_score(it)?;
-                m.run(docs, sink(env, "$merge")?)?;
-                Box::new(std::iter::empty())
-            }
-            Stage::ReplaceRoot(e) => Box::new(it.map(move |r| {
-                let d = r?;
-                match e.eval_root(&d)? {
-                    Some(Bson::Document(nd)) => Ok(nd),
-                    other => Err(stage_err(
-                        40228,
-                        format!(
-                            "'replacement document' must evaluate to an object, but resulting value was: {}. Type of resulting value: '{}'. Input document: {}",
-                            other.as_ref().map(shell_repr).unwrap_or_else(|| "MISSING".into()),
-                            other.as_ref().map(type_name).unwrap_or("missing"),
-                            crate::compare::doc_repr(&d)
-                        ),
-                    )),
-                }
-            })),
-            Stage::SortByCount(e) => {
-                let key = |ctx: &Ctx| Ok(e.eval(ctx)?.unwrap_or(Bson::Null));
-                let mut groups = run_group(it, key, &count_output())?;
-                let spec = SortSpec {
-                    fields: vec![("count".into(), -1)],
-                };
-                spec.sort(&mut groups);
-                Box::new(groups.into_iter().map(Ok))
-            }
-        };
+        it = run_stage(stage, it, env)?;
         if deepens {
             // Stage after stage could wrap a document one level deeper each time.
             it = Box::new(it.map(|r| {
@@ -202,6 +79,142 @@ pub(super) fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocRes
         it = Box::new(interrupt.wrap(it));
     }
     it.collect()
+}
+
+/// Chains one stage onto the stream `it`: a streaming stage lazily, a blocking one by
+/// consuming `it` now.
+fn run_stage(stage: Stage, it: DocIter, env: Env) -> DocResult<DocIter> {
+    let interrupt = env.interrupt;
+    Ok(match stage {
+        Stage::Match(m) if m.text().is_some() => {
+            // The storage side answers a leading $text match with its text index before
+            // the pipeline runs; one reaching here has no index to answer it.
+            return Err(DocError::index_not_found(
+                "text index required for $text query",
+            ));
+        }
+        Stage::Match(m) => Box::new(it.filter(move |r| match r {
+            Ok(d) => m.matches(d),
+            Err(_) => true,
+        })),
+        Stage::Project(p) => Box::new(it.map(move |r| r.and_then(|d| project(&p, &d)))),
+        Stage::AddFields(fields) => Box::new(it.map(move |r| {
+            let mut d = r?;
+            let src = d.clone();
+            let ctx = Ctx::new(&src);
+            for (path, e) in &fields {
+                match e.eval(&ctx)? {
+                    Some(v) => add_field(&mut d, path, v)?,
+                    // $$REMOVE / missing removes the field.
+                    None => unset_path(&mut d, path),
+                }
+            }
+            Ok(d)
+        })),
+        Stage::Unset(paths) => Box::new(it.map(move |r| {
+            let mut d = r?;
+            for p in &paths {
+                unset_path(&mut d, p);
+            }
+            Ok(d)
+        })),
+        Stage::Group(id, accs) => {
+            let key = |ctx: &Ctx| Ok(id.eval(ctx)?.unwrap_or(Bson::Null));
+            Box::new(run_group(it, key, &accs)?.into_iter().map(Ok))
+        }
+        Stage::Sort(spec) => {
+            let mut docs = Memory::new("$sort").collect(it)?;
+            spec.sort(&mut docs);
+            Box::new(docs.into_iter().map(Ok))
+        }
+        Stage::Skip(n) => Box::new(it.skip(n as usize)),
+        Stage::Limit(n) => Box::new(it.take(n as usize)),
+        Stage::Unwind {
+            path,
+            index,
+            preserve,
+        } => Box::new(it.flat_map(move |r| match r {
+            Ok(d) => unwind_doc(d, &path, &index, preserve),
+            Err(e) => vec![Err(e)],
+        })),
+        Stage::Count(name) => count(it, name)?,
+        Stage::Lookup(l) => l.run(it, env)?,
+        Stage::UnionWith(u) => u.run(it, env)?,
+        Stage::Facet(f) => f.run(it, env)?,
+        Stage::Bucket(b) => b.run(it)?,
+        Stage::BucketAuto(b) => b.run(it)?,
+        Stage::Sample(s) => s.run(it)?,
+        Stage::GraphLookup(g) => g.run(it, env)?,
+        Stage::SetWindowFields(w) => w.run(it, interrupt)?,
+        Stage::CollStats(c) => c.run(it, env)?,
+        Stage::GeoNear => {
+            // The storage crate takes a leading $geoNear off as the pipeline's source.
+            return Err(DocError::with_code(
+                40602,
+                "Location40602",
+                "$geoNear is only valid as the first stage in a pipeline.",
+            ));
+        }
+        Stage::CurrentOp(c) => current_ops(&c, env)?,
+        Stage::Out(o) => {
+            let docs = without_score(it)?;
+            o.run(docs, sink(env, "$out")?)?;
+            Box::new(std::iter::empty())
+        }
+        Stage::Merge(m) => {
+            let docs = without_score(it)?;
+            m.run(docs, sink(env, "$merge")?)?;
+            Box::new(std::iter::empty())
+        }
+        Stage::ReplaceRoot(e) => Box::new(it.map(move |r| {
+            let d = r?;
+            match e.eval_root(&d)? {
+                Some(Bson::Document(nd)) => Ok(nd),
+                other => Err(stage_err(
+                    40228,
+                    format!(
+                        "'replacement document' must evaluate to an object, but resulting value was: {}. Type of resulting value: '{}'. Input document: {}",
+                        other.as_ref().map(shell_repr).unwrap_or_else(|| "MISSING".into()),
+                        other.as_ref().map(type_name).unwrap_or("missing"),
+                        crate::compare::doc_repr(&d)
+                    ),
+                )),
+            }
+        })),
+        Stage::SortByCount(e) => sort_by_count(it, &e)?,
+    })
+}
+
+/// `$count`: one document holding the number of documents, none for an empty input.
+fn count(it: DocIter, name: String) -> DocResult<DocIter> {
+    let mut n: i64 = 0;
+    for r in it {
+        r?;
+        n += 1;
+    }
+    if n == 0 {
+        Ok(Box::new(std::iter::empty()))
+    } else {
+        let v = if n <= i32::MAX as i64 {
+            Bson::Int32(n as i32)
+        } else {
+            Bson::Int64(n)
+        };
+        let mut d = Document::new();
+        d.insert(name, v);
+        Ok(Box::new(std::iter::once(Ok(d))))
+    }
+}
+
+/// `$sortByCount`: the groups of an expression's values with their counts, largest first.
+fn sort_by_count(it: DocIter, e: &Expr) -> DocResult<DocIter> {
+    let key = |ctx: &Ctx| Ok(e.eval(ctx)?.unwrap_or(Bson::Null));
+    let mut groups = run_group(it, key, &count_output())?;
+    let spec = SortSpec {
+        fields: vec![("count".into(), -1)],
+    };
+    spec.sort(&mut groups);
+    Ok(Box::new(groups.into_iter().map(Ok)))
 }
 
 /// `$currentOp`'s operations, from the pipeline's source (a server); refused where there is
