@@ -113,100 +113,30 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
         )?)?),
         "$addFields" | "$set" => Stage::AddFields(parse_add_fields(obj(
             40272,
-            &format!("{name} specification stage must be an object, got {}", type_name(arg)),
+            &format!(
+                "{name} specification stage must be an object, got {}",
+                type_name(arg)
+            ),
         )?)?),
-        "$unset" => {
-            let fields: Vec<&Bson> = match arg {
-                Bson::String(_) => vec![arg],
-                Bson::Array(a) if !a.is_empty() => a.iter().collect(),
-                _ => {
-                    return Err(stage_err(
-                        31002,
-                        "$unset specification must be a string or an array with at least one field",
-                    ))
-                }
-            };
-            let mut paths = Vec::new();
-            for f in fields {
-                let Bson::String(s) = f else {
-                    return Err(stage_err(31120, "$unset specification must be a string or an array containing only string values"));
-                };
-                paths.push(split_path(s)?);
-            }
-            Stage::Unset(paths)
-        }
-        "$group" => {
-            let d = obj(15947, "a group's fields must be specified in an object")?;
-            let Some(id) = d.get("_id") else {
-                return Err(DocError::location_15955("a group specification must include an _id"));
-            };
-            let id = parse_expr(id)?;
-            let accs = parse_accumulators(d.iter().filter(|(k, _)| *k != "_id"))?;
-            Stage::Group(id, accs)
-        }
+        "$unset" => parse_unset(arg)?,
+        "$group" => parse_group(obj(
+            15947,
+            "a group's fields must be specified in an object",
+        )?)?,
         "$sort" => {
             let d = obj(15973, "the $sort key specification must be an object")?;
             if d.is_empty() {
-                return Err(stage_err(15976, "$sort stage must have at least one sort key"));
+                return Err(stage_err(
+                    15976,
+                    "$sort stage must have at least one sort key",
+                ));
             }
             Stage::Sort(SortSpec::parse(d)?)
         }
         "$skip" => Stage::Skip(non_negative_int("$skip", arg, true)?),
         "$limit" => Stage::Limit(non_negative_int("$limit", arg, false)?),
-        "$unwind" => match arg {
-            Bson::String(p) => {
-                let Some(p) = p.strip_prefix('$') else {
-                    return Err(stage_err(28818, format!("path option to $unwind stage should be prefixed with a '$': {p}")));
-                };
-                Stage::Unwind { path: split_path(p)?, index: None, preserve: false }
-            }
-            Bson::Document(d) => {
-                let mut path = None;
-                let mut index = None;
-                let mut preserve = false;
-                for (k, v) in d {
-                    match (k.as_str(), v) {
-                        ("path", Bson::String(p)) => {
-                            let Some(p) = p.strip_prefix('$') else {
-                                return Err(stage_err(28818, format!("path option to $unwind stage should be prefixed with a '$': {p}")));
-                            };
-                            path = Some(split_path(p)?);
-                        }
-                        ("path", _) => return Err(stage_err(28808, "expected a string as the path for $unwind stage")),
-                        ("includeArrayIndex", Bson::String(s)) => {
-                            if s.is_empty() || s.starts_with('$') {
-                                return Err(stage_err(28822, format!("includeArrayIndex option to $unwind stage should not be prefixed with a '$': {s}")));
-                            }
-                            index = Some(s.clone());
-                        }
-                        ("includeArrayIndex", _) => return Err(stage_err(28810, "expected a non-empty string for the includeArrayIndex option to $unwind stage")),
-                        ("preserveNullAndEmptyArrays", Bson::Boolean(b)) => preserve = *b,
-                        ("preserveNullAndEmptyArrays", _) => return Err(stage_err(28809, "expected a boolean for the preserveNullAndEmptyArrays option to $unwind stage")),
-                        (other, _) => return Err(stage_err(28811, format!("unrecognized option to $unwind stage: {other}"))),
-                    }
-                }
-                let Some(path) = path else {
-                    return Err(stage_err(28812, "No path specified to $unwind stage"));
-                };
-                Stage::Unwind { path, index, preserve }
-            }
-            _ => return Err(stage_err(15981, format!("expected either a string or an object as specification for $unwind stage, got {}", type_name(arg)))),
-        },
-        "$count" => {
-            let Bson::String(s) = arg else {
-                return Err(stage_err(40156, "the count field must be a non-empty string"));
-            };
-            if s.is_empty() {
-                return Err(stage_err(40156, "the count field must be a non-empty string"));
-            }
-            if s.starts_with('$') {
-                return Err(stage_err(40158, "the count field cannot be a $-prefixed path"));
-            }
-            if s.contains('.') {
-                return Err(stage_err(40160, "the count field cannot contain '.'"));
-            }
-            Stage::Count(s.clone())
-        }
+        "$unwind" => parse_unwind(arg)?,
+        "$count" => parse_count(arg)?,
         "$lookup" => Stage::Lookup(Lookup::parse(arg)?),
         "$unionWith" => Stage::UnionWith(UnionWith::parse(arg)?),
         "$facet" => Stage::Facet(Facet::parse(arg)?),
@@ -223,25 +153,12 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
         "$currentOp" => Stage::CurrentOp(CurrentOpSpec::parse(arg)?),
         "$out" => Stage::Out(Out::parse(arg)?),
         "$merge" => Stage::Merge(Merge::parse(arg, parse_update_pipeline)?),
-        "$replaceRoot" => {
-            let d = obj(40228, "expected an object as specification for $replaceRoot stage")?;
-            let Some(nr) = d.get("newRoot") else {
-                return Err(stage_err(40231, "no newRoot specified for the $replaceRoot stage"));
-            };
-            if let Some(k) = d.keys().find(|k| *k != "newRoot") {
-                return Err(stage_err(40230, format!("unrecognized option to $replaceRoot stage: {k}, only valid option is 'newRoot'.")));
-            }
-            Stage::ReplaceRoot(parse_expr(nr)?)
-        }
+        "$replaceRoot" => parse_replace_root(obj(
+            40228,
+            "expected an object as specification for $replaceRoot stage",
+        )?)?,
         "$replaceWith" => Stage::ReplaceRoot(parse_expr(arg)?),
-        "$sortByCount" => {
-            let e = match arg {
-                Bson::String(s) if s.starts_with('$') => parse_expr(arg)?,
-                Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => parse_expr(arg)?,
-                _ => return Err(stage_err(40148, "the sortByCount field must be defined as a $-prefixed path or an expression")),
-            };
-            Stage::SortByCount(e)
-        }
+        "$sortByCount" => parse_sort_by_count(arg)?,
         // A standalone has no oplog to stream from; mongod answers the same.
         "$changeStream" => {
             return Err(DocError::with_code(
@@ -250,9 +167,8 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
                 "The $changeStream stage is only supported on replica sets",
             ))
         }
-        "$indexStats" | "$listSessions"
-        | "$densify" | "$fill" | "$redact"
-        | "$search" | "$documents" => {
+        "$indexStats" | "$listSessions" | "$densify" | "$fill" | "$redact" | "$search"
+        | "$documents" => {
             return Err(DocError::with_code(
                 238,
                 "NotImplemented",
@@ -266,6 +182,165 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
             ))
         }
     })
+}
+
+/// `$unset`: a field path, or an array of them.
+fn parse_unset(arg: &Bson) -> DocResult<Stage> {
+    let fields: Vec<&Bson> = match arg {
+        Bson::String(_) => vec![arg],
+        Bson::Array(a) if !a.is_empty() => a.iter().collect(),
+        _ => {
+            return Err(stage_err(
+                31002,
+                "$unset specification must be a string or an array with at least one field",
+            ))
+        }
+    };
+    let mut paths = Vec::new();
+    for f in fields {
+        let Bson::String(s) = f else {
+            return Err(stage_err(
+                31120,
+                "$unset specification must be a string or an array containing only string values",
+            ));
+        };
+        paths.push(split_path(s)?);
+    }
+    Ok(Stage::Unset(paths))
+}
+
+/// `$unwind`: `"$path"`, or `{path, includeArrayIndex, preserveNullAndEmptyArrays}`.
+fn parse_unwind(arg: &Bson) -> DocResult<Stage> {
+    Ok(match arg {
+        Bson::String(p) => {
+            let Some(p) = p.strip_prefix('$') else {
+                return Err(stage_err(
+                    28818,
+                    format!("path option to $unwind stage should be prefixed with a '$': {p}"),
+                ));
+            };
+            Stage::Unwind {
+                path: split_path(p)?,
+                index: None,
+                preserve: false,
+            }
+        }
+        Bson::Document(d) => {
+            let mut path = None;
+            let mut index = None;
+            let mut preserve = false;
+            for (k, v) in d {
+                match (k.as_str(), v) {
+                    ("path", Bson::String(p)) => {
+                        let Some(p) = p.strip_prefix('$') else {
+                            return Err(stage_err(28818, format!("path option to $unwind stage should be prefixed with a '$': {p}")));
+                        };
+                        path = Some(split_path(p)?);
+                    }
+                    ("path", _) => return Err(stage_err(28808, "expected a string as the path for $unwind stage")),
+                    ("includeArrayIndex", Bson::String(s)) => {
+                        if s.is_empty() || s.starts_with('$') {
+                            return Err(stage_err(28822, format!("includeArrayIndex option to $unwind stage should not be prefixed with a '$': {s}")));
+                        }
+                        index = Some(s.clone());
+                    }
+                    ("includeArrayIndex", _) => return Err(stage_err(28810, "expected a non-empty string for the includeArrayIndex option to $unwind stage")),
+                    ("preserveNullAndEmptyArrays", Bson::Boolean(b)) => preserve = *b,
+                    ("preserveNullAndEmptyArrays", _) => return Err(stage_err(28809, "expected a boolean for the preserveNullAndEmptyArrays option to $unwind stage")),
+                    (other, _) => return Err(stage_err(28811, format!("unrecognized option to $unwind stage: {other}"))),
+                }
+            }
+            let Some(path) = path else {
+                return Err(stage_err(28812, "No path specified to $unwind stage"));
+            };
+            Stage::Unwind {
+                path,
+                index,
+                preserve,
+            }
+        }
+        _ => return Err(stage_err(
+            15981,
+            format!(
+                "expected either a string or an object as specification for $unwind stage, got {}",
+                type_name(arg)
+            ),
+        )),
+    })
+}
+
+/// `$count`: the output field's name.
+fn parse_count(arg: &Bson) -> DocResult<Stage> {
+    let Bson::String(s) = arg else {
+        return Err(stage_err(
+            40156,
+            "the count field must be a non-empty string",
+        ));
+    };
+    if s.is_empty() {
+        return Err(stage_err(
+            40156,
+            "the count field must be a non-empty string",
+        ));
+    }
+    if s.starts_with('$') {
+        return Err(stage_err(
+            40158,
+            "the count field cannot be a $-prefixed path",
+        ));
+    }
+    if s.contains('.') {
+        return Err(stage_err(40160, "the count field cannot contain '.'"));
+    }
+    Ok(Stage::Count(s.clone()))
+}
+
+/// `$sortByCount`: a `$`-path or an expression object.
+fn parse_sort_by_count(arg: &Bson) -> DocResult<Stage> {
+    let e = match arg {
+        Bson::String(s) if s.starts_with('$') => parse_expr(arg)?,
+        Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => {
+            parse_expr(arg)?
+        }
+        _ => {
+            return Err(stage_err(
+                40148,
+                "the sortByCount field must be defined as a $-prefixed path or an expression",
+            ))
+        }
+    };
+    Ok(Stage::SortByCount(e))
+}
+
+/// `$group`: its `_id` expression and its accumulators.
+fn parse_group(d: &Document) -> DocResult<Stage> {
+    let Some(id) = d.get("_id") else {
+        return Err(DocError::location_15955(
+            "a group specification must include an _id",
+        ));
+    };
+    let id = parse_expr(id)?;
+    let accs = parse_accumulators(d.iter().filter(|(k, _)| *k != "_id"))?;
+    Ok(Stage::Group(id, accs))
+}
+
+/// `$replaceRoot`: `{newRoot: <expression>}`.
+fn parse_replace_root(d: &Document) -> DocResult<Stage> {
+    let Some(nr) = d.get("newRoot") else {
+        return Err(stage_err(
+            40231,
+            "no newRoot specified for the $replaceRoot stage",
+        ));
+    };
+    if let Some(k) = d.keys().find(|k| *k != "newRoot") {
+        return Err(stage_err(
+            40230,
+            format!(
+                "unrecognized option to $replaceRoot stage: {k}, only valid option is 'newRoot'."
+            ),
+        ));
+    }
+    Ok(Stage::ReplaceRoot(parse_expr(nr)?))
 }
 
 /// Parses the stages of a sub-pipeline (`$lookup`'s, `$facet`'s, `$unionWith`'s).
