@@ -259,13 +259,15 @@ fn parse_unwind(arg: &Bson) -> DocResult<Stage> {
                 preserve,
             }
         }
-        _ => return Err(stage_err(
-            15981,
-            format!(
+        _ => {
+            return Err(stage_err(
+                15981,
+                format!(
                 "expected either a string or an object as specification for $unwind stage, got {}",
                 type_name(arg)
             ),
-        )),
+            ))
+        }
     })
 }
 
