@@ -264,6 +264,94 @@ fn input_and_unit(op: &str, arg: &Bson) -> DocResult<(Expr, Option<f64>)> {
     ))
 }
 
+/// `$shift`: `{output, by, default}`.
+fn parse_shift(arg: &Bson) -> DocResult<Func> {
+    let Bson::Document(d) = arg else {
+        return Err(fail("Argument to $shift must be an object"));
+    };
+    let (mut output, mut by, mut default) = (None, None, Bson::Null);
+    for (k, v) in d {
+        match k.as_str() {
+            "output" => output = Some(parse_expr(v)?),
+            "by" => {
+                by = Some(Num::of(v).and_then(Num::as_i64_exact).ok_or_else(|| {
+                    fail(
+                        "'$shift:by' field must be an integer, but found ".to_string()
+                            + &crate::compare::shell_repr(v),
+                    )
+                })?)
+            }
+            "default" => {
+                default = match parse_expr(v)? {
+                    Expr::Lit(b) => b,
+                    _ => {
+                        return Err(fail(
+                            "'$shift:default' expression must yield a constant value.",
+                        ))
+                    }
+                }
+            }
+            other => return Err(fail(format!("Unknown argument in $shift: {other}"))),
+        }
+    }
+    let (Some(output), Some(by)) = (output, by) else {
+        return Err(fail(
+            "$shift requires an 'output' expression and a 'by' integer",
+        ));
+    };
+    Ok(Func::Shift {
+        output,
+        by,
+        default,
+    })
+}
+
+/// `$expMovingAvg`: `{input, N}` or `{input, alpha}`.
+fn parse_exp_moving_avg(arg: &Bson) -> DocResult<Func> {
+    let Bson::Document(d) = arg else {
+        return Err(fail(
+            "$expMovingAvg must have exactly one argument that is an object",
+        ));
+    };
+    let (mut input, mut alpha) = (None, None);
+    for (k, v) in d {
+        match k.as_str() {
+            "input" => input = Some(parse_expr(v)?),
+            "N" => {
+                let n = Num::of(v)
+                    .and_then(Num::as_i64_exact)
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| fail("'N' field must be an integer greater than zero"))?;
+                if alpha.is_some() {
+                    return Err(fail("$expMovingAvg takes either 'N' or 'alpha', not both"));
+                }
+                alpha = Some(2.0 / (n as f64 + 1.0));
+            }
+            "alpha" => {
+                let a = Num::of(v)
+                    .map(Num::as_f64)
+                    .filter(|a| *a > 0.0 && *a < 1.0)
+                    .ok_or_else(|| fail("'alpha' must be between 0 and 1 (exclusive)"))?;
+                if alpha.is_some() {
+                    return Err(fail("$expMovingAvg takes either 'N' or 'alpha', not both"));
+                }
+                alpha = Some(a);
+            }
+            other => {
+                return Err(fail(format!(
+                    "Got unrecognized field in $expMovingAvg: {other}"
+                )))
+            }
+        }
+    }
+    let (Some(input), Some(alpha)) = (input, alpha) else {
+        return Err(fail(
+            "$expMovingAvg requires 'input' and one of 'N' or 'alpha'",
+        ));
+    };
+    Ok(Func::ExpMovingAvg { input, alpha })
+}
+
 impl SetWindowFields {
     pub(super) fn parse(arg: &Bson) -> DocResult<SetWindowFields> {
         let Bson::Document(d) = arg else {
@@ -319,57 +407,59 @@ impl SetWindowFields {
         let single_sort = sort_by.as_ref().is_some_and(|s| s.fields.len() == 1);
         let mut outputs = Vec::with_capacity(output.len());
         for (name, spec) in &output {
-            for part in name.split('.') {
-                check_output_name(part)?;
-            }
-            let Bson::Document(spec) = spec else {
-                return Err(fail(format!("The field '{name}' must be an object")));
-            };
-            let window = spec.get("window").map(parse_window).transpose()?;
-            let mut funcs = spec.iter().filter(|(k, _)| *k != "window");
-            let (Some((fname, farg)), None) = (funcs.next(), funcs.next()) else {
-                return Err(fail(format!(
-                    "The field '{name}' must specify exactly one window function"
-                )));
-            };
-            let func = Self::parse_func(fname, farg)?;
-            Self::check_func(
-                fname,
-                &func,
-                window.as_ref(),
+            outputs.push(Self::parse_output(
+                name,
+                spec,
                 sort_by.is_some(),
                 single_sort,
-            )?;
-            if let Some(w) = &window {
-                match w {
-                    Window::Documents(..)
-                        if sort_by.is_none()
-                            && !matches!(
-                                w,
-                                Window::Documents(Bound::Unbounded, Bound::Unbounded)
-                            ) =>
-                    {
-                        return Err(stage_err(5339901, "Document-based bounds require a sortBy"))
-                    }
-                    Window::Range(..) if !single_sort => {
-                        return Err(stage_err(
-                            5339902,
-                            "Range-based window require sortBy a single field",
-                        ))
-                    }
-                    _ => {}
-                }
-            }
-            outputs.push(Output {
-                path: split_path(name)?,
-                func,
-                window,
-            });
+            )?);
         }
         Ok(SetWindowFields {
             partition_by,
             sort_by,
             outputs,
+        })
+    }
+
+    /// One `output` field: its path, its window function and its window, checked against the
+    /// stage's sort (`sorted`, on one field: `single_sort`).
+    fn parse_output(name: &str, spec: &Bson, sorted: bool, single_sort: bool) -> DocResult<Output> {
+        for part in name.split('.') {
+            check_output_name(part)?;
+        }
+        let Bson::Document(spec) = spec else {
+            return Err(fail(format!("The field '{name}' must be an object")));
+        };
+        let window = spec.get("window").map(parse_window).transpose()?;
+        let mut funcs = spec.iter().filter(|(k, _)| *k != "window");
+        let (Some((fname, farg)), None) = (funcs.next(), funcs.next()) else {
+            return Err(fail(format!(
+                "The field '{name}' must specify exactly one window function"
+            )));
+        };
+        let func = Self::parse_func(fname, farg)?;
+        Self::check_func(fname, &func, window.as_ref(), sorted, single_sort)?;
+        if let Some(w) = &window {
+            match w {
+                Window::Documents(..)
+                    if !sorted
+                        && !matches!(w, Window::Documents(Bound::Unbounded, Bound::Unbounded)) =>
+                {
+                    return Err(stage_err(5339901, "Document-based bounds require a sortBy"))
+                }
+                Window::Range(..) if !single_sort => {
+                    return Err(stage_err(
+                        5339902,
+                        "Range-based window require sortBy a single field",
+                    ))
+                }
+                _ => {}
+            }
+        }
+        Ok(Output {
+            path: split_path(name)?,
+            func,
+            window,
         })
     }
 
@@ -409,45 +499,7 @@ impl SetWindowFields {
                     y: parse_expr(&a[1])?,
                 }
             }
-            "$shift" => {
-                let Bson::Document(d) = arg else {
-                    return Err(fail("Argument to $shift must be an object"));
-                };
-                let (mut output, mut by, mut default) = (None, None, Bson::Null);
-                for (k, v) in d {
-                    match k.as_str() {
-                        "output" => output = Some(parse_expr(v)?),
-                        "by" => {
-                            by = Some(Num::of(v).and_then(Num::as_i64_exact).ok_or_else(|| {
-                                fail(
-                                    "'$shift:by' field must be an integer, but found ".to_string()
-                                        + &crate::compare::shell_repr(v),
-                                )
-                            })?)
-                        }
-                        "default" => {
-                            default =
-                                match parse_expr(v)? {
-                                    Expr::Lit(b) => b,
-                                    _ => return Err(fail(
-                                        "'$shift:default' expression must yield a constant value.",
-                                    )),
-                                }
-                        }
-                        other => return Err(fail(format!("Unknown argument in $shift: {other}"))),
-                    }
-                }
-                let (Some(output), Some(by)) = (output, by) else {
-                    return Err(fail(
-                        "$shift requires an 'output' expression and a 'by' integer",
-                    ));
-                };
-                Func::Shift {
-                    output,
-                    by,
-                    default,
-                }
-            }
+            "$shift" => parse_shift(arg)?,
             "$derivative" => {
                 let (input, unit) = input_and_unit(name, arg)?;
                 Func::Derivative { input, unit }
@@ -456,58 +508,7 @@ impl SetWindowFields {
                 let (input, unit) = input_and_unit(name, arg)?;
                 Func::Integral { input, unit }
             }
-            "$expMovingAvg" => {
-                let Bson::Document(d) = arg else {
-                    return Err(fail(
-                        "$expMovingAvg must have exactly one argument that is an object",
-                    ));
-                };
-                let (mut input, mut alpha) = (None, None);
-                for (k, v) in d {
-                    match k.as_str() {
-                        "input" => input = Some(parse_expr(v)?),
-                        "N" => {
-                            let n = Num::of(v)
-                                .and_then(Num::as_i64_exact)
-                                .filter(|n| *n > 0)
-                                .ok_or_else(|| {
-                                    fail("'N' field must be an integer greater than zero")
-                                })?;
-                            if alpha.is_some() {
-                                return Err(fail(
-                                    "$expMovingAvg takes either 'N' or 'alpha', not both",
-                                ));
-                            }
-                            alpha = Some(2.0 / (n as f64 + 1.0));
-                        }
-                        "alpha" => {
-                            let a = Num::of(v)
-                                .map(Num::as_f64)
-                                .filter(|a| *a > 0.0 && *a < 1.0)
-                                .ok_or_else(|| {
-                                    fail("'alpha' must be between 0 and 1 (exclusive)")
-                                })?;
-                            if alpha.is_some() {
-                                return Err(fail(
-                                    "$expMovingAvg takes either 'N' or 'alpha', not both",
-                                ));
-                            }
-                            alpha = Some(a);
-                        }
-                        other => {
-                            return Err(fail(format!(
-                                "Got unrecognized field in $expMovingAvg: {other}"
-                            )))
-                        }
-                    }
-                }
-                let (Some(input), Some(alpha)) = (input, alpha) else {
-                    return Err(fail(
-                        "$expMovingAvg requires 'input' and one of 'N' or 'alpha'",
-                    ));
-                };
-                Func::ExpMovingAvg { input, alpha }
-            }
+            "$expMovingAvg" => parse_exp_moving_avg(arg)?,
             "$locf" => Func::Locf(parse_expr(arg)?),
             "$linearFill" => Func::LinearFill(parse_expr(arg)?),
             other => match parse_window_acc(other, arg)? {
