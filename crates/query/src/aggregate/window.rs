@@ -736,6 +736,56 @@ impl SetWindowFields {
         }
     }
 
+    /// `$rank` (`dense`: `$denseRank`): each document's rank in the sort order, ties equal.
+    fn ranks(&self, docs: &[Document], dense: bool) -> Vec<Bson> {
+        let n = docs.len();
+        let spec = self.sort_by.as_ref().expect("checked at parse");
+        let keys: Vec<Vec<Bson>> = docs.iter().map(|d| spec.keys(d)).collect();
+        let mut out = Vec::with_capacity(n);
+        let mut rank = 0usize;
+        for i in 0..n {
+            if i == 0 || spec.compare_keys(&keys[i - 1], &keys[i]) != Ordering::Equal {
+                rank = if dense { rank + 1 } else { i + 1 };
+            }
+            out.push(int(rank as i64));
+        }
+        out
+    }
+
+    /// `$linearFill`: each null or missing value interpolated between the known values around
+    /// it, along the sort field.
+    fn linear_fill(&self, docs: &[Document], vals: &[Option<Bson>]) -> DocResult<Vec<Bson>> {
+        let xs = self.sort_numbers(docs, date_sort(docs, self).then_some(1.0), "$linearFill")?;
+        let known: Vec<(usize, f64)> = vals
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| match v {
+                Some(v) if !is_nullish_value(v) => number(v).map(|y| Ok((i, y))).or_else(|| {
+                    Some(Err(fail(format!(
+                        "$linearFill only supports numeric types, found {}",
+                        type_name(v)
+                    ))))
+                }),
+                _ => None,
+            })
+            .collect::<DocResult<_>>()?;
+        Ok((0..docs.len())
+            .map(|i| {
+                if let Some(v) = vals[i].as_ref().filter(|v| !is_nullish_value(v)) {
+                    return v.clone();
+                }
+                let before = known.iter().rev().find(|(k, _)| *k < i);
+                let after = known.iter().find(|(k, _)| *k > i);
+                match (before, after) {
+                    (Some(&(a, ya)), Some(&(b, yb))) if xs[b] != xs[a] => {
+                        Bson::Double(ya + (xs[i] - xs[a]) * (yb - ya) / (xs[b] - xs[a]))
+                    }
+                    _ => Bson::Null,
+                }
+            })
+            .collect())
+    }
+
     fn compute(
         &self,
         o: &Output,
@@ -746,23 +796,10 @@ impl SetWindowFields {
         let eval_all = |e: &Expr| -> DocResult<Vec<Option<Bson>>> {
             docs.iter().map(|d| e.eval(&Ctx::new(d))).collect()
         };
-        let ranks = |dense: bool| -> Vec<Bson> {
-            let spec = self.sort_by.as_ref().expect("checked at parse");
-            let keys: Vec<Vec<Bson>> = docs.iter().map(|d| spec.keys(d)).collect();
-            let mut out = Vec::with_capacity(n);
-            let mut rank = 0usize;
-            for i in 0..n {
-                if i == 0 || spec.compare_keys(&keys[i - 1], &keys[i]) != Ordering::Equal {
-                    rank = if dense { rank + 1 } else { i + 1 };
-                }
-                out.push(int(rank as i64));
-            }
-            out
-        };
         Ok(match &o.func {
             Func::DocumentNumber => (1..=n as i64).map(int).collect(),
-            Func::Rank => ranks(false),
-            Func::DenseRank => ranks(true),
+            Func::Rank => self.ranks(docs, false),
+            Func::DenseRank => self.ranks(docs, true),
             Func::Acc(acc, e) => {
                 let windows = self.windows(o.window.as_ref(), docs)?;
                 accumulate_windows(*acc, &eval_all(e)?, windows, interrupt)?
@@ -819,74 +856,9 @@ impl SetWindowFields {
                 }
                 out
             }
-            Func::ExpMovingAvg { input, alpha } => {
-                let mut prev: Option<f64> = None;
-                eval_all(input)?
-                    .into_iter()
-                    .map(|v| match v.as_ref().and_then(Num::of) {
-                        Some(x) => {
-                            let next = match prev {
-                                None => x.as_f64(),
-                                Some(p) => x.as_f64() * alpha + p * (1.0 - alpha),
-                            };
-                            prev = Some(next);
-                            if matches!(x, Num::Dec(_)) {
-                                Num::Dec(next).to_bson()
-                            } else {
-                                Bson::Double(next)
-                            }
-                        }
-                        None => Bson::Null,
-                    })
-                    .collect()
-            }
-            Func::Locf(e) => {
-                let mut last = Bson::Null;
-                eval_all(e)?
-                    .into_iter()
-                    .map(|v| {
-                        if let Some(v) = v.filter(|v| !is_nullish_value(v)) {
-                            last = v;
-                        }
-                        last.clone()
-                    })
-                    .collect()
-            }
-            Func::LinearFill(e) => {
-                let xs =
-                    self.sort_numbers(docs, date_sort(docs, self).then_some(1.0), "$linearFill")?;
-                let vals = eval_all(e)?;
-                let known: Vec<(usize, f64)> = vals
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, v)| match v {
-                        Some(v) if !is_nullish_value(v) => {
-                            number(v).map(|y| Ok((i, y))).or_else(|| {
-                                Some(Err(fail(format!(
-                                    "$linearFill only supports numeric types, found {}",
-                                    type_name(v)
-                                ))))
-                            })
-                        }
-                        _ => None,
-                    })
-                    .collect::<DocResult<_>>()?;
-                (0..n)
-                    .map(|i| {
-                        if let Some(v) = vals[i].as_ref().filter(|v| !is_nullish_value(v)) {
-                            return v.clone();
-                        }
-                        let before = known.iter().rev().find(|(k, _)| *k < i);
-                        let after = known.iter().find(|(k, _)| *k > i);
-                        match (before, after) {
-                            (Some(&(a, ya)), Some(&(b, yb))) if xs[b] != xs[a] => {
-                                Bson::Double(ya + (xs[i] - xs[a]) * (yb - ya) / (xs[b] - xs[a]))
-                            }
-                            _ => Bson::Null,
-                        }
-                    })
-                    .collect()
-            }
+            Func::ExpMovingAvg { input, alpha } => exp_moving_avg(eval_all(input)?, *alpha),
+            Func::Locf(e) => locf(eval_all(e)?),
+            Func::LinearFill(e) => self.linear_fill(docs, &eval_all(e)?)?,
         })
     }
 
@@ -922,6 +894,41 @@ impl SetWindowFields {
 }
 
 /// Whether the partition's single sort field holds dates (judged by its first document).
+/// `$expMovingAvg`: each value weighted by `alpha` against the average before it.
+fn exp_moving_avg(vals: Vec<Option<Bson>>, alpha: f64) -> Vec<Bson> {
+    let mut prev: Option<f64> = None;
+    vals.into_iter()
+        .map(|v| match v.as_ref().and_then(Num::of) {
+            Some(x) => {
+                let next = match prev {
+                    None => x.as_f64(),
+                    Some(p) => x.as_f64() * alpha + p * (1.0 - alpha),
+                };
+                prev = Some(next);
+                if matches!(x, Num::Dec(_)) {
+                    Num::Dec(next).to_bson()
+                } else {
+                    Bson::Double(next)
+                }
+            }
+            None => Bson::Null,
+        })
+        .collect()
+}
+
+/// `$locf`: each null or missing value replaced by the last value before it.
+fn locf(vals: Vec<Option<Bson>>) -> Vec<Bson> {
+    let mut last = Bson::Null;
+    vals.into_iter()
+        .map(|v| {
+            if let Some(v) = v.filter(|v| !is_nullish_value(v)) {
+                last = v;
+            }
+            last.clone()
+        })
+        .collect()
+}
+
 fn date_sort(docs: &[Document], s: &SetWindowFields) -> bool {
     let Some(spec) = &s.sort_by else { return false };
     let Ok(parts) = split_path(&spec.fields[0].0) else {
