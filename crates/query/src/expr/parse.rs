@@ -92,13 +92,26 @@ struct NamedRules {
     required: &'static [(&'static str, i32, &'static str)],
 }
 
+/// The rules of a named operator: a date operator's, or another family's.
 fn named_rules(op: Op) -> NamedRules {
-    let rules = |not_object, unknown, required| NamedRules {
+    date_named_rules(op).unwrap_or_else(|| other_named_rules(op))
+}
+
+fn rules(
+    not_object: (i32, &'static str),
+    unknown: (i32, &'static str),
+    required: &'static [(&'static str, i32, &'static str)],
+) -> NamedRules {
+    NamedRules {
         not_object,
         unknown,
         required,
-    };
-    match op {
+    }
+}
+
+/// The date operators' rules; `None` for another operator.
+fn date_named_rules(op: Op) -> Option<NamedRules> {
+    Some(match op {
         Op::DateToString => rules(
             (18629, "Location18629"),
             (18534, "Location18534"),
@@ -141,6 +154,13 @@ fn named_rules(op: Op) -> NamedRules {
                 ("unit", 5439010, "Location5439010"),
             ],
         ),
+        _ => return None,
+    })
+}
+
+/// The other named operators' rules (string, array, object, conversion, statistics).
+fn other_named_rules(op: Op) -> NamedRules {
+    match op {
         Op::RegexMatch | Op::RegexFind | Op::RegexFindAll => rules(
             (51103, "Location51103"),
             (31024, "Location31024"),
