@@ -562,11 +562,69 @@ impl Rule {
     /// objects) hold for values of other kinds, as in JSON Schema.
     fn holds(&self, s: &Subject) -> bool {
         match self {
+            Rule::Required(_)
+            | Rule::Properties(_)
+            | Rule::PatternProperties(_)
+            | Rule::Additional(_)
+            | Rule::MinProperties(_)
+            | Rule::MaxProperties(_)
+            | Rule::Dependencies(_) => self.holds_on_object(s),
+            Rule::Items(_)
+            | Rule::ItemsTuple(..)
+            | Rule::MinItems(_)
+            | Rule::MaxItems(_)
+            | Rule::UniqueItems => self.holds_on_array(s),
             Rule::Types(ts) => ts.iter().any(|t| s.type_ok(*t)),
             Rule::Enum(vals) => {
                 let v = s.as_value();
                 vals.iter().any(|x| exact_eq(x, &v))
             }
+            Rule::Minimum(m, excl) => match s.value().filter(|v| Num::of(v).is_some()) {
+                Some(v) => match compare_bson(v, m) {
+                    Ordering::Greater => true,
+                    Ordering::Equal => !excl,
+                    Ordering::Less => false,
+                },
+                None => true,
+            },
+            Rule::Maximum(m, excl) => match s.value().filter(|v| Num::of(v).is_some()) {
+                Some(v) => match compare_bson(v, m) {
+                    Ordering::Less => true,
+                    Ordering::Equal => !excl,
+                    Ordering::Greater => false,
+                },
+                None => true,
+            },
+            Rule::MultipleOf(m) => match s.value().and_then(Num::of) {
+                Some(n) => {
+                    let q = n.as_f64() / m;
+                    q.is_finite() && q.fract() == 0.0
+                }
+                None => true,
+            },
+            Rule::MinLength(n) => match s.value() {
+                Some(Bson::String(st)) => st.chars().count() >= *n,
+                _ => true,
+            },
+            Rule::MaxLength(n) => match s.value() {
+                Some(Bson::String(st)) => st.chars().count() <= *n,
+                _ => true,
+            },
+            Rule::Pattern(re) => match s.value() {
+                Some(Bson::String(st)) => re.is_match(st),
+                _ => true,
+            },
+            Rule::AllOf(ss) => ss.iter().all(|sc| sc.rules_hold(s)),
+            Rule::AnyOf(ss) => ss.iter().any(|sc| sc.rules_hold(s)),
+            Rule::OneOf(ss) => ss.iter().filter(|sc| sc.rules_hold(s)).count() == 1,
+            Rule::Not(sc) => !sc.rules_hold(s),
+        }
+    }
+
+    /// An object keyword's rule (`properties`, `required`, ...): holds for a value that is no
+    /// document.
+    fn holds_on_object(&self, s: &Subject) -> bool {
+        match self {
             Rule::Required(names) => match s.doc() {
                 Some(d) => names.iter().all(|n| d.contains_key(n)),
                 None => true,
@@ -614,41 +672,13 @@ impl Rule {
                 }),
                 None => true,
             },
-            Rule::Minimum(m, excl) => match s.value().filter(|v| Num::of(v).is_some()) {
-                Some(v) => match compare_bson(v, m) {
-                    Ordering::Greater => true,
-                    Ordering::Equal => !excl,
-                    Ordering::Less => false,
-                },
-                None => true,
-            },
-            Rule::Maximum(m, excl) => match s.value().filter(|v| Num::of(v).is_some()) {
-                Some(v) => match compare_bson(v, m) {
-                    Ordering::Less => true,
-                    Ordering::Equal => !excl,
-                    Ordering::Greater => false,
-                },
-                None => true,
-            },
-            Rule::MultipleOf(m) => match s.value().and_then(Num::of) {
-                Some(n) => {
-                    let q = n.as_f64() / m;
-                    q.is_finite() && q.fract() == 0.0
-                }
-                None => true,
-            },
-            Rule::MinLength(n) => match s.value() {
-                Some(Bson::String(st)) => st.chars().count() >= *n,
-                _ => true,
-            },
-            Rule::MaxLength(n) => match s.value() {
-                Some(Bson::String(st)) => st.chars().count() <= *n,
-                _ => true,
-            },
-            Rule::Pattern(re) => match s.value() {
-                Some(Bson::String(st)) => re.is_match(st),
-                _ => true,
-            },
+            _ => unreachable!("not an object keyword's rule"),
+        }
+    }
+
+    /// An array keyword's rule (`items`, `minItems`, ...): holds for a value that is no array.
+    fn holds_on_array(&self, s: &Subject) -> bool {
+        match self {
             Rule::Items(sc) => match s.value() {
                 Some(Bson::Array(a)) => a.iter().all(|e| sc.matches(e)),
                 _ => true,
@@ -689,10 +719,7 @@ impl Rule {
                 }
                 _ => true,
             },
-            Rule::AllOf(ss) => ss.iter().all(|sc| sc.rules_hold(s)),
-            Rule::AnyOf(ss) => ss.iter().any(|sc| sc.rules_hold(s)),
-            Rule::OneOf(ss) => ss.iter().filter(|sc| sc.rules_hold(s)).count() == 1,
-            Rule::Not(sc) => !sc.rules_hold(s),
+            _ => unreachable!("not an array keyword's rule"),
         }
     }
 
