@@ -294,6 +294,103 @@ fn resolve_locale(locale: &str, spec: &Document) -> DocResult<icu_locale::Locale
     }
 }
 
+/// Refuses a field `collation` does not have.
+fn check_fields(d: &Document) -> DocResult<()> {
+    for k in d.keys() {
+        if !matches!(
+            k.as_str(),
+            "locale"
+                | "strength"
+                | "caseLevel"
+                | "caseFirst"
+                | "numericOrdering"
+                | "alternate"
+                | "maxVariable"
+                | "normalization"
+                | "backwards"
+                | "version"
+        ) {
+            return Err(DocError::failed_to_parse(format!(
+                "BSON field 'collation.{k}' is an unknown field."
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `strength`: 1 (primary) to 5 (identical), 3 when absent; as given and as ICU's.
+fn parse_strength(d: &Document) -> DocResult<(i64, Strength)> {
+    let strength_n = match d.get("strength") {
+        None => 3,
+        Some(Bson::Int32(i)) => *i as i64,
+        Some(Bson::Int64(i)) => *i,
+        Some(Bson::Double(f)) if f.fract() == 0.0 => *f as i64,
+        Some(_) => return Err(bad("collation strength must be an integer 1..5")),
+    };
+    let strength = match strength_n {
+        1 => Strength::Primary,
+        2 => Strength::Secondary,
+        3 => Strength::Tertiary,
+        4 => Strength::Quaternary,
+        5 => Strength::Identical,
+        n => {
+            return Err(bad(format!(
+                "Field 'strength' must be an integer 1 through 5. Got: {n}"
+            )))
+        }
+    };
+    Ok((strength_n, strength))
+}
+
+/// `version`: only this build's ICU version (a legacy index's collation is not checked).
+fn check_version(d: &Document, legacy: bool) -> DocResult<()> {
+    match d.get("version") {
+        _ if legacy => {}
+        None => {}
+        Some(Bson::String(v)) if v == VERSION => {}
+        Some(Bson::String(v)) => {
+            return Err(DocError::with_code(
+                161,
+                "IncompatibleCollationVersion",
+                format!(
+                    "Requested collation version {v} but the only available collator version was {VERSION}. Requested collation spec: {d}"
+                ),
+            ))
+        }
+        Some(_) => {
+            return Err(DocError::type_mismatch(
+                "BSON field 'collation.version' is the wrong type, expected a string",
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// The locale's ICU preferences with `caseFirst` and `numericOrdering`.
+fn preferences(
+    loc: &icu_locale::Locale,
+    case_first: &str,
+    numeric: bool,
+) -> DocResult<CollatorPreferences> {
+    let mut prefs = CollatorPreferences::from(loc);
+    prefs.case_first = Some(match case_first {
+        "upper" => CollationCaseFirst::Upper,
+        "lower" => CollationCaseFirst::Lower,
+        "off" => CollationCaseFirst::False,
+        other => {
+            return Err(bad(format!(
+                "Field 'caseFirst' must be 'upper', 'lower' or 'off'. Got: {other}"
+            )))
+        }
+    });
+    prefs.numeric_ordering = Some(if numeric {
+        CollationNumericOrdering::True
+    } else {
+        CollationNumericOrdering::False
+    });
+    Ok(prefs)
+}
+
 impl Collation {
     /// Parses a request's `collation` document. `Ok(None)` is the simple (binary) collation.
     pub fn parse(d: &Document) -> DocResult<Option<Arc<Collation>>> {
@@ -319,25 +416,7 @@ impl Collation {
     /// stored the spec (any well-formed locale tag, ICU4X's own fallback; `caseFirst` and
     /// `version` unchecked), recording why today's refuse it.
     fn parse_with(d: &Document, legacy: Option<String>) -> DocResult<Option<Arc<Collation>>> {
-        for k in d.keys() {
-            if !matches!(
-                k.as_str(),
-                "locale"
-                    | "strength"
-                    | "caseLevel"
-                    | "caseFirst"
-                    | "numericOrdering"
-                    | "alternate"
-                    | "maxVariable"
-                    | "normalization"
-                    | "backwards"
-                    | "version"
-            ) {
-                return Err(DocError::failed_to_parse(format!(
-                    "BSON field 'collation.{k}' is an unknown field."
-                )));
-            }
-        }
+        check_fields(d)?;
         let locale = match d.get("locale") {
             Some(Bson::String(s)) => s.as_str(),
             Some(_) => {
@@ -359,25 +438,7 @@ impl Collation {
             }
             return Ok(None);
         }
-        let strength_n = match d.get("strength") {
-            None => 3,
-            Some(Bson::Int32(i)) => *i as i64,
-            Some(Bson::Int64(i)) => *i,
-            Some(Bson::Double(f)) if f.fract() == 0.0 => *f as i64,
-            Some(_) => return Err(bad("collation strength must be an integer 1..5")),
-        };
-        let strength = match strength_n {
-            1 => Strength::Primary,
-            2 => Strength::Secondary,
-            3 => Strength::Tertiary,
-            4 => Strength::Quaternary,
-            5 => Strength::Identical,
-            n => {
-                return Err(bad(format!(
-                    "Field 'strength' must be an integer 1 through 5. Got: {n}"
-                )))
-            }
-        };
+        let (strength_n, strength) = parse_strength(d)?;
         let case_level = get_bool(d, "caseLevel", false)?;
         let case_first = get_str(d, "caseFirst", "off")?;
         let numeric = get_bool(d, "numericOrdering", false)?;
@@ -395,25 +456,7 @@ impl Collation {
                 "'caseFirst' is invalid unless 'caseLevel' is on or 'strength' is greater than 2 in: {d}"
             )));
         }
-        match d.get("version") {
-            _ if legacy.is_some() => {}
-            None => {}
-            Some(Bson::String(v)) if v == VERSION => {}
-            Some(Bson::String(v)) => {
-                return Err(DocError::with_code(
-                    161,
-                    "IncompatibleCollationVersion",
-                    format!(
-                        "Requested collation version {v} but the only available collator version was {VERSION}. Requested collation spec: {d}"
-                    ),
-                ))
-            }
-            Some(_) => {
-                return Err(DocError::type_mismatch(
-                    "BSON field 'collation.version' is the wrong type, expected a string",
-                ))
-            }
-        }
+        check_version(d, legacy.is_some())?;
         let loc = match (resolve_locale(locale, d), &legacy) {
             (Ok(loc), _) => loc,
             (Err(_), Some(_)) => locale
@@ -422,22 +465,7 @@ impl Collation {
                 .map_err(|_| bad(format!("Field 'locale' is invalid in: {d}")))?,
             (Err(e), None) => return Err(e),
         };
-        let mut prefs = CollatorPreferences::from(&loc);
-        prefs.case_first = Some(match case_first {
-            "upper" => CollationCaseFirst::Upper,
-            "lower" => CollationCaseFirst::Lower,
-            "off" => CollationCaseFirst::False,
-            other => {
-                return Err(bad(format!(
-                    "Field 'caseFirst' must be 'upper', 'lower' or 'off'. Got: {other}"
-                )))
-            }
-        });
-        prefs.numeric_ordering = Some(if numeric {
-            CollationNumericOrdering::True
-        } else {
-            CollationNumericOrdering::False
-        });
+        let prefs = preferences(&loc, case_first, numeric)?;
         let mut opts = CollatorOptions::default();
         opts.strength = Some(strength);
         opts.case_level = Some(if case_level {

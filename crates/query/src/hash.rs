@@ -243,6 +243,9 @@ mod tests {
                 proptest::prop_assert_eq!(hash_value(&Bson::Int32(i)), hash_value(&Bson::Int64(n)));
             }
             let same_truncation = if n >= 0 { d + frac } else { d - frac };
+            // Near 2^40 a double's step is 2^-12: a fraction just below 1 rounds the sum up to
+            // the next integer, whose truncation is no longer `n`.
+            proptest::prop_assume!(same_truncation.trunc() == d);
             proptest::prop_assert_eq!(
                 hash_value(&Bson::Double(same_truncation)),
                 hash_value(&Bson::Int64(n))

@@ -223,6 +223,249 @@ impl TypeName {
     }
 }
 
+/// A keyword about an object's fields; `None` for one read with another keyword.
+fn object_rule(d: &Document, k: &str, v: &Bson) -> DocResult<Option<Rule>> {
+    let names = |k: &str| -> Vec<String> {
+        match d.get(k) {
+            Some(Bson::Document(p)) => p.keys().cloned().collect(),
+            _ => Vec::new(),
+        }
+    };
+    Ok(Some(match k {
+        "properties" => {
+            let Bson::Document(p) = v else {
+                return Err(type_err(
+                    "$jsonSchema keyword 'properties' must be an object",
+                ));
+            };
+            let mut props = Vec::new();
+            for (name, s) in p {
+                let Bson::Document(s) = s else {
+                    return Err(type_err(format!(
+                        "Nested schema for $jsonSchema property '{name}' must be an object"
+                    )));
+                };
+                props.push((name.clone(), Schema::parse(s)?));
+            }
+            Rule::Properties(props)
+        }
+        "patternProperties" => {
+            let Bson::Document(p) = v else {
+                return Err(type_err(
+                    "$jsonSchema keyword 'patternProperties' must be an object",
+                ));
+            };
+            let mut props = Vec::new();
+            for (pat, s) in p {
+                let Bson::Document(s) = s else {
+                    return Err(type_err(
+                        "$jsonSchema keyword 'patternProperties' must have objects as values",
+                    ));
+                };
+                props.push((crate::regex::compile_regex(pat, "")?, Schema::parse(s)?));
+            }
+            Rule::PatternProperties(props)
+        }
+        "additionalProperties" => {
+            let named = names("properties");
+            let patterns = names("patternProperties")
+                .iter()
+                .map(|p| crate::regex::compile_regex(p, ""))
+                .collect::<DocResult<Vec<_>>>()?;
+            Rule::Additional(Box::new(match v {
+                Bson::Boolean(true) => return Ok(None),
+                Bson::Boolean(false) => Additional::Forbidden { named, patterns },
+                Bson::Document(s) => Additional::Schema {
+                    named,
+                    patterns,
+                    schema: Schema::parse(s)?,
+                },
+                _ => {
+                    return Err(type_err(
+                        "$jsonSchema keyword 'additionalProperties' must be either an object or a boolean",
+                    ))
+                }
+            }))
+        }
+        "minProperties" => Rule::MinProperties(non_negative(k, v)?),
+        "maxProperties" => Rule::MaxProperties(non_negative(k, v)?),
+        "dependencies" => {
+            let Bson::Document(p) = v else {
+                return Err(type_err(
+                    "$jsonSchema keyword 'dependencies' must be an object",
+                ));
+            };
+            let mut deps = Vec::new();
+            for (name, dep) in p {
+                deps.push((
+                    name.clone(),
+                    match dep {
+                        Bson::Document(s) => Dependency::Schema(Schema::parse(s)?),
+                        a @ Bson::Array(_) => Dependency::Fields(string_list(k, a)?),
+                        _ => {
+                            return Err(type_err(
+                                "property dependencies in $jsonSchema 'dependencies' must be objects or arrays",
+                            ))
+                        }
+                    },
+                ));
+            }
+            Rule::Dependencies(deps)
+        }
+        _ => unreachable!("{k} is not one of its keywords"),
+    }))
+}
+
+/// A keyword about a number's range; `None` for one read with another keyword.
+fn number_rule(d: &Document, k: &str, v: &Bson) -> DocResult<Option<Rule>> {
+    Ok(Some(match k {
+        "minimum" | "maximum" => {
+            if Num::of(v).is_none() {
+                return Err(type_err(format!(
+                    "$jsonSchema keyword '{k}' must be a number"
+                )));
+            }
+            let excl_key = if k == "minimum" {
+                "exclusiveMinimum"
+            } else {
+                "exclusiveMaximum"
+            };
+            let excl = match d.get(excl_key) {
+                None => false,
+                Some(Bson::Boolean(b)) => *b,
+                Some(_) => {
+                    return Err(type_err(format!(
+                        "$jsonSchema keyword '{excl_key}' must be a boolean"
+                    )))
+                }
+            };
+            if k == "minimum" {
+                Rule::Minimum(v.clone(), excl)
+            } else {
+                Rule::Maximum(v.clone(), excl)
+            }
+        }
+        "exclusiveMinimum" | "exclusiveMaximum" => {
+            let base = if k == "exclusiveMinimum" {
+                "minimum"
+            } else {
+                "maximum"
+            };
+            if !d.contains_key(base) {
+                return Err(bad(format!(
+                    "$jsonSchema keyword '{base}' must be a present if {k} is present"
+                )));
+            }
+            return Ok(None);
+        }
+        "multipleOf" => match Num::of(v).map(Num::as_f64) {
+            Some(f) if f > 0.0 => Rule::MultipleOf(f),
+            _ => {
+                return Err(bad(
+                    "$jsonSchema keyword 'multipleOf' must have a positive value",
+                ))
+            }
+        },
+        _ => unreachable!("{k} is not one of its keywords"),
+    }))
+}
+
+/// A keyword about an array's items; `None` for one read with another keyword.
+fn array_rule(d: &Document, k: &str, v: &Bson) -> DocResult<Option<Rule>> {
+    Ok(Some(match k {
+        "items" => match v {
+            Bson::Document(s) => Rule::Items(Box::new(Schema::parse(s)?)),
+            Bson::Array(_) => {
+                let tuple = schema_list(k, v)?;
+                let extra = match d.get("additionalItems") {
+                    None | Some(Bson::Boolean(true)) => None,
+                    Some(Bson::Boolean(false)) => Some(Box::new(Additional::Items(None))),
+                    Some(Bson::Document(s)) => {
+                        Some(Box::new(Additional::Items(Some(Schema::parse(s)?))))
+                    }
+                    Some(_) => {
+                        return Err(type_err(
+                            "$jsonSchema keyword 'additionalItems' must be either an object or a boolean",
+                        ))
+                    }
+                };
+                Rule::ItemsTuple(tuple, extra)
+            }
+            _ => {
+                return Err(type_err(
+                    "$jsonSchema keyword 'items' must be an array or an object",
+                ))
+            }
+        },
+        // Read with `items` (it only matters when `items` is an array).
+        "additionalItems" => return Ok(None),
+        "minItems" => Rule::MinItems(non_negative(k, v)?),
+        "maxItems" => Rule::MaxItems(non_negative(k, v)?),
+        "uniqueItems" => match v {
+            Bson::Boolean(true) => Rule::UniqueItems,
+            Bson::Boolean(false) => return Ok(None),
+            _ => {
+                return Err(type_err(
+                    "$jsonSchema keyword 'uniqueItems' must be a boolean",
+                ))
+            }
+        },
+        _ => unreachable!("{k} is not one of its keywords"),
+    }))
+}
+
+/// One keyword of a schema as its rule; `None` for a keyword that adds no rule (annotations,
+/// keywords read with another one).
+fn parse_rule(d: &Document, k: &str, v: &Bson) -> DocResult<Option<Rule>> {
+    Ok(Some(match k {
+        "properties" | "patternProperties" | "additionalProperties" | "minProperties" | "maxProperties" | "dependencies" => return object_rule(d, k, v),
+        "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf" => return number_rule(d, k, v),
+        "items" | "additionalItems" | "minItems" | "maxItems" | "uniqueItems" => return array_rule(d, k, v),
+        "bsonType" | "type" => Rule::Types(type_names(k, v)?),
+        "enum" => match v {
+            Bson::Array(a) if !a.is_empty() => Rule::Enum(a.clone()),
+            _ => return Err(bad("$jsonSchema keyword 'enum' must be a non-empty array")),
+        },
+        "required" => {
+            let r = string_list(k, v)?;
+            if r.is_empty() {
+                return Err(bad("$jsonSchema keyword 'required' cannot be an empty array"));
+            }
+            Rule::Required(r)
+        }
+        "minLength" => Rule::MinLength(non_negative(k, v)?),
+        "maxLength" => Rule::MaxLength(non_negative(k, v)?),
+        "pattern" => match v {
+            Bson::String(p) => Rule::Pattern(crate::regex::compile_regex(p, "")?),
+            _ => return Err(type_err("$jsonSchema keyword 'pattern' must be a string")),
+        },
+        "allOf" => Rule::AllOf(schema_list(k, v)?),
+        "anyOf" => Rule::AnyOf(schema_list(k, v)?),
+        "oneOf" => Rule::OneOf(schema_list(k, v)?),
+        "not" => match v {
+            Bson::Document(s) => Rule::Not(Box::new(Schema::parse(s)?)),
+            _ => return Err(type_err("$jsonSchema keyword 'not' must be an object")),
+        },
+        "title" | "description" => {
+            if !matches!(v, Bson::String(_)) {
+                return Err(type_err(format!("$jsonSchema keyword '{k}' must be a string")));
+            }
+            return Ok(None);
+        }
+        "$ref" | "$schema" | "default" | "definitions" | "format" | "id" => {
+            return Err(bad(format!(
+                "$jsonSchema keyword '{k}' is not currently supported"
+            )))
+        }
+        "encrypt" | "encryptMetadata" => {
+            return Err(bad(format!(
+                "$jsonSchema keyword '{k}' is not supported by flashdoc (no client-side field level encryption)"
+            )))
+        }
+        other => return Err(bad(format!("Unknown $jsonSchema keyword: {other}"))),
+    }))
+}
+
 impl Schema {
     /// Parses a `$jsonSchema` document.
     pub fn parse(d: &Document) -> DocResult<Schema> {
@@ -232,196 +475,9 @@ impl Schema {
                 "Cannot specify both $jsonSchema keywords 'type' and 'bsonType'",
             ));
         }
-        let names = |k: &str| -> Vec<String> {
-            match d.get(k) {
-                Some(Bson::Document(p)) => p.keys().cloned().collect(),
-                _ => Vec::new(),
-            }
-        };
         for (k, v) in d {
-            let rule = match k.as_str() {
-                "bsonType" | "type" => Rule::Types(type_names(k, v)?),
-                "enum" => match v {
-                    Bson::Array(a) if !a.is_empty() => Rule::Enum(a.clone()),
-                    _ => return Err(bad("$jsonSchema keyword 'enum' must be a non-empty array")),
-                },
-                "required" => {
-                    let r = string_list(k, v)?;
-                    if r.is_empty() {
-                        return Err(bad("$jsonSchema keyword 'required' cannot be an empty array"));
-                    }
-                    Rule::Required(r)
-                }
-                "properties" => {
-                    let Bson::Document(p) = v else {
-                        return Err(type_err("$jsonSchema keyword 'properties' must be an object"));
-                    };
-                    let mut props = Vec::new();
-                    for (name, s) in p {
-                        let Bson::Document(s) = s else {
-                            return Err(type_err(format!(
-                                "Nested schema for $jsonSchema property '{name}' must be an object"
-                            )));
-                        };
-                        props.push((name.clone(), Schema::parse(s)?));
-                    }
-                    Rule::Properties(props)
-                }
-                "patternProperties" => {
-                    let Bson::Document(p) = v else {
-                        return Err(type_err(
-                            "$jsonSchema keyword 'patternProperties' must be an object",
-                        ));
-                    };
-                    let mut props = Vec::new();
-                    for (pat, s) in p {
-                        let Bson::Document(s) = s else {
-                            return Err(type_err(
-                                "$jsonSchema keyword 'patternProperties' must have objects as values",
-                            ));
-                        };
-                        props.push((crate::matcher::compile_regex(pat, "")?, Schema::parse(s)?));
-                    }
-                    Rule::PatternProperties(props)
-                }
-                "additionalProperties" => {
-                    let named = names("properties");
-                    let patterns = names("patternProperties")
-                        .iter()
-                        .map(|p| crate::matcher::compile_regex(p, ""))
-                        .collect::<DocResult<Vec<_>>>()?;
-                    Rule::Additional(Box::new(match v {
-                        Bson::Boolean(true) => continue,
-                        Bson::Boolean(false) => Additional::Forbidden { named, patterns },
-                        Bson::Document(s) => Additional::Schema {
-                            named,
-                            patterns,
-                            schema: Schema::parse(s)?,
-                        },
-                        _ => {
-                            return Err(type_err(
-                                "$jsonSchema keyword 'additionalProperties' must be either an object or a boolean",
-                            ))
-                        }
-                    }))
-                }
-                "minProperties" => Rule::MinProperties(non_negative(k, v)?),
-                "maxProperties" => Rule::MaxProperties(non_negative(k, v)?),
-                "dependencies" => {
-                    let Bson::Document(p) = v else {
-                        return Err(type_err("$jsonSchema keyword 'dependencies' must be an object"));
-                    };
-                    let mut deps = Vec::new();
-                    for (name, dep) in p {
-                        deps.push((
-                            name.clone(),
-                            match dep {
-                                Bson::Document(s) => Dependency::Schema(Schema::parse(s)?),
-                                a @ Bson::Array(_) => Dependency::Fields(string_list(k, a)?),
-                                _ => {
-                                    return Err(type_err(
-                                        "property dependencies in $jsonSchema 'dependencies' must be objects or arrays",
-                                    ))
-                                }
-                            },
-                        ));
-                    }
-                    Rule::Dependencies(deps)
-                }
-                "minimum" | "maximum" => {
-                    if Num::of(v).is_none() {
-                        return Err(type_err(format!("$jsonSchema keyword '{k}' must be a number")));
-                    }
-                    let excl_key = if k == "minimum" { "exclusiveMinimum" } else { "exclusiveMaximum" };
-                    let excl = match d.get(excl_key) {
-                        None => false,
-                        Some(Bson::Boolean(b)) => *b,
-                        Some(_) => {
-                            return Err(type_err(format!("$jsonSchema keyword '{excl_key}' must be a boolean")))
-                        }
-                    };
-                    if k == "minimum" {
-                        Rule::Minimum(v.clone(), excl)
-                    } else {
-                        Rule::Maximum(v.clone(), excl)
-                    }
-                }
-                "exclusiveMinimum" | "exclusiveMaximum" => {
-                    let base = if k == "exclusiveMinimum" { "minimum" } else { "maximum" };
-                    if !d.contains_key(base) {
-                        return Err(bad(format!(
-                            "$jsonSchema keyword '{base}' must be a present if {k} is present"
-                        )));
-                    }
-                    continue;
-                }
-                "multipleOf" => match Num::of(v).map(Num::as_f64) {
-                    Some(f) if f > 0.0 => Rule::MultipleOf(f),
-                    _ => return Err(bad("$jsonSchema keyword 'multipleOf' must have a positive value")),
-                },
-                "minLength" => Rule::MinLength(non_negative(k, v)?),
-                "maxLength" => Rule::MaxLength(non_negative(k, v)?),
-                "pattern" => match v {
-                    Bson::String(p) => Rule::Pattern(crate::matcher::compile_regex(p, "")?),
-                    _ => return Err(type_err("$jsonSchema keyword 'pattern' must be a string")),
-                },
-                "items" => match v {
-                    Bson::Document(s) => Rule::Items(Box::new(Schema::parse(s)?)),
-                    Bson::Array(_) => {
-                        let tuple = schema_list(k, v)?;
-                        let extra = match d.get("additionalItems") {
-                            None | Some(Bson::Boolean(true)) => None,
-                            Some(Bson::Boolean(false)) => Some(Box::new(Additional::Items(None))),
-                            Some(Bson::Document(s)) => {
-                                Some(Box::new(Additional::Items(Some(Schema::parse(s)?))))
-                            }
-                            Some(_) => {
-                                return Err(type_err(
-                                    "$jsonSchema keyword 'additionalItems' must be either an object or a boolean",
-                                ))
-                            }
-                        };
-                        Rule::ItemsTuple(tuple, extra)
-                    }
-                    _ => {
-                        return Err(type_err(
-                            "$jsonSchema keyword 'items' must be an array or an object",
-                        ))
-                    }
-                },
-                // Read with `items` (it only matters when `items` is an array).
-                "additionalItems" => continue,
-                "minItems" => Rule::MinItems(non_negative(k, v)?),
-                "maxItems" => Rule::MaxItems(non_negative(k, v)?),
-                "uniqueItems" => match v {
-                    Bson::Boolean(true) => Rule::UniqueItems,
-                    Bson::Boolean(false) => continue,
-                    _ => return Err(type_err("$jsonSchema keyword 'uniqueItems' must be a boolean")),
-                },
-                "allOf" => Rule::AllOf(schema_list(k, v)?),
-                "anyOf" => Rule::AnyOf(schema_list(k, v)?),
-                "oneOf" => Rule::OneOf(schema_list(k, v)?),
-                "not" => match v {
-                    Bson::Document(s) => Rule::Not(Box::new(Schema::parse(s)?)),
-                    _ => return Err(type_err("$jsonSchema keyword 'not' must be an object")),
-                },
-                "title" | "description" => {
-                    if !matches!(v, Bson::String(_)) {
-                        return Err(type_err(format!("$jsonSchema keyword '{k}' must be a string")));
-                    }
-                    continue;
-                }
-                "$ref" | "$schema" | "default" | "definitions" | "format" | "id" => {
-                    return Err(bad(format!(
-                        "$jsonSchema keyword '{k}' is not currently supported"
-                    )))
-                }
-                "encrypt" | "encryptMetadata" => {
-                    return Err(bad(format!(
-                        "$jsonSchema keyword '{k}' is not supported by flashdoc (no client-side field level encryption)"
-                    )))
-                }
-                other => return Err(bad(format!("Unknown $jsonSchema keyword: {other}"))),
+            let Some(rule) = parse_rule(d, k, v)? else {
+                continue;
             };
             rules.push((k.clone(), v.clone(), rule));
         }
@@ -506,11 +562,69 @@ impl Rule {
     /// objects) hold for values of other kinds, as in JSON Schema.
     fn holds(&self, s: &Subject) -> bool {
         match self {
+            Rule::Required(_)
+            | Rule::Properties(_)
+            | Rule::PatternProperties(_)
+            | Rule::Additional(_)
+            | Rule::MinProperties(_)
+            | Rule::MaxProperties(_)
+            | Rule::Dependencies(_) => self.holds_on_object(s),
+            Rule::Items(_)
+            | Rule::ItemsTuple(..)
+            | Rule::MinItems(_)
+            | Rule::MaxItems(_)
+            | Rule::UniqueItems => self.holds_on_array(s),
             Rule::Types(ts) => ts.iter().any(|t| s.type_ok(*t)),
             Rule::Enum(vals) => {
                 let v = s.as_value();
                 vals.iter().any(|x| exact_eq(x, &v))
             }
+            Rule::Minimum(m, excl) => match s.value().filter(|v| Num::of(v).is_some()) {
+                Some(v) => match compare_bson(v, m) {
+                    Ordering::Greater => true,
+                    Ordering::Equal => !excl,
+                    Ordering::Less => false,
+                },
+                None => true,
+            },
+            Rule::Maximum(m, excl) => match s.value().filter(|v| Num::of(v).is_some()) {
+                Some(v) => match compare_bson(v, m) {
+                    Ordering::Less => true,
+                    Ordering::Equal => !excl,
+                    Ordering::Greater => false,
+                },
+                None => true,
+            },
+            Rule::MultipleOf(m) => match s.value().and_then(Num::of) {
+                Some(n) => {
+                    let q = n.as_f64() / m;
+                    q.is_finite() && q.fract() == 0.0
+                }
+                None => true,
+            },
+            Rule::MinLength(n) => match s.value() {
+                Some(Bson::String(st)) => st.chars().count() >= *n,
+                _ => true,
+            },
+            Rule::MaxLength(n) => match s.value() {
+                Some(Bson::String(st)) => st.chars().count() <= *n,
+                _ => true,
+            },
+            Rule::Pattern(re) => match s.value() {
+                Some(Bson::String(st)) => re.is_match(st),
+                _ => true,
+            },
+            Rule::AllOf(ss) => ss.iter().all(|sc| sc.rules_hold(s)),
+            Rule::AnyOf(ss) => ss.iter().any(|sc| sc.rules_hold(s)),
+            Rule::OneOf(ss) => ss.iter().filter(|sc| sc.rules_hold(s)).count() == 1,
+            Rule::Not(sc) => !sc.rules_hold(s),
+        }
+    }
+
+    /// An object keyword's rule (`properties`, `required`, ...): holds for a value that is no
+    /// document.
+    fn holds_on_object(&self, s: &Subject) -> bool {
+        match self {
             Rule::Required(names) => match s.doc() {
                 Some(d) => names.iter().all(|n| d.contains_key(n)),
                 None => true,
@@ -558,41 +672,13 @@ impl Rule {
                 }),
                 None => true,
             },
-            Rule::Minimum(m, excl) => match s.value().filter(|v| Num::of(v).is_some()) {
-                Some(v) => match compare_bson(v, m) {
-                    Ordering::Greater => true,
-                    Ordering::Equal => !excl,
-                    Ordering::Less => false,
-                },
-                None => true,
-            },
-            Rule::Maximum(m, excl) => match s.value().filter(|v| Num::of(v).is_some()) {
-                Some(v) => match compare_bson(v, m) {
-                    Ordering::Less => true,
-                    Ordering::Equal => !excl,
-                    Ordering::Greater => false,
-                },
-                None => true,
-            },
-            Rule::MultipleOf(m) => match s.value().and_then(Num::of) {
-                Some(n) => {
-                    let q = n.as_f64() / m;
-                    q.is_finite() && q.fract() == 0.0
-                }
-                None => true,
-            },
-            Rule::MinLength(n) => match s.value() {
-                Some(Bson::String(st)) => st.chars().count() >= *n,
-                _ => true,
-            },
-            Rule::MaxLength(n) => match s.value() {
-                Some(Bson::String(st)) => st.chars().count() <= *n,
-                _ => true,
-            },
-            Rule::Pattern(re) => match s.value() {
-                Some(Bson::String(st)) => re.is_match(st),
-                _ => true,
-            },
+            _ => unreachable!("not an object keyword's rule"),
+        }
+    }
+
+    /// An array keyword's rule (`items`, `minItems`, ...): holds for a value that is no array.
+    fn holds_on_array(&self, s: &Subject) -> bool {
+        match self {
             Rule::Items(sc) => match s.value() {
                 Some(Bson::Array(a)) => a.iter().all(|e| sc.matches(e)),
                 _ => true,
@@ -633,10 +719,7 @@ impl Rule {
                 }
                 _ => true,
             },
-            Rule::AllOf(ss) => ss.iter().all(|sc| sc.rules_hold(s)),
-            Rule::AnyOf(ss) => ss.iter().any(|sc| sc.rules_hold(s)),
-            Rule::OneOf(ss) => ss.iter().filter(|sc| sc.rules_hold(s)).count() == 1,
-            Rule::Not(sc) => !sc.rules_hold(s),
+            _ => unreachable!("not an array keyword's rule"),
         }
     }
 

@@ -14,6 +14,7 @@ use crate::error::{DocError, DocResult};
 use crate::expr::{self, Expr};
 use crate::geo::{GeoQuery, NearQuery};
 use crate::path::{traverse_path, Reached};
+use crate::regex::compile_regex;
 use std::sync::Arc;
 
 /// A parsed query filter.
@@ -80,40 +81,6 @@ pub(crate) struct RegexPred {
 enum TypeSel {
     Code(i32),
     Number,
-}
-
-/// Compiles a MongoDB regular expression (`pattern` with `options` among `imsx`; `u` accepted).
-pub fn compile_regex(pattern: &str, options: &str) -> DocResult<regex::Regex> {
-    let mut flags = String::new();
-    for c in options.chars() {
-        match c {
-            'i' | 'm' | 's' | 'x' => {
-                if !flags.contains(c) {
-                    flags.push(c)
-                }
-            }
-            'u' => {}
-            other => {
-                return Err(DocError::with_code(
-                    51108,
-                    "Location51108",
-                    format!("invalid flag in regex options: {other}"),
-                ))
-            }
-        }
-    }
-    let full = if flags.is_empty() {
-        pattern.to_string()
-    } else {
-        format!("(?{flags}){pattern}")
-    };
-    regex::Regex::new(&full).map_err(|e| {
-        DocError::with_code(
-            51091,
-            "Location51091",
-            format!("Regular expression is invalid: {e}"),
-        )
-    })
 }
 
 impl RegexPred {
@@ -393,106 +360,10 @@ fn parse_operator(op: &str, arg: &Bson) -> DocResult<Pred> {
             };
             Pred::Type(sels)
         }
-        "$size" => {
-            let Some(n) = Num::of(arg) else {
-                return Err(DocError::bad_value("$size needs a number"));
-            };
-            let Some(i) = n.as_i64_exact() else {
-                return Err(DocError::bad_value("$size must be a whole number"));
-            };
-            if i < 0 {
-                return Err(DocError::bad_value("$size may not be negative"));
-            }
-            Pred::Size(i)
-        }
-        "$all" => {
-            let Bson::Array(arr) = arg else {
-                return Err(DocError::bad_value("$all needs an array"));
-            };
-            let mut preds = Vec::new();
-            let elem_form = matches!(arr.first(), Some(Bson::Document(d)) if d.keys().next().map(String::as_str) == Some("$elemMatch"));
-            for e in arr {
-                if elem_form {
-                    match e {
-                        Bson::Document(d)
-                            if d.len() == 1
-                                && d.keys().next().map(String::as_str) == Some("$elemMatch") =>
-                        {
-                            preds.push(parse_operator(
-                                "$elemMatch",
-                                d.get("$elemMatch").expect("key"),
-                            )?)
-                        }
-                        _ => {
-                            return Err(DocError::bad_value("$all/$elemMatch has to be consistent"))
-                        }
-                    }
-                } else {
-                    match e {
-                        Bson::RegularExpression(r) => {
-                            preds.push(Pred::Regex(RegexPred::new(&r.pattern, &r.options)?))
-                        }
-                        e if is_operator_doc(e) => {
-                            return Err(DocError::bad_value("no $ expressions in $all"))
-                        }
-                        e => preds.push(Pred::Eq(e.clone())),
-                    }
-                }
-            }
-            Pred::All(preds)
-        }
-        "$elemMatch" => {
-            let Bson::Document(d) = arg else {
-                return Err(DocError::bad_value("$elemMatch needs an Object"));
-            };
-            let value_form = d.keys().next().is_some_and(|k| {
-                k.starts_with('$')
-                    && !matches!(k.as_str(), "$and" | "$or" | "$nor" | "$expr" | "$where")
-            });
-            if value_form {
-                let mut preds = Vec::new();
-                for (op, a) in d {
-                    if op == "$options" {
-                        continue;
-                    }
-                    if op == "$regex" {
-                        let opts = d.get_str("$options").ok().map(str::to_string);
-                        preds.push(Pred::Regex(parse_regex_operand(a, opts)?));
-                    } else {
-                        preds.push(parse_operator(op, a)?);
-                    }
-                }
-                Pred::ElemMatchVal(preds)
-            } else {
-                let node = parse_top(d)?;
-                if node.text_nodes().next().is_some() {
-                    return Err(DocError::bad_value(
-                        "$text can only be applied to the top-level document",
-                    ));
-                }
-                Pred::ElemMatchObj(Box::new(node))
-            }
-        }
-        "$mod" => {
-            let Bson::Array(a) = arg else {
-                return Err(DocError::bad_value("malformed mod, needs to be an array"));
-            };
-            if a.len() < 2 {
-                return Err(DocError::bad_value("malformed mod, not enough elements"));
-            }
-            if a.len() > 2 {
-                return Err(DocError::bad_value("malformed mod, too many elements"));
-            }
-            let d = Num::of(&a[0])
-                .ok_or_else(|| DocError::bad_value("malformed mod, divisor not a number"))?;
-            let r = Num::of(&a[1])
-                .ok_or_else(|| DocError::bad_value("malformed mod, remainder not a number"))?;
-            let d = d.as_f64().trunc() as i64;
-            if d == 0 {
-                return Err(DocError::bad_value("divisor cannot be 0"));
-            }
-            Pred::Mod(d, r.as_f64().trunc() as i64)
-        }
+        "$size" => parse_size(arg)?,
+        "$all" => parse_all(arg)?,
+        "$elemMatch" => parse_elem_match(arg)?,
+        "$mod" => parse_mod(arg)?,
         "$not" => match arg {
             Bson::RegularExpression(r) => Pred::Not(Box::new(Pred::Regex(RegexPred::new(
                 &r.pattern, &r.options,
@@ -525,6 +396,111 @@ fn parse_operator(op: &str, arg: &Bson) -> DocResult<Pred> {
         }
         other => return Err(DocError::bad_value(format!("unknown operator: {other}"))),
     })
+}
+
+/// `$all`: values (or regexes) that must all be present, or all `$elemMatch` conditions.
+fn parse_all(arg: &Bson) -> DocResult<Pred> {
+    let Bson::Array(arr) = arg else {
+        return Err(DocError::bad_value("$all needs an array"));
+    };
+    let mut preds = Vec::new();
+    let elem_form = matches!(arr.first(), Some(Bson::Document(d)) if d.keys().next().map(String::as_str) == Some("$elemMatch"));
+    for e in arr {
+        if elem_form {
+            match e {
+                Bson::Document(d)
+                    if d.len() == 1
+                        && d.keys().next().map(String::as_str) == Some("$elemMatch") =>
+                {
+                    preds.push(parse_operator(
+                        "$elemMatch",
+                        d.get("$elemMatch").expect("key"),
+                    )?)
+                }
+                _ => return Err(DocError::bad_value("$all/$elemMatch has to be consistent")),
+            }
+        } else {
+            match e {
+                Bson::RegularExpression(r) => {
+                    preds.push(Pred::Regex(RegexPred::new(&r.pattern, &r.options)?))
+                }
+                e if is_operator_doc(e) => {
+                    return Err(DocError::bad_value("no $ expressions in $all"))
+                }
+                e => preds.push(Pred::Eq(e.clone())),
+            }
+        }
+    }
+    Ok(Pred::All(preds))
+}
+
+/// `$elemMatch`: conditions on one element's value, or a query on one element document.
+fn parse_elem_match(arg: &Bson) -> DocResult<Pred> {
+    let Bson::Document(d) = arg else {
+        return Err(DocError::bad_value("$elemMatch needs an Object"));
+    };
+    let value_form = d.keys().next().is_some_and(|k| {
+        k.starts_with('$') && !matches!(k.as_str(), "$and" | "$or" | "$nor" | "$expr" | "$where")
+    });
+    Ok(if value_form {
+        let mut preds = Vec::new();
+        for (op, a) in d {
+            if op == "$options" {
+                continue;
+            }
+            if op == "$regex" {
+                let opts = d.get_str("$options").ok().map(str::to_string);
+                preds.push(Pred::Regex(parse_regex_operand(a, opts)?));
+            } else {
+                preds.push(parse_operator(op, a)?);
+            }
+        }
+        Pred::ElemMatchVal(preds)
+    } else {
+        let node = parse_top(d)?;
+        if node.text_nodes().next().is_some() {
+            return Err(DocError::bad_value(
+                "$text can only be applied to the top-level document",
+            ));
+        }
+        Pred::ElemMatchObj(Box::new(node))
+    })
+}
+
+/// `$mod`: `[divisor, remainder]`, both truncated to integers.
+fn parse_mod(arg: &Bson) -> DocResult<Pred> {
+    let Bson::Array(a) = arg else {
+        return Err(DocError::bad_value("malformed mod, needs to be an array"));
+    };
+    if a.len() < 2 {
+        return Err(DocError::bad_value("malformed mod, not enough elements"));
+    }
+    if a.len() > 2 {
+        return Err(DocError::bad_value("malformed mod, too many elements"));
+    }
+    let d =
+        Num::of(&a[0]).ok_or_else(|| DocError::bad_value("malformed mod, divisor not a number"))?;
+    let r = Num::of(&a[1])
+        .ok_or_else(|| DocError::bad_value("malformed mod, remainder not a number"))?;
+    let d = d.as_f64().trunc() as i64;
+    if d == 0 {
+        return Err(DocError::bad_value("divisor cannot be 0"));
+    }
+    Ok(Pred::Mod(d, r.as_f64().trunc() as i64))
+}
+
+/// `$size`: a whole, non-negative number.
+fn parse_size(arg: &Bson) -> DocResult<Pred> {
+    let Some(n) = Num::of(arg) else {
+        return Err(DocError::bad_value("$size needs a number"));
+    };
+    let Some(i) = n.as_i64_exact() else {
+        return Err(DocError::bad_value("$size must be a whole number"));
+    };
+    if i < 0 {
+        return Err(DocError::bad_value("$size may not be negative"));
+    }
+    Ok(Pred::Size(i))
 }
 
 impl Pred {

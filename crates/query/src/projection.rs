@@ -88,6 +88,48 @@ fn is_truthy_flag(v: &Bson) -> Option<bool> {
     }
 }
 
+/// A find projection's `$elemMatch` on the top-level field `path`.
+fn elem_match_action(path: &str, d: &Document) -> DocResult<Action> {
+    if path.contains('.') {
+        return Err(DocError::bad_value(
+            "Cannot use $elemMatch projection on a nested field.",
+        ));
+    }
+    let Some(Bson::Document(q)) = d.get("$elemMatch") else {
+        return Err(DocError::bad_value(
+            "elemMatch: Invalid argument, object required.",
+        ));
+    };
+    let m = Matcher::new(&bson::doc! {path: {"$elemMatch": q.clone()}})?;
+    Ok(Action::ElemMatch(Box::new(m)))
+}
+
+/// The projection's mode once field `path` decides `dm`: an inclusion and an exclusion do
+/// not mix.
+fn check_mode(mode: Option<Mode>, dm: Mode, path: &str) -> DocResult<Mode> {
+    match mode {
+        None => {}
+        Some(m) if m != dm => {
+            return Err(if dm == Mode::Exclusion {
+                DocError::with_code(
+                    31254,
+                    "Location31254",
+                    format!("Cannot do exclusion on field {path} in inclusion projection"),
+                )
+            } else {
+                DocError::with_code(
+                    31253,
+                    "Location31253",
+                    format!("Cannot do inclusion on field {path} in exclusion projection"),
+                )
+            });
+        }
+        _ => {}
+    }
+
+    Ok(dm)
+}
+
 impl Projection {
     /// Parses a find projection.
     pub fn parse(p: &Document) -> DocResult<Projection> {
@@ -127,21 +169,7 @@ impl Projection {
             } else if let (true, Bson::Document(d)) = (find, &v) {
                 match d.keys().next().map(String::as_str) {
                     Some("$slice") => (parse_slice(d.get("$slice").expect("key"))?, None),
-                    Some("$elemMatch") => {
-                        if path.contains('.') {
-                            return Err(DocError::bad_value(
-                                "Cannot use $elemMatch projection on a nested field.",
-                            ));
-                        }
-                        let Some(Bson::Document(q)) = d.get("$elemMatch") else {
-                            return Err(DocError::bad_value(
-                                "elemMatch: Invalid argument, object required.",
-                            ));
-                        };
-                        let m =
-                            Matcher::new(&bson::doc! {path.clone(): {"$elemMatch": q.clone()}})?;
-                        (Action::ElemMatch(Box::new(m)), Some(Mode::Inclusion))
-                    }
+                    Some("$elemMatch") => (elem_match_action(&path, d)?, Some(Mode::Inclusion)),
                     Some("$meta") => {
                         // A find projection's $meta neither includes nor excludes: the field
                         // is added to whatever the rest of the projection keeps.
@@ -178,29 +206,7 @@ impl Projection {
                 continue;
             }
             if let Some(dm) = decisive {
-                match mode {
-                    None => mode = Some(dm),
-                    Some(m) if m != dm => {
-                        return Err(if dm == Mode::Exclusion {
-                            DocError::with_code(
-                                31254,
-                                "Location31254",
-                                format!(
-                                    "Cannot do exclusion on field {path} in inclusion projection"
-                                ),
-                            )
-                        } else {
-                            DocError::with_code(
-                                31253,
-                                "Location31253",
-                                format!(
-                                    "Cannot do inclusion on field {path} in exclusion projection"
-                                ),
-                            )
-                        });
-                    }
-                    _ => {}
-                }
+                mode = Some(check_mode(mode, dm, &path)?);
             }
             let parts: Vec<&str> = path.split('.').collect();
             insert_action(&mut spec, &parts, &path, action)?;

@@ -13,7 +13,6 @@
 //! ships them), stemmed by the language's Snowball stemmer (`rust-stemmers`), then stripped
 //! of diacritics (canonical decomposition, then every code point with the Diacritic property
 //! removed).
-#![allow(clippy::result_large_err)]
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::OnceLock;

@@ -176,7 +176,11 @@ fn parse_op(modifier: &str, field: &str, v: &Bson) -> DocResult<Op> {
         "$unset" => Op::Unset,
         "$inc" | "$mul" => {
             let Some(n) = Num::of(v) else {
-                let verb = if modifier == "$inc" { "increment" } else { "multiply" };
+                let verb = if modifier == "$inc" {
+                    "increment"
+                } else {
+                    "multiply"
+                };
                 return Err(DocError::type_mismatch(format!(
                     "Cannot {verb} with non-numeric argument: {}",
                     arg_repr(field, v)
@@ -190,54 +194,9 @@ fn parse_op(modifier: &str, field: &str, v: &Bson) -> DocResult<Op> {
         }
         "$min" => Op::Min(v.clone()),
         "$max" => Op::Max(v.clone()),
-        "$rename" => {
-            let Bson::String(to) = v else {
-                return Err(DocError::bad_value(format!(
-                    "The 'to' field for $rename must be a string: {field}: {}",
-                    shell_repr(v)
-                )));
-            };
-            if to == field {
-                return Err(DocError::bad_value(format!(
-                    "The source and target field for $rename must differ: {field}: {}",
-                    shell_repr(v)
-                )));
-            }
-            if to.starts_with(&format!("{field}.")) || field.starts_with(&format!("{to}.")) {
-                return Err(DocError::bad_value(format!(
-                    "The source and target field for $rename must not be on the same path: {field}: {}",
-                    shell_repr(v)
-                )));
-            }
-            if to.split('.').any(|p| p.starts_with('$')) || field.split('.').any(|p| p.starts_with('$')) {
-                return Err(DocError::bad_value(format!(
-                    "The source field for $rename may not be dynamic: {field}"
-                )));
-            }
-            check_path(to)?;
-            Op::Rename(split_path(to)?)
-        }
+        "$rename" => parse_rename(field, v)?,
         "$push" => Op::Push(parse_push(field, v)?),
-        "$addToSet" => match v {
-            Bson::Document(d) if d.contains_key("$each") => match d.get("$each") {
-                Some(Bson::Array(a)) => {
-                    if let Some(k) = d.keys().find(|k| *k != "$each") {
-                        return Err(DocError::bad_value(format!(
-                            "Found unexpected fields after $each in $addToSet: {k}"
-                        )));
-                    }
-                    Op::AddToSet(a.clone())
-                }
-                Some(other) => {
-                    return Err(DocError::type_mismatch(format!(
-                        "The argument to $each in $addToSet must be an array but it was of type {}",
-                        type_name(other)
-                    )))
-                }
-                None => unreachable!(),
-            },
-            other => Op::AddToSet(vec![other.clone()]),
-        },
+        "$addToSet" => parse_add_to_set(v)?,
         "$pop" => match Num::of(v).map(|n| n.as_f64()) {
             Some(1.0) => Op::Pop(true),
             Some(-1.0) => Op::Pop(false),
@@ -249,7 +208,9 @@ fn parse_op(modifier: &str, field: &str, v: &Bson) -> DocResult<Op> {
             }
         },
         "$pull" => match v {
-            Bson::Document(d) if !d.is_empty() && !d.keys().next().is_some_and(|k| k.starts_with('$')) => {
+            Bson::Document(d)
+                if !d.is_empty() && !d.keys().next().is_some_and(|k| k.starts_with('$')) =>
+            {
                 Op::Pull(PullCond::Query(Box::new(Matcher::new(d)?)))
             }
             other => Op::Pull(PullCond::Value(Matcher::value_condition(other)?)),
@@ -263,62 +224,124 @@ fn parse_op(modifier: &str, field: &str, v: &Bson) -> DocResult<Op> {
                 )))
             }
         },
-        "$currentDate" => match v {
-            Bson::Boolean(_) => Op::CurrentDate(false),
-            Bson::Document(d) => {
-                let bad = || {
-                    DocError::bad_value(
-                        "The '$type' string field is required to be 'date' or 'timestamp': {$currentDate: {field : {$type: 'date'}}}",
-                    )
-                };
-                if d.len() != 1 {
-                    return Err(bad());
+        "$currentDate" => parse_current_date(v)?,
+        "$bit" => parse_bit(v)?,
+        _ => unreachable!("checked by caller"),
+    })
+}
+
+/// `$rename`'s target: a different, static path, not on the source's own path.
+fn parse_rename(field: &str, v: &Bson) -> DocResult<Op> {
+    let Bson::String(to) = v else {
+        return Err(DocError::bad_value(format!(
+            "The 'to' field for $rename must be a string: {field}: {}",
+            shell_repr(v)
+        )));
+    };
+    if to == field {
+        return Err(DocError::bad_value(format!(
+            "The source and target field for $rename must differ: {field}: {}",
+            shell_repr(v)
+        )));
+    }
+    if to.starts_with(&format!("{field}.")) || field.starts_with(&format!("{to}.")) {
+        return Err(DocError::bad_value(format!(
+            "The source and target field for $rename must not be on the same path: {field}: {}",
+            shell_repr(v)
+        )));
+    }
+    if to.split('.').any(|p| p.starts_with('$')) || field.split('.').any(|p| p.starts_with('$')) {
+        return Err(DocError::bad_value(format!(
+            "The source field for $rename may not be dynamic: {field}"
+        )));
+    }
+    check_path(to)?;
+    Ok(Op::Rename(split_path(to)?))
+}
+
+/// `$addToSet`'s values: one, or `{$each: [...]}`.
+fn parse_add_to_set(v: &Bson) -> DocResult<Op> {
+    Ok(match v {
+        Bson::Document(d) if d.contains_key("$each") => match d.get("$each") {
+            Some(Bson::Array(a)) => {
+                if let Some(k) = d.keys().find(|k| *k != "$each") {
+                    return Err(DocError::bad_value(format!(
+                        "Found unexpected fields after $each in $addToSet: {k}"
+                    )));
                 }
-                match d.get("$type") {
-                    Some(Bson::String(t)) if t == "date" => Op::CurrentDate(false),
-                    Some(Bson::String(t)) if t == "timestamp" => Op::CurrentDate(true),
-                    _ => return Err(bad()),
-                }
+                Op::AddToSet(a.clone())
             }
-            other => {
-                return Err(DocError::bad_value(format!(
-                    "{} is not valid type for $currentDate. Please use a boolean ('true') or a $type expression ({{$type: 'timestamp/date'}}).",
+            Some(other) => {
+                return Err(DocError::type_mismatch(format!(
+                    "The argument to $each in $addToSet must be an array but it was of type {}",
                     type_name(other)
                 )))
             }
+            None => unreachable!(),
         },
-        "$bit" => {
-            let Bson::Document(d) = v else {
-                return Err(DocError::bad_value(format!(
-                    "The $bit modifier is not compatible with a {}. You must pass in an embedded document: {{$bit: {{field: {{and/or/xor: #}}}}",
-                    type_name(v)
-                )));
-            };
-            let mut ops = Vec::new();
-            for (k, a) in d {
-                if !matches!(k.as_str(), "and" | "or" | "xor") {
-                    return Err(DocError::bad_value(format!(
-                        "The $bit modifier only supports 'and', 'or', and 'xor', not '{k}' which is an unknown operator: {{{k}: {}}}",
-                        shell_repr(a)
-                    )));
-                }
-                let n = match a {
-                    Bson::Int32(i) => *i as i64,
-                    Bson::Int64(i) => *i,
-                    other => {
-                        return Err(DocError::bad_value(format!(
-                            "The $bit modifier field must be an Integer(32/64 bit); a '{}' is not supported here: {{{k}: {}}}",
-                            type_name(other),
-                            shell_repr(other)
-                        )))
-                    }
-                };
-                ops.push((k.clone(), n));
-            }
-            Op::Bit(ops)
-        }
-        _ => unreachable!("checked by caller"),
+        other => Op::AddToSet(vec![other.clone()]),
     })
+}
+
+/// `$currentDate`: `true` or `{$type: "date"}` for a date, `{$type: "timestamp"}` for a
+/// timestamp.
+fn parse_current_date(v: &Bson) -> DocResult<Op> {
+    Ok(match v {
+    Bson::Boolean(_) => Op::CurrentDate(false),
+    Bson::Document(d) => {
+        let bad = || {
+            DocError::bad_value(
+                "The '$type' string field is required to be 'date' or 'timestamp': {$currentDate: {field : {$type: 'date'}}}",
+            )
+        };
+        if d.len() != 1 {
+            return Err(bad());
+        }
+        match d.get("$type") {
+            Some(Bson::String(t)) if t == "date" => Op::CurrentDate(false),
+            Some(Bson::String(t)) if t == "timestamp" => Op::CurrentDate(true),
+            _ => return Err(bad()),
+        }
+    }
+    other => {
+        return Err(DocError::bad_value(format!(
+            "{} is not valid type for $currentDate. Please use a boolean ('true') or a $type expression ({{$type: 'timestamp/date'}}).",
+            type_name(other)
+        )))
+    }
+})
+}
+
+/// `$bit`'s operations (`and`, `or`, `xor`) with their integer operands.
+fn parse_bit(v: &Bson) -> DocResult<Op> {
+    let Bson::Document(d) = v else {
+        return Err(DocError::bad_value(format!(
+        "The $bit modifier is not compatible with a {}. You must pass in an embedded document: {{$bit: {{field: {{and/or/xor: #}}}}",
+        type_name(v)
+    )));
+    };
+    let mut ops = Vec::new();
+    for (k, a) in d {
+        if !matches!(k.as_str(), "and" | "or" | "xor") {
+            return Err(DocError::bad_value(format!(
+            "The $bit modifier only supports 'and', 'or', and 'xor', not '{k}' which is an unknown operator: {{{k}: {}}}",
+            shell_repr(a)
+        )));
+        }
+        let n = match a {
+        Bson::Int32(i) => *i as i64,
+        Bson::Int64(i) => *i,
+        other => {
+            return Err(DocError::bad_value(format!(
+                "The $bit modifier field must be an Integer(32/64 bit); a '{}' is not supported here: {{{k}: {}}}",
+                type_name(other),
+                shell_repr(other)
+            )))
+        }
+    };
+        ops.push((k.clone(), n));
+    }
+    Ok(Op::Bit(ops))
 }
 
 fn check_path(path: &str) -> DocResult<()> {
@@ -366,33 +389,7 @@ impl Update {
                         "arrayFilters may not be specified for pipeline-style updates",
                     ));
                 }
-                let mut docs = Vec::new();
-                for s in stages {
-                    let Bson::Document(d) = s else {
-                        return Err(DocError::type_mismatch(
-                            "Each element of the 'pipeline' array must be an object",
-                        ));
-                    };
-                    let name = d.keys().next().map(String::as_str).unwrap_or("");
-                    if !matches!(
-                        name,
-                        "$addFields"
-                            | "$set"
-                            | "$project"
-                            | "$unset"
-                            | "$replaceRoot"
-                            | "$replaceWith"
-                    ) {
-                        return Err(DocError::with_code(
-                            72,
-                            "InvalidOptions",
-                            format!("{name} is not allowed to be used within an update"),
-                        ));
-                    }
-                    docs.push(d.clone());
-                }
-                // Validate the stages now.
-                crate::aggregate::validate_pipeline(&docs)?;
+                let docs = crate::aggregate::parse_update_pipeline(stages)?;
                 Ok(Update {
                     kind: Kind::Pipeline(docs),
                 })
@@ -755,34 +752,7 @@ fn apply_op(doc: &mut Document, path: &[String], op: &Op) -> DocResult<()> {
             Ok(())
         }
         Op::Inc(n, raw) | Op::Mul(n, raw) => {
-            let is_inc = matches!(op, Op::Inc(..));
-            let new = match &current {
-                None => {
-                    if is_inc {
-                        raw.clone()
-                    } else {
-                        mul_num(*n, Num::I32(0)).to_bson()
-                    }
-                }
-                Some(cur) => match Num::of(cur) {
-                    Some(c) => {
-                        if is_inc {
-                            add_num(c, *n).to_bson()
-                        } else {
-                            mul_num(c, *n).to_bson()
-                        }
-                    }
-                    None => {
-                        return Err(DocError::type_mismatch(format!(
-                            "Cannot apply {} to a value of non-numeric type. {} has the field '{}' of non-numeric type {}",
-                            if is_inc { "$inc" } else { "$mul" },
-                            id_for_messages(doc),
-                            path.last().expect("non-empty"),
-                            type_name(cur)
-                        )))
-                    }
-                },
-            };
+            let new = inc_or_mul(doc, path, op, *n, raw, current.as_ref())?;
             set_path(doc, path, new)
         }
         Op::Min(v) | Op::Max(v) => {
@@ -815,74 +785,11 @@ fn apply_op(doc: &mut Document, path: &[String], op: &Op) -> DocResult<()> {
             set_path(doc, to, v)
         }
         Op::Push(spec) => {
-            let mut arr = match current {
-                None => Vec::new(),
-                Some(Bson::Array(a)) => a,
-                Some(other) => {
-                    return Err(DocError::bad_value(format!(
-                        "The field '{dotted}' must be an array but is of type {} in document {}",
-                        type_name(&other),
-                        id_for_messages(doc)
-                    )))
-                }
-            };
-            let at = match spec.position {
-                None => arr.len(),
-                Some(p) if p >= 0 => (p as usize).min(arr.len()),
-                Some(p) => (arr.len() as i64 + p).max(0) as usize,
-            };
-            for (k, e) in spec.each.iter().enumerate() {
-                arr.insert(at + k, e.clone());
-            }
-            if let Some(s) = &spec.sort {
-                match s {
-                    PushSort::Whole(dir) => arr.sort_by(|a, b| {
-                        let o = compare_bson(a, b);
-                        if *dir < 0 {
-                            o.reverse()
-                        } else {
-                            o
-                        }
-                    }),
-                    PushSort::Fields(spec) => {
-                        let empty = Document::new();
-                        arr.sort_by(|a, b| {
-                            let da = if let Bson::Document(d) = a { d } else { &empty };
-                            let db = if let Bson::Document(d) = b { d } else { &empty };
-                            spec.compare(da, db)
-                        })
-                    }
-                }
-            }
-            if let Some(n) = spec.slice {
-                if n >= 0 {
-                    arr.truncate(n as usize);
-                } else {
-                    let keep = (-n) as usize;
-                    if arr.len() > keep {
-                        arr.drain(..arr.len() - keep);
-                    }
-                }
-            }
+            let arr = pushed(doc, &dotted, current, spec)?;
             set_path(doc, path, Bson::Array(arr))
         }
         Op::AddToSet(vals) => {
-            let mut arr = match current {
-                None => Vec::new(),
-                Some(Bson::Array(a)) => a,
-                Some(other) => {
-                    return Err(DocError::bad_value(format!(
-                        "Cannot apply $addToSet to non-array field. Field named '{}' has non-array type {}",
-                        path.last().expect("non-empty"),
-                        type_name(&other)
-                    )))
-                }
-            };
-            for v in vals {
-                if !arr.iter().any(|e| bson_equal(e, v)) {
-                    arr.push(v.clone());
-                }
-            }
+            let arr = added_to_set(path, current, vals)?;
             set_path(doc, path, Bson::Array(arr))
         }
         Op::Pop(last) => match current {
@@ -903,34 +810,10 @@ fn apply_op(doc: &mut Document, path: &[String], op: &Op) -> DocResult<()> {
                 type_name(&other)
             ))),
         },
-        Op::Pull(cond) => match current {
+
+        Op::Pull(_) | Op::PullAll(_) => match current {
             None => Ok(()),
-            Some(Bson::Array(a)) => {
-                let kept: Vec<Bson> = a
-                    .into_iter()
-                    .filter(|e| match cond {
-                        PullCond::Value(c) => !c.matches(e),
-                        PullCond::Query(m) => match e {
-                            Bson::Document(d) => !m.matches(d),
-                            _ => true,
-                        },
-                    })
-                    .collect();
-                set_path(doc, path, Bson::Array(kept))
-            }
-            Some(_) => Err(DocError::bad_value(
-                "Cannot apply $pull to a non-array value",
-            )),
-        },
-        Op::PullAll(vals) => match current {
-            None => Ok(()),
-            Some(Bson::Array(a)) => {
-                let kept: Vec<Bson> = a
-                    .into_iter()
-                    .filter(|e| !vals.iter().any(|v| bson_equal(e, v)))
-                    .collect();
-                set_path(doc, path, Bson::Array(kept))
-            }
+            Some(Bson::Array(a)) => set_path(doc, path, Bson::Array(pulled(a, op))),
             Some(_) => Err(DocError::bad_value(
                 "Cannot apply $pull to a non-array value",
             )),
@@ -948,41 +831,183 @@ fn apply_op(doc: &mut Document, path: &[String], op: &Op) -> DocResult<()> {
             set_path(doc, path, v)
         }
         Op::Bit(ops) => {
-            let (mut x, wide) = match &current {
-                None => (0i64, false),
-                Some(Bson::Int32(i)) => (*i as i64, false),
-                Some(Bson::Int64(i)) => (*i, true),
-                Some(other) => {
-                    return Err(DocError::bad_value(format!(
-                        "Cannot apply $bit to a value of non-integral type.{} has the field {} of non-integer type {}",
-                        id_for_messages(doc),
-                        path.last().expect("non-empty"),
-                        type_name(other)
-                    )))
-                }
-            };
-            let mut wide = wide;
-            for (k, n) in ops {
-                x = match k.as_str() {
-                    "and" => x & n,
-                    "or" => x | n,
-                    _ => x ^ n,
-                };
-                if *n > i32::MAX as i64 || *n < i32::MIN as i64 {
-                    wide = true;
-                }
-            }
-            set_path(
-                doc,
-                path,
-                if wide {
-                    Bson::Int64(x)
-                } else {
-                    Bson::Int32(x as i32)
-                },
-            )
+            let new = bitwise(doc, path, ops, current.as_ref())?;
+            set_path(doc, path, new)
         }
     }
+}
+
+/// What `$pull` or `$pullAll` (`op`) keeps of an array.
+fn pulled(a: Vec<Bson>, op: &Op) -> Vec<Bson> {
+    a.into_iter()
+        .filter(|e| match op {
+            Op::Pull(PullCond::Value(c)) => !c.matches(e),
+            Op::Pull(PullCond::Query(m)) => match e {
+                Bson::Document(d) => !m.matches(d),
+                _ => true,
+            },
+            Op::PullAll(vals) => !vals.iter().any(|v| bson_equal(e, v)),
+            _ => unreachable!("only $pull and $pullAll pull"),
+        })
+        .collect()
+}
+
+/// The array `$addToSet` leaves at a field holding `current`.
+fn added_to_set(path: &[String], current: Option<Bson>, vals: &[Bson]) -> DocResult<Vec<Bson>> {
+    let mut arr = match current {
+        None => Vec::new(),
+        Some(Bson::Array(a)) => a,
+        Some(other) => {
+            return Err(DocError::bad_value(format!(
+                "Cannot apply $addToSet to non-array field. Field named '{}' has non-array type {}",
+                path.last().expect("non-empty"),
+                type_name(&other)
+            )))
+        }
+    };
+    for v in vals {
+        if !arr.iter().any(|e| bson_equal(e, v)) {
+            arr.push(v.clone());
+        }
+    }
+    Ok(arr)
+}
+
+/// The value `$inc` or `$mul` (`op`, by `n`, given as `raw`) leaves at `path`.
+fn inc_or_mul(
+    doc: &Document,
+    path: &[String],
+    op: &Op,
+    n: Num,
+    raw: &Bson,
+    current: Option<&Bson>,
+) -> DocResult<Bson> {
+    let is_inc = matches!(op, Op::Inc(..));
+    Ok(match current {
+        None => {
+            if is_inc {
+                raw.clone()
+            } else {
+                mul_num(n, Num::I32(0)).to_bson()
+            }
+        }
+        Some(cur) => match Num::of(cur) {
+            Some(c) => {
+                if is_inc {
+                    add_num(c, n).to_bson()
+                } else {
+                    mul_num(c, n).to_bson()
+                }
+            }
+            None => {
+                return Err(DocError::type_mismatch(format!(
+                    "Cannot apply {} to a value of non-numeric type. {} has the field '{}' of non-numeric type {}",
+                    if is_inc { "$inc" } else { "$mul" },
+                    id_for_messages(doc),
+                    path.last().expect("non-empty"),
+                    type_name(cur)
+                )))
+            }
+        },
+    })
+}
+
+/// The array `$push` leaves at a field holding `current`.
+fn pushed(
+    doc: &Document,
+    dotted: &str,
+    current: Option<Bson>,
+    spec: &PushSpec,
+) -> DocResult<Vec<Bson>> {
+    let mut arr = match current {
+        None => Vec::new(),
+        Some(Bson::Array(a)) => a,
+        Some(other) => {
+            return Err(DocError::bad_value(format!(
+                "The field '{dotted}' must be an array but is of type {} in document {}",
+                type_name(&other),
+                id_for_messages(doc)
+            )))
+        }
+    };
+    let at = match spec.position {
+        None => arr.len(),
+        Some(p) if p >= 0 => (p as usize).min(arr.len()),
+        Some(p) => (arr.len() as i64 + p).max(0) as usize,
+    };
+    for (k, e) in spec.each.iter().enumerate() {
+        arr.insert(at + k, e.clone());
+    }
+    if let Some(s) = &spec.sort {
+        match s {
+            PushSort::Whole(dir) => arr.sort_by(|a, b| {
+                let o = compare_bson(a, b);
+                if *dir < 0 {
+                    o.reverse()
+                } else {
+                    o
+                }
+            }),
+            PushSort::Fields(spec) => {
+                let empty = Document::new();
+                arr.sort_by(|a, b| {
+                    let da = if let Bson::Document(d) = a { d } else { &empty };
+                    let db = if let Bson::Document(d) = b { d } else { &empty };
+                    spec.compare(da, db)
+                })
+            }
+        }
+    }
+    if let Some(n) = spec.slice {
+        if n >= 0 {
+            arr.truncate(n as usize);
+        } else {
+            let keep = (-n) as usize;
+            if arr.len() > keep {
+                arr.drain(..arr.len() - keep);
+            }
+        }
+    }
+    Ok(arr)
+}
+
+/// The integer `$bit`'s operations leave at a field holding `current`: 32 bits unless the
+/// field or an operand is 64.
+fn bitwise(
+    doc: &Document,
+    path: &[String],
+    ops: &[(String, i64)],
+    current: Option<&Bson>,
+) -> DocResult<Bson> {
+    let (mut x, wide) = match current {
+        None => (0i64, false),
+        Some(Bson::Int32(i)) => (*i as i64, false),
+        Some(Bson::Int64(i)) => (*i, true),
+        Some(other) => {
+            return Err(DocError::bad_value(format!(
+                "Cannot apply $bit to a value of non-integral type.{} has the field {} of non-integer type {}",
+                id_for_messages(doc),
+                path.last().expect("non-empty"),
+                type_name(other)
+            )))
+        }
+    };
+    let mut wide = wide;
+    for (k, n) in ops {
+        x = match k.as_str() {
+            "and" => x & n,
+            "or" => x | n,
+            _ => x ^ n,
+        };
+        if *n > i32::MAX as i64 || *n < i32::MIN as i64 {
+            wide = true;
+        }
+    }
+    Ok(if wide {
+        Bson::Int64(x)
+    } else {
+        Bson::Int32(x as i32)
+    })
 }
 
 /// The document an upsert starts from: the equality fields of the query (`{a: 1}`,

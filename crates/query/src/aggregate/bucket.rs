@@ -6,9 +6,9 @@ use std::cmp::Ordering;
 use bson::{Bson, Document};
 use rand::Rng;
 
+use super::common::stage_err;
+use super::common::{DocIter, Memory};
 use super::group::{count_output, parse_accumulators, run_group, Accumulating, Accumulators};
-use super::parse::stage_err;
-use super::{DocIter, Memory};
 use crate::compare::{compare_bson, shell_repr, type_name, Num};
 use crate::error::DocResult;
 use crate::expr::{parse_expr, Ctx, Expr};

@@ -5,8 +5,7 @@
 
 use bson::Bson;
 
-use super::parse::stage_err;
-use super::{DocIter, Env};
+use super::common::stage_err;
 use crate::compare::type_name;
 use crate::error::{DocError, DocResult};
 
@@ -81,16 +80,6 @@ impl CurrentOpSpec {
             }
         }
         Ok(spec)
-    }
-
-    /// The operations, from the pipeline's source (a server); refused where there is none.
-    pub(super) fn run(self, _input: DocIter, env: Env) -> DocResult<DocIter> {
-        let ops = env.source.current_ops(&self).unwrap_or_else(|| {
-            Err(DocError::illegal_operation(
-                "$currentOp has no server to report on in this pipeline",
-            ))
-        })?;
-        Ok(Box::new(ops.into_iter().map(Ok)))
     }
 }
 

@@ -3,8 +3,11 @@
 
 use bson::{Bson, Document};
 
-use super::parse::{parse_sub_pipeline, stage_err, Stage};
-use super::{run_stages, DocIter, Env, Memory};
+use super::common::{check_output_name, stage_err, DocIter, Memory};
+use super::parse::parse_sub_pipeline;
+use super::run::run_stages;
+use super::source::Env;
+use super::stage::Facet;
 use crate::compare::type_name;
 use crate::error::DocResult;
 
@@ -27,11 +30,6 @@ const NOT_IN_FACET: &[&str] = &[
 /// mongod's internalQueryFacetMaxOutputDocSizeBytes: the document `$facet` builds may not be
 /// larger than this (4031700), so one stage cannot gather a whole collection into memory twice.
 const MAX_FACET_OUTPUT_BYTES: usize = 100 * 1024 * 1024;
-
-#[derive(Clone, Debug)]
-pub(super) struct Facet {
-    facets: Vec<(String, Vec<Stage>)>,
-}
 
 impl Facet {
     pub(super) fn parse(arg: &Bson) -> DocResult<Facet> {
@@ -123,33 +121,4 @@ impl Facet {
         }
         Ok(Box::new(std::iter::once(Ok(out))))
     }
-}
-
-/// mongod's `FieldPath::validateFieldName` for an output field named by the user.
-pub(super) fn check_output_name(name: &str) -> DocResult<()> {
-    if name.is_empty() {
-        return Err(stage_err(
-            15998,
-            "FieldPath field names may not be empty strings.",
-        ));
-    }
-    if name.starts_with('$') {
-        return Err(stage_err(
-            16410,
-            format!("FieldPath field names may not start with '$'. Consider using $getField or $setField. ('{name}')"),
-        ));
-    }
-    if name.contains('\0') {
-        return Err(stage_err(
-            16411,
-            "FieldPath field names may not contain embedded nulls.",
-        ));
-    }
-    if name.contains('.') {
-        return Err(stage_err(
-            16412,
-            format!("FieldPath field names may not contain '.'. ('{name}')"),
-        ));
-    }
-    Ok(())
 }

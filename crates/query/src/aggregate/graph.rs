@@ -5,9 +5,8 @@ use std::collections::BTreeSet;
 
 use bson::{Bson, Document};
 
-use super::facet::check_output_name;
-use super::parse::stage_err;
-use super::{DocIter, Env};
+use super::common::{check_output_name, stage_err, DocIter};
+use super::source::Env;
 use crate::compare::{type_name, Num, OrdBson};
 use crate::error::DocResult;
 use crate::expr::{eval_doc_path, parse_expr, Ctx, Expr};

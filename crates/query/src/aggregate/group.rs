@@ -5,8 +5,7 @@ use std::ops::Range;
 
 use bson::{Bson, Document};
 
-use super::parse::stage_err;
-use super::DocIter;
+use super::common::{stage_err, DocIter};
 use crate::compare::{bson_equal, compare_bson, shell_repr, type_name, Num, OrdBson};
 use crate::error::{DocError, DocResult};
 use crate::expr::{parse_expr, Ctx, Expr};
@@ -102,27 +101,7 @@ impl AccState {
                     *dec |= matches!(x, Num::Dec(_));
                 }
             }
-            AccState::MinMax(cur) => {
-                if let Some(x) = v {
-                    if matches!(x, Bson::Null | Bson::Undefined) {
-                        return Ok(());
-                    }
-                    let better = match cur {
-                        None => true,
-                        Some(c) => {
-                            let o = compare_bson(&x, c);
-                            if a == Acc::Min {
-                                o == std::cmp::Ordering::Less
-                            } else {
-                                o == std::cmp::Ordering::Greater
-                            }
-                        }
-                    };
-                    if better {
-                        *cur = Some(x);
-                    }
-                }
-            }
+            AccState::MinMax(cur) => add_min_max(a, cur, v),
             AccState::FirstLast(cur) => {
                 if a == Acc::Last || first_seen {
                     *cur = Some(v.unwrap_or(Bson::Null));
@@ -159,40 +138,7 @@ impl AccState {
                     xs.push(x.as_f64());
                 }
             }
-            AccState::N(items, n) => {
-                let Some(Bson::Document(mut d)) = v else {
-                    unreachable!("the {{input, n}} object expression evaluates to a document")
-                };
-                if first_seen {
-                    *n = crate::expr::n_of(d.remove("n"))?;
-                }
-                let x = d.remove("input").unwrap_or(Bson::Null);
-                match a {
-                    Acc::FirstN if items.len() < *n => items.push(x),
-                    Acc::FirstN => {}
-                    Acc::LastN => {
-                        // Drop the oldest in batches (amortised O(1) per value); `finish`
-                        // keeps the last n.
-                        items.push(x);
-                        if items.len() >= 2 * *n {
-                            items.drain(..items.len() - *n);
-                        }
-                    }
-                    _ if matches!(x, Bson::Null | Bson::Undefined) => {}
-                    _ => {
-                        // Keep the n best, best first: one binary search and one insert.
-                        let better = |p: &Bson, q: &Bson| match a {
-                            Acc::MaxN => compare_bson(p, q).is_gt(),
-                            _ => compare_bson(p, q).is_lt(),
-                        };
-                        let at = items.partition_point(|kept| !better(&x, kept));
-                        if at < *n {
-                            items.insert(at, x);
-                            items.truncate(*n);
-                        }
-                    }
-                }
-            }
+            AccState::N(items, n) => add_n(a, items, n, v, first_seen)?,
         }
         Ok(())
     }
@@ -220,6 +166,74 @@ impl AccState {
                 let ss: f64 = xs.iter().map(|x| (x - mean) * (x - mean)).sum();
                 Bson::Double((ss / if samp { (n - 1) as f64 } else { n as f64 }).sqrt())
             }
+        }
+    }
+}
+
+/// `$firstN`, `$lastN`, `$maxN`, `$minN`: one `{input, n}` value into the kept `items` (`n` is
+/// read from the group's first value).
+fn add_n(
+    a: Acc,
+    items: &mut Vec<Bson>,
+    n: &mut usize,
+    v: Option<Bson>,
+    first_seen: bool,
+) -> DocResult<()> {
+    let Some(Bson::Document(mut d)) = v else {
+        unreachable!("the {{input, n}} object expression evaluates to a document")
+    };
+    if first_seen {
+        *n = crate::expr::n_of(d.remove("n"))?;
+    }
+    let x = d.remove("input").unwrap_or(Bson::Null);
+    match a {
+        Acc::FirstN if items.len() < *n => items.push(x),
+        Acc::FirstN => {}
+        Acc::LastN => {
+            // Drop the oldest in batches (amortised O(1) per value); `finish`
+            // keeps the last n.
+            items.push(x);
+            if items.len() >= 2 * *n {
+                items.drain(..items.len() - *n);
+            }
+        }
+        _ if matches!(x, Bson::Null | Bson::Undefined) => {}
+        _ => {
+            // Keep the n best, best first: one binary search and one insert.
+            let better = |p: &Bson, q: &Bson| match a {
+                Acc::MaxN => compare_bson(p, q).is_gt(),
+                _ => compare_bson(p, q).is_lt(),
+            };
+            let at = items.partition_point(|kept| !better(&x, kept));
+            if at < *n {
+                items.insert(at, x);
+                items.truncate(*n);
+            }
+        }
+    }
+
+    Ok(())
+}
+
+/// `$min`, `$max`: one value against the best so far (null and undefined are skipped).
+fn add_min_max(a: Acc, cur: &mut Option<Bson>, v: Option<Bson>) {
+    if let Some(x) = v {
+        if matches!(x, Bson::Null | Bson::Undefined) {
+            return;
+        }
+        let better = match cur {
+            None => true,
+            Some(c) => {
+                let o = compare_bson(&x, c);
+                if a == Acc::Min {
+                    o == std::cmp::Ordering::Less
+                } else {
+                    o == std::cmp::Ordering::Greater
+                }
+            }
+        };
+        if better {
+            *cur = Some(x);
         }
     }
 }

@@ -4,24 +4,16 @@
 
 use bson::{Bson, Document};
 
-use super::parse::{parse_sub_pipeline, stage_err, Stage};
-use super::{run_stages, DocIter, Env};
+use super::common::{stage_err, DocIter};
+use super::parse::parse_sub_pipeline;
+use super::run::run_stages;
+use super::source::Env;
+use super::stage::{Lookup, UnionWith};
 use crate::error::{DocError, DocResult};
 use crate::expr::{eval_doc_path, parse_expr, Ctx, Expr};
 use crate::matcher::Matcher;
 use crate::path::{set_path, split_path};
 use crate::vars;
-
-#[derive(Clone, Debug)]
-pub(super) struct Lookup {
-    from: String,
-    /// `localField` and `foreignField`, when given.
-    equality: Option<(Vec<String>, String)>,
-    as_: Vec<String>,
-    /// `let`: variables evaluated on each input document, read as `$$name` in `pipeline`.
-    let_: Vec<(String, Expr)>,
-    pipeline: Option<Vec<Stage>>,
-}
 
 impl Lookup {
     pub(super) fn parse(arg: &Bson) -> DocResult<Lookup> {
@@ -173,13 +165,6 @@ fn check_var_name(name: &str) -> DocResult<()> {
         ));
     }
     Ok(())
-}
-
-/// `$unionWith`: the input, then another collection's documents through an optional pipeline.
-#[derive(Clone, Debug)]
-pub(super) struct UnionWith {
-    coll: String,
-    pipeline: Vec<Stage>,
 }
 
 impl UnionWith {

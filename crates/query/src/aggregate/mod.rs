@@ -1,16 +1,21 @@
 //! The aggregation pipeline over documents.
 //!
-//! Each stage family has its room: the `Stage` enum and the simple stages' parsing in
-//! `parse.rs`; `$group`/`$sortByCount` and the accumulators in `group.rs`; the
-//! `$addFields`/`$unset`/`$unwind` helpers in `fields.rs`; `$lookup`/`$unionWith` in
-//! `lookup.rs`; `$graphLookup` in `graph.rs`; `$facet` in `facet.rs`; `$bucket`, `$bucketAuto`
-//! and `$sample` in `bucket.rs`; `$setWindowFields` in `window.rs`; `$out`/`$merge` in `out.rs`;
-//! `$collStats` in `stats.rs`; `$currentOp` in `current_op.rs`. A stage with a spec struct parses itself (`X::parse`) and runs
-//! itself (`X::run`); adding one is a variant in `Stage`, one arm in `parse_stage` and one in
-//! `run_stages`. Streaming stages are chained lazily; blocking ones (`$group`, `$sort`,
-//! `$count`, `$facet`, `$bucketAuto`, ...) consume their input, within `MAX_BLOCKING_BYTES`.
+//! Each stage family has its room: the `Stage` enum (and the stages that hold
+//! sub-pipelines) in `stage.rs`; building a stage from its document in `parse.rs`; running a
+//! pipeline in `run.rs`; what every stage shares (the document stream, the memory bound, the
+//! numbered errors) in `common.rs`; the storage a pipeline reaches in `source.rs`;
+//! `$group`/`$sortByCount` and the accumulators in `group.rs`; the `$addFields`/`$unset`/
+//! `$unwind` helpers in `fields.rs`; `$lookup`/`$unionWith` in `lookup.rs`; `$graphLookup` in
+//! `graph.rs`; `$facet` in `facet.rs`; `$bucket`, `$bucketAuto` and `$sample` in `bucket.rs`;
+//! `$setWindowFields` in `window.rs`; `$out`/`$merge` in `out.rs`; `$collStats` in
+//! `stats.rs`; `$currentOp` in `current_op.rs`. A stage with a spec struct parses itself
+//! (`X::parse`) and runs itself (`X::run`); adding one is a variant in `Stage`, one arm in
+//! `parse_stage` and one in `run_stages`. Streaming stages are chained lazily; blocking ones
+//! (`$group`, `$sort`, `$count`, `$facet`, `$bucketAuto`, ...) consume their input, within
+//! `MAX_BLOCKING_BYTES`.
 
 mod bucket;
+mod common;
 mod current_op;
 mod facet;
 mod fields;
@@ -19,328 +24,17 @@ mod group;
 mod lookup;
 mod out;
 mod parse;
+mod run;
+mod source;
+mod stage;
 mod stats;
 #[cfg(test)]
 mod tests;
 mod window;
 
-use bson::{Bson, Document};
-
-use crate::compare::{shell_repr, type_name};
-use crate::error::{DocError, DocResult};
-use crate::expr::Ctx;
-use crate::interrupt::Interrupt;
-use crate::projection::Projection;
-use crate::sort::SortSpec;
+pub use common::DocIter;
 pub use current_op::CurrentOpSpec;
-use fields::{add_field, unset_path, unwind_doc};
-use group::{count_output, run_group};
 pub use out::{CollectionSink, Namespace};
-pub use parse::validate_pipeline;
-use parse::{check_positions, parse_stage, stage_err, Stage};
-
-/// A stream of documents between stages (a scan's output, a stage's output).
-pub type DocIter = Box<dyn Iterator<Item = DocResult<Document>> + Send>;
-
-/// What a pipeline needs from storage, and the only way `query` reaches it: a stage that reads
-/// another collection (`$lookup`, `$unionWith`) asks its source, and the storage side (docdb's
-/// `DocDb`, the router) decides how to read it. Stages that write (`$out`, `$merge`) reach its
-/// [`CollectionSink`], so the pipeline stays BSON-only.
-pub trait CollectionSource {
-    /// Every document of collection `name` in the pipeline's database.
-    fn read_collection(&self, name: &str) -> DocResult<Vec<Document>>;
-
-    /// Where `$out` and `$merge` write; `None` where a pipeline cannot write (a router's
-    /// merge, an update's pipeline), and those stages are refused.
-    fn sink(&self) -> Option<&dyn CollectionSink> {
-        None
-    }
-
-    /// `$collStats`: the pipeline's own collection's statistics as `collStats` reports them
-    /// (sizes divided by `scale`); `None` where the pipeline has no collection of its own.
-    fn collection_stats(&self, _scale: i64) -> Option<DocResult<Document>> {
-        None
-    }
-
-    /// `$currentOp`: the server's operations in progress as `currentOp` describes them;
-    /// `None` where the pipeline runs without a server (the stage is then refused).
-    fn current_ops(&self, _spec: &CurrentOpSpec) -> Option<DocResult<Vec<Document>>> {
-        None
-    }
-}
-
-impl<F: Fn(&str) -> DocResult<Vec<Document>>> CollectionSource for F {
-    fn read_collection(&self, name: &str) -> DocResult<Vec<Document>> {
-        self(name)
-    }
-}
-
-/// What running a stage needs besides its input: the storage it reads, writes or reports on,
-/// and the operation's interrupt.
-#[derive(Clone, Copy)]
-pub(super) struct Env<'a> {
-    source: &'a dyn CollectionSource,
-    interrupt: &'a Interrupt,
-}
-
-/// Runs a pipeline over input documents. `source` is the storage its stages reach: the other
-/// collections of the same database, the writes of `$out`/`$merge`, `$collStats`.
-pub fn run_pipeline(
-    pipeline: &[Document],
-    input: DocIter,
-    source: &dyn CollectionSource,
-    interrupt: &Interrupt,
-) -> DocResult<Vec<Document>> {
-    if pipeline.len() > MAX_PIPELINE_STAGES {
-        return Err(DocError::with_code(
-            7749501,
-            "Location7749501",
-            format!("Pipeline length must be no longer than {MAX_PIPELINE_STAGES} stages"),
-        ));
-    }
-    let stages: Vec<Stage> = pipeline.iter().map(parse_stage).collect::<DocResult<_>>()?;
-    check_positions(&stages)?;
-    run_stages(stages, input, Env { source, interrupt })
-}
-
-/// The documents a writing stage stores: a text score is metadata, never a stored field.
-fn without_score(it: DocIter) -> DocResult<Vec<Document>> {
-    it.map(|r| {
-        r.map(|mut d| {
-            d.remove(crate::text::SCORE_FIELD);
-            d
-        })
-    })
-    .collect()
-}
-
-/// Runs parsed stages (a pipeline, or a stage's sub-pipeline) to completion.
-fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocResult<Vec<Document>> {
-    let interrupt = env.interrupt;
-    // Every document leaving a stage is a yield point. The input is not wrapped again: it is
-    // a scan that checks the same interrupt per document (aggregate's find), or documents
-    // already in memory ($lookup's, an update's one document).
-    let mut it: DocIter = input;
-    for stage in stages {
-        let deepens = stage_may_deepen(&stage);
-        it = match stage {
-            Stage::Match(m) if m.text().is_some() => {
-                // The storage side answers a leading $text match with its text index before
-                // the pipeline runs; one reaching here has no index to answer it.
-                return Err(DocError::index_not_found(
-                    "text index required for $text query",
-                ));
-            }
-            Stage::Match(m) => Box::new(it.filter(move |r| match r {
-                Ok(d) => m.matches(d),
-                Err(_) => true,
-            })),
-            Stage::Project(p) => Box::new(it.map(move |r| r.and_then(|d| project(&p, &d)))),
-            Stage::AddFields(fields) => Box::new(it.map(move |r| {
-                let mut d = r?;
-                let src = d.clone();
-                let ctx = Ctx::new(&src);
-                for (path, e) in &fields {
-                    match e.eval(&ctx)? {
-                        Some(v) => add_field(&mut d, path, v)?,
-                        // $$REMOVE / missing removes the field.
-                        None => unset_path(&mut d, path),
-                    }
-                }
-                Ok(d)
-            })),
-            Stage::Unset(paths) => Box::new(it.map(move |r| {
-                let mut d = r?;
-                for p in &paths {
-                    unset_path(&mut d, p);
-                }
-                Ok(d)
-            })),
-            Stage::Group(id, accs) => {
-                let key = |ctx: &Ctx| Ok(id.eval(ctx)?.unwrap_or(Bson::Null));
-                Box::new(run_group(it, key, &accs)?.into_iter().map(Ok))
-            }
-            Stage::Sort(spec) => {
-                let mut docs = Memory::new("$sort").collect(it)?;
-                spec.sort(&mut docs);
-                Box::new(docs.into_iter().map(Ok))
-            }
-            Stage::Skip(n) => Box::new(it.skip(n as usize)),
-            Stage::Limit(n) => Box::new(it.take(n as usize)),
-            Stage::Unwind {
-                path,
-                index,
-                preserve,
-            } => Box::new(it.flat_map(move |r| match r {
-                Ok(d) => unwind_doc(d, &path, &index, preserve),
-                Err(e) => vec![Err(e)],
-            })),
-            Stage::Count(name) => {
-                let mut n: i64 = 0;
-                for r in it {
-                    r?;
-                    n += 1;
-                }
-                if n == 0 {
-                    Box::new(std::iter::empty())
-                } else {
-                    let v = if n <= i32::MAX as i64 {
-                        Bson::Int32(n as i32)
-                    } else {
-                        Bson::Int64(n)
-                    };
-                    let mut d = Document::new();
-                    d.insert(name, v);
-                    Box::new(std::iter::once(Ok(d)))
-                }
-            }
-            Stage::Lookup(l) => l.run(it, env)?,
-            Stage::UnionWith(u) => u.run(it, env)?,
-            Stage::Facet(f) => f.run(it, env)?,
-            Stage::Bucket(b) => b.run(it)?,
-            Stage::BucketAuto(b) => b.run(it)?,
-            Stage::Sample(s) => s.run(it)?,
-            Stage::GraphLookup(g) => g.run(it, env)?,
-            Stage::SetWindowFields(w) => w.run(it, interrupt)?,
-            Stage::CollStats(c) => c.run(it, env)?,
-            Stage::GeoNear => {
-                // The storage crate takes a leading $geoNear off as the pipeline's source.
-                return Err(DocError::with_code(
-                    40602,
-                    "Location40602",
-                    "$geoNear is only valid as the first stage in a pipeline.",
-                ));
-            }
-            Stage::CurrentOp(c) => c.run(it, env)?,
-            Stage::Out(o) => {
-                let docs = without_score(it)?;
-                o.run(docs, sink(env, "$out")?)?;
-                Box::new(std::iter::empty())
-            }
-            Stage::Merge(m) => {
-                let docs = without_score(it)?;
-                m.run(docs, sink(env, "$merge")?)?;
-                Box::new(std::iter::empty())
-            }
-            Stage::ReplaceRoot(e) => Box::new(it.map(move |r| {
-                let d = r?;
-                match e.eval_root(&d)? {
-                    Some(Bson::Document(nd)) => Ok(nd),
-                    other => Err(stage_err(
-                        40228,
-                        format!(
-                            "'replacement document' must evaluate to an object, but resulting value was: {}. Type of resulting value: '{}'. Input document: {}",
-                            other.as_ref().map(shell_repr).unwrap_or_else(|| "MISSING".into()),
-                            other.as_ref().map(type_name).unwrap_or("missing"),
-                            crate::compare::doc_repr(&d)
-                        ),
-                    )),
-                }
-            })),
-            Stage::SortByCount(e) => {
-                let key = |ctx: &Ctx| Ok(e.eval(ctx)?.unwrap_or(Bson::Null));
-                let mut groups = run_group(it, key, &count_output())?;
-                let spec = SortSpec {
-                    fields: vec![("count".into(), -1)],
-                };
-                spec.sort(&mut groups);
-                Box::new(groups.into_iter().map(Ok))
-            }
-        };
-        if deepens {
-            // Stage after stage could wrap a document one level deeper each time.
-            it = Box::new(it.map(|r| {
-                let d = r?;
-                if crate::limits::doc_depth_exceeds(&d, crate::limits::MAX_BSON_DEPTH) {
-                    return Err(DocError::with_code(
-                        15,
-                        "Overflow",
-                        format!(
-                            "a pipeline stage produced a document nested deeper than {} levels",
-                            crate::limits::MAX_BSON_DEPTH
-                        ),
-                    ));
-                }
-                Ok(d)
-            }));
-        }
-        it = Box::new(interrupt.wrap(it));
-    }
-    it.collect()
-}
-
-/// mongod's 100 MB bound on what a blocking stage holds in memory
-/// (internalQueryMaxBlockingSortMemoryUsageBytes and its siblings).
-pub(super) const MAX_BLOCKING_BYTES: usize = 100 * 1024 * 1024;
-
-/// What a blocking stage holds, charged document by document against [`MAX_BLOCKING_BYTES`].
-/// flashdoc does not spill a pipeline stage to disk, so past the bound the stage fails with
-/// mongod's code (292) whatever `allowDiskUse` says, rather than growing without bound.
-pub(super) struct Memory {
-    stage: &'static str,
-    used: usize,
-}
-
-impl Memory {
-    pub(super) fn new(stage: &'static str) -> Memory {
-        Memory { stage, used: 0 }
-    }
-
-    pub(super) fn charge(&mut self, d: &Document) -> DocResult<()> {
-        self.used += bson::to_vec(d).map(|b| b.len()).unwrap_or(0);
-        if self.used > MAX_BLOCKING_BYTES {
-            return Err(DocError::with_code(
-                292,
-                "QueryExceededMemoryLimitNoDiskUseAllowed",
-                format!(
-                    "{} holds more than {MAX_BLOCKING_BYTES} bytes, and flashdoc does not spill it to disk",
-                    self.stage
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Collects a stream, charging each document.
-    pub(super) fn collect(&mut self, input: DocIter) -> DocResult<Vec<Document>> {
-        let mut out = Vec::new();
-        for d in input {
-            let d = d?;
-            self.charge(&d)?;
-            out.push(d);
-        }
-        Ok(out)
-    }
-}
-
-/// The storage a writing stage writes through, or a clear refusal where there is none.
-fn sink<'a>(env: Env<'a>, stage: &str) -> DocResult<&'a dyn CollectionSink> {
-    env.source.sink().ok_or_else(|| {
-        DocError::illegal_operation(format!("{stage} cannot write from this pipeline"))
-    })
-}
-
-/// mongod's internalPipelineLengthLimit.
-pub(super) const MAX_PIPELINE_STAGES: usize = 1000;
-
-/// Whether a stage can return documents nested deeper than its input.
-fn stage_may_deepen(s: &Stage) -> bool {
-    matches!(
-        s,
-        Stage::Project(_)
-            | Stage::AddFields(_)
-            | Stage::Group(..)
-            | Stage::Lookup(_)
-            | Stage::Facet(_)
-            | Stage::GraphLookup(_)
-            | Stage::SetWindowFields(_)
-            | Stage::Bucket(_)
-            | Stage::BucketAuto(_)
-            | Stage::ReplaceRoot(_)
-            | Stage::SortByCount(_)
-    )
-}
-
-fn project(p: &Projection, d: &Document) -> DocResult<Document> {
-    p.apply_with_position(d, None)
-}
+pub use parse::{parse_update_pipeline, validate_pipeline};
+pub use run::run_pipeline;
+pub use source::CollectionSource;

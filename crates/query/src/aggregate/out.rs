@@ -5,7 +5,7 @@
 
 use bson::{Bson, Document};
 
-use super::parse::stage_err;
+use super::common::stage_err;
 use crate::compare::type_name;
 use crate::error::{DocError, DocResult};
 use crate::expr::{eval_doc_path, parse_expr, Ctx, Expr};
@@ -166,8 +166,47 @@ fn enum_err(field: &str, v: &Bson) -> DocError {
     ))
 }
 
+/// `$merge`'s `whenMatched`: a strategy's name, or an update pipeline.
+fn parse_when_matched(k: &str, v: &Bson) -> DocResult<WhenMatched> {
+    Ok(match v {
+        Bson::String(s) => match s.as_str() {
+            "replace" => WhenMatched::Replace,
+            "keepExisting" => WhenMatched::KeepExisting,
+            "merge" => WhenMatched::Merge,
+            "fail" => WhenMatched::Fail,
+            _ => return Err(enum_err(k, v)),
+        },
+        Bson::Array(a) => {
+            let mut stages = Vec::with_capacity(a.len());
+            for s in a {
+                let Bson::Document(sd) = s else {
+                    return Err(DocError::failed_to_parse(
+                        "$merge 'whenMatched' pipeline must be an array of objects",
+                    ));
+                };
+                stages.push(sd.clone());
+            }
+            WhenMatched::Pipeline(stages)
+        }
+        other => {
+            return Err(stage_err(
+                51191,
+                format!(
+                    "'whenMatched' option to $merge must be a string or array, but found {}",
+                    type_name(other)
+                ),
+            ))
+        }
+    })
+}
+
 impl Merge {
-    pub(super) fn parse(arg: &Bson) -> DocResult<Merge> {
+    /// Parses `$merge`'s options; a `whenMatched` pipeline is checked by
+    /// `check_update_pipeline` (the pipeline parser's, which knows every stage).
+    pub(super) fn parse(
+        arg: &Bson,
+        check_update_pipeline: fn(&[Bson]) -> DocResult<Vec<Document>>,
+    ) -> DocResult<Merge> {
         let mut m = Merge {
             ns: Namespace {
                 db: None,
@@ -196,38 +235,7 @@ impl Merge {
                             };
                             user_let = Some(l.clone());
                         }
-                        "whenMatched" => {
-                            m.matched = match v {
-                                Bson::String(s) => match s.as_str() {
-                                    "replace" => WhenMatched::Replace,
-                                    "keepExisting" => WhenMatched::KeepExisting,
-                                    "merge" => WhenMatched::Merge,
-                                    "fail" => WhenMatched::Fail,
-                                    _ => return Err(enum_err(k, v)),
-                                },
-                                Bson::Array(a) => {
-                                    let mut stages = Vec::with_capacity(a.len());
-                                    for s in a {
-                                        let Bson::Document(sd) = s else {
-                                            return Err(DocError::failed_to_parse(
-                                                "$merge 'whenMatched' pipeline must be an array of objects",
-                                            ));
-                                        };
-                                        stages.push(sd.clone());
-                                    }
-                                    WhenMatched::Pipeline(stages)
-                                }
-                                other => {
-                                    return Err(stage_err(
-                                        51191,
-                                        format!(
-                                            "'whenMatched' option to $merge must be a string or array, but found {}",
-                                            type_name(other)
-                                        ),
-                                    ))
-                                }
-                            }
-                        }
+                        "whenMatched" => m.matched = parse_when_matched(k, v)?,
                         "whenNotMatched" => {
                             m.not_matched = match v.as_str() {
                                 Some("insert") => WhenNotMatched::Insert,
@@ -262,9 +270,16 @@ impl Merge {
             }
         }
         check_target(&m.ns, "$merge")?;
+        m.check_strategy()?;
+        m.bind_let(user_let, check_update_pipeline)?;
+        Ok(m)
+    }
+
+    /// Refuses the `whenMatched`/`whenNotMatched` pairs mongod does not support.
+    fn check_strategy(&self) -> DocResult<()> {
         // mongod's supported combinations (MergeStrategyDescriptors).
         let supported = matches!(
-            (&m.matched, m.not_matched),
+            (&self.matched, self.not_matched),
             (
                 WhenMatched::Replace | WhenMatched::Merge | WhenMatched::Pipeline(_),
                 _
@@ -278,35 +293,42 @@ impl Merge {
                 51181,
                 format!(
                     "Combination of {{whenMatched: {}, whenNotMatched: {}}} is not supported",
-                    m.matched_name(),
-                    m.not_matched_name()
+                    self.matched_name(),
+                    self.not_matched_name()
                 ),
             ));
         }
-        if let WhenMatched::Pipeline(p) = &m.matched {
+        Ok(())
+    }
+
+    /// Binds the variables a `whenMatched` pipeline reads (`$$new` and the user's `let`),
+    /// after checking the pipeline; `let` without a pipeline is refused.
+    fn bind_let(
+        &mut self,
+        user_let: Option<Document>,
+        check_update_pipeline: fn(&[Bson]) -> DocResult<Vec<Document>>,
+    ) -> DocResult<()> {
+        if let WhenMatched::Pipeline(p) = &self.matched {
             // The update pipeline's stages and expressions are checked now, not per document.
-            crate::update::Update::parse(
-                &Bson::Array(p.iter().cloned().map(Bson::Document).collect()),
-                None,
-            )?;
-            m.let_
+            check_update_pipeline(&p.iter().cloned().map(Bson::Document).collect::<Vec<_>>())?;
+            self.let_
                 .push(("new".into(), parse_expr(&Bson::String("$$ROOT".into()))?));
             for (name, e) in user_let.iter().flatten() {
                 if name == "new" {
-                    m.let_.retain(|(n, _)| n != "new");
+                    self.let_.retain(|(n, _)| n != "new");
                 }
-                m.let_.push((name.clone(), parse_expr(e)?));
+                self.let_.push((name.clone(), parse_expr(e)?));
             }
         } else if user_let.is_some() {
             return Err(stage_err(
                 51199,
                 format!(
                     "Cannot use 'let' variables with 'whenMatched: {}' mode",
-                    m.matched_name()
+                    self.matched_name()
                 ),
             ));
         }
-        Ok(m)
+        Ok(())
     }
 
     fn matched_name(&self) -> &'static str {

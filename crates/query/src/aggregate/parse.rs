@@ -1,17 +1,14 @@
 //! Parsing a stage's specification into a [`Stage`], with mongod's error codes for bad specs.
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
-
 use bson::{Bson, Document};
 
 use super::bucket::{Bucket, BucketAuto, Sample};
+use super::common::{stage_err, MAX_PIPELINE_STAGES};
 use super::current_op::{self, CurrentOpSpec};
-use super::facet::Facet;
 use super::graph::GraphLookup;
-use super::group::{parse_accumulators, Acc};
-use super::lookup::{Lookup, UnionWith};
+use super::group::parse_accumulators;
 use super::out::{Merge, Out};
+use super::stage::{Facet, Lookup, Stage, UnionWith};
 use super::stats::CollStats;
 use super::window::SetWindowFields;
 use crate::compare::{shell_repr, type_name, Num};
@@ -21,53 +18,6 @@ use crate::matcher::Matcher;
 use crate::path::split_path;
 use crate::projection::Projection;
 use crate::sort::SortSpec;
-
-#[derive(Clone, Debug)]
-pub(super) enum Stage {
-    Match(Matcher),
-    Project(Projection),
-    AddFields(Vec<(Vec<String>, Expr)>),
-    Unset(Vec<Vec<String>>),
-    Group(Expr, Vec<(String, Acc, Expr)>),
-    Sort(SortSpec),
-    Skip(u64),
-    Limit(u64),
-    Unwind {
-        path: Vec<String>,
-        index: Option<String>,
-        preserve: bool,
-    },
-    Count(String),
-    Lookup(Lookup),
-    UnionWith(UnionWith),
-    Facet(Facet),
-    Bucket(Bucket),
-    BucketAuto(BucketAuto),
-    Sample(Sample),
-    GraphLookup(GraphLookup),
-    SetWindowFields(SetWindowFields),
-    CollStats(CollStats),
-    /// `$geoNear`: run by the storage crate as the pipeline's source (first stage only).
-    GeoNear,
-    CurrentOp(CurrentOpSpec),
-    Out(Out),
-    Merge(Merge),
-    ReplaceRoot(Expr),
-    SortByCount(Expr),
-}
-
-/// An error with one of mongod's numbered codes that have no name of their own: mongod names
-/// them "Location<code>". The codes are this crate's constants (a bounded set), so each name is
-/// built once and kept for the process's life.
-pub(super) fn stage_err(code: i32, msg: impl Into<String>) -> DocError {
-    static NAMES: Mutex<BTreeMap<i32, &'static str>> = Mutex::new(BTreeMap::new());
-    let name = *NAMES
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .entry(code)
-        .or_insert_with(|| Box::leak(format!("Location{code}").into_boxed_str()));
-    DocError::with_code(code, name, msg)
-}
 
 fn non_negative_int(stage: &str, v: &Bson, allow_zero: bool) -> DocResult<u64> {
     let n = Num::of(v);
@@ -163,100 +113,30 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
         )?)?),
         "$addFields" | "$set" => Stage::AddFields(parse_add_fields(obj(
             40272,
-            &format!("{name} specification stage must be an object, got {}", type_name(arg)),
+            &format!(
+                "{name} specification stage must be an object, got {}",
+                type_name(arg)
+            ),
         )?)?),
-        "$unset" => {
-            let fields: Vec<&Bson> = match arg {
-                Bson::String(_) => vec![arg],
-                Bson::Array(a) if !a.is_empty() => a.iter().collect(),
-                _ => {
-                    return Err(stage_err(
-                        31002,
-                        "$unset specification must be a string or an array with at least one field",
-                    ))
-                }
-            };
-            let mut paths = Vec::new();
-            for f in fields {
-                let Bson::String(s) = f else {
-                    return Err(stage_err(31120, "$unset specification must be a string or an array containing only string values"));
-                };
-                paths.push(split_path(s)?);
-            }
-            Stage::Unset(paths)
-        }
-        "$group" => {
-            let d = obj(15947, "a group's fields must be specified in an object")?;
-            let Some(id) = d.get("_id") else {
-                return Err(DocError::location_15955("a group specification must include an _id"));
-            };
-            let id = parse_expr(id)?;
-            let accs = parse_accumulators(d.iter().filter(|(k, _)| *k != "_id"))?;
-            Stage::Group(id, accs)
-        }
+        "$unset" => parse_unset(arg)?,
+        "$group" => parse_group(obj(
+            15947,
+            "a group's fields must be specified in an object",
+        )?)?,
         "$sort" => {
             let d = obj(15973, "the $sort key specification must be an object")?;
             if d.is_empty() {
-                return Err(stage_err(15976, "$sort stage must have at least one sort key"));
+                return Err(stage_err(
+                    15976,
+                    "$sort stage must have at least one sort key",
+                ));
             }
             Stage::Sort(SortSpec::parse(d)?)
         }
         "$skip" => Stage::Skip(non_negative_int("$skip", arg, true)?),
         "$limit" => Stage::Limit(non_negative_int("$limit", arg, false)?),
-        "$unwind" => match arg {
-            Bson::String(p) => {
-                let Some(p) = p.strip_prefix('$') else {
-                    return Err(stage_err(28818, format!("path option to $unwind stage should be prefixed with a '$': {p}")));
-                };
-                Stage::Unwind { path: split_path(p)?, index: None, preserve: false }
-            }
-            Bson::Document(d) => {
-                let mut path = None;
-                let mut index = None;
-                let mut preserve = false;
-                for (k, v) in d {
-                    match (k.as_str(), v) {
-                        ("path", Bson::String(p)) => {
-                            let Some(p) = p.strip_prefix('$') else {
-                                return Err(stage_err(28818, format!("path option to $unwind stage should be prefixed with a '$': {p}")));
-                            };
-                            path = Some(split_path(p)?);
-                        }
-                        ("path", _) => return Err(stage_err(28808, "expected a string as the path for $unwind stage")),
-                        ("includeArrayIndex", Bson::String(s)) => {
-                            if s.is_empty() || s.starts_with('$') {
-                                return Err(stage_err(28822, format!("includeArrayIndex option to $unwind stage should not be prefixed with a '$': {s}")));
-                            }
-                            index = Some(s.clone());
-                        }
-                        ("includeArrayIndex", _) => return Err(stage_err(28810, "expected a non-empty string for the includeArrayIndex option to $unwind stage")),
-                        ("preserveNullAndEmptyArrays", Bson::Boolean(b)) => preserve = *b,
-                        ("preserveNullAndEmptyArrays", _) => return Err(stage_err(28809, "expected a boolean for the preserveNullAndEmptyArrays option to $unwind stage")),
-                        (other, _) => return Err(stage_err(28811, format!("unrecognized option to $unwind stage: {other}"))),
-                    }
-                }
-                let Some(path) = path else {
-                    return Err(stage_err(28812, "No path specified to $unwind stage"));
-                };
-                Stage::Unwind { path, index, preserve }
-            }
-            _ => return Err(stage_err(15981, format!("expected either a string or an object as specification for $unwind stage, got {}", type_name(arg)))),
-        },
-        "$count" => {
-            let Bson::String(s) = arg else {
-                return Err(stage_err(40156, "the count field must be a non-empty string"));
-            };
-            if s.is_empty() {
-                return Err(stage_err(40156, "the count field must be a non-empty string"));
-            }
-            if s.starts_with('$') {
-                return Err(stage_err(40158, "the count field cannot be a $-prefixed path"));
-            }
-            if s.contains('.') {
-                return Err(stage_err(40160, "the count field cannot contain '.'"));
-            }
-            Stage::Count(s.clone())
-        }
+        "$unwind" => parse_unwind(arg)?,
+        "$count" => parse_count(arg)?,
         "$lookup" => Stage::Lookup(Lookup::parse(arg)?),
         "$unionWith" => Stage::UnionWith(UnionWith::parse(arg)?),
         "$facet" => Stage::Facet(Facet::parse(arg)?),
@@ -272,26 +152,13 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
         }
         "$currentOp" => Stage::CurrentOp(CurrentOpSpec::parse(arg)?),
         "$out" => Stage::Out(Out::parse(arg)?),
-        "$merge" => Stage::Merge(Merge::parse(arg)?),
-        "$replaceRoot" => {
-            let d = obj(40228, "expected an object as specification for $replaceRoot stage")?;
-            let Some(nr) = d.get("newRoot") else {
-                return Err(stage_err(40231, "no newRoot specified for the $replaceRoot stage"));
-            };
-            if let Some(k) = d.keys().find(|k| *k != "newRoot") {
-                return Err(stage_err(40230, format!("unrecognized option to $replaceRoot stage: {k}, only valid option is 'newRoot'.")));
-            }
-            Stage::ReplaceRoot(parse_expr(nr)?)
-        }
+        "$merge" => Stage::Merge(Merge::parse(arg, parse_update_pipeline)?),
+        "$replaceRoot" => parse_replace_root(obj(
+            40228,
+            "expected an object as specification for $replaceRoot stage",
+        )?)?,
         "$replaceWith" => Stage::ReplaceRoot(parse_expr(arg)?),
-        "$sortByCount" => {
-            let e = match arg {
-                Bson::String(s) if s.starts_with('$') => parse_expr(arg)?,
-                Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => parse_expr(arg)?,
-                _ => return Err(stage_err(40148, "the sortByCount field must be defined as a $-prefixed path or an expression")),
-            };
-            Stage::SortByCount(e)
-        }
+        "$sortByCount" => parse_sort_by_count(arg)?,
         // A standalone has no oplog to stream from; mongod answers the same.
         "$changeStream" => {
             return Err(DocError::with_code(
@@ -300,9 +167,8 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
                 "The $changeStream stage is only supported on replica sets",
             ))
         }
-        "$indexStats" | "$listSessions"
-        | "$densify" | "$fill" | "$redact"
-        | "$search" | "$documents" => {
+        "$indexStats" | "$listSessions" | "$densify" | "$fill" | "$redact" | "$search"
+        | "$documents" => {
             return Err(DocError::with_code(
                 238,
                 "NotImplemented",
@@ -318,15 +184,176 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
     })
 }
 
+/// `$unset`: a field path, or an array of them.
+fn parse_unset(arg: &Bson) -> DocResult<Stage> {
+    let fields: Vec<&Bson> = match arg {
+        Bson::String(_) => vec![arg],
+        Bson::Array(a) if !a.is_empty() => a.iter().collect(),
+        _ => {
+            return Err(stage_err(
+                31002,
+                "$unset specification must be a string or an array with at least one field",
+            ))
+        }
+    };
+    let mut paths = Vec::new();
+    for f in fields {
+        let Bson::String(s) = f else {
+            return Err(stage_err(
+                31120,
+                "$unset specification must be a string or an array containing only string values",
+            ));
+        };
+        paths.push(split_path(s)?);
+    }
+    Ok(Stage::Unset(paths))
+}
+
+/// `$unwind`: `"$path"`, or `{path, includeArrayIndex, preserveNullAndEmptyArrays}`.
+fn parse_unwind(arg: &Bson) -> DocResult<Stage> {
+    Ok(match arg {
+        Bson::String(p) => {
+            let Some(p) = p.strip_prefix('$') else {
+                return Err(stage_err(
+                    28818,
+                    format!("path option to $unwind stage should be prefixed with a '$': {p}"),
+                ));
+            };
+            Stage::Unwind {
+                path: split_path(p)?,
+                index: None,
+                preserve: false,
+            }
+        }
+        Bson::Document(d) => {
+            let mut path = None;
+            let mut index = None;
+            let mut preserve = false;
+            for (k, v) in d {
+                match (k.as_str(), v) {
+                    ("path", Bson::String(p)) => {
+                        let Some(p) = p.strip_prefix('$') else {
+                            return Err(stage_err(28818, format!("path option to $unwind stage should be prefixed with a '$': {p}")));
+                        };
+                        path = Some(split_path(p)?);
+                    }
+                    ("path", _) => return Err(stage_err(28808, "expected a string as the path for $unwind stage")),
+                    ("includeArrayIndex", Bson::String(s)) => {
+                        if s.is_empty() || s.starts_with('$') {
+                            return Err(stage_err(28822, format!("includeArrayIndex option to $unwind stage should not be prefixed with a '$': {s}")));
+                        }
+                        index = Some(s.clone());
+                    }
+                    ("includeArrayIndex", _) => return Err(stage_err(28810, "expected a non-empty string for the includeArrayIndex option to $unwind stage")),
+                    ("preserveNullAndEmptyArrays", Bson::Boolean(b)) => preserve = *b,
+                    ("preserveNullAndEmptyArrays", _) => return Err(stage_err(28809, "expected a boolean for the preserveNullAndEmptyArrays option to $unwind stage")),
+                    (other, _) => return Err(stage_err(28811, format!("unrecognized option to $unwind stage: {other}"))),
+                }
+            }
+            let Some(path) = path else {
+                return Err(stage_err(28812, "No path specified to $unwind stage"));
+            };
+            Stage::Unwind {
+                path,
+                index,
+                preserve,
+            }
+        }
+        _ => {
+            return Err(stage_err(
+                15981,
+                format!(
+                "expected either a string or an object as specification for $unwind stage, got {}",
+                type_name(arg)
+            ),
+            ))
+        }
+    })
+}
+
+/// `$count`: the output field's name.
+fn parse_count(arg: &Bson) -> DocResult<Stage> {
+    let Bson::String(s) = arg else {
+        return Err(stage_err(
+            40156,
+            "the count field must be a non-empty string",
+        ));
+    };
+    if s.is_empty() {
+        return Err(stage_err(
+            40156,
+            "the count field must be a non-empty string",
+        ));
+    }
+    if s.starts_with('$') {
+        return Err(stage_err(
+            40158,
+            "the count field cannot be a $-prefixed path",
+        ));
+    }
+    if s.contains('.') {
+        return Err(stage_err(40160, "the count field cannot contain '.'"));
+    }
+    Ok(Stage::Count(s.clone()))
+}
+
+/// `$sortByCount`: a `$`-path or an expression object.
+fn parse_sort_by_count(arg: &Bson) -> DocResult<Stage> {
+    let e = match arg {
+        Bson::String(s) if s.starts_with('$') => parse_expr(arg)?,
+        Bson::Document(d) if d.keys().next().is_some_and(|k| k.starts_with('$')) => {
+            parse_expr(arg)?
+        }
+        _ => {
+            return Err(stage_err(
+                40148,
+                "the sortByCount field must be defined as a $-prefixed path or an expression",
+            ))
+        }
+    };
+    Ok(Stage::SortByCount(e))
+}
+
+/// `$group`: its `_id` expression and its accumulators.
+fn parse_group(d: &Document) -> DocResult<Stage> {
+    let Some(id) = d.get("_id") else {
+        return Err(DocError::location_15955(
+            "a group specification must include an _id",
+        ));
+    };
+    let id = parse_expr(id)?;
+    let accs = parse_accumulators(d.iter().filter(|(k, _)| *k != "_id"))?;
+    Ok(Stage::Group(id, accs))
+}
+
+/// `$replaceRoot`: `{newRoot: <expression>}`.
+fn parse_replace_root(d: &Document) -> DocResult<Stage> {
+    let Some(nr) = d.get("newRoot") else {
+        return Err(stage_err(
+            40231,
+            "no newRoot specified for the $replaceRoot stage",
+        ));
+    };
+    if let Some(k) = d.keys().find(|k| *k != "newRoot") {
+        return Err(stage_err(
+            40230,
+            format!(
+                "unrecognized option to $replaceRoot stage: {k}, only valid option is 'newRoot'."
+            ),
+        ));
+    }
+    Ok(Stage::ReplaceRoot(parse_expr(nr)?))
+}
+
 /// Parses the stages of a sub-pipeline (`$lookup`'s, `$facet`'s, `$unionWith`'s).
 pub(super) fn parse_sub_pipeline(stages: &[Bson], owner: &str) -> DocResult<Vec<Stage>> {
-    if stages.len() > super::MAX_PIPELINE_STAGES {
+    if stages.len() > MAX_PIPELINE_STAGES {
         return Err(DocError::with_code(
             7749501,
             "Location7749501",
             format!(
                 "{owner}: a pipeline must be no longer than {} stages",
-                super::MAX_PIPELINE_STAGES
+                MAX_PIPELINE_STAGES
             ),
         ));
     }
@@ -365,23 +392,6 @@ fn text_not_first() -> DocError {
         17313,
         "$match with $text is only allowed as the first pipeline stage",
     )
-}
-
-impl Stage {
-    /// A `$match` with `$text` (only the first stage of a pipeline may be one: the text index
-    /// scan answers it).
-    pub(super) fn is_text_match(&self) -> bool {
-        matches!(self, Stage::Match(m) if m.text().is_some())
-    }
-
-    /// The name of a stage that writes (`$out`, `$merge`).
-    pub(super) fn writes(&self) -> Option<&'static str> {
-        match self {
-            Stage::Out(_) => Some("$out"),
-            Stage::Merge(_) => Some("$merge"),
-            _ => None,
-        }
-    }
 }
 
 /// Where stages may stand: a writing stage last (40601), `$collStats` and `$currentOp` first
@@ -430,4 +440,31 @@ pub fn validate_pipeline(pipeline: &[Document]) -> DocResult<()> {
         .map(parse_stage)
         .collect::<DocResult<Vec<_>>>()?;
     check_positions(&stages)
+}
+
+/// Parses an update's pipeline (`update: [...]`, `$merge`'s `whenMatched: [...]`): only the
+/// stages that reshape one document may stand in it, each checked now.
+pub fn parse_update_pipeline(stages: &[Bson]) -> DocResult<Vec<Document>> {
+    let mut docs = Vec::new();
+    for s in stages {
+        let Bson::Document(d) = s else {
+            return Err(DocError::type_mismatch(
+                "Each element of the 'pipeline' array must be an object",
+            ));
+        };
+        let name = d.keys().next().map(String::as_str).unwrap_or("");
+        if !matches!(
+            name,
+            "$addFields" | "$set" | "$project" | "$unset" | "$replaceRoot" | "$replaceWith"
+        ) {
+            return Err(DocError::with_code(
+                72,
+                "InvalidOptions",
+                format!("{name} is not allowed to be used within an update"),
+            ));
+        }
+        docs.push(d.clone());
+    }
+    validate_pipeline(&docs)?;
+    Ok(docs)
 }

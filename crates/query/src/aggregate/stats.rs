@@ -3,8 +3,8 @@
 
 use bson::{Bson, Document};
 
-use super::parse::stage_err;
-use super::{DocIter, Env};
+use super::common::{stage_err, DocIter};
+use super::source::Env;
 use crate::compare::{type_name, Num};
 use crate::error::{DocError, DocResult};
 

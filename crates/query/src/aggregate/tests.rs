@@ -1,7 +1,10 @@
 //! The pipeline's unit tests.
 
 use super::*;
-use bson::{bson, doc};
+use bson::{bson, doc, Bson, Document};
+
+use crate::error::{DocError, DocResult};
+use crate::interrupt::Interrupt;
 
 fn run(pipeline: Vec<Document>, input: Vec<Document>) -> DocResult<Vec<Document>> {
     let foreign = vec![
@@ -260,6 +263,10 @@ fn group_and_accumulators() {
     let r = run(vec![doc! {"$group": {"_id": "$missing", "m": {"$mergeObjects": {"x": "$cat"}}, "sd": {"$stdDevPop": "$n"}}}], sample()).unwrap();
     assert_eq!(r[0].get("_id"), Some(&Bson::Null));
     assert_eq!(r[0].get("m"), Some(&bson!({"x": "c"})));
+}
+
+#[test]
+fn group_n_accumulators() {
     // The `n` accumulators (firstN/, lastN/, maxN/, minN/ in the manual): nulls count for
     // firstN/lastN, not for maxN/minN.
     let n = |acc: &str| {
@@ -282,6 +289,10 @@ fn group_and_accumulators() {
         5787901
     );
     assert_eq!(bad(doc! {"$lastN": {"n": 0, "input": "$n"}}), 5787908);
+}
+
+#[test]
+fn group_errors() {
     // No input, no groups.
     assert!(run(
         vec![doc! {"$group": {"_id": null, "c": {"$sum": 1}}}],
@@ -1107,6 +1118,10 @@ fn set_window_fields() {
     );
     assert_eq!(column(&r, "e")[..3], [bson!(1.0), bson!(1.5), bson!(2.25)]);
     assert_eq!(column(&r, "cov")[0], bson!(20.0));
+}
+
+#[test]
+fn set_window_fields_partitions_and_gaps() {
     // Partitions, ranks with ties, gaps filled.
     let gaps = series(&[Some(1), None, Some(1), None, None, Some(7)]);
     let r = run(
@@ -1151,6 +1166,11 @@ fn set_window_fields() {
             bson!(7)
         ]
     );
+}
+
+#[test]
+fn set_window_fields_parse_errors() {
+    let input = series(&[Some(1), Some(2), Some(3), Some(4), Some(5)]);
     // mongod's parse errors.
     let code = |spec: Bson| {
         run(vec![doc! {"$setWindowFields": spec}], input.clone())

@@ -6,11 +6,9 @@ use std::cmp::Ordering;
 
 use bson::{Bson, Document};
 
-use super::facet::check_output_name;
+use super::common::{check_output_name, stage_err, DocIter, Memory};
 use super::fields::add_field;
 use super::group::{accumulate_windows, parse_window_acc, Acc};
-use super::parse::stage_err;
-use super::{DocIter, Memory};
 use crate::compare::{compare_bson, type_name, Num};
 use crate::error::{DocError, DocResult};
 use crate::expr::{eval_doc_path, parse_expr, Ctx, Expr};
@@ -266,6 +264,94 @@ fn input_and_unit(op: &str, arg: &Bson) -> DocResult<(Expr, Option<f64>)> {
     ))
 }
 
+/// `$shift`: `{output, by, default}`.
+fn parse_shift(arg: &Bson) -> DocResult<Func> {
+    let Bson::Document(d) = arg else {
+        return Err(fail("Argument to $shift must be an object"));
+    };
+    let (mut output, mut by, mut default) = (None, None, Bson::Null);
+    for (k, v) in d {
+        match k.as_str() {
+            "output" => output = Some(parse_expr(v)?),
+            "by" => {
+                by = Some(Num::of(v).and_then(Num::as_i64_exact).ok_or_else(|| {
+                    fail(
+                        "'$shift:by' field must be an integer, but found ".to_string()
+                            + &crate::compare::shell_repr(v),
+                    )
+                })?)
+            }
+            "default" => {
+                default = match parse_expr(v)? {
+                    Expr::Lit(b) => b,
+                    _ => {
+                        return Err(fail(
+                            "'$shift:default' expression must yield a constant value.",
+                        ))
+                    }
+                }
+            }
+            other => return Err(fail(format!("Unknown argument in $shift: {other}"))),
+        }
+    }
+    let (Some(output), Some(by)) = (output, by) else {
+        return Err(fail(
+            "$shift requires an 'output' expression and a 'by' integer",
+        ));
+    };
+    Ok(Func::Shift {
+        output,
+        by,
+        default,
+    })
+}
+
+/// `$expMovingAvg`: `{input, N}` or `{input, alpha}`.
+fn parse_exp_moving_avg(arg: &Bson) -> DocResult<Func> {
+    let Bson::Document(d) = arg else {
+        return Err(fail(
+            "$expMovingAvg must have exactly one argument that is an object",
+        ));
+    };
+    let (mut input, mut alpha) = (None, None);
+    for (k, v) in d {
+        match k.as_str() {
+            "input" => input = Some(parse_expr(v)?),
+            "N" => {
+                let n = Num::of(v)
+                    .and_then(Num::as_i64_exact)
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| fail("'N' field must be an integer greater than zero"))?;
+                if alpha.is_some() {
+                    return Err(fail("$expMovingAvg takes either 'N' or 'alpha', not both"));
+                }
+                alpha = Some(2.0 / (n as f64 + 1.0));
+            }
+            "alpha" => {
+                let a = Num::of(v)
+                    .map(Num::as_f64)
+                    .filter(|a| *a > 0.0 && *a < 1.0)
+                    .ok_or_else(|| fail("'alpha' must be between 0 and 1 (exclusive)"))?;
+                if alpha.is_some() {
+                    return Err(fail("$expMovingAvg takes either 'N' or 'alpha', not both"));
+                }
+                alpha = Some(a);
+            }
+            other => {
+                return Err(fail(format!(
+                    "Got unrecognized field in $expMovingAvg: {other}"
+                )))
+            }
+        }
+    }
+    let (Some(input), Some(alpha)) = (input, alpha) else {
+        return Err(fail(
+            "$expMovingAvg requires 'input' and one of 'N' or 'alpha'",
+        ));
+    };
+    Ok(Func::ExpMovingAvg { input, alpha })
+}
+
 impl SetWindowFields {
     pub(super) fn parse(arg: &Bson) -> DocResult<SetWindowFields> {
         let Bson::Document(d) = arg else {
@@ -321,57 +407,59 @@ impl SetWindowFields {
         let single_sort = sort_by.as_ref().is_some_and(|s| s.fields.len() == 1);
         let mut outputs = Vec::with_capacity(output.len());
         for (name, spec) in &output {
-            for part in name.split('.') {
-                check_output_name(part)?;
-            }
-            let Bson::Document(spec) = spec else {
-                return Err(fail(format!("The field '{name}' must be an object")));
-            };
-            let window = spec.get("window").map(parse_window).transpose()?;
-            let mut funcs = spec.iter().filter(|(k, _)| *k != "window");
-            let (Some((fname, farg)), None) = (funcs.next(), funcs.next()) else {
-                return Err(fail(format!(
-                    "The field '{name}' must specify exactly one window function"
-                )));
-            };
-            let func = Self::parse_func(fname, farg)?;
-            Self::check_func(
-                fname,
-                &func,
-                window.as_ref(),
+            outputs.push(Self::parse_output(
+                name,
+                spec,
                 sort_by.is_some(),
                 single_sort,
-            )?;
-            if let Some(w) = &window {
-                match w {
-                    Window::Documents(..)
-                        if sort_by.is_none()
-                            && !matches!(
-                                w,
-                                Window::Documents(Bound::Unbounded, Bound::Unbounded)
-                            ) =>
-                    {
-                        return Err(stage_err(5339901, "Document-based bounds require a sortBy"))
-                    }
-                    Window::Range(..) if !single_sort => {
-                        return Err(stage_err(
-                            5339902,
-                            "Range-based window require sortBy a single field",
-                        ))
-                    }
-                    _ => {}
-                }
-            }
-            outputs.push(Output {
-                path: split_path(name)?,
-                func,
-                window,
-            });
+            )?);
         }
         Ok(SetWindowFields {
             partition_by,
             sort_by,
             outputs,
+        })
+    }
+
+    /// One `output` field: its path, its window function and its window, checked against the
+    /// stage's sort (`sorted`, on one field: `single_sort`).
+    fn parse_output(name: &str, spec: &Bson, sorted: bool, single_sort: bool) -> DocResult<Output> {
+        for part in name.split('.') {
+            check_output_name(part)?;
+        }
+        let Bson::Document(spec) = spec else {
+            return Err(fail(format!("The field '{name}' must be an object")));
+        };
+        let window = spec.get("window").map(parse_window).transpose()?;
+        let mut funcs = spec.iter().filter(|(k, _)| *k != "window");
+        let (Some((fname, farg)), None) = (funcs.next(), funcs.next()) else {
+            return Err(fail(format!(
+                "The field '{name}' must specify exactly one window function"
+            )));
+        };
+        let func = Self::parse_func(fname, farg)?;
+        Self::check_func(fname, &func, window.as_ref(), sorted, single_sort)?;
+        if let Some(w) = &window {
+            match w {
+                Window::Documents(..)
+                    if !sorted
+                        && !matches!(w, Window::Documents(Bound::Unbounded, Bound::Unbounded)) =>
+                {
+                    return Err(stage_err(5339901, "Document-based bounds require a sortBy"))
+                }
+                Window::Range(..) if !single_sort => {
+                    return Err(stage_err(
+                        5339902,
+                        "Range-based window require sortBy a single field",
+                    ))
+                }
+                _ => {}
+            }
+        }
+        Ok(Output {
+            path: split_path(name)?,
+            func,
+            window,
         })
     }
 
@@ -411,45 +499,7 @@ impl SetWindowFields {
                     y: parse_expr(&a[1])?,
                 }
             }
-            "$shift" => {
-                let Bson::Document(d) = arg else {
-                    return Err(fail("Argument to $shift must be an object"));
-                };
-                let (mut output, mut by, mut default) = (None, None, Bson::Null);
-                for (k, v) in d {
-                    match k.as_str() {
-                        "output" => output = Some(parse_expr(v)?),
-                        "by" => {
-                            by = Some(Num::of(v).and_then(Num::as_i64_exact).ok_or_else(|| {
-                                fail(
-                                    "'$shift:by' field must be an integer, but found ".to_string()
-                                        + &crate::compare::shell_repr(v),
-                                )
-                            })?)
-                        }
-                        "default" => {
-                            default =
-                                match parse_expr(v)? {
-                                    Expr::Lit(b) => b,
-                                    _ => return Err(fail(
-                                        "'$shift:default' expression must yield a constant value.",
-                                    )),
-                                }
-                        }
-                        other => return Err(fail(format!("Unknown argument in $shift: {other}"))),
-                    }
-                }
-                let (Some(output), Some(by)) = (output, by) else {
-                    return Err(fail(
-                        "$shift requires an 'output' expression and a 'by' integer",
-                    ));
-                };
-                Func::Shift {
-                    output,
-                    by,
-                    default,
-                }
-            }
+            "$shift" => parse_shift(arg)?,
             "$derivative" => {
                 let (input, unit) = input_and_unit(name, arg)?;
                 Func::Derivative { input, unit }
@@ -458,58 +508,7 @@ impl SetWindowFields {
                 let (input, unit) = input_and_unit(name, arg)?;
                 Func::Integral { input, unit }
             }
-            "$expMovingAvg" => {
-                let Bson::Document(d) = arg else {
-                    return Err(fail(
-                        "$expMovingAvg must have exactly one argument that is an object",
-                    ));
-                };
-                let (mut input, mut alpha) = (None, None);
-                for (k, v) in d {
-                    match k.as_str() {
-                        "input" => input = Some(parse_expr(v)?),
-                        "N" => {
-                            let n = Num::of(v)
-                                .and_then(Num::as_i64_exact)
-                                .filter(|n| *n > 0)
-                                .ok_or_else(|| {
-                                    fail("'N' field must be an integer greater than zero")
-                                })?;
-                            if alpha.is_some() {
-                                return Err(fail(
-                                    "$expMovingAvg takes either 'N' or 'alpha', not both",
-                                ));
-                            }
-                            alpha = Some(2.0 / (n as f64 + 1.0));
-                        }
-                        "alpha" => {
-                            let a = Num::of(v)
-                                .map(Num::as_f64)
-                                .filter(|a| *a > 0.0 && *a < 1.0)
-                                .ok_or_else(|| {
-                                    fail("'alpha' must be between 0 and 1 (exclusive)")
-                                })?;
-                            if alpha.is_some() {
-                                return Err(fail(
-                                    "$expMovingAvg takes either 'N' or 'alpha', not both",
-                                ));
-                            }
-                            alpha = Some(a);
-                        }
-                        other => {
-                            return Err(fail(format!(
-                                "Got unrecognized field in $expMovingAvg: {other}"
-                            )))
-                        }
-                    }
-                }
-                let (Some(input), Some(alpha)) = (input, alpha) else {
-                    return Err(fail(
-                        "$expMovingAvg requires 'input' and one of 'N' or 'alpha'",
-                    ));
-                };
-                Func::ExpMovingAvg { input, alpha }
-            }
+            "$expMovingAvg" => parse_exp_moving_avg(arg)?,
             "$locf" => Func::Locf(parse_expr(arg)?),
             "$linearFill" => Func::LinearFill(parse_expr(arg)?),
             other => match parse_window_acc(other, arg)? {
@@ -737,6 +736,56 @@ impl SetWindowFields {
         }
     }
 
+    /// `$rank` (`dense`: `$denseRank`): each document's rank in the sort order, ties equal.
+    fn ranks(&self, docs: &[Document], dense: bool) -> Vec<Bson> {
+        let n = docs.len();
+        let spec = self.sort_by.as_ref().expect("checked at parse");
+        let keys: Vec<Vec<Bson>> = docs.iter().map(|d| spec.keys(d)).collect();
+        let mut out = Vec::with_capacity(n);
+        let mut rank = 0usize;
+        for i in 0..n {
+            if i == 0 || spec.compare_keys(&keys[i - 1], &keys[i]) != Ordering::Equal {
+                rank = if dense { rank + 1 } else { i + 1 };
+            }
+            out.push(int(rank as i64));
+        }
+        out
+    }
+
+    /// `$linearFill`: each null or missing value interpolated between the known values around
+    /// it, along the sort field.
+    fn linear_fill(&self, docs: &[Document], vals: &[Option<Bson>]) -> DocResult<Vec<Bson>> {
+        let xs = self.sort_numbers(docs, date_sort(docs, self).then_some(1.0), "$linearFill")?;
+        let known: Vec<(usize, f64)> = vals
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| match v {
+                Some(v) if !is_nullish_value(v) => number(v).map(|y| Ok((i, y))).or_else(|| {
+                    Some(Err(fail(format!(
+                        "$linearFill only supports numeric types, found {}",
+                        type_name(v)
+                    ))))
+                }),
+                _ => None,
+            })
+            .collect::<DocResult<_>>()?;
+        Ok((0..docs.len())
+            .map(|i| {
+                if let Some(v) = vals[i].as_ref().filter(|v| !is_nullish_value(v)) {
+                    return v.clone();
+                }
+                let before = known.iter().rev().find(|(k, _)| *k < i);
+                let after = known.iter().find(|(k, _)| *k > i);
+                match (before, after) {
+                    (Some(&(a, ya)), Some(&(b, yb))) if xs[b] != xs[a] => {
+                        Bson::Double(ya + (xs[i] - xs[a]) * (yb - ya) / (xs[b] - xs[a]))
+                    }
+                    _ => Bson::Null,
+                }
+            })
+            .collect())
+    }
+
     fn compute(
         &self,
         o: &Output,
@@ -747,23 +796,10 @@ impl SetWindowFields {
         let eval_all = |e: &Expr| -> DocResult<Vec<Option<Bson>>> {
             docs.iter().map(|d| e.eval(&Ctx::new(d))).collect()
         };
-        let ranks = |dense: bool| -> Vec<Bson> {
-            let spec = self.sort_by.as_ref().expect("checked at parse");
-            let keys: Vec<Vec<Bson>> = docs.iter().map(|d| spec.keys(d)).collect();
-            let mut out = Vec::with_capacity(n);
-            let mut rank = 0usize;
-            for i in 0..n {
-                if i == 0 || spec.compare_keys(&keys[i - 1], &keys[i]) != Ordering::Equal {
-                    rank = if dense { rank + 1 } else { i + 1 };
-                }
-                out.push(int(rank as i64));
-            }
-            out
-        };
         Ok(match &o.func {
             Func::DocumentNumber => (1..=n as i64).map(int).collect(),
-            Func::Rank => ranks(false),
-            Func::DenseRank => ranks(true),
+            Func::Rank => self.ranks(docs, false),
+            Func::DenseRank => self.ranks(docs, true),
             Func::Acc(acc, e) => {
                 let windows = self.windows(o.window.as_ref(), docs)?;
                 accumulate_windows(*acc, &eval_all(e)?, windows, interrupt)?
@@ -820,74 +856,9 @@ impl SetWindowFields {
                 }
                 out
             }
-            Func::ExpMovingAvg { input, alpha } => {
-                let mut prev: Option<f64> = None;
-                eval_all(input)?
-                    .into_iter()
-                    .map(|v| match v.as_ref().and_then(Num::of) {
-                        Some(x) => {
-                            let next = match prev {
-                                None => x.as_f64(),
-                                Some(p) => x.as_f64() * alpha + p * (1.0 - alpha),
-                            };
-                            prev = Some(next);
-                            if matches!(x, Num::Dec(_)) {
-                                Num::Dec(next).to_bson()
-                            } else {
-                                Bson::Double(next)
-                            }
-                        }
-                        None => Bson::Null,
-                    })
-                    .collect()
-            }
-            Func::Locf(e) => {
-                let mut last = Bson::Null;
-                eval_all(e)?
-                    .into_iter()
-                    .map(|v| {
-                        if let Some(v) = v.filter(|v| !is_nullish_value(v)) {
-                            last = v;
-                        }
-                        last.clone()
-                    })
-                    .collect()
-            }
-            Func::LinearFill(e) => {
-                let xs =
-                    self.sort_numbers(docs, date_sort(docs, self).then_some(1.0), "$linearFill")?;
-                let vals = eval_all(e)?;
-                let known: Vec<(usize, f64)> = vals
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, v)| match v {
-                        Some(v) if !is_nullish_value(v) => {
-                            number(v).map(|y| Ok((i, y))).or_else(|| {
-                                Some(Err(fail(format!(
-                                    "$linearFill only supports numeric types, found {}",
-                                    type_name(v)
-                                ))))
-                            })
-                        }
-                        _ => None,
-                    })
-                    .collect::<DocResult<_>>()?;
-                (0..n)
-                    .map(|i| {
-                        if let Some(v) = vals[i].as_ref().filter(|v| !is_nullish_value(v)) {
-                            return v.clone();
-                        }
-                        let before = known.iter().rev().find(|(k, _)| *k < i);
-                        let after = known.iter().find(|(k, _)| *k > i);
-                        match (before, after) {
-                            (Some(&(a, ya)), Some(&(b, yb))) if xs[b] != xs[a] => {
-                                Bson::Double(ya + (xs[i] - xs[a]) * (yb - ya) / (xs[b] - xs[a]))
-                            }
-                            _ => Bson::Null,
-                        }
-                    })
-                    .collect()
-            }
+            Func::ExpMovingAvg { input, alpha } => exp_moving_avg(eval_all(input)?, *alpha),
+            Func::Locf(e) => locf(eval_all(e)?),
+            Func::LinearFill(e) => self.linear_fill(docs, &eval_all(e)?)?,
         })
     }
 
@@ -923,6 +894,41 @@ impl SetWindowFields {
 }
 
 /// Whether the partition's single sort field holds dates (judged by its first document).
+/// `$expMovingAvg`: each value weighted by `alpha` against the average before it.
+fn exp_moving_avg(vals: Vec<Option<Bson>>, alpha: f64) -> Vec<Bson> {
+    let mut prev: Option<f64> = None;
+    vals.into_iter()
+        .map(|v| match v.as_ref().and_then(Num::of) {
+            Some(x) => {
+                let next = match prev {
+                    None => x.as_f64(),
+                    Some(p) => x.as_f64() * alpha + p * (1.0 - alpha),
+                };
+                prev = Some(next);
+                if matches!(x, Num::Dec(_)) {
+                    Num::Dec(next).to_bson()
+                } else {
+                    Bson::Double(next)
+                }
+            }
+            None => Bson::Null,
+        })
+        .collect()
+}
+
+/// `$locf`: each null or missing value replaced by the last value before it.
+fn locf(vals: Vec<Option<Bson>>) -> Vec<Bson> {
+    let mut last = Bson::Null;
+    vals.into_iter()
+        .map(|v| {
+            if let Some(v) = v.filter(|v| !is_nullish_value(v)) {
+                last = v;
+            }
+            last.clone()
+        })
+        .collect()
+}
+
 fn date_sort(docs: &[Document], s: &SetWindowFields) -> bool {
     let Some(spec) = &s.sort_by else { return false };
     let Ok(parts) = split_path(&spec.fields[0].0) else {

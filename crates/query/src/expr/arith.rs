@@ -2,7 +2,8 @@
 //! `$sum`/`$avg`/`$min`/`$max`/`$stdDevPop`/`$stdDevSamp`/`$median`/`$percentile` as
 //! expressions; MongoDB's numeric type promotion.
 
-use super::ops::{Args, NamedArgs, Op};
+use super::args::{Args, NamedArgs};
+use super::op::Op;
 use super::*;
 
 /// `$add`.

@@ -1,6 +1,7 @@
 //! Array operators, `$filter`/`$map`/`$reduce` included.
 
-use super::ops::{Args, NamedArgs, Op};
+use super::args::{Args, NamedArgs};
+use super::op::Op;
 use super::*;
 
 /// `$size`.

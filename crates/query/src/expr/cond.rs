@@ -1,6 +1,7 @@
 //! Conditionals, boolean logic, comparison, `$switch` and `$let`.
 
-use super::ops::{Args, NamedArgs, Op};
+use super::args::{Args, NamedArgs};
+use super::op::Op;
 use super::*;
 
 /// `$cond`.

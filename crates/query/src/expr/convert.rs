@@ -1,6 +1,7 @@
 //! `$type` and the type conversions (`$toString`, `$toInt`, …).
 
-use super::ops::{Args, NamedArgs, Op};
+use super::args::{Args, NamedArgs};
+use super::op::Op;
 use super::*;
 use crate::compare::TYPE_CODES;
 

@@ -9,7 +9,8 @@
 
 use jiff::tz::TimeZone;
 
-use super::ops::{Args, NamedArgs, Op};
+use super::args::{Args, NamedArgs};
+use super::op::Op;
 use super::*;
 
 pub(super) const MS_PER_DAY: i64 = 86_400_000;

@@ -1,8 +1,9 @@
 //! Date arithmetic: `$dateAdd`, `$dateSubtract`, `$dateDiff` and `$dateTrunc`, with mongod's
 //! time units and `startOfWeek`.
 
+use super::args::NamedArgs;
 use super::date::{date_ms, days_from_civil, days_in_month, eval_tz, Civil, MS_PER_DAY};
-use super::ops::{NamedArgs, Op};
+use super::op::Op;
 use super::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,9 +1,10 @@
 //! `$dateToString` and `$dateFromString`: mongod's `%` format specifiers, both ways.
 
+use super::args::NamedArgs;
 use super::date::{
     date_ms, days_from_civil, days_in_month, eval_tz, iso_week1_monday, Civil, Tz, MS_PER_DAY,
 };
-use super::ops::{NamedArgs, Op};
+use super::op::Op;
 use super::*;
 
 /// mongod's default formats: ISO 8601 with `Z` in UTC, without it in any other zone.

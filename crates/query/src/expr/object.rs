@@ -1,6 +1,7 @@
 //! Object operators: `$mergeObjects`, `$objectToArray`, `$arrayToObject`.
 
-use super::ops::{Args, NamedArgs, Op};
+use super::args::{Args, NamedArgs};
+use super::op::Op;
 use super::*;
 
 /// `$mergeObjects`.

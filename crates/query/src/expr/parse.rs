@@ -2,7 +2,7 @@
 
 use bson::{Bson, Document};
 
-use super::ops::{Arity, Op};
+use super::op::{Arity, Op};
 use super::Expr;
 use crate::error::{DocError, DocResult};
 
@@ -92,13 +92,26 @@ struct NamedRules {
     required: &'static [(&'static str, i32, &'static str)],
 }
 
+/// The rules of a named operator: a date operator's, or another family's.
 fn named_rules(op: Op) -> NamedRules {
-    let rules = |not_object, unknown, required| NamedRules {
+    date_named_rules(op).unwrap_or_else(|| other_named_rules(op))
+}
+
+fn rules(
+    not_object: (i32, &'static str),
+    unknown: (i32, &'static str),
+    required: &'static [(&'static str, i32, &'static str)],
+) -> NamedRules {
+    NamedRules {
         not_object,
         unknown,
         required,
-    };
-    match op {
+    }
+}
+
+/// The date operators' rules; `None` for another operator.
+fn date_named_rules(op: Op) -> Option<NamedRules> {
+    Some(match op {
         Op::DateToString => rules(
             (18629, "Location18629"),
             (18534, "Location18534"),
@@ -141,6 +154,13 @@ fn named_rules(op: Op) -> NamedRules {
                 ("unit", 5439010, "Location5439010"),
             ],
         ),
+        _ => return None,
+    })
+}
+
+/// The other named operators' rules (string, array, object, conversion, statistics).
+fn other_named_rules(op: Op) -> NamedRules {
+    match op {
         Op::RegexMatch | Op::RegexFind | Op::RegexFindAll => rules(
             (51103, "Location51103"),
             (31024, "Location31024"),
@@ -340,6 +360,99 @@ fn parse_date_part(op: Op, name: &str, arg: &Bson) -> DocResult<Expr> {
     Ok(Expr::Op(op, args))
 }
 
+/// `$cond`'s object form: `{if, then, else}`.
+fn parse_cond_object(d: &Document) -> DocResult<Expr> {
+    let get = |k: &str| -> DocResult<Expr> {
+        match d.get(k) {
+            Some(v) => parse_expr(v),
+            None => Err(DocError::with_code(
+                17080,
+                "Location17080",
+                format!("Missing '{k}' parameter to $cond"),
+            )),
+        }
+    };
+    if let Some(k) = d
+        .keys()
+        .find(|k| !matches!(k.as_str(), "if" | "then" | "else"))
+    {
+        return Err(DocError::with_code(
+            17083,
+            "Location17083",
+            format!("Unrecognized parameter to $cond: {k}"),
+        ));
+    }
+    Ok(Expr::Op(
+        Op::Cond,
+        vec![get("if")?, get("then")?, get("else")?],
+    ))
+}
+
+/// `$switch`'s `branches`, each parsed into its `case<i>` and `then<i>` arguments.
+fn parse_switch_branches(args: Vec<(String, Expr)>) -> DocResult<Vec<(String, Expr)>> {
+    // Parse the branches now.
+    let mut parsed = Vec::new();
+    for (k, v) in args {
+        if k == "branches" {
+            let Expr::Lit(Bson::Array(bs)) = v else {
+                return Err(DocError::with_code(
+                    40061,
+                    "Location40061",
+                    "$switch expected an array for 'branches'",
+                ));
+            };
+            for (i, b) in bs.iter().enumerate() {
+                let Bson::Document(bd) = b else {
+                    return Err(DocError::with_code(
+                        40062,
+                        "Location40062",
+                        "$switch expected each branch to be an object",
+                    ));
+                };
+                let case = bd.get("case").ok_or_else(|| {
+                    DocError::with_code(
+                        40064,
+                        "Location40064",
+                        "$switch requires each branch have a 'case' expression",
+                    )
+                })?;
+                let then = bd.get("then").ok_or_else(|| {
+                    DocError::with_code(
+                        40065,
+                        "Location40065",
+                        "$switch requires each branch have a 'then' expression.",
+                    )
+                })?;
+                parsed.push((format!("case{i}"), parse_expr(case)?));
+                parsed.push((format!("then{i}"), parse_expr(then)?));
+            }
+        } else {
+            parsed.push((k, v));
+        }
+    }
+    Ok(parsed)
+}
+
+/// `$let`'s `vars`, each parsed into a `var:<name>` argument.
+fn parse_let_vars(args: Vec<(String, Expr)>) -> DocResult<Vec<(String, Expr)>> {
+    let mut parsed = Vec::new();
+    for (k, v) in args {
+        if k == "vars" {
+            let Expr::Lit(Bson::Document(vd)) = v else {
+                return Err(DocError::failed_to_parse(
+                    "invalid parameter: expected an object (vars)",
+                ));
+            };
+            for (vn, ve) in &vd {
+                parsed.push((format!("var:{vn}"), parse_expr(ve)?));
+            }
+        } else {
+            parsed.push((k, v));
+        }
+    }
+    Ok(parsed)
+}
+
 fn parse_op(name: &str, arg: &Bson) -> DocResult<Expr> {
     if name == "$literal" {
         return Ok(Expr::Lit(arg.clone()));
@@ -349,30 +462,7 @@ fn parse_op(name: &str, arg: &Bson) -> DocResult<Expr> {
     }
     if name == "$cond" {
         if let Bson::Document(d) = arg {
-            let get = |k: &str| -> DocResult<Expr> {
-                match d.get(k) {
-                    Some(v) => parse_expr(v),
-                    None => Err(DocError::with_code(
-                        17080,
-                        "Location17080",
-                        format!("Missing '{k}' parameter to $cond"),
-                    )),
-                }
-            };
-            if let Some(k) = d
-                .keys()
-                .find(|k| !matches!(k.as_str(), "if" | "then" | "else"))
-            {
-                return Err(DocError::with_code(
-                    17083,
-                    "Location17083",
-                    format!("Unrecognized parameter to $cond: {k}"),
-                ));
-            }
-            return Ok(Expr::Op(
-                Op::Cond,
-                vec![get("if")?, get("then")?, get("else")?],
-            ));
+            return parse_cond_object(d);
         }
     }
     let Some(op) = Op::from_name(name) else {
@@ -395,65 +485,10 @@ fn parse_op(name: &str, arg: &Bson) -> DocResult<Expr> {
     if let Arity::Named(allowed) = op.spec().arity {
         let mut args = named_args(op, name, arg, allowed)?;
         if op == Op::Switch {
-            // Parse the branches now.
-            let mut parsed = Vec::new();
-            for (k, v) in args.drain(..) {
-                if k == "branches" {
-                    let Expr::Lit(Bson::Array(bs)) = v else {
-                        return Err(DocError::with_code(
-                            40061,
-                            "Location40061",
-                            "$switch expected an array for 'branches'",
-                        ));
-                    };
-                    for (i, b) in bs.iter().enumerate() {
-                        let Bson::Document(bd) = b else {
-                            return Err(DocError::with_code(
-                                40062,
-                                "Location40062",
-                                "$switch expected each branch to be an object",
-                            ));
-                        };
-                        let case = bd.get("case").ok_or_else(|| {
-                            DocError::with_code(
-                                40064,
-                                "Location40064",
-                                "$switch requires each branch have a 'case' expression",
-                            )
-                        })?;
-                        let then = bd.get("then").ok_or_else(|| {
-                            DocError::with_code(
-                                40065,
-                                "Location40065",
-                                "$switch requires each branch have a 'then' expression.",
-                            )
-                        })?;
-                        parsed.push((format!("case{i}"), parse_expr(case)?));
-                        parsed.push((format!("then{i}"), parse_expr(then)?));
-                    }
-                } else {
-                    parsed.push((k, v));
-                }
-            }
-            args = parsed;
+            args = parse_switch_branches(args)?;
         }
         if op == Op::Let {
-            let mut parsed = Vec::new();
-            for (k, v) in args {
-                if k == "vars" {
-                    let Expr::Lit(Bson::Document(vd)) = v else {
-                        return Err(DocError::failed_to_parse(
-                            "invalid parameter: expected an object (vars)",
-                        ));
-                    };
-                    for (vn, ve) in &vd {
-                        parsed.push((format!("var:{vn}"), parse_expr(ve)?));
-                    }
-                } else {
-                    parsed.push((k, v));
-                }
-            }
-            args = parsed;
+            args = parse_let_vars(args)?;
         }
         return Ok(Expr::Named(op, args));
     }

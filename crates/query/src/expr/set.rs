@@ -1,6 +1,7 @@
 //! Set operators over arrays.
 
-use super::ops::{Args, Op};
+use super::args::Args;
+use super::op::Op;
 use super::*;
 
 /// `$setUnion`, `$setIntersection`, `$setDifference`, `$setEquals`, `$setIsSubset`.

@@ -1,6 +1,7 @@
 //! String operators, `$trim` family and `$regexMatch` included.
 
-use super::ops::{Args, NamedArgs, Op};
+use super::args::{Args, NamedArgs};
+use super::op::Op;
 use super::*;
 
 /// `$concat`.
@@ -212,7 +213,7 @@ pub(super) fn regex_ops(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option
             ))
         }
     };
-    let re = crate::matcher::compile_regex(&pattern, &flags)?;
+    let re = crate::regex::compile_regex(&pattern, &flags)?;
     let input = match args.eval("input", ctx)? {
         None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(nothing())),
         Some(Bson::String(s)) => s,

@@ -1,7 +1,7 @@
 use super::shape::{parse_geojson, Region, Shape};
-use super::sphere::{EARTH_RADIUS_M, V3};
+use super::sphere::{Cap, EARTH_RADIUS_M, V3};
 use super::*;
-use bson::{bson, doc};
+use bson::{bson, doc, Bson, Document};
 use proptest::prelude::*;
 
 fn polygon(rings: Bson) -> Shape {
