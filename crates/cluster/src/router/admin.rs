@@ -3,6 +3,7 @@
 #![allow(clippy::result_large_err)]
 
 use super::autosplit::commit_split;
+use super::migrations::move_chunk_to;
 use super::{forwardable, namespace, Router, MAX_STALE_RETRIES};
 use crate::meta::{Chunk, ChunkChange, CollSnapshot};
 use crate::shardkey::ShardKey;
@@ -751,28 +752,6 @@ pub fn move_chunk(r: &Router, cmd: &Document) -> DocResult<Document> {
     let wait = cmd.get_bool("_waitForDelete").unwrap_or(false);
     let rep = move_chunk_to(r, &ns, &c, to, wait)?;
     Ok(doc! {"millis": rep.get_i64("millis").unwrap_or(0)})
-}
-
-/// Asks the chunk's shard to donate it to `to`; reloads the routing table after.
-pub fn move_chunk_to(
-    r: &Router,
-    ns: &str,
-    c: &Chunk,
-    to: &str,
-    wait_for_delete: bool,
-) -> DocResult<Document> {
-    let started = std::time::Instant::now();
-    let rep = r.shard_conn(&c.shard)?.call(&doc! {
-        "_shardsvrMoveChunk": ns, "min": c.min.clone(), "max": c.max.clone(), "to": to,
-        "waitForDelete": wait_for_delete, "$db": "admin",
-    });
-    r.reload(ns)?;
-    let mut rep = rep?;
-    if !is_ok(&rep) {
-        return Err(reply_error(&rep));
-    }
-    rep.insert("millis", started.elapsed().as_millis() as i64);
-    Ok(rep)
 }
 
 pub fn merge_chunks(r: &Router, cmd: &Document) -> DocResult<Document> {

@@ -217,7 +217,7 @@ impl AutoSplit {
         else {
             return Ok(());
         };
-        if super::admin::move_chunk_to(r, ns, &top, &to, false).is_ok() {
+        if super::migrations::move_chunk_to(r, ns, &top, &to, false).is_ok() {
             self.counters
                 .top_chunk_moves
                 .fetch_add(1, Ordering::Relaxed);

@@ -12,6 +12,7 @@
 mod admin;
 pub mod autosplit;
 pub mod balancer;
+mod migrations;
 mod read;
 mod write;
 
