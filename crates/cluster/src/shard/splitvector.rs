@@ -36,49 +36,16 @@ pub fn split_vector(node: &ShardNode, cmd: &Document) -> DocResult<Document> {
             key.pattern
         )));
     }
-    let min = cmd
-        .get_document("min")
-        .map_err(|_| DocError::failed_to_parse("splitVector needs min"))?;
-    let max = cmd
-        .get_document("max")
-        .map_err(|_| DocError::failed_to_parse("splitVector needs max"))?;
-    let max_bytes = match (cmd.get("maxChunkSizeBytes"), cmd.get("maxChunkSize")) {
-        (Some(v), _) => number(v)?,
-        (None, Some(mb)) => number(mb)? * 1024 * 1024,
-        (None, None) => 0,
-    };
-    let force = cmd.get_bool("force").unwrap_or(false);
-    if max_bytes <= 0 && !force {
-        return Err(DocError::bad_value(
-            "need to specify the desired max chunk size (maxChunkSize or maxChunkSizeBytes)",
-        ));
-    }
-    let max_points = match cmd.get("maxSplitPoints") {
-        Some(v) if !matches!(v, Bson::Null) => number(v)?.max(1) as usize,
-        _ => usize::MAX,
-    };
-    let max_objects = match cmd.get("maxChunkObjects") {
-        Some(v) if !matches!(v, Bson::Null) => number(v)?.max(1),
-        _ => MAX_CHUNK_OBJECTS,
-    };
+    let SplitVectorArgs {
+        min,
+        max,
+        max_bytes,
+        force,
+        max_points,
+        max_objects,
+    } = SplitVectorArgs::parse(cmd)?;
     let (lo, hi) = (key.encode(min), key.encode(max));
-    // The range's documents in shard-key order, as routing keys.
-    let mut keys: Vec<Document> = Vec::new();
-    let mut encs: Vec<Vec<u8>> = Vec::new();
-    let mut bytes = 0i64;
-    for d in node.db.scan_index(
-        db,
-        coll,
-        &key.index_key(),
-        Bound::Included(lo.clone()),
-        Bound::Excluded(hi),
-    )? {
-        let d = d?;
-        bytes += bson::to_vec(&d).map(|v| v.len() as i64).unwrap_or(0);
-        let rk = key.routing_key_of_doc(&d);
-        encs.push(key.encode(&rk));
-        keys.push(rk);
-    }
+    let RangeKeys { keys, encs, bytes } = range_keys(node, db, coll, &key, &lo, hi)?;
     let n = keys.len();
     if n == 0 {
         return Ok(doc! {"splitKeys": []});
@@ -128,6 +95,91 @@ pub fn split_vector(node: &ShardNode, cmd: &Document) -> DocResult<Document> {
         reply.insert("accessMean", m);
     }
     Ok(reply)
+}
+
+/// The sizing fields of a `splitVector` command.
+struct SplitVectorArgs<'a> {
+    min: &'a Document,
+    max: &'a Document,
+    max_bytes: i64,
+    force: bool,
+    max_points: usize,
+    max_objects: i64,
+}
+
+impl<'a> SplitVectorArgs<'a> {
+    fn parse(cmd: &'a Document) -> DocResult<SplitVectorArgs<'a>> {
+        let min = cmd
+            .get_document("min")
+            .map_err(|_| DocError::failed_to_parse("splitVector needs min"))?;
+        let max = cmd
+            .get_document("max")
+            .map_err(|_| DocError::failed_to_parse("splitVector needs max"))?;
+        let max_bytes = match (cmd.get("maxChunkSizeBytes"), cmd.get("maxChunkSize")) {
+            (Some(v), _) => number(v)?,
+            (None, Some(mb)) => number(mb)? * 1024 * 1024,
+            (None, None) => 0,
+        };
+        let force = cmd.get_bool("force").unwrap_or(false);
+        if max_bytes <= 0 && !force {
+            return Err(DocError::bad_value(
+                "need to specify the desired max chunk size (maxChunkSize or maxChunkSizeBytes)",
+            ));
+        }
+        let max_points = match cmd.get("maxSplitPoints") {
+            Some(v) if !matches!(v, Bson::Null) => number(v)?.max(1) as usize,
+            _ => usize::MAX,
+        };
+        let max_objects = match cmd.get("maxChunkObjects") {
+            Some(v) if !matches!(v, Bson::Null) => number(v)?.max(1),
+            _ => MAX_CHUNK_OBJECTS,
+        };
+        Ok(SplitVectorArgs {
+            min,
+            max,
+            max_bytes,
+            force,
+            max_points,
+            max_objects,
+        })
+    }
+}
+
+/// The documents of a key range in shard-key order, as routing keys.
+struct RangeKeys {
+    keys: Vec<Document>,
+    /// Each key encoded.
+    encs: Vec<Vec<u8>>,
+    /// The documents' total BSON size.
+    bytes: i64,
+}
+
+/// Walks the shard-key index over `[lo, hi)`.
+fn range_keys(
+    node: &ShardNode,
+    db: &str,
+    coll: &str,
+    key: &crate::shardkey::ShardKey,
+    lo: &[u8],
+    hi: Vec<u8>,
+) -> DocResult<RangeKeys> {
+    let mut keys: Vec<Document> = Vec::new();
+    let mut encs: Vec<Vec<u8>> = Vec::new();
+    let mut bytes = 0i64;
+    for d in node.db.scan_index(
+        db,
+        coll,
+        &key.index_key(),
+        Bound::Included(lo.to_vec()),
+        Bound::Excluded(hi),
+    )? {
+        let d = d?;
+        bytes += bson::to_vec(&d).map(|v| v.len() as i64).unwrap_or(0);
+        let rk = key.routing_key_of_doc(&d);
+        encs.push(key.encode(&rk));
+        keys.push(rk);
+    }
+    Ok(RangeKeys { keys, encs, bytes })
 }
 
 /// Applies a policy to the default points (indices into the range's keys).
