@@ -1,6 +1,5 @@
 //! The router's catalog and sharding commands, and the `config` database it serves from the
 //! metadata store.
-#![allow(clippy::result_large_err)]
 
 use super::autosplit::commit_split;
 use super::migrations::move_chunk_to;

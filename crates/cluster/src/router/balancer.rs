@@ -9,7 +9,6 @@
 //!   smallest by 3 × the chunk size, the largest shard's first chunk moves to the smallest.
 //!
 //! Neither looks at load: that is the point the HASS experiment makes about placement.
-#![allow(clippy::result_large_err)]
 
 use super::migrations::{self, Migration};
 use super::Router;

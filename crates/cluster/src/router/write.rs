@@ -6,7 +6,6 @@
 //! first error. Statements a shard refused as stale are re-targeted and re-sent after the
 //! routing table is reloaded. Retryable writes carry the client's `lsid` and `txnNumber` and
 //! each statement's `stmtId` (its index in the client's batch).
-#![allow(clippy::result_large_err)]
 
 use super::read::{target_shards, targets};
 use super::{admin, forwardable, is_stale, namespace, Router, MAX_STALE_RETRIES};

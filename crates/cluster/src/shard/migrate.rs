@@ -12,7 +12,6 @@
 //! that finds the record gone looks at the chunk's owner to learn the outcome. Every shard
 //! deletes documents outside its chunks when it restarts (orphans of an interrupted clone or
 //! of a range deletion that did not finish).
-#![allow(clippy::result_large_err)]
 
 use super::{CollMeta, Identity, ShardNode};
 use crate::meta::{ChunkChange, CollSnapshot};

@@ -9,7 +9,6 @@
 //! `lsid ‖ txnNumber ‖ stmtId`; a newer txnNumber of a session removes the older records in
 //! the same batch (mongod keeps one transaction per session). Not done: records do not move
 //! with a migrated chunk, so a retry that arrives after its document migrated is applied again.
-#![allow(clippy::result_large_err)]
 
 use super::{with_op, CollMeta, OpContext, ShardNode};
 use bson::{doc, Bson, Document};

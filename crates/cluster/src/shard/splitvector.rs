@@ -9,7 +9,6 @@
 //! flashdoc's addition: a `policy` field (the `split` settings document) moves the points
 //! (module `split`): the reply keeps the untuned `defaultSplitKeys` and the access statistics
 //! used, so a router or the lab can see what the policy changed.
-#![allow(clippy::result_large_err)]
 
 use super::ShardNode;
 use crate::split::{self, SplitPolicy};
@@ -45,7 +44,8 @@ pub fn split_vector(node: &ShardNode, cmd: &Document) -> DocResult<Document> {
         max_objects,
     } = SplitVectorArgs::parse(cmd)?;
     let (lo, hi) = (key.encode(min), key.encode(max));
-    let RangeKeys { keys, encs, bytes } = range_keys(node, db, coll, &key, &lo, hi)?;
+    let range = range_keys(node, db, coll, &key, &lo, hi)?;
+    let (keys, encs, bytes) = (&range.keys, &range.encs, range.bytes);
     let n = keys.len();
     if n == 0 {
         return Ok(doc! {"splitKeys": []});
@@ -55,13 +55,13 @@ pub fn split_vector(node: &ShardNode, cmd: &Document) -> DocResult<Document> {
         return Ok(doc! {"splitKeys": [], "warning": "chunk has only one key value"});
     }
     if force {
-        let mid = split::every_kth(&encs, n / 2, 1);
+        let mid = split::every_kth(encs, n / 2, 1);
         let pts: Vec<Document> = mid.iter().map(|&i| keys[i].clone()).collect();
         return Ok(doc! {"splitKeys": split::split_keys_bson(&pts)});
     }
     let avg = (bytes / n as i64).max(1);
     let key_count = ((max_bytes / (2 * avg)).min(max_objects)).max(1) as usize;
-    let default_idx = split::every_kth(&encs, key_count, max_points);
+    let default_idx = split::every_kth(encs, key_count, max_points);
     let policy = match cmd.get_document("policy") {
         Ok(p) => SplitPolicy::from_doc(p)?,
         Err(_) => SplitPolicy::Default,
@@ -74,10 +74,8 @@ pub fn split_vector(node: &ShardNode, cmd: &Document) -> DocResult<Document> {
     let tuned = tune(
         &policy,
         &key,
-        &keys,
-        &encs,
-        min,
-        max,
+        &range,
+        (min, max),
         &default_idx,
         mean,
         per_key,
@@ -183,18 +181,16 @@ fn range_keys(
 }
 
 /// Applies a policy to the default points (indices into the range's keys).
-#[allow(clippy::too_many_arguments)]
 fn tune(
     policy: &SplitPolicy,
     key: &crate::shardkey::ShardKey,
-    keys: &[Document],
-    encs: &[Vec<u8>],
-    min: &Document,
-    max: &Document,
+    range: &RangeKeys,
+    (min, max): (&Document, &Document),
     default_idx: &[usize],
     mean: Option<f64>,
     per_key: Option<Vec<(Vec<u8>, u64)>>,
 ) -> Vec<usize> {
+    let (keys, encs) = (&range.keys, &range.encs);
     if default_idx.is_empty() {
         return Vec::new();
     }
