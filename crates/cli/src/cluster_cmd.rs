@@ -368,48 +368,7 @@ fn cluster_up(shards: usize, dir: &Path, port: u16, etcd: Option<String>) -> Res
     let mut pids: Vec<(String, u32)> = Vec::new();
     let config_db = match etcd {
         Some(e) => e,
-        None => {
-            let etcd_bin = which("etcd").ok_or_else(|| anyhow!("etcd is not installed (Debian: apt-get install etcd-server), or pass --etcd etcd://host:port"))?;
-            let (client, peer) = (free_port()?, free_port()?);
-            let args: Vec<String> = [
-                "--name",
-                "flashdoc",
-                "--data-dir",
-                &dir.join("etcd").to_string_lossy(),
-                "--listen-client-urls",
-                &format!("http://127.0.0.1:{client}"),
-                "--advertise-client-urls",
-                &format!("http://127.0.0.1:{client}"),
-                "--listen-peer-urls",
-                &format!("http://127.0.0.1:{peer}"),
-                "--initial-advertise-peer-urls",
-                &format!("http://127.0.0.1:{peer}"),
-                "--initial-cluster",
-                &format!("flashdoc=http://127.0.0.1:{peer}"),
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-            pids.push((
-                "etcd".into(),
-                spawn_detached(&etcd_bin, &args, &dir.join("etcd.log"))?,
-            ));
-            let url = format!("etcd://127.0.0.1:{client}");
-            let deadline = Instant::now() + Duration::from_secs(30);
-            loop {
-                if cluster::store::open(&url).and_then(|s| s.list("/")).is_ok() {
-                    break;
-                }
-                if Instant::now() > deadline {
-                    bail!(
-                        "etcd did not answer in 30 s; see {}",
-                        dir.join("etcd.log").display()
-                    );
-                }
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            url
-        }
+        None => start_etcd(&dir, &mut pids)?,
     };
     let mut hosts = Vec::new();
     for i in 0..shards {
@@ -461,6 +420,57 @@ fn cluster_up(shards: usize, dir: &Path, port: u16, etcd: Option<String>) -> Res
     Ok(())
 }
 
+/// Starts a local etcd for the cluster's metadata in `dir` (its pid added to `pids`) and
+/// waits until it answers; returns its `etcd://` URL.
+fn start_etcd(dir: &Path, pids: &mut Vec<(String, u32)>) -> Result<String> {
+    let etcd_bin = which("etcd").ok_or_else(|| anyhow!("etcd is not installed (Debian: apt-get install etcd-server), or pass --etcd etcd://host:port"))?;
+    let (client, peer) = (free_port()?, free_port()?);
+    let args: Vec<String> = [
+        "--name",
+        "flashdoc",
+        "--data-dir",
+        &dir.join("etcd").to_string_lossy(),
+        "--listen-client-urls",
+        &format!("http://127.0.0.1:{client}"),
+        "--advertise-client-urls",
+        &format!("http://127.0.0.1:{client}"),
+        "--listen-peer-urls",
+        &format!("http://127.0.0.1:{peer}"),
+        "--initial-advertise-peer-urls",
+        &format!("http://127.0.0.1:{peer}"),
+        "--initial-cluster",
+        &format!("flashdoc=http://127.0.0.1:{peer}"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    pids.push((
+        "etcd".into(),
+        spawn_detached(&etcd_bin, &args, &dir.join("etcd.log"))?,
+    ));
+    let url = format!("etcd://127.0.0.1:{client}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if cluster::store::open(&url).and_then(|s| s.list("/")).is_ok() {
+            return Ok(url);
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "etcd did not answer in 30 s; see {}",
+                dir.join("etcd.log").display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Sends `sig` to `pid` (0: only checks that it exists); true when delivered.
+fn signal(pid: i32, sig: i32) -> bool {
+    // SAFETY: kill(2) takes two integers and touches no memory of ours; the pids come from
+    // the cluster.json this command wrote for the processes it started.
+    unsafe { libc::kill(pid, sig) == 0 }
+}
+
 fn which(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?
         .to_str()?
@@ -485,20 +495,16 @@ fn cluster_down(dir: &Path) -> Result<()> {
     // Router first, etcd last.
     pids.reverse();
     for (name, pid) in pids {
-        // SAFETY: kill has no memory-safety preconditions; the pid is one this command started.
-        if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+        if !signal(pid, libc::SIGTERM) {
             continue;
         }
         let deadline = Instant::now() + Duration::from_secs(15);
-        // SAFETY: kill(pid, 0) sends nothing and passes no memory: it asks whether pid lives.
-        while Instant::now() < deadline && unsafe { libc::kill(pid, 0) } == 0 {
+        while Instant::now() < deadline && signal(pid, 0) {
             std::thread::sleep(Duration::from_millis(100));
         }
-        // SAFETY: kill(pid, 0) sends nothing and passes no memory: it asks whether pid lives.
-        if unsafe { libc::kill(pid, 0) } == 0 {
+        if signal(pid, 0) {
             eprintln!("{name} (pid {pid}) did not stop; killing it");
-            // SAFETY: no memory is passed; pid is the process this command started.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            signal(pid, libc::SIGKILL);
         }
     }
     std::fs::remove_file(&path)?;

@@ -15,7 +15,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use engine::{
     Compressor, DirectIo, DiskEngine, EngineConfig, JournalCompressor, JournalConfig, KvEngine,
-    TableConfig,
+    TableConfig, TableId,
 };
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -152,6 +152,29 @@ pub fn run(args: EngineBenchArgs) -> Result<()> {
     result
 }
 
+/// What the load phase measured.
+struct Loaded {
+    /// Seconds of the puts alone.
+    insert_s: f64,
+    /// Seconds of the puts and the final checkpoint.
+    total_s: f64,
+    stats: serde_json::Value,
+}
+
+/// What the run phase measured.
+struct Ran {
+    read: Histogram<u64>,
+    update: Histogram<u64>,
+    all: Histogram<u64>,
+    run_s: f64,
+}
+
+/// The engine's figures once the run is over.
+struct Closed {
+    stats: serde_json::Value,
+    close_s: f64,
+}
+
 fn bench(
     args: &EngineBenchArgs,
     db: &Path,
@@ -159,6 +182,69 @@ fn bench(
     journal_compressor: JournalCompressor,
     direct_io: DirectIo,
 ) -> Result<()> {
+    let (engine, table, eviction_threads) =
+        open_engine(args, db, compressor, journal_compressor, direct_io)?;
+    let nproc = std::thread::available_parallelism().map_or(1, |n| n.get());
+    eprintln!(
+        "engine-bench: {} records, {} threads, {} s, {}% reads, cache {} MB, leaf {} KB, internal {} KB, compressor {}, direct_io {direct_io}, db {}",
+        args.records, args.threads, args.seconds, args.read_pct, args.cache_mb, args.leaf_kb,
+        args.internal_kb, compressor.name(), db.display()
+    );
+    let loaded = load_phase(args, &engine, table)?;
+    let ran = run_phase(args, &engine, table)?;
+    let stats = engine.stats();
+    let tc = Instant::now();
+    engine.close()?;
+    let closed = Closed {
+        stats,
+        close_s: tc.elapsed().as_secs_f64(),
+    };
+    print_report(args, &loaded, &ran, &closed);
+    if let Some(out) = &args.json {
+        let doc = json!({
+            "bench": "engine-bench",
+            "engine": "flashdoc",
+            "timestamp": rfc3339_now(),
+            "params": {
+                "records": args.records, "threads": args.threads, "seconds": args.seconds,
+                "read_pct": args.read_pct, "cache_mb": args.cache_mb, "leaf_kb": args.leaf_kb,
+                "internal_kb": args.internal_kb, "compressor": compressor.name(),
+                "journal_compressor": journal_compressor.to_string(),
+                "journal_commit_interval_ms": 100, "checkpoint_secs": args.checkpoint_secs,
+                "eviction_threads": eviction_threads,
+                "direct_io": direct_io.to_string(),
+                "seed": args.seed, "db": db.display().to_string(), "value_len": VALUE_LEN,
+                "key": "user + fnvhash64(record) (YCSB hashed insertorder)",
+                "distribution": "YCSB ScrambledZipfianGenerator, theta 0.99",
+                "load": "single thread, one put per record, then a checkpoint",
+                "build": if cfg!(debug_assertions) { "debug" } else { "release" },
+            },
+            "results": results_json(args, &loaded, &ran, &closed),
+            "engine_stats": closed.stats,
+            "engine_stats_after_load": loaded.stats,
+            "machine": machine_info(nproc),
+        });
+        if let Some(dir) = out.parent() {
+            if !dir.as_os_str().is_empty() {
+                std::fs::create_dir_all(dir)?;
+            }
+        }
+        std::fs::write(out, serde_json::to_vec_pretty(&doc)?)
+            .with_context(|| format!("writing {}", out.display()))?;
+        eprintln!("wrote {}", out.display());
+    }
+    Ok(())
+}
+
+/// Opens the engine with the journal and checkpoints wtbench uses and creates the table;
+/// returns them with the eviction thread count in force.
+fn open_engine(
+    args: &EngineBenchArgs,
+    db: &Path,
+    compressor: Compressor,
+    journal_compressor: JournalCompressor,
+    direct_io: DirectIo,
+) -> Result<(Arc<DiskEngine>, TableId, usize)> {
     let mut cfg = EngineConfig::new(db);
     cfg.cache_size = args.cache_mb << 20;
     cfg.direct_io = direct_io;
@@ -180,15 +266,11 @@ fn bench(
     tcfg.internal_page_max = args.internal_kb * 1024;
     tcfg.compressor = compressor;
     let table = engine.create_table(TABLE, &tcfg)?;
+    Ok((engine, table, eviction_threads))
+}
 
-    let nproc = std::thread::available_parallelism().map_or(1, |n| n.get());
-    eprintln!(
-        "engine-bench: {} records, {} threads, {} s, {}% reads, cache {} MB, leaf {} KB, internal {} KB, compressor {}, direct_io {direct_io}, db {}",
-        args.records, args.threads, args.seconds, args.read_pct, args.cache_mb, args.leaf_kb,
-        args.internal_kb, compressor.name(), db.display()
-    );
-
-    // ---- Load ----
+/// The load phase: one put per record from one thread, then a checkpoint.
+fn load_phase(args: &EngineBenchArgs, engine: &DiskEngine, table: TableId) -> Result<Loaded> {
     let bar = progress(args.quiet, args.records, "load");
     let mut rng = workload::rng(args.seed ^ 0x10AD);
     let mut key = String::with_capacity(32);
@@ -218,8 +300,59 @@ fn bench(
         load_insert_s,
         args.records as f64 / load_insert_s
     );
+    Ok(Loaded {
+        insert_s: load_insert_s,
+        total_s: load_s,
+        stats: stats_after_load,
+    })
+}
 
-    // ---- Run ----
+/// One run thread: zipfian reads and updates until `stop`, counting done operations by 256.
+fn run_thread(
+    engine: &DiskEngine,
+    table: TableId,
+    records: i64,
+    seed: u64,
+    read_frac: f64,
+    stop: &AtomicBool,
+    done_ops: &AtomicU64,
+) -> Result<Hists> {
+    let mut h = Hists::new()?;
+    let mut rng = workload::rng(seed);
+    let mut zipf = ScrambledZipfianGenerator::from_items(records);
+    let mut key = String::with_capacity(32);
+    let mut value = vec![0u8; VALUE_LEN];
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let k = zipf.next_value(&mut rng);
+        write_key_name(&mut key, k, KeyOrder::Hashed, 1);
+        if rng.gen::<f64>() < read_frac {
+            let t = Instant::now();
+            let v = engine.get(table, key.as_bytes())?;
+            let ns = t.elapsed().as_nanos() as u64;
+            match v {
+                Some(v) if v.len() == VALUE_LEN => {}
+                Some(v) => bail!("record {k} ({key}) has {} bytes", v.len()),
+                None => bail!("record {k} ({key}) is missing"),
+            }
+            h.read.saturating_record(ns.max(1));
+        } else {
+            fill_value(&mut rng, &mut value);
+            let t = Instant::now();
+            engine.put(table, key.as_bytes(), &value)?;
+            let ns = t.elapsed().as_nanos() as u64;
+            h.update.saturating_record(ns.max(1));
+        }
+        n += 1;
+        if n.is_multiple_of(256) {
+            done_ops.fetch_add(256, Ordering::Relaxed);
+        }
+    }
+    Ok(h)
+}
+
+/// The run phase: `args.threads` threads for `args.seconds` seconds; their histograms merged.
+fn run_phase(args: &EngineBenchArgs, engine: &Arc<DiskEngine>, table: TableId) -> Result<Ran> {
     let stop = Arc::new(AtomicBool::new(false));
     let done_ops = Arc::new(AtomicU64::new(0));
     let read_frac = args.read_pct as f64 / 100.0;
@@ -231,38 +364,7 @@ fn bench(
         let records = args.records as i64;
         let seed = args.seed.wrapping_add(t as u64);
         handles.push(std::thread::spawn(move || -> Result<Hists> {
-            let mut h = Hists::new()?;
-            let mut rng = workload::rng(seed);
-            let mut zipf = ScrambledZipfianGenerator::from_items(records);
-            let mut key = String::with_capacity(32);
-            let mut value = vec![0u8; VALUE_LEN];
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let k = zipf.next_value(&mut rng);
-                write_key_name(&mut key, k, KeyOrder::Hashed, 1);
-                if rng.gen::<f64>() < read_frac {
-                    let t = Instant::now();
-                    let v = engine.get(table, key.as_bytes())?;
-                    let ns = t.elapsed().as_nanos() as u64;
-                    match v {
-                        Some(v) if v.len() == VALUE_LEN => {}
-                        Some(v) => bail!("record {k} ({key}) has {} bytes", v.len()),
-                        None => bail!("record {k} ({key}) is missing"),
-                    }
-                    h.read.saturating_record(ns.max(1));
-                } else {
-                    fill_value(&mut rng, &mut value);
-                    let t = Instant::now();
-                    engine.put(table, key.as_bytes(), &value)?;
-                    let ns = t.elapsed().as_nanos() as u64;
-                    h.update.saturating_record(ns.max(1));
-                }
-                n += 1;
-                if n.is_multiple_of(256) {
-                    done_ops.fetch_add(256, Ordering::Relaxed);
-                }
-            }
-            Ok(h)
+            run_thread(&engine, table, records, seed, read_frac, &stop, &done_ops)
         }));
     }
     let bar = progress(args.quiet, args.seconds, "run");
@@ -305,12 +407,17 @@ fn bench(
     }
     let mut all = read.clone();
     all.add(&update)?;
-    let stats = engine.stats();
-    let tc = Instant::now();
-    engine.close()?;
-    let close_s = tc.elapsed().as_secs_f64();
+    Ok(Ran {
+        read,
+        update,
+        all,
+        run_s,
+    })
+}
 
-    // ---- Report ----
+/// The report on stdout: throughput, a latency table, load and close times, engine figures.
+fn print_report(args: &EngineBenchArgs, loaded: &Loaded, ran: &Ran, closed: &Closed) {
+    let (read, update, all, run_s) = (&ran.read, &ran.update, &ran.all, ran.run_s);
     let total = all.len();
     let ops_s = total as f64 / run_s;
     println!(
@@ -322,7 +429,7 @@ fn bench(
         "{:<8} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}",
         "op", "count", "ops/s", "mean µs", "p50 µs", "p95 µs", "p99 µs", "p99.9 µs", "max µs"
     );
-    for (name, h) in [("read", &read), ("update", &update), ("overall", &all)] {
+    for (name, h) in [("read", read), ("update", update), ("overall", all)] {
         if h.is_empty() {
             continue;
         }
@@ -342,10 +449,11 @@ fn bench(
     }
     println!(
         "load: {:.0} docs/s ({:.2} s incl. final checkpoint); close {:.2} s",
-        args.records as f64 / load_s,
-        load_s,
-        close_s
+        args.records as f64 / loaded.total_s,
+        loaded.total_s,
+        closed.close_s
     );
+    let stats = &closed.stats;
     println!(
         "engine: cache {} / {} MB ({} MB dirty), pages read {}, evicted {}, checkpoints {}, bytes written by kind {}",
         stats["cache"]["bytes"].as_u64().unwrap_or(0) >> 20,
@@ -356,58 +464,35 @@ fn bench(
         stats["checkpoints"]["completed"],
         stats["bytes_written_by_file_kind"]
     );
+}
 
-    if let Some(out) = &args.json {
-        let lat = |h: &Histogram<u64>| {
-            let q = |p: f64| h.value_at_quantile(p) as f64 / 1000.0;
-            json!({
-                "count": h.len(),
-                "ops_per_s": h.len() as f64 / run_s,
-                "mean_us": h.mean() / 1000.0,
-                "p50_us": q(0.50), "p95_us": q(0.95), "p99_us": q(0.99), "p99_9_us": q(0.999),
-                "max_us": h.max() as f64 / 1000.0,
-            })
-        };
-        let doc = json!({
-            "bench": "engine-bench",
-            "engine": "flashdoc",
-            "timestamp": rfc3339_now(),
-            "params": {
-                "records": args.records, "threads": args.threads, "seconds": args.seconds,
-                "read_pct": args.read_pct, "cache_mb": args.cache_mb, "leaf_kb": args.leaf_kb,
-                "internal_kb": args.internal_kb, "compressor": compressor.name(),
-                "journal_compressor": journal_compressor.to_string(),
-                "journal_commit_interval_ms": 100, "checkpoint_secs": args.checkpoint_secs,
-                "eviction_threads": eviction_threads,
-                "direct_io": direct_io.to_string(),
-                "seed": args.seed, "db": db.display().to_string(), "value_len": VALUE_LEN,
-                "key": "user + fnvhash64(record) (YCSB hashed insertorder)",
-                "distribution": "YCSB ScrambledZipfianGenerator, theta 0.99",
-                "load": "single thread, one put per record, then a checkpoint",
-                "build": if cfg!(debug_assertions) { "debug" } else { "release" },
-            },
-            "results": {
-                "load_s": load_s, "load_docs_per_s": args.records as f64 / load_s,
-                "load_inserts_s": load_insert_s,
-                "load_inserts_docs_per_s": args.records as f64 / load_insert_s,
-                "run_s": run_s, "ops": total, "ops_per_s": ops_s,
-                "read": lat(&read), "update": lat(&update), "overall": lat(&all),
-                "close_s": close_s,
-            },
-            "engine_stats": stats,
-            "engine_stats_after_load": stats_after_load,
-            "machine": machine_info(nproc),
-        });
-        if let Some(dir) = out.parent() {
-            if !dir.as_os_str().is_empty() {
-                std::fs::create_dir_all(dir)?;
-            }
-        }
-        std::fs::write(out, serde_json::to_vec_pretty(&doc)?)
-            .with_context(|| format!("writing {}", out.display()))?;
-        eprintln!("wrote {}", out.display());
-    }
-    Ok(())
+/// The `results` object of the JSON report.
+fn results_json(
+    args: &EngineBenchArgs,
+    loaded: &Loaded,
+    ran: &Ran,
+    closed: &Closed,
+) -> serde_json::Value {
+    let run_s = ran.run_s;
+    let lat = |h: &Histogram<u64>| {
+        let q = |p: f64| h.value_at_quantile(p) as f64 / 1000.0;
+        json!({
+            "count": h.len(),
+            "ops_per_s": h.len() as f64 / run_s,
+            "mean_us": h.mean() / 1000.0,
+            "p50_us": q(0.50), "p95_us": q(0.95), "p99_us": q(0.99), "p99_9_us": q(0.999),
+            "max_us": h.max() as f64 / 1000.0,
+        })
+    };
+    let total = ran.all.len();
+    json!({
+        "load_s": loaded.total_s, "load_docs_per_s": args.records as f64 / loaded.total_s,
+        "load_inserts_s": loaded.insert_s,
+        "load_inserts_docs_per_s": args.records as f64 / loaded.insert_s,
+        "run_s": run_s, "ops": total, "ops_per_s": total as f64 / run_s,
+        "read": lat(&ran.read), "update": lat(&ran.update), "overall": lat(&ran.all),
+        "close_s": closed.close_s,
+    })
 }
 
 /// A fresh value: printable bytes as YCSB's RandomByteIterator makes them (' ' + 0..=94),

@@ -263,13 +263,19 @@ fn import(a: ImportArgs) -> Result<()> {
             (out, s)
         }
     };
+    print_import_summary(&out, &summary, started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// What an import wrote, and what of its input it could not turn into events.
+fn print_import_summary(out: &Path, summary: &placement::import::ImportSummary, seconds: f64) {
     println!(
         "{}: {} events from {} lines in {:.1} s: {} files, {} writes ({:.1} MiB), {} checkpoints, \
          {} renames, {} removes, {} truncates, {} discards",
         out.display(),
         summary.events,
         summary.lines,
-        started.elapsed().as_secs_f64(),
+        seconds,
         summary.files,
         summary.writes,
         summary.write_bytes as f64 / (1u64 << 20) as f64,
@@ -308,7 +314,6 @@ fn import(a: ImportArgs) -> Result<()> {
     for (n, what) in left_out.into_iter().filter(|(n, _)| *n > 0) {
         println!("  note: {n} {what}");
     }
-    Ok(())
 }
 
 fn trace_writer(out: &Path) -> Result<placement::trace::TraceWriter> {
@@ -512,6 +517,54 @@ fn replay(a: ReplayArgs) -> Result<()> {
     let trim_when = TrimWhen::parse(&a.trim_when).map_err(anyhow::Error::msg)?;
     let fs_discard = on_off(&a.fs_discard)?;
     let alloc = AllocPolicy::parse(&a.alloc)?;
+    let pc = placement_config(&a)?;
+    let names = policy_names(&a.policy)?;
+    if !(a.device_fill > 0.0 && a.device_fill <= 1.0) {
+        bail!("--device-fill must be in (0, 1]");
+    }
+    let decode_start = Instant::now();
+    let trace_events = read_events(&a.trace).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let decode_seconds = decode_start.elapsed().as_secs_f64();
+    let rc = replay_config(&a, &trace_events, trim_when)?;
+    let (logical_pages, sized_from) = capacity(&a, &trace_events)?;
+    let device = device_config(&a, logical_pages)?;
+    let precondition = match &a.precondition {
+        None => None,
+        Some(mode) => Some(ssd::PreconditionConfig {
+            mode: ssd::PreconditionMode::parse(mode)?,
+            seed: a.seed,
+            ..Default::default()
+        }),
+    };
+    let base = TraceReplay {
+        trace: &a.trace,
+        policy: "",
+        placement: &pc,
+        device,
+        precondition,
+        alloc,
+        fs_discard,
+        replay: rc,
+        loops: placement::sim::RunLoops::once(),
+    };
+    let (rows, plan_seconds) = replay_policies(&a, &base, names, &trace_events)?;
+
+    print_table(&rows);
+    let speed = ReplaySpeed::of(&rows, decode_seconds + plan_seconds);
+    println!("{}", speed.summary(a.no_timing));
+    if let Some(p) = &a.json {
+        let times = [decode_seconds, plan_seconds];
+        let v = replay_json(&a, &base, sized_from, times, &speed, &rows);
+        let mut s = serde_json::to_string_pretty(&v)?;
+        s.push('\n');
+        std::fs::write(p, s).with_context(|| format!("writing {}", p.display()))?;
+        println!("wrote {}", p.display());
+    }
+    Ok(())
+}
+
+/// The placement policies' settings from the options, validated.
+fn placement_config(a: &ReplayArgs) -> Result<PlacementConfig> {
     let pc = PlacementConfig {
         streams: a.streams,
         dsm: DsmConfig {
@@ -524,10 +577,16 @@ fn replay(a: ReplayArgs) -> Result<()> {
         ..Default::default()
     };
     pc.validate().map_err(anyhow::Error::msg)?;
-    let names = policy_names(&a.policy)?;
-    if !(a.device_fill > 0.0 && a.device_fill <= 1.0) {
-        bail!("--device-fill must be in (0, 1]");
-    }
+    Ok(pc)
+}
+
+/// The replay's TRIM batching and its end-of-load and warm-up points, resolved to event
+/// indices of the trace.
+fn replay_config(
+    a: &ReplayArgs,
+    trace_events: &[placement::Event],
+    trim_when: TrimWhen,
+) -> Result<ReplayConfig> {
     let asked: Vec<(&str, RunPoint)> = [
         ("--end-of-load", a.end_of_load),
         ("--warmup-records", a.warmup_records),
@@ -535,45 +594,46 @@ fn replay(a: ReplayArgs) -> Result<()> {
     .into_iter()
     .filter_map(|(flag, p)| p.map(|p| (flag, p)))
     .collect();
-    let decode_start = Instant::now();
-    let trace_events = read_events(&a.trace).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let decode_seconds = decode_start.elapsed().as_secs_f64();
-    let mut at = resolve_points(&a.trace, &trace_events, &asked)?.into_iter();
+    let mut at = resolve_points(&a.trace, trace_events, &asked)?.into_iter();
     let end_of_load_at = a.end_of_load.map(|_| at.next().expect("resolved"));
     let warmup_at = a.warmup_records.map_or(0, |_| at.next().expect("resolved"));
-    let rc = ReplayConfig {
+    Ok(ReplayConfig {
         trim: TrimConfig {
             batch: (!a.no_trim).then_some(a.trim_batch.max(1)),
             when: trim_when,
         },
         end_of_load_at,
         reset_stats_at: warmup_at,
-    };
+    })
+}
 
-    // Capacity: the same for every policy.
-    let mut sized_from = None;
-    let logical_pages = if a.size_to_trace {
-        eprintln!("sizing the device to the trace (one pass)…");
-        let ext = scan_events(trace_events.iter().map(Ok::<_, anyhow::Error>), false)?;
-        let pages = (ext.peak_file_pages as f64 / a.device_fill).ceil() as u64;
-        sized_from = Some(ext);
-        pages.max(1)
-    } else {
+/// The device's logical pages, the same for every policy: from a pass over the events with
+/// `--size-to-trace` (returned too, for the report), else from `--capacity-gib`.
+fn capacity(
+    a: &ReplayArgs,
+    trace_events: &[placement::Event],
+) -> Result<(u64, Option<ssd::replay::TraceExtent>)> {
+    if !a.size_to_trace {
         if a.capacity_gib <= 0.0 {
             bail!("--capacity-gib must be > 0");
         }
-        (a.capacity_gib * (1u64 << 30) as f64 / ssd::PAGE_BYTES as f64).round() as u64
-    };
-    let dev_cfg = device_config(&a, logical_pages)?;
-    let precondition = match &a.precondition {
-        None => None,
-        Some(mode) => Some(ssd::PreconditionConfig {
-            mode: ssd::PreconditionMode::parse(mode)?,
-            seed: a.seed,
-            ..Default::default()
-        }),
-    };
+        let pages = (a.capacity_gib * (1u64 << 30) as f64 / ssd::PAGE_BYTES as f64).round() as u64;
+        return Ok((pages, None));
+    }
+    eprintln!("sizing the device to the trace (one pass)…");
+    let ext = scan_events(trace_events.iter().map(Ok::<_, anyhow::Error>), false)?;
+    let pages = (ext.peak_file_pages as f64 / a.device_fill).ceil() as u64;
+    Ok((pages.max(1), Some(ext)))
+}
 
+/// Replays the trace with each policy in `names` on a fresh device set up as `base`; returns
+/// a row per policy and the seconds the shared device plan took.
+fn replay_policies(
+    a: &ReplayArgs,
+    base: &TraceReplay<'_>,
+    names: Vec<&'static str>,
+    trace_events: &[placement::Event],
+) -> Result<(Vec<Row>, f64)> {
     let mut rows = Vec::new();
     // The layout's and TRIM batcher's LBA ops, the same for every policy: made once.
     let mut plan: Option<DevicePlan> = None;
@@ -584,89 +644,104 @@ fn replay(a: ReplayArgs) -> Result<()> {
             eprintln!("{name}: computing every write's death on the device (one pass)…");
         }
         let job = TraceReplay {
-            trace: &a.trace,
+            trace: base.trace,
             policy: name,
-            placement: &pc,
-            device: dev_cfg.clone(),
-            precondition: precondition.clone(),
-            alloc,
-            fs_discard,
-            replay: rc,
-            loops: placement::sim::RunLoops::once(),
+            placement: base.placement,
+            device: base.device.clone(),
+            precondition: base.precondition.clone(),
+            alloc: base.alloc,
+            fs_discard: base.fs_discard,
+            replay: base.replay,
+            loops: base.loops,
         };
         let plan = match &mut plan {
             Some(p) => p,
             None => {
                 let start = Instant::now();
-                let p = DevicePlan::new(&job, &trace_events).map_err(|e| layout_error(e, &a))?;
+                let p = DevicePlan::new(&job, trace_events).map_err(|e| layout_error(e, a))?;
                 plan_seconds = start.elapsed().as_secs_f64();
                 plan.insert(p)
             }
         };
-        let start = Instant::now();
-        let mut shown = false;
-        let out = replay_planned(&job, &trace_events, plan, |events, dev| {
-            shown = true;
-            let s = dev.stats();
-            eprint!(
-                "\r\x1b[2K{name}: {events} events, {:.2} GiB host writes, WAF {:.3}",
-                (s.host_write_pages * ssd::PAGE_BYTES) as f64 / (1u64 << 30) as f64,
-                s.write_amplification()
-            );
-            let _ = std::io::stderr().flush();
-        });
-        if shown {
-            // End the progress line, so what follows (a table or an error) starts a line.
-            eprintln!();
-        }
-        let out = out.map_err(|e| layout_error(e, &a))?;
-        let wall_seconds = start.elapsed().as_secs_f64();
-        let shared_prepass = out
-            .oracle_prepass
-            .filter(|p| p.shared)
-            .map_or(0.0, |p| p.seconds);
-        rows.push(Row {
-            name,
-            out,
-            seconds: wall_seconds + shared_prepass,
-            wall_seconds,
-        });
+        rows.push(replay_one(a, name, &job, trace_events, plan)?);
     }
+    Ok((rows, plan_seconds))
+}
 
-    print_table(&rows);
-    let speed = ReplaySpeed::of(&rows, decode_seconds + plan_seconds);
-    println!("{}", speed.summary(a.no_timing));
-    if let Some(p) = &a.json {
-        let v = json!({
-            "tool": "flashdoc placement replay",
-            "trace": a.trace.display().to_string(),
-            "sized_from": sized_from,
-            "parameters": {
-                "streams": a.streams,
-                "trim": if a.no_trim { Value::Null } else { json!({"batch": a.trim_batch, "when": trim_when.name()}) },
-                "end_of_load": end_of_load_at,
-                "warmup_records": warmup_at,
-                "dsm": {"k": a.dsm_k, "alpha": a.dsm_alpha, "threshold1": a.dsm_threshold1,
-                        "threshold2": a.dsm_threshold2, "prediction": a.dsm_prediction},
-                "lifetime": {"ewma_weight": pc.lifetime.ewma_weight, "low_quantile": pc.lifetime.low_quantile,
-                             "high_quantile": pc.lifetime.high_quantile},
-                "fs_discard": fs_discard,
-                "alloc": a.alloc,
-                "precondition": a.precondition,
-                "device_fill": a.device_fill,
-                "size_to_trace": a.size_to_trace,
-            },
-            "decode_seconds": decode_seconds,
-            "device_plan_seconds": plan_seconds,
-            "speed": speed,
-            "runs": rows.iter().map(|r| row_json(r, rows.iter().find(|x| x.name == "none"))).collect::<Vec<_>>(),
-        });
-        let mut s = serde_json::to_string_pretty(&v)?;
-        s.push('\n');
-        std::fs::write(p, s).with_context(|| format!("writing {}", p.display()))?;
-        println!("wrote {}", p.display());
+/// One policy's replay on the shared device plan, with a progress line.
+fn replay_one(
+    a: &ReplayArgs,
+    name: &'static str,
+    job: &TraceReplay<'_>,
+    trace_events: &[placement::Event],
+    plan: &DevicePlan,
+) -> Result<Row> {
+    let start = Instant::now();
+    let mut shown = false;
+    let out = replay_planned(job, trace_events, plan, |events, dev| {
+        shown = true;
+        let s = dev.stats();
+        eprint!(
+            "\r\x1b[2K{name}: {events} events, {:.2} GiB host writes, WAF {:.3}",
+            (s.host_write_pages * ssd::PAGE_BYTES) as f64 / (1u64 << 30) as f64,
+            s.write_amplification()
+        );
+        let _ = std::io::stderr().flush();
+    });
+    if shown {
+        // End the progress line, so what follows (a table or an error) starts a line.
+        eprintln!();
     }
-    Ok(())
+    let out = out.map_err(|e| layout_error(e, a))?;
+    let wall_seconds = start.elapsed().as_secs_f64();
+    let shared_prepass = out
+        .oracle_prepass
+        .filter(|p| p.shared)
+        .map_or(0.0, |p| p.seconds);
+    Ok(Row {
+        name,
+        out,
+        seconds: wall_seconds + shared_prepass,
+        wall_seconds,
+    })
+}
+
+/// The JSON report: the parameters of the replay, its timings (`[decode, device plan]`
+/// seconds), its speed and a run per policy.
+fn replay_json(
+    a: &ReplayArgs,
+    base: &TraceReplay<'_>,
+    sized_from: Option<ssd::replay::TraceExtent>,
+    [decode_seconds, plan_seconds]: [f64; 2],
+    speed: &ReplaySpeed,
+    rows: &[Row],
+) -> Value {
+    let pc = base.placement;
+    let rc = &base.replay;
+    json!({
+        "tool": "flashdoc placement replay",
+        "trace": a.trace.display().to_string(),
+        "sized_from": sized_from,
+        "parameters": {
+            "streams": a.streams,
+            "trim": if a.no_trim { Value::Null } else { json!({"batch": a.trim_batch, "when": rc.trim.when.name()}) },
+            "end_of_load": rc.end_of_load_at,
+            "warmup_records": rc.reset_stats_at,
+            "dsm": {"k": a.dsm_k, "alpha": a.dsm_alpha, "threshold1": a.dsm_threshold1,
+                    "threshold2": a.dsm_threshold2, "prediction": a.dsm_prediction},
+            "lifetime": {"ewma_weight": pc.lifetime.ewma_weight, "low_quantile": pc.lifetime.low_quantile,
+                         "high_quantile": pc.lifetime.high_quantile},
+            "fs_discard": base.fs_discard,
+            "alloc": a.alloc,
+            "precondition": a.precondition,
+            "device_fill": a.device_fill,
+            "size_to_trace": a.size_to_trace,
+        },
+        "decode_seconds": decode_seconds,
+        "device_plan_seconds": plan_seconds,
+        "speed": speed,
+        "runs": rows.iter().map(|r| row_json(r, rows.iter().find(|x| x.name == "none"))).collect::<Vec<_>>(),
+    })
 }
 
 /// A replay's error, with the way out when the trace's files do not fit the device.

@@ -201,7 +201,50 @@ struct ReplayOutput {
 }
 
 fn replay(a: ReplayArgs) -> Result<()> {
-    let format = match a.format.as_str() {
+    let format = trace_format(&a)?;
+    let file_level = matches!(format, Format::CsvFile | Format::PlacementEvents);
+    if a.fill.is_nan() || a.fill <= 0.0 || a.fill > 1.0 {
+        bail!("--device-fill must be in (0, 1], not {}", a.fill);
+    }
+    let alloc = AllocPolicy::parse(&a.alloc)?;
+    let (logical_pages, sized_from) = capacity(&a, format, file_level)?;
+    let mut dev = build_device(&a, logical_pages)?;
+    let mut fs = if file_level {
+        Some(FsReplayer::new(dev.logical_pages(), alloc, a.fs_discard)?)
+    } else {
+        None
+    };
+    let (records, events) = feed(&a, format, &mut dev, fs.as_mut())?;
+    let warm = a.warmup_records;
+    if warm > 0 && records < warm {
+        bail!("the trace has {records} records, fewer than --warmup-records {warm}");
+    }
+
+    let report = dev.report();
+    print_summary(&report);
+    let out = ReplayOutput {
+        tool: "flashdoc ssd replay",
+        trace: TraceInfo {
+            path: a.trace.display().to_string(),
+            format: format.name(),
+            records,
+            warmup_records: warm,
+            sized_from,
+        },
+        layout: fs.as_ref().map(|f| f.stats()),
+        events: (format == Format::PlacementEvents).then_some(events),
+        result: report,
+    };
+    if let Some(p) = &a.json {
+        write_json(p, &out)?;
+        println!("wrote {}", p.display());
+    }
+    Ok(())
+}
+
+/// The trace's format from `--format`, detected from the file for `auto` and `csv`.
+fn trace_format(a: &ReplayArgs) -> Result<Format> {
+    Ok(match a.format.as_str() {
         "auto" => trace::detect(&a.trace)?,
         "binary" => Format::Binary,
         "blkparse" => Format::Blkparse,
@@ -215,42 +258,45 @@ fn replay(a: ReplayArgs) -> Result<()> {
             ),
         },
         f => bail!("unknown trace format {f:?} (auto, binary, csv, blkparse, events)"),
-    };
-    let file_level = matches!(format, Format::CsvFile | Format::PlacementEvents);
-    if a.fill.is_nan() || a.fill <= 0.0 || a.fill > 1.0 {
-        bail!("--device-fill must be in (0, 1], not {}", a.fill);
-    }
-    let alloc = AllocPolicy::parse(&a.alloc)?;
+    })
+}
 
-    // Capacity.
-    let mut sized_from = None;
-    let logical_pages = if a.size_to_trace {
-        eprintln!("sizing the device to the trace (one pass)…");
-        let ext = if format == Format::PlacementEvents {
-            // The event → layout mapping is shared with `placement replay` (placement::sim).
-            placement::sim::scan_events(
-                placement::trace::TraceReader::open(&a.trace)
-                    .with_context(|| format!("opening {}", a.trace.display()))?
-                    .map(|e| e.map_err(anyhow::Error::from)),
-                a.punch_frees,
-            )?
-        } else {
-            ssd::replay::scan(open_reader(&a.trace, format, &a.blkparse_action)?)?
-        };
-        let pages = if file_level {
-            (ext.peak_file_pages as f64 / a.fill).ceil() as u64
-        } else {
-            ext.lba_end
-        };
-        sized_from = Some(ext);
-        pages.max(1)
-    } else {
+/// The device's logical pages: from a pass over the trace with `--size-to-trace` (returned
+/// too, for the report), else from `--capacity-gib`.
+fn capacity(
+    a: &ReplayArgs,
+    format: Format,
+    file_level: bool,
+) -> Result<(u64, Option<ssd::replay::TraceExtent>)> {
+    if !a.size_to_trace {
         if a.capacity_gib.is_nan() || a.capacity_gib <= 0.0 {
             bail!("--capacity-gib must be > 0");
         }
-        (a.capacity_gib * (1u64 << 30) as f64 / ssd::PAGE_BYTES as f64).round() as u64
+        let pages = (a.capacity_gib * (1u64 << 30) as f64 / ssd::PAGE_BYTES as f64).round() as u64;
+        return Ok((pages, None));
+    }
+    eprintln!("sizing the device to the trace (one pass)…");
+    let ext = if format == Format::PlacementEvents {
+        // The event → layout mapping is shared with `placement replay` (placement::sim).
+        placement::sim::scan_events(
+            placement::trace::TraceReader::open(&a.trace)
+                .with_context(|| format!("opening {}", a.trace.display()))?
+                .map(|e| e.map_err(anyhow::Error::from)),
+            a.punch_frees,
+        )?
+    } else {
+        ssd::replay::scan(open_reader(&a.trace, format, &a.blkparse_action)?)?
     };
+    let pages = if file_level {
+        (ext.peak_file_pages as f64 / a.fill).ceil() as u64
+    } else {
+        ext.lba_end
+    };
+    Ok((pages.max(1), Some(ext)))
+}
 
+/// The simulated device the options describe, preconditioned if asked.
+fn build_device(a: &ReplayArgs, logical_pages: u64) -> Result<Ssd> {
     let mut cfg = SsdConfig::with_op(logical_pages.max(1), a.op)?;
     cfg.streams = a.streams;
     cfg.gc = GcPolicy::parse(&a.gc)?;
@@ -276,7 +322,6 @@ fn replay(a: ReplayArgs) -> Result<()> {
     }
     cfg.validate()?;
     let mut dev = Ssd::new(cfg)?;
-
     if let Some(mode) = &a.precondition {
         eprintln!("preconditioning {} logical pages…", dev.logical_pages());
         let r = dev.precondition(&ssd::PreconditionConfig {
@@ -291,31 +336,38 @@ fn replay(a: ReplayArgs) -> Result<()> {
             if r.steady { "reached" } else { "NOT reached" }
         );
     }
+    Ok(dev)
+}
 
-    let mut fs = if file_level {
-        Some(FsReplayer::new(dev.logical_pages(), alloc, a.fs_discard)?)
-    } else {
-        None
-    };
+/// After each record: zero the device's counters at the end of the warm-up, show progress.
+fn after_record(records: u64, warm: u64, dev: &mut Ssd, progress: &mut Progress) {
+    if warm > 0 && records == warm {
+        dev.reset_stats();
+    }
+    progress.tick(|| {
+        let s = dev.stats();
+        format!(
+            "{records} records, {:.2} GiB host writes, WAF {:.3}",
+            (s.host_write_pages * ssd::PAGE_BYTES) as f64 / (1u64 << 30) as f64,
+            s.write_amplification()
+        )
+    });
+}
+
+/// Replays the whole trace on `dev` (through the filesystem layout `fs` at file level);
+/// returns the records read and, for event traces, what was done with the events.
+fn feed(
+    a: &ReplayArgs,
+    format: Format,
+    dev: &mut Ssd,
+    mut fs: Option<&mut FsReplayer>,
+) -> Result<(u64, EventCounts)> {
     let mut progress = Progress::new();
     let mut records = 0u64;
     let mut events = EventCounts::default();
     let warm = a.warmup_records;
-    let after_record = |records: u64, dev: &mut Ssd, progress: &mut Progress| {
-        if warm > 0 && records == warm {
-            dev.reset_stats();
-        }
-        progress.tick(|| {
-            let s = dev.stats();
-            format!(
-                "{records} records, {:.2} GiB host writes, WAF {:.3}",
-                (s.host_write_pages * ssd::PAGE_BYTES) as f64 / (1u64 << 30) as f64,
-                s.write_amplification()
-            )
-        });
-    };
     if format == Format::PlacementEvents {
-        let fs = fs.as_mut().expect("file level");
+        let fs = fs.expect("file level");
         let reader = placement::trace::TraceReader::open(&a.trace)
             .with_context(|| format!("opening event trace {}", a.trace.display()))?;
         for ev in reader {
@@ -324,18 +376,18 @@ fn replay(a: ReplayArgs) -> Result<()> {
                 placement::Event::Write(w) => w.stream,
                 _ => 0,
             };
-            placement::sim::apply_to_device(fs, &mut dev, &ev, stream, a.punch_frees, &mut events)
+            placement::sim::apply_to_device(fs, dev, &ev, stream, a.punch_frees, &mut events)
                 .with_context(|| format!("{}: event {} ({:?})", a.trace.display(), records, ev))?;
             records += 1;
-            after_record(records, &mut dev, &mut progress);
+            after_record(records, warm, dev, &mut progress);
         }
     } else {
         let reader = open_reader(&a.trace, format, &a.blkparse_action)?;
         for rec in reader {
             let rec = rec?;
-            match (&rec, fs.as_mut()) {
+            match (&rec, fs.as_deref_mut()) {
                 (Record::Host(h), _) => dev.submit(h).map(|_| ()),
-                (Record::File(f), Some(fs)) => fs.apply(&mut dev, f),
+                (Record::File(f), Some(fs)) => fs.apply(dev, f),
                 (Record::File(_), None) => {
                     unreachable!("file records come from file-level formats")
                 }
@@ -344,34 +396,11 @@ fn replay(a: ReplayArgs) -> Result<()> {
                 format!("{}: record {} ({:?})", a.trace.display(), records + 1, rec)
             })?;
             records += 1;
-            after_record(records, &mut dev, &mut progress);
+            after_record(records, warm, dev, &mut progress);
         }
     }
     progress.done();
-    if warm > 0 && records < warm {
-        bail!("the trace has {records} records, fewer than --warmup-records {warm}");
-    }
-
-    let report = dev.report();
-    print_summary(&report);
-    let out = ReplayOutput {
-        tool: "flashdoc ssd replay",
-        trace: TraceInfo {
-            path: a.trace.display().to_string(),
-            format: format.name(),
-            records,
-            warmup_records: warm,
-            sized_from,
-        },
-        layout: fs.as_ref().map(|f| f.stats()),
-        events: (format == Format::PlacementEvents).then_some(events),
-        result: report,
-    };
-    if let Some(p) = &a.json {
-        write_json(p, &out)?;
-        println!("wrote {}", p.display());
-    }
-    Ok(())
+    Ok((records, events))
 }
 
 fn open_reader(path: &Path, format: Format, action: &str) -> Result<trace::Reader> {

@@ -16,7 +16,6 @@
 //! revision. Every change to a collection's chunks rewrites its `meta` key under a guard on
 //! the revision that was read, so chunk changes of one collection are serialized: of two
 //! routers splitting or moving at once, exactly one commits. Values are BSON.
-#![allow(clippy::result_large_err)]
 
 use crate::shardkey::ShardKey;
 use crate::store::{Guard, KeyValue, MetaStore, Write};

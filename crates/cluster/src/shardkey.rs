@@ -18,7 +18,6 @@
 //! projected. For a hashed key the projection is the hash itself: accesses to a hot range of
 //! values land all over the hash space, their mean sits near the middle of the chunk's hash
 //! range, and HASS has nothing to work with (docs/sharding.md).
-#![allow(clippy::result_large_err)]
 
 use bson::{doc, Bson, Document};
 use docdb::{hash, keystring, DocError, DocResult};

@@ -24,7 +24,6 @@
 //! exactly as the numeric point does. A point that snaps to the chunk's first key is dropped
 //! (it would leave an empty chunk). Without any recorded access a chunk splits at the default
 //! points.
-#![allow(clippy::result_large_err)]
 
 use bson::{doc, Bson, Document};
 use docdb::{DocError, DocResult};

@@ -7,7 +7,6 @@
 //! Every metadata change is one transaction whose comparisons name the revisions it read:
 //! two routers that race on the same chunk both read revision R, the first commit moves the
 //! key past R, and the second finds its comparison false and commits nothing.
-#![allow(clippy::result_large_err)]
 
 use docdb::{DocError, DocResult};
 use parking_lot::Mutex;

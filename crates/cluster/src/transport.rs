@@ -2,7 +2,6 @@
 //! node and returns its reply. Over TCP ([`TcpConnector`]) it is an OP_MSG client with a small
 //! connection pool per host; in process ([`InProcConnector`], the lab) it calls the node's
 //! command dispatch directly, through the same hooks a socket would reach.
-#![allow(clippy::result_large_err)]
 
 use bson::{doc, Bson, Document};
 use docdb::{DocError, DocResult};

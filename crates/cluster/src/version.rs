@@ -3,7 +3,6 @@
 //! another shard), a split or merge the minor one (bounds changed, data stayed). A shard's
 //! version is the highest version among the chunks it owns; a request is write-compatible with
 //! it when epoch and major agree (3.6's `isWriteCompatibleWith`).
-#![allow(clippy::result_large_err)]
 
 use bson::{oid::ObjectId, Bson, Timestamp};
 use docdb::{DocError, DocResult};

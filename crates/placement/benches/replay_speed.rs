@@ -113,8 +113,10 @@ fn median(v: &[f64]) -> f64 {
     s[s.len() / 2]
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let a = parse_args()?;
+type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// The events to replay, their name and the seconds their decoding (or generation) took.
+fn load_events(a: &Args) -> BenchResult<(String, Vec<Event>, f64)> {
     let decode_start = Instant::now();
     let (name, events): (String, Vec<Event>) = match &a.trace {
         Some(p) => (p.display().to_string(), read_events(p)?),
@@ -127,7 +129,12 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             )
         }
     };
-    let decode_seconds = decode_start.elapsed().as_secs_f64();
+    Ok((name, events, decode_start.elapsed().as_secs_f64()))
+}
+
+fn main() -> BenchResult<()> {
+    let a = parse_args()?;
+    let (name, events, decode_seconds) = load_events(&a)?;
     let ext = scan_events(events.iter().map(Ok::<_, SsdError>), false)?;
     let logical_pages = ((ext.peak_file_pages as f64 / a.device_fill).ceil() as u64).max(1);
     let mut device = SsdConfig::with_op(logical_pages, 0.07)?;
@@ -168,46 +175,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 plan.insert((p, start.elapsed().as_secs_f64()))
             }
         };
-        let (mut rates, mut cpu_rates) = (Vec::new(), Vec::new());
-        let mut last = None;
-        for _ in 0..a.runs {
-            // Every oracle run computes its own pre-pass (the command shares one between
-            // the two oracles and charges it to each).
-            plan.forget_oracle_lifetimes();
-            let (start, cpu) = (Instant::now(), thread_cpu_seconds());
-            let out = replay_planned(&job, &events, plan, |_, _| {})?;
-            let pages = out.device_host_pages as f64;
-            rates.push(pages / start.elapsed().as_secs_f64());
-            cpu_rates.push(pages / (thread_cpu_seconds() - cpu));
-            last = Some(out);
-        }
-        let out = last.expect("at least one run");
-        let (lo, hi) = (
-            rates.iter().copied().fold(f64::INFINITY, f64::min),
-            rates.iter().copied().fold(0.0, f64::max),
-        );
-        println!(
-            "{policy:<17} {:>12} {:>9.1} {:>9.1} {:>9.1} {:>10.1} {:>8.4}",
-            out.device_host_pages,
-            median(&rates) / 1e6,
-            lo / 1e6,
-            hi / 1e6,
-            median(&cpu_rates) / 1e6,
-            out.report.write_amplification
-        );
-        results.push(serde_json::json!({
-            "policy": policy,
-            "device_host_pages": out.device_host_pages,
-            "trace_host_pages": out.report.counters.host_write_pages,
-            "write_amplification": out.report.write_amplification,
-            "gc_copy_pages": out.report.counters.gc_copy_pages,
-            "pages_per_s": rates,
-            "median_pages_per_s": median(&rates),
-            "pages_per_cpu_s": cpu_rates,
-            "median_pages_per_cpu_s": median(&cpu_rates),
-            "device_plan_seconds": *plan_seconds,
-            "oracle_prepass_seconds": out.oracle_prepass.map(|p| p.seconds),
-        }));
+        results.push(measure_policy(&a, &job, &events, plan, *plan_seconds)?);
     }
     if let Some(p) = &a.json {
         let v = serde_json::json!({
@@ -224,4 +192,55 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         eprintln!("wrote {}", p.display());
     }
     Ok(())
+}
+
+/// `a.runs` replays of one policy: prints its table row and returns its JSON record.
+fn measure_policy(
+    a: &Args,
+    job: &TraceReplay<'_>,
+    events: &[Event],
+    plan: &mut DevicePlan,
+    plan_seconds: f64,
+) -> BenchResult<serde_json::Value> {
+    let policy = job.policy;
+    let (mut rates, mut cpu_rates) = (Vec::new(), Vec::new());
+    let mut last = None;
+    for _ in 0..a.runs {
+        // Every oracle run computes its own pre-pass (the command shares one between
+        // the two oracles and charges it to each).
+        plan.forget_oracle_lifetimes();
+        let (start, cpu) = (Instant::now(), thread_cpu_seconds());
+        let out = replay_planned(job, events, plan, |_, _| {})?;
+        let pages = out.device_host_pages as f64;
+        rates.push(pages / start.elapsed().as_secs_f64());
+        cpu_rates.push(pages / (thread_cpu_seconds() - cpu));
+        last = Some(out);
+    }
+    let out = last.expect("at least one run");
+    let (lo, hi) = (
+        rates.iter().copied().fold(f64::INFINITY, f64::min),
+        rates.iter().copied().fold(0.0, f64::max),
+    );
+    println!(
+        "{policy:<17} {:>12} {:>9.1} {:>9.1} {:>9.1} {:>10.1} {:>8.4}",
+        out.device_host_pages,
+        median(&rates) / 1e6,
+        lo / 1e6,
+        hi / 1e6,
+        median(&cpu_rates) / 1e6,
+        out.report.write_amplification
+    );
+    Ok(serde_json::json!({
+        "policy": policy,
+        "device_host_pages": out.device_host_pages,
+        "trace_host_pages": out.report.counters.host_write_pages,
+        "write_amplification": out.report.write_amplification,
+        "gc_copy_pages": out.report.counters.gc_copy_pages,
+        "pages_per_s": rates,
+        "median_pages_per_s": median(&rates),
+        "pages_per_cpu_s": cpu_rates,
+        "median_pages_per_cpu_s": median(&cpu_rates),
+        "device_plan_seconds": plan_seconds,
+        "oracle_prepass_seconds": out.oracle_prepass.map(|p| p.seconds),
+    }))
 }

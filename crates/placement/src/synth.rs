@@ -186,6 +186,16 @@ struct TableState {
     len: u64,
 }
 
+/// Whose page a write is: the file, its kind, the table (0: none) and whether it is an `_id`
+/// index.
+#[derive(Clone, Copy)]
+struct Owner {
+    file: FileId,
+    kind: FileKind,
+    table: u32,
+    id_index: bool,
+}
+
 struct Gen {
     rng: Rng,
     ev: Vec<Event>,
@@ -218,18 +228,13 @@ impl Gen {
         });
         f
     }
-    #[allow(clippy::too_many_arguments)]
-    fn write(
-        &mut self,
-        file: FileId,
-        kind: FileKind,
-        table: u32,
-        pk: PageKind,
-        off: u64,
-        len: u64,
-        id_index: bool,
-        page_id: u64,
-    ) {
+    fn write(&mut self, owner: Owner, pk: PageKind, off: u64, len: u64, page_id: u64) {
+        let Owner {
+            file,
+            kind,
+            table,
+            id_index,
+        } = owner;
         let t = self.tick();
         self.ev.push(Event::Write(WriteEvent {
             time_ns: t,
@@ -261,7 +266,13 @@ impl Gen {
             let f = *self.journal.last().expect("a journal file");
             let off = self.journal_off;
             self.journal_off += UNIT;
-            self.write(f, FileKind::Journal, 0, PageKind::Log, off, UNIT, false, 0);
+            let journal = Owner {
+                file: f,
+                kind: FileKind::Journal,
+                table: 0,
+                id_index: false,
+            };
+            self.write(journal, PageKind::Log, off, UNIT, 0);
         }
     }
     fn new_journal(&mut self) {
@@ -290,6 +301,14 @@ impl TableState {
             let off = self.eof;
             self.eof += units;
             off
+        }
+    }
+    fn owner(&self) -> Owner {
+        Owner {
+            file: self.file,
+            kind: self.cfg.kind,
+            table: self.table,
+            id_index: self.cfg.id_index,
         }
     }
     fn alloc_unit(&mut self, region: usize) -> u64 {
@@ -329,20 +348,34 @@ pub fn generate(cfg: &SynthConfig) -> SynthTrace {
         window: 0,
     };
     g.new_journal();
+    let mut tables = create_tables(&mut g, cfg);
+    load(&mut g, &mut tables, cfg);
+    for ts in tables.iter_mut() {
+        ts.boundary = ts.eof;
+    }
+    let end_of_load = g.ev.len();
+    for k in 1..=cfg.windows {
+        run_window(&mut g, &mut tables, cfg, k);
+    }
+    SynthTrace {
+        events: g.ev,
+        end_of_load,
+    }
+}
+
+/// Creates each table's file with its descriptor and numbers its internal pages.
+fn create_tables(g: &mut Gen, cfg: &SynthConfig) -> Vec<TableState> {
     let mut tables: Vec<TableState> = Vec::new();
     for (i, tc) in cfg.tables.iter().enumerate() {
         let file = g.file(tc.kind, format!("{}.fdb", tc.name));
         let len = tc.page_units as u64 * UNIT;
-        g.write(
+        let owner = Owner {
             file,
-            tc.kind,
-            i as u32 + 1,
-            PageKind::Descriptor,
-            0,
-            UNIT,
-            tc.id_index,
-            0,
-        );
+            kind: tc.kind,
+            table: i as u32 + 1,
+            id_index: tc.id_index,
+        };
+        g.write(owner, PageKind::Descriptor, 0, UNIT, 0);
         let n_internal = (tc.pages / 100).max(1);
         let internal = (0..n_internal)
             .map(|_| {
@@ -371,8 +404,12 @@ pub fn generate(cfg: &SynthConfig) -> SynthTrace {
             len,
         });
     }
+    tables
+}
 
-    // Load: round-robin appends of every page.
+/// The load: round-robin appends of every page, a checkpoint every `load_window_writes`
+/// pages and one at the end.
+fn load(g: &mut Gen, tables: &mut [TableState], cfg: &SynthConfig) {
     let mut loaded = 0u32;
     let max_pages = cfg.tables.iter().map(|t| t.pages).max().unwrap_or(0);
     for p in 0..max_pages {
@@ -384,16 +421,7 @@ pub fn generate(cfg: &SynthConfig) -> SynthTrace {
             let id = g.next_page;
             g.next_page += 1;
             let off = ts.alloc(1);
-            g.write(
-                ts.file,
-                ts.cfg.kind,
-                ts.table,
-                PageKind::Leaf,
-                off,
-                ts.len,
-                ts.cfg.id_index,
-                id,
-            );
+            g.write(ts.owner(), PageKind::Leaf, off, ts.len, id);
             g.journal_bytes(ts.len);
             ts.pages.push(Page {
                 id,
@@ -402,83 +430,81 @@ pub fn generate(cfg: &SynthConfig) -> SynthTrace {
             });
             loaded += 1;
             if loaded.is_multiple_of(cfg.load_window_writes.max(1)) {
-                checkpoint(&mut g, &mut tables, 0);
+                checkpoint(g, tables, 0);
             }
         }
     }
-    checkpoint(&mut g, &mut tables, 0);
-    for ts in tables.iter_mut() {
-        ts.boundary = ts.eof;
-    }
-    let end_of_load = g.ev.len();
+    checkpoint(g, tables, 0);
+}
 
-    for k in 1..=cfg.windows {
-        g.window = k;
-        let start_t = g.t;
-        // The window's table writes, each table's share, in a random interleaving.
-        let mut order: Vec<usize> = Vec::new();
-        for (i, ts) in tables.iter().enumerate() {
-            let n = (cfg.writes_per_window as f64 * ts.cfg.share).round() as usize;
-            order.extend(std::iter::repeat_n(i, n));
-        }
-        for i in (1..order.len()).rev() {
-            let j = g.rng.below(i as u64 + 1) as usize;
-            order.swap(i, j);
-        }
-        for &i in &order {
-            let ts = &mut tables[i];
-            let active = ((k + ts.cfg.phase) % 2) as usize;
-            let (idx, region) = if ts.cfg.append_only {
-                if g.rng.unit() < 0.5 {
-                    let id = g.next_page;
-                    g.next_page += 1;
-                    ts.pages.push(Page {
-                        id,
-                        offset: u64::MAX,
-                        window: u32::MAX,
-                    });
-                }
-                (ts.pages.len() - 1, 1)
-            } else {
-                let hot_n = ((ts.pages.len() as f64 * ts.cfg.hot_fraction) as usize).max(1);
-                if g.rng.unit() < ts.cfg.hot_share {
-                    (g.rng.below(hot_n as u64) as usize, active)
-                } else {
-                    let cold = ts.pages.len() - hot_n;
-                    (hot_n + g.rng.below(cold as u64) as usize, 1 - active)
-                }
-            };
-            let off = ts.alloc(region);
-            let old = std::mem::replace(
-                &mut ts.pages[idx],
-                Page {
-                    id: 0,
-                    offset: off,
-                    window: k,
-                },
-            );
-            ts.pages[idx].id = old.id;
-            let (file, kind, table, len, idi) =
-                (ts.file, ts.cfg.kind, ts.table, ts.len, ts.cfg.id_index);
-            g.write(file, kind, table, PageKind::Leaf, off, len, idi, old.id);
-            if old.offset != u64::MAX {
-                if old.window == k {
-                    ts.release(old.offset);
-                    g.free(file, old.offset, len);
-                } else {
-                    ts.pending.push(old.offset);
-                }
-            }
-            g.journal_bytes(len);
-        }
-        // Spread the window to its nominal length.
-        g.t = g.t.max(start_t + cfg.window_ns - 100_000);
-        checkpoint(&mut g, &mut tables, k);
+/// Window `k`: each table's share of the window's writes in a random interleaving, then a
+/// checkpoint.
+fn run_window(g: &mut Gen, tables: &mut [TableState], cfg: &SynthConfig, k: u32) {
+    g.window = k;
+    let start_t = g.t;
+    let mut order: Vec<usize> = Vec::new();
+    for (i, ts) in tables.iter().enumerate() {
+        let n = (cfg.writes_per_window as f64 * ts.cfg.share).round() as usize;
+        order.extend(std::iter::repeat_n(i, n));
     }
-    SynthTrace {
-        events: g.ev,
-        end_of_load,
+    for i in (1..order.len()).rev() {
+        let j = g.rng.below(i as u64 + 1) as usize;
+        order.swap(i, j);
     }
+    for &i in &order {
+        rewrite_page(g, &mut tables[i], k);
+    }
+    // Spread the window to its nominal length.
+    g.t = g.t.max(start_t + cfg.window_ns - 100_000);
+    checkpoint(g, tables, k);
+}
+
+/// One leaf write of window `k` to table `ts`: a new page of an append-only table, else a
+/// hot page to the active region or a cold one to the other; the old copy is freed at once
+/// when written this window, else at the next checkpoint.
+fn rewrite_page(g: &mut Gen, ts: &mut TableState, k: u32) {
+    let active = ((k + ts.cfg.phase) % 2) as usize;
+    let (idx, region) = if ts.cfg.append_only {
+        if g.rng.unit() < 0.5 {
+            let id = g.next_page;
+            g.next_page += 1;
+            ts.pages.push(Page {
+                id,
+                offset: u64::MAX,
+                window: u32::MAX,
+            });
+        }
+        (ts.pages.len() - 1, 1)
+    } else {
+        let hot_n = ((ts.pages.len() as f64 * ts.cfg.hot_fraction) as usize).max(1);
+        if g.rng.unit() < ts.cfg.hot_share {
+            (g.rng.below(hot_n as u64) as usize, active)
+        } else {
+            let cold = ts.pages.len() - hot_n;
+            (hot_n + g.rng.below(cold as u64) as usize, 1 - active)
+        }
+    };
+    let off = ts.alloc(region);
+    let old = std::mem::replace(
+        &mut ts.pages[idx],
+        Page {
+            id: 0,
+            offset: off,
+            window: k,
+        },
+    );
+    ts.pages[idx].id = old.id;
+    let (file, len) = (ts.file, ts.len);
+    g.write(ts.owner(), PageKind::Leaf, off, len, old.id);
+    if old.offset != u64::MAX {
+        if old.window == k {
+            ts.release(old.offset);
+            g.free(file, old.offset, len);
+        } else {
+            ts.pending.push(old.offset);
+        }
+    }
+    g.journal_bytes(len);
 }
 
 fn checkpoint(g: &mut Gen, tables: &mut [TableState], k: u32) {
@@ -492,7 +518,7 @@ fn checkpoint(g: &mut Gen, tables: &mut [TableState], k: u32) {
         } else {
             ((k + ts.cfg.phase) % 2) as usize
         };
-        let (file, kind, table, idi) = (ts.file, ts.cfg.kind, ts.table, ts.cfg.id_index);
+        let owner = ts.owner();
         // Internal pages and root (one internal-page unit each).
         for j in 0..ts.internal.len() {
             let off = ts.alloc_unit(active);
@@ -502,14 +528,14 @@ fn checkpoint(g: &mut Gen, tables: &mut [TableState], k: u32) {
             } else {
                 PageKind::Internal
             };
-            g.write(file, kind, table, pk, off, UNIT, idi, ts.internal[j].id);
+            g.write(owner, pk, off, UNIT, ts.internal[j].id);
             if old != u64::MAX {
                 ts.pending_unit.push(old);
             }
         }
         // Extent list (page_id 0); the previous checkpoint's goes to discard.
         let off = ts.alloc_unit(active);
-        g.write(file, kind, table, PageKind::ExtentList, off, UNIT, idi, 0);
+        g.write(owner, PageKind::ExtentList, off, UNIT, 0);
         if let Some(old) = ts.extent_list.replace(Page {
             id: 0,
             offset: off,
@@ -520,16 +546,13 @@ fn checkpoint(g: &mut Gen, tables: &mut [TableState], k: u32) {
     }
     // Metadata commit.
     let set = g.file(FileKind::Metadata, "flashdoc.turtle.set".into());
-    g.write(
-        set,
-        FileKind::Metadata,
-        0,
-        PageKind::Descriptor,
-        0,
-        UNIT,
-        false,
-        0,
-    );
+    let metadata = Owner {
+        file: set,
+        kind: FileKind::Metadata,
+        table: 0,
+        id_index: false,
+    };
+    g.write(metadata, PageKind::Descriptor, 0, UNIT, 0);
     let t = g.tick();
     if let Some(old) = g.turtle.replace(set) {
         g.ev.push(Event::FileRemove {

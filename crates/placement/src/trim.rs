@@ -107,10 +107,6 @@ impl TrimBatcher {
         self.pending.len()
     }
 
-    pub fn pending_bytes(&self) -> u64 {
-        self.pending.iter().map(|(k, e)| e - k.1).sum()
-    }
-
     /// Feeds one event (in trace order, writes included); extents to trim now are appended to
     /// `out`.
     pub fn observe(&mut self, ev: &Event, out: &mut Vec<TrimExtent>) {

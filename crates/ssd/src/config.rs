@@ -353,7 +353,10 @@ impl SsdConfig {
         if self.logical_pages == 0 {
             return err("the device has zero logical pages".into());
         }
-        if self.physical_blocks % self.blocks_per_ru as u64 != 0 {
+        if !self
+            .physical_blocks
+            .is_multiple_of(self.blocks_per_ru as u64)
+        {
             return err(format!(
                 "{} physical blocks is not a whole number of {}-block reclaim units",
                 self.physical_blocks, self.blocks_per_ru

@@ -160,10 +160,6 @@ impl Ssd {
     pub fn ftl(&self) -> &Ftl {
         &self.ftl
     }
-    /// Direct access for bulk page-level work (preconditioning, benchmarks): no timing.
-    pub fn ftl_mut(&mut self) -> &mut Ftl {
-        &mut self.ftl
-    }
     pub fn logical_pages(&self) -> u64 {
         self.ftl.logical_pages()
     }

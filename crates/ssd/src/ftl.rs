@@ -495,7 +495,12 @@ impl Ftl {
             self.host_open[stream as usize] = None;
             self.seal(self.unit_of(ppn));
         }
-        if self.waf_interval != 0 && self.stats.host_write_pages % self.waf_interval == 0 {
+        if self.waf_interval != 0
+            && self
+                .stats
+                .host_write_pages
+                .is_multiple_of(self.waf_interval)
+        {
             self.push_waf_point();
         }
         Ok(())

@@ -243,15 +243,30 @@ fn judge(sim: f64, reference: f64, rel: Relation, low: Option<f64>, tol: f64) ->
     }
 }
 
-/// Runs every validation case. `progress(done, total, label)` is called before each case.
-pub fn run(
-    size: &Size,
-    seed: u64,
-    progress: &mut dyn FnMut(usize, usize, &str),
-) -> ValidationReport {
-    let u = size.logical_pages;
-    let tol = size.tolerance;
-    let uniform = |gc: GcPolicy, rho: f64| Case {
+/// The reference a planned row is judged against.
+enum Ref {
+    Theory(f64, String),
+    /// Σ rᵢ·WA_FIFO(αᵢ) at the α each stream's pool really got.
+    Pooled(String),
+    Sim(usize, String),
+}
+
+/// A planned row: its group, label, case and how to judge it.
+struct Plan {
+    group: &'static str,
+    label: String,
+    case: Case,
+    reference: Ref,
+    relation: Relation,
+    low: Option<f64>,
+    /// The low bound is the simulated value of this earlier row.
+    low_sim: Option<usize>,
+    note: String,
+}
+
+/// Uniform random overwrites of all `u` logical pages on one stream.
+fn uniform(u: u64, gc: GcPolicy, rho: f64) -> Case {
+    Case {
         gc,
         alpha: 1.0 + rho,
         regions: vec![Region {
@@ -265,27 +280,37 @@ pub fn run(
         trim_ops: 0.0,
         pool_alphas: vec![],
         streams: 1,
-    };
-    // Planned rows: (group, label, case, how to judge).
-    enum Ref {
-        Theory(f64, String),
-        /// Σ rᵢ·WA_FIFO(αᵢ) at the α each stream's pool really got.
-        Pooled(String),
-        Sim(usize, String),
     }
-    struct Plan {
-        group: &'static str,
-        label: String,
-        case: Case,
-        reference: Ref,
-        relation: Relation,
-        low: Option<f64>,
-        /// The low bound is the simulated value of this earlier row.
-        low_sim: Option<usize>,
-        note: String,
+}
+
+/// The spare factor of groups (b) and (c): sf = 0.1.
+fn sf_alpha() -> f64 {
+    1.0 / 0.9
+}
+
+/// Runs every validation case. `progress(done, total, label)` is called before each case.
+pub fn run(
+    size: &Size,
+    seed: u64,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> ValidationReport {
+    let mut plan = plan_uniform(size);
+    plan_hot_cold(size.logical_pages, &mut plan);
+    plan_trim(size.logical_pages, &mut plan);
+    let rows = measure(&plan, size, seed, progress);
+    let all_pass = rows.iter().all(|r| r.pass);
+    ValidationReport {
+        size: size.clone(),
+        seed,
+        rows,
+        all_pass,
     }
+}
+
+/// Group (a): uniform overwrites at each ρ of the size.
+fn plan_uniform(size: &Size) -> Vec<Plan> {
+    let u = size.logical_pages;
     let mut plan: Vec<Plan> = Vec::new();
-    // (a) uniform.
     for &rho in &size.rhos {
         let a = 1.0 + rho;
         let lw = theory::wa_fifo(a);
@@ -293,7 +318,7 @@ pub fn run(
         plan.push(Plan {
             group: "a-uniform",
             label: format!("uniform overwrites, ρ={rho}"),
-            case: uniform(GcPolicy::Fifo, rho),
+            case: uniform(u, GcPolicy::Fifo, rho),
             reference: Ref::Theory(lw, "Lambert-W FIFO/LRU (Desnoyers; Xiang-Kurkoski)".into()),
             relation: Relation::Approx,
             low: None,
@@ -303,7 +328,7 @@ pub fn run(
         plan.push(Plan {
             group: "a-uniform",
             label: format!("uniform overwrites, ρ={rho}"),
-            case: uniform(GcPolicy::Greedy, rho),
+            case: uniform(u, GcPolicy::Greedy, rho),
             reference: Ref::Theory(lw, "Lambert-W FIFO/LRU: greedy ≤ FIFO".into()),
             relation: Relation::AtMost,
             low: None,
@@ -323,7 +348,7 @@ pub fn run(
             plan.push(Plan {
                 group: "a-uniform",
                 label: format!("uniform overwrites, ρ={rho}, d=10"),
-                case: uniform(GcPolicy::DChoices, rho),
+                case: uniform(u, GcPolicy::DChoices, rho),
                 reference: Ref::Theory(
                     theory::wa_fifo(1.0 + rho),
                     "greedy (simulated) ≤ d=10 ≤ Lambert-W FIFO (Van Houdt 2013: d=10 close to greedy)".into(),
@@ -339,7 +364,7 @@ pub fn run(
     plan.push(Plan {
         group: "a-uniform",
         label: format!("uniform overwrites, ρ={cb_rho}"),
-        case: uniform(GcPolicy::CostBenefit, cb_rho),
+        case: uniform(u, GcPolicy::CostBenefit, cb_rho),
         reference: Ref::Theory(
             theory::wa_fifo(1.0 + cb_rho),
             "Lambert-W FIFO/LRU: cost-benefit ≤ FIFO".into(),
@@ -349,51 +374,55 @@ pub fn run(
         low_sim: None,
         note: String::new(),
     });
+    plan
+}
 
-    // (b) hot/cold 90/10 at sf = 0.1.
-    let alpha = 1.0 / 0.9;
-    let rho_b = alpha - 1.0;
-    let hot = Class {
-        share: 0.1,
-        writes: 0.9,
-    };
-    let cold = Class {
-        share: 0.9,
-        writes: 0.1,
-    };
-    let hot_len = (u as f64 * hot.share) as u64;
-    let regions = |hot_stream: u32| {
-        vec![
+const HOT: Class = Class {
+    share: 0.1,
+    writes: 0.9,
+};
+const COLD: Class = Class {
+    share: 0.9,
+    writes: 0.1,
+};
+
+/// A hot/cold 90/10 case at sf = 0.1: the hot tenth of the LBAs on `hot_stream`.
+fn hot_cold(u: u64, gc: GcPolicy, hot_stream: u32, streams: u32, pools: Vec<f64>) -> Case {
+    let hot_len = (u as f64 * HOT.share) as u64;
+    Case {
+        gc,
+        alpha: sf_alpha(),
+        regions: vec![
             Region {
                 start: 0,
                 len: hot_len,
-                writes: hot.writes,
+                writes: HOT.writes,
                 stream: hot_stream,
             },
             Region {
                 start: hot_len,
                 len: u - hot_len,
-                writes: cold.writes,
+                writes: COLD.writes,
                 stream: 0,
             },
-        ]
-    };
-    let mixed_fifo = theory::wa_fifo_mixed(alpha, &[hot, cold]);
-    let (opt, a_hot, a_cold, hot_spare) = theory::wa_separated_optimal(alpha, hot, cold);
-    let hc = |gc, hot_stream, streams, pools: Vec<f64>| Case {
-        gc,
-        alpha,
-        regions: regions(hot_stream),
+        ],
         static_pages: 0,
         trim_static: false,
         trim_ops: 0.0,
         pool_alphas: pools,
         streams,
-    };
+    }
+}
+
+/// Group (b): hot/cold 90/10 at sf = 0.1, on one and two streams.
+fn plan_hot_cold(u: u64, plan: &mut Vec<Plan>) {
+    let alpha = sf_alpha();
+    let mixed_fifo = theory::wa_fifo_mixed(alpha, &[HOT, COLD]);
+    let (opt, a_hot, a_cold, hot_spare) = theory::wa_separated_optimal(alpha, HOT, COLD);
     plan.push(Plan {
         group: "b-hot-cold",
         label: "90/10 mixed on 1 stream".into(),
-        case: hc(GcPolicy::Fifo, 0, 1, vec![]),
+        case: hot_cold(u, GcPolicy::Fifo, 0, 1, vec![]),
         reference: Ref::Theory(mixed_fifo, "two-class FIFO model".into()),
         relation: Relation::Approx,
         low: None,
@@ -407,7 +436,7 @@ pub fn run(
     plan.push(Plan {
         group: "b-hot-cold",
         label: "90/10 mixed on 1 stream".into(),
-        case: hc(GcPolicy::Greedy, 0, 1, vec![]),
+        case: hot_cold(u, GcPolicy::Greedy, 0, 1, vec![]),
         reference: Ref::Theory(
             mixed_fifo,
             "between separated-optimal and mixed FIFO".into(),
@@ -420,7 +449,7 @@ pub fn run(
     plan.push(Plan {
         group: "b-hot-cold",
         label: "90/10 on 2 streams, shared spare".into(),
-        case: hc(GcPolicy::Greedy, 1, 2, vec![]),
+        case: hot_cold(u, GcPolicy::Greedy, 1, 2, vec![]),
         reference: Ref::Sim(
             mixed_greedy_idx,
             "mixed greedy (simulated): separation helps".into(),
@@ -433,7 +462,7 @@ pub fn run(
     plan.push(Plan {
         group: "b-hot-cold",
         label: "90/10 on 2 streams, spare split proportionally".into(),
-        case: hc(GcPolicy::Fifo, 1, 2, vec![alpha, alpha]),
+        case: hot_cold(u, GcPolicy::Fifo, 1, 2, vec![alpha, alpha]),
         reference: Ref::Pooled("Σ rᵢ·WA_FIFO(αᵢ), αᵢ = α: the uniform value".into()),
         relation: Relation::Approx,
         low: None,
@@ -443,7 +472,7 @@ pub fn run(
     plan.push(Plan {
         group: "b-hot-cold",
         label: "90/10 on 2 streams, spare split optimally".into(),
-        case: hc(GcPolicy::Fifo, 1, 2, vec![a_cold, a_hot]),
+        case: hot_cold(u, GcPolicy::Fifo, 1, 2, vec![a_cold, a_hot]),
         reference: Ref::Pooled("Σ rᵢ·WA_FIFO(αᵢ), optimal αᵢ".into()),
         relation: Relation::Approx,
         low: None,
@@ -453,8 +482,12 @@ pub fn run(
             hot_spare * 100.0
         ),
     });
+}
 
-    // (c) TRIM at sf = 0.1.
+/// Group (c): TRIM at sf = 0.1, of a static fifth of the LBAs and as random operations.
+fn plan_trim(u: u64, plan: &mut Vec<Plan>) {
+    let alpha = sf_alpha();
+    let rho_b = alpha - 1.0;
     let t = 0.2;
     let static_len = (u as f64 * t) as u64;
     let trim_case = |gc, trim_static| Case {
@@ -529,7 +562,7 @@ pub fn run(
         label: "random TRIMs, 10% of operations".into(),
         case: Case {
             trim_ops: q,
-            ..uniform(GcPolicy::Fifo, rho_b)
+            ..uniform(u, GcPolicy::Fifo, rho_b)
         },
         reference: Ref::Theory(
             theory::wa_fifo_trim(alpha, q),
@@ -540,7 +573,16 @@ pub fn run(
         low_sim: None,
         note: String::new(),
     });
+}
 
+/// Simulates every planned case in order (case `i` with seed `seed + i`) and judges it.
+fn measure(
+    plan: &[Plan],
+    size: &Size,
+    seed: u64,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Vec<Row> {
+    let tol = size.tolerance;
     let total = plan.len();
     let mut sims: Vec<f64> = Vec::with_capacity(total);
     let mut rows = Vec::with_capacity(total);
@@ -551,24 +593,7 @@ pub fn run(
         let (reference, kind) = match &p.reference {
             Ref::Theory(v, k) => (*v, k.clone()),
             Ref::Sim(j, k) => (sims[*j], k.clone()),
-            Ref::Pooled(k) => {
-                // Pool i serves stream i; its write share is that of its regions.
-                let classes: Vec<Class> = (0..realized.len())
-                    .map(|s| {
-                        let rs = p.case.regions.iter().filter(|r| r.stream == s as u32);
-                        let (len, w) = rs.fold((0u64, 0.0), |(l, w), r| (l + r.len, w + r.writes));
-                        Class {
-                            share: len as f64 / u as f64,
-                            writes: w,
-                        }
-                    })
-                    .collect();
-                let alphas: Vec<String> = realized.iter().map(|a| format!("{a:.4}")).collect();
-                (
-                    theory::wa_separated(&classes, &realized),
-                    format!("{k} (realized αᵢ {})", alphas.join(", ")),
-                )
-            }
+            Ref::Pooled(k) => pooled_reference(&p.case, size.logical_pages, &realized, k),
         };
         let low = p.low.or(p.low_sim.map(|j| sims[j]));
         let pass = judge(sim, reference, p.relation, low, tol);
@@ -589,16 +614,29 @@ pub fn run(
         });
     }
     progress(total, total, "done");
-    let all_pass = rows.iter().all(|r| r.pass);
-    ValidationReport {
-        size: size.clone(),
-        seed,
-        rows,
-        all_pass,
-    }
+    rows
 }
 
-/// A fixed-width table of the rows.
+/// Σ rᵢ·WA_FIFO(αᵢ) at the α each stream's pool really got, and the reference's label.
+fn pooled_reference(case: &Case, u: u64, realized: &[f64], kind: &str) -> (f64, String) {
+    // Pool i serves stream i; its write share is that of its regions.
+    let classes: Vec<Class> = (0..realized.len())
+        .map(|s| {
+            let rs = case.regions.iter().filter(|r| r.stream == s as u32);
+            let (len, w) = rs.fold((0u64, 0.0), |(l, w), r| (l + r.len, w + r.writes));
+            Class {
+                share: len as f64 / u as f64,
+                writes: w,
+            }
+        })
+        .collect();
+    let alphas: Vec<String> = realized.iter().map(|a| format!("{a:.4}")).collect();
+    (
+        theory::wa_separated(&classes, realized),
+        format!("{kind} (realized αᵢ {})", alphas.join(", ")),
+    )
+}
+
 pub fn render(r: &ValidationReport) -> String {
     use std::fmt::Write;
     let mut s = String::new();

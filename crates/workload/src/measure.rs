@@ -301,21 +301,7 @@ where
     let stop = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
     let bar = match progress {
-        Progress::Bar => {
-            let pb = match limits.ops {
-                Some(n) => ProgressBar::new(n),
-                None => ProgressBar::new(limits.duration.map_or(0, |d| d.as_secs())),
-            };
-            pb.set_draw_target(ProgressDrawTarget::stderr());
-            let tmpl = if limits.ops.is_some() {
-                "{prefix} [{elapsed_precise}] {wide_bar} {pos}/{len} ops ({per_sec}, eta {eta}) {msg}"
-            } else {
-                "{prefix} [{elapsed_precise}] {wide_bar} {pos}/{len} s {msg}"
-            };
-            pb.set_style(ProgressStyle::with_template(tmpl).expect("template"));
-            pb.set_prefix(phase.to_string());
-            Some(pb)
-        }
+        Progress::Bar => Some(progress_bar(phase, limits)),
         Progress::Hidden => None,
     };
     let intervals = Mutex::new(Vec::new());
@@ -323,95 +309,31 @@ where
     std::thread::scope(|s| {
         // Monitor: interval series, progress, duration limit.
         let monitor = {
-            let done = done.clone();
-            let stop = stop.clone();
-            let bar = bar.clone();
+            let monitor = Monitor {
+                start,
+                interval: limits.interval.max(Duration::from_millis(10)),
+                by_ops: limits.ops.is_some(),
+                done: done.clone(),
+                stop: stop.clone(),
+                bar: bar.clone(),
+            };
             let intervals = &intervals;
-            let by_ops = limits.ops.is_some();
-            let interval = limits.interval.max(Duration::from_millis(10));
-            s.spawn(move || {
-                let mut last_t = 0.0;
-                let mut last_n = 0;
-                let mut next = interval;
-                loop {
-                    // Sleep in short steps so the end of the phase is noticed quickly.
-                    while start.elapsed() < next && !stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(5).min(interval));
-                        if let Some(pb) = &bar {
-                            if by_ops {
-                                pb.set_position(done.load(Ordering::Relaxed));
-                            }
-                        }
-                    }
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let t = start.elapsed().as_secs_f64();
-                    let n = done.load(Ordering::Relaxed);
-                    let rate = (n - last_n) as f64 / (t - last_t).max(1e-9);
-                    intervals.lock().unwrap().push(IntervalSample {
-                        t_s: t,
-                        total_ops: n,
-                        ops_per_sec: rate,
-                    });
-                    if let Some(pb) = &bar {
-                        if by_ops {
-                            pb.set_position(n);
-                        } else {
-                            pb.set_position(t as u64);
-                        }
-                        pb.set_message(format!("{rate:.0} ops/s"));
-                    }
-                    last_t = t;
-                    last_n = n;
-                    next += interval;
-                }
-            })
+            s.spawn(move || monitor.run(intervals))
         };
         let make = &make;
         let mut handles = Vec::new();
         for i in 0..threads {
-            let my_ops = limits.ops.map(|n| {
-                let each = n / threads as u64;
-                each + u64::from((i as u64) < n % threads as u64)
-            });
-            let done = done.clone();
-            let stop = stop.clone();
-            let deadline = limits.duration.map(|d| start + d);
-            let per_thread_target = limits.target_ops_sec.map(|t| t / threads as f64);
-            handles.push(s.spawn(move || {
-                let mut m = Measurements::new();
-                let mut step = make(i);
-                let t_start = Instant::now();
-                let mut n: u64 = 0;
-                loop {
-                    if my_ops.is_some_and(|k| n >= k) {
-                        break;
-                    }
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
-                        break;
-                    }
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    if let Some(t) = per_thread_target {
-                        // YCSB's throttle: sleep until start + n / target.
-                        let due = t_start + Duration::from_secs_f64(n as f64 / t);
-                        let now = Instant::now();
-                        if due > now {
-                            std::thread::sleep(due - now);
-                        }
-                    }
-                    match step(&mut m) {
-                        Step::Done => {
-                            n += 1;
-                            done.fetch_add(1, Ordering::Relaxed);
-                        }
-                        Step::Finished => break,
-                    }
-                }
-                m
-            }));
+            let client = Client {
+                ops: limits.ops.map(|n| {
+                    let each = n / threads as u64;
+                    each + u64::from((i as u64) < n % threads as u64)
+                }),
+                deadline: limits.duration.map(|d| start + d),
+                target_ops_sec: limits.target_ops_sec.map(|t| t / threads as f64),
+                done: done.clone(),
+                stop: stop.clone(),
+            };
+            handles.push(s.spawn(move || client.run(make(i))));
         }
         for h in handles {
             total.merge(h.join().expect("client thread panicked"));
@@ -444,6 +366,134 @@ where
     }
     let result = PhaseResult::from_measurements(phase, &total, n, elapsed, series);
     (total, result)
+}
+
+/// The phase's progress bar: operations done, or seconds gone when the phase runs for a time.
+fn progress_bar(phase: &str, limits: &RunLimits) -> ProgressBar {
+    let pb = match limits.ops {
+        Some(n) => ProgressBar::new(n),
+        None => ProgressBar::new(limits.duration.map_or(0, |d| d.as_secs())),
+    };
+    pb.set_draw_target(ProgressDrawTarget::stderr());
+    let tmpl = if limits.ops.is_some() {
+        "{prefix} [{elapsed_precise}] {wide_bar} {pos}/{len} ops ({per_sec}, eta {eta}) {msg}"
+    } else {
+        "{prefix} [{elapsed_precise}] {wide_bar} {pos}/{len} s {msg}"
+    };
+    pb.set_style(ProgressStyle::with_template(tmpl).expect("template"));
+    pb.set_prefix(phase.to_string());
+    pb
+}
+
+/// The monitor thread: samples the throughput every `interval` and moves the progress bar,
+/// until `stop`.
+struct Monitor {
+    start: Instant,
+    interval: Duration,
+    /// The bar counts operations (else seconds).
+    by_ops: bool,
+    done: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    bar: Option<ProgressBar>,
+}
+
+impl Monitor {
+    fn run(self, intervals: &Mutex<Vec<IntervalSample>>) {
+        let Monitor {
+            start,
+            interval,
+            by_ops,
+            done,
+            stop,
+            bar,
+        } = self;
+        let mut last_t = 0.0;
+        let mut last_n = 0;
+        let mut next = interval;
+        loop {
+            // Sleep in short steps so the end of the phase is noticed quickly.
+            while start.elapsed() < next && !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(5).min(interval));
+                if let Some(pb) = &bar {
+                    if by_ops {
+                        pb.set_position(done.load(Ordering::Relaxed));
+                    }
+                }
+            }
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let t = start.elapsed().as_secs_f64();
+            let n = done.load(Ordering::Relaxed);
+            let rate = (n - last_n) as f64 / (t - last_t).max(1e-9);
+            intervals.lock().unwrap().push(IntervalSample {
+                t_s: t,
+                total_ops: n,
+                ops_per_sec: rate,
+            });
+            if let Some(pb) = &bar {
+                if by_ops {
+                    pb.set_position(n);
+                } else {
+                    pb.set_position(t as u64);
+                }
+                pb.set_message(format!("{rate:.0} ops/s"));
+            }
+            last_t = t;
+            last_n = n;
+            next += interval;
+        }
+    }
+}
+
+/// One client thread's limits: its share of the operations, the deadline, its share of the
+/// target rate.
+struct Client {
+    ops: Option<u64>,
+    deadline: Option<Instant>,
+    target_ops_sec: Option<f64>,
+    done: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Client {
+    /// Calls `step` until a limit is reached or it has nothing more to do; returns what it
+    /// measured.
+    fn run<F>(self, mut step: F) -> Measurements
+    where
+        F: FnMut(&mut Measurements) -> Step,
+    {
+        let mut m = Measurements::new();
+        let t_start = Instant::now();
+        let mut n: u64 = 0;
+        loop {
+            if self.ops.is_some_and(|k| n >= k) {
+                break;
+            }
+            if self.deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+            if self.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if let Some(t) = self.target_ops_sec {
+                // YCSB's throttle: sleep until start + n / target.
+                let due = t_start + Duration::from_secs_f64(n as f64 / t);
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+            }
+            match step(&mut m) {
+                Step::Done => {
+                    n += 1;
+                    self.done.fetch_add(1, Ordering::Relaxed);
+                }
+                Step::Finished => break,
+            }
+        }
+        m
+    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! The router's catalog and sharding commands, and the `config` database it serves from the
 //! metadata store.
-#![allow(clippy::result_large_err)]
 
 use super::autosplit::commit_split;
+use super::migrations::move_chunk_to;
 use super::{forwardable, namespace, Router, MAX_STALE_RETRIES};
 use crate::meta::{Chunk, ChunkChange, CollSnapshot};
 use crate::shardkey::ShardKey;
@@ -511,19 +511,6 @@ pub fn shard_collection(r: &Router, cmd: &Document) -> DocResult<Document> {
         .filter(|s| !s.get_bool("draining").unwrap_or(false))
         .filter_map(|s| s.get_str("_id").ok().map(String::from))
         .collect();
-    let mut spec =
-        doc! {"key": key.index_key(), "name": docdb::index::default_name(&key.index_key())};
-    if unique {
-        spec.insert("unique", true);
-    }
-    if !key.hashed {
-        // Chunk bounds are binary: the shard-key index must not take a collection default
-        // collation (a hashed index under one is refused by the shard), unique or not. On a
-        // collection with a default collation, a `{_id: 1}` key is refused by the shard: its
-        // `_id` index has that collation, as in mongod.
-        spec.insert("collation", doc! {"locale": "simple"});
-    }
-    let index = doc! {"createIndexes": coll.clone(), "indexes": [spec], "$db": db.clone()};
     let count = call_ok(
         &*r.shard_conn(&dbe.primary)?,
         &doc! {"count": coll.clone(), "$db": db.clone()},
@@ -531,74 +518,15 @@ pub fn shard_collection(r: &Router, cmd: &Document) -> DocResult<Document> {
     .map(|c| crate::num_field(c.get("n")) as i64)
     .unwrap_or(0);
     let epoch = ObjectId::new();
-    let v = |minor: u32| ChunkVersion::new(epoch, 1, minor);
-    let mk = |min: Document, max: Document, shard: &str, minor: u32| Chunk {
-        min_enc: key.encode(&min),
-        max_enc: key.encode(&max),
-        min,
-        max,
-        shard: shard.to_string(),
-        version: v(minor),
-        jumbo: false,
-    };
     let initial = cmd
         .get("numInitialChunks")
         .map(|n| crate::int_field(Some(n)));
-    let chunks: Vec<Chunk> = if key.hashed && count == 0 {
-        let n = initial
-            .filter(|&n| n > 0)
-            .unwrap_or(2 * shards.len() as i64)
-            .clamp(1, 8192) as u64;
-        // Even slices of the int64 hash space, dealt round-robin over the shards.
-        let field = key.fields[0].clone();
-        let bound = |i: u64| -> Document {
-            if i == 0 {
-                key.min_bound()
-            } else if i == n {
-                key.max_bound()
-            } else {
-                let span = u64::MAX / n;
-                doc! {field.clone(): Bson::Int64((i64::MIN as i128 + (span as i128) * i as i128) as i64)}
-            }
-        };
-        (0..n)
-            .map(|i| {
-                mk(
-                    bound(i),
-                    bound(i + 1),
-                    &shards[(i as usize) % shards.len()],
-                    i as u32,
-                )
-            })
-            .collect()
-    } else {
-        if initial.is_some_and(|n| n > 1) {
-            return Err(DocError::invalid_options(
-                "numInitialChunks is only supported for hashed shard keys on empty collections",
-            ));
-        }
-        vec![mk(key.min_bound(), key.max_bound(), &dbe.primary, 0)]
-    };
+    let chunks = initial_chunks(&key, epoch, initial, count, &shards, &dbe.primary)?;
     let mut holders: Vec<String> = chunks.iter().map(|c| c.shard.clone()).collect();
     holders.push(dbe.primary.clone());
     holders.sort();
     holders.dedup();
-    let id_key = key.index_key() == doc! {"_id": 1};
-    for s in &holders {
-        let conn = r.shard_conn(s)?;
-        if id_key {
-            // The _id index backs the key: asking for it under the simple collation creates
-            // the collection if needed, and is refused if the collection's default collation
-            // is another (its _id index has that one).
-            let spec = doc! {"key": {"_id": 1}, "name": "_id_", "collation": {"locale": "simple"}};
-            call_ok(
-                &*conn,
-                &doc! {"createIndexes": coll.clone(), "indexes": [spec], "$db": db.clone()},
-            )?;
-        } else {
-            call_ok(&*conn, &index)?;
-        }
-    }
+    create_key_index(r, &holders, &key, unique, &db, &coll)?;
     if !r
         .catalog
         .create_collection(&ns, &key, unique, epoch, &chunks)?
@@ -616,6 +544,103 @@ pub fn shard_collection(r: &Router, cmd: &Document) -> DocResult<Document> {
             .call(&doc! {"_flushRoutingTableCacheUpdates": ns.clone(), "$db": "admin"});
     }
     Ok(doc! {"collectionsharded": ns})
+}
+
+/// The chunks a newly sharded collection starts with: for a hashed key on an empty collection,
+/// `numInitialChunks` (default 2 per shard) even slices of the hash space dealt round-robin
+/// over `shards`; else one chunk on the database's `primary`.
+fn initial_chunks(
+    key: &ShardKey,
+    epoch: ObjectId,
+    initial: Option<i64>,
+    count: i64,
+    shards: &[String],
+    primary: &str,
+) -> DocResult<Vec<Chunk>> {
+    let mk = |min: Document, max: Document, shard: &str, minor: u32| Chunk {
+        min_enc: key.encode(&min),
+        max_enc: key.encode(&max),
+        min,
+        max,
+        shard: shard.to_string(),
+        version: ChunkVersion::new(epoch, 1, minor),
+        jumbo: false,
+    };
+    if !(key.hashed && count == 0) {
+        if initial.is_some_and(|n| n > 1) {
+            return Err(DocError::invalid_options(
+                "numInitialChunks is only supported for hashed shard keys on empty collections",
+            ));
+        }
+        return Ok(vec![mk(key.min_bound(), key.max_bound(), primary, 0)]);
+    }
+    let n = initial
+        .filter(|&n| n > 0)
+        .unwrap_or(2 * shards.len() as i64)
+        .clamp(1, 8192) as u64;
+    // Even slices of the int64 hash space, dealt round-robin over the shards.
+    let field = key.fields[0].clone();
+    let bound = |i: u64| -> Document {
+        if i == 0 {
+            key.min_bound()
+        } else if i == n {
+            key.max_bound()
+        } else {
+            let span = u64::MAX / n;
+            doc! {field.clone(): Bson::Int64((i64::MIN as i128 + (span as i128) * i as i128) as i64)}
+        }
+    };
+    Ok((0..n)
+        .map(|i| {
+            mk(
+                bound(i),
+                bound(i + 1),
+                &shards[(i as usize) % shards.len()],
+                i as u32,
+            )
+        })
+        .collect())
+}
+
+/// Creates the shard-key index on every shard in `holders`.
+fn create_key_index(
+    r: &Router,
+    holders: &[String],
+    key: &ShardKey,
+    unique: bool,
+    db: &str,
+    coll: &str,
+) -> DocResult<()> {
+    let mut spec =
+        doc! {"key": key.index_key(), "name": docdb::index::default_name(&key.index_key())};
+    if unique {
+        spec.insert("unique", true);
+    }
+    if !key.hashed {
+        // Chunk bounds are binary: the shard-key index must not take a collection default
+        // collation (a hashed index under one is refused by the shard), unique or not. On a
+        // collection with a default collation, a `{_id: 1}` key is refused by the shard: its
+        // `_id` index has that collation, as in mongod.
+        spec.insert("collation", doc! {"locale": "simple"});
+    }
+    let index = doc! {"createIndexes": coll, "indexes": [spec], "$db": db};
+    let id_key = key.index_key() == doc! {"_id": 1};
+    for s in holders {
+        let conn = r.shard_conn(s)?;
+        if id_key {
+            // The _id index backs the key: asking for it under the simple collation creates
+            // the collection if needed, and is refused if the collection's default collation
+            // is another (its _id index has that one).
+            let spec = doc! {"key": {"_id": 1}, "name": "_id_", "collation": {"locale": "simple"}};
+            call_ok(
+                &*conn,
+                &doc! {"createIndexes": coll, "indexes": [spec], "$db": db},
+            )?;
+        } else {
+            call_ok(&*conn, &index)?;
+        }
+    }
+    Ok(())
 }
 
 /// The chunk a `find` document or `bounds` pair names.
@@ -751,28 +776,6 @@ pub fn move_chunk(r: &Router, cmd: &Document) -> DocResult<Document> {
     let wait = cmd.get_bool("_waitForDelete").unwrap_or(false);
     let rep = move_chunk_to(r, &ns, &c, to, wait)?;
     Ok(doc! {"millis": rep.get_i64("millis").unwrap_or(0)})
-}
-
-/// Asks the chunk's shard to donate it to `to`; reloads the routing table after.
-pub fn move_chunk_to(
-    r: &Router,
-    ns: &str,
-    c: &Chunk,
-    to: &str,
-    wait_for_delete: bool,
-) -> DocResult<Document> {
-    let started = std::time::Instant::now();
-    let rep = r.shard_conn(&c.shard)?.call(&doc! {
-        "_shardsvrMoveChunk": ns, "min": c.min.clone(), "max": c.max.clone(), "to": to,
-        "waitForDelete": wait_for_delete, "$db": "admin",
-    });
-    r.reload(ns)?;
-    let mut rep = rep?;
-    if !is_ok(&rep) {
-        return Err(reply_error(&rep));
-    }
-    rep.insert("millis", started.elapsed().as_millis() as i64);
-    Ok(rep)
 }
 
 pub fn merge_chunks(r: &Router, cmd: &Document) -> DocResult<Document> {

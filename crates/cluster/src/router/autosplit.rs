@@ -18,7 +18,6 @@
 //! The `load` policy keeps the size trigger (with the default points), as CockroachDB and
 //! TiKV split by size too, and adds the load trigger: [`load_split_round`] asks each shard for
 //! chunks whose request rate stayed above the threshold and splits them at the finder's key.
-#![allow(clippy::result_large_err)]
 
 use super::Router;
 use crate::meta::{Chunk, ChunkChange};
@@ -217,7 +216,7 @@ impl AutoSplit {
         else {
             return Ok(());
         };
-        if super::admin::move_chunk_to(r, ns, &top, &to, false).is_ok() {
+        if super::migrations::move_chunk_to(r, ns, &top, &to, false).is_ok() {
             self.counters
                 .top_chunk_moves
                 .fetch_add(1, Ordering::Relaxed);

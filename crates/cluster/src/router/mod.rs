@@ -7,11 +7,11 @@
 //! StaleConfig (13388) or StaleEpoch (150) makes the router reload the table and retry, at
 //! most [`MAX_STALE_RETRIES`] times. Unsharded collections live on their database's primary
 //! shard (chosen when the database is first used) and are sent the UNSHARDED version.
-#![allow(clippy::result_large_err)]
 
 mod admin;
 pub mod autosplit;
 pub mod balancer;
+mod migrations;
 mod read;
 mod write;
 

@@ -2,7 +2,6 @@
 //! otherwise), cursors merged across shards with `getMore` on each (sorted merge when there is
 //! a sort), skip and limit applied after the merge, merged `count` and `distinct`, and
 //! aggregation split into a shard part and a merge part.
-#![allow(clippy::result_large_err)]
 
 use super::{admin, is_stale, namespace, Router, MAX_STALE_RETRIES};
 use crate::meta::CollSnapshot;
@@ -301,20 +300,33 @@ fn opt_i64(cmd: &Document, k: &str) -> DocResult<Option<i64>> {
     }
 }
 
+/// What a find asks of its result besides the filter; the default is everything, unsorted.
+#[derive(Default)]
+pub(crate) struct FindShape {
+    pub sort: Option<Document>,
+    pub projection: Option<Document>,
+    pub skip: u64,
+    pub limit: Option<u64>,
+    /// The shards' batch size.
+    pub batch: Option<i64>,
+}
+
 /// A scatter-gather find as one cursor: the shards get `skip + limit` as their limit, the
 /// router skips, limits and (when a sort needs fields the projection drops) projects.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn scatter_find(
     r: &Router,
     db: &str,
     coll: &str,
     filter: &Document,
-    sort: Option<Document>,
-    projection: Option<Document>,
-    skip: u64,
-    limit: Option<u64>,
-    batch: Option<i64>,
+    shape: FindShape,
 ) -> DocResult<DocCursor> {
+    let FindShape {
+        sort,
+        projection,
+        skip,
+        limit,
+        batch,
+    } = shape;
     let ns = format!("{db}.{coll}");
     let mut cmd = doc! {"find": coll, "filter": filter.clone(), "$db": db};
     if let Some(s) = &sort {
@@ -365,11 +377,13 @@ pub fn find(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> {
         &db,
         &coll,
         &filter,
-        opt_doc(cmd, "sort")?.filter(|s| !s.is_empty()),
-        opt_doc(cmd, "projection")?.filter(|p| !p.is_empty()),
-        skip,
-        limit.map(|l| l.unsigned_abs()),
-        batch,
+        FindShape {
+            sort: opt_doc(cmd, "sort")?.filter(|s| !s.is_empty()),
+            projection: opt_doc(cmd, "projection")?.filter(|p| !p.is_empty()),
+            skip,
+            limit: limit.map(|l| l.unsigned_abs()),
+            batch,
+        },
     )?;
     let first = batch
         .map(|b| b.max(0) as usize)
@@ -530,11 +544,7 @@ pub fn aggregate(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> {
             &lookup_db,
             other,
             &Document::new(),
-            None,
-            None,
-            0,
-            None,
-            None,
+            FindShape::default(),
         )?
         .collect()
     };

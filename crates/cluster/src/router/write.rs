@@ -6,7 +6,6 @@
 //! first error. Statements a shard refused as stale are re-targeted and re-sent after the
 //! routing table is reloaded. Retryable writes carry the client's `lsid` and `txnNumber` and
 //! each statement's `stmtId` (its index in the client's batch).
-#![allow(clippy::result_large_err)]
 
 use super::read::{target_shards, targets};
 use super::{admin, forwardable, is_stale, namespace, Router, MAX_STALE_RETRIES};
@@ -96,8 +95,42 @@ pub fn write(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> {
         "update" => ("updates", Kind::Update),
         _ => ("deletes", Kind::Delete),
     };
-    let mut stmts: Vec<Document> = call
-        .cmd
+    let stmts = statements(call.cmd, field, kind)?;
+    let ordered = call.cmd.get_bool("ordered").unwrap_or(true);
+    let ns = format!("{db}.{coll}");
+    let creates =
+        kind == Kind::Insert || stmts.iter().any(|s| s.get_bool("upsert").unwrap_or(false));
+    let Some(dbe) = r.database(&db, creates)? else {
+        // Nothing to update or delete in a database that does not exist.
+        let mut out = doc! {"n": 0};
+        if kind == Kind::Update {
+            out.insert("nModified", 0);
+        }
+        return Ok(out);
+    };
+    let batch = Batch {
+        db: &db,
+        coll: &coll,
+        kind,
+        field,
+        base: forwardable(call.cmd, &[call.name, field, "ordered", "stmtIds"]),
+        session: match (call.cmd.get("lsid"), call.cmd.get("txnNumber")) {
+            (Some(l), Some(t)) => Some((l.clone(), t.clone())),
+            _ => None,
+        },
+        stmts,
+        ordered,
+    };
+    let (totals, touched) = batch.send(r, &ns, &dbe.primary)?;
+    if !touched.is_empty() {
+        r.autosplit.note_writes(r, &ns, &touched);
+    }
+    Ok(totals.reply(kind))
+}
+
+/// The statements of a write command's `field` array; inserted documents given an `_id`.
+fn statements(cmd: &Document, field: &str, kind: Kind) -> DocResult<Vec<Document>> {
+    let mut stmts: Vec<Document> = cmd
         .get_array(field)
         .map_err(|_| {
             DocError::failed_to_parse(format!(
@@ -121,37 +154,104 @@ pub fn write(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> {
             }
         }
     }
-    let ordered = call.cmd.get_bool("ordered").unwrap_or(true);
-    let ns = format!("{db}.{coll}");
-    let creates =
-        kind == Kind::Insert || stmts.iter().any(|s| s.get_bool("upsert").unwrap_or(false));
-    let Some(dbe) = r.database(&db, creates)? else {
-        // Nothing to update or delete in a database that does not exist.
-        let mut out = doc! {"n": 0};
-        if kind == Kind::Update {
-            out.insert("nModified", 0);
+    Ok(stmts)
+}
+
+/// One client write command as the router sends it on: what every shard command built from
+/// it shares.
+struct Batch<'a> {
+    db: &'a str,
+    coll: &'a str,
+    kind: Kind,
+    /// The statements' array field: `documents`, `updates` or `deletes`.
+    field: &'a str,
+    /// The client's fields passed on to the shards.
+    base: Document,
+    /// The retryable write's `lsid` and `txnNumber`.
+    session: Option<(Bson, Bson)>,
+    stmts: Vec<Document>,
+    ordered: bool,
+}
+
+/// (chunk, bytes) written by applied targeted statements, for auto-split.
+type Touched = Vec<(Vec<u8>, i64)>;
+
+impl Batch<'_> {
+    /// Sends every statement to its shards, re-targeting those refused as stale after a reload
+    /// of the routing table; returns the totals and the chunks written.
+    fn send(&self, r: &Router, ns: &str, primary: &str) -> DocResult<(Totals, Touched)> {
+        let mut totals = Totals::default();
+        let mut pending: Vec<usize> = (0..self.stmts.len()).collect();
+        // Shards that already applied a broadcast statement (never sent it twice).
+        let mut applied_on: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        let mut touched: Touched = Vec::new();
+        let mut stale_rounds = 0;
+        while !pending.is_empty() {
+            let table = r.table(ns)?;
+            let (plan, stop) = self.plan(
+                &pending,
+                table.as_deref(),
+                primary,
+                &applied_on,
+                &mut totals,
+            );
+            let runs = make_runs(&plan, self.ordered);
+            let mut retry: Vec<usize> = Vec::new();
+            for (run, o) in self.run_all(r, runs, table.as_deref()) {
+                totals.n += o.n;
+                totals.modified += o.modified;
+                totals.upserted.extend(o.upserted);
+                for (i, e) in o.errors {
+                    totals.errors.insert(i, e);
+                }
+                retry.extend(o.stale.iter().copied());
+                if let Run::Broadcast(i, _) = &run {
+                    applied_on.entry(*i).or_default().extend(o.applied_shards);
+                }
+                touched.extend(o.touched);
+            }
+            if self.ordered && (stop || !totals.errors.is_empty()) {
+                break;
+            }
+            if retry.is_empty() {
+                break;
+            }
+            stale_rounds += 1;
+            if stale_rounds >= MAX_STALE_RETRIES {
+                for i in retry {
+                    let e = DocError::with_code(
+                        13388,
+                        "StaleConfig",
+                        format!("routing for {ns} kept changing"),
+                    );
+                    totals.errors.insert(i, error_doc(i, &e));
+                }
+                break;
+            }
+            r.reload(ns)?;
+            retry.sort_unstable();
+            retry.dedup();
+            pending = retry;
         }
-        return Ok(out);
-    };
-    let base = forwardable(call.cmd, &[call.name, field, "ordered", "stmtIds"]);
-    let session: Option<(Bson, Bson)> = match (call.cmd.get("lsid"), call.cmd.get("txnNumber")) {
-        (Some(l), Some(t)) => Some((l.clone(), t.clone())),
-        _ => None,
-    };
-    let mut totals = Totals::default();
-    let mut pending: Vec<usize> = (0..stmts.len()).collect();
-    // Shards that already applied a broadcast statement (never sent it twice).
-    let mut applied_on: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-    let mut touched: Vec<(Vec<u8>, i64)> = Vec::new();
-    let mut stale_rounds = 0;
-    while !pending.is_empty() {
-        let table = r.table(&ns)?;
+        Ok((totals, touched))
+    }
+
+    /// Each pending statement's target in `table` (`None`: unsharded, on the `primary`),
+    /// broadcasts without the shards that applied them already. A statement that cannot be
+    /// targeted is an error in `totals`; true when it stops an ordered batch.
+    fn plan(
+        &self,
+        pending: &[usize],
+        table: Option<&CollSnapshot>,
+        primary: &str,
+        applied_on: &BTreeMap<usize, Vec<String>>,
+        totals: &mut Totals,
+    ) -> (Vec<(usize, Target)>, bool) {
         let mut plan: Vec<(usize, Target)> = Vec::new();
-        let mut stop = false;
-        for &i in &pending {
-            let t = match &table {
-                None => Ok(Target::One(dbe.primary.clone(), None)),
-                Some(t) => target(kind, &stmts[i], t),
+        for &i in pending {
+            let t = match table {
+                None => Ok(Target::One(primary.to_string(), None)),
+                Some(t) => target(self.kind, &self.stmts[i], t),
             };
             match t {
                 Ok(Target::All(shards)) => {
@@ -164,31 +264,25 @@ pub fn write(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> {
                 Ok(t) => plan.push((i, t)),
                 Err(e) => {
                     totals.errors.insert(i, error_doc(i, &e));
-                    if ordered {
-                        stop = true;
-                        break;
+                    if self.ordered {
+                        return (plan, true);
                     }
                 }
             }
         }
-        let runs = make_runs(&plan, ordered);
-        let mut retry: Vec<usize> = Vec::new();
-        let exec = |run: &Run| -> RunOutcome {
-            execute(
-                r,
-                &db,
-                &coll,
-                kind,
-                field,
-                &base,
-                &session,
-                &stmts,
-                run,
-                table.as_deref(),
-                ordered,
-            )
-        };
-        let outcomes: Vec<(Run, RunOutcome)> = if ordered {
+        (plan, false)
+    }
+
+    /// Carries out the runs: ordered, one after another up to the first error or stale
+    /// refusal; unordered, in parallel.
+    fn run_all(
+        &self,
+        r: &Router,
+        runs: Vec<Run>,
+        table: Option<&CollSnapshot>,
+    ) -> Vec<(Run, RunOutcome)> {
+        let exec = |run: &Run| -> RunOutcome { self.execute(r, run, table) };
+        if self.ordered {
             let mut v = Vec::new();
             for run in runs {
                 let o = exec(&run);
@@ -222,69 +316,31 @@ pub fn write(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> {
                     .map(|h| h.join().expect("write run panicked"))
                     .collect()
             })
-        };
-        for (run, o) in outcomes {
-            totals.n += o.n;
-            totals.modified += o.modified;
-            totals.upserted.extend(o.upserted);
-            for (i, e) in o.errors {
-                totals.errors.insert(i, e);
+        }
+    }
+}
+
+impl Totals {
+    /// The client's reply.
+    fn reply(self, kind: Kind) -> Document {
+        let mut out = doc! {"n": self.n as i32};
+        if kind == Kind::Update {
+            out.insert("nModified", self.modified as i32);
+            if !self.upserted.is_empty() {
+                out.insert("upserted", self.upserted);
             }
-            retry.extend(o.stale.iter().copied());
-            if let Run::Broadcast(i, _) = &run {
-                applied_on.entry(*i).or_default().extend(o.applied_shards);
-            }
-            touched.extend(o.touched);
         }
-        if ordered && (stop || !totals.errors.is_empty()) {
-            break;
+        if !self.errors.is_empty() {
+            out.insert(
+                "writeErrors",
+                self.errors
+                    .into_values()
+                    .map(Bson::Document)
+                    .collect::<Vec<_>>(),
+            );
         }
-        if retry.is_empty() {
-            break;
-        }
-        stale_rounds += 1;
-        if stale_rounds >= MAX_STALE_RETRIES {
-            for i in retry {
-                totals.errors.insert(
-                    i,
-                    error_doc(
-                        i,
-                        &DocError::with_code(
-                            13388,
-                            "StaleConfig",
-                            format!("routing for {ns} kept changing"),
-                        ),
-                    ),
-                );
-            }
-            break;
-        }
-        r.reload(&ns)?;
-        retry.sort_unstable();
-        retry.dedup();
-        pending = retry;
+        out
     }
-    if !touched.is_empty() {
-        r.autosplit.note_writes(r, &ns, &touched);
-    }
-    let mut out = doc! {"n": totals.n as i32};
-    if kind == Kind::Update {
-        out.insert("nModified", totals.modified as i32);
-        if !totals.upserted.is_empty() {
-            out.insert("upserted", totals.upserted);
-        }
-    }
-    if !totals.errors.is_empty() {
-        out.insert(
-            "writeErrors",
-            totals
-                .errors
-                .into_values()
-                .map(Bson::Document)
-                .collect::<Vec<_>>(),
-        );
-    }
-    Ok(out)
 }
 
 fn error_doc(i: usize, e: &DocError) -> Document {
@@ -354,38 +410,26 @@ struct RunOutcome {
     touched: Vec<(Vec<u8>, i64)>,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn execute(
-    r: &Router,
-    db: &str,
-    coll: &str,
-    kind: Kind,
-    field: &str,
-    base: &Document,
-    session: &Option<(Bson, Bson)>,
-    stmts: &[Document],
-    run: &Run,
-    table: Option<&CollSnapshot>,
-    ordered: bool,
-) -> RunOutcome {
-    let build = |idx: &[usize]| -> Document {
-        let mut cmd = base.clone();
-        let name = match kind {
+impl Batch<'_> {
+    /// The shard command carrying the statements `idx`.
+    fn command(&self, idx: &[usize]) -> Document {
+        let mut cmd = self.base.clone();
+        let name = match self.kind {
             Kind::Insert => "insert",
             Kind::Update => "update",
             Kind::Delete => "delete",
         };
-        let mut c = doc! {name: coll};
+        let mut c = doc! {name: self.coll};
         c.extend(std::mem::take(&mut cmd));
         c.insert(
-            field,
+            self.field,
             idx.iter()
-                .map(|&i| Bson::Document(stmts[i].clone()))
+                .map(|&i| Bson::Document(self.stmts[i].clone()))
                 .collect::<Vec<_>>(),
         );
-        c.insert("ordered", ordered);
-        c.insert("$db", db);
-        if let Some((lsid, txn)) = session {
+        c.insert("ordered", self.ordered);
+        c.insert("$db", self.db);
+        if let Some((lsid, txn)) = &self.session {
             c.insert("lsid", lsid.clone());
             c.insert("txnNumber", txn.clone());
             c.insert(
@@ -396,33 +440,71 @@ fn execute(
             );
         }
         c
-    };
-    let mut out = RunOutcome::default();
-    let absorb = |out: &mut RunOutcome, reply: DocResult<Document>, idx: &[usize], shard: &str| {
+    }
+
+    /// Sends one run and gathers what its shards replied.
+    fn execute(&self, r: &Router, run: &Run, table: Option<&CollSnapshot>) -> RunOutcome {
+        let mut out = RunOutcome::default();
+        match run {
+            Run::Single(shard, list) => {
+                let idx: Vec<usize> = list.iter().map(|(i, _)| *i).collect();
+                let reply = r.send_versioned(shard, self.command(&idx), table);
+                let applied = out.absorb(reply, &idx, shard, self.ordered);
+                for (i, chunk) in list.iter().take(applied) {
+                    if let Some(c) = chunk {
+                        out.touched
+                            .push((c.clone(), written_bytes(self.kind, &self.stmts[*i])));
+                    }
+                }
+            }
+            Run::Broadcast(i, shards) => {
+                let cmd = self.command(&[*i]);
+                let replies = super::read::send_parallel(r, shards, &cmd, table);
+                for (sh, rep) in replies {
+                    out.absorb(rep, &[*i], &sh, self.ordered);
+                }
+                out.stale.dedup();
+                out.errors.truncate(1);
+            }
+        }
+        out
+    }
+}
+
+impl RunOutcome {
+    /// Adds one shard's reply to the statements `idx`; returns how many of them (from the
+    /// first) were applied before its first write error.
+    fn absorb(
+        &mut self,
+        reply: DocResult<Document>,
+        idx: &[usize],
+        shard: &str,
+        ordered: bool,
+    ) -> usize {
         let reply = match reply {
             Ok(rep) if is_ok(&rep) => rep,
             Ok(rep) => {
                 let e = reply_error(&rep);
                 if is_stale(e.code) {
-                    out.stale.extend_from_slice(idx);
+                    self.stale.extend_from_slice(idx);
                 } else {
-                    out.errors.push((idx[0], error_doc(idx[0], &e)));
+                    self.errors.push((idx[0], error_doc(idx[0], &e)));
                 }
                 return 0;
             }
             Err(e) => {
-                out.errors.push((idx[0], error_doc(idx[0], &e)));
+                self.errors.push((idx[0], error_doc(idx[0], &e)));
                 return 0;
             }
         };
-        out.n += crate::int_field(reply.get("n"));
-        out.modified += crate::int_field(reply.get("nModified"));
+        self.n += crate::int_field(reply.get("n"));
+        self.modified += crate::int_field(reply.get("nModified"));
         if let Ok(list) = reply.get_array("upserted") {
             for u in list.iter().filter_map(Bson::as_document) {
                 let j = crate::int_field(u.get("index")) as usize;
                 let mut u = u.clone();
                 u.insert("index", idx.get(j).copied().unwrap_or(idx[0]) as i32);
-                out.upserted.push(Bson::Document(u));
+                self.upserted.push(Bson::Document(u));
             }
         }
         let mut first_error = idx.len();
@@ -434,43 +516,20 @@ fn execute(
                 if is_stale(w.get_i32("code").unwrap_or(0)) {
                     // Not applied: ordered, neither was anything after it.
                     if ordered {
-                        out.stale.extend_from_slice(&idx[j..]);
+                        self.stale.extend_from_slice(&idx[j..]);
                     } else {
-                        out.stale.push(i);
+                        self.stale.push(i);
                     }
                     continue;
                 }
                 let mut w = w.clone();
                 w.insert("index", i as i32);
-                out.errors.push((i, w));
+                self.errors.push((i, w));
             }
         }
-        out.applied_shards.push(shard.to_string());
+        self.applied_shards.push(shard.to_string());
         first_error
-    };
-    match run {
-        Run::Single(shard, list) => {
-            let idx: Vec<usize> = list.iter().map(|(i, _)| *i).collect();
-            let reply = r.send_versioned(shard, build(&idx), table);
-            let applied = absorb(&mut out, reply, &idx, shard);
-            for (i, chunk) in list.iter().take(applied) {
-                if let Some(c) = chunk {
-                    out.touched
-                        .push((c.clone(), written_bytes(kind, &stmts[*i])));
-                }
-            }
-        }
-        Run::Broadcast(i, shards) => {
-            let cmd = build(&[*i]);
-            let replies = super::read::send_parallel(r, shards, &cmd, table);
-            for (sh, rep) in replies {
-                absorb(&mut out, rep, &[*i], &sh);
-            }
-            out.stale.dedup();
-            out.errors.truncate(1);
-        }
     }
-    out
 }
 
 /// What a statement adds to its chunk's bytes-written counter (3.6 counts the document for

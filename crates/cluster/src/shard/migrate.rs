@@ -12,9 +12,8 @@
 //! that finds the record gone looks at the chunk's owner to learn the outcome. Every shard
 //! deletes documents outside its chunks when it restarts (orphans of an interrupted clone or
 //! of a range deletion that did not finish).
-#![allow(clippy::result_large_err)]
 
-use super::{CollMeta, ShardNode};
+use super::{CollMeta, Identity, ShardNode};
 use crate::meta::{ChunkChange, CollSnapshot};
 use crate::shardkey::ShardKey;
 use crate::store::{Guard, Write};
@@ -154,35 +153,59 @@ impl Recipient {
 
 // ---------------------------------------------------------------------- donor
 
+/// A `_shardsvrMoveChunk` request.
+struct MoveRequest {
+    ns: String,
+    min: Document,
+    max: Document,
+    /// The recipient shard's name.
+    to: String,
+    wait_for_delete: bool,
+}
+
+impl MoveRequest {
+    fn parse(cmd: &Document) -> DocResult<MoveRequest> {
+        let ns = cmd
+            .get_str("_shardsvrMoveChunk")
+            .map_err(|_| DocError::failed_to_parse("_shardsvrMoveChunk needs a namespace"))?
+            .to_string();
+        let min = cmd
+            .get_document("min")
+            .map_err(|_| DocError::failed_to_parse("min"))?
+            .clone();
+        let max = cmd
+            .get_document("max")
+            .map_err(|_| DocError::failed_to_parse("max"))?
+            .clone();
+        let to = cmd
+            .get_str("to")
+            .map_err(|_| DocError::failed_to_parse("to"))?
+            .to_string();
+        let wait_for_delete = cmd.get_bool("waitForDelete").unwrap_or(false);
+        Ok(MoveRequest {
+            ns,
+            min,
+            max,
+            to,
+            wait_for_delete,
+        })
+    }
+}
+
 /// `_shardsvrMoveChunk {ns, min, max, to, waitForDelete}`: moves one chunk this shard owns.
 pub fn move_chunk(node: &Arc<ShardNode>, cmd: &Document) -> DocResult<Document> {
-    let ns = cmd
-        .get_str("_shardsvrMoveChunk")
-        .map_err(|_| DocError::failed_to_parse("_shardsvrMoveChunk needs a namespace"))?
-        .to_string();
-    let min = cmd
-        .get_document("min")
-        .map_err(|_| DocError::failed_to_parse("min"))?
-        .clone();
-    let max = cmd
-        .get_document("max")
-        .map_err(|_| DocError::failed_to_parse("max"))?
-        .clone();
-    let to = cmd
-        .get_str("to")
-        .map_err(|_| DocError::failed_to_parse("to"))?
-        .to_string();
-    let wait_for_delete = cmd.get_bool("waitForDelete").unwrap_or(false);
+    let req = MoveRequest::parse(cmd)?;
+    let (ns, min, max, to) = (&req.ns, &req.min, &req.max, &req.to);
     let id = node.identity()?;
-    if to == id.name {
+    if *to == id.name {
         return Err(DocError::bad_value("the chunk is already on that shard"));
     }
     let meta = node
-        .refresh(&ns)?
+        .refresh(ns)?
         .ok_or_else(|| DocError::namespace_not_found(format!("{ns} is not sharded")))?;
     let owned = meta
         .snap
-        .chunk_with_bounds(&min, &max)
+        .chunk_with_bounds(min, max)
         .is_some_and(|c| c.shard == id.name);
     if !owned {
         return Err(DocError::with_code(
@@ -193,79 +216,16 @@ pub fn move_chunk(node: &Arc<ShardNode>, cmd: &Document) -> DocResult<Document> 
     }
     let to_host = id
         .catalog
-        .shard(&to)?
+        .shard(to)?
         .and_then(|(d, _)| d.get_str("host").ok().map(String::from))
         .ok_or_else(|| DocError::with_code(70, "ShardNotFound", format!("shard {to} not found")))?;
     let key = meta.key().clone();
     let mig_id = ObjectId::new().to_hex();
-    let donor = {
-        let mut slot = node.migrations.donor.lock();
-        if slot.is_some() {
-            return Err(conflicting("this shard is already donating a chunk"));
-        }
-        let record = doc! {
-            "_id": ns.clone(), "ns": ns.clone(), "min": min.clone(), "max": max.clone(),
-            "from": id.name.clone(), "to": to.clone(), "migrationId": mig_id.clone(),
-            "started": bson::DateTime::now(),
-        };
-        if !id.catalog.begin_migration(&ns, &record)? {
-            return Err(conflicting(format!(
-                "another migration of {ns} is in progress"
-            )));
-        }
-        let capture = Arc::new(Capture {
-            ns: ns.clone(),
-            key: key.clone(),
-            lo: key.encode(&min),
-            hi: key.encode(&max),
-            ids: Mutex::new(BTreeMap::new()),
-        });
-        // Capture first, then start reading: a write behind the cursor is still seen. A
-        // write whose hook ran before the capture existed is not captured, so it must be
-        // applied before the clone's snapshot is taken: register the capture with the
-        // collection's writes drained (3.6 registers its cloner under the collection's X
-        // lock for the same reason). Writes that enter after this see the capture.
-        let gate = node.gate(&ns);
-        if let Err(e) = gate.close() {
-            if let Ok(Some((_, rev))) = id.catalog.migration(&ns) {
-                let _ = id.catalog.abort_migration(&ns, rev);
-            }
-            return Err(e);
-        }
-        node.captures.write().push(capture.clone());
-        gate.open();
-        let (db, coll) = split_ns(&ns)?;
-        let cursor = node.db.scan_index(
-            db,
-            coll,
-            &key.index_key(),
-            Bound::Included(capture.lo.clone()),
-            Bound::Excluded(capture.hi.clone()),
-        );
-        let d = Arc::new(Donor {
-            id: mig_id.clone(),
-            capture,
-            clone: Mutex::new(cursor.ok()),
-            cloned: AtomicU64::new(0),
-            cloned_bytes: AtomicU64::new(0),
-        });
-        *slot = Some(d.clone());
-        d
-    };
-    let rec_rev = id.catalog.migration(&ns)?.map(|(_, r)| r).unwrap_or(0);
+    let donor = register_donor(node, &id, &req, &key, &mig_id)?;
+    let rec_rev = id.catalog.migration(ns)?.map(|(_, r)| r).unwrap_or(0);
     let recipient = node.connector.connect(&to_host);
     drop(meta);
-    let outcome = run_donor(
-        node,
-        &ns,
-        &min,
-        &max,
-        &to,
-        &to_host,
-        &donor,
-        &*recipient,
-        rec_rev,
-    );
+    let outcome = run_donor(node, &req, &to_host, &donor, &*recipient, rec_rev);
     // Whatever happened, stop capturing and free the slot.
     node.captures
         .write()
@@ -277,50 +237,121 @@ pub fn move_chunk(node: &Arc<ShardNode>, cmd: &Document) -> DocResult<Document> 
                 .call(&doc! {"_flushRoutingTableCacheUpdates": ns.clone(), "$db": "admin"});
             let cloned = donor.cloned.load(Ordering::Relaxed) as i64;
             let cloned_bytes = donor.cloned_bytes.load(Ordering::Relaxed) as i64;
-            let task = RangeDeletion {
-                node: node.clone(),
-                ns: ns.clone(),
-                min: min.clone(),
-                max: max.clone(),
-                pre_commit,
-            };
-            if wait_for_delete {
-                task.run()?;
-            } else {
-                std::thread::Builder::new()
-                    .name("flashdoc-range-deleter".into())
-                    .spawn(move || {
-                        if let Err(e) = task.run() {
-                            eprintln!("flashdoc: range deletion failed: {e}");
-                        }
-                    })
-                    .map_err(|e| DocError::internal_error(format!("spawn range deleter: {e}")))?;
-            }
+            delete_donated(node, &req, pre_commit)?;
             Ok(doc! {"migrationId": mig_id, "cloned": cloned, "clonedBytes": cloned_bytes})
         }
         Err(e) => {
-            node.gate(&ns).open();
+            node.gate(ns).open();
             let _ = recipient.call(&doc! {"_recvChunkAbort": mig_id, "$db": "admin"});
-            let _ = id.catalog.abort_migration(&ns, rec_rev);
+            let _ = id.catalog.abort_migration(ns, rec_rev);
             Err(e)
         }
     }
 }
 
+/// Takes this shard's donor slot for the migration `mig_id`: records the migration in the
+/// catalog, starts capturing the chunk's writes, and opens the clone cursor.
+fn register_donor(
+    node: &Arc<ShardNode>,
+    id: &Identity,
+    req: &MoveRequest,
+    key: &ShardKey,
+    mig_id: &str,
+) -> DocResult<Arc<Donor>> {
+    let (ns, min, max, to) = (&req.ns, &req.min, &req.max, &req.to);
+    let mut slot = node.migrations.donor.lock();
+    if slot.is_some() {
+        return Err(conflicting("this shard is already donating a chunk"));
+    }
+    let record = doc! {
+        "_id": ns.clone(), "ns": ns.clone(), "min": min.clone(), "max": max.clone(),
+        "from": id.name.clone(), "to": to.clone(), "migrationId": mig_id,
+        "started": bson::DateTime::now(),
+    };
+    if !id.catalog.begin_migration(ns, &record)? {
+        return Err(conflicting(format!(
+            "another migration of {ns} is in progress"
+        )));
+    }
+    let capture = Arc::new(Capture {
+        ns: ns.clone(),
+        key: key.clone(),
+        lo: key.encode(min),
+        hi: key.encode(max),
+        ids: Mutex::new(BTreeMap::new()),
+    });
+    // Capture first, then start reading: a write behind the cursor is still seen. A
+    // write whose hook ran before the capture existed is not captured, so it must be
+    // applied before the clone's snapshot is taken: register the capture with the
+    // collection's writes drained (3.6 registers its cloner under the collection's X
+    // lock for the same reason). Writes that enter after this see the capture.
+    let gate = node.gate(ns);
+    if let Err(e) = gate.close() {
+        if let Ok(Some((_, rev))) = id.catalog.migration(ns) {
+            let _ = id.catalog.abort_migration(ns, rev);
+        }
+        return Err(e);
+    }
+    node.captures.write().push(capture.clone());
+    gate.open();
+    let (db, coll) = split_ns(ns)?;
+    let cursor = node.db.scan_index(
+        db,
+        coll,
+        &key.index_key(),
+        Bound::Included(capture.lo.clone()),
+        Bound::Excluded(capture.hi.clone()),
+    );
+    let d = Arc::new(Donor {
+        id: mig_id.to_string(),
+        capture,
+        clone: Mutex::new(cursor.ok()),
+        cloned: AtomicU64::new(0),
+        cloned_bytes: AtomicU64::new(0),
+    });
+    *slot = Some(d.clone());
+    Ok(d)
+}
+
+/// After the commit: deletes the donated range, now or (unless `waitForDelete`) in a thread.
+fn delete_donated(
+    node: &Arc<ShardNode>,
+    req: &MoveRequest,
+    pre_commit: Weak<CollMeta>,
+) -> DocResult<()> {
+    let task = RangeDeletion {
+        node: node.clone(),
+        ns: req.ns.clone(),
+        min: req.min.clone(),
+        max: req.max.clone(),
+        pre_commit,
+    };
+    if req.wait_for_delete {
+        task.run()?;
+    } else {
+        std::thread::Builder::new()
+            .name("flashdoc-range-deleter".into())
+            .spawn(move || {
+                if let Err(e) = task.run() {
+                    eprintln!("flashdoc: range deletion failed: {e}");
+                }
+            })
+            .map_err(|e| DocError::internal_error(format!("spawn range deleter: {e}")))?;
+    }
+    Ok(())
+}
+
 /// The donor's steps after registration; returns the metadata from before the commit (range
 /// deletion waits until nothing uses it).
-#[allow(clippy::too_many_arguments)]
 fn run_donor(
     node: &Arc<ShardNode>,
-    ns: &str,
-    min: &Document,
-    max: &Document,
-    to: &str,
+    req: &MoveRequest,
     to_host: &str,
     donor: &Donor,
     recipient: &dyn ShardConn,
     rec_rev: i64,
 ) -> DocResult<Weak<CollMeta>> {
+    let (ns, min, max, to) = (req.ns.as_str(), &req.min, &req.max, req.to.as_str());
     let id = node.identity()?;
     let (db, coll) = split_ns(ns)?;
     let indexes: Vec<Bson> = node

@@ -18,7 +18,6 @@
 //!   a document's shard key (66) nor insert outside the shard's chunks (13388); a retryable
 //!   write's session record joins the same atomic batch; a running migration records the
 //!   `_id`s it must send again.
-#![allow(clippy::result_large_err)]
 
 pub mod migrate;
 mod sessions;

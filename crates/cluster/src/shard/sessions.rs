@@ -9,7 +9,6 @@
 //! `lsid ‖ txnNumber ‖ stmtId`; a newer txnNumber of a session removes the older records in
 //! the same batch (mongod keeps one transaction per session). Not done: records do not move
 //! with a migrated chunk, so a retry that arrives after its document migrated is applied again.
-#![allow(clippy::result_large_err)]
 
 use super::{with_op, CollMeta, OpContext, ShardNode};
 use bson::{doc, Bson, Document};
@@ -186,22 +185,11 @@ pub fn run_retryable(
         Err(_) => (0..stmts.len() as i32).collect(),
     };
     let ordered = call.cmd.get_bool("ordered").unwrap_or(true);
-    let (mut n, mut modified) = (0i64, 0i64);
-    let mut upserted: Vec<Bson> = Vec::new();
-    let mut errors: Vec<Bson> = Vec::new();
+    let mut merged = MergedReplies::default();
     for (i, stmt) in stmts.iter().enumerate() {
         let sid = ids.get(i).copied().unwrap_or(i as i32);
         let reply = match node.sessions.lookup(&s, sid) {
-            Ok(Some(rec)) => {
-                let mut r = doc! {"ok": 1.0, "n": rec.get_i32("n").unwrap_or(0), "nModified": rec.get_i32("nModified").unwrap_or(0)};
-                if let Some(id) = rec.get("upserted") {
-                    r.insert(
-                        "upserted",
-                        vec![Bson::Document(doc! {"index": 0, "_id": id.clone()})],
-                    );
-                }
-                r
-            }
+            Ok(Some(rec)) => recorded_reply(&rec),
             Ok(None) => {
                 let mut one = call.cmd.clone();
                 one.insert(field, vec![stmt.clone()]);
@@ -210,14 +198,46 @@ pub fn run_retryable(
             }
             Err(e) => server::commands::error_reply(&e),
         };
-        let ok = crate::transport::is_ok(&reply);
-        n += crate::int_field(reply.get("n"));
-        modified += crate::int_field(reply.get("nModified"));
+        let failed = merged.add(i, &reply);
+        if failed && ordered {
+            break;
+        }
+    }
+    merged.reply(kind)
+}
+
+/// The reply a statement gave, rebuilt from its record.
+fn recorded_reply(rec: &Document) -> Document {
+    let mut r = doc! {"ok": 1.0, "n": rec.get_i32("n").unwrap_or(0), "nModified": rec.get_i32("nModified").unwrap_or(0)};
+    if let Some(id) = rec.get("upserted") {
+        r.insert(
+            "upserted",
+            vec![Bson::Document(doc! {"index": 0, "_id": id.clone()})],
+        );
+    }
+    r
+}
+
+/// The one-statement replies of a batch, merged into the batch's reply.
+#[derive(Default)]
+struct MergedReplies {
+    n: i64,
+    modified: i64,
+    upserted: Vec<Bson>,
+    errors: Vec<Bson>,
+}
+
+impl MergedReplies {
+    /// Adds statement `i`'s reply; true when the statement failed.
+    fn add(&mut self, i: usize, reply: &Document) -> bool {
+        let ok = crate::transport::is_ok(reply);
+        self.n += crate::int_field(reply.get("n"));
+        self.modified += crate::int_field(reply.get("nModified"));
         if let Ok(list) = reply.get_array("upserted") {
             for u in list.iter().filter_map(Bson::as_document) {
                 let mut u = u.clone();
                 u.insert("index", i as i32);
-                upserted.push(Bson::Document(u));
+                self.upserted.push(Bson::Document(u));
             }
         }
         let mut failed = false;
@@ -228,32 +248,34 @@ pub fn run_retryable(
                     e.insert(k, v.clone());
                 }
             }
-            errors.push(Bson::Document(e));
+            self.errors.push(Bson::Document(e));
             failed = true;
         } else if let Ok(list) = reply.get_array("writeErrors") {
             for w in list.iter().filter_map(Bson::as_document) {
                 let mut w = w.clone();
                 w.insert("index", i as i32);
-                errors.push(Bson::Document(w));
+                self.errors.push(Bson::Document(w));
                 failed = true;
             }
         }
-        if failed && ordered {
-            break;
+        failed
+    }
+
+    /// The batch's reply for a write of `kind`.
+    fn reply(self, kind: &str) -> Document {
+        let mut out = doc! {"n": self.n as i32};
+        if kind == "update" {
+            out.insert("nModified", self.modified as i32);
+            if !self.upserted.is_empty() {
+                out.insert("upserted", self.upserted);
+            }
         }
-    }
-    let mut out = doc! {"n": n as i32};
-    if kind == "update" {
-        out.insert("nModified", modified as i32);
-        if !upserted.is_empty() {
-            out.insert("upserted", upserted);
+        if !self.errors.is_empty() {
+            out.insert("writeErrors", self.errors);
         }
+        out.insert("ok", 1.0);
+        out
     }
-    if !errors.is_empty() {
-        out.insert("writeErrors", errors);
-    }
-    out.insert("ok", 1.0);
-    out
 }
 
 /// The reply a findAndModify gave, rebuilt from its record.

@@ -9,7 +9,6 @@
 //! flashdoc's addition: a `policy` field (the `split` settings document) moves the points
 //! (module `split`): the reply keeps the untuned `defaultSplitKeys` and the access statistics
 //! used, so a router or the lab can see what the policy changed.
-#![allow(clippy::result_large_err)]
 
 use super::ShardNode;
 use crate::split::{self, SplitPolicy};
@@ -36,49 +35,17 @@ pub fn split_vector(node: &ShardNode, cmd: &Document) -> DocResult<Document> {
             key.pattern
         )));
     }
-    let min = cmd
-        .get_document("min")
-        .map_err(|_| DocError::failed_to_parse("splitVector needs min"))?;
-    let max = cmd
-        .get_document("max")
-        .map_err(|_| DocError::failed_to_parse("splitVector needs max"))?;
-    let max_bytes = match (cmd.get("maxChunkSizeBytes"), cmd.get("maxChunkSize")) {
-        (Some(v), _) => number(v)?,
-        (None, Some(mb)) => number(mb)? * 1024 * 1024,
-        (None, None) => 0,
-    };
-    let force = cmd.get_bool("force").unwrap_or(false);
-    if max_bytes <= 0 && !force {
-        return Err(DocError::bad_value(
-            "need to specify the desired max chunk size (maxChunkSize or maxChunkSizeBytes)",
-        ));
-    }
-    let max_points = match cmd.get("maxSplitPoints") {
-        Some(v) if !matches!(v, Bson::Null) => number(v)?.max(1) as usize,
-        _ => usize::MAX,
-    };
-    let max_objects = match cmd.get("maxChunkObjects") {
-        Some(v) if !matches!(v, Bson::Null) => number(v)?.max(1),
-        _ => MAX_CHUNK_OBJECTS,
-    };
+    let SplitVectorArgs {
+        min,
+        max,
+        max_bytes,
+        force,
+        max_points,
+        max_objects,
+    } = SplitVectorArgs::parse(cmd)?;
     let (lo, hi) = (key.encode(min), key.encode(max));
-    // The range's documents in shard-key order, as routing keys.
-    let mut keys: Vec<Document> = Vec::new();
-    let mut encs: Vec<Vec<u8>> = Vec::new();
-    let mut bytes = 0i64;
-    for d in node.db.scan_index(
-        db,
-        coll,
-        &key.index_key(),
-        Bound::Included(lo.clone()),
-        Bound::Excluded(hi),
-    )? {
-        let d = d?;
-        bytes += bson::to_vec(&d).map(|v| v.len() as i64).unwrap_or(0);
-        let rk = key.routing_key_of_doc(&d);
-        encs.push(key.encode(&rk));
-        keys.push(rk);
-    }
+    let range = range_keys(node, db, coll, &key, &lo, hi)?;
+    let (keys, encs, bytes) = (&range.keys, &range.encs, range.bytes);
     let n = keys.len();
     if n == 0 {
         return Ok(doc! {"splitKeys": []});
@@ -88,13 +55,13 @@ pub fn split_vector(node: &ShardNode, cmd: &Document) -> DocResult<Document> {
         return Ok(doc! {"splitKeys": [], "warning": "chunk has only one key value"});
     }
     if force {
-        let mid = split::every_kth(&encs, n / 2, 1);
+        let mid = split::every_kth(encs, n / 2, 1);
         let pts: Vec<Document> = mid.iter().map(|&i| keys[i].clone()).collect();
         return Ok(doc! {"splitKeys": split::split_keys_bson(&pts)});
     }
     let avg = (bytes / n as i64).max(1);
     let key_count = ((max_bytes / (2 * avg)).min(max_objects)).max(1) as usize;
-    let default_idx = split::every_kth(&encs, key_count, max_points);
+    let default_idx = split::every_kth(encs, key_count, max_points);
     let policy = match cmd.get_document("policy") {
         Ok(p) => SplitPolicy::from_doc(p)?,
         Err(_) => SplitPolicy::Default,
@@ -107,10 +74,8 @@ pub fn split_vector(node: &ShardNode, cmd: &Document) -> DocResult<Document> {
     let tuned = tune(
         &policy,
         &key,
-        &keys,
-        &encs,
-        min,
-        max,
+        &range,
+        (min, max),
         &default_idx,
         mean,
         per_key,
@@ -130,19 +95,102 @@ pub fn split_vector(node: &ShardNode, cmd: &Document) -> DocResult<Document> {
     Ok(reply)
 }
 
+/// The sizing fields of a `splitVector` command.
+struct SplitVectorArgs<'a> {
+    min: &'a Document,
+    max: &'a Document,
+    max_bytes: i64,
+    force: bool,
+    max_points: usize,
+    max_objects: i64,
+}
+
+impl<'a> SplitVectorArgs<'a> {
+    fn parse(cmd: &'a Document) -> DocResult<SplitVectorArgs<'a>> {
+        let min = cmd
+            .get_document("min")
+            .map_err(|_| DocError::failed_to_parse("splitVector needs min"))?;
+        let max = cmd
+            .get_document("max")
+            .map_err(|_| DocError::failed_to_parse("splitVector needs max"))?;
+        let max_bytes = match (cmd.get("maxChunkSizeBytes"), cmd.get("maxChunkSize")) {
+            (Some(v), _) => number(v)?,
+            (None, Some(mb)) => number(mb)? * 1024 * 1024,
+            (None, None) => 0,
+        };
+        let force = cmd.get_bool("force").unwrap_or(false);
+        if max_bytes <= 0 && !force {
+            return Err(DocError::bad_value(
+                "need to specify the desired max chunk size (maxChunkSize or maxChunkSizeBytes)",
+            ));
+        }
+        let max_points = match cmd.get("maxSplitPoints") {
+            Some(v) if !matches!(v, Bson::Null) => number(v)?.max(1) as usize,
+            _ => usize::MAX,
+        };
+        let max_objects = match cmd.get("maxChunkObjects") {
+            Some(v) if !matches!(v, Bson::Null) => number(v)?.max(1),
+            _ => MAX_CHUNK_OBJECTS,
+        };
+        Ok(SplitVectorArgs {
+            min,
+            max,
+            max_bytes,
+            force,
+            max_points,
+            max_objects,
+        })
+    }
+}
+
+/// The documents of a key range in shard-key order, as routing keys.
+struct RangeKeys {
+    keys: Vec<Document>,
+    /// Each key encoded.
+    encs: Vec<Vec<u8>>,
+    /// The documents' total BSON size.
+    bytes: i64,
+}
+
+/// Walks the shard-key index over `[lo, hi)`.
+fn range_keys(
+    node: &ShardNode,
+    db: &str,
+    coll: &str,
+    key: &crate::shardkey::ShardKey,
+    lo: &[u8],
+    hi: Vec<u8>,
+) -> DocResult<RangeKeys> {
+    let mut keys: Vec<Document> = Vec::new();
+    let mut encs: Vec<Vec<u8>> = Vec::new();
+    let mut bytes = 0i64;
+    for d in node.db.scan_index(
+        db,
+        coll,
+        &key.index_key(),
+        Bound::Included(lo.to_vec()),
+        Bound::Excluded(hi),
+    )? {
+        let d = d?;
+        bytes += bson::to_vec(&d).map(|v| v.len() as i64).unwrap_or(0);
+        let rk = key.routing_key_of_doc(&d);
+        encs.push(key.encode(&rk));
+        keys.push(rk);
+    }
+    Ok(RangeKeys { keys, encs, bytes })
+}
+
 /// Applies a policy to the default points (indices into the range's keys).
-#[allow(clippy::too_many_arguments)]
 fn tune(
     policy: &SplitPolicy,
     key: &crate::shardkey::ShardKey,
-    keys: &[Document],
-    encs: &[Vec<u8>],
-    min: &Document,
-    max: &Document,
+    range: &RangeKeys,
+    (min, max): (&Document, &Document),
     default_idx: &[usize],
     mean: Option<f64>,
     per_key: Option<Vec<(Vec<u8>, u64)>>,
 ) -> Vec<usize> {
+    let (keys, encs) = (&range.keys, &range.encs);
     if default_idx.is_empty() {
         return Vec::new();
     }

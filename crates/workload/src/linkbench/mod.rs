@@ -765,7 +765,7 @@ impl Requester {
                 };
                 let id2 = model.id2(id1, t, p, &mut self.rng);
                 let data = self.link_data();
-                self.add_link(store, id1, ltype, id2, data, now, m)
+                self.add_link(store, (id1, ltype, id2), data, now, m)
             }
             LinkOp::DeleteLink => {
                 let id1 = model.link_write_id1(&mut self.rng);
@@ -781,56 +781,88 @@ impl Requester {
                 m.bump("count_link_total", n.max(0) as u64);
                 Ok(Status::Ok)
             }
-            LinkOp::MultigetLink => {
-                let id1 = model.link_read_id1(&mut self.rng);
-                let (t, ltype) = model.link_type(&mut self.rng);
-                let k = geometric(
-                    model.cfg.multiget_p,
-                    1,
-                    model.cfg.multiget_max,
-                    &mut self.rng,
-                );
-                let nl = model.nlinks_of_type(id1, t);
-                let range = ((nl as f64 / P_GET_EXIST).ceil() as i64).max(1);
-                let ids: Vec<i64> = if range <= k as i64 {
-                    (0..k as i64).map(|j| id1 + j).collect()
-                } else {
-                    let mut v = Vec::with_capacity(k as usize);
-                    while v.len() < k as usize {
-                        let id2 = id1 + self.rng.gen_range(0..range);
-                        if !v.contains(&id2) {
-                            v.push(id2);
-                        }
-                    }
-                    v
-                };
-                let filter = doc! {"id1": id1, "link_type": ltype, "id2": {"$in": ids}};
-                // LinkBenchX: DBCursor.count() first (a `count` command), then the find.
-                store.count(LINK, filter.clone(), 0, 0)?;
-                let found = store.find(LINK, &Query::filter(filter))?;
-                m.bump("multiget_found", found.len() as u64);
-                Ok(Status::Ok)
+            LinkOp::MultigetLink => self.multiget_link(store, &model, m),
+            LinkOp::GetLinkList => self.get_link_list(store, &model, m),
+            LinkOp::AddNode | LinkOp::UpdateNode | LinkOp::DeleteNode | LinkOp::GetNode => {
+                self.node_op(store, op, &model, now, m)
             }
-            LinkOp::GetLinkList => {
-                let id1 = model.link_read_id1(&mut self.rng);
-                let (_, ltype) = model.link_type(&mut self.rng);
-                let filter = doc! {
-                    "id1": id1, "link_type": ltype, "visibility": 1i32,
-                    "time": {"$gte": 0i64, "$lte": i64::MAX},
-                };
-                store.count(LINK, filter.clone(), 0, DEFAULT_LIMIT)?;
-                let rows = store.find(
-                    LINK,
-                    &Query {
-                        filter,
-                        sort: Some(doc! {"time": -1}),
-                        limit: DEFAULT_LIMIT,
-                        ..Default::default()
-                    },
-                )?;
-                m.bump("getlinklist_rows", rows.len() as u64);
-                Ok(Status::Ok)
+        }
+    }
+
+    /// multigetLink: a `count` of up to `multiget_max` links of one id1, then their find.
+    fn multiget_link(
+        &mut self,
+        store: &dyn Store,
+        model: &Model,
+        m: &mut Measurements,
+    ) -> OpOutcome {
+        let id1 = model.link_read_id1(&mut self.rng);
+        let (t, ltype) = model.link_type(&mut self.rng);
+        let k = geometric(
+            model.cfg.multiget_p,
+            1,
+            model.cfg.multiget_max,
+            &mut self.rng,
+        );
+        let nl = model.nlinks_of_type(id1, t);
+        let range = ((nl as f64 / P_GET_EXIST).ceil() as i64).max(1);
+        let ids: Vec<i64> = if range <= k as i64 {
+            (0..k as i64).map(|j| id1 + j).collect()
+        } else {
+            let mut v = Vec::with_capacity(k as usize);
+            while v.len() < k as usize {
+                let id2 = id1 + self.rng.gen_range(0..range);
+                if !v.contains(&id2) {
+                    v.push(id2);
+                }
             }
+            v
+        };
+        let filter = doc! {"id1": id1, "link_type": ltype, "id2": {"$in": ids}};
+        // LinkBenchX: DBCursor.count() first (a `count` command), then the find.
+        store.count(LINK, filter.clone(), 0, 0)?;
+        let found = store.find(LINK, &Query::filter(filter))?;
+        m.bump("multiget_found", found.len() as u64);
+        Ok(Status::Ok)
+    }
+
+    /// getLinkList: the count, then the newest `DEFAULT_LIMIT` visible links of one id1.
+    fn get_link_list(
+        &mut self,
+        store: &dyn Store,
+        model: &Model,
+        m: &mut Measurements,
+    ) -> OpOutcome {
+        let id1 = model.link_read_id1(&mut self.rng);
+        let (_, ltype) = model.link_type(&mut self.rng);
+        let filter = doc! {
+            "id1": id1, "link_type": ltype, "visibility": 1i32,
+            "time": {"$gte": 0i64, "$lte": i64::MAX},
+        };
+        store.count(LINK, filter.clone(), 0, DEFAULT_LIMIT)?;
+        let rows = store.find(
+            LINK,
+            &Query {
+                filter,
+                sort: Some(doc! {"time": -1}),
+                limit: DEFAULT_LIMIT,
+                ..Default::default()
+            },
+        )?;
+        m.bump("getlinklist_rows", rows.len() as u64);
+        Ok(Status::Ok)
+    }
+
+    /// The node operations: add, update, delete or get one node.
+    fn node_op(
+        &mut self,
+        store: &dyn Store,
+        op: LinkOp,
+        model: &Model,
+        now: i64,
+        m: &mut Measurements,
+    ) -> OpOutcome {
+        match op {
             LinkOp::AddNode => {
                 let id = self.shared.next_node_id.fetch_add(1, Ordering::SeqCst);
                 let data = self.node_data();
@@ -871,6 +903,7 @@ impl Requester {
                 }
                 Ok(Status::Ok)
             }
+            _ => unreachable!("{op:?} is not a node operation"),
         }
     }
 
@@ -879,13 +912,10 @@ impl Requester {
     /// document ($set time, $setOnInsert count 0, version 0); (3) `$inc` count by +1 if the link
     /// is new or was hidden, by 0 otherwise, and version by 1; (4) if the link existed, `$set`
     /// its payload (LinkBenchX sets visibility again there; see docs/workloads.md).
-    #[allow(clippy::too_many_arguments)]
     fn add_link(
         &mut self,
         store: &dyn Store,
-        id1: i64,
-        ltype: i64,
-        id2: i64,
+        (id1, ltype, id2): (i64, i64, i64),
         data: Bson,
         now: i64,
         m: &mut Measurements,
