@@ -54,6 +54,7 @@ def test_flipped_journal_byte_refuses_to_start_and_repair_recovers(dbpath):
     )
     took = time.time() - started
     out = r.stdout + r.stderr
+    print(out)
     assert r.returncode != 0, out
     assert took < 10, f"serve took {took:.1f} s to refuse"
     assert os.path.basename(path) in out, out
