@@ -13,6 +13,7 @@ mod cluster_cmd;
 mod engine_bench;
 mod lab_cmd;
 mod placement_cmd;
+mod repair_cmd;
 mod serve_cmd;
 mod ssd_cmd;
 
@@ -37,6 +38,9 @@ enum Command {
     Lab(lab_cmd::LabArgs),
     /// Run the MongoDB-compatible server (a shard with --shardsvr).
     Serve(serve_cmd::ServeArgs),
+    /// Repair a database that `serve` refused to open (mongod's --repair): salvage the
+    /// journal's verifiable records, verify the table files, rebuild every index.
+    Repair(repair_cmd::RepairArgs),
     /// Run a router (mongos) of a sharded cluster whose metadata lives in etcd.
     Router(cluster_cmd::RouterArgs),
     /// Start or stop a local sharded cluster: etcd, shards and a router.
@@ -55,6 +59,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => bench_cmd::run(args),
         Command::Placement(args) => placement_cmd::run(args),
         Command::Serve(args) => serve_cmd::run(args),
+        Command::Repair(args) => repair_cmd::run(args),
         Command::Router(args) => cluster_cmd::run_router(args),
         Command::Cluster(args) => cluster_cmd::run_cluster(args),
         Command::Lab(args) => lab_cmd::run(args),

@@ -32,7 +32,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::evict::Evictor;
 use crate::io::Io;
 use crate::journal::record::{self, Record};
-use crate::journal::{Journal, Lsn};
+use crate::journal::{self, Journal, Lsn, ReplayMode};
 use crate::kv::{
     CompactStats, Direction, KvCursor, KvEngine, Reconfigure, Snapshot, TableId, WriteBatch,
     WriteOptions,
@@ -92,8 +92,25 @@ pub struct DiskEngine {
 
 impl DiskEngine {
     /// Opens (creating if needed) the database at `cfg.db_path`: the last durable checkpoint,
-    /// then the journal replayed after it.
+    /// then the journal replayed after it. Damage in the journal that is not a crash's torn
+    /// tail fails the open (`Error::Corrupt`, naming `flashdoc repair`), before anything is
+    /// checkpointed or removed.
     pub fn open(cfg: EngineConfig) -> Result<DiskEngine> {
+        Self::open_recovering(cfg, ReplayMode::Strict).map(|(engine, _)| engine)
+    }
+
+    /// `flashdoc repair`: opens as [`DiskEngine::open`] does, but salvages the journal —
+    /// every record whose checksum verifies is replayed, damaged extents are skipped — and
+    /// checkpoints the result, so the damaged journal files are no longer needed. The outcome
+    /// lists what was skipped.
+    pub fn open_salvaging(cfg: EngineConfig) -> Result<(DiskEngine, journal::ReplayOutcome)> {
+        Self::open_recovering(cfg, ReplayMode::Salvage)
+    }
+
+    fn open_recovering(
+        cfg: EngineConfig,
+        mode: ReplayMode,
+    ) -> Result<(DiskEngine, journal::ReplayOutcome)> {
         cfg.validate()?;
         let dir = cfg.db_path.clone();
         if dir.exists() && !dir.is_dir() {
@@ -164,7 +181,7 @@ impl DiskEngine {
             .as_ref()
             .and_then(|m| m.journal_lsn)
             .unwrap_or_default();
-        let outcome = recovery::replay(&jdir, from, |rec| inner.replay_record(rec))?;
+        let outcome = recovery::replay(&dir, &jdir, from, mode, |rec| inner.replay_record(rec))?;
         if let Some(jcfg) = inner.cfg.journal.clone() {
             let j = Journal::open_with(jcfg, inner.io.clone(), inner.cfg.schedule)?;
             Arc::get_mut(&mut inner)
@@ -176,8 +193,9 @@ impl DiskEngine {
             inner,
             threads: Mutex::new(Vec::new()),
         };
-        // Make the replayed state durable now: the next crash must not depend on old files.
-        if outcome.records > 0 || meta.is_none() {
+        // Make the replayed state durable now: the next crash must not depend on old files
+        // (after a salvage, on the damaged ones).
+        if outcome.records > 0 || meta.is_none() || mode == ReplayMode::Salvage {
             engine.inner.checkpoint()?;
         }
         match engine.inner.cfg.schedule {
@@ -187,7 +205,7 @@ impl DiskEngine {
                 .checkpointer
                 .arm_written_trigger(&engine.inner.io),
         }
-        Ok(engine)
+        Ok((engine, outcome))
     }
 
     fn start_threads(&self) {

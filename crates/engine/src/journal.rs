@@ -20,8 +20,9 @@ mod replay;
 mod tests;
 
 pub use crate::config::{JournalCompressor, JournalConfig, MAX_FILE_MAX, MIN_FILE_MAX};
+pub use format::file_name;
 pub use lsn::Lsn;
-pub use replay::{replay, ReplayOutcome};
+pub use replay::{replay, replay_with, Damage, DamageKind, ReplayMode, ReplayOutcome};
 
 use crate::config::Schedule;
 use crate::error::{Error, IoContext, Result};

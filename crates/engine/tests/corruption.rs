@@ -428,3 +428,63 @@ fn truncated_journal_tail_recovers_exactly_the_whole_records_before_the_cut() {
 fn opts_shape() -> workload::Shape {
     ChildOptions::default().shape
 }
+
+/// Every file under `dir` with its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| (p.clone(), std::fs::read(&p).unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_flipped_byte_mid_journal_fails_the_open_naming_it_and_salvage_recovers_the_rest() {
+    let seed = 29u64;
+    let batches = 60;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    journal_only_db(&db, seed, batches);
+    let jdir = db.join("journal");
+    let mut lsns = Vec::new();
+    journal::replay(&jdir, Lsn::default(), |lsn, _| {
+        lsns.push(lsn);
+        Ok(())
+    })
+    .unwrap();
+    // A third of the way into the records: valid records follow it.
+    let hit = lsns[lsns.len() / 3];
+    let path = jdir.join(journal::file_name(hit.file));
+    flip(&path, hit.offset as u64 + 20);
+    let before = snapshot(&jdir);
+    let cfg = ChildOptions::default().engine_config(&db);
+    match DiskEngine::open(cfg.clone()) {
+        Err(Error::Corrupt { file, offset, what }) => {
+            assert_eq!((file, offset), (path.clone(), hit.offset as u64));
+            let repair = format!("flashdoc repair --dbpath {}", db.display());
+            assert!(what.contains(&repair), "{what}");
+        }
+        Err(e) => panic!("expected a corruption error, got {e}"),
+        Ok(_) => panic!("the open must fail on a damaged journal"),
+    }
+    assert_eq!(
+        snapshot(&jdir),
+        before,
+        "nothing in the journal is removed or written"
+    );
+
+    let (eng, outcome) = DiskEngine::open_salvaging(cfg.clone()).unwrap();
+    assert_eq!(outcome.records as usize, lsns.len() - 1, "{outcome:?}");
+    assert_eq!(outcome.damaged.len(), 1);
+    assert_eq!(outcome.damaged[0].offset, hit.offset as u64);
+    eng.verify().unwrap();
+    let salvaged = workload::read_state(&eng).unwrap();
+    eng.close().unwrap();
+    drop(eng);
+    assert!(
+        !path.exists(),
+        "the salvage's checkpoint removed the damaged file"
+    );
+    let eng = DiskEngine::open(cfg).unwrap();
+    assert_eq!(workload::read_state(&eng).unwrap(), salvaged);
+}

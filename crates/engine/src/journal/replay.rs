@@ -1,15 +1,90 @@
 //! Reading the journal back: every whole record from a start LSN, in LSN order, up to the end of
 //! the log (the first torn, truncated, zero or corrupt record that no later session stepped over).
+//!
+//! A record that fails its checks is a crash's torn tail only when nothing valid follows it: a
+//! later record whose checksum verifies (found on the 128-byte boundaries after it, so that a
+//! damaged length word cannot hide it), or a later file of the same session, means records were
+//! lost in the middle of the log. Strict replay reports that as [`ReplayOutcome::corruption`]
+//! and stops; salvage ([`ReplayMode::Salvage`], `flashdoc repair`) skips the damaged bytes and
+//! goes on at the next record that verifies.
 
 use super::format::{
-    self, check_record_header, file_name, padded_len, FileHeader, HeaderCheck, FILE_HEADER_SIZE,
-    RECORD_HEADER_SIZE,
+    self, check_record_header, file_name, padded_len, FileHeader, HeaderCheck, ALIGN,
+    FILE_HEADER_SIZE, RECORD_HEADER_SIZE,
 };
 use super::lsn::Lsn;
 use crate::error::{IoContext, Result};
 use std::fs::File;
+use std::ops::ControlFlow;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+
+/// How replay treats damage that is not a crash's torn tail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplayMode {
+    /// Stop at the damage and report it in [`ReplayOutcome::corruption`] (opening a database).
+    Strict,
+    /// Skip each damaged extent, resynchronising at the next record whose checksum verifies,
+    /// and read every file (`flashdoc repair`); the skipped extents are in
+    /// [`ReplayOutcome::damaged`].
+    Salvage,
+}
+
+/// What kind of place a [`Damage`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DamageKind {
+    /// A record (or the bytes where one should start) fails its checks.
+    Record,
+    /// The file header is unusable.
+    FileHeader,
+    /// The file does not exist, while files after it do.
+    MissingFile,
+}
+
+/// A place where the journal's records stop: a torn or corrupt record, a bad file header, a
+/// missing file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    pub kind: DamageKind,
+    /// The journal file (for a missing file, its name).
+    pub file: PathBuf,
+    /// Byte offset in `file` where the valid records stop.
+    pub offset: u64,
+    /// What is wrong there.
+    pub why: String,
+    /// The next record after the damage whose checksum verifies, if one was found: in the same
+    /// file, or the first record position of a later file of the same session.
+    pub next_valid: Option<Lsn>,
+}
+
+impl Damage {
+    /// Bytes of `file` skipped from the damage to the next valid record in the same file (the
+    /// rest of the file when there is none).
+    pub fn skipped_bytes(&self, file_len: u64) -> u64 {
+        let resume = self
+            .next_valid
+            .filter(|l| Some(l.file) == file_number(&self.file))
+            .map_or(file_len, |l| l.offset as u64);
+        resume.saturating_sub(self.offset)
+    }
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let file = self.file.display();
+        match self.kind {
+            DamageKind::Record => write!(f, "{file} at offset {}: {}", self.offset, self.why),
+            DamageKind::FileHeader => write!(f, "{file}: {}", self.why),
+            DamageKind::MissingFile => write!(f, "journal file {file} is missing"),
+        }
+    }
+}
+
+fn file_number(path: &Path) -> Option<u32> {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(format::parse_file_name)
+}
 
 /// Statistics of a replay.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -21,13 +96,20 @@ pub struct ReplayOutcome {
     pub end: Lsn,
     /// Where and why replay stopped early, if it did (a torn or corrupt record, a file with a bad
     /// header, a missing file). A crash leaves a torn tail in the last file now and then; this is
-    /// for the log, not an error.
+    /// for the log, not an error — unless [`ReplayOutcome::corruption`] is set, which says that
+    /// this stop is damage with valid records after it.
     pub torn_tail: Option<String>,
     /// Torn tails of earlier sessions that replay stepped over. Every `Journal::open` starts a
     /// new file, flagged as a session start; the session that wrote it had recovered from the
     /// same log, which ended at that tear, so its records follow on from the records before the
     /// tear and must be replayed too.
     pub skipped_tails: Vec<String>,
+    /// Strict replay: damage that is not a crash's torn tail (valid records follow it, or a
+    /// later file of the same session does). Replay stopped there; the records after it were
+    /// not read, and acknowledged writes may be among them.
+    pub corruption: Option<Damage>,
+    /// Salvage: every damaged extent that replay stepped over to the next valid record.
+    pub damaged: Vec<Damage>,
 }
 
 /// Reads every whole record with lsn >= `from` (in LSN order) in the journal files in `dir`,
@@ -37,81 +119,215 @@ pub struct ReplayOutcome {
 /// the next file only when that file was started by a new session (see
 /// [`ReplayOutcome::skipped_tails`]); a file started by a switch inside the same session
 /// is not read, because that session wrote and synced the whole previous file before starting
-/// it, so a hole there means lost records, not a crash tail.
+/// it, so a hole there means lost records, not a crash tail: that, and a bad record with a
+/// valid one after it, is reported in [`ReplayOutcome::corruption`].
 ///
 /// A missing directory or no files gives zero records. An error from `f` aborts and is
 /// returned; I/O errors are errors.
 pub fn replay(
     dir: &Path,
     from: Lsn,
+    f: impl FnMut(Lsn, &[u8]) -> Result<()>,
+) -> Result<ReplayOutcome> {
+    replay_with(dir, from, ReplayMode::Strict, f)
+}
+
+/// [`replay`] in the given mode: [`ReplayMode::Salvage`] passes `f` every record whose
+/// checksum verifies, in LSN order, stepping over damage instead of stopping at it.
+pub fn replay_with(
+    dir: &Path,
+    from: Lsn,
+    mode: ReplayMode,
     mut f: impl FnMut(Lsn, &[u8]) -> Result<()>,
 ) -> Result<ReplayOutcome> {
     let numbers: Vec<u32> = list_files(dir)?
         .into_iter()
         .filter(|&n| n >= from.file)
         .collect();
-    let mut out = ReplayOutcome::default();
-    // The first break in the log not yet known to be a crash tail that a later session stepped
-    // over.
-    let mut pending: Option<String> = None;
-    // The previous file read: its number and, if its records ended cleanly, where.
-    let mut prev: Option<(u32, Option<u32>)> = None;
+    let mut walk = Walk {
+        dir,
+        from,
+        mode,
+        out: ReplayOutcome::default(),
+        pending: None,
+        prev: None,
+    };
     for (i, &n) in numbers.iter().enumerate() {
-        let path = dir.join(file_name(n));
-        if let Some((pn, _)) = prev {
-            if n != pn + 1 && pending.is_none() {
-                pending = Some(format!(
-                    "journal file {} is missing",
-                    dir.join(file_name(pn + 1)).display()
-                ));
+        if walk.read_file(n, numbers.len() - i, &mut f)?.is_break() {
+            return Ok(walk.out);
+        }
+    }
+    walk.out.torn_tail = walk.pending.map(|d| d.to_string());
+    Ok(walk.out)
+}
+
+/// Replay's position in the log, file by file.
+struct Walk<'a> {
+    dir: &'a Path,
+    from: Lsn,
+    mode: ReplayMode,
+    out: ReplayOutcome,
+    /// The first break in the log not yet known to be a crash tail that a later session
+    /// stepped over.
+    pending: Option<Damage>,
+    /// The previous file read: its number and, if its records ended cleanly, where.
+    prev: Option<(u32, Option<u32>)>,
+}
+
+impl Walk<'_> {
+    /// Reads file `n` (`remaining` files are left, this one included); `Break` when replay
+    /// stops here.
+    fn read_file(
+        &mut self,
+        n: u32,
+        remaining: usize,
+        f: &mut impl FnMut(Lsn, &[u8]) -> Result<()>,
+    ) -> Result<ControlFlow<()>> {
+        let path = self.dir.join(file_name(n));
+        if let Some((pn, _)) = self.prev {
+            if n != pn + 1 && self.mode == ReplayMode::Salvage {
+                // Salvage reports every break it passes, this one too.
+                self.out.damaged.extend(self.pending.take());
+            }
+            if n != pn + 1 && self.pending.is_none() {
+                self.pending = Some(Damage {
+                    kind: DamageKind::MissingFile,
+                    file: self.dir.join(file_name(pn + 1)),
+                    offset: 0,
+                    why: "the file is missing".into(),
+                    next_valid: None,
+                });
             }
         }
         let mut reader = Reader::open(&path)?;
-        let header = match reader.header(n)? {
-            Ok(h) => h,
-            Err(why) => {
-                pending.get_or_insert(format!("{}: {why}", path.display()));
-                prev = Some((n, None));
-                continue;
+        let start = match reader.header(n)? {
+            Ok(header) => {
+                if self.enter(n, &header, remaining).is_break() {
+                    return Ok(ControlFlow::Break(()));
+                }
+                FILE_HEADER_SIZE as u64
             }
+            Err(why) => match self.bad_header(&mut reader, n, why)? {
+                ControlFlow::Continue(Some(at)) => at,
+                ControlFlow::Continue(None) => {
+                    self.prev = Some((n, None));
+                    return Ok(ControlFlow::Continue(()));
+                }
+                ControlFlow::Break(()) => return Ok(ControlFlow::Break(())),
+            },
         };
-        if let Some((pn, prev_end)) = prev {
-            if header.session_start {
-                out.skipped_tails.extend(pending.take());
-            } else {
-                if let (None, Some(end)) = (&pending, prev_end) {
-                    let end = Lsn {
-                        file: pn,
-                        offset: end,
-                    };
-                    if header.prev_end != end {
-                        pending = Some(format!(
-                            "{}: the previous file should end at {} but its records end at {end}; \
-                             records are missing",
-                            path.display(),
-                            header.prev_end
-                        ));
-                    }
-                }
-                if let Some(why) = pending.take() {
-                    let unread = numbers.len() - i;
-                    out.torn_tail = Some(format!("{why}; {unread} later journal file(s) not read"));
-                    return Ok(out);
-                }
+        self.out.end = Lsn {
+            file: n,
+            offset: start as u32,
+        };
+        let end = reader.scan(n, start, self, f)?;
+        match end {
+            Ok(at) => self.prev = Some((n, Some(at))),
+            Err(d) if d.next_valid.is_some() => {
+                self.corrupt(d);
+                return Ok(ControlFlow::Break(()));
+            }
+            Err(d) => {
+                self.pending.get_or_insert(d);
+                self.prev = Some((n, None));
             }
         }
-        out.end = Lsn {
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// File `n`'s header is unusable. With no valid record after it, it is a break like any
+    /// other (a file being created when the crash came has a zero header); with one, the file
+    /// was damaged after its records were written. Returns where to read records from, if
+    /// anywhere.
+    fn bad_header(
+        &mut self,
+        reader: &mut Reader,
+        n: u32,
+        why: String,
+    ) -> Result<ControlFlow<(), Option<u64>>> {
+        let mut damage = Damage {
+            kind: DamageKind::FileHeader,
+            file: reader.path.clone(),
+            offset: 0,
+            why,
+            next_valid: None,
+        };
+        damage.next_valid = reader.next_valid(n, FILE_HEADER_SIZE as u64)?;
+        let Some(next) = damage.next_valid else {
+            self.pending.get_or_insert(damage);
+            return Ok(ControlFlow::Continue(None));
+        };
+        if self.mode == ReplayMode::Strict {
+            self.corrupt(damage);
+            return Ok(ControlFlow::Break(()));
+        }
+        // Whether this file started a session is unknown: what came before is damage too.
+        self.out.damaged.extend(self.pending.take());
+        self.out.damaged.push(damage);
+        Ok(ControlFlow::Continue(Some(next.offset as u64)))
+    }
+
+    /// Going from the previous file to file `n`, whose header is good: a session start steps
+    /// over the previous session's tail; a switch inside a session needs the previous file to
+    /// have ended cleanly where the header says.
+    fn enter(&mut self, n: u32, header: &FileHeader, remaining: usize) -> ControlFlow<()> {
+        let Some((pn, prev_end)) = self.prev else {
+            return ControlFlow::Continue(());
+        };
+        if header.session_start {
+            self.out
+                .skipped_tails
+                .extend(self.pending.take().map(|d| d.to_string()));
+            return ControlFlow::Continue(());
+        }
+        if let (None, Some(end)) = (&self.pending, prev_end) {
+            let end = Lsn {
+                file: pn,
+                offset: end,
+            };
+            if header.prev_end != end {
+                self.pending = Some(Damage {
+                    kind: DamageKind::Record,
+                    file: self.dir.join(file_name(pn)),
+                    offset: end.offset as u64,
+                    why: format!(
+                        "the next file's header says this file's records end at {}, but they \
+                         end at {end}; records are missing",
+                        header.prev_end
+                    ),
+                    next_valid: None,
+                });
+            }
+        }
+        let Some(mut damage) = self.pending.take() else {
+            return ControlFlow::Continue(());
+        };
+        damage.next_valid = Some(Lsn {
             file: n,
             offset: FILE_HEADER_SIZE,
-        };
-        let end = reader.scan(n, from, &mut out, &mut f)?;
-        if let Err(why) = &end {
-            pending.get_or_insert_with(|| why.clone());
+        });
+        if self.mode == ReplayMode::Salvage {
+            self.out.damaged.push(damage);
+            return ControlFlow::Continue(());
         }
-        prev = Some((n, end.ok()));
+        self.out.torn_tail = Some(format!(
+            "{damage}; {remaining} later journal file(s) not read"
+        ));
+        damage.why = format!(
+            "{}; journal file {} of the same session follows, so this is not a torn tail",
+            damage.why,
+            file_name(n)
+        );
+        self.out.corruption = Some(damage);
+        ControlFlow::Break(())
     }
-    out.torn_tail = pending;
-    Ok(out)
+
+    /// Strict replay stops at damage with valid records after it (the caller stops).
+    fn corrupt(&mut self, damage: Damage) {
+        debug_assert!(damage.next_valid.is_some());
+        self.out.torn_tail = Some(damage.to_string());
+        self.out.corruption = Some(damage);
+    }
 }
 
 /// The numbers of the journal files in `dir`, ascending; empty if `dir` does not exist.
@@ -204,68 +420,146 @@ impl Reader {
         Ok(Ok(h))
     }
 
-    /// Reads the records of file `number`, passing those at or after `from` to `f`. Returns
-    /// where the records end cleanly (end of file or zeros), or where and why they stop at a torn
-    /// or corrupt record.
+    /// Reads the records of file `number` from offset `start`, passing those at or after
+    /// `walk.from` to `f`. Returns where the records end cleanly (end of file or zeros), or the
+    /// damage where they stop: with `next_valid` set when a record that verifies follows it
+    /// (strict replay stops there; salvage records it in `walk.out.damaged` and goes on from
+    /// that record, so it only returns damage that nothing valid follows).
     fn scan(
         &mut self,
         number: u32,
-        from: Lsn,
-        out: &mut ReplayOutcome,
+        start: u64,
+        walk: &mut Walk<'_>,
         f: &mut impl FnMut(Lsn, &[u8]) -> Result<()>,
-    ) -> Result<std::result::Result<u32, String>> {
-        let mut off = FILE_HEADER_SIZE as u64;
-        let path = self.path.display().to_string();
-        let torn = |off: u64, why: &str| Err(format!("{path} at offset {off}: {why}"));
+    ) -> Result<std::result::Result<u32, Damage>> {
+        let mut off = start;
         loop {
             let lsn = Lsn {
                 file: number,
                 offset: off as u32,
             };
-            if off + RECORD_HEADER_SIZE as u64 > self.len {
-                // Files end on a 128-byte boundary (preallocated ones too), so a few bytes past
-                // the last boundary are part of a record cut short, unless they were never
-                // written.
-                let rest = (self.len - off) as usize;
-                if self.read(off, rest)?.iter().all(|&b| b == 0) {
-                    return Ok(Ok(lsn.offset));
+            let why = match self.record_at(off)? {
+                Step::End => return Ok(Ok(lsn.offset)),
+                Step::Record { header, extent } => {
+                    match self.deliver(&header, lsn, extent, walk, f)? {
+                        Ok(()) => {
+                            off += extent;
+                            walk.out.end = Lsn {
+                                file: number,
+                                offset: off as u32,
+                            };
+                            continue;
+                        }
+                        Err(why) => why,
+                    }
                 }
-                return Ok(torn(off, "record header cut short by the end of the file"));
-            }
-            let header: [u8; RECORD_HEADER_SIZE] =
-                self.read(off, RECORD_HEADER_SIZE)?.try_into().unwrap();
-            let h = match check_record_header(&header) {
-                HeaderCheck::Zero => return Ok(Ok(lsn.offset)),
-                HeaderCheck::Bad(why) => return Ok(torn(off, &why)),
-                HeaderCheck::Record(h) => h,
+                Step::Bad(why) => why,
             };
-            let extent = padded_len(h.len as u64);
-            if off + extent > self.len {
-                return Ok(torn(
-                    off,
-                    &format!(
-                        "record of {extent} bytes runs past the end of the file ({} bytes)",
-                        self.len
-                    ),
-                ));
-            }
-            let bytes = self.read(off, extent as usize)?;
-            if let Err(why) = format::verify_record(&h, bytes) {
-                return Ok(torn(off, &why));
-            }
-            if lsn >= from && h.flags != format::REC_FILLER {
-                let payload = match format::record_payload(&h, bytes) {
-                    Ok(p) => p,
-                    Err(why) => return Ok(torn(off, &why)),
-                };
-                f(lsn, &payload)?;
-                out.records += 1;
-            }
-            off += extent;
-            out.end = Lsn {
-                file: number,
-                offset: off as u32,
+            let damage = Damage {
+                kind: DamageKind::Record,
+                file: self.path.clone(),
+                offset: off,
+                why,
+                next_valid: self.next_valid(number, off + ALIGN)?,
             };
+            match (damage.next_valid, walk.mode) {
+                (Some(next), ReplayMode::Salvage) => {
+                    off = next.offset as u64;
+                    walk.out.damaged.push(damage);
+                }
+                _ => return Ok(Err(damage)),
+            }
         }
     }
+
+    /// Passes a verified record at `lsn` to `f` if it is at or after `walk.from` and carries
+    /// data; the error says why its payload is unusable.
+    fn deliver(
+        &mut self,
+        header: &format::RecordHeader,
+        lsn: Lsn,
+        extent: u64,
+        walk: &mut Walk<'_>,
+        f: &mut impl FnMut(Lsn, &[u8]) -> Result<()>,
+    ) -> Result<std::result::Result<(), String>> {
+        if lsn < walk.from || header.flags == format::REC_FILLER {
+            return Ok(Ok(()));
+        }
+        let bytes = self.read(lsn.offset as u64, extent as usize)?;
+        let payload = match format::record_payload(header, bytes) {
+            Ok(p) => p,
+            Err(why) => return Ok(Err(why)),
+        };
+        f(lsn, &payload)?;
+        walk.out.records += 1;
+        Ok(Ok(()))
+    }
+
+    /// What is at `off`, a 128-byte boundary: the clean end of the records, a record whose
+    /// header is plausible and whose checksum verifies (with its padded length), or why not.
+    fn record_at(&mut self, off: u64) -> Result<Step> {
+        if off + RECORD_HEADER_SIZE as u64 > self.len {
+            // Files end on a 128-byte boundary (preallocated ones too), so a few bytes past
+            // the last boundary are part of a record cut short, unless they were never
+            // written.
+            let rest = (self.len - off) as usize;
+            if self.read(off, rest)?.iter().all(|&b| b == 0) {
+                return Ok(Step::End);
+            }
+            return Ok(Step::Bad(
+                "record header cut short by the end of the file".into(),
+            ));
+        }
+        let header: [u8; RECORD_HEADER_SIZE] =
+            self.read(off, RECORD_HEADER_SIZE)?.try_into().unwrap();
+        let h = match check_record_header(&header) {
+            HeaderCheck::Zero => return Ok(Step::End),
+            HeaderCheck::Bad(why) => return Ok(Step::Bad(why)),
+            HeaderCheck::Record(h) => h,
+        };
+        let extent = padded_len(h.len as u64);
+        if off + extent > self.len {
+            return Ok(Step::Bad(format!(
+                "record of {extent} bytes runs past the end of the file ({} bytes)",
+                self.len
+            )));
+        }
+        let bytes = self.read(off, extent as usize)?;
+        if let Err(why) = format::verify_record(&h, bytes) {
+            return Ok(Step::Bad(why));
+        }
+        Ok(Step::Record { header: h, extent })
+    }
+
+    /// The first record at or after `from` (a 128-byte boundary) in file `number` whose
+    /// header is plausible and whose checksum verifies. Every boundary is tried, not only
+    /// where a damaged record's length word points, so a damaged length cannot hide the
+    /// records after it.
+    fn next_valid(&mut self, number: u32, from: u64) -> Result<Option<Lsn>> {
+        debug_assert!(from.is_multiple_of(ALIGN));
+        let mut off = from;
+        while off + RECORD_HEADER_SIZE as u64 <= self.len {
+            if let Step::Record { .. } = self.record_at(off)? {
+                return Ok(Some(Lsn {
+                    file: number,
+                    offset: off as u32,
+                }));
+            }
+            off += ALIGN;
+        }
+        Ok(None)
+    }
+}
+
+/// What [`Reader::record_at`] found.
+enum Step {
+    /// The clean end of a file's records: its end, or zeros never written.
+    End,
+    /// A whole record that verifies, `extent` bytes long with its padding.
+    Record {
+        header: format::RecordHeader,
+        extent: u64,
+    },
+    /// Why the bytes there are not a record.
+    Bad(String),
 }

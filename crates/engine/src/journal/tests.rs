@@ -948,3 +948,199 @@ fn block_aligned_journal_never_writes_a_page_twice() {
     assert!(got == expected, "replay differs");
     assert!(outcome.torn_tail.is_none(), "{outcome:?}");
 }
+
+/// Every record of `dir`, read in salvage mode.
+fn salvage_all(dir: &Path) -> (Vec<(Lsn, Vec<u8>)>, ReplayOutcome) {
+    let mut got = Vec::new();
+    let outcome = replay_with(dir, Lsn::default(), ReplayMode::Salvage, |lsn, p| {
+        got.push((lsn, p.to_vec()));
+        Ok(())
+    })
+    .unwrap();
+    (got, outcome)
+}
+
+/// One journal file of `count` records, uncompressed; the payloads and their LSNs.
+fn one_file_journal(dir: &Path, count: usize) -> (Vec<Vec<u8>>, Vec<Lsn>) {
+    let recs: Vec<Vec<u8>> = (0..count)
+        .map(|i| format!("record {i} ").repeat(20 + i % 7).into_bytes())
+        .collect();
+    let lsns = write_journal(config(dir, 1 << 20, JournalCompressor::None), &recs);
+    assert!(lsns.iter().all(|l| l.file == 1));
+    (recs, lsns)
+}
+
+fn flip_byte(path: &Path, at: u64) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[at as usize] ^= 0x20;
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn a_flipped_byte_with_valid_records_after_it_is_corruption_at_its_offset() {
+    let (_tmp, dir) = journal_dir();
+    let (recs, lsns) = one_file_journal(&dir, 30);
+    let path = dir.join(file_name(1));
+    flip_byte(&path, lsns[10].offset as u64 + 40);
+    let (got, outcome) = replay_all(&dir, Lsn::default());
+    assert_eq!(got.len(), 10, "strict replay stops at the damage");
+    let c = outcome.corruption.expect("corruption, not a torn tail");
+    assert_eq!(c.kind, DamageKind::Record);
+    assert_eq!(c.file, path);
+    assert_eq!(c.offset, lsns[10].offset as u64);
+    assert_eq!(c.next_valid, Some(lsns[11]));
+    assert!(c.why.contains("checksum"), "{c:?}");
+
+    // Salvage skips exactly the damaged record.
+    let (got, outcome) = salvage_all(&dir);
+    let want: Vec<&Vec<u8>> = recs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 10)
+        .map(|(_, r)| r)
+        .collect();
+    assert!(got.iter().map(|(_, p)| p).eq(want), "every other record");
+    assert_eq!(outcome.corruption, None);
+    assert_eq!(outcome.damaged.len(), 1);
+    assert_eq!(outcome.damaged[0].offset, lsns[10].offset as u64);
+    let len = std::fs::metadata(&path).unwrap().len();
+    let extent = (lsns[11].offset - lsns[10].offset) as u64;
+    assert_eq!(outcome.damaged[0].skipped_bytes(len), extent);
+}
+
+#[test]
+fn a_torn_last_record_is_a_torn_tail_not_corruption() {
+    let (_tmp, dir) = journal_dir();
+    let (_, lsns) = one_file_journal(&dir, 30);
+    let path = dir.join(file_name(1));
+    // Its last 128-byte unit never reached the disk (the file is preallocated: zeros).
+    let end = record_ends(&dir, &lsns)[29];
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[end as usize - 128..end as usize].fill(0);
+    std::fs::write(&path, &bytes).unwrap();
+    let (got, outcome) = replay_all(&dir, Lsn::default());
+    assert_eq!(got.len(), 29);
+    assert_eq!(outcome.corruption, None);
+    assert!(outcome.torn_tail.unwrap().contains("checksum"));
+    // Salvage has nothing to step over: a tail is not damage.
+    let (got, outcome) = salvage_all(&dir);
+    assert_eq!(got.len(), 29);
+    assert!(outcome.damaged.is_empty(), "{outcome:?}");
+    // A flipped byte in the last record is indistinguishable from a tear: a tail too.
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[end as usize - 128..end as usize].fill(0x55);
+    std::fs::write(&path, &bytes).unwrap();
+    let (got, outcome) = replay_all(&dir, Lsn::default());
+    assert_eq!((got.len(), outcome.corruption), (29, None));
+}
+
+#[test]
+fn a_damaged_length_word_does_not_hide_the_records_after_it() {
+    let (_tmp, dir) = journal_dir();
+    let (recs, lsns) = one_file_journal(&dir, 30);
+    let path = dir.join(file_name(1));
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = lsns[10].offset as usize;
+    for len in [u32::MAX, 16 + 8192, 17] {
+        let mut damaged = bytes.clone();
+        damaged[at..at + 4].copy_from_slice(&len.to_le_bytes());
+        std::fs::write(&path, &damaged).unwrap();
+        let (got, outcome) = replay_all(&dir, Lsn::default());
+        assert_eq!(got.len(), 10, "length {len}");
+        let c = outcome.corruption.expect("corruption");
+        assert_eq!(
+            (c.offset, c.next_valid),
+            (at as u64, Some(lsns[11])),
+            "length {len}"
+        );
+        let (got, outcome) = salvage_all(&dir);
+        assert_eq!(got.len(), 29, "length {len}");
+        assert_eq!(got[10].1, recs[11]);
+        assert_eq!(outcome.damaged.len(), 1);
+    }
+    bytes[at..at + 4].fill(0);
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(replay_all(&dir, Lsn::default()).1.corruption.is_some());
+}
+
+#[test]
+fn a_bad_record_in_a_file_that_is_not_the_last_is_corruption() {
+    let (_tmp, dir) = journal_dir();
+    let mut rng = StdRng::seed_from_u64(9);
+    let recs = payloads(&mut rng, 150, 5000);
+    let lsns = write_journal(config(&dir, 64 << 10, JournalCompressor::None), &recs);
+    assert!(lsns.last().unwrap().file >= 3);
+    // The last record of file 1: nothing valid follows it in its own file.
+    let last1 = lsns.iter().rposition(|l| l.file == 1).unwrap();
+    let path = dir.join(file_name(1));
+    flip_byte(&path, lsns[last1].offset as u64 + 20);
+    let (got, outcome) = replay_all(&dir, Lsn::default());
+    assert_eq!(got.len(), last1);
+    let c = outcome
+        .corruption
+        .expect("corruption: file 2 of the same session follows");
+    assert_eq!(
+        (c.file.as_path(), c.offset),
+        (path.as_path(), lsns[last1].offset as u64)
+    );
+    assert_eq!(
+        c.next_valid,
+        Some(Lsn {
+            file: 2,
+            offset: FILE_HEADER_SIZE
+        })
+    );
+    assert!(c.why.contains("same session"), "{c:?}");
+
+    let (got, outcome) = salvage_all(&dir);
+    assert_eq!(got.len(), recs.len() - 1);
+    assert_eq!(outcome.damaged.len(), 1);
+
+    // A missing file in the middle is corruption as well; salvage reads the files after it.
+    std::fs::remove_file(dir.join(file_name(2))).unwrap();
+    let (_, outcome) = replay_all(&dir, Lsn::default());
+    let c = outcome.corruption.expect("corruption");
+    assert_eq!(c.kind, DamageKind::Record, "file 1's damage comes first");
+    let in2 = lsns.iter().filter(|l| l.file == 2).count();
+    let (got, outcome) = salvage_all(&dir);
+    assert_eq!(got.len(), recs.len() - 1 - in2);
+    assert!(outcome
+        .damaged
+        .iter()
+        .any(|d| d.kind == DamageKind::MissingFile));
+}
+
+#[test]
+fn a_flipped_file_header_with_records_after_it_is_corruption() {
+    let (_tmp, dir) = journal_dir();
+    let (recs, _) = one_file_journal(&dir, 5);
+    let path = dir.join(file_name(1));
+    flip_byte(&path, 20);
+    let (got, outcome) = replay_all(&dir, Lsn::default());
+    assert!(got.is_empty());
+    let c = outcome.corruption.expect("corruption");
+    assert_eq!((c.kind, c.offset), (DamageKind::FileHeader, 0));
+    let (got, _) = salvage_all(&dir);
+    assert!(got.iter().map(|(_, p)| p).eq(recs.iter()));
+}
+
+#[test]
+fn a_later_session_still_steps_over_an_earlier_torn_tail() {
+    let (_tmp, dir) = journal_dir();
+    let cfg = config(&dir, 64 << 10, JournalCompressor::None);
+    let lsns = write_journal(cfg.clone(), &[b"one".to_vec(), vec![2u8; 300]]);
+    let path = dir.join(file_name(1));
+    // The crash tore the last record: only its header reached the disk.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = lsns[1].offset as usize;
+    bytes[at + RECORD_HEADER_SIZE..at + 384].fill(0);
+    std::fs::write(&path, &bytes).unwrap();
+    write_journal(cfg, &[b"three".to_vec()]);
+    let (got, outcome) = replay_all(&dir, Lsn::default());
+    let got: Vec<&[u8]> = got.iter().map(|(_, p)| p.as_slice()).collect();
+    assert_eq!(got, [&b"one"[..], b"three"]);
+    assert_eq!(outcome.corruption, None);
+    assert_eq!(outcome.torn_tail, None);
+    assert_eq!(outcome.skipped_tails.len(), 1);
+    assert!(outcome.skipped_tails[0].contains("FlashdocLog.0000000001"));
+}

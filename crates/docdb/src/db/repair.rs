@@ -1,0 +1,74 @@
+//! `flashdoc repair`'s document half (mongod's `--repair`): every collection's table is read
+//! through (each block's checksum verified) and every index is rebuilt from its collection
+//! with the index-build code, replacing the old index table, so no index holds an entry for a
+//! document the salvage lost or lacks one for a document it kept.
+
+use super::*;
+
+/// What rebuilding one index found.
+#[derive(Clone, Debug)]
+pub struct IndexRepair {
+    pub name: String,
+    /// Entries in the old index table, or why it could not be read.
+    pub entries_before: Result<u64, String>,
+    /// Entries in the rebuilt index.
+    pub entries_after: u64,
+}
+
+/// What repairing one collection found.
+#[derive(Clone, Debug)]
+pub struct CollectionRepair {
+    pub ns: String,
+    /// Documents in the collection (every block of its table verified).
+    pub documents: u64,
+    pub indexes: Vec<IndexRepair>,
+}
+
+impl DocDb {
+    /// Rebuilds every index of every collection from the collection's documents, in namespace
+    /// order. A collection table that fails its checks fails the repair (its documents cannot
+    /// be told from damage); the error names the table's file and offset.
+    pub fn rebuild_all_indexes(&self) -> DocResult<Vec<CollectionRepair>> {
+        let colls: Vec<Arc<Coll>> = self.colls.read().values().cloned().collect();
+        colls.iter().map(|c| self.rebuild_indexes(c)).collect()
+    }
+
+    fn rebuild_indexes(&self, c: &Coll) -> DocResult<CollectionRepair> {
+        let _ddl = self.ddl.lock();
+        let mut st = c.state.write();
+        let documents = self
+            .engine
+            .verify_table(c.table)
+            .map_err(|e| DocError::internal_error(format!("collection {}: {e}", c.ns)))?;
+        let mut indexes = Vec::with_capacity(st.indexes.len());
+        for i in 0..st.indexes.len() {
+            let old = st.indexes[i].clone();
+            let entries_before = self
+                .engine
+                .verify_table(old.table)
+                .map_err(|e| e.to_string());
+            let n = st.next_index_ident;
+            st.next_index_ident += 1;
+            let rebuilt = self.build_index(c, old.def.clone(), n, &Interrupt::none())?;
+            let entries_after = self
+                .engine
+                .verify_table(rebuilt.table)
+                .map_err(storage_error)?;
+            st.indexes[i] = Arc::new(rebuilt);
+            // The catalog names the new table before the old one goes, so a crash in between
+            // leaves an orphan table, which the next open drops.
+            c.persist_entry(&st)?;
+            self.engine.drop_table(&old.ident).map_err(storage_error)?;
+            indexes.push(IndexRepair {
+                name: old.def.name.clone(),
+                entries_before,
+                entries_after,
+            });
+        }
+        Ok(CollectionRepair {
+            ns: c.ns.clone(),
+            documents,
+            indexes,
+        })
+    }
+}
