@@ -49,12 +49,23 @@ impl DocDb {
                 .map_err(|e| e.to_string());
             let n = st.next_index_ident;
             st.next_index_ident += 1;
-            let rebuilt = self.build_index(c, old.def.clone(), n, &Interrupt::none())?;
+            // The index is built as new (an index name is built once): out of the list while
+            // its replacement is built, back in its place after.
+            st.indexes.remove(i);
+            let built = self.build_index(c, &st, old.def.clone(), n, &Interrupt::none());
+            let rebuilt = match built {
+                Ok(index) => index,
+                Err(e) => {
+                    st.indexes.insert(i, old);
+                    return Err(e);
+                }
+            };
+            let rebuilt_table = rebuilt.table;
+            st.indexes.insert(i, Arc::new(rebuilt));
             let entries_after = self
                 .engine
-                .verify_table(rebuilt.table)
+                .verify_table(rebuilt_table)
                 .map_err(storage_error)?;
-            st.indexes[i] = Arc::new(rebuilt);
             // The catalog names the new table before the old one goes, so a crash in between
             // leaves an orphan table, which the next open drops.
             c.persist_entry(&st)?;
