@@ -4,18 +4,12 @@
 //! are not arrows). A new dependency without its arrow, or an arrow left behind, fails here.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use structure::{workspace_crates, workspace_root};
 
 /// The folder names of the workspace's crates.
 fn crates() -> BTreeSet<String> {
-    std::fs::read_dir(root().join("crates"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("Cargo.toml").is_file())
+    workspace_crates()
+        .iter()
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect()
 }
@@ -23,8 +17,13 @@ fn crates() -> BTreeSet<String> {
 /// The workspace crates under a crate's `[dependencies]` (by `path`, or `.workspace = true`
 /// for a name the workspace maps to a crate folder).
 fn dependencies(krate: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
-    let toml =
-        std::fs::read_to_string(root().join("crates").join(krate).join("Cargo.toml")).unwrap();
+    let toml = std::fs::read_to_string(
+        workspace_root()
+            .join("crates")
+            .join(krate)
+            .join("Cargo.toml"),
+    )
+    .unwrap();
     let mut out = BTreeSet::new();
     let mut in_deps = false;
     for line in toml.lines() {
@@ -46,7 +45,7 @@ fn dependencies(krate: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
 
 /// The map's arrows: crate → the crates it may use.
 fn map() -> BTreeMap<String, BTreeSet<String>> {
-    let design = std::fs::read_to_string(root().join("docs/DESIGN.md")).unwrap();
+    let design = std::fs::read_to_string(workspace_root().join("docs/DESIGN.md")).unwrap();
     let block = design
         .split("```")
         .nth(1)

@@ -16,6 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use structure::workspace_crates;
 
 /// A module path inside a crate: `["aggregate", "group"]`; the root is empty.
 type ModPath = Vec<String>;
@@ -25,17 +26,6 @@ type ModPath = Vec<String>;
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
 const SELF: &str = "(face)";
-
-fn workspace_crates() -> Vec<PathBuf> {
-    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut out: Vec<PathBuf> = std::fs::read_dir(&crates)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("src").is_dir())
-        .collect();
-    out.sort();
-    out
-}
 
 /// Every source file below `src` with its module path, leaving out tests and binaries.
 fn sources(src: &Path) -> Vec<(PathBuf, ModPath)> {

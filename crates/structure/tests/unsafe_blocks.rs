@@ -10,20 +10,10 @@
 //! declaration and needs neither.
 
 use std::path::{Path, PathBuf};
+use structure::workspace_crates;
 
 /// How many lines above an unsafe block its `SAFETY:` comment may start.
 const SAFETY_REACH: usize = 4;
-
-fn workspace_crates() -> Vec<PathBuf> {
-    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut out: Vec<PathBuf> = std::fs::read_dir(&crates)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("Cargo.toml").is_file())
-        .collect();
-    out.sort();
-    out
-}
 
 /// Every `.rs` file of a crate, build outputs left out.
 fn rust_files(krate: &Path) -> Vec<PathBuf> {
