@@ -6,7 +6,6 @@
 //! (Desnoyers) are reported next to it; see `docs/ssd.md`.
 
 use crate::error::ConfigError;
-use crate::ftl::Ftl as _CircleDemo;
 use serde::{Deserialize, Serialize};
 
 /// Bytes in one logical page (LBA); every address in this crate counts these pages.
