@@ -31,4 +31,10 @@ impl Call<'_> {
             .as_deref()
             .expect("the handler of a row whose namespace is a collection")
     }
+
+    /// The command's own options: the fields after its name, less the generic ones and the
+    /// hook's (what the document layer sees of `create` and `collMod`).
+    pub fn options(&self) -> Document {
+        super::fields::command_options(self.cmd, self.hook_fields)
+    }
 }

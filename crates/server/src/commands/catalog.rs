@@ -4,7 +4,6 @@
 use super::args::{compact_opts, doc_array, flag, get_doc, interrupt_for, split_ns, stats_scale};
 use super::batch::{cursor_reply, listing_first_batch, CursorOpts};
 use super::call::Call;
-use super::fields::command_options;
 use bson::{doc, Bson, Document};
 use docdb::db::{scaled, COLL_STATS_SIZES, DB_STATS_SIZES};
 use docdb::{DocCursor, DocError, DocResult};
@@ -13,9 +12,8 @@ pub(crate) fn create(call: &Call) -> DocResult<Document> {
     let db = call.db;
     let cmd = call.cmd;
     let dbx = call.dbx();
-    let hook_fields = call.hook_fields;
     let coll = call.coll();
-    let options = command_options(cmd, hook_fields);
+    let options = call.options();
     // Bounded work (one catalog entry): its budget is checked once, before it starts.
     interrupt_for(cmd)?.check()?;
     dbx.create_collection(db, coll, &options)?;
@@ -194,13 +192,7 @@ pub(crate) fn drop_indexes(call: &Call) -> DocResult<Document> {
 }
 
 pub(crate) fn coll_mod(call: &Call) -> DocResult<Document> {
-    let db = call.db;
-    let cmd = call.cmd;
-    let dbx = call.dbx();
-    let hook_fields = call.hook_fields;
-    let coll = call.coll();
-    let options = command_options(cmd, hook_fields);
-    dbx.coll_mod(db, coll, &options)
+    call.dbx().coll_mod(call.db, call.coll(), &call.options())
 }
 
 pub(crate) fn compact(call: &Call) -> DocResult<Document> {
