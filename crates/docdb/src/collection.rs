@@ -92,6 +92,8 @@ pub struct Coll {
     /// Serializes a capped collection's inserts, so RecordId order is insertion order and
     /// the oldest documents are the first ones.
     pub capped_lock: Mutex<()>,
+    /// Wakes this collection's tailable cursors on insert and kills them on drop/rename.
+    pub tail: Arc<crate::cursor::TailSignal>,
     /// The document validator, from the collection's options (`collMod` replaces it).
     validator: RwLock<Option<Arc<crate::validation::Validator>>>,
     /// The collection's default collation (`create` option `collation`).
@@ -150,6 +152,7 @@ impl Coll {
             counts: Mutex::new(None),
             capped: Capped::from_options(&entry.options),
             capped_lock: Mutex::new(()),
+            tail: Arc::default(),
             validator: RwLock::new(
                 crate::validation::Validator::from_options(&entry.options)?.map(Arc::new),
             ),
@@ -216,6 +219,9 @@ impl Coll {
         let rid = self.next_rid();
         self.write_doc(st, rid, None, Some(doc), sync)?;
         self.trim_capped(st, sync)?;
+        if self.capped.is_some() {
+            self.tail.notify_insert();
+        }
         Ok(())
     }
 

@@ -20,7 +20,7 @@ use bson::{Bson, Document};
 use engine::{Direction, KvEngine, TableId};
 use query::aggregate::DocIter;
 use query::collation::{self, Collation};
-use query::error::DocResult;
+use query::error::{DocError, DocResult};
 use query::interrupt::Interrupt;
 use query::matcher::Matcher;
 use query::projection::Projection;
@@ -33,6 +33,72 @@ use std::sync::Arc;
 
 /// Documents a tailable cursor reads per scan.
 const TAIL_BATCH: usize = 128;
+
+/// What a capped collection tells its tailable cursors: that documents were inserted (an
+/// awaitData getMore sleeps on it instead of polling), and that the collection is gone.
+#[derive(Default)]
+pub struct TailSignal {
+    state: parking_lot::Mutex<TailState>,
+    inserted: parking_lot::Condvar,
+}
+
+#[derive(Default)]
+struct TailState {
+    /// Counts inserts: a waiter sleeps until it moves past the value it read before its scan.
+    generation: u64,
+    /// Why the collection's cursors die (it was dropped or renamed away).
+    closed: Option<&'static str>,
+}
+
+impl TailSignal {
+    /// The insert count now; read it before a scan, wait past it after an empty one.
+    pub fn generation(&self) -> u64 {
+        self.state.lock().generation
+    }
+    /// Documents were inserted: wakes every waiting cursor.
+    pub fn notify_insert(&self) {
+        self.state.lock().generation += 1;
+        self.inserted.notify_all();
+    }
+    /// The collection is gone (`why`: "dropped" or "renamed"): its cursors fail at their next
+    /// read, and waiters wake now.
+    pub fn close(&self, why: &'static str) {
+        self.state.lock().closed.get_or_insert(why);
+        self.inserted.notify_all();
+    }
+    pub fn closed(&self) -> Option<&'static str> {
+        self.state.lock().closed
+    }
+    /// Sleeps until an insert moves the count past `seen`, the collection closes, or
+    /// `timeout` passes.
+    pub fn wait_past(&self, seen: u64, timeout: std::time::Duration) {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut st = self.state.lock();
+        while st.generation == seen && st.closed.is_none() {
+            if self.inserted.wait_until(&mut st, deadline).timed_out() {
+                return;
+            }
+        }
+    }
+}
+
+/// A tailable cursor's error when its collection is gone: mongod's QueryPlanKilled.
+fn tail_killed(why: &str) -> DocError {
+    DocError::with_code(175, "QueryPlanKilled", format!("collection {why}"))
+}
+
+/// A tailable cursor's error when the document it stopped at was deleted (the capped
+/// collection rolled over past it): mongod's CappedPositionLost.
+fn position_lost(key: &[u8]) -> DocError {
+    let rid = crate::index::rid_from(key).unwrap_or_default();
+    DocError::with_code(
+        136,
+        "CappedPositionLost",
+        format!(
+            "CollectionScan died due to position in capped collection being deleted. Last seen record id: RecordId({rid})"
+        ),
+    )
+}
 
 /// Documents with their RecordIds.
 pub type RidIter = Box<dyn Iterator<Item = DocResult<(i64, Document)>> + Send>;
@@ -52,6 +118,8 @@ pub struct DocCursor {
     done: Option<Arc<AtomicBool>>,
     /// The counters and plan of the scan feeding it (a find's), for the profiler.
     scan: Option<(Arc<ExecStats>, Arc<str>)>,
+    /// A tailable cursor's collection signal (an awaitData getMore waits on it).
+    tail: Option<Arc<TailSignal>>,
 }
 
 impl DocCursor {
@@ -64,7 +132,14 @@ impl DocCursor {
             collation,
             done: None,
             scan: None,
+            tail: None,
         }
+    }
+
+    /// A tailable cursor's collection signal: an awaitData getMore reads its generation
+    /// before reading and, finding nothing, waits past it.
+    pub fn tail_signal(&self) -> Option<&Arc<TailSignal>> {
+        self.tail.as_ref()
     }
 
     /// Counts what the cursor's scan examines from now on in the thread's [`watch`] (a
@@ -373,8 +448,10 @@ impl Exec {
     /// the data it yields nothing, and the next read scans again from just after the last
     /// document returned, so it returns documents inserted in the meantime. `skip` drops the
     /// first matching documents; after `limit` documents the cursor ends. Every document
-    /// scanned is an interruption point.
-    pub fn tail(self) -> DocCursor {
+    /// scanned is an interruption point. A scan resumed after a document that is gone (the
+    /// collection rolled over past it) fails with CappedPositionLost, one of a dropped or
+    /// renamed collection with QueryPlanKilled, as in mongod.
+    pub fn tail(self, signal: Arc<TailSignal>) -> DocCursor {
         register(&self.stats, &self.summary());
         let mut after: Option<Vec<u8>> = None;
         let mut buf: std::collections::VecDeque<DocResult<Document>> = Default::default();
@@ -384,14 +461,22 @@ impl Exec {
         let mut left = self.limit.unwrap_or(u64::MAX);
         let done = Arc::new(AtomicBool::new(false));
         let done_inside = done.clone();
+        let signal_inside = signal.clone();
         let it = std::iter::from_fn(move || {
             if left == 0 {
                 done_inside.store(true, Ordering::Release);
                 return None;
             }
             while buf.is_empty() {
+                if let Some(why) = signal_inside.closed() {
+                    return Some(Err(tail_killed(why)));
+                }
                 let lower = match &after {
-                    Some(k) => Bound::Excluded(k.clone()),
+                    Some(k) => match engine.get(table, k) {
+                        Ok(Some(_)) => Bound::Excluded(k.clone()),
+                        Ok(None) => return Some(Err(position_lost(k))),
+                        Err(e) => return Some(Err(storage_error(e))),
+                    },
                     None => Bound::Unbounded,
                 };
                 let scan = match engine.scan(table, lower, Bound::Unbounded, Direction::Forward) {
@@ -438,6 +523,7 @@ impl Exec {
         let mut cursor = DocCursor::with_collation(Box::new(it), self.collation.clone());
         cursor.done = Some(done);
         cursor.scan = Some((self.stats.clone(), self.summary()));
+        cursor.tail = Some(signal);
         cursor
     }
 
@@ -493,5 +579,42 @@ impl Exec {
         );
         cursor.scan = scan;
         Ok(cursor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TailSignal;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_waiter_wakes_on_insert_not_at_its_timeout() {
+        let signal = Arc::new(TailSignal::default());
+        let seen = signal.generation();
+        let writer = signal.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            writer.notify_insert();
+        });
+        let started = Instant::now();
+        signal.wait_past(seen, Duration::from_secs(20));
+        assert!(started.elapsed() < Duration::from_secs(10));
+        assert_eq!(signal.generation(), seen + 1);
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_waiter_times_out_without_inserts_and_a_close_wakes_it() {
+        let signal = TailSignal::default();
+        let started = Instant::now();
+        signal.wait_past(signal.generation(), Duration::from_millis(30));
+        assert!(started.elapsed() >= Duration::from_millis(30));
+        signal.close("dropped");
+        signal.close("renamed");
+        assert_eq!(signal.closed(), Some("dropped"));
+        let started = Instant::now();
+        signal.wait_past(signal.generation(), Duration::from_secs(20));
+        assert!(started.elapsed() < Duration::from_secs(10));
     }
 }

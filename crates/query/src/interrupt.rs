@@ -185,6 +185,20 @@ impl Interrupt {
         }
     }
 
+    /// Removes the time budget while keeping the kill flag: a tailable awaitData cursor's
+    /// `maxTimeMS` bounds its find only (its getMores' `maxTimeMS` is how long they wait for
+    /// documents), as in mongod.
+    pub fn lift_budget(&self) {
+        let Some(i) = self.inner.as_ref().filter(|i| i.limited) else {
+            return;
+        };
+        let mut left = i.left_while_paused.lock();
+        *left = Duration::from_nanos(PAUSED - 1);
+        if i.deadline.load(Ordering::Acquire) != PAUSED {
+            i.deadline.store(PAUSED - 1, Ordering::Release);
+        }
+    }
+
     /// Starts charging time again.
     pub fn resume(&self) {
         let Some(i) = self.inner.as_ref().filter(|i| i.limited) else {
@@ -224,6 +238,21 @@ impl Interrupt {
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn a_lifted_budget_never_expires_but_kills_still_stop() {
+        let i = Interrupt::new(Some(Duration::from_millis(1)));
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(i.check().unwrap_err().code, 50);
+        i.pause();
+        i.lift_budget();
+        i.resume();
+        assert!(i.check().is_ok());
+        i.pause();
+        assert!(i.check().is_ok());
+        i.kill_cursor();
+        assert_eq!(i.check().unwrap_err().code, 237);
+    }
 
     #[test]
     fn a_spent_budget_stays_spent_through_pause_and_resume() {

@@ -202,6 +202,7 @@ impl DocDb {
             c.ns
         );
         st.dropped = true;
+        c.tail.close("dropped");
         self.colls.write().remove(&c.ns);
         for i in &st.indexes {
             self.engine.drop_table(&i.ident).map_err(storage_error)?;
@@ -293,6 +294,7 @@ impl DocDb {
         )?);
         moved.prepare()?;
         st.dropped = true;
+        src.tail.close("renamed");
         let mut colls = self.colls.write();
         colls.remove(&src.ns);
         colls.insert(to_ns, moved);

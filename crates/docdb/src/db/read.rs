@@ -99,7 +99,7 @@ impl DocDb {
         let mut exec = self.exec_for(&c, &st, q)?;
         drop(st);
         if q.tailable {
-            return Ok(exec.tail());
+            return Ok(exec.tail(c.tail.clone()));
         }
         exec.keep_score = keep_score;
         exec.run()

@@ -40,6 +40,10 @@ pub(crate) fn cursor_reply(
     } else {
         // Time waiting for the next getMore is not charged to maxTimeMS.
         opts.interrupt.pause();
+        if opts.await_data {
+            // The find's maxTimeMS bounded the find; a getMore's is how long it awaits data.
+            opts.interrupt.lift_budget();
+        }
         let mut entry = CursorEntry::new(ns.to_string(), cursor);
         entry.no_timeout = opts.no_timeout;
         entry.tailable = opts.tailable;

@@ -51,8 +51,9 @@ const DEFAULT_AWAIT: Duration = Duration::from_secs(1);
 /// The longest an awaitData getMore waits for documents, whatever its maxTimeMS: the client
 /// gets an empty batch and asks again (the wait holds one of the blocking pool's threads).
 const MAX_AWAIT: Duration = Duration::from_secs(10);
-/// How often an awaiting getMore looks for new documents.
-const AWAIT_POLL: Duration = Duration::from_millis(10);
+/// How long an awaiting getMore sleeps at most before looking at its interruption (killOp,
+/// killCursors): inserts wake it at once.
+const INTERRUPT_CHECK: Duration = Duration::from_millis(50);
 
 fn read_more(
     state: &ServerState,
@@ -86,23 +87,12 @@ fn read_more(
     state.ops.adopt(&entry.interrupt);
     entry.interrupt.resume();
     entry.cursor.watch_scan();
-    let mut result = fill_batch(&mut entry.cursor, n);
-    if entry.await_data {
-        // Wait for documents inserted into the capped collection, up to the getMore's
-        // maxTimeMS (1 s by default), looking every few milliseconds.
-        // The wait holds a worker thread, so it is capped (MAX_AWAIT) and stops when the
-        // cursor's operation is interrupted.
-        let wait = await_time.unwrap_or(DEFAULT_AWAIT).min(MAX_AWAIT);
-        let deadline = Instant::now() + wait;
-        while matches!(&result, Ok((b, _)) if b.is_empty()) && Instant::now() < deadline {
-            if let Err(e) = entry.interrupt.check() {
-                result = Err(e);
-                break;
-            }
-            std::thread::sleep(AWAIT_POLL);
-            result = fill_batch(&mut entry.cursor, n);
-        }
-    }
+    let wait = if entry.await_data {
+        await_time.unwrap_or(DEFAULT_AWAIT).min(MAX_AWAIT)
+    } else {
+        Duration::ZERO
+    };
+    let result = await_batch(&mut entry, n, wait);
     entry.interrupt.pause();
     // A failed cursor (maxTimeMS spent, killed, an error) is closed: it is not put back.
     let (batch, exhausted) = match result {
@@ -121,4 +111,28 @@ fn read_more(
         id
     };
     Ok(cursor_document("nextBatch", batch, n, out_id, &ns))
+}
+
+/// Fills a batch; while it is empty, waits for documents inserted into the capped collection
+/// up to `wait` (an awaitData cursor's), asleep on the collection's insert signal and woken
+/// by the next insert, looking at the cursor's interruption every [`INTERRUPT_CHECK`] (the
+/// wait holds a worker thread, hence [`MAX_AWAIT`]).
+fn await_batch(
+    entry: &mut crate::cursors::CursorEntry,
+    n: usize,
+    wait: Duration,
+) -> DocResult<(Vec<Bson>, bool)> {
+    let deadline = Instant::now() + wait;
+    loop {
+        let seen = entry.cursor.tail_signal().map(|s| s.generation());
+        let (batch, exhausted) = fill_batch(&mut entry.cursor, n)?;
+        let now = Instant::now();
+        let (Some(seen), true, true) = (seen, batch.is_empty(), now < deadline) else {
+            return Ok((batch, exhausted));
+        };
+        entry.interrupt.check()?;
+        if let Some(signal) = entry.cursor.tail_signal() {
+            signal.wait_past(seen, (deadline - now).min(INTERRUPT_CHECK));
+        }
+    }
 }
