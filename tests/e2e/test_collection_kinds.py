@@ -76,3 +76,143 @@ def test_tailable_on_a_plain_collection_is_refused(client):
     with pytest.raises(OperationFailure) as e:
         client.t.command("find", "plain", tailable=True)
     assert e.value.code == 2
+
+
+def test_clustered_collection_is_listed_with_its_clustered_index(client):
+    db = client.t
+    db.create_collection("cl", clusteredIndex={"key": {"_id": 1}, "unique": True, "name": "by id"})
+    info = next(db.list_collections(filter={"name": "cl"}))
+    assert info["options"]["clusteredIndex"] == {"key": {"_id": 1}, "unique": True, "name": "by id", "v": 2}
+    assert "idIndex" not in info
+    assert list(db.cl.list_indexes()) == [
+        {"key": {"_id": 1}, "unique": True, "name": "by id", "v": 2, "clustered": True}
+    ]
+    db.cl.insert_many([{"_id": 2}, {"_id": 1}])
+    with pytest.raises(pymongo.errors.BulkWriteError):
+        db.cl.insert_many([{"_id": 1}])
+    # Unnamed: mongod names it _id_.
+    db.create_collection("cl2", clusteredIndex={"key": {"_id": 1}, "unique": True})
+    assert next(db.cl2.list_indexes())["name"] == "_id_"
+
+
+@pytest.mark.parametrize(
+    "options,code",
+    [
+        ({"clusteredIndex": {"key": {"a": 1}, "unique": True}}, 72),
+        ({"clusteredIndex": {"key": {"_id": 1}, "unique": False}}, 72),
+        ({"clusteredIndex": {"key": {"_id": 1}}}, 40414),
+        ({"clusteredIndex": {"key": {"_id": 1}, "unique": True, "bogus": 1}}, 40415),
+        ({"expireAfterSeconds": 10}, 72),
+        ({"clusteredIndex": {"key": {"_id": 1}, "unique": True}, "capped": True, "size": 4096}, 72),
+        ({"clusteredIndex": {"key": {"_id": 1}, "unique": True}, "expireAfterSeconds": -1}, 72),
+    ],
+)
+def test_clustered_options_are_refused_as_mongod_refuses_them(client, options, code):
+    with pytest.raises(OperationFailure) as e:
+        client.t.command("create", "bad", **options)
+    assert e.value.code == code
+
+
+@pytest.fixture
+def ttl_server(dbpath):
+    from conftest import Server
+
+    s = Server(dbpath, ["--set-parameter", "ttlMonitorSleepSecs=1"]).start()
+    yield s
+    s.stop()
+
+
+def wait_until(pred, seconds=30):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_clustered_ttl_deletes_by_id_date(ttl_server):
+    client = ttl_server.client()
+    db = client.t
+    db.create_collection(
+        "expiring", clusteredIndex={"key": {"_id": 1}, "unique": True}, expireAfterSeconds=5
+    )
+    now = datetime.datetime.now(datetime.timezone.utc)
+    db.expiring.insert_many([{"_id": now - datetime.timedelta(hours=1)}, {"_id": now + datetime.timedelta(hours=1)}])
+    assert wait_until(lambda: db.expiring.count_documents({}) == 1)
+    assert db.expiring.find_one()["_id"] > now.replace(tzinfo=None)
+    db.command("collMod", "expiring", expireAfterSeconds="off")
+    assert "expireAfterSeconds" not in next(db.list_collections(filter={"name": "expiring"}))["options"]
+    client.close()
+
+
+def test_time_series_collection_buckets_and_unpacks(client):
+    db = client.t
+    db.create_collection(
+        "weather",
+        timeseries={"timeField": "ts", "metaField": "sensor", "granularity": "minutes"},
+        expireAfterSeconds=604800,
+    )
+    listed = {c["name"]: c for c in db.list_collections()}
+    assert listed["weather"]["type"] == "timeseries"
+    assert listed["weather"]["options"] == {
+        "expireAfterSeconds": 604800,
+        "timeseries": {"timeField": "ts", "metaField": "sensor", "granularity": "minutes", "bucketMaxSpanSeconds": 86400},
+    }
+    assert listed["system.buckets.weather"]["type"] == "collection"
+    base = datetime.datetime(2024, 1, 1, 12, 0, 0)
+    docs = [{"_id": 1, "ts": base, "sensor": "a", "temp": 20}, {"_id": 1, "ts": base + datetime.timedelta(minutes=5), "sensor": "a", "temp": 18}, {"ts": base + datetime.timedelta(minutes=1), "sensor": "b", "temp": 30}, {"ts": base + datetime.timedelta(days=2), "sensor": "a", "temp": 5}]
+    db.weather.insert_many(docs)
+    got = list(db.weather.find({}, {"_id": 0}).sort("ts", 1))
+    assert [(d["sensor"], d["temp"]) for d in got] == [("a", 20), ("b", 30), ("a", 18), ("a", 5)]
+    assert db.weather.count_documents({"sensor": "a"}) == 3
+    # Two measurements of sensor a in the first day share a bucket; b has its own, and the
+    # measurement two days later opens a third.
+    buckets = list(db["system.buckets.weather"].find().sort("control.min.ts", 1))
+    assert len(buckets) == 3
+    first = buckets[0]
+    assert first["meta"] == "a" and first["control"]["version"] == 1
+    assert first["control"]["min"]["ts"] == base.replace(minute=0)
+    assert first["control"]["max"]["temp"] == 20 and first["control"]["min"]["temp"] == 18
+    assert first["data"]["temp"] == {"0": 20, "1": 18}
+    assert list(db.weather.aggregate([{"$group": {"_id": "$sensor", "n": {"$sum": 1}}}, {"$sort": {"_id": 1}}])) == [{"_id": "a", "n": 3}, {"_id": "b", "n": 1}]
+    with pytest.raises(pymongo.errors.BulkWriteError) as e:
+        db.weather.insert_many([{"sensor": "a", "ts": "not a date"}])
+    assert e.value.details["writeErrors"][0]["code"] == 2
+    db.weather.drop()
+    assert "system.buckets.weather" not in db.list_collection_names()
+
+
+def test_time_series_bucketing_options(client):
+    db = client.t
+    db.create_collection("ts", timeseries={"timeField": "t", "bucketMaxSpanSeconds": 60, "bucketRoundingSeconds": 60})
+    opts = next(db.list_collections(filter={"name": "ts"}))["options"]["timeseries"]
+    assert opts == {"timeField": "t", "bucketRoundingSeconds": 60, "bucketMaxSpanSeconds": 60}
+    base = datetime.datetime(2024, 1, 1)
+    db.ts.insert_many([{"t": base + datetime.timedelta(seconds=s)} for s in (0, 30, 59, 60, 61)])
+    assert db["system.buckets.ts"].count_documents({}) == 2
+    with pytest.raises(OperationFailure) as e:
+        db.create_collection("bad", timeseries={"timeField": "t", "bucketMaxSpanSeconds": 60})
+    assert e.value.code == 72
+    with pytest.raises(OperationFailure) as e:
+        db.create_collection("bad", timeseries={"timeField": "t", "granularity": "days"})
+    assert e.value.code == 2
+    with pytest.raises(OperationFailure) as e:
+        db.command("create", "ts", timeseries={"timeField": "t"})
+    assert e.value.code == 48
+
+
+def test_change_stream_pre_and_post_images_are_stored_and_listed(client):
+    db = client.t
+    db.create_collection("papi", changeStreamPreAndPostImages={"enabled": True})
+    assert next(db.list_collections(filter={"name": "papi"}))["options"] == {
+        "changeStreamPreAndPostImages": {"enabled": True}
+    }
+    db.command("collMod", "papi", changeStreamPreAndPostImages={"enabled": False})
+    assert next(db.list_collections(filter={"name": "papi"}))["options"] == {
+        "changeStreamPreAndPostImages": {"enabled": False}
+    }
+    for bad, code in [({}, 40414), ({"enabled": 1}, 14), ({"enabled": True, "x": 1}, 40415)]:
+        with pytest.raises(OperationFailure) as e:
+            db.command("collMod", "papi", changeStreamPreAndPostImages=bad)
+        assert e.value.code == code

@@ -181,8 +181,9 @@ pub fn validate_coll_name(db: &str, coll: &str) -> DocResult<()> {
 }
 
 /// The `create` options flashdoc enforces: `capped` with `size` and `max`, `validator` with
-/// `validationLevel` and `validationAction`, `collation` (the collection's default), and
-/// `expireAfterSeconds` is refused (it belongs to clustered collections); a view's options
+/// `validationLevel` and `validationAction`, `collation` (the collection's default),
+/// `clusteredIndex` with `expireAfterSeconds` (TTL by `_id`), `changeStreamPreAndPostImages`
+/// (stored and listed: a standalone has no change streams to use it); a view's options
 /// (`viewOn`, `pipeline`) are `ViewDef::parse`'s. Options mongod has
 /// and flashdoc does not are refused with InvalidOptions naming them; unknown ones too.
 pub fn validate_create_options(options: &Document) -> DocResult<Document> {
@@ -231,22 +232,24 @@ pub fn validate_create_options(options: &Document) -> DocResult<Document> {
                     out.insert(k.clone(), coll.spec().clone());
                 }
             }
-            // Refused, not half-built: mongod stores a time-series collection as buckets
-            // (`system.buckets.<name>`, one document per meta value and time span, columns
-            // compressed) and rewrites queries onto them; a plain collection that took the
-            // option would differ in storage, stats, indexes and write rules.
+            "clusteredIndex" => {
+                out.insert(k.clone(), parse_clustered_index(v)?);
+            }
+            "expireAfterSeconds" => {
+                out.insert(k.clone(), parse_expire_after("create", v)?);
+            }
+            "changeStreamPreAndPostImages" => {
+                out.insert(k.clone(), parse_pre_and_post_images("create", v)?);
+            }
+            // Time-series collections are made by `DocDb::create_collection` (a bucket
+            // collection and a view over it), never as a plain collection.
             "timeseries" => {
                 return Err(DocError::invalid_options(
-                    "time-series collections are not supported by flashdoc: it has no bucketed \
-                     storage (system.buckets) to keep them in; create an ordinary collection \
-                     with an index on the time field instead",
+                    "a time-series collection is not a plain collection",
                 ))
             }
             "storageEngine"
             | "indexOptionDefaults"
-            | "changeStreamPreAndPostImages"
-            | "clusteredIndex"
-            | "expireAfterSeconds"
             | "encryptedFields"
             | "autoIndexId"
             | "flags"
@@ -273,8 +276,140 @@ pub fn validate_create_options(options: &Document) -> DocResult<Document> {
             "the 'size' and 'max' fields are only valid for capped collections",
         ));
     }
+    check_clustered(&out)?;
     crate::validation::check_options(&out)?;
     Ok(out)
+}
+
+/// A clustered collection's rules: TTL through `expireAfterSeconds` needs the clustering,
+/// and a clustered collection is not capped (mongod's InvalidOptions for both).
+fn check_clustered(out: &Document) -> DocResult<()> {
+    let clustered = out.contains_key("clusteredIndex");
+    if out.contains_key("expireAfterSeconds") && !clustered {
+        return Err(DocError::invalid_options(
+            "'expireAfterSeconds' requires clustering to be enabled",
+        ));
+    }
+    if clustered && out.get_bool("capped").unwrap_or(false) {
+        return Err(DocError::invalid_options(
+            "Cannot create a clustered collection that is capped",
+        ));
+    }
+    Ok(())
+}
+
+fn missing_field(path: &str) -> DocError {
+    DocError::with_code(
+        40414,
+        "Location40414",
+        format!("BSON field '{path}' is missing but a required field"),
+    )
+}
+
+fn unknown_field(path: &str) -> DocError {
+    DocError::with_code(
+        40415,
+        "Location40415",
+        format!("BSON field '{path}' is an unknown field."),
+    )
+}
+
+/// `create`'s `clusteredIndex: {key: {_id: 1}, unique: true, name?, v?}`, as stored and
+/// listed (mongod adds `v: 2` and names it `_id_` when unnamed).
+pub fn parse_clustered_index(v: &Bson) -> DocResult<Document> {
+    let Bson::Document(spec) = v else {
+        return Err(DocError::type_mismatch(
+            "BSON field 'create.clusteredIndex' is the wrong type, expected type 'object'",
+        ));
+    };
+    let mut name = "_id_".to_string();
+    for (k, v) in spec {
+        match (k.as_str(), v) {
+            ("key", Bson::Document(key)) => {
+                let id_ascending = key.len() == 1
+                    && key
+                        .get("_id")
+                        .and_then(query::compare::Num::of)
+                        .is_some_and(|n| n.as_f64() == 1.0);
+                if !id_ascending {
+                    return Err(DocError::invalid_options(
+                        "The clusteredIndex option is only supported for key: {_id: 1}",
+                    ));
+                }
+            }
+            ("unique", Bson::Boolean(true)) => {}
+            ("unique", Bson::Boolean(false)) => {
+                return Err(DocError::invalid_options(
+                    "The clusteredIndex option requires unique: true",
+                ))
+            }
+            ("name", Bson::String(n)) => name = n.clone(),
+            ("v", Bson::Int32(2) | Bson::Int64(2)) => {}
+            ("v", _) => {
+                return Err(DocError::invalid_options(
+                    "Invalid clusteredIndex version: only v: 2 is supported",
+                ))
+            }
+            ("key" | "unique" | "name", _) => {
+                return Err(DocError::type_mismatch(format!(
+                    "BSON field 'clusteredIndex.{k}' is the wrong type"
+                )))
+            }
+            _ => return Err(unknown_field(&format!("clusteredIndex.{k}"))),
+        }
+    }
+    for required in ["key", "unique"] {
+        if !spec.contains_key(required) {
+            return Err(missing_field(&format!("clusteredIndex.{required}")));
+        }
+    }
+    Ok(bson::doc! {"key": {"_id": 1}, "unique": true, "name": name, "v": 2})
+}
+
+/// A collection's `expireAfterSeconds` (clustered and time-series collections): a whole
+/// number of seconds, 0 up to mongod's limit.
+pub fn parse_expire_after(verb: &str, v: &Bson) -> DocResult<i64> {
+    let n = match v {
+        Bson::Int32(i) => *i as f64,
+        Bson::Int64(i) => *i as f64,
+        Bson::Double(d) => *d,
+        _ => {
+            return Err(DocError::type_mismatch(format!(
+                "BSON field '{verb}.expireAfterSeconds' is the wrong type, expected a number"
+            )))
+        }
+    };
+    if !n.is_finite() || !(0.0..=i32::MAX as f64).contains(&n) {
+        return Err(DocError::invalid_options(format!(
+            "TTL index 'expireAfterSeconds' option must be within an acceptable range [0, {}], found: {n}",
+            i32::MAX
+        )));
+    }
+    Ok(n as i64)
+}
+
+/// `changeStreamPreAndPostImages: {enabled: <bool>}` (create and collMod), as stored.
+pub fn parse_pre_and_post_images(verb: &str, v: &Bson) -> DocResult<Document> {
+    let path = format!("{verb}.changeStreamPreAndPostImages");
+    let Bson::Document(d) = v else {
+        return Err(DocError::type_mismatch(format!(
+            "BSON field '{path}' is the wrong type, expected type 'object'"
+        )));
+    };
+    let mut enabled = None;
+    for (k, v) in d {
+        match (k.as_str(), v) {
+            ("enabled", Bson::Boolean(b)) => enabled = Some(*b),
+            ("enabled", _) => {
+                return Err(DocError::type_mismatch(format!(
+                    "BSON field '{path}.enabled' is the wrong type, expected type 'bool'"
+                )))
+            }
+            _ => return Err(unknown_field(&format!("{path}.{k}"))),
+        }
+    }
+    let enabled = enabled.ok_or_else(|| missing_field(&format!("{path}.enabled")))?;
+    Ok(bson::doc! {"enabled": enabled})
 }
 
 #[cfg(test)]

@@ -71,6 +71,17 @@ impl Capped {
     }
 }
 
+/// A time-series bucket still taking measurements (the bucket collection's in-memory
+/// catalog of them, by meta value: mongod's BucketCatalog).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpenBucket {
+    pub id: bson::oid::ObjectId,
+    /// The bucket's time, rounded down (`control.min.<timeField>`), in milliseconds.
+    pub min_time: i64,
+    /// Measurements it holds.
+    pub count: u32,
+}
+
 pub struct Coll {
     pub db: String,
     pub name: String,
@@ -94,6 +105,9 @@ pub struct Coll {
     pub capped_lock: Mutex<()>,
     /// Wakes this collection's tailable cursors on insert and kills them on drop/rename.
     pub tail: Arc<crate::cursor::TailSignal>,
+    /// A time-series bucket collection's open buckets, by meta value (its BSON); the lock
+    /// serializes the collection's measurement inserts.
+    pub open_buckets: Mutex<std::collections::HashMap<Vec<u8>, OpenBucket>>,
     /// The document validator, from the collection's options (`collMod` replaces it).
     validator: RwLock<Option<Arc<crate::validation::Validator>>>,
     /// The collection's default collation (`create` option `collation`).
@@ -153,6 +167,7 @@ impl Coll {
             capped: Capped::from_options(&entry.options),
             capped_lock: Mutex::new(()),
             tail: Arc::default(),
+            open_buckets: Mutex::default(),
             validator: RwLock::new(
                 crate::validation::Validator::from_options(&entry.options)?.map(Arc::new),
             ),

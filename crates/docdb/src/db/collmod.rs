@@ -1,6 +1,7 @@
 //! `collMod`: change a collection's validator (`validator`, `validationLevel`,
 //! `validationAction`), one index's `hidden` flag or TTL (`index: {name | keyPattern, hidden,
-//! expireAfterSeconds}`), or a view's definition (`viewOn` and `pipeline`). The change is
+//! expireAfterSeconds}`), a clustered collection's `expireAfterSeconds`,
+//! `changeStreamPreAndPostImages`, or a view's definition (`viewOn` and `pipeline`). The change is
 //! written to the catalog entry (synced) before it is published, so it survives a restart.
 //! Options mongod has and flashdoc does not are refused with NotImplemented (238), unknown
 //! ones with 40415, as mongod's command parser does.
@@ -20,10 +21,6 @@ const NOT_SUPPORTED: &[(&str, &str)] = &[
         "cappedMax",
         "a capped collection's limits are fixed at create",
     ),
-    (
-        "changeStreamPreAndPostImages",
-        "a standalone has no change streams",
-    ),
     ("timeseries", "flashdoc has no time-series collections"),
     (
         "timeseriesBucketsMayHaveMixedSchemaData",
@@ -32,6 +29,23 @@ const NOT_SUPPORTED: &[(&str, &str)] = &[
     ("dryRun", "an index conversion is not supported"),
     ("collectionUUID", "collection UUID checks are not supported"),
 ];
+
+/// `collMod`'s `expireAfterSeconds` (a number, or "off" to stop expiring), which only a
+/// clustered collection has.
+fn set_collection_ttl(options: &mut Document, v: &Bson) -> DocResult<()> {
+    if !options.contains_key("clusteredIndex") {
+        return Err(DocError::invalid_options(
+            "collMod 'expireAfterSeconds' is only supported on clustered or time-series collections; set it on a TTL index with 'index'",
+        ));
+    }
+    if v.as_str() == Some("off") {
+        options.remove("expireAfterSeconds");
+    } else {
+        let secs = catalog::parse_expire_after("collMod", v)?;
+        options.insert("expireAfterSeconds", secs);
+    }
+    Ok(())
+}
 
 fn not_supported(what: &str, why: &str) -> DocError {
     DocError::with_code(
@@ -128,6 +142,7 @@ impl DocDb {
                     | "validationAction"
                     | "index"
                     | "expireAfterSeconds"
+                    | "changeStreamPreAndPostImages"
             ) || VIEW_OPTIONS.contains(&k.as_str());
             if !known {
                 return Err(unknown_field(&format!("collMod.{k}")));
@@ -142,11 +157,6 @@ impl DocDb {
                 "'{k}' option only supported on a view"
             )));
         }
-        if options.contains_key("expireAfterSeconds") {
-            return Err(DocError::invalid_options(
-                "collMod 'expireAfterSeconds' is only supported on clustered or time-series collections; set it on a TTL index with 'index'",
-            ));
-        }
         let _g = self.ddl.lock();
         let c = self.get_coll(db, coll).ok_or_else(|| {
             DocError::namespace_not_found(format!("ns does not exist: {}", catalog::ns(db, coll)))
@@ -159,6 +169,13 @@ impl DocDb {
             if let Some(v) = options.get(k) {
                 new_options.insert(k, v.clone());
             }
+        }
+        if let Some(v) = options.get("changeStreamPreAndPostImages") {
+            let images = catalog::parse_pre_and_post_images("collMod", v)?;
+            new_options.insert("changeStreamPreAndPostImages", images);
+        }
+        if let Some(v) = options.get("expireAfterSeconds") {
+            set_collection_ttl(&mut new_options, v)?;
         }
         let validator = Validator::from_options(&new_options)?;
         let mut reply = Document::new();

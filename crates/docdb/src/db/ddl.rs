@@ -145,11 +145,21 @@ impl DocDb {
                 uuid: None,
             });
         }
-        out.extend(views.into_iter().map(|(name, v)| CollectionInfo {
-            name,
-            kind: CollectionKind::View,
-            options: v.options(),
-            uuid: None,
+        out.extend(views.into_iter().map(|(name, v)| {
+            match self.timeseries_listing(db, &v) {
+                Some(options) => CollectionInfo {
+                    name,
+                    kind: CollectionKind::Timeseries,
+                    options,
+                    uuid: None,
+                },
+                None => CollectionInfo {
+                    name,
+                    kind: CollectionKind::View,
+                    options: v.options(),
+                    uuid: None,
+                },
+            }
         }));
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
@@ -161,6 +171,9 @@ impl DocDb {
         views::refuse_system_views(db, coll)?;
         if options.contains_key("viewOn") || options.contains_key("pipeline") {
             return self.create_view(db, coll, options);
+        }
+        if options.contains_key("timeseries") {
+            return self.create_timeseries(db, coll, options);
         }
         let options = catalog::validate_create_options(options)?;
         let _g = self.ddl.lock();
@@ -227,7 +240,12 @@ impl DocDb {
     pub fn drop_collection(&self, db: &str, coll: &str) -> DocResult<()> {
         catalog::validate_coll_name(db, coll)?;
         let _g = self.ddl.lock();
+        // A time-series collection is its view and its buckets: both go.
+        let buckets = self.timeseries_buckets(db, coll).map(|(c, _)| c);
         if self.drop_view_locked(db, coll)? {
+            if let Some(b) = buckets {
+                self.drop_locked(&b)?;
+            }
             return Ok(());
         }
         let c = self
@@ -509,7 +527,21 @@ impl DocDb {
             DocError::namespace_not_found(format!("ns does not exist: {}", catalog::ns(db, coll)))
         })?;
         let st = c.state.read();
-        Ok(st.indexes.iter().map(|i| i.def.spec.clone()).collect())
+        let clustered = st.options.get("clusteredIndex");
+        Ok(st
+            .indexes
+            .iter()
+            .map(|i| match clustered {
+                // A clustered collection's `_id` index is its clustered index, listed as
+                // mongod lists it.
+                Some(Bson::Document(spec)) if i.def.is_id() => {
+                    let mut out = spec.clone();
+                    out.insert("clustered", true);
+                    out
+                }
+                _ => i.def.spec.clone(),
+            })
+            .collect())
     }
 
     pub fn drop_indexes(&self, db: &str, coll: &str, which: &Bson) -> DocResult<i32> {

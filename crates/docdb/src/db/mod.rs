@@ -11,6 +11,7 @@ mod pipeline;
 mod read;
 mod repair;
 mod stats;
+mod timeseries;
 mod views;
 pub use compact::{CompactOpts, DEFAULT_FREE_SPACE_TARGET_MB};
 pub use repair::{CollectionRepair, IndexRepair};
@@ -69,6 +70,8 @@ pub struct DatabaseInfo {
 pub enum CollectionKind {
     Collection,
     View,
+    /// A time-series collection: the view over its `system.buckets.<name>` collection.
+    Timeseries,
 }
 
 impl CollectionKind {
@@ -77,6 +80,7 @@ impl CollectionKind {
         match self {
             CollectionKind::Collection => "collection",
             CollectionKind::View => "view",
+            CollectionKind::Timeseries => "timeseries",
         }
     }
 }

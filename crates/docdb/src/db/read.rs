@@ -242,6 +242,12 @@ impl DocDb {
         pipeline: &[Document],
         opts: &AggregateOpts,
     ) -> DocResult<DocCursor> {
+        if let Some(spec) = pipeline
+            .first()
+            .and_then(|s| s.get(super::timeseries::UNPACK_STAGE))
+        {
+            return self.aggregate_buckets(db, coll, spec, &pipeline[1..], opts);
+        }
         // Stages are checked where they stand in the whole pipeline (a leading $match is
         // taken off below as the scan's filter).
         aggregate::validate_pipeline(pipeline)?;
@@ -295,6 +301,36 @@ impl DocDb {
             true,
         )?;
         self.run_rest(db, &coll_name, input, rest, opts)
+    }
+
+    /// An aggregation of time-series buckets `db.coll` that starts by unpacking them into
+    /// measurements (a time-series view's read).
+    fn aggregate_buckets(
+        &self,
+        db: &str,
+        coll: &str,
+        spec: &Bson,
+        rest: &[Document],
+        opts: &AggregateOpts,
+    ) -> DocResult<DocCursor> {
+        let unpack = super::timeseries::UnpackSpec::parse(spec)?;
+        aggregate::validate_pipeline(rest)?;
+        let q = FindQuery {
+            interrupt: opts.interrupt.clone(),
+            collation: opts.collation.clone(),
+            ..Default::default()
+        };
+        let buckets = self.open_find(db, coll, &q, false)?;
+        let collation = buckets.collation().cloned();
+        let measurements = buckets.into_inner().flat_map(move |b| match b {
+            Ok(b) => super::timeseries::unpack(&b, &unpack)
+                .into_iter()
+                .map(Ok)
+                .collect::<Vec<_>>(),
+            Err(e) => vec![Err(e)],
+        });
+        let input = DocCursor::with_collation(Box::new(measurements), collation);
+        self.run_rest(db, coll, input, rest, opts)
     }
 
     /// The stages after a pipeline's source (a find's cursor), under the collation the find

@@ -320,7 +320,7 @@ impl DocDb {
 
     /// Checks the view graph with `db.name` defined as `def`, then writes the entry (synced)
     /// and publishes it. The caller holds `ddl`.
-    fn put_view_locked(&self, db: &str, name: &str, def: ViewDef) -> DocResult<()> {
+    pub(super) fn put_view_locked(&self, db: &str, name: &str, def: ViewDef) -> DocResult<()> {
         // A view on a view must share its collation (mongod's 166 wording).
         if let Some(inner) = self.view(db, &def.view_on) {
             if inner.collation != def.collation {

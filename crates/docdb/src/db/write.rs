@@ -15,6 +15,10 @@ impl DocDb {
         docs: Vec<Document>,
         opts: WriteOpts,
     ) -> WriteOutcome {
+        // A time-series collection's measurements go into its buckets.
+        if let Some(buckets) = self.timeseries_buckets(db, coll) {
+            return self.insert_measurements(db, coll, buckets, docs, opts);
+        }
         run_statements(db, coll, docs, opts.ordered, |_, doc, out| {
             collection::prepare_insert(doc).and_then(|doc| {
                 self.with_write(db, coll, true, |c, st| {
@@ -259,13 +263,15 @@ impl DocDb {
         let colls: Vec<Arc<Coll>> = self.colls.read().values().cloned().collect();
         let mut deleted = 0;
         for c in colls {
-            let ttl: Vec<(String, i64)> = c
-                .state
-                .read()
+            let st = c.state.read();
+            let mut ttl: Vec<(String, i64)> = st
                 .indexes
                 .iter()
                 .filter_map(|i| Some((i.def.fields[0].0.clone(), i.def.expire_after?)))
                 .collect();
+            // A clustered collection's TTL is by `_id`, a time-series one's by bucket time.
+            ttl.extend(super::timeseries::ttl_field(&st.options));
+            drop(st);
             for (field, secs) in ttl {
                 let cutoff =
                     bson::DateTime::from_millis(now.saturating_sub(secs.saturating_mul(1000)));
@@ -483,7 +489,7 @@ fn upsert_doc(filter: &Document, m: &Update) -> DocResult<Document> {
 /// Runs a write command's statements in order and gathers their outcome as mongod does: the
 /// namespace is checked once, a statement's error is recorded with its index, and an ordered
 /// write stops at the first error while an unordered one goes on.
-fn run_statements<S>(
+pub(super) fn run_statements<S>(
     db: &str,
     coll: &str,
     stmts: impl IntoIterator<Item = S>,

@@ -79,12 +79,22 @@ pub(crate) fn list_collections(call: &Call) -> DocResult<Document> {
                 if let Some(uuid) = c.uuid {
                     info.insert("uuid", uuid);
                 }
-                doc! {
+                let mut d = doc! {
                     "name": c.name.clone(), "type": kind, "options": c.options.clone(),
                     "info": info,
-                    "idIndex": {"v": 2, "key": {"_id": 1}, "name": "_id_"},
+                };
+                // A clustered collection's _id index is its clustered index: mongod lists
+                // no idIndex for it.
+                if !c.options.contains_key("clusteredIndex") {
+                    d.insert("idIndex", doc! {"v": 2, "key": {"_id": 1}, "name": "_id_"});
                 }
+                d
             }
+            // A time-series collection: writable, its storage the bucket collection's.
+            (false, docdb::CollectionKind::Timeseries) => doc! {
+                "name": c.name.clone(), "type": kind, "options": c.options.clone(),
+                "info": {"readOnly": false},
+            },
             // A view: no storage, so no uuid and no _id index.
             (false, docdb::CollectionKind::View) => doc! {
                 "name": c.name.clone(), "type": kind, "options": c.options.clone(),
