@@ -432,6 +432,52 @@ mod tests {
     }
 
     #[test]
+    fn clustered_and_pre_post_image_options_are_checked_and_normalized() {
+        let ok = validate_create_options(&bson::doc! {
+            "clusteredIndex": {"key": {"_id": 1}, "unique": true},
+            "expireAfterSeconds": 60.0,
+            "changeStreamPreAndPostImages": {"enabled": true},
+        })
+        .unwrap();
+        assert_eq!(
+            ok,
+            bson::doc! {
+                "clusteredIndex": {"key": {"_id": 1}, "unique": true, "name": "_id_", "v": 2},
+                "expireAfterSeconds": 60_i64,
+                "changeStreamPreAndPostImages": {"enabled": true},
+            }
+        );
+        let code = |o: Document| validate_create_options(&o).unwrap_err().code;
+        assert_eq!(
+            code(bson::doc! {"clusteredIndex": {"key": {"_id": -1}, "unique": true}}),
+            72
+        );
+        assert_eq!(
+            code(bson::doc! {"clusteredIndex": {"key": {"_id": 1}, "unique": false}}),
+            72
+        );
+        assert_eq!(code(bson::doc! {"clusteredIndex": {"unique": true}}), 40414);
+        assert_eq!(
+            code(bson::doc! {"clusteredIndex": {"key": {"_id": 1}, "unique": true, "x": 1}}),
+            40415
+        );
+        assert_eq!(code(bson::doc! {"clusteredIndex": 1}), 14);
+        assert_eq!(code(bson::doc! {"expireAfterSeconds": 5}), 72);
+        assert_eq!(
+            code(
+                bson::doc! {"clusteredIndex": {"key": {"_id": 1}, "unique": true}, "capped": true, "size": 4096}
+            ),
+            72
+        );
+        assert_eq!(code(bson::doc! {"changeStreamPreAndPostImages": {}}), 40414);
+        assert_eq!(
+            code(bson::doc! {"changeStreamPreAndPostImages": {"enabled": 1}}),
+            14
+        );
+        assert_eq!(code(bson::doc! {"changeStreamPreAndPostImages": true}), 14);
+    }
+
+    #[test]
     fn capped_limits_are_numbers() {
         for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -1.0, 2e15] {
             let o = bson::doc! {"capped": true, "size": bad};

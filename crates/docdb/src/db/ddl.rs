@@ -145,22 +145,24 @@ impl DocDb {
                 uuid: None,
             });
         }
-        out.extend(views.into_iter().map(|(name, v)| {
-            match self.timeseries_listing(db, &v) {
-                Some(options) => CollectionInfo {
-                    name,
-                    kind: CollectionKind::Timeseries,
-                    options,
-                    uuid: None,
-                },
-                None => CollectionInfo {
-                    name,
-                    kind: CollectionKind::View,
-                    options: v.options(),
-                    uuid: None,
-                },
-            }
-        }));
+        out.extend(
+            views
+                .into_iter()
+                .map(|(name, v)| match self.timeseries_listing(db, &v) {
+                    Some(options) => CollectionInfo {
+                        name,
+                        kind: CollectionKind::Timeseries,
+                        options,
+                        uuid: None,
+                    },
+                    None => CollectionInfo {
+                        name,
+                        kind: CollectionKind::View,
+                        options: v.options(),
+                        uuid: None,
+                    },
+                }),
+        );
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
     }

@@ -250,7 +250,9 @@ impl UnpackSpec {
                 "{UNPACK_STAGE} specification must be an object with a string 'timeField'"
             ))
         };
-        let Bson::Document(d) = v else { return Err(bad()) };
+        let Bson::Document(d) = v else {
+            return Err(bad());
+        };
         Ok(UnpackSpec {
             time_field: d.get_str("timeField").map_err(|_| bad())?.to_string(),
             meta_field: d.get_str("metaField").ok().map(str::to_string),
@@ -276,7 +278,11 @@ pub(super) fn unpack(bucket: &Document, spec: &UnpackSpec) -> Vec<Document> {
         .map(|row| {
             let key = row.to_string();
             let mut m = Document::new();
-            if let Some(t) = data.get_document(&spec.time_field).ok().and_then(|c| c.get(&key)) {
+            if let Some(t) = data
+                .get_document(&spec.time_field)
+                .ok()
+                .and_then(|c| c.get(&key))
+            {
                 m.insert(spec.time_field.clone(), t.clone());
             }
             if let Some((name, value)) = meta {
@@ -323,9 +329,7 @@ fn add_measurement(bucket: &mut Document, m: &Document, row: u32, meta_field: Op
                 control.insert(field.clone(), value.clone());
             }
         }
-        let data = bucket
-            .get_document_mut("data")
-            .expect("a bucket has data");
+        let data = bucket.get_document_mut("data").expect("a bucket has data");
         if !data.contains_key(field) {
             data.insert(field.clone(), Document::new());
         }
@@ -409,7 +413,8 @@ impl DocDb {
         let view = self.view(db, name)?;
         view.view_on.strip_prefix(BUCKETS_PREFIX)?;
         let c = self.get_coll(db, &view.view_on)?;
-        let spec = TimeseriesSpec::from_stored(c.state.read().options.get_document("timeseries").ok()?)?;
+        let spec =
+            TimeseriesSpec::from_stored(c.state.read().options.get_document("timeseries").ok()?)?;
         Some((c, spec))
     }
 
@@ -423,7 +428,10 @@ impl DocDb {
         if let Some(e) = st.options.get("expireAfterSeconds") {
             out.insert("expireAfterSeconds", e.clone());
         }
-        out.insert("timeseries", st.options.get_document("timeseries").ok()?.clone());
+        out.insert(
+            "timeseries",
+            st.options.get_document("timeseries").ok()?.clone(),
+        );
         Some(out)
     }
 
@@ -472,7 +480,13 @@ impl DocDb {
         });
         if let Some(b) = fits.cloned() {
             if self.append_to_bucket(c, &b, &m, spec, opts)? {
-                open.insert(key, OpenBucket { count: b.count + 1, ..b });
+                open.insert(
+                    key,
+                    OpenBucket {
+                        count: b.count + 1,
+                        ..b
+                    },
+                );
                 return Ok(());
             }
         }
@@ -484,7 +498,14 @@ impl DocDb {
         if let Some(e) = out.write_errors.into_iter().next() {
             return Err(e.error);
         }
-        open.insert(key, OpenBucket { id, min_time, count: 1 });
+        open.insert(
+            key,
+            OpenBucket {
+                id,
+                min_time,
+                count: 1,
+            },
+        );
         Ok(())
     }
 
@@ -529,7 +550,10 @@ impl DocDb {
 pub(super) fn ttl_field(options: &Document) -> Option<(String, i64)> {
     let secs = options.get_i64("expireAfterSeconds").ok()?;
     match options.get_document("timeseries") {
-        Ok(ts) => Some((format!("control.max.{}", ts.get_str("timeField").ok()?), secs)),
+        Ok(ts) => Some((
+            format!("control.max.{}", ts.get_str("timeField").ok()?),
+            secs,
+        )),
         Err(_) => Some(("_id".to_string(), secs)),
     }
 }
@@ -566,7 +590,9 @@ mod tests {
             72
         );
         assert_eq!(
-            bad(doc! {"timeField": "t", "granularity": "hours", "bucketMaxSpanSeconds": 60, "bucketRoundingSeconds": 60}),
+            bad(
+                doc! {"timeField": "t", "granularity": "hours", "bucketMaxSpanSeconds": 60, "bucketRoundingSeconds": 60}
+            ),
             72
         );
         assert_eq!(bad(doc! {"timeField": "t", "other": 1}), 40415);
@@ -574,19 +600,39 @@ mod tests {
 
     #[test]
     fn a_bucket_unpacks_to_its_measurements() {
-        let spec = TimeseriesSpec::parse(&Bson::Document(doc! {"timeField": "t", "metaField": "m"}))
-            .unwrap();
+        let spec =
+            TimeseriesSpec::parse(&Bson::Document(doc! {"timeField": "t", "metaField": "m"}))
+                .unwrap();
         let t = |ms| Bson::DateTime(bson::DateTime::from_millis(ms));
         let first = doc! {"_id": 1, "t": t(61_000), "m": "a", "v": 5};
         let second = doc! {"_id": 2, "t": t(62_000), "m": "a", "v": 3, "w": true};
-        let mut b = new_bucket(bucket_id(60_000), 60_000, Some(&Bson::from("a")), &first, &spec);
+        let mut b = new_bucket(
+            bucket_id(60_000),
+            60_000,
+            Some(&Bson::from("a")),
+            &first,
+            &spec,
+        );
         add_measurement(&mut b, &second, 1, Some("m"));
         let control = b.get_document("control").unwrap();
-        assert_eq!(control.get_document("min").unwrap().get("t"), Some(&t(60_000)));
-        assert_eq!(control.get_document("max").unwrap().get("t"), Some(&t(62_000)));
-        assert_eq!(control.get_document("min").unwrap().get("v"), Some(&Bson::Int32(3)));
-        assert_eq!(b.get_document("data").unwrap().get_document("w").unwrap(), &doc! {"1": true});
-        let unpack_spec = UnpackSpec::parse(&Bson::Document(doc! {"timeField": "t", "metaField": "m"})).unwrap();
+        assert_eq!(
+            control.get_document("min").unwrap().get("t"),
+            Some(&t(60_000))
+        );
+        assert_eq!(
+            control.get_document("max").unwrap().get("t"),
+            Some(&t(62_000))
+        );
+        assert_eq!(
+            control.get_document("min").unwrap().get("v"),
+            Some(&Bson::Int32(3))
+        );
+        assert_eq!(
+            b.get_document("data").unwrap().get_document("w").unwrap(),
+            &doc! {"1": true}
+        );
+        let unpack_spec =
+            UnpackSpec::parse(&Bson::Document(doc! {"timeField": "t", "metaField": "m"})).unwrap();
         let got = unpack(&b, &unpack_spec);
         assert_eq!(
             got,
@@ -595,6 +641,81 @@ mod tests {
                 doc! {"t": t(62_000), "m": "a", "_id": 2, "v": 3, "w": true},
             ]
         );
-        assert_eq!(b.get_object_id("_id").unwrap().timestamp().timestamp_millis(), 60_000);
+        assert_eq!(
+            b.get_object_id("_id")
+                .unwrap()
+                .timestamp()
+                .timestamp_millis(),
+            60_000
+        );
+    }
+
+    fn measurements(db: &DocDb, q: FindQuery) -> Vec<Document> {
+        db.find("t", "w", &q)
+            .unwrap()
+            .collect::<DocResult<Vec<_>>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn inserts_fill_buckets_by_meta_and_span_and_reads_unpack_them() {
+        let db = DocDb::open(crate::DocDbConfig::in_memory()).unwrap();
+        let opts = doc! {"timeseries": {"timeField": "t", "metaField": "m", "bucketMaxSpanSeconds": 60, "bucketRoundingSeconds": 60}};
+        db.create_collection("t", "w", &opts).unwrap();
+        assert_eq!(db.create_collection("t", "w", &opts).unwrap_err().code, 48);
+        let t = |s: i64| bson::DateTime::from_millis(s * 1000);
+        let docs = vec![
+            doc! {"_id": 1, "t": t(0), "m": "a"},
+            doc! {"_id": 1, "t": t(59), "m": "a"},
+            doc! {"t": t(10), "m": "b"},
+            doc! {"t": t(60), "m": "a"},
+        ];
+        let out = db.insert("t", "w", docs, WriteOpts::default());
+        assert!(out.write_errors.is_empty());
+        assert_eq!(out.n, 4);
+        let buckets: Vec<Document> = db
+            .find("t", "system.buckets.w", &FindQuery::default())
+            .unwrap()
+            .collect::<DocResult<_>>()
+            .unwrap();
+        // a: [0, 59] share a bucket, 60 is past its span; b has its own.
+        assert_eq!(buckets.len(), 3);
+        let sorted = measurements(
+            &db,
+            FindQuery {
+                filter: doc! {"m": "a"},
+                sort: Some(doc! {"t": 1}),
+                ..Default::default()
+            },
+        );
+        let times: Vec<_> = sorted
+            .iter()
+            .map(|d| d.get_datetime("t").unwrap().timestamp_millis())
+            .collect();
+        assert_eq!(times, [0, 59_000, 60_000]);
+        assert_eq!(sorted[0].get_i32("_id").unwrap(), 1);
+        assert_eq!(sorted[1].get_i32("_id").unwrap(), 1);
+        let bad = db.insert("t", "w", vec![doc! {"t": 5}], WriteOpts::default());
+        assert_eq!(bad.write_errors[0].error.code, 2);
+        let listed = db.list_collections("t").unwrap();
+        let view = listed.iter().find(|c| c.name == "w").unwrap();
+        assert_eq!(view.kind, CollectionKind::Timeseries);
+        db.drop_collection("t", "w").unwrap();
+        assert!(db.list_collections("t").unwrap().is_empty());
+    }
+
+    #[test]
+    fn expired_buckets_go_in_the_ttl_pass() {
+        let db = DocDb::open(crate::DocDbConfig::in_memory()).unwrap();
+        let opts = doc! {"timeseries": {"timeField": "t"}, "expireAfterSeconds": 3600};
+        db.create_collection("t", "w", &opts).unwrap();
+        let now = bson::DateTime::now().timestamp_millis();
+        let docs = vec![
+            doc! {"t": bson::DateTime::from_millis(now - 86_400_000)},
+            doc! {"t": bson::DateTime::from_millis(now)},
+        ];
+        assert_eq!(db.insert("t", "w", docs, WriteOpts::default()).n, 2);
+        assert_eq!(db.ttl_pass().unwrap(), 1);
+        assert_eq!(measurements(&db, FindQuery::default()).len(), 1);
     }
 }
