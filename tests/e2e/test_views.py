@@ -252,12 +252,11 @@ def test_coll_mod_of_a_view(shop):
     assert code_of(lambda: shop.command("collMod", "active", viewOn="on_active", pipeline=[])) == 93
 
 
-def test_time_series_collections_are_refused_with_72(client):
-    """https://www.mongodb.com/docs/manual/core/timeseries-collections/ : flashdoc refuses them
-    (InvalidOptions, 72) rather than keep them as plain collections; nothing is created."""
+def test_time_series_collections_are_views_over_buckets(client):
+    """https://www.mongodb.com/docs/manual/core/timeseries-collections/ : a time-series
+    collection is a view over its bucket collection (test_collection_kinds.py has the rest);
+    changing its bucketing is refused (NotImplemented, 238)."""
     db = client["ts"]
-    with pytest.raises(OperationFailure) as e:
-        db.create_collection("weather", timeseries={"timeField": "t", "metaField": "m"})
-    assert e.value.code == 72 and "time-series" in str(e.value)
-    assert "weather" not in db.list_collection_names()
+    db.create_collection("weather", timeseries={"timeField": "t", "metaField": "m"})
+    assert {"weather", "system.buckets.weather"} <= set(db.list_collection_names())
     assert code_of(lambda: db.command("collMod", "weather", timeseries={"granularity": "hours"})) == 238

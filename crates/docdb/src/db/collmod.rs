@@ -21,10 +21,13 @@ const NOT_SUPPORTED: &[(&str, &str)] = &[
         "cappedMax",
         "a capped collection's limits are fixed at create",
     ),
-    ("timeseries", "flashdoc has no time-series collections"),
+    (
+        "timeseries",
+        "a time-series collection's bucketing is fixed at create",
+    ),
     (
         "timeseriesBucketsMayHaveMixedSchemaData",
-        "flashdoc has no time-series collections",
+        "flashdoc's buckets keep no per-bucket schema flag",
     ),
     ("dryRun", "an index conversion is not supported"),
     ("collectionUUID", "collection UUID checks are not supported"),
