@@ -81,6 +81,34 @@ pub fn compile_regex(pattern: &str, options: &str) -> DocResult<Regex> {
     Ok(Regex { re })
 }
 
+/// Patterns an evaluating thread keeps compiled for the expression operators, which meet the
+/// same (usually constant) pattern once per document: PCRE2's compile and JIT cost far more
+/// than a match.
+const CACHED_PATTERNS: usize = 64;
+
+thread_local! {
+    static COMPILED: std::cell::RefCell<std::collections::HashMap<(String, String), Regex>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// [`compile_regex`], through a per-thread cache of the last patterns compiled (emptied
+/// when full).
+pub fn compile_regex_cached(pattern: &str, options: &str) -> DocResult<Regex> {
+    let key = (pattern.to_string(), options.to_string());
+    if let Some(re) = COMPILED.with(|c| c.borrow().get(&key).cloned()) {
+        return Ok(re);
+    }
+    let re = compile_regex(pattern, options)?;
+    COMPILED.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() >= CACHED_PATTERNS {
+            c.clear();
+        }
+        c.insert(key, re.clone());
+    });
+    Ok(re)
+}
+
 #[derive(Default)]
 struct Flags {
     caseless: bool,

@@ -213,7 +213,7 @@ pub(super) fn regex_ops(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option
             ))
         }
     };
-    let re = crate::regex::compile_regex(&pattern, &flags)?;
+    let re = crate::regex::compile_regex_cached(&pattern, &flags)?;
     let input = match args.eval("input", ctx)? {
         None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(nothing())),
         Some(Bson::String(s)) => s,

@@ -71,7 +71,7 @@ impl Flat2dSpec {
             }
             spec.bits = b as u32;
         }
-        if !(spec.min < spec.max) || !spec.min.is_finite() || !spec.max.is_finite() {
+        if spec.min >= spec.max || !spec.min.is_finite() || !spec.max.is_finite() {
             return Err(DocError::invalid_options(format!(
                 "region for hash must be valid and have positive area, but [{}, {}] was specified",
                 spec.min, spec.max

@@ -158,3 +158,19 @@ fn find_all_steps_over_empty_matches_by_character() {
     .unwrap();
     assert_eq!(n, 2);
 }
+
+#[test]
+fn the_cache_answers_as_a_fresh_compile() {
+    let a = compile_regex_cached("^(\\w)\\1", "i").unwrap();
+    let b = compile_regex_cached("^(\\w)\\1", "i").unwrap();
+    assert!(a.is_match("Aa") && b.is_match("Aa"));
+    assert!(!compile_regex_cached("^(\\w)\\1", "")
+        .unwrap()
+        .is_match("Aa"));
+    for i in 0..(CACHED_PATTERNS * 2) {
+        assert!(compile_regex_cached(&format!("^x{i}$"), "")
+            .unwrap()
+            .is_match(&format!("x{i}")));
+    }
+    assert_eq!(compile_regex_cached("(", "").unwrap_err().code, 51091);
+}
