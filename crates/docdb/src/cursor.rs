@@ -207,7 +207,8 @@ impl Exec {
         match &self.plan.access {
             Access::CollScan => "COLLSCAN".into(),
             Access::GeoNear { index, .. } => format!(
-                "GEO_NEAR_2DSPHERE {{ {} }}",
+                "{} {{ {} }}",
+                crate::geo_index::near_stage_name(&self.plan),
                 index
                     .def
                     .key

@@ -1,4 +1,4 @@
-//! The 2dsphere index: keys, plans and the `$near` scan.
+//! The 2dsphere and 2d indexes: keys, plans and the `$near` scan.
 //!
 //! Keys are S2-style cell ids (`query::geo::cell`): a point is its leaf cell (level 30, ~1 cm),
 //! a line or polygon the ≤ 8 cells (`crate::index::geo`) covering its bounding cap. A query region is
@@ -16,12 +16,19 @@
 //! `$maxDistance`): each round scans the cap's covering, fetches documents not seen before,
 //! and releases, in distance order, every fetched document no farther than the cap's
 //! radius — a document nearer than that has a point in the cap, so none can come later.
+//!
+//! A 2d index (`crate::index::geo2d`) keys legacy points by geohash: a flat `$geoWithin`
+//! scans the hash ranges covering the shape's bounding box (`query::geo::flat`), a flat
+//! `$near` grows a square around the point the same way (×4 per round from 1/1024 of the
+//! index's side), and a legacy `$nearSphere` on it reads the index once and orders by
+//! spherical distance. The matcher re-checks every fetched document, as for 2dsphere.
 
 use crate::exec_stats::ExecStats;
 use crate::index::geo::cell_key;
 pub use crate::index::geo::{
     check_options, check_version, doc_keys, is_2dsphere_key, INDEX_VERSION,
 };
+use crate::index::IndexKind;
 use crate::index::{self, decode_doc, Index, RecordId};
 use crate::keystring;
 use crate::planner::{Access, Plan, Range};
@@ -31,6 +38,7 @@ use bson::{doc, Bson, Document};
 use engine::{Direction, KvEngine, Snapshot, TableId};
 use query::error::{DocError, DocResult};
 use query::geo::cell;
+use query::geo::flat::{Flat2dSpec, FlatBox};
 use query::geo::sphere::Cap;
 use query::geo::NearQuery;
 use query::interrupt::Interrupt;
@@ -93,8 +101,8 @@ fn indexes_on<'a>(
 }
 
 /// A plan for the filter's `$geoWithin`/`$geoIntersects` over a 2dsphere index with equality
-/// on the fields before the geo field (the hinted one, if `hint` names a 2dsphere index), or
-/// None.
+/// on the fields before the geo field, or for a flat `$geoWithin` (or `$centerSphere`) over a
+/// 2d index on the field (the hinted index, if `hint` names one), or None.
 pub fn plan_within(
     indexes: &[Arc<Index>],
     filter: &Matcher,
@@ -102,29 +110,64 @@ pub fn plan_within(
     hint: Option<&Bson>,
 ) -> Option<Plan> {
     for (path, g) in filter.geo_conjuncts() {
-        for index in indexes_on(indexes, path) {
-            if let Some(h) = hint {
-                let named = match h {
-                    Bson::String(n) => &index.def.name == n,
-                    Bson::Document(k) => &index.def.key == k,
-                    _ => false,
-                };
-                if !named {
-                    continue;
-                }
+        for index in indexes {
+            if hint.is_some_and(|h| !names(h, index)) {
+                continue;
             }
+            if let Some(spec) = index.def.flat_geo_field(path) {
+                if let Some(boxes) = g.flat_boxes() {
+                    let (ranges, shown) = flat_ranges(spec, &boxes);
+                    return Some(Plan::forward_ixscan(index, ranges, doc! {path: shown}));
+                }
+                continue;
+            }
+            if !index.def.is_geo_field(path) {
+                continue;
+            }
+            let Some(cap) = g.bound() else { continue };
             let Some((prefixes, mut bounds)) = geo_prefixes(index, path, filter_doc) else {
                 continue;
             };
-            let cap = g
-                .bound()
-                .expect("geo_conjuncts returns indexable predicates");
             let (ranges, shown) = cap_ranges(&cap, &prefixes);
             bounds.insert(path, shown);
             return Some(Plan::forward_ixscan(index, ranges, bounds));
         }
     }
     None
+}
+
+/// Whether a hint (a name or a key pattern) names `index`.
+fn names(hint: &Bson, index: &Index) -> bool {
+    match hint {
+        Bson::String(n) => &index.def.name == n,
+        Bson::Document(k) => &index.def.key == k,
+        _ => false,
+    }
+}
+
+/// Byte ranges of a 2d index holding every point of `boxes` (its geohash field leads the
+/// key; the fields after it are unbounded), and their explain rendering.
+fn flat_ranges(spec: &Flat2dSpec, boxes: &[FlatBox]) -> (Vec<Range>, Vec<Bson>) {
+    let mut hashes: Vec<(u64, u64)> = boxes
+        .iter()
+        .flat_map(|b| spec.cover_box(b, QUERY_CELLS))
+        .collect();
+    hashes.sort_unstable();
+    let ranges = hashes
+        .iter()
+        .map(|&(lo, hi)| {
+            let end = match keystring::prefix_successor(&cell_key(hi)) {
+                Some(s) => Bound::Excluded(s),
+                None => Bound::Unbounded,
+            };
+            (Bound::Included(cell_key(lo)), end)
+        })
+        .collect();
+    let shown = hashes
+        .iter()
+        .map(|(lo, hi)| Bson::String(format!("[{lo}, {hi}]")))
+        .collect();
+    (ranges, shown)
 }
 
 /// The plan of a `$near`/`$nearSphere`: a 2dsphere index on its field, else mongod's 291. An
@@ -138,8 +181,21 @@ pub fn plan_near(
     filter: &Document,
 ) -> DocResult<Plan> {
     let simple = query::collation::current().is_none();
+    let flat_indexes = || {
+        indexes
+            .iter()
+            .filter(|i| i.def.flat_geo_field(path).is_some())
+    };
+    if near.flat || (!near.metres && indexes_on(indexes, path).next().is_none()) {
+        // A flat $near needs a 2d index; a legacy $nearSphere takes one when no 2dsphere
+        // index is there (its scan reads the index once: the cap is no box of the plane).
+        if let Some(index) = flat_indexes().next() {
+            let prefixes = near.flat.then(|| Arc::new(vec![Vec::new()]));
+            return Ok(near_plan(index, path, near, prefixes));
+        }
+    }
     let candidates: Vec<&Arc<Index>> = if near.flat {
-        Vec::new() // a flat $near needs a 2d index, which flashdoc does not build
+        Vec::new()
     } else {
         indexes_on(indexes, path).collect()
     };
@@ -157,7 +213,16 @@ pub fn plan_near(
             "error processing query: planner returned error :: caused by :: unable to find index for $geoNear query",
         ));
     };
-    Ok(Plan {
+    Ok(near_plan(index, path, near, prefixes))
+}
+
+fn near_plan(
+    index: &Arc<Index>,
+    path: &str,
+    near: &NearQuery,
+    prefixes: Option<Arc<Vec<Vec<u8>>>>,
+) -> Plan {
+    Plan {
         access: Access::GeoNear {
             index: index.clone(),
             path: path.to_string(),
@@ -166,13 +231,29 @@ pub fn plan_near(
         },
         reverse: false,
         sort_provided: false,
-    })
+    }
+}
+
+/// mongod's stage name for a near scan of `index`.
+fn stage_name(index: &Index) -> &'static str {
+    match index.def.kind {
+        IndexKind::Geo2d(_) => "GEO_NEAR_2D",
+        _ => "GEO_NEAR_2DSPHERE",
+    }
+}
+
+/// The stage name of a near plan (`GEO_NEAR_2D` or `GEO_NEAR_2DSPHERE`).
+pub fn near_stage_name(plan: &Plan) -> &'static str {
+    match &plan.access {
+        Access::GeoNear { index, .. } => stage_name(index),
+        _ => "GEO_NEAR_2DSPHERE",
+    }
 }
 
 /// explain's stage for a near plan.
 pub fn explain_near(index: &Index, filter: &Document) -> Document {
     doc! {
-        "stage": "GEO_NEAR_2DSPHERE",
+        "stage": stage_name(index),
         "keyPattern": index.def.key.clone(),
         "indexName": index.def.name.clone(),
         "indexVersion": 2,
@@ -186,6 +267,16 @@ pub fn doc_distance(doc: &Document, path: &str, near: &NearQuery) -> Option<f64>
         .into_iter()
         .filter_map(|r| r.value.and_then(|v| near.distance(v)))
         .reduce(f64::min)
+}
+
+/// A flat `$near`'s first radius (1/1024 of the index's side) and last (`$maxDistance`, or
+/// the distance from the point to the index square's farthest corner, past which no indexed
+/// point lies). The square of half-side r around the point holds every point within r.
+fn flat_near_radii(spec: &Flat2dSpec, near: &NearQuery) -> (f64, f64) {
+    let (x, y) = near.point;
+    let far = |v: f64| (v - spec.min).abs().max((v - spec.max).abs());
+    let corner = far(x).hypot(far(y));
+    ((spec.max - spec.min) / 1024.0, near.max.min(corner))
 }
 
 /// A fetched document waiting for the cap to grow past its distance.
@@ -284,23 +375,37 @@ impl NearScan {
 
     /// One round: grow the cap, fetch its new documents, release the ones it now holds.
     fn expand(&mut self) -> DocResult<()> {
-        let max = self.near.max.min(std::f64::consts::PI);
+        let flat = self.index.def.flat_geo_field(&self.path).copied();
+        let (start, max) = match flat {
+            Some(spec) if self.near.flat => flat_near_radii(&spec, &self.near),
+            _ => (NEAR_START, self.near.max.min(std::f64::consts::PI)),
+        };
         let next = if self.prefixes.is_none() {
             max
         } else if self.radius == 0.0 {
-            NEAR_START.max(self.near.min)
+            start.max(self.near.min)
         } else {
             self.radius * 4.0
         };
         self.radius = next.min(max);
         let last = self.radius >= max;
-        let cap = Cap {
-            center: self.near.center,
-            radius: self.radius,
-        };
-        let ranges = match &self.prefixes {
-            Some(prefixes) => cap_ranges(&cap, prefixes).0,
-            None => vec![(Bound::Unbounded, Bound::Unbounded)],
+        let ranges = match (&self.prefixes, flat) {
+            (Some(_), Some(spec)) => {
+                let (x, y, r) = (self.near.point.0, self.near.point.1, self.radius);
+                let square = FlatBox {
+                    lo: (x - r, y - r),
+                    hi: (x + r, y + r),
+                };
+                flat_ranges(&spec, &[square]).0
+            }
+            (Some(prefixes), None) => {
+                let cap = Cap {
+                    center: self.near.center,
+                    radius: self.radius,
+                };
+                cap_ranges(&cap, prefixes).0
+            }
+            (None, _) => vec![(Bound::Unbounded, Bound::Unbounded)],
         };
         for (lo, hi) in ranges {
             let entries = self

@@ -371,7 +371,7 @@ fn plan_index(
     match &index.def.kind {
         IndexKind::Hashed => return plan_hashed(index, preds),
         IndexKind::Wildcard(spec) => return plan_wildcard(index, spec, preds),
-        IndexKind::Text(_) | IndexKind::Geo2dSphere => return None,
+        IndexKind::Text(_) | IndexKind::Geo2dSphere | IndexKind::Geo2d(_) => return None,
         IndexKind::Ordered => {}
     }
     let multikey = index.is_multikey();

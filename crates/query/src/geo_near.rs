@@ -5,7 +5,7 @@
 use bson::{Bson, Document};
 
 use crate::error::{DocError, DocResult};
-use crate::geo::{GeoNearSpec, GeoQuery, NearQuery};
+use crate::geo::{GeoNearSpec, NearQuery};
 use crate::matcher::Matcher;
 
 fn bad(msg: impl Into<String>) -> DocError {
@@ -40,7 +40,9 @@ impl GeoNearSpec {
                 max: std::f64::consts::PI,
                 metres: true,
                 flat: false,
+                point: (0.0, 0.0),
             },
+            spherical: false,
             near_arg: Bson::Null,
             min_arg: None,
             max_arg: None,
@@ -56,9 +58,14 @@ impl GeoNearSpec {
                 "distanceField" => distance_field = Some(field_name(v, "distanceField")?),
                 "includeLocs" => spec.include_locs = Some(field_name(v, "includeLocs")?),
                 "key" => spec.key = Some(field_name(v, "key")?),
-                // Every 2dsphere answer is spherical; `spherical: false` asks for $near
-                // semantics, which on a 2dsphere index are the same (mongod's documentation).
-                "spherical" => {}
+                // `spherical: false` asks for $near semantics: spherical on a 2dsphere index,
+                // flat on a 2d index ([`GeoNearSpec::use_flat`]).
+                "spherical" => {
+                    spec.spherical = match v {
+                        Bson::Boolean(b) => *b,
+                        other => crate::compare::Num::of(other).is_some_and(|n| n.as_f64() != 0.0),
+                    }
+                }
                 "maxDistance" => spec.max_arg = Some(v.clone()),
                 "minDistance" => spec.min_arg = Some(v.clone()),
                 "distanceMultiplier" => {
@@ -83,10 +90,9 @@ impl GeoNearSpec {
             near_arg.ok_or_else(|| bad("$geoNear requires a 'near' option as an Array"))?;
         spec.distance_field = distance_field
             .ok_or_else(|| bad("$geoNear requires a 'distanceField' option as a String"))?;
-        match GeoQuery::parse_near("$nearSphere", &spec.near_filter_ops())? {
-            GeoQuery::Near(n) => spec.near = n,
-            _ => unreachable!("parse_near returns Near"),
-        }
+        // Checked as flat if it may run flat (a 2d index's points need not be longitudes and
+        // latitudes); the storage crate settles it once it knows the index.
+        spec.set_flat(true)?;
         Ok(spec)
     }
 }

@@ -31,7 +31,7 @@ enum Rule {
     Enum(Vec<Bson>),
     Required(Vec<String>),
     Properties(Vec<(String, Schema)>),
-    PatternProperties(Vec<(regex::Regex, Schema)>),
+    PatternProperties(Vec<(crate::regex::Regex, Schema)>),
     /// `additionalProperties`: false (none allowed) or a schema for the others. Uses the
     /// sibling `properties` and `patternProperties` to know which are "others".
     Additional(Box<Additional>),
@@ -44,7 +44,7 @@ enum Rule {
     MultipleOf(f64),
     MinLength(usize),
     MaxLength(usize),
-    Pattern(regex::Regex),
+    Pattern(crate::regex::Regex),
     Items(Box<Schema>),
     ItemsTuple(Vec<Schema>, Option<Box<Additional>>),
     MinItems(usize),
@@ -60,11 +60,11 @@ enum Rule {
 enum Additional {
     Forbidden {
         named: Vec<String>,
-        patterns: Vec<regex::Regex>,
+        patterns: Vec<crate::regex::Regex>,
     },
     Schema {
         named: Vec<String>,
-        patterns: Vec<regex::Regex>,
+        patterns: Vec<crate::regex::Regex>,
         schema: Schema,
     },
     /// For `additionalItems`.
@@ -553,7 +553,7 @@ fn subject(v: &Bson) -> Subject<'_> {
     }
 }
 
-fn is_additional(name: &str, named: &[String], patterns: &[regex::Regex]) -> bool {
+fn is_additional(name: &str, named: &[String], patterns: &[crate::regex::Regex]) -> bool {
     !named.iter().any(|n| n == name) && !patterns.iter().any(|p| p.is_match(name))
 }
 

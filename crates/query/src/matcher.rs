@@ -72,7 +72,7 @@ enum Pred {
 
 #[derive(Clone, Debug)]
 pub(crate) struct RegexPred {
-    re: regex::Regex,
+    re: crate::regex::Regex,
     pattern: String,
     options: String,
 }
@@ -829,7 +829,7 @@ impl Matcher {
     }
 
     /// The `$geoWithin` / `$geoIntersects` predicates every match must satisfy (top-level
-    /// conjuncts), for the 2dsphere index.
+    /// conjuncts), for the 2dsphere and 2d indexes.
     pub fn geo_conjuncts(&self) -> Vec<(&str, &GeoQuery)> {
         let mut out = Vec::new();
         let tops: Vec<&Node> = match &self.root {
@@ -844,7 +844,7 @@ impl Matcher {
                 };
                 for p in preds {
                     if let Pred::Geo(g) = p {
-                        if g.bound().is_some() {
+                        if !matches!(**g, GeoQuery::Near(_)) {
                             out.push((path.as_str(), &**g));
                         }
                     }

@@ -73,7 +73,7 @@ impl DocDb {
         let exec = self.exec_for(&c, &st, q)?;
         Ok(match exec.plan.index_name() {
             Some(n) if matches!(exec.plan.access, Access::GeoNear { .. }) => {
-                format!("GEO_NEAR_2DSPHERE {n}")
+                format!("{} {n}", geo_index::near_stage_name(&exec.plan))
             }
             Some(n) => format!("IXSCAN {n}"),
             None => "COLLSCAN".into(),
@@ -198,7 +198,7 @@ struct StageCounts {
 fn execution_stages(mut stage: Document, c: &StageCounts) -> Document {
     let kind = stage.get_str("stage").unwrap_or("").to_string();
     let returned = match kind.as_str() {
-        "COLLSCAN" | "FETCH" | "TEXT_MATCH" | "GEO_NEAR_2DSPHERE" => c.matched,
+        "COLLSCAN" | "FETCH" | "TEXT_MATCH" | "GEO_NEAR_2DSPHERE" | "GEO_NEAR_2D" => c.matched,
         "IXSCAN" | "TEXT_OR" => c.docs,
         "SORT" => c.skip.min(c.matched) + c.returned,
         _ => c.returned,
@@ -209,7 +209,7 @@ fn execution_stages(mut stage: Document, c: &StageCounts) -> Document {
         "COLLSCAN" | "FETCH" => {
             stage.insert("docsExamined", c.docs as i64);
         }
-        "IXSCAN" | "TEXT_OR" | "GEO_NEAR_2DSPHERE" => {
+        "IXSCAN" | "TEXT_OR" | "GEO_NEAR_2DSPHERE" | "GEO_NEAR_2D" => {
             stage.insert("keysExamined", c.keys as i64);
         }
         _ => {}

@@ -24,7 +24,7 @@ use crate::collection::{self, decode_doc, encode_doc, Coll, CollState, Index};
 use crate::config::DocDbConfig;
 use crate::cursor::{DocCursor, Exec, ExecStats};
 use crate::geo_index;
-use crate::index::{self, IndexDef, RecordId};
+use crate::index::{self, IndexDef, IndexKind, RecordId};
 use crate::planner::{self, Access, Plan};
 use crate::scope::{self, Hooks, WriteHook};
 use crate::storage_error;

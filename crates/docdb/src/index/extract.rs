@@ -3,7 +3,7 @@
 
 use super::keys::{check_parallel_arrays, combine_keys, field_values, DocKeys, IndexKey};
 use super::spec::{IndexDef, IndexKind};
-use super::{geo, text, wildcard};
+use super::{geo, geo2d, text, wildcard};
 use crate::keystring;
 use bson::{Bson, Document};
 use query::collation;
@@ -24,6 +24,7 @@ pub fn doc_keys(def: &IndexDef, doc: &Document) -> DocResult<DocKeys> {
         IndexKind::Text(spec) => return text::text_keys(def, spec, doc),
         IndexKind::Wildcard(spec) => return wildcard::wildcard_keys(def, spec, doc),
         IndexKind::Geo2dSphere => return geo::doc_keys(def, doc),
+        IndexKind::Geo2d(spec) => return geo2d::doc_keys(def, spec, doc),
         IndexKind::Ordered | IndexKind::Hashed => {}
     }
     let mut per_field: Vec<Vec<Bson>> = Vec::with_capacity(def.fields.len());

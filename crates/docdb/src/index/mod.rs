@@ -14,6 +14,7 @@
 
 mod extract;
 pub(crate) mod geo;
+pub(crate) mod geo2d;
 mod keys;
 mod open;
 mod parse;

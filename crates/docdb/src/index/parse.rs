@@ -7,6 +7,7 @@ use crate::partial::PartialFilter;
 use bson::{doc, Bson, Document};
 use query::collation::{Collation, SpecOrigin};
 use query::error::{DocError, DocResult};
+use query::geo::flat::Flat2dSpec;
 use query::text::TextSpec;
 use std::sync::Arc;
 
@@ -61,6 +62,8 @@ struct KeyPattern {
     wildcard: Option<WildcardKeyPattern>,
     hashed: bool,
     geo: bool,
+    /// A 2d index (`{loc: "2d", ...}`).
+    flat: bool,
 }
 
 impl KeyPattern {
@@ -89,6 +92,7 @@ impl KeyPattern {
             wildcard_key_pattern(&key)?
         };
         let geo = geo::is_2dsphere_key(&key);
+        let flat = flat_key(&key, geo)?;
         let (fields, hashed) = match (&text, &wildcard) {
             (Some(tp), _) => (
                 special_fields(&tp.before, ["_fts", "_ftsx"], &tp.after),
@@ -107,6 +111,7 @@ impl KeyPattern {
             wildcard,
             hashed,
             geo,
+            flat,
         })
     }
 
@@ -133,12 +138,70 @@ impl KeyPattern {
             opts.out.insert("2dsphereIndexVersion", geo::INDEX_VERSION);
             return Ok(IndexKind::Geo2dSphere);
         }
+        if self.flat {
+            return flat_kind(opts);
+        }
         Ok(if self.hashed {
             IndexKind::Hashed
         } else {
             IndexKind::Ordered
         })
     }
+}
+
+/// Whether a key pattern is a 2d one: one `"2d"` field, first, with ordered fields after it
+/// (mongod's 16800, 16801, and one plugin per index).
+fn flat_key(key: &Document, sphere: bool) -> DocResult<bool> {
+    let is_plugin = |v: &Bson, name: &str| matches!(v, Bson::String(s) if s == name);
+    let count = key.values().filter(|v| is_plugin(v, "2d")).count();
+    if count == 0 {
+        return Ok(false);
+    }
+    if count > 1 {
+        return Err(DocError::with_code(
+            16800,
+            "Location16800",
+            "can't have 2 geo fields",
+        ));
+    }
+    if !key.values().next().is_some_and(|v| is_plugin(v, "2d")) {
+        return Err(DocError::with_code(
+            16801,
+            "Location16801",
+            "2d has to be first in index",
+        ));
+    }
+    if sphere
+        || key
+            .values()
+            .any(|v| matches!(v, Bson::String(s) if s != "2d"))
+    {
+        return Err(cannot_create(format!(
+            "Can't use more than one index plugin for a single index: {key}"
+        )));
+    }
+    Ok(true)
+}
+
+/// A 2d index's kind: its geometry from `min`, `max`, `bits`; the options a 2d index cannot
+/// honour are refused.
+fn flat_kind(opts: &SpecOptions) -> DocResult<IndexKind> {
+    let refuse = |what: &str| {
+        Err(cannot_create(format!(
+            "Index type '2d' does not support {what} in flashdoc"
+        )))
+    };
+    if opts.unique {
+        return refuse("the unique option");
+    }
+    if opts.expire_after.is_some() {
+        return refuse("expireAfterSeconds");
+    }
+    if opts.collation.is_some() {
+        return refuse("a collation (its keys are geohashes, not strings)");
+    }
+    let [min, max, bits] = opts.flat_opts;
+    Ok(IndexKind::Geo2d(Flat2dSpec::parse(min, max, bits)?))
 }
 
 /// The fields of a text or wildcard index: the ordered ones around its special pair.
@@ -200,10 +263,9 @@ fn key_direction(key: &Document, path: &str, dir: &Bson) -> DocResult<f64> {
             }
             1.0
         }
-        Bson::String(s) if s == "2dsphere" => 1.0,
+        Bson::String(s) if s == "2dsphere" || s == "2d" => 1.0,
         Bson::String(s) => {
             return Err(cannot_create(match s.as_str() {
-                "2d" => format!("Index type '2d' is not supported by flashdoc (field '{path}'): its flat geometry serves only legacy $near/$box queries; use a 2dsphere index, which also indexes legacy [lng, lat] pairs (docs/docdb.md, \"Geo\")"),
                 "geoHaystack" | "wildcard" => {
                     format!("Index type '{s}' is not supported by flashdoc (field '{path}')")
                 }
@@ -245,6 +307,8 @@ struct SpecOptions<'a> {
     /// `textIndexVersion`.
     text_opts: [Option<&'a Bson>; 4],
     wildcard_projection: Option<&'a Document>,
+    /// A 2d index's `min`, `max`, `bits`.
+    flat_opts: [Option<&'a Bson>; 3],
     /// The key pattern the catalog stores (a text index's names `_fts`, `_ftsx`).
     stored_key: Document,
     out: Document,
@@ -271,6 +335,7 @@ impl<'a> SpecOptions<'a> {
             partial: None,
             text_opts: [None; 4],
             wildcard_projection: None,
+            flat_opts: [None; 3],
             out: doc! {"v": 2, "key": stored_key.clone(), "name": name},
             stored_key,
         };
@@ -301,6 +366,11 @@ impl<'a> SpecOptions<'a> {
             }
             "key" | "name" | "ns" | "background" => {}
             "2dsphereIndexVersion" if pattern.geo => geo::check_version(v)?,
+            "min" | "max" | "bits" if pattern.flat => {
+                let i = ["min", "max", "bits"].iter().position(|x| *x == k).unwrap_or(2);
+                self.flat_opts[i] = Some(v);
+                self.out.insert(k, v.clone());
+            }
             "v" => match v.as_i32().or(v.as_i64().map(|x| x as i32)) {
                 Some(1) | Some(2) => {}
                 _ => {

@@ -3,6 +3,7 @@
 use crate::partial::PartialFilter;
 use bson::{doc, Bson, Document};
 use query::collation::Collation;
+use query::geo::flat::Flat2dSpec;
 use query::text::TextSpec;
 use std::sync::Arc;
 
@@ -27,6 +28,11 @@ pub enum IndexKind {
     /// each geometry of the document (`crate::geo_index`); documents without the field have
     /// none. It answers `$geoWithin`, `$geoIntersects` and `$near`.
     Geo2dSphere,
+    /// `{field: "2d", ...}` (`min`, `max`, `bits`): its first field's legacy points keyed by
+    /// their geohash ([`Flat2dSpec::hash`]), the other fields' values after it
+    /// (`crate::index::geo2d`). It answers the flat `$near`, `$geoWithin` (`$box`, `$center`,
+    /// `$polygon`, `$centerSphere`), `$nearSphere` and `$geoNear`.
+    Geo2d(Flat2dSpec),
 }
 
 /// Which fields a wildcard index covers.
@@ -156,6 +162,16 @@ impl IndexDef {
     pub fn is_geo_field(&self, path: &str) -> bool {
         self.kind == IndexKind::Geo2dSphere
             && matches!(self.key.get(path), Some(Bson::String(s)) if s == "2dsphere")
+    }
+
+    /// Whether `path` is a 2d index's point field (its first), with the index's geometry.
+    pub fn flat_geo_field(&self, path: &str) -> Option<&Flat2dSpec> {
+        match &self.kind {
+            IndexKind::Geo2d(spec) if self.fields.first().is_some_and(|f| f.0 == path) => {
+                Some(spec)
+            }
+            _ => None,
+        }
     }
 
     /// A 2dsphere index's geo fields, in key order.

@@ -213,7 +213,7 @@ pub(super) fn regex_ops(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option
             ))
         }
     };
-    let re = crate::regex::compile_regex(&pattern, &flags)?;
+    let re = crate::regex::compile_regex_cached(&pattern, &flags)?;
     let input = match args.eval("input", ctx)? {
         None | Some(Bson::Null) | Some(Bson::Undefined) => return Ok(Some(nothing())),
         Some(Bson::String(s)) => s,
@@ -229,17 +229,23 @@ pub(super) fn regex_ops(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option
         }
     };
     Ok(Some(match op {
-        Op::RegexMatch => Bson::Boolean(re.is_match(&input)),
+        Op::RegexMatch => Bson::Boolean(re.captures_at(&input, 0, name)?.is_some()),
         Op::RegexFind => re
-            .captures(&input)
+            .captures_at(&input, 0, name)?
             .map_or(Bson::Null, |c| regex_match_doc(&input, &c)),
         _ => {
             // mongod caps the output of $regexFindAll at 64 MB (an empty pattern matches at
             // every position of a 16 MB string).
             let mut out = Vec::new();
             let mut bytes = 0usize;
-            for c in re.captures_iter(&input) {
-                bytes += c.iter().flatten().map(|g| g.len() + 32).sum::<usize>() + 64;
+            re.for_each_match(&input, name, |c| {
+                bytes += c
+                    .groups
+                    .iter()
+                    .flatten()
+                    .map(|(s, e)| e - s + 32)
+                    .sum::<usize>()
+                    + 64;
                 if bytes > MAX_REGEX_FIND_ALL_BYTES {
                     return Err(DocError::with_code(
                         5126606,
@@ -247,8 +253,9 @@ pub(super) fn regex_ops(op: Op, args: &NamedArgs, ctx: &Ctx) -> DocResult<Option
                         "$regexFindAll: the size of buffer to store output exceeded the 64MB limit",
                     ));
                 }
-                out.push(regex_match_doc(&input, &c));
-            }
+                out.push(regex_match_doc(&input, c));
+                Ok(())
+            })?;
             Bson::Array(out)
         }
     }))
@@ -261,16 +268,17 @@ const MAX_REPLACE_BYTES: usize = 125 << 20;
 
 /// One match as mongod reports it: `{match, idx, captures}`, `idx` in code points and an
 /// unmatched group as null.
-fn regex_match_doc(input: &str, c: &regex::Captures) -> Bson {
-    let m = c.get(0).expect("group 0 always matches");
+fn regex_match_doc(input: &str, c: &crate::regex::Captures) -> Bson {
+    let (start, end) = c.span();
     let captures: Vec<Bson> = c
+        .groups
         .iter()
         .skip(1)
-        .map(|g| g.map_or(Bson::Null, |g| Bson::String(g.as_str().to_string())))
+        .map(|g| g.map_or(Bson::Null, |(s, e)| Bson::String(input[s..e].to_string())))
         .collect();
     Bson::Document(bson::doc! {
-        "match": m.as_str(),
-        "idx": input[..m.start()].chars().count() as i32,
+        "match": &input[start..end],
+        "idx": input[..start].chars().count() as i32,
         "captures": captures,
     })
 }

@@ -4,10 +4,11 @@
 //! `$geoIntersects`, `$near` and `$nearSphere` ([`GeoQuery`]).
 //!
 //! Legacy `$box`, `$polygon` and `$center` are flat (2d) shapes in mongod: they are evaluated
-//! here on the plane of longitude/latitude, for legacy points only, without an index (flashdoc
-//! has no 2d index). `$near` with a legacy pair is a 2d-index query and is refused by the
-//! planner, as mongod refuses it without a 2d index.
+//! here on the plane of the coordinates, for legacy points only; a `2d` index ([`flat`])
+//! bounds their scans. `$near` with a legacy pair is flat too (distances on the plane) and
+//! needs a 2d index, as in mongod.
 pub mod cell;
+pub mod flat;
 mod near_stage;
 pub mod shape;
 pub mod sphere;

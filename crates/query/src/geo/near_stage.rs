@@ -21,6 +21,8 @@ pub struct GeoNearSpec {
     /// The field holding the geometries (None: the collection's one 2dsphere index's).
     pub key: Option<String>,
     pub query: Document,
+    /// `spherical`: `$nearSphere` semantics even on a 2d index.
+    pub spherical: bool,
 }
 
 impl GeoNearSpec {
@@ -32,7 +34,12 @@ impl GeoNearSpec {
             }
             other => other.clone(),
         };
-        let mut ops = doc! {"$nearSphere": near};
+        let op = if self.near.flat {
+            "$near"
+        } else {
+            "$nearSphere"
+        };
+        let mut ops = doc! {op: near};
         if let Some(m) = &self.min_arg {
             ops.insert("$minDistance", m.clone());
         }
@@ -40,6 +47,26 @@ impl GeoNearSpec {
             ops.insert("$maxDistance", m.clone());
         }
         ops
+    }
+
+    /// Whether `near` is a legacy pair (not GeoJSON).
+    fn legacy(&self) -> bool {
+        matches!(&self.near_arg, Bson::Array(_))
+            || matches!(&self.near_arg, Bson::Document(d) if !d.contains_key("type"))
+    }
+
+    /// Sets the stage's semantics for the index it runs on: flat (`$near`) over a 2d index
+    /// (`over_2d`) when `spherical` is false and `near` is a legacy pair, as mongod does —
+    /// distances on the plane, in the coordinates' units — else `$nearSphere`.
+    pub fn set_flat(&mut self, over_2d: bool) -> DocResult<()> {
+        let flat = over_2d && !self.spherical && self.legacy();
+        self.near.flat = flat;
+        let op = if flat { "$near" } else { "$nearSphere" };
+        match super::GeoQuery::parse_near(op, &self.near_filter_ops())? {
+            super::GeoQuery::Near(n) => self.near = n,
+            _ => unreachable!("parse_near returns Near"),
+        }
+        Ok(())
     }
 
     /// The find filter of the stage's scan: `query` and the `$nearSphere` on `key`.

@@ -5,6 +5,7 @@ use std::f64::consts::PI;
 
 use bson::{Bson, Document};
 
+use super::flat::FlatBox;
 use super::shape::{legacy_pair, lng_lat_point, parse_geojson, Region, Shape};
 use super::sphere::{Cap, EARTH_RADIUS_M, V3};
 use crate::error::{DocError, DocResult};
@@ -90,8 +91,11 @@ pub struct NearQuery {
     pub max: f64,
     /// The point was GeoJSON: distances are in metres (else radians, legacy pairs).
     pub metres: bool,
-    /// A flat (2d) `$near` with a legacy pair: only a 2d index answers it.
+    /// A flat (2d) `$near` with a legacy pair: only a 2d index answers it, and distances and
+    /// bounds are on the plane of the coordinates.
     pub flat: bool,
+    /// The point as given (`[x, y]`, or a GeoJSON point's `[lng, lat]`).
+    pub point: (f64, f64),
 }
 
 impl NearQuery {
@@ -104,8 +108,16 @@ impl NearQuery {
         }
     }
 
-    /// The angle from the centre to the nearest of a stored value's geometries.
+    /// The angle from the centre to the nearest of a stored value's geometries (for a flat
+    /// query, the plane distance to the nearest legacy point).
     pub fn distance(&self, v: &Bson) -> Option<f64> {
+        if self.flat {
+            let (x, y) = self.point;
+            return flat_points(v)
+                .into_iter()
+                .map(|(px, py)| (px - x).hypot(py - y))
+                .reduce(f64::min);
+        }
         let shapes = stored_shapes(v).ok()?;
         shapes
             .iter()
@@ -255,6 +267,7 @@ impl GeoQuery {
         let arg = ops.get(op).expect("caller found the operator");
         let mut min = None;
         let mut max = None;
+        let pair: (f64, f64);
         let (point, metres) = match arg {
             Bson::Document(d) if d.contains_key("$geometry") => {
                 for (k, v) in d {
@@ -268,16 +281,20 @@ impl GeoQuery {
                     }
                 }
                 match geometry_operand(d, op)? {
-                    Shape::Point(p) => (p, true),
+                    Shape::Point(p) => {
+                        pair = p.lng_lat();
+                        (p, true)
+                    }
                     _ => return Err(bad(format!("{op} must be a Point: {d}"))),
                 }
             }
             Bson::Array(_) | Bson::Document(_) => {
                 let (x, y) = flat_pair(arg, op)?;
+                pair = (x, y);
                 let p = if sphere {
                     lng_lat_point(x, y).map_err(bad)?
                 } else {
-                    // A flat point: kept for the planner's refusal (no 2d index).
+                    // A flat point: its distances are on the plane (`pair`).
                     V3::from_lng_lat(x.clamp(-180.0, 180.0), y.clamp(-90.0, 90.0))
                 };
                 (p, false)
@@ -304,14 +321,16 @@ impl GeoQuery {
             }
             Ok(if metres { d / EARTH_RADIUS_M } else { d })
         };
-        let max = to_radians(max, "$maxDistance", PI)?;
+        let flat = !sphere && !metres;
+        let max = to_radians(max, "$maxDistance", if flat { f64::INFINITY } else { PI })?;
         let min = to_radians(min, "$minDistance", 0.0)?;
         Ok(GeoQuery::Near(NearQuery {
             center: point,
             min,
             max,
             metres,
-            flat: !sphere && !metres,
+            flat,
+            point: pair,
         }))
     }
 
@@ -321,18 +340,16 @@ impl GeoQuery {
         if let GeoQuery::FlatWithin(r) = self {
             return flat_points(v).iter().any(|p| r.contains(*p));
         }
+        if let GeoQuery::Near(n) = self {
+            return n.distance(v).is_some_and(|d| n.in_bounds(d));
+        }
         let Ok(shapes) = stored_shapes(v) else {
             return false;
         };
         match self {
             GeoQuery::Within(r) => !shapes.is_empty() && shapes.iter().any(|s| s.within(r)),
             GeoQuery::Intersects(q) => shapes.iter().any(|s| s.intersects(q)),
-            GeoQuery::Near(n) => shapes
-                .iter()
-                .map(|s| s.distance_to(n.center))
-                .reduce(f64::min)
-                .is_some_and(|d| n.in_bounds(d)),
-            GeoQuery::FlatWithin(_) => unreachable!("handled above"),
+            GeoQuery::Near(_) | GeoQuery::FlatWithin(_) => unreachable!("handled above"),
         }
     }
 
@@ -347,8 +364,48 @@ impl GeoQuery {
     }
 }
 
+impl GeoQuery {
+    /// Boxes of the plane holding every legacy point that can match, for a 2d index: a flat
+    /// shape's bounding box, or a `$centerSphere` cap's longitude/latitude box (two across
+    /// the antimeridian). None for the predicates a 2d index cannot bound.
+    pub fn flat_boxes(&self) -> Option<Vec<FlatBox>> {
+        match self {
+            GeoQuery::FlatWithin(r) => Some(vec![r.bounding_box()]),
+            GeoQuery::Within(super::shape::Region::Cap(c)) => Some(super::flat::cap_boxes(c)),
+            _ => None,
+        }
+    }
+}
+
+impl FlatRegion {
+    fn bounding_box(&self) -> FlatBox {
+        match self {
+            FlatRegion::Box { lo, hi } => FlatBox { lo: *lo, hi: *hi },
+            FlatRegion::Circle { center, radius } => FlatBox {
+                lo: (center.0 - radius, center.1 - radius),
+                hi: (center.0 + radius, center.1 + radius),
+            },
+            FlatRegion::Polygon(v) => {
+                let fold = |f: fn(f64, f64) -> f64, init: f64, pick: fn(&(f64, f64)) -> f64| {
+                    v.iter().map(pick).fold(init, f)
+                };
+                FlatBox {
+                    lo: (
+                        fold(f64::min, f64::INFINITY, |p| p.0),
+                        fold(f64::min, f64::INFINITY, |p| p.1),
+                    ),
+                    hi: (
+                        fold(f64::max, f64::NEG_INFINITY, |p| p.0),
+                        fold(f64::max, f64::NEG_INFINITY, |p| p.1),
+                    ),
+                }
+            }
+        }
+    }
+}
+
 /// The legacy points of a value for the flat operators: a pair, or an array of pairs.
-fn flat_points(v: &Bson) -> Vec<(f64, f64)> {
+pub(crate) fn flat_points(v: &Bson) -> Vec<(f64, f64)> {
     if let Some(p) = legacy_pair(v) {
         return vec![p];
     }
