@@ -28,7 +28,7 @@ use crate::checkpoint::{self, Checkpointer, Triggers};
 use crate::compact;
 use crate::config::{EngineConfig, Schedule, TableConfig};
 use crate::cursor::BatchedCursor;
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::evict::Evictor;
 use crate::io::Io;
 use crate::journal::record::{self, Record};
@@ -119,7 +119,10 @@ impl DiskEngine {
                 dir.display()
             )));
         }
-        std::fs::create_dir_all(&dir).ctx(|| format!("creating dbPath {}", dir.display()))?;
+        let mut io = Io::new(cfg.observer.clone(), &cfg.flash, cfg.backend.clone())
+            .map_err(|e| Error::Config(format!("storage.flash: {e}")))?
+            .with_direct_io(cfg.direct_io);
+        io.create_dir(&dir)?;
         let lock = ProcessLock::acquire(&dir)?;
         if cfg.direct_io.any() {
             crate::io::probe_direct_io(&dir).map_err(|e| {
@@ -130,9 +133,6 @@ impl DiskEngine {
                 ))
             })?;
         }
-        let mut io = Io::new(cfg.observer.clone(), &cfg.flash, cfg.backend.clone())
-            .map_err(|e| Error::Config(format!("storage.flash: {e}")))?
-            .with_direct_io(cfg.direct_io);
         if cfg.schedule == Schedule::Inline {
             io = io.with_written_clock();
         }
