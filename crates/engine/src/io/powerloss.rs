@@ -67,7 +67,7 @@ impl Default for CrashOdds {
     }
 }
 
-/// A deliberate bug for the mutation check (docs/durability.md): the backend treats one kind of
+/// A deliberate bug for the mutation check (docdb's tests/powerloss.rs): the backend treats one kind of
 /// `fsync` as if the engine had never called it. Only this test backend has the switch, so no
 /// production build can reach it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -325,8 +325,8 @@ impl PowerLossFiles {
         let go = Self::tick(&mut m)?;
         if go {
             run()?;
+            m.apply_live(&op);
         }
-        m.apply_live(&op);
         m.ns_pending.push((dir, op));
         if go {
             Ok(())
