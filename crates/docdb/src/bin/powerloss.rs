@@ -29,7 +29,11 @@ fn parse(args: &[String]) -> Result<(crashloop::Settings, u64, std::path::PathBu
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let num = || value.parse::<u64>().map_err(|e| format!("{flag} {value}: {e}"));
+        let num = || {
+            value
+                .parse::<u64>()
+                .map_err(|e| format!("{flag} {value}: {e}"))
+        };
         match flag.as_str() {
             "--seed" => s.seed = num()?,
             "--seeds" => seeds = num()?,
@@ -80,5 +84,7 @@ fn main() {
             }
         }
     }
-    println!("total: {cycles} cycles, {ops} operations, {acked} acknowledged durable, 0 lost, 0 corrupt");
+    println!(
+        "total: {cycles} cycles, {ops} operations, {acked} acknowledged durable, 0 lost, 0 corrupt"
+    );
 }

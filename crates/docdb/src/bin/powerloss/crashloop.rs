@@ -54,21 +54,57 @@ pub type State = BTreeMap<String, Coll>;
 /// One workload operation.
 #[derive(Clone, Debug)]
 pub enum Op {
-    Insert { coll: String, doc: Document, j: bool },
-    Update { coll: String, id: i64, v: i64, a: i64, j: bool },
-    Delete { coll: String, id: i64, j: bool },
-    CreateIndex { coll: String, field: String },
-    DropIndex { coll: String, name: String },
-    Drop { coll: String },
-    Rename { from: String, to: String },
-    Out { from: String, to: String },
+    Insert {
+        coll: String,
+        doc: Document,
+        j: bool,
+    },
+    Update {
+        coll: String,
+        id: i64,
+        v: i64,
+        a: i64,
+        j: bool,
+    },
+    Delete {
+        coll: String,
+        id: i64,
+        j: bool,
+    },
+    CreateIndex {
+        coll: String,
+        field: String,
+    },
+    DropIndex {
+        coll: String,
+        name: String,
+    },
+    Drop {
+        coll: String,
+    },
+    Rename {
+        from: String,
+        to: String,
+    },
+    Out {
+        from: String,
+        to: String,
+    },
     Checkpoint,
+    /// The implicit creation of a collection by an insert: a step of its own (it commits before
+    /// the insert's document does), recorded, never performed.
+    Create {
+        coll: String,
+    },
 }
 
 impl Op {
     /// Acknowledged as durable when it returns (`j: true`).
     fn journaled(&self) -> bool {
-        matches!(self, Op::Insert { j: true, .. } | Op::Update { j: true, .. } | Op::Delete { j: true, .. })
+        matches!(
+            self,
+            Op::Insert { j: true, .. } | Op::Update { j: true, .. } | Op::Delete { j: true, .. }
+        )
     }
 
     /// The state after this operation.
@@ -80,7 +116,10 @@ impl Op {
         match self {
             Op::Insert { coll, doc, .. } => {
                 let id = doc.get_i64("_id").expect("ids are i64");
-                s.entry(coll.clone()).or_insert_with(new_coll).docs.insert(id, doc.clone());
+                s.entry(coll.clone())
+                    .or_insert_with(new_coll)
+                    .docs
+                    .insert(id, doc.clone());
             }
             Op::Update { coll, id, v, a, .. } => {
                 if let Some(d) = s.get_mut(coll).and_then(|c| c.docs.get_mut(id)) {
@@ -94,7 +133,10 @@ impl Op {
                 }
             }
             Op::CreateIndex { coll, field } => {
-                s.entry(coll.clone()).or_insert_with(new_coll).indexes.insert(format!("{field}_1"));
+                s.entry(coll.clone())
+                    .or_insert_with(new_coll)
+                    .indexes
+                    .insert(format!("{field}_1"));
             }
             Op::DropIndex { coll, name } => {
                 if let Some(c) = s.get_mut(coll) {
@@ -111,8 +153,13 @@ impl Op {
             }
             Op::Out { from, to } => {
                 let docs = s.get(from).map(|c| c.docs.clone()).unwrap_or_default();
-                let indexes = s.get(to).map_or_else(|| new_coll().indexes, |c| c.indexes.clone());
+                let indexes = s
+                    .get(to)
+                    .map_or_else(|| new_coll().indexes, |c| c.indexes.clone());
                 s.insert(to.clone(), Coll { docs, indexes });
+            }
+            Op::Create { coll } => {
+                s.entry(coll.clone()).or_insert_with(new_coll);
             }
             Op::Checkpoint => {}
         }
@@ -128,42 +175,87 @@ fn draw(rng: &mut StdRng, s: &State, step: u64) -> Op {
     let pick = |rng: &mut StdRng| existing[rng.gen_range(0..existing.len())].clone();
     match roll {
         _ if existing.is_empty() || roll < 40 => {
-            let free: Vec<i64> = (0..40).filter(|i| !s.get(&coll).is_some_and(|c| c.docs.contains_key(i))).collect();
+            let free: Vec<i64> = (0..40)
+                .filter(|i| !s.get(&coll).is_some_and(|c| c.docs.contains_key(i)))
+                .collect();
             if free.is_empty() {
-                return Op::Delete { coll, id: rng.gen_range(0..40), j };
+                return Op::Delete {
+                    coll,
+                    id: rng.gen_range(0..40),
+                    j,
+                };
             }
             let id = free[rng.gen_range(0..free.len())];
             let pad = "x".repeat(rng.gen_range(0..600));
             let doc = doc! {"_id": id, "v": step as i64, "a": rng.gen_range(0..10i64), "b": format!("{step}-{pad}")};
             Op::Insert { coll, doc, j }
         }
-        40..=59 => Op::Update { coll: pick(rng), id: rng.gen_range(0..40), v: step as i64, a: rng.gen_range(0..10), j },
-        60..=71 => Op::Delete { coll: pick(rng), id: rng.gen_range(0..40), j },
-        72..=79 => Op::CreateIndex { coll: pick(rng), field: FIELDS[rng.gen_range(0..2)].to_string() },
+        40..=59 => Op::Update {
+            coll: pick(rng),
+            id: rng.gen_range(0..40),
+            v: step as i64,
+            a: rng.gen_range(0..10),
+            j,
+        },
+        60..=71 => Op::Delete {
+            coll: pick(rng),
+            id: rng.gen_range(0..40),
+            j,
+        },
+        72..=79 => Op::CreateIndex {
+            coll: pick(rng),
+            field: FIELDS[rng.gen_range(0..2)].to_string(),
+        },
         80..=83 => {
             let c = pick(rng);
             match s[&c].indexes.iter().find(|n| *n != "_id_") {
-                Some(name) => Op::DropIndex { coll: c, name: name.clone() },
+                Some(name) => Op::DropIndex {
+                    coll: c,
+                    name: name.clone(),
+                },
                 None => Op::Checkpoint,
             }
         }
         84..=86 => Op::Drop { coll: pick(rng) },
         87..=90 => {
             let from = pick(rng);
-            let to = COLLS.iter().find(|c| **c != from && rng.gen_bool(0.5)).map_or("c3", |c| c);
-            if to == from { Op::Checkpoint } else { Op::Rename { from, to: to.to_string() } }
+            let to = COLLS
+                .iter()
+                .find(|c| **c != from && rng.gen_bool(0.5))
+                .map_or("c3", |c| c);
+            if to == from {
+                Op::Checkpoint
+            } else {
+                Op::Rename {
+                    from,
+                    to: to.to_string(),
+                }
+            }
         }
         91..=94 => {
             let from = pick(rng);
-            let to = COLLS.iter().find(|c| **c != from && rng.gen_bool(0.5)).map_or("c3", |c| c);
-            if to == from { Op::Checkpoint } else { Op::Out { from, to: to.to_string() } }
+            let to = COLLS
+                .iter()
+                .find(|c| **c != from && rng.gen_bool(0.5))
+                .map_or("c3", |c| c);
+            if to == from {
+                Op::Checkpoint
+            } else {
+                Op::Out {
+                    from,
+                    to: to.to_string(),
+                }
+            }
         }
         _ => Op::Checkpoint,
     }
 }
 
 fn opts(j: bool) -> WriteOpts {
-    WriteOpts { journal: j, ..WriteOpts::default() }
+    WriteOpts {
+        journal: j,
+        ..WriteOpts::default()
+    }
 }
 
 fn outcome(o: docdb::WriteOutcome) -> Result<(), String> {
@@ -190,21 +282,40 @@ fn perform(db: &DocDb, op: &Op) -> Result<(), String> {
             outcome(db.update(DB, coll, &[stmt], opts(*j)))
         }
         Op::Delete { coll, id, j } => {
-            let stmt = DeleteStatement { q: doc! {"_id": id}, limit: 1, collation: None };
+            let stmt = DeleteStatement {
+                q: doc! {"_id": id},
+                limit: 1,
+                collation: None,
+            };
             outcome(db.delete(DB, coll, &[stmt], opts(*j)))
         }
         Op::CreateIndex { coll, field } => db
-            .create_indexes(DB, coll, &[doc! {"key": {field.as_str(): 1}, "name": format!("{field}_1")}])
+            .create_indexes(
+                DB,
+                coll,
+                &[doc! {"key": {field.as_str(): 1}, "name": format!("{field}_1")}],
+            )
             .map(drop)
             .map_err(e),
-        Op::DropIndex { coll, name } => db.drop_indexes(DB, coll, &Bson::String(name.clone())).map(drop).map_err(e),
+        Op::DropIndex { coll, name } => db
+            .drop_indexes(DB, coll, &Bson::String(name.clone()))
+            .map(drop)
+            .map_err(e),
         Op::Drop { coll } => db.drop_collection(DB, coll).map_err(e),
         Op::Rename { from, to } => db.rename_collection(DB, from, DB, to, true).map_err(e),
         Op::Out { from, to } => {
-            let cursor = db.aggregate(DB, from, &[doc! {"$out": to.as_str()}], &AggregateOpts::default()).map_err(e)?;
+            let cursor = db
+                .aggregate(
+                    DB,
+                    from,
+                    &[doc! {"$out": to.as_str()}],
+                    &AggregateOpts::default(),
+                )
+                .map_err(e)?;
             cursor.collect::<Result<Vec<_>, _>>().map(drop).map_err(e)
         }
         Op::Checkpoint => db.engine().checkpoint().map_err(|x| x.to_string()),
+        Op::Create { .. } => unreachable!("recorded, never performed"),
     }
 }
 
@@ -227,21 +338,34 @@ pub fn config(dir: &Path, backend: Option<Arc<PowerLossFiles>>) -> DocDbConfig {
 /// What docdb holds, after checking that the catalog opens and every collection validates.
 pub fn observe(db: &DocDb) -> Result<State, String> {
     let mut s = State::new();
-    let colls = db.list_collections(DB).map_err(|e| format!("listCollections: {e:?}"))?;
+    let colls = db
+        .list_collections(DB)
+        .map_err(|e| format!("listCollections: {e:?}"))?;
     for info in colls {
         let name = info.name;
-        let v = db.validate(DB, &name, &Interrupt::none()).map_err(|e| format!("validate {name}: {e:?}"))?;
+        let v = db
+            .validate(DB, &name, &Interrupt::none())
+            .map_err(|e| format!("validate {name}: {e:?}"))?;
         if v.get_bool("valid") != Ok(true) {
             return Err(format!("validate {name}: {v}"));
         }
         let mut c = Coll::default();
-        for d in db.find(DB, &name, &FindQuery::default()).map_err(|e| format!("find {name}: {e:?}"))? {
+        for d in db
+            .find(DB, &name, &FindQuery::default())
+            .map_err(|e| format!("find {name}: {e:?}"))?
+        {
             let d = d.map_err(|e| format!("find {name}: {e:?}"))?;
-            let id = d.get_i64("_id").map_err(|_| format!("{name}: a document without an i64 _id: {d}"))?;
+            let id = d
+                .get_i64("_id")
+                .map_err(|_| format!("{name}: a document without an i64 _id: {d}"))?;
             c.docs.insert(id, d);
         }
-        for spec in db.list_indexes(DB, &name).map_err(|e| format!("listIndexes {name}: {e:?}"))? {
-            c.indexes.insert(spec.get_str("name").unwrap_or("?").to_string());
+        for spec in db
+            .list_indexes(DB, &name)
+            .map_err(|e| format!("listIndexes {name}: {e:?}"))?
+        {
+            c.indexes
+                .insert(spec.get_str("name").unwrap_or("?").to_string());
         }
         s.insert(name, c);
     }
@@ -255,11 +379,27 @@ struct Ran {
     durable: usize,
 }
 
-fn run_workload(db: &DocDb, pl: &PowerLossFiles, rng: &mut StdRng, base: &State, steps: usize) -> Ran {
+fn run_workload(
+    db: &DocDb,
+    pl: &PowerLossFiles,
+    rng: &mut StdRng,
+    base: &State,
+    steps: usize,
+) -> Ran {
     let mut live = base.clone();
-    let mut ran = Ran { ops: Vec::new(), durable: 0 };
+    let mut ran = Ran {
+        ops: Vec::new(),
+        durable: 0,
+    };
     for step in 0..steps {
         let op = draw(rng, &live, step as u64);
+        if let Op::Insert { coll, .. } = &op {
+            if !live.contains_key(coll) {
+                let create = Op::Create { coll: coll.clone() };
+                create.apply(&mut live);
+                ran.ops.push(create);
+            }
+        }
         let r = perform(db, &op);
         ran.ops.push(op.clone());
         match r {
@@ -310,7 +450,16 @@ fn explain_mismatch(base: &State, ran: &Ran, found: &State) -> Option<String> {
 
 fn summary(s: &State) -> String {
     s.iter()
-        .map(|(n, c)| format!("{n}{{docs {:?} idx {:?}}}", c.docs.iter().map(|(k, d)| (k, d.get_i64("v").unwrap_or(-1))).collect::<Vec<_>>(), c.indexes))
+        .map(|(n, c)| {
+            format!(
+                "{n}{{docs {:?} idx {:?}}}",
+                c.docs
+                    .iter()
+                    .map(|(k, d)| (k, d.get_i64("v").unwrap_or(-1)))
+                    .collect::<Vec<_>>(),
+                c.indexes
+            )
+        })
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -366,7 +515,9 @@ pub fn run(s: &Settings, work: &Path) -> Result<Report, String> {
     let mut est_ops: u64 = 400;
     for cycle in 0..s.cycles {
         if cycle % s.lineage.max(1) == 0 {
-            base_dir = None;
+            if let Some(old) = base_dir.take() {
+                let _ = std::fs::remove_dir_all(old.parent().expect("a cycle directory"));
+            }
             base = State::new();
         }
         let mut rng = StdRng::seed_from_u64(s.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ cycle);
@@ -378,7 +529,8 @@ pub fn run(s: &Settings, work: &Path) -> Result<Report, String> {
             None => std::fs::create_dir_all(&live).map_err(|e| fail(e.to_string()))?,
         }
         let pl = Arc::new(PowerLossFiles::new(&live, s.odds, s.mutation));
-        pl.adopt(&["flashdoc.lock"]).map_err(|e| fail(e.to_string()))?;
+        pl.adopt(&["flashdoc.lock"])
+            .map_err(|e| fail(e.to_string()))?;
         pl.crash_after(rng.gen_range(1..=est_ops));
         let ran = match DocDb::open(config(&live, Some(pl.clone()))) {
             Ok(db) => {
@@ -388,7 +540,10 @@ pub fn run(s: &Settings, work: &Path) -> Result<Report, String> {
             }
             Err(_) if pl.crashed() => {
                 report.crashed_in_open += 1;
-                Ran { ops: Vec::new(), durable: 0 }
+                Ran {
+                    ops: Vec::new(),
+                    durable: 0,
+                }
             }
             Err(e) => return Err(fail(format!("open with the power on: {e:?}"))),
         };
@@ -398,10 +553,12 @@ pub fn run(s: &Settings, work: &Path) -> Result<Report, String> {
             pl.crash_now();
         }
         let img = cdir.join("image");
-        pl.materialise(rng.gen(), &img).map_err(|e| fail(e.to_string()))?;
+        pl.materialise(rng.gen(), &img)
+            .map_err(|e| fail(e.to_string()))?;
         let check = cdir.join("check");
         copy_dir(&img, &check).map_err(|e| fail(e.to_string()))?;
-        let db = DocDb::open(config(&check, None)).map_err(|e| fail(format!("reopen after the crash: {e:?}")))?;
+        let db = DocDb::open(config(&check, None))
+            .map_err(|e| fail(format!("reopen after the crash: {e:?}")))?;
         let found = observe(&db).map_err(&fail)?;
         drop(db);
         if let Some(why) = explain_mismatch(&base, &ran, &found) {
