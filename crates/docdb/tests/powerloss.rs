@@ -32,14 +32,15 @@ fn power_loss_crash_loop_short() {
 }
 
 /// The mutation check: with the metadata's data fsync before its rename removed, the loop fails
-/// within 10 cycles on each of these seeds (measured: cycles 0, 6 and 8), and with the
-/// directory fsync after the rename removed, within 3 (cycles 0, 0 and 2).
+/// within 10 cycles on each of these seeds (measured: at cycles 0, 1 and 2; on seeds 1–20 all
+/// by cycle 6), and with the directory fsync after the rename removed, within 25 (measured: 0, 0
+/// and 2; on seeds 1–20 all by cycle 24, median 4.5).
 #[test]
 fn the_loop_catches_a_removed_fsync() {
     let work = tempfile::tempdir().unwrap();
     for (mutation, within) in [
         (Mutation::SkipMetadataFsync, 10),
-        (Mutation::SkipRootDirFsync, 3),
+        (Mutation::SkipRootDirFsync, 25),
     ] {
         for seed in 1..=3 {
             let s = settings(seed, within, mutation);
