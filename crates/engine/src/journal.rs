@@ -240,8 +240,7 @@ impl Journal {
     /// (`Inline`: no thread, no timer).
     pub fn open_with(cfg: JournalConfig, io: Arc<Io>, schedule: Schedule) -> Result<Arc<Journal>> {
         cfg.validate()?;
-        std::fs::create_dir_all(&cfg.dir)
-            .ctx(|| format!("creating journal directory {}", cfg.dir.display()))?;
+        io.create_dir(&cfg.dir)?;
         let number = replay::list_files(&cfg.dir)?.last().map_or(1, |n| n + 1);
         let layout = Layout::new(io.direct_io().log || cfg.block_aligned);
         let shared = Arc::new(Shared {

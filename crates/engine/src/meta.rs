@@ -2,7 +2,9 @@
 //!
 //! `flashdoc.turtle` names every table with its configuration and its checkpoint (root and
 //! extent-list addresses, file size) plus the journal position the checkpoint covers. A
-//! checkpoint commits by writing `flashdoc.turtle.set`, fdatasync, rename over
+//! checkpoint commits by writing `flashdoc.turtle.set`, fdatasync, fsync of the directory (so
+//! the names of the table files the checkpoint refers to are durable before anything refers to
+//! them: a file system may persist directory operations out of order), rename over
 //! `flashdoc.turtle`, fsync of the directory: the rename is the atomic commit point, as in
 //! WiredTiger (meta_turtle.c). The file is JSON followed by a line `crc32c=XXXXXXXX`.
 
@@ -70,9 +72,9 @@ pub fn read(dir: &Path) -> Result<Option<Metadata>> {
 }
 
 /// Writes the metadata and commits it atomically, through the I/O seam: create
-/// `flashdoc.turtle.set`, write it (announced, placed and hinted like any write), fsync,
-/// rename over `flashdoc.turtle` (`replaced` is the trace id of the file it replaces),
-/// fsync the directory. Returns the new file's trace id and the bytes written.
+/// `flashdoc.turtle.set`, write it (announced, placed and hinted like any write), fsync, fsync
+/// the directory, rename over `flashdoc.turtle` (`replaced` is the trace id of the file it
+/// replaces), fsync the directory. Returns the new file's trace id and the bytes written.
 pub fn commit(
     io: &Io,
     dir: &Path,
@@ -97,6 +99,9 @@ pub fn commit(
         WriteCause::Other,
     )?;
     io.sync_all(&f)?;
+    // The table files created since the last commit get durable names before the new metadata
+    // can name them (the power-loss loop, seed 6 cycle 6: a rename persisted, a create did not).
+    io.sync_dir(dir)?;
     io.rename(&f, &dir.join(TURTLE), TURTLE.into(), replaced)?;
     io.sync_dir(dir)?;
     Ok((f.id(), text.len()))

@@ -103,12 +103,9 @@ fn sigkill_during_compactions_loses_nothing() {
     assert!(cl.acked() > 0 && cl.stats.compactions > 0, "{:?}", cl.stats);
 }
 
+/// Fails without `O_DIRECT` unless `FLASHDOC_ALLOW_NO_ODIRECT=1` says the machine lacks it.
 fn direct_io_supported(dir: &Path) -> bool {
-    let probe = engine::io::probe_direct_io(dir);
-    if let Err(e) = &probe {
-        eprintln!("skipped: {e}");
-    }
-    probe.is_ok()
+    engine::io::direct_io_required(dir)
 }
 
 /// Direct I/O on table files and the journal (the journal then pads each flush to a block

@@ -42,7 +42,11 @@ pub trait Backend: Send + Sync {
     fn set_write_hint(&self, f: &IoFile, hint: u64) -> io::Result<()>;
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Makes the directory's entries (creates, renames, removes in it) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Creates `dir` and any missing parent (`mkdir -p`); an existing directory is no error.
+    /// Each new directory is an entry of its parent: durable once the parent is synced.
+    fn create_dir(&self, dir: &Path) -> io::Result<()>;
 }
 
 /// The operating system's files: buffered, or direct for files opened so.
@@ -140,6 +144,9 @@ impl Backend for OsFiles {
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         File::open(dir).and_then(|d| d.sync_all())
     }
+    fn create_dir(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)
+    }
 }
 
 /// Whether the file system under `dir` takes `O_DIRECT` (tmpfs and some network file systems
@@ -149,6 +156,28 @@ pub fn probe_direct_io(dir: &Path) -> io::Result<()> {
     let opened = OsFiles.open(&probe, OpenMode::CreateTruncate, true);
     let _ = std::fs::remove_file(&probe);
     opened.map(drop)
+}
+
+/// The environment variable that lets a durability test pass on a machine whose file system has
+/// no `O_DIRECT` (tmpfs): without it such a test fails rather than skip unseen.
+pub const ALLOW_NO_ODIRECT: &str = "FLASHDOC_ALLOW_NO_ODIRECT";
+
+/// For tests that need `O_DIRECT` under `dir`: true when the file system takes it. When it does
+/// not, the test fails (a panic naming the cause and the way out) unless
+/// `FLASHDOC_ALLOW_NO_ODIRECT=1` says this machine lacks it; then it prints why and returns false.
+pub fn direct_io_required(dir: &Path) -> bool {
+    let Err(e) = probe_direct_io(dir) else {
+        return true;
+    };
+    let allowed = std::env::var(ALLOW_NO_ODIRECT).is_ok_and(|v| v == "1");
+    assert!(
+        allowed,
+        "this durability test needs O_DIRECT under {}, which refuses it ({e}); run the tests on \
+         ext4 or xfs, or set {ALLOW_NO_ODIRECT}=1 to state that this machine has no O_DIRECT",
+        dir.display()
+    );
+    eprintln!("not run: {e} ({ALLOW_NO_ODIRECT}=1)");
+    false
 }
 
 /// Memory aligned for direct I/O.

@@ -14,7 +14,10 @@ use std::path::Path;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultOp {
     Write,
+    /// A file's fsync or fdatasync.
     Sync,
+    /// A directory's fsync (no file kind: a fault on it must leave `kind` unset).
+    SyncDir,
 }
 
 /// One planned fault: operations `op` on files of `kind` (any kind when `None`) succeed
@@ -51,13 +54,14 @@ impl FaultyFiles {
         *self.injected.lock()
     }
 
-    /// Whether this operation fails; counts it against the armed fault.
-    fn strike(&self, op: FaultOp, f: &IoFile) -> io::Result<()> {
+    /// Whether this operation on a file of `kind` (`None`: a directory) fails; counts it
+    /// against the armed fault.
+    fn strike(&self, op: FaultOp, kind: Option<FileKind>) -> io::Result<()> {
         let mut plan = self.plan.lock();
         let Some(p) = plan.as_mut() else {
             return Ok(());
         };
-        if p.op != op || p.kind.is_some_and(|k| k != f.kind()) || p.times == 0 {
+        if p.op != op || p.kind.is_some_and(|k| Some(k) != kind) || p.times == 0 {
             return Ok(());
         }
         if p.skip > 0 {
@@ -75,18 +79,18 @@ impl Backend for FaultyFiles {
         self.os.open(path, mode, direct)
     }
     fn write_at(&self, f: &IoFile, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.strike(FaultOp::Write, f)?;
+        self.strike(FaultOp::Write, Some(f.kind()))?;
         self.os.write_at(f, buf, offset)
     }
     fn read_at(&self, f: &IoFile, buf: &mut [u8], offset: u64) -> io::Result<()> {
         self.os.read_at(f, buf, offset)
     }
     fn sync_data(&self, f: &IoFile) -> io::Result<()> {
-        self.strike(FaultOp::Sync, f)?;
+        self.strike(FaultOp::Sync, Some(f.kind()))?;
         self.os.sync_data(f)
     }
     fn sync_all(&self, f: &IoFile) -> io::Result<()> {
-        self.strike(FaultOp::Sync, f)?;
+        self.strike(FaultOp::Sync, Some(f.kind()))?;
         self.os.sync_all(f)
     }
     fn set_len(&self, f: &IoFile, len: u64) -> io::Result<()> {
@@ -108,6 +112,10 @@ impl Backend for FaultyFiles {
         self.os.remove(path)
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.strike(FaultOp::SyncDir, None)?;
         self.os.sync_dir(dir)
+    }
+    fn create_dir(&self, dir: &Path) -> io::Result<()> {
+        self.os.create_dir(dir)
     }
 }

@@ -1,7 +1,7 @@
 //! The announced-I/O seam. Every write, free, punch, sync, create, rename and remove the
-//! engine performs on its files — table files, the journal and the metadata — goes through
-//! [`Io`], which reports it to the observer and to flash placement exactly once and then
-//! performs it through the [`Backend`].
+//! engine performs on its files and directories — table files, the journal and the metadata —
+//! goes through [`Io`], which reports it to the observer and to flash placement exactly once
+//! and then performs it through the [`Backend`].
 //!
 //! Rules (docs/engine.md, "The I/O seam"):
 //! - A write is announced *before* it is issued, so placement picks its stream and the file's
@@ -27,14 +27,18 @@ mod file;
 mod hub;
 mod linux;
 mod meter;
+mod powerloss;
 
-pub use backend::{probe_direct_io, Backend, OpenMode, OsFiles};
+pub use backend::{
+    direct_io_required, probe_direct_io, Backend, OpenMode, OsFiles, ALLOW_NO_ODIRECT,
+};
 pub use direct::{DirectIo, DIRECT_IO_ALIGN};
 pub use fault::{Fault, FaultOp, FaultyFiles};
 pub use file::{FileRole, IoFile};
 pub use hub::FlashConfig;
 pub use linux::hint_for_stream;
 pub use meter::WriteMeter;
+pub use powerloss::{CrashImage, CrashOdds, Mutation, PowerLossFiles};
 
 use crate::error::{Error, Result};
 use placement::{Event, FileId, Observer, PageKind, WriteCause, WriteEvent};
@@ -219,6 +223,14 @@ impl Io {
         self.backend
             .sync_dir(dir)
             .map_err(|e| Error::io(format!("fsync directory {}", dir.display()), e))
+    }
+
+    /// Creates a directory and its missing parents (not an event: placement has no
+    /// directories). A new directory is durable once its parent is synced ([`Io::sync_dir`]).
+    pub fn create_dir(&self, dir: &Path) -> Result<()> {
+        self.backend
+            .create_dir(dir)
+            .map_err(|e| Error::io(format!("creating directory {}", dir.display()), e))
     }
 
     /// Sets the file's size; reported as a truncation when it shrinks the file.
