@@ -11,6 +11,7 @@ mod pipeline;
 mod read;
 mod repair;
 mod stats;
+mod statements;
 mod timeseries;
 mod views;
 pub use compact::{CompactOpts, DEFAULT_FREE_SPACE_TARGET_MB};

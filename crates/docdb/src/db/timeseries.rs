@@ -444,7 +444,7 @@ impl DocDb {
         docs: Vec<Document>,
         opts: WriteOpts,
     ) -> WriteOutcome {
-        super::write::run_statements(db, name, docs, opts.ordered, |_, doc, out| {
+        super::statements::run_statements(db, name, docs, opts.ordered, |_, doc, out| {
             self.insert_measurement(&c, &spec, doc, &opts)?;
             out.n += 1;
             Ok(())

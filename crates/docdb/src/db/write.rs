@@ -2,6 +2,7 @@
 //! findAndModify share one loop over the matching documents (`modify_matching`).
 
 use super::*;
+use super::statements::run_statements;
 
 /// How many times an upsert that lost its insert to another client's is tried (the loop in
 /// `update_one_stmt` says why more than twice).
@@ -484,32 +485,6 @@ fn upsert_doc(filter: &Document, m: &Update) -> DocResult<Document> {
     m.apply_with_position(&mut doc, true, None)?;
     let doc = finish_doc(doc)?;
     collection::prepare_insert(doc)
-}
-
-/// Runs a write command's statements in order and gathers their outcome as mongod does: the
-/// namespace is checked once, a statement's error is recorded with its index, and an ordered
-/// write stops at the first error while an unordered one goes on.
-pub(super) fn run_statements<S>(
-    db: &str,
-    coll: &str,
-    stmts: impl IntoIterator<Item = S>,
-    ordered: bool,
-    mut run: impl FnMut(usize, S, &mut WriteOutcome) -> DocResult<()>,
-) -> WriteOutcome {
-    let mut out = WriteOutcome::default();
-    if let Err(error) = catalog::validate_coll_name(db, coll) {
-        out.write_errors.push(WriteError { index: 0, error });
-        return out;
-    }
-    for (i, s) in stmts.into_iter().enumerate() {
-        if let Err(error) = run(i, s, &mut out) {
-            out.write_errors.push(WriteError { index: i, error });
-            if ordered {
-                break;
-            }
-        }
-    }
-    out
 }
 
 /// What a findAndModify does to the document it finds: the update (parsed), or None to
