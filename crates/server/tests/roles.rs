@@ -45,8 +45,10 @@ const OPEN: &[&str] = &[
     "authenticate",
     "logout",
 ];
-/// Any authenticated user: about the session itself.
+/// Any authenticated user: about the session itself, and listDatabases (which lists the
+/// databases the user holds a privilege on, mongod's `authorizedDatabases`).
 const SESSION: &[&str] = &[
+    "listDatabases",
     "buildInfo",
     "buildinfo",
     "connectionStatus",
@@ -126,7 +128,6 @@ const CLUSTER_MONITOR: &[&str] = &[
     "getCmdLineOpts",
     "getLog",
     "getParameter",
-    "listDatabases",
     "currentOp",
 ];
 /// `clusterAdmin`'s, which only `root` has among the roles flashdoc has.
