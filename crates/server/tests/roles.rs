@@ -299,7 +299,11 @@ fn spot_checks_independent_of_the_table() {
 fn a_stored_view_on_the_users_collection_is_refused_when_read() {
     let st = state();
     st.db()
-        .create_collection("admin", "leak", &doc! {"viewOn": "system.users", "pipeline": []})
+        .create_collection(
+            "admin",
+            "leak",
+            &doc! {"viewOn": "system.users", "pipeline": []},
+        )
         .unwrap();
     st.db()
         .create_collection("admin", "leak2", &doc! {"viewOn": "leak", "pipeline": []})
@@ -319,7 +323,7 @@ fn a_stored_view_on_the_users_collection_is_refused_when_read() {
         doc! {"aggregate": "leak2", "pipeline": [], "cursor": {}, "$db": "admin"},
         doc! {"explain": {"find": "leak2"}, "$db": "admin"},
         doc! {"aggregate": "notes", "pipeline": [
-            {"$lookup": {"from": "leak2", "as": "x", "pipeline": []}}], "cursor": {}, "$db": "admin"},
+        {"$lookup": {"from": "leak2", "as": "x", "pipeline": []}}], "cursor": {}, "$db": "admin"},
         doc! {"aggregate": "notes", "pipeline": [{"$unionWith": "leak"}], "cursor": {}, "$db": "admin"},
     ];
     for c in [&root, &rw] {
