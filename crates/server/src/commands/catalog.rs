@@ -4,10 +4,9 @@
 use super::args::{compact_opts, doc_array, flag, get_doc, interrupt_for, split_ns, stats_scale};
 use super::batch::{cursor_reply, listing_first_batch, CursorOpts};
 use super::call::Call;
-use super::table;
 use crate::auth;
 use crate::config::Authorization;
-use crate::roles::{Action, USERS_DB};
+use crate::roles::{Action, DATABASE_ACTIONS, USERS_DB};
 use bson::{doc, Bson, Document};
 use docdb::db::{scaled, COLL_STATS_SIZES, DB_STATS_SIZES};
 use docdb::{DocCursor, DocError, DocResult};
@@ -122,7 +121,9 @@ pub(crate) fn list_databases(call: &Call) -> DocResult<Document> {
     let mut list = Vec::new();
     for d in dbx.list_databases()? {
         interrupt.check()?;
-        if only_authorized && !auth::has_privilege_on_db(call.conn, &d.name, table::actions()) {
+        if only_authorized
+            && !auth::has_privilege_on_db(call.conn, &d.name, DATABASE_ACTIONS.into_iter())
+        {
             continue;
         }
         let entry = if name_only {
