@@ -6,14 +6,16 @@
 //!   collection directly; the user commands do.
 //! - Authorization is table-driven: every command's row in the command table
 //!   (`commands::table`) names its [`Action`], and every built-in role is a set of actions
-//!   ([`crate::roles`]); [`authorize`] checks a command's action against the connection's
-//!   users.
+//!   ([`crate::roles`]); [`check_accesses`] checks every namespace a command reaches
+//!   (`crate::access`), each against the action it needs there, for the connection's users.
 //! - With authorization on, an unauthenticated client may only run `hello` (and its legacy
 //!   names), `ping`, `saslStart`, `saslContinue`, `authenticate` and `logout`; anything else is
 //!   Unauthorized (13). The localhost exception: while no user exists, a client on a loopback
 //!   address may create the first user in `admin`.
 
+use crate::access::Access;
 use crate::client::{AuthedUser, ConnInfo};
+use crate::config::Authorization;
 use crate::roles::{Action, BUILTIN_ROLES, USERS_COLL, USERS_DB};
 use crate::scram::{self, Conversation, Credential, Mechanism};
 use crate::state::ServerState;
@@ -504,22 +506,43 @@ pub fn auth_info(conn: &ConnInfo) -> Document {
     doc! {"authInfo": {"authenticatedUsers": users, "authenticatedUserRoles": roles}}
 }
 
-/// The authorization check before a command runs (when `security.authorization` is on):
-/// `action` is the command's, from its row in the command table.
-pub fn authorize(
+/// The check before a command runs, over everything it reaches (`access::accesses`): no
+/// access may name the users' or roles' collection (whatever the user, authorization on or
+/// off: only the user commands reach them); with `enforce` (`security.authorization`), the
+/// connection must be authenticated (or use the localhost exception to create the first user)
+/// and its users must hold each access's action on its database.
+pub fn check_accesses(
     state: &ServerState,
     conn: &ConnInfo,
     name: &str,
-    action: Action,
-    db: &str,
+    accesses: &[Access],
+    enforce: bool,
 ) -> DocResult<()> {
-    if action == Action::Open {
+    if let Some(a) = accesses
+        .iter()
+        .find(|a| a.coll.as_deref().is_some_and(crate::access::is_protected))
+    {
+        return Err(DocError::with_code(
+            13,
+            "Unauthorized",
+            format!(
+                "not authorized on {} to execute command {{ {name}: ... }}: {} is reached only through the user commands (createUser, updateUser, dropUser, usersInfo), not by {}",
+                a.db,
+                a.namespace(),
+                a.via
+            ),
+        ));
+    }
+    if !enforce || accesses.iter().all(|a| a.action == Action::Open) {
         return Ok(());
     }
-    let a = conn.auth.lock();
-    if !a.is_authenticated() {
-        drop(a);
-        if name == "createUser" && db == USERS_DB && localhost_exception(state, conn)? {
+    let users = conn.auth.lock();
+    if !users.is_authenticated() {
+        drop(users);
+        let creates_first_user = name == "createUser"
+            && accesses.iter().all(|a| a.db == USERS_DB)
+            && localhost_exception(state, conn)?;
+        if creates_first_user {
             return Ok(());
         }
         return Err(DocError::with_code(
@@ -528,49 +551,47 @@ pub fn authorize(
             format!("Command {name} requires authentication"),
         ));
     }
-    if a.allows(action, db) {
-        return Ok(());
+    match accesses.iter().find(|a| !users.allows(a.action, &a.db)) {
+        None => Ok(()),
+        Some(a) => Err(DocError::with_code(
+            13,
+            "Unauthorized",
+            format!(
+                "not authorized on {} to execute command {{ {name}: ... }} ({} needs {:?} on {})",
+                a.db,
+                a.via,
+                a.action,
+                a.namespace()
+            ),
+        )),
     }
-    Err(DocError::with_code(
-        13,
-        "Unauthorized",
-        format!("not authorized on {db} to execute command {{ {name}: ... }}"),
-    ))
 }
 
-/// An aggregation that ends in `$out` or `$merge` writes its target too, so beyond
-/// `aggregate`'s find it needs mongod's privileges there: insert and remove for `$out` (it
-/// replaces the collection), insert and update for `$merge`. The target is in the command's
-/// database unless the stage names another.
-pub fn authorize_pipeline_writes(conn: &ConnInfo, db: &str, cmd: &Document) -> DocResult<()> {
-    let Ok(pipeline) = cmd.get_array("pipeline") else {
-        return Ok(());
-    };
-    let Some(Bson::Document(last)) = pipeline.last() else {
-        return Ok(());
-    };
-    let (stage, spec, actions) = match (last.get("$out"), last.get("$merge")) {
-        (Some(s), _) => ("$out", s, [Action::Insert, Action::Remove]),
-        (_, Some(s)) => ("$merge", s, [Action::Insert, Action::Update]),
-        _ => return Ok(()),
-    };
-    let spec = match (stage, spec) {
-        ("$merge", Bson::Document(d)) => d.get("into").unwrap_or(spec),
-        _ => spec,
-    };
-    let target_db = match spec {
-        Bson::Document(d) => d.get_str("db").unwrap_or(db),
-        _ => db,
-    };
-    let a = conn.auth.lock();
-    if actions.iter().all(|act| a.allows(*act, target_db)) {
-        return Ok(());
+/// Whether the connection may use (getMore, killCursors) a cursor opened by `owner`, as
+/// mongod's `isCoauthorizedWith`: anyone with authorization off; with it on, a connection
+/// with nobody authenticated a cursor opened so, and otherwise one sharing a user with it.
+pub fn may_use_cursor(state: &ServerState, conn: &ConnInfo, owner: &[(String, String)]) -> bool {
+    if state.config().security.authorization != Authorization::Enabled {
+        return true;
     }
-    Err(DocError::with_code(
+    let a = conn.auth.lock();
+    if a.users.is_empty() {
+        return owner.is_empty();
+    }
+    a.users.iter().any(|u| {
+        owner
+            .iter()
+            .any(|(user, db)| *user == u.user && *db == u.db)
+    })
+}
+
+/// The error for a cursor another user opened.
+pub fn not_cursor_owner(id: i64) -> DocError {
+    DocError::with_code(
         13,
         "Unauthorized",
-        format!("not authorized on {target_db} to write with {stage}"),
-    ))
+        format!("cursor id {id} was not created by the authenticated user"),
+    )
 }
 
 /// Whether the connection's users hold some privilege on `db` (an action on it, or on every

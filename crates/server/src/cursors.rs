@@ -1,7 +1,8 @@
 //! Server-side cursors kept between `find`/`aggregate` and `getMore`. Ids are random non-zero
 //! Int64s (zero means "exhausted" on the wire). Idle cursors are closed after
 //! `cursorTimeoutMillis` (10 minutes by default, as in mongod) unless opened with
-//! `noCursorTimeout`.
+//! `noCursorTimeout`. A cursor remembers who opened it ([`CursorEntry::owner`]): getMore and
+//! killCursors from other users are refused (`auth::may_use_cursor`).
 
 use docdb::DocCursor;
 use parking_lot::Mutex;
@@ -20,6 +21,9 @@ pub struct CursorEntry {
     /// The originating command's interruption: its maxTimeMS budget runs while a getMore
     /// reads, and the cursor can be killed.
     pub interrupt: docdb::Interrupt,
+    /// The users (user, db) authenticated on the connection that opened it; empty when
+    /// nobody was.
+    pub owner: Vec<(String, String)>,
     last_used: Instant,
 }
 
@@ -32,9 +36,19 @@ impl CursorEntry {
             tailable: false,
             await_data: false,
             interrupt: docdb::Interrupt::none(),
+            owner: Vec::new(),
             last_used: Instant::now(),
         }
     }
+}
+
+/// What killCursors did to one cursor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kill {
+    Killed,
+    NotFound,
+    /// Another user's: left alone.
+    NotOwner,
 }
 
 #[derive(Default)]
@@ -46,8 +60,9 @@ pub struct CursorRegistry {
 struct Cursors {
     /// Cursors waiting for a getMore.
     idle: HashMap<i64, CursorEntry>,
-    /// Cursors a getMore is reading, with their interruption (so killCursors can stop it).
-    busy: HashMap<i64, docdb::Interrupt>,
+    /// Cursors a getMore is reading, with their interruption (so killCursors can stop it)
+    /// and their owner.
+    busy: HashMap<i64, (docdb::Interrupt, Vec<(String, String)>)>,
 }
 
 impl Cursors {
@@ -92,7 +107,8 @@ impl CursorRegistry {
     pub fn take(&self, id: i64) -> Option<CursorEntry> {
         let mut map = self.map.lock();
         let entry = map.idle.remove(&id)?;
-        map.busy.insert(id, entry.interrupt.clone());
+        map.busy
+            .insert(id, (entry.interrupt.clone(), entry.owner.clone()));
         Some(entry)
     }
     /// Returns a cursor after a getMore; one killed meanwhile is dropped.
@@ -109,18 +125,23 @@ impl CursorRegistry {
         self.map.lock().end_use(id);
     }
     /// killCursors: closes an idle cursor, or stops the getMore reading it (which then fails
-    /// with CursorKilled and closes it). False if there is no such cursor.
-    pub fn kill(&self, id: i64) -> bool {
+    /// with CursorKilled and closes it), when `may_use` allows the cursor's owner.
+    pub fn kill(&self, id: i64, may_use: impl Fn(&[(String, String)]) -> bool) -> Kill {
         let mut map = self.map.lock();
-        if map.idle.remove(&id).is_some() {
-            return true;
+        if let Some(entry) = map.idle.get(&id) {
+            if !may_use(&entry.owner) {
+                return Kill::NotOwner;
+            }
+            map.idle.remove(&id);
+            return Kill::Killed;
         }
         match map.busy.get(&id) {
-            Some(interrupt) => {
+            Some((_, owner)) if !may_use(owner) => Kill::NotOwner,
+            Some((interrupt, _)) => {
                 interrupt.kill_cursor();
-                true
+                Kill::Killed
             }
-            None => false,
+            None => Kill::NotFound,
         }
     }
     pub fn len(&self) -> usize {
@@ -195,7 +216,7 @@ mod tests {
         let mut map = Cursors::default();
         map.idle
             .insert(3, CursorEntry::new("d.c".into(), DocCursor::empty()));
-        map.busy.insert(3, docdb::Interrupt::none());
+        map.busy.insert(3, (docdb::Interrupt::none(), Vec::new()));
         map.end_use(3);
     }
 
@@ -206,10 +227,27 @@ mod tests {
         e.interrupt = docdb::Interrupt::new(None);
         let id = reg.insert(e);
         let e = reg.take(id).unwrap();
-        assert!(reg.kill(id));
+        assert_eq!(reg.kill(id, |_| true), Kill::Killed);
         assert_eq!(e.interrupt.check().unwrap_err().code, 237);
         reg.put_back(id, e);
         assert!(reg.is_empty());
-        assert!(!reg.kill(id));
+        assert_eq!(reg.kill(id, |_| true), Kill::NotFound);
+    }
+
+    #[test]
+    fn only_its_owner_kills_a_cursor() {
+        let reg = CursorRegistry::default();
+        let mut e = CursorEntry::new("d.c".into(), DocCursor::empty());
+        e.owner = vec![("ann".into(), "admin".into())];
+        e.interrupt = docdb::Interrupt::new(None);
+        let id = reg.insert(e);
+        let ann = |o: &[(String, String)]| o.iter().any(|(u, _)| u == "ann");
+        assert_eq!(reg.kill(id, |_| false), Kill::NotOwner);
+        let taken = reg.take(id).unwrap();
+        assert_eq!(reg.kill(id, |_| false), Kill::NotOwner);
+        assert!(taken.interrupt.check().is_ok());
+        reg.put_back(id, taken);
+        assert_eq!(reg.kill(id, ann), Kill::Killed);
+        assert!(reg.is_empty());
     }
 }

@@ -2,10 +2,11 @@
 //!
 //! `wire` decodes and encodes messages, `conn` runs connections on tokio, `commands` answers
 //! each command through the document layer from its row in the command table
-//! (`commands::table`, whose facts are `spec`'s), `cursors` keeps server-side cursors, `auth`
-//! and `roles` authenticate and authorize, `config` reads a mongod.conf-shaped YAML file, `log`
+//! (`commands::table`, whose facts are `spec`'s), `cursors` keeps server-side cursors, `access`
+//! computes what a command reaches, `auth` and `roles` authenticate and authorize, `config` reads a mongod.conf-shaped YAML file, `log`
 //! writes the server's log.
 
+pub mod access;
 pub mod auth;
 pub mod build_info;
 pub mod client;

@@ -142,6 +142,19 @@ impl Ops {
         }
     }
 
+    /// The users authenticated on the connection of the command this thread runs (empty when
+    /// nobody was, or outside a command): who owns the cursors it opens.
+    pub fn current_users(&self) -> Vec<(String, String)> {
+        let Some(opid) = CURRENT.with(|c| c.borrow().as_ref().map(|(id, _)| *id)) else {
+            return Vec::new();
+        };
+        self.running
+            .lock()
+            .get(&opid)
+            .map(|op| op.users.clone())
+            .unwrap_or_default()
+    }
+
     /// Kills an operation; whether it was running.
     pub fn kill(&self, opid: i32) -> bool {
         match self.running.lock().get(&opid) {

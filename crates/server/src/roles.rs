@@ -47,6 +47,30 @@ pub enum Action {
     ClusterAdmin,
 }
 
+/// Every action on a database (not the session's or the cluster's): holding any of them on a
+/// database is a privilege there (what listDatabases' `authorizedDatabases` lists).
+pub const DATABASE_ACTIONS: [Action; 19] = [
+    Action::Find,
+    Action::Insert,
+    Action::Update,
+    Action::Remove,
+    Action::CreateCollection,
+    Action::DropCollection,
+    Action::DropDatabase,
+    Action::CreateIndex,
+    Action::DropIndex,
+    Action::ListCollections,
+    Action::ListIndexes,
+    Action::CollStats,
+    Action::DbStats,
+    Action::Validate,
+    Action::RenameCollection,
+    Action::CollMod,
+    Action::Compact,
+    Action::EnableProfiler,
+    Action::UserAdmin,
+];
+
 /// The built-in roles (the `…AnyDatabase` ones and `clusterMonitor` and `root` exist in
 /// `admin` only).
 pub const BUILTIN_ROLES: &[&str] = &[
@@ -146,6 +170,53 @@ pub fn role_grants(role: &str, role_db: &str, action: Action, db: &str) -> bool 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every action is a database's, or the session's or the cluster's: a new one must say
+    /// which (the match has no catch-all).
+    #[test]
+    fn every_action_is_placed() {
+        for a in DATABASE_ACTIONS {
+            assert!(!matches!(
+                a,
+                Action::Open
+                    | Action::Session
+                    | Action::ViewUser
+                    | Action::ClusterMonitor
+                    | Action::ListDatabases
+                    | Action::ClusterAdmin
+            ));
+        }
+        let placed = |a: Action| match a {
+            Action::Open
+            | Action::Session
+            | Action::ClusterMonitor
+            | Action::ListDatabases
+            | Action::ClusterAdmin => true,
+            // usersInfo is a privilege on its database too; UserAdmin stands for both.
+            Action::ViewUser => true,
+            Action::Find
+            | Action::Insert
+            | Action::Update
+            | Action::Remove
+            | Action::CreateCollection
+            | Action::DropCollection
+            | Action::DropDatabase
+            | Action::CreateIndex
+            | Action::DropIndex
+            | Action::ListCollections
+            | Action::ListIndexes
+            | Action::CollStats
+            | Action::DbStats
+            | Action::Validate
+            | Action::RenameCollection
+            | Action::CollMod
+            | Action::Compact
+            | Action::EnableProfiler
+            | Action::UserAdmin => DATABASE_ACTIONS.contains(&a),
+        };
+        assert!(placed(Action::Find) && placed(Action::UserAdmin));
+        assert!(DATABASE_ACTIONS.iter().all(|a| placed(*a)));
+    }
 
     #[test]
     fn role_table() {

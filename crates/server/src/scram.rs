@@ -11,6 +11,7 @@ use bson::{doc, spec::BinarySubtype, Binary, Document};
 use hmac::{Hmac, KeyInit, Mac};
 use sha1::Sha1;
 use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
@@ -254,7 +255,9 @@ impl Conversation {
             return Err("Authentication failed.".into());
         }
         let client_key: Vec<u8> = proof.iter().zip(&client_sig).map(|(a, b)| a ^ b).collect();
-        if m.hash(&client_key) != self.cred.stored_key {
+        // In constant time (the `subtle` crate): how long the comparison takes says nothing
+        // of how much of the proof was right.
+        if !bool::from(m.hash(&client_key).ct_eq(&self.cred.stored_key)) {
             return Err("Authentication failed.".into());
         }
         self.verified = true;

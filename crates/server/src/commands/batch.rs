@@ -48,6 +48,8 @@ pub(crate) fn cursor_reply(
         entry.no_timeout = opts.no_timeout;
         entry.tailable = opts.tailable;
         entry.await_data = opts.await_data;
+        // Whoever runs the command that opens it owns it (getMore and killCursors check).
+        entry.owner = state.ops.current_users();
         // Every kept cursor can be killed, even one opened without an interrupt of its own (a
         // listing, a router's merged cursor): killCursors must stop a getMore reading it.
         entry.interrupt = if opts.interrupt == Interrupt::none() {

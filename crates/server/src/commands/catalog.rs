@@ -4,6 +4,9 @@
 use super::args::{compact_opts, doc_array, flag, get_doc, interrupt_for, split_ns, stats_scale};
 use super::batch::{cursor_reply, listing_first_batch, CursorOpts};
 use super::call::Call;
+use crate::auth;
+use crate::config::Authorization;
+use crate::roles::{Action, DATABASE_ACTIONS, USERS_DB};
 use bson::{doc, Bson, Document};
 use docdb::db::{scaled, COLL_STATS_SIZES, DB_STATS_SIZES};
 use docdb::{DocCursor, DocError, DocResult};
@@ -120,7 +123,7 @@ pub(crate) fn list_databases(call: &Call) -> DocResult<Document> {
     let cmd = call.cmd;
     let dbx = call.dbx();
     let name_only = flag(cmd, "nameOnly")?;
-    flag(cmd, "authorizedDatabases")?; // filters nothing (see its row in the table)
+    let only_authorized = lists_authorized_databases(call)?;
     let filter = get_doc(cmd, "filter")?.unwrap_or_default();
     let matcher = query::matcher::Matcher::new(&filter)?;
     let interrupt = interrupt_for(cmd)?;
@@ -128,6 +131,11 @@ pub(crate) fn list_databases(call: &Call) -> DocResult<Document> {
     let mut list = Vec::new();
     for d in dbx.list_databases()? {
         interrupt.check()?;
+        if only_authorized
+            && !auth::has_privilege_on_db(call.conn, &d.name, DATABASE_ACTIONS.into_iter())
+        {
+            continue;
+        }
         let entry = if name_only {
             doc! {"name": d.name.clone()}
         } else {
@@ -143,6 +151,26 @@ pub(crate) fn list_databases(call: &Call) -> DocResult<Document> {
     } else {
         Ok(doc! {"databases": list, "totalSize": total, "totalSizeMb": total >> 20})
     }
+}
+
+/// Whether listDatabases lists only the databases the connection's users hold a privilege on,
+/// as mongod: with authorization on, when `authorizedDatabases` is true, or unset and the
+/// users lack the listDatabases action (`authorizedDatabases: false` without it was refused
+/// before the handler, `access::accesses`).
+fn lists_authorized_databases(call: &Call) -> DocResult<bool> {
+    let asked = match call.cmd.get("authorizedDatabases") {
+        None | Some(Bson::Null) => None,
+        Some(_) => Some(flag(call.cmd, "authorizedDatabases")?),
+    };
+    let enforced = call.state.config().security.authorization == Authorization::Enabled;
+    Ok(enforced
+        && asked.unwrap_or_else(|| {
+            !call
+                .conn
+                .auth
+                .lock()
+                .allows(Action::ListDatabases, USERS_DB)
+        }))
 }
 
 pub(crate) fn create_indexes(call: &Call) -> DocResult<Document> {

@@ -3,7 +3,9 @@
 use super::args::{batch_size, max_time};
 use super::batch::{cursor_document, fill_batch};
 use super::call::Call;
-use crate::state::ServerState;
+use crate::auth;
+use crate::cursors::Kill;
+use crate::state::{ConnInfo, ServerState};
 use bson::{doc, Bson, Document};
 use docdb::{DocError, DocResult};
 use std::time::{Duration, Instant};
@@ -21,7 +23,23 @@ pub(crate) fn get_more(call: &Call) -> DocResult<Document> {
         .map_err(|_| DocError::type_mismatch("collection must be a string"))?;
     let size = batch_size(cmd, "batchSize")?;
     let await_ms = max_time(cmd)?;
-    read_more(state, id, db, coll, size, await_ms)
+    let more = More {
+        id,
+        ns: format!("{db}.{coll}"),
+        db,
+        size,
+        await_time: await_ms,
+    };
+    read_more(state, call.conn, &more)
+}
+
+/// One getMore: the cursor, the namespace it names, how many documents and how long to wait.
+struct More<'a> {
+    id: i64,
+    db: &'a str,
+    ns: String,
+    size: Option<usize>,
+    await_time: Option<Duration>,
 }
 
 pub(crate) fn kill_cursors(call: &Call) -> DocResult<Document> {
@@ -35,10 +53,14 @@ pub(crate) fn kill_cursors(call: &Call) -> DocResult<Document> {
         let Bson::Int64(id) = id else {
             return Err(DocError::type_mismatch("cursor ids must be longs"));
         };
-        if state.cursors().kill(*id) {
-            killed.push(Bson::Int64(*id));
-        } else {
-            not_found.push(Bson::Int64(*id));
+        match state
+            .cursors()
+            .kill(*id, |owner| auth::may_use_cursor(state, call.conn, owner))
+        {
+            Kill::Killed => killed.push(Bson::Int64(*id)),
+            Kill::NotFound => not_found.push(Bson::Int64(*id)),
+            // mongod's killCursors fails as a whole on a cursor of another user.
+            Kill::NotOwner => return Err(auth::not_cursor_owner(*id)),
         }
     }
     Ok(
@@ -55,20 +77,17 @@ const MAX_AWAIT: Duration = Duration::from_secs(10);
 /// killCursors): inserts wake it at once.
 const INTERRUPT_CHECK: Duration = Duration::from_millis(50);
 
-fn read_more(
-    state: &ServerState,
-    id: i64,
-    db: &str,
-    coll: &str,
-    size: Option<usize>,
-    await_time: Option<Duration>,
-) -> DocResult<Document> {
+fn read_more(state: &ServerState, conn: &ConnInfo, more: &More) -> DocResult<Document> {
+    let (id, db, ns, size, await_time) = (more.id, more.db, &more.ns, more.size, more.await_time);
     let reg = state.cursors();
     let mut entry = reg
         .take(id)
         .ok_or_else(|| DocError::cursor_not_found(format!("cursor id {id} not found")))?;
-    let ns = format!("{db}.{coll}");
-    if entry.ns != ns && !entry.ns.starts_with(&format!("{db}.$cmd")) {
+    if !auth::may_use_cursor(state, conn, &entry.owner) {
+        reg.put_back(id, entry);
+        return Err(auth::not_cursor_owner(id));
+    }
+    if entry.ns != *ns && !entry.ns.starts_with(&format!("{db}.$cmd")) {
         let msg = format!(
             "Requested getMore on namespace '{ns}', but cursor belongs to a different namespace {}",
             entry.ns

@@ -22,11 +22,10 @@ pub use crate::build_info::{hostname, VERSION};
 pub use fields::GENERIC_FIELDS;
 pub use table::names as command_names;
 
-use crate::auth;
 use crate::config::Authorization;
-use crate::roles::{USERS_COLL, USERS_DB};
 use crate::spec::{Namespace, OpKind, Spec};
 use crate::state::{CommandCall, ConnInfo, ServerState};
+use crate::{access, auth};
 use args::{coll_name, flag, max_time};
 use bson::{doc, Bson, Document};
 use call::Call;
@@ -149,8 +148,9 @@ fn finish(res: DocResult<(Document, After)>) -> (Document, After) {
     }
 }
 
-/// Checks before a command runs: authorization (when enabled), and that nobody reads or
-/// writes the user collection except through the user commands. `spec` is the command's row.
+/// Checks before a command runs, over everything it reaches (`access::accesses`, from its row
+/// `spec` and its fields): nobody reads or writes the users' and roles' collections except
+/// through the user commands, and with authorization on, each access needs its action.
 fn guard(
     state: &Arc<ServerState>,
     name: &str,
@@ -159,64 +159,19 @@ fn guard(
     cmd: &Document,
     conn: &ConnInfo,
 ) -> DocResult<()> {
-    if state.config().security.authorization == Authorization::Enabled
-        && !lists_authorized_collections(name, db, cmd, conn)?
-    {
-        // With authorization on, nothing runs that the table does not name.
-        let Some(spec) = spec else {
-            return Err(no_such_command(name));
-        };
-        auth::authorize(state, conn, name, spec.action, db)?;
-        if name == "aggregate" {
-            auth::authorize_pipeline_writes(conn, db, cmd)?;
-            if lists_all_users_ops(cmd) {
-                // Other users' operations need the `inprog` privilege, as `currentOp`'s.
-                let current_op = table::lookup("currentOp").expect("currentOp has a row");
-                auth::authorize(state, conn, "currentOp", current_op.spec.action, db)?;
-            }
-        }
+    let enforce = state.config().security.authorization == Authorization::Enabled;
+    // With authorization on, nothing runs that the table does not name.
+    if enforce && spec.is_none() {
+        return Err(no_such_command(name));
     }
-    if touches_users_collection(name, spec.map(|s| s.namespace), db, cmd) {
-        return Err(DocError::with_code(
-            13,
-            "Unauthorized",
-            format!("{db}.{USERS_COLL} is managed by the user commands (createUser, updateUser, dropUser, usersInfo)"),
-        ));
-    }
-    Ok(())
-}
-
-/// Whether a command names the users' collection other than through the user commands: as
-/// a namespace it renames from or to, or as the collection its first field names (any
-/// command's, a hook's too, except one that lists only the collection's indexes).
-fn touches_users_collection(
-    name: &str,
-    namespace: Option<Namespace>,
-    db: &str,
-    cmd: &Document,
-) -> bool {
-    let target = cmd.get(name).and_then(Bson::as_str);
-    let users_ns = format!("{USERS_DB}.{USERS_COLL}");
-    let renames_users = namespace == Some(Namespace::Namespaces)
-        && (target == Some(users_ns.as_str()) || cmd.get_str("to").ok() == Some(users_ns.as_str()));
-    renames_users
-        || (db == USERS_DB && target == Some(USERS_COLL) && namespace != Some(Namespace::IndexList))
+    let rows = |n: &str| table::lookup(n).map(|c| &c.spec);
+    let accesses = access::accesses(state.db().as_ref(), &rows, spec, name, db, cmd);
+    let enforce = enforce && !lists_authorized_collections(name, db, cmd, conn)?;
+    auth::check_accesses(state, conn, name, &accesses, enforce)
 }
 
 fn no_such_command(name: &str) -> DocError {
     DocError::command_not_found(format!("no such command: '{name}'"))
-}
-
-/// Whether an aggregate starts with `$currentOp: {allUsers: true}`.
-fn lists_all_users_ops(cmd: &Document) -> bool {
-    let first = cmd
-        .get_array("pipeline")
-        .ok()
-        .and_then(|p| p.first())
-        .and_then(Bson::as_document);
-    first
-        .and_then(|s| s.get_document("$currentOp").ok())
-        .is_some_and(|o| o.get_bool("allUsers") == Ok(true))
 }
 
 /// `listCollections` with `authorizedCollections` and `nameOnly` needs no listCollections

@@ -380,13 +380,13 @@ pub(crate) static COMMANDS: &[Command] = &[
     .writes(),
     command("usersInfo", users::users_info, A::ViewUser, Ns::Users),
     // The cluster: every database, the server's state and its operations.
-    // authorizedDatabases filters nothing: every role that may list databases holds a
-    // privilege on all of them (or authorization is off).
+    // Any user lists the databases they hold a privilege on; the listDatabases action shows
+    // every one (mongod's `authorizedDatabases`).
     command(
         "listDatabases",
         catalog::list_databases,
         A::ListDatabases,
-        Ns::Databases,
+        Ns::AuthorizedDatabases,
     )
     .fields(&["filter", "nameOnly", "authorizedDatabases"], &[])
     .api_v1(),
