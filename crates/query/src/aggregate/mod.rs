@@ -36,5 +36,5 @@ pub use common::DocIter;
 pub use current_op::CurrentOpSpec;
 pub use out::{CollectionSink, Namespace};
 pub use parse::{parse_update_pipeline, validate_pipeline};
-pub use run::run_pipeline;
+pub use run::{run_pipeline, run_pipeline_scoped};
 pub use source::CollectionSource;
