@@ -74,7 +74,11 @@ pub static EMPTY: Scope = Scope(None);
 /// variable's.
 const SETTABLE_SYSTEM_VARS: &[(&str, bson::spec::ElementType, &str)] = &[
     ("NOW", bson::spec::ElementType::DateTime, "date"),
-    ("CLUSTER_TIME", bson::spec::ElementType::Timestamp, "timestamp"),
+    (
+        "CLUSTER_TIME",
+        bson::spec::ElementType::Timestamp,
+        "timestamp",
+    ),
 ];
 
 impl Scope {

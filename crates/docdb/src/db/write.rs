@@ -323,8 +323,12 @@ impl DocDb {
         let _in_effect = collation::scope(coll.clone());
         if let Some(h) = m.hint {
             // mongod's error for a write's hint names no planner (a find's does).
-            let visible: Vec<Arc<Index>> =
-                st.indexes.iter().filter(|i| !i.def.hidden).cloned().collect();
+            let visible: Vec<Arc<Index>> = st
+                .indexes
+                .iter()
+                .filter(|i| !i.def.hidden)
+                .cloned()
+                .collect();
             planner::resolve_hint(&visible, h, "")?;
         }
         let q = FindQuery {

@@ -8,11 +8,11 @@ use rand::Rng;
 
 use super::common::stage_err;
 use super::common::{DocIter, Memory};
-use crate::vars::Scope;
 use super::group::{count_output, parse_accumulators, run_group, Accumulating, Accumulators};
 use crate::compare::{compare_bson, shell_repr, type_name, Num};
 use crate::error::DocResult;
 use crate::expr::{parse_expr, Ctx, Expr};
+use crate::vars::Scope;
 
 /// `groupBy` must be a `$`-path or an operator expression (`code` is the stage's).
 fn parse_group_by(v: &Bson, code: i32, stage: &str) -> DocResult<Expr> {
@@ -513,7 +513,10 @@ impl BucketAuto {
         for d in input {
             let d = d?;
             memory.charge(&d)?;
-            let key = self.group_by.eval(&Ctx::scoped(&d, scope))?.unwrap_or(Bson::Null);
+            let key = self
+                .group_by
+                .eval(&Ctx::scoped(&d, scope))?
+                .unwrap_or(Bson::Null);
             if self.granularity.is_some() {
                 check_roundable(&key)?;
             }

@@ -8,9 +8,9 @@ use bson::{Bson, Document};
 use super::common::{stage_err, DocIter};
 use crate::compare::{bson_equal, compare_bson, shell_repr, type_name, Num, OrdBson};
 use crate::error::{DocError, DocResult};
-use crate::vars::Scope;
 use crate::expr::{parse_expr, Ctx, Expr};
 use crate::interrupt::Interrupt;
+use crate::vars::Scope;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Acc {

@@ -193,23 +193,29 @@ fn run_stage(stage: Stage, it: DocIter, env: Env) -> DocResult<DocIter> {
             m.run(docs, sink(env, "$merge")?)?;
             Box::new(std::iter::empty())
         }
-        Stage::ReplaceRoot(e) => Box::new(it.map(move |r| {
-            let d = r?;
-            match e.eval(&Ctx::scoped(&d, &scope))? {
-                Some(Bson::Document(nd)) => Ok(nd),
-                other => Err(stage_err(
-                    40228,
-                    format!(
-                        "'replacement document' must evaluate to an object, but resulting value was: {}. Type of resulting value: '{}'. Input document: {}",
-                        other.as_ref().map(shell_repr).unwrap_or_else(|| "MISSING".into()),
-                        other.as_ref().map(type_name).unwrap_or("missing"),
-                        crate::compare::doc_repr(&d)
-                    ),
-                )),
-            }
-        })),
+        Stage::ReplaceRoot(e) => replace_root(it, e, scope),
         Stage::SortByCount(e) => sort_by_count(it, &e, &scope)?,
     })
+}
+
+/// `$replaceRoot`/`$replaceWith`: each document becomes what `e` evaluates to, which must be
+/// an object.
+fn replace_root(it: DocIter, e: Expr, scope: Scope) -> DocIter {
+    Box::new(it.map(move |r| {
+        let d = r?;
+        match e.eval(&Ctx::scoped(&d, &scope))? {
+            Some(Bson::Document(nd)) => Ok(nd),
+            other => Err(stage_err(
+                40228,
+                format!(
+                    "'replacement document' must evaluate to an object, but resulting value was: {}. Type of resulting value: '{}'. Input document: {}",
+                    other.as_ref().map(shell_repr).unwrap_or_else(|| "MISSING".into()),
+                    other.as_ref().map(type_name).unwrap_or("missing"),
+                    crate::compare::doc_repr(&d)
+                ),
+            )),
+        }
+    }))
 }
 
 /// `$count`: one document holding the number of documents, none for an empty input.

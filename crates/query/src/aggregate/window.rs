@@ -8,8 +8,8 @@ use bson::{Bson, Document};
 
 use super::common::{check_output_name, stage_err, DocIter, Memory};
 use super::fields::add_field;
-use super::source::Env;
 use super::group::{accumulate_windows, parse_window_acc, Acc};
+use super::source::Env;
 use crate::compare::{compare_bson, type_name, Num};
 use crate::error::{DocError, DocResult};
 use crate::expr::{eval_doc_path, parse_expr, Ctx, Expr};
@@ -786,7 +786,9 @@ impl SetWindowFields {
         let (interrupt, scope) = (env.interrupt, env.scope);
         let n = docs.len();
         let eval_all = |e: &Expr| -> DocResult<Vec<Option<Bson>>> {
-            docs.iter().map(|d| e.eval(&Ctx::scoped(d, scope))).collect()
+            docs.iter()
+                .map(|d| e.eval(&Ctx::scoped(d, scope)))
+                .collect()
         };
         Ok(match &o.func {
             Func::DocumentNumber => (1..=n as i64).map(int).collect(),

@@ -7,8 +7,8 @@ use super::args::{
 use super::call::Call;
 use super::fields::check_fields;
 use bson::{doc, Bson, Document};
-use query::vars::Scope;
 use docdb::{DeleteStatement, DocError, DocResult, FindAndModify, UpdateStatement, WriteOutcome};
+use query::vars::Scope;
 
 /// Which write a reply is for: its statements' count, whether it stopped at the first error,
 /// and whether it updated (an update's reply has `nModified` and `upserted`).

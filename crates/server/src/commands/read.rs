@@ -246,7 +246,11 @@ fn explained_write_query(name: &str, inner: &Document) -> DocResult<FindQuery> {
     let (stmt, filter_field, what) = match name {
         "findAndModify" => (inner.clone(), "query", name.to_string()),
         _ => {
-            let list = if name == "update" { "updates" } else { "deletes" };
+            let list = if name == "update" {
+                "updates"
+            } else {
+                "deletes"
+            };
             let mut stmts = doc_array(inner, list)?;
             if stmts.len() != 1 {
                 return Err(DocError::with_code(
