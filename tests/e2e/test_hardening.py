@@ -105,7 +105,7 @@ def test_unknown_and_unimplemented_options_are_refused(coll):
         coll.database.command({"find": "things", "bogus": 1})
     assert e.value.code == 40415
     with pytest.raises(OperationFailure) as e:
-        coll.database.command({"find": "things", "let": {"x": 1}})
+        coll.database.command({"find": "things", "term": 1})
     assert e.value.code == 238
     with pytest.raises(OperationFailure) as e:
         coll.database.command({"find": "things", "readConcern": {"level": "snapshot"}})

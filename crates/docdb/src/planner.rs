@@ -721,6 +721,45 @@ fn compose(p: &[u8], iv: &Interval) -> Option<Range> {
     Some((lo, hi))
 }
 
+/// What a hint names: the collection in natural order (`{$natural: ±1}`), or an index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hinted {
+    Natural {
+        reverse: bool,
+    },
+    /// The position of the index in the list the hint was resolved against.
+    Index(usize),
+}
+
+/// The prefix of the planner's errors in a find (mongod's); a write's hint errors have none.
+pub const PLANNER_ERROR: &str = "error processing query: planner returned error :: caused by :: ";
+
+/// Resolves a hint (an index name, a key pattern or `{$natural: ±1}`) against `indexes`, as
+/// mongod's planner: a name or pattern no index has is BadValue (2), a key pattern several
+/// indexes share is IndexNotFound (27). Errors start with `prefix`.
+pub fn resolve_hint(indexes: &[Arc<Index>], hint: &Bson, prefix: &str) -> DocResult<Hinted> {
+    if let Bson::Document(d) = hint {
+        if let Some(v) = d.get("$natural") {
+            let reverse = matches!(v, Bson::Int32(i) if *i < 0)
+                || matches!(v, Bson::Int64(i) if *i < 0)
+                || matches!(v, Bson::Double(f) if *f < 0.0);
+            return Ok(Hinted::Natural { reverse });
+        }
+    }
+    let found = crate::index::find_index(indexes, hint, |a, b| {
+        DocError::index_not_found(format!(
+            "{prefix}Hint matched multiple indexes, must hint by index name. Matched: {} and {}",
+            a.def.spec, b.def.spec
+        ))
+    })?;
+    match found {
+        Some(pos) => Ok(Hinted::Index(pos)),
+        None => Err(DocError::bad_value(format!(
+            "{prefix}hint provided does not correspond to an existing index"
+        ))),
+    }
+}
+
 /// Chooses the plan for a find.
 pub fn plan(
     indexes: &[Arc<Index>],
@@ -738,29 +777,9 @@ pub fn plan(
         sort_provided: false,
     };
     if let Some(h) = hint {
-        let natural = match h {
-            Bson::Document(d) => d.get("$natural").map(|v| {
-                matches!(v, Bson::Int32(i) if *i < 0)
-                    || matches!(v, Bson::Int64(i) if *i < 0)
-                    || matches!(v, Bson::Double(f) if *f < 0.0)
-            }),
-            _ => None,
-        };
-        if let Some(rev) = natural {
-            return Ok(collscan(rev));
-        }
-        // A key pattern several indexes share is IndexNotFound (27), as mongod's planner.
-        let found = crate::index::find_index(indexes, h, |a, b| {
-            DocError::index_not_found(format!(
-                "error processing query: planner returned error :: caused by :: Hint matched multiple indexes, must hint by index name. Matched: {} and {}",
-                a.def.spec, b.def.spec
-            ))
-        })?
-        .map(|pos| &indexes[pos]);
-        let Some(index) = found else {
-            return Err(DocError::bad_value(
-                "error processing query: planner returned error :: caused by :: hint provided does not correspond to an existing index",
-            ));
+        let index = match resolve_hint(indexes, h, PLANNER_ERROR)? {
+            Hinted::Natural { reverse } => return Ok(collscan(reverse)),
+            Hinted::Index(pos) => &indexes[pos],
         };
         if let Some(c) = plan_index(index, &preds, sort_ref) {
             return Ok(c.plan);
@@ -896,5 +915,81 @@ fn collatable(v: &Bson) -> bool {
         Bson::Document(d) => d.values().any(collatable),
         Bson::Array(a) => a.iter().any(collatable),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod hint_tests {
+    use super::*;
+    use crate::index::IndexDef;
+    use bson::{bson, doc};
+
+    fn index(spec: Document, table: engine::TableId) -> Arc<Index> {
+        Arc::new(Index {
+            def: IndexDef::parse(&spec).unwrap(),
+            ident: format!("index-{table}"),
+            table,
+            multikey: false.into(),
+        })
+    }
+
+    fn indexes() -> Vec<Arc<Index>> {
+        vec![
+            Arc::new(Index {
+                def: IndexDef::id_index(None),
+                ident: "index-0".into(),
+                table: 0,
+                multikey: false.into(),
+            }),
+            index(doc! {"key": {"a": 1}, "name": "a_1"}, 1),
+            index(doc! {"key": {"b": 1}, "name": "b_up"}, 2),
+            index(doc! {"key": {"b": 1}, "name": "b_again", "sparse": true}, 3),
+        ]
+    }
+
+    #[test]
+    fn a_hint_names_an_index_by_name_or_key_pattern() {
+        let ix = indexes();
+        let r = |h: Bson| resolve_hint(&ix, &h, "");
+        assert_eq!(r(bson!("_id_")).unwrap(), Hinted::Index(0));
+        assert_eq!(r(bson!({"_id": 1})).unwrap(), Hinted::Index(0));
+        assert_eq!(r(bson!("a_1")).unwrap(), Hinted::Index(1));
+        assert_eq!(r(bson!({"a": 1})).unwrap(), Hinted::Index(1));
+        assert_eq!(r(bson!("b_again")).unwrap(), Hinted::Index(3));
+        assert_eq!(
+            r(bson!({"$natural": -1})).unwrap(),
+            Hinted::Natural { reverse: true }
+        );
+        assert_eq!(
+            r(bson!({"$natural": 1})).unwrap(),
+            Hinted::Natural { reverse: false }
+        );
+    }
+
+    #[test]
+    fn a_hint_that_names_no_index_is_refused() {
+        let ix = indexes();
+        for h in [bson!("nope"), bson!({"a": -1}), bson!({"c": 1}), bson!(5)] {
+            let e = resolve_hint(&ix, &h, "").unwrap_err();
+            assert_eq!(e.code, 2, "{h}");
+            assert_eq!(
+                e.message,
+                "hint provided does not correspond to an existing index"
+            );
+        }
+        // A key pattern two indexes share must be named instead.
+        let e = resolve_hint(&ix, &bson!({"b": 1}), PLANNER_ERROR).unwrap_err();
+        assert_eq!(e.code, 27);
+        assert!(e.message.starts_with(PLANNER_ERROR), "{}", e.message);
+        // The plan uses the hinted index, and a find's error carries the planner's prefix.
+        let p = plan(&ix, &doc! {"b": 3}, None, Some(&bson!("b_up"))).unwrap();
+        assert!(matches!(p.access, Access::IxScan { ref index, .. } if index.def.name == "b_up"));
+        let Err(e) = plan(&ix, &doc! {}, None, Some(&bson!("nope"))) else {
+            panic!("a hint naming no index is refused");
+        };
+        assert_eq!(
+            e.message,
+            format!("{PLANNER_ERROR}hint provided does not correspond to an existing index")
+        );
     }
 }

@@ -31,6 +31,7 @@ fn racing_upserts_on_a_unique_key_all_succeed() {
                         multi: false,
                         array_filters: None,
                         collation: None,
+                        ..Default::default()
                     };
                     let out = db.update("t", "c", &[st], WriteOpts::default());
                     assert!(out.write_errors.is_empty(), "{:?}", out.write_errors);

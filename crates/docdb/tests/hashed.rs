@@ -79,6 +79,7 @@ fn ownership_scope_hides_documents_from_reads_and_writes() {
                 multi: true,
                 array_filters: None,
                 collation: None,
+                ..Default::default()
             }],
             WriteOpts::default(),
         );

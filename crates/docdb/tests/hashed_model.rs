@@ -95,6 +95,7 @@ proptest! {
                 multi: false,
                 array_filters: None,
                 collation: None,
+                ..Default::default()
             };
             prop_assert!(db.update("t", "c", &[st], WriteOpts::default()).write_errors.is_empty());
         }
@@ -103,6 +104,7 @@ proptest! {
                 q: doc! {"_id": *id as i64},
                 limit: 1,
                 collation: None,
+                ..Default::default()
             };
             prop_assert!(db.delete("t", "c", &[st], WriteOpts::default()).write_errors.is_empty());
         }

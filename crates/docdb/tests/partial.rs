@@ -51,6 +51,7 @@ fn unique_email_where_not_deleted() {
                 multi: false,
                 array_filters: None,
                 collation: None,
+                ..Default::default()
             }],
             WriteOpts::default(),
         )
@@ -66,6 +67,7 @@ fn unique_email_where_not_deleted() {
             multi: false,
             array_filters: None,
             collation: None,
+            ..Default::default()
         }],
         WriteOpts::default(),
     );

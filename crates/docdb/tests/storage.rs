@@ -107,6 +107,7 @@ fn crud_round_trip_both_engines() {
                 multi: false,
                 array_filters: None,
                 collation: None,
+                ..Default::default()
             }],
             WriteOpts::default(),
         );
@@ -124,6 +125,7 @@ fn crud_round_trip_both_engines() {
                 q: doc! {"x": {"$gte": 3}},
                 limit: 0,
                 collation: None,
+                ..Default::default()
             }],
             WriteOpts::default(),
         );
@@ -190,6 +192,7 @@ fn unique_violation_leaves_nothing_behind() {
                 multi: false,
                 array_filters: None,
                 collation: None,
+                ..Default::default()
             }],
             WriteOpts::default(),
         );
@@ -505,6 +508,7 @@ fn upsert_multi_replacement_and_find_and_modify() {
             multi,
             array_filters: None,
             collation: None,
+            ..Default::default()
         };
         let out = db.update(
             "t",
@@ -627,6 +631,7 @@ fn concurrent_inserts_never_admit_duplicates() {
                                 multi: false,
                                 array_filters: None,
                                 collation: None,
+                                ..Default::default()
                             }],
                             WriteOpts::default(),
                         );
@@ -738,6 +743,7 @@ fn bad_input_errors() {
             q: doc! {},
             limit: 5,
             collation: None,
+            ..Default::default()
         }],
         WriteOpts::default(),
     );

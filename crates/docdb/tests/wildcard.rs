@@ -90,6 +90,7 @@ fn wildcard_answers_single_field_predicates() {
             multi: false,
             array_filters: None,
             collation: None,
+            ..Default::default()
         }],
         WriteOpts::default(),
     );

@@ -15,6 +15,7 @@ use crate::expr::{self, Expr};
 use crate::geo::{GeoQuery, NearQuery};
 use crate::path::{traverse_path, Reached};
 use crate::regex::compile_regex;
+use crate::vars::{self, Scope};
 use std::sync::Arc;
 
 /// A parsed query filter.
@@ -27,6 +28,8 @@ pub struct Matcher {
     /// The filter's `$near`/`$nearSphere` (field, operand): the planner answers it from a
     /// 2dsphere index in distance order ([`Matcher::new_for_find`]).
     near: Option<(String, Arc<GeoQuery>)>,
+    /// The command's `let` variables, which `$expr` reads.
+    scope: Scope,
 }
 
 #[derive(Clone, Debug)]
@@ -529,8 +532,8 @@ impl Pred {
             Pred::All(ps) => !ps.is_empty() && ps.iter().all(|p| p.matches_single(v)),
             Pred::ElemMatchObj(node) => match v {
                 Bson::Array(a) => a.iter().any(|e| match e {
-                    Bson::Document(d) => node.eval(d, &mut None),
-                    Bson::Array(inner) => node.eval(&array_as_doc(inner), &mut None),
+                    Bson::Document(d) => node.eval(d, &vars::EMPTY, &mut None),
+                    Bson::Array(inner) => node.eval(&array_as_doc(inner), &vars::EMPTY, &mut None),
                     _ => false,
                 }),
                 _ => false,
@@ -584,8 +587,8 @@ impl Pred {
         let Bson::Array(a) = v else { return None };
         match self {
             Pred::ElemMatchObj(node) => a.iter().position(|e| match e {
-                Bson::Document(d) => node.eval(d, &mut None),
-                Bson::Array(inner) => node.eval(&array_as_doc(inner), &mut None),
+                Bson::Document(d) => node.eval(d, &vars::EMPTY, &mut None),
+                Bson::Array(inner) => node.eval(&array_as_doc(inner), &vars::EMPTY, &mut None),
                 _ => false,
             }),
             Pred::ElemMatchVal(ps) => a
@@ -700,14 +703,14 @@ impl Node {
         }
     }
 
-    fn eval(&self, doc: &Document, pos: &mut Option<usize>) -> bool {
+    fn eval(&self, doc: &Document, scope: &Scope, pos: &mut Option<usize>) -> bool {
         match self {
-            Node::And(ns) => ns.iter().all(|n| n.eval(doc, pos)),
-            Node::Or(ns) => ns.iter().any(|n| n.eval(doc, pos)),
-            Node::Nor(ns) => !ns.iter().any(|n| n.eval(doc, &mut None)),
+            Node::And(ns) => ns.iter().all(|n| n.eval(doc, scope, pos)),
+            Node::Or(ns) => ns.iter().any(|n| n.eval(doc, scope, pos)),
+            Node::Nor(ns) => !ns.iter().any(|n| n.eval(doc, scope, &mut None)),
             Node::Field(path, pred) => pred.eval_path(&traverse_path(doc, path), pos),
             Node::Expr(e) => e
-                .eval_root(doc)
+                .eval(&expr::Ctx::scoped(doc, scope))
                 .map(|v| expr::truthy(v.as_ref()))
                 .unwrap_or(false),
             Node::JsonSchema(s) => s.matches_doc(doc),
@@ -814,7 +817,12 @@ impl Matcher {
                 "text and geoNear not allowed in same query",
             ));
         }
-        Ok(Matcher { root, text, near })
+        Ok(Matcher {
+            root,
+            text,
+            near,
+            scope: Scope::default(),
+        })
     }
 
     /// The filter's `$near` / `$nearSphere`: (field, operand).
@@ -859,16 +867,27 @@ impl Matcher {
         self.text.as_deref()
     }
 
+    /// The matcher with the command's `let` variables in scope for its `$expr`.
+    pub fn with_scope(mut self, scope: &Scope) -> Matcher {
+        self.scope = scope.clone();
+        self
+    }
+
+    /// The command's `let` variables in scope for its `$expr`.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
     /// Whether `doc` matches the filter.
     pub fn matches(&self, doc: &Document) -> bool {
-        self.root.eval(doc, &mut None)
+        self.root.eval(doc, &self.scope, &mut None)
     }
 
     /// Whether `doc` matches, and the array index the match was made at (mongod's
     /// "elemMatchKey", which the positional `$` update and projection operators use).
     pub fn matches_with_position(&self, doc: &Document) -> (bool, Option<usize>) {
         let mut pos = None;
-        let m = self.root.eval(doc, &mut pos);
+        let m = self.root.eval(doc, &self.scope, &mut pos);
         (m, if m { pos } else { None })
     }
 

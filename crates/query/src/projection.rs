@@ -39,6 +39,8 @@ pub struct Projection {
     positional: bool,
     /// Fields a find projection sets to the text score (`{score: {$meta: "textScore"}}`).
     meta: Vec<String>,
+    /// The command's `let` variables, which the projection's expressions read.
+    scope: crate::vars::Scope,
 }
 
 fn collision(path: &str, remaining: &str) -> DocError {
@@ -225,7 +227,14 @@ impl Projection {
             id,
             positional,
             meta,
+            scope: crate::vars::Scope::default(),
         })
+    }
+
+    /// The projection with the command's `let` variables in scope for its expressions.
+    pub fn with_scope(mut self, scope: &crate::vars::Scope) -> Projection {
+        self.scope = scope.clone();
+        self
     }
 
     /// Whether the projection uses the positional `$` (then use [`Projection::apply_with_position`]).
@@ -273,7 +282,7 @@ impl Projection {
     }
 
     fn apply_mode(&self, doc: &Document, pos: Option<usize>) -> DocResult<Document> {
-        let ctx = Ctx::new(doc);
+        let ctx = Ctx::scoped(doc, &self.scope);
         match self.mode {
             Mode::Inclusion => {
                 let mut out = include_doc(&self.spec, doc, &ctx, pos, true, self.id)?;

@@ -26,7 +26,8 @@ pub struct Update {
 enum Kind {
     Replacement(Document),
     Modifiers(Vec<ModOp>, Vec<(String, Matcher)>),
-    Pipeline(Vec<Document>),
+    /// The stages, and the command's `let` variables they read.
+    Pipeline(Vec<Document>, crate::vars::Scope),
 }
 
 #[derive(Clone, Debug)]
@@ -391,7 +392,7 @@ impl Update {
                 }
                 let docs = crate::aggregate::parse_update_pipeline(stages)?;
                 Ok(Update {
-                    kind: Kind::Pipeline(docs),
+                    kind: Kind::Pipeline(docs, crate::vars::Scope::default()),
                 })
             }
             Bson::Document(d) => {
@@ -530,6 +531,15 @@ impl Update {
         })
     }
 
+    /// The update with the command's `let` variables in scope for its pipeline (the other
+    /// forms hold no expressions).
+    pub fn with_scope(mut self, scope: &crate::vars::Scope) -> Update {
+        if let Kind::Pipeline(_, s) = &mut self.kind {
+            *s = scope.clone();
+        }
+        self
+    }
+
     /// Whether this is a replacement document.
     pub fn is_replacement(&self) -> bool {
         matches!(self.kind, Kind::Replacement(_))
@@ -537,7 +547,7 @@ impl Update {
 
     /// Whether this is a pipeline-style update.
     pub fn is_pipeline(&self) -> bool {
-        matches!(self.kind, Kind::Pipeline(_))
+        matches!(self.kind, Kind::Pipeline(..))
     }
 
     /// Applies to `doc` in place; returns whether anything changed.
@@ -577,13 +587,14 @@ impl Update {
                 }
                 *doc = out;
             }
-            Kind::Pipeline(stages) => {
+            Kind::Pipeline(stages, scope) => {
                 let input = doc.clone();
-                let out = crate::aggregate::run_pipeline(
+                let out = crate::aggregate::run_pipeline_scoped(
                     stages,
                     Box::new(std::iter::once(Ok(input))),
                     &|_: &str| Ok(Vec::new()),
                     &crate::interrupt::Interrupt::none(),
+                    scope,
                 )?;
                 let mut new = out.into_iter().next().unwrap_or_default();
                 match (&old_id, new.get("_id")) {

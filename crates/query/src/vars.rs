@@ -1,15 +1,22 @@
-//! Pipeline variables bound by a stage for the sub-pipeline it runs (`$lookup`'s `let`): `$$name`
-//! inside that sub-pipeline, in `$expr`, `$project`, `$addFields` or any other stage, reads them.
+//! Variables a query names as `$$name` besides an expression's own (`$let`, `$map`, ...):
 //!
-//! They live in a per-thread stack of frames, like the collation in effect: the matcher and the
-//! projection build their evaluation contexts themselves, and a sub-pipeline runs to completion
-//! on the thread that binds its variables (`run_pipeline` collects its output), so a frame is in
-//! effect exactly while its sub-pipeline runs. An expression's own `$let`/`$map` variables shadow
-//! these (they are looked up first).
+//! - a command's `let` (find, aggregate, update, delete, findAndModify): a [`Scope`], evaluated
+//!   once before the command reads a document (`expr::command_let`), and carried as a value by what evaluates
+//!   expressions for that command (the matcher, the projection, the pipeline's stages, the
+//!   update), so a cursor's later batches see the same values on whatever thread runs them;
+//! - a stage's variables for the sub-pipeline it runs (`$lookup`'s `let`), in a per-thread
+//!   stack of frames, like the collation in effect: a sub-pipeline runs to completion on the
+//!   thread that binds its variables (`run_pipeline` collects its output), so a frame is in
+//!   effect exactly while its sub-pipeline runs.
+//!
+//! An expression's own variables shadow a stage's, which shadow the command's.
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
 use bson::Bson;
+
+use crate::error::{DocError, DocResult};
 
 /// A variable's value; `None` is "missing" (a `let` of an absent field).
 pub type Binding = (String, Option<Bson>);
@@ -52,6 +59,74 @@ pub fn lookup(name: &str) -> Option<Option<Bson>> {
             .find_map(|frame| frame.iter().find(|(n, _)| n == name))
             .map(|(_, v)| v.clone())
     })
+}
+
+/// A command's `let` variables, evaluated: cheap to clone (shared), empty by default.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Scope(Option<Arc<[Binding]>>);
+
+/// The scope of a command without `let`.
+pub static EMPTY: Scope = Scope(None);
+
+impl Scope {
+    /// A scope of these bindings (evaluated values); none is the empty scope.
+    pub(crate) fn of(bound: Vec<Binding>) -> Scope {
+        Scope(if bound.is_empty() {
+            None
+        } else {
+            Some(bound.into())
+        })
+    }
+
+    /// The bindings, in the order they were bound.
+    pub(crate) fn bindings(&self) -> &[Binding] {
+        self.0.as_deref().unwrap_or_default()
+    }
+
+    /// The binding of `name`: `Some(None)` when it is bound to a missing value (`$$REMOVE`),
+    /// `None` when the scope does not bind it.
+    pub fn get(&self, name: &str) -> Option<Option<&Bson>> {
+        self.0
+            .as_deref()?
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_ref())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+/// mongod's `Variables::validateNameForUserWrite`: a lowercase letter or a non-ASCII character
+/// first, then letters, digits, `_` or non-ASCII characters. (`$$ROOT`, `$$CURRENT` and the
+/// other system variables start with a capital, so a user variable never overrides one.)
+pub(crate) fn check_var_name(name: &str) -> DocResult<()> {
+    let Some(first) = name.chars().next() else {
+        return Err(DocError::with_code(
+            16866,
+            "Location16866",
+            "empty variable names are not allowed",
+        ));
+    };
+    if first.is_ascii() && !first.is_ascii_lowercase() {
+        return Err(DocError::with_code(
+            16867,
+            "Location16867",
+            format!("'{name}' starts with an invalid character for a user variable name"),
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || !c.is_ascii()))
+    {
+        return Err(DocError::with_code(
+            16868,
+            "Location16868",
+            format!("'{name}' contains an invalid character for a variable name: '{c}'"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

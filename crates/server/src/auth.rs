@@ -226,6 +226,7 @@ fn modify_user(dbx: &DocDb, db: &str, user: &str, set: Document) -> DocResult<()
         multi: false,
         array_filters: None,
         collation: None,
+        ..Default::default()
     };
     let out = dbx.update(USERS_DB, USERS_COLL, &[stmt], sync_opts());
     if first_error(out)? == 0 {
@@ -291,6 +292,7 @@ pub fn drop_user(dbx: &DocDb, db: &str, cmd: &Document) -> DocResult<Document> {
         q: doc! {"_id": user_id(db, user)},
         limit: 1,
         collation: None,
+        ..Default::default()
     };
     if first_error(dbx.delete(USERS_DB, USERS_COLL, &[stmt], sync_opts()))? == 0 {
         return Err(user_not_found(user, db));

@@ -220,6 +220,7 @@ impl Store for InProc {
                 multi: false,
                 array_filters: None,
                 collation: None,
+                ..Default::default()
             }],
             WriteOpts::default(),
         );
@@ -242,6 +243,7 @@ impl Store for InProc {
                 multi: false,
                 array_filters: None,
                 collation: None,
+                ..Default::default()
             })
             .collect();
         outcome(self.db.update(
@@ -264,6 +266,7 @@ impl Store for InProc {
                 q: filter,
                 limit: 1,
                 collation: None,
+                ..Default::default()
             }],
             WriteOpts::default(),
         );

@@ -694,6 +694,7 @@ fn pull(node: &ShardNode, r: &Recipient) -> DocResult<()> {
                 multi: false,
                 array_filters: None,
                 collation: None,
+                ..Default::default()
             })
             .collect();
         // The donor's documents were validated when they were written there (mongod's
@@ -747,6 +748,7 @@ fn pull(node: &ShardNode, r: &Recipient) -> DocResult<()> {
                     q: doc! {"_id": id.clone()},
                     limit: 1,
                     collation: None,
+                    ..Default::default()
                 })
                 .collect();
             let out = node.db.delete(db, coll, &stmts, WriteOpts::default());
@@ -933,6 +935,7 @@ pub fn delete_range(
                 q: doc! {"_id": id},
                 limit: 1,
                 collation: None,
+                ..Default::default()
             })
             .collect();
         let out = node.db.delete(

@@ -372,6 +372,7 @@ impl ShardNode {
                 multi: false,
                 array_filters: None,
                 collation: None,
+                ..Default::default()
             }],
             WriteOpts {
                 ordered: true,

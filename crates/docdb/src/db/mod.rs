@@ -42,6 +42,7 @@ use query::path;
 use query::projection::Projection;
 use query::sort::SortSpec;
 use query::update::{self, Update};
+use query::vars::Scope;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Bound;
@@ -137,6 +138,10 @@ pub struct AggregateOpts {
     pub current_ops: Option<Arc<dyn CurrentOps>>,
     /// The index (name or key pattern) the first stage's scan uses, as `find`'s hint.
     pub hint: Option<Bson>,
+    /// The command's `let` variables, which every stage's expressions read.
+    pub vars: Scope,
+    /// `bypassDocumentValidation`: `$out` and `$merge` write without the target's validator.
+    pub bypass_validation: bool,
 }
 
 impl std::fmt::Debug for AggregateOpts {
@@ -146,6 +151,8 @@ impl std::fmt::Debug for AggregateOpts {
             .field("collation", &self.collation)
             .field("current_ops", &self.current_ops.is_some())
             .field("hint", &self.hint)
+            .field("vars", &self.vars)
+            .field("bypass_validation", &self.bypass_validation)
             .finish()
     }
 }
@@ -173,7 +180,7 @@ pub struct WriteOutcome {
     pub write_errors: Vec<WriteError>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct UpdateStatement {
     pub q: Document,
     /// Update operators, a replacement document, or a pipeline (array).
@@ -183,15 +190,25 @@ pub struct UpdateStatement {
     pub array_filters: Option<Vec<Document>>,
     /// The statement's collation; None: the collection's default.
     pub collation: Option<Document>,
+    /// The index (name or key pattern, or `{$natural: ±1}`) that finds the documents.
+    pub hint: Option<Bson>,
+    /// The command's `let` variables, which the filter and a pipeline update read.
+    pub vars: Scope,
+    /// The statement's own constants (`c`), which only a pipeline update reads.
+    pub constants: Option<Document>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct DeleteStatement {
     pub q: Document,
     /// 0: all matching documents; 1: the first.
     pub limit: i64,
     /// The statement's collation; None: the collection's default.
     pub collation: Option<Document>,
+    /// The index (name or key pattern, or `{$natural: ±1}`) that finds the documents.
+    pub hint: Option<Bson>,
+    /// The command's `let` variables, which the filter reads.
+    pub vars: Scope,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -209,6 +226,11 @@ pub struct FindAndModify {
     pub collation: Option<Document>,
     pub interrupt: Interrupt,
     pub bypass_validation: bool,
+    /// The index (name or key pattern, or `{$natural: ±1}`) that finds the document.
+    pub hint: Option<Bson>,
+    /// The command's `let` variables, which the query, a pipeline update and the returned
+    /// fields read.
+    pub vars: Scope,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -239,6 +261,8 @@ pub struct FindQuery {
     /// A tailable cursor on a capped collection: it stays open at the end of the data and
     /// returns documents inserted later.
     pub tailable: bool,
+    /// The command's `let` variables, which the filter's `$expr` and the projection read.
+    pub vars: Scope,
 }
 
 pub struct DocDb {

@@ -15,6 +15,9 @@ pub(super) struct PipelineStorage {
     pub(super) coll: String,
     pub(super) interrupt: Interrupt,
     pub(super) current_ops: Option<Arc<dyn CurrentOps>>,
+    /// The aggregate's `bypassDocumentValidation`: `$out` and `$merge` write without the
+    /// target's validator.
+    pub(super) bypass_validation: bool,
 }
 
 impl PipelineStorage {
@@ -31,6 +34,7 @@ impl PipelineStorage {
     fn write_opts(&self) -> WriteOpts {
         WriteOpts {
             interrupt: self.interrupt.clone(),
+            bypass_validation: self.bypass_validation,
             ..Default::default()
         }
     }
@@ -147,9 +151,7 @@ impl CollectionSink for PipelineStorage {
             q: filter,
             u: update,
             upsert,
-            multi: false,
-            array_filters: None,
-            collation: None,
+            ..Default::default()
         };
         let this = self.docdb()?;
         let out = first_error(this.update(self.db_of(ns), &ns.coll, &[stmt], self.write_opts()))?;

@@ -17,13 +17,13 @@ impl DocDb {
         q: &FindQuery,
         coll: Option<Arc<collation::Collation>>,
     ) -> DocResult<Exec> {
-        let filter = Matcher::new_for_find(&q.filter)?;
+        let filter = Matcher::new_for_find(&q.filter)?.with_scope(&q.vars);
         let sort = match &q.sort {
             Some(s) if !s.is_empty() => Some(Arc::new(SortSpec::parse(s)?)),
             _ => None,
         };
         let projection = match &q.projection {
-            Some(p) if !p.is_empty() => Some(Arc::new(Projection::parse(p)?)),
+            Some(p) if !p.is_empty() => Some(Arc::new(Projection::parse(p)?.with_scope(&q.vars))),
             _ => None,
         };
         let wants_score = |d: &Option<Document>| {
@@ -296,6 +296,7 @@ impl DocDb {
                 interrupt: opts.interrupt.clone(),
                 collation: opts.collation.clone(),
                 hint: opts.hint.clone(),
+                vars: opts.vars.clone(),
                 ..Default::default()
             },
             true,
@@ -351,11 +352,12 @@ impl DocDb {
             coll: coll_name.to_string(),
             interrupt: opts.interrupt.clone(),
             current_ops: None,
+            bypass_validation: opts.bypass_validation,
         };
         let _in_effect = collation::scope(coll.clone());
         Ok(DocCursor::with_collation(
             Box::new(
-                aggregate::run_pipeline(rest, input, &storage, &opts.interrupt)?
+                aggregate::run_pipeline_scoped(rest, input, &storage, &opts.interrupt, &opts.vars)?
                     .into_iter()
                     .map(|mut d| {
                         d.remove(query::text::SCORE_FIELD);
@@ -404,14 +406,16 @@ impl DocDb {
             coll: String::new(),
             interrupt: opts.interrupt.clone(),
             current_ops: opts.current_ops.clone(),
+            bypass_validation: opts.bypass_validation,
         };
         let coll = collation::resolve(opts.collation.as_ref(), None)?;
         let _in_effect = collation::scope(coll.clone());
-        let out = aggregate::run_pipeline(
+        let out = aggregate::run_pipeline_scoped(
             pipeline,
             Box::new(std::iter::empty()),
             &storage,
             &opts.interrupt,
+            &opts.vars,
         )?;
         Ok(DocCursor::with_collation(
             Box::new(out.into_iter().map(Ok)),

@@ -405,9 +405,9 @@ impl DocDb {
                 "error processing query: a tailable cursor cannot read a view",
             ));
         }
-        let filter = Matcher::new(&q.filter)?;
+        let filter = Matcher::new(&q.filter)?.with_scope(&q.vars);
         let projection = match &q.projection {
-            Some(p) if !p.is_empty() => Some(Projection::parse(p)?),
+            Some(p) if !p.is_empty() => Some(Projection::parse(p)?.with_scope(&q.vars)),
             _ => None,
         };
         let pipeline = view_find_pipeline(&view, q);
@@ -418,6 +418,8 @@ impl DocDb {
             collation: Some(Self::view_collation(&view, q.collation.as_ref())?),
             current_ops: None,
             hint: q.hint.clone(),
+            vars: q.vars.clone(),
+            bypass_validation: false,
         };
         let cursor = self.aggregate_collection(db, &view.base, &pipeline, &opts)?;
         let Some(projection) = projection else {
@@ -440,9 +442,9 @@ impl DocDb {
                 db
             )));
         }
-        let filter = Matcher::new(&q.filter)?;
+        let filter = Matcher::new(&q.filter)?.with_scope(&q.vars);
         let projection = match &q.projection {
-            Some(p) if !p.is_empty() => Some(Projection::parse(p)?),
+            Some(p) if !p.is_empty() => Some(Projection::parse(p)?.with_scope(&q.vars)),
             _ => None,
         };
         let mut defs = self.views_of(db);
@@ -465,8 +467,16 @@ impl DocDb {
             coll: SYSTEM_VIEWS.to_string(),
             interrupt: q.interrupt.clone(),
             current_ops: None,
+            // A find writes nothing.
+            bypass_validation: false,
         };
-        let out = aggregate::run_pipeline(&pipeline, Box::new(docs), &storage, &q.interrupt)?;
+        let out = aggregate::run_pipeline_scoped(
+            &pipeline,
+            Box::new(docs),
+            &storage,
+            &q.interrupt,
+            &q.vars,
+        )?;
         let out = out.into_iter().map(move |d| match &projection {
             Some(p) => p.apply_matched(&d, Some(&filter)),
             None => Ok(d),

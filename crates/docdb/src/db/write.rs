@@ -61,8 +61,8 @@ impl DocDb {
     ) -> DocResult<(u64, u64, Option<Bson>)> {
         let (sync, interrupt) = (opts.journal, &opts.interrupt);
         interrupt.check()?;
-        let filter = Matcher::new_with_text(&s.q)?;
-        let modifier = Update::parse(&s.u, s.array_filters.as_deref())?;
+        let filter = Matcher::new_with_text(&s.q)?.with_scope(&s.vars);
+        let modifier = statement_update(s)?;
         if s.multi && modifier.is_replacement() {
             return Err(DocError::failed_to_parse(
                 "multi update is not supported for replacement-style update",
@@ -73,6 +73,7 @@ impl DocDb {
             query: &s.q,
             sort: None,
             collation: s.collation.as_ref(),
+            hint: s.hint.as_ref(),
             interrupt,
             reach: if s.multi { Reach::All } else { Reach::One },
             journal: sync,
@@ -140,12 +141,13 @@ impl DocDb {
                     s.limit
                 )));
             }
-            let filter = Matcher::new_with_text(&s.q)?;
+            let filter = Matcher::new_with_text(&s.q)?.with_scope(&s.vars);
             let matching = Matching {
                 filter: &filter,
                 query: &s.q,
                 sort: None,
                 collation: s.collation.as_ref(),
+                hint: s.hint.as_ref(),
                 interrupt: &opts.interrupt,
                 reach: if s.limit == 1 { Reach::One } else { Reach::All },
                 journal: opts.journal,
@@ -171,10 +173,10 @@ impl DocDb {
         spec: &FindAndModify,
     ) -> DocResult<FindAndModifyOutcome> {
         catalog::validate_coll_name(db, coll)?;
-        let modifier = fam_modifier(spec)?;
-        let filter = Matcher::new_with_text(&spec.query)?;
+        let modifier = fam_modifier(spec)?.map(|m| m.with_scope(&spec.vars));
+        let filter = Matcher::new_with_text(&spec.query)?.with_scope(&spec.vars);
         let proj = match &spec.fields {
-            Some(p) if !p.is_empty() => Some(Projection::parse(p)?),
+            Some(p) if !p.is_empty() => Some(Projection::parse(p)?.with_scope(&spec.vars)),
             _ => None,
         };
         let project = |d: Document| -> DocResult<Document> {
@@ -189,6 +191,7 @@ impl DocDb {
             query: &spec.query,
             sort: spec.sort.clone(),
             collation: spec.collation.as_ref(),
+            hint: spec.hint.as_ref(),
             interrupt: &spec.interrupt,
             reach: Reach::One,
             journal: sync,
@@ -325,10 +328,23 @@ impl DocDb {
     ) -> DocResult<()> {
         let coll = collation::resolve(m.collation, c.default_collation.as_ref())?;
         let _in_effect = collation::scope(coll.clone());
+        if let Some(h) = m.hint {
+            // mongod's error for a write's hint names no planner (a find's does).
+            let visible: Vec<Arc<Index>> = st
+                .indexes
+                .iter()
+                .filter(|i| !i.def.hidden)
+                .cloned()
+                .collect();
+            planner::resolve_hint(&visible, h, "")?;
+        }
         let q = FindQuery {
             filter: m.query.clone(),
             sort: m.sort.clone(),
+            hint: m.hint.cloned(),
             interrupt: m.interrupt.clone(),
+            // The scan re-checks the filter, `$expr` and its variables included.
+            vars: m.filter.scope().clone(),
             ..Default::default()
         };
         let max = match m.reach {
@@ -412,6 +428,8 @@ struct Matching<'a> {
     query: &'a Document,
     sort: Option<Document>,
     collation: Option<&'a Document>,
+    /// The index the planner must use (checked to exist first).
+    hint: Option<&'a Bson>,
     interrupt: &'a Interrupt,
     reach: Reach,
     journal: bool,
@@ -485,6 +503,21 @@ fn upsert_doc(filter: &Document, m: &Update) -> DocResult<Document> {
     m.apply_with_position(&mut doc, true, None)?;
     let doc = finish_doc(doc)?;
     collection::prepare_insert(doc)
+}
+
+/// An update statement's modifier, with the variables its pipeline reads: the command's `let`
+/// and the statement's constants (`c`), which mongod takes for a pipeline only (51198).
+fn statement_update(s: &UpdateStatement) -> DocResult<Update> {
+    let modifier = Update::parse(&s.u, s.array_filters.as_deref())?;
+    match &s.constants {
+        None => Ok(modifier.with_scope(&s.vars)),
+        Some(_) if !modifier.is_pipeline() => Err(DocError::with_code(
+            51198,
+            "Location51198",
+            "Constant values may only be specified for pipeline updates",
+        )),
+        Some(c) => Ok(modifier.with_scope(&s.vars.bind_let(c)?)),
+    }
 }
 
 /// What a findAndModify does to the document it finds: the update (parsed), or None to

@@ -12,6 +12,7 @@ use super::group::{count_output, parse_accumulators, run_group, Accumulating, Ac
 use crate::compare::{compare_bson, shell_repr, type_name, Num};
 use crate::error::DocResult;
 use crate::expr::{parse_expr, Ctx, Expr};
+use crate::vars::Scope;
 
 /// `groupBy` must be a `$`-path or an operator expression (`code` is the stage's).
 fn parse_group_by(v: &Bson, code: i32, stage: &str) -> DocResult<Expr> {
@@ -117,7 +118,7 @@ impl Bucket {
 
     /// Groups by the bucket each value falls in (its lower boundary), then sorts by `_id`, as
     /// mongod's rewrite into `$group` with a `$switch` and `$sort` does.
-    pub(super) fn run(self, input: DocIter) -> DocResult<DocIter> {
+    pub(super) fn run(self, input: DocIter, scope: &Scope) -> DocResult<DocIter> {
         let Bucket {
             group_by,
             boundaries,
@@ -140,7 +141,7 @@ impl Bucket {
                 stage_err(40066, "$switch could not find a matching branch for an input, and no default was specified.")
             })
         };
-        let mut groups = run_group(input, key, &output)?;
+        let mut groups = run_group(input, key, &output, scope)?;
         groups.sort_by(|a, b| compare_bson(&a["_id"], &b["_id"]));
         Ok(Box::new(groups.into_iter().map(Ok)))
     }
@@ -506,13 +507,16 @@ impl BucketAuto {
     /// Sorts the input by its key, then fills `buckets` buckets of about equal counts; equal
     /// keys never straddle two buckets, and with a granularity the boundaries are rounded to it
     /// (mongod's BucketAutoStage).
-    pub(super) fn run(self, input: DocIter) -> DocResult<DocIter> {
+    pub(super) fn run(self, input: DocIter, scope: &Scope) -> DocResult<DocIter> {
         let mut keyed: Vec<(Bson, Document)> = Vec::new();
         let mut memory = Memory::new("$bucketAuto");
         for d in input {
             let d = d?;
             memory.charge(&d)?;
-            let key = self.group_by.eval(&Ctx::new(&d))?.unwrap_or(Bson::Null);
+            let key = self
+                .group_by
+                .eval(&Ctx::scoped(&d, scope))?
+                .unwrap_or(Bson::Null);
             if self.granularity.is_some() {
                 check_roundable(&key)?;
             }
@@ -526,7 +530,7 @@ impl BucketAuto {
         while let Some((first_key, first_doc)) = rest.next() {
             let last_bucket = out.len() + 1 == self.buckets;
             let mut acc = Accumulating::new(&self.output);
-            acc.add(&self.output, &Ctx::new(&first_doc))?;
+            acc.add(&self.output, &Ctx::scoped(&first_doc, scope))?;
             let min = match (self.granularity, &previous_max) {
                 (Some(_), Some(p)) => p.clone(),
                 (Some(g), None) => g.round_down(&first_key),
@@ -537,7 +541,7 @@ impl BucketAuto {
             let take = |rest: &mut Sorted, acc: &mut Accumulating, max: &mut Bson| {
                 let (k, d) = rest.next().expect("peeked");
                 *max = k;
-                acc.add(output, &Ctx::new(&d))
+                acc.add(output, &Ctx::scoped(&d, scope))
             };
             // The bucket's share (the last takes everything left).
             let mut taken = 1;

@@ -147,7 +147,10 @@ impl GraphLookup {
         let mut out = Vec::new();
         for r in input {
             let mut d = r?;
-            let start = self.start_with.eval(&Ctx::new(&d))?.unwrap_or(Bson::Null);
+            let start = self
+                .start_with
+                .eval(&Ctx::scoped(&d, env.scope))?
+                .unwrap_or(Bson::Null);
             let found = self.search(&foreign, start, env)?;
             set_path(
                 &mut d,

@@ -10,6 +10,7 @@ use crate::compare::{bson_equal, compare_bson, shell_repr, type_name, Num, OrdBs
 use crate::error::{DocError, DocResult};
 use crate::expr::{parse_expr, Ctx, Expr};
 use crate::interrupt::Interrupt;
+use crate::vars::Scope;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Acc {
@@ -421,17 +422,19 @@ impl Accumulating {
     }
 }
 
-/// Groups the input by the key `key` computes per document, in first-seen order.
+/// Groups the input by the key `key` computes per document, in first-seen order; the key and
+/// the accumulators read the command's `let` variables from `scope`.
 pub(super) fn run_group(
     input: DocIter,
     mut key: impl FnMut(&Ctx) -> DocResult<Bson>,
     accs: &Accumulators,
+    scope: &Scope,
 ) -> DocResult<Vec<Document>> {
     let mut index: BTreeMap<OrdBson, usize> = BTreeMap::new();
     let mut groups: Vec<(Bson, Accumulating)> = Vec::new();
     for d in input {
         let d = d?;
-        let ctx = Ctx::new(&d);
+        let ctx = Ctx::scoped(&d, scope);
         let k = key(&ctx)?;
         let gi = match index.get(&OrdBson(k.clone())) {
             Some(i) => *i,

@@ -112,7 +112,7 @@ impl Lookup {
             };
             let matched = match &self.pipeline {
                 Some(p) => {
-                    let ctx = Ctx::new(&d);
+                    let ctx = Ctx::scoped(&d, env.scope);
                     let mut bound = Vec::with_capacity(self.let_.len());
                     for (name, e) in &self.let_ {
                         bound.push((name.clone(), e.eval(&ctx)?));
@@ -137,34 +137,10 @@ impl Lookup {
 fn parse_let(l: &Document) -> DocResult<Vec<(String, Expr)>> {
     let mut out = Vec::with_capacity(l.len());
     for (name, e) in l {
-        check_var_name(name)?;
+        crate::vars::check_var_name(name)?;
         out.push((name.clone(), parse_expr(e)?));
     }
     Ok(out)
-}
-
-/// mongod's `Variables::validateNameForUserWrite`: a lowercase letter or a non-ASCII character
-/// first, then letters, digits, `_` or non-ASCII characters.
-fn check_var_name(name: &str) -> DocResult<()> {
-    let Some(first) = name.chars().next() else {
-        return Err(stage_err(16866, "empty variable names are not allowed"));
-    };
-    if first.is_ascii() && !first.is_ascii_lowercase() {
-        return Err(stage_err(
-            16867,
-            format!("'{name}' starts with an invalid character for a user variable name"),
-        ));
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || !c.is_ascii()))
-    {
-        return Err(stage_err(
-            16868,
-            format!("'{name}' contains an invalid character for a variable name: '{c}'"),
-        ));
-    }
-    Ok(())
 }
 
 impl UnionWith {

@@ -41,5 +41,5 @@ pub use namespaces::{
 };
 pub use out::{CollectionSink, Namespace};
 pub use parse::{parse_update_pipeline, validate_pipeline};
-pub use run::run_pipeline;
+pub use run::{run_pipeline, run_pipeline_scoped};
 pub use source::CollectionSource;

@@ -17,6 +17,7 @@ use crate::expr::{Ctx, Expr};
 use crate::interrupt::Interrupt;
 use crate::projection::Projection;
 use crate::sort::SortSpec;
+use crate::vars::Scope;
 
 /// Runs a pipeline over input documents. `source` is the storage its stages reach: the other
 /// collections of the same database, the writes of `$out`/`$merge`, `$collStats`.
@@ -25,6 +26,17 @@ pub fn run_pipeline(
     input: DocIter,
     source: &dyn CollectionSource,
     interrupt: &Interrupt,
+) -> DocResult<Vec<Document>> {
+    run_pipeline_scoped(pipeline, input, source, interrupt, &crate::vars::EMPTY)
+}
+
+/// [`run_pipeline`] with the command's `let` variables in scope for every stage.
+pub fn run_pipeline_scoped(
+    pipeline: &[Document],
+    input: DocIter,
+    source: &dyn CollectionSource,
+    interrupt: &Interrupt,
+    scope: &Scope,
 ) -> DocResult<Vec<Document>> {
     if pipeline.len() > MAX_PIPELINE_STAGES {
         return Err(DocError::with_code(
@@ -35,7 +47,15 @@ pub fn run_pipeline(
     }
     let stages: Vec<Stage> = pipeline.iter().map(parse_stage).collect::<DocResult<_>>()?;
     check_positions(&stages)?;
-    run_stages(stages, input, Env { source, interrupt })
+    run_stages(
+        stages,
+        input,
+        Env {
+            source,
+            interrupt,
+            scope,
+        },
+    )
 }
 
 /// The documents a writing stage stores: a text score is metadata, never a stored field.
@@ -84,7 +104,8 @@ pub(super) fn run_stages(stages: Vec<Stage>, input: DocIter, env: Env) -> DocRes
 /// Chains one stage onto the stream `it`: a streaming stage lazily, a blocking one by
 /// consuming `it` now.
 fn run_stage(stage: Stage, it: DocIter, env: Env) -> DocResult<DocIter> {
-    let interrupt = env.interrupt;
+    // The lazy stages own their copy of the command's variables (shared, not copied).
+    let scope = env.scope.clone();
     Ok(match stage {
         Stage::Match(m) if m.text().is_some() => {
             // The storage side answers a leading $text match with its text index before
@@ -93,15 +114,21 @@ fn run_stage(stage: Stage, it: DocIter, env: Env) -> DocResult<DocIter> {
                 "text index required for $text query",
             ));
         }
-        Stage::Match(m) => Box::new(it.filter(move |r| match r {
-            Ok(d) => m.matches(d),
-            Err(_) => true,
-        })),
-        Stage::Project(p) => Box::new(it.map(move |r| r.and_then(|d| project(&p, &d)))),
+        Stage::Match(m) => {
+            let m = m.with_scope(env.scope);
+            Box::new(it.filter(move |r| match r {
+                Ok(d) => m.matches(d),
+                Err(_) => true,
+            }))
+        }
+        Stage::Project(p) => {
+            let p = p.with_scope(env.scope);
+            Box::new(it.map(move |r| r.and_then(|d| project(&p, &d))))
+        }
         Stage::AddFields(fields) => Box::new(it.map(move |r| {
             let mut d = r?;
             let src = d.clone();
-            let ctx = Ctx::new(&src);
+            let ctx = Ctx::scoped(&src, &scope);
             for (path, e) in &fields {
                 match e.eval(&ctx)? {
                     Some(v) => add_field(&mut d, path, v)?,
@@ -120,7 +147,7 @@ fn run_stage(stage: Stage, it: DocIter, env: Env) -> DocResult<DocIter> {
         })),
         Stage::Group(id, accs) => {
             let key = |ctx: &Ctx| Ok(id.eval(ctx)?.unwrap_or(Bson::Null));
-            Box::new(run_group(it, key, &accs)?.into_iter().map(Ok))
+            Box::new(run_group(it, key, &accs, &scope)?.into_iter().map(Ok))
         }
         Stage::Sort(spec) => {
             let mut docs = Memory::new("$sort").collect(it)?;
@@ -141,11 +168,11 @@ fn run_stage(stage: Stage, it: DocIter, env: Env) -> DocResult<DocIter> {
         Stage::Lookup(l) => l.run(it, env)?,
         Stage::UnionWith(u) => u.run(it, env)?,
         Stage::Facet(f) => f.run(it, env)?,
-        Stage::Bucket(b) => b.run(it)?,
-        Stage::BucketAuto(b) => b.run(it)?,
+        Stage::Bucket(b) => b.run(it, &scope)?,
+        Stage::BucketAuto(b) => b.run(it, &scope)?,
         Stage::Sample(s) => s.run(it)?,
         Stage::GraphLookup(g) => g.run(it, env)?,
-        Stage::SetWindowFields(w) => w.run(it, interrupt)?,
+        Stage::SetWindowFields(w) => w.run(it, env)?,
         Stage::CollStats(c) => c.run(it, env)?,
         Stage::GeoNear => {
             // The storage crate takes a leading $geoNear off as the pipeline's source.
@@ -166,23 +193,29 @@ fn run_stage(stage: Stage, it: DocIter, env: Env) -> DocResult<DocIter> {
             m.run(docs, sink(env, "$merge")?)?;
             Box::new(std::iter::empty())
         }
-        Stage::ReplaceRoot(e) => Box::new(it.map(move |r| {
-            let d = r?;
-            match e.eval_root(&d)? {
-                Some(Bson::Document(nd)) => Ok(nd),
-                other => Err(stage_err(
-                    40228,
-                    format!(
-                        "'replacement document' must evaluate to an object, but resulting value was: {}. Type of resulting value: '{}'. Input document: {}",
-                        other.as_ref().map(shell_repr).unwrap_or_else(|| "MISSING".into()),
-                        other.as_ref().map(type_name).unwrap_or("missing"),
-                        crate::compare::doc_repr(&d)
-                    ),
-                )),
-            }
-        })),
-        Stage::SortByCount(e) => sort_by_count(it, &e)?,
+        Stage::ReplaceRoot(e) => replace_root(it, e, scope),
+        Stage::SortByCount(e) => sort_by_count(it, &e, &scope)?,
     })
+}
+
+/// `$replaceRoot`/`$replaceWith`: each document becomes what `e` evaluates to, which must be
+/// an object.
+fn replace_root(it: DocIter, e: Expr, scope: Scope) -> DocIter {
+    Box::new(it.map(move |r| {
+        let d = r?;
+        match e.eval(&Ctx::scoped(&d, &scope))? {
+            Some(Bson::Document(nd)) => Ok(nd),
+            other => Err(stage_err(
+                40228,
+                format!(
+                    "'replacement document' must evaluate to an object, but resulting value was: {}. Type of resulting value: '{}'. Input document: {}",
+                    other.as_ref().map(shell_repr).unwrap_or_else(|| "MISSING".into()),
+                    other.as_ref().map(type_name).unwrap_or("missing"),
+                    crate::compare::doc_repr(&d)
+                ),
+            )),
+        }
+    }))
 }
 
 /// `$count`: one document holding the number of documents, none for an empty input.
@@ -207,9 +240,9 @@ fn count(it: DocIter, name: String) -> DocResult<DocIter> {
 }
 
 /// `$sortByCount`: the groups of an expression's values with their counts, largest first.
-fn sort_by_count(it: DocIter, e: &Expr) -> DocResult<DocIter> {
+fn sort_by_count(it: DocIter, e: &Expr, scope: &Scope) -> DocResult<DocIter> {
     let key = |ctx: &Ctx| Ok(e.eval(ctx)?.unwrap_or(Bson::Null));
-    let mut groups = run_group(it, key, &count_output())?;
+    let mut groups = run_group(it, key, &count_output(), scope)?;
     let spec = SortSpec {
         fields: vec![("count".into(), -1)],
     };

@@ -7,6 +7,7 @@ use super::current_op::CurrentOpSpec;
 use super::out::CollectionSink;
 use crate::error::DocResult;
 use crate::interrupt::Interrupt;
+use crate::vars::Scope;
 
 /// What a pipeline needs from storage, and the only way `query` reaches it: a stage that reads
 /// another collection (`$lookup`, `$unionWith`) asks its source, and the storage side (docdb's
@@ -42,9 +43,10 @@ impl<F: Fn(&str) -> DocResult<Vec<Document>>> CollectionSource for F {
 }
 
 /// What running a stage needs besides its input: the storage it reads, writes or reports on,
-/// and the operation's interrupt.
+/// the operation's interrupt, and the command's `let` variables its expressions read.
 #[derive(Clone, Copy)]
 pub(super) struct Env<'a> {
     pub(super) source: &'a dyn CollectionSource,
     pub(super) interrupt: &'a Interrupt,
+    pub(super) scope: &'a Scope,
 }

@@ -9,10 +9,10 @@ use bson::{Bson, Document};
 use super::common::{check_output_name, stage_err, DocIter, Memory};
 use super::fields::add_field;
 use super::group::{accumulate_windows, parse_window_acc, Acc};
+use super::source::Env;
 use crate::compare::{compare_bson, type_name, Num};
 use crate::error::{DocError, DocResult};
 use crate::expr::{eval_doc_path, parse_expr, Ctx, Expr};
-use crate::interrupt::Interrupt;
 use crate::path::split_path;
 use crate::sort::SortSpec;
 
@@ -567,7 +567,7 @@ impl SetWindowFields {
         Ok(())
     }
 
-    pub(super) fn run(self, input: DocIter, interrupt: &Interrupt) -> DocResult<DocIter> {
+    pub(super) fn run(self, input: DocIter, env: Env) -> DocResult<DocIter> {
         let mut keyed: Vec<(Bson, Document)> = Vec::new();
         let mut memory = Memory::new("$setWindowFields");
         for d in input {
@@ -575,7 +575,7 @@ impl SetWindowFields {
             memory.charge(&d)?;
             let key = match &self.partition_by {
                 None => Bson::Null,
-                Some(e) => match e.eval(&Ctx::new(&d))? {
+                Some(e) => match e.eval(&Ctx::scoped(&d, env.scope))? {
                     Some(Bson::Array(_)) => return Err(DocError::type_mismatch(
                         "An expression used to partition cannot evaluate to value of type array",
                     )),
@@ -602,19 +602,15 @@ impl SetWindowFields {
             if let Some(s) = &self.sort_by {
                 s.sort(&mut part);
             }
-            out.extend(self.fill_partition(part, interrupt)?);
+            out.extend(self.fill_partition(part, env)?);
         }
         Ok(Box::new(out.into_iter().map(Ok)))
     }
 
-    fn fill_partition(
-        &self,
-        docs: Vec<Document>,
-        interrupt: &Interrupt,
-    ) -> DocResult<Vec<Document>> {
+    fn fill_partition(&self, docs: Vec<Document>, env: Env) -> DocResult<Vec<Document>> {
         let mut columns = Vec::with_capacity(self.outputs.len());
         for o in &self.outputs {
-            columns.push(self.compute(o, &docs, interrupt)?);
+            columns.push(self.compute(o, &docs, env)?);
         }
         let mut out = docs;
         for (o, col) in self.outputs.iter().zip(columns) {
@@ -786,15 +782,13 @@ impl SetWindowFields {
             .collect())
     }
 
-    fn compute(
-        &self,
-        o: &Output,
-        docs: &[Document],
-        interrupt: &Interrupt,
-    ) -> DocResult<Vec<Bson>> {
+    fn compute(&self, o: &Output, docs: &[Document], env: Env) -> DocResult<Vec<Bson>> {
+        let (interrupt, scope) = (env.interrupt, env.scope);
         let n = docs.len();
         let eval_all = |e: &Expr| -> DocResult<Vec<Option<Bson>>> {
-            docs.iter().map(|d| e.eval(&Ctx::new(d))).collect()
+            docs.iter()
+                .map(|d| e.eval(&Ctx::scoped(d, scope)))
+                .collect()
         };
         Ok(match &o.func {
             Func::DocumentNumber => (1..=n as i64).map(int).collect(),
@@ -827,7 +821,7 @@ impl SetWindowFields {
                         return Ok(default.clone());
                     }
                     Ok(output
-                        .eval(&Ctx::new(&docs[j as usize]))?
+                        .eval(&Ctx::scoped(&docs[j as usize], scope))?
                         .unwrap_or(Bson::Null))
                 })
                 .collect::<DocResult<_>>()?,

@@ -8,6 +8,7 @@ use bson::{Bson, DateTime, Document};
 use super::op::Op;
 use crate::compare::{compare_bson, shell_repr, type_name, Num};
 use crate::error::{DocError, DocResult};
+use crate::vars::Scope;
 
 /// A parsed aggregation expression.
 #[derive(Clone, Debug)]
@@ -24,20 +25,29 @@ pub enum Expr {
     Named(Op, Vec<(String, Expr)>),
 }
 
-/// Variables in scope while evaluating.
+/// Variables in scope while evaluating: the document, the expression's own variables
+/// (`$let`, `$map`, ...) and the command's `let` ([`Scope`]).
 #[derive(Clone, Debug)]
 pub struct Ctx<'a> {
     pub root: &'a Document,
     pub current: &'a Document,
     pub vars: Vec<(String, Bson)>,
+    pub scope: &'a Scope,
 }
 
 impl<'a> Ctx<'a> {
+    /// A context for a command without `let`.
     pub fn new(doc: &'a Document) -> Ctx<'a> {
+        Self::scoped(doc, &crate::vars::EMPTY)
+    }
+
+    /// A context where the command's `let` variables are in scope.
+    pub fn scoped(doc: &'a Document, scope: &'a Scope) -> Ctx<'a> {
         Ctx {
             root: doc,
             current: doc,
             vars: Vec::new(),
+            scope,
         }
     }
 
@@ -152,7 +162,11 @@ impl Expr {
                     "ROOT" => Bson::Document(without_score(ctx.root)),
                     "CURRENT" => Bson::Document(without_score(ctx.current)),
                     "REMOVE" => return Ok(None),
-                    "NOW" => Bson::DateTime(DateTime::now()),
+                    // The command's `let` may set it (a router passes its own).
+                    "NOW" => match ctx.scope.get(name) {
+                        Some(Some(v)) => v.clone(),
+                        _ => Bson::DateTime(DateTime::now()),
+                    },
                     _ => match ctx.vars.iter().rev().find(|(n, _)| n == name) {
                         Some((_, v)) => v.clone(),
                         // A variable a stage bound for its sub-pipeline ($lookup's `let`).
@@ -162,6 +176,11 @@ impl Expr {
                                 None => return Ok(None),
                             }
                         }
+                        // The command's `let`.
+                        None if ctx.scope.get(name).is_some() => match ctx.scope.get(name) {
+                            Some(Some(v)) => v.clone(),
+                            _ => return Ok(None),
+                        },
                         None => {
                             return Err(DocError::with_code(
                                 17276,

@@ -9,6 +9,7 @@
 mod args;
 mod arith;
 mod array;
+mod command_let;
 mod cond;
 mod convert;
 mod date;

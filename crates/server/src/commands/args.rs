@@ -90,6 +90,27 @@ pub(crate) fn batch_size(d: &Document, field: &str) -> DocResult<Option<usize>> 
     }
 }
 
+/// A command's `let` variables, evaluated once (mongod's rules for their names and values).
+pub(crate) fn let_scope(cmd: &Document) -> DocResult<query::vars::Scope> {
+    match get_doc(cmd, "let")? {
+        Some(l) => query::vars::Scope::from_let(&l),
+        None => Ok(query::vars::Scope::default()),
+    }
+}
+
+/// A write statement's or findAndModify's `hint`: an index name or a key pattern (which must
+/// name an index: the write checks it), as mongod takes.
+pub(crate) fn hint(d: &Document, what: &str) -> DocResult<Option<Bson>> {
+    match d.get("hint") {
+        None => Ok(None),
+        Some(h @ (Bson::String(_) | Bson::Document(_))) => Ok(Some(h.clone())),
+        Some(other) => Err(DocError::type_mismatch(format!(
+            "BSON field '{what}.hint' is the wrong type '{}', expected types '[string, object]'",
+            query::compare::type_name(other)
+        ))),
+    }
+}
+
 /// A boolean option (mongod also takes numbers); absent is false.
 pub(crate) fn flag(cmd: &Document, field: &str) -> DocResult<bool> {
     match cmd.get(field) {

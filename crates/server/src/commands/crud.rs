@@ -1,12 +1,14 @@
 //! The write commands: insert, update, delete and findAndModify, and their replies.
 
 use super::args::{
-    count_bson, doc_array, flag, get_doc, get_doc_list, get_i64, interrupt_for, truthy, write_opts,
+    count_bson, doc_array, flag, get_doc, get_doc_list, get_i64, hint, interrupt_for, let_scope,
+    truthy, write_opts,
 };
 use super::call::Call;
 use super::fields::check_fields;
 use bson::{doc, Bson, Document};
 use docdb::{DeleteStatement, DocError, DocResult, FindAndModify, UpdateStatement, WriteOutcome};
+use query::vars::Scope;
 
 /// Which write a reply is for: its statements' count, whether it stopped at the first error,
 /// and whether it updated (an update's reply has `nModified` and `upserted`).
@@ -36,9 +38,10 @@ pub(crate) fn insert(call: &Call) -> DocResult<Document> {
 }
 
 pub(crate) fn update(call: &Call) -> DocResult<Document> {
+    let vars = let_scope(call.cmd)?;
     let stmts = doc_array(call.cmd, "updates")?
         .into_iter()
-        .map(parse_update_statement)
+        .map(|d| parse_update_statement(d, &vars))
         .collect::<DocResult<Vec<_>>>()?;
     let opts = write_opts(call.cmd)?;
     let applied = Applied {
@@ -51,9 +54,10 @@ pub(crate) fn update(call: &Call) -> DocResult<Document> {
 }
 
 pub(crate) fn delete(call: &Call) -> DocResult<Document> {
+    let vars = let_scope(call.cmd)?;
     let stmts = doc_array(call.cmd, "deletes")?
         .into_iter()
-        .map(parse_delete_statement)
+        .map(|d| parse_delete_statement(d, &vars))
         .collect::<DocResult<Vec<_>>>()?;
     let opts = write_opts(call.cmd)?;
     let applied = Applied {
@@ -80,6 +84,8 @@ pub(crate) fn find_and_modify(call: &Call) -> DocResult<Document> {
         collation: get_doc(cmd, "collation")?,
         interrupt: interrupt_for(cmd)?,
         bypass_validation: flag(cmd, "bypassDocumentValidation")?,
+        hint: hint(cmd, "findAndModify")?,
+        vars: let_scope(cmd)?,
     };
     if spec.remove == spec.update.is_some() {
         return Err(DocError::failed_to_parse(
@@ -172,12 +178,22 @@ fn check_outcome(out: &WriteOutcome, applied: &Applied) {
     }
 }
 
-fn parse_update_statement(d: Document) -> DocResult<UpdateStatement> {
+/// One statement of an update; `vars` is the command's `let`.
+fn parse_update_statement(d: Document, vars: &Scope) -> DocResult<UpdateStatement> {
     check_fields(
         d.keys(),
         "update.updates",
-        &["q", "u", "upsert", "multi", "arrayFilters", "collation"],
-        &["hint", "c", "sort", "upsertSupplied"],
+        &[
+            "q",
+            "u",
+            "upsert",
+            "multi",
+            "arrayFilters",
+            "collation",
+            "hint",
+            "c",
+        ],
+        &["sort", "upsertSupplied"],
         &[],
     )?;
     let u = d.get("u").cloned().ok_or_else(|| {
@@ -190,20 +206,26 @@ fn parse_update_statement(d: Document) -> DocResult<UpdateStatement> {
         multi: truthy(d.get("multi")),
         array_filters: get_doc_list(&d, "arrayFilters")?,
         collation: get_doc(&d, "collation")?,
+        hint: hint(&d, "update.updates")?,
+        vars: vars.clone(),
+        constants: get_doc(&d, "c")?,
     })
 }
 
-fn parse_delete_statement(d: Document) -> DocResult<DeleteStatement> {
+/// One statement of a delete; `vars` is the command's `let`.
+fn parse_delete_statement(d: Document, vars: &Scope) -> DocResult<DeleteStatement> {
     check_fields(
         d.keys(),
         "delete.deletes",
-        &["q", "limit", "collation"],
-        &["hint"],
+        &["q", "limit", "collation", "hint"],
+        &[],
         &[],
     )?;
     Ok(DeleteStatement {
         q: get_doc(&d, "q")?.unwrap_or_default(),
         limit: get_i64(&d, "limit")?.unwrap_or(0),
         collation: get_doc(&d, "collation")?,
+        hint: hint(&d, "delete.deletes")?,
+        vars: vars.clone(),
     })
 }

@@ -1,7 +1,8 @@
 //! The read commands: find, count, distinct, aggregate and explain.
 
 use super::args::{
-    batch_size, coll_name, count_bson, flag, get_doc, get_doc_list, get_i64, interrupt_for,
+    batch_size, coll_name, count_bson, doc_array, flag, get_doc, get_doc_list, get_i64, hint,
+    interrupt_for, let_scope,
 };
 use super::batch::{cursor_reply, CursorOpts, DEFAULT_FIRST_BATCH};
 use super::call::Call;
@@ -135,6 +136,8 @@ pub(crate) fn aggregate(call: &Call) -> DocResult<Document> {
         collation: get_doc(cmd, "collation")?,
         current_ops: None,
         hint: cmd.get("hint").cloned(),
+        vars: let_scope(cmd)?,
+        bypass_validation: flag(cmd, "bypassDocumentValidation")?,
     };
     let (cursor, ns) = match &coll {
         Some(coll) => (
@@ -189,7 +192,8 @@ pub(crate) fn explain(call: &Call) -> DocResult<Document> {
     let inner_name = inner.keys().next().cloned().unwrap_or_default();
     let q = match inner_name.as_str() {
         "find" => find_query(&inner)?,
-        "count" | "distinct" | "aggregate" | "update" | "delete" | "findAndModify" => {
+        "update" | "delete" | "findAndModify" => explained_write_query(&inner_name, &inner)?,
+        "count" | "distinct" | "aggregate" => {
             let filter = inner
                 .get_document("query")
                 .or_else(|_| inner.get_document("filter"))
@@ -236,6 +240,41 @@ pub(crate) fn explain(call: &Call) -> DocResult<Document> {
     Ok(out)
 }
 
+/// The query an explained write plans: its one statement's filter and hint (a findAndModify's
+/// own, with its sort), with the command's `let`.
+fn explained_write_query(name: &str, inner: &Document) -> DocResult<FindQuery> {
+    let (stmt, filter_field, what) = match name {
+        "findAndModify" => (inner.clone(), "query", name.to_string()),
+        _ => {
+            let list = if name == "update" {
+                "updates"
+            } else {
+                "deletes"
+            };
+            let mut stmts = doc_array(inner, list)?;
+            if stmts.len() != 1 {
+                return Err(DocError::with_code(
+                    342,
+                    "InvalidLength",
+                    "explained write batches must be of size 1",
+                ));
+            }
+            (stmts.remove(0), "q", format!("{name}.{list}"))
+        }
+    };
+    Ok(FindQuery {
+        filter: get_doc(&stmt, filter_field)?.unwrap_or_default(),
+        sort: if name == "findAndModify" {
+            get_doc(inner, "sort")?
+        } else {
+            None
+        },
+        hint: hint(&stmt, &what)?,
+        vars: let_scope(inner)?,
+        ..Default::default()
+    })
+}
+
 fn find_query(cmd: &Document) -> DocResult<FindQuery> {
     Ok(FindQuery {
         filter: get_doc(cmd, "filter")?.unwrap_or_default(),
@@ -250,6 +289,7 @@ fn find_query(cmd: &Document) -> DocResult<FindQuery> {
         interrupt: interrupt_for(cmd)?,
         collation: get_doc(cmd, "collation")?,
         tailable: flag(cmd, "tailable")?,
+        vars: let_scope(cmd)?,
     })
 }
 

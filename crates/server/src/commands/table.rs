@@ -161,9 +161,9 @@ pub(crate) static COMMANDS: &[Command] = &[
                 "allowDiskUse",
                 "allowPartialResults",
                 "oplogReplay",
+                "let",
             ],
             &[
-                "let",
                 "min",
                 "max",
                 "returnKey",
@@ -177,9 +177,9 @@ pub(crate) static COMMANDS: &[Command] = &[
     command("count", read::count, A::Find, Ns::Collection)
         .fields(&["query", "skip", "limit", "hint", "collation"], &[])
         .api_v1(),
+    // Not in the Stable API's version 1 (mongod's APIStrictError under apiStrict).
     command("distinct", read::distinct, A::Find, Ns::Collection)
-        .fields(&["key", "query", "collation", "hint"], &[])
-        .api_v1(),
+        .fields(&["key", "query", "collation", "hint"], &[]),
     command(
         "aggregate",
         read::aggregate,
@@ -194,8 +194,10 @@ pub(crate) static COMMANDS: &[Command] = &[
             "allowDiskUse",
             "collation",
             "hint",
+            "let",
+            "bypassDocumentValidation",
         ],
-        &["let", "bypassDocumentValidation"],
+        &[],
     )
     .api_v1(),
     command("explain", read::explain, A::Find, Ns::Explained).api_v1(),
@@ -207,8 +209,8 @@ pub(crate) static COMMANDS: &[Command] = &[
         .op(OpKind::Insert),
     command("update", crud::update, A::Update, Ns::Collection)
         .fields(
-            &["updates", "ordered", "bypassDocumentValidation"],
-            &["let"],
+            &["updates", "ordered", "bypassDocumentValidation", "let"],
+            &[],
         )
         .writes()
         .api_v1()
@@ -232,13 +234,15 @@ pub(crate) static COMMANDS: &[Command] = &[
             "arrayFilters",
             "collation",
             "bypassDocumentValidation",
+            "hint",
+            "let",
         ],
-        &["hint", "let"],
+        &[],
     )
     .writes()
     .api_v1(),
     command("delete", crud::delete, A::Remove, Ns::Collection)
-        .fields(&["deletes", "ordered"], &["let"])
+        .fields(&["deletes", "ordered", "let"], &[])
         .writes()
         .api_v1()
         .op(OpKind::Remove),
