@@ -471,7 +471,9 @@ impl ServerConfig {
             return err("net.wireObjectCheck: flashdoc always checks the BSON it receives; it cannot be turned off");
         }
         if self.net.unix_domain_socket.enabled {
-            return err("net.unixDomainSocket.enabled: flashdoc listens on TCP only (net.bindIp, net.port)");
+            return err(
+                "net.unixDomainSocket.enabled: flashdoc listens on TCP only (net.bindIp, net.port)",
+            );
         }
         match self.system_log.time_stamp_format.as_deref() {
             None | Some("iso8601-utc") => {}
@@ -600,16 +602,37 @@ mod tests {
     #[test]
     fn mongod_keys_flashdoc_lacks_are_refused_with_the_reason() {
         for (yaml, want) in [
-            ("replication:\n  replSetName: rs0\n", "replication: flashdoc serve is a standalone"),
-            ("security:\n  keyFile: /x\n", "security.keyFile: there are no replica set"),
-            ("net:\n  tls:\n    CRLFile: /x\n", "net.tls.CRLFile: certificate revocation"),
-            ("net:\n  ssl:\n    mode: requireSSL\n", "net.ssl was renamed"),
+            (
+                "replication:\n  replSetName: rs0\n",
+                "replication: flashdoc serve is a standalone",
+            ),
+            (
+                "security:\n  keyFile: /x\n",
+                "security.keyFile: there are no replica set",
+            ),
+            (
+                "net:\n  tls:\n    CRLFile: /x\n",
+                "net.tls.CRLFile: certificate revocation",
+            ),
+            (
+                "net:\n  ssl:\n    mode: requireSSL\n",
+                "net.ssl was renamed",
+            ),
             ("auditLog:\n  destination: file\n", "auditLog: auditing"),
             ("systemLog:\n  logRotate: reopen\n", "systemLog.logRotate"),
             ("net:\n  wireObjectCheck: false\n", "net.wireObjectCheck"),
-            ("net:\n  unixDomainSocket:\n    enabled: true\n", "net.unixDomainSocket.enabled"),
-            ("systemLog:\n  timeStampFormat: iso8601-local\n", "systemLog.timeStampFormat"),
-            ("operationProfiling: {filter: '{}'}\n", "operationProfiling.filter: profiler filters"),
+            (
+                "net:\n  unixDomainSocket:\n    enabled: true\n",
+                "net.unixDomainSocket.enabled",
+            ),
+            (
+                "systemLog:\n  timeStampFormat: iso8601-local\n",
+                "systemLog.timeStampFormat",
+            ),
+            (
+                "operationProfiling: {filter: '{}'}\n",
+                "operationProfiling.filter: profiler filters",
+            ),
         ] {
             let e = ServerConfig::from_yaml(yaml).unwrap_err();
             assert!(e.0.contains(want), "{yaml}: {e}");

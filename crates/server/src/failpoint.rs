@@ -104,7 +104,11 @@ impl FailPoints {
         let data = match args.get("data") {
             None => Document::new(),
             Some(Bson::Document(d)) => d.clone(),
-            Some(_) => return Err(DocError::type_mismatch("the 'data' field must be an object")),
+            Some(_) => {
+                return Err(DocError::type_mismatch(
+                    "the 'data' field must be an object",
+                ))
+            }
         };
         let fail_command = if name == FAIL_COMMAND && mode != Mode::Off {
             parse_fail_command(&data)?
@@ -334,14 +338,22 @@ fn count(what: &str, v: &Bson) -> DocResult<u64> {
         Bson::Int32(n) => i64::from(*n),
         Bson::Int64(n) => *n,
         Bson::Double(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => *f as i64,
-        _ => return Err(DocError::type_mismatch(format!("'{what}' must be a number"))),
+        _ => {
+            return Err(DocError::type_mismatch(format!(
+                "'{what}' must be a number"
+            )))
+        }
     };
     u64::try_from(n).map_err(|_| DocError::bad_value(format!("'{what}' must be >= 0, got {n}")))
 }
 
 /// `mode`: `off`, `alwaysOn`, `{times: n}`, `{skip: n}` or `{activationProbability: p}`.
 pub fn parse_mode(v: Option<&Bson>) -> DocResult<Mode> {
-    let bad = || DocError::bad_value("'mode' must be 'off', 'alwaysOn', {times: n}, {skip: n} or {activationProbability: p}");
+    let bad = || {
+        DocError::bad_value(
+            "'mode' must be 'off', 'alwaysOn', {times: n}, {skip: n} or {activationProbability: p}",
+        )
+    };
     let doc = match v {
         None => return Err(DocError::failed_to_parse("missing 'mode' field")),
         Some(Bson::String(s)) if s == "off" => return Ok(Mode::Off),
@@ -375,15 +387,20 @@ pub fn parse_fail_command(data: &Document) -> DocResult<FailCommand> {
             "failCommands" => fc.commands = strings(k, v)?,
             "errorCode" => {
                 let n = count(k, v)?;
-                fc.error_code = Some(i32::try_from(n).map_err(|_| {
-                    DocError::bad_value(format!("'errorCode' out of range: {n}"))
-                })?);
+                fc.error_code =
+                    Some(i32::try_from(n).map_err(|_| {
+                        DocError::bad_value(format!("'errorCode' out of range: {n}"))
+                    })?);
             }
             "errorLabels" => match v {
                 Bson::Array(a) if a.iter().all(|l| matches!(l, Bson::String(_))) => {
                     fc.error_labels = Some(a.clone())
                 }
-                _ => return Err(DocError::type_mismatch("'errorLabels' must be an array of strings")),
+                _ => {
+                    return Err(DocError::type_mismatch(
+                        "'errorLabels' must be an array of strings",
+                    ))
+                }
             },
             "closeConnection" => fc.close_connection = boolean(k, v)?,
             "blockConnection" => {
@@ -394,7 +411,11 @@ pub fn parse_fail_command(data: &Document) -> DocResult<FailCommand> {
             "blockTimeMS" => block_ms = Some(Some(count(k, v)?)),
             "writeConcernError" => match v {
                 Bson::Document(d) => fc.write_concern_error = Some(d.clone()),
-                _ => return Err(DocError::type_mismatch("'writeConcernError' must be an object")),
+                _ => {
+                    return Err(DocError::type_mismatch(
+                        "'writeConcernError' must be an object",
+                    ))
+                }
             },
             "appName" => match v {
                 Bson::String(s) => fc.app_name = Some(s.clone()),
@@ -442,12 +463,16 @@ fn boolean(k: &str, v: &Bson) -> DocResult<bool> {
 
 fn strings(k: &str, v: &Bson) -> DocResult<Vec<String>> {
     let Bson::Array(a) = v else {
-        return Err(DocError::type_mismatch(format!("'{k}' must be an array of strings")));
+        return Err(DocError::type_mismatch(format!(
+            "'{k}' must be an array of strings"
+        )));
     };
     a.iter()
         .map(|s| match s {
             Bson::String(s) => Ok(s.clone()),
-            _ => Err(DocError::type_mismatch(format!("'{k}' must be an array of strings"))),
+            _ => Err(DocError::type_mismatch(format!(
+                "'{k}' must be an array of strings"
+            ))),
         })
         .collect()
 }
@@ -493,7 +518,11 @@ mod tests {
             name: "insert",
             ..find()
         };
-        assert_eq!(fp.on_command(&other), Action::Run, "another command is no hit");
+        assert_eq!(
+            fp.on_command(&other),
+            Action::Run,
+            "another command is no hit"
+        );
         assert!(fails(&fp.on_command(&find())));
         assert_eq!(fp.on_command(&find()), Action::Run);
         assert!(!fp.any_on.load(Ordering::Relaxed));
@@ -580,10 +609,26 @@ mod tests {
             ("failCommand", doc! {"mode": "sometimes"}, 2),
             ("failCommand", doc! {"mode": {"times": -1}}, 2),
             ("failCommand", doc! {"mode": {"nth": 1}}, 2),
-            ("failCommand", doc! {"mode": "alwaysOn", "data": {"failCommands": ["find"], "bogus": 1}}, 2),
-            ("failCommand", doc! {"mode": "alwaysOn", "data": {"errorCode": 2}}, 2),
-            ("failCommand", doc! {"mode": "alwaysOn", "data": {"failCommands": ["find"], "blockConnection": true}}, 2),
-            ("failCommand", doc! {"mode": "alwaysOn", "data": {"failCommands": "find"}}, 14),
+            (
+                "failCommand",
+                doc! {"mode": "alwaysOn", "data": {"failCommands": ["find"], "bogus": 1}},
+                2,
+            ),
+            (
+                "failCommand",
+                doc! {"mode": "alwaysOn", "data": {"errorCode": 2}},
+                2,
+            ),
+            (
+                "failCommand",
+                doc! {"mode": "alwaysOn", "data": {"failCommands": ["find"], "blockConnection": true}},
+                2,
+            ),
+            (
+                "failCommand",
+                doc! {"mode": "alwaysOn", "data": {"failCommands": "find"}},
+                14,
+            ),
         ] {
             let e = fp.configure(name, &args).unwrap_err();
             assert_eq!(e.code, code, "{name} {args}: {e}");

@@ -122,10 +122,7 @@ pub fn serve_with_hook(
         let zones =
             config::open_time_zone_dir(dir).map_err(|e| std::io::Error::other(e.to_string()))?;
         query::expr::zones::use_zone_dir(zones);
-        log::info(
-            "CONTROL",
-            &format!("time zones from {}", dir.display()),
-        );
+        log::info("CONTROL", &format!("time zones from {}", dir.display()));
     }
     raise_fd_limit();
     bound_allocator_retention();

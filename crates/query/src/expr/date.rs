@@ -10,8 +10,8 @@
 use jiff::tz::TimeZone;
 
 use super::args::{Args, NamedArgs};
-use super::zones;
 use super::op::Op;
+use super::zones;
 use super::*;
 
 pub(super) const MS_PER_DAY: i64 = 86_400_000;

@@ -131,7 +131,10 @@ mod tests {
         let eastern = dir.get("Test/Eastern").expect("a zone of the directory");
         let ts = jiff::Timestamp::from_second(1_700_000_000).unwrap();
         assert_eq!(eastern.to_offset(ts).seconds(), -5 * 3600);
-        assert!(dir.get("America/New_York").is_none(), "not in this directory");
+        assert!(
+            dir.get("America/New_York").is_none(),
+            "not in this directory"
+        );
         assert!(dir.get("zone.tab").is_none(), "not a TZif file");
         assert!(dir.get("../etc/passwd").is_none());
         assert!(dir.get("Test/../UTC").is_none());

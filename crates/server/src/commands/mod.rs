@@ -11,6 +11,7 @@ mod call;
 mod catalog;
 mod crud;
 mod cursor;
+mod explain;
 pub(crate) mod fields;
 mod read;
 pub(crate) mod table;

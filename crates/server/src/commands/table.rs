@@ -484,7 +484,10 @@ pub(crate) fn actions() -> impl Iterator<Item = Action> {
 fn list_commands(call: &Call) -> DocResult<Document> {
     let test_commands = call.state.params().enable_test_commands;
     let mut cmds = Document::new();
-    for c in COMMANDS.iter().filter(|c| test_commands || !c.spec.test_only) {
+    for c in COMMANDS
+        .iter()
+        .filter(|c| test_commands || !c.spec.test_only)
+    {
         let requires_auth = c.spec.action != Action::Open;
         for n in c.spec.names() {
             cmds.insert(
