@@ -203,6 +203,9 @@ fn parameters(state: &ServerState) -> Document {
         "cursorTimeoutMillis": p.cursor_timeout_millis as i64,
         "enableLocalhostAuthBypass": p.enable_localhost_auth_bypass,
         "enableTestCommands": p.enable_test_commands,
+        // Commands without an API version are always served (setting it is refused as an
+        // unknown parameter).
+        "requireApiVersion": false,
         "maxBSONDepth": query::limits::MAX_BSON_DEPTH as i32,
     }
 }

@@ -31,7 +31,7 @@ use crate::failpoint;
 use crate::roles::{USERS_COLL, USERS_DB};
 use crate::spec::{Namespace, OpKind, Spec};
 use crate::state::{CommandCall, ConnInfo, ServerState};
-use args::{coll_name, flag, max_time};
+use args::{coll_name, flag, get_i64, max_time};
 use bson::{doc, Bson, Document};
 use call::Call;
 use docdb::{DocError, DocResult, Interrupt};
@@ -149,7 +149,15 @@ fn meet_fail_points(
         return failpoint::Action::Run;
     }
     let app_name = conn.app_name();
-    let has_max_time = max_time(cmd).ok().flatten().is_some();
+    // A getMore runs under its cursor's maxTimeMS, as in mongod.
+    let cursor_budget = || {
+        name == "getMore"
+            && get_i64(cmd, "getMore")
+                .ok()
+                .flatten()
+                .is_some_and(|id| state.cursors().has_time_budget(id))
+    };
+    let has_max_time = max_time(cmd).ok().flatten().is_some() || cursor_budget();
     state.failpoints.on_command(&failpoint::Command {
         name,
         app_name: app_name.as_deref(),
