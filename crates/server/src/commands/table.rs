@@ -470,9 +470,13 @@ pub(crate) fn lookup(name: &str) -> Option<&'static Command> {
     COMMANDS.iter().find(|c| c.spec.names().any(|n| n == name))
 }
 
-/// Every name of every command (what listCommands lists).
+/// Every name of every command but the test commands (what listCommands lists without
+/// `enableTestCommands`).
 pub fn names() -> impl Iterator<Item = &'static str> {
-    COMMANDS.iter().flat_map(|c| c.spec.names())
+    COMMANDS
+        .iter()
+        .filter(|c| !c.spec.test_only)
+        .flat_map(|c| c.spec.names())
 }
 
 /// Every command's action, for a check over all of them (`auth::has_privilege_on_db`).
