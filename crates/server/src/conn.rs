@@ -363,6 +363,13 @@ pub fn handle_message(
     };
     let (reply, after) = commands::run(state, &cmd, info);
     state.traffic.replied(&reply);
+    if let After::Close = after {
+        return Outcome {
+            reply: None,
+            close: true,
+            after: After::Continue,
+        };
+    }
     let reply = wants_reply.then(|| {
         if legacy {
             wire::op_reply(&reply, next_id(), h.request_id)

@@ -144,6 +144,12 @@ impl CursorRegistry {
             None => Kill::NotFound,
         }
     }
+    /// Whether the idle cursor `id` runs under its command's `maxTimeMS` (what a getMore on it
+    /// is limited by; the fail point `maxTimeAlwaysTimeOut` asks).
+    pub fn has_time_budget(&self, id: i64) -> bool {
+        let map = self.map.lock();
+        map.idle.get(&id).is_some_and(|e| e.interrupt.has_budget())
+    }
     pub fn len(&self) -> usize {
         let map = self.map.lock();
         map.idle.len() + map.busy.len()

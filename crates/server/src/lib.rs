@@ -14,6 +14,7 @@ pub mod commands;
 pub mod config;
 pub mod conn;
 pub mod cursors;
+pub mod failpoint;
 pub mod hook;
 pub mod log;
 pub mod ops;
@@ -118,6 +119,12 @@ pub fn serve_with_hook(
     other_options: Document,
 ) -> std::io::Result<()> {
     log::init(&cfg.system_log)?;
+    if let Some(dir) = &cfg.process_management.time_zone_info {
+        let zones =
+            config::open_time_zone_dir(dir).map_err(|e| std::io::Error::other(e.to_string()))?;
+        query::expr::zones::use_zone_dir(zones);
+        log::info("CONTROL", &format!("time zones from {}", dir.display()));
+    }
     raise_fd_limit();
     bound_allocator_retention();
     let addrs = cfg

@@ -121,6 +121,9 @@ pub struct Spec {
     pub profiled: bool,
     /// The server shuts down once the command has replied.
     pub ends_server: bool,
+    /// Exists only with `enableTestCommands` (mongod's test commands); otherwise it is no
+    /// command at all (CommandNotFound).
+    pub test_only: bool,
 }
 
 impl Spec {
@@ -138,6 +141,7 @@ impl Spec {
             op: OpKind::Command,
             profiled: true,
             ends_server: false,
+            test_only: false,
         }
     }
 

@@ -97,6 +97,8 @@ pub struct ServerState {
     stop: Arc<StopSignal>,
     ttl_thread: Mutex<Option<JoinHandle<()>>>,
     hook: Option<Arc<dyn CommandHook>>,
+    /// The fail points (`configureFailPoint`), checked before every command.
+    pub failpoints: crate::failpoint::FailPoints,
 }
 
 impl ServerState {
@@ -122,6 +124,7 @@ impl ServerState {
             stop: Arc::new(StopSignal::default()),
             ttl_thread: Mutex::new(None),
             hook: None,
+            failpoints: Default::default(),
         }
     }
     /// Puts a command hook in front of the built-in commands; `other_options` are shown by
@@ -167,6 +170,10 @@ impl ServerState {
         if ttl_changed {
             self.stop.wake();
         }
+    }
+    /// Whether the test commands exist (`enableTestCommands`, fixed at startup).
+    pub fn test_commands(&self) -> bool {
+        self.config.set_parameter.enable_test_commands
     }
     pub fn cursor_timeout(&self) -> Duration {
         Duration::from_millis(self.params.read().cursor_timeout_millis)

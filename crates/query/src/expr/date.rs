@@ -1,4 +1,4 @@
-//! Dates: the `timezone` argument (Olson names from jiff's bundled tz database, or fixed
+//! Dates: the `timezone` argument (Olson names from the zone database in use, `zones`, or fixed
 //! `±HH`, `±HHMM`, `±HH:MM` offsets), the calendar breakdown of an instant, the date part
 //! operators (`$year` … `$isoWeekYear`, each with `{date, timezone}`), `$dateToParts` and
 //! `$dateFromParts`. Formatting and parsing live in `date_fmt.rs`, arithmetic in `date_arith.rs`.
@@ -11,6 +11,7 @@ use jiff::tz::TimeZone;
 
 use super::args::{Args, NamedArgs};
 use super::op::Op;
+use super::zones;
 use super::*;
 
 pub(super) const MS_PER_DAY: i64 = 86_400_000;
@@ -36,7 +37,7 @@ impl Tz {
         if let Some(off) = parse_utc_offset(s) {
             return Ok(Tz::Fixed(off));
         }
-        TimeZone::get(s).map(Tz::Zone).map_err(|_| {
+        zones::lookup(s).map(Tz::Zone).ok_or_else(|| {
             DocError::with_code(
                 40485,
                 "Location40485",

@@ -23,6 +23,7 @@ mod parse;
 mod set;
 mod string;
 mod table;
+pub mod zones;
 
 // The numeric and conversion helpers, and the evaluation helpers of `eval.rs`, are shared by
 // several families; each family file reaches them through its `use super::*`, with the

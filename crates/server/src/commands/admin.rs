@@ -121,6 +121,13 @@ fn handshake(
     if cmd.contains_key("helloOk") {
         d.insert("helloOk", true);
     }
+    let app_name = cmd
+        .get_document("client")
+        .and_then(|c| c.get_document("application"))
+        .and_then(|a| a.get_str("name"));
+    if let Ok(app_name) = app_name {
+        conn.set_app_name(app_name);
+    }
     d.insert("maxBsonObjectSize", crate::wire::MAX_BSON_OBJECT_SIZE);
     d.insert("maxMessageSizeBytes", crate::wire::MAX_MESSAGE_SIZE);
     d.insert("maxWriteBatchSize", crate::wire::MAX_WRITE_BATCH_SIZE);
@@ -195,6 +202,10 @@ fn parameters(state: &ServerState) -> Document {
         "ttlMonitorSleepSecs": p.ttl_monitor_sleep_secs as i64,
         "cursorTimeoutMillis": p.cursor_timeout_millis as i64,
         "enableLocalhostAuthBypass": p.enable_localhost_auth_bypass,
+        "enableTestCommands": p.enable_test_commands,
+        // Commands without an API version are always served (setting it is refused as an
+        // unknown parameter).
+        "requireApiVersion": false,
         "maxBSONDepth": query::limits::MAX_BSON_DEPTH as i32,
     }
 }

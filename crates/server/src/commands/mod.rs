@@ -1,7 +1,8 @@
 //! Command dispatch: every command a driver, mongosh or a tool sends to a standalone mongod,
 //! answered in mongod's reply shapes (shared/notes/wire-and-peers.md §2). Which commands there
 //! are, and everything about each, is the command table (`table`); the handlers are grouped by
-//! family (`crud`, `read`, `cursor`, `catalog`, `admin`, `users`).
+//! family (`crud`, `read`, `cursor`, `catalog`, `admin`, `users`, `testing`). Every command
+//! passes the fail points (`crate::failpoint`) on its way to its handler.
 
 mod admin;
 mod args;
@@ -10,9 +11,11 @@ mod call;
 mod catalog;
 mod crud;
 mod cursor;
+mod explain;
 pub(crate) mod fields;
 mod read;
 pub(crate) mod table;
+mod testing;
 mod users;
 
 #[cfg(test)]
@@ -23,10 +26,11 @@ pub use fields::GENERIC_FIELDS;
 pub use table::names as command_names;
 
 use crate::config::Authorization;
+use crate::failpoint;
 use crate::spec::{Namespace, OpKind, Spec};
 use crate::state::{CommandCall, ConnInfo, ServerState};
 use crate::{access, auth};
-use args::{coll_name, flag, max_time};
+use args::{coll_name, flag, get_i64, max_time};
 use bson::{doc, Bson, Document};
 use call::Call;
 use docdb::{DocError, DocResult, Interrupt};
@@ -37,6 +41,9 @@ use std::time::Instant;
 pub enum After {
     Continue,
     Shutdown,
+    /// Close the connection without sending the reply (a `failCommand` fail point's
+    /// `closeConnection`).
+    Close,
 }
 
 /// Runs one command and returns its reply document (errors become `ok: 0` replies).
@@ -60,7 +67,7 @@ pub fn run(state: &Arc<ServerState>, cmd: &Document, conn: &ConnInfo) -> (Docume
         }
         None => "admin".to_string(),
     };
-    let spec = table::lookup(&name).map(|c| &c.spec);
+    let spec = row(state, &name).map(|c| &c.spec);
     let op = spec.map_or(OpKind::Command, |s| s.op);
     state.count_command(&name, op);
     crate::log::debug(1, "COMMAND", &format!("conn{} {db}: {name}", conn.id));
@@ -74,16 +81,7 @@ pub fn run(state: &Arc<ServerState>, cmd: &Document, conn: &ConnInfo) -> (Docume
     let scans = docdb::cursor::watch();
     let (reply, after) = match guard(state, &name, spec, &db, cmd, conn) {
         Err(e) => (error_reply(&e), After::Continue),
-        Ok(()) => match run_hook(state, &name, &db, cmd, conn) {
-            Some(reply) => (reply, After::Continue),
-            None => {
-                let (mut reply, after) = finish(dispatch(state, &name, &db, cmd, conn));
-                if let Some(hook) = state.hook() {
-                    hook.amend_reply(&name, &mut reply);
-                }
-                (reply, after)
-            }
-        },
+        Ok(()) => answer(state, &name, &db, cmd, conn),
     };
     let ms = started.elapsed().as_millis().min(i64::MAX as u128) as i64;
     if state.profiler.is_slow_sampled(ms) {
@@ -105,6 +103,89 @@ pub fn run(state: &Arc<ServerState>, cmd: &Document, conn: &ConnInfo) -> (Docume
     drop(scans);
     state.profiler.record(state.db(), &finished);
     (reply, after)
+}
+
+/// The reply to a command that passed the guard: from the fail points, the hook or the
+/// command's handler.
+fn answer(
+    state: &Arc<ServerState>,
+    name: &str,
+    db: &str,
+    cmd: &Document,
+    conn: &ConnInfo,
+) -> (Document, After) {
+    match meet_fail_points(state, name, cmd, conn) {
+        failpoint::Action::Run => run_command(state, name, db, cmd, conn),
+        failpoint::Action::Fail(reply) => (reply, After::Continue),
+        failpoint::Action::Close => {
+            // Never sent: what the profiler and the log see of the dropped command.
+            let dropped = DocError::with_code(
+                50985,
+                "Location50985",
+                "Failing command due to 'failCommand' failpoint",
+            );
+            (error_reply(&dropped), After::Close)
+        }
+        failpoint::Action::RunThenWriteConcernError { error, labels } => {
+            let (mut reply, after) = run_command(state, name, db, cmd, conn);
+            reply.insert("writeConcernError", error);
+            if let Some(labels) = labels {
+                reply.insert("errorLabels", labels);
+            }
+            (reply, after)
+        }
+    }
+}
+
+/// What the fail points do to this command (one atomic load while they are all off).
+fn meet_fail_points(
+    state: &ServerState,
+    name: &str,
+    cmd: &Document,
+    conn: &ConnInfo,
+) -> failpoint::Action {
+    if !state.failpoints.armed() {
+        return failpoint::Action::Run;
+    }
+    let app_name = conn.app_name();
+    // A getMore runs under its cursor's maxTimeMS, as in mongod.
+    let cursor_budget = || {
+        name == "getMore"
+            && get_i64(cmd, "getMore")
+                .ok()
+                .flatten()
+                .is_some_and(|id| state.cursors().has_time_budget(id))
+    };
+    let has_max_time = max_time(cmd).ok().flatten().is_some() || cursor_budget();
+    state.failpoints.on_command(&failpoint::Command {
+        name,
+        app_name: app_name.as_deref(),
+        has_max_time,
+    })
+}
+
+/// The hook's reply, or the built-in one amended by the hook.
+fn run_command(
+    state: &Arc<ServerState>,
+    name: &str,
+    db: &str,
+    cmd: &Document,
+    conn: &ConnInfo,
+) -> (Document, After) {
+    if let Some(reply) = run_hook(state, name, db, cmd, conn) {
+        return (reply, After::Continue);
+    }
+    let (mut reply, after) = finish(dispatch(state, name, db, cmd, conn));
+    if let Some(hook) = state.hook() {
+        hook.amend_reply(name, &mut reply);
+    }
+    (reply, after)
+}
+
+/// The row of the command `name`, if the server has it: a test command only with
+/// `enableTestCommands` (otherwise mongod has no such command either).
+fn row(state: &ServerState, name: &str) -> Option<&'static table::Command> {
+    table::lookup(name).filter(|c| !c.spec.test_only || state.test_commands())
 }
 
 /// The hook's answer to a command that passed the guard, if it answers it.
@@ -210,7 +291,7 @@ fn dispatch(
     conn: &ConnInfo,
 ) -> DocResult<(Document, After)> {
     let hook_fields = state.hook().map_or(&[][..], |h| h.command_fields(name));
-    let row = table::lookup(name);
+    let row = row(state, name);
     fields::check_generic_fields(name, row.map(|c| &c.spec), cmd, hook_fields)?;
     let Some(row) = row else {
         return Err(no_such_command(name));

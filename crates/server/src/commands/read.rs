@@ -6,8 +6,8 @@ use super::args::{
 };
 use super::batch::{cursor_reply, CursorOpts, DEFAULT_FIRST_BATCH};
 use super::call::Call;
+use super::explain;
 use super::fields::check_fields;
-use crate::build_info::{hostname, VERSION};
 use crate::state::ServerState;
 use bson::{doc, Bson, Document};
 use docdb::{DocError, DocResult, FindQuery};
@@ -126,7 +126,19 @@ pub(crate) fn aggregate(call: &Call) -> DocResult<Document> {
         }
     };
     if cmd.get_bool("explain").unwrap_or(false) {
-        return Ok(doc! {"stages": pipeline.into_iter().map(Bson::Document).collect::<Vec<_>>()});
+        // `aggregate` with `explain: true` is mongod's queryPlanner verbosity.
+        let mut out = explain::aggregate(
+            call,
+            cmd,
+            coll.as_deref(),
+            &pipeline,
+            explain::Verbosity::QueryPlanner,
+        )?;
+        let mut command = cmd.clone();
+        command.remove("explain");
+        command.remove("$db");
+        explain::decorate(&mut out, state, db, &command);
+        return Ok(out);
     }
     let cursor_opts = get_doc(cmd, "cursor")?.unwrap_or_default();
     check_fields(cursor_opts.keys(), "cursor", &["batchSize"], &[], &[])?;
@@ -190,10 +202,13 @@ pub(crate) fn explain(call: &Call) -> DocResult<Document> {
         }
     };
     let inner_name = inner.keys().next().cloned().unwrap_or_default();
+    if inner_name == "aggregate" {
+        return explain_aggregate(call, &inner, verbosity);
+    }
     let q = match inner_name.as_str() {
         "find" => find_query(&inner)?,
         "update" | "delete" | "findAndModify" => explained_write_query(&inner_name, &inner)?,
-        "count" | "distinct" | "aggregate" => {
+        "count" | "distinct" => {
             let filter = inner
                 .get_document("query")
                 .or_else(|_| inner.get_document("filter"))
@@ -215,28 +230,26 @@ pub(crate) fn explain(call: &Call) -> DocResult<Document> {
     // As mongod: queryPlanner verbosity reports the plan only; the others execute.
     // A view's read is explained as its aggregation, the scan in its `$cursor` stage.
     if verbosity == "queryPlanner" {
-        out.remove("executionStats");
-        if let Ok(stages) = out.get_array_mut("stages") {
-            if let Some(Bson::Document(first)) = stages.first_mut() {
-                if let Ok(scan) = first.get_document_mut("$cursor") {
-                    scan.remove("executionStats");
-                }
-            }
-        }
+        explain::strip_execution(&mut out);
     }
-    let mut command = inner.clone();
-    command.insert("$db", db);
-    out.insert("command", command);
-    out.insert(
-        "serverInfo",
-        doc! {
-            "host": hostname(),
-            "port": i32::from(state.config().net.port),
-            "version": VERSION,
-            "gitVersion": "flashdoc",
-        },
-    );
-    out.insert("explainVersion", "1");
+    explain::decorate(&mut out, state, db, &inner);
+    Ok(out)
+}
+
+/// `explain: {aggregate: ...}`: the pipeline's explain (`explain.rs`).
+fn explain_aggregate(call: &Call, inner: &Document, verbosity: &str) -> DocResult<Document> {
+    let pipeline = get_doc_list(inner, "pipeline")?
+        .ok_or_else(|| DocError::failed_to_parse("aggregate needs a 'pipeline' array"))?;
+    let coll = match inner.get("aggregate") {
+        Some(Bson::String(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    let verbosity = match verbosity {
+        "queryPlanner" => explain::Verbosity::QueryPlanner,
+        _ => explain::Verbosity::Executes,
+    };
+    let mut out = explain::aggregate(call, inner, coll, &pipeline, verbosity)?;
+    explain::decorate(&mut out, call.state, call.db, inner);
     Ok(out)
 }
 

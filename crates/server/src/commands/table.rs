@@ -6,7 +6,7 @@
 //! profiler read this table and nothing else: adding a command is one row and one handler.
 
 use super::call::Call;
-use super::{admin, catalog, crud, cursor, read, users};
+use super::{admin, catalog, crud, cursor, read, testing, users};
 use crate::roles::Action;
 use crate::spec::{Fields, Namespace, OpKind, Spec};
 use bson::{doc, Document};
@@ -65,6 +65,11 @@ impl Command {
     }
     const fn ends_server(mut self) -> Command {
         self.spec.ends_server = true;
+        self
+    }
+    /// Served only with `enableTestCommands`.
+    const fn test_only(mut self) -> Command {
+        self.spec.test_only = true;
         self
     }
 }
@@ -434,6 +439,34 @@ pub(crate) static COMMANDS: &[Command] = &[
     command("killOp", admin::kill_op, A::ClusterAdmin, Ns::Server).fields(&["op"], &[]),
     command("fsync", admin::fsync, A::ClusterAdmin, Ns::Databases),
     command("shutdown", admin::shutdown, A::ClusterAdmin, Ns::Server).ends_server(),
+    // Test commands (mongod's enableTestCommands).
+    command(
+        "configureFailPoint",
+        testing::configure_fail_point,
+        A::ClusterAdmin,
+        Ns::Server,
+    )
+    .fields(&["mode", "data"], &[])
+    .test_only(),
+    command(
+        "waitForFailPoint",
+        testing::wait_for_fail_point,
+        A::ClusterAdmin,
+        Ns::Server,
+    )
+    .fields(&["timesEntered"], &[])
+    .test_only(),
+    command("sleep", testing::sleep, A::ClusterAdmin, Ns::Server)
+        .fields(&["millis", "secs", "lock"], &[])
+        .test_only(),
+    command(
+        "testVersion2",
+        testing::test_version,
+        A::Session,
+        Ns::Server,
+    )
+    .fields(&[], &[])
+    .test_only(),
 ];
 
 /// The row of the command called `name` (by its name or an alias).
@@ -441,9 +474,13 @@ pub(crate) fn lookup(name: &str) -> Option<&'static Command> {
     COMMANDS.iter().find(|c| c.spec.names().any(|n| n == name))
 }
 
-/// Every name of every command (what listCommands lists).
+/// Every name of every command but the test commands (what listCommands lists without
+/// `enableTestCommands`).
 pub fn names() -> impl Iterator<Item = &'static str> {
-    COMMANDS.iter().flat_map(|c| c.spec.names())
+    COMMANDS
+        .iter()
+        .filter(|c| !c.spec.test_only)
+        .flat_map(|c| c.spec.names())
 }
 
 /// Every command's action, for a check over all of them (`auth::has_privilege_on_db`).
@@ -451,10 +488,14 @@ pub(crate) fn actions() -> impl Iterator<Item = Action> {
     COMMANDS.iter().map(|c| c.spec.action)
 }
 
-/// listCommands: every name of every row.
-fn list_commands(_: &Call) -> DocResult<Document> {
+/// listCommands: every name of every row (the test commands only when they exist).
+fn list_commands(call: &Call) -> DocResult<Document> {
+    let test_commands = call.state.params().enable_test_commands;
     let mut cmds = Document::new();
-    for c in COMMANDS {
+    for c in COMMANDS
+        .iter()
+        .filter(|c| test_commands || !c.spec.test_only)
+    {
         let requires_auth = c.spec.action != Action::Open;
         for n in c.spec.names() {
             cmds.insert(

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# pymongo 4.20.0's own test suite (28 of its files, unmodified) against a fresh
+# `flashdoc serve --setParameter enableTestCommands=1` (issue 35).
+#
+#   scripts/pymongo-suite.sh [FLASHDOC_BIN]      (default: target/debug/flashdoc)
+#
+# Installs, once, under ~/.cache/flashdoc/ (or $FLASHDOC_CACHE): a virtual environment with
+# pymongo==4.20.0, pytest and pytest-asyncio, and pymongo 4.20.0's source distribution,
+# unpacked. Writes target/pymongo-suite.txt (pytest's output) and target/pymongo-suite.json
+# (passed/failed/skipped/errors, skips by reason, elapsed seconds). Exits non-zero if a test
+# fails or errors that tests/pymongo-suite/expected-failures.txt does not list.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BIN=${1:-$ROOT/target/debug/flashdoc}
+VERSION=4.20.0
+CACHE=${FLASHDOC_CACHE:-$HOME/.cache/flashdoc}/pymongo-$VERSION
+VENV=$CACHE/venv
+SRC=$CACHE/pymongo-$VERSION
+EXPECTED=$ROOT/tests/pymongo-suite/expected-failures.txt
+OUT=$ROOT/target/pymongo-suite
+FILES="binary bulk change_stream collation collection collection_management command_logging
+  command_monitoring comment common crud_unified crud_v1 cursor custom_types database decimal128
+  examples logger operations raw_bson read_concern read_preferences results run_command
+  transactions_unified versioned_api versioned_api_integration write_concern"
+
+mkdir -p "$CACHE" "$ROOT/target"
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import pymongo, pytest, pytest_asyncio; assert pymongo.version == '$VERSION'" 2>/dev/null; then
+  echo "== pymongo suite: a virtual environment with pymongo==$VERSION, pytest, pytest-asyncio"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check "pymongo==$VERSION" pytest pytest-asyncio
+fi
+if [ ! -f "$SRC/test/__init__.py" ]; then
+  echo "== pymongo suite: pymongo $VERSION's source distribution"
+  rm -rf "$CACHE/sdist" "$SRC"
+  "$VENV/bin/pip" download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+    --dest "$CACHE/sdist" "pymongo==$VERSION"
+  tar -xzf "$CACHE/sdist/pymongo-$VERSION.tar.gz" -C "$CACHE"
+fi
+
+PORT=$("$VENV/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+DB=$(mktemp -d "${TMPDIR:-/tmp}/flashdoc-pymongo.XXXXXX")
+"$BIN" serve --dbpath "$DB" --port "$PORT" --setParameter enableTestCommands=1 >"$OUT.server.log" 2>&1 &
+SERVER=$!
+trap 'kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; rm -rf "$DB"' EXIT
+for _ in $(seq 1 100); do
+  grep -q "waiting for connections" "$OUT.server.log" && break
+  kill -0 "$SERVER" 2>/dev/null || { cat "$OUT.server.log"; echo "flashdoc serve did not start" >&2; exit 1; }
+  sleep 0.1
+done
+
+ARGS=()
+for f in $FILES; do ARGS+=("test/test_$f.py"); done
+echo "== pymongo suite: ${#ARGS[@]} files against flashdoc on port $PORT"
+start=$(date +%s)
+set +e
+(cd "$SRC" && DB_IP=127.0.0.1 DB_PORT=$PORT "$VENV/bin/python" -m pytest -q -p no:cacheprovider -rfEs "${ARGS[@]}") >"$OUT.txt" 2>&1
+set -e
+elapsed=$(($(date +%s) - start))
+tail -n 1 "$OUT.txt"
+
+# The summary, and the verdict against the expected failures.
+"$VENV/bin/python" - "$OUT.txt" "$OUT.json" "$EXPECTED" "$elapsed" <<'EOF'
+import collections, json, re, sys
+
+out, summary_path, expected_path, elapsed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+text = open(out).read()
+last = text.strip().splitlines()[-1] if text.strip() else ""
+counts = {k: 0 for k in ("passed", "failed", "skipped", "errors")}
+for n, what in re.findall(r"(\d+) (passed|failed|skipped|errors?)\b", last):
+    counts["errors" if what.startswith("error") else what] = int(n)
+skips = collections.Counter()
+for n, reason in re.findall(r"^SKIPPED \[(\d+)\] [^:]+:\d+: (.*)$", text, re.M):
+    skips[reason] += int(n)
+bad = re.findall(r"^(?:FAILED|ERROR) (\S+)", text, re.M)
+expected = set()
+for line in open(expected_path):
+    line = line.split("#", 1)[0].strip()
+    if line:
+        expected.add(line)
+unexpected = sorted(set(bad) - expected)
+ran = counts["passed"] + counts["failed"]
+summary = dict(counts, elapsed_seconds=elapsed, pass_rate=round(counts["passed"] / ran, 4) if ran else None,
+               skips_by_reason=dict(skips.most_common()), unexpected_failures=unexpected,
+               expected_failures_that_passed=sorted(expected - set(bad)))
+json.dump(summary, open(summary_path, "w"), indent=2)
+print(f"pymongo suite: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped, "
+      f"{counts['errors']} errors in {elapsed}s; {len(unexpected)} unexpected failures")
+for t in unexpected:
+    print(f"  unexpected: {t}")
+if not last or unexpected or (ran == 0):
+    sys.exit(1)
+EOF
