@@ -25,6 +25,7 @@ mod lookup;
 mod out;
 mod parse;
 mod run;
+mod script;
 mod source;
 mod stage;
 mod stats;
