@@ -11,6 +11,7 @@ mod catalog;
 mod crud;
 mod cursor;
 pub(crate) mod fields;
+mod map_reduce;
 mod read;
 pub(crate) mod table;
 mod users;
