@@ -81,6 +81,8 @@ unsafe impl Allocator for CappedHeap {
         p
     }
 
+    /// # Safety
+    /// `ptr` is null or came from this allocator (the trait's contract).
     unsafe fn dealloc(&mut self, ptr: *mut u8) {
         if ptr.is_null() {
             return;
@@ -90,6 +92,8 @@ unsafe impl Allocator for CappedHeap {
         unsafe { self.inner.dealloc(ptr) }
     }
 
+    /// # Safety
+    /// `ptr` is null or came from this allocator (the trait's contract).
     unsafe fn realloc(&mut self, ptr: *mut u8, new_size: usize) -> *mut u8 {
         if ptr.is_null() {
             return self.alloc(new_size);
@@ -106,6 +110,8 @@ unsafe impl Allocator for CappedHeap {
         p
     }
 
+    /// # Safety
+    /// `ptr` is null or came from this allocator (the trait's contract).
     unsafe fn usable_size(ptr: *mut u8) -> usize {
         Self::size_of(ptr)
     }
