@@ -14,7 +14,8 @@ from conftest import Server
 from test_robustness import op_msg, raw, read_reply
 
 WRITE_CONCERN_COMMANDS = {
-    "insert", "update", "delete", "findAndModify", "create", "drop", "dropDatabase",
+    "insert", "update", "delete", "findAndModify", "create", "drop", "dropDatabase", "mapReduce",
+    "mapreduce",
     "renameCollection", "createIndexes", "dropIndexes", "deleteIndexes", "collMod", "createUser",
     "updateUser", "dropUser", "grantRolesToUser", "revokeRolesFromUser",
 }
@@ -39,6 +40,10 @@ COMMANDS = [
     ("admin", {"killAllSessions": []}),
     ("g", {"create": "c"}),
     ("g", {"insert": "c", "documents": [{"_id": 1}, {"_id": 2}]}),
+    ("g", {"mapReduce": "c", "map": "function() { emit(1, 1); }",
+           "reduce": "function(k, v) { return Array.sum(v); }", "out": {"inline": 1}}),
+    ("g", {"mapreduce": "c", "map": "function() { emit(1, 1); }",
+           "reduce": "function(k, v) { return Array.sum(v); }", "out": "mr_out"}),
     ("g", {"find": "c"}),
     ("g", {"count": "c"}),
     ("g", {"distinct": "c", "key": "_id"}),

@@ -23,6 +23,10 @@ pub struct ServeArgs {
     /// Overrides security.authorization: clients must authenticate.
     #[arg(long)]
     auth: bool,
+    /// Overrides security.javascriptEnabled: no server-side JavaScript (mongod's
+    /// --noscripting).
+    #[arg(long)]
+    noscripting: bool,
     /// Sets a server parameter as `name=value` (mongod's --setParameter), e.g.
     /// `ttlMonitorSleepSecs=1`; may be repeated.
     #[arg(long = "set-parameter", alias = "setParameter")]
@@ -105,6 +109,9 @@ fn config(
     }
     if args.auth {
         cfg.security.authorization = server::config::Authorization::Enabled;
+    }
+    if args.noscripting {
+        cfg.security.javascript_enabled = Some(false);
     }
     for p in &args.set_parameter {
         let (name, value) = p

@@ -8,7 +8,12 @@
 //! - the operation's time budget (`maxTimeMS`) is spent: MaxTimeMSExpired (50); or
 //! - someone killed it ([`Interrupt::kill`], what `killOp` does): Interrupted (11601); or
 //! - its cursor was killed ([`Interrupt::kill_cursor`], `killCursors` while a getMore reads
-//!   it): CursorKilled (237).
+//!   it): CursorKilled (237); or
+//! - something it ran failed where no error can be returned ([`Interrupt::fail`]: a `$where`
+//!   that threw, deep in a matcher that answers true or false): that error.
+//!
+//! The server makes a command's interrupt its thread's [`Interrupt::current`] while the command
+//! runs, so code that cannot be handed one (server-side JavaScript, `crate::js`) reaches it.
 //!
 //! The budget counts only time the operation is running: a cursor's owner [`Interrupt::pause`]s
 //! it when a batch has been sent and [`Interrupt::resume`]s it at the next getMore, so time
@@ -19,6 +24,7 @@
 
 use crate::error::{DocError, DocResult};
 use parking_lot::Mutex;
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -32,6 +38,7 @@ pub struct Interrupt {
 const RUNNING: u8 = 0;
 const KILLED_OP: u8 = 1;
 const KILLED_CURSOR: u8 = 2;
+const FAILED: u8 = 3;
 
 /// `deadline` while the operation is paused (not running, so not charged).
 const PAUSED: u64 = u64::MAX;
@@ -46,6 +53,13 @@ struct Inner {
     /// The budget left while paused. Taken only by `pause` and `resume` (once per batch),
     /// and by a check while paused; never per document.
     left_while_paused: Mutex<Duration>,
+    /// The error of [`Interrupt::fail`] (set before `killed` becomes [`FAILED`]).
+    failure: Mutex<Option<DocError>>,
+}
+
+thread_local! {
+    /// The interrupt of the operation this thread runs ([`Interrupt::set_current`]).
+    static CURRENT: RefCell<Option<Interrupt>> = const { RefCell::new(None) };
 }
 
 /// The clock deadlines are counted on (the first use of an interrupt with a budget).
@@ -98,6 +112,7 @@ impl Interrupt {
                 limited: max_time.is_some(),
                 deadline: AtomicU64::new(deadline),
                 left_while_paused: Mutex::new(budget),
+                failure: Mutex::new(None),
             })),
         }
     }
@@ -121,6 +136,10 @@ impl Interrupt {
                     "CursorKilled",
                     "cursor was killed",
                 ))
+            }
+            FAILED => {
+                let failure = inner.failure.lock().clone();
+                return Err(failure.expect("a failed interrupt holds its error"));
             }
             _ => {
                 return Err(DocError::with_code(
@@ -167,6 +186,29 @@ impl Interrupt {
         self.inner
             .as_ref()
             .is_some_and(|i| i.killed.load(Ordering::Relaxed) == KILLED_CURSOR)
+    }
+
+    /// Stops the operation with `error` at its next yield point (the first reason stays).
+    pub fn fail(&self, error: DocError) {
+        if let Some(i) = &self.inner {
+            let mut failure = i.failure.lock();
+            if i.killed.load(Ordering::Relaxed) == RUNNING {
+                *failure = Some(error);
+                drop(failure);
+                self.kill_with(FAILED);
+            }
+        }
+    }
+
+    /// The interrupt of the operation this thread runs, if one was made current.
+    pub fn current() -> Option<Interrupt> {
+        CURRENT.with(|c| c.borrow().clone())
+    }
+
+    /// Makes `interrupt` this thread's current one; returns the one it replaces (to put back
+    /// when the operation ends).
+    pub fn set_current(interrupt: Option<Interrupt>) -> Option<Interrupt> {
+        CURRENT.with(|c| std::mem::replace(&mut *c.borrow_mut(), interrupt))
     }
 
     fn kill_with(&self, why: u8) {
@@ -291,6 +333,26 @@ mod tests {
         let unlimited = Interrupt::new(None);
         unlimited.pause();
         assert!(unlimited.check().is_ok());
+    }
+
+    #[test]
+    fn a_failure_is_the_next_checks_error_and_the_first_reason_stays() {
+        let i = Interrupt::new(None);
+        i.fail(DocError::with_code(139, "JSInterpreterFailure", "boom"));
+        assert_eq!(i.check().unwrap_err().code, 139);
+        assert!(i.is_killed());
+        i.kill();
+        i.fail(DocError::with_code(2, "BadValue", "second"));
+        assert_eq!(i.check().unwrap_err().code, 139);
+        let killed = Interrupt::new(None);
+        killed.kill();
+        killed.fail(DocError::with_code(139, "JSInterpreterFailure", "late"));
+        assert_eq!(killed.check().unwrap_err().code, 11601);
+        // The thread's current interrupt is set and put back.
+        assert!(Interrupt::set_current(Some(i.clone())).is_none());
+        assert_eq!(Interrupt::current(), Some(i.clone()));
+        assert_eq!(Interrupt::set_current(None), Some(i));
+        assert!(Interrupt::current().is_none());
     }
 
     /// A killed operation stops pulling from its source: the item in flight is replaced by

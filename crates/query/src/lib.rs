@@ -12,6 +12,7 @@ pub mod geo;
 mod geo_near;
 pub mod hash;
 pub mod interrupt;
+pub mod js;
 pub mod jsonschema;
 pub mod limits;
 pub mod matcher;

@@ -43,6 +43,8 @@ enum Node {
     Const(bool),
     /// `$text`: true for every document the text index scan returned.
     Text(Box<crate::text::TextOperand>),
+    /// `$where`: a JavaScript function of the document (crate::js).
+    Where(Box<js::Func>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -221,7 +223,8 @@ fn parse_top(filter: &Document) -> DocResult<Node> {
                     )))
                 }
                 "text" => children.push(Node::Text(Box::new(crate::text::TextOperand::parse(v)?))),
-                "where" | "sampleRate" => {
+                "where" => children.push(Node::Where(Box::new(crate::js::parse_where(v)?))),
+                "sampleRate" => {
                     return Err(DocError::with_code(
                         238,
                         "NotImplemented",
@@ -461,6 +464,11 @@ fn parse_elem_match(arg: &Bson) -> DocResult<Pred> {
         Pred::ElemMatchVal(preds)
     } else {
         let node = parse_top(d)?;
+        if node.has_where() {
+            return Err(DocError::bad_value(
+                "$where is not allowed inside of a $elemMatch",
+            ));
+        }
         if node.text_nodes().next().is_some() {
             return Err(DocError::bad_value(
                 "$text can only be applied to the top-level document",
@@ -716,6 +724,16 @@ impl Node {
             Node::JsonSchema(s) => s.matches_doc(doc),
             Node::Const(b) => *b,
             Node::Text(_) => true,
+            Node::Where(f) => crate::js::where_matches(f, doc),
+        }
+    }
+
+    /// Whether the tree holds a `$where`.
+    fn has_where(&self) -> bool {
+        match self {
+            Node::Where(_) => true,
+            Node::And(ns) | Node::Or(ns) | Node::Nor(ns) => ns.iter().any(Node::has_where),
+            _ => false,
         }
     }
 
@@ -860,6 +878,11 @@ impl Matcher {
             }
         }
         out
+    }
+
+    /// Whether the filter holds a `$where` (an aggregation's `$match` may not).
+    pub fn has_where(&self) -> bool {
+        self.root.has_where()
     }
 
     /// The filter's `$text` operand, if it has one.

@@ -124,6 +124,16 @@ pub enum Authorization {
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
 pub struct SecuritySettings {
     pub authorization: Authorization,
+    /// `security.javascriptEnabled` (default true): false refuses `$where`, `$function`,
+    /// `$accumulator` and `mapReduce` with mongod's errors (`query::js`).
+    pub javascript_enabled: Option<bool>,
+}
+
+impl SecuritySettings {
+    /// Whether server-side JavaScript may run.
+    pub fn javascript_enabled(&self) -> bool {
+        self.javascript_enabled != Some(false)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -541,6 +551,9 @@ mod tests {
         assert_eq!(c.net.port, 27018);
         assert_eq!(c.bind_addrs().unwrap().len(), 2);
         assert_eq!(c.security.authorization, Authorization::Enabled);
+        assert!(c.security.javascript_enabled());
+        let off = ServerConfig::from_yaml("security:\n  javascriptEnabled: false\n").unwrap();
+        assert!(!off.security.javascript_enabled());
         assert_eq!(c.set_parameter.ttl_monitor_sleep_secs, 1);
         assert!(c.storage.docdb_config().is_ok());
         assert!(c.as_document().get_document("net").is_ok());

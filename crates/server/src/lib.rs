@@ -140,6 +140,7 @@ pub fn serve_with_hook(
         .thread_stack_size(THREAD_STACK_BYTES)
         .build()?;
     let tls = tls::acceptor(&cfg.net.tls).map_err(std::io::Error::other)?;
+    query::js::set_enabled(cfg.security.javascript_enabled());
     let state = Arc::new(ServerState::new(db.clone(), cfg).with_hook(hook, other_options));
     state.start_ttl_monitor();
     docdb::validation::set_warning_sink(Box::new(|m| log::warn("STORAGE", m)));

@@ -83,6 +83,7 @@ impl Drop for Running<'_> {
     fn drop(&mut self) {
         self.ops.running.lock().remove(&self.opid);
         let outer = self.outer.take();
+        Interrupt::set_current(outer.as_ref().map(|(_, i)| i.clone()));
         CURRENT.with(|c| *c.borrow_mut() = outer);
     }
 }
@@ -106,6 +107,8 @@ impl Ops {
         };
         let ns = namespace(name, db, cmd);
         let outer = CURRENT.with(|c| c.borrow_mut().replace((opid, interrupt.clone())));
+        // What the query crate's server-side JavaScript stops on (killOp, maxTimeMS).
+        Interrupt::set_current(Some(interrupt.clone()));
         self.running.lock().insert(
             opid,
             Op {
@@ -129,6 +132,7 @@ impl Ops {
     /// The running command continues under `interrupt` (a getMore under its cursor's): killOp
     /// and this thread's [`current`] reach it from now on.
     pub fn adopt(&self, interrupt: &Interrupt) {
+        Interrupt::set_current(Some(interrupt.clone()));
         let opid = CURRENT.with(|c| {
             let mut c = c.borrow_mut();
             let (opid, current) = c.as_mut()?;

@@ -531,10 +531,7 @@ impl DocDb {
         let stmt = UpdateStatement {
             q: doc! {"_id": b.id},
             u: Bson::Document(bucket),
-            upsert: false,
-            multi: false,
-            array_filters: None,
-            collation: None,
+            ..Default::default()
         };
         let out = self.update(&c.db, &c.name, &[stmt], opts.clone());
         if let Some(e) = out.write_errors.into_iter().next() {

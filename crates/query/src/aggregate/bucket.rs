@@ -576,7 +576,7 @@ impl BucketAuto {
                 _ => max,
             };
             previous_max = Some(max.clone());
-            out.push(acc.finish(bson::doc! {"min": min, "max": max}.into(), &self.output));
+            out.push(acc.finish(bson::doc! {"min": min, "max": max}.into(), &self.output)?);
         }
         Ok(Box::new(out.into_iter().map(Ok)))
     }

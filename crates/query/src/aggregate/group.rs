@@ -31,6 +31,9 @@ pub(super) enum Acc {
     LastN,
     MaxN,
     MinN,
+    /// `$accumulator`: JavaScript functions (`script.rs`); its expression evaluates to the
+    /// functions' sources and arguments per document.
+    Js,
 }
 
 fn parse_acc(name: &str) -> Option<Acc> {
@@ -67,6 +70,8 @@ enum AccState {
     Std(Vec<f64>),
     /// The kept values of `$firstN` … `$minN` and their `n` (from the group's first document).
     N(Vec<Bson>, usize),
+    /// `$accumulator`'s state (None before the group's first document).
+    Js(Option<super::script::JsAccumulator>),
 }
 
 impl AccState {
@@ -80,6 +85,7 @@ impl AccState {
             Acc::MergeObjects => AccState::Merge(Document::new()),
             Acc::StdDevPop | Acc::StdDevSamp => AccState::Std(Vec::new()),
             Acc::FirstN | Acc::LastN | Acc::MaxN | Acc::MinN => AccState::N(Vec::new(), 0),
+            Acc::Js => AccState::Js(None),
         }
     }
 
@@ -140,12 +146,14 @@ impl AccState {
                 }
             }
             AccState::N(items, n) => add_n(a, items, n, v, first_seen)?,
+            AccState::Js(state) => super::script::accumulate(state, v)?,
         }
         Ok(())
     }
 
-    fn finish(self, a: Acc) -> Bson {
-        match self {
+    fn finish(self, a: Acc) -> DocResult<Bson> {
+        Ok(match self {
+            AccState::Js(state) => super::script::finalize(state)?,
             AccState::SumNonNumericOnly => Bson::Int32(0),
             AccState::Sum(n) => n.to_bson(),
             AccState::Avg(sum, n, dec) => crate::expr::mean(sum, n, dec),
@@ -161,13 +169,13 @@ impl AccState {
                 let n = xs.len();
                 let samp = a == Acc::StdDevSamp;
                 if n == 0 || (samp && n < 2) {
-                    return Bson::Null;
+                    return Ok(Bson::Null);
                 }
                 let mean = xs.iter().sum::<f64>() / n as f64;
                 let ss: f64 = xs.iter().map(|x| (x - mean) * (x - mean)).sum();
                 Bson::Double((ss / if samp { (n - 1) as f64 } else { n as f64 }).sqrt())
             }
-        }
+        })
     }
 }
 
@@ -309,6 +317,9 @@ fn n_accumulator_arg(name: &str, arg: &Bson) -> DocResult<Expr> {
 
 /// One accumulator `{an: aa}`; `None` when `an` names none.
 fn parse_one(an: &str, aa: &Bson) -> DocResult<Option<(Acc, Expr)>> {
+    if an == "$accumulator" {
+        return Ok(Some((Acc::Js, super::script::parse_accumulator(aa)?)));
+    }
     let Some(acc) = parse_acc(an) else {
         return Ok(None);
     };
@@ -335,7 +346,7 @@ fn parse_one(an: &str, aa: &Bson) -> DocResult<Option<(Acc, Expr)>> {
 
 /// An accumulator as a window function of `$setWindowFields` (`$mergeObjects` is not one).
 pub(super) fn parse_window_acc(an: &str, aa: &Bson) -> DocResult<Option<(Acc, Expr)>> {
-    if an == "$mergeObjects" {
+    if an == "$mergeObjects" || an == "$accumulator" {
         return Ok(None);
     }
     parse_one(an, aa)
@@ -375,7 +386,7 @@ pub(super) fn accumulate_windows(
                 r.state.add(a, v.clone(), first)?;
                 r.at.end += 1;
             }
-            r.value = Some(r.state.clone().finish(a));
+            r.value = Some(r.state.clone().finish(a)?);
         }
         out.push(r.value.clone().expect("computed just above"));
     }
@@ -412,13 +423,13 @@ impl Accumulating {
     }
 
     /// `{_id: id, field: value, …}`.
-    pub(super) fn finish(self, id: Bson, accs: &Accumulators) -> Document {
+    pub(super) fn finish(self, id: Bson, accs: &Accumulators) -> DocResult<Document> {
         let mut out = Document::new();
         out.insert("_id", id);
         for ((name, a, _), st) in accs.iter().zip(self.states) {
-            out.insert(name.clone(), st.finish(*a));
+            out.insert(name.clone(), st.finish(*a)?);
         }
-        out
+        Ok(out)
     }
 }
 
@@ -446,8 +457,8 @@ pub(super) fn run_group(
         };
         groups[gi].1.add(accs, &ctx)?;
     }
-    Ok(groups
+    groups
         .into_iter()
         .map(|(id, g)| g.finish(id, accs))
-        .collect())
+        .collect()
 }

@@ -27,6 +27,7 @@ mod namespaces;
 mod out;
 mod parse;
 mod run;
+mod script;
 mod source;
 mod stage;
 mod stats;

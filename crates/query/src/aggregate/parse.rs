@@ -103,7 +103,7 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
         }
     };
     Ok(match name.as_str() {
-        "$match" => Stage::Match(Matcher::new_with_text(obj(
+        "$match" => Stage::Match(match_stage(obj(
             15959,
             "the match filter must be an expression in an object",
         )?)?),
@@ -467,4 +467,13 @@ pub fn parse_update_pipeline(stages: &[Bson]) -> DocResult<Vec<Document>> {
     }
     validate_pipeline(&docs)?;
     Ok(docs)
+}
+
+/// `$match`'s filter: a query filter, which may not hold `$where` (mongod's BadValue).
+fn match_stage(filter: &Document) -> DocResult<Matcher> {
+    let m = Matcher::new_with_text(filter)?;
+    if m.has_where() {
+        return Err(DocError::bad_value("$where is not allowed in this context"));
+    }
+    Ok(m)
 }

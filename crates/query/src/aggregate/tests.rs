@@ -1314,3 +1314,93 @@ fn blocking_stages_hold_100_mb() {
         90
     );
 }
+
+/// `$accumulator`: init once per group, accumulate per document, finalize per group.
+#[test]
+fn js_accumulator_folds_each_group() {
+    let acc = doc! {"$accumulator": {
+        "init": "function(start) { return {count: start, sum: 0}; }",
+        "initArgs": [0],
+        "accumulate": Bson::JavaScriptCode(
+            "function(state, qty) { return {count: state.count + 1, sum: state.sum + qty}; }".into()),
+        "accumulateArgs": ["$qty"],
+        "merge": "function(a, b) { return {count: a.count + b.count, sum: a.sum + b.sum}; }",
+        "finalize": "function(state) { return state.sum / state.count; }",
+        "lang": "js",
+    }};
+    let input = vec![
+        doc! {"k": "a", "qty": 2},
+        doc! {"k": "b", "qty": 10},
+        doc! {"k": "a", "qty": 4},
+    ];
+    let out = run(
+        vec![
+            doc! {"$group": {"_id": "$k", "avg": acc.clone()}},
+            doc! {"$sort": {"_id": 1}},
+        ],
+        input.clone(),
+    )
+    .unwrap();
+    assert_eq!(
+        out,
+        vec![
+            doc! {"_id": "a", "avg": 3.0},
+            doc! {"_id": "b", "avg": 10.0}
+        ]
+    );
+    // Without finalize the state is the output.
+    let mut plain = acc.get_document("$accumulator").unwrap().clone();
+    plain.remove("finalize");
+    let out = run(
+        vec![doc! {"$group": {"_id": null, "s": {"$accumulator": plain}}}],
+        input,
+    )
+    .unwrap();
+    assert_eq!(
+        out,
+        vec![doc! {"_id": null, "s": {"count": 3.0, "sum": 16.0}}]
+    );
+}
+
+#[test]
+fn js_accumulator_operands_are_checked() {
+    let code = |spec: Document| {
+        run(
+            vec![doc! {"$group": {"_id": null, "s": {"$accumulator": spec}}}],
+            vec![],
+        )
+        .unwrap_err()
+        .code
+    };
+    let f = "function() { return 1; }";
+    let full = doc! {"init": f, "accumulate": f, "accumulateArgs": [], "merge": f, "lang": "js"};
+    let without = |k: &str| {
+        let mut d = full.clone();
+        d.remove(k);
+        d
+    };
+    assert_eq!(code(without("merge")), 4544706);
+    assert_eq!(code(without("lang")), 4544707);
+    let mut bad = full.clone();
+    bad.insert("init", "function( {");
+    assert_eq!(code(bad), 139);
+    let mut extra = full.clone();
+    extra.insert("other", 1);
+    assert_eq!(code(extra), 4544701);
+    // A throwing accumulate fails the pipeline with JSInterpreterFailure.
+    let mut throws = full;
+    throws.insert("accumulate", "function() { throw new Error('no'); }");
+    let e = run(
+        vec![doc! {"$group": {"_id": null, "s": {"$accumulator": throws}}}],
+        vec![doc! {"x": 1}],
+    )
+    .unwrap_err();
+    assert_eq!(e.code, 139);
+    assert!(e.message.contains("Error: no"), "{}", e.message);
+}
+
+#[test]
+fn where_is_refused_in_match() {
+    let e = run(vec![doc! {"$match": {"$where": "true"}}], vec![]).unwrap_err();
+    assert_eq!(e.code, 2);
+}

@@ -20,6 +20,7 @@ mod object;
 mod op;
 mod ops;
 mod parse;
+mod script;
 mod set;
 mod string;
 mod table;

@@ -8,7 +8,7 @@ use super::args::{Args, NamedArgs};
 use super::op::Op;
 use super::table::op_rows;
 use super::{
-    arith, array, cond, convert, date, date_arith, date_fmt, object, set, string, Ctx, Expr,
+    arith, array, cond, convert, date, date_arith, date_fmt, object, script, set, string, Ctx, Expr,
 };
 use crate::error::DocResult;
 

@@ -475,6 +475,9 @@ fn parse_op(name: &str, arg: &Bson) -> DocResult<Expr> {
     if let Arity::DatePart = op.spec().arity {
         return parse_date_part(op, name, arg);
     }
+    if op == Op::Function {
+        return Ok(Expr::Named(op, super::script::parse_function(arg)?));
+    }
     if op == Op::GetField && !is_named_object(arg) {
         // `{$getField: "name"}` (or an expression such as `{$literal: "$name"}`) is the field.
         return Ok(Expr::Named(

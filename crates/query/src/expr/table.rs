@@ -137,6 +137,7 @@ macro_rules! op_rows {
             Filter "$filter" Named(&["input", "as", "cond", "limit"]) Named(array::filter_map);
             Map "$map" Named(&["input", "as", "in"]) Named(array::filter_map);
             GetField "$getField" Named(&["field", "input"]) Named(object::get_field);
+            Function "$function" Named(&["body", "args", "lang"]) Named(script::function);
             SetField "$setField" Named(&["field", "input", "value"]) Named(object::set_field);
             UnsetField "$unsetField" Named(&["field", "input"]) Named(object::set_field);
             Zip "$zip" Named(&["inputs", "useLongestLength", "defaults"]) Named(array::zip);

@@ -536,3 +536,47 @@ fn to_hashed_index_key() {
         Some(Bson::Int64(crate::hash::hash_value(&Bson::Null)))
     );
 }
+
+/// `$function`: the body (string or Code) over the evaluated arguments.
+#[test]
+fn function_calls_javascript_over_its_arguments() {
+    let d = doc! {"name": "ada", "scores": [1, 2, 3]};
+    let f = bson!({"$function": {
+        "body": "function(n, s) { return n.toUpperCase() + ':' + s.reduce(function(a, b) { return a + b; }, 0); }",
+        "args": ["$name", "$scores"],
+        "lang": "js",
+    }});
+    assert_eq!(ev_on(f, d.clone()), Some(Bson::String("ADA:6".into())));
+    let code = bson!({"$function": {
+        "body": Bson::JavaScriptCode("function(x) { return {twice: [x, x]}; }".into()),
+        "args": [{"$add": [1, 2]}],
+        "lang": "js",
+    }});
+    assert_eq!(ev_on(code, d.clone()), Some(bson!({"twice": [3.0, 3.0]})));
+    let err = |spec: Bson| {
+        crate::expr::parse_expr(&bson!({ "$function": spec }))
+            .unwrap_err()
+            .code
+    };
+    assert_eq!(err(bson!({"body": "function() {}", "args": []})), 31418);
+    assert_eq!(
+        err(bson!({"body": "function() {}", "args": 1, "lang": "js"})),
+        31266
+    );
+    assert_eq!(err(bson!({"args": [], "lang": "js"})), 31262);
+    assert_eq!(
+        err(bson!({"body": "function( {", "args": [], "lang": "js"})),
+        139
+    );
+    assert_eq!(
+        err(bson!({"body": "function() {}", "args": [], "lang": "js", "x": 1})),
+        31261
+    );
+    let thrower = bson!({"$function": {"body": "function() { throw new TypeError('bad'); }", "args": [], "lang": "js"}});
+    let e = crate::expr::parse_expr(&thrower)
+        .unwrap()
+        .eval_root(&d)
+        .unwrap_err();
+    assert_eq!(e.code, 139);
+    assert!(e.message.contains("TypeError: bad"), "{}", e.message);
+}

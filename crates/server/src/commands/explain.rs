@@ -5,7 +5,7 @@
 //! `$match`) is explained as a find, with a top-level `queryPlanner`. The server's own fields
 //! (`explainVersion`, `command`, `serverInfo`) are added by [`decorate`].
 
-use super::args::{get_doc, interrupt_for};
+use super::args::{get_doc, interrupt_for, let_scope};
 use super::call::Call;
 use crate::build_info::{hostname, VERSION};
 use crate::state::ServerState;
@@ -100,6 +100,8 @@ fn stage_counts(
             collation: get_doc(agg, "collation")?,
             current_ops: None,
             hint: agg.get("hint").cloned(),
+            vars: let_scope(agg)?,
+            bypass_validation: false,
         };
         let started = Instant::now();
         let mut n = 0i64;

@@ -13,6 +13,7 @@ mod crud;
 mod cursor;
 mod explain;
 pub(crate) mod fields;
+mod map_reduce;
 mod read;
 pub(crate) mod table;
 mod testing;

@@ -6,7 +6,7 @@
 //! profiler read this table and nothing else: adding a command is one row and one handler.
 
 use super::call::Call;
-use super::{admin, catalog, crud, cursor, read, testing, users};
+use super::{admin, catalog, crud, cursor, map_reduce, read, testing, users};
 use crate::roles::Action;
 use crate::spec::{Fields, Namespace, OpKind, Spec};
 use bson::{doc, Document};
@@ -185,6 +185,23 @@ pub(crate) static COMMANDS: &[Command] = &[
     // Not in the Stable API's version 1 (mongod's APIStrictError under apiStrict).
     command("distinct", read::distinct, A::Find, Ns::Collection)
         .fields(&["key", "query", "collation", "hint"], &[]),
+    command("mapReduce", map_reduce::map_reduce, A::Find, Ns::Collection)
+        .aliases(&["mapreduce"])
+        .fields(
+            &[
+                "map",
+                "reduce",
+                "out",
+                "query",
+                "sort",
+                "limit",
+                "finalize",
+                "scope",
+                "collation",
+            ],
+            &["jsMode", "verbose", "bypassDocumentValidation"],
+        )
+        .writes(),
     command(
         "aggregate",
         read::aggregate,

@@ -274,10 +274,7 @@ fn perform(db: &DocDb, op: &Op) -> Result<(), String> {
             let stmt = UpdateStatement {
                 q: doc! {"_id": id},
                 u: Bson::Document(doc! {"$set": {"v": v, "a": a}}),
-                upsert: false,
-                multi: false,
-                array_filters: None,
-                collation: None,
+                ..Default::default()
             };
             outcome(db.update(DB, coll, &[stmt], opts(*j)))
         }
@@ -285,7 +282,7 @@ fn perform(db: &DocDb, op: &Op) -> Result<(), String> {
             let stmt = DeleteStatement {
                 q: doc! {"_id": id},
                 limit: 1,
-                collation: None,
+                ..Default::default()
             };
             outcome(db.delete(DB, coll, &[stmt], opts(*j)))
         }
