@@ -134,6 +134,9 @@ impl Walk<'_> {
                     self.resolve(db, &coll, &format!("{via} {db}.{coll}"));
                 }
                 self.view_definition(db, cmd, &via);
+                if name.eq_ignore_ascii_case("mapReduce") {
+                    self.map_reduce_out(db, cmd, &via);
+                }
             }
             Namespace::CollectionOrDatabase => self.aggregate(db, cmd, spec.action, &via),
             Namespace::Cursors => {
@@ -166,6 +169,38 @@ impl Walk<'_> {
             Namespace::Server | Namespace::Database | Namespace::Users | Namespace::Databases => {
                 self.push(db, None, spec.action, via)
             }
+        }
+    }
+
+    /// mapReduce's `out`: a collection name replaces it; `{replace|merge|reduce: coll, db?}`
+    /// replaces, merges into, or reads and rewrites it; `{inline: 1}` writes nothing.
+    fn map_reduce_out(&mut self, db: &str, cmd: &Document, via: &str) {
+        let (mode, coll, target_db) = match cmd.get("out") {
+            Some(Bson::String(coll)) => ("replace", coll.clone(), db.to_string()),
+            Some(Bson::Document(out)) => {
+                let Some((mode, coll)) = ["replace", "merge", "reduce"]
+                    .into_iter()
+                    .find_map(|m| out.get_str(m).ok().map(|c| (m, c.to_string())))
+                else {
+                    return;
+                };
+                let target_db = out.get_str("db").unwrap_or(db).to_string();
+                (mode, coll, target_db)
+            }
+            _ => return,
+        };
+        let actions: &[Action] = match mode {
+            "replace" => &[Action::Insert, Action::Remove],
+            "merge" => &[Action::Insert, Action::Update],
+            _ => &[Action::Find, Action::Insert, Action::Update],
+        };
+        for action in actions {
+            self.push(
+                &target_db,
+                Some(coll.clone()),
+                *action,
+                format!("{via} -> out {target_db}.{coll}"),
+            );
         }
     }
 

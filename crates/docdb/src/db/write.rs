@@ -1,8 +1,8 @@
 //! Writes: insert, update, delete, findAndModify and the TTL pass. Update, delete and
 //! findAndModify share one loop over the matching documents (`modify_matching`).
 
-use super::*;
 use super::statements::run_statements;
+use super::*;
 
 /// How many times an upsert that lost its insert to another client's is tried (the loop in
 /// `update_one_stmt` says why more than twice).

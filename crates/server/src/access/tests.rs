@@ -236,3 +236,34 @@ fn protected_collections() {
     assert!(is_protected("system.users") && is_protected("system.roles"));
     assert!(!is_protected("system.views") && !is_protected("users"));
 }
+
+#[test]
+fn map_reduce_out_is_a_write_to_its_target() {
+    let none = Catalog::default();
+    let cmd = |out: Bson| doc! {"mapReduce": "src", "map": "", "reduce": "", "out": out};
+    let inline = reached(&none, "a", cmd(Bson::Document(doc! {"inline": 1})));
+    assert_eq!(inline, [find("a.src")]);
+    let replaced = reached(&none, "a", cmd(Bson::String("dst".into())));
+    assert!(replaced.contains(&("a.dst".to_string(), Action::Insert)));
+    assert!(replaced.contains(&("a.dst".to_string(), Action::Remove)));
+    let merged = reached(
+        &none,
+        "a",
+        cmd(Bson::Document(doc! {"merge": "dst", "db": "b"})),
+    );
+    assert!(merged.contains(&("b.dst".to_string(), Action::Update)));
+    let reduced = reached(
+        &none,
+        "a",
+        cmd(Bson::Document(doc! {"reduce": "users", "db": "admin"})),
+    );
+    assert!(reduced.contains(&("admin.users".to_string(), Action::Find)));
+    let leak = reached(
+        &none,
+        "a",
+        cmd(Bson::Document(
+            doc! {"replace": "system.users", "db": "admin"},
+        )),
+    );
+    assert!(leak.iter().any(|(ns, _)| ns == "admin.system.users"));
+}

@@ -303,9 +303,7 @@ fn write_out(
             q: doc! {"_id": id},
             u: Bson::Document(r),
             upsert: true,
-            multi: false,
-            array_filters: None,
-            collation: None,
+            ..Default::default()
         });
     }
     first_error(dbx.update(db, coll, &stmts, opts))
