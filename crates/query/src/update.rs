@@ -376,7 +376,7 @@ fn top_level_dollar_field(k: &str) -> DocError {
 }
 
 fn invalid_dbref(message: impl Into<String>) -> DocError {
-    DocError::with_code(10, "InvalidDBRef", message)
+    DocError::with_code(55, "InvalidDBRef", message)
 }
 
 /// A replacement document's top-level fields, as mongod's storage validation checks them: a
@@ -1254,7 +1254,7 @@ mod tests {
             let e = parse_err(u);
             assert_eq!(
                 (e.code, e.code_name, e.message.as_str()),
-                (10, "InvalidDBRef", msg)
+                (55, "InvalidDBRef", msg)
             );
         }
     }

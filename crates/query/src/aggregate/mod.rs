@@ -8,7 +8,8 @@
 //! `$unwind` helpers in `fields.rs`; `$lookup`/`$unionWith` in `lookup.rs`; `$graphLookup` in
 //! `graph.rs`; `$facet` in `facet.rs`; `$bucket`, `$bucketAuto` and `$sample` in `bucket.rs`;
 //! `$setWindowFields` in `window.rs`; `$out`/`$merge` in `out.rs`; `$collStats` in
-//! `stats.rs`; `$currentOp` in `current_op.rs`. A stage with a spec struct parses itself
+//! `stats.rs`; `$currentOp` in `current_op.rs`;
+//! `$listLocalSessions` in `sessions.rs`. A stage with a spec struct parses itself
 //! (`X::parse`) and runs itself (`X::run`); adding one is a variant in `Stage`, one arm in
 //! `parse_stage` and one in `run_stages`. Streaming stages are chained lazily; blocking ones
 //! (`$group`, `$sort`, `$count`, `$facet`, `$bucketAuto`, ...) consume their input, within
@@ -25,6 +26,7 @@ mod lookup;
 mod out;
 mod parse;
 mod run;
+mod sessions;
 mod source;
 mod stage;
 mod stats;
@@ -37,4 +39,5 @@ pub use current_op::CurrentOpSpec;
 pub use out::{CollectionSink, Namespace};
 pub use parse::{parse_update_pipeline, validate_pipeline};
 pub use run::run_pipeline;
+pub use sessions::ListSessionsSpec;
 pub use source::CollectionSource;

@@ -75,7 +75,10 @@ pub(crate) fn check_generic_fields(
     read_concern(cmd)?;
     check_api_version(name, spec, cmd)?;
     max_time(cmd)?;
-    if cmd.contains_key("writeConcern") && !spec.is_some_and(|s| s.write_concern) {
+    if cmd.contains_key("writeConcern")
+        && !spec.is_some_and(|s| s.write_concern)
+        && !pipeline_writes(name, cmd)
+    {
         return Err(DocError::invalid_options(format!(
             "Command {name} does not support writeConcern"
         )));
@@ -89,6 +92,19 @@ pub(crate) fn check_generic_fields(
         )));
     }
     Ok(())
+}
+
+/// Whether a command is an aggregate whose last stage writes (`$out`, `$merge`): mongod takes
+/// a write concern for it, and refuses one for a pipeline that only reads.
+pub(crate) fn pipeline_writes(name: &str, cmd: &Document) -> bool {
+    name == "aggregate"
+        && cmd
+            .get_array("pipeline")
+            .ok()
+            .and_then(|p| p.last())
+            .and_then(Bson::as_document)
+            .and_then(|s| s.keys().next())
+            .is_some_and(|k| k == "$out" || k == "$merge")
 }
 
 /// Checks a command's own fields against its row's (a hook's own fields are taken too).
