@@ -83,6 +83,7 @@ pub(crate) fn check_generic_fields(
             "Command {name} does not support writeConcern"
         )));
     }
+    standalone_write_concern(cmd)?;
     if let Some(f) = TRANSACTION_FIELDS
         .iter()
         .find(|f| cmd.contains_key(f) && !hook_fields.contains(f))
@@ -90,6 +91,20 @@ pub(crate) fn check_generic_fields(
         return Err(DocError::illegal_operation(format!(
             "Transaction numbers are only allowed on a replica set member or mongos ('{f}' on {name})"
         )));
+    }
+    Ok(())
+}
+
+/// A standalone has one node to acknowledge a write: a write concern asking for more is
+/// refused before the command runs, as mongod refuses it.
+fn standalone_write_concern(cmd: &Document) -> DocResult<()> {
+    let w = cmd
+        .get_document("writeConcern")
+        .ok()
+        .and_then(|wc| wc.get("w"))
+        .and_then(|w| query::compare::Num::of(w));
+    if w.is_some_and(|n| n.as_f64() > 1.0) {
+        return Err(DocError::bad_value("cannot use 'w' > 1 on a standalone"));
     }
     Ok(())
 }
