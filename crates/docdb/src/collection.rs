@@ -652,14 +652,9 @@ fn keys_match(indexes: &[Arc<Index>], doc: &Document, keys: &[DocKeys]) -> bool 
 }
 
 /// Checks a document for insertion and puts `_id` first (generating an ObjectId if missing).
+/// Field names are stored as given, `$`-prefixed and dotted ones included, at any level (mongod
+/// 5.0+); only `_id`'s own value is checked.
 pub fn prepare_insert(doc: Document) -> DocResult<Document> {
-    for k in doc.keys() {
-        if k.starts_with('$') {
-            return Err(DocError::bad_value(format!(
-                "Document can't have $ prefixed field names: {k}"
-            )));
-        }
-    }
     let id = doc
         .get("_id")
         .cloned()

@@ -367,6 +367,75 @@ fn check_path(path: &str) -> DocResult<()> {
     Ok(())
 }
 
+/// mongod's (5.0+) refusal of a `$`-prefixed field an update writes at the top level of a
+/// document by a replacement or a modifier; a pipeline's output and nested fields are stored as
+/// given.
+fn top_level_dollar_field(k: &str) -> DocError {
+    DocError::dollar_prefixed_field_name(format!(
+        "The dollar ($) prefixed field '{k}' in '{k}' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith."
+    ))
+}
+
+fn invalid_dbref(message: impl Into<String>) -> DocError {
+    DocError::with_code(55, "InvalidDBRef", message)
+}
+
+/// A replacement document's top-level fields, as mongod's storage validation checks them: a
+/// `$`-prefixed name is refused unless it is part of a DBRef (`$ref` a string followed by
+/// `$id`, then optionally `$db` a string), which mongod still accepts there.
+fn check_replacement_fields(d: &Document) -> DocResult<()> {
+    let fields: Vec<(&String, &Bson)> = d.iter().collect();
+    for (i, (k, _)) in fields.iter().enumerate() {
+        if k.starts_with('$') {
+            check_dbref_field(&fields, i)?;
+        }
+    }
+    Ok(())
+}
+
+/// Walks back from a `$db` or `$id` field to its `$ref`, checking each link of the DBRef.
+fn check_dbref_field(fields: &[(&String, &Bson)], at: usize) -> DocResult<()> {
+    let name_at = |i: Option<usize>| i.and_then(|i| fields.get(i)).map(|(k, _)| k.as_str());
+    let mut i = at;
+    if fields[i].0 == "$db" {
+        if !matches!(fields[i].1, Bson::String(_)) {
+            return Err(invalid_dbref(format!(
+                "The DBRef $db field must be a String, not a {}",
+                type_name(fields[i].1)
+            )));
+        }
+        if name_at(i.checked_sub(1)) != Some("$id") {
+            return Err(invalid_dbref(
+                "Found $db field without a $id before it, which is invalid.",
+            ));
+        }
+        i -= 1;
+    }
+    if fields[i].0 == "$id" {
+        if name_at(i.checked_sub(1)) != Some("$ref") {
+            return Err(invalid_dbref(
+                "Found $id field without a $ref before it, which is invalid.",
+            ));
+        }
+        i -= 1;
+    }
+    if fields[i].0 != "$ref" {
+        return Err(top_level_dollar_field(fields[at].0));
+    }
+    if !matches!(fields[i].1, Bson::String(_)) {
+        return Err(invalid_dbref(format!(
+            "The DBRef $ref field must be a String, not a {}",
+            type_name(fields[i].1)
+        )));
+    }
+    if name_at(Some(i + 1)) != Some("$id") {
+        return Err(invalid_dbref(
+            "The DBRef $ref field must be followed by a $id field",
+        ));
+    }
+    Ok(())
+}
+
 fn is_prefix(a: &[String], b: &[String]) -> bool {
     a.len() <= b.len() && a.iter().zip(b.iter()).all(|(x, y)| x == y)
 }
@@ -403,13 +472,7 @@ impl Update {
                             "Cannot use array filters with a replacement-style update",
                         ));
                     }
-                    for (k, _) in d {
-                        if k.starts_with('$') {
-                            return Err(DocError::dollar_prefixed_field_name(format!(
-                                "The dollar ($) prefixed field '{k}' in '{k}' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith."
-                            )));
-                        }
-                    }
+                    check_replacement_fields(d)?;
                     return Ok(Update {
                         kind: Kind::Replacement(d.clone()),
                     });
@@ -548,6 +611,34 @@ impl Update {
     /// Whether this is a pipeline-style update.
     pub fn is_pipeline(&self) -> bool {
         matches!(self.kind, Kind::Pipeline(..))
+    }
+
+    /// mongod's storage rule for the top-level fields a modifier update wrote (5.0+): one whose
+    /// name starts with `$` and whose value the update set or changed is refused, while such
+    /// fields the document already held, and every nested one, are stored as given. A
+    /// replacement was checked when it was parsed, and a pipeline's output may hold any name.
+    pub fn check_written_fields(&self, old: &Document, new: &Document) -> DocResult<()> {
+        let Kind::Modifiers(ops, _) = &self.kind else {
+            return Ok(());
+        };
+        for o in ops {
+            let target = match &o.op {
+                Op::Rename(to) => to,
+                _ => &o.path,
+            };
+            let [name] = target.as_slice() else {
+                continue;
+            };
+            if !name.starts_with('$') {
+                continue;
+            }
+            if let Some(v) = new.get(name) {
+                if old.get(name) != Some(v) {
+                    return Err(top_level_dollar_field(name));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Applies to `doc` in place; returns whether anything changed.
@@ -1123,6 +1214,75 @@ mod tests {
 
     fn parse_err(u: Bson) -> DocError {
         Update::parse(&u, None).unwrap_err()
+    }
+
+    #[test]
+    fn a_replacement_refuses_top_level_dollar_fields_but_not_nested_ones() {
+        let e = parse_err(bson!({"_id": 1, "$a": 1}));
+        assert_eq!((e.code, e.code_name), (52, "DollarPrefixedFieldName"));
+        assert_eq!(
+            e.message,
+            "The dollar ($) prefixed field '$a' in '$a' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith."
+        );
+        for ok in [
+            bson!({"_id": 1, "a": {"$b": 1}}),
+            bson!({"_id": 1, "a.b": 1, "c": {"d.e": {"$f": 1}}}),
+            bson!({"a": {"$ref": 1}, "b": {"$id": 1}, "c": {"$db": 1}}),
+        ] {
+            assert!(Update::parse(&ok, None).unwrap().is_replacement());
+        }
+    }
+
+    #[test]
+    fn a_replacement_accepts_a_top_level_dbref_in_order_only() {
+        // A document whose first field is `$`-prefixed is a modifier update, not a replacement.
+        let ok = bson!({"x": 1, "$ref": "c", "$id": 1, "$db": "d"});
+        assert!(Update::parse(&ok, None).unwrap().is_replacement());
+        assert_eq!(parse_err(bson!({"$ref": "c", "$id": 1})).code, 9);
+        let refused = [
+            (
+                bson!({"_id": 1, "$ref": 1}),
+                "The DBRef $ref field must be a String, not a int",
+            ),
+            (
+                bson!({"_id": 1, "$ref": "c"}),
+                "The DBRef $ref field must be followed by a $id field",
+            ),
+            (
+                bson!({"_id": 1, "$id": 1}),
+                "Found $id field without a $ref before it, which is invalid.",
+            ),
+            (
+                bson!({"_id": 1, "$db": "d"}),
+                "Found $db field without a $id before it, which is invalid.",
+            ),
+            (
+                bson!({"x": 1, "$ref": "c", "$id": 1, "$db": 2}),
+                "The DBRef $db field must be a String, not a int",
+            ),
+        ];
+        for (u, msg) in refused {
+            let e = parse_err(u);
+            assert_eq!(
+                (e.code, e.code_name, e.message.as_str()),
+                (55, "InvalidDBRef", msg)
+            );
+        }
+    }
+
+    #[test]
+    fn written_fields_are_checked_for_modifiers_only() {
+        let old = doc! {"_id": 1, "$a": 1};
+        let set = Update::parse(&bson!({"$set": {"$a": 2}}), None).unwrap();
+        let mut new = old.clone();
+        set.apply(&mut new, false).unwrap();
+        assert_eq!(set.check_written_fields(&old, &new).unwrap_err().code, 52);
+        assert!(set.check_written_fields(&old, &old).is_ok());
+        let rename = Update::parse(&bson!({"$rename": {"x": "$y"}}), None);
+        assert!(rename.is_err());
+        let pipe =
+            Update::parse(&bson!([{"$replaceWith": {"$literal": {"$b": 1}}}]), None).unwrap();
+        assert!(pipe.check_written_fields(&old, &doc! {"$b": 1}).is_ok());
     }
 
     #[test]

@@ -233,17 +233,14 @@ impl Walk<'_> {
             .get_array("pipeline")
             .map(|p| p.iter().filter_map(Bson::as_document).cloned().collect())
             .unwrap_or_default();
-        let all_users_ops = stages
-            .first()
-            .and_then(|s| s.get_document("$currentOp").ok())
-            .is_some_and(|o| o.get_bool("allUsers") == Ok(true));
-        if all_users_ops {
-            // Other users' operations need currentOp's privilege (mongod's `inprog`).
+        if let Some(stage) = stages.first().and_then(others_activity) {
+            // Other users' operations or sessions need the cluster monitor's privilege
+            // (mongod's `inprog` and `listSessions`).
             self.push(
                 db,
                 None,
                 Action::ClusterMonitor,
-                format!("{via} -> $currentOp allUsers"),
+                format!("{via} -> {stage} of other users"),
             );
         }
         self.pipeline(db, &stages, via);
@@ -308,6 +305,18 @@ impl Walk<'_> {
             }
         }
     }
+}
+
+/// The stage name when a pipeline's first stage lists other users' activity: `$currentOp`
+/// with `allUsers`, `$listLocalSessions` with `allUsers` or a `users` list.
+fn others_activity(first: &Document) -> Option<&'static str> {
+    if let Ok(op) = first.get_document("$currentOp") {
+        return (op.get_bool("allUsers") == Ok(true)).then_some("$currentOp");
+    }
+    let sessions = first.get_document("$listLocalSessions").ok()?;
+    let others = sessions.get_bool("allUsers") == Ok(true)
+        || sessions.get_array("users").is_ok_and(|u| !u.is_empty());
+    others.then_some("$listLocalSessions")
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ pub mod ops;
 pub mod profile;
 pub mod roles;
 pub mod scram;
+pub mod sessions;
 pub mod spec;
 pub mod state;
 pub mod tls;

@@ -84,6 +84,8 @@ pub struct ServerState {
     pub traffic: crate::traffic::Traffic,
     /// The operations in progress (`currentOp`, `killOp`).
     pub ops: crate::ops::Ops,
+    /// The logical sessions commands carried (`$listLocalSessions`, `endSessions`).
+    pub sessions: crate::sessions::Sessions,
     /// The database profiler (`profile`, `system.profile`).
     pub profiler: crate::profile::Profiler,
     commands: Mutex<BTreeMap<String, u64>>,
@@ -115,6 +117,7 @@ impl ServerState {
             conn_threads: AtomicUsize::new(0),
             traffic: Default::default(),
             ops: Default::default(),
+            sessions: Default::default(),
             profiler: crate::profile::Profiler::new(&config.operation_profiling),
             commands: Mutex::new(BTreeMap::new()),
             opcounters: Default::default(),

@@ -134,7 +134,8 @@ pub struct AggregateOpts {
     pub interrupt: Interrupt,
     /// The aggregation's collation (`{locale: ...}`); None: the collection's default.
     pub collation: Option<Document>,
-    /// What `$currentOp` reports (the server's operations); None: the stage is refused.
+    /// What `$currentOp` and `$listLocalSessions` report (the server's operations and
+    /// sessions); None: those stages are refused.
     pub current_ops: Option<Arc<dyn CurrentOps>>,
     /// The index (name or key pattern) the first stage's scan uses, as `find`'s hint.
     pub hint: Option<Bson>,
@@ -157,10 +158,11 @@ impl std::fmt::Debug for AggregateOpts {
     }
 }
 
-/// The server's operations in progress, for `$currentOp` (the document layer does not know
-/// them: the wire server does).
+/// The server's operations in progress, for `$currentOp`, and its logical sessions, for
+/// `$listLocalSessions` (the document layer does not know them: the wire server does).
 pub trait CurrentOps: Send + Sync {
     fn current_ops(&self, spec: &aggregate::CurrentOpSpec) -> DocResult<Vec<Document>>;
+    fn local_sessions(&self, spec: &aggregate::ListSessionsSpec) -> DocResult<Vec<Document>>;
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -65,6 +65,13 @@ impl CollectionSource for PipelineStorage {
         Some(self.current_ops.as_ref()?.current_ops(spec))
     }
 
+    fn local_sessions(
+        &self,
+        spec: &aggregate::ListSessionsSpec,
+    ) -> Option<DocResult<Vec<Document>>> {
+        Some(self.current_ops.as_ref()?.local_sessions(spec))
+    }
+
     fn collection_stats(&self, scale: i64) -> Option<DocResult<Document>> {
         if self.coll.is_empty() {
             return None;

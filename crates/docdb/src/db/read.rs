@@ -257,6 +257,15 @@ impl DocDb {
         {
             return Err(current_op_namespace());
         }
+        if let Some(stage) = pipeline
+            .first()
+            .and_then(|s| s.keys().next())
+            .filter(|k| DATABASE_SOURCES.contains(&k.as_str()))
+        {
+            return Err(DocError::invalid_namespace(format!(
+                "{stage} must be run against the database with {{aggregate: 1}}, not a collection"
+            )));
+        }
         let coll_name = coll.to_string();
         if let Some(spec) = pipeline
             .first()
@@ -369,6 +378,10 @@ impl DocDb {
     }
 }
 
+/// The first stages that make a database-level pipeline's documents on any database (and are
+/// refused on a collection, as mongod refuses them).
+const DATABASE_SOURCES: &[&str] = &["$listLocalSessions", "$documents"];
+
 fn current_op_namespace() -> DocError {
     DocError::invalid_namespace(
         "$currentOp must be run against the 'admin' database with {aggregate: 1}",
@@ -377,7 +390,8 @@ fn current_op_namespace() -> DocError {
 
 impl DocDb {
     /// `{aggregate: 1}`: a pipeline with no collection, which must start with a stage that
-    /// makes its own documents — `$currentOp`, on `admin` (mongod's rules and codes).
+    /// makes its own documents — `$currentOp` on `admin`, `$listLocalSessions` or `$documents`
+    /// on any database (mongod's rules and codes).
     pub fn aggregate_database(
         &self,
         db: &str,
@@ -393,6 +407,7 @@ impl DocDb {
         match first {
             Some("$currentOp") if db == "admin" => {}
             Some("$currentOp") => return Err(current_op_namespace()),
+            Some(first) if DATABASE_SOURCES.contains(&first) => {}
             other => {
                 return Err(DocError::invalid_namespace(format!(
                     "{{aggregate: 1}} is not valid for '{}'; a collection is required.",

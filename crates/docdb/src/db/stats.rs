@@ -9,8 +9,16 @@ impl DocDb {
     /// index's entry count is compared with the keys the documents have. Problems are reported
     /// in `errors` with `valid: false`, in mongod's reply shape; a missing collection is
     /// NamespaceNotFound (26).
-    /// `interrupt` is checked once per document.
-    pub fn validate(&self, db: &str, coll: &str, interrupt: &Interrupt) -> DocResult<Document> {
+    /// `interrupt` is checked once per document. Without `scan_data` (the legacy
+    /// `scandata: false`) only the tables' structure is checked: the documents are not decoded
+    /// nor looked up in the indexes, and the entry counts are not compared.
+    pub fn validate(
+        &self,
+        db: &str,
+        coll: &str,
+        scan_data: bool,
+        interrupt: &Interrupt,
+    ) -> DocResult<Document> {
         catalog::validate_coll_name(db, coll)?;
         self.refuse_view(db, coll)?;
         let ns = catalog::ns(db, coll);
@@ -19,7 +27,7 @@ impl DocDb {
         })?;
         let st = c.state.write();
         let mut found = self.verify_tables(&c, &st);
-        if found.errors.is_empty() {
+        if found.errors.is_empty() && scan_data {
             let expected = self.validate_documents(&c, &st, &mut found, interrupt)?;
             found.compare_entry_counts(&st, &expected);
         }
@@ -391,5 +399,29 @@ impl Validation {
             "missingIndexEntries": Vec::<Bson>::new(),
             "corruptRecords": Vec::<Bson>::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_without_scan_data_checks_structure_only() {
+        let db = DocDb::open(DocDbConfig::in_memory()).unwrap();
+        let opts = WriteOpts {
+            bypass_validation: true,
+            ..WriteOpts::default()
+        };
+        db.create_collection("t", "c", &doc! {"validator": {"kind": {"$in": ["a"]}}})
+            .unwrap();
+        let out = db.insert("t", "c", vec![doc! {"_id": 1, "kind": "z"}], opts);
+        assert_eq!(out.n, 1);
+        let full = db.validate("t", "c", true, &Interrupt::default()).unwrap();
+        assert_eq!(full.get_i64("nNonCompliantDocuments").unwrap(), 1);
+        let quick = db.validate("t", "c", false, &Interrupt::default()).unwrap();
+        assert_eq!(quick.get_i64("nNonCompliantDocuments").unwrap(), 0);
+        assert_eq!(quick.get_i64("nrecords").unwrap(), 1);
+        assert!(quick.get_bool("valid").unwrap());
     }
 }

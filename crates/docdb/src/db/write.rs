@@ -437,10 +437,11 @@ struct Matching<'a> {
 }
 
 /// Applies an update to a stored document and checks the result (`_id` unchanged and first,
-/// no `$`-prefixed top-level fields).
+/// no `$`-prefixed top-level field written by a modifier).
 fn updated_doc(old: &Document, m: &Update, pos: Option<usize>) -> DocResult<Document> {
     let mut new = old.clone();
     m.apply_with_position(&mut new, false, pos)?;
+    m.check_written_fields(old, &new)?;
     let old_id = old.get("_id");
     match (old_id, new.get("_id")) {
         (Some(a), Some(b))
@@ -460,14 +461,8 @@ fn updated_doc(old: &Document, m: &Update, pos: Option<usize>) -> DocResult<Docu
     finish_doc(new)
 }
 
+/// Checks an updated document's `_id` and puts it first.
 fn finish_doc(doc: Document) -> DocResult<Document> {
-    for k in doc.keys() {
-        if k.starts_with('$') {
-            return Err(DocError::dollar_prefixed_field_name(format!(
-                "The dollar ($) prefixed field '{k}' in '{k}' is not allowed in the context of an update's replacement document. Consider using an aggregation pipeline with $replaceWith."
-            )));
-        }
-    }
     if let Some(id) = doc.get("_id") {
         if matches!(id, Bson::Array(_)) {
             return Err(DocError::invalid_id_field(
@@ -500,7 +495,9 @@ fn upsert_doc(filter: &Document, m: &Update) -> DocResult<Document> {
     } else {
         seed
     };
+    let seeded = doc.clone();
     m.apply_with_position(&mut doc, true, None)?;
+    m.check_written_fields(&seeded, &doc)?;
     let doc = finish_doc(doc)?;
     collection::prepare_insert(doc)
 }
@@ -549,4 +546,96 @@ fn fam_modifier(spec: &FindAndModify) -> DocResult<Option<Update>> {
             None
         }
     })
+}
+
+#[cfg(test)]
+mod field_name_tests {
+    //! mongod 5.0+'s field-name rules for what a write stores (the drivers' dots-and-dollars
+    //! specifications): `$`-prefixed and dotted names are stored as given, except a top-level
+    //! `$` field written by a replacement or a modifier, and any inside `_id`.
+    use super::*;
+    use bson::bson;
+
+    fn parsed(u: Bson) -> Update {
+        Update::parse(&u, None).unwrap()
+    }
+
+    #[test]
+    fn an_insert_stores_dollar_and_dotted_names_at_any_level() {
+        for d in [
+            doc! {"_id": 1, "$a": 1},
+            doc! {"_id": 1, "a.b": 1},
+            doc! {"_id": 1, "a": {"$b": 1}},
+            doc! {"_id": 1, "a": {"b.c": 1}},
+            doc! {"_id": {"a.b": 1}},
+            doc! {"_id": 1, "a": {"$db": "foo"}},
+            doc! {"_id": 1, "$ref": 1, "$id": 1, "$db": 1},
+        ] {
+            assert_eq!(collection::prepare_insert(d.clone()).unwrap(), d);
+        }
+        let moved = collection::prepare_insert(doc! {"$a": 1, "_id": 2}).unwrap();
+        assert_eq!(moved, doc! {"_id": 2, "$a": 1});
+    }
+
+    #[test]
+    fn an_insert_refuses_a_dollar_field_inside_id() {
+        for d in [doc! {"_id": {"$a": 1}}, doc! {"_id": {"a": 1, "$b": 1}}] {
+            let e = collection::prepare_insert(d).unwrap_err();
+            assert_eq!((e.code, e.code_name), (52, "DollarPrefixedFieldName"));
+        }
+    }
+
+    #[test]
+    fn a_pipeline_update_may_write_a_top_level_dollar_field() {
+        let m = parsed(bson!([{"$replaceWith": {"$setField": {
+            "field": {"$literal": "$a"}, "value": 1, "input": "$$ROOT"}}}]));
+        let new = updated_doc(&doc! {"_id": 1, "foo": {}}, &m, None).unwrap();
+        assert_eq!(new, doc! {"_id": 1, "foo": {}, "$a": 1});
+        let m = parsed(bson!([{"$replaceWith": {"$literal": {"$in": 2, "x": 3}}}]));
+        let up = upsert_doc(&doc! {"_id": 2}, &m).unwrap();
+        assert_eq!(up, doc! {"_id": 2, "$in": 2, "x": 3});
+    }
+
+    #[test]
+    fn a_modifier_keeps_a_stored_dollar_field_but_may_not_write_one() {
+        let old = doc! {"_id": 1, "$a": 1};
+        let new = updated_doc(&old, &parsed(bson!({"$set": {"b": 2}})), None).unwrap();
+        assert_eq!(new, doc! {"_id": 1, "$a": 1, "b": 2});
+        // Setting it to the value it has writes nothing.
+        updated_doc(&old, &parsed(bson!({"$set": {"$a": 1}})), None).unwrap();
+        let unset = updated_doc(&old, &parsed(bson!({"$unset": {"$a": ""}})), None).unwrap();
+        assert_eq!(unset, doc! {"_id": 1});
+        for u in [
+            bson!({"$set": {"$a": 2}}),
+            bson!({"$inc": {"$a": 1}}),
+            bson!({"$set": {"$b": 1}}),
+        ] {
+            let e = updated_doc(&old, &parsed(u), None).unwrap_err();
+            assert_eq!(e.code, 52, "{e}");
+        }
+        let e = upsert_doc(&doc! {"x": 1}, &parsed(bson!({"$setOnInsert": {"$b": 1}})));
+        assert_eq!(e.unwrap_err().code, 52);
+        // A nested one a modifier writes is stored.
+        let new = updated_doc(&old, &parsed(bson!({"$set": {"c": {"$d": 1}}})), None).unwrap();
+        assert_eq!(new.get_document("c").unwrap(), &doc! {"$d": 1});
+    }
+
+    #[test]
+    fn an_upsert_refuses_a_dollar_field_inside_id() {
+        for u in [
+            bson!({"_id": {"$invalid": 1}}),
+            bson!({"$set": {"_id": {"$invalid": 1}}}),
+            bson!({"$setOnInsert": {"_id": {"$invalid": 1}}}),
+        ] {
+            let e = upsert_doc(&doc! {"a.b": 1}, &parsed(u)).unwrap_err();
+            assert_eq!(e.code, 52, "{e}");
+        }
+    }
+
+    #[test]
+    fn a_replacement_stores_nested_dollar_fields() {
+        let m = parsed(bson!({"_id": 1, "a": {"$b": 1}, "c": {"$ref": 1}}));
+        let new = updated_doc(&doc! {"_id": 1}, &m, None).unwrap();
+        assert_eq!(new, doc! {"_id": 1, "a": {"$b": 1}, "c": {"$ref": 1}});
+    }
 }

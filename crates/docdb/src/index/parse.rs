@@ -345,6 +345,32 @@ impl<'a> SpecOptions<'a> {
         Ok(opts)
     }
 
+    /// The options of how an index is built. `background`: every build holds writers off;
+    /// mongod 4.2+ also ignores it, and lists it as given. `dropDups`: a unique build never
+    /// drops duplicates (it fails with DuplicateKey), which is what `false` asks; mongod
+    /// removed `dropDups: true` in 3.0.
+    fn take_build_option(&mut self, k: &str, v: &Bson) -> DocResult<()> {
+        match (k, v) {
+            (
+                "background",
+                Bson::Boolean(_) | Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_),
+            ) => {
+                self.out.insert(k, v.clone());
+                Ok(())
+            }
+            ("background", other) => Err(DocError::type_mismatch(format!(
+                "The field 'background' must be a bool or a number, not {}",
+                query::compare::type_name(other)
+            ))),
+            ("dropDups", Bson::Boolean(false)) => Ok(()),
+            _ => Err(DocError::with_code(
+                238,
+                "NotImplemented",
+                "index option 'dropDups: true' is not supported (MongoDB removed it in 3.0)",
+            )),
+        }
+    }
+
     /// One option of the spec, checked and recorded.
     fn take(
         &mut self,
@@ -364,7 +390,8 @@ impl<'a> SpecOptions<'a> {
                     .unwrap_or(3);
                 self.text_opts[i] = Some(v);
             }
-            "key" | "name" | "ns" | "background" => {}
+            "key" | "name" | "ns" => {}
+            "background" | "dropDups" => self.take_build_option(k, v)?,
             "2dsphereIndexVersion" if pattern.geo => geo::check_version(v)?,
             "min" | "max" | "bits" if pattern.flat => {
                 let i = ["min", "max", "bits"].iter().position(|x| *x == k).unwrap_or(2);

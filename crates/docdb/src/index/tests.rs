@@ -303,3 +303,17 @@ fn spec_errors() {
         "a_1_b_-1"
     );
 }
+
+#[test]
+fn build_options_background_is_listed_and_drop_dups_false_is_honoured() {
+    let def = IndexDef::parse(&doc! {"key": {"a": 1}, "name": "a", "background": true}).unwrap();
+    assert_eq!(def.spec.get("background"), Some(&Bson::Boolean(true)));
+    let def = IndexDef::parse(&doc! {"key": {"a": 1}, "name": "a"}).unwrap();
+    assert!(!def.spec.contains_key("background"));
+    let e = IndexDef::parse(&doc! {"key": {"a": 1}, "name": "a", "background": "x"});
+    assert_eq!(e.unwrap_err().code, 14);
+    let def = IndexDef::parse(&doc! {"key": {"a": 1}, "name": "a", "dropDups": false}).unwrap();
+    assert!(!def.spec.contains_key("dropDups"));
+    let e = IndexDef::parse(&doc! {"key": {"a": 1}, "name": "a", "dropDups": true});
+    assert_eq!(e.unwrap_err().code, 238);
+}

@@ -8,12 +8,12 @@
 //! `$unwind` helpers in `fields.rs`; `$lookup`/`$unionWith` in `lookup.rs`; `$graphLookup` in
 //! `graph.rs`; `$facet` in `facet.rs`; `$bucket`, `$bucketAuto` and `$sample` in `bucket.rs`;
 //! `$setWindowFields` in `window.rs`; `$out`/`$merge` in `out.rs`; `$collStats` in
-//! `stats.rs`; `$currentOp` in `current_op.rs`; the namespaces the stages name (for
-//! authorization and the view graph) in `namespaces.rs`. A stage with a spec struct parses
-//! itself (`X::parse`) and runs itself (`X::run`); adding one is a variant in `Stage`, one arm
-//! in `parse_stage`, one in `run_stages` and its rule in `namespaces.rs`. Streaming stages are
-//! chained lazily; blocking ones (`$group`, `$sort`, `$count`, `$facet`, `$bucketAuto`, ...)
-//! consume their input, within `MAX_BLOCKING_BYTES`.
+//! `stats.rs`; `$currentOp` in `current_op.rs`; `$listLocalSessions` in `sessions.rs`; the
+//! namespaces the stages name (for authorization and the view graph) in `namespaces.rs`. A
+//! stage with a spec struct parses itself (`X::parse`) and runs itself (`X::run`); adding one
+//! is a variant in `Stage`, one arm in `parse_stage`, one in `run_stages` and its rule in
+//! `namespaces.rs`. Streaming stages are chained lazily; blocking ones (`$group`, `$sort`,
+//! `$count`, `$facet`, `$bucketAuto`, ...) consume their input, within `MAX_BLOCKING_BYTES`.
 
 mod bucket;
 mod common;
@@ -28,6 +28,7 @@ mod out;
 mod parse;
 mod run;
 mod script;
+mod sessions;
 mod source;
 mod stage;
 mod stats;
@@ -43,4 +44,5 @@ pub use namespaces::{
 pub use out::{CollectionSink, Namespace};
 pub use parse::{parse_update_pipeline, validate_pipeline};
 pub use run::{run_pipeline, run_pipeline_scoped};
+pub use sessions::ListSessionsSpec;
 pub use source::CollectionSource;

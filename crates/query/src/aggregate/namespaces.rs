@@ -89,6 +89,7 @@ pub const STAGE_NAMESPACE_RULES: &[(&str, NamespaceRule)] = &[
     ("$redact", NamespaceRule::Own),
     ("$search", NamespaceRule::Own),
     ("$documents", NamespaceRule::Own),
+    ("$listLocalSessions", NamespaceRule::Own),
 ];
 
 /// The rule of stage `name`; None for a name the parser does not know (it refuses it).

@@ -8,6 +8,7 @@ use super::current_op::{self, CurrentOpSpec};
 use super::graph::GraphLookup;
 use super::group::parse_accumulators;
 use super::out::{Merge, Out};
+use super::sessions::{self, ListSessionsSpec};
 use super::stage::{Facet, Lookup, Stage, UnionWith};
 use super::stats::CollStats;
 use super::window::SetWindowFields;
@@ -151,6 +152,8 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
             Stage::GeoNear
         }
         "$currentOp" => Stage::CurrentOp(CurrentOpSpec::parse(arg)?),
+        "$listLocalSessions" => Stage::ListLocalSessions(ListSessionsSpec::parse(arg)?),
+        "$documents" => Stage::Documents(parse_expr(arg)?),
         "$out" => Stage::Out(Out::parse(arg)?),
         "$merge" => Stage::Merge(Merge::parse(arg, parse_update_pipeline)?),
         "$replaceRoot" => parse_replace_root(obj(
@@ -167,8 +170,7 @@ pub(super) fn parse_stage(s: &Document) -> DocResult<Stage> {
                 "The $changeStream stage is only supported on replica sets",
             ))
         }
-        "$indexStats" | "$listSessions" | "$densify" | "$fill" | "$redact" | "$search"
-        | "$documents" => {
+        "$indexStats" | "$listSessions" | "$densify" | "$fill" | "$redact" | "$search" => {
             return Err(DocError::with_code(
                 238,
                 "NotImplemented",
@@ -375,6 +377,7 @@ pub(super) fn parse_sub_pipeline(stages: &[Bson], owner: &str) -> DocResult<Vec<
         Stage::CollStats(_) => Some("$collStats"),
         Stage::GeoNear => Some("$geoNear"),
         Stage::CurrentOp(_) => Some("$currentOp"),
+        Stage::ListLocalSessions(_) => Some("$listLocalSessions"),
         other => other.writes(),
     });
     if let Some(w) = misplaced {
@@ -422,6 +425,23 @@ pub(super) fn check_positions(stages: &[Stage]) -> DocResult<()> {
         .any(|s| matches!(s, Stage::CurrentOp(_)))
     {
         return Err(current_op::misplaced());
+    }
+    if stages
+        .iter()
+        .skip(1)
+        .any(|s| matches!(s, Stage::ListLocalSessions(_)))
+    {
+        return Err(sessions::misplaced());
+    }
+    if stages
+        .iter()
+        .skip(1)
+        .any(|s| matches!(s, Stage::Documents(_)))
+    {
+        return Err(stage_err(
+            40602,
+            "$documents is only valid as the first stage in a pipeline",
+        ));
     }
     let before_last = stages.len().saturating_sub(1);
     if let Some(w) = stages[..before_last].iter().find_map(Stage::writes) {

@@ -9,6 +9,7 @@ use super::fields::{add_field, unset_path, unwind_doc};
 use super::group::{count_output, run_group};
 use super::out::CollectionSink;
 use super::parse::{check_positions, parse_stage};
+use super::sessions::ListSessionsSpec;
 use super::source::{CollectionSource, Env};
 use super::stage::Stage;
 use crate::compare::{shell_repr, type_name};
@@ -183,6 +184,8 @@ fn run_stage(stage: Stage, it: DocIter, env: Env) -> DocResult<DocIter> {
             ));
         }
         Stage::CurrentOp(c) => current_ops(&c, env)?,
+        Stage::ListLocalSessions(s) => local_sessions(&s, env)?,
+        Stage::Documents(e) => documents(&e)?,
         Stage::Out(o) => {
             let docs = without_score(it)?;
             o.run(docs, sink(env, "$out")?)?;
@@ -259,6 +262,49 @@ fn current_ops(spec: &CurrentOpSpec, env: Env) -> DocResult<DocIter> {
         ))
     })?;
     Ok(Box::new(ops.into_iter().map(Ok)))
+}
+
+/// `$listLocalSessions`' sessions, from the pipeline's source (a server); refused where there
+/// is none.
+fn local_sessions(spec: &ListSessionsSpec, env: Env) -> DocResult<DocIter> {
+    let sessions = env.source.local_sessions(spec).unwrap_or_else(|| {
+        Err(DocError::illegal_operation(
+            "$listLocalSessions has no server to report on in this pipeline",
+        ))
+    })?;
+    Ok(Box::new(sessions.into_iter().map(Ok)))
+}
+
+/// `$documents`: its expression, evaluated once with no input document, must be an array of
+/// objects; they are the pipeline's documents.
+fn documents(e: &Expr) -> DocResult<DocIter> {
+    let items = match e.eval_root(&Document::new())? {
+        Some(Bson::Array(a)) => a,
+        other => {
+            return Err(stage_err(
+                5858203,
+                format!(
+                    "$documents must evaluate to an array of objects, but it evaluated to: {}",
+                    other.as_ref().map(type_name).unwrap_or("missing")
+                ),
+            ))
+        }
+    };
+    let docs = items
+        .into_iter()
+        .map(|v| match v {
+            Bson::Document(d) => Ok(d),
+            other => Err(stage_err(
+                40228,
+                format!(
+                    "'replacement document' must evaluate to an object, but resulting value was: {}. Type of resulting value: '{}'.",
+                    shell_repr(&other),
+                    type_name(&other)
+                ),
+            )),
+        })
+        .collect::<DocResult<Vec<_>>>()?;
+    Ok(Box::new(docs.into_iter().map(Ok)))
 }
 
 /// The storage a writing stage writes through, or a clear refusal where there is none.

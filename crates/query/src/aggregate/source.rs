@@ -5,6 +5,7 @@ use bson::Document;
 
 use super::current_op::CurrentOpSpec;
 use super::out::CollectionSink;
+use super::sessions::ListSessionsSpec;
 use crate::error::DocResult;
 use crate::interrupt::Interrupt;
 use crate::vars::Scope;
@@ -32,6 +33,12 @@ pub trait CollectionSource {
     /// `$currentOp`: the server's operations in progress as `currentOp` describes them;
     /// `None` where the pipeline runs without a server (the stage is then refused).
     fn current_ops(&self, _spec: &CurrentOpSpec) -> Option<DocResult<Vec<Document>>> {
+        None
+    }
+
+    /// `$listLocalSessions`: the logical sessions the server has seen, as mongod lists them;
+    /// `None` where the pipeline runs without a server (the stage is then refused).
+    fn local_sessions(&self, _spec: &ListSessionsSpec) -> Option<DocResult<Vec<Document>>> {
         None
     }
 }

@@ -8,6 +8,7 @@ use super::current_op::CurrentOpSpec;
 use super::graph::GraphLookup;
 use super::group::Acc;
 use super::out::{Merge, Out};
+use super::sessions::ListSessionsSpec;
 use super::stats::CollStats;
 use super::window::SetWindowFields;
 use crate::expr::Expr;
@@ -43,6 +44,10 @@ pub(super) enum Stage {
     /// `$geoNear`: run by the storage crate as the pipeline's source (first stage only).
     GeoNear,
     CurrentOp(CurrentOpSpec),
+    /// `$listLocalSessions`: the server's logical sessions (first stage of `{aggregate: 1}`).
+    ListLocalSessions(ListSessionsSpec),
+    /// `$documents`: the documents of an array expression (first stage of `{aggregate: 1}`).
+    Documents(Expr),
     Out(Out),
     Merge(Merge),
     ReplaceRoot(Expr),

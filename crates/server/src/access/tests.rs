@@ -267,3 +267,21 @@ fn map_reduce_out_is_a_write_to_its_target() {
     );
     assert!(leak.iter().any(|(ns, _)| ns == "admin.system.users"));
 }
+
+#[test]
+fn other_users_sessions_need_the_cluster_monitor() {
+    let none = Catalog::default();
+    let mine = doc! {"aggregate": 1, "pipeline": [{"$listLocalSessions": {}}]};
+    assert!(!reached(&none, "admin", mine)
+        .iter()
+        .any(|(_, a)| *a == Action::ClusterMonitor));
+    for spec in [
+        doc! {"allUsers": true},
+        doc! {"users": [{"user": "u", "db": "a"}]},
+    ] {
+        let all = doc! {"aggregate": 1, "pipeline": [{"$listLocalSessions": spec}]};
+        assert!(
+            reached(&none, "admin", all).contains(&("admin".to_string(), Action::ClusterMonitor))
+        );
+    }
+}

@@ -63,8 +63,30 @@ pub(crate) fn start_session(_: &Call) -> DocResult<Document> {
     Ok(doc! {"id": {"id": id}, "timeoutMinutes": 30})
 }
 
-/// endSessions, refreshSessions, killSessions, killAllSessions: a standalone keeps no
-/// server-side session to end, refresh or kill.
+/// `endSessions`: the sessions named leave the logical session cache (an id that is not a
+/// session's is refused, as mongod's parser refuses it).
+pub(crate) fn end_sessions(call: &Call) -> DocResult<Document> {
+    let Ok(list) = call.cmd.get_array("endSessions") else {
+        return Err(DocError::type_mismatch(
+            "BSON field 'endSessions' is the wrong type, expected type 'array'",
+        ));
+    };
+    let ids = list
+        .iter()
+        .map(|lsid| {
+            crate::sessions::session_id(lsid).ok_or_else(|| {
+                DocError::type_mismatch(
+                    "BSON field 'endSessions' must hold session ids: {id: UUID}",
+                )
+            })
+        })
+        .collect::<DocResult<Vec<_>>>()?;
+    call.state.sessions.end(&ids);
+    Ok(doc! {})
+}
+
+/// refreshSessions, killSessions, killAllSessions: a standalone's sessions hold no
+/// transaction or server-side state to refresh or kill.
 pub(crate) fn sessions_noop(_: &Call) -> DocResult<Document> {
     Ok(doc! {})
 }

@@ -264,6 +264,11 @@ pub(crate) fn validate(call: &Call) -> DocResult<Document> {
     let cmd = call.cmd;
     let dbx = call.dbx();
     let coll = call.coll();
+    if flag(cmd, "full")? && flag(cmd, "background")? {
+        return Err(DocError::invalid_options(
+            "Running the validate command with both { background: true } and { full: true } is not supported.",
+        ));
+    }
     for opt in [
         "full",
         "repair",
@@ -279,17 +284,11 @@ pub(crate) fn validate(call: &Call) -> DocResult<Document> {
             ));
         }
     }
-    // Every validate is full: every block, checksum and index entry is read. So the
-    // legacy `scandata: true` is what it does, and `scandata: false` (skip the data)
-    // cannot be honoured.
-    if cmd.contains_key("scandata") && !flag(cmd, "scandata")? {
-        return Err(DocError::with_code(
-            238,
-            "NotImplemented",
-            "validate option 'scandata: false' is not supported by flashdoc: every validate reads all the data",
-        ));
-    }
-    dbx.validate(db, coll, &interrupt_for(cmd)?)
+    // Every validate reads every block, checksum and index entry of the tables; the legacy
+    // `scandata` (drivers still send it, false by default) says whether the documents are
+    // also decoded and checked against the indexes. Absent, they are, as mongod's validate.
+    let scan_data = !cmd.contains_key("scandata") || flag(cmd, "scandata")?;
+    dbx.validate(db, coll, scan_data, &interrupt_for(cmd)?)
 }
 
 pub(crate) fn profile(call: &Call) -> DocResult<Document> {

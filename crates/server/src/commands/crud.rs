@@ -43,6 +43,7 @@ pub(crate) fn update(call: &Call) -> DocResult<Document> {
         .into_iter()
         .map(|d| parse_update_statement(d, &vars))
         .collect::<DocResult<Vec<_>>>()?;
+    stmts.iter().try_for_each(|s| known_stage_names(&s.u))?;
     let opts = write_opts(call.cmd)?;
     let applied = Applied {
         statements: stmts.len(),
@@ -176,6 +177,23 @@ fn check_outcome(out: &WriteOutcome, applied: &Applied) {
         ),
         WriteKind::Delete => {}
     }
+}
+
+/// mongod parses every pipeline of an update command with the command (to know the
+/// namespaces it reads): a stage name the pipeline language does not know fails the whole
+/// command (40324), while any other error of a statement's pipeline is that statement's.
+fn known_stage_names(u: &Bson) -> DocResult<()> {
+    let Bson::Array(stages) = u else {
+        return Ok(());
+    };
+    for stage in stages.iter().filter_map(Bson::as_document) {
+        if let Err(e) = query::aggregate::validate_pipeline(std::slice::from_ref(stage)) {
+            if e.code == 40324 {
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One statement of an update; `vars` is the command's `let`.

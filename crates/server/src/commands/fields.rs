@@ -75,11 +75,15 @@ pub(crate) fn check_generic_fields(
     read_concern(cmd)?;
     check_api_version(name, spec, cmd)?;
     max_time(cmd)?;
-    if cmd.contains_key("writeConcern") && !spec.is_some_and(|s| s.write_concern) {
+    if cmd.contains_key("writeConcern")
+        && !spec.is_some_and(|s| s.write_concern)
+        && !pipeline_writes(name, cmd)
+    {
         return Err(DocError::invalid_options(format!(
             "Command {name} does not support writeConcern"
         )));
     }
+    standalone_write_concern(cmd)?;
     if let Some(f) = TRANSACTION_FIELDS
         .iter()
         .find(|f| cmd.contains_key(f) && !hook_fields.contains(f))
@@ -89,6 +93,33 @@ pub(crate) fn check_generic_fields(
         )));
     }
     Ok(())
+}
+
+/// A standalone has one node to acknowledge a write: a write concern asking for more is
+/// refused before the command runs, as mongod refuses it.
+fn standalone_write_concern(cmd: &Document) -> DocResult<()> {
+    let w = cmd
+        .get_document("writeConcern")
+        .ok()
+        .and_then(|wc| wc.get("w"))
+        .and_then(|w| query::compare::Num::of(w));
+    if w.is_some_and(|n| n.as_f64() > 1.0) {
+        return Err(DocError::bad_value("cannot use 'w' > 1 on a standalone"));
+    }
+    Ok(())
+}
+
+/// Whether a command is an aggregate whose last stage writes (`$out`, `$merge`): mongod takes
+/// a write concern for it, and refuses one for a pipeline that only reads.
+pub(crate) fn pipeline_writes(name: &str, cmd: &Document) -> bool {
+    name == "aggregate"
+        && cmd
+            .get_array("pipeline")
+            .ok()
+            .and_then(|p| p.last())
+            .and_then(Bson::as_document)
+            .and_then(|s| s.keys().next())
+            .is_some_and(|k| k == "$out" || k == "$merge")
 }
 
 /// Checks a command's own fields against its row's (a hook's own fields are taken too).

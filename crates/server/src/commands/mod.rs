@@ -298,6 +298,11 @@ fn dispatch(
         return Err(no_such_command(name));
     };
     fields::check_command_fields(name, &row.spec, cmd, hook_fields)?;
+    if let Some(id) = cmd.get("lsid").and_then(crate::sessions::session_id) {
+        let owner = crate::ops::users_of(conn).into_iter().next();
+        let now = bson::DateTime::now();
+        state.sessions.touch(id, owner.as_ref(), now)?;
+    }
     let coll = match row.spec.namespace {
         Namespace::Collection | Namespace::IndexList => Some(coll_name(cmd, name)?),
         _ => None,

@@ -101,6 +101,7 @@ pub(crate) fn aggregate(call: &Call) -> DocResult<Document> {
     let dbx = call.dbx();
     let pipeline = get_doc_list(cmd, "pipeline")?
         .ok_or_else(|| DocError::failed_to_parse("aggregate needs a 'pipeline' array"))?;
+    check_api_strict_stages(cmd, &pipeline)?;
     if pipeline
         .first()
         .is_some_and(|s| s.contains_key("$changeStream"))
@@ -167,6 +168,10 @@ pub(crate) fn aggregate(call: &Call) -> DocResult<Document> {
             )
         }
     };
+    if super::args::write_opts(cmd)?.journal {
+        // The write concern asks for the pipeline's writes on disk before the reply.
+        dbx.engine().checkpoint().map_err(docdb::storage_error)?;
+    }
     cursor_reply(
         state,
         &ns,
@@ -178,6 +183,35 @@ pub(crate) fn aggregate(call: &Call) -> DocResult<Document> {
         },
         "firstBatch",
     )
+}
+
+/// The stages mongod keeps out of API Version 1 (`AllowedWithApiStrict::kNeverInVersion1`):
+/// with `apiStrict: true` a pipeline naming one is refused (APIStrictError).
+const STAGES_OUTSIDE_API_V1: &[&str] = &[
+    "$collStats",
+    "$currentOp",
+    "$indexStats",
+    "$listLocalSessions",
+    "$listSessions",
+    "$planCacheStats",
+];
+
+fn check_api_strict_stages(cmd: &Document, pipeline: &[Document]) -> DocResult<()> {
+    if !flag(cmd, "apiStrict")? {
+        return Ok(());
+    }
+    let outside = pipeline
+        .iter()
+        .filter_map(|s| s.keys().next())
+        .find(|k| STAGES_OUTSIDE_API_V1.contains(&k.as_str()));
+    match outside {
+        Some(stage) => Err(DocError::with_code(
+            323,
+            "APIStrictError",
+            format!("{stage} is not allowed with 'apiStrict: true' in API Version 1"),
+        )),
+        None => Ok(()),
+    }
 }
 
 pub(crate) fn explain(call: &Call) -> DocResult<Document> {
@@ -328,5 +362,29 @@ impl docdb::CurrentOps for OpsSource {
             idle_connections: spec.idle_connections,
         };
         Ok(self.state.ops.list_with(&listing))
+    }
+
+    /// mongod's rule: the caller's own sessions unless `allUsers` or `users` say whose
+    /// (listing others' needs the `listSessions` privilege, which the guard checks).
+    fn local_sessions(
+        &self,
+        spec: &query::aggregate::ListSessionsSpec,
+    ) -> DocResult<Vec<Document>> {
+        let owners: Option<Vec<[u8; 32]>> = if spec.all_users {
+            None
+        } else if spec.users.is_empty() {
+            Some(vec![crate::sessions::user_digest(self.users.first())])
+        } else {
+            Some(
+                spec.users
+                    .iter()
+                    .map(|u| crate::sessions::user_digest(Some(u)))
+                    .collect(),
+            )
+        };
+        Ok(self
+            .state
+            .sessions
+            .list(owners.as_deref(), bson::DateTime::now()))
     }
 }

@@ -107,7 +107,7 @@ pub(crate) static COMMANDS: &[Command] = &[
     ),
     command("whatsmyuri", admin::whatsmyuri, A::Session, Ns::Server),
     command("listCommands", list_commands, A::Session, Ns::Server),
-    command("endSessions", admin::sessions_noop, A::Session, Ns::Server).api_v1(),
+    command("endSessions", admin::end_sessions, A::Session, Ns::Server).api_v1(),
     command("startSession", admin::start_session, A::Session, Ns::Server),
     command(
         "refreshSessions",
