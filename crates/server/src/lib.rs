@@ -110,15 +110,9 @@ pub fn serve(db: Arc<DocDb>, cfg: &ServerConfig) -> std::io::Result<()> {
     serve_with_hook(db, cfg, None, Document::new())
 }
 
-/// [`serve`], with a command hook (see `hook`) in front of the built-in commands.
-/// `other_options` are the configuration sections the server does not own (a router's or a
-/// shard's `sharding`), shown by getCmdLineOpts with the server's own.
-pub fn serve_with_hook(
-    db: Arc<DocDb>,
-    cfg: &ServerConfig,
-    hook: Option<Arc<dyn hook::CommandHook>>,
-    other_options: Document,
-) -> std::io::Result<()> {
+/// The process's side of starting: the log, the time-zone database, descriptor and allocator
+/// limits, the listening addresses (checked before anything binds) and the pid file.
+fn start_process(cfg: &ServerConfig) -> std::io::Result<Vec<std::net::SocketAddr>> {
     log::init(&cfg.system_log)?;
     if let Some(dir) = &cfg.process_management.time_zone_info {
         let zones =
@@ -135,6 +129,19 @@ pub fn serve_with_hook(
         std::fs::write(pid, format!("{}\n", std::process::id()))
             .map_err(|e| std::io::Error::new(e.kind(), format!("pidFilePath: {e}")))?;
     }
+    Ok(addrs)
+}
+
+/// [`serve`], with a command hook (see `hook`) in front of the built-in commands.
+/// `other_options` are the configuration sections the server does not own (a router's or a
+/// shard's `sharding`), shown by getCmdLineOpts with the server's own.
+pub fn serve_with_hook(
+    db: Arc<DocDb>,
+    cfg: &ServerConfig,
+    hook: Option<Arc<dyn hook::CommandHook>>,
+    other_options: Document,
+) -> std::io::Result<()> {
+    let addrs = start_process(cfg)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("flashdoc-net")

@@ -102,7 +102,7 @@ fn standalone_write_concern(cmd: &Document) -> DocResult<()> {
         .get_document("writeConcern")
         .ok()
         .and_then(|wc| wc.get("w"))
-        .and_then(|w| query::compare::Num::of(w));
+        .and_then(query::compare::Num::of);
     if w.is_some_and(|n| n.as_f64() > 1.0) {
         return Err(DocError::bad_value("cannot use 'w' > 1 on a standalone"));
     }

@@ -341,7 +341,7 @@ pub fn observe(db: &DocDb) -> Result<State, String> {
     for info in colls {
         let name = info.name;
         let v = db
-            .validate(DB, &name, &Interrupt::none())
+            .validate(DB, &name, true, &Interrupt::none())
             .map_err(|e| format!("validate {name}: {e:?}"))?;
         if v.get_bool("valid") != Ok(true) {
             return Err(format!("validate {name}: {v}"));
