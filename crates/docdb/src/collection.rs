@@ -42,6 +42,17 @@ pub struct CollState {
     pub dropped: bool,
 }
 
+impl CollState {
+    /// The indexes the planner and hints may use: all but the hidden ones.
+    pub fn visible_indexes(&self) -> Vec<Arc<Index>> {
+        self.indexes
+            .iter()
+            .filter(|i| !i.def.hidden)
+            .cloned()
+            .collect()
+    }
+}
+
 /// A capped collection's limits (`create` with `capped: true`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Capped {

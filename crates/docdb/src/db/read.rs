@@ -493,12 +493,7 @@ fn plan_for(
     sort: Option<&Arc<SortSpec>>,
     coll: Option<&Arc<collation::Collation>>,
 ) -> DocResult<Plan> {
-    let visible: Vec<Arc<Index>> = st
-        .indexes
-        .iter()
-        .filter(|i| !i.def.hidden)
-        .cloned()
-        .collect();
+    let visible = st.visible_indexes();
     let usable: Vec<Arc<Index>> = visible
         .iter()
         .filter(|i| collation::same(i.def.collation.as_ref(), coll))

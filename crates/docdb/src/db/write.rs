@@ -330,13 +330,7 @@ impl DocDb {
         let _in_effect = collation::scope(coll.clone());
         if let Some(h) = m.hint {
             // mongod's error for a write's hint names no planner (a find's does).
-            let visible: Vec<Arc<Index>> = st
-                .indexes
-                .iter()
-                .filter(|i| !i.def.hidden)
-                .cloned()
-                .collect();
-            planner::resolve_hint(&visible, h, "")?;
+            planner::resolve_hint(&st.visible_indexes(), h, "")?;
         }
         let q = FindQuery {
             filter: m.query.clone(),

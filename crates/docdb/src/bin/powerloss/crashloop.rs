@@ -166,6 +166,16 @@ impl Op {
     }
 }
 
+/// `from` and another collection name drawn after it, for a rename or an `$out`; None when
+/// the draw lands on `from` itself.
+fn other_coll(rng: &mut StdRng, from: String) -> Option<(String, String)> {
+    let to = COLLS
+        .iter()
+        .find(|c| **c != from && rng.gen_bool(0.5))
+        .map_or("c3", |c| c);
+    (to != from).then(|| (from, to.to_string()))
+}
+
 /// The next operation, drawn against the current state (so none is refused).
 fn draw(rng: &mut StdRng, s: &State, step: u64) -> Op {
     let coll = COLLS[rng.gen_range(0..COLLS.len())].to_string();
@@ -219,32 +229,16 @@ fn draw(rng: &mut StdRng, s: &State, step: u64) -> Op {
         84..=86 => Op::Drop { coll: pick(rng) },
         87..=90 => {
             let from = pick(rng);
-            let to = COLLS
-                .iter()
-                .find(|c| **c != from && rng.gen_bool(0.5))
-                .map_or("c3", |c| c);
-            if to == from {
-                Op::Checkpoint
-            } else {
-                Op::Rename {
-                    from,
-                    to: to.to_string(),
-                }
+            match other_coll(rng, from) {
+                Some((from, to)) => Op::Rename { from, to },
+                None => Op::Checkpoint,
             }
         }
         91..=94 => {
             let from = pick(rng);
-            let to = COLLS
-                .iter()
-                .find(|c| **c != from && rng.gen_bool(0.5))
-                .map_or("c3", |c| c);
-            if to == from {
-                Op::Checkpoint
-            } else {
-                Op::Out {
-                    from,
-                    to: to.to_string(),
-                }
+            match other_coll(rng, from) {
+                Some((from, to)) => Op::Out { from, to },
+                None => Op::Checkpoint,
             }
         }
         _ => Op::Checkpoint,
