@@ -68,6 +68,9 @@ const READ: &[&str] = &[
     "count",
     "distinct",
     "aggregate",
+    // mapReduce inline; its `out` to a collection also needs the target's write actions.
+    "mapReduce",
+    "mapreduce",
     "explain",
     "getMore",
     "killCursors",
