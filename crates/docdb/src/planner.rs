@@ -760,6 +760,78 @@ pub fn resolve_hint(indexes: &[Arc<Index>], hint: &Bson, prefix: &str) -> DocRes
     }
 }
 
+/// mongod's error of a min/max query (its code name is `Location<code>`).
+fn min_max_error(code: i32, msg: &str) -> DocError {
+    let name = match code {
+        51173 => "Location51173",
+        51174 => "Location51174",
+        51175 => "Location51175",
+        _ => "Location51176",
+    };
+    DocError::with_code(code, name, msg)
+}
+
+/// The plan of a find with `min` and/or `max`: a forward scan of the hinted index from the
+/// `min` key (inclusive) to the `max` key (exclusive), as mongod's. A hint naming an index is
+/// required (51173); each bound's fields must be the index's key fields in order (51174), the
+/// two bounds the same fields (51176), and `min` before `max` in the index (51175).
+pub fn plan_min_max(
+    indexes: &[Arc<Index>],
+    hint: Option<&Bson>,
+    min: Option<&Document>,
+    max: Option<&Document>,
+) -> DocResult<Plan> {
+    if let (Some(lo), Some(hi)) = (min, max) {
+        if !lo.keys().eq(hi.keys()) {
+            return Err(min_max_error(
+                51176,
+                "min() and max() must have the same field names",
+            ));
+        }
+    }
+    let no_hint = || {
+        min_max_error(
+            51173,
+            "When using min()/max() a hint of which index to use must be provided",
+        )
+    };
+    let index = match resolve_hint(indexes, hint.ok_or_else(no_hint)?, PLANNER_ERROR)? {
+        Hinted::Natural { .. } => return Err(no_hint()),
+        Hinted::Index(pos) => &indexes[pos],
+    };
+    let key_of = |bound: &Document| -> DocResult<Vec<u8>> {
+        let compatible = !index.def.keys_per_field()
+            && bound.len() == index.def.fields.len()
+            && bound.keys().zip(&index.def.fields).all(|(k, (f, _))| k == f);
+        if !compatible {
+            return Err(min_max_error(
+                51174,
+                "The index chosen is not compatible with min/max",
+            ));
+        }
+        let values: Vec<&Bson> = bound.values().collect();
+        Ok(keystring::encode_key(&values, &index.def.descending()))
+    };
+    let lo = min.map(key_of).transpose()?;
+    let hi = max.map(key_of).transpose()?;
+    if let (Some(l), Some(h)) = (&lo, &hi) {
+        if l >= h {
+            return Err(min_max_error(
+                51175,
+                "The value provided for min() does not come before the value provided for max() in the hinted index",
+            ));
+        }
+    }
+    let mut bounds = Document::new();
+    bounds.insert("min", min.cloned().map_or(Bson::Null, Bson::Document));
+    bounds.insert("max", max.cloned().map_or(Bson::Null, Bson::Document));
+    let range = (
+        lo.map_or(Bound::Unbounded, Bound::Included),
+        hi.map_or(Bound::Unbounded, Bound::Excluded),
+    );
+    Ok(Plan::forward_ixscan(index, vec![range], bounds))
+}
+
 /// Chooses the plan for a find.
 pub fn plan(
     indexes: &[Arc<Index>],

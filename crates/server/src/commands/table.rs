@@ -167,12 +167,12 @@ pub(crate) static COMMANDS: &[Command] = &[
                 "allowPartialResults",
                 "oplogReplay",
                 "let",
-            ],
-            &[
                 "min",
                 "max",
                 "returnKey",
                 "showRecordId",
+            ],
+            &[
                 "readOnce",
                 "term",
             ],
