@@ -662,7 +662,10 @@ struct ResultShape {
 impl ResultShape {
     fn apply(&self, mut doc: Document) -> DocResult<Document> {
         let rid = doc.remove(RECORD_ID_FIELD);
-        debug_assert!(matches!(rid, Some(Bson::Int64(_))), "the scan carries the RecordId");
+        debug_assert!(
+            matches!(rid, Some(Bson::Int64(_))),
+            "the scan carries the RecordId"
+        );
         if self.return_key {
             return returned_key(&self.plan, &doc);
         }
@@ -711,5 +714,78 @@ mod tests {
         let started = Instant::now();
         signal.wait_past(signal.generation(), Duration::from_secs(20));
         assert!(started.elapsed() < Duration::from_secs(10));
+    }
+}
+
+#[cfg(test)]
+mod result_shape_tests {
+    use super::*;
+    use crate::index::IndexDef;
+    use bson::{bson, doc};
+
+    fn scan(spec: Document, ranges: Vec<crate::planner::Range>) -> Plan {
+        let index = Arc::new(Index {
+            def: IndexDef::parse(&spec).unwrap(),
+            ident: "index-1".into(),
+            table: 1,
+            multikey: false.into(),
+        });
+        Plan::forward_ixscan(&index, ranges, Document::new())
+    }
+
+    fn shape(plan: Plan, return_key: bool) -> ResultShape {
+        ResultShape {
+            plan,
+            projection: None,
+            filter: None,
+            return_key,
+        }
+    }
+
+    #[test]
+    fn the_returned_key_is_the_entry_the_scan_read() {
+        let full = vec![(Bound::Unbounded, Bound::Unbounded)];
+        let d = doc! {"_id": 1, "a": {"b": 7}, "c": "x"};
+        let plan = scan(
+            doc! {"key": {"a.b": 1, "c": -1}, "name": "ab_c"},
+            full.clone(),
+        );
+        assert_eq!(returned_key(&plan, &d).unwrap(), doc! {"a.b": 7, "c": "x"});
+        // A multikey document: the key inside the scanned range, not the first one.
+        let from_5 = vec![(
+            Bound::Included(keystring::encode_one(&bson!(5), false)),
+            Bound::Unbounded,
+        )];
+        let plan = scan(doc! {"key": {"t": 1}, "name": "t_1"}, from_5);
+        let arr = doc! {"_id": 2, "t": [1, 6, 9]};
+        assert_eq!(returned_key(&plan, &arr).unwrap(), doc! {"t": 6});
+        // A hashed field shows its hash; a collection scan has no key.
+        let plan = scan(doc! {"key": {"h": "hashed"}, "name": "h_hashed"}, full);
+        let hashed = query::hash::hash_value(&bson!("v"));
+        let got = returned_key(&plan, &doc! {"h": "v"}).unwrap();
+        assert_eq!(got, doc! {"h": hashed});
+        let collscan = Plan {
+            access: Access::CollScan,
+            reverse: false,
+            sort_provided: false,
+        };
+        assert_eq!(returned_key(&collscan, &d).unwrap(), Document::new());
+    }
+
+    #[test]
+    fn show_record_id_appends_it_after_the_projection_return_key_drops_it() {
+        let full = vec![(Bound::Unbounded, Bound::Unbounded)];
+        let carried = doc! {"_id": 1, "a": 2, RECORD_ID_FIELD: 42_i64};
+        let mut with_projection = shape(
+            scan(doc! {"key": {"a": 1}, "name": "a_1"}, full.clone()),
+            false,
+        );
+        with_projection.projection = Some(Arc::new(
+            Projection::parse(&doc! {"a": 1, "_id": 0}).unwrap(),
+        ));
+        let got = with_projection.apply(carried.clone()).unwrap();
+        assert_eq!(got, doc! {"a": 2, RECORD_ID_FIELD: 42_i64});
+        let keyed = shape(scan(doc! {"key": {"a": 1}, "name": "a_1"}, full), true);
+        assert_eq!(keyed.apply(carried).unwrap(), doc! {"a": 2});
     }
 }

@@ -802,7 +802,10 @@ pub fn plan_min_max(
     let key_of = |bound: &Document| -> DocResult<Vec<u8>> {
         let compatible = !index.def.keys_per_field()
             && bound.len() == index.def.fields.len()
-            && bound.keys().zip(&index.def.fields).all(|(k, (f, _))| k == f);
+            && bound
+                .keys()
+                .zip(&index.def.fields)
+                .all(|(k, (f, _))| k == f);
         if !compatible {
             return Err(min_max_error(
                 51174,
@@ -1062,6 +1065,87 @@ mod hint_tests {
         assert_eq!(
             e.message,
             format!("{PLANNER_ERROR}hint provided does not correspond to an existing index")
+        );
+    }
+}
+
+#[cfg(test)]
+mod min_max_tests {
+    use super::*;
+    use crate::index::IndexDef;
+    use bson::{bson, doc};
+
+    fn indexes() -> Vec<Arc<Index>> {
+        vec![Arc::new(Index {
+            def: IndexDef::parse(&doc! {"key": {"j": 1, "k": -1}, "name": "j_1_k_-1"}).unwrap(),
+            ident: "index-1".into(),
+            table: 1,
+            multikey: false.into(),
+        })]
+    }
+
+    fn code(r: DocResult<Plan>) -> i32 {
+        match r {
+            Err(e) => e.code,
+            Ok(_) => panic!("the min/max query is refused"),
+        }
+    }
+
+    #[test]
+    fn the_bounds_are_the_encoded_keys_min_inclusive_max_exclusive() {
+        let ix = indexes();
+        let (lo, hi) = (doc! {"j": 1, "k": 5}, doc! {"j": 3, "k": 0});
+        let hint = bson!("j_1_k_-1");
+        let p = plan_min_max(&ix, Some(&hint), Some(&lo), Some(&hi)).unwrap();
+        let Access::IxScan { ranges, .. } = p.access else {
+            panic!("a min/max query scans the hinted index");
+        };
+        let enc = |a: i32, b: i32| keystring::encode_key(&[&bson!(a), &bson!(b)], &[false, true]);
+        assert_eq!(
+            ranges,
+            vec![(Bound::Included(enc(1, 5)), Bound::Excluded(enc(3, 0)))]
+        );
+        assert!(!p.reverse && !p.sort_provided);
+        // One bound alone leaves the other end open.
+        let p = plan_min_max(&ix, Some(&hint), None, Some(&hi)).unwrap();
+        let Access::IxScan { ranges, .. } = p.access else {
+            panic!("a min/max query scans the hinted index");
+        };
+        assert_eq!(ranges, vec![(Bound::Unbounded, Bound::Excluded(enc(3, 0)))]);
+    }
+
+    #[test]
+    fn min_max_without_a_matching_hinted_index_is_refused_with_mongods_codes() {
+        let ix = indexes();
+        let hint = bson!({"j": 1, "k": -1});
+        let (a, b) = (doc! {"j": 1, "k": 1}, doc! {"j": 2, "k": 1});
+        assert_eq!(code(plan_min_max(&ix, None, Some(&a), None)), 51173);
+        let natural = bson!({"$natural": 1});
+        assert_eq!(
+            code(plan_min_max(&ix, Some(&natural), Some(&a), None)),
+            51173
+        );
+        let swapped = doc! {"k": 1, "j": 1};
+        assert_eq!(
+            code(plan_min_max(&ix, Some(&hint), Some(&swapped), None)),
+            51174
+        );
+        let short = doc! {"j": 1};
+        assert_eq!(
+            code(plan_min_max(&ix, Some(&hint), None, Some(&short))),
+            51174
+        );
+        assert_eq!(
+            code(plan_min_max(&ix, Some(&hint), Some(&b), Some(&a))),
+            51175
+        );
+        assert_eq!(
+            code(plan_min_max(&ix, Some(&hint), Some(&a), Some(&a))),
+            51175
+        );
+        assert_eq!(
+            code(plan_min_max(&ix, Some(&hint), Some(&a), Some(&short))),
+            51176
         );
     }
 }

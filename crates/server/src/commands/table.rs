@@ -172,10 +172,7 @@ pub(crate) static COMMANDS: &[Command] = &[
                 "returnKey",
                 "showRecordId",
             ],
-            &[
-                "readOnce",
-                "term",
-            ],
+            &["readOnce", "term"],
         )
         .api_v1()
         .op(OpKind::Query),
