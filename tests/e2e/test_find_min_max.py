@@ -54,3 +54,65 @@ def test_return_key_and_show_record_id(docs):
     # With returnKey, the key alone.
     both = list(docs.find({"j": 0}, return_key=True, show_record_id=True).hint("j_1"))
     assert both == [{"j": 0}]
+
+
+def test_exhaust_cursor_streams_every_batch_on_one_connection(server, coll):
+    from pymongo import CursorType
+    coll.insert_many([{"i": i} for i in range(250)])
+    client = server.client(maxPoolSize=1)
+    try:
+        got = [d["i"] for d in client[coll.database.name][coll.name].find(
+            {}, cursor_type=CursorType.EXHAUST, batch_size=20, sort=[("i", 1)])]
+        assert got == list(range(250))
+        # The connection went back to the pool and still answers.
+        assert client[coll.database.name][coll.name].count_documents({}) == 250
+    finally:
+        client.close()
+
+
+def _op_msg(sock, request_id, flags, command):
+    import struct
+    import bson
+    body = struct.pack("<IB", flags, 0) + bson.encode(command)
+    sock.sendall(struct.pack("<iiii", 16 + len(body), request_id, 0, 2013) + body)
+
+
+def _read_msg(sock):
+    import struct
+    import bson
+
+    def exactly(n):
+        buf = b""
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            assert chunk, "the server closed the connection"
+            buf += chunk
+        return buf
+    length, request_id, response_to, _ = struct.unpack("<iiii", exactly(16))
+    rest = exactly(length - 16)
+    flags = struct.unpack("<I", rest[:4])[0]
+    return request_id, response_to, flags, bson.decode(rest[5:])
+
+
+def test_exhaust_get_more_replies_are_flagged_more_to_come(server, coll):
+    import socket
+    coll.insert_many([{"i": i} for i in range(7)])
+    exhaust_allowed, more_to_come = 1 << 16, 1 << 1
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        db = coll.database.name
+        _op_msg(sock, 1, 0, {"find": coll.name, "batchSize": 2, "$db": db})
+        _, _, _, first = _read_msg(sock)
+        cursor_id = first["cursor"]["id"]
+        assert cursor_id != 0 and len(first["cursor"]["firstBatch"]) == 2
+        _op_msg(sock, 2, exhaust_allowed,
+                {"getMore": cursor_id, "collection": coll.name, "batchSize": 2, "$db": db})
+        batches, answering = [], 2
+        while True:
+            request_id, response_to, flags, reply = _read_msg(sock)
+            assert response_to == answering, "each reply answers the one before it"
+            answering = request_id
+            batches.append([d["i"] for d in reply["cursor"]["nextBatch"]])
+            if not flags & more_to_come:
+                assert reply["cursor"]["id"] == 0
+                break
+        assert batches == [[2, 3], [4, 5], [6]]
