@@ -199,6 +199,59 @@ pub struct Exec {
     /// Leave a `$text` plan's score on the documents (`query::text::SCORE_FIELD`) for a
     /// pipeline's later stages; a find takes it off.
     pub keep_score: bool,
+    /// `returnKey`: each result becomes the index key that produced it (`{}` without one).
+    pub return_key: bool,
+    /// `showRecordId`: each result carries its RecordId as `$recordId`.
+    pub show_record_id: bool,
+}
+
+/// Where a result's RecordId rides from the scan to the last stage (the name mongod shows).
+const RECORD_ID_FIELD: &str = "$recordId";
+
+/// The index key a document's scan entry had, as `returnKey` shows it: `{field: value, ...}`
+/// of the first of the document's keys (in scan order) inside the plan's ranges, a hashed
+/// field's value as its hash; `{}` for a plan that read no ordered index.
+fn returned_key(plan: &Plan, doc: &Document) -> DocResult<Document> {
+    let Access::IxScan { index, ranges, .. } = &plan.access else {
+        return Ok(Document::new());
+    };
+    if index.def.keys_per_field() {
+        return Ok(Document::new());
+    }
+    let keys = index::doc_keys(&index.def, doc)?.keys;
+    let in_range = |k: &&index::IndexKey| {
+        let e = &k.encoded;
+        ranges.iter().any(|(lo, hi)| {
+            let above = match lo {
+                Bound::Included(l) => e >= l,
+                Bound::Excluded(l) => e > l,
+                Bound::Unbounded => true,
+            };
+            let below = match hi {
+                Bound::Included(h) => e <= h || e.starts_with(h),
+                Bound::Excluded(h) => e < h,
+                Bound::Unbounded => true,
+            };
+            above && below
+        })
+    };
+    let chosen = if plan.reverse {
+        keys.iter().rev().find(in_range).or(keys.last())
+    } else {
+        keys.iter().find(in_range).or(keys.first())
+    };
+    let Some(key) = chosen else {
+        return Ok(Document::new());
+    };
+    let values: Vec<Bson> = if index.def.is_hashed() {
+        key.values
+            .iter()
+            .map(|v| Bson::Int64(query::hash::hash_value(v)))
+            .collect()
+    } else {
+        key.values.clone()
+    };
+    Ok(index::key_value_doc(&index.def, &values))
 }
 
 impl Exec {
@@ -532,10 +585,14 @@ impl Exec {
     pub fn run(self) -> DocResult<DocCursor> {
         let _in_effect = collation::scope(self.collation.clone());
         let text = matches!(self.plan.access, Access::Text { .. });
+        let carry_rid = self.return_key || self.show_record_id;
         let src: DocIter = Box::new(self.scored_source()?.map(move |r| {
-            r.map(|(_, mut d, score)| {
+            r.map(|(rid, mut d, score)| {
                 if let Some(s) = score.filter(|_| text) {
                     d.insert(SCORE_FIELD, s);
+                }
+                if carry_rid {
+                    d.insert(RECORD_ID_FIELD, rid);
                 }
                 d
             })
@@ -559,11 +616,21 @@ impl Exec {
         };
         let filter = self.filter.clone();
         let scan = Some((self.stats.clone(), self.summary()));
-        let projected: DocIter = match self.projection {
-            Some(p) => Box::new(
-                limited.map(move |d| d.and_then(|d| p.apply_matched(&d, filter.as_deref()))),
-            ),
-            None => limited,
+        let projected: DocIter = if carry_rid {
+            let shaping = ResultShape {
+                plan: self.plan,
+                projection: self.projection,
+                filter,
+                return_key: self.return_key,
+            };
+            Box::new(limited.map(move |d| d.and_then(|d| shaping.apply(d))))
+        } else {
+            match self.projection {
+                Some(p) => Box::new(
+                    limited.map(move |d| d.and_then(|d| p.apply_matched(&d, filter.as_deref()))),
+                ),
+                None => limited,
+            }
         };
         let mut cursor = DocCursor::with_collation(
             if text && !self.keep_score {
@@ -580,6 +647,36 @@ impl Exec {
         );
         cursor.scan = scan;
         Ok(cursor)
+    }
+}
+
+/// The last stage of a find with `returnKey` or `showRecordId`: the index key, or the
+/// projected document with its RecordId (mongod drops the RecordId of a returned key).
+struct ResultShape {
+    plan: Plan,
+    projection: Option<Arc<Projection>>,
+    filter: Option<Arc<Matcher>>,
+    return_key: bool,
+}
+
+impl ResultShape {
+    fn apply(&self, mut doc: Document) -> DocResult<Document> {
+        let rid = doc.remove(RECORD_ID_FIELD);
+        debug_assert!(
+            matches!(rid, Some(Bson::Int64(_))),
+            "the scan carries the RecordId"
+        );
+        if self.return_key {
+            return returned_key(&self.plan, &doc);
+        }
+        let mut out = match &self.projection {
+            Some(p) => p.apply_matched(&doc, self.filter.as_deref())?,
+            None => doc,
+        };
+        if let Some(rid) = rid {
+            out.insert(RECORD_ID_FIELD, rid);
+        }
+        Ok(out)
     }
 }
 
@@ -617,5 +714,78 @@ mod tests {
         let started = Instant::now();
         signal.wait_past(signal.generation(), Duration::from_secs(20));
         assert!(started.elapsed() < Duration::from_secs(10));
+    }
+}
+
+#[cfg(test)]
+mod result_shape_tests {
+    use super::*;
+    use crate::index::IndexDef;
+    use bson::{bson, doc};
+
+    fn scan(spec: Document, ranges: Vec<crate::planner::Range>) -> Plan {
+        let index = Arc::new(Index {
+            def: IndexDef::parse(&spec).unwrap(),
+            ident: "index-1".into(),
+            table: 1,
+            multikey: false.into(),
+        });
+        Plan::forward_ixscan(&index, ranges, Document::new())
+    }
+
+    fn shape(plan: Plan, return_key: bool) -> ResultShape {
+        ResultShape {
+            plan,
+            projection: None,
+            filter: None,
+            return_key,
+        }
+    }
+
+    #[test]
+    fn the_returned_key_is_the_entry_the_scan_read() {
+        let full = vec![(Bound::Unbounded, Bound::Unbounded)];
+        let d = doc! {"_id": 1, "a": {"b": 7}, "c": "x"};
+        let plan = scan(
+            doc! {"key": {"a.b": 1, "c": -1}, "name": "ab_c"},
+            full.clone(),
+        );
+        assert_eq!(returned_key(&plan, &d).unwrap(), doc! {"a.b": 7, "c": "x"});
+        // A multikey document: the key inside the scanned range, not the first one.
+        let from_5 = vec![(
+            Bound::Included(keystring::encode_one(&bson!(5), false)),
+            Bound::Unbounded,
+        )];
+        let plan = scan(doc! {"key": {"t": 1}, "name": "t_1"}, from_5);
+        let arr = doc! {"_id": 2, "t": [1, 6, 9]};
+        assert_eq!(returned_key(&plan, &arr).unwrap(), doc! {"t": 6});
+        // A hashed field shows its hash; a collection scan has no key.
+        let plan = scan(doc! {"key": {"h": "hashed"}, "name": "h_hashed"}, full);
+        let hashed = query::hash::hash_value(&bson!("v"));
+        let got = returned_key(&plan, &doc! {"h": "v"}).unwrap();
+        assert_eq!(got, doc! {"h": hashed});
+        let collscan = Plan {
+            access: Access::CollScan,
+            reverse: false,
+            sort_provided: false,
+        };
+        assert_eq!(returned_key(&collscan, &d).unwrap(), Document::new());
+    }
+
+    #[test]
+    fn show_record_id_appends_it_after_the_projection_return_key_drops_it() {
+        let full = vec![(Bound::Unbounded, Bound::Unbounded)];
+        let carried = doc! {"_id": 1, "a": 2, RECORD_ID_FIELD: 42_i64};
+        let mut with_projection = shape(
+            scan(doc! {"key": {"a": 1}, "name": "a_1"}, full.clone()),
+            false,
+        );
+        with_projection.projection = Some(Arc::new(
+            Projection::parse(&doc! {"a": 1, "_id": 0}).unwrap(),
+        ));
+        let got = with_projection.apply(carried.clone()).unwrap();
+        assert_eq!(got, doc! {"a": 2, RECORD_ID_FIELD: 42_i64});
+        let keyed = shape(scan(doc! {"key": {"a": 1}, "name": "a_1"}, full), true);
+        assert_eq!(keyed.apply(carried).unwrap(), doc! {"a": 2});
     }
 }

@@ -760,6 +760,81 @@ pub fn resolve_hint(indexes: &[Arc<Index>], hint: &Bson, prefix: &str) -> DocRes
     }
 }
 
+/// mongod's error of a min/max query (its code name is `Location<code>`).
+fn min_max_error(code: i32, msg: &str) -> DocError {
+    let name = match code {
+        51173 => "Location51173",
+        51174 => "Location51174",
+        51175 => "Location51175",
+        _ => "Location51176",
+    };
+    DocError::with_code(code, name, msg)
+}
+
+/// The plan of a find with `min` and/or `max`: a forward scan of the hinted index from the
+/// `min` key (inclusive) to the `max` key (exclusive), as mongod's. A hint naming an index is
+/// required (51173); each bound's fields must be the index's key fields in order (51174), the
+/// two bounds the same fields (51176), and `min` before `max` in the index (51175).
+pub fn plan_min_max(
+    indexes: &[Arc<Index>],
+    hint: Option<&Bson>,
+    min: Option<&Document>,
+    max: Option<&Document>,
+) -> DocResult<Plan> {
+    if let (Some(lo), Some(hi)) = (min, max) {
+        if !lo.keys().eq(hi.keys()) {
+            return Err(min_max_error(
+                51176,
+                "min() and max() must have the same field names",
+            ));
+        }
+    }
+    let no_hint = || {
+        min_max_error(
+            51173,
+            "When using min()/max() a hint of which index to use must be provided",
+        )
+    };
+    let index = match resolve_hint(indexes, hint.ok_or_else(no_hint)?, PLANNER_ERROR)? {
+        Hinted::Natural { .. } => return Err(no_hint()),
+        Hinted::Index(pos) => &indexes[pos],
+    };
+    let key_of = |bound: &Document| -> DocResult<Vec<u8>> {
+        let compatible = !index.def.keys_per_field()
+            && bound.len() == index.def.fields.len()
+            && bound
+                .keys()
+                .zip(&index.def.fields)
+                .all(|(k, (f, _))| k == f);
+        if !compatible {
+            return Err(min_max_error(
+                51174,
+                "The index chosen is not compatible with min/max",
+            ));
+        }
+        let values: Vec<&Bson> = bound.values().collect();
+        Ok(keystring::encode_key(&values, &index.def.descending()))
+    };
+    let lo = min.map(key_of).transpose()?;
+    let hi = max.map(key_of).transpose()?;
+    if let (Some(l), Some(h)) = (&lo, &hi) {
+        if l >= h {
+            return Err(min_max_error(
+                51175,
+                "The value provided for min() does not come before the value provided for max() in the hinted index",
+            ));
+        }
+    }
+    let mut bounds = Document::new();
+    bounds.insert("min", min.cloned().map_or(Bson::Null, Bson::Document));
+    bounds.insert("max", max.cloned().map_or(Bson::Null, Bson::Document));
+    let range = (
+        lo.map_or(Bound::Unbounded, Bound::Included),
+        hi.map_or(Bound::Unbounded, Bound::Excluded),
+    );
+    Ok(Plan::forward_ixscan(index, vec![range], bounds))
+}
+
 /// Chooses the plan for a find.
 pub fn plan(
     indexes: &[Arc<Index>],
@@ -990,6 +1065,87 @@ mod hint_tests {
         assert_eq!(
             e.message,
             format!("{PLANNER_ERROR}hint provided does not correspond to an existing index")
+        );
+    }
+}
+
+#[cfg(test)]
+mod min_max_tests {
+    use super::*;
+    use crate::index::IndexDef;
+    use bson::{bson, doc};
+
+    fn indexes() -> Vec<Arc<Index>> {
+        vec![Arc::new(Index {
+            def: IndexDef::parse(&doc! {"key": {"j": 1, "k": -1}, "name": "j_1_k_-1"}).unwrap(),
+            ident: "index-1".into(),
+            table: 1,
+            multikey: false.into(),
+        })]
+    }
+
+    fn code(r: DocResult<Plan>) -> i32 {
+        match r {
+            Err(e) => e.code,
+            Ok(_) => panic!("the min/max query is refused"),
+        }
+    }
+
+    #[test]
+    fn the_bounds_are_the_encoded_keys_min_inclusive_max_exclusive() {
+        let ix = indexes();
+        let (lo, hi) = (doc! {"j": 1, "k": 5}, doc! {"j": 3, "k": 0});
+        let hint = bson!("j_1_k_-1");
+        let p = plan_min_max(&ix, Some(&hint), Some(&lo), Some(&hi)).unwrap();
+        let Access::IxScan { ranges, .. } = p.access else {
+            panic!("a min/max query scans the hinted index");
+        };
+        let enc = |a: i32, b: i32| keystring::encode_key(&[&bson!(a), &bson!(b)], &[false, true]);
+        assert_eq!(
+            ranges,
+            vec![(Bound::Included(enc(1, 5)), Bound::Excluded(enc(3, 0)))]
+        );
+        assert!(!p.reverse && !p.sort_provided);
+        // One bound alone leaves the other end open.
+        let p = plan_min_max(&ix, Some(&hint), None, Some(&hi)).unwrap();
+        let Access::IxScan { ranges, .. } = p.access else {
+            panic!("a min/max query scans the hinted index");
+        };
+        assert_eq!(ranges, vec![(Bound::Unbounded, Bound::Excluded(enc(3, 0)))]);
+    }
+
+    #[test]
+    fn min_max_without_a_matching_hinted_index_is_refused_with_mongods_codes() {
+        let ix = indexes();
+        let hint = bson!({"j": 1, "k": -1});
+        let (a, b) = (doc! {"j": 1, "k": 1}, doc! {"j": 2, "k": 1});
+        assert_eq!(code(plan_min_max(&ix, None, Some(&a), None)), 51173);
+        let natural = bson!({"$natural": 1});
+        assert_eq!(
+            code(plan_min_max(&ix, Some(&natural), Some(&a), None)),
+            51173
+        );
+        let swapped = doc! {"k": 1, "j": 1};
+        assert_eq!(
+            code(plan_min_max(&ix, Some(&hint), Some(&swapped), None)),
+            51174
+        );
+        let short = doc! {"j": 1};
+        assert_eq!(
+            code(plan_min_max(&ix, Some(&hint), None, Some(&short))),
+            51174
+        );
+        assert_eq!(
+            code(plan_min_max(&ix, Some(&hint), Some(&b), Some(&a))),
+            51175
+        );
+        assert_eq!(
+            code(plan_min_max(&ix, Some(&hint), Some(&a), Some(&a))),
+            51175
+        );
+        assert_eq!(
+            code(plan_min_max(&ix, Some(&hint), Some(&a), Some(&short))),
+            51176
         );
     }
 }

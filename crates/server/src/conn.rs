@@ -331,6 +331,7 @@ pub fn handle_message(
         }
     };
     let wants_reply = req.wants_reply();
+    let exhaust = req.exhaust_allowed();
     let (cmd, compressor, legacy) = match req {
         Request::Msg {
             body, compressor, ..
@@ -373,6 +374,8 @@ pub fn handle_message(
     let reply = wants_reply.then(|| {
         if legacy {
             wire::op_reply(&reply, next_id(), h.request_id)
+        } else if exhaust && is_get_more(&cmd) {
+            exhaust_replies(state, info, &cmd, reply, h.request_id, compressor)
         } else {
             wire::msg_reply(&reply, next_id(), h.request_id, 0, compressor)
         }
@@ -384,6 +387,74 @@ pub fn handle_message(
     }
 }
 
+fn is_get_more(cmd: &bson::Document) -> bool {
+    cmd.keys().next().is_some_and(|k| k == "getMore")
+}
+
+/// Whether a getMore's reply leaves its cursor open with more batches to stream. An empty
+/// batch (a tailable cursor at the end of its data) ends the stream: the client's next
+/// getMore resumes it, and the connection's thread is not held while nothing comes.
+fn cursor_continues(reply: &bson::Document) -> bool {
+    let ok = matches!(reply.get("ok"), Some(v) if v.as_f64() == Some(1.0) || v.as_i32() == Some(1));
+    let Ok(cursor) = reply.get_document("cursor") else {
+        return false;
+    };
+    let open = cursor
+        .get("id")
+        .and_then(|id| id.as_i64())
+        .is_some_and(|id| id != 0);
+    let batch = cursor.get_array("nextBatch").map_or(0, |b| b.len());
+    ok && open && batch > 0
+}
+
+/// mongod's exhaust cursor: a getMore sent with `exhaustAllowed` is answered with every batch
+/// to the cursor's end, each reply answering the one before it and flagged `moreToCome` but
+/// the last (the client reads them without sending more getMores; an error ends the stream).
+fn exhaust_replies(
+    state: &Arc<ServerState>,
+    info: &ConnInfo,
+    get_more: &bson::Document,
+    first: bson::Document,
+    request_id: i32,
+    compressor: Option<wire::Compressor>,
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    let (mut reply, mut response_to) = (first, request_id);
+    loop {
+        let more = cursor_continues(&reply);
+        let id = next_id();
+        let flags = if more { wire::MORE_TO_COME } else { 0 };
+        out.extend(wire::msg_reply(&reply, id, response_to, flags, compressor));
+        if !more {
+            return out;
+        }
+        response_to = id;
+        reply = commands::run(state, get_more, info).0;
+        state.traffic.replied(&reply);
+    }
+}
+
 fn next_id() -> i32 {
     NEXT_REQUEST_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod exhaust_tests {
+    use super::{cursor_continues, is_get_more};
+    use bson::doc;
+
+    #[test]
+    fn a_stream_continues_while_the_cursor_is_open_and_its_batch_not_empty() {
+        let reply = |id: i64, n: usize| {
+            let batch: Vec<i32> = (0..n as i32).collect();
+            doc! {"cursor": {"id": id, "ns": "d.c", "nextBatch": batch}, "ok": 1.0}
+        };
+        assert!(cursor_continues(&reply(7, 2)));
+        assert!(!cursor_continues(&reply(0, 2)), "a closed cursor ends it");
+        assert!(!cursor_continues(&reply(7, 0)), "an empty batch ends it");
+        let failed = doc! {"ok": 0.0, "code": 43, "codeName": "CursorNotFound"};
+        assert!(!cursor_continues(&failed));
+        assert!(is_get_more(&doc! {"getMore": 7_i64, "collection": "c"}));
+        assert!(!is_get_more(&doc! {"find": "c"}));
+    }
 }

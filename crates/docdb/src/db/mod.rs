@@ -265,6 +265,14 @@ pub struct FindQuery {
     pub tailable: bool,
     /// The command's `let` variables, which the filter's `$expr` and the projection read.
     pub vars: Scope,
+    /// `min`/`max`: the inclusive lower and exclusive upper key of the scan of the hinted
+    /// index (mongod's index bounds; a hint is required).
+    pub min: Option<Document>,
+    pub max: Option<Document>,
+    /// `returnKey`: each result is the index key that produced it (`{}` without an index).
+    pub return_key: bool,
+    /// `showRecordId`: each result carries its RecordId as `$recordId` (a long).
+    pub show_record_id: bool,
 }
 
 pub struct DocDb {

@@ -63,6 +63,8 @@ impl DocDb {
             interrupt: q.interrupt.clone(),
             collation: coll,
             keep_score: false,
+            return_key: q.return_key,
+            show_record_id: q.show_record_id,
         })
     }
 
@@ -153,6 +155,8 @@ impl DocDb {
             // The keys were encoded under the index's collation.
             collation,
             keep_score: false,
+            return_key: false,
+            show_record_id: false,
         };
         drop(st);
         exec.run()
@@ -499,7 +503,9 @@ fn plan_for(
         .filter(|i| collation::same(i.def.collation.as_ref(), coll))
         .cloned()
         .collect();
-    Ok(if q.tailable {
+    Ok(if q.min.is_some() || q.max.is_some() {
+        planner::plan_min_max(&usable, q.hint.as_ref(), q.min.as_ref(), q.max.as_ref())?
+    } else if q.tailable {
         // Natural (insertion) order, resumed after the last RecordId returned.
         planner::plan(&[], &Document::new(), None, None)?
     } else if let Some(text) = filter.text() {

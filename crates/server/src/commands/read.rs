@@ -337,6 +337,10 @@ fn find_query(cmd: &Document) -> DocResult<FindQuery> {
         collation: get_doc(cmd, "collation")?,
         tailable: flag(cmd, "tailable")?,
         vars: let_scope(cmd)?,
+        min: get_doc(cmd, "min")?.filter(|d| !d.is_empty()),
+        max: get_doc(cmd, "max")?.filter(|d| !d.is_empty()),
+        return_key: flag(cmd, "returnKey")?,
+        show_record_id: flag(cmd, "showRecordId")?,
     })
 }
 

@@ -167,15 +167,12 @@ pub(crate) static COMMANDS: &[Command] = &[
                 "allowPartialResults",
                 "oplogReplay",
                 "let",
-            ],
-            &[
                 "min",
                 "max",
                 "returnKey",
                 "showRecordId",
-                "readOnce",
-                "term",
             ],
+            &["readOnce", "term"],
         )
         .api_v1()
         .op(OpKind::Query),
