@@ -151,6 +151,7 @@ LOCAL_STAGES = {
     "$unwind", "$count", "$bucket", "$bucketAuto", "$sample", "$setWindowFields", "$collStats",
     "$geoNear", "$currentOp", "$replaceRoot", "$replaceWith", "$sortByCount", "$changeStream",
     "$indexStats", "$listSessions", "$densify", "$fill", "$redact", "$search", "$documents",
+    "$listLocalSessions",
 }
 
 
