@@ -9,6 +9,7 @@ use bson::{doc, Binary, Bson, DateTime, Document};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use docdb::{DocError, DocResult};
@@ -30,6 +31,10 @@ struct Record {
 #[derive(Default)]
 pub struct Sessions {
     by_id: Mutex<HashMap<Vec<u8>, Record>>,
+    /// When expired sessions were last dropped (ms since the epoch): a sweep walks the whole
+    /// cache, so a command that uses a known session never sweeps, and a new session sweeps at
+    /// most once a second (or when the cache is full).
+    swept_ms: AtomicI64,
 }
 
 /// mongod's digest of a session's owner: SHA-256 of `user@db`, or of nothing when no user is
@@ -58,10 +63,15 @@ impl Sessions {
         now: DateTime,
     ) -> DocResult<()> {
         let mut by_id = self.by_id.lock();
-        expire(&mut by_id, now);
         if let Some(r) = by_id.get_mut(id) {
             r.last_use = now;
             return Ok(());
+        }
+        let now_ms = now.timestamp_millis();
+        let last_sweep_ms = self.swept_ms.load(Ordering::Relaxed);
+        if by_id.len() >= MAX_SESSIONS || now_ms.saturating_sub(last_sweep_ms) >= SWEEP_EVERY_MS {
+            expire(&mut by_id, now);
+            self.swept_ms.store(now_ms, Ordering::Relaxed);
         }
         if by_id.len() >= MAX_SESSIONS {
             return Err(DocError::with_code(
@@ -120,6 +130,9 @@ fn listed(id: &[u8], r: &Record) -> Document {
 }
 
 /// Drops the sessions unused for the timeout.
+/// How often a new session may sweep the cache for expired ones.
+const SWEEP_EVERY_MS: i64 = 1_000;
+
 fn expire(by_id: &mut HashMap<Vec<u8>, Record>, now: DateTime) {
     let timeout = Duration::from_secs(60 * TIMEOUT_MINUTES as u64).as_millis() as i64;
     let oldest = now.timestamp_millis().saturating_sub(timeout);
@@ -189,5 +202,25 @@ mod tests {
         );
         assert_eq!(session_id(&Bson::Document(doc! {"id": 1})), None);
         assert_eq!(session_id(&Bson::Int32(1)), None);
+    }
+
+    #[test]
+    fn a_new_session_sweeps_expired_ones_but_a_known_one_does_not() {
+        let s = Sessions::default();
+        let late = 60_000 * i64::from(TIMEOUT_MINUTES) + 1;
+        s.touch(&[1u8; 16], None, at(0)).unwrap();
+        s.touch(&[2u8; 16], None, at(late)).unwrap();
+        assert_eq!(
+            s.by_id.lock().len(),
+            1,
+            "the new session's sweep dropped the expired one"
+        );
+        s.touch(&[3u8; 16], None, at(late + 1)).unwrap();
+        s.touch(&[2u8; 16], None, at(2 * late + 2)).unwrap();
+        assert_eq!(
+            s.by_id.lock().len(),
+            2,
+            "a known session's use does not sweep"
+        );
     }
 }
