@@ -27,7 +27,21 @@
  *   checkpoint_wait (0: seconds between checkpoints, WiredTiger's checkpoint=(wait=…)),
  *   log_file_kb (2048), device_fill, cache_share, checkpoint_share (sizing, all or none),
  *   min_checkpoints (0: a timed run goes on past `seconds`, for at most 10 times as long, until
- *   WiredTiger counts this many successful checkpoints) */
+ *   WiredTiger counts this many successful checkpoints),
+ *   mix (ycsb: the above, the default; linkbench: see below)
+ *
+ * mix=linkbench: a LinkBench-like social graph in mongod's layout for LinkBench's three
+ * collections (linktable, nodetable, counttable), seven files: `collection-nodes.wt`,
+ * `collection-links.wt`, `collection-counts.wt`, their `_id` indexes `index-nodes-id.wt`,
+ * `index-links-id.wt`, `index-counts-id.wt`, and the links' secondary index
+ * `index-links-id1.wt` (id1, link type, time: what a link-list query scans). The load makes
+ * `records` nodes (64–511-byte payloads) and 0–9 outgoing links each (mean 4.5, 96-byte
+ * payloads), a count document per node. Each run operation picks a node by the same
+ * scrambled zipfian as YCSB and one of LinkBench's default operations with its default
+ * weight (per mille): get_node 129, add_node 26, update_node 74, delete_node 10,
+ * get_link 5, get_link_list 507, count_link 49, add_link 90, delete_link 30,
+ * update_link 80 (69 % reads). A link change rewrites the node's count document, as
+ * LinkBench's MongoDB store does. `read_pct` is ignored (the mix fixes it). */
 #include <wiredtiger.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -50,6 +64,7 @@ static WT_CONNECTION *conn;
 static long records, ops, seconds, threads = 2, read_pct, seed = 1, direct_io, load_cache_mb = 16,
     checkpoint_wait, log_file_kb = 2048, min_checkpoints;
 static double device_fill, cache_share, checkpoint_share;
+static char mix[16] = "ycsb";
 static volatile int stop, run_over;
 static long ops_done;
 static double zetan, eta;
@@ -209,6 +224,255 @@ static int64_t file_bytes(const char *dir, const char *name) {
     return st.st_size;
 }
 
+/* ---- mix=linkbench (see the header) ---- */
+#define LB_TABLES 7
+enum { LB_NODES, LB_NODES_ID, LB_LINKS, LB_LINKS_ID, LB_LINKS_ID1, LB_COUNTS, LB_COUNTS_ID };
+static const char *lb_uri[LB_TABLES] = {
+    "table:collection-nodes", "table:index-nodes-id",  "table:collection-links",
+    "table:index-links-id",   "table:index-links-id1", "table:collection-counts",
+    "table:index-counts-id"};
+static const char *lb_format[LB_TABLES] = {
+    "key_format=q,value_format=u",   "key_format=q,value_format=q",
+    "key_format=q,value_format=u",   "key_format=qqq,value_format=q",
+    "key_format=qqq,value_format=q", "key_format=q,value_format=u",
+    "key_format=q,value_format=q"};
+#define LB_NODE_MIN 64
+#define LB_NODE_SPAN 448
+#define LB_LINK_BYTES 96
+#define LB_MAX_DEGREE 10
+/* LinkBench's default operation weights, per mille, in this order. */
+enum { GET_NODE, ADD_NODE, UPDATE_NODE, DELETE_NODE, GET_LINK, GET_LINK_LIST, COUNT_LINK,
+       ADD_LINK, DELETE_LINK, UPDATE_LINK, LB_OPS };
+static const int lb_weight[LB_OPS] = {129, 26, 74, 10, 5, 507, 49, 90, 30, 80};
+static int64_t lb_next_node, lb_next_link, lb_clock;
+
+typedef struct {
+    WT_SESSION *s;
+    WT_CURSOR *c[LB_TABLES];
+    uint64_t rng;
+    unsigned char buf[LB_NODE_MIN + LB_NODE_SPAN];
+} LbWorker;
+
+static void lb_open(LbWorker *w, uint64_t rng) {
+    CHECK(conn->open_session(conn, NULL, NULL, &w->s), "open_session");
+    for (int i = 0; i < LB_TABLES; i++)
+        CHECK(w->s->open_cursor(w->s, lb_uri[i], NULL, NULL, &w->c[i]), lb_uri[i]);
+    w->rng = rng;
+}
+static void lb_close(LbWorker *w) { CHECK(w->s->close(w->s, NULL), "session close"); }
+static WT_ITEM lb_payload(LbWorker *w, size_t len) {
+    for (size_t i = 0; i < len; i++) w->buf[i] = (unsigned char)xorshift(&w->rng);
+    WT_ITEM v = {.data = w->buf, .size = len};
+    return v;
+}
+static WT_ITEM lb_node_payload(LbWorker *w) {
+    return lb_payload(w, LB_NODE_MIN + xorshift(&w->rng) % LB_NODE_SPAN);
+}
+/* A write of `c`'s current key: insert or overwrite (cursors are opened overwrite=true). */
+static int lb_put_item(WT_CURSOR *c, WT_ITEM v) {
+    c->set_value(c, &v);
+    return c->insert(c);
+}
+static int lb_put_rid(WT_CURSOR *c, int64_t rid) {
+    c->set_value(c, rid);
+    return c->insert(c);
+}
+/* A count document: id1, link type, count, time, version. */
+static int lb_put_count(LbWorker *w, int64_t node, int64_t count) {
+    int64_t doc[5] = {node, 0, count, __atomic_load_n(&lb_clock, __ATOMIC_RELAXED), count};
+    WT_ITEM v = {.data = doc, .size = sizeof doc};
+    w->c[LB_COUNTS]->set_key(w->c[LB_COUNTS], node);
+    return lb_put_item(w->c[LB_COUNTS], v);
+}
+static int lb_add_node(LbWorker *w, int64_t id) {
+    WT_CURSOR *n = w->c[LB_NODES], *ni = w->c[LB_NODES_ID], *ci = w->c[LB_COUNTS_ID];
+    n->set_key(n, id);
+    int ret = lb_put_item(n, lb_node_payload(w));
+    if (ret == 0) {
+        ni->set_key(ni, id);
+        ret = lb_put_rid(ni, id);
+    }
+    if (ret == 0) ret = lb_put_count(w, id, 0);
+    if (ret == 0) {
+        ci->set_key(ci, id);
+        ret = lb_put_rid(ci, id);
+    }
+    return ret;
+}
+static int lb_insert_link(LbWorker *w, int64_t id1, int64_t id2, int64_t time) {
+    int64_t rid = __atomic_add_fetch(&lb_next_link, 1, __ATOMIC_RELAXED);
+    WT_CURSOR *l = w->c[LB_LINKS], *li = w->c[LB_LINKS_ID], *l1 = w->c[LB_LINKS_ID1];
+    l->set_key(l, rid);
+    int ret = lb_put_item(l, lb_payload(w, LB_LINK_BYTES));
+    if (ret == 0) {
+        li->set_key(li, id1, (int64_t)0, id2);
+        ret = lb_put_rid(li, rid);
+    }
+    if (ret == 0) {
+        l1->set_key(l1, id1, time, id2);
+        ret = lb_put_rid(l1, rid);
+    }
+    return ret;
+}
+/* The node's first link in the id1 index: 0 and its (time, id2, rid), or WT_NOTFOUND. */
+static int lb_first_link(LbWorker *w, int64_t id1, int64_t *time, int64_t *id2, int64_t *rid) {
+    WT_CURSOR *l1 = w->c[LB_LINKS_ID1];
+    int exact, ret;
+    int64_t k1;
+    l1->set_key(l1, id1, (int64_t)0, (int64_t)0);
+    ret = l1->search_near(l1, &exact);
+    if (ret == 0 && exact < 0) ret = l1->next(l1);
+    if (ret == 0) ret = l1->get_key(l1, &k1, time, id2);
+    if (ret == 0 && k1 != id1) ret = WT_NOTFOUND;
+    if (ret == 0) ret = l1->get_value(l1, rid);
+    return ret;
+}
+static int lb_read(WT_CURSOR *c, int64_t key) {
+    c->set_key(c, key);
+    return c->search(c);
+}
+static int lb_count_change(LbWorker *w, int64_t node, int delta) {
+    WT_CURSOR *c = w->c[LB_COUNTS];
+    WT_ITEM v;
+    int64_t doc[5] = {0};
+    int ret = lb_read(c, node);
+    if (ret == 0) ret = c->get_value(c, &v);
+    if (ret == 0 && v.size == sizeof doc) memcpy(doc, v.data, sizeof doc);
+    if (ret == WT_NOTFOUND) ret = 0;
+    return ret == 0 ? lb_put_count(w, node, doc[2] + delta) : ret;
+}
+static int lb_link_list(LbWorker *w, int64_t node) {
+    int64_t time, id2, rid, k1;
+    int ret = lb_first_link(w, node, &time, &id2, &rid);
+    for (int i = 0; ret == 0 && i < 10; i++) {
+        ret = lb_read(w->c[LB_LINKS], rid);
+        if (ret == 0) ret = w->c[LB_LINKS_ID1]->next(w->c[LB_LINKS_ID1]);
+        if (ret == 0) ret = w->c[LB_LINKS_ID1]->get_key(w->c[LB_LINKS_ID1], &k1, &time, &id2);
+        if (ret == 0 && k1 != node) break;
+        if (ret == 0) ret = w->c[LB_LINKS_ID1]->get_value(w->c[LB_LINKS_ID1], &rid);
+    }
+    return ret;
+}
+static int lb_add_link(LbWorker *w, int64_t node, int64_t now) {
+    int64_t id2 = 1 + (int64_t)(xorshift(&w->rng) % (uint64_t)records);
+    WT_CURSOR *li = w->c[LB_LINKS_ID];
+    int64_t rid;
+    li->set_key(li, node, (int64_t)0, id2);
+    int ret = li->search(li);
+    if (ret == 0 && (ret = li->get_value(li, &rid)) == 0) {
+        /* An existing link: LinkBench's add_link overwrites its data. */
+        w->c[LB_LINKS]->set_key(w->c[LB_LINKS], rid);
+        return lb_put_item(w->c[LB_LINKS], lb_payload(w, LB_LINK_BYTES));
+    }
+    if (ret == WT_NOTFOUND) ret = lb_insert_link(w, node, id2, now);
+    return ret == 0 ? lb_count_change(w, node, 1) : ret;
+}
+/* Removes (delete) or re-times (update: new data, new time in the id1 index) a link. */
+static int lb_change_link(LbWorker *w, int64_t node, int64_t now, int delete) {
+    int64_t time, id2, rid;
+    WT_CURSOR *l = w->c[LB_LINKS], *li = w->c[LB_LINKS_ID], *l1 = w->c[LB_LINKS_ID1];
+    int ret = lb_first_link(w, node, &time, &id2, &rid);
+    if (ret == 0) ret = l1->remove(l1);
+    if (ret == 0 && delete) {
+        l->set_key(l, rid);
+        ret = l->remove(l);
+        li->set_key(li, node, (int64_t)0, id2);
+        if (ret == 0) ret = li->remove(li);
+        return ret == 0 ? lb_count_change(w, node, -1) : ret;
+    }
+    l1->set_key(l1, node, now, id2);
+    if (ret == 0) ret = lb_put_rid(l1, rid);
+    l->set_key(l, rid);
+    return ret == 0 ? lb_put_item(l, lb_payload(w, LB_LINK_BYTES)) : ret;
+}
+static int lb_node_op(LbWorker *w, int op, int64_t node) {
+    WT_CURSOR *n = w->c[LB_NODES], *ni = w->c[LB_NODES_ID];
+    int ret;
+    switch (op) {
+    case GET_NODE: return lb_read(n, node);
+    case ADD_NODE: return lb_add_node(w, __atomic_add_fetch(&lb_next_node, 1, __ATOMIC_RELAXED));
+    case UPDATE_NODE:
+        ret = lb_read(n, node);
+        n->set_key(n, node);
+        return ret == 0 ? lb_put_item(n, lb_node_payload(w)) : ret;
+    default: /* DELETE_NODE */
+        ret = lb_read(n, node);
+        if (ret == 0) ret = n->remove(n);
+        ni->set_key(ni, node);
+        return ret == 0 ? ni->remove(ni) : ret;
+    }
+}
+/* One LinkBench operation on `node`: 0, WT_NOTFOUND (nothing to do) or WT_ROLLBACK (retry). */
+static int lb_operate(LbWorker *w, int op, int64_t node) {
+    int64_t now = __atomic_add_fetch(&lb_clock, 1, __ATOMIC_RELAXED);
+    int ret;
+    switch (op) {
+    case GET_LINK:
+        w->c[LB_LINKS_ID]->set_key(w->c[LB_LINKS_ID], node, (int64_t)0,
+                                   1 + (int64_t)(xorshift(&w->rng) % (uint64_t)records));
+        ret = w->c[LB_LINKS_ID]->search(w->c[LB_LINKS_ID]);
+        break;
+    case GET_LINK_LIST: ret = lb_link_list(w, node); break;
+    case COUNT_LINK: ret = lb_read(w->c[LB_COUNTS], node); break;
+    case ADD_LINK: ret = lb_add_link(w, node, now); break;
+    case DELETE_LINK: ret = lb_change_link(w, node, now, 1); break;
+    case UPDATE_LINK: ret = lb_change_link(w, node, now, 0); break;
+    default: ret = lb_node_op(w, op, node);
+    }
+    for (int i = 0; i < LB_TABLES; i++) w->c[i]->reset(w->c[i]);
+    if (ret != 0 && ret != WT_ROLLBACK && ret != WT_NOTFOUND) die("linkbench operation", ret);
+    return ret;
+}
+static int lb_pick(uint64_t *rng) {
+    int r = (int)(xorshift(rng) % 1000), op = 0;
+    while (r >= lb_weight[op]) r -= lb_weight[op++];
+    return op;
+}
+static void *lb_run(void *arg) {
+    LbWorker w;
+    lb_open(&w, 0x9E3779B97F4A7C15ULL * ((uintptr_t)arg + 1) ^ (uint64_t)seed);
+    while (!stop) {
+        if (ops > 0 && __atomic_fetch_add(&ops_done, 1, __ATOMIC_RELAXED) >= ops) break;
+        int64_t node = 1 + (int64_t)zipf(&w.rng);
+        int op = lb_pick(&w.rng);
+        for (;;) {
+            CHECK(w.s->begin_transaction(w.s, NULL), "begin");
+            if (lb_operate(&w, op, node) != WT_ROLLBACK) {
+                CHECK(w.s->commit_transaction(w.s, NULL), "commit");
+                break;
+            }
+            CHECK(w.s->rollback_transaction(w.s, NULL), "rollback");
+        }
+    }
+    lb_close(&w);
+    return NULL;
+}
+static void lb_load(WT_SESSION *s) {
+    LbWorker w;
+    for (int i = 0; i < LB_TABLES; i++) CHECK(s->create(s, lb_uri[i], lb_format[i]), lb_uri[i]);
+    lb_open(&w, (uint64_t)seed);
+    for (int64_t id = 1; id <= records; id++) {
+        CHECK(lb_add_node(&w, id), "load node");
+        int64_t degree = (int64_t)(xorshift(&w.rng) % LB_MAX_DEGREE);
+        for (int64_t k = 0; k < degree; k++)
+            CHECK(lb_insert_link(&w, id, 1 + (int64_t)(xorshift(&w.rng) % (uint64_t)records), id),
+                  "load link");
+        if (degree > 0) CHECK(lb_put_count(&w, id, degree), "load count");
+    }
+    lb_next_node = records;
+    lb_clock = records;
+    lb_close(&w);
+}
+static int64_t lb_db_bytes(const char *dir) {
+    int64_t bytes = 0;
+    char name[64];
+    for (int i = 0; i < LB_TABLES; i++) {
+        snprintf(name, sizeof name, "%s.wt", lb_uri[i] + strlen("table:"));
+        bytes += file_bytes(dir, name);
+    }
+    return bytes;
+}
+
 static void option(const char *arg) {
     const char *eq = strchr(arg, '=');
     if (eq == NULL) die(arg, -1);
@@ -219,7 +483,32 @@ static void option(const char *arg) {
     LONG(records) LONG(ops) LONG(seconds) LONG(threads) LONG(read_pct) LONG(seed) LONG(direct_io)
     LONG(load_cache_mb) LONG(checkpoint_wait) LONG(log_file_kb) LONG(min_checkpoints)
     DOUBLE(device_fill) DOUBLE(cache_share) DOUBLE(checkpoint_share)
+    if (n == 3 && strncmp(arg, "mix", 3) == 0 && (strcmp(v, "ycsb") == 0 || strcmp(v, "linkbench") == 0)) {
+        snprintf(mix, sizeof mix, "%s", v);
+        return;
+    }
     die(arg, -1);
+}
+
+/* The YCSB load: `records` documents in order, one thread. */
+static void ycsb_load(WT_SESSION *s) {
+    CHECK(s->create(s, "table:collection", "key_format=q,value_format=u"), "create collection");
+    CHECK(s->create(s, "table:index", "key_format=S,value_format=q"), "create index");
+
+    Worker w;
+    open_worker(&w, (uint64_t)seed);
+    for (long i = 0; i < records; i++) {
+        char key[32];
+        key_of(key, (uint64_t)i);
+        WT_ITEM v = {.data = w.doc, .size = VALUE_BYTES};
+        w.coll->set_key(w.coll, (int64_t)i + 1);
+        w.coll->set_value(w.coll, &v);
+        CHECK(w.coll->insert(w.coll), "load collection");
+        w.idx->set_key(w.idx, key);
+        w.idx->set_value(w.idx, (int64_t)i + 1);
+        CHECK(w.idx->insert(w.idx), "load index");
+    }
+    CHECK(w.s->close(w.s, NULL), "session close");
 }
 
 int main(int argc, char **argv) {
@@ -244,24 +533,12 @@ int main(int argc, char **argv) {
     CHECK(wiredtiger_open(dir, NULL, cfg, &conn), "wiredtiger_open");
     WT_SESSION *s;
     CHECK(conn->open_session(conn, NULL, NULL, &s), "open_session");
-    CHECK(s->create(s, "table:collection", "key_format=q,value_format=u"), "create collection");
-    CHECK(s->create(s, "table:index", "key_format=S,value_format=q"), "create index");
-
+    int linkbench = strcmp(mix, "linkbench") == 0;
     double t0 = now();
-    Worker w;
-    open_worker(&w, (uint64_t)seed);
-    for (long i = 0; i < records; i++) {
-        char key[32];
-        key_of(key, (uint64_t)i);
-        WT_ITEM v = {.data = w.doc, .size = VALUE_BYTES};
-        w.coll->set_key(w.coll, (int64_t)i + 1);
-        w.coll->set_value(w.coll, &v);
-        CHECK(w.coll->insert(w.coll), "load collection");
-        w.idx->set_key(w.idx, key);
-        w.idx->set_value(w.idx, (int64_t)i + 1);
-        CHECK(w.idx->insert(w.idx), "load index");
-    }
-    CHECK(w.s->close(w.s, NULL), "session close");
+    if (linkbench)
+        lb_load(s);
+    else
+        ycsb_load(s);
     CHECK(s->checkpoint(s, NULL), "checkpoint after load");
     double load_s = now() - t0;
 
@@ -271,7 +548,8 @@ int main(int argc, char **argv) {
     int m = open(marker, O_CREAT | O_WRONLY, 0644);
     if (m < 0 || close(m) != 0 || unlink(marker) != 0) die(marker, errno);
 
-    int64_t db_bytes = file_bytes(dir, "collection.wt") + file_bytes(dir, "index.wt");
+    int64_t db_bytes = linkbench ? lb_db_bytes(dir)
+                                 : file_bytes(dir, "collection.wt") + file_bytes(dir, "index.wt");
     int64_t cache_bytes = 0, checkpoint_bytes = 0;
     pthread_t ckpt;
     if (sized) {
@@ -288,7 +566,7 @@ int main(int argc, char **argv) {
 
     t0 = now();
     pthread_t t[MAX_THREADS];
-    for (long i = 0; i < threads; i++) pthread_create(&t[i], NULL, run, (void *)(uintptr_t)i);
+    for (long i = 0; i < threads; i++) pthread_create(&t[i], NULL, linkbench ? lb_run : run, (void *)(uintptr_t)i);
     if (seconds > 0) {
         sleep((unsigned)seconds);
         for (long waited = 0; stat_value(s, WT_STAT_CONN_CHECKPOINTS_TOTAL_SUCCEED) < min_checkpoints;

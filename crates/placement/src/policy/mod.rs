@@ -10,6 +10,7 @@
 //! | `dsm-skip-primary` | 000 §5.3 | as `dsm` without primary-index filtering: stream 1 holds the journal only |
 //! | `lifetime` | flashdoc | metadata 0, journal 1, predicted-lifetime buckets 2, 3 (shortest first; up to 2..7) |
 //! | `filelog` | flashdoc | metadata 0, journal 1, rarely written table files 2, each busy table file its own stream 3..7 (busiest first) |
+//! | `reuse` | flashdoc, after SepBIT and MiDAS | metadata 0, journal 1, table writes by the age of the data they overwrite at their address: classes 2..7 (shortest first) |
 //! | `oracle` | offline bound | true device-lifetime buckets 0..7 (shortest first) |
 //! | `oracle-death` | offline bound | true death time: lifetime classes split by death-time parity |
 //!
@@ -24,6 +25,7 @@ mod filelog;
 mod lifetime;
 mod none;
 mod oracle;
+mod reuse;
 mod untracked;
 
 pub use boundary::BoundaryPolicy;
@@ -35,6 +37,7 @@ pub use filelog::FileLogPolicy;
 pub use lifetime::LifetimePolicy;
 pub use none::NonePolicy;
 pub use oracle::{Lifetimes, OracleGrouping, OraclePolicy, WriteLife};
+pub use reuse::ReusePolicy;
 
 use crate::event::{Event, FileId, FileKind, WriteEvent};
 use std::collections::HashMap;
@@ -52,6 +55,7 @@ pub const POLICY_NAMES: &[&str] = &[
     "dsm-skip-primary",
     "lifetime",
     "filelog",
+    "reuse",
     "oracle",
     "oracle-death",
 ];
@@ -227,6 +231,36 @@ impl Default for FileLogConfig {
     }
 }
 
+/// Parameters of the `reuse` policy (see `policy/reuse.rs`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReuseConfig {
+    /// How many times rarer than its file kind's a signal's young (old) deaths must be for
+    /// the signal to be long (short). Default 2.
+    pub ratio: f64,
+    /// Pages a signal must have written before it is classed. Default 64.
+    pub min_samples: f64,
+    /// The weight of older realized lifetimes in a kind's typical lifetime, per new page.
+    /// Default 0.9999.
+    pub memory: f64,
+    /// Each checkpoint commit multiplies the written and young counts by this. Default 0.9.
+    pub decay: f64,
+    /// A class gets its own stream only while it draws at least this share of its file
+    /// kind's writes. Default 0.05.
+    pub min_share: f64,
+}
+
+impl Default for ReuseConfig {
+    fn default() -> Self {
+        ReuseConfig {
+            ratio: 2.0,
+            min_samples: 64.0,
+            memory: 0.9999,
+            decay: 0.9,
+            min_share: 0.05,
+        }
+    }
+}
+
 /// What every policy is configured with.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PlacementConfig {
@@ -235,6 +269,7 @@ pub struct PlacementConfig {
     pub dsm: DsmConfig,
     pub lifetime: LifetimeConfig,
     pub filelog: FileLogConfig,
+    pub reuse: ReuseConfig,
 }
 
 impl Default for PlacementConfig {
@@ -244,6 +279,7 @@ impl Default for PlacementConfig {
             dsm: DsmConfig::default(),
             lifetime: LifetimeConfig::default(),
             filelog: FileLogConfig::default(),
+            reuse: ReuseConfig::default(),
         }
     }
 }
@@ -278,6 +314,19 @@ impl PlacementConfig {
         let f = &self.filelog;
         if !(0.0..1.0).contains(&f.cold_share) || !(0.0..=1.0).contains(&f.decay) {
             return Err("filelog cold_share must be in [0, 1) and decay in [0, 1]".into());
+        }
+        let r = &self.reuse;
+        if !(r.memory > 0.0 && r.memory < 1.0)
+            || !(r.ratio > 1.0 && r.ratio.is_finite())
+            || !(r.min_samples >= 0.0 && r.min_samples.is_finite())
+            || !(0.0..=1.0).contains(&r.decay)
+            || !(0.0..=1.0).contains(&r.min_share)
+        {
+            return Err(
+                "reuse: memory in (0, 1), ratio > 1, min_samples ≥ 0, decay and \
+                        min_share in [0, 1]"
+                    .into(),
+            );
         }
         Ok(())
     }
@@ -315,6 +364,7 @@ pub fn make_policy(name: &str, cfg: &PlacementConfig) -> Result<Box<dyn Policy>,
         "dsm-skip-primary" => Box::new(DsmPolicy::new(cfg, false)),
         "lifetime" => Box::new(LifetimePolicy::new(cfg)),
         "filelog" => Box::new(FileLogPolicy::new(cfg)),
+        "reuse" => Box::new(ReusePolicy::new(cfg)),
         "oracle" | "oracle-death" => {
             return Err(format!(
                 "{name} is offline only: it is built from the whole trace by the replay"
