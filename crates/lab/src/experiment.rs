@@ -475,6 +475,7 @@ pub fn all_policies() -> Vec<String> {
         "dsm-skip-primary",
         "lifetime",
         "filelog",
+        "reuse",
         "oracle",
         "oracle-death",
     ])
