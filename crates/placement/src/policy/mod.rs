@@ -316,17 +316,14 @@ impl PlacementConfig {
             return Err("filelog cold_share must be in [0, 1) and decay in [0, 1]".into());
         }
         let r = &self.reuse;
-        if !(r.memory > 0.0 && r.memory < 1.0)
-            || !(r.ratio > 1.0 && r.ratio.is_finite())
-            || !(r.min_samples >= 0.0 && r.min_samples.is_finite())
-            || !(0.0..=1.0).contains(&r.decay)
-            || !(0.0..=1.0).contains(&r.min_share)
-        {
-            return Err(
-                "reuse: memory in (0, 1), ratio > 1, min_samples ≥ 0, decay and \
-                        min_share in [0, 1]"
-                    .into(),
-            );
+        let memory_ok = r.memory > 0.0 && r.memory < 1.0;
+        let ratio_ok = r.ratio > 1.0 && r.ratio.is_finite();
+        let samples_ok = r.min_samples >= 0.0 && r.min_samples.is_finite();
+        let shares_ok = (0.0..=1.0).contains(&r.decay) && (0.0..=1.0).contains(&r.min_share);
+        if !(memory_ok && ratio_ok && samples_ok && shares_ok) {
+            let want =
+                "memory in (0, 1), ratio > 1, min_samples ≥ 0, decay and min_share in [0, 1]";
+            return Err(format!("reuse: {want}"));
         }
         Ok(())
     }
