@@ -125,11 +125,13 @@ fn online_policy(name: &str) -> Result<String, String> {
     let parsed: placement::policy::PolicyName =
         name.parse().map_err(|e| format!("{PREFIX}POLICY: {e}"))?;
     match parsed.as_str() {
-        "none" | "file" | "boundary" | "dsm" | "dsm-skip-primary" | "filelog" => Ok(name.into()),
+        "none" | "file" | "boundary" | "dsm" | "dsm-skip-primary" | "filelog" | "reuse" => {
+            Ok(name.into())
+        }
         "lifetime" => Err(format!(
             "{PREFIX}POLICY=lifetime needs page ids, which a write seen from outside the engine \
              does not carry (without them it equals `file`): use file, boundary, dsm, \
-             dsm-skip-primary or filelog"
+             dsm-skip-primary, filelog or reuse"
         )),
         other => Err(format!(
             "{PREFIX}POLICY={other} is offline only (it needs the whole trace)"
@@ -206,6 +208,11 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(six.policy.unwrap().1.streams, 6);
+        // reuse needs neither page ids nor the future: it runs from outside the engine.
+        let reuse = parse(&[("DIR", "/db"), ("POLICY", "reuse")])
+            .unwrap()
+            .unwrap();
+        assert_eq!(reuse.policy.unwrap().0, "reuse");
     }
 
     #[test]
