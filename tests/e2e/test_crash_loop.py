@@ -5,7 +5,9 @@ Per cycle: the server starts (the catalog opens); the checks below run against t
 WORKERS clients insert, update and delete documents of a collection with a unique and two
 non-unique indexes (one compound), each client owning its own documents, while one more client
 runs catalog operations (createIndex/dropIndex, renameCollection, `$out`); at a random moment the
-server is SIGKILLed.
+server is SIGKILLed. The server checkpoints every second and splits 4 KB leaves; about half the
+starts give it a cache of about 200 KB (eviction writes pages mid-cycle); one start in six is
+first killed during its recovery.
 
 The model keeps, per document, its last acknowledged value and the values a write in flight at
 the kill may have left (an unacknowledged write is applied whole or not at all). After each
@@ -24,6 +26,7 @@ is not replayed). CI runs FLASHDOC_CRASH_CYCLES (default 15) cycles; the long ru
 """
 import os
 import random
+import subprocess
 import threading
 import time
 
@@ -31,7 +34,7 @@ import pymongo
 from pymongo import WriteConcern
 from pymongo.errors import DuplicateKeyError, OperationFailure, PyMongoError
 
-from conftest import Server
+from conftest import BINARY, Server
 
 CYCLES = int(os.environ.get("FLASHDOC_CRASH_CYCLES", "15"))
 WORKERS = 4
@@ -41,6 +44,18 @@ SRC_DOCS = 200
 RENAMED_DOCS = 50
 JOURNALED = WriteConcern(w=1, j=True)
 ABSENT = None
+# Every cycle checkpoints each second and splits 4 KB leaves, so kills land in checkpoints and
+# splits; a cycle in two runs with a cache of about 200 KB, so eviction writes pages too.
+CONFIG = """storage:
+  syncPeriodSecs: 1
+  wiredTiger:
+    engineConfig:
+      cacheSizeGB: {cache_gb}
+    collectionConfig:
+      leafPageMax: 4096
+    indexConfig:
+      leafPageMax: 4096
+"""
 
 
 class DocModel:
@@ -214,6 +229,25 @@ class CatalogClient(threading.Thread):
         cat.out_limits = {limit}
 
 
+def start_server(dbpath, rng):
+    """Starts the server with a small or a normal cache (chosen by `rng`); one start in six is
+    first killed 0-300 ms after it was spawned, during its recovery or just after."""
+    cache_gb = rng.choice([0.0002, 0.25])
+    config = os.path.join(dbpath, f"crash-loop-{cache_gb}.yaml")
+    with open(config, "w") as f:
+        f.write(CONFIG.format(cache_gb=cache_gb))
+    server = Server(dbpath, ["-f", config])
+    if rng.random() < 1 / 6:
+        early = subprocess.Popen(
+            [BINARY, "serve", "--dbpath", dbpath, "--port", str(server.port), "-f", config],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        time.sleep(rng.uniform(0, 0.3))
+        early.kill()
+        early.wait(timeout=30)
+    return server.start()
+
+
 def setup_database(server):
     """The collections before the first kill: the indexed documents' collection, the `$out`
     source and target, and the collection that is renamed back and forth."""
@@ -318,7 +352,7 @@ def test_sigkill_loop_keeps_every_acknowledged_write(dbpath):
     rng = random.Random(seed)
     docs = {i: DocModel() for i in range(WORKERS * SPAN)}
     cat = CatalogModel()
-    server = Server(dbpath).start()
+    server = start_server(dbpath, rng)
     setup_database(server)
     acked = 0
     cycle = 0
@@ -326,7 +360,7 @@ def test_sigkill_loop_keeps_every_acknowledged_write(dbpath):
     try:
         for cycle in range(CYCLES):
             acked += run_cycle(server, docs, cat, rng)
-            server = Server(dbpath).start()
+            server = start_server(dbpath, rng)
             c = server.client()
             db = c["crash"]
             check_documents(db, docs)
