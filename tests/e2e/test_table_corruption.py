@@ -50,6 +50,10 @@ def names_block(msg, path, offset):
     return path in msg and f"offset {offset}" in msg
 
 
+def names_repair(msg, dbpath):
+    return f"flashdoc repair --dbpath {dbpath} " in msg
+
+
 def test_bad_table_block_fails_reads_validate_names_it_and_repair_keeps_the_rest(dbpath):
     s = Server(dbpath).start()
     c = s.client()
@@ -80,6 +84,7 @@ def test_bad_table_block_fails_reads_validate_names_it_and_repair_keeps_the_rest
             got = coll.find_one({"_id": i})
         except OperationFailure as e:
             assert names_block(str(e), path, offset), str(e)
+            assert names_repair(str(e), dbpath), str(e)
             failed.add(i)
             continue
         assert got == document(i), i
