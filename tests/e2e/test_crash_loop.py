@@ -338,10 +338,11 @@ def check_catalog(db, cat):
     assert [i["name"] for i in db[name].list_indexes()] == ["_id_", "r_1"], name
     cat.renamed_acked = name
     cat.renamed = {name}
-    out = sorted(d["_id"] for d in db.out.find())
-    assert out == list(range(len(out))) and len(out) in cat.out_limits, (
-        f"$out target holds {len(out)} documents (ids contiguous: "
-        f"{out == list(range(len(out)))}), allowed {cat.out_limits}"
+    out = sorted(db.out.find(), key=lambda d: d["_id"])
+    whole = [{"_id": k, "k": k, "sq": k * k} for k in range(len(out))]
+    assert out == whole and len(out) in cat.out_limits, (
+        f"$out target holds {len(out)} documents (one result, whole: {out == whole}), "
+        f"allowed {cat.out_limits}"
     )
     cat.out_acked = len(out)
     cat.out_limits = {len(out)}
