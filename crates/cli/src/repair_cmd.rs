@@ -39,7 +39,7 @@ pub fn run(args: RepairArgs) -> anyhow::Result<()> {
     anyhow::ensure!(dir.is_dir(), "dbPath {} is not a directory", dir.display());
     println!("repair: {}", dir.display());
     let (eng, outcome) = engine::DiskEngine::open_salvaging(cfg.engine.clone())
-        .with_context(|| format!("salvaging the journal of {}", dir.display()))?;
+        .with_context(|| format!("opening {} with its journal salvaged", dir.display()))?;
     report_journal(&outcome);
     let salvaged = eng.salvage_tables().context("salvaging the table files")?;
     report_tables(&salvaged);
