@@ -1,12 +1,14 @@
 //! `flashdoc repair --dbpath DIR` (mongod's `--repair`): after `flashdoc serve` refused to
-//! open a database whose journal is damaged, recover what the checksums prove and make it the
-//! database's durable state.
+//! open a database whose journal is damaged, or a read failed on a table block whose checksum
+//! fails, recover what the checksums prove and make it the database's durable state.
 //!
 //! 1. The engine opens with its journal salvaged: every record whose checksum verifies is
 //!    replayed, each damaged extent is skipped (replay resynchronises at the next record that
 //!    verifies), and a checkpoint makes the result durable, which retires the damaged files.
-//! 2. Every block of every table is read and checksum-verified.
-//! 3. The document layer opens and rebuilds every index from its collection.
+//! 2. Every table is salvaged: each leaf whose block fails its checksum is given up (emptied,
+//!    rewritten by the next checkpoint), the rest kept; then every block is read and verified.
+//! 3. The document layer opens and rebuilds every index from its collection; the old `_id`
+//!    index's entries count the documents lost.
 //! 4. A final checkpoint; the database then opens as `serve` opens it.
 
 use anyhow::Context;
@@ -37,11 +39,13 @@ pub fn run(args: RepairArgs) -> anyhow::Result<()> {
     anyhow::ensure!(dir.is_dir(), "dbPath {} is not a directory", dir.display());
     println!("repair: {}", dir.display());
     let (eng, outcome) = engine::DiskEngine::open_salvaging(cfg.engine.clone())
-        .with_context(|| format!("salvaging the journal of {}", dir.display()))?;
+        .with_context(|| format!("opening {} with its journal salvaged", dir.display()))?;
     report_journal(&outcome);
+    let salvaged = eng.salvage_tables().context("salvaging the table files")?;
+    report_tables(&salvaged);
     let entries = eng
         .verify()
-        .context("verifying the table files (a damaged table block cannot be repaired)")?;
+        .context("verifying the table files after the salvage")?;
     println!("repair: table files: every block verifies ({entries} entries)");
     eng.close().context("checkpointing the salvaged state")?;
     drop(eng);
@@ -107,6 +111,27 @@ fn report_journal(outcome: &ReplayOutcome) {
     }
 }
 
+/// The table leaves the salvage gave up: each block, its file and why.
+fn report_tables(salvaged: &[engine::TableSalvage]) {
+    if salvaged.is_empty() {
+        println!("repair: table files: no damaged leaf");
+    }
+    for t in salvaged {
+        println!(
+            "repair: table {} ({}): {} damaged leaf block(s) given up",
+            t.table,
+            t.file.display(),
+            t.lost.len()
+        );
+        for l in &t.lost {
+            println!(
+                "repair:   lost: the leaf at offset {} ({} bytes): {}",
+                l.offset, l.size, l.why
+            );
+        }
+    }
+}
+
 /// One damaged extent: where, how many bytes of records are gone, why.
 fn describe_damage(d: &Damage) -> String {
     match d.kind {
@@ -131,7 +156,13 @@ fn file_len(path: &Path) -> u64 {
 /// Documents per collection, and each index's entries before and after its rebuild.
 fn report_collections(colls: &[docdb::db::CollectionRepair]) {
     for c in colls {
-        println!("repair: {}: {} document(s)", c.ns, c.documents);
+        match c.documents_lost {
+            Some(0) | None => println!("repair: {}: {} document(s)", c.ns, c.documents),
+            Some(lost) => println!(
+                "repair: {}: {} document(s), {lost} lost (in damaged blocks)",
+                c.ns, c.documents
+            ),
+        }
         for i in &c.indexes {
             let before = match &i.entries_before {
                 Ok(n) => n.to_string(),

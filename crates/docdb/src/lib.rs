@@ -33,6 +33,35 @@ pub fn storage_error(e: engine::Error) -> DocError {
         engine::Error::SnapshotTooOld(what) => {
             DocError::with_code(239, "SnapshotTooOld", format!("storage engine: {what}"))
         }
+        // A damaged block: the message names it and says how to get past it.
+        engine::Error::Checksum { ref file, .. } | engine::Error::Corrupt { ref file, .. } => {
+            let dir = file.parent().unwrap_or(file);
+            DocError::storage_error(format!(
+                "storage engine: {e}; `validate` lists the damage; with the server stopped, \
+                 flashdoc repair --dbpath {} keeps what the checksums prove",
+                dir.display()
+            ))
+        }
         e => DocError::storage_error(format!("storage engine: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_damaged_block_names_the_file_the_offset_and_the_repair() {
+        let e = storage_error(engine::Error::Checksum {
+            file: "/data/db/collection-3.fdb".into(),
+            offset: 8192,
+            size: 4096,
+        });
+        let msg = e.to_string();
+        assert!(
+            msg.contains("/data/db/collection-3.fdb at offset 8192")
+                && msg.contains("flashdoc repair --dbpath /data/db "),
+            "{msg}"
+        );
     }
 }

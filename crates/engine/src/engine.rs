@@ -84,6 +84,14 @@ struct Inner {
     _lock: ProcessLock,
 }
 
+/// What `DiskEngine::salvage_tables` gave up of one table.
+#[derive(Clone, Debug)]
+pub struct TableSalvage {
+    pub table: String,
+    pub file: std::path::PathBuf,
+    pub lost: Vec<crate::btree::LostLeaf>,
+}
+
 /// The on-disk engine. Cloning shares it.
 pub struct DiskEngine {
     inner: Arc<Inner>,
@@ -239,6 +247,25 @@ impl DiskEngine {
             n += t.verify()?;
         }
         Ok(n)
+    }
+
+    /// `flashdoc repair`: salvages every table (`Table::salvage`): each leaf whose image fails
+    /// its checks is given up, the rest kept; the next checkpoint makes the result durable.
+    /// Returns, per table that lost leaves, its name, its file and the leaves lost.
+    pub fn salvage_tables(&self) -> Result<Vec<TableSalvage>> {
+        self.inner.check_open()?;
+        let mut out = Vec::new();
+        for t in self.inner.catalog.all() {
+            let lost = t.salvage()?;
+            if !lost.is_empty() {
+                out.push(TableSalvage {
+                    table: t.name.clone(),
+                    file: t.file.path().to_path_buf(),
+                    lost,
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// The database directory.

@@ -147,6 +147,22 @@ impl LeafState {
         }
     }
 
+    /// Gives up a leaf whose disk image failed its checks (`Table::salvage`): the leaf becomes
+    /// an empty page never written, so the next checkpoint writes an image for it. Returns the
+    /// blocks to free: the bad image and the overflow blocks waiting beside it.
+    pub fn salvage_empty(&mut self) -> Vec<Addr> {
+        // A resident page is what the leaf holds now: emptying it would drop good entries.
+        assert!(
+            self.page.is_none(),
+            "only a leaf that is not resident is given up"
+        );
+        let bad = self.addr.take().expect("a leaf not resident has an image");
+        let mut free = std::mem::take(&mut self.pending_free);
+        free.push(bad);
+        *self = LeafState::new_empty();
+        free
+    }
+
     /// Runs reconciliation's `f` on the resident page, which it may annotate (overflow
     /// blocks' addresses) but not grow or shrink.
     pub fn reconcile_page<R>(&mut self, f: impl FnOnce(&mut LeafPage) -> R) -> Option<R> {
@@ -370,6 +386,23 @@ mod tests {
             size: 4096,
             checksum: 0,
         }
+    }
+
+    #[test]
+    #[should_panic(expected = "only a leaf that is not resident is given up")]
+    fn a_resident_leaf_is_never_given_up() {
+        let mut st = LeafState::on_disk(addr());
+        st.load(LeafPage::empty());
+        st.salvage_empty();
+    }
+
+    #[test]
+    fn a_given_up_leaf_is_empty_dirty_and_frees_its_image() {
+        let mut st = LeafState::on_disk(addr());
+        assert_eq!(st.salvage_empty(), vec![addr()]);
+        assert!(st.is_dirty() && st.addr().is_none());
+        assert_eq!(st.page().map(|p| p.entries(LATEST).count()), Some(0));
+        st.check();
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub mod txn;
 pub use config::{
     AllocPolicy, Allocation, Compressor, EngineConfig, EngineKind, Schedule, TableConfig, TableKind,
 };
-pub use engine::{open_engine, DiskEngine};
+pub use engine::{open_engine, DiskEngine, TableSalvage};
 pub use error::{Error, Result};
 pub use io::{DirectIo, FlashConfig};
 pub use journal::{JournalCompressor, JournalConfig, Lsn};

@@ -21,6 +21,9 @@ pub struct CollectionRepair {
     pub ns: String,
     /// Documents in the collection (every block of its table verified).
     pub documents: u64,
+    /// Documents the salvage lost: the `_id` index's entries before its rebuild less the
+    /// documents found (`None` when that index could not be read).
+    pub documents_lost: Option<u64>,
     pub indexes: Vec<IndexRepair>,
 }
 
@@ -76,9 +79,16 @@ impl DocDb {
                 entries_after,
             });
         }
+        // Every document has one `_id` entry: entries without a document are documents lost.
+        let documents_lost = indexes
+            .iter()
+            .find(|i| i.name == "_id_")
+            .and_then(|i| i.entries_before.as_ref().ok())
+            .map(|before| before.saturating_sub(documents));
         Ok(CollectionRepair {
             ns: c.ns.clone(),
             documents,
+            documents_lost,
             indexes,
         })
     }

@@ -410,6 +410,13 @@ impl Table {
             return Ok(());
         }
         let addr = st.addr().expect("a leaf without a page has a disk image");
+        let page = self.read_leaf_page(addr)?;
+        self.cache.page_read(st.load(page));
+        Ok(())
+    }
+
+    /// Reads the leaf image at `addr` and the overflow blocks it references, verifying each.
+    pub(super) fn read_leaf_page(&self, addr: Addr) -> Result<LeafPage> {
         let (kind, payload) = self.file.read(addr)?;
         if kind != PageKind::Leaf {
             return Err(self.corrupt(
@@ -417,7 +424,7 @@ impl Table {
                 format!("expected a leaf page, found {}", kind.name()),
             ));
         }
-        let page = LeafPage::from_image(payload, |oaddr, len| {
+        LeafPage::from_image(payload, |oaddr, len| {
             let (kind, data) = self.file.read(oaddr)?;
             if kind != PageKind::Overflow || data.len() as u64 != len {
                 return Err(self.corrupt(oaddr.offset, "bad overflow block".into()));
@@ -427,9 +434,7 @@ impl Table {
         .map_err(|e| match e {
             ImageError::Malformed(what) => self.corrupt(addr.offset, what),
             ImageError::Overflow(e) => e,
-        })?;
-        self.cache.page_read(st.load(page));
-        Ok(())
+        })
     }
 
     pub(super) fn corrupt(&self, offset: u64, what: String) -> Error {
