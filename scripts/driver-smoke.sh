@@ -33,8 +33,15 @@ fi
 URI=$("${UP[@]}")
 trap '"$BIN" cluster down --dir "$DIR/cluster" >/dev/null; rm -rf "$DIR"' EXIT
 if [ "$AUTH" = "1" ]; then
+  # pymongo creates the first user and checks the refusals (scripts/test.sh's venv).
+  PY="${FLASHDOC_PYTHON:-$PWD/target/venv/bin/python}"
+  if [ ! -x "$PY" ]; then
+    python3 -m venv target/venv
+    target/venv/bin/pip install --quiet --disable-pip-version-check pymongo
+    PY="$PWD/target/venv/bin/python"
+  fi
   PWD_SMOKE="smoke-$(head -c 9 /dev/urandom | base64 | tr -d '+/=')"
-  python3 - "$PORT" "$PWD_SMOKE" <<'PY'
+  "$PY" - "$PORT" "$PWD_SMOKE" <<'PY'
 import sys
 import pymongo
 from pymongo.errors import OperationFailure

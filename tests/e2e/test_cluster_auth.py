@@ -150,6 +150,9 @@ def test_a_read_user_cannot_write_its_database_or_read_another(boss, cluster):
     uri = cluster["router"].uri("reader", "r-pwd-1", source="appa")
     with pymongo.MongoClient(uri, serverSelectionTimeoutMS=20000) as c:
         assert c.appa.c.find_one({"_id": 1}) == {"_id": 1}
+        # listDatabases names only the databases the user holds a privilege on.
+        assert [d["name"] for d in c.admin.command("listDatabases")["databases"]] == ["appa"]
+        assert code_of(lambda: c.admin.command("listDatabases", authorizedDatabases=False)) == 13
         assert code_of(lambda: c.appa.c.insert_one({"_id": 2})) == 13
         assert code_of(lambda: c.appa.c.delete_one({"_id": 1})) == 13
         assert code_of(lambda: c.appb.c.find_one({})) == 13

@@ -631,6 +631,18 @@ pub fn has_privilege_on_db(
         })
 }
 
+/// Whether `listDatabases` lists only the databases the connection's users hold a privilege
+/// on (mongod's rule): with authorization on, as `authorizedDatabases` asks, or by default
+/// unless the users hold the listDatabases action. A router lists its databases by it too.
+pub fn lists_only_authorized_databases(
+    state: &ServerState,
+    conn: &ConnInfo,
+    asked: Option<bool>,
+) -> bool {
+    let enforced = state.config().security.authorization == Authorization::Enabled;
+    enforced && asked.unwrap_or_else(|| !conn.auth.lock().allows(Action::ListDatabases, USERS_DB))
+}
+
 /// The localhost exception: a loopback client may create the first user while none exists.
 fn localhost_exception(state: &ServerState, conn: &ConnInfo) -> DocResult<bool> {
     Ok(state.params().enable_localhost_auth_bypass

@@ -385,7 +385,7 @@ impl Router {
             }
             "drop" => admin::drop(self, call),
             "dropDatabase" => admin::drop_database(self, call),
-            "listDatabases" => admin::list_databases(self),
+            "listDatabases" => admin::list_databases(self, call),
             "listCollections" => admin::list_collections(self, call),
             "dbStats" => admin::db_stats(self, call),
             "addShard" | "addshard" => admin::add_shard(self, cmd),
