@@ -42,9 +42,6 @@ fn journaled() -> WriteOpts {
     }
 }
 
-/// The duplicate-key code a second insert of one `_id` fails with.
-const DUPLICATE_KEY: i32 = 11000;
-
 impl UserStore for DocDbUsers {
     fn get(&self, id: &str) -> DocResult<Option<Document>> {
         let q = FindQuery {
@@ -64,7 +61,7 @@ impl UserStore for DocDbUsers {
     fn insert(&self, user: Document) -> DocResult<bool> {
         match first_error(self.0.insert(USERS_DB, USERS_COLL, vec![user], journaled())) {
             Ok(_) => Ok(true),
-            Err(e) if e.code == DUPLICATE_KEY => Ok(false),
+            Err(e) if e.code == docdb::DocError::DUPLICATE_KEY => Ok(false),
             Err(e) => Err(e),
         }
     }
@@ -91,5 +88,34 @@ impl UserStore for DocDbUsers {
             ..Default::default()
         };
         self.0.find(USERS_DB, USERS_COLL, &q)?.collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The store over `admin.system.users`: a second user with one `_id` is refused (the
+    /// `_id` index), changes reach only the named user.
+    #[test]
+    fn the_system_users_store_inserts_once_and_changes_by_id() {
+        let db = DocDb::open(docdb::DocDbConfig::in_memory()).unwrap();
+        let users = DocDbUsers(db);
+        assert!(!users.any().unwrap());
+        assert!(users.insert(doc! {"_id": "app.b", "roles": []}).unwrap());
+        assert!(users.insert(doc! {"_id": "app.a", "roles": []}).unwrap());
+        assert!(!users.insert(doc! {"_id": "app.a", "roles": [1]}).unwrap());
+        assert!(users.any().unwrap());
+        assert!(users.set_fields("app.a", doc! {"customData": {"x": 1}}).unwrap());
+        assert!(!users.set_fields("app.zz", doc! {"customData": {}}).unwrap());
+        let all = users.all().unwrap();
+        let ids: Vec<&str> = all.iter().map(|u| u.get_str("_id").unwrap()).collect();
+        assert_eq!(ids, ["app.a", "app.b"]);
+        assert_eq!(all[0].get_document("customData").unwrap(), &doc! {"x": 1});
+        assert_eq!(all[1].get_array("roles").unwrap().len(), 0);
+        assert!(users.remove("app.a").unwrap());
+        assert!(!users.remove("app.a").unwrap());
+        assert!(users.get("app.a").unwrap().is_none());
+        assert!(users.get("app.b").unwrap().is_some());
     }
 }
