@@ -106,7 +106,9 @@ mod tests {
         assert!(users.insert(doc! {"_id": "app.a", "roles": []}).unwrap());
         assert!(!users.insert(doc! {"_id": "app.a", "roles": [1]}).unwrap());
         assert!(users.any().unwrap());
-        assert!(users.set_fields("app.a", doc! {"customData": {"x": 1}}).unwrap());
+        assert!(users
+            .set_fields("app.a", doc! {"customData": {"x": 1}})
+            .unwrap());
         assert!(!users.set_fields("app.zz", doc! {"customData": {}}).unwrap());
         let all = users.all().unwrap();
         let ids: Vec<&str> = all.iter().map(|u| u.get_str("_id").unwrap()).collect();
