@@ -1,20 +1,78 @@
 #!/usr/bin/env bash
-# Smoke checks of the Java, Go and Node drivers through a flashdoc router: starts a local
-# cluster (`flashdoc cluster up`: etcd, 2 shards, a router), runs each driver's CRUD program
-# against it, stops the cluster. Not part of CI (it downloads the drivers from Maven Central,
-# the Go module proxy and npm); scripts/test.sh runs it when FLASHDOC_DRIVER_SMOKE=1.
+# Smoke checks of the Java (sync), Go and Node drivers and mongosh through a flashdoc router:
+# starts a local cluster (`flashdoc cluster up`: etcd, 2 shards, a router), runs each driver's
+# CRUD program against it, stops the cluster. Not part of CI (it downloads the drivers from
+# Maven Central, the Go module proxy and npm); scripts/test.sh runs it when
+# FLASHDOC_DRIVER_SMOKE=1. mongosh runs when scripts/install-mongosh.sh has installed it.
+#
+# --auth (or FLASHDOC_SMOKE_AUTH=1): an authenticated cluster. Every member gets one key file
+# (security.keyFile), the first user is created through the router's localhost exception, an
+# unauthenticated client must get Unauthorized (13), and every driver connects with a
+# user:password@ URI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+AUTH="${FLASHDOC_SMOKE_AUTH:-0}"
+for a in "$@"; do
+  case "$a" in
+    --auth) AUTH=1 ;;
+    *) echo "usage: $0 [--auth]" >&2; exit 2 ;;
+  esac
+done
 . scripts/ensure-toolchain.sh
 cargo build --quiet -p flashdoc
 BIN="$PWD/target/debug/flashdoc"
 DIR="$(mktemp -d /tmp/flashdoc-drivers-XXXXXX)"
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-URI=$("$BIN" cluster up --shards 2 --dir "$DIR/cluster" --port "$PORT")
+UP=("$BIN" cluster up --shards 2 --dir "$DIR/cluster" --port "$PORT")
+if [ "$AUTH" = "1" ]; then
+  # 756 random bytes are 1008 base64 characters: within mongod's 6..1024.
+  head -c 756 /dev/urandom | base64 -w0 > "$DIR/key"
+  chmod 600 "$DIR/key"
+  UP+=(--keyFile "$DIR/key")
+fi
+URI=$("${UP[@]}")
 trap '"$BIN" cluster down --dir "$DIR/cluster" >/dev/null; rm -rf "$DIR"' EXIT
+if [ "$AUTH" = "1" ]; then
+  # pymongo creates the first user and checks the refusals (scripts/test.sh's venv).
+  PY="${FLASHDOC_PYTHON:-$PWD/target/venv/bin/python}"
+  if [ ! -x "$PY" ]; then
+    python3 -m venv target/venv
+    target/venv/bin/pip install --quiet --disable-pip-version-check pymongo
+    PY="$PWD/target/venv/bin/python"
+  fi
+  PWD_SMOKE="smoke-$(head -c 9 /dev/urandom | base64 | tr -d '+/=')"
+  "$PY" - "$PORT" "$PWD_SMOKE" <<'PY'
+import sys
+import pymongo
+from pymongo.errors import OperationFailure
+port, pwd = int(sys.argv[1]), sys.argv[2]
+anon = pymongo.MongoClient("127.0.0.1", port, serverSelectionTimeoutMS=20000)
+# The localhost exception: the first cluster user, from loopback, with no credentials.
+anon.admin.command("createUser", "smoke", pwd=pwd, roles=["root"])
+for what, run in [("find", lambda: anon.app.c.find_one({})),
+                  ("insert", lambda: anon.app.c.insert_one({"x": 1})),
+                  ("listDatabases", lambda: anon.admin.command("listDatabases")),
+                  ("createUser", lambda: anon.admin.command("createUser", "x", pwd="x-pwd-1", roles=["root"]))]:
+    try:
+        run()
+    except OperationFailure as e:
+        assert e.code == 13, (what, e.code, str(e))
+    else:
+        raise SystemExit(f"an unauthenticated {what} through the router was not refused")
+print("unauthenticated client: 13 on find, insert, listDatabases, a second createUser")
+PY
+  URI="mongodb://smoke:${PWD_SMOKE}@127.0.0.1:${PORT}/?authSource=admin"
+  echo "drivers connect with mongodb://smoke:***@127.0.0.1:${PORT}/?authSource=admin"
+fi
 status=0
 (cd tests/drivers/node && npm install --silent --no-audit --no-fund >/dev/null && node smoke.js "$URI") || status=1
 (cd tests/drivers/go && go mod tidy >/dev/null 2>&1 && go run . "$URI") || status=1
 (cd tests/drivers/java && mvn -q -B package >/dev/null && mvn -q -B dependency:build-classpath -Dmdep.outputFile=cp.txt >/dev/null \
   && java -cp "target/classes:$(cat cp.txt)" smoke.Smoke "$URI") || status=1
+MONGOSH="$PWD/target/mongosh/node_modules/.bin/mongosh"
+if [ -x "$MONGOSH" ]; then
+  "$MONGOSH" "$URI" --quiet --file tests/drivers/mongosh/smoke.js || status=1
+else
+  echo "mongosh: not installed (bash scripts/install-mongosh.sh installs it); skipped" >&2
+fi
 exit $status

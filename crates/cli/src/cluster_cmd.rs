@@ -8,6 +8,7 @@ use cluster::meta::{Catalog, DEFAULT_ROOT};
 use cluster::router::{Router, RouterOptions};
 use cluster::shard::{ShardNode, SystemClock};
 use cluster::transport::{call_ok, Connector, TcpConnector};
+use server::keyfile::KeyFile;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -28,10 +29,13 @@ fn advertised(addr: SocketAddr) -> String {
 }
 
 /// The shard side of `serve --shardsvr`.
+/// With `key` (`security.keyFile`), the shard authenticates to other shards as the internal
+/// user.
 pub fn open_shard(
     db: Arc<docdb::DocDb>,
     addr: SocketAddr,
     config_db: Option<&str>,
+    key: Option<KeyFile>,
 ) -> Result<Arc<dyn server::hook::CommandHook>> {
     if addr.port() == 0 {
         bail!("a shard needs a fixed port (the cluster stores its address): give --port");
@@ -40,7 +44,7 @@ pub fn open_shard(
         db,
         &advertised(addr),
         store_opener(),
-        Arc::new(TcpConnector::default()),
+        Arc::new(TcpConnector::with_key(key)),
         Arc::new(SystemClock),
     )
     .map_err(|e| anyhow!("starting the shard: {e}"))?;
@@ -72,17 +76,41 @@ pub struct RouterArgs {
     /// Seconds between balancer rounds.
     #[arg(long = "balancer-interval", default_value_t = 10)]
     balancer_interval: u64,
+    /// Overrides security.keyFile: the cluster's shared key. The router authenticates to
+    /// the shards with it and authenticates its clients against the cluster's users.
+    #[arg(long = "keyFile", alias = "key-file")]
+    key_file: Option<PathBuf>,
 }
 
+#[derive(Default)]
 struct RouterConfig {
     port: u16,
     bind_ip: String,
     config_db: Option<String>,
     test_commands: bool,
+    key_file: Option<PathBuf>,
 }
 
-/// Why a router refuses `security`: it would be accepted and not enforced.
-const ROUTER_HAS_NO_AUTH: &str = "security: a flashdoc router has no authorization (no users, and it reaches its shards as an unauthenticated client); run it bound to a trusted network and leave security out";
+/// A router's `security` section: `keyFile` only, as mongos's (authorization follows it).
+fn parse_router_security(val: &serde_yaml::Value, c: &mut RouterConfig) -> Result<()> {
+    for (k, v) in val
+        .as_mapping()
+        .ok_or_else(|| anyhow!("security: expected a mapping"))?
+    {
+        match k.as_str().unwrap_or("") {
+            "keyFile" => {
+                c.key_file = Some(
+                    v.as_str()
+                        .ok_or_else(|| anyhow!("security.keyFile: expected a path"))?
+                        .into(),
+                )
+            }
+            "authorization" => bail!("security.authorization: a router authorizes its clients when it has security.keyFile, as mongos does; give the key file instead"),
+            other => bail!("security.{other}: unknown key for a router"),
+        }
+    }
+    Ok(())
+}
 
 fn parse_router_yaml(text: &str) -> Result<RouterConfig> {
     let (rest, sharding) = cluster::config::split_sharding(text).map_err(|e| anyhow!(e))?;
@@ -93,7 +121,7 @@ fn parse_router_yaml(text: &str) -> Result<RouterConfig> {
         port: 27017,
         bind_ip: "127.0.0.1".into(),
         config_db: sharding.config_db,
-        test_commands: false,
+        ..RouterConfig::default()
     };
     let v: serde_yaml::Value = serde_yaml::from_str(&rest)?;
     let Some(m) = v.as_mapping() else {
@@ -138,7 +166,7 @@ fn parse_router_yaml(text: &str) -> Result<RouterConfig> {
                     }
                 }
             }
-            "security" => bail!("{ROUTER_HAS_NO_AUTH}"),
+            "security" => parse_router_security(val, &mut c)?,
             other => bail!("{other}: unknown key for a router configuration"),
         }
     }
@@ -154,10 +182,18 @@ pub fn run_router(args: RouterArgs) -> Result<()> {
         None => RouterConfig {
             port: 27017,
             bind_ip: "127.0.0.1".into(),
-            config_db: None,
-            test_commands: false,
+            ..RouterConfig::default()
         },
     };
+    if args.key_file.is_some() {
+        cfg.key_file = args.key_file;
+    }
+    let key = cfg
+        .key_file
+        .as_deref()
+        .map(KeyFile::read)
+        .transpose()
+        .map_err(|e| anyhow!(e))?;
     if let Some(p) = args.port {
         cfg.port = p;
     }
@@ -180,10 +216,11 @@ pub fn run_router(args: RouterArgs) -> Result<()> {
         .ok_or_else(|| anyhow!("net.bindIp {} resolves to nothing", cfg.bind_ip))?;
     let store = cluster::store::open(&config_db).map_err(|e| anyhow!("{e}"))?;
     let catalog = Catalog::new(store, DEFAULT_ROOT);
+    let catalog_for_users = catalog.clone();
     let router = Router::new(
         catalog.clone(),
         &config_db,
-        Arc::new(TcpConnector::default()),
+        Arc::new(TcpConnector::with_key(key.clone())),
         RouterOptions {
             id: format!(
                 "{}:{}-{}",
@@ -210,11 +247,16 @@ pub fn run_router(args: RouterArgs) -> Result<()> {
         .storage
         .set_engine("inMemory")
         .map_err(|e| anyhow!(e))?;
-    server::serve_with_hook(
+    // With the key file the server turns authorization on and knows the internal user; the
+    // users are the cluster's, in the metadata store.
+    server_cfg.security.key_file = cfg.key_file;
+    let users = cluster::users::ClusterUsers::new(catalog_for_users);
+    server::serve_with_users(
         db,
         &server_cfg,
         Some(router),
         doc! {"sharding": {"configDB": config_db}},
+        Some(Arc::new(users)),
     )
     .context("serving")?;
     Ok(())
@@ -283,6 +325,10 @@ enum ClusterCommand {
         /// Use this etcd instead of starting one: etcd://host:port.
         #[arg(long)]
         etcd: Option<String>,
+        /// The cluster's shared key (security.keyFile) for every shard and the router: they
+        /// authenticate to each other with it and authorize their clients.
+        #[arg(long = "keyFile", alias = "key-file")]
+        key_file: Option<PathBuf>,
     },
     /// Stop everything `cluster up` started in --dir.
     Down {
@@ -305,7 +351,8 @@ pub fn run_cluster(args: ClusterArgs) -> Result<()> {
             dir,
             port,
             etcd,
-        } => cluster_up(shards, &dir, port, etcd),
+            key_file,
+        } => cluster_up(shards, &dir, port, etcd, key_file.as_deref()),
         ClusterCommand::Down { dir } => cluster_down(&dir),
         ClusterCommand::AddShard { router, shards } => {
             let conn = TcpConnector::default().connect(&router);
@@ -351,10 +398,28 @@ fn wait_for_log(log: &Path, needle: &str, what: &str) -> Result<()> {
     bail!("{what} did not start in 60 s; see {}", log.display())
 }
 
-fn cluster_up(shards: usize, dir: &Path, port: u16, etcd: Option<String>) -> Result<()> {
+fn cluster_up(
+    shards: usize,
+    dir: &Path,
+    port: u16,
+    etcd: Option<String>,
+    key_file: Option<&Path>,
+) -> Result<()> {
     if shards == 0 || shards > 64 {
         bail!("--shards must be between 1 and 64");
     }
+    // Checked before anything starts; each node checks it again.
+    let key = key_file
+        .map(KeyFile::read)
+        .transpose()
+        .map_err(|e| anyhow!(e))?;
+    let key_args: Vec<String> = match key_file {
+        Some(k) => vec![
+            "--keyFile".into(),
+            k.canonicalize()?.to_string_lossy().into_owned(),
+        ],
+        None => Vec::new(),
+    };
     std::fs::create_dir_all(dir)?;
     let dir = dir.canonicalize()?;
     if dir.join("cluster.json").exists() {
@@ -374,7 +439,7 @@ fn cluster_up(shards: usize, dir: &Path, port: u16, etcd: Option<String>) -> Res
     for i in 0..shards {
         let p = port + 1 + i as u16;
         let log = dir.join(format!("shard{i}.log"));
-        let args: Vec<String> = vec![
+        let mut args: Vec<String> = vec![
             "serve".into(),
             "--shardsvr".into(),
             "--dbpath".into(),
@@ -382,18 +447,20 @@ fn cluster_up(shards: usize, dir: &Path, port: u16, etcd: Option<String>) -> Res
             "--port".into(),
             p.to_string(),
         ];
+        args.extend(key_args.iter().cloned());
         std::fs::create_dir_all(dir.join(format!("shard{i}")))?;
         pids.push((format!("shard{i}"), spawn_detached(&exe, &args, &log)?));
         hosts.push((format!("shard{i}"), format!("127.0.0.1:{p}"), log));
     }
     let rlog = dir.join("router.log");
-    let rargs: Vec<String> = vec![
+    let mut rargs: Vec<String> = vec![
         "router".into(),
         "--configdb".into(),
         config_db.clone(),
         "--port".into(),
         port.to_string(),
     ];
+    rargs.extend(key_args);
     pids.push(("router".into(), spawn_detached(&exe, &rargs, &rlog)?));
     let record = serde_json::json!({
         "router": format!("mongodb://127.0.0.1:{port}/"),
@@ -408,7 +475,8 @@ fn cluster_up(shards: usize, dir: &Path, port: u16, etcd: Option<String>) -> Res
         wait_for_log(log, "waiting for connections", name)?;
     }
     wait_for_log(&rlog, "waiting for connections", "the router")?;
-    let conn = TcpConnector::default().connect(&format!("127.0.0.1:{port}"));
+    // As the internal user when the cluster has a key: no cluster user exists yet.
+    let conn = TcpConnector::with_key(key).connect(&format!("127.0.0.1:{port}"));
     for (name, host, _) in &hosts {
         call_ok(
             &*conn,
@@ -517,18 +585,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_router_refuses_security_rather_than_ignore_it() {
-        for yaml in [
-            "security:\n  authorization: enabled\n",
-            "security: {authorization: disabled}\n",
-            "security: {keyFile: /x}\n",
+    fn a_router_takes_a_key_file_and_refuses_other_security_keys() {
+        for (yaml, want) in [
+            (
+                "security:\n  authorization: enabled\n",
+                "give the key file instead",
+            ),
+            (
+                "security: {authorization: disabled}\n",
+                "give the key file instead",
+            ),
+            (
+                "security: {clusterAuthMode: x509}\n",
+                "security.clusterAuthMode: unknown",
+            ),
+            (
+                "security: {keyFile: [1]}\n",
+                "security.keyFile: expected a path",
+            ),
         ] {
             let e = parse_router_yaml(yaml).err().unwrap().to_string();
-            assert!(
-                e.contains("a flashdoc router has no authorization"),
-                "{yaml}: {e}"
-            );
+            assert!(e.contains(want), "{yaml}: {e}");
         }
+        let c = parse_router_yaml("security: {keyFile: /etc/flashdoc/key}\n").unwrap();
+        assert_eq!(c.key_file.as_deref(), Some(Path::new("/etc/flashdoc/key")));
         let c = parse_router_yaml("net: {port: 1234}\n").unwrap();
         assert_eq!(c.port, 1234);
     }

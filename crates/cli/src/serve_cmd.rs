@@ -35,6 +35,10 @@ pub struct ServeArgs {
     /// 27018). A router's addShard tells it where the cluster's metadata lives.
     #[arg(long)]
     shardsvr: bool,
+    /// Overrides security.keyFile: the cluster's shared key; members authenticate to each
+    /// other with it, and it turns authorization on (as mongod's --keyFile).
+    #[arg(long = "keyFile", alias = "key-file")]
+    key_file: Option<PathBuf>,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -57,7 +61,15 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .bind_addrs()?
         .first()
         .context("net.bindIp: no address")?;
-    let node = crate::cluster_cmd::open_shard(db.clone(), addr, sharding.config_db.as_deref())?;
+    let key = cfg
+        .security
+        .key_file
+        .as_deref()
+        .map(server::keyfile::KeyFile::read)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let node =
+        crate::cluster_cmd::open_shard(db.clone(), addr, sharding.config_db.as_deref(), key)?;
     let mut shown = bson::doc! {"clusterRole": "shardsvr"};
     if let Some(c) = &sharding.config_db {
         shown.insert("configDB", c.clone());
@@ -110,6 +122,13 @@ fn config(
     if args.auth {
         cfg.security.authorization = server::config::Authorization::Enabled;
     }
+    if let Some(k) = &args.key_file {
+        cfg.security.key_file = Some(k.clone());
+    }
+    if cfg.security.key_file.is_some() {
+        // As in mongod: members that authenticate each other authorize their clients.
+        cfg.security.authorization = server::config::Authorization::Enabled;
+    }
     if args.noscripting {
         cfg.security.javascript_enabled = Some(false);
     }
@@ -122,9 +141,12 @@ fn config(
             .map_err(|e| anyhow::anyhow!("--set-parameter {p}: {e}"))?;
     }
     cfg.validate()?;
-    if sharding.shardsvr && cfg.security.authorization == server::config::Authorization::Enabled {
-        // A router reaches its shards as an unauthenticated client.
-        anyhow::bail!("security.authorization with sharding.clusterRole: shardsvr needs internal authentication between cluster members (security.keyFile), which flashdoc does not have");
+    if sharding.shardsvr
+        && cfg.security.authorization == server::config::Authorization::Enabled
+        && cfg.security.key_file.is_none()
+    {
+        // Routers and other shards reach a shard as the internal user of the key file.
+        anyhow::bail!("security.authorization with sharding.clusterRole: shardsvr needs security.keyFile (--keyFile), the key routers and shards authenticate to each other with");
     }
     Ok((cfg, sharding))
 }

@@ -10,7 +10,9 @@
 //!   `splitVector`, migrations as donor and recipient, range deletion, retryable writes);
 //! - `router`: targeting, scatter-gather with merged sorts and aggregation, writes, cursors,
 //!   admin commands, the `config` database, auto-split and the balancer;
-//! - `transport`: how the router and shards send each other commands (TCP, or in process).
+//! - `transport`: how the router and shards send each other commands (TCP, or in process),
+//!   authenticated as the internal user when the cluster has a key file;
+//! - `users`: the cluster's users, in the metadata store, for the router's authentication.
 pub mod meta;
 pub mod router;
 pub mod shard;
@@ -18,6 +20,7 @@ pub mod shardkey;
 pub mod split;
 pub mod store;
 pub mod transport;
+pub mod users;
 pub mod version;
 
 /// A numeric field as i64 (any BSON number; 0 when absent or not a number).

@@ -10,6 +10,7 @@
 //! <root>/coll/<ns>/migration           the one migration of the collection in flight
 //! <root>/settings/<id>                 {_id: "chunksize", value} | {_id: "balancer", ...} | ...
 //! <root>/changelog/<time>-<n>          {_id, server, time, what, ns, details}
+//! <root>/users/<db.user>               the cluster's users, in mongod's shape (`users`)
 //! ```
 //!
 //! A collection's metadata and chunks share a prefix, so one read returns them at one
@@ -185,7 +186,7 @@ pub struct ChunkChange {
 
 static CHANGELOG_SEQ: AtomicU64 = AtomicU64::new(0);
 
-fn esc(ns: &str) -> String {
+pub(crate) fn esc(ns: &str) -> String {
     ns.replace('%', "%25").replace('/', "%2F")
 }
 
@@ -193,12 +194,12 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-fn decode(kv: &KeyValue) -> DocResult<Document> {
+pub(crate) fn decode(kv: &KeyValue) -> DocResult<Document> {
     Document::from_reader(kv.value.as_slice())
         .map_err(|e| DocError::internal_error(format!("corrupt metadata at {}: {e}", kv.key)))
 }
 
-fn encode(d: &Document) -> Vec<u8> {
+pub(crate) fn encode(d: &Document) -> Vec<u8> {
     bson::to_vec(d).expect("documents always serialize")
 }
 
@@ -212,7 +213,7 @@ impl Catalog {
     pub fn store(&self) -> &Arc<dyn MetaStore> {
         &self.store
     }
-    fn key(&self, parts: &[&str]) -> String {
+    pub(crate) fn key(&self, parts: &[&str]) -> String {
         let mut k = self.root.clone();
         for p in parts {
             k.push('/');

@@ -6,6 +6,8 @@
 use bson::{doc, Bson, Document};
 use docdb::{DocError, DocResult};
 use parking_lot::Mutex;
+use server::keyfile::{KeyFile, INTERNAL_DB, INTERNAL_USER};
+use server::scram::{self, ClientConversation, Mechanism};
 use server::state::{ConnInfo, ServerState};
 use server::wire;
 use std::collections::{HashMap, HashSet};
@@ -86,10 +88,22 @@ pub fn host_unreachable(host: &str, what: impl std::fmt::Display) -> DocError {
     DocError::with_code(6, "HostUnreachable", format!("{host}: {what}"))
 }
 
-/// TCP connections, pooled per host.
+/// TCP connections, pooled per host; with the cluster's key file, each connection
+/// authenticates as the internal user before its first command.
 #[derive(Default)]
 pub struct TcpConnector {
     hosts: Mutex<HashMap<String, Arc<TcpShard>>>,
+    key: Option<KeyFile>,
+}
+
+impl TcpConnector {
+    /// Connections that authenticate as the internal user with `key` (`security.keyFile`).
+    pub fn with_key(key: Option<KeyFile>) -> TcpConnector {
+        TcpConnector {
+            hosts: Mutex::default(),
+            key,
+        }
+    }
 }
 
 impl Connector for TcpConnector {
@@ -101,6 +115,7 @@ impl Connector for TcpConnector {
                 Arc::new(TcpShard {
                     host: host.to_string(),
                     idle: Mutex::new(Vec::new()),
+                    key: self.key.clone(),
                 })
             })
             .clone()
@@ -110,6 +125,7 @@ impl Connector for TcpConnector {
 pub struct TcpShard {
     host: String,
     idle: Mutex<Vec<TcpStream>>,
+    key: Option<KeyFile>,
 }
 
 /// Idle connections kept per host.
@@ -133,7 +149,73 @@ impl TcpShard {
         s.set_nodelay(true).ok();
         s.set_read_timeout(Some(REPLY_TIMEOUT)).ok();
         s.set_write_timeout(Some(REPLY_TIMEOUT)).ok();
+        let mut s = s;
+        if let Some(key) = &self.key {
+            self.authenticate(&mut s, key)?;
+        }
         Ok(s)
+    }
+
+    /// SCRAM-SHA-256 as the internal user (`__system@local`) with the key as its password,
+    /// checking the node's signature too: a node without the key is refused as much as it
+    /// refuses us.
+    fn authenticate(&self, s: &mut TcpStream, key: &KeyFile) -> DocResult<()> {
+        let failed = |what: String| {
+            DocError::with_code(
+                18,
+                "AuthenticationFailed",
+                format!(
+                    "authenticating to {} as the cluster's internal user: {what}",
+                    self.host
+                ),
+            )
+        };
+        let (mut client, first) =
+            ClientConversation::start(Mechanism::Sha256, INTERNAL_USER, key.password())
+                .map_err(failed)?;
+        let start = doc! {
+            "saslStart": 1,
+            "mechanism": Mechanism::Sha256.name(),
+            "payload": scram::bin(first),
+            "options": {"skipEmptyExchange": true},
+            "$db": INTERNAL_DB,
+        };
+        let reply = self.exchange(s, &start)?;
+        let server_first = sasl_payload(&reply).map_err(failed)?;
+        let last = client.finish(&server_first).map_err(failed)?;
+        let cont = doc! {
+            "saslContinue": 1,
+            "conversationId": reply.get("conversationId").cloned().unwrap_or(Bson::Int32(1)),
+            "payload": scram::bin(last),
+            "$db": INTERNAL_DB,
+        };
+        let reply = self.exchange(s, &cont)?;
+        client
+            .verify(&sasl_payload(&reply).map_err(failed)?)
+            .map_err(failed)?;
+        if reply.get_bool("done") != Ok(true) {
+            return Err(failed("the node did not end the exchange".into()));
+        }
+        Ok(())
+    }
+
+    /// One command on a connection not yet pooled.
+    fn exchange(&self, s: &mut TcpStream, cmd: &Document) -> DocResult<Document> {
+        let id = REQUEST_ID.fetch_add(1, Ordering::Relaxed);
+        s.write_all(&wire::msg_request(cmd, &[], id, 0))
+            .map_err(|e| host_unreachable(&self.host, e))?;
+        read_reply(s).map_err(|e| host_unreachable(&self.host, e))
+    }
+}
+
+/// The SCRAM payload of a saslStart/saslContinue reply (an `ok: 0` reply is the node's error).
+fn sasl_payload(reply: &Document) -> Result<Vec<u8>, String> {
+    if !is_ok(reply) {
+        return Err(reply_error(reply).message);
+    }
+    match reply.get("payload") {
+        Some(Bson::Binary(b)) => Ok(b.bytes.clone()),
+        _ => Err("the reply has no SCRAM payload".into()),
     }
 }
 

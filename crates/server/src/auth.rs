@@ -16,41 +16,39 @@
 use crate::access::Access;
 use crate::client::{AuthedUser, ConnInfo};
 use crate::config::Authorization;
-use crate::roles::{Action, BUILTIN_ROLES, USERS_COLL, USERS_DB};
+use crate::keyfile;
+use crate::roles::{Action, BUILTIN_ROLES, USERS_DB};
 use crate::scram::{self, Conversation, Credential, Mechanism};
-use crate::state::ServerState;
+use crate::state::{HookAccess, ServerState};
+use crate::users::UserStore;
 use bson::{doc, Bson, Document};
-use docdb::{DocDb, DocError, DocResult, FindQuery, WriteOpts};
+use docdb::{DocError, DocResult};
 
 fn user_id(db: &str, user: &str) -> String {
     format!("{db}.{user}")
 }
 
 /// A user's stored document.
-pub fn find_user(dbx: &DocDb, db: &str, user: &str) -> DocResult<Option<Document>> {
-    let q = FindQuery {
-        filter: doc! {"_id": user_id(db, user)},
-        ..Default::default()
-    };
-    dbx.find(USERS_DB, USERS_COLL, &q)?.next().transpose()
+pub fn find_user(users: &dyn UserStore, db: &str, user: &str) -> DocResult<Option<Document>> {
+    users.get(&user_id(db, user))
 }
 
-pub fn any_user_exists(dbx: &DocDb) -> DocResult<bool> {
-    Ok(dbx
-        .find(USERS_DB, USERS_COLL, &FindQuery::default())?
-        .next()
-        .transpose()?
-        .is_some())
+fn is_internal_user(db: &str, user: &str) -> bool {
+    db == keyfile::INTERNAL_DB && user == keyfile::INTERNAL_USER
 }
 
-/// The credentials of a user for a mechanism (None: no such user or no such credential).
+/// The credentials of a user for a mechanism (None: no such user or no such credential). The
+/// internal user's come from the key file, when the server has one, and from nowhere else.
 pub fn credential(
-    dbx: &DocDb,
+    state: &ServerState,
     db: &str,
     user: &str,
     mech: Mechanism,
 ) -> DocResult<Option<Credential>> {
-    Ok(find_user(dbx, db, user)?.and_then(|u| {
+    if is_internal_user(db, user) {
+        return Ok(state.internal_credential(mech));
+    }
+    Ok(find_user(state.users(), db, user)?.and_then(|u| {
         let c = u.get_document("credentials").ok()?;
         Credential::from_doc(c.get_document(mech.name()).ok()?)
     }))
@@ -162,22 +160,8 @@ fn credentials(user: &str, pwd: &str, mechs: &[Mechanism]) -> DocResult<Document
     Ok(d)
 }
 
-fn first_error(out: docdb::WriteOutcome) -> DocResult<u64> {
-    match out.write_errors.into_iter().next() {
-        Some(e) => Err(e.error),
-        None => Ok(out.n),
-    }
-}
-
-fn sync_opts() -> WriteOpts {
-    WriteOpts {
-        journal: true,
-        ..WriteOpts::default()
-    }
-}
-
 /// createUser.
-pub fn create_user(dbx: &DocDb, db: &str, cmd: &Document) -> DocResult<Document> {
+pub fn create_user(users: &dyn UserStore, db: &str, cmd: &Document) -> DocResult<Document> {
     let user = cmd
         .get_str("createUser")
         .map_err(|_| DocError::type_mismatch("createUser must be a string"))?;
@@ -196,13 +180,6 @@ pub fn create_user(dbx: &DocDb, db: &str, cmd: &Document) -> DocResult<Document>
         db,
     )?;
     let mechs = mechanisms_arg(cmd)?;
-    if find_user(dbx, db, user)?.is_some() {
-        return Err(DocError::with_code(
-            51003,
-            "Location51003",
-            format!("User \"{user}@{db}\" already exists"),
-        ));
-    }
     let mut u = doc! {
         "_id": user_id(db, user),
         "userId": bson::Uuid::new(),
@@ -214,22 +191,18 @@ pub fn create_user(dbx: &DocDb, db: &str, cmd: &Document) -> DocResult<Document>
     if let Some(c) = cmd.get("customData") {
         u.insert("customData", c.clone());
     }
-    first_error(dbx.insert(USERS_DB, USERS_COLL, vec![u], sync_opts()))?;
+    if !users.insert(u)? {
+        return Err(DocError::with_code(
+            51003,
+            "Location51003",
+            format!("User \"{user}@{db}\" already exists"),
+        ));
+    }
     Ok(doc! {})
 }
 
-fn modify_user(dbx: &DocDb, db: &str, user: &str, set: Document) -> DocResult<()> {
-    let stmt = docdb::UpdateStatement {
-        q: doc! {"_id": user_id(db, user)},
-        u: Bson::Document(doc! {"$set": set}),
-        upsert: false,
-        multi: false,
-        array_filters: None,
-        collation: None,
-        ..Default::default()
-    };
-    let out = dbx.update(USERS_DB, USERS_COLL, &[stmt], sync_opts());
-    if first_error(out)? == 0 {
+fn modify_user(users: &dyn UserStore, db: &str, user: &str, set: Document) -> DocResult<()> {
+    if !users.set_fields(&user_id(db, user), set)? {
         return Err(user_not_found(user, db));
     }
     Ok(())
@@ -243,16 +216,16 @@ fn user_not_found(user: &str, db: &str) -> DocError {
     )
 }
 
-fn existing(dbx: &DocDb, db: &str, user: &str) -> DocResult<Document> {
-    find_user(dbx, db, user)?.ok_or_else(|| user_not_found(user, db))
+fn existing(users: &dyn UserStore, db: &str, user: &str) -> DocResult<Document> {
+    find_user(users, db, user)?.ok_or_else(|| user_not_found(user, db))
 }
 
 /// updateUser.
-pub fn update_user(dbx: &DocDb, db: &str, cmd: &Document) -> DocResult<Document> {
+pub fn update_user(users: &dyn UserStore, db: &str, cmd: &Document) -> DocResult<Document> {
     let user = cmd
         .get_str("updateUser")
         .map_err(|_| DocError::type_mismatch("updateUser must be a string"))?;
-    let u = existing(dbx, db, user)?;
+    let u = existing(users, db, user)?;
     let mut set = Document::new();
     if let Some(pwd) = password_arg(cmd)? {
         let mechs = match cmd.get("mechanisms") {
@@ -279,29 +252,28 @@ pub fn update_user(dbx: &DocDb, db: &str, cmd: &Document) -> DocResult<Document>
             "Must specify at least one field to update in updateUser",
         ));
     }
-    modify_user(dbx, db, user, set)?;
+    modify_user(users, db, user, set)?;
     Ok(doc! {})
 }
 
 /// dropUser.
-pub fn drop_user(dbx: &DocDb, db: &str, cmd: &Document) -> DocResult<Document> {
+pub fn drop_user(users: &dyn UserStore, db: &str, cmd: &Document) -> DocResult<Document> {
     let user = cmd
         .get_str("dropUser")
         .map_err(|_| DocError::type_mismatch("dropUser must be a string"))?;
-    let stmt = docdb::DeleteStatement {
-        q: doc! {"_id": user_id(db, user)},
-        limit: 1,
-        collation: None,
-        ..Default::default()
-    };
-    if first_error(dbx.delete(USERS_DB, USERS_COLL, &[stmt], sync_opts()))? == 0 {
+    if !users.remove(&user_id(db, user))? {
         return Err(user_not_found(user, db));
     }
     Ok(doc! {})
 }
 
 /// grantRolesToUser / revokeRolesFromUser.
-pub fn change_roles(dbx: &DocDb, db: &str, cmd: &Document, grant: bool) -> DocResult<Document> {
+pub fn change_roles(
+    users: &dyn UserStore,
+    db: &str,
+    cmd: &Document,
+    grant: bool,
+) -> DocResult<Document> {
     let key = if grant {
         "grantRolesToUser"
     } else {
@@ -316,7 +288,7 @@ pub fn change_roles(dbx: &DocDb, db: &str, cmd: &Document, grant: bool) -> DocRe
         })?,
         db,
     )?;
-    let u = existing(dbx, db, user)?;
+    let u = existing(users, db, user)?;
     let mut roles = roles_of(&u);
     for r in change {
         if grant {
@@ -327,13 +299,13 @@ pub fn change_roles(dbx: &DocDb, db: &str, cmd: &Document, grant: bool) -> DocRe
             roles.retain(|x| *x != r);
         }
     }
-    modify_user(dbx, db, user, doc! {"roles": roles_bson(&roles)})?;
+    modify_user(users, db, user, doc! {"roles": roles_bson(&roles)})?;
     Ok(doc! {})
 }
 
 /// usersInfo: `1` (every user of the database), a name, `{user, db}`, or an array of these;
 /// `showCredentials` adds the stored (salted) credentials.
-pub fn users_info(dbx: &DocDb, db: &str, cmd: &Document) -> DocResult<Document> {
+pub fn users_info(users: &dyn UserStore, db: &str, cmd: &Document) -> DocResult<Document> {
     let show_credentials = matches!(cmd.get("showCredentials"), Some(Bson::Boolean(true)));
     if matches!(cmd.get("showPrivileges"), Some(Bson::Boolean(true))) {
         return Err(DocError::with_code(
@@ -356,37 +328,36 @@ pub fn users_info(dbx: &DocDb, db: &str, cmd: &Document) -> DocResult<Document> 
             )),
         }
     };
-    let filter = match cmd.get("usersInfo") {
-        Some(Bson::Int32(1)) | Some(Bson::Int64(1)) | Some(Bson::Double(_)) => doc! {"db": db},
-        Some(Bson::Array(a)) => {
-            let ids: Vec<Bson> = a
-                .iter()
-                .map(|v| one(v).map(|(d, u)| Bson::String(user_id(&d, &u))))
-                .collect::<DocResult<_>>()?;
-            doc! {"_id": {"$in": ids}}
-        }
+    let wanted: Option<Vec<String>> = match cmd.get("usersInfo") {
+        Some(Bson::Int32(1)) | Some(Bson::Int64(1)) | Some(Bson::Double(_)) => None,
+        Some(Bson::Array(a)) => Some(
+            a.iter()
+                .map(|v| one(v).map(|(d, u)| user_id(&d, &u)))
+                .collect::<DocResult<_>>()?,
+        ),
         Some(v) => {
             let (d, u) = one(v)?;
-            doc! {"_id": user_id(&d, &u)}
+            Some(vec![user_id(&d, &u)])
         }
         None => return Err(DocError::bad_value("usersInfo needs an argument")),
     };
-    let q = FindQuery {
-        filter,
-        sort: Some(doc! {"_id": 1}),
-        ..Default::default()
-    };
-    let mut users = Vec::new();
-    for u in dbx.find(USERS_DB, USERS_COLL, &q)? {
-        let mut u = u?;
+    let mut found = Vec::new();
+    for mut u in users.all()? {
+        let picked = match &wanted {
+            None => u.get_str("db") == Ok(db),
+            Some(ids) => u.get_str("_id").is_ok_and(|id| ids.iter().any(|w| w == id)),
+        };
+        if !picked {
+            continue;
+        }
         let mechs: Vec<Bson> = mechanisms_of(&u).into_iter().map(Bson::String).collect();
         if !show_credentials {
             u.remove("credentials");
         }
         u.insert("mechanisms", mechs);
-        users.push(Bson::Document(u));
+        found.push(Bson::Document(u));
     }
-    Ok(doc! {"users": users})
+    Ok(doc! {"users": found})
 }
 
 // ------------------------------------------------------------------ authentication
@@ -424,7 +395,7 @@ pub fn sasl_start(
     };
     let payload = payload_bytes(cmd)?;
     let user = scram::client_first_user(&payload).map_err(DocError::bad_value)?;
-    let Some(cred) = credential(state.db(), db, &user, mech)? else {
+    let Some(cred) = credential(state, db, &user, mech)? else {
         return Err(auth_failed());
     };
     let (conv, server_first) =
@@ -463,11 +434,15 @@ pub fn sasl_continue(state: &ServerState, conn: &ConnInfo, cmd: &Document) -> Do
     let server_final = conv
         .finish(&payload_bytes(cmd)?)
         .map_err(|_| auth_failed())?;
-    let u = find_user(state.db(), &conv.db, &conv.user)?.ok_or_else(auth_failed)?;
+    let roles = if is_internal_user(&conv.db, &conv.user) {
+        vec![(keyfile::INTERNAL_ROLE.to_string(), conv.db.clone())]
+    } else {
+        roles_of(&find_user(state.users(), &conv.db, &conv.user)?.ok_or_else(auth_failed)?)
+    };
     let authed = AuthedUser {
         user: conv.user.clone(),
         db: conv.db.clone(),
-        roles: roles_of(&u),
+        roles,
     };
     a.users
         .retain(|x| !(x.user == authed.user && x.db == authed.db));
@@ -492,7 +467,7 @@ pub fn sasl_continue(state: &ServerState, conn: &ConnInfo, cmd: &Document) -> Do
 /// hello's `saslSupportedMechs: "db.user"`: the user's mechanisms (none if no such user).
 pub fn supported_mechs(state: &ServerState, ns_user: &str) -> Option<Vec<Bson>> {
     let (db, user) = ns_user.split_once('.')?;
-    let u = find_user(state.db(), db, user).ok()??;
+    let u = find_user(state.users(), db, user).ok()??;
     Some(mechanisms_of(&u).into_iter().map(Bson::String).collect())
 }
 
@@ -569,6 +544,42 @@ pub fn check_accesses(
     }
 }
 
+/// The check of a hook's own command with authorization on (`HookAccess`): a cluster-wide
+/// action on `admin`, or the internal user only.
+pub fn check_hook_command(
+    state: &ServerState,
+    conn: &ConnInfo,
+    name: &str,
+    access: HookAccess,
+) -> DocResult<()> {
+    let action = match access {
+        HookAccess::Cluster(action) => action,
+        HookAccess::Internal => {
+            let internal = conn
+                .auth
+                .lock()
+                .users
+                .iter()
+                .any(|u| is_internal_user(&u.db, &u.user));
+            if internal {
+                return Ok(());
+            }
+            return Err(DocError::with_code(
+                13,
+                "Unauthorized",
+                format!("{name} is run only by members of the cluster (the internal user of security.keyFile)"),
+            ));
+        }
+    };
+    let access = Access {
+        db: USERS_DB.to_string(),
+        coll: None,
+        action,
+        via: name.to_string(),
+    };
+    check_accesses(state, conn, name, &[access], true)
+}
+
 /// Whether the connection may use (getMore, killCursors) a cursor opened by `owner`, as
 /// mongod's `isCoauthorizedWith`: anyone with authorization off; with it on, a connection
 /// with nobody authenticated a cursor opened so, and otherwise one sharing a user with it.
@@ -620,11 +631,23 @@ pub fn has_privilege_on_db(
         })
 }
 
+/// Whether `listDatabases` lists only the databases the connection's users hold a privilege
+/// on (mongod's rule): with authorization on, as `authorizedDatabases` asks, or by default
+/// unless the users hold the listDatabases action. A router lists its databases by it too.
+pub fn lists_only_authorized_databases(
+    state: &ServerState,
+    conn: &ConnInfo,
+    asked: Option<bool>,
+) -> bool {
+    let enforced = state.config().security.authorization == Authorization::Enabled;
+    enforced && asked.unwrap_or_else(|| !conn.auth.lock().allows(Action::ListDatabases, USERS_DB))
+}
+
 /// The localhost exception: a loopback client may create the first user while none exists.
 fn localhost_exception(state: &ServerState, conn: &ConnInfo) -> DocResult<bool> {
     Ok(state.params().enable_localhost_auth_bypass
         && conn.peer.ip().is_loopback()
-        && !any_user_exists(state.db())?)
+        && !state.users().any()?)
 }
 
 #[cfg(test)]

@@ -127,6 +127,9 @@ pub struct SecuritySettings {
     /// `security.javascriptEnabled` (default true): false refuses `$where`, `$function`,
     /// `$accumulator` and `mapReduce` with mongod's errors (`query::js`).
     pub javascript_enabled: Option<bool>,
+    /// `security.keyFile`: the cluster's shared key (`keyfile`); as in mongod, it turns
+    /// authorization on.
+    pub key_file: Option<PathBuf>,
 }
 
 impl SecuritySettings {
@@ -276,7 +279,6 @@ const REFUSED_KEYS: &[(&str, &str)] = &[
     ("net.tls.certificateSelector", "certificates come from files only (net.tls.certificateKeyFile)"),
     ("net.tls.clusterCertificateSelector", "flashdoc has no cluster members to authenticate with a certificate"),
     ("net.tls.logVersions", "TLS versions are not logged per connection"),
-    ("security.keyFile", "there are no replica set or cluster members to authenticate with a key file"),
     ("security.clusterAuthMode", "there are no replica set or cluster members to authenticate"),
     ("security.transitionToAuth", "authorization is on or off (security.authorization); there is no transition mode"),
     ("security.redactClientLogData", "log redaction (enterprise) is not available; the log shows command names only, not documents"),
@@ -437,6 +439,9 @@ impl ServerConfig {
     /// The checks serde cannot express; run again after command-line overrides.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let err = |m: String| Err(ConfigError(m));
+        if let Some(path) = &self.security.key_file {
+            crate::keyfile::KeyFile::read(path).map_err(ConfigError)?;
+        }
         if self.process_management.fork {
             return err(
                 "processManagement.fork: flashdoc does not fork; run it under a supervisor".into(),
@@ -618,10 +623,6 @@ mod tests {
             (
                 "replication:\n  replSetName: rs0\n",
                 "replication: flashdoc serve is a standalone",
-            ),
-            (
-                "security:\n  keyFile: /x\n",
-                "security.keyFile: there are no replica set",
             ),
             (
                 "net:\n  tls:\n    CRLFile: /x\n",

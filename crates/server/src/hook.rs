@@ -8,7 +8,7 @@ use crate::commands::batch::{self, CursorOpts};
 use bson::Document;
 use docdb::{DocCursor, DocResult};
 
-pub use crate::state::{CommandCall, CommandHook};
+pub use crate::state::{CommandCall, CommandHook, HookAccess};
 
 impl CommandCall<'_> {
     /// The built-in implementation of `cmd` (same name), its errors as `ok: 0` replies.

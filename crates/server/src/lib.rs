@@ -16,6 +16,7 @@ pub mod conn;
 pub mod cursors;
 pub mod failpoint;
 pub mod hook;
+pub mod keyfile;
 pub mod log;
 pub mod ops;
 pub mod profile;
@@ -26,6 +27,7 @@ pub mod spec;
 pub mod state;
 pub mod tls;
 pub mod traffic;
+pub mod users;
 pub mod wire;
 
 use bson::Document;
@@ -141,6 +143,44 @@ pub fn serve_with_hook(
     hook: Option<Arc<dyn hook::CommandHook>>,
     other_options: Document,
 ) -> std::io::Result<()> {
+    serve_with_users(db, cfg, hook, other_options, None)
+}
+
+/// The shared state of a server: the hook, the users (`users`, or `admin.system.users`) and
+/// the cluster's key file, which turns authorization on as in mongod.
+fn server_state(
+    db: Arc<DocDb>,
+    cfg: &ServerConfig,
+    hook: Option<Arc<dyn hook::CommandHook>>,
+    other_options: Document,
+    users: Option<Arc<dyn users::UserStore>>,
+) -> std::io::Result<ServerState> {
+    let key = match &cfg.security.key_file {
+        Some(path) => Some(keyfile::KeyFile::read(path).map_err(std::io::Error::other)?),
+        None => None,
+    };
+    let mut cfg = cfg.clone();
+    if key.is_some() {
+        cfg.security.authorization = Authorization::Enabled;
+    }
+    let mut state = ServerState::new(db, &cfg)
+        .with_hook(hook, other_options)
+        .with_internal_key(key);
+    if let Some(users) = users {
+        state = state.with_user_store(users);
+    }
+    Ok(state)
+}
+
+/// [`serve_with_hook`], with the users kept in `users` (a router's, in the cluster's
+/// metadata) instead of `admin.system.users`.
+pub fn serve_with_users(
+    db: Arc<DocDb>,
+    cfg: &ServerConfig,
+    hook: Option<Arc<dyn hook::CommandHook>>,
+    other_options: Document,
+    users: Option<Arc<dyn users::UserStore>>,
+) -> std::io::Result<()> {
     let addrs = start_process(cfg)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -149,13 +189,13 @@ pub fn serve_with_hook(
         .build()?;
     let tls = tls::acceptor(&cfg.net.tls).map_err(std::io::Error::other)?;
     query::js::set_enabled(cfg.security.javascript_enabled());
-    let state = Arc::new(ServerState::new(db.clone(), cfg).with_hook(hook, other_options));
+    let state = Arc::new(server_state(db.clone(), cfg, hook, other_options, users)?);
     state.start_ttl_monitor();
     docdb::validation::set_warning_sink(Box::new(|m| log::warn("STORAGE", m)));
     for w in db.startup_warnings() {
         log::warn("STORAGE", w);
     }
-    if cfg.security.authorization == Authorization::Disabled
+    if state.config().security.authorization == Authorization::Disabled
         && addrs.iter().any(|a| !a.ip().is_loopback())
     {
         log::warn(

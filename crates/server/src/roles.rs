@@ -163,6 +163,9 @@ pub fn role_grants(role: &str, role_db: &str, action: Action, db: &str) -> bool 
                 || matches!(action, Action::CollStats | Action::DbStats))
         }
         "root" => any,
+        // The internal user's role (`keyfile`): cluster members trust each other with
+        // everything, as mongod's `__system`; no user can be granted it.
+        crate::keyfile::INTERNAL_ROLE => role_db == crate::keyfile::INTERNAL_DB,
         _ => false,
     }
 }
@@ -245,6 +248,15 @@ mod tests {
             "admin"
         ));
         assert!(role_grants("root", "admin", Action::ClusterAdmin, "admin"));
+        assert!(role_grants(
+            "__system",
+            "local",
+            Action::ClusterAdmin,
+            "admin"
+        ));
+        assert!(role_grants("__system", "local", Action::Insert, "app"));
+        assert!(!role_grants("__system", "app", Action::Find, "app"));
+        assert!(!BUILTIN_ROLES.contains(&"__system"));
         assert!(!role_grants(
             "readWrite",
             "app",

@@ -266,6 +266,102 @@ impl Conversation {
     }
 }
 
+/// The client side of one exchange (RFC 5802), as a cluster member runs it to authenticate to
+/// another with the internal user's key: the client-first message, then the client-final
+/// message with the proof, then the server's signature checked.
+pub struct ClientConversation {
+    mech: Mechanism,
+    password: String,
+    client_nonce: String,
+    client_first_bare: String,
+    /// The server's signature the client expects (after the client-final message).
+    expected_server_signature: Option<Vec<u8>>,
+}
+
+impl ClientConversation {
+    /// Starts an exchange as `user` with `password`; returns the client-first message.
+    pub fn start(
+        mech: Mechanism,
+        user: &str,
+        password: &str,
+    ) -> Result<(ClientConversation, Vec<u8>), String> {
+        let nonce: [u8; 24] = rand::random();
+        let client_nonce = B64.encode(nonce);
+        let escaped = user.replace('=', "=3D").replace(',', "=2C");
+        let client_first_bare = format!("n={escaped},r={client_nonce}");
+        let first = format!("n,,{client_first_bare}").into_bytes();
+        Ok((
+            ClientConversation {
+                mech,
+                password: mech.password_input(user, password)?,
+                client_nonce,
+                client_first_bare,
+                expected_server_signature: None,
+            },
+            first,
+        ))
+    }
+
+    /// Answers the server-first message with the client-final message (the proof).
+    pub fn finish(&mut self, server_first: &[u8]) -> Result<Vec<u8>, String> {
+        let sf = std::str::from_utf8(server_first)
+            .map_err(|_| "SCRAM server-first message is not UTF-8".to_string())?;
+        let (mut nonce, mut salt, mut iterations) = (None, None, None);
+        for attr in sf.split(',') {
+            if let Some(v) = attr.strip_prefix("r=") {
+                nonce = Some(v);
+            } else if let Some(v) = attr.strip_prefix("s=") {
+                salt = B64.decode(v).ok();
+            } else if let Some(v) = attr.strip_prefix("i=") {
+                iterations = v.parse::<u32>().ok();
+            }
+        }
+        let (Some(nonce), Some(salt), Some(iterations)) = (nonce, salt, iterations) else {
+            return Err("invalid SCRAM server-first message".into());
+        };
+        if !nonce.starts_with(&self.client_nonce) || nonce.len() == self.client_nonce.len() {
+            return Err("SCRAM server nonce does not extend the client's".into());
+        }
+        // mongod's floor for either mechanism: fewer would make the proof cheap to attack.
+        if iterations < 4096 {
+            return Err(format!("SCRAM iteration count {iterations} is too low"));
+        }
+        let m = self.mech;
+        let salted = m.salted_password(self.password.as_bytes(), &salt, iterations);
+        let client_key = m.hmac(&salted, b"Client Key");
+        let stored_key = m.hash(&client_key);
+        let without_proof = format!("c=biws,r={nonce}");
+        let auth_message = format!("{},{sf},{without_proof}", self.client_first_bare);
+        let signature = m.hmac(&stored_key, auth_message.as_bytes());
+        let proof: Vec<u8> = client_key
+            .iter()
+            .zip(&signature)
+            .map(|(a, b)| a ^ b)
+            .collect();
+        let server_key = m.hmac(&salted, b"Server Key");
+        self.expected_server_signature = Some(m.hmac(&server_key, auth_message.as_bytes()));
+        Ok(format!("{without_proof},p={}", B64.encode(proof)).into_bytes())
+    }
+
+    /// Checks the server-final message: the server proved it knows the key too.
+    pub fn verify(&self, server_final: &[u8]) -> Result<(), String> {
+        let expected = self
+            .expected_server_signature
+            .as_ref()
+            .ok_or("SCRAM server-final message before the client-final one")?;
+        let got = std::str::from_utf8(server_final)
+            .ok()
+            .and_then(|s| s.strip_prefix("v="))
+            .and_then(|v| B64.decode(v).ok())
+            .ok_or("invalid SCRAM server-final message")?;
+        if bool::from(got.ct_eq(expected)) {
+            Ok(())
+        } else {
+            Err("the server's SCRAM signature is wrong: it does not hold the same key".into())
+        }
+    }
+}
+
 pub fn bin(bytes: Vec<u8>) -> Binary {
     Binary {
         subtype: BinarySubtype::Generic,
@@ -322,6 +418,36 @@ mod tests {
             assert!(client_exchange(m, "ann", "secret", "secret"));
             assert!(!client_exchange(m, "ann", "secret", "Secret"));
         }
+    }
+
+    #[test]
+    fn the_client_side_authenticates_against_the_server_side() {
+        for m in [Mechanism::Sha1, Mechanism::Sha256] {
+            for (stored, given, ok) in [("k3yk3y", "k3yk3y", true), ("k3yk3y", "other1", false)] {
+                let cred = Credential::derive(m, "__sys,tem", stored).unwrap();
+                let (mut client, first) = ClientConversation::start(m, "__sys,tem", given).unwrap();
+                assert_eq!(client_first_user(&first).unwrap(), "__sys,tem");
+                let (mut conv, server_first) =
+                    Conversation::start(m, "local", &first, cred.clone()).unwrap();
+                let last = client.finish(&server_first).unwrap();
+                match conv.finish(&last) {
+                    Ok(server_final) => {
+                        assert!(ok);
+                        client.verify(&server_final).unwrap();
+                        // A server that does not hold the key cannot sign for it.
+                        assert!(client.verify(b"v=AAAA").is_err());
+                    }
+                    Err(_) => assert!(!ok),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_client_refuses_a_server_that_does_not_extend_its_nonce() {
+        let (mut client, _) = ClientConversation::start(Mechanism::Sha256, "u", "pass12").unwrap();
+        assert!(client.finish(b"r=other,s=c2FsdA==,i=15000").is_err());
+        assert!(client.verify(b"v=AAAA").is_err());
     }
 
     #[test]

@@ -35,6 +35,21 @@ pub trait CommandHook: Send + Sync {
     fn command_fields(&self, _name: &str) -> &'static [&'static str] {
         &[]
     }
+    /// How authorization checks a command the hook answers that the command table lacks (a
+    /// router's `shardCollection`, a shard's `_recvChunkStart`). None: with authorization on,
+    /// there is no such command.
+    fn command_access(&self, _name: &str) -> Option<HookAccess> {
+        None
+    }
+}
+
+/// The authorization of a hook's own command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HookAccess {
+    /// Needs this cluster-wide action (on `admin`).
+    Cluster(crate::roles::Action),
+    /// Only the internal user (another member of the cluster, `keyfile`) may run it.
+    Internal,
 }
 
 /// One command as the hook sees it.
@@ -101,6 +116,10 @@ pub struct ServerState {
     hook: Option<Arc<dyn CommandHook>>,
     /// The fail points (`configureFailPoint`), checked before every command.
     pub failpoints: crate::failpoint::FailPoints,
+    /// Where the users live (`admin.system.users` unless a router puts its own store here).
+    users: Arc<dyn crate::users::UserStore>,
+    /// The cluster's shared key (`security.keyFile`): the internal user authenticates with it.
+    internal_key: Option<crate::keyfile::KeyFile>,
 }
 
 impl ServerState {
@@ -108,7 +127,6 @@ impl ServerState {
     /// ([`ServerState::start_ttl_monitor`]), not by every in-process state.
     pub fn new(db: Arc<DocDb>, config: &ServerConfig) -> Self {
         ServerState {
-            db,
             cursors: CursorRegistry::default(),
             started: Instant::now(),
             next_conn: AtomicI32::new(1),
@@ -128,7 +146,30 @@ impl ServerState {
             ttl_thread: Mutex::new(None),
             hook: None,
             failpoints: Default::default(),
+            users: Arc::new(crate::users::DocDbUsers(db.clone())),
+            internal_key: None,
+            db,
         }
+    }
+    /// Keeps the users in `users` instead of `admin.system.users` (a router's cluster users).
+    pub fn with_user_store(mut self, users: Arc<dyn crate::users::UserStore>) -> Self {
+        self.users = users;
+        self
+    }
+    /// Lets the internal user authenticate with `key` (`security.keyFile`).
+    pub fn with_internal_key(mut self, key: Option<crate::keyfile::KeyFile>) -> Self {
+        self.internal_key = key;
+        self
+    }
+    pub fn users(&self) -> &dyn crate::users::UserStore {
+        self.users.as_ref()
+    }
+    /// The internal user's credential for `mech`, when the server has a key file.
+    pub fn internal_credential(
+        &self,
+        mech: crate::scram::Mechanism,
+    ) -> Option<crate::scram::Credential> {
+        self.internal_key.as_ref().map(|k| k.credential(mech))
     }
     /// Puts a command hook in front of the built-in commands; `other_options` are shown by
     /// getCmdLineOpts.

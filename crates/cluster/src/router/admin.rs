@@ -244,7 +244,34 @@ pub fn drop_database(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> 
     Ok(doc! {"dropped": db})
 }
 
-pub fn list_databases(r: &Router) -> DocResult<Document> {
+/// Which databases a `listDatabases` through the router may name: every one, or with
+/// authorization on those the client's users hold a privilege on (the server's rule,
+/// `auth::lists_only_authorized_databases`).
+fn listable_databases<'c>(call: &'c CommandCall<'_>) -> DocResult<impl Fn(&str) -> bool + 'c> {
+    let asked = match call.cmd.get("authorizedDatabases") {
+        None | Some(Bson::Null) => None,
+        Some(Bson::Boolean(b)) => Some(*b),
+        Some(v) => Some(
+            query::compare::Num::of(v)
+                .ok_or_else(|| DocError::type_mismatch("authorizedDatabases must be a boolean"))?
+                .as_f64()
+                != 0.0,
+        ),
+    };
+    let only_authorized =
+        server::auth::lists_only_authorized_databases(call.state, call.conn, asked);
+    Ok(move |db: &str| {
+        !only_authorized
+            || server::auth::has_privilege_on_db(
+                call.conn,
+                db,
+                server::roles::DATABASE_ACTIONS.into_iter(),
+            )
+    })
+}
+
+pub fn list_databases(r: &Router, call: &CommandCall<'_>) -> DocResult<Document> {
+    let listable = listable_databases(call)?;
     let mut sizes: std::collections::BTreeMap<String, f64> = Default::default();
     for s in r.shard_names()? {
         let rep = call_ok(
@@ -265,14 +292,17 @@ pub fn list_databases(r: &Router) -> DocResult<Document> {
             sizes.entry(n.to_string()).or_default();
         }
     }
+    sizes.retain(|name, _| listable(name));
     let total: f64 = sizes.values().sum();
     let mut dbs: Vec<Bson> = sizes
         .into_iter()
         .map(|(n, s)| Bson::Document(doc! {"name": n, "sizeOnDisk": s as i64, "empty": s == 0.0}))
         .collect();
-    dbs.push(Bson::Document(
-        doc! {"name": "config", "sizeOnDisk": 0i64, "empty": false},
-    ));
+    if listable("config") {
+        dbs.push(Bson::Document(
+            doc! {"name": "config", "sizeOnDisk": 0i64, "empty": false},
+        ));
+    }
     Ok(
         doc! {"databases": dbs, "totalSize": total as i64, "totalSizeMb": (total / 1048576.0) as i64},
     )

@@ -23,7 +23,8 @@ use bson::{doc, Bson, Document};
 use docdb::{DocError, DocResult};
 use parking_lot::{Mutex, RwLock};
 use server::commands::error_reply;
-use server::hook::{CommandCall, CommandHook};
+use server::hook::{CommandCall, CommandHook, HookAccess};
+use server::roles::Action;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -111,6 +112,42 @@ const SERVER_COMMANDS: &[&str] = &[
     "logout",
     "getnonce",
     "authenticate",
+    // The user commands: the server's, over the cluster's users in the metadata store
+    // (`crate::users`, installed as the router's user store).
+    "createUser",
+    "updateUser",
+    "dropUser",
+    "usersInfo",
+    "grantRolesToUser",
+    "revokeRolesFromUser",
+];
+
+/// The router's own commands (not a standalone's) and the cluster-wide action each needs
+/// with authorization on: changing the cluster is `root`'s, reading its state
+/// `clusterMonitor`'s too.
+const ROUTER_COMMAND_ACTIONS: &[(&str, Action)] = &[
+    ("addShard", Action::ClusterAdmin),
+    ("addshard", Action::ClusterAdmin),
+    ("removeShard", Action::ClusterAdmin),
+    ("removeshard", Action::ClusterAdmin),
+    ("enableSharding", Action::ClusterAdmin),
+    ("enablesharding", Action::ClusterAdmin),
+    ("shardCollection", Action::ClusterAdmin),
+    ("shardcollection", Action::ClusterAdmin),
+    ("split", Action::ClusterAdmin),
+    ("splitVector", Action::ClusterAdmin),
+    ("moveChunk", Action::ClusterAdmin),
+    ("movechunk", Action::ClusterAdmin),
+    ("mergeChunks", Action::ClusterAdmin),
+    ("balancerStart", Action::ClusterAdmin),
+    ("balancerStop", Action::ClusterAdmin),
+    ("flushRouterConfig", Action::ClusterAdmin),
+    ("flushrouterconfig", Action::ClusterAdmin),
+    ("configureFailPoint", Action::ClusterAdmin),
+    ("listShards", Action::ClusterMonitor),
+    ("listshards", Action::ClusterMonitor),
+    ("balancerStatus", Action::ClusterMonitor),
+    ("isdbgrid", Action::ClusterMonitor),
 ];
 
 impl Router {
@@ -348,7 +385,7 @@ impl Router {
             }
             "drop" => admin::drop(self, call),
             "dropDatabase" => admin::drop_database(self, call),
-            "listDatabases" => admin::list_databases(self),
+            "listDatabases" => admin::list_databases(self, call),
             "listCollections" => admin::list_collections(self, call),
             "dbStats" => admin::db_stats(self, call),
             "addShard" | "addshard" => admin::add_shard(self, cmd),
@@ -522,6 +559,13 @@ impl CommandHook for Router {
         if matches!(name, "hello" | "isMaster" | "ismaster") {
             reply.insert("msg", "isdbgrid");
         }
+    }
+
+    fn command_access(&self, name: &str) -> Option<HookAccess> {
+        ROUTER_COMMAND_ACTIONS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, action)| HookAccess::Cluster(*action))
     }
 }
 

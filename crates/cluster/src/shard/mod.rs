@@ -35,7 +35,7 @@ use docdb::{DocDb, DocError, DocResult, FindQuery, UpdateStatement, WriteOpts};
 use engine::WriteBatch;
 use parking_lot::{Condvar, Mutex, RwLock};
 use server::commands::error_reply;
-use server::hook::{CommandCall, CommandHook};
+use server::hook::{CommandCall, CommandHook, HookAccess};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Weak};
@@ -731,6 +731,23 @@ impl ShardNode {
     }
 }
 
+/// The commands a shard answers that a standalone does not have, sent by routers (version
+/// refreshes, `splitVector`, `_addShard`, a migration's start) and by other shards (a
+/// migration's clone, modifications, status, commit and abort).
+const INTERNAL_COMMANDS: &[&str] = &[
+    "_addShard",
+    "splitVector",
+    "_flashdocLoadSplits",
+    "_flushRoutingTableCacheUpdates",
+    "_shardsvrMoveChunk",
+    "_recvChunkStart",
+    "_migrateClone",
+    "_transferMods",
+    "_recvChunkStatus",
+    "_recvChunkCommit",
+    "_recvChunkAbort",
+];
+
 impl CommandHook for ShardNode {
     /// A router's `shardVersion` on the commands it routes, and a retryable write's
     /// `txnNumber` and statement ids (module docs; `sessions`).
@@ -741,6 +758,14 @@ impl CommandHook for ShardNode {
             "find" | "count" | "distinct" | "aggregate" => &["shardVersion"],
             _ => &[],
         }
+    }
+
+    /// The shard's own commands come from routers and other shards only: with authorization
+    /// on (a key file), the internal user alone runs them.
+    fn command_access(&self, name: &str) -> Option<HookAccess> {
+        INTERNAL_COMMANDS
+            .contains(&name)
+            .then_some(HookAccess::Internal)
     }
 
     fn run(&self, call: &CommandCall<'_>) -> Option<Document> {

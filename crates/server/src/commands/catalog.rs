@@ -5,8 +5,7 @@ use super::args::{compact_opts, doc_array, flag, get_doc, interrupt_for, split_n
 use super::batch::{cursor_reply, listing_first_batch, CursorOpts};
 use super::call::Call;
 use crate::auth;
-use crate::config::Authorization;
-use crate::roles::{Action, DATABASE_ACTIONS, USERS_DB};
+use crate::roles::DATABASE_ACTIONS;
 use bson::{doc, Bson, Document};
 use docdb::db::{scaled, COLL_STATS_SIZES, DB_STATS_SIZES};
 use docdb::{DocCursor, DocError, DocResult};
@@ -162,15 +161,9 @@ fn lists_authorized_databases(call: &Call) -> DocResult<bool> {
         None | Some(Bson::Null) => None,
         Some(_) => Some(flag(call.cmd, "authorizedDatabases")?),
     };
-    let enforced = call.state.config().security.authorization == Authorization::Enabled;
-    Ok(enforced
-        && asked.unwrap_or_else(|| {
-            !call
-                .conn
-                .auth
-                .lock()
-                .allows(Action::ListDatabases, USERS_DB)
-        }))
+    Ok(auth::lists_only_authorized_databases(
+        call.state, call.conn, asked,
+    ))
 }
 
 pub(crate) fn create_indexes(call: &Call) -> DocResult<Document> {

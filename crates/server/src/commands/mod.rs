@@ -242,9 +242,15 @@ fn guard(
     conn: &ConnInfo,
 ) -> DocResult<()> {
     let enforce = state.config().security.authorization == Authorization::Enabled;
-    // With authorization on, nothing runs that the table does not name.
+    // With authorization on, nothing runs that neither the table nor the hook names.
     if enforce && spec.is_none() {
-        return Err(no_such_command(name));
+        let access = state.hook().and_then(|h| h.command_access(name));
+        return auth::check_hook_command(
+            state,
+            conn,
+            name,
+            access.ok_or_else(|| no_such_command(name))?,
+        );
     }
     let rows = |n: &str| table::lookup(n).map(|c| &c.spec);
     let accesses = access::accesses(state.db().as_ref(), &rows, spec, name, db, cmd);

@@ -31,25 +31,25 @@ pub(crate) fn logout(call: &Call) -> DocResult<Document> {
 }
 
 pub(crate) fn create_user(call: &Call) -> DocResult<Document> {
-    auth::create_user(call.dbx(), call.db, call.cmd)
+    auth::create_user(call.state.users(), call.db, call.cmd)
 }
 
 pub(crate) fn update_user(call: &Call) -> DocResult<Document> {
-    auth::update_user(call.dbx(), call.db, call.cmd)
+    auth::update_user(call.state.users(), call.db, call.cmd)
 }
 
 pub(crate) fn drop_user(call: &Call) -> DocResult<Document> {
-    auth::drop_user(call.dbx(), call.db, call.cmd)
+    auth::drop_user(call.state.users(), call.db, call.cmd)
 }
 
 pub(crate) fn users_info(call: &Call) -> DocResult<Document> {
-    auth::users_info(call.dbx(), call.db, call.cmd)
+    auth::users_info(call.state.users(), call.db, call.cmd)
 }
 
 pub(crate) fn grant_roles(call: &Call) -> DocResult<Document> {
-    auth::change_roles(call.dbx(), call.db, call.cmd, true)
+    auth::change_roles(call.state.users(), call.db, call.cmd, true)
 }
 
 pub(crate) fn revoke_roles(call: &Call) -> DocResult<Document> {
-    auth::change_roles(call.dbx(), call.db, call.cmd, false)
+    auth::change_roles(call.state.users(), call.db, call.cmd, false)
 }
