@@ -599,6 +599,7 @@ impl KvEngine for DiskEngine {
     fn create_table(&self, name: &str, cfg: &TableConfig) -> Result<TableId> {
         let inner = &self.inner;
         inner.check_open()?;
+        inner.io.writable()?;
         cfg.validate()?;
         {
             let mut tables = inner.catalog.write();
@@ -624,6 +625,7 @@ impl KvEngine for DiskEngine {
     fn drop_table(&self, name: &str) -> Result<()> {
         let inner = &self.inner;
         inner.check_open()?;
+        inner.io.writable()?;
         let mut tables = inner.catalog.write();
         let id = tables
             .id_of(name)
@@ -671,7 +673,13 @@ impl KvEngine for DiskEngine {
                 max: MAX_KEY_LEN,
             });
         }
-        // Admission: evict before latching, so a full disk fails the write before it applies.
+        // Admission: after a failed sync nothing more is committed (io::failstop), and a journal
+        // stalled on a full disk is retried first under the inline schedule.
+        inner.io.writable()?;
+        if let Some(j) = &inner.journal {
+            j.retry_stalled();
+        }
+        // Evict before latching, so a full disk fails the write before it applies.
         inner.help_evict()?;
         let lsn = inner.apply_batch(batch, true)?;
         if let (Some(j), Some(lsn)) = (&inner.journal, lsn) {
@@ -797,6 +805,13 @@ impl KvEngine for DiskEngine {
             "checkpoints": inner.checkpointer.stats(),
             "journal": journal,
             "writes": { "batches": ld(&n.batches), "ops": ld(&n.ops) },
+            "write_failure": inner.io.write_failure().map(|f| serde_json::json!({
+                "operation": f.operation,
+                "file": f.path.display().to_string(),
+                "errno": f.errno,
+                "errno_name": f.errno_name(),
+                "message": f.message,
+            })),
             "bytes_written_by_file_kind": by_kind,
             "flash": inner.io.flash_stats(),
             "tables": per_table,
@@ -805,6 +820,10 @@ impl KvEngine for DiskEngine {
 
     fn end_of_load(&self) {
         self.inner.io.end_of_load();
+    }
+
+    fn write_failure(&self) -> Option<crate::io::WriteFailure> {
+        self.inner.io.write_failure()
     }
 
     fn settle_background_io(&self) {

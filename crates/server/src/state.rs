@@ -10,7 +10,7 @@ use docdb::DocDb;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -101,6 +101,8 @@ pub struct ServerState {
     hook: Option<Arc<dyn CommandHook>>,
     /// The fail points (`configureFailPoint`), checked before every command.
     pub failpoints: crate::failpoint::FailPoints,
+    /// The engine's write failure has been logged (once, at error level).
+    write_failure_logged: AtomicBool,
 }
 
 impl ServerState {
@@ -128,6 +130,7 @@ impl ServerState {
             ttl_thread: Mutex::new(None),
             hook: None,
             failpoints: Default::default(),
+            write_failure_logged: AtomicBool::new(false),
         }
     }
     /// Puts a command hook in front of the built-in commands; `other_options` are shown by
@@ -252,6 +255,53 @@ impl ServerState {
         self.opcounters[op.index()].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// serverStatus' `storageEngine`, with `writesRefused` and, once a sync failed, the cause
+    /// that stopped writes until a restart.
+    fn storage_engine_status(&self) -> Document {
+        let mut d = doc! {
+            "name": "wiredTiger",
+            "supportsCommittedReads": false,
+            "persistent": true,
+            "writesRefused": false,
+        };
+        if let Some(f) = self.db.engine().write_failure() {
+            d.insert("writesRefused", true);
+            d.insert(
+                "writeFailure",
+                doc! {
+                    "operation": f.operation.clone(),
+                    "file": f.path.display().to_string(),
+                    "errno": f.errno.map(Bson::Int32).unwrap_or(Bson::Null),
+                    "errnoName": f.errno_name(),
+                    "message": f.message.clone(),
+                    "reason": f.to_string(),
+                },
+            );
+        }
+        d
+    }
+
+    /// Logs, once and at error level, that the engine refuses writes after a failed sync.
+    /// Called after every command: one atomic load while nothing failed.
+    pub fn log_write_failure_once(&self) {
+        if self.write_failure_logged.load(Ordering::Relaxed) {
+            return;
+        }
+        let Some(cause) = self.db.engine().write_failure() else {
+            return;
+        };
+        if !self.write_failure_logged.swap(true, Ordering::Relaxed) {
+            crate::log::error(
+                "STORAGE",
+                &format!(
+                    "{cause}: every write is refused from now on (code {}); reads go on; \
+                     restart the server to recover from what is durable",
+                    query::DocError::WRITES_REFUSED
+                ),
+            );
+        }
+    }
+
     pub fn server_status(&self) -> Document {
         let up = self.started.elapsed();
         let cmds = self.commands.lock();
@@ -286,7 +336,7 @@ impl ServerState {
             "mem": crate::traffic::memory(),
             "opcounters": opcounters,
             "metrics": {"commands": per_command, "cursor": {"open": {"total": self.cursors.len() as i64}}},
-            "storageEngine": {"name": "wiredTiger", "supportsCommittedReads": false, "persistent": true},
+            "storageEngine": self.storage_engine_status(),
             "flashdoc": self.db.storage_stats(),
         }
     }
