@@ -441,7 +441,10 @@ impl Inner {
         txn: Option<&TxnSnapshot>,
     ) -> Result<Option<Vec<u8>>> {
         self.check_open()?;
-        self.help_evict()?;
+        // A read goes on when eviction cannot write (a full disk, a failed sync): it may take
+        // the cache past its budget by the pages it reads, but reads keep working. The eviction
+        // server reports the failure; writers get it at their admission.
+        let _ = self.help_evict();
         let t = self.catalog.table(table)?;
         let at = match txn {
             Some(txn) => {
@@ -750,6 +753,8 @@ impl KvEngine for DiskEngine {
     }
 
     fn sync(&self) -> Result<()> {
+        // Nothing is reported synced after a failed sync, even with nothing left to sync.
+        self.inner.io.writable()?;
         match &self.inner.journal {
             Some(j) => j.sync_all(),
             None => self.inner.checkpoint(),

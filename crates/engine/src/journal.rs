@@ -669,6 +669,11 @@ impl Shared {
             ) {
                 return Err(Error::io(context(), e));
             }
+            if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
+                // A failed fallocate keeps the blocks it got before the disk ran out: give
+                // them back, or they hold the last free space and the header cannot be written.
+                self.io.set_len(file, 0, 0)?;
+            }
             self.io.set_len(file, len, 0)?;
         }
         Ok(())
