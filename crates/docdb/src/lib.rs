@@ -41,7 +41,7 @@ pub fn storage_error(e: engine::Error) -> DocError {
             format!("storage engine: {e}"),
         ),
         // mongod fasserts on a failed fsync; flashdoc refuses writes until a restart instead
-        // (docs/journal.md, "fsync failure and a full disk"). Code 8, UnknownError, the code
+        // (docs/journal.md, "fsync failure and full disk"). Code 8, UnknownError, the code
         // mongod gives a storage failure it has no name for: drivers do not retry it, so a
         // client does not loop; the message names the file, the operation and the errno.
         e @ engine::Error::WriteFailed(_) => DocError::with_code(
