@@ -42,6 +42,22 @@ pub fn storage_error(e: engine::Error) -> DocError {
                 dir.display()
             ))
         }
+        // mongod's code for a full disk: recoverable, the write may be retried once space is
+        // freed. A sync that failed with ENOSPC is not this (it is `WriteFailed`).
+        e if e.is_disk_full() => DocError::with_code(
+            DocError::OUT_OF_DISK_SPACE,
+            "OutOfDiskSpace",
+            format!("storage engine: {e}"),
+        ),
+        // mongod fasserts on a failed fsync; flashdoc refuses writes until a restart instead
+        // (docs/journal.md, "fsync failure and full disk"). Code 8, UnknownError, the code
+        // mongod gives a storage failure it has no name for: drivers do not retry it, so a
+        // client does not loop; the message names the file, the operation and the errno.
+        e @ engine::Error::WriteFailed(_) => DocError::with_code(
+            DocError::WRITES_REFUSED,
+            "UnknownError",
+            format!("storage engine: {e}"),
+        ),
         e => DocError::storage_error(format!("storage engine: {e}")),
     }
 }

@@ -128,6 +128,9 @@ impl Checkpointer {
     }
 
     fn take(&self, p: &Parts) -> Result<()> {
+        // After a failed sync no checkpoint may claim durability (io::failstop); the previous
+        // one stays the last durable state, with the journal after it.
+        p.io.writable()?;
         let mut cs = self.state.lock();
         let _gate = p.journal.is_none().then(|| p.write_gate.write());
         let id = cs.next_id;

@@ -468,7 +468,10 @@ impl Inner {
         txn: Option<&TxnSnapshot>,
     ) -> Result<Option<Vec<u8>>> {
         self.check_open()?;
-        self.help_evict()?;
+        // A read goes on when eviction cannot write (a full disk, a failed sync): it may take
+        // the cache past its budget by the pages it reads, but reads keep working. The eviction
+        // server reports the failure; writers get it at their admission.
+        let _ = self.help_evict();
         let t = self.catalog.table(table)?;
         let at = match txn {
             Some(txn) => {
@@ -626,6 +629,7 @@ impl KvEngine for DiskEngine {
     fn create_table(&self, name: &str, cfg: &TableConfig) -> Result<TableId> {
         let inner = &self.inner;
         inner.check_open()?;
+        inner.io.writable()?;
         cfg.validate()?;
         {
             let mut tables = inner.catalog.write();
@@ -651,6 +655,7 @@ impl KvEngine for DiskEngine {
     fn drop_table(&self, name: &str) -> Result<()> {
         let inner = &self.inner;
         inner.check_open()?;
+        inner.io.writable()?;
         let mut tables = inner.catalog.write();
         let id = tables
             .id_of(name)
@@ -698,7 +703,13 @@ impl KvEngine for DiskEngine {
                 max: MAX_KEY_LEN,
             });
         }
-        // Admission: evict before latching, so a full disk fails the write before it applies.
+        // Admission: after a failed sync nothing more is committed (io::failstop), and a journal
+        // stalled on a full disk is retried first under the inline schedule.
+        inner.io.writable()?;
+        if let Some(j) = &inner.journal {
+            j.retry_stalled();
+        }
+        // Evict before latching, so a full disk fails the write before it applies.
         inner.help_evict()?;
         let lsn = inner.apply_batch(batch, true)?;
         if let (Some(j), Some(lsn)) = (&inner.journal, lsn) {
@@ -769,6 +780,8 @@ impl KvEngine for DiskEngine {
     }
 
     fn sync(&self) -> Result<()> {
+        // Nothing is reported synced after a failed sync, even with nothing left to sync.
+        self.inner.io.writable()?;
         match &self.inner.journal {
             Some(j) => j.sync_all(),
             None => self.inner.checkpoint(),
@@ -824,6 +837,13 @@ impl KvEngine for DiskEngine {
             "checkpoints": inner.checkpointer.stats(),
             "journal": journal,
             "writes": { "batches": ld(&n.batches), "ops": ld(&n.ops) },
+            "write_failure": inner.io.write_failure().map(|f| serde_json::json!({
+                "operation": f.operation,
+                "file": f.path.display().to_string(),
+                "errno": f.errno,
+                "errno_name": f.errno_name(),
+                "message": f.message,
+            })),
             "bytes_written_by_file_kind": by_kind,
             "flash": inner.io.flash_stats(),
             "tables": per_table,
@@ -832,6 +852,10 @@ impl KvEngine for DiskEngine {
 
     fn end_of_load(&self) {
         self.inner.io.end_of_load();
+    }
+
+    fn write_failure(&self) -> Option<crate::io::WriteFailure> {
+        self.inner.io.write_failure()
     }
 
     fn settle_background_io(&self) {

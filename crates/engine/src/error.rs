@@ -1,5 +1,6 @@
 //! The engine's error type. Every error names what failed (file, offset, table) in plain words.
 
+use crate::io::WriteFailure;
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +43,13 @@ pub enum Error {
     /// SnapshotTooOld, 239).
     #[error("snapshot too old: {0}")]
     SnapshotTooOld(String),
+    /// A sync failed earlier: writes are refused until a restart (`io::failstop`).
+    #[error(
+        "writes are refused: {0}; after a failed sync the kernel may have dropped the data it \
+         covered, so nothing more is acknowledged or retried; restart to recover from what is \
+         durable"
+    )]
+    WriteFailed(WriteFailure),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -55,7 +63,9 @@ impl Error {
         }
     }
 
-    /// True for "no space left on device" and "file too large" (quota) errors.
+    /// True for "no space left on device" and "file too large" (quota) errors of a write, an
+    /// open or an allocation: recoverable once space is freed. Not for a failed sync, even with
+    /// ENOSPC ([`Error::WriteFailed`]).
     pub fn is_disk_full(&self) -> bool {
         match self {
             Error::Io { source, .. } => matches!(

@@ -12,6 +12,9 @@
 //! a new file, so an old, possibly torn, tail is never appended to. Whole files older than a checkpoint's LSN are removed by
 //! [`Journal::remove_before`]. The on-disk format is in `docs/journal.md` and `journal/format.rs`.
 
+mod failure;
+#[cfg(test)]
+mod failure_tests;
 mod format;
 mod lsn;
 pub mod record;
@@ -26,7 +29,8 @@ pub use replay::{replay, replay_with, Damage, DamageKind, ReplayMode, ReplayOutc
 
 use crate::config::Schedule;
 use crate::error::{Error, IoContext, Result};
-use crate::io::{FileRole, Io, IoFile, OpenMode, DIRECT_IO_ALIGN};
+use crate::io::{FileRole, Io, IoFile, OpenMode, WriteFailure, DIRECT_IO_ALIGN};
+use failure::Stall;
 use format::{EncodedRecord, FileHeader, FILE_HEADER_SIZE, MAX_PAYLOAD};
 use parking_lot::{Condvar, Mutex};
 use placement::{FileId, FileKind, PageKind, WriteCause};
@@ -114,7 +118,11 @@ struct State {
     sync_requested: bool,
     closing: bool,
     flusher_exited: bool,
-    failure: Option<Failure>,
+    /// The journal failed for good (journal/failure.rs): the cause every caller gets.
+    failure: Option<WriteFailure>,
+    /// A flush stalled on a full disk: its records are queued again, appends and waits are
+    /// refused with this error until a retry writes them (journal/failure.rs).
+    stalled: Option<Stall>,
 }
 
 /// Records bound for one file, contiguous from `offset`.
@@ -126,46 +134,33 @@ struct Chunk {
     bytes: Vec<u8>,
 }
 
-/// A failed write or sync, kept so that every later caller gets the same error.
-#[derive(Clone)]
-struct Failure {
-    context: String,
-    raw_os_error: Option<i32>,
-    kind: std::io::ErrorKind,
-    message: String,
+impl State {
+    /// The error appends and waits get: the journal's failure, else its stall.
+    fn refusal(&self) -> Option<Error> {
+        if let Some(cause) = &self.failure {
+            return Some(Error::WriteFailed(cause.clone()));
+        }
+        self.stalled.as_ref().map(Stall::to_error)
+    }
+
+    /// Whether buffered bytes still drain (`throttle` and `settle` wait only then).
+    fn flowing(&self) -> bool {
+        self.failure.is_none() && self.stalled.is_none() && !self.flusher_exited
+    }
 }
 
-impl Failure {
-    fn new(e: &Error) -> Failure {
-        match e {
-            Error::Io { context, source } => Failure {
-                context: context.clone(),
-                raw_os_error: source.raw_os_error(),
-                kind: source.kind(),
-                message: source.to_string(),
-            },
-            other => Failure {
-                context: other.to_string(),
-                raw_os_error: None,
-                kind: std::io::ErrorKind::Other,
-                message: "journal failed".into(),
-            },
-        }
-    }
+/// A flush's error with the chunks it did not write in full, in order.
+type Unwritten = (Error, Vec<Chunk>);
 
-    fn to_error(&self) -> Error {
-        let source = match self.raw_os_error {
-            Some(code) => std::io::Error::from_raw_os_error(code),
-            None => std::io::Error::new(self.kind, self.message.clone()),
-        };
-        Error::io(
-            format!(
-                "{} (the journal has failed and accepts no more records)",
-                self.context
-            ),
-            source,
-        )
-    }
+/// How a flush ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flushed {
+    /// Written, synced, durable.
+    Done,
+    /// A full disk: the records not written are queued again (journal/failure.rs).
+    Stalled,
+    /// For good: the seam's fail-stop state holds the cause.
+    Failed,
 }
 
 #[derive(Default)]
@@ -255,6 +250,7 @@ impl Journal {
                 closing: false,
                 flusher_exited: false,
                 failure: None,
+                stalled: None,
             }),
             file_max: AtomicU64::new(cfg.file_max),
             layout,
@@ -298,16 +294,30 @@ impl Journal {
         let mut f = flusher.lock();
         let chunks = {
             let mut st = self.shared.state.lock();
-            if let Some(e) = &st.failure {
-                return Err(e.to_error());
+            if let Some(cause) = &st.failure {
+                return Err(Error::WriteFailed(cause.clone()));
             }
             take_pending(&mut st, self.shared.layout)
         };
-        if !f.flush(chunks) {
-            let st = self.shared.state.lock();
-            return Err(st.failure.as_ref().expect("a failed flush").to_error());
+        match f.flush(chunks) {
+            Flushed::Done => Ok(()),
+            Flushed::Stalled | Flushed::Failed => Err(self
+                .shared
+                .state
+                .lock()
+                .refusal()
+                .expect("a flush that did not finish left its error")),
         }
-        Ok(())
+    }
+
+    /// Under `Schedule::Inline`, retries a flush stalled on a full disk (the flusher thread
+    /// retries on its own every commit interval). Call it before appending, without latches.
+    pub fn retry_stalled(&self) {
+        if let Some(flusher) = &self.inline {
+            if self.shared.state.lock().stalled.is_some() {
+                let _ = self.flush_inline(flusher);
+            }
+        }
     }
 
     /// `Schedule::Inline`: flushes once a slot is full (`SLOT_BYTES` buffered), as WiredTiger
@@ -339,8 +349,8 @@ impl Journal {
         let disk_len = record.disk_len();
         let sh = &*self.shared;
         let mut st = sh.state.lock();
-        if let Some(f) = &st.failure {
-            return Err(f.to_error());
+        if let Some(refused) = st.refusal() {
+            return Err(refused);
         }
         if st.closing {
             return Err(Error::Closed("the journal is closed".into()));
@@ -447,8 +457,8 @@ impl Journal {
             if durable(&st) {
                 return Ok(());
             }
-            if let Some(f) = &st.failure {
-                return Err(f.to_error());
+            if let Some(refused) = st.refusal() {
+                return Err(refused);
             }
             if st.flusher_exited {
                 return Err(Error::Closed(
@@ -473,7 +483,7 @@ impl Journal {
         }
         let sh = &*self.shared;
         let mut st = sh.state.lock();
-        while st.buffered > MAX_BUFFERED && st.failure.is_none() && !st.flusher_exited {
+        while st.buffered > MAX_BUFFERED && st.flowing() {
             sh.flusher_wake.notify_one();
             sh.written.wait(&mut st);
         }
@@ -488,7 +498,7 @@ impl Journal {
         }
         let sh = &*self.shared;
         let mut st = sh.state.lock();
-        while st.buffered >= FLUSH_BYTES && st.failure.is_none() && !st.flusher_exited {
+        while st.buffered >= FLUSH_BYTES && st.flowing() {
             sh.flusher_wake.notify_one();
             sh.written.wait(&mut st);
         }
@@ -550,8 +560,8 @@ impl Journal {
                 return Err(Error::Closed("the journal flusher thread panicked".into()));
             }
         }
-        match &self.shared.state.lock().failure {
-            Some(f) => Err(f.to_error()),
+        match self.shared.state.lock().refusal() {
+            Some(refused) => Err(refused),
             None => Ok(()),
         }
     }
@@ -592,6 +602,7 @@ struct OpenFile {
 impl Shared {
     /// Creates a journal file, preallocates it and makes its header and its name durable, so that
     /// replay never finds a gap in the numbering or a file without a header before a later file.
+    /// A full disk removes the new file again: the retry creates it afresh (`O_EXCL`).
     fn create_file(&self, header: FileHeader, cap: u64) -> Result<OpenFile> {
         let name = format::file_name(header.number);
         let path = self.cfg.dir.join(&name);
@@ -610,6 +621,20 @@ impl Shared {
             number: header.number,
             file,
         };
+        match self.make_durable(&open, header, cap) {
+            Ok(()) => Ok(open),
+            Err(e) if e.is_disk_full() => {
+                let _ = self.io.remove(&path, Some(open.file.id()));
+                self.file_ids.lock().remove(&header.number);
+                self.io.sync_dir(&self.cfg.dir)?;
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A new file's preallocation and header, synced with its name.
+    fn make_durable(&self, open: &OpenFile, header: FileHeader, cap: u64) -> Result<()> {
         if self.cfg.preallocate {
             self.preallocate(&open.file, cap)?;
         }
@@ -618,15 +643,18 @@ impl Shared {
         if filler > 0 {
             format::write_filler(&mut first, filler);
         }
-        self.write_at(&open, &first, 0)?;
+        self.write_at(open, &first, 0)?;
         self.io.sync_all(&open.file)?;
         bump(&self.stats.syncs, 1);
-        self.io.sync_dir(&self.cfg.dir)?;
-        Ok(open)
+        self.io.sync_dir(&self.cfg.dir)
     }
 
     /// Allocates `len` bytes of disk for `file`. Falls back to extending the size (a sparse
-    /// file, which still reads as zeros) where the filesystem cannot allocate ahead.
+    /// file, which still reads as zeros) where the filesystem cannot allocate ahead, and where
+    /// the disk has not `len` bytes left: preallocation only saves work, and a journal that
+    /// refused to start a file until a whole `file_max` is free would stop writes on a disk
+    /// with room for many records. A write into the sparse file then meets the full disk
+    /// itself (journal/failure.rs: stalled, retried once space is freed).
     fn preallocate(&self, file: &IoFile, len: u64) -> Result<()> {
         let context = || {
             format!(
@@ -637,9 +665,14 @@ impl Shared {
         if let Err(e) = self.io.allocate(file, len) {
             if !matches!(
                 e.raw_os_error(),
-                Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL)
+                Some(libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL | libc::ENOSPC | libc::EDQUOT)
             ) {
                 return Err(Error::io(context(), e));
+            }
+            if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
+                // A failed fallocate keeps the blocks it got before the disk ran out: give
+                // them back, or they hold the last free space and the header cannot be written.
+                self.io.set_len(file, 0, 0)?;
             }
             self.io.set_len(file, len, 0)?;
         }
@@ -712,108 +745,166 @@ impl Flusher {
         loop {
             let (chunks, closing) = {
                 let mut st = sh.state.lock();
-                while !(st.closing || st.sync_requested || st.buffered >= FLUSH_BYTES) {
-                    if sh
-                        .flusher_wake
-                        .wait_for(&mut st, sh.cfg.commit_interval)
-                        .timed_out()
-                    {
-                        break;
-                    }
-                }
+                wait_for_work(&sh, &mut st);
                 (take_pending(&mut st, sh.layout), st.closing)
             };
-            if !self.flush(chunks) {
-                return;
-            }
-            if closing {
-                let mut st = sh.state.lock();
-                st.flusher_exited = true;
-                sh.durable_changed.notify_all();
-                sh.written.notify_all();
-                return;
+            match self.flush(chunks) {
+                Flushed::Failed => return,
+                _ if closing => {
+                    let mut st = sh.state.lock();
+                    st.flusher_exited = true;
+                    sh.durable_changed.notify_all();
+                    sh.written.notify_all();
+                    return;
+                }
+                Flushed::Done | Flushed::Stalled => {}
             }
         }
     }
 
-    /// Writes and syncs what [`take_pending`] took and makes it durable. Returns false if that
-    /// failed: the journal has then failed for good.
-    fn flush(&mut self, (chunks, target): (Vec<Chunk>, Lsn)) -> bool {
+    /// Writes and syncs what [`take_pending`] took and makes it durable; a full disk queues
+    /// the records not written again, any other failure stops the journal for good
+    /// (journal/failure.rs).
+    fn flush(&mut self, (chunks, target): (Vec<Chunk>, Lsn)) -> Flushed {
         if chunks.is_empty() {
-            return true;
+            return Flushed::Done;
         }
         let sh = Arc::clone(&self.shared);
+        // After a failed sync the kernel may have dropped the pages it could not write: a
+        // later write and sync of the file could report durable what is lost (fsyncgate).
+        assert!(
+            sh.state.lock().failure.is_none(),
+            "the journal flushes nothing after it failed for good"
+        );
         let bytes: u64 = chunks.iter().map(|c| c.bytes.len() as u64).sum();
-        let result = self.write_and_sync(chunks, bytes);
+        let written = self.write_chunks(chunks);
+        {
+            // The bytes are in the kernel now; appenders held back by `throttle` may go on.
+            let unwritten: u64 = match &written {
+                Ok(_) => 0,
+                Err((_, rest)) => rest.iter().map(|c| c.bytes.len() as u64).sum(),
+            };
+            let mut st = sh.state.lock();
+            st.buffered -= bytes - unwritten;
+            sh.written.notify_all();
+        }
+        let result = written.and_then(|buffers| match sh.sync_data(&self.file) {
+            Ok(()) => Ok(buffers),
+            Err(e) => Err((e, Vec::new())),
+        });
         let mut st = sh.state.lock();
-        match result {
+        let ended = match result {
             Ok(buffers) => {
                 st.durable = target;
+                st.stalled = None;
                 for b in buffers {
                     if st.spare.len() < SPARE_BUFFERS && b.capacity() <= MAX_SPARE_CAPACITY {
                         st.spare.push(b);
                     }
                 }
-                sh.durable_changed.notify_all();
-                true
+                Flushed::Done
             }
-            Err(e) => {
-                // After a failed write or fsync the kernel may have dropped the dirty pages, so
-                // retrying could report data durable that is not: the journal stops for good
-                // and everyone waiting or appending gets the error.
-                st.failure = Some(Failure::new(&e));
-                st.flusher_exited = true;
-                sh.durable_changed.notify_all();
-                sh.written.notify_all();
-                false
-            }
-        }
+            Err((e, unwritten)) => match Stall::of(&e) {
+                Some(stall) => {
+                    debug_assert!(!unwritten.is_empty(), "a full disk fails a write: {e}");
+                    requeue(&mut st, unwritten);
+                    st.stalled = Some(stall);
+                    Flushed::Stalled
+                }
+                None => {
+                    st.failure = Some(failure::stop_for_good(&sh.io, &sh.cfg.dir, &e));
+                    st.flusher_exited = true;
+                    Flushed::Failed
+                }
+            },
+        };
+        sh.durable_changed.notify_all();
+        sh.written.notify_all();
+        ended
     }
 
-    /// Writes the chunks in order, creating files as the LSNs cross into them, then syncs.
-    /// Returns the emptied buffers for reuse.
-    fn write_and_sync(&mut self, chunks: Vec<Chunk>, bytes: u64) -> Result<Vec<Vec<u8>>> {
-        let sh = Arc::clone(&self.shared);
+    /// Writes the chunks in order, creating files as the LSNs cross into them. Returns the
+    /// emptied buffers for reuse; on failure, the error with the chunks not written in full.
+    fn write_chunks(&mut self, chunks: Vec<Chunk>) -> std::result::Result<Vec<Vec<u8>>, Unwritten> {
         let mut buffers = Vec::with_capacity(chunks.len());
-        for mut chunk in chunks {
-            if chunk.file != self.file.number {
-                debug_assert_eq!(chunk.file, self.file.number + 1);
-                // Replay reads a file started inside a session only if the previous one ended
-                // cleanly, so the previous file must be durable before the next one exists.
-                sh.sync_data(&self.file)?;
-                let header = FileHeader {
-                    number: chunk.file,
-                    file_max: chunk.cap,
-                    session_start: false,
-                    prev_end: self.written_end,
-                };
-                self.file = sh.create_file(header, chunk.cap)?;
+        let mut rest = chunks.into_iter();
+        while let Some(mut chunk) = rest.next() {
+            if let Err(e) = self.write_chunk(&mut chunk) {
+                let mut unwritten = vec![chunk];
+                unwritten.extend(rest);
+                return Err((e, unwritten));
             }
-            let records_end = Lsn {
-                file: chunk.file,
-                offset: chunk.offset + chunk.bytes.len() as u32,
-            };
-            if sh.layout.direct() {
-                // The last chunk ends on a block (`pad_to_block`); an earlier one ends its
-                // file, whose rest reads as zeros: the clean end of its records.
-                debug_assert!((chunk.offset as u64).is_multiple_of(sh.layout.align));
-                let end = sh.layout.round_up(chunk.bytes.len() as u64) as usize;
-                chunk.bytes.resize(end, 0);
-            }
-            sh.write_slots(&self.file, &chunk.bytes, chunk.offset as u64)?;
-            self.written_end = records_end;
             chunk.bytes.clear();
             buffers.push(chunk.bytes);
         }
-        {
-            // The bytes are in the kernel now; appenders held back by `throttle` may go on.
-            let mut st = sh.state.lock();
-            st.buffered -= bytes;
-            sh.written.notify_all();
-        }
-        sh.sync_data(&self.file)?;
         Ok(buffers)
     }
+
+    /// Writes one chunk at its LSN, first creating its file if the LSNs crossed into the next.
+    /// The chunk is left as it was (its records, unpadded), so a retry writes it again.
+    fn write_chunk(&mut self, chunk: &mut Chunk) -> Result<()> {
+        let sh = Arc::clone(&self.shared);
+        if chunk.file != self.file.number {
+            debug_assert_eq!(chunk.file, self.file.number + 1);
+            // Replay reads a file started inside a session only if the previous one ended
+            // cleanly, so the previous file must be durable before the next one exists.
+            sh.sync_data(&self.file)?;
+            let header = FileHeader {
+                number: chunk.file,
+                file_max: chunk.cap,
+                session_start: false,
+                prev_end: self.written_end,
+            };
+            self.file = sh.create_file(header, chunk.cap)?;
+        }
+        let records_len = chunk.bytes.len();
+        let records_end = Lsn {
+            file: chunk.file,
+            offset: chunk.offset + records_len as u32,
+        };
+        if sh.layout.direct() {
+            // The last chunk ends on a block (`pad_to_block`); an earlier one ends its
+            // file, whose rest reads as zeros: the clean end of its records.
+            debug_assert!((chunk.offset as u64).is_multiple_of(sh.layout.align));
+            let end = sh.layout.round_up(records_len as u64) as usize;
+            chunk.bytes.resize(end, 0);
+        }
+        let written = sh.write_slots(&self.file, &chunk.bytes, chunk.offset as u64);
+        chunk.bytes.truncate(records_len);
+        written?;
+        self.written_end = records_end;
+        Ok(())
+    }
+}
+
+/// The flusher's wait: until a sync is asked for, the buffer is large, the journal closes or
+/// the commit interval passes; while stalled on a full disk, one commit interval between
+/// retries (a sync asked for retries at once), never a busy loop.
+fn wait_for_work(sh: &Shared, st: &mut parking_lot::MutexGuard<'_, State>) {
+    if st.stalled.is_some() {
+        if !st.closing {
+            sh.flusher_wake.wait_for(st, sh.cfg.commit_interval);
+        }
+        return;
+    }
+    while !(st.closing || st.sync_requested || st.buffered >= FLUSH_BYTES) {
+        if sh
+            .flusher_wake
+            .wait_for(st, sh.cfg.commit_interval)
+            .timed_out()
+        {
+            break;
+        }
+    }
+}
+
+/// Puts the chunks a stalled flush did not write back before those appended since, in order.
+fn requeue(st: &mut State, mut unwritten: Vec<Chunk>) {
+    debug_assert!(unwritten
+        .windows(2)
+        .all(|w| (w[0].file, w[0].offset) < (w[1].file, w[1].offset)));
+    unwritten.append(&mut st.pending);
+    st.pending = unwritten;
 }
 
 /// Takes every appended record not yet handed to a flush, with the LSN just past them (the

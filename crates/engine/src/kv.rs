@@ -176,6 +176,12 @@ pub trait KvEngine: Send + Sync {
     fn stats(&self) -> serde_json::Value;
     /// Flushes and releases the database; further calls fail.
     fn close(&self) -> Result<()>;
+
+    /// The failed sync that stopped this engine's writes until a restart (io::failstop), if
+    /// one did.
+    fn write_failure(&self) -> Option<crate::io::WriteFailure> {
+        None
+    }
     /// Reads every entry of a table, checking whatever the engine can check (the disk engine
     /// reads every block and verifies checksums, page kinds and key order); returns the number
     /// of entries.

@@ -66,6 +66,10 @@ codes! {
 impl DocError {
     /// mongod's DuplicateKey code.
     pub const DUPLICATE_KEY: i32 = 11000;
+    /// mongod's OutOfDiskSpace code (a write failed on a full disk).
+    pub const OUT_OF_DISK_SPACE: i32 = 14031;
+    /// The code of a write refused after a failed sync (UnknownError, docdb's storage_error).
+    pub const WRITES_REFUSED: i32 = 8;
 
     /// Duplicate key (11000) with mongod's message text, `keyPattern` and `keyValue`.
     pub fn duplicate_key(

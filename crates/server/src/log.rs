@@ -61,6 +61,10 @@ pub fn warn(component: &str, msg: &str) {
     write('W', component, msg);
 }
 
+pub fn error(component: &str, msg: &str) {
+    write('E', component, msg);
+}
+
 /// Connection opened/closed lines; `systemLog.quiet` suppresses them.
 pub fn connection(msg: &str) {
     if !LOG.get().is_some_and(|l| l.quiet) {

@@ -10,7 +10,7 @@ use docdb::DocDb;
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -120,6 +120,8 @@ pub struct ServerState {
     users: Arc<dyn crate::users::UserStore>,
     /// The cluster's shared key (`security.keyFile`): the internal user authenticates with it.
     internal_key: Option<crate::keyfile::KeyFile>,
+    /// The engine's write failure has been logged (once, at error level).
+    write_failure_logged: AtomicBool,
 }
 
 impl ServerState {
@@ -149,6 +151,7 @@ impl ServerState {
             users: Arc::new(crate::users::DocDbUsers(db.clone())),
             internal_key: None,
             db,
+            write_failure_logged: AtomicBool::new(false),
         }
     }
     /// Keeps the users in `users` instead of `admin.system.users` (a router's cluster users).
@@ -293,6 +296,53 @@ impl ServerState {
         self.opcounters[op.index()].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// serverStatus' `storageEngine`, with `writesRefused` and, once a sync failed, the cause
+    /// that stopped writes until a restart.
+    fn storage_engine_status(&self) -> Document {
+        let mut d = doc! {
+            "name": "wiredTiger",
+            "supportsCommittedReads": false,
+            "persistent": true,
+            "writesRefused": false,
+        };
+        if let Some(f) = self.db.engine().write_failure() {
+            d.insert("writesRefused", true);
+            d.insert(
+                "writeFailure",
+                doc! {
+                    "operation": f.operation.clone(),
+                    "file": f.path.display().to_string(),
+                    "errno": f.errno.map(Bson::Int32).unwrap_or(Bson::Null),
+                    "errnoName": f.errno_name(),
+                    "message": f.message.clone(),
+                    "reason": f.to_string(),
+                },
+            );
+        }
+        d
+    }
+
+    /// Logs, once and at error level, that the engine refuses writes after a failed sync.
+    /// Called after every command: one atomic load while nothing failed.
+    pub fn log_write_failure_once(&self) {
+        if self.write_failure_logged.load(Ordering::Relaxed) {
+            return;
+        }
+        let Some(cause) = self.db.engine().write_failure() else {
+            return;
+        };
+        if !self.write_failure_logged.swap(true, Ordering::Relaxed) {
+            crate::log::error(
+                "STORAGE",
+                &format!(
+                    "{cause}: every write is refused from now on (code {}); reads go on; \
+                     restart the server to recover from what is durable",
+                    query::DocError::WRITES_REFUSED
+                ),
+            );
+        }
+    }
+
     pub fn server_status(&self) -> Document {
         let up = self.started.elapsed();
         let cmds = self.commands.lock();
@@ -327,7 +377,7 @@ impl ServerState {
             "mem": crate::traffic::memory(),
             "opcounters": opcounters,
             "metrics": {"commands": per_command, "cursor": {"open": {"total": self.cursors.len() as i64}}},
-            "storageEngine": {"name": "wiredTiger", "supportsCommittedReads": false, "persistent": true},
+            "storageEngine": self.storage_engine_status(),
             "flashdoc": self.db.storage_stats(),
         }
     }

@@ -13,6 +13,9 @@
 //!   `Free` of its range, whatever the file: the announced bytes never landed, so the space
 //!   holds nothing anyone can reach. Then the error goes to the caller (the block manager
 //!   returns the space to its free list; the journal fails for good).
+//! - **The fail-stop rule:** the first failed sync (file or directory) stops every later write
+//!   and sync through the seam, with that failure as the cause ([`failstop`]); a caller may
+//!   also stop them ([`Io::stop_writes`]) for a failure it cannot recover from. Reads go on.
 //! - Syncs and reads pass through the backend but are not events: the event vocabulary
 //!   (`placement::Event`) has none for them. Punches are the TRIM batcher's output and are
 //!   issued under the hub's lock (see `hub.rs`).
@@ -22,6 +25,7 @@
 
 mod backend;
 mod direct;
+mod failstop;
 mod fault;
 mod file;
 mod hub;
@@ -33,6 +37,7 @@ pub use backend::{
     direct_io_required, probe_direct_io, Backend, OpenMode, OsFiles, ALLOW_NO_ODIRECT,
 };
 pub use direct::{DirectIo, DIRECT_IO_ALIGN};
+pub use failstop::WriteFailure;
 pub use fault::{Fault, FaultOp, FaultyFiles};
 pub use file::{FileRole, IoFile};
 pub use hub::FlashConfig;
@@ -50,6 +55,7 @@ pub struct Io {
     backend: Arc<dyn Backend>,
     hub: hub::Hub,
     direct: DirectIo,
+    failstop: failstop::FailStop,
 }
 
 impl Io {
@@ -64,6 +70,7 @@ impl Io {
             backend: backend.unwrap_or_else(|| Arc::new(OsFiles)),
             hub: hub::Hub::with_flash(observer, flash)?,
             direct: DirectIo::NONE,
+            failstop: failstop::FailStop::default(),
         })
     }
 
@@ -153,6 +160,7 @@ impl Io {
         page_id: u64,
         cause: WriteCause,
     ) -> Result<()> {
+        self.writable()?;
         let len = buf.len() as u64;
         let role = f.role;
         self.hub
@@ -207,22 +215,60 @@ impl Io {
         });
     }
 
+    /// fdatasync. A failure stops every later write and sync (the fail-stop rule).
     pub fn sync_data(&self, f: &IoFile) -> Result<()> {
+        self.writable()?;
         self.backend
             .sync_data(f)
-            .map_err(|e| Error::io(format!("fdatasync {}", f.path.display()), e))
+            .map_err(|e| self.sync_failed("fdatasync", &f.path, &e))
     }
 
+    /// fsync. A failure stops every later write and sync (the fail-stop rule).
     pub fn sync_all(&self, f: &IoFile) -> Result<()> {
+        self.writable()?;
         self.backend
             .sync_all(f)
-            .map_err(|e| Error::io(format!("fsync {}", f.path.display()), e))
+            .map_err(|e| self.sync_failed("fsync", &f.path, &e))
     }
 
+    /// A directory's fsync. A failure stops every later write and sync (the fail-stop rule).
     pub fn sync_dir(&self, dir: &Path) -> Result<()> {
+        self.writable()?;
         self.backend
             .sync_dir(dir)
-            .map_err(|e| Error::io(format!("fsync directory {}", dir.display()), e))
+            .map_err(|e| self.sync_failed("fsync directory", dir, &e))
+    }
+
+    /// Records a failed sync as the cause that stops writes, and returns the refusal.
+    fn sync_failed(&self, operation: &str, path: &Path, e: &std::io::Error) -> Error {
+        Error::WriteFailed(self.stop_writes(WriteFailure::new(operation, path, e)))
+    }
+
+    /// Stops every later write and sync with `failure` as the cause, unless an earlier failure
+    /// stopped them already (that one stays the cause). The state's start is logged once, at
+    /// error level, on the engine's standard error. Returns the cause writers are refused with.
+    pub fn stop_writes(&self, failure: WriteFailure) -> WriteFailure {
+        let (cause, first) = self.failstop.record(failure);
+        if first {
+            eprintln!(
+                "flashdoc: ERROR: {cause}: every write, commit and checkpoint is refused from \
+                 now on; reads go on; restart to recover from what is durable"
+            );
+        }
+        cause
+    }
+
+    /// The failure that stopped writes, if one did.
+    pub fn write_failure(&self) -> Option<WriteFailure> {
+        self.failstop.get()
+    }
+
+    /// Ok while writes are allowed; the refusal, with its cause, once a failure stopped them.
+    pub fn writable(&self) -> Result<()> {
+        match self.failstop.get() {
+            Some(cause) => Err(Error::WriteFailed(cause)),
+            None => Ok(()),
+        }
     }
 
     /// Creates a directory and its missing parents (not an event: placement has no

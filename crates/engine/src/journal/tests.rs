@@ -653,7 +653,7 @@ const DISK_FULL_CHILD: &str = "FLASHDOC_JOURNAL_DISK_FULL_CHILD";
 /// (RLIMIT_FSIZE, which fails writes and fallocate with EFBIG, counted as disk full), so
 /// nothing else in the test run is affected.
 #[test]
-fn a_failed_write_fails_the_journal_for_good() {
+fn a_write_past_the_file_size_limit_is_refused_and_not_acknowledged() {
     if let Some(dir) = std::env::var_os(DISK_FULL_CHILD) {
         disk_full_child(Path::new(&dir));
         return;
@@ -661,7 +661,7 @@ fn a_failed_write_fails_the_journal_for_good() {
     let (_tmp, dir) = journal_dir();
     let test = concat!(
         module_path!(),
-        "::a_failed_write_fails_the_journal_for_good"
+        "::a_write_past_the_file_size_limit_is_refused_and_not_acknowledged"
     );
     let test = test.split_once("::").unwrap().1;
     let out = std::process::Command::new(std::env::current_exe().unwrap())

@@ -84,6 +84,7 @@ pub fn run(state: &Arc<ServerState>, cmd: &Document, conn: &ConnInfo) -> (Docume
         Err(e) => (error_reply(&e), After::Continue),
         Ok(()) => answer(state, &name, &db, cmd, conn),
     };
+    state.log_write_failure_once();
     let ms = started.elapsed().as_millis().min(i64::MAX as u128) as i64;
     if state.profiler.is_slow_sampled(ms) {
         crate::log::info(
