@@ -16,6 +16,7 @@ pub mod conn;
 pub mod cursors;
 pub mod failpoint;
 pub mod hook;
+pub mod limits;
 pub mod log;
 pub mod ops;
 pub mod profile;
@@ -150,6 +151,9 @@ pub fn serve_with_hook(
     let tls = tls::acceptor(&cfg.net.tls).map_err(std::io::Error::other)?;
     query::js::set_enabled(cfg.security.javascript_enabled());
     let state = Arc::new(ServerState::new(db.clone(), cfg).with_hook(hook, other_options));
+    limits::apply_budgets(&cfg.set_parameter);
+    // Spilled $group runs go where mongod puts its: under the database directory.
+    query::aggregate::budget::set_spill_dir(cfg.storage.db_path.join("_tmp"));
     state.start_ttl_monitor();
     docdb::validation::set_warning_sink(Box::new(|m| log::warn("STORAGE", m)));
     for w in db.startup_warnings() {
