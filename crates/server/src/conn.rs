@@ -158,7 +158,15 @@ where
         }
         if let Some(out) = outcome.reply {
             state.traffic.sent(&out);
-            sock.write_all(&out).await?;
+            // A client that stops reading its replies (a slow reader) is closed rather than
+            // holding the connection's buffers forever.
+            match tokio::time::timeout(crate::limits::STALLED_MESSAGE, sock.write_all(&out)).await {
+                Ok(written) => written?,
+                Err(_) => {
+                    ReadEnd::Limit("reply not read: no progress for 30 s".into()).log(&info);
+                    return Ok(());
+                }
+            }
         }
         if let After::Shutdown = outcome.after {
             let _ = shutdown.send(true);
@@ -197,6 +205,8 @@ async fn serve_plain(
     let sock = sock.into_std()?;
     sock.set_nonblocking(false)?;
     sock.set_read_timeout(Some(SHUTDOWN_POLL))?;
+    // A client that stops reading its replies (a slow reader) fails the write and is closed.
+    sock.set_write_timeout(Some(crate::limits::STALLED_MESSAGE))?;
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     state.conn_threads.fetch_add(1, Ordering::SeqCst);
     let counted = state.clone();
@@ -381,7 +391,13 @@ fn serve_connection_sync(
         }
         if let Some(out) = outcome.reply {
             state.traffic.sent(&out);
-            sock.write_all(&out)?;
+            if let Err(e) = sock.write_all(&out) {
+                if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) {
+                    ReadEnd::Limit("reply not read: no progress for 30 s".into()).log(info);
+                    return Ok(());
+                }
+                return Err(e);
+            }
         }
         if let After::Shutdown = outcome.after {
             let _ = shutdown.send(true);
