@@ -221,10 +221,14 @@ impl Default for Parameters {
             unauthenticated_connection_timeout_secs: 60,
             idle_connection_timeout_secs: 1800,
             max_cursors_per_connection: crate::limits::MAX_CURSORS_PER_CONNECTION,
-            internal_document_source_group_max_memory_bytes: query::aggregate::budget::DEFAULT_BYTES,
-            internal_document_source_lookup_cache_size_bytes: query::aggregate::budget::DEFAULT_BYTES,
-            internal_document_source_graph_lookup_max_memory_bytes: query::aggregate::budget::DEFAULT_BYTES,
-            internal_query_max_blocking_sort_memory_usage_bytes: query::aggregate::budget::DEFAULT_BYTES,
+            internal_document_source_group_max_memory_bytes:
+                query::aggregate::budget::DEFAULT_BYTES,
+            internal_document_source_lookup_cache_size_bytes:
+                query::aggregate::budget::DEFAULT_BYTES,
+            internal_document_source_graph_lookup_max_memory_bytes:
+                query::aggregate::budget::DEFAULT_BYTES,
+            internal_query_max_blocking_sort_memory_usage_bytes:
+                query::aggregate::budget::DEFAULT_BYTES,
             allow_disk_use_by_default: true,
         }
     }
@@ -486,10 +490,22 @@ impl Parameters {
             return Err("maxCursorsPerConnection must be at least 1".into());
         }
         let budgets = [
-            ("internalDocumentSourceGroupMaxMemoryBytes", self.internal_document_source_group_max_memory_bytes),
-            ("internalDocumentSourceLookupCacheSizeBytes", self.internal_document_source_lookup_cache_size_bytes),
-            ("internalDocumentSourceGraphLookupMaxMemoryBytes", self.internal_document_source_graph_lookup_max_memory_bytes),
-            ("internalQueryMaxBlockingSortMemoryUsageBytes", self.internal_query_max_blocking_sort_memory_usage_bytes),
+            (
+                "internalDocumentSourceGroupMaxMemoryBytes",
+                self.internal_document_source_group_max_memory_bytes,
+            ),
+            (
+                "internalDocumentSourceLookupCacheSizeBytes",
+                self.internal_document_source_lookup_cache_size_bytes,
+            ),
+            (
+                "internalDocumentSourceGraphLookupMaxMemoryBytes",
+                self.internal_document_source_graph_lookup_max_memory_bytes,
+            ),
+            (
+                "internalQueryMaxBlockingSortMemoryUsageBytes",
+                self.internal_query_max_blocking_sort_memory_usage_bytes,
+            ),
         ];
         for (name, bytes) in budgets {
             if bytes == 0 || bytes > i64::MAX as u64 {

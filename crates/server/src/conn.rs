@@ -392,7 +392,10 @@ fn serve_connection_sync(
         if let Some(out) = outcome.reply {
             state.traffic.sent(&out);
             if let Err(e) = sock.write_all(&out) {
-                if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) {
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) {
                     ReadEnd::Limit("reply not read: no progress for 30 s".into()).log(info);
                     return Ok(());
                 }

@@ -89,7 +89,10 @@ impl Cursors {
             .open_by
             .get_mut(&conn)
             .expect("a connection with a cursor open has a count");
-        assert!(*n > 0, "connection {conn} closes more cursors than it opened");
+        assert!(
+            *n > 0,
+            "connection {conn} closes more cursors than it opened"
+        );
         *n -= 1;
         if *n == 0 {
             self.open_by.remove(&conn);
@@ -297,7 +300,8 @@ mod tests {
     #[test]
     fn a_connection_opens_at_most_its_cap_and_closing_one_makes_room() {
         let reg = CursorRegistry::default();
-        let open = |conn| reg.insert_for(conn, 2, CursorEntry::new("d.c".into(), DocCursor::empty()));
+        let open =
+            |conn| reg.insert_for(conn, 2, CursorEntry::new("d.c".into(), DocCursor::empty()));
         let a = open(1).unwrap();
         let b = open(1).unwrap();
         assert!(open(1).unwrap_err().contains("maxCursorsPerConnection"));

@@ -39,9 +39,7 @@ fn connections_for(memory: Option<u64>, descriptors: Option<u64>) -> u32 {
     let by_memory = memory.map_or(MOST_CONNECTIONS, |m| {
         m / CONNECTION_MEMORY_SHARE / CONNECTION_BYTES
     });
-    let by_files = descriptors.map_or(MOST_CONNECTIONS, |d| {
-        d.saturating_sub(RESERVED_DESCRIPTORS)
-    });
+    let by_files = descriptors.map_or(MOST_CONNECTIONS, |d| d.saturating_sub(RESERVED_DESCRIPTORS));
     let n = by_memory
         .min(by_files)
         .clamp(FEWEST_CONNECTIONS, MOST_CONNECTIONS);
@@ -145,7 +143,10 @@ impl Patience {
 
 /// Makes the query crate's memory budgets the parameters' (at startup and on setParameter).
 pub fn apply_budgets(p: &Parameters) {
-    budget::set_limit(Budget::Group, p.internal_document_source_group_max_memory_bytes);
+    budget::set_limit(
+        Budget::Group,
+        p.internal_document_source_group_max_memory_bytes,
+    );
     budget::set_limit(
         Budget::LookupCache,
         p.internal_document_source_lookup_cache_size_bytes,
@@ -277,7 +278,11 @@ mod clock_tests {
         std::thread::sleep(short * 2);
         assert_eq!(c.expired(), Some("idle"));
         c.progress();
-        assert_eq!(c.expired(), None, "a byte arrived: the per-byte clock restarts");
+        assert_eq!(
+            c.expired(),
+            None,
+            "a byte arrived: the per-byte clock restarts"
+        );
         std::thread::sleep(short * 2);
         assert!(c.expired().unwrap().contains("stalled"));
         let forever = MessageClock::start(patience(None, Rest::EachByte(short)));

@@ -54,7 +54,10 @@ fn slot(b: Budget) -> &'static AtomicU64 {
 
 /// Sets a budget (bytes, at least 1: the server refuses 0).
 pub fn set_limit(b: Budget, bytes: u64) {
-    assert!(bytes > 0, "a memory budget of 0 bytes would refuse every document");
+    assert!(
+        bytes > 0,
+        "a memory budget of 0 bytes would refuse every document"
+    );
     slot(b).store(bytes, Ordering::Relaxed);
 }
 

@@ -30,8 +30,8 @@ mod parse;
 mod run;
 mod script;
 mod sessions;
-mod spill;
 mod source;
+mod spill;
 mod stage;
 mod stats;
 #[cfg(test)]

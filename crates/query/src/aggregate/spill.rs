@@ -91,7 +91,10 @@ impl Run {
             .map_err(|e| io_error("decode", std::io::Error::other(e.to_string())))?;
         let k = rec.remove("k").unwrap_or(Bson::Null);
         let Some(Bson::Document(d)) = rec.remove("d") else {
-            return Err(io_error("decode", std::io::Error::other("a record without its document")));
+            return Err(io_error(
+                "decode",
+                std::io::Error::other("a record without its document"),
+            ));
         };
         Ok(Some((k, d)))
     }
@@ -164,7 +167,11 @@ impl GroupSpill<'_> {
         let mut heads = BinaryHeap::new();
         for (i, r) in runs.iter_mut().enumerate() {
             if let Some((k, doc)) = r.next()? {
-                heads.push(Reverse(Head { key: OrdBson(k), run: i, doc }));
+                heads.push(Reverse(Head {
+                    key: OrdBson(k),
+                    run: i,
+                    doc,
+                }));
             }
         }
         let mut memory = memory.into_iter().peekable();
@@ -172,7 +179,11 @@ impl GroupSpill<'_> {
         let mut current: Option<(Bson, Accumulating)> = None;
         while let Some(Reverse(head)) = heads.pop() {
             if let Some((k, doc)) = runs[head.run].next()? {
-                heads.push(Reverse(Head { key: OrdBson(k), run: head.run, doc }));
+                heads.push(Reverse(Head {
+                    key: OrdBson(k),
+                    run: head.run,
+                    doc,
+                }));
             }
             let same = current
                 .as_ref()
@@ -244,7 +255,12 @@ mod tests {
             &crate::vars::EMPTY,
             limit,
         )?;
-        out.sort_by(|a, b| compare_bson(&a.get("_id").cloned().unwrap(), &b.get("_id").cloned().unwrap()));
+        out.sort_by(|a, b| {
+            compare_bson(
+                &a.get("_id").cloned().unwrap(),
+                &b.get("_id").cloned().unwrap(),
+            )
+        });
         Ok(out)
     }
 
@@ -265,7 +281,15 @@ mod tests {
     #[test]
     fn past_the_budget_without_disk_use_is_292() {
         let e = group(64 << 10, Some(false)).unwrap_err();
-        assert_eq!((e.code, e.code_name), (292, "QueryExceededMemoryLimitNoDiskUseAllowed"));
-        assert!(e.message.contains("internalDocumentSourceGroupMaxMemoryBytes"), "{}", e.message);
+        assert_eq!(
+            (e.code, e.code_name),
+            (292, "QueryExceededMemoryLimitNoDiskUseAllowed")
+        );
+        assert!(
+            e.message
+                .contains("internalDocumentSourceGroupMaxMemoryBytes"),
+            "{}",
+            e.message
+        );
     }
 }
