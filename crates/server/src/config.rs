@@ -9,7 +9,7 @@
 //! net:
 //!   bindIp: 127.0.0.1,::1           # a comma-separated list; bindIpAll: true for every address
 //!   port: 27017
-//!   maxIncomingConnections: 65536
+//!   maxIncomingConnections: 6000    # default: sized from memory (`limits::default_max_connections`)
 //!   tls: {mode: requireTLS, certificateKeyFile: /etc/ssl/server.pem, CAFile: /etc/ssl/ca.pem}
 //! security: {authorization: enabled}
 //! operationProfiling: {mode: off, slowOpThresholdMs: 100, slowOpSampleRate: 1.0}
@@ -77,7 +77,7 @@ impl Default for NetSettings {
             bind_ip_all: false,
             port: 27017,
             ipv6: false,
-            max_incoming_connections: 65536,
+            max_incoming_connections: crate::limits::default_max_connections(),
             tls: TlsSettings::default(),
             wire_object_check: true,
             unix_domain_socket: UnixSocketSettings::default(),
@@ -185,6 +185,20 @@ pub struct Parameters {
     /// mongod, where the file may say `1` or `true`.
     #[serde(deserialize_with = "flag_de")]
     pub enable_test_commands: bool,
+    /// With authorization on, a connection that has not authenticated is closed after this
+    /// many seconds without a complete message (`crate::limits`).
+    pub unauthenticated_connection_timeout_secs: u64,
+    /// A connection idle this long between messages is closed; 0: never.
+    pub idle_connection_timeout_secs: u64,
+    /// Open cursors one connection may have opened (`cursors::CursorRegistry::insert_for`).
+    pub max_cursors_per_connection: u64,
+    /// The pipeline stages' memory budgets (`query::aggregate::budget`), mongod's names.
+    pub internal_document_source_group_max_memory_bytes: u64,
+    pub internal_document_source_lookup_cache_size_bytes: u64,
+    pub internal_document_source_graph_lookup_max_memory_bytes: u64,
+    pub internal_query_max_blocking_sort_memory_usage_bytes: u64,
+    /// What an aggregate without `allowDiskUse` gets (true, as mongod 6.0 and later).
+    pub allow_disk_use_by_default: bool,
 }
 
 /// A startup flag as mongod reads it from the configuration file: `true`/`false` or `1`/`0`.
@@ -207,6 +221,18 @@ impl Default for Parameters {
             cursor_timeout_millis: 600_000,
             enable_localhost_auth_bypass: true,
             enable_test_commands: false,
+            unauthenticated_connection_timeout_secs: 60,
+            idle_connection_timeout_secs: 1800,
+            max_cursors_per_connection: crate::limits::MAX_CURSORS_PER_CONNECTION,
+            internal_document_source_group_max_memory_bytes:
+                query::aggregate::budget::DEFAULT_BYTES,
+            internal_document_source_lookup_cache_size_bytes:
+                query::aggregate::budget::DEFAULT_BYTES,
+            internal_document_source_graph_lookup_max_memory_bytes:
+                query::aggregate::budget::DEFAULT_BYTES,
+            internal_query_max_blocking_sort_memory_usage_bytes:
+                query::aggregate::budget::DEFAULT_BYTES,
+            allow_disk_use_by_default: true,
         }
     }
 }
@@ -361,6 +387,50 @@ impl Parameters {
             "cursorTimeoutMillis" => {
                 Bson::Int64(std::mem::replace(&mut self.cursor_timeout_millis, count()?) as i64)
             }
+            "allowDiskUseByDefault" => {
+                let Bson::Boolean(b) = value else {
+                    return Err(ParamError::BadValue(format!(
+                        "{name}: expected true or false, got {value}"
+                    )));
+                };
+                Bson::Boolean(std::mem::replace(&mut self.allow_disk_use_by_default, *b))
+            }
+            _ => match self.limit_mut(name) {
+                Some(slot) => Bson::Int64(std::mem::replace(slot, count()?) as i64),
+                None => return self.set_flag(name, value, at_startup),
+            },
+        };
+        self.check().map_err(ParamError::BadValue)?;
+        Ok(old)
+    }
+
+    /// The numeric limits `crate::limits` enforces, by their parameter names.
+    fn limit_mut(&mut self, name: &str) -> Option<&mut u64> {
+        Some(match name {
+            "unauthenticatedConnectionTimeoutSecs" => {
+                &mut self.unauthenticated_connection_timeout_secs
+            }
+            "idleConnectionTimeoutSecs" => &mut self.idle_connection_timeout_secs,
+            "maxCursorsPerConnection" => &mut self.max_cursors_per_connection,
+            "internalDocumentSourceGroupMaxMemoryBytes" => {
+                &mut self.internal_document_source_group_max_memory_bytes
+            }
+            "internalDocumentSourceLookupCacheSizeBytes" => {
+                &mut self.internal_document_source_lookup_cache_size_bytes
+            }
+            "internalDocumentSourceGraphLookupMaxMemoryBytes" => {
+                &mut self.internal_document_source_graph_lookup_max_memory_bytes
+            }
+            "internalQueryMaxBlockingSortMemoryUsageBytes" => {
+                &mut self.internal_query_max_blocking_sort_memory_usage_bytes
+            }
+            _ => return None,
+        })
+    }
+
+    /// The startup-only flags.
+    fn set_flag(&mut self, name: &str, value: &Bson, at_startup: bool) -> Result<Bson, ParamError> {
+        let old = match name {
             "enableLocalhostAuthBypass" | "enableTestCommands" if !at_startup => {
                 return Err(ParamError::BadValue(format!(
                     "{name} can only be set at startup"
@@ -414,6 +484,35 @@ impl Parameters {
     pub fn check(&self) -> Result<(), String> {
         if self.ttl_monitor_sleep_secs == 0 {
             return Err("ttlMonitorSleepSecs must be at least 1".into());
+        }
+        if self.unauthenticated_connection_timeout_secs == 0 {
+            return Err("unauthenticatedConnectionTimeoutSecs must be at least 1".into());
+        }
+        if self.max_cursors_per_connection == 0 {
+            return Err("maxCursorsPerConnection must be at least 1".into());
+        }
+        let budgets = [
+            (
+                "internalDocumentSourceGroupMaxMemoryBytes",
+                self.internal_document_source_group_max_memory_bytes,
+            ),
+            (
+                "internalDocumentSourceLookupCacheSizeBytes",
+                self.internal_document_source_lookup_cache_size_bytes,
+            ),
+            (
+                "internalDocumentSourceGraphLookupMaxMemoryBytes",
+                self.internal_document_source_graph_lookup_max_memory_bytes,
+            ),
+            (
+                "internalQueryMaxBlockingSortMemoryUsageBytes",
+                self.internal_query_max_blocking_sort_memory_usage_bytes,
+            ),
+        ];
+        for (name, bytes) in budgets {
+            if bytes == 0 || bytes > i64::MAX as u64 {
+                return Err(format!("{name} must be between 1 and {}", i64::MAX));
+            }
         }
         Ok(())
     }

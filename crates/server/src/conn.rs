@@ -11,6 +11,7 @@
 
 use crate::commands::{self, After};
 use crate::config::TlsMode;
+use crate::limits::{next_chunk, MessageClock, Patience};
 use crate::state::{ConnInfo, ServerState};
 use crate::wire::{self, Header, Request};
 use bson::doc;
@@ -137,20 +138,15 @@ pub async fn serve_connection<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let mut header = [0u8; Header::LEN];
     loop {
-        if sock.read_exact(&mut header).await.is_err() {
-            return Ok(()); // closed, possibly mid-message
-        }
-        let h = Header::parse(&header);
-        let body_len = match h.validate() {
-            Ok(n) => n,
-            Err(_) => return Ok(()),
+        let mut clock = MessageClock::start(Patience::now(&state, &info));
+        let (h, body) = match read_message_async(&mut sock, &mut clock).await {
+            Ok(m) => m,
+            Err(end) => {
+                end.log(&info);
+                return Ok(());
+            }
         };
-        let mut body = vec![0u8; body_len];
-        if sock.read_exact(&mut body).await.is_err() {
-            return Ok(());
-        }
         state.traffic.received(&h, &body);
         let st = state.clone();
         let ci = info.clone();
@@ -162,7 +158,15 @@ where
         }
         if let Some(out) = outcome.reply {
             state.traffic.sent(&out);
-            sock.write_all(&out).await?;
+            // A client that stops reading its replies (a slow reader) is closed rather than
+            // holding the connection's buffers forever.
+            match tokio::time::timeout(crate::limits::STALLED_MESSAGE, sock.write_all(&out)).await {
+                Ok(written) => written?,
+                Err(_) => {
+                    ReadEnd::Limit("reply not read: no progress for 30 s".into()).log(&info);
+                    return Ok(());
+                }
+            }
         }
         if let After::Shutdown = outcome.after {
             let _ = shutdown.send(true);
@@ -201,6 +205,8 @@ async fn serve_plain(
     let sock = sock.into_std()?;
     sock.set_nonblocking(false)?;
     sock.set_read_timeout(Some(SHUTDOWN_POLL))?;
+    // A client that stops reading its replies (a slow reader) fails the write and is closed.
+    sock.set_write_timeout(Some(crate::limits::STALLED_MESSAGE))?;
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     state.conn_threads.fetch_add(1, Ordering::SeqCst);
     let counted = state.clone();
@@ -229,29 +235,126 @@ pub fn wait_for_connection_threads(state: &ServerState, limit: std::time::Durati
     }
 }
 
-/// Fills `buf` from a blocking socket whose reads time out every `SHUTDOWN_POLL`. Returns
-/// false if the peer hung up (possibly mid-message) or the server is shutting down.
+/// Why a connection stopped reading.
+enum ReadEnd {
+    /// The peer hung up (possibly mid-message), the server is shutting down, or the message
+    /// cannot be framed: closed without a word, as before.
+    Quiet,
+    /// A limit closed it: logged with the reason.
+    Limit(String),
+}
+
+impl ReadEnd {
+    fn log(self, info: &ConnInfo) {
+        if let ReadEnd::Limit(why) = self {
+            crate::log::info(
+                "NETWORK",
+                &format!("closing connection #{} from {}: {why}", info.id, info.peer),
+            );
+        }
+    }
+}
+
+/// Reads one message (header, then body in growing chunks) from a blocking socket whose
+/// reads time out every `SHUTDOWN_POLL`, within the connection's patience.
+fn read_message_sync(
+    sock: &mut std::net::TcpStream,
+    clock: &mut MessageClock,
+    shutdown: &watch::Sender<bool>,
+) -> Result<(Header, Vec<u8>), ReadEnd> {
+    let mut header = [0u8; Header::LEN];
+    read_full(sock, &mut header, clock, shutdown)?;
+    let h = Header::parse(&header);
+    let body_len = h.validate().map_err(|_| ReadEnd::Quiet)?;
+    clock
+        .admit(body_len + Header::LEN)
+        .map_err(ReadEnd::Limit)?;
+    let mut body = Vec::new();
+    while body.len() < body_len {
+        let at = body.len();
+        body.resize(at + next_chunk(body_len, at), 0);
+        read_full(sock, &mut body[at..], clock, shutdown)?;
+    }
+    Ok((h, body))
+}
+
+/// Fills `buf` from a blocking socket whose reads time out every `SHUTDOWN_POLL`.
 fn read_full(
     sock: &mut std::net::TcpStream,
     buf: &mut [u8],
+    clock: &mut MessageClock,
     shutdown: &watch::Sender<bool>,
-) -> bool {
+) -> Result<(), ReadEnd> {
     use std::io::{ErrorKind, Read};
     let mut at = 0;
     while at < buf.len() {
         match sock.read(&mut buf[at..]) {
-            Ok(0) => return false,
-            Ok(n) => at += n,
+            Ok(0) => return Err(ReadEnd::Quiet),
+            Ok(n) => {
+                at += n;
+                clock.progress();
+            }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 if *shutdown.borrow() {
-                    return false;
+                    return Err(ReadEnd::Quiet);
+                }
+                if let Some(why) = clock.expired() {
+                    return Err(ReadEnd::Limit(why.into()));
                 }
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => return false,
+            Err(_) => return Err(ReadEnd::Quiet),
         }
     }
-    true
+    Ok(())
+}
+
+/// [`read_message_sync`] on an async stream (TLS).
+async fn read_message_async<S: AsyncRead + Unpin>(
+    sock: &mut S,
+    clock: &mut MessageClock,
+) -> Result<(Header, Vec<u8>), ReadEnd> {
+    let mut header = [0u8; Header::LEN];
+    read_full_async(sock, &mut header, clock).await?;
+    let h = Header::parse(&header);
+    let body_len = h.validate().map_err(|_| ReadEnd::Quiet)?;
+    clock
+        .admit(body_len + Header::LEN)
+        .map_err(ReadEnd::Limit)?;
+    let mut body = Vec::new();
+    while body.len() < body_len {
+        let at = body.len();
+        body.resize(at + next_chunk(body_len, at), 0);
+        read_full_async(sock, &mut body[at..], clock).await?;
+    }
+    Ok((h, body))
+}
+
+/// How long an async read waits at a time when the connection may wait forever.
+const FOREVER_POLL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+async fn read_full_async<S: AsyncRead + Unpin>(
+    sock: &mut S,
+    buf: &mut [u8],
+    clock: &mut MessageClock,
+) -> Result<(), ReadEnd> {
+    let mut at = 0;
+    while at < buf.len() {
+        let wait = clock.remaining().unwrap_or(FOREVER_POLL);
+        match tokio::time::timeout(wait, sock.read(&mut buf[at..])).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return Err(ReadEnd::Quiet),
+            Ok(Ok(n)) => {
+                at += n;
+                clock.progress();
+            }
+            Err(_) => {
+                if let Some(why) = clock.expired() {
+                    return Err(ReadEnd::Limit(why.into()));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `serve_connection` for a plain-TCP connection on its own thread: the same framing, the
@@ -263,20 +366,15 @@ fn serve_connection_sync(
     shutdown: &watch::Sender<bool>,
 ) -> std::io::Result<()> {
     use std::io::Write;
-    let mut header = [0u8; Header::LEN];
     loop {
-        if !read_full(&mut sock, &mut header, shutdown) {
-            return Ok(());
-        }
-        let h = Header::parse(&header);
-        let body_len = match h.validate() {
-            Ok(n) => n,
-            Err(_) => return Ok(()),
+        let mut clock = MessageClock::start(Patience::now(state, info));
+        let (h, body) = match read_message_sync(&mut sock, &mut clock, shutdown) {
+            Ok(m) => m,
+            Err(end) => {
+                end.log(info);
+                return Ok(());
+            }
         };
-        let mut body = vec![0u8; body_len];
-        if !read_full(&mut sock, &mut body, shutdown) {
-            return Ok(());
-        }
         state.traffic.received(&h, &body);
         // A panicking command answers InternalError, as a panicking blocking task does.
         let run = std::panic::AssertUnwindSafe(|| handle_message(state, info, &h, &body));
@@ -293,7 +391,16 @@ fn serve_connection_sync(
         }
         if let Some(out) = outcome.reply {
             state.traffic.sent(&out);
-            sock.write_all(&out)?;
+            if let Err(e) = sock.write_all(&out) {
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) {
+                    ReadEnd::Limit("reply not read: no progress for 30 s".into()).log(info);
+                    return Ok(());
+                }
+                return Err(e);
+            }
         }
         if let After::Shutdown = outcome.after {
             let _ = shutdown.send(true);

@@ -63,6 +63,10 @@ struct Cursors {
     /// Cursors a getMore is reading, with their interruption (so killCursors can stop it)
     /// and their owner.
     busy: HashMap<i64, (docdb::Interrupt, Vec<(String, String)>)>,
+    /// The connection that opened each cursor registered with [`CursorRegistry::insert_for`],
+    /// and how many each connection has open (`maxCursorsPerConnection`).
+    opener: HashMap<i64, i32>,
+    open_by: HashMap<i32, usize>,
 }
 
 impl Cursors {
@@ -74,6 +78,25 @@ impl Cursors {
             !self.busy.contains_key(&id) && self.idle.insert(id, entry).is_none(),
             "cursor id {id} registered twice"
         );
+    }
+
+    /// Cursor `id` is closed: its connection has one fewer open.
+    fn forget(&mut self, id: i64) {
+        let Some(conn) = self.opener.remove(&id) else {
+            return;
+        };
+        let n = self
+            .open_by
+            .get_mut(&conn)
+            .expect("a connection with a cursor open has a count");
+        assert!(
+            *n > 0,
+            "connection {conn} closes more cursors than it opened"
+        );
+        *n -= 1;
+        if *n == 0 {
+            self.open_by.remove(&conn);
+        }
     }
 
     /// Ends a getMore's use of cursor `id`, which it took: a cursor is given back once, by the
@@ -102,6 +125,28 @@ impl CursorRegistry {
             }
         }
     }
+    /// Registers a cursor opened by connection `conn`, unless that connection already has `cap`
+    /// open: then the cursor is dropped and the error says why.
+    pub fn insert_for(&self, conn: i32, cap: usize, entry: CursorEntry) -> Result<i64, String> {
+        let mut map = self.map.lock();
+        let open = map.open_by.get(&conn).copied().unwrap_or(0);
+        if open >= cap {
+            return Err(format!(
+                "this connection has {open} cursors open, the most maxCursorsPerConnection allows; exhaust or kill some (killCursors) first"
+            ));
+        }
+        let id = loop {
+            let id = (rand::random::<u64>() >> 1) as i64;
+            if id != 0 && !map.idle.contains_key(&id) && !map.busy.contains_key(&id) {
+                break id;
+            }
+        };
+        map.register(id, entry);
+        map.opener.insert(id, conn);
+        *map.open_by.entry(conn).or_default() += 1;
+        Ok(id)
+    }
+
     /// Takes a cursor out while a getMore uses it (a concurrent getMore on it then fails);
     /// give it back with [`CursorRegistry::put_back`] or [`CursorRegistry::release`].
     pub fn take(&self, id: i64) -> Option<CursorEntry> {
@@ -118,11 +163,15 @@ impl CursorRegistry {
         if !entry.interrupt.cursor_killed() {
             entry.last_used = Instant::now();
             map.register(id, entry);
+        } else {
+            map.forget(id);
         }
     }
     /// Ends a getMore that closes its cursor (exhausted or failed).
     pub fn release(&self, id: i64) {
-        self.map.lock().end_use(id);
+        let mut map = self.map.lock();
+        map.end_use(id);
+        map.forget(id);
     }
     /// killCursors: closes an idle cursor, or stops the getMore reading it (which then fails
     /// with CursorKilled and closes it), when `may_use` allows the cursor's owner.
@@ -133,6 +182,7 @@ impl CursorRegistry {
                 return Kill::NotOwner;
             }
             map.idle.remove(&id);
+            map.forget(id);
             return Kill::Killed;
         }
         match map.busy.get(&id) {
@@ -161,10 +211,17 @@ impl CursorRegistry {
     /// how many.
     pub fn reap(&self, timeout: Duration) -> usize {
         let mut map = self.map.lock();
-        let before = map.idle.len();
-        map.idle
-            .retain(|_, e| e.no_timeout || e.last_used.elapsed() < timeout);
-        before - map.idle.len()
+        let expired: Vec<i64> = map
+            .idle
+            .iter()
+            .filter(|(_, e)| !e.no_timeout && e.last_used.elapsed() >= timeout)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &expired {
+            map.idle.remove(id);
+            map.forget(*id);
+        }
+        expired.len()
     }
 }
 
@@ -238,6 +295,36 @@ mod tests {
         reg.put_back(id, e);
         assert!(reg.is_empty());
         assert_eq!(reg.kill(id, |_| true), Kill::NotFound);
+    }
+
+    #[test]
+    fn a_connection_opens_at_most_its_cap_and_closing_one_makes_room() {
+        let reg = CursorRegistry::default();
+        let open =
+            |conn| reg.insert_for(conn, 2, CursorEntry::new("d.c".into(), DocCursor::empty()));
+        let a = open(1).unwrap();
+        let b = open(1).unwrap();
+        assert!(open(1).unwrap_err().contains("maxCursorsPerConnection"));
+        open(2).expect("another connection has its own count");
+        assert_eq!(reg.kill(a, |_| true), Kill::Killed);
+        let c = open(1).expect("killed: room for one");
+        reg.take(b).unwrap();
+        reg.release(b);
+        let d = open(1).expect("exhausted: room for one");
+        assert_eq!(reg.reap(Duration::ZERO), 3);
+        for _ in 0..2 {
+            open(1).expect("reaped: room again");
+        }
+        assert!(reg.take(c).is_none() && reg.take(d).is_none());
+    }
+
+    #[test]
+    #[should_panic(expected = "closes more cursors than it opened")]
+    fn a_connection_never_closes_more_than_it_opened() {
+        let mut map = Cursors::default();
+        map.opener.insert(9, 4);
+        map.open_by.insert(4, 0);
+        map.forget(9);
     }
 
     #[test]

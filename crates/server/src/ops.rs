@@ -146,6 +146,12 @@ impl Ops {
         }
     }
 
+    /// The connection of the command this thread runs (None outside a command).
+    pub fn current_connection(&self) -> Option<i32> {
+        let opid = CURRENT.with(|c| c.borrow().as_ref().map(|(id, _)| *id))?;
+        self.running.lock().get(&opid).map(|op| op.connection)
+    }
+
     /// The users authenticated on the connection of the command this thread runs (empty when
     /// nobody was, or outside a command): who owns the cursors it opens.
     pub fn current_users(&self) -> Vec<(String, String)> {

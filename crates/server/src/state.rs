@@ -208,6 +208,7 @@ impl ServerState {
     /// Replaces the parameters; a background thread whose period changed recomputes its next
     /// pass at once (a shorter `ttlMonitorSleepSecs` takes effect now, not after the old one).
     pub fn set_params(&self, p: Parameters) {
+        crate::limits::apply_budgets(&p);
         let ttl_changed = {
             let mut cur = self.params.write();
             let changed = cur.ttl_monitor_sleep_secs != p.ttl_monitor_sleep_secs;

@@ -6,38 +6,43 @@ use std::sync::Mutex;
 
 use bson::Document;
 
+use super::budget::Budget;
 use crate::error::{DocError, DocResult};
 
 /// A stream of documents between stages (a scan's output, a stage's output).
 pub type DocIter = Box<dyn Iterator<Item = DocResult<Document>> + Send>;
 
-/// mongod's 100 MB bound on what a blocking stage holds in memory
-/// (internalQueryMaxBlockingSortMemoryUsageBytes and its siblings).
-pub(super) const MAX_BLOCKING_BYTES: usize = 100 * 1024 * 1024;
-
-/// What a blocking stage holds, charged document by document against [`MAX_BLOCKING_BYTES`].
-/// flashdoc does not spill a pipeline stage to disk, so past the bound the stage fails with
-/// mongod's code (292) whatever `allowDiskUse` says, rather than growing without bound.
+/// What a blocking stage holds, charged document by document against its budget
+/// (`budget::Budget`, mongod's 100 MB by default). These stages do not spill to disk, so past
+/// the budget they fail with mongod's code (292) whatever `allowDiskUse` says, rather than
+/// growing without bound.
 pub(super) struct Memory {
     stage: &'static str,
+    budget: Budget,
     used: usize,
 }
 
 impl Memory {
+    /// A blocking stage's (`internalQueryMaxBlockingSortMemoryUsageBytes`).
     pub(super) fn new(stage: &'static str) -> Memory {
-        Memory { stage, used: 0 }
+        Memory::charged_to(stage, Budget::Blocking)
+    }
+
+    pub(super) fn charged_to(stage: &'static str, budget: Budget) -> Memory {
+        Memory {
+            stage,
+            budget,
+            used: 0,
+        }
     }
 
     pub(super) fn charge(&mut self, d: &Document) -> DocResult<()> {
         self.used += bson::to_vec(d).map(|b| b.len()).unwrap_or(0);
-        if self.used > MAX_BLOCKING_BYTES {
-            return Err(DocError::with_code(
-                292,
-                "QueryExceededMemoryLimitNoDiskUseAllowed",
-                format!(
-                    "{} holds more than {MAX_BLOCKING_BYTES} bytes, and flashdoc does not spill it to disk",
-                    self.stage
-                ),
+        if self.used > super::budget::limit(self.budget) {
+            return Err(super::budget::exceeded(
+                self.stage,
+                self.budget,
+                "flashdoc does not spill this stage to disk",
             ));
         }
         Ok(())

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use bson::{Bson, Document};
 
+use super::budget::{self, doc_bytes, Budget};
 use super::common::{check_output_name, stage_err, DocIter};
 use super::source::Env;
 use crate::compare::{type_name, Num, OrdBson};
@@ -144,6 +145,8 @@ impl GraphLookup {
             .into_iter()
             .filter(|d| self.restrict.as_ref().is_none_or(|m| m.matches(d)))
             .collect();
+        let held: usize = foreign.iter().map(doc_bytes).sum();
+        check_memory(held)?;
         let mut out = Vec::new();
         for r in input {
             let mut d = r?;
@@ -151,7 +154,7 @@ impl GraphLookup {
                 .start_with
                 .eval(&Ctx::scoped(&d, env.scope))?
                 .unwrap_or(Bson::Null);
-            let found = self.search(&foreign, start, env)?;
+            let found = self.search(&foreign, start, env, held)?;
             set_path(
                 &mut d,
                 &self.as_,
@@ -164,7 +167,15 @@ impl GraphLookup {
 
     /// Breadth first from `start`; each foreign document is reached once (at its smallest
     /// depth), so cycles end, and the depth is bounded by the collection's size.
-    fn search(&self, foreign: &[Document], start: Bson, env: Env) -> DocResult<Vec<Document>> {
+    /// `held`: the bytes the stage already holds (the foreign documents); what the search
+    /// collects is charged on top of them.
+    fn search(
+        &self,
+        foreign: &[Document],
+        start: Bson,
+        env: Env,
+        mut held: usize,
+    ) -> DocResult<Vec<Document>> {
         let mut reached = vec![false; foreign.len()];
         let mut out = Vec::new();
         let mut frontier = flatten(start);
@@ -185,6 +196,8 @@ impl GraphLookup {
                 if let Some(df) = &self.depth_field {
                     set_path(&mut f, df, Bson::Int64(depth as i64))?;
                 }
+                held += doc_bytes(&f);
+                check_memory(held)?;
                 out.push(f);
             }
             frontier = next.into_iter().map(|o| o.0).collect();
@@ -192,6 +205,23 @@ impl GraphLookup {
         }
         Ok(out)
     }
+}
+
+/// mongod's error (40099) when `$graphLookup` holds more than
+/// `internalDocumentSourceGraphLookupMaxMemoryBytes`: it cannot spill, whatever `allowDiskUse`
+/// says (as mongod before 8.1).
+fn check_memory(held: usize) -> DocResult<()> {
+    let limit = budget::limit(Budget::GraphLookup);
+    if held > limit {
+        return Err(stage_err(
+            40099,
+            format!(
+                "$graphLookup reached maximum memory consumption: more than {limit} bytes ({})",
+                budget::parameter_name(Budget::GraphLookup)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The values an array stands for (its elements), or the one value.

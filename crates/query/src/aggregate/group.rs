@@ -5,6 +5,7 @@ use std::ops::Range;
 
 use bson::{Bson, Document};
 
+use super::budget::{value_bytes, Budget};
 use super::common::{stage_err, DocIter};
 use crate::compare::{bson_equal, compare_bson, shell_repr, type_name, Num, OrdBson};
 use crate::error::{DocError, DocResult};
@@ -89,7 +90,10 @@ impl AccState {
         }
     }
 
-    fn add(&mut self, a: Acc, v: Option<Bson>, first_seen: bool) -> DocResult<()> {
+    /// Adds one value; returns roughly how many bytes the state grew by (for the group's
+    /// memory budget: values kept in lists count, a sum does not grow).
+    fn add(&mut self, a: Acc, v: Option<Bson>, first_seen: bool) -> DocResult<usize> {
+        let grew = self.growth(&v);
         match self {
             AccState::SumNonNumericOnly | AccState::Sum(_) => {
                 // $sum of an array value sums nothing in $group (arrays are not numbers).
@@ -148,7 +152,29 @@ impl AccState {
             AccState::N(items, n) => add_n(a, items, n, v, first_seen)?,
             AccState::Js(state) => super::script::accumulate(state, v)?,
         }
-        Ok(())
+        Ok(grew)
+    }
+
+    /// What adding `v` keeps: the value for a list (and for `$firstN` … while fewer than `n`
+    /// are kept), the first value of `$min`/`$first`…, 8 bytes per `$stdDev` number, the new
+    /// fields of `$mergeObjects`. A JavaScript accumulator's state lives in the script engine.
+    fn growth(&self, v: &Option<Bson>) -> usize {
+        let Some(x) = v else { return 0 };
+        match self {
+            AccState::List(_) => value_bytes(x),
+            AccState::N(items, n) if items.len() < (*n).max(1) => value_bytes(x),
+            AccState::MinMax(None) | AccState::FirstLast(None) => value_bytes(x),
+            AccState::Std(_) => 8,
+            AccState::Merge(d) => match x {
+                Bson::Document(o) => o
+                    .iter()
+                    .filter(|(k, _)| !d.contains_key(k.as_str()))
+                    .map(|(k, v)| 32 + k.len() + value_bytes(v))
+                    .sum(),
+                _ => 0,
+            },
+            _ => 0,
+        }
     }
 
     fn finish(self, a: Acc) -> DocResult<Bson> {
@@ -413,13 +439,15 @@ impl Accumulating {
         }
     }
 
-    pub(super) fn add(&mut self, accs: &Accumulators, ctx: &Ctx) -> DocResult<()> {
+    /// Adds one document; returns roughly how many bytes the group grew by.
+    pub(super) fn add(&mut self, accs: &Accumulators, ctx: &Ctx) -> DocResult<usize> {
         debug_assert_eq!(accs.len(), self.states.len());
+        let mut grew = 0;
         for ((_, a, e), st) in accs.iter().zip(self.states.iter_mut()) {
-            st.add(*a, e.eval(ctx)?, self.empty)?;
+            grew += st.add(*a, e.eval(ctx)?, self.empty)?;
         }
         self.empty = false;
-        Ok(())
+        Ok(grew)
     }
 
     /// `{_id: id, field: value, …}`.
@@ -433,32 +461,100 @@ impl Accumulating {
     }
 }
 
+/// The groups of a `$group` in memory, and roughly what they hold.
+pub(super) struct GroupTable {
+    index: BTreeMap<OrdBson, usize>,
+    groups: Vec<(Bson, Accumulating)>,
+    pub(super) bytes: usize,
+}
+
+/// What a new group costs besides its key: its entry in the index and its accumulators.
+const GROUP_BYTES: usize = 96;
+const ACCUMULATOR_BYTES: usize = 48;
+
+impl GroupTable {
+    pub(super) fn new() -> GroupTable {
+        GroupTable {
+            index: BTreeMap::new(),
+            groups: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Adds the document `ctx` reads to the group of key `k`.
+    pub(super) fn add(&mut self, k: Bson, accs: &Accumulators, ctx: &Ctx) -> DocResult<()> {
+        let gi = match self.index.get(&OrdBson(k.clone())) {
+            Some(i) => *i,
+            None => {
+                // The key is held twice: the index's copy and the group's.
+                self.bytes += GROUP_BYTES + 2 * value_bytes(&k) + ACCUMULATOR_BYTES * accs.len();
+                self.groups.push((k.clone(), Accumulating::new(accs)));
+                self.index.insert(OrdBson(k), self.groups.len() - 1);
+                self.groups.len() - 1
+            }
+        };
+        self.bytes += self.groups[gi].1.add(accs, ctx)?;
+        Ok(())
+    }
+
+    /// The groups, in first-seen order.
+    pub(super) fn finish(self, accs: &Accumulators) -> DocResult<Vec<Document>> {
+        self.groups
+            .into_iter()
+            .map(|(id, g)| g.finish(id, accs))
+            .collect()
+    }
+
+    /// The groups in key order (for merging with spilled runs, which are in key order).
+    pub(super) fn into_sorted(self) -> Vec<(Bson, Accumulating)> {
+        let mut slots: Vec<Option<(Bson, Accumulating)>> =
+            self.groups.into_iter().map(Some).collect();
+        self.index
+            .into_values()
+            .map(|i| slots[i].take().expect("each group is indexed once"))
+            .collect()
+    }
+}
+
 /// Groups the input by the key `key` computes per document, in first-seen order; the key and
-/// the accumulators read the command's `let` variables from `scope`.
+/// the accumulators read the command's `let` variables from `scope`. Past
+/// `internalDocumentSourceGroupMaxMemoryBytes` the groups spill to disk when `allowDiskUse`
+/// allows (the output is then in key order), and fail with 292 when it does not.
 pub(super) fn run_group(
     input: DocIter,
-    mut key: impl FnMut(&Ctx) -> DocResult<Bson>,
+    key: impl FnMut(&Ctx) -> DocResult<Bson>,
     accs: &Accumulators,
     scope: &Scope,
 ) -> DocResult<Vec<Document>> {
-    let mut index: BTreeMap<OrdBson, usize> = BTreeMap::new();
-    let mut groups: Vec<(Bson, Accumulating)> = Vec::new();
-    for d in input {
+    let limit = super::budget::limit(Budget::Group);
+    group_within(input, key, accs, scope, limit)
+}
+
+/// [`run_group`] with the budget given (tests give a small one).
+pub(super) fn group_within(
+    mut input: DocIter,
+    mut key: impl FnMut(&Ctx) -> DocResult<Bson>,
+    accs: &Accumulators,
+    scope: &Scope,
+    limit: usize,
+) -> DocResult<Vec<Document>> {
+    let mut table = GroupTable::new();
+    for d in input.by_ref() {
         let d = d?;
         let ctx = Ctx::scoped(&d, scope);
         let k = key(&ctx)?;
-        let gi = match index.get(&OrdBson(k.clone())) {
-            Some(i) => *i,
-            None => {
-                groups.push((k.clone(), Accumulating::new(accs)));
-                index.insert(OrdBson(k), groups.len() - 1);
-                groups.len() - 1
+        table.add(k, accs, &ctx)?;
+        if table.bytes > limit {
+            if !super::budget::allow_disk_use() {
+                return Err(super::budget::exceeded(
+                    "$group",
+                    Budget::Group,
+                    "pass allowDiskUse: true to spill it to disk",
+                ));
             }
-        };
-        groups[gi].1.add(accs, &ctx)?;
+            let spill = super::spill::GroupSpill { accs, scope, limit };
+            return spill.run(table, input, key);
+        }
     }
-    groups
-        .into_iter()
-        .map(|(id, g)| g.finish(id, accs))
-        .collect()
+    table.finish(accs)
 }

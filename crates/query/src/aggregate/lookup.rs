@@ -4,7 +4,8 @@
 
 use bson::{Bson, Document};
 
-use super::common::{stage_err, DocIter};
+use super::budget::Budget;
+use super::common::{stage_err, DocIter, Memory};
 use super::parse::parse_sub_pipeline;
 use super::run::run_stages;
 use super::source::Env;
@@ -89,7 +90,7 @@ impl Lookup {
     }
 
     pub(super) fn run(self, input: DocIter, env: Env) -> DocResult<DocIter> {
-        let foreign_docs = env.source.read_collection(&self.from)?;
+        let foreign_docs = held_foreign(env.source.read_collection(&self.from)?, "$lookup")?;
         let mut out = Vec::new();
         for r in input {
             let mut d = r?;
@@ -131,6 +132,17 @@ impl Lookup {
         }
         Ok(Box::new(out.into_iter()))
     }
+}
+
+/// The foreign collection a stage keeps while it runs, charged to
+/// `internalDocumentSourceLookupCacheSizeBytes`: `read_collection` hands over the whole
+/// collection, so past the budget the stage fails (292) rather than holding it.
+fn held_foreign(docs: Vec<Document>, stage: &'static str) -> DocResult<Vec<Document>> {
+    let mut memory = Memory::charged_to(stage, Budget::LookupCache);
+    for d in &docs {
+        memory.charge(d)?;
+    }
+    Ok(docs)
 }
 
 /// `let: {name: expression, …}`, with mongod's rules for user variable names.
@@ -195,7 +207,7 @@ impl UnionWith {
     }
 
     pub(super) fn run(self, input: DocIter, env: Env) -> DocResult<DocIter> {
-        let other = env.source.read_collection(&self.coll)?;
+        let other = held_foreign(env.source.read_collection(&self.coll)?, "$unionWith")?;
         let other = run_stages(self.pipeline, Box::new(other.into_iter().map(Ok)), env)?;
         Ok(Box::new(input.chain(other.into_iter().map(Ok))))
     }

@@ -13,9 +13,10 @@
 //! stage with a spec struct parses itself (`X::parse`) and runs itself (`X::run`); adding one
 //! is a variant in `Stage`, one arm in `parse_stage`, one in `run_stages` and its rule in
 //! `namespaces.rs`. Streaming stages are chained lazily; blocking ones (`$group`, `$sort`,
-//! `$count`, `$facet`, `$bucketAuto`, ...) consume their input, within `MAX_BLOCKING_BYTES`.
+//! `$count`, `$facet`, `$bucketAuto`, ...) consume their input, within their memory budget (`budget.rs`; `$group` spills to disk).
 
 mod bucket;
+pub mod budget;
 mod common;
 mod current_op;
 mod facet;
@@ -30,6 +31,7 @@ mod run;
 mod script;
 mod sessions;
 mod source;
+mod spill;
 mod stage;
 mod stats;
 #[cfg(test)]

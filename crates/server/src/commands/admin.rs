@@ -225,6 +225,14 @@ fn parameters(state: &ServerState) -> Document {
         "cursorTimeoutMillis": p.cursor_timeout_millis as i64,
         "enableLocalhostAuthBypass": p.enable_localhost_auth_bypass,
         "enableTestCommands": p.enable_test_commands,
+        "unauthenticatedConnectionTimeoutSecs": p.unauthenticated_connection_timeout_secs as i64,
+        "idleConnectionTimeoutSecs": p.idle_connection_timeout_secs as i64,
+        "maxCursorsPerConnection": p.max_cursors_per_connection as i64,
+        "internalDocumentSourceGroupMaxMemoryBytes": p.internal_document_source_group_max_memory_bytes as i64,
+        "internalDocumentSourceLookupCacheSizeBytes": p.internal_document_source_lookup_cache_size_bytes as i64,
+        "internalDocumentSourceGraphLookupMaxMemoryBytes": p.internal_document_source_graph_lookup_max_memory_bytes as i64,
+        "internalQueryMaxBlockingSortMemoryUsageBytes": p.internal_query_max_blocking_sort_memory_usage_bytes as i64,
+        "allowDiskUseByDefault": p.allow_disk_use_by_default,
         // Commands without an API version are always served (setting it is refused as an
         // unknown parameter).
         "requireApiVersion": false,
@@ -255,8 +263,8 @@ fn get_parameter(state: &ServerState, cmd: &Document) -> DocResult<Document> {
     Ok(out)
 }
 
-/// `setParameter` at run time: `ttlMonitorSleepSecs` and `cursorTimeoutMillis` (the others
-/// are startup-only, as in mongod); values are checked by `Parameters::set_value`.
+/// `setParameter` at run time: every parameter but `enableLocalhostAuthBypass` and
+/// `enableTestCommands` (startup-only, as in mongod); values are checked by `Parameters::set_value`.
 fn set_parameter(state: &ServerState, cmd: &Document) -> DocResult<Document> {
     let mut p = state.params();
     let mut was = Document::new();

@@ -57,7 +57,17 @@ pub(crate) fn cursor_reply(
         } else {
             opts.interrupt
         };
-        state.cursors().insert(entry)
+        match state.ops.current_connection() {
+            Some(conn) => {
+                let cap = state.params().max_cursors_per_connection;
+                state
+                    .cursors()
+                    .insert_for(conn, usize::try_from(cap).unwrap_or(usize::MAX), entry)
+                    .map_err(|m| docdb::DocError::with_code(146, "ExceededMemoryLimit", m))?
+            }
+            // Outside a connection's command (in-process callers): no connection to cap.
+            None => state.cursors().insert(entry),
+        }
     };
     Ok(cursor_document(field, batch, first, id, ns))
 }

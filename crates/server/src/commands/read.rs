@@ -144,6 +144,12 @@ pub(crate) fn aggregate(call: &Call) -> DocResult<Document> {
     let cursor_opts = get_doc(cmd, "cursor")?.unwrap_or_default();
     check_fields(cursor_opts.keys(), "cursor", &["batchSize"], &[], &[])?;
     let first = batch_size(&cursor_opts, "batchSize")?.unwrap_or(DEFAULT_FIRST_BATCH);
+    // The pipeline runs to its end on this thread: its stages read allowDiskUse from it.
+    let disk_use = match cmd.get("allowDiskUse") {
+        None => None,
+        Some(_) => Some(flag(cmd, "allowDiskUse")?),
+    };
+    let _disk_use = query::aggregate::budget::DiskUseScope::enter(disk_use);
     let mut opts = docdb::AggregateOpts {
         interrupt: interrupt_for(cmd)?,
         collation: get_doc(cmd, "collation")?,
