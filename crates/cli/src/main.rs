@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod bench_cmd;
+mod bench_windows;
 mod cluster_cmd;
 mod engine_bench;
 mod lab_cmd;

@@ -287,6 +287,7 @@ impl ServerState {
             "opcounters": opcounters,
             "metrics": {"commands": per_command, "cursor": {"open": {"total": self.cursors.len() as i64}}},
             "storageEngine": {"name": "wiredTiger", "supportsCommittedReads": false, "persistent": true},
+            "flash": self.db.flash_status(),
             "flashdoc": self.db.storage_stats(),
         }
     }
