@@ -81,10 +81,10 @@ pub fn statvfs(dir: &Path) -> io::Result<FsSpace> {
     check(unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) })?;
     // SAFETY: statvfs returned 0, so it filled the buffer.
     let st = unsafe { st.assume_init() };
-    let frsize = st.f_frsize as u64;
+    let frsize = st.f_frsize;
     Ok(FsSpace {
-        total: st.f_blocks as u64 * frsize,
-        avail: st.f_bavail as u64 * frsize,
+        total: st.f_blocks * frsize,
+        avail: st.f_bavail * frsize,
     })
 }
 
