@@ -48,20 +48,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         inner: TraceObserver::create(std::path::Path::new(out))?,
         n: AtomicU64::new(0),
     });
-    let mut cfg = EngineConfig::new(dir.path());
+    // WiredTiger's engine (flash mode off): the figures docs/placement.md quotes were made so.
+    let off = engine::FlashMode::Off;
+    let mut cfg = EngineConfig::with_mode(dir.path(), off);
+    let (mut collection, mut index) = (TableConfig::collection(), TableConfig::index());
+    engine::flash_mode_defaults(off).apply(&mut cfg, &mut collection, &mut index);
     cfg.cache_size = 16 << 20;
     cfg.checkpoint_interval = None;
     cfg.observer = Some(obs.clone());
     let eng = DiskEngine::open(cfg)?;
-    let coll = eng.create_table("collection-usertable", &TableConfig::collection())?;
+    let coll = eng.create_table("collection-usertable", &collection)?;
     let id_idx = eng.create_table(
         "index-usertable-_id",
         &TableConfig {
             id_index: true,
-            ..TableConfig::index()
+            ..index.clone()
         },
     )?;
-    let sec = eng.create_table("index-usertable-field1", &TableConfig::index())?;
+    let sec = eng.create_table("index-usertable-field1", &index)?;
     let mut rng = StdRng::seed_from_u64(42);
     let mut field: Vec<u32> = Vec::with_capacity(docs as usize);
     let key = |i: u64| format!("user{i:010}");

@@ -8,14 +8,17 @@
 //! a record from YCSB's scrambled zipfian (θ 0.99) over the N records and reads it (`get`) or
 //! overwrites it with a fresh 1000-byte value (`put`), read share `--read-pct`. Journal on,
 //! group-committed (synced) every 100 ms, no journal compression (WiredTiger's log default);
-//! a checkpoint every `--checkpoint-secs`. Latency is the engine call alone (key and value are
-//! built before the clock starts, as in wtbench), recorded in ns in an HdrHistogram.
+//! a checkpoint every `--checkpoint-secs`. The engine runs `--flash-mode` (flash, the default,
+//! as `flashdoc serve`), and the JSON records its effective flash settings (`flash`). Latency is the engine call alone (key and value are
+//! built before the clock starts, as in wtbench), recorded in ns in an HdrHistogram; throughput
+//! is also counted in one-second windows, with the checkpoints over them (`bench_windows`).
 
+use crate::bench_windows::{self, Sample};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use engine::{
-    Compressor, DirectIo, DiskEngine, EngineConfig, JournalCompressor, JournalConfig, KvEngine,
-    TableConfig, TableId,
+    flash_mode_defaults, Compressor, DirectIo, DiskEngine, EngineConfig, EngineKind, FlashMode,
+    FlashReport, JournalCompressor, JournalConfig, KvEngine, TableConfig, TableId,
 };
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -30,6 +33,10 @@ use workload::ycsb::{write_key_name, KeyOrder, NumberGenerator, ScrambledZipfian
 /// Value size of every record (YCSB's 10 fields × 100 bytes).
 const VALUE_LEN: usize = 1000;
 const TABLE: &str = "usertable";
+/// Run threads add to the shared operation count every this many operations.
+const DONE_BATCH: u64 = 16;
+/// The run phase samples the operation count and the checkpoint counters this often.
+const SAMPLE_MS: u64 = 100;
 
 #[derive(Args, Debug, Clone)]
 pub struct EngineBenchArgs {
@@ -80,6 +87,14 @@ pub struct EngineBenchArgs {
     /// Seed of the run's random streams (thread i uses seed + i).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// storage.flash.mode the engine runs: flash (the default, as `flashdoc serve`) or off
+    /// (WiredTiger's behaviour: best fit, 5/20 dirty, no placement, hints or TRIM).
+    #[arg(long, default_value = "flash")]
+    pub flash_mode: String,
+    /// Eviction's dirty target and trigger, percent of the cache (default: the mode's), as
+    /// wtbench's two optional last arguments: for a row at equal dirty budget.
+    #[arg(long, num_args = 2, value_names = ["TARGET", "TRIGGER"])]
+    pub dirty_pct: Option<Vec<u8>>,
     /// Write the parameters and results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -167,6 +182,8 @@ struct Ran {
     update: Histogram<u64>,
     all: Histogram<u64>,
     run_s: f64,
+    /// One-second throughput windows and the checkpoints over them (`bench_windows`).
+    windows: serde_json::Value,
 }
 
 /// The engine's figures once the run is over.
@@ -182,8 +199,9 @@ fn bench(
     journal_compressor: JournalCompressor,
     direct_io: DirectIo,
 ) -> Result<()> {
-    let (engine, table, eviction_threads) =
+    let (engine, table, eviction_threads, flash) =
         open_engine(args, db, compressor, journal_compressor, direct_io)?;
+    eprintln!("engine-bench: {}", flash.log_line());
     let nproc = std::thread::available_parallelism().map_or(1, |n| n.get());
     eprintln!(
         "engine-bench: {} records, {} threads, {} s, {}% reads, cache {} MB, leaf {} KB, internal {} KB, compressor {}, direct_io {direct_io}, db {}",
@@ -219,6 +237,7 @@ fn bench(
                 "load": "single thread, one put per record, then a checkpoint",
                 "build": if cfg!(debug_assertions) { "debug" } else { "release" },
             },
+            "flash": flash,
             "results": results_json(args, &loaded, &ran, &closed),
             "engine_stats": closed.stats,
             "engine_stats_after_load": loaded.stats,
@@ -237,15 +256,20 @@ fn bench(
 }
 
 /// Opens the engine with the journal and checkpoints wtbench uses and creates the table;
-/// returns them with the eviction thread count in force.
+/// returns them with the eviction thread count and the flash settings in force.
 fn open_engine(
     args: &EngineBenchArgs,
     db: &Path,
     compressor: Compressor,
     journal_compressor: JournalCompressor,
     direct_io: DirectIo,
-) -> Result<(Arc<DiskEngine>, TableId, usize)> {
-    let mut cfg = EngineConfig::new(db);
+) -> Result<(Arc<DiskEngine>, TableId, usize, FlashReport)> {
+    let mode: FlashMode = args.flash_mode.parse()?;
+    let mut cfg = EngineConfig::with_mode(db, mode);
+    if let Some(pct) = &args.dirty_pct {
+        cfg.eviction_dirty_target = pct[0];
+        cfg.eviction_dirty_trigger = pct[1];
+    }
     cfg.cache_size = args.cache_mb << 20;
     cfg.direct_io = direct_io;
     if let Some(n) = args.eviction_threads {
@@ -261,12 +285,15 @@ fn open_engine(
         block_aligned: false,
     });
     cfg.checkpoint_interval = Some(Duration::from_secs(args.checkpoint_secs));
+    let report_cfg = cfg.clone();
     let engine = Arc::new(DiskEngine::open(cfg).context("opening the engine")?);
     let mut tcfg = TableConfig::collection().with_leaf_page_max(args.leaf_kb * 1024);
     tcfg.internal_page_max = args.internal_kb * 1024;
     tcfg.compressor = compressor;
+    tcfg.allocation = flash_mode_defaults(mode).allocation;
     let table = engine.create_table(TABLE, &tcfg)?;
-    Ok((engine, table, eviction_threads))
+    let flash = FlashReport::new(EngineKind::Disk, &report_cfg, &tcfg, engine.hint_path());
+    Ok((engine, table, eviction_threads, flash))
 }
 
 /// The load phase: one put per record from one thread, then a checkpoint.
@@ -344,8 +371,8 @@ fn run_thread(
             h.update.saturating_record(ns.max(1));
         }
         n += 1;
-        if n.is_multiple_of(256) {
-            done_ops.fetch_add(256, Ordering::Relaxed);
+        if n.is_multiple_of(DONE_BATCH) {
+            done_ops.fetch_add(DONE_BATCH, Ordering::Relaxed);
         }
     }
     Ok(h)
@@ -371,12 +398,21 @@ fn run_phase(args: &EngineBenchArgs, engine: &Arc<DiskEngine>, table: TableId) -
     let t0 = Instant::now();
     let end = t0 + Duration::from_secs(args.seconds);
     let mut last = (t0, 0u64);
+    let mut samples = vec![Sample { at_s: 0.0, ops: 0 }];
+    let (done0, ms0) = engine.checkpoint_counters();
+    let mut checkpoints = vec![(0.0, done0, ms0)];
+    let mut tick = 0u32;
     while Instant::now() < end {
-        std::thread::sleep(
-            Duration::from_millis(200).min(end.saturating_duration_since(Instant::now())),
-        );
+        // Ticks on a fixed grid (every SAMPLE_MS from t0), so whole seconds fall on samples.
+        tick += 1;
+        let due = t0 + Duration::from_millis(SAMPLE_MS * tick as u64);
+        std::thread::sleep(due.min(end).saturating_duration_since(Instant::now()));
         let now = Instant::now();
         let ops = done_ops.load(Ordering::Relaxed);
+        let at_s = now.duration_since(t0).as_secs_f64();
+        samples.push(Sample { at_s, ops });
+        let (done, ms) = engine.checkpoint_counters();
+        checkpoints.push((at_s, done, ms));
         if now.duration_since(last.0) >= Duration::from_secs(1) {
             let rate = (ops - last.1) as f64 / now.duration_since(last.0).as_secs_f64();
             bar.set_message(format!("{rate:.0} ops/s"));
@@ -407,11 +443,16 @@ fn run_phase(args: &EngineBenchArgs, engine: &Arc<DiskEngine>, table: TableId) -
     }
     let mut all = read.clone();
     all.add(&update)?;
+    let windows = bench_windows::report(
+        &bench_windows::windows(&samples),
+        &bench_windows::checkpoint_spans(&checkpoints),
+    );
     Ok(Ran {
         read,
         update,
         all,
         run_s,
+        windows,
     })
 }
 
@@ -491,6 +532,7 @@ fn results_json(
         "load_inserts_docs_per_s": args.records as f64 / loaded.insert_s,
         "run_s": run_s, "ops": total, "ops_per_s": total as f64 / run_s,
         "read": lat(&ran.read), "update": lat(&ran.update), "overall": lat(&ran.all),
+        "throughput_windows": ran.windows,
         "close_s": closed.close_s,
     })
 }

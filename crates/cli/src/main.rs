@@ -17,6 +17,7 @@ fn release_allocator_memory() {
 }
 
 mod bench_cmd;
+mod bench_windows;
 mod cluster_cmd;
 mod engine_bench;
 mod lab_cmd;

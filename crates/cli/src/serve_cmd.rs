@@ -20,6 +20,10 @@ pub struct ServeArgs {
     /// Overrides storage.engine (wiredTiger or inMemory).
     #[arg(long = "storage-engine")]
     storage_engine: Option<String>,
+    /// Overrides storage.flash.mode: flash (the default: flashdoc's co-design for flash) or
+    /// off (WiredTiger's behaviour: best fit, 5/20 dirty, no placement, hints or TRIM).
+    #[arg(long = "flash-mode")]
+    flash_mode: Option<String>,
     /// Overrides security.authorization: clients must authenticate.
     #[arg(long)]
     auth: bool,
@@ -113,6 +117,11 @@ fn config(
     if let Some(ip) = &args.bind_ip {
         cfg.net.bind_ip = ip.clone();
         cfg.net.bind_ip_all = false; // the flag names the addresses; the file's "all" yields
+    }
+    if let Some(m) = &args.flash_mode {
+        cfg.storage
+            .set_flash_mode(m)
+            .map_err(|e| anyhow::anyhow!("--flash-mode: {e}"))?;
     }
     if let Some(e) = &args.storage_engine {
         cfg.storage

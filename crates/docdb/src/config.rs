@@ -153,6 +153,12 @@ impl StorageSettings {
         }
     }
 
+    /// `--flash-mode`: `flash` (the default) or `off` (WiredTiger's behaviour).
+    pub fn set_flash_mode(&mut self, mode: &str) -> Result<(), String> {
+        self.flash.mode = mode.parse().map_err(|e: engine::Error| e.to_string())?;
+        Ok(())
+    }
+
     /// `--storage-engine`: mongod's names (and flashdoc's aliases).
     pub fn set_engine(&mut self, name: &str) -> Result<(), String> {
         self.engine = name.parse().map_err(|e: engine::Error| e.to_string())?;
@@ -177,6 +183,12 @@ impl StorageSettings {
         self.check_journal_options()?;
         let mut cfg = DocDbConfig::disk(&self.db_path);
         cfg.engine_kind = self.engine;
+        // The mode's settings first; storage.wiredTiger's and storage.flash's keys override them.
+        self.flash.defaults().apply(
+            &mut cfg.engine,
+            &mut cfg.collection_table,
+            &mut cfg.index_table,
+        );
         let e = &mut cfg.engine;
         if let Some(jc) = e.journal.as_mut() {
             jc.commit_interval = Duration::from_millis(commit_interval_ms);
@@ -333,7 +345,9 @@ flash: {{placement: filelog}}
             "wiredTiger: {collectionConfig: {blockAllocation: sweep, sweepReservePct: 300}}\n",
         );
         assert!(e.contains("sweepReservePct") || e.contains("300"), "{e}");
-        let e = refused("wiredTiger: {indexConfig: {sweepReservePct: 20}}\n");
+        // Under flash mode the tables sweep, so the reserve alone is fine; WiredTiger's best fit
+        // (mode off) needs the sweep named.
+        let e = refused("flash: {mode: off}\nwiredTiger: {indexConfig: {sweepReservePct: 20}}\n");
         assert!(
             e.contains("indexConfig.sweepReservePct: applies only with blockAllocation: sweep"),
             "{e}"
@@ -342,5 +356,142 @@ flash: {{placement: filelog}}
         assert!(e.contains("offline only"), "{e}");
         let e = refused("flash: {placement: filelogg}\n");
         assert!(e.contains("unknown placement policy"), "{e}");
+    }
+
+    #[test]
+    fn flash_mode_sets_the_engine_and_off_gives_wiredtigers_back() {
+        let cfg = |yaml: &str| {
+            serde_yaml::from_str::<StorageSettings>(yaml)
+                .unwrap()
+                .docdb_config()
+                .unwrap()
+        };
+        let c = cfg("{}");
+        assert_eq!(c.engine.flash.mode, engine::FlashMode::Flash);
+        assert_eq!(c.engine.flash.placement.as_str(), engine::SHIPPED_POLICY);
+        assert_eq!(c.engine.flash.hints, engine::settings::Hints::Auto);
+        assert_eq!(
+            (
+                c.engine.eviction_dirty_target,
+                c.engine.eviction_dirty_trigger
+            ),
+            (50, 80)
+        );
+        assert_eq!(c.collection_table.allocation, engine::AllocPolicy::Sweep);
+        assert_eq!(c.index_table.allocation, engine::AllocPolicy::Sweep);
+        assert_eq!(c.engine.flash.trim_batch, None);
+        let c = cfg("flash: {mode: off}\n");
+        assert_eq!(c.engine.flash, engine::FlashConfig::off());
+        assert_eq!(
+            (c.engine.eviction_target, c.engine.eviction_trigger),
+            (80, 95)
+        );
+        assert_eq!(
+            (
+                c.engine.eviction_dirty_target,
+                c.engine.eviction_dirty_trigger
+            ),
+            (5, 20)
+        );
+        assert_eq!(c.collection_table.allocation, engine::AllocPolicy::Best);
+        assert_eq!(c.index_table.allocation, engine::AllocPolicy::Best);
+        // An explicit key overrides the mode, in either direction.
+        let c = cfg("flash: {mode: off, placement: filelog}\nwiredTiger: {engineConfig: {evictionDirtyTarget: 40, evictionDirtyTrigger: 60}, collectionConfig: {blockAllocation: sweep}}\n");
+        assert_eq!(c.engine.flash.placement.as_str(), "filelog");
+        assert_eq!(
+            (
+                c.engine.eviction_dirty_target,
+                c.engine.eviction_dirty_trigger
+            ),
+            (40, 60)
+        );
+        assert_eq!(c.collection_table.allocation, engine::AllocPolicy::Sweep);
+        assert_eq!(c.index_table.allocation, engine::AllocPolicy::Best);
+        let c = cfg("wiredTiger: {engineConfig: {evictionDirtyTarget: 5, evictionDirtyTrigger: 20}, indexConfig: {blockAllocation: best}}\n");
+        assert_eq!(
+            (
+                c.engine.eviction_dirty_target,
+                c.engine.eviction_dirty_trigger
+            ),
+            (5, 20)
+        );
+        assert_eq!(c.index_table.allocation, engine::AllocPolicy::Best);
+        assert_eq!(c.collection_table.allocation, engine::AllocPolicy::Sweep);
+        // The in-memory engine takes either mode: what it lacks is not applied, not refused.
+        cfg("engine: inMemory\nflash: {mode: off}\n");
+        cfg("engine: inMemory\n");
+        let mut s = StorageSettings::default();
+        s.set_flash_mode("off").unwrap();
+        assert_eq!(s.flash.mode, engine::FlashMode::Off);
+        let e = s.set_flash_mode("fast").unwrap_err();
+        assert!(e.contains("expected flash or off"), "{e}");
+        let e = serde_yaml::from_str::<StorageSettings>("flash: {mode: fast}\n").unwrap_err();
+        assert!(e.to_string().contains("unknown variant"), "{e}");
+    }
+
+    /// A database made before flash mode (here: under `mode: off`) opens as it was: its tables
+    /// keep the allocation stored in their metadata; a table made after takes flash mode's.
+    #[test]
+    fn a_directory_made_under_mode_off_keeps_its_tables_allocation() {
+        let dir = tempfile::tempdir().unwrap();
+        let yaml = |mode: &str| format!("dbPath: {}\n{mode}", dir.path().display());
+        // Every collection table's name and allocation.
+        let allocation_of = |db: &crate::DocDb| {
+            db.engine()
+                .tables()
+                .into_iter()
+                .filter(|(name, _, t)| {
+                    name != crate::catalog::CATALOG_TABLE && t.kind == engine::TableKind::Collection
+                })
+                .map(|(name, _, t)| (name, t.allocation))
+                .collect::<Vec<_>>()
+        };
+        let open = |mode: &str| {
+            let s: StorageSettings = serde_yaml::from_str(&yaml(mode)).unwrap();
+            crate::DocDb::open(s.docdb_config().unwrap()).unwrap()
+        };
+        let insert = |db: &crate::DocDb, coll: &str| {
+            let out = db.insert(
+                "d",
+                coll,
+                vec![bson::doc! {"_id": 1}],
+                crate::WriteOpts::default(),
+            );
+            assert_eq!(out.n, 1);
+        };
+        let db = open("flash: {mode: off}\n");
+        insert(&db, "old");
+        let before = allocation_of(&db);
+        assert_eq!(before.len(), 1);
+        assert_eq!(before[0].1, engine::AllocPolicy::Best);
+        db.shutdown().unwrap();
+        drop(db);
+        let db = open("");
+        let reopened = allocation_of(&db);
+        assert_eq!(
+            reopened, before,
+            "the old table keeps its stored allocation"
+        );
+        insert(&db, "new");
+        let after = allocation_of(&db);
+        assert_eq!(after.len(), 2);
+        let new: Vec<_> = after.iter().filter(|t| !before.contains(t)).collect();
+        assert_eq!(new.len(), 1);
+        assert_eq!(
+            new[0].1,
+            engine::AllocPolicy::Sweep,
+            "a new table takes flash mode's"
+        );
+        let old_index = db
+            .engine()
+            .tables()
+            .into_iter()
+            .filter(|(_, _, t)| t.id_index)
+            .map(|(_, _, t)| t.allocation)
+            .collect::<Vec<_>>();
+        assert_eq!(old_index.len(), 2);
+        assert!(old_index.contains(&engine::AllocPolicy::Best));
+        assert!(old_index.contains(&engine::AllocPolicy::Sweep));
+        db.shutdown().unwrap();
     }
 }

@@ -58,7 +58,8 @@ impl FromStr for Compressor {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AllocPolicy {
-    /// Smallest free extent that fits, lowest offset among equals (the default).
+    /// Smallest free extent that fits, lowest offset among equals (WiredTiger's default, and
+    /// `storage.flash.mode: off`'s).
     Best,
     /// Lowest-offset free extent that fits.
     First,
@@ -71,7 +72,7 @@ pub enum AllocPolicy {
     /// one sweep lasts many checkpoint intervals: without TRIM the device learns that a block
     /// is dead only when its LBA is overwritten, and the sweep overwrites dead blocks in the
     /// order they were written, so erase blocks filled together die together. Roots and
-    /// extent lists still go first-fit. See docs/engine.md.
+    /// extent lists still go first-fit. Flash mode's default. See docs/engine.md.
     Sweep,
 }
 
@@ -100,6 +101,17 @@ impl Allocation {
 pub const DEFAULT_SWEEP_RESERVE_PCT: u8 = 50;
 /// The largest reserve a table may keep (more would leave the sweep too little to reuse).
 pub const MAX_SWEEP_RESERVE_PCT: u8 = 90;
+
+impl AllocPolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            AllocPolicy::Best => "best",
+            AllocPolicy::First => "first",
+            AllocPolicy::Append => "append",
+            AllocPolicy::Sweep => "sweep",
+        }
+    }
+}
 
 impl FromStr for AllocPolicy {
     type Err = Error;
@@ -166,7 +178,8 @@ impl TableKind {
 
 impl TableConfig {
     /// MongoDB's collection table: 4 KB internal, 32 KB leaf pages, snappy, no prefix compression,
-    /// `memory_page_max=10m` (wiredtiger_record_store.cpp).
+    /// `memory_page_max=10m` (wiredtiger_record_store.cpp); flash mode's allocation
+    /// ([`crate::settings::flash_mode_defaults`]).
     pub fn collection() -> Self {
         TableConfig {
             kind: TableKind::Collection,
@@ -177,13 +190,14 @@ impl TableConfig {
             memory_page_max: 10 << 20,
             compressor: Compressor::Snappy,
             prefix_compression: false,
-            allocation: AllocPolicy::Best,
+            allocation: flash_defaults().allocation,
             sweep_reserve_pct: DEFAULT_SWEEP_RESERVE_PCT,
         }
     }
 
     /// MongoDB's index table: 16 KB internal and leaf pages, prefix compression, no block
-    /// compression (wiredtiger_index.cpp), WiredTiger's 5 MB `memory_page_max`.
+    /// compression (wiredtiger_index.cpp), WiredTiger's 5 MB `memory_page_max`; flash mode's
+    /// allocation.
     pub fn index() -> Self {
         TableConfig {
             kind: TableKind::Index,
@@ -194,7 +208,7 @@ impl TableConfig {
             memory_page_max: 5 << 20,
             compressor: Compressor::None,
             prefix_compression: true,
-            allocation: AllocPolicy::Best,
+            allocation: flash_defaults().allocation,
             sweep_reserve_pct: DEFAULT_SWEEP_RESERVE_PCT,
         }
     }
@@ -319,7 +333,8 @@ pub struct EngineConfig {
     pub db_path: PathBuf,
     /// Cache budget in bytes.
     pub cache_size: u64,
-    /// Eviction thresholds in percent of the cache (WiredTiger's defaults 80/95/5/20).
+    /// Eviction thresholds in percent of the cache (WiredTiger's defaults 80/95/5/20; flash
+    /// mode's 80/95/50/80).
     pub eviction_target: u8,
     pub eviction_trigger: u8,
     pub eviction_dirty_target: u8,
@@ -352,8 +367,20 @@ pub struct EngineConfig {
     pub schedule: Schedule,
 }
 
+/// The defaults every engine and table default takes (flash mode).
+fn flash_defaults() -> crate::settings::FlashDefaults {
+    crate::settings::flash_mode_defaults(crate::settings::FlashMode::Flash)
+}
+
 impl EngineConfig {
+    /// Flash mode's engine ([`crate::settings::flash_mode_defaults`]).
     pub fn new(db_path: impl Into<PathBuf>) -> Self {
+        Self::with_mode(db_path, crate::settings::FlashMode::Flash)
+    }
+
+    /// The engine `mode` sets up; everything else MongoDB's defaults.
+    pub fn with_mode(db_path: impl Into<PathBuf>, mode: crate::settings::FlashMode) -> Self {
+        let d = crate::settings::flash_mode_defaults(mode);
         let db_path = db_path.into();
         EngineConfig {
             journal: Some(JournalConfig {
@@ -362,16 +389,16 @@ impl EngineConfig {
             }),
             db_path,
             cache_size: default_cache_size(),
-            eviction_target: 80,
-            eviction_trigger: 95,
-            eviction_dirty_target: 5,
-            eviction_dirty_trigger: 20,
+            eviction_target: d.eviction_target,
+            eviction_trigger: d.eviction_trigger,
+            eviction_dirty_target: d.eviction_dirty_target,
+            eviction_dirty_trigger: d.eviction_dirty_trigger,
             eviction_threads: default_eviction_threads(),
             checkpoint_interval: Some(Duration::from_secs(60)),
             checkpoint_log_size: None,
             checkpoint_written_bytes: None,
             observer: None,
-            flash: crate::io::FlashConfig::default(),
+            flash: d.flash_config(),
             backend: None,
             direct_io: crate::io::DirectIo::NONE,
             schedule: Schedule::Background,

@@ -99,6 +99,16 @@ pub struct DiskEngine {
 }
 
 impl DiskEngine {
+    /// Checkpoints completed so far and how long the last one took (ms): cheap enough to read
+    /// many times a second (engine-bench's stall instruments).
+    pub fn checkpoint_counters(&self) -> (u64, u64) {
+        let s = self.inner.checkpointer.stats();
+        (
+            s["completed"].as_u64().unwrap_or(0),
+            s["last_ms"].as_u64().unwrap_or(0),
+        )
+    }
+
     /// Opens (creating if needed) the database at `cfg.db_path`: the last durable checkpoint,
     /// then the journal replayed after it. Damage in the journal that is not a crash's torn
     /// tail fails the open (`Error::Corrupt`, naming `flashdoc repair`), before anything is
@@ -132,6 +142,7 @@ impl DiskEngine {
             .with_direct_io(cfg.direct_io);
         io.create_dir(&dir)?;
         let lock = ProcessLock::acquire(&dir)?;
+        io.detect_hint_path(&dir, std::path::Path::new(crate::io::hint_path::SYSFS))?;
         if cfg.direct_io.any() {
             crate::io::probe_direct_io(&dir).map_err(|e| {
                 Error::Config(format!(
@@ -143,6 +154,10 @@ impl DiskEngine {
         }
         if cfg.schedule == Schedule::Inline {
             io = io.with_written_clock();
+        } else {
+            // The sweep's reserve shrinks as the file system fills; never under the inline
+            // schedule, whose writes must be a function of the calls alone.
+            io = io.with_space_of(&dir);
         }
         let io = Arc::new(io);
         let cache = Arc::new(Cache::new(
@@ -856,6 +871,9 @@ impl KvEngine for DiskEngine {
 
     fn write_failure(&self) -> Option<crate::io::WriteFailure> {
         self.inner.io.write_failure()
+    }
+    fn hint_path(&self) -> crate::io::hint_path::HintPath {
+        self.inner.io.hint_path()
     }
 
     fn settle_background_io(&self) {

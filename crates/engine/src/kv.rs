@@ -203,6 +203,10 @@ pub trait KvEngine: Send + Sync {
             "this storage engine cannot be reconfigured ({r:?})"
         )))
     }
+    /// The path write-life hints take to the device (`none` for an engine without files).
+    fn hint_path(&self) -> crate::io::hint_path::HintPath {
+        crate::io::hint_path::HintPath::None
+    }
     /// Declares the end of the load phase (the boundary placement policy sizes its regions
     /// from it). Engines without placement ignore it.
     fn end_of_load(&self) {}

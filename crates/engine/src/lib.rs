@@ -45,4 +45,6 @@ pub use kv::{
     WriteBatch, WriteOp, WriteOptions,
 };
 pub use memory::MemEngine;
-pub use settings::{FlashSettings, WiredTigerSettings};
+pub use settings::{
+    flash_mode_defaults, FlashMode, FlashReport, FlashSettings, WiredTigerSettings, SHIPPED_POLICY,
+};

@@ -22,7 +22,10 @@
 //!   trace: /tmp/events.trace
 //! ```
 
-use crate::config::{AllocPolicy, Compressor, EngineConfig, TableConfig, MAX_SWEEP_RESERVE_PCT};
+use crate::config::{
+    AllocPolicy, Compressor, EngineConfig, EngineKind, TableConfig, MAX_SWEEP_RESERVE_PCT,
+};
+pub use crate::io::hint_path::{HintPath, Hints};
 use crate::io::FlashConfig;
 use crate::journal::JournalCompressor;
 use placement::policy::{DsmConfig, PlacementConfig, PolicyName};
@@ -99,15 +102,20 @@ pub struct TableSettings {
     pub sweep_reserve_pct: Option<u8>,
 }
 
-/// `storage.flash`.
+/// `storage.flash`. Every key but `mode` is optional: a key given overrides what the mode
+/// sets, a key left out takes the mode's value ([`flash_mode_defaults`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase", default)]
 pub struct FlashSettings {
-    pub placement: PolicyName,
-    pub streams: u8,
+    pub mode: FlashMode,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PolicyName>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub streams: Option<u8>,
     pub dsm: DsmSettings,
     pub trim: TrimSettings,
-    pub hints: Hints,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hints: Option<Hints>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<PathBuf>,
 }
@@ -116,8 +124,9 @@ impl Default for FlashSettings {
     fn default() -> Self {
         let d = DsmConfig::default();
         FlashSettings {
-            placement: PolicyName::NONE,
-            streams: PlacementConfig::default().streams,
+            mode: FlashMode::Flash,
+            placement: None,
+            streams: None,
             dsm: DsmSettings {
                 groups: d.groups,
                 alpha: d.alpha,
@@ -125,7 +134,7 @@ impl Default for FlashSettings {
                 threshold2: d.threshold2,
             },
             trim: TrimSettings::default(),
-            hints: Hints::None,
+            hints: None,
             trace: None,
         }
     }
@@ -151,7 +160,9 @@ impl Default for DsmSettings {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrimSettings {
-    pub enabled: bool,
+    /// Left out: the mode's (off in both modes, see [`flash_mode_defaults`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
     pub batch: usize,
     /// Only `free` on a real database: blocks are trimmed once no durable checkpoint needs them.
     pub when: TrimWhen,
@@ -160,7 +171,7 @@ pub struct TrimSettings {
 impl Default for TrimSettings {
     fn default() -> Self {
         TrimSettings {
-            enabled: false,
+            enabled: None,
             batch: 20_000,
             when: TrimWhen::Free,
         }
@@ -173,11 +184,217 @@ pub enum TrimWhen {
     Free,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The online placement policy flash mode ships. One constant: the policy is switched here
+/// and nowhere else (`storage.flash.placement` still names any online policy).
+pub const SHIPPED_POLICY: &str = "filelog";
+
+/// [`SHIPPED_POLICY`] as a policy name.
+pub fn shipped_policy() -> PolicyName {
+    let name: PolicyName = SHIPPED_POLICY
+        .parse()
+        .expect("SHIPPED_POLICY names a known policy");
+    assert!(name.is_online(), "flash mode ships an online policy");
+    assert_ne!(name, PolicyName::NONE, "flash mode never places on `none`");
+    name
+}
+
+/// `storage.flash.mode`: flashdoc's co-design for flash (the default), or WiredTiger's
+/// behaviour back (`off`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Hints {
-    None,
-    Linux,
+pub enum FlashMode {
+    #[default]
+    Flash,
+    Off,
+}
+
+impl FlashMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlashMode::Flash => "flash",
+            FlashMode::Off => "off",
+        }
+    }
+}
+
+impl std::str::FromStr for FlashMode {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Self> {
+        match s {
+            "flash" => Ok(FlashMode::Flash),
+            "off" => Ok(FlashMode::Off),
+            _ => Err(cfg_err(
+                "storage.flash.mode",
+                format!("unknown mode {s:?} (expected flash or off)"),
+            )),
+        }
+    }
+}
+
+/// What a mode sets on the disk engine: every setting of the co-design, in one place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlashDefaults {
+    pub mode: FlashMode,
+    /// New tables' block allocation (collections and indexes).
+    pub allocation: AllocPolicy,
+    pub eviction_target: u8,
+    pub eviction_trigger: u8,
+    pub eviction_dirty_target: u8,
+    pub eviction_dirty_trigger: u8,
+    pub placement: PolicyName,
+    pub hints: Hints,
+    pub trim: bool,
+}
+
+/// The defaults of `mode`, from which `flashdoc serve`, [`EngineConfig::new`],
+/// [`TableConfig::collection`]/[`TableConfig::index`] and `engine-bench` all take theirs.
+///
+/// Flash mode (docs/engine.md, "Flash mode"): the sweep allocation and a 50/80 % dirty budget
+/// (the engine half of the co-design), [`SHIPPED_POLICY`], the hint path detected on the
+/// database's file system, and **TRIM off**: with safe TRIM (k = 20 000) the lab's reference
+/// run (docs/placement.md, "Safe TRIM") shows the commands taking 82–91 % of the device's
+/// time under the non-queued 1 ms-per-command estimate (docs/trim-cost.md), and flashdoc's
+/// modeled throughput 0.93–1.07× `dsm`'s, while with TRIM off the sweep already overwrites
+/// dead blocks in the order they were written. `off` is WiredTiger's: best fit, 80/95 and
+/// 5/20 eviction, placement `none`, no TRIM, no hints.
+pub fn flash_mode_defaults(mode: FlashMode) -> FlashDefaults {
+    match mode {
+        FlashMode::Flash => FlashDefaults {
+            mode,
+            allocation: AllocPolicy::Sweep,
+            eviction_target: 80,
+            eviction_trigger: 95,
+            eviction_dirty_target: 50,
+            eviction_dirty_trigger: 80,
+            placement: shipped_policy(),
+            hints: Hints::Auto,
+            trim: false,
+        },
+        FlashMode::Off => FlashDefaults {
+            mode,
+            allocation: AllocPolicy::Best,
+            eviction_target: 80,
+            eviction_trigger: 95,
+            eviction_dirty_target: 5,
+            eviction_dirty_trigger: 20,
+            placement: PolicyName::NONE,
+            hints: Hints::None,
+            trim: false,
+        },
+    }
+}
+
+impl FlashDefaults {
+    /// The engine's flash configuration of this mode.
+    pub fn flash_config(&self) -> FlashConfig {
+        FlashConfig {
+            mode: self.mode,
+            placement: self.placement,
+            placement_config: PlacementConfig::default(),
+            trim_batch: self.trim.then_some(TrimSettings::default().batch),
+            hints: self.hints,
+        }
+    }
+
+    /// Sets everything the mode decides on an engine configuration and the table templates.
+    pub fn apply(
+        &self,
+        e: &mut EngineConfig,
+        collection: &mut TableConfig,
+        index: &mut TableConfig,
+    ) {
+        e.eviction_target = self.eviction_target;
+        e.eviction_trigger = self.eviction_trigger;
+        e.eviction_dirty_target = self.eviction_dirty_target;
+        e.eviction_dirty_trigger = self.eviction_dirty_trigger;
+        e.flash = self.flash_config();
+        collection.allocation = self.allocation;
+        index.allocation = self.allocation;
+    }
+}
+
+/// One effective setting as an engine reports it: its value, or `n/a` when the engine has no
+/// such setting (the in-memory engine has no files to allocate in, place or trim). A setting an
+/// engine does not have is not applied and not refused.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effective<T> {
+    Value(T),
+    NotApplicable,
+}
+
+impl<T: Serialize> Serialize for Effective<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Effective::Value(v) => v.serialize(s),
+            Effective::NotApplicable => s.serialize_str("n/a"),
+        }
+    }
+}
+
+/// The effective flash settings of a running database: `serverStatus().flash`, the startup
+/// log and engine-bench's JSON. Keys as serverStatus names them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FlashReport {
+    pub mode: &'static str,
+    pub allocation: Effective<String>,
+    pub dirty_target: Effective<u8>,
+    pub dirty_trigger: Effective<u8>,
+    pub placement: Effective<&'static str>,
+    /// The hint path actually used: `write-streams`, `rw-hint` or `none`.
+    pub hints: Effective<&'static str>,
+    /// Whether the hints reach the device's data placement (FDP / streams).
+    pub reaches_device: bool,
+    pub streams: Effective<u8>,
+    pub trim: Effective<bool>,
+}
+
+impl FlashReport {
+    /// The report of an engine of `kind` opened with `e`, new collections made from
+    /// `collection`, writing through `hint_path` (what the engine detected when it opened).
+    pub fn new(
+        kind: EngineKind,
+        e: &EngineConfig,
+        collection: &TableConfig,
+        hint_path: HintPath,
+    ) -> FlashReport {
+        let mode = e.flash.mode.as_str();
+        if kind == EngineKind::InMemory {
+            use Effective::NotApplicable as NA;
+            return FlashReport {
+                mode,
+                allocation: NA,
+                dirty_target: NA,
+                dirty_trigger: NA,
+                placement: NA,
+                hints: NA,
+                reaches_device: false,
+                streams: NA,
+                trim: NA,
+            };
+        }
+        use Effective::Value as V;
+        FlashReport {
+            mode,
+            allocation: V(collection.allocation.name().to_string()),
+            dirty_target: V(e.eviction_dirty_target),
+            dirty_trigger: V(e.eviction_dirty_trigger),
+            placement: V(e.flash.placement.as_str()),
+            hints: V(hint_path.as_str()),
+            reaches_device: hint_path.reaches_device(),
+            streams: V(e.flash.placement_config.streams),
+            trim: V(e.flash.trim_batch.is_some()),
+        }
+    }
+
+    /// One line for the startup log.
+    pub fn log_line(&self) -> String {
+        format!(
+            "storage.flash.mode: {}; effective {}",
+            self.mode,
+            serde_json::to_string(self).expect("a report serializes")
+        )
+    }
 }
 
 fn cfg_err(key: &str, msg: impl std::fmt::Display) -> crate::Error {
@@ -279,19 +496,26 @@ impl TableSettings {
 }
 
 impl FlashSettings {
-    /// The running engine's flash configuration.
+    /// What the mode sets before any explicit key (storage.flash.mode's defaults).
+    pub fn defaults(&self) -> FlashDefaults {
+        flash_mode_defaults(self.mode)
+    }
+
+    /// The running engine's flash configuration: the mode's, with every key given applied over
+    /// it.
     pub fn flash_config(&self) -> crate::Result<FlashConfig> {
-        if !self.placement.is_online() {
+        let defaults = self.defaults();
+        let placement = self.placement.unwrap_or(defaults.placement);
+        if !placement.is_online() {
             return Err(cfg_err(
                 "storage.flash.placement",
                 format!(
-                    "'{}' is offline only (it needs the whole trace); it runs in the lab",
-                    self.placement
+                    "'{placement}' is offline only (it needs the whole trace); it runs in the lab"
                 ),
             ));
         }
         let placement_config = PlacementConfig {
-            streams: self.streams,
+            streams: self.streams.unwrap_or(PlacementConfig::default().streams),
             dsm: DsmConfig {
                 groups: self.dsm.groups,
                 alpha: self.dsm.alpha,
@@ -305,15 +529,19 @@ impl FlashSettings {
         placement_config
             .validate()
             .map_err(|e| cfg_err("storage.flash", e))?;
+        let trim = self.trim.enabled.unwrap_or(defaults.trim);
         Ok(FlashConfig {
-            placement: self.placement,
+            mode: self.mode,
+            placement,
             placement_config,
-            trim_batch: self.trim.enabled.then_some(self.trim.batch),
-            linux_hints: self.hints == Hints::Linux,
+            trim_batch: trim.then_some(self.trim.batch),
+            hints: self.hints.unwrap_or(defaults.hints),
         })
     }
 
-    /// Applies the section to the engine configuration; a `trace` file is created here.
+    /// Applies the section to the engine configuration; a `trace` file is created here. The
+    /// mode's engine and table defaults are [`FlashDefaults::apply`]'s, applied first by the
+    /// caller (before `storage.wiredTiger`'s keys, which override them).
     pub fn apply(&self, e: &mut EngineConfig) -> crate::Result<()> {
         e.flash = self.flash_config()?;
         if let Some(t) = &self.trace {
@@ -397,7 +625,7 @@ mod tests {
         assert_eq!(c.placement_config.dsm.groups, 2);
         assert_eq!(c.placement_config.dsm.alpha, 4);
         assert_eq!(c.trim_batch, Some(500));
-        assert!(c.linux_hints);
+        assert_eq!(c.hints, Hints::Linux);
         let e = serde_yaml::from_str::<FlashSettings>("trim: {when: replace}\n").unwrap_err();
         assert!(e.to_string().contains("replace"), "{e}");
         let e = serde_yaml::from_str::<FlashSettings>("placement: magic\n").unwrap_err();
@@ -451,11 +679,15 @@ mod tests {
     fn the_dirty_budget_applies_and_a_bad_one_is_refused() {
         let apply = |yaml: &str| -> Result<(u8, u8), String> {
             let s: EngineSettings = serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
-            let mut e = EngineConfig::new("/tmp/x");
+            let mut e = EngineConfig::with_mode("/tmp/x", FlashMode::Off);
             s.apply(&mut e, "engineConfig").map_err(|e| e.to_string())?;
             Ok((e.eviction_dirty_target, e.eviction_dirty_trigger))
         };
-        assert_eq!(apply("{}").unwrap(), (5, 20), "WiredTiger's defaults");
+        assert_eq!(
+            apply("{}").unwrap(),
+            (5, 20),
+            "WiredTiger's defaults (mode off)"
+        );
         assert_eq!(
             apply("{evictionDirtyTarget: 50, evictionDirtyTrigger: 80}").unwrap(),
             (50, 80)
@@ -478,7 +710,11 @@ mod tests {
     fn block_allocation_and_the_sweep_reserve() {
         let apply = |yaml: &str| -> Result<crate::Allocation, String> {
             let t: TableSettings = serde_yaml::from_str(yaml).map_err(|e| e.to_string())?;
-            let mut c = TableConfig::collection();
+            // WiredTiger's best fit (mode off): the reserve needs the sweep named.
+            let mut c = TableConfig {
+                allocation: AllocPolicy::Best,
+                ..TableConfig::collection()
+            };
             t.apply(&mut c, "collectionConfig")
                 .map_err(|e| e.to_string())?;
             Ok(c.block_allocation())
@@ -500,6 +736,147 @@ mod tests {
         assert!(err("{blockAllocation: sweep, sweepReservePct: 91}").contains("must be 0–90"));
         assert!(err("{blockAllocation: sweep, sweepReservePct: 256}").contains("256"));
         assert!(err("{sweepReservePct: 10}").contains("applies only with blockAllocation: sweep"));
+    }
+
+    #[test]
+    fn flash_mode_is_the_default_and_off_is_wiredtigers() {
+        let flash = flash_mode_defaults(FlashMode::Flash);
+        assert_eq!(flash.allocation, AllocPolicy::Sweep);
+        assert_eq!(
+            (flash.eviction_dirty_target, flash.eviction_dirty_trigger),
+            (50, 80)
+        );
+        assert_eq!(flash.placement.as_str(), SHIPPED_POLICY);
+        assert_ne!(flash.placement, PolicyName::NONE);
+        assert_eq!(flash.hints, Hints::Auto);
+        assert!(!flash.trim);
+        let off = flash_mode_defaults(FlashMode::Off);
+        assert_eq!(off.allocation, AllocPolicy::Best);
+        assert_eq!((off.eviction_target, off.eviction_trigger), (80, 95));
+        assert_eq!(
+            (off.eviction_dirty_target, off.eviction_dirty_trigger),
+            (5, 20)
+        );
+        assert_eq!(off.placement, PolicyName::NONE);
+        assert_eq!(off.hints, Hints::None);
+        assert!(!off.trim);
+        // The engine's and the tables' own defaults are flash mode's.
+        let e = EngineConfig::new("/tmp/x");
+        assert_eq!(
+            (e.eviction_dirty_target, e.eviction_dirty_trigger),
+            (50, 80)
+        );
+        assert_eq!(e.flash, flash.flash_config());
+        assert_eq!(crate::io::FlashConfig::default(), flash.flash_config());
+        assert_eq!(TableConfig::collection().allocation, AllocPolicy::Sweep);
+        assert_eq!(TableConfig::index().allocation, AllocPolicy::Sweep);
+        let f = FlashSettings::default().flash_config().unwrap();
+        assert_eq!(f, flash.flash_config());
+    }
+
+    #[test]
+    fn an_explicit_key_overrides_the_mode() {
+        let cfg = |yaml: &str| -> crate::io::FlashConfig {
+            serde_yaml::from_str::<FlashSettings>(yaml)
+                .unwrap()
+                .flash_config()
+                .unwrap()
+        };
+        let off = cfg("mode: off\n");
+        assert_eq!(off, crate::io::FlashConfig::off());
+        let c = cfg("mode: off\nplacement: dsm\nhints: linux\ntrim: {enabled: true}\n");
+        assert_eq!(c.mode, FlashMode::Off);
+        assert_eq!(c.placement.as_str(), "dsm");
+        assert_eq!(c.hints, Hints::Linux);
+        assert_eq!(c.trim_batch, Some(20_000));
+        let c = cfg("placement: none\nhints: none\n");
+        assert_eq!(c.mode, FlashMode::Flash);
+        assert_eq!(
+            c.placement,
+            PolicyName::NONE,
+            "an explicit key wins over flash mode"
+        );
+        assert_eq!(c.hints, Hints::None);
+        let c = cfg("streams: 4\n");
+        assert_eq!(c.placement.as_str(), SHIPPED_POLICY);
+        assert_eq!(c.placement_config.streams, 4);
+        // The engine keys override the mode's too: the mode's first, then storage.wiredTiger.
+        let mut e = EngineConfig::with_mode("/tmp/x", FlashMode::Flash);
+        let (mut col, mut idx) = (TableConfig::collection(), TableConfig::index());
+        flash_mode_defaults(FlashMode::Off).apply(&mut e, &mut col, &mut idx);
+        let w: WiredTigerSettings = serde_yaml::from_str(
+            "engineConfig: {evictionDirtyTarget: 10, evictionDirtyTrigger: 30}\nindexConfig: {blockAllocation: sweep}\n",
+        )
+        .unwrap();
+        w.apply(&mut e, &mut col, &mut idx).unwrap();
+        assert_eq!(
+            (e.eviction_dirty_target, e.eviction_dirty_trigger),
+            (10, 30)
+        );
+        assert_eq!(
+            (col.allocation, idx.allocation),
+            (AllocPolicy::Best, AllocPolicy::Sweep)
+        );
+    }
+
+    #[test]
+    fn a_bad_mode_or_hint_is_refused_naming_the_choices() {
+        let e = serde_yaml::from_str::<FlashSettings>("mode: fast\n").unwrap_err();
+        assert!(
+            e.to_string().contains("flash") && e.to_string().contains("off"),
+            "{e}"
+        );
+        let e = serde_yaml::from_str::<FlashSettings>("hints: fdp\n").unwrap_err();
+        assert!(e.to_string().contains("auto"), "{e}");
+        let e = "fast".parse::<FlashMode>().unwrap_err().to_string();
+        assert!(
+            e.contains("storage.flash.mode") && e.contains("expected flash or off"),
+            "{e}"
+        );
+        assert_eq!("off".parse::<FlashMode>().unwrap(), FlashMode::Off);
+    }
+
+    #[test]
+    fn the_report_says_what_runs_and_na_where_an_engine_has_no_such_setting() {
+        let e = EngineConfig::new("/tmp/x");
+        let r = FlashReport::new(
+            EngineKind::Disk,
+            &e,
+            &TableConfig::collection(),
+            HintPath::RwHint,
+        );
+        let j = serde_json::to_value(&r).unwrap();
+        assert_eq!(j["mode"], "flash");
+        assert_eq!(j["allocation"], "sweep");
+        assert_eq!(
+            (j["dirtyTarget"].as_u64(), j["dirtyTrigger"].as_u64()),
+            (Some(50), Some(80))
+        );
+        assert_eq!(j["placement"], SHIPPED_POLICY);
+        assert_eq!(j["hints"], "rw-hint");
+        assert_eq!(j["reachesDevice"], false);
+        assert_eq!(j["streams"], 8);
+        assert_eq!(j["trim"], false);
+        let r = FlashReport::new(
+            EngineKind::InMemory,
+            &e,
+            &TableConfig::collection(),
+            HintPath::None,
+        );
+        let j = serde_json::to_value(&r).unwrap();
+        assert_eq!(j["mode"], "flash");
+        for k in [
+            "allocation",
+            "dirtyTarget",
+            "dirtyTrigger",
+            "placement",
+            "hints",
+            "streams",
+            "trim",
+        ] {
+            assert_eq!(j[k], "n/a", "{k}");
+        }
+        assert!(r.log_line().contains("storage.flash.mode: flash"));
     }
 
     #[test]

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 const CACHE_BYTES: u64 = 8 << 20;
 
+/// WiredTiger's 5/20 dirty budget (flash mode off): these tests are about that budget.
 fn engine(dir: &std::path::Path) -> DiskEngine {
-    let mut cfg = EngineConfig::new(dir);
+    let mut cfg = EngineConfig::with_mode(dir, engine::FlashMode::Off);
     cfg.cache_size = CACHE_BYTES;
     cfg.checkpoint_interval = None;
     DiskEngine::open(cfg).unwrap()
@@ -195,7 +196,7 @@ fn a_reconfigured_dirty_budget_lets_more_of_the_cache_stay_dirty() {
 /// The inline schedule's engine with 4 KB leaves, loaded with `keys` keys and checkpointed, so
 /// every leaf starts clean.
 fn inline_engine_loaded(dir: &std::path::Path, keys: u32) -> (DiskEngine, engine::TableId) {
-    let mut cfg = EngineConfig::new(dir);
+    let mut cfg = EngineConfig::with_mode(dir, engine::FlashMode::Off);
     cfg.cache_size = CACHE_BYTES;
     cfg.checkpoint_interval = None;
     cfg.schedule = engine::Schedule::Inline;

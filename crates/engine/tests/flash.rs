@@ -93,7 +93,7 @@ fn linux_hints_and_batched_punch_holes_are_issued_and_lose_nothing() {
     let flash = FlashConfig {
         placement: "dsm".parse().unwrap(),
         trim_batch: Some(64),
-        linux_hints: true,
+        hints: engine::settings::Hints::Linux,
         ..FlashConfig::default()
     };
     let stats = run(dir.path(), flash, None);

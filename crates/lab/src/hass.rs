@@ -210,6 +210,12 @@ impl Lab {
         for i in 0..scale.shards {
             let writes = Arc::new(Writes::default());
             let mut cfg = DocDbConfig::disk(dir.join(format!("shard{i}")));
+            // WiredTiger's engine settings (flash mode off), whatever the product's defaults.
+            engine::flash_mode_defaults(engine::FlashMode::Off).apply(
+                &mut cfg.engine,
+                &mut cfg.collection_table,
+                &mut cfg.index_table,
+            );
             cfg.engine.cache_size = (4 * data_mb / scale.shards as u64 + 64) << 20;
             cfg.engine.checkpoint_interval = None;
             cfg.engine.eviction_target = 95;

@@ -905,6 +905,13 @@ fn engine_config(
     obs: Arc<CountingTrace>,
 ) -> Result<DocDbConfig> {
     let mut cfg = DocDbConfig::disk(work.join("db"));
+    // Every engine setting is the experiment's: start from WiredTiger's (flash mode off), not
+    // from the product's defaults, so a change of those never moves the lab's results.
+    engine::flash_mode_defaults(engine::FlashMode::Off).apply(
+        &mut cfg.engine,
+        &mut cfg.collection_table,
+        &mut cfg.index_table,
+    );
     cfg.engine.cache_size = scale.load_cache_mb << 20;
     // Checkpoints by bytes written only (set after the load): a timed interval would make
     // what one interval writes depend on this machine's speed.

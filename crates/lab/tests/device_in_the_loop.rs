@@ -29,16 +29,21 @@ fn the_device_sees_the_engines_streams_live() {
     ));
     let trace_path = dir.path().join("t.trace");
     let trace = Arc::new(TraceObserver::create(&trace_path).unwrap());
-    let mut cfg = EngineConfig::new(dir.path().join("db"));
+    // WiredTiger's engine (flash mode off) with `file` placement, as before flash mode.
+    let mut cfg = EngineConfig::with_mode(dir.path().join("db"), engine::FlashMode::Off);
     cfg.cache_size = 1 << 20;
     cfg.checkpoint_interval = None;
     cfg.flash = FlashConfig {
         placement: "file".parse().unwrap(),
-        ..FlashConfig::default()
+        ..FlashConfig::off()
     };
     cfg.observer = Some(Arc::new(Tee(vec![sim.clone() as Arc<dyn Observer>, trace])));
     let eng = DiskEngine::open(cfg).unwrap();
-    let t = eng.create_table("c", &TableConfig::collection()).unwrap();
+    let best_fit = TableConfig {
+        allocation: engine::AllocPolicy::Best,
+        ..TableConfig::collection()
+    };
+    let t = eng.create_table("c", &best_fit).unwrap();
     for round in 0..4u32 {
         for k in 0..2000u32 {
             let mut b = WriteBatch::new();

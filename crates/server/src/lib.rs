@@ -230,6 +230,8 @@ pub fn serve_with_users(
     for w in db.startup_warnings() {
         log::warn("STORAGE", w);
     }
+    // Which mode runs, and what it runs with (the same values serverStatus().flash shows).
+    log::info("STORAGE", &db.flash_report().log_line());
     if state.config().security.authorization == Authorization::Disabled
         && addrs.iter().any(|a| !a.ip().is_loopback())
     {

@@ -379,6 +379,7 @@ impl ServerState {
             "opcounters": opcounters,
             "metrics": {"commands": per_command, "cursor": {"open": {"total": self.cursors.len() as i64}}},
             "storageEngine": self.storage_engine_status(),
+            "flash": self.db.flash_status(),
             "flashdoc": self.db.storage_stats(),
         }
     }

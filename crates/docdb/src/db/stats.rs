@@ -279,6 +279,27 @@ impl DocDb {
     }
 
     /// The engine's statistics as a BSON document (for serverStatus).
+    /// The effective flash settings (`serverStatus().flash`, the startup log): the engine's,
+    /// the collection template's allocation and the hint path the engine detected.
+    pub fn flash_report(&self) -> engine::FlashReport {
+        let c = &self.cfg;
+        engine::FlashReport::new(
+            c.engine_kind,
+            &c.engine,
+            &c.collection_table,
+            self.engine.hint_path(),
+        )
+    }
+
+    /// `flash_report` as serverStatus shows it.
+    pub fn flash_status(&self) -> Document {
+        match bson::to_bson(&self.flash_report()) {
+            Ok(Bson::Document(d)) => d,
+            Ok(other) => doc! {"report": other},
+            Err(e) => doc! {"error": e.to_string()},
+        }
+    }
+
     pub fn storage_stats(&self) -> Document {
         let v = self.engine.stats();
         match bson::to_bson(&v) {

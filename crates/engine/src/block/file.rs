@@ -21,7 +21,7 @@ use super::image::{
 };
 use crate::config::{AllocPolicy, Allocation, Compressor, ALLOC_UNIT};
 use crate::error::{Error, IoContext, Result};
-use crate::io::{FileRole, Io, IoFile, OpenMode, DIRECT_IO_ALIGN};
+use crate::io::{FileRole, FsSpace, Io, IoFile, OpenMode, DIRECT_IO_ALIGN};
 use parking_lot::Mutex;
 use placement::{FileId, PageKind, WriteCause};
 use serde::{Deserialize, Serialize};
@@ -80,6 +80,31 @@ const _: () = assert!(ALLOC_UNIT.is_multiple_of(DIRECT_IO_ALIGN));
 
 /// How many free extents a sweep allocation looks at before it gives up and appends.
 const SWEEP_SCAN: usize = 4096;
+
+/// Free space the sweep leaves the file system: with less, it reuses a free extent (best fit)
+/// rather than grow the file for its reserve.
+pub const ENOSPC_MARGIN: u64 = 64 << 20;
+
+/// The sweep's reserve share of the file, given the configured share and the file system's
+/// space (`None`: as configured). A reserve of r makes the file about 1/(1 − r) of best fit's
+/// bytes; so the share is as configured while the file system is at most half full, falls
+/// linearly to 0.2 (at most 1.25× best fit's bytes) at 80 % full, and to nothing at 95 %.
+pub fn adapted_reserve(configured: f64, space: Option<FsSpace>) -> f64 {
+    let Some(space) = space else {
+        return configured;
+    };
+    let fill = space.fill();
+    let cap = if fill <= 0.5 {
+        1.0
+    } else if fill <= 0.8 {
+        0.5 - (fill - 0.5) / 0.3 * 0.3
+    } else if fill < 0.95 {
+        0.2 * (0.95 - fill) / 0.15
+    } else {
+        0.0
+    };
+    configured.min(cap)
+}
 
 /// Counters for statistics.
 #[derive(Default)]
@@ -315,12 +340,19 @@ impl BlockFile {
     }
 
     /// Chooses space for `len` bytes. `first_fit` is forced for roots and extent lists.
-    fn allocate(st: &mut ExtentState, alloc: Allocation, len: u64, first_fit: bool) -> u64 {
+    /// `space` is the file system's, when the sweep's reserve follows it ([`adapted_reserve`]).
+    fn allocate(
+        st: &mut ExtentState,
+        alloc: Allocation,
+        len: u64,
+        first_fit: bool,
+        space: Option<FsSpace>,
+    ) -> u64 {
         let found = match (alloc.policy, first_fit) {
             (AllocPolicy::Append, _) => None,
             (_, true) | (AllocPolicy::First, _) => st.avail.take_first(len),
             (AllocPolicy::Best, false) => st.avail.take_best(len),
-            (AllocPolicy::Sweep, false) => Self::sweep(st, len, alloc.sweep_reserve()),
+            (AllocPolicy::Sweep, false) => Self::sweep(st, len, alloc, space),
         };
         found.unwrap_or_else(|| {
             let off = st.size;
@@ -331,12 +363,24 @@ impl BlockFile {
 
     /// The sweep allocator: the next fitting free extent at or after the cursor; at the end of
     /// the file, wrap to its start only while the file keeps its free reserve, else append.
-    fn sweep(st: &mut ExtentState, len: u64, reserve_share: f64) -> Option<u64> {
+    /// The reserve is never the cause of ENOSPC: when appending would leave the file system
+    /// less than [`ENOSPC_MARGIN`], a fitting free extent is taken best-fit instead.
+    fn sweep(
+        st: &mut ExtentState,
+        len: u64,
+        alloc: Allocation,
+        space: Option<FsSpace>,
+    ) -> Option<u64> {
+        let reserve_share = adapted_reserve(alloc.sweep_reserve(), space);
         let found = st.avail.take_next(st.cursor, len, SWEEP_SCAN).or_else(|| {
             let reserve = (st.size as f64 * reserve_share) as u64;
             (st.free_bytes() >= reserve)
                 .then(|| st.avail.take_next(0, len, SWEEP_SCAN))
                 .flatten()
+        });
+        let found = found.or_else(|| {
+            let no_room = space.is_some_and(|s| s.avail < len + ENOSPC_MARGIN);
+            no_room.then(|| st.avail.take_best(len)).flatten()
         });
         // Appending moves the cursor to the end too: the sweep then goes on from there.
         st.cursor = found.unwrap_or(st.size) + len;
@@ -358,7 +402,7 @@ impl BlockFile {
         let offset = {
             let mut st = self.state.lock();
             self.check(&st, "write entry");
-            let off = Self::allocate(&mut st, self.alloc, len, first_fit);
+            let off = Self::allocate(&mut st, self.alloc, len, first_fit, self.io.fs_space());
             st.alloc.insert(off, len);
             off
         };
@@ -483,7 +527,8 @@ impl BlockFile {
             // The sweep allocator keeps its reserve: it gives back only free space beyond it.
             let keep = match self.alloc.policy {
                 AllocPolicy::Sweep => {
-                    let reserve = (st.size as f64 * self.alloc.sweep_reserve()) as u64;
+                    let share = adapted_reserve(self.alloc.sweep_reserve(), self.io.fs_space());
+                    let reserve = (st.size as f64 * share) as u64;
                     st.free_bytes().saturating_sub(len) < reserve
                 }
                 _ => false,
@@ -526,9 +571,9 @@ impl BlockFile {
             round_up(BLOCK_HEADER + est(st.avail.len() + st.discard.len() + st.pending.len() + 3))
                 as u64;
         let policy = self.alloc;
-        let alloc_off = Self::allocate(st, policy, alloc_len, true);
-        let disc_off = (disc_len > 0).then(|| Self::allocate(st, policy, disc_len, true));
-        let avail_off = Self::allocate(st, policy, avail_len, true);
+        let alloc_off = Self::allocate(st, policy, alloc_len, true, None);
+        let disc_off = (disc_len > 0).then(|| Self::allocate(st, policy, disc_len, true, None));
+        let avail_off = Self::allocate(st, policy, avail_len, true, None);
         // What will be free once this checkpoint is durable: avail now, plus everything the
         // previous checkpoint held that this one no longer does — including `pending`, left by
         // a checkpoint that was written but never committed (resolve not called): without it
@@ -674,6 +719,108 @@ mod tests {
             table: 1,
             id_index: false,
         }
+    }
+
+    /// A file of `size` bytes whose free space is the extents `free`, the cursor at its end.
+    fn state_with_free(size: u64, free: &[(u64, u64)]) -> ExtentState {
+        let mut st = ExtentState {
+            size,
+            avail: ExtentSet::default(),
+            alloc: ExtentSet::default(),
+            discard: ExtentSet::default(),
+            pending: ExtentSet::default(),
+            lists: Vec::new(),
+            cursor: size,
+        };
+        for &(off, len) in free {
+            st.avail.insert(off, len);
+        }
+        st
+    }
+
+    fn fs(total_gb: u64, used_pct: u64) -> Option<FsSpace> {
+        let total = total_gb << 30;
+        Some(FsSpace {
+            total,
+            avail: total / 100 * (100 - used_pct),
+        })
+    }
+
+    fn sweep50() -> Allocation {
+        Allocation {
+            policy: AllocPolicy::Sweep,
+            sweep_reserve_pct: 50,
+        }
+    }
+
+    #[test]
+    fn the_sweeps_reserve_shrinks_as_the_file_system_fills() {
+        assert_eq!(adapted_reserve(0.5, None), 0.5, "no figure: as configured");
+        assert_eq!(adapted_reserve(0.5, fs(100, 10)), 0.5);
+        assert_eq!(adapted_reserve(0.5, fs(100, 50)), 0.5);
+        assert!((adapted_reserve(0.5, fs(100, 65)) - 0.35).abs() < 1e-9);
+        // At 80 % full the file costs at most 1.25× best fit's bytes: 1 / (1 − r) ≤ 1.25.
+        for used in 80..=100 {
+            let r = adapted_reserve(0.5, fs(100, used));
+            assert!(1.0 / (1.0 - r) <= 1.25 + 1e-9, "{used} % full: reserve {r}");
+        }
+        assert_eq!(adapted_reserve(0.5, fs(100, 95)), 0.0);
+        assert_eq!(
+            adapted_reserve(0.1, fs(100, 70)),
+            0.1,
+            "never above the configured share"
+        );
+        // Monotone: a fuller file system never gets a larger reserve.
+        let shares: Vec<f64> = (0..=100)
+            .map(|u| adapted_reserve(0.9, fs(100, u)))
+            .collect();
+        assert!(
+            shares.windows(2).all(|w| w[1] <= w[0] + 1e-12),
+            "{shares:?}"
+        );
+    }
+
+    #[test]
+    fn a_fuller_file_system_makes_the_sweep_wrap_instead_of_growing_the_file() {
+        // 1 MB file, 300 KB free at its start (30 %): under a 50 % reserve the sweep appends;
+        // at 85 % full (reserve 0.13) it wraps and reuses the free space.
+        let free = [(4096, 300 << 10)];
+        let mut st = state_with_free(1 << 20, &free);
+        let off = BlockFile::allocate(&mut st, sweep50(), 4096, false, fs(100, 10));
+        assert_eq!(
+            off,
+            1 << 20,
+            "an empty file system: the reserve holds, the file grows"
+        );
+        let mut st = state_with_free(1 << 20, &free);
+        let off = BlockFile::allocate(&mut st, sweep50(), 4096, false, fs(100, 85));
+        assert_eq!(off, 4096, "85 % full: the sweep wraps");
+        assert_eq!(st.size, 1 << 20);
+    }
+
+    #[test]
+    fn the_reserve_never_causes_enospc_the_sweep_falls_back_to_best_fit() {
+        // A small file system, 60 % full: the reserve stays 0.4, and growing the file would
+        // leave it less than the margin.
+        let tight = Some(FsSpace {
+            total: 100 << 20,
+            avail: 40 << 20,
+        });
+        assert!(adapted_reserve(0.5, tight) > 0.3);
+        let free = [(4096, 8192), (64 << 10, 4096)];
+        let mut st = state_with_free(1 << 20, &free);
+        st.cursor = 128 << 10;
+        let off = BlockFile::allocate(&mut st, sweep50(), 4096, false, fs(1024, 10));
+        assert_eq!(off, 1 << 20, "room left: the reserve makes the file grow");
+        let mut st = state_with_free(1 << 20, &free);
+        st.cursor = 128 << 10;
+        let off = BlockFile::allocate(&mut st, sweep50(), 4096, false, tight);
+        assert_eq!(off, 64 << 10, "no room: best fit among the free extents");
+        assert_eq!(st.size, 1 << 20, "the file did not grow");
+        // Nothing free that fits: then the file grows (the reserve is not the cause).
+        let mut st = state_with_free(1 << 20, &[]);
+        let off = BlockFile::allocate(&mut st, sweep50(), 4096, false, tight);
+        assert_eq!(off, 1 << 20);
     }
 
     #[test]

@@ -47,6 +47,45 @@ pub trait Backend: Send + Sync {
     /// Creates `dir` and any missing parent (`mkdir -p`); an existing directory is no error.
     /// Each new directory is an entry of its parent: durable once the parent is synced.
     fn create_dir(&self, dir: &Path) -> io::Result<()>;
+    /// The size and free space of the file system holding `dir` (`statvfs`): the sweep's
+    /// reserve shrinks as it fills.
+    fn fs_space(&self, dir: &Path) -> io::Result<FsSpace> {
+        statvfs(dir)
+    }
+}
+
+/// A file system's size and the bytes an unprivileged writer may still use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FsSpace {
+    pub total: u64,
+    pub avail: u64,
+}
+
+impl FsSpace {
+    /// The share of the file system in use, 0.0..=1.0 (what `df` shows as Use%).
+    pub fn fill(self) -> f64 {
+        if self.total == 0 {
+            return 1.0;
+        }
+        1.0 - self.avail.min(self.total) as f64 / self.total as f64
+    }
+}
+
+/// `statvfs(dir)`: the file system's size and its space available to unprivileged writers.
+pub fn statvfs(dir: &Path) -> io::Result<FsSpace> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: `c` is a NUL-terminated path and `st` points to a statvfs buffer we own.
+    check(unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) })?;
+    // SAFETY: statvfs returned 0, so it filled the buffer.
+    let st = unsafe { st.assume_init() };
+    let frsize = st.f_frsize;
+    Ok(FsSpace {
+        total: st.f_blocks * frsize,
+        avail: st.f_bavail * frsize,
+    })
 }
 
 /// The operating system's files: buffered, or direct for files opened so.

@@ -13,8 +13,10 @@
 
 use super::backend::Backend;
 use super::file::IoFile;
+use super::hint_path::{HintPath, Hints};
 use super::linux::{hint_for_stream, LinuxIo};
 use super::meter::WriteMeter;
+use crate::settings::FlashMode;
 use parking_lot::Mutex;
 use placement::policy::{make_policy, PlacementConfig, Policy, PolicyName};
 use placement::trim::{TrimBatcher, TrimExtent};
@@ -27,30 +29,34 @@ use std::time::Instant;
 /// Flash placement, hints and TRIM for a running engine (`storage.flash`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlashConfig {
+    /// The mode these settings started from (reported; explicit keys may differ from it).
+    pub mode: FlashMode,
     /// Any online policy (`PolicyName::is_online`).
     pub placement: PolicyName,
     pub placement_config: PlacementConfig,
     /// Release freed extents as trims in batches of this many (None: no trims).
     pub trim_batch: Option<usize>,
-    /// Set Linux write-life hints (`F_SET_RW_HINT`) and punch trims into the files.
-    pub linux_hints: bool,
+    /// Write-life hints: none, the detected path (`auto`), or `F_SET_RW_HINT` regardless
+    /// (`linux`). Trims are punched into the files unless hints are `none`.
+    pub hints: Hints,
 }
 
 impl Default for FlashConfig {
+    /// Flash mode's ([`crate::settings::flash_mode_defaults`]).
     fn default() -> Self {
-        FlashConfig {
-            placement: PolicyName::NONE,
-            placement_config: PlacementConfig::default(),
-            trim_batch: None,
-            linux_hints: false,
-        }
+        crate::settings::flash_mode_defaults(FlashMode::Flash).flash_config()
     }
 }
 
 impl FlashConfig {
-    /// True when the default settings leave nothing to do on the write path.
+    /// WiredTiger's behaviour: no placement, no hints, no TRIM (`storage.flash.mode: off`).
+    pub fn off() -> Self {
+        crate::settings::flash_mode_defaults(FlashMode::Off).flash_config()
+    }
+
+    /// True when the settings leave nothing to do on the write path.
     fn is_inert(&self) -> bool {
-        self.placement == PolicyName::NONE && self.trim_batch.is_none() && !self.linux_hints
+        self.placement == PolicyName::NONE && self.trim_batch.is_none() && self.hints == Hints::None
     }
 }
 
@@ -66,9 +72,25 @@ struct FlashState {
 
 struct Flash {
     streams: u8,
-    linux_hints: bool,
+    /// Linux calls (hints as `hints` says, punched trims) are made: hints are not `none`.
+    linux_io: bool,
+    hints: Hints,
+    /// The detected path (`Hub::detect_hint_path`); `None` until then.
+    hint_path: HintPath,
     state: Mutex<FlashState>,
     io: LinuxIo,
+}
+
+impl Flash {
+    /// Whether writes set the file's write-life hint: always with `linux`, with `auto` only
+    /// when the detected path is `rw-hint`.
+    fn sets_hints(&self) -> bool {
+        match self.hints {
+            Hints::None => false,
+            Hints::Linux => true,
+            Hints::Auto => self.hint_path == HintPath::RwHint,
+        }
+    }
 }
 
 /// What an event's `time_ns` counts.
@@ -114,7 +136,9 @@ impl Hub {
             let policy = make_policy(flash.placement.as_str(), &flash.placement_config)?;
             e.flash = Some(Flash {
                 streams: flash.placement_config.streams,
-                linux_hints: flash.linux_hints,
+                linux_io: flash.hints != Hints::None,
+                hints: flash.hints,
+                hint_path: HintPath::None,
                 state: Mutex::new(FlashState {
                     policy,
                     trim: flash.trim_batch.map(TrimBatcher::new),
@@ -155,7 +179,7 @@ impl Hub {
     pub fn register_file(&self, file: &Arc<IoFile>) {
         if let Some(f) = &self.flash {
             let mut st = f.state.lock();
-            if st.trim.is_some() && f.linux_hints {
+            if st.trim.is_some() && f.linux_io {
                 st.files.insert(file.id(), file.clone());
             }
         }
@@ -186,7 +210,7 @@ impl Hub {
                 t.observe(&ev, out);
                 debug_assert!(out.is_empty(), "a write never releases a trim batch");
             }
-            if f.linux_hints {
+            if f.sets_hints() {
                 let hint = hint_for_stream(w.stream, f.streams);
                 if st.hints.get(&w.file) != Some(&hint) {
                     f.io.hinted(backend.set_write_hint(file, hint));
@@ -218,7 +242,7 @@ impl Hub {
                 t.observe(&ev, out);
                 // Punch under the lock: no write can reuse this space until we are done.
                 for x in out.drain(..) {
-                    if f.linux_hints {
+                    if f.linux_io {
                         if let Some(file) = files.get(&x.file) {
                             f.io.punched(x.len, backend.punch_hole(file, x.offset, x.len));
                         }
@@ -242,6 +266,28 @@ impl Hub {
         }
     }
 
+    /// Detects the hint path for files under `dir` ([`super::hint_path::detect`]): `probe`
+    /// sets a hint on a file there. Without flash settings, or with hints `none`, the path is
+    /// `none` and nothing is probed.
+    pub fn detect_hint_path(
+        &mut self,
+        target: super::hint_path::Target,
+        sysfs: &std::path::Path,
+        probe: impl FnOnce() -> std::io::Result<()>,
+    ) {
+        if let Some(f) = &mut self.flash {
+            f.hint_path = super::hint_path::detect(f.hints, target, sysfs, probe);
+        }
+    }
+
+    /// The hint path in use: the detected one when writes set hints, else `none`.
+    pub fn hint_path(&self) -> HintPath {
+        match &self.flash {
+            Some(f) if f.hints != Hints::None => f.hint_path,
+            _ => HintPath::None,
+        }
+    }
+
     /// Placement, hint and trim counters for statistics.
     pub fn flash_stats(&self) -> serde_json::Value {
         match &self.flash {
@@ -261,6 +307,7 @@ impl Hub {
                 serde_json::json!({
                     "placement": st.policy.name(),
                     "streams": f.streams,
+                    "hint_path": f.hint_path.as_str(),
                     "linux": f.io.stats(),
                     "trim": trim,
                 })

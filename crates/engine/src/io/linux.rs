@@ -1,25 +1,57 @@
-//! Flash hints that reach a real Linux device: which write-life hint a stream gets, and the
+//! Linux write-life hints (kept by the kernel; whether they reach the device is `hint_path`'s
+//! question, and through a file system they do not): which hint a stream gets, and the
 //! counters of hint calls (`fcntl(F_SET_RW_HINT)`) and punched trims
 //! (`fallocate(FALLOC_FL_PUNCH_HOLE | KEEP_SIZE)`; the calls themselves are the backend's).
 //! When the kernel or filesystem refuses, the failure is logged once and counted, and the
 //! database goes on: hints are advice, never a reason to fail a write.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-/// RWH_WRITE_LIFE_NOT_SET .. RWH_WRITE_LIFE_EXTREME.
+/// RWH_WRITE_LIFE_NOT_SET, NONE, SHORT, MEDIUM, LONG, EXTREME (uapi fcntl.h).
 pub const RWH_NOT_SET: u64 = 0;
+pub const RWH_NONE: u64 = 1;
+pub const RWH_SHORT: u64 = 2;
+pub const RWH_MEDIUM: u64 = 3;
+pub const RWH_LONG: u64 = 4;
 pub const RWH_EXTREME: u64 = 5;
 
-/// The Linux write-life hint for a stream. Stream 0 (the default stream) is "not set"; streams
-/// 1..streams-1 are spread evenly over the five named lifetimes NONE, SHORT, MEDIUM, LONG,
-/// EXTREME (hint = ceil(s · 5 / (streams − 1))): with 8 streams, 1→NONE, 2→SHORT, 3→MEDIUM,
-/// 4→MEDIUM, 5→LONG, 6→EXTREME, 7→EXTREME. Linux has only five values, so more than five
-/// streams fold; a policy's streams are ordered so that neighbours are alike.
+/// The Linux write-life hint for a stream.
+///
+/// Linux has four lifetimes (SHORT, MEDIUM, LONG, EXTREME) and "no lifetime" (NOT_SET and
+/// NONE, which every consumer treats alike: the old NVMe streams code and f2fs put both in
+/// the default class). So a device or file system can tell at most **five** classes apart,
+/// and with more streams some must share one. Which ones share decides what the hints are
+/// worth, so the map keeps apart the streams the placement policies make most different and
+/// folds the tail, whose streams are alike by construction:
+///
+/// | stream | `filelog` (the shipped policy, ≥ 5 streams) | hint |
+/// | --- | --- | --- |
+/// | 0 | metadata (< 0.1 % of writes) | NOT_SET |
+/// | 1 | the journal: written once, dies whole at a checkpoint | SHORT |
+/// | 2 | rarely written table files: the coldest | EXTREME |
+/// | 3 | the busiest table file | MEDIUM |
+/// | 4 | the second busiest | LONG |
+/// | 5.. | the less busy table files | NONE |
+///
+/// Why: the journal's own stream is what took `filelog` from 49.9 to 30.6 flash writes per
+/// operation on linkbench-mixed (docs/placement.md), so it never shares; cold data mixed with
+/// hot is the classic cause of GC copies, so the rare files never share with a busy one; each
+/// busy file sweeps at its own speed, and the two busiest carry most of the bytes, so each
+/// keeps a class of its own. The less busy files (ranked neighbours, and already sharing the
+/// last stream when they outnumber the streams) fold together with the metadata, whose
+/// volume is negligible. With 5 streams or fewer every stream has a class of its own. The
+/// names are labels only: FDP placement and NVMe streams compare identifiers, not lifetimes.
 pub fn hint_for_stream(stream: u8, streams: u8) -> u64 {
-    if stream == 0 || streams < 2 {
+    if streams < 2 {
         return RWH_NOT_SET;
     }
-    let s = stream.min(streams - 1) as u64;
-    (s * 5).div_ceil(streams as u64 - 1).clamp(1, RWH_EXTREME)
+    match stream.min(streams - 1) {
+        0 => RWH_NOT_SET,
+        1 => RWH_SHORT,
+        2 => RWH_EXTREME,
+        3 => RWH_MEDIUM,
+        4 => RWH_LONG,
+        _ => RWH_NONE,
+    }
 }
 
 #[derive(Default)]
@@ -85,14 +117,35 @@ mod tests {
     #[test]
     fn stream_to_hint_map() {
         let m: Vec<u64> = (0..8).map(|s| hint_for_stream(s, 8)).collect();
-        assert_eq!(m, vec![0, 1, 2, 3, 3, 4, 5, 5]);
-        assert_eq!(hint_for_stream(1, 2), 5);
-        assert_eq!(hint_for_stream(0, 2), 0);
-        for streams in 2..=16u8 {
-            for s in 1..streams {
-                assert!((1..=5).contains(&hint_for_stream(s, streams)));
+        assert_eq!(m, vec![0, 2, 5, 3, 4, 1, 1, 1]);
+        // Five classes: NOT_SET and NONE are one ("no lifetime").
+        let class = |h: u64| h.max(RWH_NONE);
+        for streams in 2..=5u8 {
+            let mut classes: Vec<u64> = (0..streams)
+                .map(|s| class(hint_for_stream(s, streams)))
+                .collect();
+            classes.sort_unstable();
+            classes.dedup();
+            assert_eq!(
+                classes.len(),
+                streams as usize,
+                "{streams} streams, one class each"
+            );
+        }
+        // filelog's journal (1), rare files (2) and two busiest files (3, 4) never share.
+        for streams in 5..=16u8 {
+            for s in 0..streams {
+                let h = hint_for_stream(s, streams);
+                assert!(h <= RWH_EXTREME);
+                for kept_apart in 1..=4u8 {
+                    if s != kept_apart {
+                        assert_ne!(class(h), class(hint_for_stream(kept_apart, streams)));
+                    }
+                }
             }
         }
+        assert_eq!(hint_for_stream(1, 2), RWH_SHORT);
+        assert_eq!(hint_for_stream(0, 2), RWH_NOT_SET);
     }
 
     #[test]

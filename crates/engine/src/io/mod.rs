@@ -28,13 +28,15 @@ mod direct;
 mod failstop;
 mod fault;
 mod file;
+pub mod hint_path;
 mod hub;
 mod linux;
 mod meter;
 mod powerloss;
 
 pub use backend::{
-    direct_io_required, probe_direct_io, Backend, OpenMode, OsFiles, ALLOW_NO_ODIRECT,
+    direct_io_required, probe_direct_io, statvfs, Backend, FsSpace, OpenMode, OsFiles,
+    ALLOW_NO_ODIRECT,
 };
 pub use direct::{DirectIo, DIRECT_IO_ALIGN};
 pub use failstop::WriteFailure;
@@ -56,6 +58,37 @@ pub struct Io {
     hub: hub::Hub,
     direct: DirectIo,
     failstop: failstop::FailStop,
+    /// Where the sweep's reserve learns how full the file system is (`None`: it does not
+    /// adapt, as under the inline schedule, whose writes must not depend on the host).
+    space: Option<SpaceWatch>,
+}
+
+/// A source of the file system's fill: the database directory's `statvfs` through the
+/// backend, or a figure a test injects.
+pub trait FreeSpace: Send + Sync {
+    fn space(&self) -> Option<FsSpace>;
+}
+
+/// The file system's space, read at most once per [`SPACE_REFRESH`] (allocations are many).
+struct SpaceWatch {
+    source: Box<dyn FreeSpace>,
+    last: parking_lot::Mutex<Option<(std::time::Instant, Option<FsSpace>)>>,
+}
+
+/// How long a reading of the file system's space is used before it is read again.
+const SPACE_REFRESH: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// `statvfs` of a directory through the backend; `None` when the call fails (the reserve then
+/// stays as configured).
+struct DirSpace {
+    backend: Arc<dyn Backend>,
+    dir: std::path::PathBuf,
+}
+
+impl FreeSpace for DirSpace {
+    fn space(&self) -> Option<FsSpace> {
+        self.backend.fs_space(&self.dir).ok()
+    }
 }
 
 impl Io {
@@ -71,7 +104,41 @@ impl Io {
             hub: hub::Hub::with_flash(observer, flash)?,
             direct: DirectIo::NONE,
             failstop: failstop::FailStop::default(),
+            space: None,
         })
+    }
+
+    /// Lets the sweep's reserve follow the fill of the file system holding `dir`.
+    pub fn with_space_of(self, dir: &Path) -> Io {
+        let source = DirSpace {
+            backend: self.backend.clone(),
+            dir: dir.to_path_buf(),
+        };
+        self.with_free_space(Box::new(source))
+    }
+
+    /// Lets the sweep's reserve follow the fill `source` reports (tests inject a figure).
+    pub fn with_free_space(mut self, source: Box<dyn FreeSpace>) -> Io {
+        self.space = Some(SpaceWatch {
+            source,
+            last: parking_lot::Mutex::new(None),
+        });
+        self
+    }
+
+    /// The file system's space as last read (at most [`SPACE_REFRESH`] old), or `None` when
+    /// the reserve does not adapt.
+    pub fn fs_space(&self) -> Option<FsSpace> {
+        let w = self.space.as_ref()?;
+        let mut last = w.last.lock();
+        match *last {
+            Some((at, space)) if at.elapsed() < SPACE_REFRESH => space,
+            _ => {
+                let space = w.source.space();
+                *last = Some((std::time::Instant::now(), space));
+                space
+            }
+        }
     }
 
     /// Opens the files of the kinds `direct` names with `O_DIRECT` from now on.
@@ -94,13 +161,12 @@ impl Io {
 
     /// No observer, no placement, the operating system's files.
     pub fn quiet() -> Io {
-        Io::new(None, &FlashConfig::default(), None).expect("the default flash settings are valid")
+        Io::new(None, &FlashConfig::off(), None).expect("flash mode off is valid")
     }
 
     /// A seam that only reports to `observer`.
     pub fn observed(observer: Arc<dyn Observer>) -> Io {
-        Io::new(Some(observer), &FlashConfig::default(), None)
-            .expect("the default flash settings are valid")
+        Io::new(Some(observer), &FlashConfig::off(), None).expect("flash mode off is valid")
     }
 
     /// Whether anyone listens (callers skip building what only an event would use).
@@ -361,6 +427,37 @@ impl Io {
     /// Placement, hint and trim counters for statistics.
     pub fn flash_stats(&self) -> serde_json::Value {
         self.hub.flash_stats()
+    }
+
+    /// Detects which path hints take for files under `dir` (the database's directory): sets a
+    /// write-life hint on a probe file there through the backend, then removes it. Done once,
+    /// when the engine opens, before any file is written.
+    pub fn detect_hint_path(&mut self, dir: &Path, sysfs: &Path) -> Result<()> {
+        let target = hint_path::Target::of(dir)
+            .map_err(|e| Error::io(format!("inspecting {}", dir.display()), e))?;
+        let probe = dir.join(".hint-probe");
+        let backend = self.backend.clone();
+        let direct = false;
+        self.hub.detect_hint_path(target, sysfs, || {
+            let file = backend.open(&probe, OpenMode::CreateTruncate, direct)?;
+            let f = IoFile {
+                id: 0,
+                role: FileRole::of(placement::FileKind::Metadata),
+                path: probe.clone(),
+                file,
+                direct,
+            };
+            let set = backend.set_write_hint(&f, linux::RWH_EXTREME);
+            drop(f);
+            backend.remove(&probe)?;
+            set
+        });
+        Ok(())
+    }
+
+    /// The hint path in use (`none` when hints are off or the probe was refused).
+    pub fn hint_path(&self) -> hint_path::HintPath {
+        self.hub.hint_path()
     }
 
     /// Flushes the observer.

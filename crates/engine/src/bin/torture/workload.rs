@@ -400,7 +400,7 @@ impl ChildOptions {
             cfg.flash = engine::FlashConfig {
                 placement: "dsm".parse().unwrap(),
                 trim_batch: Some(k),
-                linux_hints: true,
+                hints: engine::settings::Hints::Linux,
                 ..engine::FlashConfig::default()
             };
         }
