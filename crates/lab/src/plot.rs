@@ -170,7 +170,7 @@ fn marker_at<C, DB: DrawingBackend>(
     lift: i32,
     (m, r): (Marker, i32),
     col: RGBColor,
-) -> ComposedElement<C, DB, Polygon<(i32, i32)>, PathElement<(i32, i32)>> {
+) -> MarkerElement<C, DB> {
     let outline: Vec<(i32, i32)> = m
         .shape
         .outline(r)
@@ -186,6 +186,9 @@ fn marker_at<C, DB: DrawingBackend>(
     };
     EmptyElement::at(at) + Polygon::new(outline, fill) + PathElement::new(closed, edge)
 }
+
+/// A marker's drawing: its filled polygon and its outline, at one coordinate.
+type MarkerElement<C, DB> = ComposedElement<C, DB, Polygon<(i32, i32)>, PathElement<(i32, i32)>>;
 
 /// Marker radius, pixels.
 const MARKER_R: i32 = 5;
@@ -489,7 +492,7 @@ mod tests {
     #[test]
     fn no_two_series_share_a_colour_or_a_marker() {
         const LARGEST_PLOT: usize = 12;
-        assert!(LARGEST_PLOT <= MAX_SERIES);
+        const { assert!(LARGEST_PLOT <= MAX_SERIES) };
         for i in 0..MAX_SERIES {
             for j in 0..i {
                 assert_ne!(color(i), color(j), "series {i} and {j} share a colour");

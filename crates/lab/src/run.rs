@@ -1352,20 +1352,8 @@ pub fn write_shares(trace: &Path, from: u64) -> Result<RunWrites> {
     Ok(r)
 }
 
-fn replay_run(
-    run: &EngineRun,
-    policy: &str,
-    trim: &TrimSpec,
-    ssd: &SsdSpec,
-    exp: &Experiment,
-) -> Result<DeviceRun> {
-    let started = Instant::now();
-    let pc = PlacementConfig {
-        streams: ssd.streams,
-        ..PlacementConfig::default()
-    };
-    let capacity_bytes = replay_capacity_bytes(run, ssd);
-    let logical_pages = capacity_bytes / ssd::PAGE_BYTES;
+/// The simulated device an `ssds` entry describes, of `logical_pages`, with timing.
+fn replay_device(logical_pages: u64, ssd: &SsdSpec) -> Result<ssd::SsdConfig> {
     let mut dev = ssd::SsdConfig::with_op(logical_pages, ssd.op)?;
     // A lab-sized device is small; a real one has thousands of erase blocks, so the open
     // block of each stream costs nothing. Keep that true: at least ~1024 blocks, by using
@@ -1384,6 +1372,24 @@ fn replay_run(
     timing.trim.command_ns = (ssd.trim_command_us * 1e3).round() as u64;
     dev.timing = Some(timing);
     dev.validate()?;
+    Ok(dev)
+}
+
+fn replay_run(
+    run: &EngineRun,
+    policy: &str,
+    trim: &TrimSpec,
+    ssd: &SsdSpec,
+    exp: &Experiment,
+) -> Result<DeviceRun> {
+    let started = Instant::now();
+    let pc = PlacementConfig {
+        streams: ssd.streams,
+        ..PlacementConfig::default()
+    };
+    let capacity_bytes = replay_capacity_bytes(run, ssd);
+    let logical_pages = capacity_bytes / ssd::PAGE_BYTES;
+    let dev = replay_device(logical_pages, ssd)?;
     let when = TrimWhen::parse(&trim.when).map_err(|e| anyhow!(e))?;
     let batch = trim.scaled_batch(capacity_bytes);
     let loops = run_loops(run, capacity_bytes, exp.warmup_capacities);

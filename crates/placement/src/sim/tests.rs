@@ -466,7 +466,10 @@ fn reads_cost_device_time_and_leave_every_write_as_it_was() {
         assert_eq!(r.counters.host_write_pages, p.counters.host_write_pages);
         assert!(r.host_read_ios > 0 && p.host_read_ios == 0, "{name}");
         let (pt, rt) = (p.timing.as_ref().unwrap(), r.timing.as_ref().unwrap());
-        assert!(rt.makespan_ns > pt.makespan_ns, "{name}: reads take device time");
+        assert!(
+            rt.makespan_ns > pt.makespan_ns,
+            "{name}: reads take device time"
+        );
         assert!(rt.read_latency.p99_us > 0.0, "{name}");
     }
     // The device plan (the lab's path) does the same.
@@ -485,8 +488,14 @@ fn reads_cost_device_time_and_leave_every_write_as_it_was() {
     };
     let plain = replay_loaded(&job, &trace.events, |_, _| {}).unwrap();
     let read = replay_loaded(&job, &read_trace, |_, _| {}).unwrap();
-    assert_eq!(read.report.write_amplification, plain.report.write_amplification);
-    assert_eq!(read.report.counters.gc_copy_pages, plain.report.counters.gc_copy_pages);
+    assert_eq!(
+        read.report.write_amplification,
+        plain.report.write_amplification
+    );
+    assert_eq!(
+        read.report.counters.gc_copy_pages,
+        plain.report.counters.gc_copy_pages
+    );
     assert_eq!(read.counts.reads, reads);
     assert!(read.report.counters.host_read_pages > 0);
 }
