@@ -1352,6 +1352,21 @@ pub fn write_shares(trace: &Path, from: u64) -> Result<RunWrites> {
     Ok(r)
 }
 
+/// The engine run's events as replayed, and the index of its end of load among them: all of
+/// them, or (the cause study's run without reads) the same writes and none of the reads, the
+/// end of load moved back by the reads before it.
+fn replayed_events(run: &EngineRun, reads: bool) -> Result<(Vec<Event>, u64)> {
+    let mut events = placement::sim::read_events(&run.trace).map_err(|e| anyhow!("{e}"))?;
+    if reads {
+        return Ok((events, run.end_of_load_event));
+    }
+    let is_read = |e: &Event| matches!(e, Event::Read { .. });
+    let eol = (run.end_of_load_event as usize).min(events.len());
+    let before = events[..eol].iter().filter(|e| is_read(e)).count();
+    events.retain(|e| !is_read(e));
+    Ok((events, (eol - before) as u64))
+}
+
 /// The simulated device an `ssds` entry describes, of `logical_pages`, with timing.
 fn replay_device(logical_pages: u64, ssd: &SsdSpec) -> Result<ssd::SsdConfig> {
     let mut dev = ssd::SsdConfig::with_op(logical_pages, ssd.op)?;
@@ -1393,6 +1408,7 @@ fn replay_run(
     let when = TrimWhen::parse(&trim.when).map_err(|e| anyhow!(e))?;
     let batch = trim.scaled_batch(capacity_bytes);
     let loops = run_loops(run, capacity_bytes, exp.warmup_capacities);
+    let (events, end_of_load) = replayed_events(run, exp.reads)?;
     let job = TraceReplay {
         trace: &run.trace,
         policy,
@@ -1411,22 +1427,17 @@ fn replay_run(
         fs_discard: trim.discard,
         replay: ReplayConfig {
             trim: TrimConfig { batch, when },
-            end_of_load_at: Some(run.end_of_load_event),
+            end_of_load_at: Some(end_of_load),
             // The last pass is measured.
-            reset_stats_at: (run.end_of_load_event
-                + (loops as u64 - 1) * (run.events - run.end_of_load_event))
+            reset_stats_at: (end_of_load
+                + (loops as u64 - 1) * (events.len() as u64 - end_of_load))
                 .max(1),
         },
         loops: RunLoops {
-            from: run.end_of_load_event,
+            from: end_of_load,
             times: loops,
         },
     };
-    let mut events = placement::sim::read_events(job.trace).map_err(|e| anyhow!("{e}"))?;
-    if !exp.reads {
-        // The cause study's run without reads: the same writes, none of the reads.
-        events.retain(|e| !matches!(e, Event::Read { .. }));
-    }
     let out = placement::sim::replay_loaded(&job, &events, |_, _| {}).map_err(|e| {
         anyhow!(
             "{e} (the device holds {} MB: the database grew past it; lower device_fill)",
