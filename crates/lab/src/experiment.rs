@@ -2,7 +2,8 @@
 //! experiment is a YAML-able value; the built-in ones mirror the seeds' evaluations.
 //!
 //! The stream experiments run under the seeds' conditions by default (seed 000 §5.1, seed 003
-//! §4): no TRIM of freed extents and no filesystem discard, an aged device, direct-I/O
+//! §4): no TRIM of freed extents and no filesystem discard, a device whose file system was
+//! made on it (mkfs discards it all, so it holds valid what the files occupy), direct-I/O
 //! semantics, and a scale that keeps the seeds' dimensionless ratios (see [`Ratios`]). TRIM is
 //! studied in the `trim` experiment (seed 002), and `streams-trim` is `streams` with flashdoc's
 //! safe batched TRIM on.
@@ -170,6 +171,13 @@ pub struct SsdSpec {
     /// device (see `pages_per_block`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub erase_units: Option<u64>,
+    /// The simulated device as a drive of this many GB in the seeds' world: the device the
+    /// sizing gives (the reference, [`SEED_DEVICE_BYTES`]: 256 GB) scaled by this over 256,
+    /// the database, the cache, the checkpoints and the journal files unchanged. Seed 000
+    /// does not state its 840 Pro's capacity (sold as 128, 256 and 512 GB), so the
+    /// `streams-device-size` experiment runs all three. Unset: the reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_gb: Option<u32>,
 }
 
 fn trim_command_us() -> f64 {
@@ -192,10 +200,20 @@ impl SsdSpec {
             (None, Some(u)) => format!("-eu{u}"),
             (None, None) => String::new(),
         };
+        let size = self
+            .device_gb
+            .map(|gb| format!("-{gb}gb"))
+            .unwrap_or_default();
         format!(
-            "{}st-op{}-{}{tie}{t}{block}",
+            "{}st-op{}-{}{tie}{t}{block}{size}",
             self.streams, self.op, self.gc
         )
+    }
+
+    /// The simulated device's capacity over the sizing's (the reference's): `device_gb` ÷ 256.
+    pub fn device_scale(&self) -> f64 {
+        self.device_gb
+            .map_or(1.0, |gb| gb as f64 * 1e9 / SEED_DEVICE_BYTES)
     }
 }
 
@@ -356,11 +374,20 @@ pub struct Experiment {
     /// capacity (the cache share is swept by `cache_shares`).
     pub device_fill: f64,
     pub checkpoint_share: f64,
-    /// How the device is aged before the replay: `fill` (the whole logical space written once,
-    /// so every LBA the filesystem hands out still holds data the device counts as valid —
-    /// the seeds' aged drive), `steady` (the fill, then random overwrites until write
-    /// amplification is steady), or `none` (a fresh device).
+    /// The device's state before the replay: `mkfs` (the default: the file system made on the
+    /// device discarded all of it, so with discard off the device holds valid what the files
+    /// have occupied, a deleted journal file's LBAs included until reused — the seeds' drive
+    /// as we best read it, docs/lab.md), `fill` (the harsher state: the whole logical space
+    /// written once, so every LBA the filesystem hands out still holds data the device counts
+    /// as valid), `steady` (the fill, then random overwrites until write amplification is
+    /// steady), or `none` (a fresh device, the same state as `mkfs`).
     pub precondition: String,
+    /// Replay the engine's reads (its cache's misses) beside its writes: they share the
+    /// device's dies, so GC delays them and modeled throughput counts their time. `false`
+    /// drops them at the replay (the cause study's run without reads); WAF is the same either
+    /// way, since no policy sees a read.
+    #[serde(default = "yes")]
+    pub reads: bool,
     /// Workload seeds: every point runs once per seed, and the report gives medians and the
     /// spread between seeds.
     pub seeds: Vec<u64>,
@@ -427,6 +454,10 @@ fn one() -> f64 {
     1.0
 }
 
+fn yes() -> bool {
+    true
+}
+
 fn warmup_capacities() -> f64 {
     24.0
 }
@@ -462,6 +493,7 @@ fn ssd8() -> SsdSpec {
         trim_command_us: trim_command_us(),
         pages_per_block: None,
         erase_units: None,
+        device_gb: None,
     }
 }
 
@@ -530,7 +562,8 @@ fn builtin_defaults() -> Experiment {
         ssds: vec![ssd8()],
         device_fill: r.device_fill,
         checkpoint_share: r.checkpoint_share,
-        precondition: "fill".into(),
+        precondition: "mkfs".into(),
+        reads: true,
         // Fresh seeds: `filelog`'s parameters and the sweep's reserve were set on seed 1.
         seeds: vec![2, 3, 4],
         run_factor: 1.0,
@@ -549,7 +582,18 @@ fn stream_builtins(base: &Experiment) -> Vec<Experiment> {
         Experiment {
             name: "streams-quick".into(),
             title: "Stream placement per policy and workload (quick)".into(),
-            description: "A small `streams`: the five workloads of seed 000 Table 1, every placement policy, on an aged 8-stream simulated SSD under the seeds' conditions (no TRIM, no discard). The README's main job.".into(),
+            description: "A small `streams`: the five workloads of seed 000 Table 1, every placement policy, on an 8-stream simulated SSD under the seeds' conditions (the file system made on the device, which mkfs discards; then no TRIM, no discard), reads included. The README's main job.".into(),
+            ..base.clone()
+        },
+        Experiment {
+            name: "streams-device-size".into(),
+            title: "Stream placement by device size: 128, 256 and 512 GB equivalents".into(),
+            description: "Seed 000 ran 51.7–58.4 GB of YCSB files and 55–108.5 GB of LinkBench files on an 840 Pro whose capacity it does not state (sold as 128, 256 and 512 GB). The same engine runs replayed on a device scaled to each: database, cache, checkpoints and journal files unchanged, only the device's capacity relative to the database moves. 256 GB is the reference (docs/lab.md).".into(),
+            policies: s(&["none", "file", "boundary", "dsm", "filelog", "oracle"]),
+            allocations: best_fit(),
+            ssds: [128, 256, 512]
+                .map(|gb| SsdSpec { device_gb: Some(gb), ..ssd8() })
+                .to_vec(),
             ..base.clone()
         },
         Experiment {
@@ -664,6 +708,8 @@ fn other_engine_builtins(base: Experiment) -> Vec<Experiment> {
             kind: Kind::RealWiredTiger,
             description: "WiredTiger 11.3.1 (crates/shim/wtdriver.c on its C API: mongod's layout of a collection and its _id index, YCSB's scrambled zipfian over 1000-byte documents) runs each YCSB workload, and SecantusDB 0.7.0b3 (a MongoDB-wire server on WiredTiger, from PyPI) runs every workload through the lab's own YCSB and LinkBench over the wire, each under libflashdoc_shim.so and sized as the lab sizes its own engine; their traces and flashdoc's engine's (best-fit and sweep allocation) on the same workload are replayed through every placement policy on the same aged 8-stream device, under the seeds' conditions (no TRIM, no discard) and with filesystem discard. docs/shim.md, crates/lab/src/realwt.rs, crates/lab/src/secantus.rs.".into(),
             workloads: s(&["ycsb-update-heavy", "ycsb-update-only", "linkbench-mixed"]),
+            // Real traces are scored on the harsher device, every LBA valid (issue 32 §3).
+            precondition: "fill".into(),
             // Beside the seeds' condition, filesystem discard (no TRIM of freed extents): what
             // the space of removed and truncated files costs each engine.
             trims: vec![
@@ -851,6 +897,9 @@ impl Experiment {
             bail!("experiment {name}: trim_command_us must be ≥ 0");
         }
         for d in &self.ssds {
+            if d.device_gb.is_some_and(|gb| !(16..=16_384).contains(&gb)) {
+                bail!("experiment {name}: device_gb must be from 16 to 16384");
+            }
             match (d.pages_per_block, d.erase_units) {
                 (Some(_), Some(_)) => bail!(
                     "experiment {name}: an ssds entry holds either pages_per_block or erase_units, not both"
@@ -874,9 +923,9 @@ impl Experiment {
         if !(self.run_factor > 0.0 && self.run_factor <= 1000.0) {
             bail!("experiment {name}: run_factor must be in (0, 1000]");
         }
-        if !["none", "fill", "steady"].contains(&self.precondition.as_str()) {
+        if !["mkfs", "none", "fill", "steady"].contains(&self.precondition.as_str()) {
             bail!(
-                "experiment {name}: precondition must be none, fill or steady, not '{}'",
+                "experiment {name}: precondition must be mkfs, none, fill or steady, not '{}'",
                 self.precondition
             );
         }
@@ -955,7 +1004,10 @@ mod tests {
             let e = find(name).unwrap();
             assert_eq!(e.trims, vec![TrimSpec::off()], "{name}");
             assert!(!e.trims[0].discard && e.trims[0].batch.is_none(), "{name}");
-            assert_eq!(e.precondition, "fill", "{name}: the seeds' device was aged");
+            assert_eq!(
+                e.precondition, "mkfs",
+                "{name}: the seeds' device had a file system made on it, then no discard"
+            );
             assert_eq!(e.device_fill, Ratios::default().device_fill, "{name}");
             assert_eq!(
                 e.checkpoint_share,
@@ -970,6 +1022,26 @@ mod tests {
         let st = find("streams-trim").unwrap();
         assert_eq!(st.trims[0], TrimSpec::off(), "the baseline beside it");
         assert!(st.trims[1].discard && st.trims[1].batch.is_some());
+    }
+
+    #[test]
+    fn the_device_size_sensitivity_scales_the_device_around_the_256_gb_reference() {
+        let e = find("streams-device-size").unwrap();
+        let gb: Vec<_> = e.ssds.iter().map(|d| d.device_gb).collect();
+        assert_eq!(gb, [Some(128), Some(256), Some(512)]);
+        let scales: Vec<f64> = e.ssds.iter().map(SsdSpec::device_scale).collect();
+        assert_eq!(scales, [0.5, 1.0, 2.0]);
+        assert_eq!(e.ssds[0].label(), "8st-op0.07-greedy-128gb");
+        assert_eq!(ssd8().device_scale(), 1.0, "unset is the reference");
+        let mut bad = e.clone();
+        bad.ssds[0].device_gb = Some(4);
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("device_gb"));
+        // The real traces keep the harsher device they are scored on.
+        assert_eq!(find("real-wiredtiger").unwrap().precondition, "fill");
     }
 
     #[test]

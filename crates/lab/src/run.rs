@@ -604,7 +604,8 @@ impl Lab {
             policy: device.policy.clone(),
             trim: device.trim.label(),
             ssd: device.ssd.label(),
-            device_fill: self.exp.device_fill,
+            // Live data ÷ the replayed device.
+            device_fill: self.exp.device_fill / device.ssd.device_scale(),
             host_ops_s: run.run.throughput_ops_sec,
             host_p50_us: overall.0,
             host_p99_us: overall.1,
@@ -648,12 +649,13 @@ impl Lab {
         ssd: &SsdSpec,
     ) -> Result<DeviceRun> {
         let key = slug(&format!(
-            "replay-{}-{policy}-t{}-{}-p{}-w{}",
+            "replay-{}-{policy}-t{}-{}-p{}-w{}{}",
             run.key,
             trim.label(),
             ssd.label(),
             self.exp.precondition,
-            self.exp.warmup_capacities
+            self.exp.warmup_capacities,
+            if self.exp.reads { "" } else { "-noreads" }
         ));
         let saved = self.out.join("points").join(format!("{key}.json"));
         if let Ok(text) = std::fs::read_to_string(&saved) {
@@ -1041,7 +1043,8 @@ pub(crate) fn setup_script(script: &str, what: &str) -> Result<PathBuf> {
 /// 2: the journal writes 256 KiB slots in the direct-I/O layout, in files of at least 8 MiB.
 /// 3: eviction stops as soon as the cache is back under the target it serves, instead of
 /// after a batch of 16 pages, and takes its candidates from the colder half of the leaves.
-pub const TRACE_VERSION: u32 = 3;
+/// 4: the engine's reads (its cache's misses) are in the trace (trace format version 3).
+pub const TRACE_VERSION: u32 = 4;
 
 fn first_trace_version() -> u32 {
     1
@@ -1356,19 +1359,23 @@ pub fn write_shares(trace: &Path, from: u64) -> Result<RunWrites> {
     Ok(r)
 }
 
-fn replay_run(
-    run: &EngineRun,
-    policy: &str,
-    trim: &TrimSpec,
-    ssd: &SsdSpec,
-    exp: &Experiment,
-) -> Result<DeviceRun> {
-    let started = Instant::now();
-    let pc = PlacementConfig {
-        streams: ssd.streams,
-        ..PlacementConfig::default()
-    };
-    let logical_pages = run.sizing.capacity_bytes / ssd::PAGE_BYTES;
+/// The engine run's events as replayed, and the index of its end of load among them: all of
+/// them, or (the cause study's run without reads) the same writes and none of the reads, the
+/// end of load moved back by the reads before it.
+fn replayed_events(run: &EngineRun, reads: bool) -> Result<(Vec<Event>, u64)> {
+    let mut events = placement::sim::read_events(&run.trace).map_err(|e| anyhow!("{e}"))?;
+    if reads {
+        return Ok((events, run.end_of_load_event));
+    }
+    let is_read = |e: &Event| matches!(e, Event::Read { .. });
+    let eol = (run.end_of_load_event as usize).min(events.len());
+    let before = events[..eol].iter().filter(|e| is_read(e)).count();
+    events.retain(|e| !is_read(e));
+    Ok((events, (eol - before) as u64))
+}
+
+/// The simulated device an `ssds` entry describes, of `logical_pages`, with timing.
+fn replay_device(logical_pages: u64, ssd: &SsdSpec) -> Result<ssd::SsdConfig> {
     let mut dev = ssd::SsdConfig::with_op(logical_pages, ssd.op)?;
     // A lab-sized device is small; a real one has thousands of erase blocks, so the open
     // block of each stream costs nothing. Keep that true: at least ~1024 blocks, by using
@@ -1387,14 +1394,35 @@ fn replay_run(
     timing.trim.command_ns = (ssd.trim_command_us * 1e3).round() as u64;
     dev.timing = Some(timing);
     dev.validate()?;
+    Ok(dev)
+}
+
+fn replay_run(
+    run: &EngineRun,
+    policy: &str,
+    trim: &TrimSpec,
+    ssd: &SsdSpec,
+    exp: &Experiment,
+) -> Result<DeviceRun> {
+    let started = Instant::now();
+    let pc = PlacementConfig {
+        streams: ssd.streams,
+        ..PlacementConfig::default()
+    };
+    let capacity_bytes = replay_capacity_bytes(run, ssd);
+    let logical_pages = capacity_bytes / ssd::PAGE_BYTES;
+    let dev = replay_device(logical_pages, ssd)?;
     let when = TrimWhen::parse(&trim.when).map_err(|e| anyhow!(e))?;
-    let batch = trim.scaled_batch(run.sizing.capacity_bytes);
-    let loops = run_loops(run, exp.warmup_capacities);
+    let batch = trim.scaled_batch(capacity_bytes);
+    let loops = run_loops(run, capacity_bytes, exp.warmup_capacities);
+    let (events, end_of_load) = replayed_events(run, exp.reads)?;
     let job = TraceReplay {
         trace: &run.trace,
         policy,
         placement: &pc,
         device: dev,
+        // A fresh device is the state mkfs leaves; `mkfs` discards it all again, to the same
+        // state.
         precondition: match exp.precondition.as_str() {
             "none" => None,
             mode => Some(ssd::PreconditionConfig {
@@ -1406,21 +1434,21 @@ fn replay_run(
         fs_discard: trim.discard,
         replay: ReplayConfig {
             trim: TrimConfig { batch, when },
-            end_of_load_at: Some(run.end_of_load_event),
+            end_of_load_at: Some(end_of_load),
             // The last pass is measured.
-            reset_stats_at: (run.end_of_load_event
-                + (loops as u64 - 1) * (run.events - run.end_of_load_event))
+            reset_stats_at: (end_of_load
+                + (loops as u64 - 1) * (events.len() as u64 - end_of_load))
                 .max(1),
         },
         loops: RunLoops {
-            from: run.end_of_load_event,
+            from: end_of_load,
             times: loops,
         },
     };
-    let out = placement::sim::replay_trace_file(&job, |_, _| {}).map_err(|e| {
+    let out = placement::sim::replay_loaded(&job, &events, |_, _| {}).map_err(|e| {
         anyhow!(
             "{e} (the device holds {} MB: the database grew past it; lower device_fill)",
-            run.sizing.capacity_bytes >> 20
+            capacity_bytes >> 20
         )
     })?;
     let r = &out.report;
@@ -1469,10 +1497,18 @@ fn replay_run(
     })
 }
 
+/// The replayed device's capacity: the sizing's, scaled by the `ssds` entry's `device_gb`
+/// (whole 4 KB pages).
+pub fn replay_capacity_bytes(run: &EngineRun, ssd: &SsdSpec) -> u64 {
+    let pages = run.sizing.capacity_bytes / ssd::PAGE_BYTES;
+    ((pages as f64 * ssd.device_scale()).round() as u64).max(1) * ssd::PAGE_BYTES
+}
+
 /// How many times the run phase is replayed: enough passes before the last to write
-/// `warmup_capacities` device capacities, then the measured pass (at most 64 in all).
-pub fn run_loops(run: &EngineRun, warmup_capacities: f64) -> u32 {
-    let per_pass = run.run_write_bytes as f64 / run.sizing.capacity_bytes as f64;
+/// `warmup_capacities` capacities of a device of `capacity_bytes`, then the measured pass (at
+/// most 64 in all).
+pub fn run_loops(run: &EngineRun, capacity_bytes: u64, warmup_capacities: f64) -> u32 {
+    let per_pass = run.run_write_bytes as f64 / capacity_bytes as f64;
     if per_pass <= 0.0 {
         return 1;
     }

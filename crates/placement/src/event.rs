@@ -153,6 +153,14 @@ pub enum Event {
         len: u64,
     },
     Write(WriteEvent),
+    /// A read that reached the file (for the engine: a block its cache did not hold). Reads
+    /// change nothing on the device but its time: they share its dies with writes and GC.
+    Read {
+        time_ns: u64,
+        file: FileId,
+        offset: u64,
+        len: u32,
+    },
     /// An extent that no durable checkpoint can reach any more. The engine may reuse it at once;
     /// a consumer that batches TRIMs must cancel a pending trim that a later `Write` overlaps.
     Free {
@@ -179,6 +187,7 @@ impl Event {
             | Event::FileRename { time_ns, .. }
             | Event::FileRemove { time_ns, .. }
             | Event::FileTruncate { time_ns, .. }
+            | Event::Read { time_ns, .. }
             | Event::Free { time_ns, .. }
             | Event::CheckpointBegin { time_ns, .. }
             | Event::CheckpointCommit { time_ns, .. } => *time_ns = t,
@@ -192,6 +201,7 @@ impl Event {
             | Event::FileRename { time_ns, .. }
             | Event::FileRemove { time_ns, .. }
             | Event::FileTruncate { time_ns, .. }
+            | Event::Read { time_ns, .. }
             | Event::Free { time_ns, .. }
             | Event::CheckpointBegin { time_ns, .. }
             | Event::CheckpointCommit { time_ns, .. } => *time_ns,

@@ -4,7 +4,8 @@
 //! Mapping of events onto the device ([`apply_to_device`], the same as `flashdoc ssd replay`
 //! does for event traces): a write goes through the filesystem layout ([`FsReplayer`]) on the
 //! stream the policy chose; removing or truncating a file frees its pages (trimmed when the
-//! layout was built with discard); creates, renames and checkpoints touch nothing. `Free`
+//! layout was built with discard); a read reads the LBAs the file's range is mapped to (it
+//! costs device time, not writes); creates, renames and checkpoints touch nothing. `Free`
 //! events reach the device only through the TRIM batcher: a released extent is punched out of
 //! the file (`fallocate(PUNCH_HOLE)`), which the filesystem forwards as TRIM when it discards.
 
@@ -19,6 +20,7 @@ use ssd::{BlockDevice, Ssd, SsdError};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct EventCounts {
     pub writes: u64,
+    pub reads: u64,
     pub frees: u64,
     pub removes: u64,
     pub truncates: u64,
@@ -47,6 +49,15 @@ pub fn apply_to_device(
                 w.len as u64,
                 stream as u32,
             )
+        }
+        Event::Read {
+            time_ns,
+            file,
+            offset,
+            len,
+        } => {
+            n.reads += 1;
+            fs.read(dev, *time_ns, *file as u64, *offset, *len as u64)
         }
         Event::Free {
             time_ns,
@@ -301,6 +312,9 @@ impl PolicyDriver {
         }
         self.index += 1;
         match ev {
+            // A read changes no page's life: no policy is shown one, so reads in a trace
+            // leave every policy's choices (and so its WAF) as they were without them.
+            Event::Read { .. } => Ok(0),
             Event::Write(w) => {
                 let s = self.policy.place(w);
                 let max = dev.config().streams;
@@ -487,12 +501,16 @@ impl DeathTracker {
         self.lifetimes
     }
 
-    /// One planned op: a write (of the current trace write) or a TRIM.
+    /// One planned op: a write (of the current trace write) or a TRIM; a read changes
+    /// nothing.
     #[inline]
     fn apply(&mut self, op: &PlannedOp) {
         let lbas = op.lba as usize..(op.lba + op.pages) as usize;
         let clock = self.lifetimes.clock;
-        if op.write {
+        if op.kind == ssd::OpKind::Read {
+            return;
+        }
+        if op.kind == ssd::OpKind::Write {
             let w = self.current;
             assert_ne!(w, NO_OWNER, "a device write outside a trace write");
             // Page i of the op is written at clock + i; a write's own pages are distinct
@@ -529,16 +547,14 @@ impl BlockDevice for DeathTracker {
                 self.owner.len()
             )));
         }
-        let write = match op.kind {
-            ssd::OpKind::Write => true,
-            ssd::OpKind::Trim => false,
-            ssd::OpKind::Read => return Ok(None),
-        };
+        if op.kind == ssd::OpKind::Read {
+            return Ok(None);
+        }
         // In range, so below the device's size (a u32: see `OpRecorder`).
         self.apply(&PlannedOp {
             lba: op.lba as u32,
             pages: op.pages as u32,
-            write,
+            kind: op.kind,
         });
         Ok(None)
     }
@@ -713,12 +729,13 @@ pub fn replay_loaded(
     replay_planned(job, events, &plan, progress)
 }
 
-/// One device op of a [`DevicePlan`]: a write (on the stream the policy chooses) or a TRIM.
+/// One device op of a [`DevicePlan`]: a write (on the stream the policy chooses), a TRIM or
+/// a read.
 #[derive(Clone, Copy, Debug)]
 struct PlannedOp {
     lba: u32,
     pages: u32,
-    write: bool,
+    kind: ssd::OpKind,
 }
 
 /// What the filesystem layout and the TRIM batcher send the device for a trace's events:
@@ -750,11 +767,6 @@ struct OpRecorder {
 
 impl BlockDevice for OpRecorder {
     fn submit(&mut self, op: &ssd::HostOp) -> Result<Option<u64>, SsdError> {
-        let write = match op.kind {
-            ssd::OpKind::Write => true,
-            ssd::OpKind::Trim => false,
-            ssd::OpKind::Read => return Ok(None),
-        };
         // The layout's LBAs are below its capacity, which is below 2^32 pages.
         let (lba, pages) = (u32::try_from(op.lba), u32::try_from(op.pages));
         let (Ok(lba), Ok(pages)) = (lba, pages) else {
@@ -763,7 +775,11 @@ impl BlockDevice for OpRecorder {
                 op.lba, op.pages
             )));
         };
-        self.ops.push(PlannedOp { lba, pages, write });
+        self.ops.push(PlannedOp {
+            lba,
+            pages,
+            kind: op.kind,
+        });
         Ok(None)
     }
 }
@@ -863,14 +879,13 @@ impl DevicePlan {
             if let Some(ahead) = self.ops.get(j + NEAR) {
                 dev.prefetch(ahead.lba as u64, true);
             }
-            let (kind, stream) = if op.write {
-                (ssd::OpKind::Write, stream as u32)
-            } else {
-                (ssd::OpKind::Trim, 0)
+            let stream = match op.kind {
+                ssd::OpKind::Write => stream as u32,
+                ssd::OpKind::Trim | ssd::OpKind::Read => 0,
             };
             dev.submit(&ssd::HostOp {
                 time_ns,
-                kind,
+                kind: op.kind,
                 lba: op.lba as u64,
                 pages: op.pages as u64,
                 stream,

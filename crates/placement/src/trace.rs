@@ -1,7 +1,7 @@
-//! The event trace file format (version 2). Little-endian throughout.
+//! The event trace file format (version 3). Little-endian throughout.
 //!
 //! ```text
-//! header  : 8 bytes  "FDEVTR02"
+//! header  : 8 bytes  "FDEVTR03" ("FDEVTR02": version 2, the same records without tag 8)
 //! record  : tag u8, then the fields of that tag:
 //!   0 FileCreate      time u64, file u32, kind u8, name_len u16, name [name_len] (UTF-8)
 //!   1 FileRename      time u64, file u32, name_len u16, name [name_len]
@@ -14,7 +14,9 @@
 //!   5 Free            time u64, file u32, offset u64, len u64
 //!   6 CheckpointBegin time u64, id u64
 //!   7 CheckpointCommit time u64, id u64
+//!   8 Read            time u64, file u32, offset u64, len u32   (version 3 on)
 //! ```
+//! Version 3 added reads; a version-2 trace (written before) reads as it was, with no reads.
 //! `kind`/`file_kind` and `page_kind` use the discriminants of [`FileKind`] and [`PageKind`].
 //! A trace cut short (a crashed writer) ends at its last whole record.
 
@@ -23,7 +25,9 @@ use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
-pub const MAGIC: &[u8; 8] = b"FDEVTR02";
+pub const MAGIC: &[u8; 8] = b"FDEVTR03";
+/// The previous version's header: the same records, without reads (tag 8).
+pub const MAGIC_V2: &[u8; 8] = b"FDEVTR02";
 
 pub struct TraceWriter {
     out: BufWriter<File>,
@@ -144,6 +148,18 @@ pub fn encode(event: &Event, buf: &mut Vec<u8>) {
             buf.extend_from_slice(&time_ns.to_le_bytes());
             buf.extend_from_slice(&id.to_le_bytes());
         }
+        Event::Read {
+            time_ns,
+            file,
+            offset,
+            len,
+        } => {
+            buf.push(8);
+            buf.extend_from_slice(&time_ns.to_le_bytes());
+            buf.extend_from_slice(&file.to_le_bytes());
+            buf.extend_from_slice(&offset.to_le_bytes());
+            buf.extend_from_slice(&len.to_le_bytes());
+        }
     }
 }
 
@@ -152,6 +168,8 @@ pub struct TraceReader<R: Read> {
     input: R,
     /// Number of events returned so far (for error messages).
     pub events_read: u64,
+    /// The format's version (2 or 3): a version-2 trace has no read records.
+    pub version: u8,
 }
 
 impl TraceReader<BufReader<File>> {
@@ -168,13 +186,19 @@ impl<R: Read> TraceReader<R> {
     pub fn new(mut input: R) -> io::Result<Self> {
         let mut magic = [0u8; 8];
         input.read_exact(&mut magic)?;
-        if &magic != MAGIC {
+        let version = match &magic {
+            m if m == MAGIC => 3,
+            m if m == MAGIC_V2 => 2,
+            _ => 0,
+        };
+        if version == 0 {
             // The first six bytes name the format, the last two its version.
             return Err(bad(if magic[..6] == MAGIC[..6] {
                 format!(
-                    "a flashdoc event trace of format {:?}; this build reads only {:?} \
-                     (record the trace again)",
+                    "a flashdoc event trace of format {:?}; this build reads only {:?} and \
+                     {:?} (record the trace again)",
                     String::from_utf8_lossy(&magic),
+                    String::from_utf8_lossy(MAGIC_V2),
                     String::from_utf8_lossy(MAGIC)
                 )
             } else {
@@ -184,6 +208,7 @@ impl<R: Read> TraceReader<R> {
         Ok(Self {
             input,
             events_read: 0,
+            version,
         })
     }
 
@@ -232,6 +257,7 @@ impl<R: Read> TraceReader<R> {
             4 => 8 + 4 + 1 + 4 + 1 + 8 + 4 + 1 + 1 + 8,
             5 => 8 + 4 + 8 + 8,
             6 | 7 => 8 + 8,
+            8 if self.version >= 3 => 8 + 4 + 8 + 4,
             t => {
                 return Err(bad(format!(
                     "event {}: unknown record tag {t}",
@@ -311,6 +337,12 @@ impl<R: Read> TraceReader<R> {
             6 => Event::CheckpointBegin {
                 time_ns,
                 id: f.u64(),
+            },
+            8 => Event::Read {
+                time_ns,
+                file: f.u32(),
+                offset: f.u64(),
+                len: f.u32(),
             },
             _ => Event::CheckpointCommit {
                 time_ns,
@@ -394,11 +426,64 @@ mod tests {
                 file: 7,
                 name: "x".into(),
             },
-            Event::FileRemove {
+            Event::Read {
                 time_ns: 8,
+                file: 7,
+                offset: 8192,
+                len: 32768,
+            },
+            Event::FileRemove {
+                time_ns: 9,
                 file: 7,
             },
         ]
+    }
+
+    fn written(events: &[Event]) -> Vec<u8> {
+        let mut bytes = MAGIC.to_vec();
+        for e in events {
+            encode(e, &mut bytes);
+        }
+        bytes
+    }
+
+    #[test]
+    fn a_read_round_trips_with_its_fields() {
+        let read = Event::Read {
+            time_ns: u64::MAX - 1,
+            file: u32::MAX - 2,
+            offset: 1 << 40,
+            len: 4096 * 9,
+        };
+        let bytes = written(std::slice::from_ref(&read));
+        assert_eq!(bytes.len(), 8 + 1 + 8 + 4 + 8 + 4);
+        let got: Vec<Event> = TraceReader::new(&bytes[..])
+            .unwrap()
+            .collect::<io::Result<_>>()
+            .unwrap();
+        assert_eq!(got, vec![read]);
+    }
+
+    #[test]
+    fn a_version_2_trace_reads_as_it_was_and_refuses_a_read_record() {
+        let old: Vec<Event> = sample()
+            .into_iter()
+            .filter(|e| !matches!(e, Event::Read { .. }))
+            .collect();
+        let mut bytes = written(&old);
+        bytes[..8].copy_from_slice(MAGIC_V2);
+        let r = TraceReader::new(&bytes[..]).unwrap();
+        assert_eq!(r.version, 2);
+        let got: Vec<Event> = r.collect::<io::Result<_>>().unwrap();
+        assert_eq!(got, old);
+        // Tag 8 did not exist in version 2: such a record is corrupt, not a read.
+        let mut bytes = written(&sample());
+        bytes[..8].copy_from_slice(MAGIC_V2);
+        let err = TraceReader::new(&bytes[..])
+            .unwrap()
+            .collect::<io::Result<Vec<Event>>>()
+            .unwrap_err();
+        assert!(err.to_string().contains("unknown record tag 8"), "{err}");
     }
 
     #[test]
@@ -435,7 +520,9 @@ mod tests {
         let err = TraceReader::new(&b"FDEVTR01rest"[..]).err().unwrap();
         let msg = err.to_string();
         assert!(
-            msg.contains("\"FDEVTR01\"") && msg.contains("\"FDEVTR02\""),
+            msg.contains("\"FDEVTR01\"")
+                && msg.contains("\"FDEVTR02\"")
+                && msg.contains("\"FDEVTR03\""),
             "{msg}"
         );
     }

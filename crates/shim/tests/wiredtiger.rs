@@ -184,8 +184,10 @@ fn replay_files(events: &[Event]) -> BTreeMap<FileId, TracedFile> {
                     f.truncated_to = None;
                 }
             }
-            Event::Free { .. } | Event::CheckpointBegin { .. } | Event::CheckpointCommit { .. } => {
-            }
+            Event::Read { .. }
+            | Event::Free { .. }
+            | Event::CheckpointBegin { .. }
+            | Event::CheckpointCommit { .. } => {}
         }
     }
     files

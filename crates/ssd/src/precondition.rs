@@ -1,5 +1,12 @@
-//! Preconditioning: an "aged" device, as the seeds measured theirs (and as MQSim users learn
-//! the hard way, issue #49: a fresh device has WA 1 until the log wraps). Two modes:
+//! Preconditioning: the device's state before a replay. Three modes:
+//!
+//! - [`PreconditionMode::Mkfs`]: the state the seeds' drive most likely had (docs/lab.md): a
+//!   file system made on it, and mkfs discards the whole device by default (ext4's
+//!   `mke2fs -E discard`, XFS likewise), so no LBA holds valid data; the replay then runs
+//!   without discard, so the device holds valid exactly what the files have occupied — a
+//!   deleted journal file's LBAs included, until the file system reuses them. Not an aged
+//!   device: a fresh one has WA 1 until the file system's writes have covered it (MQSim
+//!   users learn it the hard way, issue #49), which the lab's warm-up passes reach.
 //!
 //! - [`PreconditionMode::Fill`]: the whole logical space written once, in LBA order — every
 //!   LBA holds data the device counts as valid, in dense blocks. This is the placement lab's
@@ -30,6 +37,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PreconditionMode {
+    /// The whole logical space discarded (mkfs): nothing valid.
+    Mkfs,
     /// Every logical page written once, in LBA order.
     Fill,
     /// The fill, then random overwrites until write amplification is steady.
@@ -39,10 +48,11 @@ pub enum PreconditionMode {
 impl PreconditionMode {
     pub fn parse(s: &str) -> Result<Self, SsdError> {
         match s {
+            "mkfs" => Ok(PreconditionMode::Mkfs),
             "fill" => Ok(PreconditionMode::Fill),
             "steady" => Ok(PreconditionMode::Steady),
             o => Err(SsdError::Layout(format!(
-                "unknown precondition mode {o:?} (fill, steady)"
+                "unknown precondition mode {o:?} (mkfs, fill, steady)"
             ))),
         }
     }
@@ -65,7 +75,15 @@ fn steady() -> PreconditionMode {
 }
 
 impl PreconditionConfig {
-    /// The whole logical space written once (the lab's aged device).
+    /// The whole logical space discarded, as mkfs leaves it (the lab's default device).
+    pub fn mkfs() -> Self {
+        PreconditionConfig {
+            mode: PreconditionMode::Mkfs,
+            ..Self::default()
+        }
+    }
+
+    /// The whole logical space written once (the harsher aged device).
     pub fn fill() -> Self {
         PreconditionConfig {
             mode: PreconditionMode::Fill,
@@ -102,6 +120,17 @@ pub struct PreconditionReport {
 
 pub fn run(ftl: &mut Ftl, p: &PreconditionConfig) -> Result<PreconditionReport, SsdError> {
     let u = ftl.logical_pages();
+    if p.mode == PreconditionMode::Mkfs {
+        ftl.trim(0, u)?;
+        return Ok(PreconditionReport {
+            config: p.clone(),
+            fill_pages: 0,
+            overwrite_pages: 0,
+            steady: true,
+            final_window_waf: 1.0,
+            window_waf: Vec::new(),
+        });
+    }
     for lba in 0..u {
         ftl.write_page(lba as u32, 0)?;
     }
@@ -184,6 +213,52 @@ mod tests {
         assert_eq!((r.fill_pages, r.overwrite_pages), (ftl.logical_pages(), 0));
         assert_eq!(ftl.stats().host_write_pages, ftl.logical_pages());
         assert_eq!(ftl.stats().gc_copy_pages, 0);
+    }
+
+    /// The device after mkfs (everything discarded), file writes and a journal file's
+    /// deletion with no discard: valid exactly what the files occupied, the deleted file's
+    /// LBAs included until the file system reuses them.
+    #[test]
+    fn mkfs_then_no_discard_holds_valid_what_the_files_occupied() {
+        use crate::device::Ssd;
+        use crate::fs_layout::AllocPolicy;
+        use crate::replay::FsReplayer;
+        let cfg = SsdConfig::from_physical(512, 64, 0.25).unwrap();
+        let mut dev = Ssd::new(cfg).unwrap();
+        // An aged device first, so mkfs has something to discard.
+        dev.precondition(&PreconditionConfig::fill()).unwrap();
+        let all = dev.logical_pages();
+        assert_eq!(dev.ftl().mapped_pages(), all);
+        dev.precondition(&PreconditionConfig::mkfs()).unwrap();
+        assert_eq!(
+            dev.ftl().mapped_pages(),
+            0,
+            "mkfs discards the whole device"
+        );
+        let mut fs = FsReplayer::new(all, AllocPolicy::FirstFit, false).unwrap();
+        let (collection, journal, next_journal) = (1, 2, 3);
+        fs.write(&mut dev, 0, collection, 0, 10 * 4096, 0).unwrap();
+        fs.write(&mut dev, 1, journal, 0, 6 * 4096, 1).unwrap();
+        assert_eq!(dev.ftl().mapped_pages(), 16);
+        let first_lba = |fs: &FsReplayer, file| {
+            let mut out = Vec::new();
+            fs.layout().mapped(file, 0, 4096, &mut out);
+            out.first().map(|&(lba, _)| lba)
+        };
+        let journal_lba = first_lba(&fs, journal).unwrap();
+        fs.remove(&mut dev, 2, journal).unwrap();
+        assert_eq!(dev.ftl().mapped_pages(), 16, "a deleted file stays valid");
+        assert!(dev.ftl().lookup(journal_lba).is_some());
+        assert_eq!(fs.stats().trimmed_pages, 0);
+        // The next journal file reuses the deleted one's LBAs: nothing more becomes valid.
+        fs.write(&mut dev, 3, next_journal, 0, 4 * 4096, 1).unwrap();
+        assert_eq!(first_lba(&fs, next_journal), Some(journal_lba));
+        assert_eq!(dev.ftl().mapped_pages(), 16);
+        // Past the reused space, the file occupies new LBAs, which become valid.
+        fs.write(&mut dev, 4, next_journal, 4 * 4096, 4 * 4096, 1)
+            .unwrap();
+        assert_eq!(dev.ftl().mapped_pages(), 18);
+        assert_eq!(dev.stats().gc_copy_pages, 0);
     }
 
     #[test]

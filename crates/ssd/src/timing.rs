@@ -476,6 +476,38 @@ mod tests {
         assert!(t.write_hist.quantile(1.0) >= done - i);
     }
 
+    /// Reads and writes share the dies: a read of a page on the die a write's GC keeps busy
+    /// waits for that GC (its copy and its erase), and so does its latency.
+    #[test]
+    fn a_read_waits_behind_gc_on_its_die() {
+        let mut cfg = one_die();
+        cfg.queue_depth = 2;
+        let mut idle = Timing::new(&cfg, 4);
+        let i = idle.issue_time(0);
+        let alone = idle.host_read(i, 1, &[FlashOp::Read(5)]) - i;
+        assert_eq!(alone, 50 + 10 + 5, "sense, channel, host link");
+        let mut t = Timing::new(&cfg, 4);
+        let w = t.issue_time(0);
+        let gc = [
+            FlashOp::Read(1),
+            FlashOp::Program(2),
+            FlashOp::Erase(0),
+            FlashOp::Program(3),
+        ];
+        t.host_write(w, 1, &gc);
+        // Issued at once beside the write (queue depth 2), the read finds the die busy with
+        // the GC copy (60 + 510) and the erase (3000) and waits for them.
+        let r = t.issue_time(0);
+        assert_eq!(r, 0);
+        let behind = t.host_read(r, 1, &[FlashOp::Read(5)]) - r;
+        assert!(behind >= 60 + 510 + 3000 + alone, "read took {behind}");
+        assert_eq!(
+            t.read_hist.quantile(1.0),
+            idle.read_hist.quantile(1.0).max(behind)
+        );
+        assert!(t.report().read_latency.p99_us > idle.report().read_latency.p99_us);
+    }
+
     #[test]
     fn a_non_queued_trim_drains_the_queue_and_holds_the_device() {
         let mut cfg = one_die();

@@ -259,6 +259,15 @@ impl Hub {
         }
     }
 
+    /// Reports the event built by `make(now_ns)` to the observer alone: flash placement and
+    /// its TRIM batcher never see it (reads).
+    #[inline]
+    pub fn observe_only(&self, make: impl FnOnce(u64) -> Event) {
+        if let Some(o) = &self.observer {
+            o.observe(&make(self.now_ns()));
+        }
+    }
+
     /// The load phase is over (the boundary policy takes each file's size as its boundary).
     pub fn end_of_load(&self) {
         if let Some(f) = &self.flash {

@@ -256,8 +256,16 @@ impl Io {
         Ok(())
     }
 
-    /// Reads exactly `buf.len()` bytes at `offset` (not an event).
+    /// Reads exactly `buf.len()` bytes at `offset`, reported to the observer only (a read
+    /// places nothing). The engine reads a block only when its cache does not hold it, so a
+    /// trace's reads are the cache's misses.
     pub fn read(&self, f: &IoFile, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.hub.observe_only(|t| Event::Read {
+            time_ns: t,
+            file: f.id,
+            offset,
+            len: buf.len() as u32,
+        });
         self.backend.read_at(f, buf, offset).map_err(|e| {
             Error::io(
                 format!(

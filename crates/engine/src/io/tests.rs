@@ -207,3 +207,37 @@ fn a_failed_directory_fsync_fails_the_metadata_commit() {
     assert!(err.to_string().contains("fsync directory"), "{err}");
     assert_eq!(faults.injected(), 1);
 }
+
+/// A read through the seam reaches the observer as a read event (the trace's cache misses),
+/// after the write it reads.
+#[test]
+fn a_read_is_reported_to_the_observer() {
+    let dir = tempfile::tempdir().unwrap();
+    let obs = Arc::new(CollectingObserver::new());
+    let io = Io::new(Some(obs.clone()), &FlashConfig::default(), None).unwrap();
+    let f = io
+        .open(
+            &dir.path().join("c"),
+            OpenMode::CreateTruncate,
+            FileRole::of(FileKind::Collection),
+            "c".into(),
+        )
+        .unwrap();
+    io.write(&f, &[3; 8192], 0, PageKind::Leaf, 1, WriteCause::Other)
+        .unwrap();
+    let mut back = vec![0u8; 4096];
+    io.read(&f, &mut back, 4096).unwrap();
+    assert_eq!(back, vec![3u8; 4096]);
+    let events = obs.events();
+    let last = events.last().expect("events");
+    assert_eq!(
+        *last,
+        Event::Read {
+            time_ns: last.time_ns(),
+            file: f.id(),
+            offset: 4096,
+            len: 4096,
+        }
+    );
+    assert!(matches!(events[events.len() - 2], Event::Write(_)));
+}

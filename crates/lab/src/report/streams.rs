@@ -579,9 +579,9 @@ fn plots(
     Ok(())
 }
 
-/// WAF, GC copies and device write p99, every policy on every engine.
+/// WAF, GC copies and device write and read p99, every policy on every engine.
 fn secondary(r: &mut Report, t: &Table, k: &Condition, workloads: &[String]) {
-    r.h3("Write amplification, GC copies and device write p99");
+    r.h3("Write amplification, GC copies and device write and read p99");
     let mut rows = Vec::new();
     for w in workloads {
         let base = base_cell(k, w);
@@ -613,6 +613,18 @@ fn secondary(r: &mut Report, t: &Table, k: &Condition, workloads: &[String]) {
                     .paired_ratio(c, &base, |p| p.device.write_p99_us)
                     .map(|s| format!("{:.2}×", s.median))
                     .unwrap_or_default();
+                // Traces made before reads were recorded have none: no figure, not a zero.
+                let read = t
+                    .spread(c, |p| p.device.read_p99_us / 1e3)
+                    .filter(|s| s.max > 0.0)
+                    .map(|p99| {
+                        let vs = t
+                            .paired_ratio(c, &base, |p| p.device.read_p99_us)
+                            .map(|s| format!(" ({:.2}×)", s.median))
+                            .unwrap_or_default();
+                        format!("{}{vs}", p99.fmt(2))
+                    })
+                    .unwrap_or_else(|| "–".into());
                 rows.push(vec![
                     w.clone(),
                     engine_name(engine).into(),
@@ -620,6 +632,7 @@ fn secondary(r: &mut Report, t: &Table, k: &Condition, workloads: &[String]) {
                     wa.fmt(3),
                     gc.fmt(0),
                     format!("{} ({vs})", p99.fmt(2)),
+                    read,
                 ]);
             }
         }
@@ -632,6 +645,7 @@ fn secondary(r: &mut Report, t: &Table, k: &Condition, workloads: &[String]) {
             "WAF",
             "GC copies (k pages)",
             "device write p99, ms (× none)",
+            "device read p99, ms (× none)",
         ],
         rows,
     );

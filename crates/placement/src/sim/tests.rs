@@ -414,3 +414,90 @@ reuse 0x401327787d86f9a5 488120 9642 128841 31 0xfef168fc277a8fe7\n\
 oracle 0x400271819832b0e2 168192 4641 128841 31 0x1c490df1c9cb86ab\n\
 oracle-death 0x4001c3361e511a67 157227 4470 128841 31 0x9dc73e5beabe620f\n\
 ";
+
+/// The trace with a read of each write's range after it (file, offset, length as written),
+/// and a read of a range never written (unmapped: it costs the link only).
+fn with_reads(events: &[Event]) -> Vec<Event> {
+    let mut out = Vec::with_capacity(events.len() * 2);
+    for ev in events {
+        out.push(ev.clone());
+        if let Event::Write(w) = ev {
+            out.push(Event::Read {
+                time_ns: w.time_ns,
+                file: w.file,
+                offset: w.offset,
+                len: w.len,
+            });
+        }
+    }
+    out
+}
+
+/// Reads reach the device (counted, timed on the dies GC uses) but change no policy's
+/// choices and no write count: the WAF and the GC copies are the same with and without
+/// them, through the event-at-a-time replayer and the device plan alike.
+#[test]
+fn reads_cost_device_time_and_leave_every_write_as_it_was() {
+    let trace = generate(&SynthConfig::linkbench_like(7));
+    let read_trace = with_reads(&trace.events);
+    let reads = (read_trace.len() - trace.events.len()) as u64;
+    let pc = PlacementConfig::default();
+    // No end-of-load or stats reset: event indices differ between the two traces.
+    let rc = ReplayConfig {
+        trim: TrimConfig {
+            batch: None,
+            when: TrimWhen::Free,
+        },
+        end_of_load_at: None,
+        reset_stats_at: 0,
+    };
+    for name in ["none", "file", "dsm"] {
+        let timed = |events: &[Event]| {
+            let (mut dev, fs) = device(&trace, pc.streams);
+            let mut cfg = dev.config().clone();
+            cfg.timing = Some(ssd::TimingConfig::default());
+            dev = Ssd::new(cfg).unwrap();
+            replay_events(events, make_policy(name, &pc).unwrap(), dev, fs, rc).unwrap()
+        };
+        let (plain, read) = (timed(&trace.events), timed(&read_trace));
+        let (p, r) = (&plain.report, &read.report);
+        assert_eq!(read.counts.reads, reads, "{name}");
+        assert_eq!(plain.counts.reads, 0, "{name}");
+        assert_eq!(r.write_amplification, p.write_amplification, "{name}");
+        assert_eq!(r.counters.gc_copy_pages, p.counters.gc_copy_pages, "{name}");
+        assert_eq!(r.counters.host_write_pages, p.counters.host_write_pages);
+        assert!(r.host_read_ios > 0 && p.host_read_ios == 0, "{name}");
+        let (pt, rt) = (p.timing.as_ref().unwrap(), r.timing.as_ref().unwrap());
+        assert!(
+            rt.makespan_ns > pt.makespan_ns,
+            "{name}: reads take device time"
+        );
+        assert!(rt.read_latency.p99_us > 0.0, "{name}");
+    }
+    // The device plan (the lab's path) does the same.
+    let dir = tempfile::tempdir().unwrap();
+    let (dev, _) = device(&trace, pc.streams);
+    let job = TraceReplay {
+        trace: &dir.path().join("in-memory"),
+        policy: "dsm",
+        placement: &pc,
+        device: dev.config().clone(),
+        precondition: Some(ssd::PreconditionConfig::mkfs()),
+        alloc: AllocPolicy::NextFit,
+        fs_discard: false,
+        replay: rc,
+        loops: RunLoops::once(),
+    };
+    let plain = replay_loaded(&job, &trace.events, |_, _| {}).unwrap();
+    let read = replay_loaded(&job, &read_trace, |_, _| {}).unwrap();
+    assert_eq!(
+        read.report.write_amplification,
+        plain.report.write_amplification
+    );
+    assert_eq!(
+        read.report.counters.gc_copy_pages,
+        plain.report.counters.gc_copy_pages
+    );
+    assert_eq!(read.counts.reads, reads);
+    assert!(read.report.counters.host_read_pages > 0);
+}
