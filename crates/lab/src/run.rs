@@ -318,6 +318,10 @@ pub struct Point {
     pub leaf_kb: u32,
     pub compressor: String,
     pub allocation: String,
+    /// The engine run's dirty budget, `[target, trigger]` (`None` in points saved before it
+    /// was kept: the experiment's `dirty_pct` of the allocation, `summary::with_budgets`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dirty_pct: Option<[u8; 2]>,
     pub policy: String,
     pub trim: String,
     pub ssd: String,
@@ -467,7 +471,11 @@ impl Lab {
                 for &cache_share in &e.cache_shares {
                     for &leaf_kb in &e.leaf_kb {
                         for comp in &e.compressors {
-                            for alloc in &e.allocations {
+                            let engines = e
+                                .allocations
+                                .iter()
+                                .flat_map(|a| e.budgets_of(a).into_iter().map(move |d| (a, d)));
+                            for (alloc, dirty_pct) in engines {
                                 for &seed in &e.seeds {
                                     v.push(EngineWork {
                                         workload: w.clone(),
@@ -475,11 +483,7 @@ impl Lab {
                                         leaf_kb,
                                         compressor: comp.clone(),
                                         allocation: alloc.clone(),
-                                        dirty_pct: e
-                                            .dirty_pct
-                                            .get(alloc)
-                                            .copied()
-                                            .unwrap_or(ENGINE_DIRTY_PCT),
+                                        dirty_pct,
                                         seed,
                                         scale: scale.clone(),
                                     });
@@ -601,6 +605,7 @@ impl Lab {
             leaf_kb: run.leaf_kb,
             compressor: run.compressor.clone(),
             allocation: run.allocation.clone(),
+            dirty_pct: Some(run.dirty_pct),
             policy: device.policy.clone(),
             trim: device.trim.label(),
             ssd: device.ssd.label(),
@@ -1520,12 +1525,12 @@ pub fn write_results(
         out.join("results.json"),
         serde_json::to_string_pretty(&doc)?,
     )?;
-    let mut csv = String::from("experiment,scale,workload,seed,cache_share,leaf_kb,compressor,allocation,policy,trim,ssd,device_fill,host_ops_s,host_p50_us,host_p99_us,load_docs_s,db_mb,flash_writes_per_op,waf,gc_copies,erases,erase_max,device_s,modeled_ops_s,device_mb_s,write_p99_us,read_p99_us,trimmed_bytes,trim_commands\n");
+    let mut csv = String::from("experiment,scale,workload,seed,cache_share,leaf_kb,compressor,allocation,dirty_pct,policy,trim,ssd,device_fill,host_ops_s,host_p50_us,host_p99_us,load_docs_s,db_mb,flash_writes_per_op,waf,gc_copies,erases,erase_max,device_s,modeled_ops_s,device_mb_s,write_p99_us,read_p99_us,trimmed_bytes,trim_commands\n");
     for p in points {
         let d = &p.device;
         csv.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{:.1},{:.1},{:.1},{:.1},{:.2},{:.4},{:.4},{},{},{},{:.4},{:.1},{:.2},{:.1},{:.1},{},{}\n",
-            p.experiment, p.scale, p.workload, p.seed, p.cache_share, p.leaf_kb, p.compressor, p.allocation, p.policy, p.trim, p.ssd, p.device_fill,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{:.1},{:.1},{:.1},{:.1},{:.2},{:.4},{:.4},{},{},{},{:.4},{:.1},{:.2},{:.1},{:.1},{},{}\n",
+            p.experiment, p.scale, p.workload, p.seed, p.cache_share, p.leaf_kb, p.compressor, p.allocation, p.dirty_pct.map_or("–".into(), |[t, g]| format!("{t}/{g}")), p.policy, p.trim, p.ssd, p.device_fill,
             p.host_ops_s, p.host_p50_us, p.host_p99_us, p.load_docs_s, p.db_mb, d.flash_writes_per_op, d.waf, d.gc_copies, d.erases, d.erase_max,
             d.device_s, d.modeled_ops_s, d.device_mb_s, d.write_p99_us, d.read_p99_us, d.trimmed_bytes, d.trim_commands
         ));
