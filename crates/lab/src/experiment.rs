@@ -1191,6 +1191,54 @@ mod tests {
         assert!(err.contains("discard"), "{err}");
     }
 
+    /// The main job and the factorial run both allocations at both budgets; the factorial
+    /// adds TRIM at the reference scale; the fresh-seed spec scores seeds 5–7 beside 2–4.
+    #[test]
+    fn the_factorial_runs_every_allocation_at_every_budget() {
+        for name in ["streams-quick", "factorial"] {
+            let e = find(name).unwrap();
+            for alloc in ["best", "sweep"] {
+                assert_eq!(
+                    e.budgets_of(alloc),
+                    vec![ENGINE_DIRTY_PCT, FLASH_MODE_DIRTY_PCT],
+                    "{name} {alloc}"
+                );
+            }
+            assert_eq!(e.allocations, ["best", "sweep"]);
+            assert_eq!(e.policies, all_policies());
+            assert_eq!(e.seeds, SCORING_SEEDS);
+        }
+        let f = find("factorial").unwrap();
+        assert_eq!(f.trims, vec![TrimSpec::off(), TrimSpec::safe(20_000)]);
+        let reference = find("streams").map(at_reference_scale).unwrap();
+        assert_eq!(
+            (f.scale.as_str(), f.ycsb_key_classes, f.linkbench_degree_cap),
+            (
+                "large",
+                reference.ycsb_key_classes,
+                reference.linkbench_degree_cap
+            )
+        );
+        let fresh = find("fresh-seeds").unwrap();
+        assert_eq!(fresh.seeds, [2, 3, 4, 5, 6, 7]);
+        assert_eq!(fresh.workloads, WORKLOADS);
+        // Without the factorial an allocation runs at its own budget only.
+        let streams = find("streams").unwrap();
+        assert_eq!(streams.budgets_of("sweep"), vec![CODESIGN_DIRTY_PCT]);
+        assert_eq!(streams.budgets_of("best"), vec![ENGINE_DIRTY_PCT]);
+        for (budgets, why) in [
+            (vec![[20, 10]], "target above trigger"),
+            (vec![[5, 20], [5, 20]], "twice"),
+        ] {
+            let bad = Experiment {
+                dirty_budgets: budgets,
+                ..streams.clone()
+            };
+            let err = bad.validate().expect_err(why).to_string();
+            assert!(err.contains("dirty_budgets"), "{why}: {err}");
+        }
+    }
+
     #[test]
     fn the_co_design_runs_the_sweep_with_its_dirty_budget_and_bad_budgets_are_refused() {
         let e = find("streams-quick").unwrap();

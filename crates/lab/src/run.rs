@@ -1593,6 +1593,42 @@ mod tests {
         }
     }
 
+    /// A factorial runs each allocation at each budget, one engine run apiece, and keeps the
+    /// keys of the runs an experiment without it made (their saved points are reused).
+    #[test]
+    fn a_factorial_runs_every_allocation_at_every_budget_under_its_own_key() {
+        let out = tempfile::tempdir().unwrap();
+        let exp = crate::experiment::find("streams-quick").unwrap();
+        let lab = Lab::new(out.path(), exp.clone(), None, true).unwrap();
+        let work = lab.engine_work();
+        let per_point: Vec<(&str, [u8; 2])> = work
+            .iter()
+            .filter(|w| w.workload == "ycsb-update-only" && w.seed == 2)
+            .map(|w| (w.allocation.as_str(), w.dirty_pct))
+            .collect();
+        assert_eq!(
+            per_point,
+            [
+                ("best", [5, 20]),
+                ("best", [50, 80]),
+                ("sweep", [5, 20]),
+                ("sweep", [50, 80])
+            ]
+        );
+        let keys: std::collections::BTreeSet<String> =
+            work.iter().map(|w| lab.engine_key(w)).collect();
+        assert_eq!(keys.len(), work.len(), "one key per engine run");
+        // The named rows' runs have the keys the experiment had before the factorial.
+        let before = Experiment {
+            dirty_budgets: Vec::new(),
+            ..exp
+        };
+        let old = Lab::new(out.path(), before, None, true).unwrap();
+        for w in old.engine_work() {
+            assert!(keys.contains(&old.engine_key(&w)), "{w:?}");
+        }
+    }
+
     #[test]
     fn reference_runs_begin_first_and_each_group_keeps_its_order() {
         let point = |workload: &str, allocation: &str, dirty_pct| EngineWork {
