@@ -3,7 +3,7 @@
 //! seeds' published claims beside ours.
 
 use crate::experiment::{Experiment, ENGINE_DIRTY_PCT, FLASH_MODE_DIRTY_PCT};
-use crate::run::Point;
+use crate::run::{EngineRun, Point};
 use std::collections::BTreeMap;
 
 /// An engine as the lab runs it: the tables' block allocation and eviction's dirty budget
@@ -28,13 +28,24 @@ pub const FLASH_MODE: Engine = Engine {
     dirty_pct: FLASH_MODE_DIRTY_PCT,
 };
 
-/// The points with their dirty budget filled in: a point saved before the budget was kept ran
-/// at the experiment's `dirty_pct` of its allocation (the only budget an allocation had then).
-pub fn with_budgets(exp: &Experiment, points: &[Point]) -> Vec<Point> {
+/// The points with their dirty budget filled in. A point saved before the budget was kept ran
+/// at its engine run's (one per allocation then; an engine run saved before budgets existed
+/// ran at WiredTiger's, its serde default), or, with no engine run at hand, at the experiment's
+/// `dirty_pct` of its allocation.
+pub fn with_budgets(exp: &Experiment, points: &[Point], runs: &[EngineRun]) -> Vec<Point> {
+    let run_budget = |p: &Point| {
+        runs.iter()
+            .find(|r| {
+                (&r.workload, r.seed, &r.allocation, r.leaf_kb, &r.compressor)
+                    == (&p.workload, p.seed, &p.allocation, p.leaf_kb, &p.compressor)
+                    && r.cache_share == p.cache_share
+            })
+            .map(|r| r.dirty_pct)
+    };
     points
         .iter()
         .map(|p| Point {
-            dirty_pct: Some(p.dirty_pct.unwrap_or_else(|| {
+            dirty_pct: Some(p.dirty_pct.or_else(|| run_budget(p)).unwrap_or_else(|| {
                 exp.dirty_pct
                     .get(&p.allocation)
                     .copied()

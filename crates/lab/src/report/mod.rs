@@ -234,7 +234,7 @@ pub fn write(
         reproduce_command(exp)
     ));
     // Points saved before their dirty budget was kept get the experiment's.
-    let points = &crate::summary::with_budgets(exp, points);
+    let points = &crate::summary::with_budgets(exp, points, runs);
     // A stream report opens with its headline (flash writes per operation and modeled
     // throughput at equal engine settings); how the numbers were made follows it.
     let headline_first = matches!(exp.kind, Kind::Streams | Kind::PrimaryFilter);

@@ -1008,7 +1008,7 @@ fn file_share(runs: &[EngineRun], workload: &str, kind: &str) -> Option<f64> {
 /// operation per policy and workload, and how far this run's lie from it.
 pub fn compare(r: &mut Report, exp: &Experiment, points: &[Point], rf: &crate::Reference) {
     let here = Table::new(points);
-    let theirs = crate::summary::with_budgets(&rf.experiment, &rf.points);
+    let theirs = crate::summary::with_budgets(&rf.experiment, &rf.points, &[]);
     let there = Table::new(&theirs);
     let mut rows = Vec::new();
     let mut worst: f64 = 0.0;
