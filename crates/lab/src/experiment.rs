@@ -1239,6 +1239,27 @@ mod tests {
         }
     }
 
+    /// Committed runs whose sweep ran before the co-design's budget existed keep 5/20 on a
+    /// rerun of their experiment.yaml (docs/placement.md, "Which committed runs a rerun
+    /// reproduces").
+    #[test]
+    fn committed_runs_from_before_the_budget_pin_it() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results");
+        for dir in [
+            "streams-fresh-lbmixed",
+            "streams-large-lbmixed",
+            "streams-medium",
+            "streams-quick-repeat",
+            "streams-trim-quick",
+            "real-wiredtiger-quick",
+        ] {
+            let text = std::fs::read_to_string(root.join(dir).join("experiment.yaml")).unwrap();
+            let e: Experiment = serde_yaml::from_str(&text).unwrap();
+            e.validate().unwrap();
+            assert_eq!(e.budgets_of("sweep"), vec![ENGINE_DIRTY_PCT], "{dir}");
+        }
+    }
+
     #[test]
     fn the_co_design_runs_the_sweep_with_its_dirty_budget_and_bad_budgets_are_refused() {
         let e = find("streams-quick").unwrap();
