@@ -145,7 +145,7 @@ pub fn headline(
                         .collect()
                 })
                 .collect();
-            r.p(format!("*{title}*"));
+            r.p(format!("**{title}**"));
             r.table(&head, rows);
         }
     }
