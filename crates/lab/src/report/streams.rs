@@ -121,8 +121,7 @@ pub fn section(
             k.4
         ));
         r.p(format!(
-            "Each cell: median over {seeds} workload seed(s), [min–max] when there are several. **Flash page writes per operation** = host pages written × the device's write amplification ÷ run-phase operations: what one operation costs the flash, engine and placement together. **Modeled throughput** = the measured pass's operations ÷ the simulated device's time to absorb them. The first tables hold every engine setting equal and vary the placement only; *flash mode* is `{}` on {}; *WiredTiger's defaults* are `none` on best fit with a 5/20 % dirty budget and 80/95 % eviction, TRIM off. Rows that change more than one setting come after them, labelled, with the decomposition.",
-            crate::experiment::SHIPPED_POLICY,
+            "Each cell: median over {seeds} workload seed(s), [min–max] when there are several. **Flash page writes per operation** = host pages written × the device's write amplification ÷ run-phase operations: what one operation costs the flash, engine and placement together. **Modeled throughput** = the measured pass's operations ÷ the simulated device's time to absorb them. The first tables hold every engine setting equal and vary the placement only; *flash mode* is {}; *WiredTiger's defaults* are `none` on best fit with a 5/20 % dirty budget and 80/95 % eviction, TRIM off. Rows that change more than one setting come after them, labelled, with the decomposition.",
             codesign_words()
         ));
         credit::headline(r, exp, &t, &k, &workloads)?;
