@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # flashdoc's main job: the lab's headline experiment, `streams-quick` — five workloads (YCSB
-# update-heavy and update-only, LinkBench original, mixed and update-only) on the engine, every
-# placement policy replayed on an aged 8-stream simulated SSD — then prints the report's path.
+# update-heavy and update-only, LinkBench original, mixed and update-only) on the engine, both
+# allocations (best fit, sweep) at both dirty budgets (WiredTiger's 5/20, flash mode's 50/80),
+# every placement policy replayed on an aged 8-stream simulated SSD — then prints the report's
+# path. The report opens with every policy at equal engine settings (flash mode's, then
+# WiredTiger's defaults), flash mode's policy against every seed policy and the oracle, and
+# the decomposition of flash mode's gain over dsm into budget, allocator and policy.
 # A rerun resumes (finished points are kept in results/lab/streams-quick/points).
 set -euo pipefail
 cd "$(dirname "$0")/.."

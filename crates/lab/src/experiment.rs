@@ -367,6 +367,12 @@ pub struct Experiment {
     /// operations (docs/lab.md, "Equal intervals").
     #[serde(default = "codesign_dirty_pct")]
     pub dirty_pct: BTreeMap<String, [u8; 2]>,
+    /// The factorial's dirty budgets, `[target, trigger]`: when not empty, every allocation
+    /// runs at every one of them (so best fit also runs at flash mode's budget and the sweep at
+    /// WiredTiger's), and `dirty_pct` is not used. Empty, each allocation runs at its
+    /// `dirty_pct` only (docs/lab.md, "Credit at equal engine settings").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dirty_budgets: Vec<[u8; 2]>,
     /// TRIM and discard conditions.
     pub trims: Vec<TrimSpec>,
     pub ssds: Vec<SsdSpec>,
@@ -435,6 +441,20 @@ pub struct Experiment {
 }
 
 impl Experiment {
+    /// The dirty budgets `allocation` runs at: every one of `dirty_budgets` in a factorial,
+    /// else its own `dirty_pct` (WiredTiger's 5/20 when it has none).
+    pub fn budgets_of(&self, allocation: &str) -> Vec<[u8; 2]> {
+        if self.dirty_budgets.is_empty() {
+            vec![self
+                .dirty_pct
+                .get(allocation)
+                .copied()
+                .unwrap_or(ENGINE_DIRTY_PCT)]
+        } else {
+            self.dirty_budgets.clone()
+        }
+    }
+
     /// The sizes of scale `name` as this experiment runs it: its run-phase length and its
     /// LinkBench degree cap.
     pub fn scale_spec(&self, name: &str) -> Option<ScaleSpec> {
@@ -476,8 +496,67 @@ pub const CODESIGN_DIRTY_PCT: [u8; 2] = [50, 80];
 /// The engine's own dirty budget (WiredTiger's defaults).
 pub const ENGINE_DIRTY_PCT: [u8; 2] = [5, 20];
 
+/// Flash mode's dirty budget: the co-design's.
+pub const FLASH_MODE_DIRTY_PCT: [u8; 2] = CODESIGN_DIRTY_PCT;
+
+/// Eviction's clean-and-dirty budget, `[target, trigger]` percent of the cache: WiredTiger's
+/// 80/95, which the lab's engines keep (the engine's default, `EngineConfig::default`).
+pub const EVICTION_PCT: [u8; 2] = [80, 95];
+
+/// The placement policy flash mode ships. The lab's own name for it until the engine's
+/// `engine::settings` flash-mode defaults and their `SHIPPED_POLICY` land; then this points
+/// at the engine's, so the lab scores the policy the server runs.
+pub const SHIPPED_POLICY: &str = "filelog";
+
+/// The policies the seeds published (seed 000, seed 003): flash mode's is scored against each.
+pub const SEED_POLICIES: &[&str] = &["none", "file", "boundary", "dsm"];
+
+/// The scoring seeds (the policies' parameters were frozen on seed 1) and the fresh seeds
+/// scored beside them.
+pub const SCORING_SEEDS: [u64; 3] = [2, 3, 4];
+pub const FRESH_SEEDS: [u64; 3] = [5, 6, 7];
+
 fn codesign_dirty_pct() -> BTreeMap<String, [u8; 2]> {
     BTreeMap::from([("sweep".to_string(), CODESIGN_DIRTY_PCT)])
+}
+
+fn factorial_budgets() -> Vec<[u8; 2]> {
+    vec![ENGINE_DIRTY_PCT, FLASH_MODE_DIRTY_PCT]
+}
+
+/// The reference scale's settings (docs/placement.md, "The reference scale"): large, with
+/// YCSB's skew held over 40 000 key classes and LinkBench's out-degree capped at 7 500.
+fn at_reference_scale(e: Experiment) -> Experiment {
+    Experiment {
+        scale: "large".into(),
+        ycsb_key_classes: Some(40_000),
+        linkbench_degree_cap: Some(7_500),
+        ..e
+    }
+}
+
+/// The full factorial at the reference scale: {best fit, sweep} × {5/20, flash mode's budget}
+/// × every policy × seeds 2–4 × TRIM off and on. `--scale quick` runs it small.
+fn factorial(base: &Experiment) -> Experiment {
+    at_reference_scale(Experiment {
+        name: "factorial".into(),
+        title: "Allocation × dirty budget × policy × TRIM, at equal engine settings".into(),
+        description: "Both allocations (best fit, sweep) at both dirty budgets (WiredTiger's 5/20 and flash mode's 50/80), every placement policy, with TRIM off (the seeds' conditions) and safe batched TRIM (k = 20 000, discard on): every comparison at equal engine settings, and the decomposition of flash mode's gain over dsm into budget, allocator and policy. At the reference scale (large, YCSB's skew and LinkBench's out-degree cap held).".into(),
+        dirty_budgets: factorial_budgets(),
+        trims: vec![TrimSpec::off(), TrimSpec::safe(20_000)],
+        ..base.clone()
+    })
+}
+
+/// Scoring seeds 2–4 beside fresh seeds 5–7, every workload, at the reference scale.
+fn fresh_seeds(base: &Experiment) -> Experiment {
+    at_reference_scale(Experiment {
+        name: "fresh-seeds".into(),
+        title: "Every workload on the scoring seeds 2–4 and the fresh seeds 5–7".into(),
+        description: "The five workloads at flash mode's engine settings and WiredTiger's, every policy, on the scoring seeds 2–4 and on seeds 5–7, which no parameter was tuned on (the policies are frozen on seed 1); the report sets the two groups of seeds side by side. At the reference scale (large, YCSB's skew and LinkBench's out-degree cap held).".into(),
+        seeds: SCORING_SEEDS.iter().chain(&FRESH_SEEDS).copied().collect(),
+        ..base.clone()
+    })
 }
 
 fn best_fit() -> Vec<String> {
@@ -558,6 +637,7 @@ fn builtin_defaults() -> Experiment {
         allocations: both_engines(),
         sweep_reserve_pct: sweep_reserve_pct(),
         dirty_pct: codesign_dirty_pct(),
+        dirty_budgets: Vec::new(),
         trims: vec![TrimSpec::off()],
         ssds: vec![ssd8()],
         device_fill: r.device_fill,
@@ -581,8 +661,9 @@ fn stream_builtins(base: &Experiment) -> Vec<Experiment> {
     vec![
         Experiment {
             name: "streams-quick".into(),
-            title: "Stream placement per policy and workload (quick)".into(),
-            description: "A small `streams`: the five workloads of seed 000 Table 1, every placement policy, on an 8-stream simulated SSD under the seeds' conditions (the file system made on the device, which mkfs discards; then no TRIM, no discard), reads included. The README's main job.".into(),
+            title: "Stream placement per policy and workload at equal engine settings (quick)".into(),
+            description: "A small `streams`: the five workloads of seed 000 Table 1, every placement policy, on an 8-stream simulated SSD under the seeds' conditions (the file system made on the device, which mkfs discards; then no TRIM, no discard), reads included, on both allocations at both dirty budgets (WiredTiger's 5/20 and flash mode's 50/80): every policy at flash mode's engine settings and at WiredTiger's, and the 2×2×2 cells the decomposition of flash mode's gain needs. The README's main job.".into(),
+            dirty_budgets: factorial_budgets(),
             ..base.clone()
         },
         Experiment {
@@ -596,6 +677,7 @@ fn stream_builtins(base: &Experiment) -> Vec<Experiment> {
                 .to_vec(),
             ..base.clone()
         },
+        factorial(base),
         Experiment {
             name: "streams".into(),
             title: "Stream placement per policy and workload".into(),
@@ -640,6 +722,7 @@ fn stream_builtins(base: &Experiment) -> Vec<Experiment> {
             leaf_kb: vec![32, 4],
             ..base.clone()
         },
+        fresh_seeds(base),
     ]
 }
 
@@ -880,6 +963,14 @@ impl Experiment {
             }
             if let Err(why) = engine::config::check_eviction_pct(target, trigger) {
                 bail!("experiment {name}: dirty_pct of {alloc}: {why}");
+            }
+        }
+        for (i, &[target, trigger]) in self.dirty_budgets.iter().enumerate() {
+            if let Err(why) = engine::config::check_eviction_pct(target, trigger) {
+                bail!("experiment {name}: dirty_budgets[{i}]: {why}");
+            }
+            if self.dirty_budgets[..i].contains(&[target, trigger]) {
+                bail!("experiment {name}: dirty_budgets names {target}/{trigger} twice");
             }
         }
         Ok(())
@@ -1171,6 +1262,75 @@ mod tests {
         }];
         let err = e.validate().unwrap_err().to_string();
         assert!(err.contains("discard"), "{err}");
+    }
+
+    /// The main job and the factorial run both allocations at both budgets; the factorial
+    /// adds TRIM at the reference scale; the fresh-seed spec scores seeds 5–7 beside 2–4.
+    #[test]
+    fn the_factorial_runs_every_allocation_at_every_budget() {
+        for name in ["streams-quick", "factorial"] {
+            let e = find(name).unwrap();
+            for alloc in ["best", "sweep"] {
+                assert_eq!(
+                    e.budgets_of(alloc),
+                    vec![ENGINE_DIRTY_PCT, FLASH_MODE_DIRTY_PCT],
+                    "{name} {alloc}"
+                );
+            }
+            assert_eq!(e.allocations, ["best", "sweep"]);
+            assert_eq!(e.policies, all_policies());
+            assert_eq!(e.seeds, SCORING_SEEDS);
+        }
+        let f = find("factorial").unwrap();
+        assert_eq!(f.trims, vec![TrimSpec::off(), TrimSpec::safe(20_000)]);
+        let reference = find("streams").map(at_reference_scale).unwrap();
+        assert_eq!(
+            (f.scale.as_str(), f.ycsb_key_classes, f.linkbench_degree_cap),
+            (
+                "large",
+                reference.ycsb_key_classes,
+                reference.linkbench_degree_cap
+            )
+        );
+        let fresh = find("fresh-seeds").unwrap();
+        assert_eq!(fresh.seeds, [2, 3, 4, 5, 6, 7]);
+        assert_eq!(fresh.workloads, WORKLOADS);
+        // Without the factorial an allocation runs at its own budget only.
+        let streams = find("streams").unwrap();
+        assert_eq!(streams.budgets_of("sweep"), vec![CODESIGN_DIRTY_PCT]);
+        assert_eq!(streams.budgets_of("best"), vec![ENGINE_DIRTY_PCT]);
+        for (budgets, why) in [
+            (vec![[20, 10]], "target above trigger"),
+            (vec![[5, 20], [5, 20]], "twice"),
+        ] {
+            let bad = Experiment {
+                dirty_budgets: budgets,
+                ..streams.clone()
+            };
+            let err = bad.validate().expect_err(why).to_string();
+            assert!(err.contains("dirty_budgets"), "{why}: {err}");
+        }
+    }
+
+    /// Committed runs whose sweep ran before the co-design's budget existed keep 5/20 on a
+    /// rerun of their experiment.yaml (docs/placement.md, "Which committed runs a rerun
+    /// reproduces").
+    #[test]
+    fn committed_runs_from_before_the_budget_pin_it() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results");
+        for dir in [
+            "streams-fresh-lbmixed",
+            "streams-large-lbmixed",
+            "streams-medium",
+            "streams-quick-repeat",
+            "streams-trim-quick",
+            "real-wiredtiger-quick",
+        ] {
+            let text = std::fs::read_to_string(root.join(dir).join("experiment.yaml")).unwrap();
+            let e: Experiment = serde_yaml::from_str(&text).unwrap();
+            e.validate().unwrap();
+            assert_eq!(e.budgets_of("sweep"), vec![ENGINE_DIRTY_PCT], "{dir}");
+        }
     }
 
     #[test]

@@ -318,6 +318,10 @@ pub struct Point {
     pub leaf_kb: u32,
     pub compressor: String,
     pub allocation: String,
+    /// The engine run's dirty budget, `[target, trigger]` (`None` in points saved before it
+    /// was kept: the experiment's `dirty_pct` of the allocation, `summary::with_budgets`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dirty_pct: Option<[u8; 2]>,
     pub policy: String,
     pub trim: String,
     pub ssd: String,
@@ -467,7 +471,11 @@ impl Lab {
                 for &cache_share in &e.cache_shares {
                     for &leaf_kb in &e.leaf_kb {
                         for comp in &e.compressors {
-                            for alloc in &e.allocations {
+                            let engines = e
+                                .allocations
+                                .iter()
+                                .flat_map(|a| e.budgets_of(a).into_iter().map(move |d| (a, d)));
+                            for (alloc, dirty_pct) in engines {
                                 for &seed in &e.seeds {
                                     v.push(EngineWork {
                                         workload: w.clone(),
@@ -475,11 +483,7 @@ impl Lab {
                                         leaf_kb,
                                         compressor: comp.clone(),
                                         allocation: alloc.clone(),
-                                        dirty_pct: e
-                                            .dirty_pct
-                                            .get(alloc)
-                                            .copied()
-                                            .unwrap_or(ENGINE_DIRTY_PCT),
+                                        dirty_pct,
                                         seed,
                                         scale: scale.clone(),
                                     });
@@ -601,6 +605,7 @@ impl Lab {
             leaf_kb: run.leaf_kb,
             compressor: run.compressor.clone(),
             allocation: run.allocation.clone(),
+            dirty_pct: Some(run.dirty_pct),
             policy: device.policy.clone(),
             trim: device.trim.label(),
             ssd: device.ssd.label(),
@@ -927,6 +932,20 @@ fn engine_config(
         .expect("the lab's engines journal")
         .block_aligned = true;
     cfg.uuid_seed = Some(w.seed);
+    // Pinned, not the engine's defaults, so the traces stay what they were when those move
+    // (flash mode): every engine loads with WiredTiger's eviction and dirty budget (its own
+    // budget is set at the end of the load), and the engine itself places nothing, trims
+    // nothing and sets no hints — the replay applies the policies and TRIM conditions.
+    cfg.engine.eviction_target = crate::experiment::EVICTION_PCT[0];
+    cfg.engine.eviction_trigger = crate::experiment::EVICTION_PCT[1];
+    cfg.engine.eviction_dirty_target = ENGINE_DIRTY_PCT[0];
+    cfg.engine.eviction_dirty_trigger = ENGINE_DIRTY_PCT[1];
+    cfg.engine.flash = engine::FlashConfig {
+        placement: placement::policy::PolicyName::NONE,
+        placement_config: PlacementConfig::default(),
+        trim_batch: None,
+        linux_hints: false,
+    };
     cfg.engine.observer = Some(obs);
     let alloc: engine::AllocPolicy = w.allocation.parse().map_err(|e| anyhow!("{e}"))?;
     cfg.collection_table = TableConfig {
@@ -1563,12 +1582,12 @@ pub fn write_results(
         out.join("results.json"),
         serde_json::to_string_pretty(&doc)?,
     )?;
-    let mut csv = String::from("experiment,scale,workload,seed,cache_share,leaf_kb,compressor,allocation,policy,trim,ssd,device_fill,host_ops_s,host_p50_us,host_p99_us,load_docs_s,db_mb,flash_writes_per_op,waf,gc_copies,erases,erase_max,device_s,modeled_ops_s,device_mb_s,write_p99_us,read_p99_us,trimmed_bytes,trim_commands\n");
+    let mut csv = String::from("experiment,scale,workload,seed,cache_share,leaf_kb,compressor,allocation,dirty_pct,policy,trim,ssd,device_fill,host_ops_s,host_p50_us,host_p99_us,load_docs_s,db_mb,flash_writes_per_op,waf,gc_copies,erases,erase_max,device_s,modeled_ops_s,device_mb_s,write_p99_us,read_p99_us,trimmed_bytes,trim_commands\n");
     for p in points {
         let d = &p.device;
         csv.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{:.1},{:.1},{:.1},{:.1},{:.2},{:.4},{:.4},{},{},{},{:.4},{:.1},{:.2},{:.1},{:.1},{},{}\n",
-            p.experiment, p.scale, p.workload, p.seed, p.cache_share, p.leaf_kb, p.compressor, p.allocation, p.policy, p.trim, p.ssd, p.device_fill,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{:.1},{:.1},{:.1},{:.1},{:.2},{:.4},{:.4},{},{},{},{:.4},{:.1},{:.2},{:.1},{:.1},{},{}\n",
+            p.experiment, p.scale, p.workload, p.seed, p.cache_share, p.leaf_kb, p.compressor, p.allocation, p.dirty_pct.map_or("–".into(), |[t, g]| format!("{t}/{g}")), p.policy, p.trim, p.ssd, p.device_fill,
             p.host_ops_s, p.host_p50_us, p.host_p99_us, p.load_docs_s, p.db_mb, d.flash_writes_per_op, d.waf, d.gc_copies, d.erases, d.erase_max,
             d.device_s, d.modeled_ops_s, d.device_mb_s, d.write_p99_us, d.read_p99_us, d.trimmed_bytes, d.trim_commands
         ));
@@ -1628,6 +1647,42 @@ mod tests {
         assert!(second.is_dir() && std::fs::read_dir(&second).unwrap().next().is_none());
         for d in [first, second] {
             std::fs::remove_dir_all(d).unwrap();
+        }
+    }
+
+    /// A factorial runs each allocation at each budget, one engine run apiece, and keeps the
+    /// keys of the runs an experiment without it made (their saved points are reused).
+    #[test]
+    fn a_factorial_runs_every_allocation_at_every_budget_under_its_own_key() {
+        let out = tempfile::tempdir().unwrap();
+        let exp = crate::experiment::find("streams-quick").unwrap();
+        let lab = Lab::new(out.path(), exp.clone(), None, true).unwrap();
+        let work = lab.engine_work();
+        let per_point: Vec<(&str, [u8; 2])> = work
+            .iter()
+            .filter(|w| w.workload == "ycsb-update-only" && w.seed == 2)
+            .map(|w| (w.allocation.as_str(), w.dirty_pct))
+            .collect();
+        assert_eq!(
+            per_point,
+            [
+                ("best", [5, 20]),
+                ("best", [50, 80]),
+                ("sweep", [5, 20]),
+                ("sweep", [50, 80])
+            ]
+        );
+        let keys: std::collections::BTreeSet<String> =
+            work.iter().map(|w| lab.engine_key(w)).collect();
+        assert_eq!(keys.len(), work.len(), "one key per engine run");
+        // The named rows' runs have the keys the experiment had before the factorial.
+        let before = Experiment {
+            dirty_budgets: Vec::new(),
+            ..exp
+        };
+        let old = Lab::new(out.path(), before, None, true).unwrap();
+        for w in old.engine_work() {
+            assert!(keys.contains(&old.engine_key(&w)), "{w:?}");
         }
     }
 

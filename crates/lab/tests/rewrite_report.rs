@@ -57,10 +57,19 @@ fn a_committed_run_is_reported_again_with_its_claims_at_the_seeds_conditions() {
         md.contains("under the seeds' conditions (no TRIM, no discard)"),
         "the claims stand beside the seeds' conditions, not the TRIM run"
     );
+    // The WAF of every policy per engine is in the secondary table (the headline's own tables
+    // hold the engine settings equal).
     assert_eq!(
-        md.matches("### Write amplification of the device").count(),
+        md.matches("### Write amplification, GC copies and device write p99")
+            .count(),
         2,
         "a WAF table per TRIM condition"
+    );
+    assert_eq!(
+        md.matches("### At equal engine settings — flash mode's")
+            .count(),
+        2,
+        "an equal-settings headline per TRIM condition"
     );
     let rows = claim_rows(&md);
     assert!(rows.len() >= 20, "{} claim rows", rows.len());

@@ -2,8 +2,10 @@
 //! the model that produced them, and a reading of each result. Written as `report.md` (plots
 //! as files beside it) and a self-contained `report.html` (plots inlined).
 
+mod credit;
 mod scale;
 mod sections;
+pub mod settings;
 mod streams;
 
 use crate::experiment::{Experiment, Kind, ScaleSpec};
@@ -231,7 +233,14 @@ pub fn write(
         scales_text(exp, scale),
         reproduce_command(exp)
     ));
-    model_section(&mut r, exp, points, runs);
+    // Points saved before their dirty budget was kept get the experiment's.
+    let points = &crate::summary::with_budgets(exp, points, runs);
+    // A stream report opens with its headline (flash writes per operation and modeled
+    // throughput at equal engine settings); how the numbers were made follows it.
+    let headline_first = matches!(exp.kind, Kind::Streams | Kind::PrimaryFilter);
+    if !headline_first {
+        model_section(&mut r, exp, points, runs);
+    }
     match exp.kind {
         Kind::Streams | Kind::PrimaryFilter => streams::section(&mut r, out, exp, points, runs)?,
         Kind::LeafSize => sections::leaf(&mut r, out, points)?,
@@ -244,6 +253,9 @@ pub fn write(
         Kind::RealWiredTiger => {
             unreachable!("real-wiredtiger writes its own report (realwt.rs)")
         }
+    }
+    if headline_first {
+        model_section(&mut r, exp, points, runs);
     }
     if let Some(rf) = reference {
         streams::compare(&mut r, exp, points, rf);
@@ -336,7 +348,7 @@ fn ratios_section(r: &mut Report, exp: &Experiment, runs: &[EngineRun]) {
             format!(
                 "{} ({}, seed {})",
                 e.workload,
-                streams::engine_name(&e.allocation),
+                streams::engine_name(&e.allocation, e.dirty_pct),
                 e.seed
             ),
             format!("{:.0} MB", cap / (1 << 20) as f64),

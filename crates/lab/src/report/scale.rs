@@ -6,7 +6,9 @@ use super::Report;
 use crate::experiment::{Experiment, SCALES};
 use crate::plot::{self, Bars};
 use crate::run::Point;
-use crate::summary::{flash_per_op, gap_closure, modeled, waf, Cell, Table, FLASHDOC, WIREDTIGER};
+use crate::summary::{
+    flash_per_op, gap_closure, modeled, waf, Cell, Table, FLASH_MODE, WIREDTIGER,
+};
 use anyhow::Result;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -29,7 +31,7 @@ const FIGURES: &[Figure] = &[
         flash(t, &b.with(WIREDTIGER, "filelog"))
     }),
     ("flashdoc flash writes/op", |t, b| {
-        flash(t, &b.with(FLASHDOC, "filelog"))
+        flash(t, &b.with(FLASH_MODE, "filelog"))
     }),
     ("oracle flash writes/op", |t, b| {
         ["oracle", "oracle-death"]
@@ -42,14 +44,14 @@ const FIGURES: &[Figure] = &[
             .map(|s| s.median)
     }),
     ("flashdoc throughput × none", |t, b| {
-        t.paired_ratio(&b.with(FLASHDOC, "filelog"), b, modeled)
+        t.paired_ratio(&b.with(FLASH_MODE, "filelog"), b, modeled)
             .map(|s| s.median)
     }),
     ("co-design gap closed", |t, b| {
         gap_closure(
             t,
             b,
-            (FLASHDOC, "filelog"),
+            (FLASH_MODE, "filelog"),
             (WIREDTIGER, "dsm"),
             WIREDTIGER,
             flash_per_op,
@@ -85,13 +87,13 @@ const SPLIT: &[(&str, Side, FigureFn)] = &[
         host_pages(t, &b.with(WIREDTIGER, "dsm"))
     }),
     ("host pages/op, flashdoc engine", Side::Engine, |t, b| {
-        host_pages(t, &b.with(FLASHDOC, "filelog"))
+        host_pages(t, &b.with(FLASH_MODE, "filelog"))
     }),
     ("dsm WAF", Side::Device, |t, b| {
         waf_of(t, &b.with(WIREDTIGER, "dsm"))
     }),
     ("flashdoc WAF", Side::Device, |t, b| {
-        waf_of(t, &b.with(FLASHDOC, "filelog"))
+        waf_of(t, &b.with(FLASH_MODE, "filelog"))
     }),
     ("oracle WAF", Side::Device, |t, b| {
         ["oracle", "oracle-death"]
@@ -103,7 +105,7 @@ const SPLIT: &[(&str, Side, FigureFn)] = &[
         "flashdoc ÷ dsm, flash writes/op",
         Side::Relative,
         |t, b| {
-            Some(flash(t, &b.with(FLASHDOC, "filelog"))? / flash(t, &b.with(WIREDTIGER, "dsm"))?)
+            Some(flash(t, &b.with(FLASH_MODE, "filelog"))? / flash(t, &b.with(WIREDTIGER, "dsm"))?)
         },
     ),
 ];
@@ -232,10 +234,7 @@ fn at_scales(tables: &[(&str, Vec<Point>)], w: &str, trim: &str) -> (Columns, Co
             .map(|(_, ps)| {
                 let t = Table::new(ps);
                 let base = t.cells.keys().find(|c| {
-                    c.workload == w
-                        && c.trim == trim
-                        && c.allocation == WIREDTIGER
-                        && c.policy == "none"
+                    c.workload == w && c.trim == trim && c.on(WIREDTIGER) && c.policy == "none"
                 });
                 base.and_then(|b| figure(&t, b))
             })

@@ -105,7 +105,7 @@ fn leaf_rows(t: &Table, w: &str, policies: &[(String, String)]) -> Option<LeafRo
     let mut rows = Vec::new();
     let (mut s32, mut s4, mut cats) = (Vec::new(), Vec::new(), Vec::new());
     for (alloc, pol) in policies {
-        let label = format!("{pol} ({})", super::streams::engine_name(alloc));
+        let label = format!("{pol} ({})", super::streams::allocation_name(alloc));
         let mut pair = [None, None];
         for (i, leaf) in [32u32, 4].into_iter().enumerate() {
             let Some(c) = find(alloc, pol, leaf) else {

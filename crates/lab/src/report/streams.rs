@@ -3,35 +3,38 @@
 //! secondary device figures, and the seeds' published claims beside ours. Every sentence
 //! that concludes something is computed from the points of this run.
 
+use super::credit;
+use super::settings::{comparable_cells, Compared};
 use super::Report;
-use crate::experiment::{Experiment, ENGINE_DIRTY_PCT};
+use crate::experiment::Experiment;
 use crate::plot::{self, Bars};
 use crate::run::{EngineRun, Point};
 use crate::summary::{
-    flash_per_op, gap_closure, modeled, waf, Cell, GapClosure, Spread, Table, FLASHDOC, WIREDTIGER,
+    flash_per_op, gap_closure, modeled, waf, Cell, Engine, GapClosure, Spread, Table, FLASH_MODE,
+    WIREDTIGER,
 };
 use anyhow::Result;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// One row of the headline: a policy on an engine.
+/// One row of the plots and of the comparison with a reference run: a policy on an engine.
 struct Row {
     label: &'static str,
-    allocation: &'static str,
+    engine: Engine,
     policy: &'static str,
 }
 
-const fn row(label: &'static str, allocation: &'static str, policy: &'static str) -> Row {
+const fn row(label: &'static str, engine: Engine, policy: &'static str) -> Row {
     Row {
         label,
-        allocation,
+        engine,
         policy,
     }
 }
 
-/// The headline's rows: the seeds' policies and ours on the engine the seeds measured, ours
-/// with the engine co-designed for it, and the oracles on both engines.
+/// The plots' rows: the seeds' policies and ours on the engine the seeds measured, ours on
+/// flash mode's engine settings, and the oracles on both engines.
 const HEADLINE: &[Row] = &[
     row("none", WIREDTIGER, "none"),
     row("file", WIREDTIGER, "file"),
@@ -40,15 +43,24 @@ const HEADLINE: &[Row] = &[
     row("dsm-skip-primary", WIREDTIGER, "dsm-skip-primary"),
     row("lifetime", WIREDTIGER, "lifetime"),
     row("filelog", WIREDTIGER, "filelog"),
-    row("**flashdoc** (filelog + sweep)", FLASHDOC, "filelog"),
+    row(
+        "**flash mode** (filelog, sweep, 50/80 dirty)",
+        FLASH_MODE,
+        "filelog",
+    ),
     row("oracle", WIREDTIGER, "oracle"),
     row("oracle-death", WIREDTIGER, "oracle-death"),
-    row("oracle, sweep engine", FLASHDOC, "oracle"),
-    row("oracle-death, sweep engine", FLASHDOC, "oracle-death"),
+    row("oracle, flash mode's engine", FLASH_MODE, "oracle"),
+    row(
+        "oracle-death, flash mode's engine",
+        FLASH_MODE,
+        "oracle-death",
+    ),
 ];
 
-/// Points of one condition (everything but workload, allocation, policy and seed).
-type Condition = (u64, u32, String, String, String);
+/// Points of one condition (everything but workload, engine, policy and seed): cache share
+/// (permille), leaf KB, compressor, TRIM, device.
+pub(super) type Condition = (u64, u32, String, String, String);
 
 fn conditions(t: &Table) -> BTreeMap<Condition, Vec<String>> {
     let mut m: BTreeMap<Condition, Vec<String>> = BTreeMap::new();
@@ -68,13 +80,15 @@ fn conditions(t: &Table) -> BTreeMap<Condition, Vec<String>> {
     m
 }
 
-fn base_cell(k: &Condition, workload: &str) -> Cell {
+/// `none` on WiredTiger's engine settings in condition `k`.
+pub(super) fn base_cell(k: &Condition, workload: &str) -> Cell {
     Cell {
         workload: workload.into(),
         cache_permille: k.0,
         leaf_kb: k.1,
         compressor: k.2.clone(),
-        allocation: WIREDTIGER.into(),
+        allocation: WIREDTIGER.allocation.into(),
+        dirty_pct: WIREDTIGER.dirty_pct,
         trim: k.3.clone(),
         ssd: k.4.clone(),
         policy: "none".into(),
@@ -107,38 +121,20 @@ pub fn section(
             k.4
         ));
         r.p(format!(
-            "Each cell: median over {seeds} workload seed(s), [min–max] when there are several. **Flash page writes per operation** = host pages written × the device's write amplification ÷ run-phase operations: what one operation costs the flash, engine and placement together. *WiredTiger engine* rows replay the engine with WiredTiger's best-fit allocation (the engine the seeds measured); **flashdoc** is the co-design: {}.",
-            codesign_words(exp)
+            "Each cell: median over {seeds} workload seed(s), [min–max] when there are several. **Flash page writes per operation** = host pages written × the device's write amplification ÷ run-phase operations: what one operation costs the flash, engine and placement together. **Modeled throughput** = the measured pass's operations ÷ the simulated device's time to absorb them. The first tables hold every engine setting equal and vary the placement only; *flash mode* is {}; *WiredTiger's defaults* are `none` on best fit with a 5/20 % dirty budget and 80/95 % eviction, TRIM off. Rows that change more than one setting come after them, labelled, with the decomposition.",
+            codesign_words()
         ));
+        credit::headline(r, exp, &t, &k, &workloads)?;
         let rows = headline_rows(&t, &k, &workloads);
-        let head: Vec<String> = std::iter::once("policy".to_string())
-            .chain(workloads.iter().cloned())
-            .collect();
-        let head_refs: Vec<&str> = head.iter().map(|s| s.as_str()).collect();
-        r.h3("Flash page writes per operation (lower is better)");
-        r.table(
-            &head_refs,
-            table_rows(&rows, &workloads, |v| v.flash.fmt(2)),
-        );
-        r.h3("Modeled throughput, operations per second of device time (× none)");
-        r.table(
-            &head_refs,
-            table_rows(&rows, &workloads, |v| {
-                format!("{} ({:.2}×)", v.ops.fmt(0), v.ops_vs_none.median)
-            }),
-        );
-        r.h3("Write amplification of the device (lower is better)");
-        r.table(&head_refs, table_rows(&rows, &workloads, |v| v.waf.fmt(3)));
-        gap_section(r, exp, &t, &k, &workloads);
-        margins(r, &t, &k, &workloads);
+        gap_section(r, exp, &t, &k, &workloads)?;
         if !k.3.starts_with("off") {
-            trim_cost(r, &t, &k, &workloads);
+            trim_cost(r, exp, &t, &k, &workloads)?;
         }
         plots(r, out, &tag, &rows, &workloads)?;
         secondary(r, &t, &k, &workloads);
     }
     if let Some(k) = claims_at {
-        claims(r, &t, &k, runs);
+        claims(r, exp, &t, &k, runs)?;
     }
     Ok(())
 }
@@ -156,8 +152,6 @@ fn claims_condition(conds: &[(Condition, Vec<String>)]) -> Option<Condition> {
 /// A headline cell.
 struct Value {
     flash: Spread,
-    waf: Spread,
-    ops: Spread,
     ops_vs_none: Spread,
 }
 
@@ -173,11 +167,9 @@ fn headline_rows(
                 .iter()
                 .map(|w| {
                     let base = base_cell(k, w);
-                    let c = base.with(row.allocation, row.policy);
+                    let c = base.with(row.engine, row.policy);
                     Some(Value {
                         flash: t.spread(&c, flash_per_op)?,
-                        waf: t.spread(&c, waf)?,
-                        ops: t.spread(&c, modeled)?,
                         ops_vs_none: t.paired_ratio(&c, &base, modeled)?,
                     })
                 })
@@ -189,27 +181,16 @@ fn headline_rows(
         .collect()
 }
 
-fn table_rows(
-    rows: &[(&'static str, Vec<Option<Value>>)],
-    workloads: &[String],
-    cell: impl Fn(&Value) -> String,
-) -> Vec<Vec<String>> {
-    rows.iter()
-        .map(|(label, vals)| {
-            std::iter::once(label.to_string())
-                .chain(
-                    (0..workloads.len())
-                        .map(|i| vals[i].as_ref().map(&cell).unwrap_or_else(|| "–".into())),
-                )
-                .collect()
-        })
-        .collect()
-}
-
 /// Whether a dsm→oracle gap is too small for a closure to mean anything: no larger than 1 %
 /// of dsm's figure, nor than the half-range of dsm's figure between seeds. A ratio of two
 /// differences of that size is noise (with safe TRIM at the seeds' fill the gap is 0–1 %).
-fn no_gap(t: &Table, base: &Cell, engine: &str, g: &GapClosure, metric: fn(&Point) -> f64) -> bool {
+fn no_gap(
+    t: &Table,
+    base: &Cell,
+    engine: Engine,
+    g: &GapClosure,
+    metric: fn(&Point) -> f64,
+) -> bool {
     let spread = t
         .spread(&base.with(engine, "dsm"), metric)
         .map_or(0.0, |s| s.rel_half_range());
@@ -221,8 +202,8 @@ fn no_gap(t: &Table, base: &Cell, engine: &str, g: &GapClosure, metric: fn(&Poin
 fn equal_figures(
     t: &Table,
     base: &Cell,
-    dsm_at: &str,
-    oracles_at: &str,
+    dsm_at: Engine,
+    oracles_at: Engine,
     metric: fn(&Point) -> f64,
     label: &str,
 ) -> String {
@@ -241,13 +222,13 @@ fn equal_figures(
     }
 }
 
-/// " (flashdoc writes N% less than the oracle)" when the co-design writes less than the oracle
+/// " (flash mode writes N% less than the oracle)" when the co-design writes less than the oracle
 /// on WiredTiger's engine: it changed what is written, which no placement of the same writes
 /// can.
 fn below_oracle(ours: f64, oracle: f64) -> String {
     if ours < oracle * 0.99 {
         format!(
-            " (flashdoc writes {:.0}% less than the oracle)",
+            " (flash mode writes {:.0}% less than the oracle)",
             (1.0 - ours / oracle) * 100.0
         )
     } else {
@@ -257,21 +238,42 @@ fn below_oracle(ours: f64, oracle: f64) -> String {
 
 /// The gap to the oracle `filelog` closes: on each engine's own trace (WAF), and the
 /// co-design against dsm and the oracle on WiredTiger's engine (flash writes per operation).
-fn gap_section(r: &mut Report, exp: &Experiment, t: &Table, k: &Condition, workloads: &[String]) {
-    r.h3("The gap to the oracle that flashdoc closes");
+fn gap_section(
+    r: &mut Report,
+    exp: &Experiment,
+    t: &Table,
+    k: &Condition,
+    workloads: &[String],
+) -> Result<()> {
+    r.h3("The gap to the oracle that flash mode closes");
     let mut rows = Vec::new();
     let mut codesign = Vec::new();
     let mut same_trace = Vec::new();
     for w in workloads {
         let base = base_cell(k, w);
         let mut row = vec![w.clone()];
-        for engine in [WIREDTIGER, FLASHDOC] {
+        for engine in [WIREDTIGER, FLASH_MODE] {
+            for rival in ["dsm", "oracle", "oracle-death"] {
+                let ours = base.with(engine, "filelog");
+                comparable_cells(
+                    exp,
+                    &ours,
+                    &base.with(engine, rival),
+                    Compared::One("placement"),
+                )?;
+            }
             let (cell, closed) = same_trace_cell(t, &base, engine);
             row.push(cell);
             if let Some(c) = closed {
                 same_trace.push((w.clone(), engine, c));
             }
         }
+        comparable_cells(
+            exp,
+            &base.with(FLASH_MODE, "filelog"),
+            &base.with(WIREDTIGER, "dsm"),
+            Compared::MultiSetting,
+        )?;
         let (cell, closed) = codesign_cell(t, &base);
         row.push(cell);
         if let Some(c) = closed {
@@ -280,7 +282,7 @@ fn gap_section(r: &mut Report, exp: &Experiment, t: &Table, k: &Condition, workl
         rows.push(row);
     }
     if rows.iter().all(|r| r[1..].iter().all(|c| c == "–")) {
-        return;
+        return Ok(());
     }
     let gapless = rows
         .iter()
@@ -290,14 +292,15 @@ fn gap_section(r: &mut Report, exp: &Experiment, t: &Table, k: &Condition, workl
     r.table(
         &[
             "workload",
-            "same trace, WiredTiger engine: filelog",
-            "same trace, sweep engine: filelog",
-            "co-design, flash writes per op: flashdoc vs dsm and the oracle on WiredTiger's engine",
+            "same trace, WiredTiger's engine settings: filelog",
+            "same trace, flash mode's engine settings: filelog",
+            "multi-setting (allocation, dirty budget, placement), flash writes per op: flash mode vs dsm and the oracle on WiredTiger's engine settings",
         ],
         rows,
     );
     r.p("Gap closed = (dsm − ours) / (dsm − oracle), seed by seed, against the stronger oracle (the lower of `oracle` and `oracle-death`); median [min–max]. *No gap to close*: the oracle is within 1 % of dsm, or within dsm's spread between seeds, so a closure would be a ratio of noise.");
-    r.p(gap_reading(exp, &codesign, &same_trace, gapless));
+    r.p(gap_reading(&codesign, &same_trace, gapless));
+    Ok(())
 }
 
 /// A gap closure's median [min–max], in percent.
@@ -312,7 +315,7 @@ fn closed_text(g: &GapClosure) -> String {
 
 /// The WAF gap `filelog` closes on `engine`'s own trace: the cell, and the median closed if
 /// there was a gap.
-fn same_trace_cell(t: &Table, base: &Cell, engine: &str) -> (String, Option<f64>) {
+fn same_trace_cell(t: &Table, base: &Cell, engine: Engine) -> (String, Option<f64>) {
     match gap_closure(t, base, (engine, "filelog"), (engine, "dsm"), engine, waf) {
         Some(g) if no_gap(t, base, engine, &g, waf) => (
             format!(
@@ -342,14 +345,14 @@ fn codesign_cell(t: &Table, base: &Cell) -> (String, Option<f64>) {
     match gap_closure(
         t,
         base,
-        (FLASHDOC, "filelog"),
+        (FLASH_MODE, "filelog"),
         (WIREDTIGER, "dsm"),
         WIREDTIGER,
         flash_per_op,
     ) {
         Some(g) if no_gap(t, base, WIREDTIGER, &g, flash_per_op) => (
             format!(
-                "dsm {:.2} → {} {:.2}; flashdoc {:.2}: no gap to close{}",
+                "dsm {:.2} → {} {:.2}; flash mode {:.2}: no gap to close{}",
                 g.dsm,
                 g.oracle_name,
                 g.oracle,
@@ -360,7 +363,7 @@ fn codesign_cell(t: &Table, base: &Cell) -> (String, Option<f64>) {
         ),
         Some(g) => (
             format!(
-                "dsm {:.2} → {} {:.2}; flashdoc {:.2}: **{}**",
+                "dsm {:.2} → {} {:.2}; flash mode {:.2}: **{}**",
                 g.dsm,
                 g.oracle_name,
                 g.oracle,
@@ -371,12 +374,12 @@ fn codesign_cell(t: &Table, base: &Cell) -> (String, Option<f64>) {
         ),
         None => {
             let mut cell = equal_figures(t, base, WIREDTIGER, WIREDTIGER, flash_per_op, "");
-            let ours = t.spread(&base.with(FLASHDOC, "filelog"), flash_per_op);
+            let ours = t.spread(&base.with(FLASH_MODE, "filelog"), flash_per_op);
             let oracle = t.spread(&base.with(WIREDTIGER, "oracle"), flash_per_op);
             if let (Some(f), Some(o), false) = (ours, oracle, cell == "–") {
                 write!(
                     cell,
-                    "; flashdoc {:.2}{}",
+                    "; flash mode {:.2}{}",
                     f.median,
                     below_oracle(f.median, o.median)
                 )
@@ -390,9 +393,8 @@ fn codesign_cell(t: &Table, base: &Cell) -> (String, Option<f64>) {
 /// What the gap table says: how often the co-design and `filelog` alone close half the gap,
 /// and how many cells had none.
 fn gap_reading(
-    exp: &Experiment,
     codesign: &[(String, f64)],
-    same_trace: &[(String, &str, f64)],
+    same_trace: &[(String, Engine, f64)],
     gapless: usize,
 ) -> String {
     let mut s = String::new();
@@ -402,9 +404,9 @@ fn gap_reading(
             .iter()
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .expect("non-empty");
-        write!(s, "In flash page writes per operation, flashdoc ({}) closes at least half of the gap between dsm and the oracle on WiredTiger's engine on {} of {} workloads (least: {:.0}% on {}). ", codesign_words(exp), meets(codesign), codesign.len(), worst.1 * 100.0, worst.0).unwrap();
+        write!(s, "Across settings (a multi-setting comparison: the decomposition above splits it), in flash page writes per operation, flash mode ({}) closes at least half of the gap between dsm and the oracle on WiredTiger's engine settings on {} of {} workloads (least: {:.0}% on {}). ", codesign_words(), meets(codesign), codesign.len(), worst.1 * 100.0, worst.0).unwrap();
     }
-    for engine in [WIREDTIGER, FLASHDOC] {
+    for engine in [WIREDTIGER, FLASH_MODE] {
         let v: Vec<(String, f64)> = same_trace
             .iter()
             .filter(|x| x.1 == engine)
@@ -414,7 +416,7 @@ fn gap_reading(
             continue;
         }
         let med = Spread::of(v.iter().map(|x| x.1).collect()).expect("non-empty");
-        write!(s, "On the {} engine's own trace, filelog alone closes a median {:.0}% of the WAF gap (half or more on {} of {} workloads). ", if engine == WIREDTIGER { "WiredTiger" } else { "sweep" }, med.median * 100.0, meets(&v), v.len()).unwrap();
+        write!(s, "On the {} engine's own trace, filelog alone closes a median {:.0}% of the WAF gap (half or more on {} of {} workloads). ", if engine == WIREDTIGER { "WiredTiger" } else { "flash mode" }, med.median * 100.0, meets(&v), v.len()).unwrap();
     }
     if gapless > 0 {
         write!(s, "{gapless} of the table's cells have no gap to close: there the oracle is no better than dsm by more than 1 % or the seed spread, so no policy can be credited with closing anything.").unwrap();
@@ -424,7 +426,13 @@ fn gap_reading(
 
 /// What the TRIM commands cost each engine: commands per 1 000 operations and their share of
 /// the device's time, with `filelog` on both (the policy does not change what is trimmed).
-fn trim_cost(r: &mut Report, t: &Table, k: &Condition, workloads: &[String]) {
+fn trim_cost(
+    r: &mut Report,
+    exp: &Experiment,
+    t: &Table,
+    k: &Condition,
+    workloads: &[String],
+) -> Result<()> {
     // Run-phase operations: modeled throughput is operations ÷ device time.
     let per_kop = |p: &Point| {
         p.device.trim_commands as f64 * 1e3 / (p.device.modeled_ops_s * p.device.device_s).max(1.0)
@@ -436,8 +444,10 @@ fn trim_cost(r: &mut Report, t: &Table, k: &Condition, workloads: &[String]) {
         let base = base_cell(k, w);
         let (best, sweep) = (
             base.with(WIREDTIGER, "filelog"),
-            base.with(FLASHDOC, "filelog"),
+            base.with(FLASH_MODE, "filelog"),
         );
+        let dsm = base.with(FLASH_MODE, "dsm");
+        comparable_cells(exp, &sweep, &dsm, Compared::One("placement"))?;
         if let (Some(b), Some(s)) = (t.spread(&best, per_kop), t.spread(&sweep, per_kop)) {
             sweep_sends_fewer.push(s.median < b.median);
         }
@@ -448,7 +458,7 @@ fn trim_cost(r: &mut Report, t: &Table, k: &Condition, workloads: &[String]) {
                 .map_or("–".into(), |s| format!("{:.0}%", s.median * 100.0))
         };
         let speed = t
-            .paired_ratio(&sweep, &base.with(WIREDTIGER, "dsm"), modeled)
+            .paired_ratio(&sweep, &dsm, modeled)
             .map_or("–".into(), |s| format!("{:.2}×", s.median));
         rows.push(vec![
             w.clone(),
@@ -463,11 +473,11 @@ fn trim_cost(r: &mut Report, t: &Table, k: &Condition, workloads: &[String]) {
     r.table(
         &[
             "workload",
-            "TRIM commands per 1 000 ops, best fit",
-            "same, sweep",
-            "TRIM share of device time, best fit",
-            "same, sweep",
-            "flashdoc's modeled throughput ÷ dsm's",
+            "TRIM commands per 1 000 ops, WiredTiger's engine settings",
+            "same, flash mode's",
+            "TRIM share of device time, WiredTiger's engine settings",
+            "same, flash mode's",
+            "flash mode's modeled throughput ÷ dsm's at flash mode's engine settings",
         ],
         rows,
     );
@@ -476,57 +486,7 @@ fn trim_cost(r: &mut Report, t: &Table, k: &Condition, workloads: &[String]) {
         sweep_sends_fewer.iter().filter(|&&f| f).count(),
         sweep_sends_fewer.len()
     ));
-}
-
-/// flashdoc against dsm and file (on WiredTiger's engine): the margin in flash writes per
-/// operation, and whether it is larger than the spread between seeds.
-fn margins(r: &mut Report, t: &Table, k: &Condition, workloads: &[String]) {
-    let mut rows = Vec::new();
-    let mut wins = 0;
-    let mut total = 0;
-    for w in workloads {
-        let base = base_cell(k, w);
-        let ours = base.with(FLASHDOC, "filelog");
-        let Some(o) = t.spread(&ours, flash_per_op) else {
-            continue;
-        };
-        let mut row = vec![w.clone()];
-        for rival in ["dsm", "file"] {
-            let rc = base.with(WIREDTIGER, rival);
-            let Some(rv) = t.spread(&rc, flash_per_op) else {
-                row.push("–".into());
-                continue;
-            };
-            let margin = 1.0 - o.median / rv.median;
-            let spread = o.rel_half_range().max(rv.rel_half_range());
-            let beats = margin > spread;
-            total += 1;
-            wins += beats as usize;
-            row.push(format!(
-                "{:.1}% {} (spread ±{:.1}%): {}",
-                margin.abs() * 100.0,
-                if margin >= 0.0 { "fewer" } else { "more" },
-                spread * 100.0,
-                if beats { "beats" } else { "does not beat" }
-            ));
-        }
-        rows.push(row);
-    }
-    if rows.is_empty() {
-        return;
-    }
-    r.h3("flashdoc against dsm and file");
-    r.table(
-        &[
-            "workload",
-            "vs dsm (flash writes/op)",
-            "vs file (flash writes/op)",
-        ],
-        rows,
-    );
-    r.p(format!(
-        "The margin is flashdoc's saving in flash page writes per operation; the spread is the larger half-range between seeds of the two. flashdoc beats its rival by more than the spread in {wins} of {total} comparisons."
-    ));
+    Ok(())
 }
 
 fn plots(
@@ -585,13 +545,13 @@ fn secondary(r: &mut Report, t: &Table, k: &Condition, workloads: &[String]) {
     let mut rows = Vec::new();
     for w in workloads {
         let base = base_cell(k, w);
-        for engine in [WIREDTIGER, FLASHDOC] {
+        for engine in credit::engines(t, &base) {
             let mut policies: Vec<&Cell> = t
                 .cells
                 .keys()
                 .filter(|c| {
                     c.workload == *w
-                        && c.allocation == engine
+                        && (&c.allocation, c.dirty_pct) == (&engine.allocation, engine.dirty_pct)
                         && (c.cache_permille, c.leaf_kb, &c.compressor, &c.trim, &c.ssd)
                             == (k.0, k.1, &k.2, &k.3, &k.4)
                 })
@@ -610,7 +570,7 @@ fn secondary(r: &mut Report, t: &Table, k: &Condition, workloads: &[String]) {
                     continue;
                 };
                 let vs = t
-                    .paired_ratio(c, &base, |p| p.device.write_p99_us)
+                    .paired_ratio(c, &c.with_policy("none"), |p| p.device.write_p99_us)
                     .map(|s| format!("{:.2}×", s.median))
                     .unwrap_or_default();
                 // Traces made before reads were recorded have none: no figure, not a zero.
@@ -627,7 +587,7 @@ fn secondary(r: &mut Report, t: &Table, k: &Condition, workloads: &[String]) {
                     .unwrap_or_else(|| "–".into());
                 rows.push(vec![
                     w.clone(),
-                    engine_name(engine).into(),
+                    credit::engine_words(&engine),
                     c.policy.clone(),
                     wa.fmt(3),
                     gc.fmt(0),
@@ -653,20 +613,36 @@ fn secondary(r: &mut Report, t: &Table, k: &Condition, workloads: &[String]) {
 
 /// What flashdoc's co-design is in this experiment: the sweep allocator, its dirty budget when
 /// it is not the engine's default, and `filelog` placement.
-pub fn codesign_words(exp: &Experiment) -> String {
-    match exp.dirty_pct.get(FLASHDOC) {
-        Some(&[target, trigger]) if [target, trigger] != ENGINE_DIRTY_PCT => format!(
-            "the sweep allocator with a {target}/{trigger} % dirty budget, and `filelog` placement"
-        ),
-        _ => "the sweep allocator with `filelog` placement".into(),
+pub fn codesign_words() -> String {
+    let [target, trigger] = FLASH_MODE.dirty_pct;
+    format!(
+        "the sweep allocator with a {target}/{trigger} % dirty budget and 80/95 % eviction, and `{}` placement",
+        crate::experiment::SHIPPED_POLICY
+    )
+}
+
+/// An allocation's engine in words (for reports whose engines differ in allocation only).
+pub fn allocation_name(allocation: &str) -> &'static str {
+    match allocation {
+        "sweep" => "sweep (flashdoc)",
+        _ => "WiredTiger (best fit)",
     }
 }
 
-pub fn engine_name(allocation: &str) -> &'static str {
-    match allocation {
-        FLASHDOC => "sweep (flashdoc)",
-        _ => "WiredTiger (best fit)",
-    }
+/// An engine run's engine in words, by its allocation and dirty budget.
+pub fn engine_name(allocation: &str, dirty_pct: [u8; 2]) -> String {
+    let alloc = match allocation {
+        "best" => "best fit",
+        a => a,
+    };
+    let name = if (allocation, dirty_pct) == (FLASH_MODE.allocation, FLASH_MODE.dirty_pct) {
+        "flash mode: "
+    } else if (allocation, dirty_pct) == (WIREDTIGER.allocation, WIREDTIGER.dirty_pct) {
+        "WiredTiger: "
+    } else {
+        ""
+    };
+    format!("{name}{alloc}, {}/{} dirty", dirty_pct[0], dirty_pct[1])
 }
 
 /// One published claim: which policy against which, on which workloads, and the paper's
@@ -761,7 +737,13 @@ const CLAIMS: &[Claim] = &[
 
 /// The seeds' published numbers beside ours (WiredTiger engine, condition `k`), with the
 /// direction and, where they differ in direction or size, the causes measured in this run.
-fn claims(r: &mut Report, t: &Table, k: &Condition, runs: &[EngineRun]) {
+fn claims(
+    r: &mut Report,
+    exp: &Experiment,
+    t: &Table,
+    k: &Condition,
+    runs: &[EngineRun],
+) -> Result<()> {
     let mut rows = Vec::new();
     for claim in CLAIMS {
         for &(w, paper) in claim.paper {
@@ -771,6 +753,7 @@ fn claims(r: &mut Report, t: &Table, k: &Condition, runs: &[EngineRun]) {
             }
             let ours_c = base.with(WIREDTIGER, claim.ours);
             let vs_c = base.with(WIREDTIGER, claim.against);
+            comparable_cells(exp, &ours_c, &vs_c, Compared::One("placement"))?;
             let metric = |p: &Point| {
                 if claim.p99 {
                     p.device.write_p99_us
@@ -812,7 +795,7 @@ fn claims(r: &mut Report, t: &Table, k: &Condition, runs: &[EngineRun]) {
         }
     }
     if rows.is_empty() {
-        return;
+        return Ok(());
     }
     r.h2("The seeds' published numbers beside ours");
     r.table(
@@ -827,6 +810,7 @@ fn claims(r: &mut Report, t: &Table, k: &Condition, runs: &[EngineRun]) {
         rows,
     );
     r.p(format!("Ours: median of the seed-paired ratios on WiredTiger's engine, ± half their range, under {} (cache {:.0}% of the data, leaf {} KB, {}). Agreement is the paper's direction and a size within a factor of 1.25 of the paper's; every other row is explained by quantities measured in this run: the oracle's headroom over the baseline, how much of it the claimed policy takes, the WAF of both, and the write share of the streams it separates.", trim_words(&k.3), k.0 as f64 / 10.0, k.1, k.4));
+    Ok(())
 }
 
 /// A TRIM condition's label in words.
@@ -1020,7 +1004,11 @@ fn gc_per_host_page(p: &Point, counted: impl Fn(u32) -> bool) -> Option<f64> {
 fn file_share(runs: &[EngineRun], workload: &str, kind: &str) -> Option<f64> {
     let shares: Vec<f64> = runs
         .iter()
-        .filter(|e| e.workload == workload && e.allocation == WIREDTIGER)
+        .filter(|e| {
+            e.workload == workload
+                && (e.allocation.as_str(), e.dirty_pct)
+                    == (WIREDTIGER.allocation, WIREDTIGER.dirty_pct)
+        })
         .map(|e| {
             let total: u64 = e.write_bytes_by_file.values().sum();
             *e.write_bytes_by_file.get(kind).unwrap_or(&0) as f64 * 100.0 / total.max(1) as f64
@@ -1033,16 +1021,18 @@ fn file_share(runs: &[EngineRun], workload: &str, kind: &str) -> Option<f64> {
 /// operation per policy and workload, and how far this run's lie from it.
 pub fn compare(r: &mut Report, exp: &Experiment, points: &[Point], rf: &crate::Reference) {
     let here = Table::new(points);
-    let there = Table::new(&rf.points);
+    let theirs = crate::summary::with_budgets(&rf.experiment, &rf.points, &[]);
+    let there = Table::new(&theirs);
     let mut rows = Vec::new();
     let mut worst: f64 = 0.0;
     for w in &exp.workloads {
         for row in HEADLINE {
             // The same cell in both runs: workload, policy, engine and every condition
             // (TRIM, device, cache, leaf size) equal, so a figure is only set beside its own.
-            let cells = here.cells.keys().filter(|c| {
-                &c.workload == w && c.allocation == row.allocation && c.policy == row.policy
-            });
+            let cells = here
+                .cells
+                .keys()
+                .filter(|c| &c.workload == w && c.on(row.engine) && c.policy == row.policy);
             for c in cells {
                 let (Some(a), Some(b)) =
                     (here.spread(c, flash_per_op), there.spread(c, flash_per_op))
@@ -1097,16 +1087,65 @@ pub fn compare(r: &mut Report, exp: &Experiment, points: &[Point], rf: &crate::R
 }
 
 /// The settings that shape a stream experiment's figures and differ between two runs, each as
-/// "what: this run's → the other's". Policies, TRIM conditions and devices are not listed: the
+/// "what: this run's → the other's": the named ones of [`shaping_settings`] in words, then every
+/// other field of the experiment that differs (its allocations, dirty budgets, the sweep's
+/// reserve, precondition, warm-up, and any field added later), by its name. Names,
+/// descriptions, workloads, policies, TRIM conditions and devices are not listed: the
 /// comparison only sets a cell beside the same cell.
 fn settings_that_differ(a: &Experiment, b: &Experiment) -> Vec<String> {
     let (x, y) = (shaping_settings(a), shaping_settings(b));
-    x.into_iter()
+    let mut differ: Vec<String> = x
+        .into_iter()
         .zip(y)
         .filter(|((_, x), (_, y))| x != y)
         .map(|((what, x), (_, y))| format!("{what}: {x} → {y}"))
-        .collect()
+        .collect();
+    let fields = |e: &Experiment| match serde_json::to_value(e) {
+        Ok(serde_json::Value::Object(m)) => m,
+        other => unreachable!("an experiment serializes to an object, not {other:?}"),
+    };
+    let (x, y) = (fields(a), fields(b));
+    for (key, va) in &x {
+        let vb = y.get(key).unwrap_or(&serde_json::Value::Null);
+        if va != vb && !NOT_SHAPING.contains(&key.as_str()) && !IN_WORDS.contains(&key.as_str()) {
+            differ.push(format!("{key}: {va} → {vb}"));
+        }
+    }
+    for (key, vb) in &y {
+        if !x.contains_key(key)
+            && !NOT_SHAPING.contains(&key.as_str())
+            && !IN_WORDS.contains(&key.as_str())
+        {
+            differ.push(format!("{key}: unset → {vb}"));
+        }
+    }
+    differ
 }
+
+/// An experiment's fields that do not shape a compared cell's figures.
+const NOT_SHAPING: &[&str] = &[
+    "name",
+    "title",
+    "kind",
+    "description",
+    "workloads",
+    "policies",
+    "trims",
+    "ssds",
+    "scales",
+];
+
+/// The fields [`shaping_settings`] names in words.
+const IN_WORDS: &[&str] = &[
+    "scale",
+    "run_factor",
+    "ycsb_key_classes",
+    "linkbench_degree_cap",
+    "device_fill",
+    "checkpoint_share",
+    "cache_shares",
+    "seeds",
+];
 
 /// An experiment's settings that shape a stream experiment's figures, named and shown.
 fn shaping_settings(e: &Experiment) -> [(&'static str, String); 8] {
@@ -1168,5 +1207,34 @@ mod tests {
             d[2],
             "LinkBench's out-degree cap: a tenth of the nodes → 7500"
         );
+    }
+
+    /// The engine's settings are named too: the allocations, the dirty budgets and the
+    /// sweep's reserve, and a field the words do not cover by its name.
+    #[test]
+    fn the_engine_settings_that_differ_between_experiments_are_named() {
+        let a = streams();
+        let b = Experiment {
+            allocations: vec!["best".into()],
+            sweep_reserve_pct: 30,
+            dirty_budgets: vec![[5, 20], [50, 80]],
+            linkbench_id_classes: Some(100),
+            ..a.clone()
+        };
+        let d = settings_that_differ(&a, &b);
+        for name in [
+            "allocations",
+            "sweep_reserve_pct",
+            "dirty_budgets",
+            "linkbench_id_classes",
+        ] {
+            assert!(d.iter().any(|x| x.starts_with(name)), "{name}: {d:?}");
+        }
+        assert_eq!(d.len(), 4, "{d:?}");
+        let budget = Experiment {
+            dirty_pct: BTreeMap::from([("sweep".to_string(), [40, 70])]),
+            ..a.clone()
+        };
+        assert_eq!(settings_that_differ(&a, &budget).len(), 1);
     }
 }
