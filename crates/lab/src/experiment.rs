@@ -503,10 +503,9 @@ pub const FLASH_MODE_DIRTY_PCT: [u8; 2] = CODESIGN_DIRTY_PCT;
 /// 80/95, which the lab's engines keep (the engine's default, `EngineConfig::default`).
 pub const EVICTION_PCT: [u8; 2] = [80, 95];
 
-/// The placement policy flash mode ships. The lab's own name for it until the engine's
-/// `engine::settings` flash-mode defaults and their `SHIPPED_POLICY` land; then this points
-/// at the engine's, so the lab scores the policy the server runs.
-pub const SHIPPED_POLICY: &str = "filelog";
+/// The placement policy flash mode ships: the engine's, so the lab scores the policy the
+/// server runs.
+pub const SHIPPED_POLICY: &str = engine::SHIPPED_POLICY;
 
 /// The policies the seeds published (seed 000, seed 003): flash mode's is scored against each.
 pub const SEED_POLICIES: &[&str] = &["none", "file", "boundary", "dsm"];

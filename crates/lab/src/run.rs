@@ -932,20 +932,14 @@ fn engine_config(
         .expect("the lab's engines journal")
         .block_aligned = true;
     cfg.uuid_seed = Some(w.seed);
-    // Pinned, not the engine's defaults, so the traces stay what they were when those move
-    // (flash mode): every engine loads with WiredTiger's eviction and dirty budget (its own
-    // budget is set at the end of the load), and the engine itself places nothing, trims
-    // nothing and sets no hints — the replay applies the policies and TRIM conditions.
+    // The lab's own constants, which its report names, over mode off's (equal today): every
+    // engine loads with WiredTiger's eviction and dirty budget (its own budget is set at the
+    // end of the load); mode off places nothing, trims nothing and sets no hints — the replay
+    // applies the policies and TRIM conditions.
     cfg.engine.eviction_target = crate::experiment::EVICTION_PCT[0];
     cfg.engine.eviction_trigger = crate::experiment::EVICTION_PCT[1];
     cfg.engine.eviction_dirty_target = ENGINE_DIRTY_PCT[0];
     cfg.engine.eviction_dirty_trigger = ENGINE_DIRTY_PCT[1];
-    cfg.engine.flash = engine::FlashConfig {
-        placement: placement::policy::PolicyName::NONE,
-        placement_config: PlacementConfig::default(),
-        trim_batch: None,
-        linux_hints: false,
-    };
     cfg.engine.observer = Some(obs);
     let alloc: engine::AllocPolicy = w.allocation.parse().map_err(|e| anyhow!("{e}"))?;
     cfg.collection_table = TableConfig {
