@@ -1,6 +1,10 @@
 //! Engine and table configuration, with MongoDB's defaults (see docs/engine.md for sources).
 
 use crate::error::{Error, Result};
+pub use crate::flash_mode::FlashMode;
+use crate::io::hint_path::Hints;
+use crate::io::FlashConfig;
+use placement::policy::{PlacementConfig, PolicyName};
 use placement::{FileKind, Observer};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -179,7 +183,7 @@ impl TableKind {
 impl TableConfig {
     /// MongoDB's collection table: 4 KB internal, 32 KB leaf pages, snappy, no prefix compression,
     /// `memory_page_max=10m` (wiredtiger_record_store.cpp); flash mode's allocation
-    /// ([`crate::settings::flash_mode_defaults`]).
+    /// ([`flash_mode_defaults`]).
     pub fn collection() -> Self {
         TableConfig {
             kind: TableKind::Collection,
@@ -368,19 +372,19 @@ pub struct EngineConfig {
 }
 
 /// The defaults every engine and table default takes (flash mode).
-fn flash_defaults() -> crate::settings::FlashDefaults {
-    crate::settings::flash_mode_defaults(crate::settings::FlashMode::Flash)
+fn flash_defaults() -> FlashDefaults {
+    flash_mode_defaults(FlashMode::Flash)
 }
 
 impl EngineConfig {
-    /// Flash mode's engine ([`crate::settings::flash_mode_defaults`]).
+    /// Flash mode's engine ([`flash_mode_defaults`]).
     pub fn new(db_path: impl Into<PathBuf>) -> Self {
-        Self::with_mode(db_path, crate::settings::FlashMode::Flash)
+        Self::with_mode(db_path, FlashMode::Flash)
     }
 
     /// The engine `mode` sets up; everything else MongoDB's defaults.
-    pub fn with_mode(db_path: impl Into<PathBuf>, mode: crate::settings::FlashMode) -> Self {
-        let d = crate::settings::flash_mode_defaults(mode);
+    pub fn with_mode(db_path: impl Into<PathBuf>, mode: FlashMode) -> Self {
+        let d = flash_mode_defaults(mode);
         let db_path = db_path.into();
         EngineConfig {
             journal: Some(JournalConfig {
@@ -469,6 +473,123 @@ fn physical_memory() -> Option<u64> {
     let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
     let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     (pages > 0 && size > 0).then(|| pages as u64 * size as u64)
+}
+
+// Flash mode's defaults live with the configuration they default (docs/engine.md, "Flash
+// mode"); `settings` parses the keys that override them.
+
+/// The online placement policy flash mode ships. One constant: the policy is switched here
+/// and nowhere else (`storage.flash.placement` still names any online policy).
+pub const SHIPPED_POLICY: &str = "filelog";
+
+/// [`SHIPPED_POLICY`] as a policy name.
+pub fn shipped_policy() -> PolicyName {
+    let name: PolicyName = SHIPPED_POLICY
+        .parse()
+        .expect("SHIPPED_POLICY names a known policy");
+    assert!(name.is_online(), "flash mode ships an online policy");
+    assert_ne!(name, PolicyName::NONE, "flash mode never places on `none`");
+    name
+}
+
+impl Default for FlashConfig {
+    /// Flash mode's ([`flash_mode_defaults`]).
+    fn default() -> Self {
+        flash_mode_defaults(FlashMode::Flash).flash_config()
+    }
+}
+
+impl FlashConfig {
+    /// WiredTiger's behaviour: no placement, no hints, no TRIM (`storage.flash.mode: off`).
+    pub fn off() -> Self {
+        flash_mode_defaults(FlashMode::Off).flash_config()
+    }
+}
+
+/// What a mode sets on the disk engine: every setting of the co-design, in one place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlashDefaults {
+    pub mode: FlashMode,
+    /// New tables' block allocation (collections and indexes).
+    pub allocation: AllocPolicy,
+    pub eviction_target: u8,
+    pub eviction_trigger: u8,
+    pub eviction_dirty_target: u8,
+    pub eviction_dirty_trigger: u8,
+    pub placement: PolicyName,
+    pub hints: Hints,
+    pub trim: bool,
+}
+
+/// How many freed extents a batch of TRIM releases (`storage.flash.trim.batch`): seed 003's
+/// k = 20 000.
+pub const DEFAULT_TRIM_BATCH: usize = 20_000;
+
+/// The defaults of `mode`, from which `flashdoc serve`, [`EngineConfig::new`],
+/// [`TableConfig::collection`]/[`TableConfig::index`] and `engine-bench` all take theirs.
+///
+/// Flash mode (docs/engine.md, "Flash mode"): the sweep allocation and a 50/80 % dirty budget
+/// (the engine half of the co-design), [`SHIPPED_POLICY`], the hint path detected on the
+/// database's file system, and **TRIM off**: with safe TRIM (k = 20 000) the lab's reference
+/// run (docs/placement.md, "Safe TRIM") shows the commands taking 82–91 % of the device's
+/// time under the non-queued 1 ms-per-command estimate (docs/trim-cost.md), and flashdoc's
+/// modeled throughput 0.93–1.07× `dsm`'s, while with TRIM off the sweep already overwrites
+/// dead blocks in the order they were written. `off` is WiredTiger's: best fit, 80/95 and
+/// 5/20 eviction, placement `none`, no TRIM, no hints.
+pub fn flash_mode_defaults(mode: FlashMode) -> FlashDefaults {
+    match mode {
+        FlashMode::Flash => FlashDefaults {
+            mode,
+            allocation: AllocPolicy::Sweep,
+            eviction_target: 80,
+            eviction_trigger: 95,
+            eviction_dirty_target: 50,
+            eviction_dirty_trigger: 80,
+            placement: shipped_policy(),
+            hints: Hints::Auto,
+            trim: false,
+        },
+        FlashMode::Off => FlashDefaults {
+            mode,
+            allocation: AllocPolicy::Best,
+            eviction_target: 80,
+            eviction_trigger: 95,
+            eviction_dirty_target: 5,
+            eviction_dirty_trigger: 20,
+            placement: PolicyName::NONE,
+            hints: Hints::None,
+            trim: false,
+        },
+    }
+}
+
+impl FlashDefaults {
+    /// The engine's flash configuration of this mode.
+    pub fn flash_config(&self) -> FlashConfig {
+        FlashConfig {
+            mode: self.mode,
+            placement: self.placement,
+            placement_config: PlacementConfig::default(),
+            trim_batch: self.trim.then_some(DEFAULT_TRIM_BATCH),
+            hints: self.hints,
+        }
+    }
+
+    /// Sets everything the mode decides on an engine configuration and the table templates.
+    pub fn apply(
+        &self,
+        e: &mut EngineConfig,
+        collection: &mut TableConfig,
+        index: &mut TableConfig,
+    ) {
+        e.eviction_target = self.eviction_target;
+        e.eviction_trigger = self.eviction_trigger;
+        e.eviction_dirty_target = self.eviction_dirty_target;
+        e.eviction_dirty_trigger = self.eviction_dirty_trigger;
+        e.flash = self.flash_config();
+        collection.allocation = self.allocation;
+        index.allocation = self.allocation;
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The engine's error type. Every error names what failed (file, offset, table) in plain words.
 
-use crate::io::WriteFailure;
-use std::path::PathBuf;
+use std::fmt;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -85,5 +85,56 @@ pub trait IoContext<T> {
 impl<T> IoContext<T> for std::io::Result<T> {
     fn ctx<F: FnOnce() -> String>(self, f: F) -> Result<T> {
         self.map_err(|e| Error::io(f(), e))
+    }
+}
+
+/// The first failure that stopped the engine's writes (`io::failstop` keeps it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteFailure {
+    /// What failed: `fsync`, `fdatasync`, `fsync directory`, or a journal operation.
+    pub operation: String,
+    pub path: PathBuf,
+    /// The operating system's error number, if it came from one.
+    pub errno: Option<i32>,
+    /// The operating system's message.
+    pub message: String,
+}
+
+impl WriteFailure {
+    pub fn new(operation: &str, path: &Path, e: &std::io::Error) -> WriteFailure {
+        WriteFailure {
+            operation: operation.to_string(),
+            path: path.to_path_buf(),
+            errno: e.raw_os_error(),
+            message: e.to_string(),
+        }
+    }
+
+    /// The errno's symbolic name (`EIO`), or its number.
+    pub fn errno_name(&self) -> String {
+        match self.errno {
+            Some(libc::EIO) => "EIO".into(),
+            Some(libc::ENOSPC) => "ENOSPC".into(),
+            Some(libc::EDQUOT) => "EDQUOT".into(),
+            Some(libc::EROFS) => "EROFS".into(),
+            Some(libc::EFBIG) => "EFBIG".into(),
+            Some(libc::ENODEV) => "ENODEV".into(),
+            Some(libc::ENXIO) => "ENXIO".into(),
+            Some(n) => format!("errno {n}"),
+            None => "no errno".into(),
+        }
+    }
+}
+
+impl fmt::Display for WriteFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} of {} failed with {} ({})",
+            self.operation,
+            self.path.display(),
+            self.errno_name(),
+            self.message
+        )
     }
 }

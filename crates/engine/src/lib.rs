@@ -20,6 +20,7 @@ pub mod cursor;
 pub mod engine;
 pub mod error;
 pub mod evict;
+pub mod flash_mode;
 pub mod io;
 pub mod journal;
 pub mod kv;

@@ -22,9 +22,13 @@
 //!   trace: /tmp/events.trace
 //! ```
 
+pub use crate::config::{
+    flash_mode_defaults, shipped_policy, FlashDefaults, DEFAULT_TRIM_BATCH, SHIPPED_POLICY,
+};
 use crate::config::{
     AllocPolicy, Compressor, EngineConfig, EngineKind, TableConfig, MAX_SWEEP_RESERVE_PCT,
 };
+pub use crate::flash_mode::FlashMode;
 pub use crate::io::hint_path::{HintPath, Hints};
 use crate::io::FlashConfig;
 use crate::journal::JournalCompressor;
@@ -172,7 +176,7 @@ impl Default for TrimSettings {
     fn default() -> Self {
         TrimSettings {
             enabled: None,
-            batch: 20_000,
+            batch: DEFAULT_TRIM_BATCH,
             when: TrimWhen::Free,
         }
     }
@@ -182,135 +186,6 @@ impl Default for TrimSettings {
 #[serde(rename_all = "lowercase")]
 pub enum TrimWhen {
     Free,
-}
-
-/// The online placement policy flash mode ships. One constant: the policy is switched here
-/// and nowhere else (`storage.flash.placement` still names any online policy).
-pub const SHIPPED_POLICY: &str = "filelog";
-
-/// [`SHIPPED_POLICY`] as a policy name.
-pub fn shipped_policy() -> PolicyName {
-    let name: PolicyName = SHIPPED_POLICY
-        .parse()
-        .expect("SHIPPED_POLICY names a known policy");
-    assert!(name.is_online(), "flash mode ships an online policy");
-    assert_ne!(name, PolicyName::NONE, "flash mode never places on `none`");
-    name
-}
-
-/// `storage.flash.mode`: flashdoc's co-design for flash (the default), or WiredTiger's
-/// behaviour back (`off`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FlashMode {
-    #[default]
-    Flash,
-    Off,
-}
-
-impl FlashMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FlashMode::Flash => "flash",
-            FlashMode::Off => "off",
-        }
-    }
-}
-
-impl std::str::FromStr for FlashMode {
-    type Err = crate::Error;
-    fn from_str(s: &str) -> crate::Result<Self> {
-        match s {
-            "flash" => Ok(FlashMode::Flash),
-            "off" => Ok(FlashMode::Off),
-            _ => Err(cfg_err(
-                "storage.flash.mode",
-                format!("unknown mode {s:?} (expected flash or off)"),
-            )),
-        }
-    }
-}
-
-/// What a mode sets on the disk engine: every setting of the co-design, in one place.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FlashDefaults {
-    pub mode: FlashMode,
-    /// New tables' block allocation (collections and indexes).
-    pub allocation: AllocPolicy,
-    pub eviction_target: u8,
-    pub eviction_trigger: u8,
-    pub eviction_dirty_target: u8,
-    pub eviction_dirty_trigger: u8,
-    pub placement: PolicyName,
-    pub hints: Hints,
-    pub trim: bool,
-}
-
-/// The defaults of `mode`, from which `flashdoc serve`, [`EngineConfig::new`],
-/// [`TableConfig::collection`]/[`TableConfig::index`] and `engine-bench` all take theirs.
-///
-/// Flash mode (docs/engine.md, "Flash mode"): the sweep allocation and a 50/80 % dirty budget
-/// (the engine half of the co-design), [`SHIPPED_POLICY`], the hint path detected on the
-/// database's file system, and **TRIM off**: with safe TRIM (k = 20 000) the lab's reference
-/// run (docs/placement.md, "Safe TRIM") shows the commands taking 82–91 % of the device's
-/// time under the non-queued 1 ms-per-command estimate (docs/trim-cost.md), and flashdoc's
-/// modeled throughput 0.93–1.07× `dsm`'s, while with TRIM off the sweep already overwrites
-/// dead blocks in the order they were written. `off` is WiredTiger's: best fit, 80/95 and
-/// 5/20 eviction, placement `none`, no TRIM, no hints.
-pub fn flash_mode_defaults(mode: FlashMode) -> FlashDefaults {
-    match mode {
-        FlashMode::Flash => FlashDefaults {
-            mode,
-            allocation: AllocPolicy::Sweep,
-            eviction_target: 80,
-            eviction_trigger: 95,
-            eviction_dirty_target: 50,
-            eviction_dirty_trigger: 80,
-            placement: shipped_policy(),
-            hints: Hints::Auto,
-            trim: false,
-        },
-        FlashMode::Off => FlashDefaults {
-            mode,
-            allocation: AllocPolicy::Best,
-            eviction_target: 80,
-            eviction_trigger: 95,
-            eviction_dirty_target: 5,
-            eviction_dirty_trigger: 20,
-            placement: PolicyName::NONE,
-            hints: Hints::None,
-            trim: false,
-        },
-    }
-}
-
-impl FlashDefaults {
-    /// The engine's flash configuration of this mode.
-    pub fn flash_config(&self) -> FlashConfig {
-        FlashConfig {
-            mode: self.mode,
-            placement: self.placement,
-            placement_config: PlacementConfig::default(),
-            trim_batch: self.trim.then_some(TrimSettings::default().batch),
-            hints: self.hints,
-        }
-    }
-
-    /// Sets everything the mode decides on an engine configuration and the table templates.
-    pub fn apply(
-        &self,
-        e: &mut EngineConfig,
-        collection: &mut TableConfig,
-        index: &mut TableConfig,
-    ) {
-        e.eviction_target = self.eviction_target;
-        e.eviction_trigger = self.eviction_trigger;
-        e.eviction_dirty_target = self.eviction_dirty_target;
-        e.eviction_dirty_trigger = self.eviction_dirty_trigger;
-        e.flash = self.flash_config();
-        collection.allocation = self.allocation;
-        index.allocation = self.allocation;
-    }
 }
 
 /// One effective setting as an engine reports it: its value, or `n/a` when the engine has no

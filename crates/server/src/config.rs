@@ -9,7 +9,7 @@
 //! net:
 //!   bindIp: 127.0.0.1,::1           # a comma-separated list; bindIpAll: true for every address
 //!   port: 27017
-//!   maxIncomingConnections: 6000    # default: sized from memory (`limits::default_max_connections`)
+//!   maxIncomingConnections: 6000    # default: sized from memory (`sizing::default_max_connections`)
 //!   tls: {mode: requireTLS, certificateKeyFile: /etc/ssl/server.pem, CAFile: /etc/ssl/ca.pem}
 //! security: {authorization: enabled}
 //! operationProfiling: {mode: off, slowOpThresholdMs: 100, slowOpSampleRate: 1.0}
@@ -77,7 +77,7 @@ impl Default for NetSettings {
             bind_ip_all: false,
             port: 27017,
             ipv6: false,
-            max_incoming_connections: crate::limits::default_max_connections(),
+            max_incoming_connections: crate::sizing::default_max_connections(),
             tls: TlsSettings::default(),
             wire_object_check: true,
             unix_domain_socket: UnixSocketSettings::default(),
@@ -223,7 +223,7 @@ impl Default for Parameters {
             enable_test_commands: false,
             unauthenticated_connection_timeout_secs: 60,
             idle_connection_timeout_secs: 1800,
-            max_cursors_per_connection: crate::limits::MAX_CURSORS_PER_CONNECTION,
+            max_cursors_per_connection: crate::sizing::MAX_CURSORS_PER_CONNECTION,
             internal_document_source_group_max_memory_bytes:
                 query::aggregate::budget::DEFAULT_BYTES,
             internal_document_source_lookup_cache_size_bytes:

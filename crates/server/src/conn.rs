@@ -139,7 +139,7 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     loop {
-        let mut clock = MessageClock::start(Patience::now(&state, &info));
+        let mut clock = MessageClock::start(patience(&state, &info));
         let (h, body) = match read_message_async(&mut sock, &mut clock).await {
             Ok(m) => m,
             Err(end) => {
@@ -255,6 +255,11 @@ impl ReadEnd {
     }
 }
 
+/// How long the connection may wait for its next message, and how large it may be, now.
+fn patience(state: &ServerState, info: &ConnInfo) -> Patience {
+    Patience::now(state.config().security.authorization, info, &state.params())
+}
+
 /// Reads one message (header, then body in growing chunks) from a blocking socket whose
 /// reads time out every `SHUTDOWN_POLL`, within the connection's patience.
 fn read_message_sync(
@@ -367,7 +372,7 @@ fn serve_connection_sync(
 ) -> std::io::Result<()> {
     use std::io::Write;
     loop {
-        let mut clock = MessageClock::start(Patience::now(state, info));
+        let mut clock = MessageClock::start(patience(state, info));
         let (h, body) = match read_message_sync(&mut sock, &mut clock, shutdown) {
             Ok(m) => m,
             Err(end) => {

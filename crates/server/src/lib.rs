@@ -24,6 +24,7 @@ pub mod profile;
 pub mod roles;
 pub mod scram;
 pub mod sessions;
+pub mod sizing;
 pub mod spec;
 pub mod state;
 pub mod tls;

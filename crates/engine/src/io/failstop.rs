@@ -13,61 +13,9 @@
 //! an open or an allocation is different: nothing was accepted, and the caller may retry once
 //! space is freed (`Error::is_disk_full`).
 
+pub use crate::error::WriteFailure;
 use parking_lot::Mutex;
-use std::fmt;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// The first failure that stopped the engine's writes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WriteFailure {
-    /// What failed: `fsync`, `fdatasync`, `fsync directory`, or a journal operation.
-    pub operation: String,
-    pub path: PathBuf,
-    /// The operating system's error number, if it came from one.
-    pub errno: Option<i32>,
-    /// The operating system's message.
-    pub message: String,
-}
-
-impl WriteFailure {
-    pub fn new(operation: &str, path: &Path, e: &std::io::Error) -> WriteFailure {
-        WriteFailure {
-            operation: operation.to_string(),
-            path: path.to_path_buf(),
-            errno: e.raw_os_error(),
-            message: e.to_string(),
-        }
-    }
-
-    /// The errno's symbolic name (`EIO`), or its number.
-    pub fn errno_name(&self) -> String {
-        match self.errno {
-            Some(libc::EIO) => "EIO".into(),
-            Some(libc::ENOSPC) => "ENOSPC".into(),
-            Some(libc::EDQUOT) => "EDQUOT".into(),
-            Some(libc::EROFS) => "EROFS".into(),
-            Some(libc::EFBIG) => "EFBIG".into(),
-            Some(libc::ENODEV) => "ENODEV".into(),
-            Some(libc::ENXIO) => "ENXIO".into(),
-            Some(n) => format!("errno {n}"),
-            None => "no errno".into(),
-        }
-    }
-}
-
-impl fmt::Display for WriteFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} of {} failed with {} ({})",
-            self.operation,
-            self.path.display(),
-            self.errno_name(),
-            self.message
-        )
-    }
-}
 
 /// The state itself: empty until the first failure, which is kept for good.
 #[derive(Default)]

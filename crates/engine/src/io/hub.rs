@@ -16,7 +16,7 @@ use super::file::IoFile;
 use super::hint_path::{HintPath, Hints};
 use super::linux::{hint_for_stream, LinuxIo};
 use super::meter::WriteMeter;
-use crate::settings::FlashMode;
+use crate::flash_mode::FlashMode;
 use parking_lot::Mutex;
 use placement::policy::{make_policy, PlacementConfig, Policy, PolicyName};
 use placement::trim::{TrimBatcher, TrimExtent};
@@ -41,19 +41,8 @@ pub struct FlashConfig {
     pub hints: Hints,
 }
 
-impl Default for FlashConfig {
-    /// Flash mode's ([`crate::settings::flash_mode_defaults`]).
-    fn default() -> Self {
-        crate::settings::flash_mode_defaults(FlashMode::Flash).flash_config()
-    }
-}
-
+// `Default` (flash mode's) and `off()` are in `settings`, beside the defaults they take.
 impl FlashConfig {
-    /// WiredTiger's behaviour: no placement, no hints, no TRIM (`storage.flash.mode: off`).
-    pub fn off() -> Self {
-        crate::settings::flash_mode_defaults(FlashMode::Off).flash_config()
-    }
-
     /// True when the settings leave nothing to do on the write path.
     fn is_inert(&self) -> bool {
         self.placement == PolicyName::NONE && self.trim_batch.is_none() && self.hints == Hints::None

@@ -5,8 +5,8 @@
 //! gain over dsm into dirty budget, allocator and policy. Every comparison goes through
 //! [`comparable_cells`], so one across unequal engine settings is an error, not a sentence.
 
+use super::condition::{base_cell, Condition};
 use super::settings::{comparable_cells, Compared, SettingChange};
-use super::streams::{base_cell, Condition};
 use super::Report;
 use crate::experiment::{
     all_policies, Experiment, FRESH_SEEDS, SCORING_SEEDS, SEED_POLICIES, SHIPPED_POLICY,

@@ -2,6 +2,7 @@
 //! the model that produced them, and a reading of each result. Written as `report.md` (plots
 //! as files beside it) and a self-contained `report.html` (plots inlined).
 
+mod condition;
 mod credit;
 mod scale;
 mod sections;

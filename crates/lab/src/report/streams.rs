@@ -3,6 +3,7 @@
 //! secondary device figures, and the seeds' published claims beside ours. Every sentence
 //! that concludes something is computed from the points of this run.
 
+use super::condition::{base_cell, conditions, Condition};
 use super::credit;
 use super::settings::{comparable_cells, Compared};
 use super::Report;
@@ -14,7 +15,6 @@ use crate::summary::{
     WIREDTIGER,
 };
 use anyhow::Result;
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -57,43 +57,6 @@ const HEADLINE: &[Row] = &[
         "oracle-death",
     ),
 ];
-
-/// Points of one condition (everything but workload, engine, policy and seed): cache share
-/// (permille), leaf KB, compressor, TRIM, device.
-pub(super) type Condition = (u64, u32, String, String, String);
-
-fn conditions(t: &Table) -> BTreeMap<Condition, Vec<String>> {
-    let mut m: BTreeMap<Condition, Vec<String>> = BTreeMap::new();
-    for c in t.cells.keys() {
-        let k = (
-            c.cache_permille,
-            c.leaf_kb,
-            c.compressor.clone(),
-            c.trim.clone(),
-            c.ssd.clone(),
-        );
-        let w = m.entry(k).or_default();
-        if !w.contains(&c.workload) {
-            w.push(c.workload.clone());
-        }
-    }
-    m
-}
-
-/// `none` on WiredTiger's engine settings in condition `k`.
-pub(super) fn base_cell(k: &Condition, workload: &str) -> Cell {
-    Cell {
-        workload: workload.into(),
-        cache_permille: k.0,
-        leaf_kb: k.1,
-        compressor: k.2.clone(),
-        allocation: WIREDTIGER.allocation.into(),
-        dirty_pct: WIREDTIGER.dirty_pct,
-        trim: k.3.clone(),
-        ssd: k.4.clone(),
-        policy: "none".into(),
-    }
-}
 
 pub fn section(
     r: &mut Report,
@@ -1180,6 +1143,7 @@ fn shaping_settings(e: &Experiment) -> [(&'static str, String); 8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn streams() -> Experiment {
         crate::experiment::builtins()

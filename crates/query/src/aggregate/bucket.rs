@@ -8,7 +8,8 @@ use rand::Rng;
 
 use super::common::stage_err;
 use super::common::{DocIter, Memory};
-use super::group::{count_output, parse_accumulators, run_group, Accumulating, Accumulators};
+use super::group::{count_output, parse_accumulators, Accumulating, Accumulators};
+use super::spill::run_group;
 use crate::compare::{compare_bson, shell_repr, type_name, Num};
 use crate::error::DocResult;
 use crate::expr::{parse_expr, Ctx, Expr};

@@ -5,13 +5,12 @@ use std::ops::Range;
 
 use bson::{Bson, Document};
 
-use super::budget::{value_bytes, Budget};
-use super::common::{stage_err, DocIter};
+use super::budget::value_bytes;
+use super::common::stage_err;
 use crate::compare::{bson_equal, compare_bson, shell_repr, type_name, Num, OrdBson};
 use crate::error::{DocError, DocResult};
 use crate::expr::{parse_expr, Ctx, Expr};
 use crate::interrupt::Interrupt;
-use crate::vars::Scope;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) enum Acc {
@@ -514,47 +513,4 @@ impl GroupTable {
             .map(|i| slots[i].take().expect("each group is indexed once"))
             .collect()
     }
-}
-
-/// Groups the input by the key `key` computes per document, in first-seen order; the key and
-/// the accumulators read the command's `let` variables from `scope`. Past
-/// `internalDocumentSourceGroupMaxMemoryBytes` the groups spill to disk when `allowDiskUse`
-/// allows (the output is then in key order), and fail with 292 when it does not.
-pub(super) fn run_group(
-    input: DocIter,
-    key: impl FnMut(&Ctx) -> DocResult<Bson>,
-    accs: &Accumulators,
-    scope: &Scope,
-) -> DocResult<Vec<Document>> {
-    let limit = super::budget::limit(Budget::Group);
-    group_within(input, key, accs, scope, limit)
-}
-
-/// [`run_group`] with the budget given (tests give a small one).
-pub(super) fn group_within(
-    mut input: DocIter,
-    mut key: impl FnMut(&Ctx) -> DocResult<Bson>,
-    accs: &Accumulators,
-    scope: &Scope,
-    limit: usize,
-) -> DocResult<Vec<Document>> {
-    let mut table = GroupTable::new();
-    for d in input.by_ref() {
-        let d = d?;
-        let ctx = Ctx::scoped(&d, scope);
-        let k = key(&ctx)?;
-        table.add(k, accs, &ctx)?;
-        if table.bytes > limit {
-            if !super::budget::allow_disk_use() {
-                return Err(super::budget::exceeded(
-                    "$group",
-                    Budget::Group,
-                    "pass allowDiskUse: true to spill it to disk",
-                ));
-            }
-            let spill = super::spill::GroupSpill { accs, scope, limit };
-            return spill.run(table, input, key);
-        }
-    }
-    table.finish(accs)
 }

@@ -1,4 +1,5 @@
-//! `$group` past its memory budget with `allowDiskUse`: the groups already in memory stay
+//! The `$group` stage within its memory budget ([`run_group`]), and past it with
+//! `allowDiskUse`: the groups already in memory stay
 //! there (they hold every document read so far), and the rest of the input goes to disk in
 //! runs of at most the budget, each sorted by group key. Then the runs are merged by key with
 //! the groups in memory: each group starts from its in-memory accumulators (the earlier
@@ -15,13 +16,56 @@ use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 use bson::{Bson, Document};
 
-use super::budget::doc_bytes;
+use super::budget::{doc_bytes, Budget};
 use super::common::DocIter;
 use super::group::{Accumulating, Accumulators, GroupTable};
 use crate::compare::{compare_bson, OrdBson};
 use crate::error::{DocError, DocResult};
 use crate::expr::Ctx;
 use crate::vars::Scope;
+
+/// Groups the input by the key `key` computes per document, in first-seen order; the key and
+/// the accumulators read the command's `let` variables from `scope`. Past
+/// `internalDocumentSourceGroupMaxMemoryBytes` the groups spill to disk when `allowDiskUse`
+/// allows (the output is then in key order), and fail with 292 when it does not.
+pub(super) fn run_group(
+    input: DocIter,
+    key: impl FnMut(&Ctx) -> DocResult<Bson>,
+    accs: &Accumulators,
+    scope: &Scope,
+) -> DocResult<Vec<Document>> {
+    let limit = super::budget::limit(Budget::Group);
+    group_within(input, key, accs, scope, limit)
+}
+
+/// [`run_group`] with the budget given (tests give a small one).
+pub(super) fn group_within(
+    mut input: DocIter,
+    mut key: impl FnMut(&Ctx) -> DocResult<Bson>,
+    accs: &Accumulators,
+    scope: &Scope,
+    limit: usize,
+) -> DocResult<Vec<Document>> {
+    let mut table = GroupTable::new();
+    for d in input.by_ref() {
+        let d = d?;
+        let ctx = Ctx::scoped(&d, scope);
+        let k = key(&ctx)?;
+        table.add(k, accs, &ctx)?;
+        if table.bytes > limit {
+            if !super::budget::allow_disk_use() {
+                return Err(super::budget::exceeded(
+                    "$group",
+                    Budget::Group,
+                    "pass allowDiskUse: true to spill it to disk",
+                ));
+            }
+            let spill = GroupSpill { accs, scope, limit };
+            return spill.run(table, input, key);
+        }
+    }
+    table.finish(accs)
+}
 
 /// A spilling `$group`: its accumulators, the command's variables, its budget.
 pub(super) struct GroupSpill<'a> {
@@ -225,7 +269,8 @@ mod tests {
     use bson::{doc, Bson, Document};
 
     use super::super::budget::DiskUseScope;
-    use super::super::group::{group_within, parse_accumulators};
+    use super::super::group::parse_accumulators;
+    use super::group_within;
     use crate::compare::compare_bson;
     use crate::error::DocResult;
     use crate::expr::{parse_expr, Ctx};

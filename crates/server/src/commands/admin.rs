@@ -289,29 +289,12 @@ fn host_info() -> Document {
     let cores = std::thread::available_parallelism()
         .map(|n| n.get() as i32)
         .unwrap_or(1);
-    let mem = total_memory_bytes();
+    let mem = crate::sizing::machine_memory_bytes().unwrap_or(0);
     doc! {
         "system": {"currentTime": bson::DateTime::now(), "hostname": hostname(), "cpuAddrSize": 64, "memSizeMB": (mem >> 20) as i64, "numCores": cores, "cpuArch": std::env::consts::ARCH},
         "os": {"type": "Linux", "name": std::env::consts::OS},
         "extra": {},
     }
-}
-
-/// The machine's memory, from `/proc/meminfo` (0 if it cannot be read).
-fn total_memory_bytes() -> u64 {
-    let kib = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("MemTotal:"))
-                .and_then(|l| {
-                    l.split_whitespace()
-                        .nth(1)
-                        .and_then(|v| v.parse::<u64>().ok())
-                })
-        })
-        .unwrap_or(0);
-    kib * 1024
 }
 
 fn new_uuid() -> [u8; 16] {
