@@ -60,7 +60,7 @@ fn a_committed_run_is_reported_again_with_its_claims_at_the_seeds_conditions() {
     // The WAF of every policy per engine is in the secondary table (the headline's own tables
     // hold the engine settings equal).
     assert_eq!(
-        md.matches("### Write amplification, GC copies and device write p99")
+        md.matches("### Write amplification, GC copies and device write and read p99")
             .count(),
         2,
         "a WAF table per TRIM condition"
