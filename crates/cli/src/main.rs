@@ -8,14 +8,6 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Returns mimalloc's free memory to the system, abandoned pages of exited threads included
-/// (`force`): after a burst of connections their threads' pages would otherwise stay resident
-/// (docs/server.md, "Connections and memory").
-fn release_allocator_memory() {
-    // SAFETY: mi_collect only frees memory the allocator holds free; callable from any thread.
-    unsafe { libmimalloc_sys::mi_collect(true) }
-}
-
 mod bench_cmd;
 mod bench_windows;
 mod cluster_cmd;
@@ -62,7 +54,6 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    server::set_allocator_release(release_allocator_memory);
     match cli.command {
         Command::Ssd(args) => ssd_cmd::run(args),
         Command::EngineBench(args) => engine_bench::run(args),

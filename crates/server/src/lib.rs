@@ -118,20 +118,6 @@ fn release_free_memory() {
     unsafe {
         libc::malloc_trim(0);
     }
-    if let Some(release) = ALLOCATOR_RELEASE.get() {
-        release();
-    }
-}
-
-/// The binary's own allocator's way to return free memory (the `flashdoc` binary runs mimalloc,
-/// whose pages left by exited connection threads glibc's `malloc_trim` cannot reach). The server
-/// does not pick the allocator, so the binary that does registers this.
-static ALLOCATOR_RELEASE: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
-
-/// Registers how the process's global allocator returns free memory to the system; the
-/// housekeeping task calls it every [`TRIM_EVERY`]. The first registration wins.
-pub fn set_allocator_release(release: fn()) {
-    let _ = ALLOCATOR_RELEASE.set(release);
 }
 
 /// How often the housekeeping task returns free memory to the system.
