@@ -21,6 +21,26 @@ def free_port():
         return s.getsockname()[1]
 
 
+def free_port_run(n):
+    """A port P such that P .. P+n-1 are all free now (for `cluster up`, whose shards take the
+    ports after the router's)."""
+    for _ in range(100):
+        base = free_port()
+        socks = []
+        try:
+            for p in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no run of {n} free ports")
+
+
 class Server:
     """One server process on a database directory; can be stopped, killed and restarted."""
 

@@ -366,13 +366,38 @@ pub fn run_cluster(args: ClusterArgs) -> Result<()> {
     }
 }
 
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+/// A free loopback port outside `taken` (the ports `cluster up` gives the router and shards,
+/// so that etcd's ephemeral ports cannot land on one of them).
+fn free_port_outside(taken: &std::ops::RangeInclusive<u32>) -> Result<u16> {
+    for _ in 0..64 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        if !taken.contains(&u32::from(port)) {
+            return Ok(port);
+        }
+    }
+    bail!("no free port outside {taken:?} after 64 tries")
 }
 
-fn spawn_detached(program: &Path, args: &[String], log: &Path) -> Result<u32> {
+/// Refuses to start when a port the cluster needs is taken, before anything is spawned: a
+/// node that cannot bind would only exit, and the cluster would be half up.
+fn check_ports_free(taken: &std::ops::RangeInclusive<u32>) -> Result<()> {
+    if *taken.end() > u32::from(u16::MAX) {
+        bail!(
+            "--port {} leaves no room for the shards' ports after it",
+            taken.start()
+        );
+    }
+    for port in taken.clone() {
+        if let Err(e) = std::net::TcpListener::bind(("127.0.0.1", port as u16)) {
+            bail!("port {port} is not free ({e}): the router takes --port and the shards the ports after it; pick another --port");
+        }
+    }
+    Ok(())
+}
+
+fn spawn_detached(program: &Path, args: &[String], log: &Path) -> Result<std::process::Child> {
     use std::os::unix::process::CommandExt;
     let out = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let child = Command::new(program)
@@ -383,15 +408,31 @@ fn spawn_detached(program: &Path, args: &[String], log: &Path) -> Result<u32> {
         .process_group(0)
         .spawn()
         .with_context(|| format!("starting {}", program.display()))?;
-    Ok(child.id())
+    Ok(child)
 }
 
-/// Waits until `log` contains `needle` (the line a node prints when it listens).
-fn wait_for_log(log: &Path, needle: &str, what: &str) -> Result<()> {
+/// Waits until `log` contains `needle` (the line a node prints when it listens); fails at
+/// once, with the log's last lines, if the node exits first.
+fn wait_for_log(
+    log: &Path,
+    needle: &str,
+    what: &str,
+    child: &mut std::process::Child,
+) -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
-        if std::fs::read_to_string(log).is_ok_and(|s| s.contains(needle)) {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.contains(needle) {
             return Ok(());
+        }
+        if let Some(status) = child.try_wait()? {
+            let tail: Vec<&str> = text.lines().rev().take(5).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            bail!(
+                "{what} exited ({status}) before listening; see {}:\n{}",
+                log.display(),
+                tail.join("\n")
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -429,11 +470,13 @@ fn cluster_up(
             dir.display()
         );
     }
+    let taken = u32::from(port)..=u32::from(port) + shards as u32;
+    check_ports_free(&taken)?;
     let exe = std::env::current_exe()?;
     let mut pids: Vec<(String, u32)> = Vec::new();
     let config_db = match etcd {
         Some(e) => e,
-        None => start_etcd(&dir, &mut pids)?,
+        None => start_etcd(&dir, &taken, &mut pids)?,
     };
     let mut hosts = Vec::new();
     for i in 0..shards {
@@ -449,8 +492,9 @@ fn cluster_up(
         ];
         args.extend(key_args.iter().cloned());
         std::fs::create_dir_all(dir.join(format!("shard{i}")))?;
-        pids.push((format!("shard{i}"), spawn_detached(&exe, &args, &log)?));
-        hosts.push((format!("shard{i}"), format!("127.0.0.1:{p}"), log));
+        let child = spawn_detached(&exe, &args, &log)?;
+        pids.push((format!("shard{i}"), child.id()));
+        hosts.push((format!("shard{i}"), format!("127.0.0.1:{p}"), log, child));
     }
     let rlog = dir.join("router.log");
     let mut rargs: Vec<String> = vec![
@@ -461,7 +505,8 @@ fn cluster_up(
         port.to_string(),
     ];
     rargs.extend(key_args);
-    pids.push(("router".into(), spawn_detached(&exe, &rargs, &rlog)?));
+    let mut router = spawn_detached(&exe, &rargs, &rlog)?;
+    pids.push(("router".into(), router.id()));
     let record = serde_json::json!({
         "router": format!("mongodb://127.0.0.1:{port}/"),
         "configDB": config_db,
@@ -471,13 +516,13 @@ fn cluster_up(
         dir.join("cluster.json"),
         serde_json::to_string_pretty(&record)?,
     )?;
-    for (name, _, log) in &hosts {
-        wait_for_log(log, "waiting for connections", name)?;
+    for (name, _, log, child) in &mut hosts {
+        wait_for_log(log, "waiting for connections", name, child)?;
     }
-    wait_for_log(&rlog, "waiting for connections", "the router")?;
+    wait_for_log(&rlog, "waiting for connections", "the router", &mut router)?;
     // As the internal user when the cluster has a key: no cluster user exists yet.
     let conn = TcpConnector::with_key(key).connect(&format!("127.0.0.1:{port}"));
-    for (name, host, _) in &hosts {
+    for (name, host, _, _) in &hosts {
         call_ok(
             &*conn,
             &doc! {"addShard": host.clone(), "name": name.clone(), "$db": "admin"},
@@ -490,9 +535,13 @@ fn cluster_up(
 
 /// Starts a local etcd for the cluster's metadata in `dir` (its pid added to `pids`) and
 /// waits until it answers; returns its `etcd://` URL.
-fn start_etcd(dir: &Path, pids: &mut Vec<(String, u32)>) -> Result<String> {
+fn start_etcd(
+    dir: &Path,
+    taken: &std::ops::RangeInclusive<u32>,
+    pids: &mut Vec<(String, u32)>,
+) -> Result<String> {
     let etcd_bin = which("etcd").ok_or_else(|| anyhow!("etcd is not installed (Debian: apt-get install etcd-server), or pass --etcd etcd://host:port"))?;
-    let (client, peer) = (free_port()?, free_port()?);
+    let (client, peer) = (free_port_outside(taken)?, free_port_outside(taken)?);
     let args: Vec<String> = [
         "--name",
         "flashdoc",
@@ -512,10 +561,8 @@ fn start_etcd(dir: &Path, pids: &mut Vec<(String, u32)>) -> Result<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    pids.push((
-        "etcd".into(),
-        spawn_detached(&etcd_bin, &args, &dir.join("etcd.log"))?,
-    ));
+    let etcd = spawn_detached(&etcd_bin, &args, &dir.join("etcd.log"))?;
+    pids.push(("etcd".into(), etcd.id()));
     let url = format!("etcd://127.0.0.1:{client}");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -583,6 +630,38 @@ fn cluster_down(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waiting_for_a_node_that_exits_fails_at_once_with_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("node.log");
+        let args = vec!["-c".to_string(), "echo cannot bind; exit 3".to_string()];
+        let mut child = spawn_detached(Path::new("/bin/sh"), &args, &log).unwrap();
+        // "exited", not "did not start in 60 s": it did not wait out the deadline.
+        let err = wait_for_log(&log, "waiting for connections", "shard0", &mut child)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("shard0 exited") && err.contains("cannot bind"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn ports_the_cluster_needs_are_checked_before_anything_starts() {
+        let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = u32::from(held.local_addr().unwrap().port());
+        let err = check_ports_free(&(port - 1..=port + 1))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&format!("port {port} is not free")), "{err}");
+        let err = check_ports_free(&(65_534..=65_537))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no room"), "{err}");
+        let outside = free_port_outside(&(port..=port)).unwrap();
+        assert_ne!(u32::from(outside), port);
+    }
 
     #[test]
     fn a_router_takes_a_key_file_and_refuses_other_security_keys() {
