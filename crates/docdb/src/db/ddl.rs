@@ -145,7 +145,8 @@ impl DocDb {
                 catalog::ns(db, coll)
             )));
         }
-        self.create_locked_as(db, coll, options, Some(uuid)).map(drop)
+        self.create_locked_as(db, coll, options, Some(uuid))
+            .map(drop)
     }
 
     /// Drops the collection with UUID `uuid`, if it exists (oplog application).

@@ -17,7 +17,7 @@
 //! one logs the applied entry in the secondary's own oplog, in the same batch.
 
 use super::diff::{self, bad_entry};
-use super::{ts_u64, Oplog, OpRecord, UNLOGGED_DB};
+use super::{ts_u64, OpRecord, Oplog, UNLOGGED_DB};
 use crate::catalog;
 use crate::collection::{encode_doc, Coll};
 use crate::db::{DeleteStatement, DocDb, FindQuery, UpdateStatement, WriteOpts, WriteOutcome};
@@ -89,18 +89,15 @@ impl Oplog {
         body: impl FnOnce() -> DocResult<()>,
     ) -> DocResult<()> {
         let bytes = encode_doc(entry)?;
-        let (applied, pending) = super::applying(ts, bytes, || {
+        super::applying(ts, bytes, || {
             body()?;
-            let unlogged = super::APPLYING.with(|a| a.borrow().as_ref().is_some_and(|a| !a.done));
-            if unlogged {
+            if super::applied_unlogged() {
                 let write = |b: &WriteBatch| engine.write(b, WriteOptions::default());
-                self.write_logged(&mut WriteBatch::new(), || unreachable_record(), write)?
+                self.write_logged(&mut WriteBatch::new(), unreachable_record, write)?
                     .map_err(crate::storage_error)?;
             }
             Ok(())
-        });
-        debug_assert!(applied.is_err() || !pending || self.tail.lock().last >= ts);
-        applied
+        })
     }
 }
 
@@ -119,7 +116,10 @@ impl DocDb {
         })?;
         let (ts, e) = parse(entry)?;
         if catalog::split_ns(e.ns).is_some_and(|(db, _)| db == UNLOGGED_DB) {
-            return Err(bad_entry(format!("an entry of the local database: {}", e.ns)));
+            return Err(bad_entry(format!(
+                "an entry of the local database: {}",
+                e.ns
+            )));
         }
         log.apply_logged(self.engine().as_ref(), ts, entry, || match e.op {
             "n" => Ok(()),
@@ -141,8 +141,8 @@ impl DocDb {
         if let Some(ui) = e.ui {
             return Ok(self.coll_by_uuid(ui));
         }
-        let (db, coll) = catalog::split_ns(e.ns)
-            .ok_or_else(|| bad_entry(format!("bad namespace {}", e.ns)))?;
+        let (db, coll) =
+            catalog::split_ns(e.ns).ok_or_else(|| bad_entry(format!("bad namespace {}", e.ns)))?;
         Ok(self.collection_handle(db, coll))
     }
 
@@ -160,7 +160,9 @@ impl DocDb {
         let Some(c) = self.entry_target(e)? else {
             return Ok(());
         };
-        let id = e.o.get("_id").ok_or_else(|| bad_entry("an insert without _id".into()))?;
+        let id =
+            e.o.get("_id")
+                .ok_or_else(|| bad_entry("an insert without _id".into()))?;
         let stmt = UpdateStatement {
             q: by_id(id),
             u: Bson::Document(e.o.clone()),
@@ -175,10 +177,9 @@ impl DocDb {
         let Some(c) = self.entry_target(e)? else {
             return Ok(());
         };
-        let id = e
-            .o2
-            .and_then(|o2| o2.get("_id"))
-            .ok_or_else(|| bad_entry("an update without o2._id".into()))?;
+        let id =
+            e.o2.and_then(|o2| o2.get("_id"))
+                .ok_or_else(|| bad_entry("an update without o2._id".into()))?;
         let Some(old) = self.doc_by_id(&c, id)? else {
             return Ok(());
         };
@@ -199,7 +200,9 @@ impl DocDb {
         let Some(c) = self.entry_target(e)? else {
             return Ok(());
         };
-        let id = e.o.get("_id").ok_or_else(|| bad_entry("a delete without _id".into()))?;
+        let id =
+            e.o.get("_id")
+                .ok_or_else(|| bad_entry("a delete without _id".into()))?;
         let stmt = DeleteStatement {
             q: by_id(id),
             limit: 1,
@@ -210,16 +213,18 @@ impl DocDb {
     }
 
     fn apply_command(&self, e: &Parsed<'_>) -> DocResult<()> {
-        let db = e
-            .ns
-            .strip_suffix(".$cmd")
-            .ok_or_else(|| bad_entry(format!("a command on {}", e.ns)))?;
-        let (name, arg) = e
-            .o
-            .iter()
-            .next()
-            .ok_or_else(|| bad_entry("an empty command".into()))?;
-        let rest: Document = e.o.iter().skip(1).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let db =
+            e.ns.strip_suffix(".$cmd")
+                .ok_or_else(|| bad_entry(format!("a command on {}", e.ns)))?;
+        let (name, arg) =
+            e.o.iter()
+                .next()
+                .ok_or_else(|| bad_entry("an empty command".into()))?;
+        let rest: Document =
+            e.o.iter()
+                .skip(1)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
         let ui = || e.ui.ok_or_else(|| bad_entry(format!("{name} without ui")));
         let coll = || match arg {
             Bson::String(s) => Ok(s.as_str()),
@@ -268,15 +273,19 @@ impl DocDb {
         // The target the primary dropped goes, wherever a replay left it, even when the
         // source is gone already (a later entry dropped it).
         if let Some(Bson::Binary(b)) = o.get("dropTarget") {
-            let bytes: [u8; 16] = b.bytes.as_slice().try_into().map_err(|_| {
-                bad_entry(format!("rename's dropTarget is not a UUID: {o}"))
-            })?;
+            let bytes: [u8; 16] = b
+                .bytes
+                .as_slice()
+                .try_into()
+                .map_err(|_| bad_entry(format!("rename's dropTarget is not a UUID: {o}")))?;
             self.drop_by_uuid(Uuid::from_bytes(bytes))?;
         }
         let Some(src) = self.coll_by_uuid(ui) else {
             return Ok(());
         };
-        let to = o.get_str("to").map_err(|_| bad_entry(format!("rename without to: {o}")))?;
+        let to = o
+            .get_str("to")
+            .map_err(|_| bad_entry(format!("rename without to: {o}")))?;
         let (to_db, to_coll) =
             catalog::split_ns(to).ok_or_else(|| bad_entry(format!("bad namespace {to}")))?;
         if src.ns == to {

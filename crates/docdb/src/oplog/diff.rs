@@ -178,13 +178,15 @@ mod tests {
 
     #[test]
     fn a_field_change_is_logged_as_a_diff_of_absolute_values() {
-        let old = doc! {"_id": 1, "n": 5, "gone": "x", "big": "y".repeat(100), "e": {"a": 1, "b": 2}};
-        let new = doc! {"_id": 1, "n": 6, "big": "y".repeat(100), "e": {"a": 1, "b": 3}, "add": true};
+        let old =
+            doc! {"_id": 1, "n": 5, "gone": "x", "big": "y".repeat(100), "e": {"a": 1, "b": 2}};
+        let new =
+            doc! {"_id": 1, "n": 6, "big": "y".repeat(100), "e": {"a": 1, "b": 3}, "add": true};
         let o = update_object(&old, &new);
         assert_eq!(
             o,
             doc! {"$v": 2, "diff": {"d": {"gone": false}, "u": {"n": 6}, "i": {"add": true},
-                                    "se": {"u": {"b": 3}}}}
+            "se": {"u": {"b": 3}}}}
         );
         let once = apply_update_object(&old, &o).unwrap();
         assert!(same_doc(&once, &new));
@@ -197,7 +199,10 @@ mod tests {
         let new = doc! {"_id": 1, "b": 2, "a": 1};
         assert!(same_doc(&update_object(&old, &new), &new));
         let small = doc! {"_id": 1, "a": 2};
-        assert!(same_doc(&update_object(&doc! {"_id": 1, "a": 1}, &small), &small));
+        assert!(same_doc(
+            &update_object(&doc! {"_id": 1, "a": 1}, &small),
+            &small
+        ));
     }
 
     #[test]

@@ -300,7 +300,11 @@ impl Oplog {
     /// The `ts` of the oldest entry still held, if any: a fetcher that needs an earlier one
     /// has fallen off the oplog.
     pub fn oldest_ts(&self) -> DocResult<Option<Timestamp>> {
-        let first = self.engine.scan_all(self.table).map_err(storage_error)?.next();
+        let first = self
+            .engine
+            .scan_all(self.table)
+            .map_err(storage_error)?
+            .next();
         match first.transpose().map_err(storage_error)? {
             Some((k, _)) => Ok(Some(ts_of(ts_from_key(&k)?))),
             None => Ok(None),
@@ -363,7 +367,12 @@ impl Oplog {
 
     /// Stages in `batch` the removal of the oldest entries, so that with `incoming` bytes more
     /// the oplog stays within its size (caller holds the tail lock).
-    fn stage_trim(&self, tail: &Tail, incoming: usize, batch: &mut WriteBatch) -> DocResult<Trimmed> {
+    fn stage_trim(
+        &self,
+        tail: &Tail,
+        incoming: usize,
+        batch: &mut WriteBatch,
+    ) -> DocResult<Trimmed> {
         let mut trimmed = Trimmed::default();
         let excess = |t: &Trimmed| tail.bytes + incoming as i64 - t.bytes > self.cap_bytes;
         if !excess(&trimmed) {
@@ -397,9 +406,15 @@ impl Oplog {
                 .map(|a| (!a.done && a.ts > tail.last).then(|| (a.ts, a.bytes.clone())))
         });
         let (ts, bytes) = match applying {
-            // Applied already (or logged by an earlier write of this application).
-            Some(None) if batch.is_empty() => return Ok(Ok(())),
-            Some(None) => return Ok(write(batch)),
+            // In the oplog already (or logged by an earlier write of this application).
+            Some(None) => {
+                mark_applied_logged();
+                return Ok(if batch.is_empty() {
+                    Ok(())
+                } else {
+                    write(batch)
+                });
+            }
             Some(Some(given)) => given,
             None => {
                 let ts = tail.next_ts(now_secs());
@@ -413,14 +428,24 @@ impl Oplog {
         let written = write(batch);
         if written.is_ok() {
             tail.appended(ts, len, trimmed);
-            APPLYING.with(|a| {
-                if let Some(a) = a.borrow_mut().as_mut() {
-                    a.done = true;
-                }
-            });
+            mark_applied_logged();
         }
         Ok(written)
     }
+}
+
+/// The entry this thread is applying is in the oplog: its other writes log nothing.
+fn mark_applied_logged() {
+    APPLYING.with(|a| {
+        if let Some(a) = a.borrow_mut().as_mut() {
+            a.done = true;
+        }
+    });
+}
+
+/// Whether this thread is applying an entry not yet in the oplog.
+fn applied_unlogged() -> bool {
+    APPLYING.with(|a| a.borrow().as_ref().is_some_and(|a| !a.done))
 }
 
 fn now_secs() -> u32 {
@@ -431,10 +456,10 @@ fn now_secs() -> u32 {
     u32::try_from(now).unwrap_or(u32::MAX)
 }
 
-/// Runs `body` as the application of `entry` (at `ts`): the writes it makes log `entry` (once,
-/// unless the oplog has reached `ts` already) instead of entries of their own. Returns whether
-/// the entry still needs appending on its own (no write of the body logged it).
-fn applying<T>(ts: u64, bytes: Vec<u8>, body: impl FnOnce() -> T) -> (T, bool) {
+/// Runs `body` as the application of the entry at `ts` (encoded: `bytes`): the writes it
+/// makes log that entry (once, unless the oplog has reached `ts` already) instead of entries of
+/// their own.
+fn applying<T>(ts: u64, bytes: Vec<u8>, body: impl FnOnce() -> T) -> T {
     struct Restore;
     impl Drop for Restore {
         fn drop(&mut self) {
@@ -450,9 +475,8 @@ fn applying<T>(ts: u64, bytes: Vec<u8>, body: impl FnOnce() -> T) -> (T, bool) {
             })
             .is_some()
     });
+    // An inner application would log its entry in place of the outer one's.
     assert!(!nested, "one oplog entry is applied at a time on a thread");
     let _restore = Restore;
-    let out = body();
-    let done = APPLYING.with(|a| a.borrow().as_ref().is_some_and(|a| a.done));
-    (out, !done)
+    body()
 }
