@@ -185,7 +185,10 @@ impl DocDb {
         };
         let mut new = diff::apply_update_object(&old, e.o)?;
         if !new.contains_key("_id") {
-            new = crate::collection::prepare_insert(new)?;
+            // A replacement without `_id` keeps the document's (`o2` names it).
+            let mut with_id = by_id(id);
+            with_id.extend(new);
+            new = with_id;
         }
         let stmt = UpdateStatement {
             q: by_id(id),

@@ -444,7 +444,8 @@ fn random_write(db: &DocDb, rng: &mut StdRng) {
         76..=79 => drop(db.drop_indexes("r", c, &Bson::String("*".into()))),
         80..=84 => drop(db.rename_collection("r", c, "r", other, rng.gen_bool(0.5))),
         85..=87 => drop(db.drop_collection("r", c)),
-        88..=89 => drop(db.create_collection("r", c, &doc! {})),
+        88 => drop(db.create_collection("r", c, &doc! {})),
+        89 => drop(db.create_collection("r", c, &doc! {"capped": true, "size": 1024})),
         90..=92 => {
             let level = ["strict", "moderate"][rng.gen_range(0..2)];
             drop(db.coll_mod("r", c, &doc! {"validationLevel": level}))
