@@ -187,3 +187,36 @@ fn oplog_insert_cost() {
         (on / off - 1.0) * 100.0
     );
 }
+
+#[test]
+fn a_reopened_member_keeps_its_oplog_and_its_clock_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || {
+        let mut cfg = DocDbConfig::disk(dir.path());
+        cfg.oplog = Some(OplogSettings { size_bytes: 4096 });
+        DocDb::open(cfg).unwrap()
+    };
+    let db = open();
+    for i in 0..100 {
+        let d = doc! {"_id": i, "pad": "x".repeat(50)};
+        assert!(db
+            .insert("app", "c", vec![d], WriteOpts::default())
+            .write_errors
+            .is_empty());
+    }
+    let log = db.oplog().unwrap();
+    let (last, totals) = (log.last_ts(), log.totals());
+    assert!(totals.1 <= 4096 && totals.0 < 100, "capped: {totals:?}");
+    db.shutdown().unwrap();
+    drop(db);
+    let db = open();
+    let log = db.oplog().unwrap();
+    assert_eq!((log.last_ts(), log.totals()), (last, totals));
+    assert!(db
+        .insert("app", "c", vec![doc! {"_id": 100}], WriteOpts::default())
+        .write_errors
+        .is_empty());
+    let newest = log.entries_after(last, 10, usize::MAX).unwrap();
+    assert_eq!(newest.len(), 1);
+    assert!(newest[0].get_timestamp("ts").unwrap() > last);
+}
