@@ -341,7 +341,8 @@ impl Oplog {
     /// The entry document of `rec` at `ts`, in mongod's field order.
     fn entry_doc(&self, rec: OpRecord, ts: u64) -> Document {
         let mut d = Document::new();
-        let session = next_session_fields();
+        // A command a retryable write makes (an implicit create) is not one of its statements.
+        let session = (rec.op != "c").then(next_session_fields).flatten();
         if let Some((lsid, txn, _)) = &session {
             d.insert("lsid", lsid.clone());
             d.insert("txnNumber", *txn);

@@ -148,7 +148,6 @@ fn each_write_kind_is_logged_in_mongods_shape() {
 #[test]
 fn a_retryable_write_logs_its_session_and_statement_ids() {
     let db = member(1 << 20);
-    db.create_collection("app", "c", &doc! {}).unwrap();
     let lsid = doc! {"id": Uuid::new()};
     let w = RetryableWrite {
         lsid: lsid.clone(),
