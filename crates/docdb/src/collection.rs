@@ -303,6 +303,12 @@ impl Coll {
 
     /// Writes this collection's catalog entry (from the current state).
     pub fn persist_entry(&self, st: &CollState) -> DocResult<()> {
+        self.persist_entry_logged(st, None)
+    }
+
+    /// Writes this collection's catalog entry, with the oplog entry of the command that
+    /// changed it (`o`, logged when the database keeps an oplog) in the same batch.
+    pub fn persist_entry_logged(&self, st: &CollState, command: Option<Document>) -> DocResult<()> {
         let _g = self.catalog_lock.lock();
         let entry = self.entry(st);
         entry.assert_consistent();
@@ -310,9 +316,14 @@ impl Coll {
         let bytes = encode_doc(&entry.to_doc())?;
         let mut b = WriteBatch::new();
         b.put(self.catalog_table, self.ns.as_bytes().to_vec(), bytes);
-        self.engine
-            .write(&b, WriteOptions { sync: true })
-            .map_err(storage_error)?;
+        match command {
+            Some(o) => {
+                let record = || crate::oplog::OpRecord::command(&self.db, Some(self.uuid), o);
+                self.write_logged(&mut b, record, true)?
+            }
+            None => self.engine.write(&b, WriteOptions { sync: true }),
+        }
+        .map_err(storage_error)?;
         Ok(())
     }
 
@@ -482,12 +493,31 @@ impl Coll {
             Some(h) => h.before(&self.ns, old, new, batch)?,
             None => None,
         };
-        let written = self.engine.write(batch, WriteOptions { sync });
+        let record = || crate::oplog::OpRecord::for_write(&self.ns, self.uuid, old, new);
+        let written = self.write_logged(batch, record, sync);
         if let Some(t) = token {
-            t.finish(written.is_ok());
+            t.finish(matches!(written, Ok(Ok(()))));
         }
-        written.map_err(storage_error)?;
+        written?.map_err(storage_error)?;
         Ok(())
+    }
+
+    /// Writes `batch` with the oplog entry `record` makes, when the database keeps an oplog
+    /// and this collection's database is logged; else just the batch. The outer error:
+    /// nothing was written; the inner: the engine's.
+    pub(crate) fn write_logged(
+        &self,
+        batch: &mut WriteBatch,
+        record: impl FnOnce() -> crate::oplog::OpRecord,
+        sync: bool,
+    ) -> DocResult<engine::Result<()>> {
+        let write = |b: &WriteBatch| self.engine.write(b, WriteOptions { sync });
+        match self.hooks.oplog() {
+            Some(log) if self.db != crate::oplog::UNLOGGED_DB => {
+                log.write_logged(batch, record, write)
+            }
+            _ => Ok(write(batch)),
+        }
     }
 
     /// Keeps the (count, size) totals, once known, in step with a committed write.

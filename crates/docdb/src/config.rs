@@ -20,6 +20,9 @@ pub struct DocDbConfig {
     /// instead of the system's random source, so the bytes a run writes are reproducible (the
     /// lab's deterministic engine runs). `None`: random, as mongod. Not a server option.
     pub uuid_seed: Option<u64>,
+    /// A replica-set member's oplog (`local.oplog.rs`): every write is logged in its own
+    /// batch. `None` (a standalone): nothing is logged and writes pay nothing for it.
+    pub oplog: Option<crate::oplog::OplogSettings>,
 }
 
 impl DocDbConfig {
@@ -31,6 +34,7 @@ impl DocDbConfig {
             collection_table: TableConfig::collection(),
             index_table: TableConfig::index(),
             uuid_seed: None,
+            oplog: None,
         }
     }
 

@@ -12,6 +12,7 @@ mod exec_stats;
 pub mod geo_index;
 pub mod index;
 pub mod keystring;
+pub mod oplog;
 pub mod partial;
 pub mod planner;
 pub mod scope;

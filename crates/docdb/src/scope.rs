@@ -85,9 +85,20 @@ pub trait WriteHook: Send + Sync {
 #[derive(Default)]
 pub struct Hooks {
     write: RwLock<Option<Arc<dyn WriteHook>>>,
+    /// A replica-set member's oplog, which logs every write in the write's own batch.
+    oplog: Option<Arc<crate::oplog::Oplog>>,
 }
 
 impl Hooks {
+    pub fn with_oplog(oplog: Option<Arc<crate::oplog::Oplog>>) -> Hooks {
+        Hooks {
+            write: RwLock::default(),
+            oplog,
+        }
+    }
+    pub fn oplog(&self) -> Option<&Arc<crate::oplog::Oplog>> {
+        self.oplog.as_ref()
+    }
     pub fn set_write_hook(&self, hook: Option<Arc<dyn WriteHook>>) {
         *self.write.write() = hook;
     }

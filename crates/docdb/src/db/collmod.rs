@@ -190,7 +190,9 @@ impl DocDb {
         if let Some((pos, idx)) = changed_index {
             st.indexes[pos] = Arc::new(idx);
         }
-        c.persist_entry(&st)?;
+        let mut logged = doc! {"collMod": coll};
+        logged.extend(options.clone());
+        c.persist_entry_logged(&st, Some(logged))?;
         c.set_validator(validator);
         Ok(reply)
     }

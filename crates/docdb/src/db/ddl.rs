@@ -46,7 +46,21 @@ impl DocDb {
         coll: &str,
         options: Document,
     ) -> DocResult<Arc<Coll>> {
-        let uuid = self.collection_uuid(db, coll);
+        self.create_locked_as(db, coll, options, None)
+    }
+
+    /// Creates a collection with UUID `uuid` (a secondary applying a primary's `create`), or
+    /// a new one (caller holds `ddl`); logged as a `create` command.
+    pub(super) fn create_locked_as(
+        &self,
+        db: &str,
+        coll: &str,
+        options: Document,
+        uuid: Option<Uuid>,
+    ) -> DocResult<Arc<Coll>> {
+        let uuid = uuid.unwrap_or_else(|| self.collection_uuid(db, coll));
+        let mut logged = doc! {"create": coll};
+        logged.extend(options.clone());
         let ident = table_name_coll(&uuid);
         let id_ident = table_name_index(&uuid, 0);
         let ns = catalog::ns(db, coll);
@@ -101,9 +115,48 @@ impl DocDb {
             self.hooks.clone(),
         )?);
         c.prepare()?;
-        c.persist_entry(&c.state.read())?;
+        c.persist_entry_logged(&c.state.read(), Some(logged))?;
         self.colls.write().insert(entry.ns.clone(), c.clone());
         Ok(c)
+    }
+
+    /// Every collection, as of now.
+    pub(crate) fn colls_snapshot(&self) -> Vec<Arc<Coll>> {
+        self.colls.read().values().cloned().collect()
+    }
+
+    /// The collection `db.coll`, if it exists.
+    pub(crate) fn collection_handle(&self, db: &str, coll: &str) -> Option<Arc<Coll>> {
+        self.get_coll(db, coll)
+    }
+
+    /// Creates `db.coll` with the UUID a primary gave it (oplog application).
+    pub(crate) fn create_with_uuid(
+        &self,
+        db: &str,
+        coll: &str,
+        options: Document,
+        uuid: Uuid,
+    ) -> DocResult<()> {
+        let _g = self.ddl.lock();
+        if self.get_coll(db, coll).is_some() {
+            return Err(DocError::namespace_exists(format!(
+                "Collection {} already exists.",
+                catalog::ns(db, coll)
+            )));
+        }
+        self.create_locked_as(db, coll, options, Some(uuid))
+            .map(drop)
+    }
+
+    /// Drops the collection with UUID `uuid`, if it exists (oplog application).
+    pub(crate) fn drop_by_uuid(&self, uuid: Uuid) -> DocResult<()> {
+        let _g = self.ddl.lock();
+        let found = self.colls.read().values().find(|c| c.uuid == uuid).cloned();
+        match found {
+            Some(c) => self.drop_locked(&c),
+            None => Ok(()),
+        }
     }
 
     pub fn list_databases(&self) -> DocResult<Vec<DatabaseInfo>> {
@@ -199,9 +252,7 @@ impl DocDb {
     pub(super) fn drop_locked(&self, c: &Arc<Coll>) -> DocResult<()> {
         let mut b = WriteBatch::new();
         b.delete(self.catalog_table, c.ns.as_bytes().to_vec());
-        self.engine
-            .write(&b, WriteOptions { sync: true })
-            .map_err(storage_error)?;
+        self.write_catalog_logged(&mut b, &c.db, Some(c.uuid), doc! {"drop": &c.name})?;
         self.release_dropped(c)
     }
 
@@ -262,8 +313,13 @@ impl DocDb {
         for (name, _) in self.views_of(db) {
             self.drop_view_locked(db, &name)?;
         }
+        let any = !colls.is_empty();
         for c in colls {
             self.drop_locked(&c)?;
+        }
+        if any {
+            let o = doc! {"dropDatabase": 1};
+            self.write_catalog_logged(&mut WriteBatch::new(), db, None, o)?;
         }
         Ok(())
     }
@@ -297,10 +353,14 @@ impl DocDb {
         let mut st = src.state.write();
         let mut entry = src.entry(&st);
         entry.ns = to_ns.clone();
-        let b = self.rename_batch(&src.ns, target.as_deref(), &entry)?;
-        self.engine
-            .write(&b, WriteOptions { sync: true })
-            .map_err(storage_error)?;
+        let mut b = self.rename_batch(&src.ns, target.as_deref(), &entry)?;
+        let o = doc! {
+            "renameCollection": &src.ns,
+            "to": &to_ns,
+            "stayTemp": false,
+            "dropTarget": target.as_ref().map_or(Bson::Boolean(false), |t| Bson::from(t.uuid)),
+        };
+        self.write_catalog_logged(&mut b, &src.db, Some(src.uuid), o)?;
         if let Some(t) = &target {
             self.release_dropped(t)?;
         }
@@ -405,8 +465,10 @@ impl DocDb {
             let n = st.next_index_ident;
             st.next_index_ident += 1;
             let idx = self.build_index(&c, &st, def, n, interrupt)?;
+            let mut logged = doc! {"createIndexes": &c.name};
+            logged.extend(idx.def.spec.clone());
             st.indexes.push(Arc::new(idx));
-            c.persist_entry(&st)?;
+            c.persist_entry_logged(&st, Some(logged))?;
         }
         Ok(CreateIndexesOutcome {
             num_indexes_before: before,
@@ -597,7 +659,14 @@ impl DocDb {
         victims.sort_unstable();
         victims.dedup();
         let dropped = remove_indexes(&mut st, &victims);
-        c.persist_entry(&st)?;
+        let mut names: Vec<Bson> = dropped.iter().map(|i| i.def.name.clone().into()).collect();
+        let logged = match names.len() {
+            0 => None,
+            1 => Some(names.remove(0)),
+            _ => Some(Bson::Array(names)),
+        };
+        let logged = logged.map(|index| doc! {"dropIndexes": &c.name, "index": index});
+        c.persist_entry_logged(&st, logged)?;
         for i in dropped {
             self.engine.drop_table(&i.ident).map_err(storage_error)?;
         }

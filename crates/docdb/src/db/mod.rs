@@ -26,6 +26,7 @@ use crate::config::DocDbConfig;
 use crate::cursor::{DocCursor, Exec, ExecStats};
 use crate::geo_index;
 use crate::index::{self, IndexDef, IndexKind, RecordId};
+use crate::oplog::{OpRecord, Oplog};
 use crate::planner::{self, Access, Plan};
 use crate::scope::{self, Hooks, WriteHook};
 use crate::storage_error;
@@ -370,7 +371,11 @@ impl DocDb {
                 .map_err(storage_error)?;
         }
         let mut colls = BTreeMap::new();
-        let hooks = Arc::new(Hooks::default());
+        let oplog = match cfg.oplog {
+            Some(settings) => Some(Arc::new(Oplog::open(engine.clone(), settings)?)),
+            None => None,
+        };
+        let hooks = Arc::new(Hooks::with_oplog(oplog));
         let mut referenced = HashSet::new();
         let mut startup_warnings = Vec::new();
         referenced.insert(CATALOG_TABLE.to_string());
@@ -431,6 +436,30 @@ impl DocDb {
 
     pub fn config(&self) -> &DocDbConfig {
         &self.cfg
+    }
+
+    /// The oplog, when the database was opened as a replica-set member.
+    pub fn oplog(&self) -> Option<&Arc<Oplog>> {
+        self.hooks.oplog()
+    }
+
+    /// Writes `batch` (a catalog change) with the oplog entry of command `o` on database
+    /// `db`, when the database keeps an oplog.
+    fn write_catalog_logged(
+        &self,
+        batch: &mut WriteBatch,
+        db: &str,
+        ui: Option<Uuid>,
+        o: Document,
+    ) -> DocResult<()> {
+        let write = |b: &WriteBatch| self.engine.write(b, WriteOptions { sync: true });
+        match self.hooks.oplog() {
+            Some(log) if db != crate::oplog::UNLOGGED_DB => {
+                log.write_logged(batch, || OpRecord::command(db, ui, o), write)?
+            }
+            _ => write(batch),
+        }
+        .map_err(storage_error)
     }
 
     /// Installs (or removes) the hook every document write passes through (see `scope`).

@@ -1,0 +1,483 @@
+//! The oplog, `local.oplog.rs`: one entry per write, in mongod's shape, appended in the same
+//! engine batch as the write itself (so after a crash the oplog and the data agree), read by a
+//! secondary's fetcher in `ts` order, and applied idempotently on a secondary (`apply.rs`).
+//! Generated only when the database is opened with [`OplogSettings`] (a replica-set member): a
+//! standalone's writes skip all of this. See docs/replication.md, "The oplog".
+//!
+//! Entries are stored in their own engine table, keyed by `ts` (8 bytes, big-endian: seconds
+//! then increment), as mongod's oplog is clustered by `ts`; the table is capped by bytes.
+//! Appends are serialized (the tail lock is held from choosing `ts` to the engine write), so
+//! commit order is `ts` order and a reader never sees a later entry before an earlier one:
+//! the oplog has no holes.
+
+mod apply;
+pub mod diff;
+#[cfg(test)]
+mod tests;
+
+use crate::storage_error;
+use bson::{doc, Bson, Document, Timestamp, Uuid};
+use engine::{Direction, KvEngine, TableConfig, TableId, WriteBatch};
+use parking_lot::Mutex;
+use query::error::{DocError, DocResult};
+use std::cell::RefCell;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+/// The oplog's namespace, as mongod names it.
+pub const OPLOG_NS: &str = "local.oplog.rs";
+/// The engine table holding it (not a `collection-` table: the catalog does not list it).
+pub const OPLOG_TABLE: &str = "oplog-local.oplog.rs";
+/// The database whose writes are never logged (mongod's `local`).
+pub const UNLOGGED_DB: &str = "local";
+
+/// The oplog of a replica-set member (`replication.oplogSizeMB`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OplogSettings {
+    /// Bytes of entries kept; the oldest are removed past it.
+    pub size_bytes: i64,
+}
+
+impl OplogSettings {
+    /// From `oplogSizeMB` (mongod's option; any positive size).
+    pub fn from_mb(mb: f64) -> DocResult<OplogSettings> {
+        if !(mb.is_finite() && mb > 0.0) {
+            return Err(DocError::bad_value(format!(
+                "replication.oplogSizeMB must be a positive number, got {mb}"
+            )));
+        }
+        Ok(OplogSettings {
+            size_bytes: (mb * 1024.0 * 1024.0) as i64,
+        })
+    }
+}
+
+/// A `ts` as its table key: ordered as the timestamps are.
+pub fn ts_key(ts: Timestamp) -> [u8; 8] {
+    ts_u64(ts).to_be_bytes()
+}
+
+fn ts_u64(ts: Timestamp) -> u64 {
+    ((ts.time as u64) << 32) | ts.increment as u64
+}
+
+fn ts_of(v: u64) -> Timestamp {
+    Timestamp {
+        time: (v >> 32) as u32,
+        increment: v as u32,
+    }
+}
+
+fn ts_from_key(k: &[u8]) -> DocResult<u64> {
+    let b: [u8; 8] = k
+        .try_into()
+        .map_err(|_| DocError::internal_error(format!("oplog key of {} bytes", k.len())))?;
+    Ok(u64::from_be_bytes(b))
+}
+
+/// What one write logs, before the oplog gives it `ts`, `t` and `wall`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpRecord {
+    pub op: &'static str,
+    pub ns: String,
+    pub ui: Option<Uuid>,
+    pub o: Document,
+    pub o2: Option<Document>,
+}
+
+impl OpRecord {
+    /// The entry of a document write (insert: `old` none; delete: `new` none).
+    pub fn for_write(
+        ns: &str,
+        ui: Uuid,
+        old: Option<&Document>,
+        new: Option<&Document>,
+    ) -> OpRecord {
+        let id_of = |d: &Document| doc! {"_id": d.get("_id").cloned().unwrap_or(Bson::Null)};
+        let (op, o, o2) = match (old, new) {
+            (None, Some(n)) => ("i", n.clone(), Some(id_of(n))),
+            (Some(was), Some(n)) => ("u", diff::update_object(was, n), Some(id_of(n))),
+            (Some(was), None) => ("d", id_of(was), None),
+            (None, None) => unreachable!("a write stores or removes a document"),
+        };
+        OpRecord {
+            op,
+            ns: ns.to_string(),
+            ui: Some(ui),
+            o,
+            o2,
+        }
+    }
+
+    /// A command entry (`op: "c"`, namespace `<db>.$cmd`).
+    pub fn command(db: &str, ui: Option<Uuid>, o: Document) -> OpRecord {
+        OpRecord {
+            op: "c",
+            ns: format!("{db}.$cmd"),
+            ui,
+            o,
+            o2: None,
+        }
+    }
+}
+
+/// The retryable write a thread's writes belong to: its entries carry `lsid`, `txnNumber` and
+/// a `stmtId` counting up from the first statement's.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetryableWrite {
+    pub lsid: Document,
+    pub txn_number: i64,
+    pub first_stmt_id: i32,
+}
+
+/// An entry a secondary is applying: its writes log this entry instead of new ones.
+struct Applying {
+    ts: u64,
+    bytes: Vec<u8>,
+    /// Appended already (by the first write of the application), or not to be appended.
+    done: bool,
+}
+
+thread_local! {
+    static SESSION: RefCell<Option<(RetryableWrite, i32)>> = const { RefCell::new(None) };
+    static APPLYING: RefCell<Option<Applying>> = const { RefCell::new(None) };
+}
+
+/// Runs `body` with its writes logged as the statements of retryable write `w` (the server
+/// wraps a write command with `lsid` and `txnNumber` in this).
+pub fn with_retryable_write<T>(w: RetryableWrite, body: impl FnOnce() -> T) -> T {
+    struct Restore(Option<(RetryableWrite, i32)>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let prev = self.0.take();
+            SESSION.with(|s| *s.borrow_mut() = prev);
+        }
+    }
+    let first = w.first_stmt_id;
+    let prev = SESSION.with(|s| s.borrow_mut().replace((w, first)));
+    let _restore = Restore(prev);
+    body()
+}
+
+/// The session fields of the next entry, if the thread is in a retryable write.
+fn next_session_fields() -> Option<(Document, i64, i32)> {
+    SESSION.with(|s| {
+        let mut s = s.borrow_mut();
+        let (w, next) = s.as_mut()?;
+        let stmt = *next;
+        *next += 1;
+        Some((w.lsid.clone(), w.txn_number, stmt))
+    })
+}
+
+/// The end of the oplog: the last `ts` given out and the entries' totals.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Tail {
+    last: u64,
+    count: i64,
+    bytes: i64,
+}
+
+impl Tail {
+    /// The hybrid logical clock: `ts` is the wall clock's second when it moved on, else the
+    /// last second with the next increment; strictly increasing whatever the clock does.
+    fn next_ts(&self, now_secs: u32) -> u64 {
+        let last = ts_of(self.last);
+        let next = if now_secs > last.time {
+            Timestamp {
+                time: now_secs,
+                increment: 1,
+            }
+        } else if last.increment < u32::MAX {
+            Timestamp {
+                time: last.time,
+                increment: last.increment + 1,
+            }
+        } else {
+            Timestamp {
+                time: last.time + 1,
+                increment: 1,
+            }
+        };
+        ts_u64(next)
+    }
+
+    /// Records an appended entry (and the entries its batch trimmed).
+    fn appended(&mut self, ts: u64, len: usize, trimmed: Trimmed) {
+        // An entry at or before the last would overwrite one, or break the order readers
+        // rely on.
+        assert!(
+            ts > self.last,
+            "oplog ts strictly increases: {ts:#x} after {:#x}",
+            self.last
+        );
+        self.last = ts;
+        self.count += 1 - trimmed.count;
+        self.bytes += len as i64 - trimmed.bytes;
+        assert!(
+            self.count >= 0 && self.bytes >= 0,
+            "oplog totals stay whole: {self:?}"
+        );
+    }
+}
+
+/// Entries a batch removes from the oplog's start.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Trimmed {
+    count: i64,
+    bytes: i64,
+}
+
+/// A replica-set member's oplog.
+pub struct Oplog {
+    engine: Arc<dyn KvEngine>,
+    table: TableId,
+    cap_bytes: i64,
+    term: AtomicI64,
+    tail: Mutex<Tail>,
+}
+
+impl std::fmt::Debug for Oplog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Oplog")
+            .field("cap_bytes", &self.cap_bytes)
+            .field("tail", &*self.tail.lock())
+            .finish()
+    }
+}
+
+impl Oplog {
+    /// Opens (creating if missing) the oplog table and reads its totals.
+    pub(crate) fn open(engine: Arc<dyn KvEngine>, settings: OplogSettings) -> DocResult<Oplog> {
+        let table = match engine.table_id(OPLOG_TABLE) {
+            Some(t) => t,
+            None => engine
+                .create_table(OPLOG_TABLE, &TableConfig::collection())
+                .map_err(storage_error)?,
+        };
+        let mut tail = Tail::default();
+        for kv in engine.scan_all(table).map_err(storage_error)? {
+            let (k, v) = kv.map_err(storage_error)?;
+            tail.last = ts_from_key(&k)?;
+            tail.count += 1;
+            tail.bytes += v.len() as i64;
+        }
+        Ok(Oplog {
+            engine,
+            table,
+            cap_bytes: settings.size_bytes,
+            term: AtomicI64::new(0),
+            tail: Mutex::new(tail),
+        })
+    }
+
+    /// The term new entries carry (`t`): the consensus layer sets it when it elects this
+    /// member.
+    pub fn set_term(&self, term: i64) {
+        self.term.store(term, Ordering::Release);
+    }
+
+    pub fn term(&self) -> i64 {
+        self.term.load(Ordering::Acquire)
+    }
+
+    /// The `ts` of the newest entry (`Timestamp(0, 0)` when empty).
+    pub fn last_ts(&self) -> Timestamp {
+        ts_of(self.tail.lock().last)
+    }
+
+    /// (entries, bytes) held.
+    pub fn totals(&self) -> (i64, i64) {
+        let t = self.tail.lock();
+        (t.count, t.bytes)
+    }
+
+    pub fn cap_bytes(&self) -> i64 {
+        self.cap_bytes
+    }
+
+    /// The `ts` of the oldest entry still held, if any: a fetcher that needs an earlier one
+    /// has fallen off the oplog.
+    pub fn oldest_ts(&self) -> DocResult<Option<Timestamp>> {
+        let first = self
+            .engine
+            .scan_all(self.table)
+            .map_err(storage_error)?
+            .next();
+        match first.transpose().map_err(storage_error)? {
+            Some((k, _)) => Ok(Some(ts_of(ts_from_key(&k)?))),
+            None => Ok(None),
+        }
+    }
+
+    /// The entries with `ts` after `after`, in `ts` order, at most `limit` of them and no
+    /// more bytes than `max_bytes` (at least one entry if any): a secondary's fetch, and later
+    /// a change stream's.
+    pub fn entries_after(
+        &self,
+        after: Timestamp,
+        limit: usize,
+        max_bytes: usize,
+    ) -> DocResult<Vec<Document>> {
+        let from = Bound::Excluded(ts_key(after).to_vec());
+        let scan = self
+            .engine
+            .scan(self.table, from, Bound::Unbounded, Direction::Forward)
+            .map_err(storage_error)?;
+        let mut out = Vec::new();
+        let mut bytes = 0;
+        for kv in scan.take(limit) {
+            let (_, v) = kv.map_err(storage_error)?;
+            bytes += v.len();
+            if bytes > max_bytes && !out.is_empty() {
+                break;
+            }
+            out.push(crate::collection::decode_doc(&v)?);
+        }
+        Ok(out)
+    }
+
+    /// The entry document of `rec` at `ts`, in mongod's field order.
+    fn entry_doc(&self, rec: OpRecord, ts: u64) -> Document {
+        let mut d = Document::new();
+        // A command a retryable write makes (an implicit create) is not one of its statements.
+        let session = (rec.op != "c").then(next_session_fields).flatten();
+        if let Some((lsid, txn, _)) = &session {
+            d.insert("lsid", lsid.clone());
+            d.insert("txnNumber", *txn);
+        }
+        d.insert("op", rec.op);
+        d.insert("ns", rec.ns);
+        if let Some(ui) = rec.ui {
+            d.insert("ui", ui);
+        }
+        d.insert("o", rec.o);
+        if let Some(o2) = rec.o2 {
+            d.insert("o2", o2);
+        }
+        if let Some((_, _, stmt)) = session {
+            d.insert("stmtId", stmt);
+        }
+        d.insert("ts", ts_of(ts));
+        d.insert("t", self.term());
+        d.insert("v", 2i64);
+        d.insert("wall", bson::DateTime::now());
+        d
+    }
+
+    /// Stages in `batch` the removal of the oldest entries, so that with `incoming` bytes more
+    /// the oplog stays within its size (caller holds the tail lock).
+    fn stage_trim(
+        &self,
+        tail: &Tail,
+        incoming: usize,
+        batch: &mut WriteBatch,
+    ) -> DocResult<Trimmed> {
+        let mut trimmed = Trimmed::default();
+        let excess = |t: &Trimmed| tail.bytes + incoming as i64 - t.bytes > self.cap_bytes;
+        if !excess(&trimmed) {
+            return Ok(trimmed);
+        }
+        for kv in self.engine.scan_all(self.table).map_err(storage_error)? {
+            let (k, v) = kv.map_err(storage_error)?;
+            batch.delete(self.table, k);
+            trimmed.count += 1;
+            trimmed.bytes += v.len() as i64;
+            if !excess(&trimmed) {
+                break;
+            }
+        }
+        Ok(trimmed)
+    }
+
+    /// Writes `batch` through `write` with its oplog entry: the one a secondary is applying,
+    /// or a new one made of `record` (not called when this thread's application has logged
+    /// its entry already). The outer error: nothing was written; the inner: the engine's.
+    pub(crate) fn write_logged(
+        &self,
+        batch: &mut WriteBatch,
+        record: impl FnOnce() -> OpRecord,
+        write: impl FnOnce(&WriteBatch) -> engine::Result<()>,
+    ) -> DocResult<engine::Result<()>> {
+        let mut tail = self.tail.lock();
+        let applying = APPLYING.with(|a| {
+            a.borrow()
+                .as_ref()
+                .map(|a| (!a.done && a.ts > tail.last).then(|| (a.ts, a.bytes.clone())))
+        });
+        let (ts, bytes) = match applying {
+            // In the oplog already (or logged by an earlier write of this application).
+            Some(None) => {
+                mark_applied_logged();
+                return Ok(if batch.is_empty() {
+                    Ok(())
+                } else {
+                    write(batch)
+                });
+            }
+            Some(Some(given)) => given,
+            None => {
+                let ts = tail.next_ts(now_secs());
+                let bytes = crate::collection::encode_doc(&self.entry_doc(record(), ts))?;
+                (ts, bytes)
+            }
+        };
+        let trimmed = self.stage_trim(&tail, bytes.len(), batch)?;
+        let len = bytes.len();
+        batch.put(self.table, ts_key(ts_of(ts)).to_vec(), bytes);
+        let written = write(batch);
+        if written.is_ok() {
+            tail.appended(ts, len, trimmed);
+            mark_applied_logged();
+        }
+        Ok(written)
+    }
+}
+
+/// The entry this thread is applying is in the oplog: its other writes log nothing.
+fn mark_applied_logged() {
+    APPLYING.with(|a| {
+        if let Some(a) = a.borrow_mut().as_mut() {
+            a.done = true;
+        }
+    });
+}
+
+/// Whether this thread is applying an entry not yet in the oplog.
+fn applied_unlogged() -> bool {
+    APPLYING.with(|a| a.borrow().as_ref().is_some_and(|a| !a.done))
+}
+
+fn now_secs() -> u32 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    u32::try_from(now).unwrap_or(u32::MAX)
+}
+
+/// Runs `body` as the application of the entry at `ts` (encoded: `bytes`): the writes it
+/// makes log that entry (once, unless the oplog has reached `ts` already) instead of entries of
+/// their own.
+fn applying<T>(ts: u64, bytes: Vec<u8>, body: impl FnOnce() -> T) -> T {
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            APPLYING.with(|a| *a.borrow_mut() = None);
+        }
+    }
+    let nested = APPLYING.with(|a| {
+        a.borrow_mut()
+            .replace(Applying {
+                ts,
+                bytes,
+                done: false,
+            })
+            .is_some()
+    });
+    // An inner application would log its entry in place of the outer one's.
+    assert!(!nested, "one oplog entry is applied at a time on a thread");
+    let _restore = Restore;
+    body()
+}
