@@ -252,6 +252,10 @@ impl ReplNode {
                 return Err(ReplError::Config("a set needs at least one voting member".into()));
             }
             inner.raft.initialize(voters).await.map_err(raft_err)?;
+            if learners.is_empty() {
+                return Ok(());
+            }
+            inner.lead_first_configuration().await?;
             for (id, node) in learners {
                 inner.raft.add_learner(id, node, false).await.map_err(write_err)?;
             }
@@ -352,6 +356,28 @@ impl Inner {
                 proposed: pos,
                 committed: found,
             })
+        }
+    }
+
+    /// Waits until this member, which initialized the set, leads it with the first
+    /// configuration committed: openraft changes membership only from there. Only the
+    /// initializing member knows the configuration, so only it can win the first election.
+    async fn lead_first_configuration(&self) -> Result<()> {
+        let wait = self.lease * 20;
+        let mut metrics = self.raft.metrics();
+        let settled = tokio::time::timeout(
+            wait,
+            metrics.wait_for(|m| {
+                let config_at = m.membership_config.log_id().map(|l| l.index);
+                m.state == ServerState::Leader && m.last_applied.map(|l| l.index) >= config_at
+            }),
+        )
+        .await
+        .map(|r| r.map(|_| ()));
+        match settled {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(ReplError::Shutdown),
+            Err(_) => Err(ReplError::Timeout(wait)),
         }
     }
 
