@@ -172,6 +172,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             self.apply_one(entry, already)?;
             out.push(());
         }
+        if let Some(applied) = self.record.applied {
+            self.shared.advance_committed(applied);
+        }
         Ok(out)
     }
 
@@ -218,6 +221,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             membership: meta.last_membership.clone(),
         };
         store_snapshot(&self.shared, meta, &data)?;
+        if let Some(applied) = meta.last_log_id {
+            self.shared.advance_committed(applied);
+        }
         self.save_record()
     }
 

@@ -23,8 +23,8 @@ impl Role {
     pub fn state_str(self) -> &'static str {
         match self {
             Role::Primary => "PRIMARY",
-            Role::Secondary | Role::Learner => "SECONDARY",
-            Role::Candidate => "STARTUP2",
+            // mongod has no state for a campaigning member: it stays SECONDARY.
+            Role::Secondary | Role::Learner | Role::Candidate => "SECONDARY",
             Role::Startup => "STARTUP",
         }
     }

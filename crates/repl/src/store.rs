@@ -78,6 +78,19 @@ impl Shared {
         Ok(Arc::new(shared))
     }
 
+    /// Moves the commit point this member reports forward to `to` (never back). openraft
+    /// calls `save_committed` before it applies entries, but not when a snapshot brings the
+    /// state past them; what is applied is committed.
+    pub fn advance_committed(&self, to: LogId) {
+        self.committed.send_if_modified(|c| {
+            let ahead = c.is_none_or(|c| c.index < to.index);
+            if ahead {
+                *c = Some(to);
+            }
+            ahead
+        });
+    }
+
     pub fn get_meta<T: serde::de::DeserializeOwned>(
         &self,
         key: &[u8],
@@ -304,5 +317,124 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             Some((PURGED_KEY, encode(&Some(log_id)))),
             NO_SYNC,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state_machine::StateMachine;
+    use crate::BoxError;
+    use engine::MemEngine;
+    use openraft::storage::RaftStateMachine;
+    use openraft::testing::{StoreBuilder, Suite};
+    use std::io::{Read, Write};
+
+    /// An applier that keeps its entries in memory.
+    #[derive(Default)]
+    struct Entries(Mutex<Vec<(LogPosition, Vec<u8>)>>);
+
+    impl Applier for Entries {
+        fn apply(&self, pos: LogPosition, entry: &[u8]) -> Result<(), BoxError> {
+            self.0.lock().push((pos, entry.to_vec()));
+            Ok(())
+        }
+        fn last_applied(&self) -> Option<LogPosition> {
+            self.0.lock().last().map(|e| e.0)
+        }
+        fn snapshot(&self, out: &mut dyn Write) -> Result<Option<LogPosition>, BoxError> {
+            serde_json::to_writer(out, &*self.0.lock())?;
+            Ok(self.last_applied())
+        }
+        fn install_snapshot(&self, _: Option<LogPosition>, data: &mut dyn Read) -> Result<(), BoxError> {
+            *self.0.lock() = serde_json::from_reader(data)?;
+            Ok(())
+        }
+    }
+
+    struct Builder;
+
+    impl StoreBuilder<TypeConfig, LogStore, StateMachine> for Builder {
+        async fn build(&self) -> Result<((), LogStore, StateMachine), StorageError<NodeId>> {
+            let shared = Shared::open(1, Arc::new(MemEngine::new()), Arc::new(Entries::default()))
+                .expect("open");
+            let sm = StateMachine::open(shared.clone())?;
+            Ok(((), LogStore { shared }, sm))
+        }
+    }
+
+    /// openraft's own storage conformance suite, run on the engine-backed log and state machine.
+    #[test]
+    fn openraft_storage_suite_passes() {
+        Suite::test_all(Builder).expect("openraft's storage suite");
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    fn log_id(term: u64, index: u64) -> LogId {
+        LogPosition { term, index }.to_log_id()
+    }
+
+    fn store() -> LogStore {
+        let shared = Shared::open(1, Arc::new(MemEngine::new()), Arc::new(Entries::default()))
+            .expect("open");
+        LogStore { shared }
+    }
+
+    #[test]
+    #[should_panic(expected = "below the commit point")]
+    fn truncating_a_committed_entry_is_refused() {
+        let mut s = store();
+        block_on(async {
+            s.save_committed(Some(log_id(1, 5))).await.unwrap();
+            s.truncate(log_id(1, 3)).await.unwrap();
+        });
+    }
+
+    #[test]
+    #[should_panic(expected = "purge moves backward")]
+    fn purging_backward_is_refused() {
+        let mut s = store();
+        block_on(async {
+            s.purge(log_id(1, 5)).await.unwrap();
+            s.purge(log_id(1, 3)).await.unwrap();
+        });
+    }
+
+    #[test]
+    #[should_panic(expected = "applied out of order")]
+    fn applying_out_of_order_is_refused() {
+        let s = store();
+        let mut sm = StateMachine::open(s.shared.clone()).unwrap();
+        let entry = |i| Entry {
+            log_id: log_id(1, i),
+            payload: openraft::EntryPayload::Blank,
+        };
+        block_on(async {
+            sm.apply([entry(5)]).await.unwrap();
+            sm.apply([entry(3)]).await.unwrap();
+        });
+    }
+
+    #[test]
+    fn the_vote_and_log_survive_reopening_the_tables() {
+        let kv: Arc<dyn KvEngine> = Arc::new(MemEngine::new());
+        let applier: Arc<dyn Applier> = Arc::new(Entries::default());
+        let vote = Vote::new(3, 2);
+        block_on(async {
+            let mut s = LogStore { shared: Shared::open(1, kv.clone(), applier.clone()).unwrap() };
+            s.save_vote(&vote).await.unwrap();
+            s.save_committed(Some(log_id(3, 7))).await.unwrap();
+            let mut again = LogStore { shared: Shared::open(1, kv, applier).unwrap() };
+            assert_eq!(again.read_vote().await.unwrap(), Some(vote));
+            assert_eq!(again.read_committed().await.unwrap(), Some(log_id(3, 7)));
+            assert_eq!(*again.shared.committed.borrow(), Some(log_id(3, 7)));
+        });
     }
 }

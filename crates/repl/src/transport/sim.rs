@@ -151,3 +151,37 @@ impl Transport for SimNet {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "outside [0, 1)")]
+    fn a_drop_rate_of_one_is_refused() {
+        SimNet::new(1).set_drop_rate(1.0);
+    }
+
+    struct Echo;
+    impl RpcHandler for Echo {
+        fn handle(&self, _kind: RpcKind, body: Vec<u8>) -> RpcFuture {
+            Box::pin(async move { Ok(body) })
+        }
+    }
+
+    #[test]
+    fn partitions_and_crashes_cut_delivery_and_heal_restores_it() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let net = SimNet::new(7);
+        net.register(1, Arc::new(Echo));
+        net.register(2, Arc::new(Echo));
+        let call = |from, to| rt.block_on(net.call(from, to, "", RpcKind::Vote, vec![9]));
+        assert_eq!(call(1, 2), Ok(vec![9]));
+        net.isolate(2, &[1, 2]);
+        assert_eq!(call(1, 2), Err(TransportError::Unreachable(2)));
+        net.heal();
+        assert_eq!(call(1, 2), Ok(vec![9]));
+        net.unregister(2);
+        assert_eq!(call(1, 2), Err(TransportError::Unreachable(2)));
+    }
+}

@@ -181,3 +181,46 @@ impl Transport for TcpTransport {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Echo;
+    impl RpcHandler for Echo {
+        fn handle(&self, kind: RpcKind, mut body: Vec<u8>) -> RpcFuture {
+            Box::pin(async move {
+                body.push(kind as u8);
+                Ok(body)
+            })
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "empty cluster key")]
+    fn an_empty_key_is_refused() {
+        TcpTransport::new(b"");
+    }
+
+    #[test]
+    fn peers_with_the_key_talk_and_others_are_refused() {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        rt.block_on(async {
+            let key: Arc<[u8]> = Arc::from(&b"the cluster key"[..]);
+            let server = TcpServer::bind("127.0.0.1:0", key, Arc::new(Echo)).await.unwrap();
+            let addr = server.local_addr().to_string();
+            let good = TcpTransport::new(b"the cluster key");
+            for _ in 0..3 {
+                // Reuses the authenticated connection after the first call.
+                let answer = good.call(1, 2, &addr, RpcKind::Vote, vec![7]).await;
+                assert_eq!(answer, Ok(vec![7, RpcKind::Vote as u8]));
+            }
+            assert_eq!(good.idle.lock()[&addr].len(), 1);
+            let bad = TcpTransport::new(b"another key");
+            match bad.call(1, 2, &addr, RpcKind::Vote, vec![7]).await {
+                Err(TransportError::Auth(_)) => {}
+                other => panic!("a peer without the key got {other:?}"),
+            }
+        });
+    }
+}

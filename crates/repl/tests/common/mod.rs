@@ -18,6 +18,9 @@ pub struct Recorder {
     pub truncated: Mutex<Vec<LogPosition>>,
     /// Snapshots installed.
     pub installs: Mutex<u32>,
+    /// Every entry `apply` was ever given, never rewritten by a snapshot: the history checker
+    /// judges these.
+    pub ever: Mutex<Vec<(LogPosition, Vec<u8>)>>,
 }
 
 impl Recorder {
@@ -33,6 +36,7 @@ impl Applier for Recorder {
             assert!(last.index < pos.index, "applied {pos} after {last}");
         }
         a.push((pos, entry.to_vec()));
+        self.ever.lock().push((pos, entry.to_vec()));
         Ok(())
     }
     fn last_applied(&self) -> Option<LogPosition> {
