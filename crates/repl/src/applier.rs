@@ -20,8 +20,11 @@ pub trait Applier: Send + Sync + 'static {
     fn snapshot(&self, out: &mut dyn Write) -> Result<Option<LogPosition>, BoxError>;
     /// Replaces the whole state with one a snapshot carries, taken at `pos`; afterwards
     /// `last_applied()` is `pos`.
-    fn install_snapshot(&self, pos: Option<LogPosition>, data: &mut dyn Read)
-        -> Result<(), BoxError>;
+    fn install_snapshot(
+        &self,
+        pos: Option<LogPosition>,
+        data: &mut dyn Read,
+    ) -> Result<(), BoxError>;
     /// The member's log dropped its entries from `from` on: they were never committed (so were
     /// never given to `apply`), and another leader's entries replace them. A layer that acted
     /// on an entry before its commit (mongod's primary writes its oplog and data first) undoes

@@ -65,7 +65,10 @@ impl NodeConfig {
             install_snapshot_timeout: self.election_timeout.1.max(1000),
             ..Default::default()
         };
-        Ok(Arc::new(cfg.validate().map_err(|e| ReplError::Config(e.to_string()))?))
+        Ok(Arc::new(
+            cfg.validate()
+                .map_err(|e| ReplError::Config(e.to_string()))?,
+        ))
     }
 }
 
@@ -101,7 +104,10 @@ impl Member {
             return bad(format!("votes must be 0 or 1, not {}", self.votes));
         }
         if !(0.0..=1000.0).contains(&self.priority) {
-            return bad(format!("priority must be between 0 and 1000, not {}", self.priority));
+            return bad(format!(
+                "priority must be between 0 and 1000, not {}",
+                self.priority
+            ));
         }
         if self.votes == 0 && self.priority > 0.0 {
             return bad("a member with votes 0 must have priority 0".into());
@@ -173,7 +179,9 @@ impl ReplNode {
             .map_err(|e| ReplError::Config(format!("cannot start the runtime: {e}")))?;
         let shared = Shared::open(cfg.id, kv, applier)?;
         let sm = StateMachine::open(shared.clone()).map_err(raft_err)?;
-        let log = LogStore { shared: shared.clone() };
+        let log = LogStore {
+            shared: shared.clone(),
+        };
         let contacts = Contacts::default();
         let network = Network {
             id: cfg.id,
@@ -235,7 +243,10 @@ impl ReplNode {
 
     /// Starts a new set with these members (`replSetInitiate`), from one member whose log is
     /// empty. Voters form the first configuration; `votes: 0` members join as learners after.
-    pub fn initialize(&self, members: &[Member]) -> impl Future<Output = Result<()>> + Send + 'static {
+    pub fn initialize(
+        &self,
+        members: &[Member],
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
         let inner = self.inner.clone();
         let members = members.to_vec();
         async move {
@@ -249,7 +260,9 @@ impl ReplNode {
                 }
             }
             if voters.is_empty() {
-                return Err(ReplError::Config("a set needs at least one voting member".into()));
+                return Err(ReplError::Config(
+                    "a set needs at least one voting member".into(),
+                ));
             }
             inner.raft.initialize(voters).await.map_err(raft_err)?;
             if learners.is_empty() {
@@ -257,7 +270,11 @@ impl ReplNode {
             }
             inner.lead_first_configuration().await?;
             for (id, node) in learners {
-                inner.raft.add_learner(id, node, false).await.map_err(write_err)?;
+                inner
+                    .raft
+                    .add_learner(id, node, false)
+                    .await
+                    .map_err(write_err)?;
             }
             Ok(())
         }
@@ -266,7 +283,10 @@ impl ReplNode {
     /// Appends `entry` to the set's log and returns its position once it is committed (on a
     /// majority of voters) and applied here: `w: "majority"`. Fails with `NotLeader` on a
     /// member that is not the leader.
-    pub fn propose(&self, entry: Vec<u8>) -> impl Future<Output = Result<LogPosition>> + Send + 'static {
+    pub fn propose(
+        &self,
+        entry: Vec<u8>,
+    ) -> impl Future<Output = Result<LogPosition>> + Send + 'static {
         let inner = self.inner.clone();
         async move {
             let p = inner.proposal(entry)?;
@@ -278,7 +298,10 @@ impl ReplNode {
     /// Appends `entry` and returns its position as soon as it is durable in this member's own
     /// log, before any other member has it: `w: 1`. [`ReplNode::wait_committed`] then waits
     /// for the majority, and tells whether the entry survived.
-    pub fn propose_nowait(&self, entry: Vec<u8>) -> impl Future<Output = Result<LogPosition>> + Send + 'static {
+    pub fn propose_nowait(
+        &self,
+        entry: Vec<u8>,
+    ) -> impl Future<Output = Result<LogPosition>> + Send + 'static {
         let inner = self.inner.clone();
         async move {
             let p = inner.proposal(entry)?;
@@ -326,7 +349,11 @@ impl Inner {
 
     /// Submits `p` and waits until the log store reports it appended here, or openraft
     /// answers first (refused, or already committed).
-    async fn append_only(&self, p: Proposal, appended: oneshot::Receiver<LogPosition>) -> Result<LogPosition> {
+    async fn append_only(
+        &self,
+        p: Proposal,
+        appended: oneshot::Receiver<LogPosition>,
+    ) -> Result<LogPosition> {
         let answer = self.raft.client_write_ff(p).await.map_err(raft_err)?;
         tokio::select! {
             pos = appended => pos.map_err(|_| ReplError::Shutdown),
@@ -341,7 +368,7 @@ impl Inner {
     /// With the commit point at or past `pos.index`: whether the entry committed there is the
     /// one at `pos`.
     fn committed_at(&self, pos: LogPosition) -> Result<()> {
-        let storage = |e: openraft::StorageError<NodeId>| ReplError::Storage(e.to_string());
+        let storage = |e: crate::store::StoreErr| ReplError::Storage(e.to_string());
         let found = match self.shared.entry_at(pos.index).map_err(storage)? {
             Some(e) => Some(LogPosition::from_log_id(&e.log_id)),
             None => match self.shared.purged().map_err(storage)? {
@@ -418,7 +445,11 @@ impl ReplNode {
         let m = m.clone();
         async move {
             let node = m.node()?;
-            inner.raft.add_learner(m.id, node, true).await.map_err(write_err)?;
+            inner
+                .raft
+                .add_learner(m.id, node, true)
+                .await
+                .map_err(write_err)?;
             if m.votes == 1 {
                 let ids = BTreeSet::from([m.id]);
                 inner
@@ -436,24 +467,41 @@ impl ReplNode {
         let inner = self.inner.clone();
         async move {
             let ids = BTreeSet::from([id]);
-            let is_voter = inner.raft.metrics().borrow().membership_config.voter_ids().any(|v| v == id);
+            let is_voter = inner
+                .raft
+                .metrics()
+                .borrow()
+                .membership_config
+                .voter_ids()
+                .any(|v| v == id);
             let change = if is_voter {
                 ChangeMembers::RemoveVoters(ids)
             } else {
                 ChangeMembers::RemoveNodes(ids)
             };
-            inner.raft.change_membership(change, false).await.map_err(write_err)?;
+            inner
+                .raft
+                .change_membership(change, false)
+                .await
+                .map_err(write_err)?;
             Ok(())
         }
     }
 
     /// Changes a member's priority or `hidden` (not its votes: remove and add it for that).
-    pub fn reconfigure_member(&self, m: &Member) -> impl Future<Output = Result<()>> + Send + 'static {
+    pub fn reconfigure_member(
+        &self,
+        m: &Member,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
         let inner = self.inner.clone();
         let m = m.clone();
         async move {
             let change = ChangeMembers::SetNodes(BTreeMap::from([(m.id, m.node()?)]));
-            inner.raft.change_membership(change, false).await.map_err(write_err)?;
+            inner
+                .raft
+                .change_membership(change, false)
+                .await
+                .map_err(write_err)?;
             Ok(())
         }
     }
@@ -462,9 +510,12 @@ impl ReplNode {
     /// on the leader, as mongod refuses it on the primary.
     pub fn freeze(&self, secs: u64) -> Result<()> {
         if self.inner.raft.metrics().borrow().state == ServerState::Leader {
-            return Err(ReplError::Raft("cannot freeze the primary; step it down".into()));
+            return Err(ReplError::Raft(
+                "cannot freeze the primary; step it down".into(),
+            ));
         }
-        *self.inner.frozen_until.lock() = (secs > 0).then(|| Instant::now() + Duration::from_secs(secs));
+        *self.inner.frozen_until.lock() =
+            (secs > 0).then(|| Instant::now() + Duration::from_secs(secs));
         Ok(())
     }
 }
@@ -474,7 +525,9 @@ impl Inner {
     fn caught_up_successors(&self) -> Vec<(NodeId, String)> {
         let metrics = self.raft.metrics().borrow().clone();
         let last = self.raft.data_metrics().borrow().last_log;
-        let Some(progress) = metrics.replication else { return Vec::new() };
+        let Some(progress) = metrics.replication else {
+            return Vec::new();
+        };
         let membership = metrics.membership_config.membership().clone();
         membership
             .voter_ids()
@@ -535,7 +588,9 @@ impl ReplNode {
         async move {
             if inner.raft.metrics().borrow().state != ServerState::Leader {
                 let leader = inner.raft.current_leader().await;
-                return Err(ReplError::NotLeader { leader: leader.map(|l| (l, String::new())) });
+                return Err(ReplError::NotLeader {
+                    leader: leader.map(|l| (l, String::new())),
+                });
             }
             inner.stepping_down.store(true, Ordering::Release);
             *inner.frozen_until.lock() = Some(Instant::now() + stay_down.max(inner.lease * 2));
@@ -566,7 +621,9 @@ impl ReplNode {
                 let matched = if id == inner.id {
                     last_log
                 } else {
-                    m.replication.as_ref().and_then(|r| r.get(&id).copied().flatten())
+                    m.replication
+                        .as_ref()
+                        .and_then(|r| r.get(&id).copied().flatten())
                 };
                 MemberStatus {
                     id,
@@ -583,10 +640,17 @@ impl ReplNode {
             ServerState::Leader => Role::Primary,
             ServerState::Follower if voters.contains(&inner.id) => Role::Secondary,
             ServerState::Candidate => Role::Candidate,
-            ServerState::Learner | ServerState::Follower if membership.get_node(&inner.id).is_some() => Role::Learner,
+            ServerState::Learner | ServerState::Follower
+                if membership.get_node(&inner.id).is_some() =>
+            {
+                Role::Learner
+            }
             _ => Role::Startup,
         };
-        let frozen_for = inner.frozen_until.lock().and_then(|t| t.checked_duration_since(Instant::now()));
+        let frozen_for = inner
+            .frozen_until
+            .lock()
+            .and_then(|t| t.checked_duration_since(Instant::now()));
         let pos = |l: Option<crate::LogId>| l.map(|l| LogPosition::from_log_id(&l));
         Status {
             id: inner.id,
@@ -622,4 +686,3 @@ impl Drop for ReplNode {
         self.stop();
     }
 }
-

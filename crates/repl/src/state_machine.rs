@@ -2,11 +2,13 @@
 //! to it in order; the group's membership and the last snapshot are kept here, durably, in the
 //! replication tables.
 
-use crate::store::{decode, encode, io_err, Shared};
+use crate::store::{decode, encode, io_err, Shared, StoreErr};
 use crate::{Entry, LogId, LogPosition, MemberNode, NodeId, TypeConfig};
 use engine::{WriteBatch, WriteOptions};
 use openraft::storage::{RaftStateMachine, Snapshot, SnapshotMeta};
-use openraft::{EntryPayload, ErrorSubject, ErrorVerb, RaftSnapshotBuilder, StorageError, StoredMembership};
+use openraft::{
+    EntryPayload, ErrorSubject, ErrorVerb, RaftSnapshotBuilder, StorageError, StoredMembership,
+};
 use serde::{Deserialize, Serialize};
 use std::io::Cursor;
 use std::sync::Arc;
@@ -49,7 +51,7 @@ fn later(a: Option<LogId>, b: Option<LogId>) -> Option<LogId> {
 impl StateMachine {
     /// Opens the state machine: the durable record, advanced to the applier's own last
     /// position when the applier is ahead (it persisted entries the record did not see).
-    pub fn open(shared: Arc<Shared>) -> Result<StateMachine, StorageError<NodeId>> {
+    pub fn open(shared: Arc<Shared>) -> Result<StateMachine, StoreErr> {
         let mut record: Record = shared.get_meta(RECORD_KEY)?.unwrap_or_default();
         let by_applier = shared.applier.last_applied().map(LogPosition::to_log_id);
         record.applied = later(record.applied, by_applier);
@@ -60,17 +62,18 @@ impl StateMachine {
         })
     }
 
-    fn save_record(&self) -> Result<(), StorageError<NodeId>> {
+    fn save_record(&self) -> Result<(), StoreErr> {
         let mut batch = WriteBatch::new();
         batch.put(self.shared.meta, RECORD_KEY, encode(&self.record));
         self.shared
             .kv
             .write(&batch, WriteOptions { sync: true })
-            .map_err(|e| sm_err(ErrorVerb::Write, &e))
+            .map_err(|e| sm_err(ErrorVerb::Write, &e))?;
+        Ok(())
     }
 
     /// Gives one committed entry to the applier (or records a membership change).
-    fn apply_one(&mut self, entry: Entry, already: Option<LogPosition>) -> Result<(), StorageError<NodeId>> {
+    fn apply_one(&mut self, entry: Entry, already: Option<LogPosition>) -> Result<(), StoreErr> {
         let pos = LogPosition::from_log_id(&entry.log_id);
         assert!(
             self.record.applied.is_none_or(|a| a.index < pos.index),
@@ -100,8 +103,18 @@ impl StateMachine {
 }
 
 /// Stores a snapshot (metadata and bytes) in the snapshot table, replacing the previous one.
-fn store_snapshot(shared: &Shared, meta: &SnapshotMeta<NodeId, MemberNode>, data: &[u8]) -> Result<(), StorageError<NodeId>> {
-    let werr = |e: &engine::Error| io_err(ErrorSubject::Snapshot(Some(meta.signature())), ErrorVerb::Write, e);
+fn store_snapshot(
+    shared: &Shared,
+    meta: &SnapshotMeta<NodeId, MemberNode>,
+    data: &[u8],
+) -> Result<(), StoreErr> {
+    let werr = |e: &engine::Error| {
+        io_err(
+            ErrorSubject::Snapshot(Some(meta.signature())),
+            ErrorVerb::Write,
+            e,
+        )
+    };
     let mut batch = WriteBatch::new();
     for kv in shared.kv.scan_all(shared.snapshot).map_err(|e| werr(&e))? {
         batch.delete(shared.snapshot, kv.map_err(|e| werr(&e))?.0);
@@ -112,13 +125,21 @@ fn store_snapshot(shared: &Shared, meta: &SnapshotMeta<NodeId, MemberNode>, data
         batch.put(shared.snapshot, key, chunk);
     }
     batch.put(shared.snapshot, SNAPSHOT_META_KEY, encode(meta));
-    shared.kv.write(&batch, WriteOptions { sync: true }).map_err(|e| werr(&e))
+    shared
+        .kv
+        .write(&batch, WriteOptions { sync: true })
+        .map_err(|e| werr(&e))?;
+    Ok(())
 }
 
 /// The stored snapshot, if there is one.
-fn load_snapshot(shared: &Shared) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
+fn load_snapshot(shared: &Shared) -> Result<Option<Snapshot<TypeConfig>>, StoreErr> {
     let rerr = |e: &engine::Error| io_err(ErrorSubject::Snapshot(None), ErrorVerb::Read, e);
-    let Some(meta) = shared.kv.get(shared.snapshot, SNAPSHOT_META_KEY).map_err(|e| rerr(&e))? else {
+    let Some(meta) = shared
+        .kv
+        .get(shared.snapshot, SNAPSHOT_META_KEY)
+        .map_err(|e| rerr(&e))?
+    else {
         return Ok(None);
     };
     let meta: SnapshotMeta<NodeId, MemberNode> = decode(&meta)?;
@@ -185,23 +206,35 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let taken = self.shared.applier.snapshot(&mut data);
         let data = match taken {
             Ok(pos) if pos.map(|p| p.index) <= self.record.applied.map(|a| a.index) => Ok(data),
-            Ok(pos) => Err(format!("the applier's snapshot at {pos:?} is past the log's {:?}", self.record.applied)),
+            Ok(pos) => Err(format!(
+                "the applier's snapshot at {pos:?} is past the log's {:?}",
+                self.record.applied
+            )),
             Err(e) => Err(e.to_string()),
         };
         self.snapshots_built += 1;
-        let applied = self.record.applied.map(|a| LogPosition::from_log_id(&a)).unwrap_or_default();
+        let applied = self
+            .record
+            .applied
+            .map(|a| LogPosition::from_log_id(&a))
+            .unwrap_or_default();
         SnapshotBuilder {
             shared: self.shared.clone(),
             meta: SnapshotMeta {
                 last_log_id: self.record.applied,
                 last_membership: self.record.membership.clone(),
-                snapshot_id: format!("{}-{}-{}", applied.term, applied.index, self.snapshots_built),
+                snapshot_id: format!(
+                    "{}-{}-{}",
+                    applied.term, applied.index, self.snapshots_built
+                ),
             },
             data,
         }
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
+    async fn begin_receiving_snapshot(
+        &mut self,
+    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
         Ok(Box::new(Cursor::new(Vec::new())))
     }
 
@@ -224,10 +257,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         if let Some(applied) = meta.last_log_id {
             self.shared.advance_committed(applied);
         }
-        self.save_record()
+        Ok(self.save_record()?)
     }
 
-    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
-        load_snapshot(&self.shared)
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
+        Ok(load_snapshot(&self.shared)?)
     }
 }

@@ -62,7 +62,11 @@ impl Shared {
                 None => Ok(kv.create_table(name, &TableConfig::collection())?),
             }
         };
-        let (log, meta, snapshot) = (table(LOG_TABLE)?, table(META_TABLE)?, table(SNAPSHOT_TABLE)?);
+        let (log, meta, snapshot) = (
+            table(LOG_TABLE)?,
+            table(META_TABLE)?,
+            table(SNAPSHOT_TABLE)?,
+        );
         let shared = Shared {
             id,
             log,
@@ -94,30 +98,43 @@ impl Shared {
     pub fn get_meta<T: serde::de::DeserializeOwned>(
         &self,
         key: &[u8],
-    ) -> Result<Option<T>, StorageError<NodeId>> {
-        match self.kv.get(self.meta, key).map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Read, &e))? {
+    ) -> Result<Option<T>, StoreErr> {
+        match self
+            .kv
+            .get(self.meta, key)
+            .map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Read, &e))?
+        {
             None => Ok(None),
             Some(v) => Ok(Some(decode(&v)?)),
         }
     }
 
     /// The entry at `index`, if the log holds it.
-    pub fn entry_at(&self, index: u64) -> Result<Option<Entry>, StorageError<NodeId>> {
-        match self.kv.get(self.log, &index.to_be_bytes()).map_err(read_err)? {
+    pub fn entry_at(&self, index: u64) -> Result<Option<Entry>, StoreErr> {
+        match self
+            .kv
+            .get(self.log, &index.to_be_bytes())
+            .map_err(read_err)?
+        {
             None => Ok(None),
             Some(v) => Ok(Some(decode(&v)?)),
         }
     }
 
     /// The last purged log id (the log holds nothing at or before it).
-    pub fn purged(&self) -> Result<Option<LogId>, StorageError<NodeId>> {
+    pub fn purged(&self) -> Result<Option<LogId>, StoreErr> {
         self.get_meta(PURGED_KEY)
     }
 
-    fn last_entry(&self) -> Result<Option<Entry>, StorageError<NodeId>> {
+    fn last_entry(&self) -> Result<Option<Entry>, StoreErr> {
         let mut cur = self
             .kv
-            .scan(self.log, Bound::Unbounded, Bound::Unbounded, Direction::Reverse)
+            .scan(
+                self.log,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Direction::Reverse,
+            )
             .map_err(read_err)?;
         match cur.next() {
             None => Ok(None),
@@ -149,16 +166,45 @@ pub fn io_err<E: std::error::Error + 'static>(
     StorageIOError::new(subject, verb, openraft::AnyError::new(e)).into()
 }
 
-fn se(e: StorageError<NodeId>) -> crate::ReplError {
+fn se(e: StoreErr) -> crate::ReplError {
     crate::ReplError::Storage(e.to_string())
+}
+
+/// openraft's storage error, boxed for the helpers here (it is over 200 bytes); `?` turns it
+/// back into openraft's at the trait methods.
+pub struct StoreErr(Box<StorageError<NodeId>>);
+
+impl From<StorageError<NodeId>> for StoreErr {
+    fn from(e: StorageError<NodeId>) -> Self {
+        StoreErr(Box::new(e))
+    }
+}
+
+impl From<StoreErr> for StorageError<NodeId> {
+    fn from(e: StoreErr) -> Self {
+        *e.0
+    }
+}
+
+impl std::fmt::Display for StoreErr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl std::fmt::Debug for StoreErr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
 }
 
 pub fn encode<T: serde::Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).expect("replication records serialize")
 }
 
-pub fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StorageError<NodeId>> {
-    serde_json::from_slice(bytes).map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Read, &e))
+pub fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreErr> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| io_err(ErrorSubject::Store, ErrorVerb::Read, &e).into())
 }
 
 fn bound_key(b: Bound<&u64>) -> Bound<Vec<u8>> {
@@ -177,11 +223,15 @@ impl LogStore {
         upper: Bound<u64>,
         extra: Option<(&[u8], Vec<u8>)>,
         opts: WriteOptions,
-    ) -> Result<(), StorageError<NodeId>> {
+    ) -> Result<(), StoreErr> {
         let s = &self.shared;
-        let cur = s
-            .kv
-            .scan(s.log, bound_key(lower.as_ref()), bound_key(upper.as_ref()), Direction::Forward)
+        let cur =
+            s.kv.scan(
+                s.log,
+                bound_key(lower.as_ref()),
+                bound_key(upper.as_ref()),
+                Direction::Forward,
+            )
             .map_err(read_err)?;
         let mut batch = WriteBatch::new();
         for kv in cur {
@@ -190,7 +240,8 @@ impl LogStore {
         if let Some((key, value)) = extra {
             batch.put(s.meta, key, value);
         }
-        s.kv.write(&batch, opts).map_err(write_err)
+        s.kv.write(&batch, opts).map_err(write_err)?;
+        Ok(())
     }
 }
 
@@ -200,9 +251,8 @@ impl RaftLogReader<TypeConfig> for LogStore {
         range: RB,
     ) -> Result<Vec<Entry>, StorageError<NodeId>> {
         let s = &self.shared;
-        let cur = s
-            .kv
-            .scan(
+        let cur =
+            s.kv.scan(
                 s.log,
                 bound_key(range.start_bound()),
                 bound_key(range.end_bound()),
@@ -247,10 +297,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
-        self.shared.get_meta(VOTE_KEY)
+        Ok(self.shared.get_meta(VOTE_KEY)?)
     }
 
-    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError<NodeId>> {
+    async fn save_committed(
+        &mut self,
+        committed: Option<LogId>,
+    ) -> Result<(), StorageError<NodeId>> {
         let mut batch = WriteBatch::new();
         batch.put(self.shared.meta, COMMITTED_KEY, encode(&committed));
         // Not synced: a lost commit point is learned again from the leader.
@@ -260,10 +313,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError<NodeId>> {
-        self.shared.get_meta(COMMITTED_KEY)
+        Ok(self.shared.get_meta(COMMITTED_KEY)?)
     }
 
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError<NodeId>>
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError<NodeId>>
     where
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
@@ -281,7 +338,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         }
         // An acknowledged append is counted toward the majority: durable first.
         let res = s.kv.write(&batch, SYNC);
-        callback.log_io_completed(res.as_ref().map(|_| ()).map_err(|e| std::io::Error::other(e.to_string())));
+        callback.log_io_completed(
+            res.as_ref()
+                .map(|_| ())
+                .map_err(|e| std::io::Error::other(e.to_string())),
+        );
         res.map_err(write_err)?;
         let mut waiting = s.appended.lock();
         for (seq, pos) in mine {
@@ -293,7 +354,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError<NodeId>> {
-        let from = self.shared.entry_at(log_id.index)?.map(|e| LogPosition::from_log_id(&e.log_id));
+        let from = self
+            .shared
+            .entry_at(log_id.index)?
+            .map(|e| LogPosition::from_log_id(&e.log_id));
         let committed = *self.shared.committed.borrow();
         // Raft never removes a committed entry; doing so would lose a majority write.
         assert!(
@@ -309,14 +373,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError<NodeId>> {
         let purged = self.shared.purged()?;
-        assert!(purged.is_none_or(|p| p.index <= log_id.index), "purge moves backward");
+        assert!(
+            purged.is_none_or(|p| p.index <= log_id.index),
+            "purge moves backward"
+        );
         // Purge and its record in one batch; not synced: after a crash the purge is redone.
-        self.delete_range(
+        Ok(self.delete_range(
             Bound::Unbounded,
             Bound::Included(log_id.index),
             Some((PURGED_KEY, encode(&Some(log_id)))),
             NO_SYNC,
-        )
+        )?)
     }
 }
 
@@ -346,7 +413,11 @@ mod tests {
             serde_json::to_writer(out, &*self.0.lock())?;
             Ok(self.last_applied())
         }
-        fn install_snapshot(&self, _: Option<LogPosition>, data: &mut dyn Read) -> Result<(), BoxError> {
+        fn install_snapshot(
+            &self,
+            _: Option<LogPosition>,
+            data: &mut dyn Read,
+        ) -> Result<(), BoxError> {
             *self.0.lock() = serde_json::from_reader(data)?;
             Ok(())
         }
@@ -428,10 +499,14 @@ mod tests {
         let applier: Arc<dyn Applier> = Arc::new(Entries::default());
         let vote = Vote::new(3, 2);
         block_on(async {
-            let mut s = LogStore { shared: Shared::open(1, kv.clone(), applier.clone()).unwrap() };
+            let mut s = LogStore {
+                shared: Shared::open(1, kv.clone(), applier.clone()).unwrap(),
+            };
             s.save_vote(&vote).await.unwrap();
             s.save_committed(Some(log_id(3, 7))).await.unwrap();
-            let mut again = LogStore { shared: Shared::open(1, kv, applier).unwrap() };
+            let mut again = LogStore {
+                shared: Shared::open(1, kv, applier).unwrap(),
+            };
             assert_eq!(again.read_vote().await.unwrap(), Some(vote));
             assert_eq!(again.read_committed().await.unwrap(), Some(log_id(3, 7)));
             assert_eq!(*again.shared.committed.borrow(), Some(log_id(3, 7)));

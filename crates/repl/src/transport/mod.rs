@@ -61,7 +61,8 @@ pub type RpcFuture = Pin<Box<dyn Future<Output = Result<Vec<u8>, TransportError>
 
 /// Carries one request to member `to` (at `addr`) and brings back its answer.
 pub trait Transport: Send + Sync + 'static {
-    fn call(&self, from: NodeId, to: NodeId, addr: &str, kind: RpcKind, body: Vec<u8>) -> RpcFuture;
+    fn call(&self, from: NodeId, to: NodeId, addr: &str, kind: RpcKind, body: Vec<u8>)
+        -> RpcFuture;
 }
 
 /// A member's receiving side: answers one request.
@@ -88,9 +89,7 @@ impl RpcHandler for RaftHandler {
         let raft = self.raft.clone();
         Box::pin(async move {
             Ok(match kind {
-                RpcKind::AppendEntries => {
-                    to_bytes(&raft.append_entries(from_bytes(&body)?).await)
-                }
+                RpcKind::AppendEntries => to_bytes(&raft.append_entries(from_bytes(&body)?).await),
                 RpcKind::Vote => to_bytes(&raft.vote(from_bytes(&body)?).await),
                 RpcKind::InstallSnapshot => {
                     to_bytes(&raft.install_snapshot(from_bytes(&body)?).await)
@@ -141,13 +140,20 @@ type RpcResult<T, E> = Result<T, RPCError<NodeId, MemberNode, RaftError<NodeId, 
 impl Peer {
     /// Sends one RPC and decodes the remote `Result`, mapping a lost message or a timeout to
     /// `Unreachable` (openraft then backs off and retries).
-    async fn send<Req, Resp, E>(&self, kind: RpcKind, req: &Req, option: &RPCOption) -> RpcResult<Resp, E>
+    async fn send<Req, Resp, E>(
+        &self,
+        kind: RpcKind,
+        req: &Req,
+        option: &RPCOption,
+    ) -> RpcResult<Resp, E>
     where
         Req: Serialize,
         Resp: DeserializeOwned,
         E: DeserializeOwned + std::error::Error,
     {
-        let call = self.transport.call(self.id, self.target, &self.addr, kind, to_bytes(req));
+        let call = self
+            .transport
+            .call(self.id, self.target, &self.addr, kind, to_bytes(req));
         let answer = match tokio::time::timeout(option.hard_ttl(), call).await {
             Ok(Ok(bytes)) => bytes,
             Ok(Err(e)) => return Err(RPCError::Unreachable(Unreachable::new(&e))),
@@ -196,7 +202,9 @@ pub async fn request_election(
     to: NodeId,
     addr: &str,
 ) -> Result<(), TransportError> {
-    let answer = transport.call(from, to, addr, RpcKind::Elect, Vec::new()).await?;
+    let answer = transport
+        .call(from, to, addr, RpcKind::Elect, Vec::new())
+        .await?;
     let res: Result<(), String> = from_bytes(&answer)?;
     res.map_err(TransportError::Io)
 }

@@ -96,7 +96,10 @@ impl SimNet {
     }
 
     pub fn set_drop_rate(&self, rate: f64) {
-        assert!((0.0..1.0).contains(&rate), "drop rate {rate} outside [0, 1)");
+        assert!(
+            (0.0..1.0).contains(&rate),
+            "drop rate {rate} outside [0, 1)"
+        );
         self.faults.lock().drop_rate = rate;
     }
 
@@ -117,7 +120,11 @@ impl SimNet {
         let handler = f.handlers[&to].clone();
         let rate = f.drop_rate;
         let max = f.max_delay.as_micros() as u64;
-        let delay = Duration::from_micros(if max == 0 { 0 } else { f.rng.gen_range(0..=max) });
+        let delay = Duration::from_micros(if max == 0 {
+            0
+        } else {
+            f.rng.gen_range(0..=max)
+        });
         Ok(Fate {
             handler,
             delay,
@@ -132,7 +139,14 @@ impl SimNet {
 }
 
 impl Transport for SimNet {
-    fn call(&self, from: NodeId, to: NodeId, _addr: &str, kind: RpcKind, body: Vec<u8>) -> RpcFuture {
+    fn call(
+        &self,
+        from: NodeId,
+        to: NodeId,
+        _addr: &str,
+        kind: RpcKind,
+        body: Vec<u8>,
+    ) -> RpcFuture {
         let net = self.clone();
         Box::pin(async move {
             let fate = net.fate(from, to)?;
@@ -171,7 +185,10 @@ mod tests {
 
     #[test]
     fn partitions_and_crashes_cut_delivery_and_heal_restores_it() {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         let net = SimNet::new(7);
         net.register(1, Arc::new(Echo));
         net.register(2, Arc::new(Echo));

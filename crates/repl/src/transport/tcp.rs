@@ -44,7 +44,9 @@ async fn write_frame(s: &mut TcpStream, head: u8, body: &[u8]) -> Result<(), Tra
     let len = u32::try_from(body.len() + 1)
         .ok()
         .filter(|&l| l as usize <= MAX_FRAME)
-        .ok_or_else(|| TransportError::Codec(format!("frame of {} bytes is too large", body.len())))?;
+        .ok_or_else(|| {
+            TransportError::Codec(format!("frame of {} bytes is too large", body.len()))
+        })?;
     let mut buf = Vec::with_capacity(5 + body.len());
     buf.extend_from_slice(&len.to_be_bytes());
     buf.push(head);
@@ -55,7 +57,9 @@ async fn write_frame(s: &mut TcpStream, head: u8, body: &[u8]) -> Result<(), Tra
 async fn read_frame(s: &mut TcpStream) -> Result<(u8, Vec<u8>), TransportError> {
     let len = s.read_u32().await.map_err(io)? as usize;
     if len == 0 || len > MAX_FRAME {
-        return Err(TransportError::Codec(format!("frame length {len} out of range")));
+        return Err(TransportError::Codec(format!(
+            "frame length {len} out of range"
+        )));
     }
     let mut buf = vec![0; len];
     s.read_exact(&mut buf).await.map_err(io)?;
@@ -89,9 +93,9 @@ async fn connect_peer(addr: &str, key: &[u8]) -> Result<TcpStream, TransportErro
     answer.extend_from_slice(&proof);
     s.write_all(&answer).await.map_err(io)?;
     let mut server_mac = [0u8; MAC];
-    s.read_exact(&mut server_mac)
-        .await
-        .map_err(|_| TransportError::Auth("the peer closed the handshake: wrong cluster key?".into()))?;
+    s.read_exact(&mut server_mac).await.map_err(|_| {
+        TransportError::Auth("the peer closed the handshake: wrong cluster key?".into())
+    })?;
     mac(key, SERVER_LABEL, &ns, &nc)
         .verify_slice(&server_mac)
         .map_err(|_| TransportError::Auth("the peer does not hold the cluster key".into()))?;
@@ -99,12 +103,17 @@ async fn connect_peer(addr: &str, key: &[u8]) -> Result<TcpStream, TransportErro
 }
 
 /// Serves one authenticated connection: requests in, answers out, one at a time.
-async fn serve_connection(mut s: TcpStream, key: Arc<[u8]>, handler: Arc<dyn RpcHandler>) -> Result<(), TransportError> {
+async fn serve_connection(
+    mut s: TcpStream,
+    key: Arc<[u8]>,
+    handler: Arc<dyn RpcHandler>,
+) -> Result<(), TransportError> {
     s.set_nodelay(true).map_err(io)?;
     accept_peer(&mut s, &key).await?;
     loop {
         let (kind, body) = read_frame(&mut s).await?;
-        let kind = RpcKind::from_byte(kind).ok_or_else(|| TransportError::Codec(format!("unknown RPC kind {kind}")))?;
+        let kind = RpcKind::from_byte(kind)
+            .ok_or_else(|| TransportError::Codec(format!("unknown RPC kind {kind}")))?;
         match handler.handle(kind, body).await {
             Ok(answer) => write_frame(&mut s, 0, &answer).await?,
             Err(e) => write_frame(&mut s, 1, e.to_string().as_bytes()).await?,
@@ -121,7 +130,11 @@ pub struct TcpServer {
 impl TcpServer {
     /// Listens on `addr` on the current tokio runtime and serves `handler` to peers that prove
     /// they hold `key`.
-    pub async fn bind(addr: &str, key: Arc<[u8]>, handler: Arc<dyn RpcHandler>) -> std::io::Result<TcpServer> {
+    pub async fn bind(
+        addr: &str,
+        key: Arc<[u8]>,
+        handler: Arc<dyn RpcHandler>,
+    ) -> std::io::Result<TcpServer> {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let accept = tokio::spawn(async move {
@@ -162,7 +175,14 @@ impl TcpTransport {
 }
 
 impl Transport for TcpTransport {
-    fn call(&self, _from: NodeId, _to: NodeId, addr: &str, kind: RpcKind, body: Vec<u8>) -> RpcFuture {
+    fn call(
+        &self,
+        _from: NodeId,
+        _to: NodeId,
+        addr: &str,
+        kind: RpcKind,
+        body: Vec<u8>,
+    ) -> RpcFuture {
         let (key, idle, addr) = (self.key.clone(), self.idle.clone(), addr.to_string());
         Box::pin(async move {
             let reused = idle.lock().get_mut(&addr).and_then(Vec::pop);
@@ -176,7 +196,9 @@ impl Transport for TcpTransport {
             idle.lock().entry(addr).or_default().push(s);
             match status {
                 0 => Ok(answer),
-                _ => Err(TransportError::Io(String::from_utf8_lossy(&answer).into_owned())),
+                _ => Err(TransportError::Io(
+                    String::from_utf8_lossy(&answer).into_owned(),
+                )),
             }
         })
     }
@@ -204,10 +226,16 @@ mod tests {
 
     #[test]
     fn peers_with_the_key_talk_and_others_are_refused() {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async {
             let key: Arc<[u8]> = Arc::from(&b"the cluster key"[..]);
-            let server = TcpServer::bind("127.0.0.1:0", key, Arc::new(Echo)).await.unwrap();
+            let server = TcpServer::bind("127.0.0.1:0", key, Arc::new(Echo))
+                .await
+                .unwrap();
             let addr = server.local_addr().to_string();
             let good = TcpTransport::new(b"the cluster key");
             for _ in 0..3 {

@@ -6,9 +6,7 @@
 //! 200 seeds in the unit run; `REPL_SEEDS=N` runs N (the long form), `REPL_SEED_BASE` moves the
 //! first seed.
 
-mod common;
-
-use common::{Cluster, WAIT};
+use crate::common::{Cluster, WAIT};
 use repl::{LogPosition, NodeConfig, NodeId, ReplError, Role};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -63,7 +61,11 @@ fn inject_fault(c: &mut Cluster, round: usize) {
             }
         }
         3 => {
-            let down: Vec<NodeId> = ids.iter().copied().filter(|id| c.nodes[id].is_none()).collect();
+            let down: Vec<NodeId> = ids
+                .iter()
+                .copied()
+                .filter(|id| c.nodes[id].is_none())
+                .collect();
             if let Some(&id) = down.first() {
                 c.restart(id);
             }
@@ -71,7 +73,8 @@ fn inject_fault(c: &mut Cluster, round: usize) {
         4 => c.net.set_drop_rate(c.net.random_below(30) as f64 / 100.0),
         _ => c.net.heal(),
     }
-    c.net.set_max_delay(Duration::from_millis(c.net.random_below(15)));
+    c.net
+        .set_max_delay(Duration::from_millis(c.net.random_below(15)));
     let _ = round;
 }
 
@@ -107,7 +110,11 @@ fn converge(c: &mut Cluster) -> LogPosition {
     c.net.heal();
     c.net.set_drop_rate(0.0);
     c.net.set_max_delay(Duration::ZERO);
-    let down: Vec<NodeId> = c.ids().into_iter().filter(|id| c.nodes[id].is_none()).collect();
+    let down: Vec<NodeId> = c
+        .ids()
+        .into_iter()
+        .filter(|id| c.nodes[id].is_none())
+        .collect();
     for id in down {
         c.restart(id);
     }
@@ -146,10 +153,18 @@ fn settle_pending(c: &Cluster, seed: u64, h: &mut History) {
 /// reported rolled back is.
 fn check(c: &Cluster, seed: u64, h: &History) {
     let agreed = c.appliers[&1].entries();
-    assert!(agreed.windows(2).all(|w| w[0].0.index < w[1].0.index), "seed {seed}: order");
-    let by_index: BTreeMap<u64, &(LogPosition, Vec<u8>)> = agreed.iter().map(|e| (e.0.index, e)).collect();
+    assert!(
+        agreed.windows(2).all(|w| w[0].0.index < w[1].0.index),
+        "seed {seed}: order"
+    );
+    let by_index: BTreeMap<u64, &(LogPosition, Vec<u8>)> =
+        agreed.iter().map(|e| (e.0.index, e)).collect();
     for (&id, applier) in &c.appliers {
-        assert_eq!(applier.entries(), agreed, "seed {seed}: member {id} ends elsewhere");
+        assert_eq!(
+            applier.entries(),
+            agreed,
+            "seed {seed}: member {id} ends elsewhere"
+        );
         for e in applier.ever.lock().iter() {
             assert_eq!(
                 by_index.get(&e.0.index).copied(),
@@ -161,10 +176,17 @@ fn check(c: &Cluster, seed: u64, h: &History) {
         }
     }
     for e in &h.acked {
-        assert_eq!(by_index.get(&e.0.index).copied(), Some(e), "seed {seed}: acknowledged entry lost");
+        assert_eq!(
+            by_index.get(&e.0.index).copied(),
+            Some(e),
+            "seed {seed}: acknowledged entry lost"
+        );
     }
     for e in &h.rolled_back {
-        assert!(!agreed.contains(e), "seed {seed}: a rolled-back entry was applied");
+        assert!(
+            !agreed.contains(e),
+            "seed {seed}: a rolled-back entry was applied"
+        );
     }
 }
 
@@ -184,8 +206,14 @@ fn run_seed(seed: u64) -> (usize, usize) {
 
 #[test]
 fn random_faults_never_lose_or_reorder_a_committed_entry() {
-    let seeds: u64 = std::env::var("REPL_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
-    let base: u64 = std::env::var("REPL_SEED_BASE").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+    let seeds: u64 = std::env::var("REPL_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
+    let base: u64 = std::env::var("REPL_SEED_BASE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
     let workers: Vec<_> = (0..THREADS)
         .map(|t| {
             std::thread::spawn(move || {
@@ -201,11 +229,18 @@ fn random_faults_never_lose_or_reorder_a_committed_entry() {
         .collect();
     let (mut acked, mut rolled) = (0, 0);
     for w in workers {
-        let (a, r) = w.join().expect("a seed failed (its number is in the panic above)");
+        let (a, r) = w
+            .join()
+            .expect("a seed failed (its number is in the panic above)");
         acked += a;
         rolled += r;
     }
-    eprintln!("{seeds} seeds from {base}: {acked} entries acknowledged, {rolled} reported rolled back");
+    eprintln!(
+        "{seeds} seeds from {base}: {acked} entries acknowledged, {rolled} reported rolled back"
+    );
     // The faults must leave the clients something to check.
-    assert!(acked > seeds as usize, "only {acked} acknowledged entries over {seeds} seeds");
+    assert!(
+        acked > seeds as usize,
+        "only {acked} acknowledged entries over {seeds} seeds"
+    );
 }

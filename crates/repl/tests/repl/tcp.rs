@@ -1,8 +1,6 @@
 //! A set whose members talk over TCP, authenticated with the cluster key.
 
-mod common;
-
-use common::{config, Recorder, WAIT};
+use crate::common::{config, Recorder, WAIT};
 use engine::MemEngine;
 use repl::{Member, ReplNode, Role, TcpServer, TcpTransport};
 use std::sync::Arc;
@@ -48,7 +46,10 @@ fn three_members_over_tcp_elect_and_replicate() {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    while appliers.iter().any(|a| a.entries().last().map(|e| e.0) != Some(pos)) {
+    while appliers
+        .iter()
+        .any(|a| a.entries().last().map(|e| e.0) != Some(pos))
+    {
         assert!(start.elapsed() < WAIT, "not applied everywhere");
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -3,7 +3,9 @@
 
 use engine::{KvEngine, MemEngine};
 use parking_lot::Mutex;
-use repl::{Applier, BoxError, LogPosition, Member, NodeConfig, NodeId, ReplError, ReplNode, Role, SimNet};
+use repl::{
+    Applier, BoxError, LogPosition, Member, NodeConfig, NodeId, ReplError, ReplNode, Role, SimNet,
+};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -47,7 +49,11 @@ impl Applier for Recorder {
         serde_json::to_writer(out, &*a)?;
         Ok(a.last().map(|x| x.0))
     }
-    fn install_snapshot(&self, _pos: Option<LogPosition>, data: &mut dyn Read) -> Result<(), BoxError> {
+    fn install_snapshot(
+        &self,
+        _pos: Option<LogPosition>,
+        data: &mut dyn Read,
+    ) -> Result<(), BoxError> {
         let entries: Vec<(LogPosition, Vec<u8>)> = serde_json::from_reader(data)?;
         *self.applied.lock() = entries;
         *self.installs.lock() += 1;
@@ -104,7 +110,9 @@ impl Cluster {
     /// A three-or-more member set with member 1 initiating it; waits for a leader.
     pub fn initiated(seed: u64, n: u64, config: fn(NodeId) -> NodeConfig) -> Cluster {
         let c = Cluster::start(seed, n, config);
-        let members: Vec<Member> = (1..=n).map(|id| Member::voter(id, format!("node{id}"))).collect();
+        let members: Vec<Member> = (1..=n)
+            .map(|id| Member::voter(id, format!("node{id}")))
+            .collect();
         let first = c.node(1);
         first.run(first.initialize(&members)).expect("initialize");
         c.wait_leader(WAIT);
@@ -189,7 +197,10 @@ impl Cluster {
             if node.is_none() {
                 continue;
             }
-            while self.appliers[&id].last_applied().is_none_or(|a| a.index < pos.index) {
+            while self.appliers[&id]
+                .last_applied()
+                .is_none_or(|a| a.index < pos.index)
+            {
                 assert!(
                     start.elapsed() < timeout,
                     "member {id} applied only {:?} of {pos} after {timeout:?}",

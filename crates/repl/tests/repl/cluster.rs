@@ -1,9 +1,7 @@
 //! Scenario tests of a replica set's log, in the manner of openraft's and etcd's suites:
 //! elections, ordered application, failover, rollback, restart, initial sync, membership.
 
-mod common;
-
-use common::{config, Cluster, WAIT};
+use crate::common::{config, Cluster, WAIT};
 use repl::{LogPosition, Member, NodeConfig, NodeId, ReplError, Role};
 use std::time::Duration;
 
@@ -45,7 +43,10 @@ fn committed_entries_apply_in_the_same_order_on_every_member() {
     for i in 0..40u32 {
         positions.push((c.propose(&i.to_be_bytes(), WAIT), i.to_be_bytes().to_vec()));
     }
-    assert!(positions.windows(2).all(|w| w[0].0 < w[1].0), "positions increase");
+    assert!(
+        positions.windows(2).all(|w| w[0].0 < w[1].0),
+        "positions increase"
+    );
     c.wait_applied(positions.last().unwrap().0, WAIT);
     for (id, applier) in &c.appliers {
         assert_eq!(applier.entries(), positions, "member {id}");
@@ -85,7 +86,10 @@ fn a_partitioned_leaders_uncommitted_entries_are_truncated_never_applied() {
     // Durable in the old leader's log (w: 1), never on a majority.
     let node = c.node(old);
     let lost: Vec<LogPosition> = (0..3u8)
-        .map(|i| node.run(node.propose_nowait(vec![b'L', i])).expect("appended locally"))
+        .map(|i| {
+            node.run(node.propose_nowait(vec![b'L', i]))
+                .expect("appended locally")
+        })
         .collect();
     let short = node.run(node.wait_committed(lost[0], Duration::from_millis(300)));
     assert!(matches!(short, Err(ReplError::Timeout(_))), "{short:?}");
@@ -95,7 +99,10 @@ fn a_partitioned_leaders_uncommitted_entries_are_truncated_never_applied() {
     let start = std::time::Instant::now();
     while kept.len() < 3 {
         assert!(start.elapsed() < WAIT, "the majority never committed");
-        let leader = c.running().map(|n| n.status()).find(|s| s.role == Role::Primary && s.id != old);
+        let leader = c
+            .running()
+            .map(|n| n.status())
+            .find(|s| s.role == Role::Primary && s.id != old);
         let Some(leader) = leader else {
             std::thread::sleep(Duration::from_millis(20));
             continue;
@@ -108,13 +115,22 @@ fn a_partitioned_leaders_uncommitted_entries_are_truncated_never_applied() {
     c.net.heal();
     c.wait_applied(*kept.last().unwrap(), WAIT);
     let applied = c.appliers[&old].entries();
-    assert!(applied.iter().all(|(_, e)| e[0] != b'L'), "an uncommitted entry was applied");
+    assert!(
+        applied.iter().all(|(_, e)| e[0] != b'L'),
+        "an uncommitted entry was applied"
+    );
     assert_eq!(applied, c.appliers[&survivor].entries());
     let truncated = c.appliers[&old].truncated.lock().clone();
-    assert!(truncated.iter().any(|t| t.index <= lost[0].index), "{truncated:?} vs {lost:?}");
+    assert!(
+        truncated.iter().any(|t| t.index <= lost[0].index),
+        "{truncated:?} vs {lost:?}"
+    );
     for pos in lost {
         match node.run(node.wait_committed(pos, WAIT)) {
-            Err(ReplError::RolledBack { proposed, committed }) => {
+            Err(ReplError::RolledBack {
+                proposed,
+                committed,
+            }) => {
                 assert_eq!(proposed, pos);
                 assert!(committed.is_some_and(|c| c.term > pos.term));
             }
@@ -142,10 +158,14 @@ fn a_new_member_catches_up_from_a_snapshot_then_votes() {
     c.add_node(4);
     let leader = c.wait_leader(WAIT);
     let node = c.node(leader);
-    node.run(node.add_member(&Member::voter(4, "node4"))).expect("add member 4");
+    node.run(node.add_member(&Member::voter(4, "node4")))
+        .expect("add member 4");
     let more = c.propose(b"after", WAIT);
     c.wait_applied(more, WAIT);
-    assert!(*c.appliers[&4].installs.lock() >= 1, "member 4 did not start from a snapshot");
+    assert!(
+        *c.appliers[&4].installs.lock() >= 1,
+        "member 4 did not start from a snapshot"
+    );
     assert_eq!(c.appliers[&4].entries(), c.appliers[&1].entries());
     let s = c.node(c.wait_leader(WAIT)).status();
     assert!(s.members.iter().any(|m| m.id == 4 && m.voter), "{s:?}");

@@ -1,9 +1,7 @@
 //! Members' settings (priority 0, votes 0), step-down and freeze, and a restart from the
 //! storage engine's files.
 
-mod common;
-
-use common::{config, Cluster, Recorder, WAIT};
+use crate::common::{config, Cluster, Recorder, WAIT};
 use engine::{DiskEngine, EngineConfig, KvEngine};
 use repl::{Member, NodeId, ReplNode, Role, SimNet};
 use std::sync::Arc;
@@ -17,7 +15,9 @@ fn initiate(c: &Cluster, members: &[Member]) {
 #[test]
 fn a_priority_zero_member_votes_but_never_leads() {
     let mut c = Cluster::start(11, 3, config);
-    let mut members: Vec<Member> = (1..=3).map(|id| Member::voter(id, format!("node{id}"))).collect();
+    let mut members: Vec<Member> = (1..=3)
+        .map(|id| Member::voter(id, format!("node{id}")))
+        .collect();
     members[2].priority = 0.0;
     initiate(&c, &members);
     for round in 0..3 {
@@ -36,7 +36,9 @@ fn a_priority_zero_member_votes_but_never_leads() {
 #[test]
 fn a_member_with_votes_zero_is_a_learner_that_still_applies() {
     let mut c = Cluster::start(12, 4, config);
-    let mut members: Vec<Member> = (1..=4).map(|id| Member::voter(id, format!("node{id}"))).collect();
+    let mut members: Vec<Member> = (1..=4)
+        .map(|id| Member::voter(id, format!("node{id}")))
+        .collect();
     members[3].votes = 0;
     members[3].priority = 0.0;
     initiate(&c, &members);
@@ -60,7 +62,10 @@ fn votes_zero_with_priority_is_refused() {
     let mut m = Member::voter(1, "node1");
     m.votes = 0;
     let err = c.node(1).run(c.node(1).initialize(&[m])).unwrap_err();
-    assert!(err.to_string().contains("votes 0 must have priority 0"), "{err}");
+    assert!(
+        err.to_string().contains("votes 0 must have priority 0"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -81,7 +86,10 @@ fn step_down_hands_over_and_the_old_leader_stays_out() {
     c.wait_applied(pos, WAIT);
     // A secondary refuses to step down.
     let err = node.run(node.step_down(Duration::from_secs(1), Duration::from_secs(1)));
-    assert!(matches!(err, Err(repl::ReplError::NotLeader { .. })), "{err:?}");
+    assert!(
+        matches!(err, Err(repl::ReplError::NotLeader { .. })),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -105,7 +113,12 @@ fn disk(dir: &std::path::Path) -> Arc<dyn KvEngine> {
     Arc::new(DiskEngine::open(cfg).expect("open engine"))
 }
 
-fn start_on_disk(net: &SimNet, id: NodeId, kv: Arc<dyn KvEngine>, applier: Arc<Recorder>) -> ReplNode {
+fn start_on_disk(
+    net: &SimNet,
+    id: NodeId,
+    kv: Arc<dyn KvEngine>,
+    applier: Arc<Recorder>,
+) -> ReplNode {
     let node = ReplNode::start(&config(id), kv, applier, Arc::new(net.clone())).expect("start");
     net.register(id, node.handler());
     node
@@ -134,9 +147,18 @@ fn a_set_restarted_from_its_files_keeps_its_term_log_and_entries() {
     let appliers: Vec<Arc<Recorder>> = (0..3).map(|_| Arc::default()).collect();
     let net = SimNet::new(16);
     let nodes: Vec<ReplNode> = (0..3)
-        .map(|i| start_on_disk(&net, i as u64 + 1, disk(dirs[i].path()), appliers[i].clone()))
+        .map(|i| {
+            start_on_disk(
+                &net,
+                i as u64 + 1,
+                disk(dirs[i].path()),
+                appliers[i].clone(),
+            )
+        })
         .collect();
-    let members: Vec<Member> = (1..=3).map(|id| Member::voter(id, format!("node{id}"))).collect();
+    let members: Vec<Member> = (1..=3)
+        .map(|id| Member::voter(id, format!("node{id}")))
+        .collect();
     nodes[0].run(nodes[0].initialize(&members)).unwrap();
     let mut committed = Vec::new();
     for i in 0..10u8 {
@@ -149,15 +171,28 @@ fn a_set_restarted_from_its_files_keeps_its_term_log_and_entries() {
     }
     // Reopen every engine from its files: the log, the vote and the membership come back.
     let nodes: Vec<ReplNode> = (0..3)
-        .map(|i| start_on_disk(&net, i as u64 + 1, disk(dirs[i].path()), appliers[i].clone()))
+        .map(|i| {
+            start_on_disk(
+                &net,
+                i as u64 + 1,
+                disk(dirs[i].path()),
+                appliers[i].clone(),
+            )
+        })
         .collect();
     let after = commit_on(&nodes, b"after");
     // The vote is durable: no member goes back to an older term (a leader whose committed vote
     // was for itself resumes its term, as openraft allows).
-    assert!(after.term >= term, "term went back after the restart: {after} vs {term}");
+    assert!(
+        after.term >= term,
+        "term went back after the restart: {after} vs {term}"
+    );
     assert!(after.index > committed.last().unwrap().index);
     let start = Instant::now();
-    while appliers.iter().any(|a| a.entries().last().map(|e| e.0) != Some(after)) {
+    while appliers
+        .iter()
+        .any(|a| a.entries().last().map(|e| e.0) != Some(after))
+    {
         assert!(start.elapsed() < WAIT, "not every member applied {after}");
         std::thread::sleep(Duration::from_millis(20));
     }
