@@ -24,8 +24,20 @@ fn three_members_elect_one_leader_that_all_acknowledge() {
             assert_eq!(s.role, Role::Secondary, "member {}", s.id);
         }
     }
-    // The leader tracks every member's progress and hears from each.
-    let s = c.node(leader_now).status();
+    // The leader tracks every member's progress (the slowest member's acknowledgement may
+    // arrive after the commit) and hears from each.
+    let start = std::time::Instant::now();
+    let caught_up = |s: &repl::Status| {
+        s.members
+            .iter()
+            .all(|m| m.matched.is_some_and(|p| p.index >= pos.index))
+    };
+    let mut s = c.node(leader_now).status();
+    while !caught_up(&s) && start.elapsed() < WAIT {
+        std::thread::sleep(Duration::from_millis(20));
+        s = c.node(c.wait_leader(WAIT)).status();
+    }
+    let leader_now = s.id;
     for m in &s.members {
         assert!(m.voter);
         assert!(m.matched.is_some_and(|p| p.index >= pos.index), "{m:?}");
