@@ -121,10 +121,12 @@ async fn serve_connection(
     }
 }
 
-/// A member's listening side; stops accepting when dropped.
+/// A member's listening side; when dropped it stops accepting and closes its connections, as a
+/// stopped process would.
 pub struct TcpServer {
     addr: SocketAddr,
     accept: tokio::task::JoinHandle<()>,
+    connections: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
 }
 
 impl TcpServer {
@@ -137,13 +139,22 @@ impl TcpServer {
     ) -> std::io::Result<TcpServer> {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
+        let connections: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
+        let open = connections.clone();
         let accept = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 // A failed handshake or a closed connection ends only that connection.
-                tokio::spawn(serve_connection(stream, key.clone(), handler.clone()));
+                let task = tokio::spawn(serve_connection(stream, key.clone(), handler.clone()));
+                let mut open = open.lock();
+                open.retain(|t| !t.is_finished());
+                open.push(task.abort_handle());
             }
         });
-        Ok(TcpServer { addr, accept })
+        Ok(TcpServer {
+            addr,
+            accept,
+            connections,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -154,7 +165,31 @@ impl TcpServer {
 impl Drop for TcpServer {
     fn drop(&mut self) {
         self.accept.abort();
+        for task in self.connections.lock().drain(..) {
+            task.abort();
+        }
     }
+}
+
+/// One request and its answer on an authenticated connection.
+async fn exchange(
+    s: &mut TcpStream,
+    kind: RpcKind,
+    body: &[u8],
+) -> Result<(u8, Vec<u8>), TransportError> {
+    write_frame(s, kind as u8, body).await?;
+    read_frame(s).await
+}
+
+async fn fresh_exchange(
+    addr: &str,
+    key: &[u8],
+    kind: RpcKind,
+    body: &[u8],
+) -> Result<(TcpStream, (u8, Vec<u8>)), TransportError> {
+    let mut s = connect_peer(addr, key).await?;
+    let answer = exchange(&mut s, kind, body).await?;
+    Ok((s, answer))
 }
 
 /// The calling side: authenticated connections to each address, reused between calls.
@@ -186,12 +221,16 @@ impl Transport for TcpTransport {
         let (key, idle, addr) = (self.key.clone(), self.idle.clone(), addr.to_string());
         Box::pin(async move {
             let reused = idle.lock().get_mut(&addr).and_then(Vec::pop);
-            let mut s = match reused {
-                Some(s) => s,
-                None => connect_peer(&addr, &key).await?,
+            let exchanged = match reused {
+                Some(mut s) => match exchange(&mut s, kind, &body).await {
+                    Ok(answer) => Ok((s, answer)),
+                    // The peer closed an idle connection (it restarted): once more on a new
+                    // one. Raft's RPCs may be delivered twice.
+                    Err(_) => fresh_exchange(&addr, &key, kind, &body).await,
+                },
+                None => fresh_exchange(&addr, &key, kind, &body).await,
             };
-            write_frame(&mut s, kind as u8, &body).await?;
-            let (status, answer) = read_frame(&mut s).await?;
+            let (s, (status, answer)) = exchanged?;
             // Only a connection that finished its exchange goes back for reuse.
             idle.lock().entry(addr).or_default().push(s);
             match status {
@@ -216,6 +255,18 @@ mod tests {
                 Ok(body)
             })
         }
+    }
+
+    /// Binds `addr` again once the dropped server's listener has closed.
+    async fn rebind(addr: &str) -> TcpServer {
+        let key: Arc<[u8]> = Arc::from(&b"the cluster key"[..]);
+        for _ in 0..100 {
+            if let Ok(s) = TcpServer::bind(addr, key.clone(), Arc::new(Echo)).await {
+                return s;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("cannot bind {addr} again");
     }
 
     #[test]
@@ -244,11 +295,18 @@ mod tests {
                 assert_eq!(answer, Ok(vec![7, RpcKind::Vote as u8]));
             }
             assert_eq!(good.idle.lock()[&addr].len(), 1);
+            // The server goes away and comes back on the same address: the idle connection
+            // is dead, and the next call reconnects.
+            drop(server);
+            let server = rebind(&addr).await;
+            let answer = good.call(1, 2, &addr, RpcKind::Elect, vec![]).await;
+            assert_eq!(answer, Ok(vec![RpcKind::Elect as u8]));
             let bad = TcpTransport::new(b"another key");
             match bad.call(1, 2, &addr, RpcKind::Vote, vec![7]).await {
                 Err(TransportError::Auth(_)) => {}
                 other => panic!("a peer without the key got {other:?}"),
             }
+            drop(server);
         });
     }
 }
