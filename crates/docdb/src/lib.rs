@@ -8,6 +8,7 @@ pub mod collection;
 pub mod config;
 pub mod cursor;
 pub mod db;
+mod doc_codec;
 mod exec_stats;
 pub mod geo_index;
 pub mod index;

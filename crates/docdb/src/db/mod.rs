@@ -7,6 +7,7 @@ mod compact;
 mod ddl;
 mod explain;
 mod geo_near;
+mod oplog_apply;
 mod pipeline;
 mod read;
 mod repair;

@@ -1,7 +1,6 @@
 //! The stored forms under every table of a collection: a RecordId's 8 bytes, a document's
 //! BSON, and an index entry's key and value (see the module comment of `index`).
 
-use bson::Document;
 use query::error::{DocError, DocResult};
 
 pub type RecordId = i64;
@@ -40,14 +39,4 @@ pub fn entry_rid(unique: bool, key: &[u8], value: &[u8]) -> DocResult<RecordId> 
     }
 }
 
-pub fn encode_doc(doc: &Document) -> DocResult<Vec<u8>> {
-    let mut v = Vec::new();
-    doc.to_writer(&mut v)
-        .map_err(|e| DocError::bad_value(format!("cannot encode document: {e}")))?;
-    Ok(v)
-}
-
-pub fn decode_doc(bytes: &[u8]) -> DocResult<Document> {
-    Document::from_reader(bytes)
-        .map_err(|e| DocError::internal_error(format!("corrupt stored document: {e}")))
-}
+pub use crate::doc_codec::{decode_doc, encode_doc};

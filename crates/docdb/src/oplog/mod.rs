@@ -10,7 +10,6 @@
 //! commit order is `ts` order and a reader never sees a later entry before an earlier one:
 //! the oplog has no holes.
 
-mod apply;
 pub mod diff;
 #[cfg(test)]
 mod tests;
@@ -58,7 +57,7 @@ pub fn ts_key(ts: Timestamp) -> [u8; 8] {
     ts_u64(ts).to_be_bytes()
 }
 
-fn ts_u64(ts: Timestamp) -> u64 {
+pub(crate) fn ts_u64(ts: Timestamp) -> u64 {
     ((ts.time as u64) << 32) | ts.increment as u64
 }
 
@@ -333,7 +332,7 @@ impl Oplog {
             if bytes > max_bytes && !out.is_empty() {
                 break;
             }
-            out.push(crate::collection::decode_doc(&v)?);
+            out.push(crate::doc_codec::decode_doc(&v)?);
         }
         Ok(out)
     }
@@ -419,7 +418,7 @@ impl Oplog {
             Some(Some(given)) => given,
             None => {
                 let ts = tail.next_ts(now_secs());
-                let bytes = crate::collection::encode_doc(&self.entry_doc(record(), ts))?;
+                let bytes = crate::doc_codec::encode_doc(&self.entry_doc(record(), ts))?;
                 (ts, bytes)
             }
         };
@@ -445,7 +444,7 @@ fn mark_applied_logged() {
 }
 
 /// Whether this thread is applying an entry not yet in the oplog.
-fn applied_unlogged() -> bool {
+pub(crate) fn applied_unlogged() -> bool {
     APPLYING.with(|a| a.borrow().as_ref().is_some_and(|a| !a.done))
 }
 
@@ -460,7 +459,7 @@ fn now_secs() -> u32 {
 /// Runs `body` as the application of the entry at `ts` (encoded: `bytes`): the writes it
 /// makes log that entry (once, unless the oplog has reached `ts` already) instead of entries of
 /// their own.
-fn applying<T>(ts: u64, bytes: Vec<u8>, body: impl FnOnce() -> T) -> T {
+pub(crate) fn applying<T>(ts: u64, bytes: Vec<u8>, body: impl FnOnce() -> T) -> T {
     struct Restore;
     impl Drop for Restore {
         fn drop(&mut self) {

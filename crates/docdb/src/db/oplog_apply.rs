@@ -16,11 +16,11 @@
 //! Writes go through the normal write path (indexes maintained, unique keys checked), and each
 //! one logs the applied entry in the secondary's own oplog, in the same batch.
 
-use super::diff::{self, bad_entry};
-use super::{ts_u64, OpRecord, Oplog, UNLOGGED_DB};
+use super::{DeleteStatement, DocDb, FindQuery, UpdateStatement, WriteOpts, WriteOutcome};
 use crate::catalog;
 use crate::collection::{encode_doc, Coll};
-use crate::db::{DeleteStatement, DocDb, FindQuery, UpdateStatement, WriteOpts, WriteOutcome};
+use crate::oplog::diff::{self, bad_entry};
+use crate::oplog::{ts_u64, OpRecord, Oplog, UNLOGGED_DB};
 use bson::spec::BinarySubtype;
 use bson::{doc, Bson, Document, Uuid};
 use engine::{WriteBatch, WriteOptions};
@@ -89,9 +89,9 @@ impl Oplog {
         body: impl FnOnce() -> DocResult<()>,
     ) -> DocResult<()> {
         let bytes = encode_doc(entry)?;
-        super::applying(ts, bytes, || {
+        crate::oplog::applying(ts, bytes, || {
             body()?;
-            if super::applied_unlogged() {
+            if crate::oplog::applied_unlogged() {
                 let write = |b: &WriteBatch| engine.write(b, WriteOptions::default());
                 self.write_logged(&mut WriteBatch::new(), unreachable_record, write)?
                     .map_err(crate::storage_error)?;
