@@ -7,8 +7,10 @@
 //! and runs policies the lab binary at hand may not have (docs/placement.md, "agegroup").
 //!
 //! `cargo run --release -p placement --features sim --example engine_replay -- ENGINE_JSON
-//! TRACE_DIR off|safe mkfs|fill POLICY...`: ENGINE_JSON is a lab point `points/engine-*.json`, whose
-//! trace is looked up by name in TRACE_DIR. Prints one JSON line per policy.
+//! TRACE_DIR off|safe mkfs|fill[@SCALE] POLICY...`: ENGINE_JSON is a lab point `points/engine-*.json`, whose
+//! trace is looked up by name in TRACE_DIR; `@SCALE` multiplies the device's capacity (whole
+//! pages), as the lab's `device_gb` does, for a fuller device. Prints one JSON line per
+//! policy.
 use placement::policy::PlacementConfig;
 use placement::sim::{
     read_events, replay_planned, DevicePlan, ReplayConfig, RunLoops, TraceReplay, TrimConfig,
@@ -52,8 +54,12 @@ fn main() -> Result<(), Error> {
             "usage: engine_replay ENGINE_JSON TRACE_DIR off|safe mkfs|fill POLICY...".into(),
         );
     };
+    let (mode, scale) = match state.split_once('@') {
+        Some((m, s)) => (m, s.parse::<f64>()?),
+        None => (state.as_str(), 1.0),
+    };
     let precondition = ssd::PreconditionConfig {
-        mode: ssd::PreconditionMode::parse(state)?,
+        mode: ssd::PreconditionMode::parse(mode)?,
         ..ssd::PreconditionConfig::default()
     };
     let run: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(point)?)?;
@@ -62,7 +68,8 @@ fn main() -> Result<(), Error> {
         v.as_u64()
             .ok_or_else(|| format!("{point}: no {k:?}").into())
     };
-    let capacity = num(&["sizing", "capacity_bytes"])?;
+    let pages = num(&["sizing", "capacity_bytes"])? / ssd::PAGE_BYTES;
+    let capacity = ((pages as f64 * scale).round() as u64).max(1) * ssd::PAGE_BYTES;
     let end_of_load = num(&["end_of_load_event"])?;
     let run_bytes = num(&["run_write_bytes"])? as f64;
     let name = run["trace"].as_str().ok_or("no trace")?;

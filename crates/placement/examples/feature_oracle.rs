@@ -27,7 +27,7 @@ use placement::sim::{
     read_events, replay_planned, replay_planned_with, scan_events, DevicePlan, ReplayConfig,
     RunLoops, TraceReplay, TrimConfig,
 };
-use placement::{Event, TrimWhen};
+use placement::{Event, FileKind, Policy, TrimWhen, WriteEvent};
 use std::collections::HashMap;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -35,6 +35,7 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 /// What a write shows when it is issued, each as a small integer.
 #[derive(Clone, Copy)]
 struct Features {
+    kind: FileKind,
     file: u32,
     age: u8,
     since_commit: u8,
@@ -82,6 +83,7 @@ fn features(events: &[Event]) -> Vec<Features> {
                     .map_or(0, |t| octave(clock - t + 1));
                 let sequential = last_end.insert(w.file, w.offset + w.len as u64) == Some(w.offset);
                 out.push(Features {
+                    kind: w.file_kind,
                     file: w.file,
                     age,
                     since_commit: octave(clock - commit_clock),
@@ -156,6 +158,89 @@ fn bucket_lifetimes(l: &Lifetimes, f: &[Features], set: [bool; 5]) -> (Lifetimes
     )
 }
 
+/// Streams chosen before the replay, one per write in trace order.
+struct Chosen {
+    streams: Vec<u8>,
+    next: usize,
+}
+
+impl Policy for Chosen {
+    fn name(&self) -> &'static str {
+        "feature-oracle"
+    }
+    fn place(&mut self, _: &WriteEvent) -> u8 {
+        self.next += 1;
+        self.streams[self.next - 1]
+    }
+    fn observe(&mut self, _: &Event) {}
+}
+
+/// How table writes are cut into classes by their predicted lifetimes.
+#[derive(Clone, Copy)]
+enum Spacing {
+    /// Log-spaced between the 1st and 99th percentiles (the oracle's).
+    Log,
+    /// Equal page weight per class.
+    Quantile,
+}
+
+/// `file`'s separation of what is not a table write (metadata 0, journal 1), and the table
+/// writes in 5 classes by predicted lifetime (2..6, shortest first) and a class of writes
+/// predicted never to die (7).
+fn kind_and_class(l: &Lifetimes, f: &[Features], spacing: Spacing) -> Vec<u8> {
+    let lives: Vec<(u64, u32)> = l
+        .with_births()
+        .map(|(birth, w)| (w.death.saturating_sub(birth), w.pages))
+        .collect();
+    let mut finite: Vec<(u64, u32)> = lives
+        .iter()
+        .zip(f)
+        .filter(|((life, _), x)| is_table(x.kind) && *life < u64::MAX / 2)
+        .map(|(&p, _)| p)
+        .collect();
+    finite.sort_unstable();
+    let total: u64 = finite.iter().map(|&(_, p)| p as u64).sum();
+    let at = |q: f64| -> u64 {
+        let mut run = 0u64;
+        for &(life, p) in &finite {
+            run += p as u64;
+            if run as f64 >= q * total as f64 {
+                return life;
+            }
+        }
+        finite.last().map_or(1, |&(life, _)| life)
+    };
+    const CLASSES: usize = 5;
+    let cuts: Vec<u64> = match spacing {
+        Spacing::Quantile => (1..CLASSES)
+            .map(|k| at(k as f64 / CLASSES as f64))
+            .collect(),
+        Spacing::Log => {
+            let (lo, hi) = (
+                (at(0.01).max(1) as f64).log2(),
+                (at(0.99).max(1) as f64).log2(),
+            );
+            (1..CLASSES)
+                .map(|k| (lo + (hi - lo) * k as f64 / CLASSES as f64).exp2() as u64)
+                .collect()
+        }
+    };
+    lives
+        .iter()
+        .zip(f)
+        .map(|(&(life, _), x)| match x.kind {
+            FileKind::Metadata => 0,
+            FileKind::Journal => 1,
+            _ if life >= u64::MAX / 2 => 7,
+            _ => 2 + cuts.iter().take_while(|&&c| c <= life).count() as u8,
+        })
+        .collect()
+}
+
+fn is_table(k: FileKind) -> bool {
+    matches!(k, FileKind::Collection | FileKind::Index)
+}
+
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [trace] = args.as_slice() else {
@@ -212,16 +297,42 @@ fn main() -> Result<(), Error> {
     assert_eq!(f.len(), lifetimes.len(), "one feature row per write");
     for &(set, on) in SETS {
         let (l, buckets) = bucket_lifetimes(lifetimes, &f, on);
-        let policy = OraclePolicy::from_lifetimes(&l, 8, OracleGrouping::Lifetime);
-        job.policy = "oracle";
-        let waf = replay_planned_with(&job, &events, &plan, Box::new(policy), |_, _| {})?
-            .report
-            .write_amplification;
-        let policy = format!("feature-oracle:{set}");
-        println!(
-            "{}",
-            serde_json::json!({"trace": name, "policy": policy, "buckets": buckets, "waf": waf})
-        );
+        let groupings: [(&str, Box<dyn Policy>); 3] = [
+            (
+                "oracle-grouping",
+                Box::new(OraclePolicy::from_lifetimes(
+                    &l,
+                    8,
+                    OracleGrouping::Lifetime,
+                )),
+            ),
+            (
+                "kind+log-classes",
+                Box::new(Chosen {
+                    streams: kind_and_class(&l, &f, Spacing::Log),
+                    next: 0,
+                }),
+            ),
+            (
+                "kind+quantile-classes",
+                Box::new(Chosen {
+                    streams: kind_and_class(&l, &f, Spacing::Quantile),
+                    next: 0,
+                }),
+            ),
+        ];
+        for (grouping, policy) in groupings {
+            job.policy = "oracle";
+            let waf = replay_planned_with(&job, &events, &plan, policy, |_, _| {})?
+                .report
+                .write_amplification;
+            let policy = format!("feature-oracle:{set}");
+            println!(
+                "{}",
+                serde_json::json!({"trace": name, "policy": policy, "grouping": grouping,
+                    "buckets": buckets, "waf": waf})
+            );
+        }
     }
     Ok(())
 }
