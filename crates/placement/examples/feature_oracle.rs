@@ -18,8 +18,9 @@
 //! layout, TRIM batch 20 000 without discard); `file` and `oracle` are replayed on the same
 //! plan as the check.
 //!
-//! `cargo run --release -p placement --features sim --example feature_oracle -- TRACE` prints
-//! one JSON line per row.
+//! `cargo run --release -p placement --features sim --example feature_oracle -- TRACE
+//! [POLICY...]` prints one JSON line per row; with policies it replays only those, on the
+//! same job (the score of an online policy beside the bound).
 use placement::policy::{
     Lifetimes, OracleGrouping, OraclePolicy, PlacementConfig, WriteLife, PAGE_SIZE,
 };
@@ -243,8 +244,8 @@ fn is_table(k: FileKind) -> bool {
 
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [trace] = args.as_slice() else {
-        return Err("usage: feature_oracle TRACE".into());
+    let [trace, only @ ..] = args.as_slice() else {
+        return Err("usage: feature_oracle TRACE [POLICY...]".into());
     };
     let trace = std::path::Path::new(trace);
     let events = read_events(trace)?;
@@ -282,7 +283,9 @@ fn main() -> Result<(), Error> {
         .file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or("trace");
-    for policy in ["file", "oracle", "oracle-death"] {
+    let checks = ["file", "oracle", "oracle-death"].map(String::from);
+    let replayed = if only.is_empty() { &checks[..] } else { only };
+    for policy in replayed {
         job.policy = policy;
         let waf = replay_planned(&job, &events, &plan, |_, _| {})?
             .report
@@ -291,6 +294,9 @@ fn main() -> Result<(), Error> {
             "{}",
             serde_json::json!({"trace": name, "policy": policy, "waf": waf})
         );
+    }
+    if !only.is_empty() {
+        return Ok(());
     }
     let (lifetimes, _) = plan.oracle_lifetimes(&job);
     let f = features(&events);
