@@ -43,7 +43,7 @@
 //! **Measured** (docs/placement.md, "agegroup, TRIM in flash mode, and the feature oracle"):
 //! even with TRIM a page's last interval explains 3–14 % of the variance of its next block's
 //! log lifetime on the lab's engine traces; with TRIM on every policy reaches WAF 1.000 at the
-//! lab's sizing, and with TRIM off `agegroup` loses 18–30 % of the file→oracle gap to `file`.
+//! lab's sizing, and with TRIM off `agegroup` loses 18–31 % of the file→oracle gap to `file`.
 //! It is kept as the measured SepBIT baseline, not as flash mode's policy.
 //!
 //! Deterministic and online: its state is a function of the events it has seen, in order
