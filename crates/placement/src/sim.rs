@@ -905,7 +905,7 @@ pub fn replay_planned(
     job: &TraceReplay,
     events: &[Event],
     plan: &DevicePlan,
-    mut progress: impl FnMut(u64, &Ssd),
+    progress: impl FnMut(u64, &Ssd),
 ) -> SimResult<ReplayOutcome> {
     use crate::policy::{make_policy, OracleGrouping, OraclePolicy};
     plan.check(job)?;
@@ -922,6 +922,22 @@ pub fn replay_planned(
         }
         None => make_policy(job.policy, job.placement)?,
     };
+    let mut out = replay_planned_with(job, events, plan, policy, progress)?;
+    out.oracle_prepass = prepass;
+    Ok(out)
+}
+
+/// [`replay_planned`] with a policy built by the caller (`job.policy` only names it in
+/// errors): an offline bound made from the plan's lifetimes some other way than the oracles
+/// do, such as the feature oracle of `examples/feature_oracle.rs`.
+pub fn replay_planned_with(
+    job: &TraceReplay,
+    events: &[Event],
+    plan: &DevicePlan,
+    policy: Box<dyn Policy>,
+    mut progress: impl FnMut(u64, &Ssd),
+) -> SimResult<ReplayOutcome> {
+    plan.check(job)?;
     let mut dev = Ssd::new(job.device.clone())?;
     if let Some(p) = &job.precondition {
         dev.precondition(p)?;
@@ -944,9 +960,7 @@ pub fn replay_planned(
         Ok(())
     })?;
     plan.submit(plan.ends.len(), &mut next, FINAL_TRIM_NS, 0, &mut dev)?;
-    let mut out = driver.outcome(plan.trim, plan.layout.clone(), plan.counts, &dev);
-    out.oracle_prepass = prepass;
-    Ok(out)
+    Ok(driver.outcome(plan.trim, plan.layout.clone(), plan.counts, &dev))
 }
 
 /// The oracle's pre-pass: every write's device lifetime, from the plan's ops (the events

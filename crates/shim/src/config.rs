@@ -125,13 +125,12 @@ fn online_policy(name: &str) -> Result<String, String> {
     let parsed: placement::policy::PolicyName =
         name.parse().map_err(|e| format!("{PREFIX}POLICY: {e}"))?;
     match parsed.as_str() {
-        "none" | "file" | "boundary" | "dsm" | "dsm-skip-primary" | "filelog" | "reuse" => {
-            Ok(name.into())
-        }
+        "none" | "file" | "boundary" | "dsm" | "dsm-skip-primary" | "filelog" | "reuse"
+        | "agegroup" => Ok(name.into()),
         "lifetime" => Err(format!(
             "{PREFIX}POLICY=lifetime needs page ids, which a write seen from outside the engine \
              does not carry (without them it equals `file`): use file, boundary, dsm, \
-             dsm-skip-primary, filelog or reuse"
+             dsm-skip-primary, filelog, reuse or agegroup"
         )),
         other => Err(format!(
             "{PREFIX}POLICY={other} is offline only (it needs the whole trace)"
@@ -213,6 +212,11 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(reuse.policy.unwrap().0, "reuse");
+        // agegroup keys pages by file offset when there are no page ids.
+        let agegroup = parse(&[("DIR", "/db"), ("POLICY", "agegroup")])
+            .unwrap()
+            .unwrap();
+        assert_eq!(agegroup.policy.unwrap().0, "agegroup");
     }
 
     #[test]

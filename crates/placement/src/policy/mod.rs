@@ -11,6 +11,7 @@
 //! | `lifetime` | flashdoc | metadata 0, journal 1, predicted-lifetime buckets 2, 3 (shortest first; up to 2..7) |
 //! | `filelog` | flashdoc | metadata 0, journal 1, rarely written table files 2, each busy table file its own stream 3..7 (busiest first) |
 //! | `reuse` | flashdoc, after SepBIT and MiDAS | metadata 0, journal 1, table writes by the age of the data they overwrite at their address: classes 2..7 (shortest first) |
+//! | `agegroup` | flashdoc, after SepBIT and MiDAS | metadata 0, journal 1, table writes by the age of the block they invalidate (the page's last rewrite interval): adaptive groups 2..7 (youngest first) |
 //! | `oracle` | offline bound | true device-lifetime buckets 0..7 (shortest first) |
 //! | `oracle-death` | offline bound | true death time: lifetime classes split by death-time parity |
 //!
@@ -18,6 +19,7 @@
 //! tables are in `docs/placement.md`. Policies are deterministic functions of the events they
 //! are shown.
 
+mod agegroup;
 mod boundary;
 mod dsm;
 mod file;
@@ -28,6 +30,7 @@ mod oracle;
 mod reuse;
 mod untracked;
 
+pub use agegroup::AgeGroupPolicy;
 pub use boundary::BoundaryPolicy;
 pub use dsm::{
     compute_pivots, map_sid_by_hotness, predict_stream, DsmCheckpoint, DsmPolicy, RegionStat,
@@ -56,6 +59,7 @@ pub const POLICY_NAMES: &[&str] = &[
     "lifetime",
     "filelog",
     "reuse",
+    "agegroup",
     "oracle",
     "oracle-death",
 ];
@@ -261,6 +265,28 @@ impl Default for ReuseConfig {
     }
 }
 
+/// Parameters of the `agegroup` policy (see `policy/agegroup.rs`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgeGroupConfig {
+    /// Each checkpoint commit multiplies the histogram of recent ages by this. Default 0.5.
+    pub decay: f64,
+    /// The narrowest group, in octaves of age. Default 1.
+    pub min_octaves: f64,
+    /// A group with under this share of the recent table pages joins its younger neighbour.
+    /// Default 0.05.
+    pub min_share: f64,
+}
+
+impl Default for AgeGroupConfig {
+    fn default() -> Self {
+        AgeGroupConfig {
+            decay: 0.5,
+            min_octaves: 1.0,
+            min_share: 0.05,
+        }
+    }
+}
+
 /// What every policy is configured with.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PlacementConfig {
@@ -270,6 +296,7 @@ pub struct PlacementConfig {
     pub lifetime: LifetimeConfig,
     pub filelog: FileLogConfig,
     pub reuse: ReuseConfig,
+    pub agegroup: AgeGroupConfig,
 }
 
 impl Default for PlacementConfig {
@@ -280,6 +307,7 @@ impl Default for PlacementConfig {
             lifetime: LifetimeConfig::default(),
             filelog: FileLogConfig::default(),
             reuse: ReuseConfig::default(),
+            agegroup: AgeGroupConfig::default(),
         }
     }
 }
@@ -325,6 +353,13 @@ impl PlacementConfig {
                 "memory in (0, 1), ratio > 1, min_samples ≥ 0, decay and min_share in [0, 1]";
             return Err(format!("reuse: {want}"));
         }
+        let a = &self.agegroup;
+        let octaves_ok = a.min_octaves > 0.0 && a.min_octaves.is_finite();
+        if !((0.0..=1.0).contains(&a.decay) && octaves_ok && (0.0..1.0).contains(&a.min_share)) {
+            return Err(
+                "agegroup: decay in [0, 1], min_octaves > 0 and finite, min_share in [0, 1)".into(),
+            );
+        }
         Ok(())
     }
 }
@@ -362,6 +397,7 @@ pub fn make_policy(name: &str, cfg: &PlacementConfig) -> Result<Box<dyn Policy>,
         "lifetime" => Box::new(LifetimePolicy::new(cfg)),
         "filelog" => Box::new(FileLogPolicy::new(cfg)),
         "reuse" => Box::new(ReusePolicy::new(cfg)),
+        "agegroup" => Box::new(AgeGroupPolicy::new(cfg)),
         "oracle" | "oracle-death" => {
             return Err(format!(
                 "{name} is offline only: it is built from the whole trace by the replay"

@@ -390,7 +390,8 @@ fn replay_results_are_pinned() {
 }
 
 /// Measured with the replay as it was before (commit 1d1df2f): policy, WAF bits, GC copies,
-/// erases, host pages, WAF points and their digest. `reuse` (added later) pinned when added.
+/// erases, host pages, WAF points and their digest. `reuse` and `agegroup` (added later) pinned
+/// when added.
 const PINNED: &str = "\
 none 0x3ff538683cd9347a 14199 902 43519 10 0x1778f93a23cecf0f\n\
 file 0x3ff42a18577bff39 11327 858 43519 10 0x165afba5869b5c74\n\
@@ -400,6 +401,7 @@ dsm-skip-primary 0x3ff3bd7b174ff2eb 10173 840 43519 10 0x576a49b47b46187f\n\
 lifetime 0x3ff3e0966748e3d1 10546 845 43519 10 0x9e970677ade5db63\n\
 filelog 0x3ff47188327eca89 12086 869 43519 10 0xbcca1987639d72c1\n\
 reuse 0x3ff45dac38bb1029 11875 870 43519 10 0x4e5e09d57280f56f\n\
+agegroup 0x3ff379b6ed7fe424 9453 830 43519 10 0xe2754b039b6dfd24\n\
 oracle 0x3ff0000000000000 0 680 43519 10 0x6102860e2048a820\n\
 oracle-death 0x3ff002727621d306 26 682 43519 10 0xc441bc7437e0f6b8\n\
 --\n\
@@ -411,6 +413,7 @@ dsm-skip-primary 0x4011f6d7163956da 449791 9042 128841 31 0xcac6b1939592fed4\n\
 lifetime 0x40121a55c0a90069 454257 9112 128841 31 0xbcd031ce2b58b3f\n\
 filelog 0x4012ecf790bf393e 480759 9524 128841 31 0x1ba448f566caccf7\n\
 reuse 0x401327787d86f9a5 488120 9642 128841 31 0xfef168fc277a8fe7\n\
+agegroup 0x401318bc486d9993 486266 9614 128841 31 0x69c5a390dc47aa1f\n\
 oracle 0x400271819832b0e2 168192 4641 128841 31 0x1c490df1c9cb86ab\n\
 oracle-death 0x4001c3361e511a67 157227 4470 128841 31 0x9dc73e5beabe620f\n\
 ";
