@@ -893,7 +893,10 @@ impl Flusher {
         };
         // Records reach their file in LSN order, each byte once: a chunk (a retried one too)
         // starts exactly where the file's records written so far end.
-        assert_eq!(at, file_written, "a journal write starts where its file's records end");
+        assert_eq!(
+            at, file_written,
+            "a journal write starts where its file's records end"
+        );
         if at == self.synced_end {
             format::mark_flush_start(&mut chunk.bytes);
         }

@@ -550,7 +550,9 @@ impl Reader {
             HeaderCheck::Record(h) => h,
             HeaderCheck::Zero => return Ok(Ok(())),
             HeaderCheck::Bad(why) => {
-                return Ok(Err(format!("its header is damaged ({why}), which a tear never does")))
+                return Ok(Err(format!(
+                    "its header is damaged ({why}), which a tear never does"
+                )))
             }
         };
         let end = at + h.len as u64;

@@ -33,7 +33,12 @@ fn payload(flush: usize, i: usize, len: usize) -> Vec<u8> {
 
 /// Writes `flushes` groups of `per` records of `len` bytes, each group appended and then synced
 /// in one flush (inline schedule); returns each group's LSNs and the payloads in order.
-fn write_flushes(dir: &Path, flushes: usize, per: usize, len: usize) -> (Vec<Vec<Lsn>>, Vec<Vec<u8>>) {
+fn write_flushes(
+    dir: &Path,
+    flushes: usize,
+    per: usize,
+    len: usize,
+) -> (Vec<Vec<Lsn>>, Vec<Vec<u8>>) {
     let io = Arc::new(Io::quiet());
     let j = Journal::open_with(config(dir), io, Schedule::Inline).unwrap();
     let (mut groups, mut all) = (Vec::new(), Vec::new());
@@ -82,7 +87,11 @@ fn a_sector_lost_inside_the_last_flush_is_its_torn_tail() {
     lose_sector_after_header(&dir, groups[1][0]);
     let (got, outcome) = replay_all(&dir);
     assert_eq!(outcome.corruption, None, "{outcome:?}");
-    assert_eq!(got, all[..4], "the synced flush, and nothing of the torn one");
+    assert_eq!(
+        got,
+        all[..4],
+        "the synced flush, and nothing of the torn one"
+    );
     let tail = outcome.torn_tail.expect("a torn tail");
     assert!(tail.contains("unsynced flush"), "{tail}");
     assert_eq!(outcome.end, groups[1][0]);
@@ -101,7 +110,10 @@ fn a_sector_lost_in_a_synced_flush_is_corruption() {
     let c = outcome.corruption.expect("corruption");
     assert_eq!(c.offset, groups[1][0].offset as u64);
     assert_eq!(c.next_valid, Some(groups[1][1]));
-    let proof = format!("record at offset {} was written after a sync", groups[2][0].offset);
+    let proof = format!(
+        "record at offset {} was written after a sync",
+        groups[2][0].offset
+    );
     assert!(c.why.contains(&proof), "{c:?}");
 }
 
@@ -129,7 +141,10 @@ fn damage_in_the_last_flush_that_is_no_tear_is_corruption() {
     bytes[at_len..at_len + 4].copy_from_slice(&(stored + RECORD_HEADER_SIZE as u32).to_le_bytes());
     bytes[at_len + 12..at_len + 16].copy_from_slice(&stored.to_le_bytes());
     std::fs::write(&path, &bytes).unwrap();
-    let c = replay_all(&dir).1.corruption.expect("a damaged length word");
+    let c = replay_all(&dir)
+        .1
+        .corruption
+        .expect("a damaged length word");
     assert!(c.why.contains("length word"), "{c:?}");
 
     let mut bytes = original;
@@ -181,7 +196,10 @@ fn the_flusher_marks_the_first_record_written_after_each_sync() {
         }
         // A flush that crosses into a new file writes its first record there marked too.
         firsts.push(lsns[0]);
-        if let Some(l) = lsns.iter().find(|l| l.file != before.file && l.file != lsns[0].file) {
+        if let Some(l) = lsns
+            .iter()
+            .find(|l| l.file != before.file && l.file != lsns[0].file)
+        {
             firsts.push(*l);
         }
         j.sync_all().unwrap();
@@ -193,7 +211,11 @@ fn the_flusher_marks_the_first_record_written_after_each_sync() {
     for n in files {
         let m = marks(&dir, n);
         assert!(m[0].1, "file {n}'s first record is marked");
-        marked.extend(m.iter().filter(|(_, s)| *s).map(|&(offset, _)| Lsn { file: n, offset }));
+        marked.extend(
+            m.iter()
+                .filter(|(_, s)| *s)
+                .map(|&(offset, _)| Lsn { file: n, offset }),
+        );
     }
     let files_first: Vec<Lsn> = firsts.clone();
     assert!(files_first.iter().all(|l| marked.contains(l)), "{marked:?}");
@@ -247,7 +269,11 @@ fn a_flush_cut_by_power_loss_is_never_corruption() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("db");
     std::fs::create_dir_all(&root).unwrap();
-    let pl = Arc::new(PowerLossFiles::new(&root, CrashOdds::default(), Mutation::None));
+    let pl = Arc::new(PowerLossFiles::new(
+        &root,
+        CrashOdds::default(),
+        Mutation::None,
+    ));
     let io = Arc::new(Io::new(None, &Default::default(), Some(pl.clone())).unwrap());
     let dir = root.join("journal");
     let j = Journal::open_with(config(&dir), io, Schedule::Inline).unwrap();
@@ -272,11 +298,20 @@ fn a_flush_cut_by_power_loss_is_never_corruption() {
         pl.materialise(seed, img.path()).unwrap();
         let (got, outcome) = replay_all(&img.path().join("journal"));
         assert_eq!(outcome.corruption, None, "seed {seed}: {outcome:?}");
-        assert!(got.len() >= 12, "seed {seed}: the synced flush is whole: {outcome:?}");
+        assert!(
+            got.len() >= 12,
+            "seed {seed}: the synced flush is whole: {outcome:?}"
+        );
         assert_eq!(got, all[..got.len()], "seed {seed}");
-        if outcome.torn_tail.is_some_and(|t| t.contains("unsynced flush")) {
+        if outcome
+            .torn_tail
+            .is_some_and(|t| t.contains("unsynced flush"))
+        {
             rest_verified += 1;
         }
     }
-    assert!(rest_verified > 0, "no image had records verifying after a tear");
+    assert!(
+        rest_verified > 0,
+        "no image had records verifying after a tear"
+    );
 }
