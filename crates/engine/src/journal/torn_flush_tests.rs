@@ -315,3 +315,12 @@ fn a_flush_cut_by_power_loss_is_never_corruption() {
         "no image had records verifying after a tear"
     );
 }
+
+/// The mark is set only on a whole record at the start of a chunk: bytes that do not start
+/// with one (a length word of zero here) are never given a checksum.
+#[test]
+#[should_panic(expected = "a chunk starts with a whole record")]
+fn marking_bytes_that_are_not_a_whole_record_trips_the_assertion() {
+    let mut bytes = [0u8; 64];
+    format::mark_flush_start(&mut bytes);
+}
