@@ -70,3 +70,16 @@ fn regression_seed_6_metadata_naming_a_file_whose_create_was_not_durable() {
     let r = crashloop::run(&settings(6, 7, Mutation::None), work.path()).unwrap();
     assert_eq!(r.cycles, 7);
 }
+
+/// Regression (power-loss loop, seed 319 cycle 32): the power went during the journal's
+/// fdatasync of one flush, whose write the crash tore: a sector inside its first record was
+/// lost and the sectors after it, with whole records, were kept. Recovery called the bad record
+/// followed by records that verify corruption and refused to open, though nothing of that flush
+/// had been synced or acknowledged. Now the records prove what was synced (journal/replay.rs,
+/// "Torn or synced") and the torn flush is the log's tail.
+#[test]
+fn regression_seed_319_a_torn_flush_with_whole_records_after_the_tear_is_its_tail() {
+    let work = tempfile::tempdir().unwrap();
+    let r = crashloop::run(&settings(319, 33, Mutation::None), work.path()).unwrap();
+    assert_eq!(r.cycles, 33);
+}

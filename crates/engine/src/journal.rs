@@ -21,6 +21,8 @@ pub mod record;
 mod replay;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod torn_flush_tests;
 
 pub use crate::config::{JournalCompressor, JournalConfig, MAX_FILE_MAX, MIN_FILE_MAX};
 pub use format::file_name;
@@ -235,7 +237,15 @@ impl Journal {
     /// (`Inline`: no thread, no timer).
     pub fn open_with(cfg: JournalConfig, io: Arc<Io>, schedule: Schedule) -> Result<Arc<Journal>> {
         cfg.validate()?;
-        io.create_dir(&cfg.dir)?;
+        if !cfg.dir.is_dir() {
+            io.create_dir(&cfg.dir)?;
+            // The directory's name is volatile until its parent is synced: without this, a
+            // power loss could take the whole journal, synced files and all (found by the
+            // journal's own power-loss test, torn_flush_tests.rs).
+            if let Some(parent) = cfg.dir.parent() {
+                io.sync_dir(parent)?;
+            }
+        }
         let number = replay::list_files(&cfg.dir)?.last().map_or(1, |n| n + 1);
         let layout = Layout::new(io.direct_io().log || cfg.block_aligned);
         let shared = Arc::new(Shared {
@@ -728,6 +738,9 @@ struct Flusher {
     file: OpenFile,
     /// Just past the last record written.
     written_end: Lsn,
+    /// Every byte of `file` before this is synced: the next write that starts here marks its
+    /// first record [`format::REC_FLUSH_START`].
+    synced_end: Lsn,
 }
 
 impl Flusher {
@@ -737,7 +750,17 @@ impl Flusher {
             shared,
             file,
             written_end,
+            synced_end: written_end,
         }
+    }
+
+    /// Syncs the open file: everything written to it is durable.
+    fn sync(&mut self) -> Result<()> {
+        self.shared.sync_data(&self.file)?;
+        if self.written_end.file == self.file.number {
+            self.synced_end = self.written_end;
+        }
+        Ok(())
     }
 
     fn run(mut self) {
@@ -788,7 +811,7 @@ impl Flusher {
             st.buffered -= bytes - unwritten;
             sh.written.notify_all();
         }
-        let result = written.and_then(|buffers| match sh.sync_data(&self.file) {
+        let result = written.and_then(|buffers| match self.sync() {
             Ok(()) => Ok(buffers),
             Err(e) => Err((e, Vec::new())),
         });
@@ -848,7 +871,7 @@ impl Flusher {
             debug_assert_eq!(chunk.file, self.file.number + 1);
             // Replay reads a file started inside a session only if the previous one ended
             // cleanly, so the previous file must be durable before the next one exists.
-            sh.sync_data(&self.file)?;
+            self.sync()?;
             let header = FileHeader {
                 number: chunk.file,
                 file_max: chunk.cap,
@@ -856,6 +879,26 @@ impl Flusher {
                 prev_end: self.written_end,
             };
             self.file = sh.create_file(header, chunk.cap)?;
+            // The header (and the filler of its block) is synced with the file's name.
+            self.synced_end = sh.layout.first_lsn(chunk.file);
+        }
+        let at = Lsn {
+            file: chunk.file,
+            offset: chunk.offset,
+        };
+        let file_written = if self.written_end.file == chunk.file {
+            self.written_end
+        } else {
+            sh.layout.first_lsn(chunk.file)
+        };
+        // Records reach their file in LSN order, each byte once: a chunk (a retried one too)
+        // starts exactly where the file's records written so far end.
+        assert_eq!(
+            at, file_written,
+            "a journal write starts where its file's records end"
+        );
+        if at == self.synced_end {
+            format::mark_flush_start(&mut chunk.bytes);
         }
         let records_len = chunk.bytes.len();
         let records_end = Lsn {

@@ -20,19 +20,26 @@ pub const MAX_PAYLOAD: usize = 1 << 30;
 pub const MIN_COMPRESS: usize = 128;
 
 const MAGIC: [u8; 8] = *b"FDOCLOG\0";
-const VERSION: u32 = 1;
+/// Version 2 added [`REC_FLUSH_START`]. Version 1 files (no record carries it) are still read.
+const VERSION: u32 = 2;
+const OLDEST_VERSION: u32 = 1;
 const HEADER_CRC_AT: usize = 124;
 /// File header flag: the file was started by `Journal::open`, so whatever follows the last whole
 /// record of the previous file is a crash tail that this session's recovery already discarded.
 const FILE_SESSION_START: u32 = 1;
 
-/// Record flags: at most one is set.
+/// Record flags: at most one of snappy, zstd and filler is set ([`RecordHeader::flags`]), and
+/// [`REC_FLUSH_START`] may be set with any of them.
 pub const REC_SNAPPY: u16 = 1;
 pub const REC_ZSTD: u16 = 2;
 /// A filler record: zeros that carry the records to the next direct-I/O block boundary when a
 /// flush ends inside a block (direct I/O writes whole blocks, and durable blocks are never
 /// rewritten). Replay verifies and skips it.
 pub const REC_FILLER: u16 = 4;
+/// The first record a flush wrote to its file, set by the flusher as it writes it: every byte of
+/// the file before this record was synced before this record was written. Replay uses it to
+/// tell a crash's torn flush from damage to synced records (`replay.rs`, "Torn or synced").
+pub const REC_FLUSH_START: u16 = 8;
 
 /// The zstd level used for records: fast, and what the brief and MongoDB's zstd option use.
 const ZSTD_LEVEL: i32 = 3;
@@ -108,9 +115,10 @@ impl FileHeader {
             return Err("file header checksum mismatch".into());
         }
         let version = u32_at(b, 8);
-        if version != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&version) {
             return Err(format!(
-                "unsupported journal version {version} (this build reads {VERSION})"
+                "unsupported journal version {version} (this build reads {OLDEST_VERSION} to \
+                 {VERSION})"
             ));
         }
         let flags = u32_at(b, 24);
@@ -242,8 +250,11 @@ pub struct RecordHeader {
     /// Header plus stored payload, unpadded.
     pub len: u32,
     pub crc: u32,
+    /// How the payload is stored: 0, [`REC_SNAPPY`], [`REC_ZSTD`] or [`REC_FILLER`].
     pub flags: u16,
     pub uncompressed_len: u32,
+    /// [`REC_FLUSH_START`] is set: every byte before this record was synced before it was written.
+    pub flush_start: bool,
 }
 
 pub enum HeaderCheck {
@@ -257,18 +268,20 @@ pub fn check_record_header(b: &[u8; RECORD_HEADER_SIZE]) -> HeaderCheck {
     if b.iter().all(|&x| x == 0) {
         return HeaderCheck::Zero;
     }
+    let flags = u16_at(b, 8);
     let h = RecordHeader {
         len: u32_at(b, 0),
         crc: u32_at(b, 4),
-        flags: u16_at(b, 8),
+        flags: flags & !REC_FLUSH_START,
         uncompressed_len: u32_at(b, 12),
+        flush_start: flags & REC_FLUSH_START != 0,
     };
     let stored = (h.len as usize).wrapping_sub(RECORD_HEADER_SIZE);
     if (h.len as usize) < RECORD_HEADER_SIZE || stored > MAX_PAYLOAD {
         return HeaderCheck::Bad(format!("impossible record length {}", h.len));
     }
     if !matches!(h.flags, 0 | REC_SNAPPY | REC_ZSTD | REC_FILLER) {
-        return HeaderCheck::Bad(format!("bad record flags {:#x}", h.flags));
+        return HeaderCheck::Bad(format!("bad record flags {flags:#x}"));
     }
     if h.flags == REC_FILLER && h.uncompressed_len != 0 {
         return HeaderCheck::Bad("a filler record with a payload length".into());
@@ -283,6 +296,24 @@ pub fn check_record_header(b: &[u8; RECORD_HEADER_SIZE]) -> HeaderCheck {
         ));
     }
     HeaderCheck::Record(h)
+}
+
+/// Sets [`REC_FLUSH_START`] on the record that starts `bytes` (a chunk about to be written) and
+/// checksums it again. The flusher calls it with the first record of each write that follows a
+/// sync of its file, so the flag is true of every record that carries it.
+pub fn mark_flush_start(bytes: &mut [u8]) {
+    let len = u32_at(bytes, 0) as usize;
+    assert!(
+        len >= RECORD_HEADER_SIZE && padded_len(len as u64) as usize <= bytes.len(),
+        "a chunk starts with a whole record"
+    );
+    let flags = u16_at(bytes, 8) | REC_FLUSH_START;
+    bytes[8..10].copy_from_slice(&flags.to_le_bytes());
+    let extent = padded_len(len as u64) as usize;
+    let header: [u8; RECORD_HEADER_SIZE] = bytes[..RECORD_HEADER_SIZE].try_into().unwrap();
+    let pad = extent - len;
+    let crc = record_crc(&header, &bytes[RECORD_HEADER_SIZE..len], pad);
+    bytes[4..8].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// Checks the checksum of a whole record extent (`bytes` = header, stored payload, padding).

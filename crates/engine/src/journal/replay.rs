@@ -1,12 +1,26 @@
 //! Reading the journal back: every whole record from a start LSN, in LSN order, up to the end of
 //! the log (the first torn, truncated, zero or corrupt record that no later session stepped over).
 //!
-//! A record that fails its checks is a crash's torn tail only when nothing valid follows it: a
-//! later record whose checksum verifies (found on the 128-byte boundaries after it, so that a
-//! damaged length word cannot hide it), or a later file of the same session, means records were
-//! lost in the middle of the log. Strict replay reports that as [`ReplayOutcome::corruption`]
-//! and stops; salvage ([`ReplayMode::Salvage`], `flashdoc repair`) skips the damaged bytes and
-//! goes on at the next record that verifies.
+//! A record that fails its checks is a crash's torn tail when nothing valid follows it. A later
+//! file of the same session after it means records were lost in the middle of the log:
+//! corruption. Strict replay reports corruption as [`ReplayOutcome::corruption`] and stops;
+//! salvage ([`ReplayMode::Salvage`], `flashdoc repair`) skips the damaged bytes and goes on at
+//! the next record that verifies (found on the 128-byte boundaries after it, so that a damaged
+//! length word cannot hide it).
+//!
+//! # Torn or synced
+//!
+//! A bad record with records that verify after it in the same file is not always corruption.
+//! A flush writes many records and then syncs once, and a device may persist the sectors of
+//! unsynced writes in any order, so a crash during a flush can lose a sector in the middle of
+//! it and keep the sectors after it. What tells the two apart is whether the bad record was
+//! synced, which the records themselves prove: the flusher marks the first record of each
+//! write that follows a sync of its file ([`format::REC_FLUSH_START`]), so a marked record
+//! that verifies anywhere after the damage proves the damage was synced before that record
+//! was written: corruption. Without such proof, the damage lies in the last flush, which a
+//! crash may have torn; it is corruption still when no crash could have left it (its header
+//! damaged, or no 512-byte sector of it lost: [`Reader::tear_shaped`]), and otherwise the torn
+//! tail, ending the log before it.
 
 use super::format::{
     self, check_record_header, file_name, padded_len, FileHeader, HeaderCheck, ALIGN,
@@ -220,14 +234,13 @@ impl Walk<'_> {
             file: n,
             offset: start as u32,
         };
-        let end = reader.scan(n, start, self, f)?;
-        match end {
-            Ok(at) => self.prev = Some((n, Some(at))),
-            Err(d) if d.next_valid.is_some() => {
+        match reader.scan(n, start, self, f)? {
+            FileEnd::Clean(at) => self.prev = Some((n, Some(at))),
+            FileEnd::Corrupt(d) => {
                 self.corrupt(d);
                 return Ok(ControlFlow::Break(()));
             }
-            Err(d) => {
+            FileEnd::Torn(d) => {
                 self.pending.get_or_insert(d);
                 self.prev = Some((n, None));
             }
@@ -422,16 +435,16 @@ impl Reader {
 
     /// Reads the records of file `number` from offset `start`, passing those at or after
     /// `walk.from` to `f`. Returns where the records end cleanly (end of file or zeros), or the
-    /// damage where they stop: with `next_valid` set when a record that verifies follows it
-    /// (strict replay stops there; salvage records it in `walk.out.damaged` and goes on from
-    /// that record, so it only returns damage that nothing valid follows).
+    /// damage where they stop, judged by [`Reader::judge`]. Salvage records every damage with a
+    /// record that verifies after it in `walk.out.damaged` and goes on from that record, so it
+    /// only returns damage that nothing valid follows.
     fn scan(
         &mut self,
         number: u32,
         start: u64,
         walk: &mut Walk<'_>,
         f: &mut impl FnMut(Lsn, &[u8]) -> Result<()>,
-    ) -> Result<std::result::Result<u32, Damage>> {
+    ) -> Result<FileEnd> {
         let mut off = start;
         loop {
             let lsn = Lsn {
@@ -439,7 +452,7 @@ impl Reader {
                 offset: off as u32,
             };
             let why = match self.record_at(off)? {
-                Step::End => return Ok(Ok(lsn.offset)),
+                Step::End => return Ok(FileEnd::Clean(lsn.offset)),
                 Step::Record { header, extent } => {
                     match self.deliver(&header, lsn, extent, walk, f)? {
                         Ok(()) => {
@@ -467,9 +480,107 @@ impl Reader {
                     off = next.offset as u64;
                     walk.out.damaged.push(damage);
                 }
-                _ => return Ok(Err(damage)),
+                _ => return self.judge(number, damage),
             }
         }
+    }
+
+    /// Strict replay's verdict on a bad record with `damage.next_valid` after it, if any (module
+    /// doc, "Torn or synced"). Nothing valid after it: the torn tail. Otherwise it is
+    /// corruption when a record written after it was synced verifies ([`Reader::synced_proof`])
+    /// or when no crash could have left it ([`Reader::tear_shaped`]); else the records that
+    /// verify after it are the rest of the unsynced flush a crash tore, and it is the torn tail.
+    fn judge(&mut self, number: u32, mut damage: Damage) -> Result<FileEnd> {
+        let Some(next) = damage.next_valid else {
+            return Ok(FileEnd::Torn(damage));
+        };
+        let at = damage.offset;
+        if let Some(proof) = self.synced_proof(number, next.offset as u64)? {
+            damage.why = format!(
+                "{}; the record at offset {proof} was written after a sync of everything \
+                 before it, so the damaged record was synced",
+                damage.why
+            );
+            return Ok(FileEnd::Corrupt(damage));
+        }
+        if let Err(not_a_tear) = self.tear_shaped(at, next.offset as u64)? {
+            damage.why = format!("{}; {not_a_tear}", damage.why);
+            return Ok(FileEnd::Corrupt(damage));
+        }
+        damage.why = format!(
+            "{}; the records that verify after it, from offset {}, are the rest of the \
+             unsynced flush the crash tore",
+            damage.why, next.offset
+        );
+        Ok(FileEnd::Torn(damage))
+    }
+
+    /// The offset of the first record at or after `from` (where a record that verifies
+    /// starts) that verifies and carries [`format::REC_FLUSH_START`]: proof that everything
+    /// before it in the file was synced. Walks record to record, and over damage to the next
+    /// record that verifies.
+    fn synced_proof(&mut self, number: u32, from: u64) -> Result<Option<u64>> {
+        let mut off = from;
+        loop {
+            match self.record_at(off)? {
+                Step::Record { header, .. } if header.flush_start => return Ok(Some(off)),
+                Step::Record { extent, .. } => off += extent,
+                Step::End | Step::Bad(_) => match self.next_valid(number, off + ALIGN)? {
+                    Some(next) => off = next.offset as u64,
+                    None => return Ok(None),
+                },
+            }
+        }
+    }
+
+    /// Whether the bad record at `at` could be a crash's tear of an unsynced write, given that
+    /// the first record that verifies after it starts at `next`. A device writes a 512-byte
+    /// sector whole or not at all, and a sector it lost reads as what it held before: zeros,
+    /// since a journal file is preallocated (or extended) and no byte of it is written twice.
+    /// So a torn record has its header as written (the header's sector arrived, or the header
+    /// would read as zeros: the clean end), no other record inside its extent, and a sector
+    /// whose part of the record reads as zeros or lies past the end of the file. The error
+    /// says which of these fails.
+    fn tear_shaped(&mut self, at: u64, next: u64) -> Result<std::result::Result<(), String>> {
+        let header: [u8; RECORD_HEADER_SIZE] = match at + RECORD_HEADER_SIZE as u64 {
+            end if end <= self.len => self.read(at, RECORD_HEADER_SIZE)?.try_into().unwrap(),
+            _ => return Ok(Ok(())),
+        };
+        let h = match check_record_header(&header) {
+            HeaderCheck::Record(h) => h,
+            HeaderCheck::Zero => return Ok(Ok(())),
+            HeaderCheck::Bad(why) => {
+                return Ok(Err(format!(
+                    "its header is damaged ({why}), which a tear never does"
+                )))
+            }
+        };
+        let end = at + h.len as u64;
+        if next < at + padded_len(h.len as u64) {
+            return Ok(Err(format!(
+                "its length word ({}) covers the record that verifies at offset {next}, so it is \
+                 damaged, which a tear never does",
+                h.len
+            )));
+        }
+        if end > self.len {
+            return Ok(Ok(()));
+        }
+        let mut sector = at / TEAR_SECTOR * TEAR_SECTOR;
+        while sector < end {
+            let part = sector.max(at)..(sector + TEAR_SECTOR).min(end);
+            if self
+                .read(part.start, (part.end - part.start) as usize)?
+                .iter()
+                .all(|&b| b == 0)
+            {
+                return Ok(Ok(()));
+            }
+            sector += TEAR_SECTOR;
+        }
+        Ok(Err(
+            "every 512-byte sector of it holds data, so no sector was lost to a crash".into(),
+        ))
     }
 
     /// Passes a verified record at `lsn` to `f` if it is at or after `walk.from` and carries
@@ -549,6 +660,22 @@ impl Reader {
         }
         Ok(None)
     }
+}
+
+/// The smallest unit a device writes whole: a crash loses whole sectors of an unsynced write.
+/// Larger sectors (4 KiB) are whole runs of these.
+const TEAR_SECTOR: u64 = 512;
+
+/// How a file's records end.
+enum FileEnd {
+    /// Cleanly, just before this offset: the end of the file or zeros never written.
+    Clean(u32),
+    /// At damage a crash can leave: the bad record is the last thing in the file, or the
+    /// records that verify after it are of the same unsynced flush.
+    Torn(Damage),
+    /// At damage to synced records, or damage no crash leaves, with a record that verifies
+    /// after it (`next_valid`).
+    Corrupt(Damage),
 }
 
 /// What [`Reader::record_at`] found.
