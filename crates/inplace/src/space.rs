@@ -127,10 +127,12 @@ impl Details {
     }
 }
 
-/// A new database's header: one data file, its first page the header.
+/// A new database's header: one data file, its first page the header. File 0 may exist
+/// already, all zeros: an earlier open created it and stopped before its first write-back.
 pub fn format(pool: &mut Pool) -> Result<Header> {
-    assert_eq!(pool.file_count(), 0, "formatting an existing database");
-    pool.create_file(0)?;
+    if pool.file_count() == 0 {
+        pool.create_file(0)?;
+    }
     let h = Header {
         file_count: 1,
         tail_used: PAGE as u32,

@@ -185,3 +185,17 @@ fn every_acknowledged_write_survives_power_loss() {
         }
     }
 }
+
+#[test]
+fn a_database_cut_off_before_its_first_write_back_opens_as_new() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(data_path(d.path(), 0), vec![0u8; 8192]).unwrap();
+    let e = open(d.path());
+    let t = e.create_table("t", &table_cfg()).unwrap();
+    put_sync(&e, t, b"k", b"v");
+    e.close().unwrap();
+    drop(e);
+    let e = open(d.path());
+    assert_eq!(e.get(t, b"k").unwrap(), Some(b"v".to_vec()));
+    e.close().unwrap();
+}

@@ -195,3 +195,19 @@ fn an_overfull_bucket_is_never_stored() {
     };
     tree.store_for_test(root, &b);
 }
+
+#[test]
+fn flash_modes_settings_it_lacks_are_reported_not_applicable() {
+    let cfg = engine::EngineConfig::new("/tmp/x");
+    let r = engine::FlashReport::new(
+        engine::EngineKind::Mmapv1,
+        &cfg,
+        &engine::TableConfig::collection(),
+        engine::io::hint_path::HintPath::None,
+    );
+    let j = serde_json::to_value(&r).unwrap();
+    for k in ["allocation", "dirtyTarget", "dirtyTrigger"] {
+        assert_eq!(j[k], "n/a", "{k}: {j}");
+    }
+    assert_eq!(j["placement"], engine::SHIPPED_POLICY);
+}
