@@ -77,6 +77,17 @@ pub(crate) fn compact(inner: &Inner, table: TableId) -> Result<CompactStats> {
     Ok(stats)
 }
 
+/// The bytes of the extents a table holding `bytes` of records and buckets is given.
+fn extents_for(bytes: u64) -> u64 {
+    let (mut total, mut held, mut next) = (0u64, 0u64, u64::from(space::FIRST_EXTENT));
+    while held < bytes {
+        total += next;
+        held += next - u64::from(EXTENT_HEADER);
+        next = (next * 2).min(u64::from(space::MAX_EXTENT));
+    }
+    total
+}
+
 /// What `compact` would do: the table's extents now, and a dense copy's size (its records at
 /// their size classes, its index in full buckets).
 pub(crate) fn estimate(inner: &Inner, table: TableId) -> Result<CompactStats> {
@@ -88,9 +99,11 @@ pub(crate) fn estimate(inner: &Inner, table: TableId) -> Result<CompactStats> {
         .iter()
         .map(|(_, v)| u64::from(class_size(size_class(v.len()).expect("fits"))))
         .sum();
+    // Keys inserted in order leave every bucket but the last half full (a split at the byte
+    // midpoint); the copy's extents double from the first size until they hold it all.
     let index: u64 = live.iter().map(|(k, _)| 2 + k.len() as u64 + 8).sum();
-    let buckets = index.div_ceil(BUCKET_PAYLOAD as u64).max(1);
-    let bytes_after = records + buckets * BUCKET_SIZE as u64 + u64::from(EXTENT_HEADER);
+    let buckets = index.div_ceil(BUCKET_PAYLOAD as u64 / 2).max(1);
+    let bytes_after = extents_for(records + buckets * BUCKET_SIZE as u64);
     Ok(CompactStats {
         bytes_before,
         bytes_after,

@@ -21,8 +21,8 @@ pub const CATALOG_DETAILS: DiskLoc = DiskLoc {
 pub const DETAILS_LEN: usize = 4 + 3 * 8 + 4 + 4 + 8 + CLASSES * 8;
 /// An extent's header: the next extent of its table, its length, its table.
 pub const EXTENT_HEADER: u32 = 16;
-const FIRST_EXTENT: u32 = 64 * 1024;
-const MAX_EXTENT: u32 = 16 << 20;
+pub const FIRST_EXTENT: u32 = 64 * 1024;
+pub const MAX_EXTENT: u32 = 16 << 20;
 
 /// The database header (file 0, page 0).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -180,6 +180,11 @@ fn a_compacted_table_keeps_its_entries_and_shrinks() {
     assert!(est.bytes_after < est.bytes_before / 2, "{est:?}");
     let stats = e.compact_table(t).unwrap();
     assert!(stats.bytes_after < stats.bytes_before / 2, "{stats:?}");
+    let off = est.bytes_after.abs_diff(stats.bytes_after);
+    assert!(
+        off <= stats.bytes_after / 10 + 65536,
+        "estimate {est:?}, compact {stats:?}"
+    );
     let all: Vec<_> = e.scan_all(t).unwrap().map(Result::unwrap).collect();
     assert_eq!(all.len(), 300);
     assert_eq!(
