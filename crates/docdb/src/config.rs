@@ -318,7 +318,8 @@ mod tests {
         assert!(s.docdb_config().unwrap().engine.journal.is_none());
         let e = serde_yaml::from_str::<StorageSettings>("engine: rocks\n").unwrap_err();
         assert!(
-            e.to_string().contains("expected wiredTiger or inMemory"),
+            e.to_string()
+                .contains("expected wiredTiger, inMemory or mmapv1"),
             "{e}"
         );
     }
