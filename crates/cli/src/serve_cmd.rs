@@ -17,8 +17,8 @@ pub struct ServeArgs {
     /// Overrides net.bindIp (a comma-separated list).
     #[arg(long = "bind-ip", alias = "bind_ip")]
     bind_ip: Option<String>,
-    /// Overrides storage.engine (wiredTiger or inMemory).
-    #[arg(long = "storage-engine")]
+    /// Overrides storage.engine (wiredTiger, inMemory or mmapv1; mongod's --storageEngine).
+    #[arg(long = "storage-engine", alias = "storageEngine")]
     storage_engine: Option<String>,
     /// Overrides storage.flash.mode: flash (the default: flashdoc's co-design for flash) or
     /// off (WiredTiger's behaviour: best fit, 5/20 dirty, no placement, hints or TRIM).

@@ -52,7 +52,7 @@ impl DocDbConfig {
 /// ```yaml
 /// storage:
 ///   dbPath: /var/lib/flashdoc
-///   engine: wiredTiger            # or inMemory
+///   engine: wiredTiger            # or inMemory, or mmapv1
 ///   syncPeriodSecs: 60            # checkpoint interval (0: only on demand)
 ///   journal: {enabled: true, commitIntervalMs: 100}
 ///   wiredTiger: ...               # engine::settings::WiredTigerSettings
@@ -127,10 +127,33 @@ pub fn engine_kind_name(k: EngineKind) -> &'static str {
     match k {
         EngineKind::Disk => "wiredTiger",
         EngineKind::InMemory => "inMemory",
+        EngineKind::Mmapv1 => "mmapv1",
     }
 }
 
 impl StorageSettings {
+    /// The in-place engine has none of WiredTiger's settings but the cache size (its page
+    /// pool's budget): each one given is refused by name rather than ignored.
+    fn check_mmapv1_options(&self) -> Result<(), String> {
+        let wt = bson::to_document(&self.wired_tiger).map_err(|e| e.to_string())?;
+        for (section, v) in &wt {
+            let Some(keys) = v.as_document() else {
+                continue;
+            };
+            if let Some(key) = keys
+                .keys()
+                .find(|k| !(section == "engineConfig" && *k == "cacheSizeGB"))
+            {
+                return Err(format!(
+                    "storage.wiredTiger.{section}.{key}: set, but the mmapv1 engine has no such \
+                     setting (it stores records uncompressed and updates them in place, with \
+                     no allocation policy, dirty budget or direct I/O); remove the option"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The journal's options need a journal: given without one (disabled, or the in-memory
     /// engine, which has none), they would be accepted and do nothing, so they are refused.
     fn check_journal_options(&self) -> Result<(), String> {
@@ -213,6 +236,14 @@ impl StorageSettings {
         e.checkpoint_interval =
             (self.sync_period_secs > 0).then(|| Duration::from_secs(self.sync_period_secs));
         e.validate().map_err(|err| err.to_string())?;
+        if self.engine == EngineKind::Mmapv1 {
+            self.check_mmapv1_options()?;
+            // What the templates say is what its tables get: no compression of any kind.
+            for t in [&mut cfg.collection_table, &mut cfg.index_table] {
+                t.compressor = engine::Compressor::None;
+                t.prefix_compression = false;
+            }
+        }
         Ok(cfg)
     }
 }
@@ -291,7 +322,8 @@ mod tests {
         assert!(s.docdb_config().unwrap().engine.journal.is_none());
         let e = serde_yaml::from_str::<StorageSettings>("engine: rocks\n").unwrap_err();
         assert!(
-            e.to_string().contains("expected wiredTiger or inMemory"),
+            e.to_string()
+                .contains("expected wiredTiger, inMemory or mmapv1"),
             "{e}"
         );
     }
@@ -497,5 +529,55 @@ flash: {{placement: filelog}}
         assert!(old_index.contains(&engine::AllocPolicy::Best));
         assert!(old_index.contains(&engine::AllocPolicy::Sweep));
         db.shutdown().unwrap();
+    }
+    #[test]
+    fn mmapv1_takes_its_cache_and_journal_settings_and_refuses_wiredtigers_by_name() {
+        let s: StorageSettings = serde_yaml::from_str(
+            "dbPath: /tmp/x\nengine: mmapv1\njournal: {commitIntervalMs: 30}\nsyncPeriodSecs: 5\nwiredTiger: {engineConfig: {cacheSizeGB: 0.25}}\n",
+        )
+        .unwrap();
+        let c = s.docdb_config().unwrap();
+        assert_eq!(c.engine_kind, EngineKind::Mmapv1);
+        assert_eq!(c.engine.cache_size, 256 << 20);
+        assert_eq!(c.engine.checkpoint_interval, Some(Duration::from_secs(5)));
+        assert_eq!(
+            c.engine.journal.as_ref().unwrap().commit_interval,
+            Duration::from_millis(30)
+        );
+        // The default compressors are not the engine's: its tables are made without them.
+        assert_eq!(c.collection_table.compressor, engine::Compressor::None);
+        assert_eq!(c.index_table.compressor, engine::Compressor::None);
+        assert!(!c.index_table.prefix_compression);
+        for (yaml, key) in [
+            (
+                "collectionConfig: {blockCompressor: zstd}",
+                "collectionConfig.blockCompressor",
+            ),
+            (
+                "indexConfig: {prefixCompression: true}",
+                "indexConfig.prefixCompression",
+            ),
+            (
+                "engineConfig: {journalCompressor: snappy}",
+                "engineConfig.journalCompressor",
+            ),
+            (
+                "collectionConfig: {blockAllocation: sweep}",
+                "collectionConfig.blockAllocation",
+            ),
+            (
+                "engineConfig: {evictionDirtyTarget: 40}",
+                "engineConfig.evictionDirtyTarget",
+            ),
+            ("engineConfig: {directIO: [data]}", "engineConfig.directIO"),
+        ] {
+            let s: StorageSettings =
+                serde_yaml::from_str(&format!("engine: mmapv1\nwiredTiger: {{{yaml}}}\n")).unwrap();
+            let e = s.docdb_config().err().expect("refused");
+            assert!(
+                e.contains(&format!("storage.wiredTiger.{key}")) && e.contains("mmapv1"),
+                "{e}"
+            );
+        }
     }
 }

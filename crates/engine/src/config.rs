@@ -276,6 +276,8 @@ pub enum EngineKind {
     Disk,
     /// Everything in memory, nothing on disk.
     InMemory,
+    /// The in-place engine in MMAPv1's design (crate `inplace`, which the document layer opens).
+    Mmapv1,
 }
 
 impl FromStr for EngineKind {
@@ -284,8 +286,9 @@ impl FromStr for EngineKind {
         match s {
             "wiredTiger" | "wiredtiger" | "flashdoc" | "disk" => Ok(EngineKind::Disk),
             "inMemory" | "inmemory" | "memory" => Ok(EngineKind::InMemory),
+            "mmapv1" => Ok(EngineKind::Mmapv1),
             _ => Err(Error::Config(format!(
-                "unknown storage engine {s:?} (expected wiredTiger or inMemory)"
+                "unknown storage engine {s:?} (expected wiredTiger, inMemory or mmapv1)"
             ))),
         }
     }

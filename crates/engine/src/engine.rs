@@ -959,5 +959,11 @@ pub fn open_engine(
     Ok(match kind {
         crate::config::EngineKind::Disk => Arc::new(DiskEngine::open(cfg)?),
         crate::config::EngineKind::InMemory => Arc::new(crate::memory::MemEngine::new()),
+        // The in-place engine depends on this crate, so this crate cannot build it.
+        crate::config::EngineKind::Mmapv1 => {
+            return Err(Error::Config(
+                "storage engine mmapv1: open it with inplace::InPlaceEngine::open".into(),
+            ))
+        }
     })
 }

@@ -249,6 +249,22 @@ impl FlashReport {
             };
         }
         use Effective::Value as V;
+        if kind == EngineKind::Mmapv1 {
+            // Records are placed by its free lists and extents, and pages are written back
+            // every syncPeriodSecs: no allocation policy, no dirty budget.
+            use Effective::NotApplicable as NA;
+            return FlashReport {
+                mode,
+                allocation: NA,
+                dirty_target: NA,
+                dirty_trigger: NA,
+                placement: V(e.flash.placement.as_str()),
+                hints: V(hint_path.as_str()),
+                reaches_device: hint_path.reaches_device(),
+                streams: V(e.flash.placement_config.streams),
+                trim: V(e.flash.trim_batch.is_some()),
+            };
+        }
         FlashReport {
             mode,
             allocation: V(collection.allocation.name().to_string()),

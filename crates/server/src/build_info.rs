@@ -22,7 +22,7 @@ pub fn build_info() -> Document {
         "debug": false,
         "maxBsonObjectSize": crate::wire::MAX_BSON_OBJECT_SIZE,
         "modules": [],
-        "storageEngines": ["wiredTiger", "inMemory"],
+        "storageEngines": ["wiredTiger", "inMemory", "mmapv1"],
         "javascriptEngine": "none",
         "flashdoc": env!("CARGO_PKG_VERSION"),
     }

@@ -300,10 +300,11 @@ impl ServerState {
     /// serverStatus' `storageEngine`, with `writesRefused` and, once a sync failed, the cause
     /// that stopped writes until a restart.
     fn storage_engine_status(&self) -> Document {
+        let name = docdb::config::engine_kind_name(self.db.config().engine_kind);
         let mut d = doc! {
-            "name": "wiredTiger",
+            "name": name,
             "supportsCommittedReads": false,
-            "persistent": true,
+            "persistent": name != "inMemory",
             "writesRefused": false,
         };
         if let Some(f) = self.db.engine().write_failure() {

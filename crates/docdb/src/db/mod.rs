@@ -334,12 +334,25 @@ fn sort_unique_bson(v: &mut Vec<Bson>) {
 
 impl DocDb {
     pub fn open(cfg: DocDbConfig) -> DocResult<Arc<DocDb>> {
-        let engine =
-            engine::open_engine(cfg.engine_kind, cfg.engine.clone()).map_err(storage_error)?;
+        let engine: Arc<dyn engine::KvEngine> = match cfg.engine_kind {
+            // The in-place engine's crate depends on the engine crate, so it is opened here.
+            engine::EngineKind::Mmapv1 => {
+                Arc::new(inplace::InPlaceEngine::open(cfg.engine.clone()).map_err(storage_error)?)
+            }
+            kind => engine::open_engine(kind, cfg.engine.clone()).map_err(storage_error)?,
+        };
+        let catalog_cfg = match cfg.engine_kind {
+            // It stores records uncompressed and refuses a table asking for a compressor.
+            engine::EngineKind::Mmapv1 => TableConfig {
+                compressor: engine::Compressor::None,
+                ..TableConfig::collection()
+            },
+            _ => TableConfig::collection(),
+        };
         let catalog_table = match engine.table_id(CATALOG_TABLE) {
             Some(t) => t,
             None => engine
-                .create_table(CATALOG_TABLE, &TableConfig::collection())
+                .create_table(CATALOG_TABLE, &catalog_cfg)
                 .map_err(storage_error)?,
         };
         let mut entries = Vec::new();

@@ -1,0 +1,623 @@
+//! [`InPlaceEngine`]: opening and recovery, the batch path, snapshots, write-back and the
+//! background threads (the journal's group committer and the periodic write-back).
+
+use crate::btree::MAX_KEY_LEN;
+use crate::journal::{self, Journal};
+use crate::loc::max_value_len;
+use crate::pool::Pool;
+use crate::state::{State, CATALOG};
+use crate::versions::{Live, SnapState};
+use engine::cursor::{empty_range, BatchedCursor};
+use engine::io::Io;
+use engine::meta::ProcessLock;
+use engine::{
+    CompactStats, Compressor, Direction, EngineConfig, Error, KvCursor, KvEngine, KvPair, Result,
+    Snapshot, TableConfig, TableId, WriteBatch, WriteOptions,
+};
+use parking_lot::{Condvar, Mutex};
+use std::ops::Bound;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+static INSTANCES: AtomicUsize = AtomicUsize::new(0);
+
+pub(crate) struct Inner {
+    pub(crate) io: Arc<Io>,
+    dir: PathBuf,
+    pub(crate) state: Mutex<State>,
+    pub(crate) journal: Option<Journal>,
+    pub(crate) live: Live,
+    closed: AtomicBool,
+    /// A batch failed half applied: the pool no longer matches any journaled state.
+    failed: Mutex<Option<String>>,
+    stop: Mutex<bool>,
+    stop_cv: Condvar,
+    sync_period: Option<Duration>,
+    /// Dirty pages past this many bytes are written back at once.
+    dirty_budget: u64,
+    id: usize,
+    checkpoints: AtomicU64,
+    pages_written: AtomicU64,
+    _lock: ProcessLock,
+}
+
+/// The engine: see the crate documentation.
+pub struct InPlaceEngine {
+    inner: Arc<Inner>,
+    workers: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// Replays every journal file onto the data files (oldest first) and syncs them. Returns the
+/// generation the next journal file takes and the records replayed.
+fn recover(io: &Io, pool: &mut Pool, dir: &std::path::Path) -> Result<(u64, usize)> {
+    if !dir.exists() {
+        return Ok((1, 0));
+    }
+    let gens = journal::generations(dir)?;
+    let mut replayed = 0;
+    for &g in &gens {
+        for (_, entries) in journal::decode_records(&journal::read_generation(io, dir, g)?) {
+            for e in &entries {
+                pool.replay_entry(e)?;
+            }
+            replayed += 1;
+        }
+    }
+    if !gens.is_empty() {
+        pool.sync_all()?;
+    }
+    Ok((gens.last().map_or(1, |g| g + 1), replayed))
+}
+
+/// Removes the journal files recovery replayed (their bytes are in the synced data files).
+fn remove_old_journals(io: &Io, dir: &std::path::Path, below: u64) -> Result<()> {
+    for g in journal::generations(dir)? {
+        if g < below {
+            let path = journal::journal_path(dir, g);
+            io.remove(&path, None)
+                .map_err(|e| Error::io(format!("removing {}", path.display()), e))?;
+        }
+    }
+    io.sync_dir(dir)
+}
+
+impl InPlaceEngine {
+    /// Opens (or creates) the database in `cfg.db_path`, replaying its journal.
+    pub fn open(cfg: EngineConfig) -> Result<InPlaceEngine> {
+        let dir = cfg.db_path.clone();
+        let mut io = Io::new(cfg.observer.clone(), &cfg.flash, cfg.backend.clone())
+            .map_err(|e| Error::Config(format!("storage.flash: {e}")))?;
+        io.create_dir(&dir)?;
+        let lock = ProcessLock::acquire(&dir)?;
+        io.detect_hint_path(&dir, std::path::Path::new(engine::io::hint_path::SYSFS))?;
+        let io = Arc::new(io);
+        let mut pool = Pool::open(io.clone(), &dir, cfg.cache_size)?;
+        // Without a journal now, an earlier run's journal (in its default place) is still
+        // replayed: its batches were acknowledged.
+        let jdir = cfg
+            .journal
+            .as_ref()
+            .map_or_else(|| dir.join("journal"), |j| j.dir.clone());
+        let (gen, _) = recover(&io, &mut pool, &jdir)?;
+        let fresh = pool.file_count() == 0
+            || pool
+                .read(crate::loc::DiskLoc::new(0, 0), 8)?
+                .iter()
+                .all(|&b| b == 0);
+        let mut state = if fresh {
+            let mut st = State::format(pool)?;
+            st.pool.write_back()?;
+            st
+        } else {
+            State::load(pool)?
+        };
+        state.pool.take_journal_entries();
+        let journal = match &cfg.journal {
+            Some(j) => {
+                let jn = Journal::create(io.clone(), &jdir, gen, 0, j.commit_interval)?;
+                remove_old_journals(&io, &jdir, gen)?;
+                Some(jn)
+            }
+            None => {
+                if jdir.exists() {
+                    remove_old_journals(&io, &jdir, gen)?;
+                }
+                None
+            }
+        };
+        let inner = Arc::new(Inner {
+            io,
+            dir,
+            state: Mutex::new(state),
+            journal,
+            live: Live::default(),
+            closed: AtomicBool::new(false),
+            failed: Mutex::new(None),
+            stop: Mutex::new(false),
+            stop_cv: Condvar::new(),
+            sync_period: cfg.checkpoint_interval,
+            dirty_budget: (cfg.cache_size / 2).max(1 << 20),
+            id: INSTANCES.fetch_add(1, Ordering::Relaxed),
+            checkpoints: AtomicU64::new(0),
+            pages_written: AtomicU64::new(0),
+            _lock: lock,
+        });
+        let workers = Mutex::new(Self::start_workers(&inner));
+        Ok(InPlaceEngine { inner, workers })
+    }
+
+    fn start_workers(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
+        let mut v = Vec::new();
+        if inner.journal.is_some() {
+            let i = inner.clone();
+            v.push(std::thread::spawn(move || i.group_commit_loop()));
+        }
+        if let Some(period) = inner.sync_period {
+            let i = inner.clone();
+            v.push(std::thread::spawn(move || i.write_back_loop(period)));
+        }
+        v
+    }
+
+    fn stop_workers(&self) {
+        *self.inner.stop.lock() = true;
+        self.inner.stop_cv.notify_all();
+        if let Some(j) = &self.inner.journal {
+            j.wake();
+        }
+        for w in self.workers.lock().drain(..) {
+            let _ = w.join();
+        }
+    }
+
+    /// The engine's statistics' counters (tests).
+    pub fn counters(&self) -> crate::state::Counters {
+        self.inner.state.lock().counters
+    }
+}
+
+impl Drop for InPlaceEngine {
+    /// Without `close`: the threads stop, nothing more is written (what a crash leaves).
+    fn drop(&mut self) {
+        self.stop_workers();
+    }
+}
+
+impl Inner {
+    fn stopped(&self) -> bool {
+        *self.stop.lock()
+    }
+
+    fn group_commit_loop(&self) {
+        let j = self.journal.as_ref().expect("a journal");
+        while !self.stopped() {
+            j.wait_for_work();
+            if self.stopped() {
+                break;
+            }
+            // A failure is kept by the journal and returned to every waiter.
+            let _ = j.commit();
+        }
+    }
+
+    fn write_back_loop(&self, period: Duration) {
+        loop {
+            {
+                let mut s = self.stop.lock();
+                if !*s {
+                    self.stop_cv.wait_for(&mut s, period);
+                }
+                if *s {
+                    return;
+                }
+            }
+            if let Err(e) = self.checkpoint() {
+                eprintln!("flashdoc: mmapv1 write-back failed: {e}");
+            }
+        }
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed("the mmapv1 engine is closed".into()));
+        }
+        if let Some(f) = &*self.failed.lock() {
+            return Err(Error::Closed(format!(
+                "a write failed half applied ({f}); restart to recover from the journal"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Runs `f` as batch number `seq` under the lock, then journals what it changed. A
+    /// failure inside leaves the pool between two journaled states, so the engine stops.
+    fn batch<R>(&self, f: impl FnOnce(&mut State, u64, bool) -> Result<R>) -> Result<(R, u64)> {
+        self.check_open()?;
+        self.io.writable()?;
+        let mut st = self.state.lock();
+        let seq = st.seq + 1;
+        let keep = !self.live.lock().is_empty();
+        let out = f(&mut st, seq, keep).and_then(|r| st.finish_batch().map(|()| r));
+        let out = match out {
+            Ok(r) => r,
+            Err(e) => {
+                if !matches!(e, Error::NoSuchTable(_) | Error::TableExists(_)) {
+                    *self.failed.lock() = Some(e.to_string());
+                }
+                st.pool.take_journal_entries();
+                return Err(e);
+            }
+        };
+        st.seq = seq;
+        if st.history.kept() > 0 && (seq.is_multiple_of(256) || !keep) {
+            let oldest = self.live.lock().keys().next().copied();
+            st.history.prune(oldest);
+        }
+        let entries = st.pool.take_journal_entries();
+        if let Some(j) = &self.journal {
+            j.append(seq, &entries);
+        }
+        Ok((out, seq))
+    }
+
+    /// After a batch: waits for the journal (`sync`), writes back when dirty pages pass the
+    /// budget.
+    fn after_batch(&self, seq: u64, sync: bool) -> Result<()> {
+        match &self.journal {
+            Some(j) if sync => j.wait_durable(seq)?,
+            // Without a journal, only a write-back makes a batch durable.
+            None if sync => return self.checkpoint(),
+            _ => {}
+        }
+        let dirty = self.state.lock().pool.dirty_bytes();
+        if dirty > self.dirty_budget {
+            self.checkpoint()?;
+        }
+        Ok(())
+    }
+
+    /// Journal first, then every dirty page in place, then a new journal file.
+    pub(crate) fn checkpoint(&self) -> Result<()> {
+        let mut st = self.state.lock();
+        if let Some(j) = &self.journal {
+            j.commit()?;
+        }
+        let pages = st.pool.write_back()?;
+        if let Some(j) = &self.journal {
+            j.rotate()?;
+        }
+        self.checkpoints.fetch_add(1, Ordering::Relaxed);
+        self.pages_written
+            .fetch_add(pages as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn user_table(&self, st: &State, table: TableId) -> Result<()> {
+        if table == CATALOG || !st.tables.contains_key(&table) {
+            return Err(Error::NoSuchTable(format!("id {table}")));
+        }
+        Ok(())
+    }
+
+    fn snap_seq(&self, snap: &Snapshot) -> Result<u64> {
+        let s = snap.state::<SnapState>()?;
+        if s.engine != self.id {
+            return Err(Error::Config("a snapshot taken from another engine".into()));
+        }
+        Ok(s.seq)
+    }
+
+    /// Appends up to `limit` entries of (lo, hi) as of snapshot `seq`: the tree's entries
+    /// with the kept versions merged in, chunk by chunk until `limit` are found or the range
+    /// ends (an entry born after the snapshot takes a chunk's place but is not returned).
+    fn fetch(
+        &self,
+        ReadAt { seq, table }: ReadAt,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+        reverse: bool,
+        limit: usize,
+        out: &mut Vec<KvPair>,
+    ) -> Result<()> {
+        if empty_range(lo, hi) {
+            return Ok(());
+        }
+        let mut st = self.state.lock();
+        self.user_table(&st, table)?;
+        let (mut lo, mut hi) = (lo.map(<[u8]>::to_vec), hi.map(<[u8]>::to_vec));
+        loop {
+            let mut chunk = Vec::new();
+            st.tree(table)?
+                .range(as_ref(&lo), as_ref(&hi), reverse, limit, &mut chunk)?;
+            let ended = chunk.len() < limit;
+            let reach = match (ended, chunk.last()) {
+                (false, Some((k, _))) => Bound::Included(k.clone()),
+                _ if reverse => lo.clone(),
+                _ => hi.clone(),
+            };
+            let (hlo, hhi) = if reverse {
+                (reach, hi.clone())
+            } else {
+                (lo.clone(), reach)
+            };
+            let mut kept = st.history.keys_in(table, as_ref(&hlo), as_ref(&hhi));
+            if reverse {
+                kept.reverse();
+            }
+            for (key, loc) in merge(chunk.clone(), kept, reverse) {
+                let value = match st.history.at(table, &key, seq) {
+                    Some(v) => v,
+                    None => match loc {
+                        Some(loc) => Some(crate::space::read_record(&mut st.pool, loc)?),
+                        None => None,
+                    },
+                };
+                if let Some(v) = value {
+                    out.push((key, v));
+                    if out.len() >= limit {
+                        return Ok(());
+                    }
+                }
+            }
+            match chunk.last() {
+                Some((k, _)) if !ended => {
+                    if reverse {
+                        hi = Bound::Excluded(k.clone());
+                    } else {
+                        lo = Bound::Excluded(k.clone());
+                    }
+                }
+                _ => return Ok(()),
+            }
+        }
+    }
+}
+
+/// What a cursor reads: a table as of a snapshot's batch.
+#[derive(Clone, Copy)]
+struct ReadAt {
+    seq: u64,
+    table: TableId,
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    b.as_ref().map(Vec::as_slice)
+}
+
+/// The tree's keys (with their records) and the kept versions' keys, both in scan order,
+/// merged without duplicates.
+fn merge(
+    tree: Vec<(Vec<u8>, crate::loc::DiskLoc)>,
+    kept: Vec<Vec<u8>>,
+    reverse: bool,
+) -> Vec<(Vec<u8>, Option<crate::loc::DiskLoc>)> {
+    let mut out = Vec::with_capacity(tree.len() + kept.len());
+    let mut t = tree.into_iter().peekable();
+    let mut k = kept.into_iter().peekable();
+    loop {
+        let take_tree = match (t.peek(), k.peek()) {
+            (None, None) => return out,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some((a, _)), Some(b)) => {
+                if a == b {
+                    k.next();
+                    true
+                } else {
+                    (a < b) != reverse
+                }
+            }
+        };
+        if take_tree {
+            let (key, loc) = t.next().expect("peeked");
+            out.push((key, Some(loc)));
+        } else {
+            out.push((k.next().expect("peeked"), None));
+        }
+    }
+}
+
+impl KvEngine for InPlaceEngine {
+    fn create_table(&self, name: &str, cfg: &TableConfig) -> Result<TableId> {
+        cfg.validate()?;
+        if cfg.compressor != Compressor::None {
+            return Err(Error::Config(format!(
+                "block compression ({}): the mmapv1 engine stores records uncompressed",
+                cfg.compressor.name()
+            )));
+        }
+        let inner = &self.inner;
+        let (id, seq) = inner.batch(|st, seq, _| {
+            if st.table_named(name).is_some() {
+                return Err(Error::TableExists(name.into()));
+            }
+            st.create_table(name, cfg, seq)
+        })?;
+        inner.after_batch(seq, true)?;
+        Ok(id)
+    }
+
+    fn drop_table(&self, name: &str) -> Result<()> {
+        let inner = &self.inner;
+        let ((), seq) = inner.batch(|st, seq, _| {
+            let id = st
+                .table_named(name)
+                .ok_or_else(|| Error::NoSuchTable(name.into()))?;
+            st.drop_table(id, seq)
+        })?;
+        inner.after_batch(seq, true)
+    }
+
+    fn table_id(&self, name: &str) -> Option<TableId> {
+        self.inner.state.lock().table_named(name)
+    }
+
+    fn tables(&self) -> Vec<(String, TableId, TableConfig)> {
+        let st = self.inner.state.lock();
+        let mut v: Vec<_> = st
+            .tables
+            .iter()
+            .filter(|(&id, _)| id != CATALOG)
+            .map(|(&id, t)| (t.name.clone(), id, t.cfg.clone()))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    fn get(&self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.check_open()?;
+        let mut st = self.inner.state.lock();
+        self.inner.user_table(&st, table)?;
+        st.get(table, key)
+    }
+
+    fn write(&self, batch: &WriteBatch, opts: WriteOptions) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        for op in &batch.ops {
+            if op.key.len() > MAX_KEY_LEN {
+                return Err(Error::KeyTooLarge {
+                    len: op.key.len(),
+                    max: MAX_KEY_LEN,
+                });
+            }
+            if op.value.as_ref().is_some_and(|v| v.len() > max_value_len()) {
+                return Err(Error::Config(format!(
+                    "a value of {} bytes: the mmapv1 engine's records hold at most {}",
+                    op.value.as_ref().map_or(0, Vec::len),
+                    max_value_len()
+                )));
+            }
+        }
+        let inner = &self.inner;
+        let ((), seq) = inner.batch(|st, seq, keep| {
+            for op in &batch.ops {
+                inner.user_table(st, op.table)?;
+            }
+            batch.ops.iter().try_for_each(|op| st.apply(op, seq, keep))
+        })?;
+        inner.after_batch(seq, opts.sync)
+    }
+
+    fn snapshot(&self) -> Result<Snapshot> {
+        self.inner.check_open()?;
+        let st = self.inner.state.lock();
+        Ok(Snapshot::new(SnapState::register(
+            &self.inner.live,
+            st.seq,
+            self.inner.id,
+        )))
+    }
+
+    fn get_at(&self, snap: &Snapshot, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.check_open()?;
+        let seq = self.inner.snap_seq(snap)?;
+        let mut st = self.inner.state.lock();
+        self.inner.user_table(&st, table)?;
+        match st.history.at(table, key, seq) {
+            Some(v) => Ok(v),
+            None => st.get(table, key),
+        }
+    }
+
+    fn scan_at(
+        &self,
+        snap: &Snapshot,
+        table: TableId,
+        lower: Bound<Vec<u8>>,
+        upper: Bound<Vec<u8>>,
+        direction: Direction,
+    ) -> Result<KvCursor> {
+        self.inner.check_open()?;
+        let seq = self.inner.snap_seq(snap)?;
+        self.inner.user_table(&self.inner.state.lock(), table)?;
+        let inner = self.inner.clone();
+        let held = snap.clone();
+        Ok(Box::new(BatchedCursor::new(
+            lower,
+            upper,
+            direction,
+            move |lo, hi, reverse, limit, out: &mut Vec<KvPair>| {
+                let _pinned = &held;
+                inner.fetch(ReadAt { seq, table }, lo, hi, reverse, limit, out)
+            },
+        )))
+    }
+
+    fn compact_table(&self, table: TableId) -> Result<CompactStats> {
+        crate::compact::compact(&self.inner, table)
+    }
+
+    fn estimate_compaction(&self, table: TableId) -> Result<CompactStats> {
+        crate::compact::estimate(&self.inner, table)
+    }
+
+    fn checkpoint(&self) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.checkpoint()
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.inner.check_open()?;
+        let seq = self.inner.state.lock().seq;
+        match &self.inner.journal {
+            Some(j) => j.wait_durable(seq),
+            None => self.inner.checkpoint(),
+        }
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        crate::stats::stats(&self.inner)
+    }
+
+    fn close(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.stop_workers();
+        let done = if self.inner.failed.lock().is_none() {
+            self.inner.checkpoint()
+        } else {
+            Ok(())
+        };
+        self.inner.closed.store(true, Ordering::Release);
+        done
+    }
+
+    fn write_failure(&self) -> Option<engine::io::WriteFailure> {
+        self.inner.io.write_failure()
+    }
+
+    fn hint_path(&self) -> engine::io::hint_path::HintPath {
+        self.inner.io.hint_path()
+    }
+
+    fn end_of_load(&self) {
+        self.inner.io.end_of_load();
+    }
+}
+
+impl Inner {
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+    pub(crate) fn checkpoints(&self) -> (u64, u64) {
+        (
+            self.checkpoints.load(Ordering::Relaxed),
+            self.pages_written.load(Ordering::Relaxed),
+        )
+    }
+    pub(crate) fn batch_for_compact<R>(
+        &self,
+        f: impl FnOnce(&mut State, u64, bool) -> Result<R>,
+    ) -> Result<(R, u64)> {
+        self.batch(f)
+    }
+    pub(crate) fn after_compact(&self, seq: u64) -> Result<()> {
+        self.after_batch(seq, true)
+    }
+}

@@ -1,0 +1,284 @@
+//! The redo journal (MMAPv1's `journal/j._N` files): one record per write batch holding the
+//! bytes the batch left in the data files — the whole page the first time a page changes after
+//! a write-back, the changed bytes after that — appended to a buffer and group-committed (one
+//! write and one `fdatasync`) every `commit_interval`, or at once when a writer waits for it
+//! (`j: true`). Recovery rewrites every record's bytes onto the data files in order; since
+//! each record holds bytes rather than operations, replaying one twice is harmless.
+//!
+//! Record: `len u32 | crc32c u32 | body`, body `seq u64 | n u32 | n × (file u32, offset u64,
+//! len u32, bytes)`. A record whose length or checksum does not hold ends the journal (the
+//! tail of a commit a crash cut short: nothing in it was acknowledged).
+
+use crate::pool::JournalEntry;
+use engine::io::{FileRole, Io, IoFile, OpenMode};
+use engine::{Error, Result};
+use parking_lot::{Condvar, Mutex};
+use placement::{FileKind, PageKind, WriteCause};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A journal file's path in the journal directory `dir`.
+pub fn journal_path(dir: &Path, gen: u64) -> PathBuf {
+    dir.join(format!("j._{gen}"))
+}
+
+/// Encodes one batch's record.
+pub fn encode_record(seq: u64, entries: &[JournalEntry]) -> Vec<u8> {
+    let mut body = seq.to_le_bytes().to_vec();
+    body.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    for e in entries {
+        body.extend_from_slice(&e.file.to_le_bytes());
+        body.extend_from_slice(&e.offset.to_le_bytes());
+        body.extend_from_slice(&(e.bytes.len() as u32).to_le_bytes());
+        body.extend_from_slice(&e.bytes);
+    }
+    let mut rec = (body.len() as u32).to_le_bytes().to_vec();
+    rec.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
+    rec.extend_from_slice(&body);
+    rec
+}
+
+/// The records of a journal file's bytes, up to the first that does not hold together.
+pub fn decode_records(bytes: &[u8]) -> Vec<(u64, Vec<JournalEntry>)> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at + 8 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
+        let Some(body) = bytes.get(at + 8..at + 8 + len) else {
+            break;
+        };
+        if len < 12 || crc32c::crc32c(body) != crc {
+            break;
+        }
+        match decode_body(body) {
+            Some(rec) => out.push(rec),
+            None => break,
+        }
+        at += 8 + len;
+    }
+    out
+}
+
+fn decode_body(body: &[u8]) -> Option<(u64, Vec<JournalEntry>)> {
+    let seq = u64::from_le_bytes(body.get(..8)?.try_into().ok()?);
+    let n = u32::from_le_bytes(body.get(8..12)?.try_into().ok()?);
+    let mut at = 12;
+    let mut entries = Vec::new();
+    for _ in 0..n {
+        let h = body.get(at..at + 16)?;
+        let file = u32::from_le_bytes(h[..4].try_into().ok()?);
+        let offset = u64::from_le_bytes(h[4..12].try_into().ok()?);
+        let len = u32::from_le_bytes(h[12..16].try_into().ok()?) as usize;
+        let bytes = body.get(at + 16..at + 16 + len)?.to_vec();
+        entries.push(JournalEntry {
+            file,
+            offset,
+            bytes,
+        });
+        at += 16 + len;
+    }
+    Some((seq, entries))
+}
+
+/// The generations of the journal files in `dir`, oldest first.
+pub fn generations(dir: &Path) -> Result<Vec<u64>> {
+    let mut gens = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Ok(gens);
+    };
+    for e in rd {
+        let e = e.map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+        if let Some(g) = e
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_prefix("j._"))
+            .and_then(|g| g.parse::<u64>().ok())
+        {
+            gens.push(g);
+        }
+    }
+    gens.sort_unstable();
+    Ok(gens)
+}
+
+/// Reads a journal file whole through the seam.
+pub fn read_generation(io: &Io, dir: &Path, gen: u64) -> Result<Vec<u8>> {
+    let path = journal_path(dir, gen);
+    let len = std::fs::metadata(&path)
+        .map_err(|e| Error::io(format!("inspecting {}", path.display()), e))?
+        .len();
+    let f = io.open(
+        &path,
+        OpenMode::Existing,
+        FileRole::of(FileKind::Journal),
+        format!("journal/j._{gen}"),
+    )?;
+    let mut buf = vec![0u8; len as usize];
+    io.read(&f, &mut buf, 0)?;
+    Ok(buf)
+}
+
+struct Tail {
+    file: Arc<IoFile>,
+    gen: u64,
+    /// Where the next commit writes.
+    offset: u64,
+    pending: Vec<u8>,
+    /// The newest batch in `pending`.
+    pending_seq: u64,
+    durable_seq: u64,
+    /// A writer waits: commit now rather than at the interval.
+    urgent: bool,
+    failed: Option<String>,
+}
+
+pub struct Journal {
+    io: Arc<Io>,
+    /// The journal directory.
+    dir: PathBuf,
+    tail: Mutex<Tail>,
+    /// Serializes commits (one write at a time, in order).
+    commit_lock: Mutex<()>,
+    durable: Condvar,
+    wake: Condvar,
+    pub interval: Duration,
+}
+
+impl Journal {
+    /// Starts a new, empty journal file of generation `gen` in `dir`; batches up to `seq` are
+    /// durable.
+    pub fn create(
+        io: Arc<Io>,
+        dir: &Path,
+        gen: u64,
+        seq: u64,
+        interval: Duration,
+    ) -> Result<Journal> {
+        let file = Self::new_file(&io, dir, gen)?;
+        Ok(Journal {
+            io,
+            dir: dir.to_path_buf(),
+            tail: Mutex::new(Tail {
+                file,
+                gen,
+                offset: 0,
+                pending: Vec::new(),
+                pending_seq: seq,
+                durable_seq: seq,
+                urgent: false,
+                failed: None,
+            }),
+            commit_lock: Mutex::new(()),
+            durable: Condvar::new(),
+            wake: Condvar::new(),
+            interval,
+        })
+    }
+
+    fn new_file(io: &Io, dir: &Path, gen: u64) -> Result<Arc<IoFile>> {
+        io.create_dir(dir)?;
+        let f = io.open(
+            &journal_path(dir, gen),
+            OpenMode::CreateTruncate,
+            FileRole::of(FileKind::Journal),
+            format!("journal/j._{gen}"),
+        )?;
+        io.sync_dir(dir)?;
+        if let Some(parent) = dir.parent() {
+            io.sync_dir(parent)?;
+        }
+        Ok(f)
+    }
+
+    /// Buffers batch `seq`'s record (called in batch order, under the engine's lock).
+    pub fn append(&self, seq: u64, entries: &[JournalEntry]) {
+        let mut t = self.tail.lock();
+        assert!(seq > t.pending_seq, "journal records out of order");
+        t.pending.extend_from_slice(&encode_record(seq, entries));
+        t.pending_seq = seq;
+    }
+
+    /// Writes and syncs what is buffered.
+    pub fn commit(&self) -> Result<()> {
+        let _one = self.commit_lock.lock();
+        let (file, offset, bytes, seq) = {
+            let mut t = self.tail.lock();
+            if let Some(f) = &t.failed {
+                return Err(Error::Closed(format!("the journal failed: {f}")));
+            }
+            t.urgent = false;
+            if t.pending.is_empty() {
+                return Ok(());
+            }
+            let bytes = std::mem::take(&mut t.pending);
+            let offset = t.offset;
+            t.offset += bytes.len() as u64;
+            (t.file.clone(), offset, bytes, t.pending_seq)
+        };
+        let done = self
+            .io
+            .write(&file, &bytes, offset, PageKind::Log, 0, WriteCause::Other)
+            .and_then(|()| self.io.sync_data(&file));
+        let mut t = self.tail.lock();
+        match done {
+            Ok(()) => t.durable_seq = t.durable_seq.max(seq),
+            Err(ref e) => t.failed = Some(e.to_string()),
+        }
+        self.durable.notify_all();
+        done
+    }
+
+    /// Waits until batch `seq` is in the synced journal.
+    pub fn wait_durable(&self, seq: u64) -> Result<()> {
+        let mut t = self.tail.lock();
+        while t.durable_seq < seq {
+            if let Some(f) = &t.failed {
+                return Err(Error::Closed(format!("the journal failed: {f}")));
+            }
+            t.urgent = true;
+            self.wake.notify_all();
+            self.durable.wait(&mut t);
+        }
+        Ok(())
+    }
+
+    /// The group committer's wait: until the interval passes or a writer waits.
+    pub fn wait_for_work(&self) {
+        let mut t = self.tail.lock();
+        if !t.urgent {
+            self.wake.wait_for(&mut t, self.interval);
+        }
+    }
+
+    /// Wakes the group committer (at shutdown).
+    pub fn wake(&self) {
+        self.wake.notify_all();
+    }
+
+    /// After a write-back: everything journaled is in the data files, so a new, empty file
+    /// takes over and the old one is removed (its records are no longer needed).
+    pub fn rotate(&self) -> Result<()> {
+        let _one = self.commit_lock.lock();
+        let mut t = self.tail.lock();
+        assert!(
+            t.pending.is_empty(),
+            "rotating a journal with uncommitted records"
+        );
+        let gen = t.gen + 1;
+        let file = Self::new_file(&self.io, &self.dir, gen)?;
+        let old = std::mem::replace(&mut t.file, file);
+        let path = journal_path(&self.dir, t.gen);
+        t.gen = gen;
+        t.offset = 0;
+        self.io
+            .remove(&path, Some(old.id()))
+            .map_err(|e| Error::io(format!("removing {}", path.display()), e))?;
+        self.io.sync_dir(&self.dir)
+    }
+
+    pub fn durable_seq(&self) -> u64 {
+        self.tail.lock().durable_seq
+    }
+}
