@@ -52,46 +52,7 @@ enum Command {
     Bench(bench_cmd::BenchArgs),
 }
 
-mod exp {
-    extern "C" {
-        fn mi_arenas_print();
-        fn mi_stats_print(out: *mut std::ffi::c_void);
-        fn mi_collect(force: bool);
-        fn mi_option_set(option: i32, value: std::ffi::c_long);
-    }
-    pub fn start() {
-        if let Ok(p) = std::env::var("EXP_STDERR") {
-            use std::os::fd::AsRawFd;
-            let f = std::fs::File::create(p).unwrap();
-            unsafe { libc::dup2(f.as_raw_fd(), 2) };
-            std::mem::forget(f);
-        }
-        if let Ok(v) = std::env::var("EXP_PURGE_DELAY") {
-            unsafe { mi_option_set(15, v.parse().unwrap()) };
-        }
-        std::thread::spawn(|| loop {
-            std::thread::sleep(std::time::Duration::from_millis(300));
-            if std::env::var("EXP_THREAD_COLLECT").is_ok() {
-                unsafe { mi_collect(true) };
-            }
-            if std::fs::remove_file("/tmp/loadmem/dump").is_ok() {
-                eprintln!("=== DUMP");
-                unsafe {
-                    mi_stats_print(std::ptr::null_mut());
-                    mi_arenas_print();
-                }
-                eprintln!("=== END");
-            }
-        });
-    }
-    #[no_mangle]
-    pub extern "C" fn exp_collect(force: bool) {
-        unsafe { mi_collect(force) }
-    }
-}
-
 fn main() -> anyhow::Result<()> {
-    exp::start();
     let cli = Cli::parse();
     match cli.command {
         Command::Ssd(args) => ssd_cmd::run(args),

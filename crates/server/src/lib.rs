@@ -205,14 +205,6 @@ pub fn serve_with_users(
         .enable_all()
         .thread_name("flashdoc-net")
         .thread_stack_size(THREAD_STACK_BYTES)
-        .on_thread_park(|| {
-            if std::env::var("EXP_PARK_COLLECT").is_ok() {
-                extern "C" {
-                    fn exp_collect(force: bool);
-                }
-                unsafe { exp_collect(std::env::var("EXP_PARK_COLLECT").unwrap() == "force") }
-            }
-        })
         .build()?;
     let tls = tls::acceptor(&cfg.net.tls).map_err(std::io::Error::other)?;
     query::js::set_enabled(cfg.security.javascript_enabled());
