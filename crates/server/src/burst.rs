@@ -16,7 +16,8 @@
 /// takes care of what they leave.
 pub const MIN_CLOSED: i64 = 64;
 
-/// Watches the number of open connections, one reading per housekeeping tick, for a burst
+/// Watches the number of open connections, one reading per housekeeping tick (with the most
+/// that were open since the previous one, so a burst shorter than a tick is seen), for a burst
 /// that has closed.
 #[derive(Debug, Default)]
 pub struct BurstWatch {
@@ -27,13 +28,14 @@ pub struct BurstWatch {
 }
 
 impl BurstWatch {
-    /// Takes this tick's number of open connections; true when a burst has closed: at least
-    /// [`MIN_CLOSED`] connections and at least half of the peak closed, and none closed since
-    /// the previous tick (the closing is over, so the checkpoint does not run amid it).
-    pub fn closed_burst(&mut self, open: i64) -> bool {
+    /// Takes this tick's number of open connections and the most open since the previous
+    /// tick; true when a burst has closed: at least [`MIN_CLOSED`] connections and at least
+    /// half of the peak closed, and none closed since the previous tick (the closing is over,
+    /// so the checkpoint does not run amid it).
+    pub fn closed_burst(&mut self, open: i64, most: i64) -> bool {
         let settled = open >= self.last;
         self.last = open;
-        self.peak = self.peak.max(open);
+        self.peak = self.peak.max(most).max(open);
         let closed = self.peak - open;
         if settled && closed >= MIN_CLOSED && open <= self.peak / 2 {
             self.peak = open;
@@ -48,7 +50,7 @@ mod tests {
     use super::*;
 
     fn readings(watch: &mut BurstWatch, open: &[i64]) -> Vec<bool> {
-        open.iter().map(|&n| watch.closed_burst(n)).collect()
+        open.iter().map(|&n| watch.closed_burst(n, n)).collect()
     }
 
     #[test]
@@ -78,6 +80,15 @@ mod tests {
         let mut w = BurstWatch::default();
         assert!(readings(&mut w, &[1000, 700, 700, 700]).iter().all(|&b| !b));
         assert_eq!(readings(&mut w, &[500, 500]), [false, true]);
+    }
+
+    /// Connections that opened and closed between two ticks count by the most that were open.
+    #[test]
+    fn a_burst_within_one_tick_is_seen() {
+        let mut w = BurstWatch::default();
+        assert!(!w.closed_burst(1, 1));
+        assert!(w.closed_burst(1, 201));
+        assert!(!w.closed_burst(1, 1));
     }
 
     #[test]

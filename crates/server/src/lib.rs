@@ -153,7 +153,10 @@ async fn housekeeping(st: Arc<ServerState>) {
         let open = st
             .connections_current
             .load(std::sync::atomic::Ordering::Relaxed);
-        if burst.closed_burst(open) {
+        let most = st
+            .connections_most
+            .swap(open, std::sync::atomic::Ordering::Relaxed);
+        if burst.closed_burst(open, most) {
             let st = st.clone();
             let _ =
                 tokio::task::spawn_blocking(move || release_closed_connections_memory(&st)).await;
