@@ -37,7 +37,7 @@ pub fn storage_error(e: engine::Error) -> DocError {
         }
         // A damaged block: the message names it and says how to get past it.
         engine::Error::Checksum { ref file, .. } | engine::Error::Corrupt { ref file, .. } => {
-            let dir = file.parent().unwrap_or(file);
+            let dir = db_path_of(file);
             DocError::storage_error(format!(
                 "storage engine: {e}; `validate` lists the damage; with the server stopped, \
                  flashdoc repair --dbpath {} keeps what the checksums prove",
@@ -64,9 +64,47 @@ pub fn storage_error(e: engine::Error) -> DocError {
     }
 }
 
+/// The dbPath a damaged file belongs to, the directory `flashdoc repair --dbpath` takes: the
+/// nearest directory above the file that holds the engine's lock file (held while the server
+/// runs) or its metadata. A table file lives in dbPath itself, a journal file in
+/// dbPath/journal, so the file's parent is not always it. The parent if neither is found.
+fn db_path_of(file: &std::path::Path) -> &std::path::Path {
+    let holds_engine = |d: &std::path::Path| {
+        d.join(engine::meta::LOCK).exists() || d.join(engine::meta::TURTLE).exists()
+    };
+    file.ancestors()
+        .skip(1)
+        .find(|d| holds_engine(d))
+        .or_else(|| file.parent())
+        .unwrap_or(file)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A journal file's damage names the dbPath, not the journal directory under it; so does a
+    /// table file's, in a dbPath that happens to be called `journal`.
+    #[test]
+    fn the_repair_command_names_the_db_path_for_journal_and_table_files() {
+        let root = tempfile::tempdir().unwrap();
+        let db_path = root.path().join("journal");
+        std::fs::create_dir_all(db_path.join("journal")).unwrap();
+        std::fs::write(db_path.join(engine::meta::LOCK), b"").unwrap();
+        let repair = |file: std::path::PathBuf| {
+            storage_error(engine::Error::Corrupt {
+                file,
+                offset: 512,
+                what: "bad record".into(),
+            })
+            .to_string()
+        };
+        let expected = format!("flashdoc repair --dbpath {} ", db_path.display());
+        let msg = repair(db_path.join("journal").join("FlashdocLog.0000000001"));
+        assert!(msg.contains(&expected), "{msg}");
+        let msg = repair(db_path.join("collection-3.fdb"));
+        assert!(msg.contains(&expected), "{msg}");
+    }
 
     #[test]
     fn a_damaged_block_names_the_file_the_offset_and_the_repair() {

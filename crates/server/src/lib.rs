@@ -9,6 +9,7 @@
 pub mod access;
 pub mod auth;
 pub mod build_info;
+pub mod burst;
 pub mod client;
 pub mod commands;
 pub mod config;
@@ -122,6 +123,50 @@ fn release_free_memory() {
 
 /// How often the housekeeping task returns free memory to the system.
 const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// After a burst of connections closed ([`burst`]): a checkpoint, so the records those
+/// connections wrote move out of their threads' pages and the pages return to the system.
+fn release_closed_connections_memory(state: &ServerState) {
+    let open = state
+        .connections_current
+        .load(std::sync::atomic::Ordering::Relaxed);
+    log::info(
+        "STORAGE",
+        &format!("a burst of connections closed ({open} open): checkpointing, so the memory their writes hold returns"),
+    );
+    if let Err(e) = state.db().engine().checkpoint() {
+        log::warn(
+            "STORAGE",
+            &format!("checkpoint after a burst of connections failed: {e}"),
+        );
+    }
+}
+
+/// Once a second: idle cursors time out, a burst of closed connections gets its checkpoint
+/// ([`burst`]); every [`TRIM_EVERY`], free memory goes back to the system.
+async fn housekeeping(st: Arc<ServerState>) {
+    let mut last_trim = std::time::Instant::now();
+    let mut burst = burst::BurstWatch::default();
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        st.cursors().reap(st.cursor_timeout());
+        let open = st
+            .connections_current
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let most = st
+            .connections_most
+            .swap(open, std::sync::atomic::Ordering::Relaxed);
+        if burst.closed_burst(open, most) {
+            let st = st.clone();
+            let _ =
+                tokio::task::spawn_blocking(move || release_closed_connections_memory(&st)).await;
+        }
+        if last_trim.elapsed() >= TRIM_EVERY {
+            last_trim = std::time::Instant::now();
+            let _ = tokio::task::spawn_blocking(release_free_memory).await;
+        }
+    }
+}
 
 /// Serves until the `shutdown` command, SIGTERM or SIGINT, then shuts the database down
 /// cleanly (checkpoint, journal synced). Prints "waiting for connections on <addr>" to standard
@@ -253,18 +298,7 @@ pub fn serve_with_users(
             }
             let _ = tx2.send(true);
         });
-        let st = state.clone();
-        tokio::spawn(async move {
-            let mut last_trim = std::time::Instant::now();
-            loop {
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                st.cursors().reap(st.cursor_timeout());
-                if last_trim.elapsed() >= TRIM_EVERY {
-                    last_trim = std::time::Instant::now();
-                    let _ = tokio::task::spawn_blocking(release_free_memory).await;
-                }
-            }
-        });
+        tokio::spawn(housekeeping(state.clone()));
         let mut accepts = Vec::new();
         for l in listeners {
             accepts.push(tokio::spawn(conn::accept_loop(

@@ -91,6 +91,9 @@ pub struct ServerState {
     started: Instant,
     next_conn: AtomicI32,
     pub connections_current: AtomicI64,
+    /// The most connections open at once since the housekeeping task last looked (it swaps
+    /// in the current number; `burst`).
+    pub connections_most: AtomicI64,
     pub connections_total: AtomicI64,
     /// Plain-TCP connection threads still running (`conn.rs`): shutdown lets them finish
     /// their command before the database closes.
@@ -133,6 +136,7 @@ impl ServerState {
             started: Instant::now(),
             next_conn: AtomicI32::new(1),
             connections_current: AtomicI64::new(0),
+            connections_most: AtomicI64::new(0),
             connections_total: AtomicI64::new(0),
             conn_threads: AtomicUsize::new(0),
             traffic: Default::default(),
@@ -282,6 +286,7 @@ impl ServerState {
             return None;
         }
         self.connections_total.fetch_add(1, Ordering::Relaxed);
+        self.connections_most.fetch_max(now, Ordering::Relaxed);
         let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
         self.ops.connect(id, peer.to_string());
         Some(ConnInfo::new(id, peer))

@@ -178,6 +178,17 @@ impl DocDb {
         Some(self.cfg.engine.db_path.join(file))
     }
 
+    /// The configuration stored with a table (in the engine's metadata): a table keeps the one
+    /// it was created with, whatever the template says now (a table made before flash mode
+    /// keeps its allocation). The template only for a table the engine does not list.
+    fn stored_table_config(&self, table: TableId) -> engine::TableConfig {
+        self.engine
+            .tables()
+            .into_iter()
+            .find(|(_, id, _)| *id == table)
+            .map_or_else(|| self.cfg.collection_table.clone(), |(_, _, cfg)| cfg)
+    }
+
     pub fn coll_stats(&self, db: &str, coll: &str) -> DocResult<Document> {
         catalog::validate_coll_name(db, coll)?;
         self.refuse_view(db, coll)?;
@@ -203,18 +214,7 @@ impl DocDb {
             total_index += s;
             index_sizes.insert(name.clone(), s);
         }
-        let ct = &self.cfg.collection_table;
-        let creation = format!(
-            "allocation_size=4KB,block_allocation={:?},block_compressor={},internal_page_max={},leaf_page_max={},leaf_value_max={},memory_page_max={},prefix_compression={},split_pct=90,type=file",
-            ct.allocation,
-            ct.compressor.name(),
-            ct.internal_page_max,
-            ct.leaf_page_max,
-            ct.leaf_value_max,
-            ct.memory_page_max,
-            ct.prefix_compression
-        )
-        .to_lowercase();
+        let creation = creation_string(&self.stored_table_config(c.table));
         let mut stats = doc! {
             "ns": ns,
             "size": size,
@@ -423,6 +423,21 @@ impl Validation {
     }
 }
 
+/// collStats' `wiredTiger.creationString`: the table's own configuration in WiredTiger's words.
+fn creation_string(t: &engine::TableConfig) -> String {
+    format!(
+        "allocation_size=4KB,block_allocation={:?},block_compressor={},internal_page_max={},leaf_page_max={},leaf_value_max={},memory_page_max={},prefix_compression={},split_pct=90,type=file",
+        t.allocation,
+        t.compressor.name(),
+        t.internal_page_max,
+        t.leaf_page_max,
+        t.leaf_value_max,
+        t.memory_page_max,
+        t.prefix_compression
+    )
+    .to_lowercase()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,5 +459,42 @@ mod tests {
         assert_eq!(quick.get_i64("nNonCompliantDocuments").unwrap(), 0);
         assert_eq!(quick.get_i64("nrecords").unwrap(), 1);
         assert!(quick.get_bool("valid").unwrap());
+    }
+
+    /// A table made before flash mode (under `mode: off`) keeps its stored allocation, and
+    /// collStats says so; a table made after reports flash mode's.
+    #[test]
+    fn the_creation_string_reports_the_tables_stored_allocation() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = |mode: &str| {
+            let yaml = format!("dbPath: {}\n{mode}", dir.path().display());
+            let s: crate::config::StorageSettings = serde_yaml::from_str(&yaml).unwrap();
+            DocDb::open(s.docdb_config().unwrap()).unwrap()
+        };
+        let creation = |db: &DocDb, coll: &str| {
+            let stats = db.coll_stats("d", coll).unwrap();
+            let wt = stats.get_document("wiredTiger").unwrap();
+            wt.get_str("creationString").unwrap().to_string()
+        };
+        let db = open("flash: {mode: off}\n");
+        assert_eq!(
+            db.insert("d", "old", vec![doc! {"_id": 1}], WriteOpts::default())
+                .n,
+            1
+        );
+        assert!(creation(&db, "old").contains("block_allocation=best"));
+        db.shutdown().unwrap();
+        drop(db);
+        let db = open("");
+        assert_eq!(
+            db.insert("d", "new", vec![doc! {"_id": 1}], WriteOpts::default())
+                .n,
+            1
+        );
+        let old = creation(&db, "old");
+        assert!(old.contains("block_allocation=best,"), "{old}");
+        let new = creation(&db, "new");
+        assert!(new.contains("block_allocation=sweep,"), "{new}");
+        db.shutdown().unwrap();
     }
 }
