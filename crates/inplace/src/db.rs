@@ -1,19 +1,14 @@
 //! [`InPlaceEngine`]: opening and recovery, the batch path, snapshots, write-back and the
 //! background threads (the journal's group committer and the periodic write-back).
 
-use crate::btree::MAX_KEY_LEN;
 use crate::journal::{self, Journal};
-use crate::loc::max_value_len;
 use crate::pool::Pool;
 use crate::state::{State, CATALOG};
 use crate::versions::{Live, SnapState};
-use engine::cursor::{empty_range, BatchedCursor};
+use engine::cursor::empty_range;
 use engine::io::Io;
 use engine::meta::ProcessLock;
-use engine::{
-    CompactStats, Compressor, Direction, EngineConfig, Error, KvCursor, KvEngine, KvPair, Result,
-    Snapshot, TableConfig, TableId, WriteBatch, WriteOptions,
-};
+use engine::{EngineConfig, Error, KvPair, Result, Snapshot, TableId};
 use parking_lot::{Condvar, Mutex};
 use std::ops::Bound;
 use std::path::PathBuf;
@@ -26,27 +21,27 @@ static INSTANCES: AtomicUsize = AtomicUsize::new(0);
 
 pub(crate) struct Inner {
     pub(crate) io: Arc<Io>,
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     pub(crate) state: Mutex<State>,
     pub(crate) journal: Option<Journal>,
     pub(crate) live: Live,
-    closed: AtomicBool,
+    pub(crate) closed: AtomicBool,
     /// A batch failed half applied: the pool no longer matches any journaled state.
-    failed: Mutex<Option<String>>,
-    stop: Mutex<bool>,
-    stop_cv: Condvar,
-    sync_period: Option<Duration>,
+    pub(crate) failed: Mutex<Option<String>>,
+    pub(crate) stop: Mutex<bool>,
+    pub(crate) stop_cv: Condvar,
+    pub(crate) sync_period: Option<Duration>,
     /// Dirty pages past this many bytes are written back at once.
-    dirty_budget: u64,
-    id: usize,
-    checkpoints: AtomicU64,
-    pages_written: AtomicU64,
-    _lock: ProcessLock,
+    pub(crate) dirty_budget: u64,
+    pub(crate) id: usize,
+    pub(crate) checkpoints: AtomicU64,
+    pub(crate) pages_written: AtomicU64,
+    pub(crate) _lock: ProcessLock,
 }
 
 /// The engine: see the crate documentation.
 pub struct InPlaceEngine {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
     workers: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -149,7 +144,7 @@ impl InPlaceEngine {
         Ok(InPlaceEngine { inner, workers })
     }
 
-    fn start_workers(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
+    pub(crate) fn start_workers(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
         let mut v = Vec::new();
         if inner.journal.is_some() {
             let i = inner.clone();
@@ -162,7 +157,7 @@ impl InPlaceEngine {
         v
     }
 
-    fn stop_workers(&self) {
+    pub(crate) fn stop_workers(&self) {
         *self.inner.stop.lock() = true;
         self.inner.stop_cv.notify_all();
         if let Some(j) = &self.inner.journal {
@@ -187,11 +182,11 @@ impl Drop for InPlaceEngine {
 }
 
 impl Inner {
-    fn stopped(&self) -> bool {
+    pub(crate) fn stopped(&self) -> bool {
         *self.stop.lock()
     }
 
-    fn group_commit_loop(&self) {
+    pub(crate) fn group_commit_loop(&self) {
         let j = self.journal.as_ref().expect("a journal");
         while !self.stopped() {
             j.wait_for_work();
@@ -203,7 +198,7 @@ impl Inner {
         }
     }
 
-    fn write_back_loop(&self, period: Duration) {
+    pub(crate) fn write_back_loop(&self, period: Duration) {
         loop {
             {
                 let mut s = self.stop.lock();
@@ -220,7 +215,7 @@ impl Inner {
         }
     }
 
-    fn check_open(&self) -> Result<()> {
+    pub(crate) fn check_open(&self) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Closed("the mmapv1 engine is closed".into()));
         }
@@ -234,7 +229,10 @@ impl Inner {
 
     /// Runs `f` as batch number `seq` under the lock, then journals what it changed. A
     /// failure inside leaves the pool between two journaled states, so the engine stops.
-    fn batch<R>(&self, f: impl FnOnce(&mut State, u64, bool) -> Result<R>) -> Result<(R, u64)> {
+    pub(crate) fn batch<R>(
+        &self,
+        f: impl FnOnce(&mut State, u64, bool) -> Result<R>,
+    ) -> Result<(R, u64)> {
         self.check_open()?;
         self.io.writable()?;
         let mut st = self.state.lock();
@@ -265,7 +263,7 @@ impl Inner {
 
     /// After a batch: waits for the journal (`sync`), writes back when dirty pages pass the
     /// budget.
-    fn after_batch(&self, seq: u64, sync: bool) -> Result<()> {
+    pub(crate) fn after_batch(&self, seq: u64, sync: bool) -> Result<()> {
         match &self.journal {
             Some(j) if sync => j.wait_durable(seq)?,
             // Without a journal, only a write-back makes a batch durable.
@@ -295,14 +293,14 @@ impl Inner {
         Ok(())
     }
 
-    fn user_table(&self, st: &State, table: TableId) -> Result<()> {
+    pub(crate) fn user_table(&self, st: &State, table: TableId) -> Result<()> {
         if table == CATALOG || !st.tables.contains_key(&table) {
             return Err(Error::NoSuchTable(format!("id {table}")));
         }
         Ok(())
     }
 
-    fn snap_seq(&self, snap: &Snapshot) -> Result<u64> {
+    pub(crate) fn snap_seq(&self, snap: &Snapshot) -> Result<u64> {
         let s = snap.state::<SnapState>()?;
         if s.engine != self.id {
             return Err(Error::Config("a snapshot taken from another engine".into()));
@@ -313,7 +311,7 @@ impl Inner {
     /// Appends up to `limit` entries of (lo, hi) as of snapshot `seq`: the tree's entries
     /// with the kept versions merged in, chunk by chunk until `limit` are found or the range
     /// ends (an entry born after the snapshot takes a chunk's place but is not returned).
-    fn fetch(
+    pub(crate) fn fetch(
         &self,
         ReadAt { seq, table }: ReadAt,
         lo: Bound<&[u8]>,
@@ -378,9 +376,9 @@ impl Inner {
 
 /// What a cursor reads: a table as of a snapshot's batch.
 #[derive(Clone, Copy)]
-struct ReadAt {
-    seq: u64,
-    table: TableId,
+pub(crate) struct ReadAt {
+    pub(crate) seq: u64,
+    pub(crate) table: TableId,
 }
 
 fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
@@ -417,187 +415,6 @@ fn merge(
         } else {
             out.push((k.next().expect("peeked"), None));
         }
-    }
-}
-
-impl KvEngine for InPlaceEngine {
-    fn create_table(&self, name: &str, cfg: &TableConfig) -> Result<TableId> {
-        cfg.validate()?;
-        if cfg.compressor != Compressor::None {
-            return Err(Error::Config(format!(
-                "block compression ({}): the mmapv1 engine stores records uncompressed",
-                cfg.compressor.name()
-            )));
-        }
-        let inner = &self.inner;
-        let (id, seq) = inner.batch(|st, seq, _| {
-            if st.table_named(name).is_some() {
-                return Err(Error::TableExists(name.into()));
-            }
-            st.create_table(name, cfg, seq)
-        })?;
-        inner.after_batch(seq, true)?;
-        Ok(id)
-    }
-
-    fn drop_table(&self, name: &str) -> Result<()> {
-        let inner = &self.inner;
-        let ((), seq) = inner.batch(|st, seq, _| {
-            let id = st
-                .table_named(name)
-                .ok_or_else(|| Error::NoSuchTable(name.into()))?;
-            st.drop_table(id, seq)
-        })?;
-        inner.after_batch(seq, true)
-    }
-
-    fn table_id(&self, name: &str) -> Option<TableId> {
-        self.inner.state.lock().table_named(name)
-    }
-
-    fn tables(&self) -> Vec<(String, TableId, TableConfig)> {
-        let st = self.inner.state.lock();
-        let mut v: Vec<_> = st
-            .tables
-            .iter()
-            .filter(|(&id, _)| id != CATALOG)
-            .map(|(&id, t)| (t.name.clone(), id, t.cfg.clone()))
-            .collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0));
-        v
-    }
-
-    fn get(&self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.check_open()?;
-        let mut st = self.inner.state.lock();
-        self.inner.user_table(&st, table)?;
-        st.get(table, key)
-    }
-
-    fn write(&self, batch: &WriteBatch, opts: WriteOptions) -> Result<()> {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        for op in &batch.ops {
-            if op.key.len() > MAX_KEY_LEN {
-                return Err(Error::KeyTooLarge {
-                    len: op.key.len(),
-                    max: MAX_KEY_LEN,
-                });
-            }
-            if op.value.as_ref().is_some_and(|v| v.len() > max_value_len()) {
-                return Err(Error::Config(format!(
-                    "a value of {} bytes: the mmapv1 engine's records hold at most {}",
-                    op.value.as_ref().map_or(0, Vec::len),
-                    max_value_len()
-                )));
-            }
-        }
-        let inner = &self.inner;
-        let ((), seq) = inner.batch(|st, seq, keep| {
-            for op in &batch.ops {
-                inner.user_table(st, op.table)?;
-            }
-            batch.ops.iter().try_for_each(|op| st.apply(op, seq, keep))
-        })?;
-        inner.after_batch(seq, opts.sync)
-    }
-
-    fn snapshot(&self) -> Result<Snapshot> {
-        self.inner.check_open()?;
-        let st = self.inner.state.lock();
-        Ok(Snapshot::new(SnapState::register(
-            &self.inner.live,
-            st.seq,
-            self.inner.id,
-        )))
-    }
-
-    fn get_at(&self, snap: &Snapshot, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.check_open()?;
-        let seq = self.inner.snap_seq(snap)?;
-        let mut st = self.inner.state.lock();
-        self.inner.user_table(&st, table)?;
-        match st.history.at(table, key, seq) {
-            Some(v) => Ok(v),
-            None => st.get(table, key),
-        }
-    }
-
-    fn scan_at(
-        &self,
-        snap: &Snapshot,
-        table: TableId,
-        lower: Bound<Vec<u8>>,
-        upper: Bound<Vec<u8>>,
-        direction: Direction,
-    ) -> Result<KvCursor> {
-        self.inner.check_open()?;
-        let seq = self.inner.snap_seq(snap)?;
-        self.inner.user_table(&self.inner.state.lock(), table)?;
-        let inner = self.inner.clone();
-        let held = snap.clone();
-        Ok(Box::new(BatchedCursor::new(
-            lower,
-            upper,
-            direction,
-            move |lo, hi, reverse, limit, out: &mut Vec<KvPair>| {
-                let _pinned = &held;
-                inner.fetch(ReadAt { seq, table }, lo, hi, reverse, limit, out)
-            },
-        )))
-    }
-
-    fn compact_table(&self, table: TableId) -> Result<CompactStats> {
-        crate::compact::compact(&self.inner, table)
-    }
-
-    fn estimate_compaction(&self, table: TableId) -> Result<CompactStats> {
-        crate::compact::estimate(&self.inner, table)
-    }
-
-    fn checkpoint(&self) -> Result<()> {
-        self.inner.check_open()?;
-        self.inner.checkpoint()
-    }
-
-    fn sync(&self) -> Result<()> {
-        self.inner.check_open()?;
-        let seq = self.inner.state.lock().seq;
-        match &self.inner.journal {
-            Some(j) => j.wait_durable(seq),
-            None => self.inner.checkpoint(),
-        }
-    }
-
-    fn stats(&self) -> serde_json::Value {
-        crate::stats::stats(&self.inner)
-    }
-
-    fn close(&self) -> Result<()> {
-        if self.inner.closed.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        self.stop_workers();
-        let done = if self.inner.failed.lock().is_none() {
-            self.inner.checkpoint()
-        } else {
-            Ok(())
-        };
-        self.inner.closed.store(true, Ordering::Release);
-        done
-    }
-
-    fn write_failure(&self) -> Option<engine::io::WriteFailure> {
-        self.inner.io.write_failure()
-    }
-
-    fn hint_path(&self) -> engine::io::hint_path::HintPath {
-        self.inner.io.hint_path()
-    }
-
-    fn end_of_load(&self) {
-        self.inner.io.end_of_load();
     }
 }
 

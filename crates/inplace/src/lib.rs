@@ -63,6 +63,7 @@ mod btree;
 mod compact;
 mod db;
 mod journal;
+mod kv;
 mod loc;
 mod pool;
 mod space;
