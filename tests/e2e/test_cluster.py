@@ -200,7 +200,16 @@ def test_two_routers_race_on_one_chunk(cluster, router):
         assert results.count("ok") == 1, results
     mins = [c["min"]["k"] for c in chunks(router, "race.c")[1:]]
     assert mins == [10, 40, 70, 100, 130]
-    # Two moves of one chunk to different shards: exactly one wins.
+    # Two moves of one chunk to different shards: exactly one wins. The balancer is stopped
+    # first on both routers and its round waited out: the six chunks all on one shard would
+    # make it move one, and a donor shard moves one chunk at a time, so both racing moves
+    # would then fail with 117 and neither win.
+    for c in (router, other):
+        c.admin.command("balancerStop")
+    deadline = time.monotonic() + 60
+    while any(c.admin.command("balancerStatus")["inBalancerRound"] for c in (router, other)):
+        assert time.monotonic() < deadline, "a balancer round did not end in 60 s"
+        time.sleep(0.1)
     results = []
     barrier = threading.Barrier(2)
 
@@ -223,6 +232,8 @@ def test_two_routers_race_on_one_chunk(cluster, router):
     assert owner == winners[0]
     assert other.race.c.count_documents({}) == 200
     router.config.settings.update_one({"_id": "autosplit"}, {"$set": {"enabled": True}})
+    for c in (router, other):
+        c.admin.command("balancerStart")
     other.close()
 
 
