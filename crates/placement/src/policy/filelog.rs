@@ -156,11 +156,7 @@ impl Policy for FileLogPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::tests::w;
-
-    fn commit() -> Event {
-        Event::CheckpointCommit { time_ns: 0, id: 0 }
-    }
+    use crate::policy::tests::{commit, w};
 
     #[test]
     fn busy_files_get_streams_by_rank_and_rare_files_share_one() {

@@ -532,8 +532,35 @@ mod tests {
         }
     }
 
-    fn commit() -> Event {
+    pub(crate) fn commit() -> Event {
         Event::CheckpointCommit { time_ns: 0, id: 0 }
+    }
+
+    pub(crate) fn config(streams: u8) -> PlacementConfig {
+        PlacementConfig {
+            streams,
+            ..Default::default()
+        }
+    }
+
+    /// Each event's stream under policy `name` (`None` for events that are not writes), as
+    /// the replay asks.
+    pub(crate) fn streams_of_policy(
+        name: &str,
+        events: &[Event],
+        cfg: &PlacementConfig,
+    ) -> Vec<Option<u8>> {
+        let mut p = make_policy(name, cfg).unwrap();
+        events
+            .iter()
+            .map(|ev| match ev {
+                Event::Write(w) => Some(p.place(w)),
+                other => {
+                    p.observe(other);
+                    None
+                }
+            })
+            .collect()
     }
 
     #[test]

@@ -299,34 +299,12 @@ impl Policy for ReusePolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::tests::w;
+    use crate::policy::tests::{commit, config, streams_of_policy, w};
     use crate::policy::{make_policy, FilePolicy};
     use crate::synth::{generate, SynthConfig};
 
-    fn commit() -> Event {
-        Event::CheckpointCommit { time_ns: 0, id: 0 }
-    }
-
-    fn config(streams: u8) -> PlacementConfig {
-        PlacementConfig {
-            streams,
-            ..Default::default()
-        }
-    }
-
-    /// Each event's stream (`None` for events that are not writes), as the replay asks.
     fn streams_of(events: &[Event], cfg: &PlacementConfig) -> Vec<Option<u8>> {
-        let mut p = make_policy("reuse", cfg).unwrap();
-        events
-            .iter()
-            .map(|ev| match ev {
-                Event::Write(w) => Some(p.place(w)),
-                other => {
-                    p.observe(other);
-                    None
-                }
-            })
-            .collect()
+        streams_of_policy("reuse", events, cfg)
     }
 
     /// A collection file of 64 pages: pages 0..32 are rewritten every round (they die
