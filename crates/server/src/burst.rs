@@ -16,6 +16,9 @@
 /// takes care of what they leave.
 pub const MIN_CLOSED: i64 = 64;
 
+/// Fewer closes than this in one tick mean the burst's closing is over.
+const SETTLED_CLOSES: i64 = 8;
+
 /// Watches the number of open connections, one reading per housekeeping tick (with the most
 /// that were open since the previous one, so a burst shorter than a tick is seen), for a burst
 /// that has closed.
@@ -30,10 +33,12 @@ pub struct BurstWatch {
 impl BurstWatch {
     /// Takes this tick's number of open connections and the most open since the previous
     /// tick; true when a burst has closed: at least [`MIN_CLOSED`] connections and at least
-    /// half of the peak closed, and none closed since the previous tick (the closing is over,
-    /// so the checkpoint does not run amid it).
+    /// half of the peak closed, and fewer than [`SETTLED_CLOSES`] closed since the previous
+    /// tick (the closing is over, so the checkpoint does not run amid it; a few connections
+    /// that keep coming and going, as hostile or health-check clients do, must not put it off
+    /// for ever).
     pub fn closed_burst(&mut self, open: i64, most: i64) -> bool {
-        let settled = open >= self.last;
+        let settled = self.last - open < SETTLED_CLOSES;
         self.last = open;
         self.peak = self.peak.max(most).max(open);
         let closed = self.peak - open;
@@ -61,6 +66,14 @@ mod tests {
             seen,
             [false, false, false, false, false, false, true, false, false, false]
         );
+    }
+
+    #[test]
+    fn a_few_connections_still_closing_after_a_burst_do_not_put_it_off() {
+        // Hostile clients reconnecting: after the burst, two or three close every tick.
+        let mut w = BurstWatch::default();
+        let seen = readings(&mut w, &[1000, 1000, 40, 37, 35, 32]);
+        assert_eq!(seen, [false, false, false, true, false, false]);
     }
 
     #[test]
