@@ -1042,6 +1042,9 @@ fn a_table_kept_beside_the_collections_opens_on_every_engine() {
         let cfg = db.internal_table_config();
         let t = db.engine().create_table("kept", &cfg).unwrap();
         db.engine().put(t, b"k", b"v").unwrap();
-        assert_eq!(db.engine().get(t, b"k").unwrap().as_deref(), Some(&b"v"[..]));
+        assert_eq!(
+            db.engine().get(t, b"k").unwrap().as_deref(),
+            Some(&b"v"[..])
+        );
     }
 }

@@ -243,25 +243,30 @@ impl Journal {
             .io
             .write(&file, &bytes, offset, PageKind::Log, 0, WriteCause::Other)
             .and_then(|()| self.io.sync_data(&file));
+        // ENOSPC, EDQUOT or EFBIG from the write (a failed sync is never this).
+        let full_errno = match &done {
+            Err(e @ Error::Io { source, .. }) if e.is_disk_full() => source.raw_os_error(),
+            _ => None,
+        };
         let mut t = self.tail.lock();
-        match &done {
-            Ok(()) => {
+        match (&done, full_errno) {
+            (Ok(()), _) => {
                 t.durable_seq = t.durable_seq.max(seq);
                 t.full = None;
             }
-            Err(Error::Io { context, source }) if done.as_ref().is_err_and(Error::is_disk_full) => {
-                // Only this commit advances the offset, under `commit_lock`.
-                assert_eq!(t.offset, offset + bytes.len() as u64, "a commit raced another");
+            (Err(Error::Io { context, .. }), Some(errno)) => {
+                // Only a commit moves the offset, under `commit_lock`: this one's records go
+                // back in front of those appended since, to be written at the same offset.
                 t.offset = offset;
                 let newer = std::mem::replace(&mut t.pending, bytes);
                 t.pending.extend_from_slice(&newer);
                 t.full = Some(DiskFull {
                     seq,
                     context: context.clone(),
-                    errno: source.raw_os_error().expect("a disk-full error has an errno"),
+                    errno,
                 });
             }
-            Err(e) => t.failed = Some(e.to_string()),
+            (Err(e), _) => t.failed = Some(e.to_string()),
         }
         self.durable.notify_all();
         done

@@ -350,7 +350,9 @@ mod tests {
         let reopened_io = Arc::new(Io::quiet());
         let mut reopened = Pool::open(reopened_io, tmp.path(), 1 << 20).unwrap();
         for page in 1..=3u32 {
-            let got = reopened.read(DiskLoc::new(0, page * PAGE as u32), 64).unwrap();
+            let got = reopened
+                .read(DiskLoc::new(0, page * PAGE as u32), 64)
+                .unwrap();
             assert_eq!(got, vec![page as u8; 64], "page {page}");
         }
     }
