@@ -8,7 +8,7 @@ import time
 
 import pymongo
 
-from conftest import BINARY, free_port
+from conftest import BINARY, free_port, serve_argv
 
 
 def wait_for(log, needle, proc, what, timeout=60):
@@ -84,7 +84,7 @@ class Shard(Process):
         os.makedirs(path, exist_ok=True)
         super().__init__(
             f"shard{i}",
-            [BINARY, "serve", "--shardsvr", "--dbpath", path, "--port", str(self.port)],
+            serve_argv("--shardsvr", "--dbpath", path, "--port", str(self.port)),
             os.path.join(d, f"shard{i}.log"),
             "waiting for connections",
         )

@@ -249,9 +249,11 @@ impl Pool {
 
     /// Writes every dirty page back in place and syncs the data files. An overwrite of a page
     /// that held an earlier version is announced as that version's death (a `Free` of the
-    /// range) before the write. Returns the pages written.
+    /// range) before the write. Returns the pages written. A write that fails (a full disk)
+    /// leaves its page and those after it dirty, for the next write-back: the journal, not
+    /// rotated until one succeeds, still holds them.
     pub fn write_back(&mut self) -> Result<usize> {
-        let dirty = std::mem::take(&mut self.dirty);
+        let dirty: Vec<(u32, u32)> = self.dirty.iter().copied().collect();
         let mut synced = BTreeSet::new();
         for &(file, page) in &dirty {
             let f = self.files[file as usize].clone();
@@ -270,6 +272,7 @@ impl Pool {
                 .write(&f, &p.data, offset, kind, page_id, WriteCause::Checkpoint)?;
             p.dirty = false;
             p.on_disk = true;
+            self.dirty.remove(&(file, page));
             synced.insert(file);
         }
         for file in synced {
@@ -308,5 +311,49 @@ impl Pool {
             self.io.sync_data(f)?;
         }
         self.io.sync_dir(&self.dir)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::io::{Fault, FaultOp, FaultyFiles, FlashConfig, Io};
+
+    /// Linux's ENOSPC ("No space left on device").
+    const ENOSPC: i32 = 28;
+
+    #[test]
+    fn a_write_back_that_finds_the_disk_full_keeps_the_pages_it_did_not_write_dirty() {
+        let faults = Arc::new(FaultyFiles::new());
+        let backend: Arc<dyn engine::io::Backend> = faults.clone();
+        let io = Arc::new(Io::new(None, &FlashConfig::default(), Some(backend)).unwrap());
+        let tmp = tempfile::tempdir().unwrap();
+        let mut pool = Pool::open(io, tmp.path(), 1 << 20).unwrap();
+        pool.open_file(0, OpenMode::CreateTruncate).unwrap();
+        for page in 1..=3u32 {
+            pool.write(DiskLoc::new(0, page * PAGE as u32), &[page as u8; 64])
+                .unwrap();
+        }
+        assert_eq!(pool.dirty_bytes(), 3 * PAGE);
+        faults.arm(Fault {
+            op: FaultOp::Write,
+            kind: None,
+            skip: 1,
+            times: 1,
+            errno: ENOSPC,
+        });
+        assert!(pool.write_back().unwrap_err().is_disk_full());
+        // The first page reached its file; the second (refused) and third wait.
+        assert_eq!(pool.dirty_bytes(), 2 * PAGE);
+        assert_eq!(pool.write_back().unwrap(), 2);
+        assert_eq!(pool.dirty_bytes(), 0);
+        let reopened_io = Arc::new(Io::quiet());
+        let mut reopened = Pool::open(reopened_io, tmp.path(), 1 << 20).unwrap();
+        for page in 1..=3u32 {
+            let got = reopened
+                .read(DiskLoc::new(0, page * PAGE as u32), 64)
+                .unwrap();
+            assert_eq!(got, vec![page as u8; 64], "page {page}");
+        }
     }
 }
