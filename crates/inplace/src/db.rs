@@ -110,6 +110,8 @@ impl InPlaceEngine {
         } else {
             State::load(pool, history)?
         };
+        let counted = state.header.file_count;
+        state.pool.remove_files_from(counted)?;
         state.pool.take_journal_entries();
         let journal = match &cfg.journal {
             Some(j) => {
