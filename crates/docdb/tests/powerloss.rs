@@ -103,3 +103,15 @@ fn regression_seed_319_a_torn_flush_with_whole_records_after_the_tear_is_its_tai
     let r = crashloop::run(&settings(319, 33, Mutation::None), work.path()).unwrap();
     assert_eq!(r.cycles, 33);
 }
+
+/// Regression (power-loss loop on the in-place engine, seed 3): a crash kept the creation of a
+/// data file but not the header counting it; the reopened engine opened the file anyway and
+/// panicked creating it again at the next growth ("data files open in order"). Open now
+/// removes the data files its header does not count.
+#[test]
+fn regression_mmapv1_seed_3_a_data_file_the_header_does_not_count() {
+    let work = tempfile::tempdir().unwrap();
+    let s = on(EngineKind::Mmapv1, 3, 100, Mutation::None);
+    let r = crashloop::run(&s, work.path()).unwrap();
+    assert_eq!(r.cycles, 100);
+}
