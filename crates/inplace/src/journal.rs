@@ -297,8 +297,13 @@ impl Journal {
         }
     }
 
-    /// Wakes the group committer (at shutdown).
+    /// Wakes the group committer (at shutdown). The flag is set under the lock its wait
+    /// checks it under: a notification alone is lost when the committer is between its stop
+    /// check and its wait, which then lasts the whole interval (an hour in the power-loss
+    /// loop's configuration, whose engine drop hung on it).
     pub fn wake(&self) {
+        let mut t = self.tail.lock();
+        t.urgent = true;
         self.wake.notify_all();
     }
 

@@ -106,6 +106,29 @@ impl Pool {
         self.io.sync_dir(&self.dir)
     }
 
+    /// Removes data files `n` and after: files a crash left from a growth that no durable
+    /// batch recorded (the header, replayed from the journal, counts `n`). Kept open, such a
+    /// file would be created again when the database next grows.
+    pub fn remove_files_from(&mut self, n: u32) -> Result<()> {
+        if self.file_count() <= n {
+            return Ok(());
+        }
+        assert!(
+            self.dirty.iter().all(|&(f, _)| f < n) && self.intents.iter().all(|&(f, ..)| f < n),
+            "a change in a data file the header does not count"
+        );
+        let extra = self.files.split_off(n as usize);
+        self.pages.retain(|&(f, _), _| f < n);
+        self.imaged.retain(|&(f, _)| f < n);
+        for (i, f) in extra.iter().enumerate().rev() {
+            let path = data_path(&self.dir, n + i as u32);
+            self.io
+                .remove(&path, Some(f.id()))
+                .map_err(|e| Error::io(format!("removing {}", path.display()), e))?;
+        }
+        self.io.sync_dir(&self.dir)
+    }
+
     pub fn file_count(&self) -> u32 {
         self.files.len() as u32
     }

@@ -41,8 +41,8 @@ pub struct State {
 }
 
 impl State {
-    /// A new database: the header and the catalog's empty tree.
-    pub fn format(mut pool: Pool) -> Result<State> {
+    /// A new database: the header and the catalog's empty tree; `history` keeps versions.
+    pub fn format(mut pool: Pool, history: History) -> Result<State> {
         let mut header = space::format(&mut pool)?;
         let mut details = Details::new(CATALOG);
         Tree {
@@ -51,7 +51,7 @@ impl State {
             details: &mut details,
         }
         .create()?;
-        let mut st = State::with(pool, header.clone(), details)?;
+        let mut st = State::with(pool, header.clone(), details, history);
         st.stored_header = Header {
             file_count: 0,
             ..header
@@ -60,11 +60,12 @@ impl State {
         Ok(st)
     }
 
-    /// An existing database: the header, the catalog and every table's details.
-    pub fn load(mut pool: Pool) -> Result<State> {
+    /// An existing database: the header, the catalog and every table's details; `history`
+    /// keeps versions.
+    pub fn load(mut pool: Pool, history: History) -> Result<State> {
         let header = Header::decode(&pool.read(DiskLoc::new(0, 0), 32)?)?;
         let details = Details::decode(&pool.read(CATALOG_DETAILS, DETAILS_LEN)?);
-        let mut st = State::with(pool, header, details)?;
+        let mut st = State::with(pool, header, details, history);
         let mut entries = Vec::new();
         st.tree(CATALOG)?.range(
             std::ops::Bound::Unbounded,
@@ -94,7 +95,7 @@ impl State {
         Ok(st)
     }
 
-    fn with(pool: Pool, header: Header, catalog: Details) -> Result<State> {
+    fn with(pool: Pool, header: Header, catalog: Details, history: History) -> State {
         let mut tables = HashMap::new();
         tables.insert(
             CATALOG,
@@ -106,15 +107,15 @@ impl State {
                 details_dirty: true,
             },
         );
-        Ok(State {
+        State {
             pool,
             stored_header: header.clone(),
             header,
             tables,
             seq: 0,
-            history: History::default(),
+            history,
             counters: Counters::default(),
-        })
+        }
     }
 
     /// The tree of a table.

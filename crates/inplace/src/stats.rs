@@ -4,7 +4,7 @@ use crate::db::Inner;
 use crate::state::CATALOG;
 
 pub(crate) fn stats(inner: &Inner) -> serde_json::Value {
-    let st = inner.state.lock();
+    let st = inner.state();
     let (checkpoints, pages_written) = inner.checkpoints();
     let c = st.counters;
     let tables: Vec<_> = st
@@ -32,8 +32,9 @@ pub(crate) fn stats(inner: &Inner) -> serde_json::Value {
         "writeBacks": checkpoints,
         "pagesWrittenBack": pages_written,
         "keptVersions": st.history.kept(),
-        "liveSnapshots": inner.live.lock().values().sum::<usize>(),
-        "journalDurableBatch": inner.journal.as_ref().map(|j| j.durable_seq()),
-        "flash": inner.io.flash_stats(),
+        "keptVersionBytes": st.history.bytes(),
+        "liveSnapshots": inner.live_snapshots(),
+        "journalDurableBatch": inner.durable_batch(),
+        "flash": inner.io().flash_stats(),
     })
 }

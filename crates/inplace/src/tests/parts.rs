@@ -211,3 +211,13 @@ fn flash_modes_settings_it_lacks_are_reported_not_applicable() {
     }
     assert_eq!(j["placement"], engine::SHIPPED_POLICY);
 }
+
+#[test]
+#[should_panic(expected = "a change in a data file the header does not count")]
+fn removing_a_data_file_with_a_change_in_it_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut pool, _) = pool(d.path());
+    pool.create_file(1).unwrap();
+    pool.write(DiskLoc::new(1, 0), b"changed").unwrap();
+    pool.remove_files_from(1).unwrap();
+}
