@@ -2,7 +2,7 @@
 //! sequence of batches and the kept versions; and the operations on them a batch is made of.
 
 use crate::btree::Tree;
-use crate::loc::{size_class, DiskLoc, RECORD_HEADER};
+use crate::loc::{class_size, size_class, DiskLoc, RECORD_HEADER};
 use crate::pool::Pool;
 use crate::space::{self, Details, Header, CATALOG_DETAILS, DETAILS_LEN};
 use crate::versions::History;
@@ -28,6 +28,10 @@ pub struct Counters {
     pub moves: u64,
     pub inserts: u64,
     pub deletes: u64,
+    /// Bytes of the records allocated since the engine opened (by inserts and moves), and of
+    /// the values they were allocated for: their ratio is the power-of-two padding.
+    pub record_bytes_allocated: u64,
+    pub value_bytes_allocated: u64,
 }
 
 pub struct State {
@@ -185,6 +189,8 @@ impl State {
         let tree = self.tree(table)?;
         let loc = space::alloc_record(tree.pool, tree.header, tree.details, class)?;
         space::write_record(&mut self.pool, loc, value)?;
+        self.counters.record_bytes_allocated += u64::from(class_size(class));
+        self.counters.value_bytes_allocated += value.len() as u64;
         Ok(loc)
     }
 

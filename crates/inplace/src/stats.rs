@@ -28,6 +28,8 @@ pub(crate) fn stats(inner: &Inner) -> serde_json::Value {
         "recordMoves": c.moves,
         "inserts": c.inserts,
         "deletes": c.deletes,
+        "recordBytesAllocated": c.record_bytes_allocated,
+        "valueBytesAllocated": c.value_bytes_allocated,
         "dirtyBytes": st.pool.dirty_bytes(),
         "writeBacks": checkpoints,
         "pagesWrittenBack": pages_written,

@@ -28,7 +28,8 @@ pub enum Kind {
     WriteShares,
     /// File offset over time per file kind, coloured by stream (seed 000 Fig. 3).
     IoPattern,
-    /// Insert time, cold/warm reads and disk use per block compressor (seed 001 §10.6).
+    /// Startup, insert, shutdown, disk use and cold/warm reads per block compressor, and on
+    /// the in-place engine (`engines: [wiredTiger, mmapv1]`) beside them (seed 001 §10.3).
     Compression,
     /// The stream experiment at several scales: how each headline figure moves with the
     /// database, the device and the run (the converged scale).
@@ -350,6 +351,16 @@ pub struct Experiment {
     pub leaf_kb: Vec<u32>,
     #[serde(default = "no_compression")]
     pub compressors: Vec<String>,
+    /// The storage engines: `wiredTiger` (flashdoc's copy-on-write engine, which every other
+    /// setting here configures) and `mmapv1` (the in-place engine, crates/inplace). The
+    /// in-place engine runs in `compression` experiments only, once per workload, cache and
+    /// seed: it has no compressor, allocation, leaf size or dirty budget to vary
+    /// (crates/lab/src/chapter10.rs).
+    #[serde(
+        default = "copy_on_write_only",
+        skip_serializing_if = "is_copy_on_write_only"
+    )]
+    pub engines: Vec<String>,
     /// The block manager's allocation for table pages: `best` (WiredTiger's default, the
     /// engine the seeds measured) and/or `sweep` (flashdoc's flash-aware co-design, which
     /// reuses freed space in the order it was written; see engine::AllocPolicy::Sweep).
@@ -468,6 +479,20 @@ impl Experiment {
 
 fn no_compression() -> Vec<String> {
     vec!["none".into()]
+}
+
+/// flashdoc's copy-on-write engine, by mongod's name for the engine it follows.
+pub const COPY_ON_WRITE: &str = "wiredTiger";
+/// The in-place engine in MMAPv1's design.
+pub const IN_PLACE: &str = "mmapv1";
+const ENGINES: [&str; 2] = [COPY_ON_WRITE, IN_PLACE];
+
+fn copy_on_write_only() -> Vec<String> {
+    vec![COPY_ON_WRITE.into()]
+}
+
+fn is_copy_on_write_only(engines: &[String]) -> bool {
+    engines == [COPY_ON_WRITE]
 }
 
 fn one() -> f64 {
@@ -633,6 +658,7 @@ fn builtin_defaults() -> Experiment {
         cache_shares: vec![r.cache_share],
         leaf_kb: vec![32],
         compressors: no_compression(),
+        engines: copy_on_write_only(),
         allocations: both_engines(),
         sweep_reserve_pct: sweep_reserve_pct(),
         dirty_pct: codesign_dirty_pct(),
@@ -768,12 +794,13 @@ fn figure_builtins(base: &Experiment) -> Vec<Experiment> {
         },
         Experiment {
             name: "compression".into(),
-            title: "Block compressors".into(),
+            title: "Block compressors, and MMAPv1 beside them".into(),
             kind: Kind::Compression,
-            description: "Insert time, cold and warm read time and disk use for none, snappy, zlib and zstd, with the chapter's document shape: four typed fields, an array of eight four-field subdocuments and eight four-field subdocuments (seed 001 §10.3, Tables 10.3–10.5).".into(),
+            description: "Startup, insert job, shutdown, disk use, and cold and warm read passes for WiredTiger's block compressors none, snappy, zlib and zstd on flashdoc's copy-on-write engine, and for the in-place engine in MMAPv1's design, with the chapter's document shape (four typed fields, an array of eight four-field subdocuments and eight four-field subdocuments) and its configurations: no journal compression, prefix compression with a block compressor, a cache that holds the data (seed 001 §10.3, Tables 10.3–10.5).".into(),
             workloads: s(&["chapter10"]),
             policies: s(&["none"]),
             compressors: s(&["none", "snappy", "zlib", "zstd"]),
+            engines: s(&[COPY_ON_WRITE, IN_PLACE]),
             allocations: best_fit(),
             seeds: vec![1],
             ..base.clone()
@@ -834,6 +861,7 @@ impl Experiment {
         }
         self.check_classes()?;
         self.check_names()?;
+        self.check_engines()?;
         self.check_trims()?;
         self.check_engine()?;
         self.check_ssds()?;
@@ -899,6 +927,37 @@ impl Experiment {
                     placement::policy::POLICY_NAMES.join(", ")
                 );
             }
+        }
+        Ok(())
+    }
+
+    /// Every engine is one the lab runs, once; the in-place engine only where the lab drives
+    /// it (the compression experiment's workload).
+    fn check_engines(&self) -> anyhow::Result<()> {
+        use anyhow::bail;
+        let name = &self.name;
+        if self.engines.is_empty() {
+            bail!(
+                "experiment {name}: engines must name at least one of {}",
+                ENGINES.join(", ")
+            );
+        }
+        for (i, e) in self.engines.iter().enumerate() {
+            if !ENGINES.contains(&e.as_str()) {
+                bail!(
+                    "experiment {name}: unknown engine '{e}' (one of {})",
+                    ENGINES.join(", ")
+                );
+            }
+            if self.engines[..i].contains(e) {
+                bail!("experiment {name}: engines names '{e}' twice");
+            }
+        }
+        if self.engines.iter().any(|e| e == IN_PLACE) && self.kind != Kind::Compression {
+            bail!(
+                "experiment {name}: the {IN_PLACE} engine runs in compression experiments only (kind: compression); the lab does not drive it through {:?} workloads",
+                self.kind
+            );
         }
         Ok(())
     }
@@ -1330,6 +1389,46 @@ mod tests {
             e.validate().unwrap();
             assert_eq!(e.budgets_of("sweep"), vec![ENGINE_DIRTY_PCT], "{dir}");
         }
+    }
+
+    /// Seed 001 §10.3 compares WiredTiger's compressors with MMAPv1: the experiment runs the
+    /// in-place engine beside every compressor, and only it may.
+    #[test]
+    fn the_compression_experiment_runs_mmapv1_beside_every_compressor() {
+        let e = find("compression").unwrap();
+        assert_eq!(e.engines, [COPY_ON_WRITE, IN_PLACE]);
+        assert_eq!(e.compressors, ["none", "snappy", "zlib", "zstd"]);
+        assert_eq!(e.workloads, ["chapter10"]);
+        let yaml = serde_yaml::to_string(&e).unwrap();
+        assert!(
+            yaml.contains("- mmapv1"),
+            "`lab show compression` lists it: {yaml}"
+        );
+        // Every other experiment runs the copy-on-write engine only, and says nothing of it.
+        for other in builtins().into_iter().filter(|x| x.name != "compression") {
+            assert_eq!(other.engines, [COPY_ON_WRITE], "{}", other.name);
+            assert!(!serde_yaml::to_string(&other).unwrap().contains("engines"));
+        }
+        let streams = find("streams").unwrap();
+        for (engines, why) in [
+            (vec![IN_PLACE], "compression experiments only"),
+            (vec!["rocksdb"], "unknown engine"),
+            (vec![COPY_ON_WRITE, COPY_ON_WRITE], "twice"),
+            (vec![], "at least one"),
+        ] {
+            let bad = Experiment {
+                engines: s(&engines),
+                ..streams.clone()
+            };
+            let err = bad.validate().expect_err(why).to_string();
+            assert!(err.contains(why), "{why}: {err}");
+        }
+        Experiment {
+            engines: s(&[IN_PLACE]),
+            ..e
+        }
+        .validate()
+        .unwrap();
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! flashdoc's lab: experiments that run workloads on the engine, replay their I/O through the
 //! placement policies on the simulated SSD, and publish the results as files, plots and a
 //! report beside the seeds' published numbers.
+pub mod chapter10;
 pub mod experiment;
 pub mod hass;
 pub mod hass_spec;
