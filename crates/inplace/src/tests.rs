@@ -3,6 +3,7 @@
 mod crash;
 mod model;
 mod parts;
+mod trace;
 
 use crate::InPlaceEngine;
 use engine::{EngineConfig, KvEngine, TableConfig, TableId, WriteBatch, WriteOptions};
