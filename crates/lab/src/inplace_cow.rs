@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-use workload::store::{InProc, Store};
+use workload::store::InProc;
 
 mod pace;
 mod report;
@@ -205,7 +205,7 @@ fn replays(lab: &Lab, design: &str, r: &EngineRun) -> Result<Vec<Point>> {
                 Some(d) => d,
                 None => {
                     let d = run::replay_run(r, policy, trim, ssd, e, capacity)
-                        .with_context(|| format!("{key}"))?;
+                        .with_context(|| key.clone())?;
                     std::fs::write(&saved, serde_json::to_string_pretty(&d)?)?;
                     d
                 }

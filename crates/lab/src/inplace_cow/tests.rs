@@ -19,7 +19,7 @@ fn the_spec_runs_both_designs_every_fill_and_every_policy() {
     assert!(e.policies.iter().any(|p| p == SHIPPED_POLICY));
     // Flash mode's engine settings on the copy-on-write side.
     let flash = engine::flash_mode_defaults(engine::FlashMode::Flash);
-    assert_eq!(e.allocations, [flash.allocation.to_string()]);
+    assert_eq!(e.allocations, [flash.allocation.name()]);
     assert_eq!(
         e.budgets_of(COW_ALLOCATION),
         [[flash.eviction_dirty_target, flash.eviction_dirty_trigger]]
