@@ -228,10 +228,14 @@ pub fn device_bytes(peak_file_pages: u64, fill: f64) -> u64 {
 /// 64 MB floor so that the tiny scale's files (a few MB) still fill their device as asked.
 pub const MIN_DEVICE_PAGES: u64 = 1024;
 
-/// The peak of the pages the run's files occupy over its trace (no hole punched: TRIM off).
+/// The peak of the pages the run's files occupy over its trace as the replay plays it (no
+/// hole punched: TRIM off): the load, then the run phase twice, since a pass that begins where
+/// the last one ended can hold one more journal file than the first (later passes repeat it).
 pub fn peak_file_pages(r: &EngineRun) -> Result<u64> {
     let events = placement::sim::read_events(&r.trace).map_err(|e| anyhow!("{e}"))?;
-    let extent = placement::sim::scan_events(events.iter().map(Ok::<_, anyhow::Error>), false)?;
+    let eol = (r.end_of_load_event as usize).min(events.len());
+    let replayed = events.iter().chain(&events[eol..]);
+    let extent = placement::sim::scan_events(replayed.map(Ok::<_, anyhow::Error>), false)?;
     Ok(extent.peak_file_pages)
 }
 
