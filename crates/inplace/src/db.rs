@@ -301,16 +301,21 @@ impl Inner {
         Ok(())
     }
 
-    /// Journal first, then every dirty page in place, then a new journal file.
+    /// Journal first, then every dirty page in place, then a new journal file. The trace
+    /// marks the write-back as a checkpoint (begun, then durable once the old journal is gone):
+    /// placement policies that regroup at checkpoints (dsm, filelog) see each write-back.
     pub(crate) fn checkpoint(&self) -> Result<()> {
         let mut st = self.state.lock();
         if let Some(j) = &self.journal {
             j.commit()?;
         }
+        let id = self.checkpoints.load(Ordering::Relaxed) + 1;
+        self.io.checkpoint_begins(id);
         let pages = st.pool.write_back()?;
         if let Some(j) = &self.journal {
             j.rotate()?;
         }
+        self.io.checkpoint_committed(id);
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
         self.pages_written
             .fetch_add(pages as u64, Ordering::Relaxed);

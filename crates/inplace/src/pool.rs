@@ -23,6 +23,12 @@ pub fn file_size(n: u32) -> u64 {
     (FIRST_FILE_SIZE << n.min(11)).min(MAX_FILE_SIZE)
 }
 
+/// The trace's page id of page `page` of data file `file`: one id per place, since a page
+/// never moves (recovery's writes name the same ids as write-backs).
+pub fn page_id(file: u32, page: u32) -> u64 {
+    (u64::from(file) << 32) | u64::from(page)
+}
+
 /// A data file's path.
 pub fn data_path(dir: &Path, n: u32) -> PathBuf {
     dir.join(format!("mmapv1.{n}"))
@@ -290,9 +296,14 @@ impl Pool {
             } else {
                 PageKind::Leaf
             };
-            let page_id = (u64::from(file) << 32) | u64::from(page);
-            self.io
-                .write(&f, &p.data, offset, kind, page_id, WriteCause::Checkpoint)?;
+            self.io.write(
+                &f,
+                &p.data,
+                offset,
+                kind,
+                page_id(file, page),
+                WriteCause::Checkpoint,
+            )?;
             p.dirty = false;
             p.on_disk = true;
             self.dirty.remove(&(file, page));
@@ -323,7 +334,7 @@ impl Pool {
             &e.bytes,
             e.offset,
             PageKind::Leaf,
-            e.offset / PAGE,
+            page_id(e.file, (e.offset / PAGE) as u32),
             WriteCause::Other,
         )
     }

@@ -40,6 +40,9 @@ pub enum Kind {
     /// A real WiredTiger under the LD_PRELOAD shim, replayed through every policy beside
     /// flashdoc's engine on the same YCSB workload (realwt.rs).
     RealWiredTiger,
+    /// The copy-on-write engine against the in-place one (MMAPv1's design), every policy on
+    /// each, across `device_fills` (inplace_cow.rs).
+    InPlaceVsCow,
 }
 
 /// A workload by the seeds' names.
@@ -448,6 +451,13 @@ pub struct Experiment {
     /// skew is held. At most the smallest scale's node count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linkbench_id_classes: Option<u64>,
+    /// `in-place-vs-cow`: the storage designs compared (`copy-on-write`, `in-place`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub designs: Vec<String>,
+    /// `in-place-vs-cow`: the device fills each engine run is replayed at, each the peak of
+    /// the pages its files occupy over the trace ÷ the device's logical capacity.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_fills: Vec<f64>,
     pub scale: String,
 }
 
@@ -640,6 +650,7 @@ pub fn builtins() -> Vec<Experiment> {
     let base = builtin_defaults();
     let mut all = stream_builtins(&base);
     all.extend(figure_builtins(&base));
+    all.push(crate::inplace_cow::spec(&base));
     all.extend(other_engine_builtins(base));
     all
 }
@@ -677,6 +688,8 @@ fn builtin_defaults() -> Experiment {
         linkbench_degree_cap: None,
         ycsb_key_classes: None,
         linkbench_id_classes: None,
+        designs: Vec::new(),
+        device_fills: Vec::new(),
         scale: "quick".into(),
     }
 }
@@ -862,6 +875,7 @@ impl Experiment {
         self.check_classes()?;
         self.check_names()?;
         self.check_engines()?;
+        crate::inplace_cow::check(self)?;
         self.check_trims()?;
         self.check_engine()?;
         self.check_ssds()?;

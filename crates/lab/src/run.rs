@@ -718,7 +718,14 @@ impl Lab {
                 _ => {}
             }
         }
-        let d = replay_run(run, policy, trim, ssd, &self.exp)?;
+        let d = replay_run(
+            run,
+            policy,
+            trim,
+            ssd,
+            &self.exp,
+            replay_capacity_bytes(run, ssd),
+        )?;
         std::fs::write(&saved, serde_json::to_string_pretty(&d)?)?;
         Ok(d)
     }
@@ -1397,19 +1404,20 @@ fn replay_device(logical_pages: u64, ssd: &SsdSpec) -> Result<ssd::SsdConfig> {
     Ok(dev)
 }
 
-fn replay_run(
+/// One replay of `run` on a device of `capacity_bytes` (whole 4 KB pages).
+pub(crate) fn replay_run(
     run: &EngineRun,
     policy: &str,
     trim: &TrimSpec,
     ssd: &SsdSpec,
     exp: &Experiment,
+    capacity_bytes: u64,
 ) -> Result<DeviceRun> {
     let started = Instant::now();
     let pc = PlacementConfig {
         streams: ssd.streams,
         ..PlacementConfig::default()
     };
-    let capacity_bytes = replay_capacity_bytes(run, ssd);
     let logical_pages = capacity_bytes / ssd::PAGE_BYTES;
     let dev = replay_device(logical_pages, ssd)?;
     let when = TrimWhen::parse(&trim.when).map_err(|e| anyhow!(e))?;

@@ -255,6 +255,9 @@ pub fn write(
         Kind::RealWiredTiger => {
             unreachable!("real-wiredtiger writes its own report (realwt.rs)")
         }
+        Kind::InPlaceVsCow => {
+            unreachable!("in-place-vs-cow writes its own report (inplace_cow.rs)")
+        }
     }
     if headline_first {
         model_section(&mut r, exp, points, runs);
