@@ -19,6 +19,15 @@ pub const MIN_CLOSED: i64 = 64;
 /// Fewer closes than this in one tick mean the burst's closing is over.
 const SETTLED_CLOSES: i64 = 8;
 
+/// A burst of connections that has closed, as [`BurstWatch`] saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClosedBurst {
+    /// The most connections open since the previous burst.
+    pub peak: i64,
+    /// The connections open now.
+    pub open: i64,
+}
+
 /// Watches the number of open connections, one reading per housekeeping tick (with the most
 /// that were open since the previous one, so a burst shorter than a tick is seen), for a burst
 /// that has closed.
@@ -32,21 +41,25 @@ pub struct BurstWatch {
 
 impl BurstWatch {
     /// Takes this tick's number of open connections and the most open since the previous
-    /// tick; true when a burst has closed: at least [`MIN_CLOSED`] connections and at least
+    /// tick; a burst when one has closed: at least [`MIN_CLOSED`] connections and at least
     /// half of the peak closed, and fewer than [`SETTLED_CLOSES`] closed since the previous
     /// tick (the closing is over, so the checkpoint does not run amid it; a few connections
     /// that keep coming and going, as hostile or health-check clients do, must not put it off
     /// for ever).
-    pub fn closed_burst(&mut self, open: i64, most: i64) -> bool {
+    pub fn closed_burst(&mut self, open: i64, most: i64) -> Option<ClosedBurst> {
         let settled = self.last - open < SETTLED_CLOSES;
         self.last = open;
         self.peak = self.peak.max(most).max(open);
         let closed = self.peak - open;
         if settled && closed >= MIN_CLOSED && open <= self.peak / 2 {
+            let burst = ClosedBurst {
+                peak: self.peak,
+                open,
+            };
             self.peak = open;
-            return true;
+            return Some(burst);
         }
-        false
+        None
     }
 }
 
@@ -55,7 +68,7 @@ mod tests {
     use super::*;
 
     fn readings(watch: &mut BurstWatch, open: &[i64]) -> Vec<bool> {
-        open.iter().map(|&n| watch.closed_burst(n, n)).collect()
+        open.iter().map(|&n| watch.closed_burst(n, n).is_some()).collect()
     }
 
     #[test]
@@ -99,9 +112,12 @@ mod tests {
     #[test]
     fn a_burst_within_one_tick_is_seen() {
         let mut w = BurstWatch::default();
-        assert!(!w.closed_burst(1, 1));
-        assert!(w.closed_burst(1, 201));
-        assert!(!w.closed_burst(1, 1));
+        assert_eq!(w.closed_burst(1, 1), None);
+        assert_eq!(
+            w.closed_burst(1, 201),
+            Some(ClosedBurst { peak: 201, open: 1 })
+        );
+        assert_eq!(w.closed_burst(1, 1), None);
     }
 
     #[test]

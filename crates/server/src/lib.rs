@@ -125,21 +125,36 @@ fn release_free_memory() {
 const TRIM_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// After a burst of connections closed ([`burst`]): a checkpoint, so the records those
-/// connections wrote move out of their threads' pages and the pages return to the system.
-fn release_closed_connections_memory(state: &ServerState) {
-    let open = state
-        .connections_current
-        .load(std::sync::atomic::Ordering::Relaxed);
+/// connections wrote move out of their threads' pages and the pages return to the system. Logs
+/// what it found and what it left (connection threads still running, resident memory), so a
+/// run whose memory did not come back shows why.
+fn release_closed_connections_memory(state: &ServerState, burst: burst::ClosedBurst) {
+    let threads = state.conn_threads.load(std::sync::atomic::Ordering::SeqCst);
     log::info(
         "STORAGE",
-        &format!("a burst of connections closed ({open} open): checkpointing, so the memory their writes hold returns"),
+        &format!(
+            "a burst of connections closed ({} of {}; {} open, {threads} connection threads running, resident {} MB): checkpointing, so the memory their writes hold returns",
+            burst.peak - burst.open,
+            burst.peak,
+            burst.open,
+            traffic::resident_mb(),
+        ),
     );
+    let started = std::time::Instant::now();
     if let Err(e) = state.db().engine().checkpoint() {
         log::warn(
             "STORAGE",
             &format!("checkpoint after a burst of connections failed: {e}"),
         );
     }
+    log::info(
+        "STORAGE",
+        &format!(
+            "checkpoint after the burst done in {} ms, resident {} MB",
+            started.elapsed().as_millis(),
+            traffic::resident_mb(),
+        ),
+    );
 }
 
 /// Once a second: idle cursors time out, a burst of closed connections gets its checkpoint
@@ -156,10 +171,11 @@ async fn housekeeping(st: Arc<ServerState>) {
         let most = st
             .connections_most
             .swap(open, std::sync::atomic::Ordering::Relaxed);
-        if burst.closed_burst(open, most) {
+        if let Some(closed) = burst.closed_burst(open, most) {
             let st = st.clone();
             let _ =
-                tokio::task::spawn_blocking(move || release_closed_connections_memory(&st)).await;
+                tokio::task::spawn_blocking(move || release_closed_connections_memory(&st, closed))
+                    .await;
         }
         if last_trim.elapsed() >= TRIM_EVERY {
             last_trim = std::time::Instant::now();
