@@ -38,6 +38,14 @@ def utc_now():
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
+def threads(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    return -1
+
+
 def rss_kb(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -349,7 +357,7 @@ class LoggedServer(Server):
 
     def notable_log(self, last=60):
         """The log without the per-connection lines, its last `last` lines."""
-        routine = ("connection accepted from", "end connection ")
+        routine = ("connection accepted from", "end connection ", "Slow query")
         return [line.rstrip() for line in self.full_log if not any(r in line for r in routine)][-last:]
 
 
@@ -374,6 +382,7 @@ def test_thousand_authenticated_connections_among_hostile_unauthenticated_ones(d
         time.sleep(AFTER_CLOSE_SECONDS)
         rss_after = rss_kb(server.proc.pid)
         read_at = utc_now()
+        threads_after = threads(server.proc.pid)
         c = server.client(username=USER, password=PASSWORD)
         kept = c.t.load.count_documents({"_id": {"$regex": "^load-"}})
         wrong = c.t.load.count_documents({"n": {"$ne": 1}})
@@ -396,6 +405,7 @@ def test_thousand_authenticated_connections_among_hostile_unauthenticated_ones(d
         "server_rss_kb_connected": rss_connected,
         "server_rss_kb_peak": rss_peak,
         "server_rss_kb_10s_after_close": rss_after,
+        "server_threads_10s_after_close": threads_after,
         "ratio_after_close_to_idle": round(rss_after / rss_idle, 2),
         "all_closed_at": closed_at,
         "rss_after_close_read_at": read_at,

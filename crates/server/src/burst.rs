@@ -9,7 +9,32 @@
 //! checkpoint, 40 s later (to 42 MB). A checkpoint right after the burst (the `fsync` command)
 //! brought it back at once. So when a burst of connections has closed, the housekeeping task
 //! asks for a checkpoint: it moves the records the gone threads allocated into the
-//! checkpointing thread's pages, and theirs empty and are purged.
+//! checkpointing thread's pages, and theirs empty. Then it has the allocator return the emptied
+//! pages at once ([`return_freed_pages`]): mimalloc gives a freed page back to the system only
+//! when some thread next frees, abandons or collects a page, and when the checkpoint comes after
+//! the last connection has gone nothing may do that for a minute (3.3x idle in the load test,
+//! docs/server.md, "Connections and memory").
+
+use std::sync::OnceLock;
+
+/// How the process's allocator gives back, now, the pages freed since it last did (set by the
+/// binary that chose the allocator: `crates/cli` for mimalloc).
+static RETURN_FREED_PAGES: OnceLock<fn()> = OnceLock::new();
+
+/// Tells the server how to make the allocator return its freed pages to the system at once
+/// (the first call wins). Without it, [`return_freed_pages`] does nothing: the allocator
+/// returns them on its own schedule.
+pub fn set_return_freed_pages(release: fn()) {
+    let _ = RETURN_FREED_PAGES.set(release);
+}
+
+/// Has the allocator return the pages freed so far, if the binary said how (see
+/// [`set_return_freed_pages`]).
+pub fn return_freed_pages() {
+    if let Some(release) = RETURN_FREED_PAGES.get() {
+        release();
+    }
+}
 
 /// The fewest connections that must have closed since the peak before a checkpoint is asked
 /// for: a handful of clients coming and going is ordinary traffic, and the timed checkpoint
@@ -68,7 +93,9 @@ mod tests {
     use super::*;
 
     fn readings(watch: &mut BurstWatch, open: &[i64]) -> Vec<bool> {
-        open.iter().map(|&n| watch.closed_burst(n, n).is_some()).collect()
+        open.iter()
+            .map(|&n| watch.closed_burst(n, n).is_some())
+            .collect()
     }
 
     #[test]
