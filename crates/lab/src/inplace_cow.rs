@@ -350,6 +350,7 @@ fn in_place_run(
     let shares = run::write_shares(&trace, eol)?;
     let r = EngineRun {
         key,
+        engine: crate::experiment::IN_PLACE.into(),
         trace_version: run::TRACE_VERSION,
         workload: w.workload.clone(),
         seed: w.seed,

@@ -901,16 +901,7 @@ pub fn run_engine(
     };
     let at_end_of_load =
         at_end_of_load.ok_or_else(|| anyhow!("the workload never reached its end of load"))?;
-    let intervals = {
-        let (journal0, checkpoints0, appended0) = at_end_of_load.journal;
-        let (journal1, checkpoints1, appended1) = last_checkpoint_in_journal(&db)?;
-        let ops: u64 = run.metrics.values().map(|m| m.operations).sum();
-        RunIntervals {
-            journal_bytes: journal1 - journal0,
-            checkpoints: checkpoints1 - checkpoints0,
-            journal_bytes_per_op: (appended1 - appended0) / ops.max(1),
-        }
-    };
+    let intervals = run_intervals(&db, at_end_of_load.journal, &run)?;
     let leaf_changes = Some(LeafChanges::from_stats(&db)?.since(at_end_of_load.leaf_changes));
     let closing = Instant::now();
     db.shutdown()
@@ -933,11 +924,7 @@ pub fn run_engine(
     let db_bytes = table_bytes(&db_dir)?;
     let shares = write_shares(&trace, eol)?;
     let events = obs.count.load(Ordering::Relaxed);
-    let _ = std::fs::remove_dir_all(&work);
-    if let Some(parent) = work.parent() {
-        // Removed only when empty (another run may share it).
-        let _ = std::fs::remove_dir(parent);
-    }
+    remove_work_dir(&work);
     Ok(EngineRun {
         key: key.to_string(),
         trace_version: TRACE_VERSION,
@@ -1088,6 +1075,31 @@ impl EndOfLoad {
 
 /// The journal's bytes appended when the last checkpoint began, the checkpoints completed, and
 /// the journal's bytes appended so far.
+/// The run phase's journal bytes, checkpoints and journal bytes per operation, from the
+/// journal's figures at the end of the load (`at_load_end`) and now.
+fn run_intervals(
+    db: &DocDb,
+    at_load_end: (u64, u64, u64),
+    run: &PhaseResult,
+) -> Result<RunIntervals> {
+    let (journal0, checkpoints0, appended0) = at_load_end;
+    let (journal1, checkpoints1, appended1) = last_checkpoint_in_journal(db)?;
+    let ops: u64 = run.metrics.values().map(|m| m.operations).sum();
+    Ok(RunIntervals {
+        journal_bytes: journal1 - journal0,
+        checkpoints: checkpoints1 - checkpoints0,
+        journal_bytes_per_op: (appended1 - appended0) / ops.max(1),
+    })
+}
+
+/// Removes a run's work directory, and its parent when that is empty (another run may share it).
+fn remove_work_dir(work: &Path) {
+    let _ = std::fs::remove_dir_all(work);
+    if let Some(parent) = work.parent() {
+        let _ = std::fs::remove_dir(parent);
+    }
+}
+
 fn last_checkpoint_in_journal(db: &DocDb) -> Result<(u64, u64, u64)> {
     let stats = db.engine().stats();
     let get = |path: &str| {
