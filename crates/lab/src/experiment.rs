@@ -491,6 +491,17 @@ fn no_compression() -> Vec<String> {
     vec!["none".into()]
 }
 
+/// The designs an inplace-vs-cow experiment compares (`crate::inplace_cow`), in report order:
+/// flashdoc's copy-on-write engine with flash mode's settings, and the in-place engine.
+pub const DESIGNS: [&str; 2] = ["copy-on-write", "in-place"];
+/// The copy-on-write design's allocation under flash mode.
+pub const COW_ALLOCATION: &str = "sweep";
+/// An inplace-vs-cow experiment's device fills, from the seeds' own (about 20 %) to the study's fullest (90 %).
+pub const DEVICE_FILLS: [f64; 5] = [0.2, 0.4, 0.6, 0.8, 0.9];
+/// The policies each design of an inplace-vs-cow experiment is replayed with: none, the seeds', ours, and the oracle.
+pub const DESIGN_POLICIES: [&str; 6] =
+    ["none", "file", "dsm", "boundary", SHIPPED_POLICY, "oracle"];
+
 /// flashdoc's copy-on-write engine, by mongod's name for the engine it follows.
 pub const COPY_ON_WRITE: &str = "wiredTiger";
 /// The in-place engine in MMAPv1's design.
@@ -650,9 +661,28 @@ pub fn builtins() -> Vec<Experiment> {
     let base = builtin_defaults();
     let mut all = stream_builtins(&base);
     all.extend(figure_builtins(&base));
-    all.push(crate::inplace_cow::spec(&base));
+    all.push(inplace_vs_cow_builtin(&base));
     all.extend(other_engine_builtins(base));
     all
+}
+
+/// The built-in experiment: the five stream workloads, both designs, six policies, five fills,
+/// two of the scoring seeds, at the quick scale (parameters frozen before the run).
+fn inplace_vs_cow_builtin(base: &Experiment) -> Experiment {
+    Experiment {
+        name: "inplace-vs-cow".into(),
+        title: "In place against out of place on flash, across device fills".into(),
+        kind: Kind::InPlaceVsCow,
+        description: "The five stream workloads on the copy-on-write engine with flash mode's engine settings (sweep allocation, 50/80 dirty budget) and on the in-place engine in MMAPv1's design (power-of-two records updated in place, bucket B-tree, page-image journal; crates/inplace), at equal cache and equal operations per checkpoint; each trace replayed through none, file, dsm, boundary, flash mode's policy and the oracle on an 8-stream device (7 % over-provisioning, greedy GC, the seeds' conditions: file system made on the device, no TRIM, no discard, reads included) that the engine's files fill to 20, 40, 60, 80 and 90 % at their peak. The 2026 study \"How to Write to SSDs\" (PVLDB 19) measured an in-place B-tree's device WAF rising from 2.33 at 18 % fill to 4.72 at 90 %, where an out-of-place design with placement held 1.07.".into(),
+        policies: DESIGN_POLICIES.iter().map(|p| p.to_string()).collect(),
+        allocations: vec![COW_ALLOCATION.into()],
+        dirty_pct: BTreeMap::from([(COW_ALLOCATION.to_string(), FLASH_MODE_DIRTY_PCT)]),
+        trims: vec![TrimSpec::off()],
+        seeds: SCORING_SEEDS[..2].to_vec(),
+        designs: DESIGNS.iter().map(|d| d.to_string()).collect(),
+        device_fills: DEVICE_FILLS.to_vec(),
+        ..base.clone()
+    }
 }
 
 /// What every built-in experiment shares unless it says otherwise: `streams` at the quick
@@ -875,7 +905,7 @@ impl Experiment {
         self.check_classes()?;
         self.check_names()?;
         self.check_engines()?;
-        crate::inplace_cow::check(self)?;
+        self.check_designs()?;
         self.check_trims()?;
         self.check_engine()?;
         self.check_ssds()?;
@@ -971,6 +1001,41 @@ impl Experiment {
             bail!(
                 "experiment {name}: the {IN_PLACE} engine runs in compression experiments only (kind: compression); the lab does not drive it through {:?} workloads",
                 self.kind
+            );
+        }
+        Ok(())
+    }
+
+    /// What an `inplace-vs-cow` experiment must hold (and no other may set).
+    fn check_designs(&self) -> anyhow::Result<()> {
+        let e = self;
+        let name = &e.name;
+        if e.kind != Kind::InPlaceVsCow {
+            if !e.designs.is_empty() || !e.device_fills.is_empty() {
+                anyhow::bail!("experiment {name}: designs and device_fills belong to an inplace-vs-cow experiment");
+            }
+            return Ok(());
+        }
+        if e.designs.is_empty() || e.device_fills.is_empty() {
+            anyhow::bail!("experiment {name}: needs designs and device_fills");
+        }
+        for d in &e.designs {
+            if !DESIGNS.contains(&d.as_str()) {
+                anyhow::bail!(
+                    "experiment {name}: unknown design '{d}' (one of {})",
+                    DESIGNS.join(", ")
+                );
+            }
+        }
+        if let Some(f) = e.device_fills.iter().find(|f| !(**f > 0.0 && **f < 1.0)) {
+            anyhow::bail!("experiment {name}: a device fill must be in (0, 1), not {f}");
+        }
+        if e.allocations != [COW_ALLOCATION] || e.leaf_kb.len() != 1 || e.cache_shares.len() != 1 {
+            anyhow::bail!("experiment {name}: the copy-on-write design runs the sweep allocation, one leaf size and one cache share");
+        }
+        if e.trims.iter().any(|t| t.batch.is_some() || t.discard) || e.ssds.len() != 1 {
+            anyhow::bail!(
+                "experiment {name}: the in-place engine has no TRIM; one device, TRIM and discard off"
             );
         }
         Ok(())

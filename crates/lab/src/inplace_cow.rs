@@ -25,11 +25,9 @@
 //! (MMAPv1's `commitIntervalMs`), and its clean pages leave the pool in hash order, so its
 //! trace's journal writes and reads are not a function of the seed alone; its data pages are.
 
-use crate::experiment::{
-    Experiment, Kind, ScaleSpec, TrimSpec, FLASH_MODE_DIRTY_PCT, SCORING_SEEDS, SHIPPED_POLICY,
-};
+use crate::experiment::{Experiment, ScaleSpec, COW_ALLOCATION, DESIGNS, FLASH_MODE_DIRTY_PCT};
 use crate::run::{self, Clients, DeviceRun, EngineRun, EngineWork, Lab, Point, Sizing};
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use docdb::{DocDb, DocDbConfig};
 use placement::{Event, Observer, TraceObserver};
 use std::collections::BTreeMap;
@@ -43,75 +41,14 @@ mod pace;
 mod report;
 
 /// The copy-on-write engine (flashdoc's own) with flash mode's engine settings.
-pub const COPY_ON_WRITE: &str = "copy-on-write";
+pub const COPY_ON_WRITE: &str = DESIGNS[0];
 /// The in-place engine (`storage.engine: mmapv1`).
-pub const IN_PLACE: &str = "in-place";
-/// The designs compared, in report order.
-pub const DESIGNS: [&str; 2] = [COPY_ON_WRITE, IN_PLACE];
-/// Device fills, from the seeds' own (about 20 %) to the study's fullest (90 %).
-pub const FILLS: [f64; 5] = [0.2, 0.4, 0.6, 0.8, 0.9];
-/// The policies each design is replayed with: none, the seeds', ours, and the oracle.
-pub const POLICIES: [&str; 6] = ["none", "file", "dsm", "boundary", SHIPPED_POLICY, "oracle"];
-/// The copy-on-write engine's allocation under flash mode.
-const COW_ALLOCATION: &str = "sweep";
+pub const IN_PLACE: &str = DESIGNS[1];
 /// How the in-place engine's runs are named in their points' `allocation`.
 const IN_PLACE_ALLOCATION: &str = "in-place";
 /// The in-place engine's dirty pages, `[target, trigger]` percent of its cache: every dirty
 /// page is written back once they pass half of it (crates/inplace, `dirty_budget`).
 const IN_PLACE_DIRTY_PCT: [u8; 2] = [0, 50];
-
-/// The built-in experiment: the five stream workloads, both designs, six policies, five fills,
-/// two of the scoring seeds, at the quick scale (parameters frozen before the run).
-pub fn spec(base: &Experiment) -> Experiment {
-    Experiment {
-        name: "inplace-vs-cow".into(),
-        title: "In place against out of place on flash, across device fills".into(),
-        kind: Kind::InPlaceVsCow,
-        description: "The five stream workloads on the copy-on-write engine with flash mode's engine settings (sweep allocation, 50/80 dirty budget) and on the in-place engine in MMAPv1's design (power-of-two records updated in place, bucket B-tree, page-image journal; crates/inplace), at equal cache and equal operations per checkpoint; each trace replayed through none, file, dsm, boundary, flash mode's policy and the oracle on an 8-stream device (7 % over-provisioning, greedy GC, the seeds' conditions: file system made on the device, no TRIM, no discard, reads included) that the engine's files fill to 20, 40, 60, 80 and 90 % at their peak. The 2026 study \"How to Write to SSDs\" (PVLDB 19) measured an in-place B-tree's device WAF rising from 2.33 at 18 % fill to 4.72 at 90 %, where an out-of-place design with placement held 1.07.".into(),
-        policies: POLICIES.iter().map(|p| p.to_string()).collect(),
-        allocations: vec![COW_ALLOCATION.into()],
-        dirty_pct: BTreeMap::from([(COW_ALLOCATION.to_string(), FLASH_MODE_DIRTY_PCT)]),
-        trims: vec![TrimSpec::off()],
-        seeds: SCORING_SEEDS[..2].to_vec(),
-        designs: DESIGNS.iter().map(|d| d.to_string()).collect(),
-        device_fills: FILLS.to_vec(),
-        ..base.clone()
-    }
-}
-
-/// What an `inplace-vs-cow` experiment must hold (and no other may set).
-pub fn check(e: &Experiment) -> Result<()> {
-    let name = &e.name;
-    if e.kind != Kind::InPlaceVsCow {
-        if !e.designs.is_empty() || !e.device_fills.is_empty() {
-            bail!("experiment {name}: designs and device_fills belong to an inplace-vs-cow experiment");
-        }
-        return Ok(());
-    }
-    if e.designs.is_empty() || e.device_fills.is_empty() {
-        bail!("experiment {name}: needs designs and device_fills");
-    }
-    for d in &e.designs {
-        if !DESIGNS.contains(&d.as_str()) {
-            bail!(
-                "experiment {name}: unknown design '{d}' (one of {})",
-                DESIGNS.join(", ")
-            );
-        }
-    }
-    if let Some(f) = e.device_fills.iter().find(|f| !(**f > 0.0 && **f < 1.0)) {
-        bail!("experiment {name}: a device fill must be in (0, 1), not {f}");
-    }
-    if e.allocations != [COW_ALLOCATION] || e.leaf_kb.len() != 1 || e.cache_shares.len() != 1 {
-        bail!("experiment {name}: the copy-on-write design runs the sweep allocation, one leaf size and one cache share");
-    }
-    if e.trims.iter().any(|t| t.batch.is_some() || t.discard) || e.ssds.len() != 1 {
-        bail!(
-            "experiment {name}: the in-place engine has no TRIM; one device, TRIM and discard off"
-        );
-    }
-    Ok(())
-}
 
 /// Runs (or resumes) the experiment into `out` and writes its results and report.
 pub fn run(exp: Experiment, scale: Option<&str>, out: &Path, quiet: bool) -> Result<PathBuf> {

@@ -8,6 +8,9 @@
 //! on flash, not what the engine writes), so one engine run serves every policy and every
 //! device, and all policies see exactly the same writes.
 
+mod in_place;
+pub use in_place::IN_PLACE_ALLOCATION;
+
 use crate::experiment::{
     Experiment, Kind, ScaleSpec, SsdSpec, TrimSpec, COPY_ON_WRITE, ENGINE_DIRTY_PCT,
     JOURNAL_FILE_SHARE,
@@ -486,7 +489,7 @@ impl Lab {
                     .ok_or_else(|| anyhow!("engine run {key} is not saved"))
             })
             .collect::<Result<Vec<_>>>()?;
-        runs.extend(crate::chapter10::saved_runs(self)?);
+        runs.extend(in_place::saved_runs(self)?);
         Ok(runs)
     }
 
@@ -547,7 +550,7 @@ impl Lab {
     pub fn run_all(&self) -> Result<Vec<Point>> {
         let e = &self.exp;
         let work = self.engine_work();
-        let runs = work.len() + crate::chapter10::in_place_work(e).len();
+        let runs = work.len() + in_place::in_place_work(e).len();
         let replay_total = runs * e.policies.len() * e.trims.len() * e.ssds.len();
         let bar = self.bar(replay_total as u64, "points");
         let order = schedule(&work);
@@ -559,7 +562,7 @@ impl Lab {
             cores()
         };
         let results = in_parallel(workers, &scheduled, |w| self.engine_points(w, &bar));
-        let in_place = crate::chapter10::in_place_points(self, &bar);
+        let in_place = in_place::in_place_points(self, &bar);
         bar.finish_and_clear();
         // Back into `engine_work` order. After an error the items not begun are `None`, and
         // the error is returned.
@@ -918,7 +921,7 @@ pub fn run_engine(
     }
     obs.flush();
     if chapter10 {
-        extra.extend(crate::chapter10::written(&trace)?);
+        extra.extend(chapter10_written(&trace)?);
     }
     // The whole database is on disk after a clean shutdown; size it from its files.
     let db_bytes = table_bytes(&db_dir)?;
@@ -1075,6 +1078,18 @@ impl EndOfLoad {
 
 /// The journal's bytes appended when the last checkpoint began, the checkpoints completed, and
 /// the journal's bytes appended so far.
+/// What the traced part of the run (the insert job and its shutdown) wrote: bytes to the
+/// journal and to the data files (every other file kind).
+pub(crate) fn chapter10_written(trace: &Path) -> Result<BTreeMap<String, f64>> {
+    let shares = write_shares(trace, 0)?;
+    let journal = shares.by_file.get("journal").copied().unwrap_or(0);
+    let all: u64 = shares.by_file.values().sum();
+    Ok(BTreeMap::from([
+        ("written_journal_bytes".to_string(), journal as f64),
+        ("written_data_bytes".to_string(), (all - journal) as f64),
+    ]))
+}
+
 /// The run phase's journal bytes, checkpoints and journal bytes per operation, from the
 /// journal's figures at the end of the load (`at_load_end`) and now.
 fn run_intervals(

@@ -74,7 +74,7 @@ fn in_place_space_is_measured(mm: &EngineRun) {
     assert!(data >= records, "data files {data} hold records {records}");
     assert!(mm.extra["data_files_allocated_bytes"] <= data);
     assert_eq!(mm.compressor, "none");
-    assert_eq!(mm.allocation, lab::chapter10::IN_PLACE_ALLOCATION);
+    assert_eq!(mm.allocation, lab::run::IN_PLACE_ALLOCATION);
     assert!(mm.trace.exists() && mm.events > 0);
 }
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::experiment::{find, WORKLOADS};
+use crate::experiment::{find, Kind, TrimSpec, SCORING_SEEDS, SHIPPED_POLICY, WORKLOADS};
 use crate::summary::Spread;
 
 /// The committed comparison: a test fails if a design, a fill, a policy or a workload drops out,
