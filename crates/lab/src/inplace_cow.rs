@@ -44,11 +44,9 @@ mod report;
 pub const COPY_ON_WRITE: &str = DESIGNS[0];
 /// The in-place engine (`storage.engine: mmapv1`).
 pub const IN_PLACE: &str = DESIGNS[1];
-/// How the in-place engine's runs are named in their points' `allocation`.
-const IN_PLACE_ALLOCATION: &str = "in-place";
-/// The in-place engine's dirty pages, `[target, trigger]` percent of its cache: every dirty
-/// page is written back once they pass half of it (crates/inplace, `dirty_budget`).
-const IN_PLACE_DIRTY_PCT: [u8; 2] = [0, 50];
+// How the in-place engine's runs are named in their points' `allocation`, and its write-back
+// budget: the compression experiment's (`run::in_place`).
+use crate::run::{IN_PLACE_ALLOCATION, IN_PLACE_DIRTY_PCT};
 
 /// Runs (or resumes) the experiment into `out` and writes its results and report.
 pub fn run(exp: Experiment, scale: Option<&str>, out: &Path, quiet: bool) -> Result<PathBuf> {

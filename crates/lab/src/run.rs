@@ -9,7 +9,7 @@
 //! device, and all policies see exactly the same writes.
 
 mod in_place;
-pub use in_place::IN_PLACE_ALLOCATION;
+pub use in_place::{IN_PLACE_ALLOCATION, IN_PLACE_DIRTY_PCT};
 
 use crate::experiment::{
     Experiment, Kind, ScaleSpec, SsdSpec, TrimSpec, COPY_ON_WRITE, ENGINE_DIRTY_PCT,
