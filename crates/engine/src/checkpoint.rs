@@ -11,9 +11,10 @@
 //! image lacks a version at or below the cut, as the cut sees it, each under its own short hold
 //! of the table's `structure` latch; while the cut is open on a table every page of it is
 //! written that way, so versions newer than the cut stay in memory (the page stays dirty and
-//! is not evicted). Then, under `structure`, write the internal pages bottom-up and the root,
-//! the file's extent lists and an fdatasync (a table whose images did not change keeps its
-//! last checkpoint), and close the cut on the table. Close the cut; sync the journal; commit the
+//! is not evicted). Then, under `structure`, write the internal pages bottom-up and the root
+//! and the file's extent lists (a table whose images did not change keeps its last
+//! checkpoint), and close the cut on the table; fdatasync the file once `structure` is let go,
+//! so eviction is not held up by the sync. Close the cut; sync the journal; commit the
 //! metadata by rename (the commit point); then resolve (what only the previous checkpoint held
 //! becomes reusable), remove journal files wholly before the LSN and unlink dropped tables'
 //! files. Recovery replays the journal from the LSN: exactly the batches above the cut. With
@@ -280,8 +281,9 @@ impl Drop for OpenCut<'_> {
 /// One table's part of a checkpoint, at the commit number its pages are written at
 /// (`Table::write_at`: the checkpoint's cut, or the newest versions for a compaction's copy):
 /// the leaves whose images lack a version at or below it, then the internal pages bottom-up
-/// and the root (first-fit), then the file's extent lists and an fdatasync. A table whose
-/// images did not change since its last checkpoint keeps it.
+/// and the root (first-fit), then the file's extent lists, and, once the table's `structure`
+/// latch is let go, an fdatasync. A table whose images did not change since its last
+/// checkpoint keeps it.
 ///
 /// The leaves are written one `structure` hold each, not under one hold for the whole pass, so
 /// eviction and forced splits of the table interleave with the pass. Every page written while
@@ -300,7 +302,7 @@ pub fn checkpoint_table(t: &Table) -> Result<FileCheckpoint> {
             t.reconcile(&t.structure_shared(), &leaf, WriteCause::Checkpoint)?;
         }
     }
-    let c = {
+    let written = {
         let held = t.structure_exclusive();
         // Only a leaf never written (a new table's first) has no image to name yet.
         for leaf in t.leaves() {
@@ -309,14 +311,19 @@ pub fn checkpoint_table(t: &Table) -> Result<FileCheckpoint> {
             }
         }
         let written = match t.write_internal_pages(&held)? {
-            None => t
-                .last_checkpoint()
-                .expect("an unchanged table has a checkpoint"),
-            Some(root) => t.file.checkpoint(root)?,
+            None => None,
+            Some(root) => Some(t.file.checkpoint(root)?),
         };
         // Written: the table's pages may hold newer versions again.
         t.close_cut(&held);
         written
+    };
+    // Synced outside the hold, so eviction goes on during the fdatasync (`UnsyncedCheckpoint`).
+    let c = match written {
+        None => t
+            .last_checkpoint()
+            .expect("an unchanged table has a checkpoint"),
+        Some(unsynced) => unsynced.sync(&t.file)?,
     };
     t.set_last_checkpoint(c);
     Ok(c)

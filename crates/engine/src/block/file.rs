@@ -39,6 +39,25 @@ pub struct FileCheckpoint {
     pub file_size: u64,
 }
 
+/// A file's checkpoint whose blocks are written but not yet synced: [`BlockFile::checkpoint`]
+/// returns it, and only [`UnsyncedCheckpoint::sync`] turns it into the [`FileCheckpoint`] that
+/// metadata may record. The two are apart so that the fdatasync, the longest step of a table's
+/// checkpoint, runs after the caller has let go of the table's `structure` latch: during it,
+/// eviction and scrub may write the table's pages again (they take free space that neither
+/// this checkpoint nor the durable one references, and the sync covers their writes too).
+#[must_use = "a checkpoint is not durable until it is synced"]
+#[derive(Debug)]
+pub struct UnsyncedCheckpoint(FileCheckpoint);
+
+impl UnsyncedCheckpoint {
+    /// The fdatasync that makes every block the checkpoint names durable. A failure stops
+    /// every later write (the fail-stop rule), so no checkpoint is committed after it.
+    pub fn sync(self, file: &BlockFile) -> Result<FileCheckpoint> {
+        file.io.sync_data(&file.file)?;
+        Ok(self.0)
+    }
+}
+
 struct ExtentState {
     /// The logical end of the file: allocation past it grows the file.
     size: u64,
@@ -472,11 +491,11 @@ impl BlockFile {
     }
 
     /// Writes this file's part of a checkpoint after the tree's pages (root last) are written:
-    /// the extent lists — alloc, discard, then avail (with the file size) — by first-fit, a
-    /// truncation of free space at the end of the file, and an fdatasync. Returns what the
-    /// metadata must record. Nothing becomes reusable until [`BlockFile::resolve`] is called
-    /// after the metadata commit.
-    pub fn checkpoint(&self, root: Addr) -> Result<FileCheckpoint> {
+    /// the extent lists — alloc, discard, then avail (with the file size) — by first-fit, and a
+    /// truncation of free space at the end of the file. Returns what the metadata must record
+    /// once [`UnsyncedCheckpoint::sync`] has made it durable. Nothing becomes reusable until
+    /// [`BlockFile::resolve`] is called after the metadata commit.
+    pub fn checkpoint(&self, root: Addr) -> Result<UnsyncedCheckpoint> {
         self.check_placed(root, "checkpoint root");
         let plan = {
             let mut st = self.state.lock();
@@ -498,7 +517,7 @@ impl BlockFile {
                 }
                 st.alloc = ExtentSet::default();
                 self.check(&st, "checkpoint exit");
-                Ok(ckpt)
+                Ok(UnsyncedCheckpoint(ckpt))
             }
             Err(e) => {
                 // The list blocks were never referenced: their space is free again. The old
@@ -629,7 +648,6 @@ impl BlockFile {
             None => None,
         };
         let avail = pad(&plan.avail)?;
-        self.io.sync_data(&self.file)?;
         Ok(FileCheckpoint {
             root,
             alloc,
@@ -848,7 +866,7 @@ mod tests {
             .unwrap();
         assert_eq!(b.offset, 4096);
         let root = write_root(&bf, 1);
-        bf.checkpoint(root).unwrap();
+        bf.checkpoint(root).unwrap().sync(&bf).unwrap();
         bf.resolve();
         // Now b belongs to the durable checkpoint: freeing it must not make it reusable.
         bf.free(b);
@@ -858,7 +876,7 @@ mod tests {
         assert_ne!(c.offset, b.offset);
         let root2 = write_root(&bf, 2);
         bf.free(root);
-        bf.checkpoint(root2).unwrap();
+        bf.checkpoint(root2).unwrap().sync(&bf).unwrap();
         // Written but not yet durable: still not reusable.
         let d = bf
             .write(&img, PageKind::Leaf, false, 0, WriteCause::Other)
@@ -893,15 +911,15 @@ mod tests {
             .write(&img, PageKind::Leaf, false, 0, WriteCause::Other)
             .unwrap();
         let root1 = write_root(&bf, 1);
-        bf.checkpoint(root1).unwrap();
+        bf.checkpoint(root1).unwrap().sync(&bf).unwrap();
         bf.resolve();
         bf.free(b);
         let root2 = write_root(&bf, 2);
         bf.free(root1);
-        bf.checkpoint(root2).unwrap(); // written, never committed
+        bf.checkpoint(root2).unwrap().sync(&bf).unwrap(); // written, never committed
         let root3 = write_root(&bf, 3);
         bf.free(root2);
-        let c3 = bf.checkpoint(root3).unwrap();
+        let c3 = bf.checkpoint(root3).unwrap().sync(&bf).unwrap();
         bf.resolve();
         drop(bf);
         let bf = BlockFile::open_checkpoint(&path, tag(), Allocation::best(), &c3, ev).unwrap();
@@ -921,7 +939,7 @@ mod tests {
         let io = Arc::new(Io::quiet());
         let bf = BlockFile::create(&path, tag(), Allocation::best(), io.clone()).unwrap();
         let root = write_root(&bf, 1);
-        let mut c = bf.checkpoint(root).unwrap();
+        let mut c = bf.checkpoint(root).unwrap().sync(&bf).unwrap();
         // A well-checksummed avail list whose extent covers the descriptor block.
         let bad = build_block(
             PageKind::ExtentList,

@@ -331,7 +331,7 @@ mod tests {
             .write_internal_pages(&t.structure_exclusive())
             .unwrap()
             .unwrap();
-        let c = t.file.checkpoint(root).unwrap();
+        let c = t.file.checkpoint(root).unwrap().sync(&t.file).unwrap();
         t.set_last_checkpoint(c);
         assert_eq!(t.verify().unwrap(), entries.len() as u64);
     }
@@ -353,7 +353,7 @@ mod tests {
             .write_internal_pages(&t.structure_exclusive())
             .unwrap()
             .unwrap();
-        t.file.checkpoint(root).unwrap();
+        t.file.checkpoint(root).unwrap().sync(&t.file).unwrap();
         let real = t.file.size();
         // Leaves exactly; the internal pages and extent lists within a few blocks.
         assert!(
