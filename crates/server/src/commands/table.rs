@@ -432,6 +432,25 @@ pub(crate) static COMMANDS: &[Command] = &[
         Ns::Server,
     ),
     command("getLog", admin::get_log, A::ClusterMonitor, Ns::Server),
+    // Replica sets (`--replSet`; a standalone answers NoReplicationEnabled, as mongod).
+    command(
+        "replSetInitiate",
+        admin::repl_set_initiate,
+        A::ClusterAdmin,
+        Ns::Server,
+    ),
+    command(
+        "replSetGetStatus",
+        admin::repl_set_get_status,
+        A::ClusterMonitor,
+        Ns::Server,
+    ),
+    command(
+        "replSetGetConfig",
+        admin::repl_set_get_config,
+        A::ClusterMonitor,
+        Ns::Server,
+    ),
     command(
         "getParameter",
         admin::get_parameter_cmd,
