@@ -9,14 +9,23 @@
 # (security.keyFile), the first user is created through the router's localhost exception, an
 # unauthenticated client must get Unauthorized (13), and every driver connects with a
 # user:password@ URI.
+#
+# --engine NAME (or FLASHDOC_SMOKE_ENGINE=NAME): every shard runs that storage engine
+# (`cluster up --storageEngine NAME`, e.g. mmapv1, the in-place engine); the script checks each
+# shard's serverStatus names it before the drivers run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 AUTH="${FLASHDOC_SMOKE_AUTH:-0}"
-for a in "$@"; do
-  case "$a" in
+ENGINE="${FLASHDOC_SMOKE_ENGINE:-}"
+usage() { echo "usage: $0 [--auth] [--engine wiredTiger|inMemory|mmapv1]" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
     --auth) AUTH=1 ;;
-    *) echo "usage: $0 [--auth]" >&2; exit 2 ;;
+    --engine) [ $# -ge 2 ] || usage; ENGINE="$2"; shift ;;
+    --engine=*) ENGINE="${1#--engine=}" ;;
+    *) usage ;;
   esac
+  shift
 done
 . scripts/ensure-toolchain.sh
 cargo build --quiet -p flashdoc
@@ -30,16 +39,20 @@ if [ "$AUTH" = "1" ]; then
   chmod 600 "$DIR/key"
   UP+=(--keyFile "$DIR/key")
 fi
+if [ -n "$ENGINE" ]; then
+  UP+=(--storageEngine "$ENGINE")
+fi
 URI=$("${UP[@]}")
 trap '"$BIN" cluster down --dir "$DIR/cluster" >/dev/null; rm -rf "$DIR"' EXIT
+# pymongo creates the first user, checks the refusals and the shards' engine (scripts/test.sh's
+# venv).
+PY="${FLASHDOC_PYTHON:-$PWD/target/venv/bin/python}"
+if { [ "$AUTH" = "1" ] || [ -n "$ENGINE" ]; } && [ ! -x "$PY" ]; then
+  python3 -m venv target/venv
+  target/venv/bin/pip install --quiet --disable-pip-version-check pymongo
+  PY="$PWD/target/venv/bin/python"
+fi
 if [ "$AUTH" = "1" ]; then
-  # pymongo creates the first user and checks the refusals (scripts/test.sh's venv).
-  PY="${FLASHDOC_PYTHON:-$PWD/target/venv/bin/python}"
-  if [ ! -x "$PY" ]; then
-    python3 -m venv target/venv
-    target/venv/bin/pip install --quiet --disable-pip-version-check pymongo
-    PY="$PWD/target/venv/bin/python"
-  fi
   PWD_SMOKE="smoke-$(head -c 9 /dev/urandom | base64 | tr -d '+/=')"
   "$PY" - "$PORT" "$PWD_SMOKE" <<'PY'
 import sys
@@ -63,6 +76,24 @@ print("unauthenticated client: 13 on find, insert, listDatabases, a second creat
 PY
   URI="mongodb://smoke:${PWD_SMOKE}@127.0.0.1:${PORT}/?authSource=admin"
   echo "drivers connect with mongodb://smoke:***@127.0.0.1:${PORT}/?authSource=admin"
+fi
+if [ -n "$ENGINE" ]; then
+  # Each shard (the router's shards, as listShards names them) must run the engine asked for.
+  "$PY" - "$PORT" "$ENGINE" "${PWD_SMOKE:-}" <<'PY'
+import sys
+import pymongo
+port, engine, pwd = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+login = {"username": "smoke", "password": pwd, "authSource": "admin"} if pwd else {}
+router = pymongo.MongoClient("127.0.0.1", port, serverSelectionTimeoutMS=20000, **login)
+for shard in router.admin.command("listShards")["shards"]:
+    host, shard_port = shard["host"].rsplit(":", 1)
+    c = pymongo.MongoClient(host, int(shard_port), directConnection=True,
+                            serverSelectionTimeoutMS=20000, **login)
+    name = c.admin.command("serverStatus")["storageEngine"]["name"]
+    if name != engine:
+        raise SystemExit(f"shard {shard['_id']} runs {name}, not {engine}")
+    print(f"shard {shard['_id']} ({shard['host']}): storage engine {name}")
+PY
 fi
 status=0
 (cd tests/drivers/node && npm install --silent --no-audit --no-fund >/dev/null && node smoke.js "$URI") || status=1

@@ -8,14 +8,17 @@ import time
 
 import pymongo
 
-from conftest import BINARY, free_port
+from conftest import BINARY, free_port, serve_argv
 
 
-def wait_for(log, needle, proc, what, timeout=60):
+def wait_for(log, needle, proc, what, timeout=60, start_at=0):
+    """Waits until `needle` is in `log` past offset `start_at` (a restarted process appends to
+    its log, whose earlier run already said it)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         try:
             with open(log) as f:
+                f.seek(start_at)
                 if needle in f.read():
                     return
         except FileNotFoundError:
@@ -35,9 +38,10 @@ class Process:
 
     def start(self):
         out = open(self.log, "a")
+        start_at = out.tell()
         self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         out.close()
-        wait_for(self.log, self.ready, self.proc, self.name)
+        wait_for(self.log, self.ready, self.proc, self.name, start_at=start_at)
         return self
 
     def stop(self):
@@ -84,7 +88,7 @@ class Shard(Process):
         os.makedirs(path, exist_ok=True)
         super().__init__(
             f"shard{i}",
-            [BINARY, "serve", "--shardsvr", "--dbpath", path, "--port", str(self.port)],
+            serve_argv("--shardsvr", "--dbpath", path, "--port", str(self.port)),
             os.path.join(d, f"shard{i}.log"),
             "waiting for connections",
         )

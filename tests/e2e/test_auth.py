@@ -6,7 +6,7 @@ import pymongo
 import pytest
 from pymongo.errors import OperationFailure, ServerSelectionTimeoutError
 
-from conftest import Server
+from conftest import Server, serve_argv
 
 
 def uri(server, user, pwd, **opts):
@@ -185,7 +185,7 @@ def test_allow_tls_serves_both(dbpath, pki):
 def test_non_loopback_binding_without_auth_warns(dbpath):
     s = Server(dbpath, ["--bind-ip", "0.0.0.0"])
     proc = subprocess.Popen(
-        [__import__("conftest").BINARY, "serve", "--dbpath", dbpath, "--port", str(s.port), "--bind-ip", "0.0.0.0"],
+        serve_argv("--dbpath", dbpath, "--port", str(s.port), "--bind-ip", "0.0.0.0"),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     for line in proc.stdout:

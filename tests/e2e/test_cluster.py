@@ -419,12 +419,15 @@ def test_shard_killed_mid_migration_loses_nothing(cluster, router):
     assert per_shard == total  # the restarted shard deleted its orphans
 
 
-def test_local_cluster_up_and_down(tmp_path):
+@pytest.mark.parametrize("engine", [None, "mmapv1"])
+def test_local_cluster_up_and_down(tmp_path, engine):
+    # engine None: the suite's engine (FLASHDOC_ENGINE), else `cluster up --storageEngine`.
     import subprocess
-    from conftest import BINARY, free_port_run
+    from conftest import BINARY, ENGINE, engine_args, free_port_run
     port = free_port_run(3)  # the router's port, then one per shard
     d = str(tmp_path / "c")
-    out = subprocess.run([BINARY, "cluster", "up", "--shards", "2", "--dir", d, "--port", str(port)],
+    flags = ["--storageEngine", engine] if engine else engine_args()
+    out = subprocess.run([BINARY, "cluster", "up", "--shards", "2", "--dir", d, "--port", str(port), *flags],
                          capture_output=True, text=True, timeout=180)
     try:
         assert out.returncode == 0, out.stderr
@@ -434,6 +437,11 @@ def test_local_cluster_up_and_down(tmp_path):
         c.t.c.insert_one({"x": 1})
         assert c.t.c.find_one()["x"] == 1
         c.close()
+        for shard_port in (port + 1, port + 2):
+            shard = pymongo.MongoClient("127.0.0.1", shard_port, serverSelectionTimeoutMS=20000)
+            name = shard.admin.command("serverStatus")["storageEngine"]["name"]
+            shard.close()
+            assert name == (engine or ENGINE or "wiredTiger"), (shard_port, name)
     finally:
         down = subprocess.run([BINARY, "cluster", "down", "--dir", d], capture_output=True, text=True, timeout=120)
     assert down.returncode == 0, down.stderr

@@ -15,7 +15,7 @@ import pytest
 from pymongo.errors import OperationFailure
 
 from cluster import Etcd, Process
-from conftest import BINARY, free_port
+from conftest import BINARY, free_port, serve_argv
 
 KEY = "c2VjcmV0LWtleS1mb3ItdGhlLWNsdXN0ZXItdGVzdHM="
 BOSS, BOSS_PWD = "boss", "b0ss-Pwd"
@@ -28,7 +28,7 @@ class AuthShard(Process):
         os.makedirs(path, exist_ok=True)
         super().__init__(
             f"shard{i}",
-            [BINARY, "serve", "--shardsvr", "--dbpath", path, "--port", str(self.port), "--keyFile", key_file],
+            serve_argv("--shardsvr", "--dbpath", path, "--port", str(self.port), "--keyFile", key_file),
             os.path.join(d, f"shard{i}.log"),
             "waiting for connections",
         )
@@ -225,7 +225,7 @@ def test_key_files_are_checked_as_mongod_checks_them(cluster, tmp_path):
     ]:
         key = write_key(str(tmp_path / name), text, mode)
         for argv in (
-            [BINARY, "serve", "--shardsvr", "--dbpath", str(tmp_path / f"db-{name}"), "--port", str(free_port()), "--keyFile", key],
+            serve_argv("--shardsvr", "--dbpath", str(tmp_path / f"db-{name}"), "--port", str(free_port()), "--keyFile", key),
             [BINARY, "router", "--configdb", cluster["etcd"].url, "--port", str(free_port()), "--keyFile", key],
         ):
             os.makedirs(tmp_path / f"db-{name}", exist_ok=True)

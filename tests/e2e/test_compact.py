@@ -40,6 +40,7 @@ def check_intact(db, kept):
     assert v["valid"] and v["nrecords"] == len(kept), v
 
 
+@pytest.mark.mmapv1_lacks("extent sizes")
 def test_compact_shrinks_the_files_and_keeps_every_document_and_index_entry(dbpath):
     s = Server(dbpath).start()
     c = s.client()

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import BINARY, Server
+from conftest import Server, serve_argv
 
 
 def write(path, text):
@@ -91,7 +91,7 @@ def test_slow_operations_are_logged(dbpath, tmp_path):
 ])
 def test_refused_options_stop_the_server_naming_them(dbpath, tmp_path, yaml, key):
     cfg = write(tmp_path / "c.yaml", yaml)
-    r = subprocess.run([BINARY, "serve", "--dbpath", dbpath, "--port", "0", "--config", str(cfg)],
+    r = subprocess.run(serve_argv("--dbpath", dbpath, "--port", "0", "--config", str(cfg)),
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     assert key in r.stdout + r.stderr

@@ -1,8 +1,9 @@
 """A burst of connections that wrote and then closed gets a checkpoint at once
 (crates/server/src/burst.rs): the records they wrote were allocated on their threads, and until
-a checkpoint moves them they keep those threads' allocator pages resident. test_load.py measures
-the memory under FLASHDOC_LOAD=1; this checks, in seconds, that the checkpoint is asked for after
-a burst and not after ordinary coming and going."""
+a checkpoint moves them they keep those threads' allocator pages resident, and after it the
+allocator is made to return the pages it emptied. test_load.py measures the memory under
+FLASHDOC_LOAD=1; this checks, in seconds, that the checkpoint and the return are asked for after a
+burst and not after ordinary coming and going."""
 import socket
 import time
 
@@ -12,6 +13,8 @@ from test_limits import logged
 from test_robustness import op_msg
 
 BURST_LINE = "a burst of connections closed"
+# After the checkpoint the allocator gives the pages it emptied back at once.
+RETURNED_LINE = "freed pages returned: resident"
 
 
 def writers(port, n, tag):
@@ -35,6 +38,7 @@ def writers(port, n, tag):
 def test_a_closed_burst_of_writers_is_checkpointed(server):
     writers(server.port, 200, "burst")
     assert logged(server, BURST_LINE, wait=10), list(server.log)[-20:]
+    assert logged(server, RETURNED_LINE, wait=30), list(server.log)[-20:]
     c = server.client()
     assert c.t.burst.count_documents({}) == 200
     c.close()

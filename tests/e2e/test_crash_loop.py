@@ -20,9 +20,14 @@ restart:
 - each catalog operation is either done or not: the renamed collection exists under one name,
   whole; the `$out` target holds one of the results; a created index exists or not.
 
+The engine is a parameter: the copy-on-write engine (`wiredTiger`) and the in-place one
+(`mmapv1`, issue 37), whose write-back rewrites pages in place every second and whenever its
+dirty pages pass half the cache (so about half its starts write back mid-cycle too).
+
 Seeded: a failure names the seed (`FLASHDOC_CRASH_SEED=N` replays the schedule; thread timing
-is not replayed). CI runs FLASHDOC_CRASH_CYCLES (default 15) cycles; the long run is
+is not replayed). CI runs FLASHDOC_CRASH_CYCLES (default 15) cycles per engine; the long run is
     FLASHDOC_CRASH_CYCLES=1000 python -m pytest -q tests/e2e/test_crash_loop.py -s
+(`-k mmapv1` or `-k wiredTiger` for one engine).
 """
 import os
 import random
@@ -31,6 +36,7 @@ import threading
 import time
 
 import pymongo
+import pytest
 from pymongo import WriteConcern
 from pymongo.errors import DuplicateKeyError, OperationFailure, PyMongoError
 
@@ -46,7 +52,8 @@ JOURNALED = WriteConcern(w=1, j=True)
 ABSENT = None
 # Every cycle checkpoints each second and splits 4 KB leaves, so kills land in checkpoints and
 # splits; a cycle in two runs with a cache of about 200 KB, so eviction writes pages too.
-CONFIG = """storage:
+CONFIG = {
+    "wiredTiger": """storage:
   syncPeriodSecs: 1
   wiredTiger:
     engineConfig:
@@ -55,7 +62,17 @@ CONFIG = """storage:
       leafPageMax: 4096
     indexConfig:
       leafPageMax: 4096
-"""
+""",
+    # The in-place engine has no page sizes to set (its buckets are 8 KiB, its pages 4 KiB); it
+    # writes back every second, and with the small cache whenever 1 MiB is dirty (its floor).
+    "mmapv1": """storage:
+  engine: mmapv1
+  syncPeriodSecs: 1
+  wiredTiger:
+    engineConfig:
+      cacheSizeGB: {cache_gb}
+""",
+}
 
 
 class DocModel:
@@ -229,13 +246,13 @@ class CatalogClient(threading.Thread):
         cat.out_limits = {limit}
 
 
-def start_server(dbpath, rng):
-    """Starts the server with a small or a normal cache (chosen by `rng`); one start in six is
-    first killed 0-300 ms after it was spawned, during its recovery or just after."""
+def start_server(dbpath, rng, engine):
+    """Starts the server on `engine` with a small or a normal cache (chosen by `rng`); one start
+    in six is first killed 0-300 ms after it was spawned, during its recovery or just after."""
     cache_gb = rng.choice([0.0002, 0.25])
     config = os.path.join(dbpath, f"crash-loop-{cache_gb}.yaml")
     with open(config, "w") as f:
-        f.write(CONFIG.format(cache_gb=cache_gb))
+        f.write(CONFIG[engine].format(cache_gb=cache_gb))
     server = Server(dbpath, ["-f", config])
     if rng.random() < 1 / 6:
         early = subprocess.Popen(
@@ -348,12 +365,17 @@ def check_catalog(db, cat):
     cat.out_limits = {len(out)}
 
 
-def test_sigkill_loop_keeps_every_acknowledged_write(dbpath):
+@pytest.mark.parametrize("engine", ["wiredTiger", "mmapv1"])
+def test_sigkill_loop_keeps_every_acknowledged_write(dbpath, engine):
     seed = int(os.environ.get("FLASHDOC_CRASH_SEED", random.randrange(1 << 32)))
     rng = random.Random(seed)
     docs = {i: DocModel() for i in range(WORKERS * SPAN)}
     cat = CatalogModel()
-    server = start_server(dbpath, rng)
+    server = start_server(dbpath, rng, engine)
+    c = server.client()
+    status = c.admin.command("serverStatus")["storageEngine"]["name"]
+    c.close()
+    assert status == engine, f"serverStatus names {status}, not {engine}"
     setup_database(server)
     acked = 0
     cycle = 0
@@ -361,7 +383,7 @@ def test_sigkill_loop_keeps_every_acknowledged_write(dbpath):
     try:
         for cycle in range(CYCLES):
             acked += run_cycle(server, docs, cat, rng)
-            server = start_server(dbpath, rng)
+            server = start_server(dbpath, rng, engine)
             c = server.client()
             db = c["crash"]
             check_documents(db, docs)
@@ -369,13 +391,13 @@ def test_sigkill_loop_keeps_every_acknowledged_write(dbpath):
             check_catalog(db, cat)
             c.close()
             if CYCLES > 50 and cycle % 25 == 0:
-                print(f"crash loop: seed {seed}: cycle {cycle} passed, {acked} acknowledged "
+                print(f"crash loop ({engine}): seed {seed}: cycle {cycle} passed, {acked} acknowledged "
                       f"operations, {time.time() - started:.0f} s", flush=True)
     except BaseException as e:
-        raise AssertionError(f"crash loop seed {seed}, cycle {cycle}: {e}") from e
+        raise AssertionError(f"crash loop ({engine}) seed {seed}, cycle {cycle}: {e}") from e
     finally:
         if server.proc and server.proc.poll() is None:
             server.stop()
-    print(f"crash loop: seed {seed}: {CYCLES} cycles, {acked} acknowledged operations, "
+    print(f"crash loop ({engine}): seed {seed}: {CYCLES} cycles, {acked} acknowledged operations, "
           f"{time.time() - started:.0f} s")
     assert acked > CYCLES, "the clients must get writes acknowledged between kills"

@@ -178,6 +178,7 @@ def test_cursor_timeout_and_no_cursor_timeout(client):
     client.admin.command("setParameter", 1, cursorTimeoutMillis=600_000)
 
 
+@pytest.mark.mmapv1_lacks("copy-on-write files")
 def test_validate_finds_a_corrupted_block(dbpath):
     s = Server(dbpath).start()
     c = s.client()

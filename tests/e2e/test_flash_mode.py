@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from conftest import BINARY, Server
+from conftest import Server, serve_argv
 
 FLASH_KEYS = {"mode", "allocation", "dirtyTarget", "dirtyTrigger", "placement", "hints",
               "reachesDevice", "streams", "trim"}
@@ -25,6 +25,7 @@ def flash_status(server):
         c.close()
 
 
+@pytest.mark.mmapv1_lacks("flash settings")
 def test_serve_with_no_configuration_runs_flash_mode(dbpath):
     s = Server(dbpath).start()
     try:
@@ -58,6 +59,7 @@ def test_the_startup_log_says_which_mode_runs(dbpath, tmp_path):
     assert '"placement":"filelog"' in text or '"placement":' in text
 
 
+@pytest.mark.mmapv1_lacks("flash settings")
 @pytest.mark.parametrize("how", ["config", "flag"])
 def test_mode_off_reports_wiredtigers_baseline(dbpath, tmp_path, how):
     if how == "config":
@@ -74,6 +76,7 @@ def test_mode_off_reports_wiredtigers_baseline(dbpath, tmp_path, how):
         s.stop()
 
 
+@pytest.mark.mmapv1_lacks("wiredTiger keys")
 def test_an_explicit_key_overrides_the_mode(dbpath, tmp_path):
     cfg = write(tmp_path / "c.yaml",
                 "storage:\n  flash:\n    mode: off\n    placement: filelog\n"
@@ -105,7 +108,7 @@ def test_the_in_memory_engine_reports_na(dbpath):
     (["--flash-mode", "fast"], "expected flash or off"),
 ])
 def test_a_bad_mode_is_refused(dbpath, args, says):
-    r = subprocess.run([BINARY, "serve", "--dbpath", dbpath, "--port", "0", *args],
+    r = subprocess.run(serve_argv("--dbpath", dbpath, "--port", "0", *args),
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     assert says in r.stdout + r.stderr
@@ -113,7 +116,7 @@ def test_a_bad_mode_is_refused(dbpath, args, says):
 
 def test_a_bad_mode_in_the_file_is_refused(dbpath, tmp_path):
     cfg = write(tmp_path / "c.yaml", "storage:\n  flash:\n    mode: fast\n")
-    r = subprocess.run([BINARY, "serve", "--dbpath", dbpath, "--port", "0", "--config", str(cfg)],
+    r = subprocess.run(serve_argv("--dbpath", dbpath, "--port", "0", "--config", str(cfg)),
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     out = r.stdout + r.stderr

@@ -8,9 +8,10 @@ import re
 import subprocess
 import time
 
+import pytest
 from pymongo import WriteConcern
 
-from conftest import BINARY, Server
+from conftest import BINARY, Server, serve_argv
 
 DOCS = 3000
 
@@ -21,6 +22,7 @@ def written_end(path):
     return len(data.rstrip(b"\0"))
 
 
+@pytest.mark.mmapv1_lacks("copy-on-write files")
 def test_flipped_journal_byte_refuses_to_start_and_repair_recovers(dbpath):
     s = Server(dbpath).start()
     c = s.client()
@@ -47,7 +49,7 @@ def test_flipped_journal_byte_refuses_to_start_and_repair_recovers(dbpath):
     port = Server(dbpath).port
     started = time.time()
     r = subprocess.run(
-        [BINARY, "serve", "--dbpath", dbpath, "--port", str(port)],
+        serve_argv("--dbpath", dbpath, "--port", str(port)),
         capture_output=True,
         text=True,
         timeout=30,

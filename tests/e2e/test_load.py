@@ -12,6 +12,7 @@ Figures go to target/load-test.json and target/load-test-auth.json.
 
     FLASHDOC_LOAD=1 python -m pytest -q tests/e2e/test_load.py -s
 """
+import datetime
 import json
 import os
 import resource
@@ -30,6 +31,19 @@ pytestmark = pytest.mark.skipif(not os.environ.get("FLASHDOC_LOAD"), reason="set
 GOOD = int(os.environ.get("FLASHDOC_LOAD_CONNECTIONS", "1000"))
 BAD = 8
 ROUNDS = int(os.environ.get("FLASHDOC_LOAD_ROUNDS", "20"))
+
+
+def utc_now():
+    """The time as the server's log writes it, to place the test's readings among its lines."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def threads(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    return -1
 
 
 def rss_kb(pid):
@@ -328,11 +342,30 @@ def run_authed_round(server, prefix, n, hostile_kinds):
     return errors, counts, rss_connected, rss_peak, elapsed
 
 
+class LoggedServer(Server):
+    """A server whose whole log is kept (the fixture keeps its last 1 000 lines, which 1 000
+    connections' accept and end lines crowd out), so a failing run shows what the server did."""
+
+    def start(self):
+        self.full_log = []
+        return super().start()
+
+    def _drain(self, proc, log):
+        for line in proc.stdout:
+            log.append(line)
+            self.full_log.append(line)
+
+    def notable_log(self, last=60):
+        """The log without the per-connection lines, its last `last` lines."""
+        routine = ("connection accepted from", "end connection ", "Slow query")
+        return [line.rstrip() for line in self.full_log if not any(r in line for r in routine)][-last:]
+
+
 def test_thousand_authenticated_connections_among_hostile_unauthenticated_ones(dbpath):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     _frames["malformed"] = bad_frames()
-    server = Server(dbpath, ["--auth", "--setParameter", "unauthenticatedConnectionTimeoutSecs=5"]).start()
+    server = LoggedServer(dbpath, ["--auth", "--setParameter", "unauthenticatedConnectionTimeoutSecs=5"]).start()
     try:
         admin = server.client()
         admin.admin.command("createUser", USER, pwd=PASSWORD, roles=["root"])
@@ -345,14 +378,18 @@ def test_thousand_authenticated_connections_among_hostile_unauthenticated_ones(d
         time.sleep(AFTER_CLOSE_SECONDS + 2)
         rss_idle = rss_kb(server.proc.pid)
         errors, counts, rss_connected, rss_peak, elapsed = run_authed_round(server, "load", GOOD, HOSTILE)
+        closed_at = utc_now()
         time.sleep(AFTER_CLOSE_SECONDS)
         rss_after = rss_kb(server.proc.pid)
+        read_at = utc_now()
+        threads_after = threads(server.proc.pid)
         c = server.client(username=USER, password=PASSWORD)
         kept = c.t.load.count_documents({"_id": {"$regex": "^load-"}})
         wrong = c.t.load.count_documents({"n": {"$ne": 1}})
         c.close()
     finally:
         server.stop()
+    log_tail = server.notable_log()
     result = {
         "good_connections": GOOD,
         "hostile_connections": len(HOSTILE),
@@ -368,11 +405,16 @@ def test_thousand_authenticated_connections_among_hostile_unauthenticated_ones(d
         "server_rss_kb_connected": rss_connected,
         "server_rss_kb_peak": rss_peak,
         "server_rss_kb_10s_after_close": rss_after,
+        "server_threads_10s_after_close": threads_after,
+        "ratio_after_close_to_idle": round(rss_after / rss_idle, 2),
+        "all_closed_at": closed_at,
+        "rss_after_close_read_at": read_at,
     }
     out = os.path.join(os.path.dirname(__file__), "..", "..", "target", "load-test-auth.json")
     with open(out, "w") as f:
         json.dump(result, f, indent=2)
     print(json.dumps(result, indent=2))
+    print("server log (without per-connection lines):", *log_tail, sep="\n  ")
     assert not errors, errors[:5]
     assert kept == GOOD * (ROUNDS - ROUNDS // 4) and wrong == 0
-    assert rss_after <= 2 * rss_idle, result
+    assert rss_after <= 2 * rss_idle, (result, log_tail)

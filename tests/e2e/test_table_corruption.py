@@ -54,6 +54,7 @@ def names_repair(msg, dbpath):
     return f"flashdoc repair --dbpath {dbpath} " in msg
 
 
+@pytest.mark.mmapv1_lacks("copy-on-write files")
 def test_bad_table_block_fails_reads_validate_names_it_and_repair_keeps_the_rest(dbpath):
     s = Server(dbpath).start()
     c = s.client()

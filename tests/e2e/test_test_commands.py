@@ -11,7 +11,7 @@ import pymongo
 import pytest
 from pymongo.errors import AutoReconnect, OperationFailure
 
-from conftest import BINARY, Server
+from conftest import Server, serve_argv
 
 ZONEINFO = "/usr/share/zoneinfo"
 
@@ -179,7 +179,7 @@ def free_port():
 
 def run_with_config(cfg, port):
     """Starts `flashdoc serve -f cfg` (its log goes to the file the config names)."""
-    proc = subprocess.Popen([BINARY, "serve", "-f", str(cfg)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen(serve_argv("-f", str(cfg)), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     client = pymongo.MongoClient("127.0.0.1", port, serverSelectionTimeoutMS=20000)
     return proc, client
@@ -244,7 +244,7 @@ def test_date_operators_use_the_time_zone_directory(tmp_path, dbpath):
 
 def test_a_missing_time_zone_directory_is_refused(tmp_path):
     cfg, _ = stock_conf(tmp_path, tmp_path / "no-such-dir")
-    r = subprocess.run([BINARY, "serve", "-f", str(cfg)], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(serve_argv("-f", str(cfg)), capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     assert "processManagement.timeZoneInfo" in r.stdout + r.stderr
 
@@ -252,7 +252,7 @@ def test_a_missing_time_zone_directory_is_refused(tmp_path):
 def test_refused_mongod_keys_name_the_key_and_the_reason(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"storage:\n  dbPath: {tmp_path}\nreplication:\n  replSetName: rs0\n")
-    r = subprocess.run([BINARY, "serve", "-f", str(cfg)], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(serve_argv("-f", str(cfg)), capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     assert "replication: flashdoc serve is a standalone server" in r.stdout + r.stderr
 

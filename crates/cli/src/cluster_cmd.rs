@@ -329,6 +329,10 @@ enum ClusterCommand {
         /// authenticate to each other with it and authorize their clients.
         #[arg(long = "keyFile", alias = "key-file")]
         key_file: Option<PathBuf>,
+        /// Every shard's storage engine (wiredTiger, inMemory or mmapv1; serve's
+        /// --storageEngine); unset, the shards' default engine.
+        #[arg(long = "storageEngine", alias = "storage-engine")]
+        storage_engine: Option<String>,
     },
     /// Stop everything `cluster up` started in --dir.
     Down {
@@ -352,7 +356,15 @@ pub fn run_cluster(args: ClusterArgs) -> Result<()> {
             port,
             etcd,
             key_file,
-        } => cluster_up(shards, &dir, port, etcd, key_file.as_deref()),
+            storage_engine,
+        } => cluster_up(
+            shards,
+            &dir,
+            port,
+            etcd,
+            key_file.as_deref(),
+            storage_engine.as_deref(),
+        ),
         ClusterCommand::Down { dir } => cluster_down(&dir),
         ClusterCommand::AddShard { router, shards } => {
             let conn = TcpConnector::default().connect(&router);
@@ -445,6 +457,7 @@ fn cluster_up(
     port: u16,
     etcd: Option<String>,
     key_file: Option<&Path>,
+    storage_engine: Option<&str>,
 ) -> Result<()> {
     if shards == 0 || shards > 64 {
         bail!("--shards must be between 1 and 64");
@@ -478,24 +491,11 @@ fn cluster_up(
         Some(e) => e,
         None => start_etcd(&dir, &taken, &mut pids)?,
     };
-    let mut hosts = Vec::new();
-    for i in 0..shards {
-        let p = port + 1 + i as u16;
-        let log = dir.join(format!("shard{i}.log"));
-        let mut args: Vec<String> = vec![
-            "serve".into(),
-            "--shardsvr".into(),
-            "--dbpath".into(),
-            dir.join(format!("shard{i}")).to_string_lossy().into_owned(),
-            "--port".into(),
-            p.to_string(),
-        ];
-        args.extend(key_args.iter().cloned());
-        std::fs::create_dir_all(dir.join(format!("shard{i}")))?;
-        let child = spawn_detached(&exe, &args, &log)?;
-        pids.push((format!("shard{i}"), child.id()));
-        hosts.push((format!("shard{i}"), format!("127.0.0.1:{p}"), log, child));
+    let mut shard_flags = key_args.clone();
+    if let Some(engine) = storage_engine {
+        shard_flags.extend(["--storageEngine".into(), engine.into()]);
     }
+    let mut hosts = spawn_shards(&exe, &dir, port, shards, &shard_flags, &mut pids)?;
     let rlog = dir.join("router.log");
     let mut rargs: Vec<String> = vec![
         "router".into(),
@@ -531,6 +531,38 @@ fn cluster_up(
     }
     println!("mongodb://127.0.0.1:{port}/");
     Ok(())
+}
+
+/// Starts `shards` shard processes on the ports after `port`, each in its own directory
+/// under `dir` with `flags` added to `serve --shardsvr` (their pids added to `pids`); returns
+/// each one's name, address, log and process, for the caller to wait on.
+fn spawn_shards(
+    exe: &Path,
+    dir: &Path,
+    port: u16,
+    shards: usize,
+    flags: &[String],
+    pids: &mut Vec<(String, u32)>,
+) -> Result<Vec<(String, String, PathBuf, std::process::Child)>> {
+    let mut hosts = Vec::new();
+    for i in 0..shards {
+        let p = port + 1 + i as u16;
+        let log = dir.join(format!("shard{i}.log"));
+        let mut args: Vec<String> = vec![
+            "serve".into(),
+            "--shardsvr".into(),
+            "--dbpath".into(),
+            dir.join(format!("shard{i}")).to_string_lossy().into_owned(),
+            "--port".into(),
+            p.to_string(),
+        ];
+        args.extend(flags.iter().cloned());
+        std::fs::create_dir_all(dir.join(format!("shard{i}")))?;
+        let child = spawn_detached(exe, &args, &log)?;
+        pids.push((format!("shard{i}"), child.id()));
+        hosts.push((format!("shard{i}"), format!("127.0.0.1:{p}"), log, child));
+    }
+    Ok(hosts)
 }
 
 /// Starts a local etcd for the cluster's metadata in `dir` (its pid added to `pids`) and

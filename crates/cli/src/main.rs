@@ -8,6 +8,22 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+// mimalloc's C API, from the library `mimalloc` links (the crate binds only the allocator).
+extern "C" {
+    fn mi_collect(force: bool);
+}
+
+/// Has mimalloc give back now the pages freed since it last did. mimalloc (v3) frees a page
+/// the moment its last block goes, but returns it to the system (purges it) only when a later
+/// page free, abandonment or collection on some thread finds the purge delay past; a forced
+/// collection purges every arena's freed pages at once. The server calls this after the
+/// checkpoint that frees a closed burst's records (`server::burst`).
+fn return_freed_pages() {
+    // SAFETY: mi_collect takes no arguments to trust; it collects the calling thread's own heap
+    // and purges the arenas under mimalloc's own synchronization, from any thread.
+    unsafe { mi_collect(true) }
+}
+
 mod bench_cmd;
 mod bench_windows;
 mod cluster_cmd;
@@ -53,6 +69,7 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    server::burst::set_return_freed_pages(return_freed_pages);
     let cli = Cli::parse();
     match cli.command {
         Command::Ssd(args) => ssd_cmd::run(args),

@@ -1024,3 +1024,27 @@ fn fill_before_restart(dir: &std::path::Path) {
         .unwrap();
     db.shutdown().unwrap();
 }
+
+#[test]
+fn a_table_kept_beside_the_collections_opens_on_every_engine() {
+    // A shard's session records live in such a table: created with a collection table's
+    // defaults (snappy), the in-place engine refused it and a shard on mmapv1 did not start.
+    let dir = tempfile::tempdir().unwrap();
+    let mut mmapv1 = small_disk(dir.path());
+    mmapv1.engine_kind = engine::EngineKind::Mmapv1;
+    let in_place = DocDb::open(mmapv1).unwrap();
+    assert!(in_place
+        .engine()
+        .create_table("refused", &engine::TableConfig::collection())
+        .is_err());
+    let (dbs, _dirs): (Vec<_>, Vec<_>) = engines().into_iter().unzip();
+    for db in dbs.iter().chain([&in_place]) {
+        let cfg = db.internal_table_config();
+        let t = db.engine().create_table("kept", &cfg).unwrap();
+        db.engine().put(t, b"k", b"v").unwrap();
+        assert_eq!(
+            db.engine().get(t, b"k").unwrap().as_deref(),
+            Some(&b"v"[..])
+        );
+    }
+}

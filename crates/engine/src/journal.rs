@@ -20,6 +20,8 @@ mod lsn;
 pub mod record;
 mod replay;
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod torn_flush_tests;

@@ -29,7 +29,7 @@ pub struct Bucket {
 }
 
 impl Bucket {
-    fn empty_leaf() -> Bucket {
+    pub(crate) fn empty_leaf() -> Bucket {
         Bucket {
             leaf: true,
             keys: Vec::new(),
@@ -78,7 +78,7 @@ impl Bucket {
         Bucket { leaf, keys, locs }
     }
     /// The child of an internal bucket that holds `key`.
-    fn child_for(&self, key: &[u8]) -> usize {
+    pub(crate) fn child_for(&self, key: &[u8]) -> usize {
         self.keys.partition_point(|s| s.as_slice() <= key)
     }
     /// Splits an overfull bucket at its byte midpoint: it keeps the left half and returns the

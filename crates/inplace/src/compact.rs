@@ -4,7 +4,7 @@
 //! writers wait meanwhile (the engine's lock); a snapshot reader's next batch finds the same
 //! values at their new locations.
 
-use crate::btree::{Tree, BUCKET_PAYLOAD, BUCKET_SIZE};
+use crate::btree::{Bucket, Tree, BUCKET_PAYLOAD};
 use crate::db::Inner;
 use crate::loc::{class_size, size_class, DiskLoc};
 use crate::pool::Pool;
@@ -43,7 +43,7 @@ fn entries(st: &mut State, table: TableId) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
 
 /// Rewrites the table and returns what it did.
 pub(crate) fn compact(inner: &Inner, table: TableId) -> Result<CompactStats> {
-    let (stats, seq) = inner.batch_for_compact(|st, _, _| {
+    let (stats, seq) = inner.batch(|st, _, _| {
         let live = entries(st, table)?;
         let old = st.tables[&table].details.clone();
         let bytes_before = extent_bytes(&mut st.pool, &old)?;
@@ -73,37 +73,120 @@ pub(crate) fn compact(inner: &Inner, table: TableId) -> Result<CompactStats> {
             bytes_freed: bytes_before,
         })
     })?;
-    inner.after_compact(seq)?;
+    inner.after_batch(seq, true)?;
     Ok(stats)
 }
 
-/// The bytes of the extents a table holding `bytes` of records and buckets is given.
-fn extents_for(bytes: u64) -> u64 {
-    let (mut total, mut held, mut next) = (0u64, 0u64, u64::from(space::FIRST_EXTENT));
-    while held < bytes {
-        total += next;
-        held += next - u64::from(EXTENT_HEADER);
-        next = (next * 2).min(u64::from(space::MAX_EXTENT));
+/// The size classes a dense copy allocates, in the order `compact` allocates them: the
+/// root's bucket, then for each entry in key order its record and the buckets its insertion
+/// splits off. The tree is modeled in memory with the buckets' own split, so the count is
+/// the copy's, not a fill factor's guess.
+fn copy_allocations(live: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    let bucket = size_class(BUCKET_PAYLOAD).expect("a bucket fits a class");
+    let mut allocs = vec![bucket];
+    let mut tree = ModelTree {
+        buckets: vec![Bucket::empty_leaf()],
+        root: 0,
+    };
+    for (k, v) in live {
+        allocs.push(size_class(v.len()).expect("a stored value fits a class"));
+        allocs.extend(std::iter::repeat_n(bucket, tree.insert(k)));
+    }
+    allocs
+}
+
+/// A tree's buckets in memory while it is built: a location is an index into `buckets`.
+struct ModelTree {
+    buckets: Vec<Bucket>,
+    root: usize,
+}
+
+impl ModelTree {
+    fn loc(i: usize) -> DiskLoc {
+        DiskLoc::new(
+            0,
+            u32::try_from(i).expect("a model tree's bucket count fits u32"),
+        )
+    }
+
+    /// Inserts a new key as `Tree::upsert` does; returns how many buckets it allocated.
+    fn insert(&mut self, key: &[u8]) -> usize {
+        let mut path = Vec::new();
+        let mut at = self.root;
+        while !self.buckets[at].leaf {
+            let i = self.buckets[at].child_for(key);
+            path.push((at, i));
+            at = self.buckets[at].locs[i].offset as usize;
+        }
+        let leaf = &mut self.buckets[at];
+        let i = leaf.keys.partition_point(|k| k.as_slice() < key);
+        leaf.keys.insert(i, key.to_vec());
+        leaf.locs.insert(i, DiskLoc::NULL);
+        let mut allocated = 0;
+        while self.buckets[at].encoded_len() > BUCKET_PAYLOAD {
+            let (sep, right) = self.buckets[at].split();
+            self.buckets.push(right);
+            allocated += 1;
+            let right = Self::loc(self.buckets.len() - 1);
+            if let Some((parent, i)) = path.pop() {
+                self.buckets[parent].keys.insert(i, sep);
+                self.buckets[parent].locs.insert(i + 1, right);
+                at = parent;
+            } else {
+                self.buckets.push(Bucket {
+                    leaf: false,
+                    keys: vec![sep],
+                    locs: vec![Self::loc(at), right],
+                });
+                allocated += 1;
+                self.root = self.buckets.len() - 1;
+            }
+        }
+        allocated
+    }
+}
+
+/// The bytes of the extents a table making `allocs` (size classes, in order) is given, the
+/// free extents `free` (their lengths, in list order) tried first: `alloc_record`'s tail
+/// extent and `alloc_extent`'s first fit, step by step.
+fn copy_extent_bytes(allocs: &[u8], mut free: Vec<u32>) -> u64 {
+    let (mut tail_len, mut tail_used, mut total) = (0u32, 0u32, 0u64);
+    for &class in allocs {
+        let size = class_size(class);
+        if tail_len == 0 || tail_used + size > tail_len {
+            let len = space::next_extent_len(tail_len, size);
+            tail_len = match free.iter().position(|&f| f >= len) {
+                Some(i) => {
+                    let taken = space::taken_of_free(free[i], len);
+                    if taken < free[i] {
+                        free[i] -= taken;
+                    } else {
+                        free.remove(i);
+                    }
+                    taken
+                }
+                None => len,
+            };
+            tail_used = EXTENT_HEADER;
+            total += u64::from(tail_len);
+        }
+        tail_used += size;
     }
     total
 }
 
-/// What `compact` would do: the table's extents now, and a dense copy's size (its records at
-/// their size classes, its index in full buckets).
+/// What `compact` would do: the table's extents now, and the extents of the same copy,
+/// allocation by allocation (exact while nothing changes in between; when another table's
+/// compaction frees extents first, the copy may take one whole that is less than a first
+/// extent larger than it asked for).
 pub(crate) fn estimate(inner: &Inner, table: TableId) -> Result<CompactStats> {
-    let mut st = inner.state.lock();
-    let live = entries(&mut st, table)?;
+    let mut guard = inner.state();
+    let st = &mut *guard;
+    let live = entries(st, table)?;
     let d = st.tables[&table].details.clone();
     let bytes_before = extent_bytes(&mut st.pool, &d)?;
-    let records: u64 = live
-        .iter()
-        .map(|(_, v)| u64::from(class_size(size_class(v.len()).expect("fits"))))
-        .sum();
-    // Keys inserted in order leave every bucket but the last half full (a split at the byte
-    // midpoint); the copy's extents double from the first size until they hold it all.
-    let index: u64 = live.iter().map(|(k, _)| 2 + k.len() as u64 + 8).sum();
-    let buckets = index.div_ceil(BUCKET_PAYLOAD as u64 / 2).max(1);
-    let bytes_after = extents_for(records + buckets * BUCKET_SIZE as u64);
+    let free = space::free_extent_lens(&mut st.pool, &st.header)?;
+    let bytes_after = copy_extent_bytes(&copy_allocations(&live), free);
     Ok(CompactStats {
         bytes_before,
         bytes_after,

@@ -4,12 +4,12 @@
 use crate::journal::{self, Journal};
 use crate::pool::Pool;
 use crate::state::{State, CATALOG};
-use crate::versions::{Live, SnapState};
+use crate::versions::{self, History, Live, SnapState};
 use engine::cursor::empty_range;
 use engine::io::Io;
 use engine::meta::ProcessLock;
 use engine::{EngineConfig, Error, KvPair, Result, Snapshot, TableId};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::ops::Bound;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -20,23 +20,23 @@ use std::time::Duration;
 static INSTANCES: AtomicUsize = AtomicUsize::new(0);
 
 pub(crate) struct Inner {
-    pub(crate) io: Arc<Io>,
-    pub(crate) dir: PathBuf,
-    pub(crate) state: Mutex<State>,
-    pub(crate) journal: Option<Journal>,
-    pub(crate) live: Live,
-    pub(crate) closed: AtomicBool,
+    io: Arc<Io>,
+    dir: PathBuf,
+    state: Mutex<State>,
+    journal: Option<Journal>,
+    live: Live,
+    closed: AtomicBool,
     /// A batch failed half applied: the pool no longer matches any journaled state.
-    pub(crate) failed: Mutex<Option<String>>,
-    pub(crate) stop: Mutex<bool>,
-    pub(crate) stop_cv: Condvar,
-    pub(crate) sync_period: Option<Duration>,
+    failed: Mutex<Option<String>>,
+    stop: Mutex<bool>,
+    stop_cv: Condvar,
+    sync_period: Option<Duration>,
     /// Dirty pages past this many bytes are written back at once.
-    pub(crate) dirty_budget: u64,
-    pub(crate) id: usize,
-    pub(crate) checkpoints: AtomicU64,
-    pub(crate) pages_written: AtomicU64,
-    pub(crate) _lock: ProcessLock,
+    dirty_budget: u64,
+    id: usize,
+    checkpoints: AtomicU64,
+    pages_written: AtomicU64,
+    _lock: ProcessLock,
 }
 
 /// The engine: see the crate documentation.
@@ -97,18 +97,21 @@ impl InPlaceEngine {
             .as_ref()
             .map_or_else(|| dir.join("journal"), |j| j.dir.clone());
         let (gen, _) = recover(&io, &mut pool, &jdir)?;
+        let history = History::with_cap(versions::cap_for_cache(cfg.cache_size));
         let fresh = pool.file_count() == 0
             || pool
                 .read(crate::loc::DiskLoc::new(0, 0), 8)?
                 .iter()
                 .all(|&b| b == 0);
         let mut state = if fresh {
-            let mut st = State::format(pool)?;
+            let mut st = State::format(pool, history)?;
             st.pool.write_back()?;
             st
         } else {
-            State::load(pool)?
+            State::load(pool, history)?
         };
+        let counted = state.header.file_count;
+        state.pool.remove_files_from(counted)?;
         state.pool.take_journal_entries();
         let journal = match &cfg.journal {
             Some(j) => {
@@ -144,7 +147,7 @@ impl InPlaceEngine {
         Ok(InPlaceEngine { inner, workers })
     }
 
-    pub(crate) fn start_workers(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
+    fn start_workers(inner: &Arc<Inner>) -> Vec<JoinHandle<()>> {
         let mut v = Vec::new();
         if inner.journal.is_some() {
             let i = inner.clone();
@@ -157,7 +160,7 @@ impl InPlaceEngine {
         v
     }
 
-    pub(crate) fn stop_workers(&self) {
+    fn stop_workers(&self) {
         *self.inner.stop.lock() = true;
         self.inner.stop_cv.notify_all();
         if let Some(j) = &self.inner.journal {
@@ -182,11 +185,11 @@ impl Drop for InPlaceEngine {
 }
 
 impl Inner {
-    pub(crate) fn stopped(&self) -> bool {
+    fn stopped(&self) -> bool {
         *self.stop.lock()
     }
 
-    pub(crate) fn group_commit_loop(&self) {
+    fn group_commit_loop(&self) {
         let j = self.journal.as_ref().expect("a journal");
         while !self.stopped() {
             j.wait_for_work();
@@ -198,7 +201,7 @@ impl Inner {
         }
     }
 
-    pub(crate) fn write_back_loop(&self, period: Duration) {
+    fn write_back_loop(&self, period: Duration) {
         loop {
             {
                 let mut s = self.stop.lock();
@@ -237,7 +240,9 @@ impl Inner {
         self.io.writable()?;
         let mut st = self.state.lock();
         let seq = st.seq + 1;
-        let keep = !self.live.lock().is_empty();
+        // Snapshots given up (older than the horizon) read no more: nothing is kept for them.
+        let horizon = st.history.horizon();
+        let keep = self.live.lock().range(horizon..).next().is_some();
         let out = f(&mut st, seq, keep).and_then(|r| st.finish_batch().map(|()| r));
         let out = match out {
             Ok(r) => r,
@@ -254,11 +259,30 @@ impl Inner {
             let oldest = self.live.lock().keys().next().copied();
             st.history.prune(oldest);
         }
+        if st.history.over_cap() {
+            self.give_up_oldest_snapshots(&mut st);
+        }
         let entries = st.pool.take_journal_entries();
         if let Some(j) = &self.journal {
             j.append(seq, &entries);
         }
         Ok((out, seq))
+    }
+
+    /// Past the kept versions' cap: gives up the oldest live snapshots, one sequence number
+    /// at a time, until the versions left fit (at worst every snapshot older than the newest
+    /// batch, which leaves none kept).
+    fn give_up_oldest_snapshots(&self, st: &mut State) {
+        let horizon = st.history.horizon();
+        let mut served: Vec<u64> = self.live.lock().range(horizon..).map(|(&s, _)| s).collect();
+        served.push(st.seq);
+        for &next in &served[1..] {
+            st.history.give_up_before(next);
+            if !st.history.over_cap() {
+                return;
+            }
+        }
+        st.history.give_up_before(st.seq);
     }
 
     /// After a batch: waits for the journal (`sync`), writes back when dirty pages pass the
@@ -277,16 +301,21 @@ impl Inner {
         Ok(())
     }
 
-    /// Journal first, then every dirty page in place, then a new journal file.
+    /// Journal first, then every dirty page in place, then a new journal file. The trace
+    /// marks the write-back as a checkpoint (begun, then durable once the old journal is gone):
+    /// placement policies that regroup at checkpoints (dsm, filelog) see each write-back.
     pub(crate) fn checkpoint(&self) -> Result<()> {
         let mut st = self.state.lock();
         if let Some(j) = &self.journal {
             j.commit()?;
         }
+        let id = self.checkpoints.load(Ordering::Relaxed) + 1;
+        self.io.checkpoint_begins(id);
         let pages = st.pool.write_back()?;
         if let Some(j) = &self.journal {
             j.rotate()?;
         }
+        self.io.checkpoint_committed(id);
         self.checkpoints.fetch_add(1, Ordering::Relaxed);
         self.pages_written
             .fetch_add(pages as u64, Ordering::Relaxed);
@@ -325,6 +354,7 @@ impl Inner {
         }
         let mut st = self.state.lock();
         self.user_table(&st, table)?;
+        st.history.check_snapshot(seq)?;
         let (mut lo, mut hi) = (lo.map(<[u8]>::to_vec), hi.map(<[u8]>::to_vec));
         loop {
             let mut chunk = Vec::new();
@@ -419,22 +449,88 @@ fn merge(
 }
 
 impl Inner {
+    /// The database state, under the engine's lock.
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock()
+    }
+
+    pub(crate) fn io(&self) -> &Io {
+        &self.io
+    }
+
     pub(crate) fn dir(&self) -> &std::path::Path {
         &self.dir
     }
+
+    /// Write-backs done and pages they wrote.
     pub(crate) fn checkpoints(&self) -> (u64, u64) {
         (
             self.checkpoints.load(Ordering::Relaxed),
             self.pages_written.load(Ordering::Relaxed),
         )
     }
-    pub(crate) fn batch_for_compact<R>(
-        &self,
-        f: impl FnOnce(&mut State, u64, bool) -> Result<R>,
-    ) -> Result<(R, u64)> {
-        self.batch(f)
+
+    /// The newest batch in the synced journal (`None` without a journal).
+    pub(crate) fn durable_batch(&self) -> Option<u64> {
+        self.journal.as_ref().map(Journal::durable_seq)
     }
-    pub(crate) fn after_compact(&self, seq: u64) -> Result<()> {
-        self.after_batch(seq, true)
+
+    pub(crate) fn live_snapshots(&self) -> usize {
+        self.live.lock().values().sum()
+    }
+
+    /// A snapshot at the newest batch.
+    pub(crate) fn snapshot(&self) -> Result<Snapshot> {
+        self.check_open()?;
+        let st = self.state.lock();
+        Ok(Snapshot::new(SnapState::register(
+            &self.live, st.seq, self.id,
+        )))
+    }
+
+    /// The key's value as of the snapshot.
+    pub(crate) fn get_at(
+        &self,
+        snap: &Snapshot,
+        table: TableId,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
+        self.check_open()?;
+        let seq = self.snap_seq(snap)?;
+        let mut st = self.state.lock();
+        self.user_table(&st, table)?;
+        st.history.check_snapshot(seq)?;
+        match st.history.at(table, key, seq) {
+            Some(v) => Ok(v),
+            None => st.get(table, key),
+        }
+    }
+
+    /// Waits until every batch so far is durable.
+    pub(crate) fn sync(&self) -> Result<()> {
+        self.check_open()?;
+        let seq = self.state.lock().seq;
+        match &self.journal {
+            Some(j) => j.wait_durable(seq),
+            None => self.checkpoint(),
+        }
+    }
+}
+
+impl InPlaceEngine {
+    /// A clean shutdown: the threads stop, then a last write-back unless a batch failed half
+    /// applied (the journal then holds the last consistent state).
+    pub(crate) fn shut_down(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.stop_workers();
+        let done = if self.inner.failed.lock().is_none() {
+            self.inner.checkpoint()
+        } else {
+            Ok(())
+        };
+        self.inner.closed.store(true, Ordering::Release);
+        done
     }
 }

@@ -132,6 +132,27 @@ struct Tail {
     /// A writer waits: commit now rather than at the interval.
     urgent: bool,
     failed: Option<String>,
+    /// The last commit found the disk full: its batches wait in `pending` for the next one.
+    full: Option<DiskFull>,
+}
+
+/// A commit that could not write for lack of space (ENOSPC, EDQUOT, EFBIG): nothing of it
+/// reached the file, so it is not a failure of the journal but a refusal of the writes that
+/// wait on it; the next commit writes them again at the same offset.
+struct DiskFull {
+    /// The newest batch of that commit: writers waiting on it or an older one are told.
+    seq: u64,
+    context: String,
+    errno: i32,
+}
+
+impl DiskFull {
+    fn error(&self) -> Error {
+        Error::io(
+            self.context.clone(),
+            std::io::Error::from_raw_os_error(self.errno),
+        )
+    }
 }
 
 pub struct Journal {
@@ -169,6 +190,7 @@ impl Journal {
                 durable_seq: seq,
                 urgent: false,
                 failed: None,
+                full: None,
             }),
             commit_lock: Mutex::new(()),
             durable: Condvar::new(),
@@ -221,10 +243,30 @@ impl Journal {
             .io
             .write(&file, &bytes, offset, PageKind::Log, 0, WriteCause::Other)
             .and_then(|()| self.io.sync_data(&file));
+        // ENOSPC, EDQUOT or EFBIG from the write (a failed sync is never this).
+        let full_errno = match &done {
+            Err(e @ Error::Io { source, .. }) if e.is_disk_full() => source.raw_os_error(),
+            _ => None,
+        };
         let mut t = self.tail.lock();
-        match done {
-            Ok(()) => t.durable_seq = t.durable_seq.max(seq),
-            Err(ref e) => t.failed = Some(e.to_string()),
+        match (&done, full_errno) {
+            (Ok(()), _) => {
+                t.durable_seq = t.durable_seq.max(seq);
+                t.full = None;
+            }
+            (Err(Error::Io { context, .. }), Some(errno)) => {
+                // Only a commit moves the offset, under `commit_lock`: this one's records go
+                // back in front of those appended since, to be written at the same offset.
+                t.offset = offset;
+                let newer = std::mem::replace(&mut t.pending, bytes);
+                t.pending.extend_from_slice(&newer);
+                t.full = Some(DiskFull {
+                    seq,
+                    context: context.clone(),
+                    errno,
+                });
+            }
+            (Err(e), _) => t.failed = Some(e.to_string()),
         }
         self.durable.notify_all();
         done
@@ -236,6 +278,9 @@ impl Journal {
         while t.durable_seq < seq {
             if let Some(f) = &t.failed {
                 return Err(Error::Closed(format!("the journal failed: {f}")));
+            }
+            if let Some(full) = t.full.as_ref().filter(|f| seq <= f.seq) {
+                return Err(full.error());
             }
             t.urgent = true;
             self.wake.notify_all();
@@ -252,8 +297,13 @@ impl Journal {
         }
     }
 
-    /// Wakes the group committer (at shutdown).
+    /// Wakes the group committer (at shutdown). The flag is set under the lock its wait
+    /// checks it under: a notification alone is lost when the committer is between its stop
+    /// check and its wait, which then lasts the whole interval (an hour in the power-loss
+    /// loop's configuration, whose engine drop hung on it).
     pub fn wake(&self) {
+        let mut t = self.tail.lock();
+        t.urgent = true;
         self.wake.notify_all();
     }
 
@@ -280,5 +330,74 @@ impl Journal {
 
     pub fn durable_seq(&self) -> u64 {
         self.tail.lock().durable_seq
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::io::{Fault, FaultOp, FaultyFiles, FlashConfig};
+
+    /// Linux's ENOSPC ("No space left on device").
+    const ENOSPC: i32 = 28;
+
+    fn entry(byte: u8) -> JournalEntry {
+        JournalEntry {
+            file: 0,
+            offset: 4096,
+            bytes: vec![byte; 100],
+        }
+    }
+
+    #[test]
+    fn a_full_disk_refuses_the_waiting_writers_and_the_next_commit_writes_their_records() {
+        let faults = Arc::new(FaultyFiles::new());
+        let backend: Arc<dyn engine::io::Backend> = faults.clone();
+        let io = Arc::new(Io::new(None, &FlashConfig::default(), Some(backend)).unwrap());
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("journal");
+        let j = Journal::create(io.clone(), &dir, 1, 0, Duration::from_millis(100)).unwrap();
+        j.append(1, &[entry(1)]);
+        faults.arm(Fault {
+            op: FaultOp::Write,
+            kind: Some(FileKind::Journal),
+            skip: 0,
+            times: 1,
+            errno: ENOSPC,
+        });
+        // Refused as a full disk (OutOfDiskSpace, recoverable), not as a failed journal.
+        assert!(j.commit().unwrap_err().is_disk_full());
+        assert!(j.wait_durable(1).unwrap_err().is_disk_full());
+        assert_eq!(j.durable_seq(), 0);
+        j.append(2, &[entry(2)]);
+        j.commit().unwrap();
+        j.wait_durable(2).unwrap();
+        j.wait_durable(1).unwrap();
+        let records = decode_records(&read_generation(&io, &dir, 1).unwrap());
+        let seqs: Vec<u64> = records.iter().map(|(seq, _)| *seq).collect();
+        assert_eq!(seqs, [1, 2], "batch 1 written once, before batch 2");
+        assert_eq!(records[0].1[0].bytes, vec![1; 100]);
+    }
+
+    #[test]
+    fn a_failed_sync_fails_the_journal_for_good() {
+        let faults = Arc::new(FaultyFiles::new());
+        let backend: Arc<dyn engine::io::Backend> = faults.clone();
+        let io = Arc::new(Io::new(None, &FlashConfig::default(), Some(backend)).unwrap());
+        let tmp = tempfile::tempdir().unwrap();
+        let j = Journal::create(io, &tmp.path().join("journal"), 1, 0, Duration::ZERO).unwrap();
+        j.append(1, &[entry(1)]);
+        faults.arm(Fault {
+            op: FaultOp::Sync,
+            kind: Some(FileKind::Journal),
+            skip: 0,
+            times: 1,
+            errno: ENOSPC,
+        });
+        // A sync that failed may have dropped what it covered: never retried, even for ENOSPC.
+        assert!(!j.commit().unwrap_err().is_disk_full());
+        j.append(2, &[entry(2)]);
+        assert!(matches!(j.commit(), Err(Error::Closed(_))));
+        assert!(matches!(j.wait_durable(2), Err(Error::Closed(_))));
     }
 }

@@ -6,14 +6,12 @@ use crate::btree::MAX_KEY_LEN;
 use crate::db::{InPlaceEngine, ReadAt};
 use crate::loc::max_value_len;
 use crate::state::CATALOG;
-use crate::versions::SnapState;
 use engine::cursor::BatchedCursor;
 use engine::{
     CompactStats, Compressor, Direction, Error, KvCursor, KvEngine, KvPair, Result, Snapshot,
     TableConfig, TableId, WriteBatch, WriteOptions,
 };
 use std::ops::Bound;
-use std::sync::atomic::Ordering;
 
 impl KvEngine for InPlaceEngine {
     fn create_table(&self, name: &str, cfg: &TableConfig) -> Result<TableId> {
@@ -47,11 +45,11 @@ impl KvEngine for InPlaceEngine {
     }
 
     fn table_id(&self, name: &str) -> Option<TableId> {
-        self.inner.state.lock().table_named(name)
+        self.inner.state().table_named(name)
     }
 
     fn tables(&self) -> Vec<(String, TableId, TableConfig)> {
-        let st = self.inner.state.lock();
+        let st = self.inner.state();
         let mut v: Vec<_> = st
             .tables
             .iter()
@@ -64,7 +62,7 @@ impl KvEngine for InPlaceEngine {
 
     fn get(&self, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.inner.check_open()?;
-        let mut st = self.inner.state.lock();
+        let mut st = self.inner.state();
         self.inner.user_table(&st, table)?;
         st.get(table, key)
     }
@@ -99,24 +97,11 @@ impl KvEngine for InPlaceEngine {
     }
 
     fn snapshot(&self) -> Result<Snapshot> {
-        self.inner.check_open()?;
-        let st = self.inner.state.lock();
-        Ok(Snapshot::new(SnapState::register(
-            &self.inner.live,
-            st.seq,
-            self.inner.id,
-        )))
+        self.inner.snapshot()
     }
 
     fn get_at(&self, snap: &Snapshot, table: TableId, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.check_open()?;
-        let seq = self.inner.snap_seq(snap)?;
-        let mut st = self.inner.state.lock();
-        self.inner.user_table(&st, table)?;
-        match st.history.at(table, key, seq) {
-            Some(v) => Ok(v),
-            None => st.get(table, key),
-        }
+        self.inner.get_at(snap, table, key)
     }
 
     fn scan_at(
@@ -129,7 +114,7 @@ impl KvEngine for InPlaceEngine {
     ) -> Result<KvCursor> {
         self.inner.check_open()?;
         let seq = self.inner.snap_seq(snap)?;
-        self.inner.user_table(&self.inner.state.lock(), table)?;
+        self.inner.user_table(&self.inner.state(), table)?;
         let inner = self.inner.clone();
         let held = snap.clone();
         Ok(Box::new(BatchedCursor::new(
@@ -157,12 +142,7 @@ impl KvEngine for InPlaceEngine {
     }
 
     fn sync(&self) -> Result<()> {
-        self.inner.check_open()?;
-        let seq = self.inner.state.lock().seq;
-        match &self.inner.journal {
-            Some(j) => j.wait_durable(seq),
-            None => self.inner.checkpoint(),
-        }
+        self.inner.sync()
     }
 
     fn stats(&self) -> serde_json::Value {
@@ -170,28 +150,18 @@ impl KvEngine for InPlaceEngine {
     }
 
     fn close(&self) -> Result<()> {
-        if self.inner.closed.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        self.stop_workers();
-        let done = if self.inner.failed.lock().is_none() {
-            self.inner.checkpoint()
-        } else {
-            Ok(())
-        };
-        self.inner.closed.store(true, Ordering::Release);
-        done
+        self.shut_down()
     }
 
     fn write_failure(&self) -> Option<engine::io::WriteFailure> {
-        self.inner.io.write_failure()
+        self.inner.io().write_failure()
     }
 
     fn hint_path(&self) -> engine::io::hint_path::HintPath {
-        self.inner.io.hint_path()
+        self.inner.io().hint_path()
     }
 
     fn end_of_load(&self) {
-        self.inner.io.end_of_load();
+        self.inner.io().end_of_load();
     }
 }

@@ -53,7 +53,10 @@
 //! number, a snapshot is a registered sequence number, and while any snapshot is live each
 //! write keeps the value it replaces in memory (`versions`); a read at a snapshot takes the
 //! kept version when a later batch changed the key. Versions no live snapshot needs are
-//! dropped. Readers never block writers for longer than one batch.
+//! dropped. Readers never block writers for longer than one batch. The kept versions are
+//! capped at half the cache size (`cacheSizeGB`), at least 4 MiB: past the cap the oldest
+//! live snapshot is given up, and every later read at it fails with `SnapshotTooOld` (239),
+//! never with a newer value (`versions`).
 //!
 //! Not given (the server refuses them by name): transactions, `readConcern: "snapshot"`,
 //! change streams, replica sets, block and journal compression, direct I/O, and flash mode's

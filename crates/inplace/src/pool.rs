@@ -23,6 +23,12 @@ pub fn file_size(n: u32) -> u64 {
     (FIRST_FILE_SIZE << n.min(11)).min(MAX_FILE_SIZE)
 }
 
+/// The trace's page id of page `page` of data file `file`: one id per place, since a page
+/// never moves (recovery's writes name the same ids as write-backs).
+pub fn page_id(file: u32, page: u32) -> u64 {
+    (u64::from(file) << 32) | u64::from(page)
+}
+
 /// A data file's path.
 pub fn data_path(dir: &Path, n: u32) -> PathBuf {
     dir.join(format!("mmapv1.{n}"))
@@ -103,6 +109,29 @@ impl Pool {
     /// Creates data file `n` (the next one), at its full size.
     pub fn create_file(&mut self, n: u32) -> Result<()> {
         self.open_file(n, OpenMode::CreateTruncate)?;
+        self.io.sync_dir(&self.dir)
+    }
+
+    /// Removes data files `n` and after: files a crash left from a growth that no durable
+    /// batch recorded (the header, replayed from the journal, counts `n`). Kept open, such a
+    /// file would be created again when the database next grows.
+    pub fn remove_files_from(&mut self, n: u32) -> Result<()> {
+        if self.file_count() <= n {
+            return Ok(());
+        }
+        assert!(
+            self.dirty.iter().all(|&(f, _)| f < n) && self.intents.iter().all(|&(f, ..)| f < n),
+            "a change in a data file the header does not count"
+        );
+        let extra = self.files.split_off(n as usize);
+        self.pages.retain(|&(f, _), _| f < n);
+        self.imaged.retain(|&(f, _)| f < n);
+        for (i, f) in extra.iter().enumerate().rev() {
+            let path = data_path(&self.dir, n + i as u32);
+            self.io
+                .remove(&path, Some(f.id()))
+                .map_err(|e| Error::io(format!("removing {}", path.display()), e))?;
+        }
         self.io.sync_dir(&self.dir)
     }
 
@@ -249,9 +278,11 @@ impl Pool {
 
     /// Writes every dirty page back in place and syncs the data files. An overwrite of a page
     /// that held an earlier version is announced as that version's death (a `Free` of the
-    /// range) before the write. Returns the pages written.
+    /// range) before the write. Returns the pages written. A write that fails (a full disk)
+    /// leaves its page and those after it dirty, for the next write-back: the journal, not
+    /// rotated until one succeeds, still holds them.
     pub fn write_back(&mut self) -> Result<usize> {
-        let dirty = std::mem::take(&mut self.dirty);
+        let dirty: Vec<(u32, u32)> = self.dirty.iter().copied().collect();
         let mut synced = BTreeSet::new();
         for &(file, page) in &dirty {
             let f = self.files[file as usize].clone();
@@ -265,11 +296,17 @@ impl Pool {
             } else {
                 PageKind::Leaf
             };
-            let page_id = (u64::from(file) << 32) | u64::from(page);
-            self.io
-                .write(&f, &p.data, offset, kind, page_id, WriteCause::Checkpoint)?;
+            self.io.write(
+                &f,
+                &p.data,
+                offset,
+                kind,
+                page_id(file, page),
+                WriteCause::Checkpoint,
+            )?;
             p.dirty = false;
             p.on_disk = true;
+            self.dirty.remove(&(file, page));
             synced.insert(file);
         }
         for file in synced {
@@ -297,7 +334,7 @@ impl Pool {
             &e.bytes,
             e.offset,
             PageKind::Leaf,
-            e.offset / PAGE,
+            page_id(e.file, (e.offset / PAGE) as u32),
             WriteCause::Other,
         )
     }
@@ -308,5 +345,49 @@ impl Pool {
             self.io.sync_data(f)?;
         }
         self.io.sync_dir(&self.dir)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::io::{Fault, FaultOp, FaultyFiles, FlashConfig, Io};
+
+    /// Linux's ENOSPC ("No space left on device").
+    const ENOSPC: i32 = 28;
+
+    #[test]
+    fn a_write_back_that_finds_the_disk_full_keeps_the_pages_it_did_not_write_dirty() {
+        let faults = Arc::new(FaultyFiles::new());
+        let backend: Arc<dyn engine::io::Backend> = faults.clone();
+        let io = Arc::new(Io::new(None, &FlashConfig::default(), Some(backend)).unwrap());
+        let tmp = tempfile::tempdir().unwrap();
+        let mut pool = Pool::open(io, tmp.path(), 1 << 20).unwrap();
+        pool.open_file(0, OpenMode::CreateTruncate).unwrap();
+        for page in 1..=3u32 {
+            pool.write(DiskLoc::new(0, page * PAGE as u32), &[page as u8; 64])
+                .unwrap();
+        }
+        assert_eq!(pool.dirty_bytes(), 3 * PAGE);
+        faults.arm(Fault {
+            op: FaultOp::Write,
+            kind: None,
+            skip: 1,
+            times: 1,
+            errno: ENOSPC,
+        });
+        assert!(pool.write_back().unwrap_err().is_disk_full());
+        // The first page reached its file; the second (refused) and third wait.
+        assert_eq!(pool.dirty_bytes(), 2 * PAGE);
+        assert_eq!(pool.write_back().unwrap(), 2);
+        assert_eq!(pool.dirty_bytes(), 0);
+        let reopened_io = Arc::new(Io::quiet());
+        let mut reopened = Pool::open(reopened_io, tmp.path(), 1 << 20).unwrap();
+        for page in 1..=3u32 {
+            let got = reopened
+                .read(DiskLoc::new(0, page * PAGE as u32), 64)
+                .unwrap();
+            assert_eq!(got, vec![page as u8; 64], "page {page}");
+        }
     }
 }

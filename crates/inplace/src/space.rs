@@ -147,21 +147,42 @@ fn extent_len(pool: &mut Pool, ext: DiskLoc) -> Result<u32> {
     pool.read_u32(ext.plus(8))
 }
 
-/// An extent of at least `len` bytes: the first dropped one large enough, or new space at the
-/// end of the last data file (a new, doubled, file when it does not fit).
+/// What is taken of a free extent of `free` bytes for a request of `len`: `len` when at least
+/// [`FIRST_EXTENT`] would be left (the rest stays free), else all of it (a smaller rest would
+/// be an extent no table starts with).
+pub fn taken_of_free(free: u32, len: u32) -> u32 {
+    debug_assert!(free >= len);
+    if free - len >= FIRST_EXTENT {
+        len
+    } else {
+        free
+    }
+}
+
+/// An extent of at least `len` bytes: the first dropped one large enough (split when it is
+/// larger by at least a first extent, so that a table growing after another's drop or
+/// compaction gets the size its doubling asks for), or new space at the end of the last data
+/// file (a new, doubled, file when it does not fit).
 fn alloc_extent(pool: &mut Pool, h: &mut Header, len: u32, table: u32) -> Result<DiskLoc> {
     let mut prev = DiskLoc::NULL;
     let mut cur = h.free_extents;
     while !cur.is_null() {
-        let next = DiskLoc::decode(&pool.read(cur, 8)?);
+        let mut next = DiskLoc::decode(&pool.read(cur, 8)?);
         let cur_len = extent_len(pool, cur)?;
         if cur_len >= len {
+            let taken = taken_of_free(cur_len, len);
+            if taken < cur_len {
+                // The rest takes this extent's place in the free list.
+                let rest = cur.plus(taken);
+                write_extent_header(pool, rest, next, cur_len - taken, 0)?;
+                next = rest;
+            }
             if prev.is_null() {
                 h.free_extents = next;
             } else {
                 pool.write(prev, &next.encode())?;
             }
-            write_extent_header(pool, cur, DiskLoc::NULL, cur_len, table)?;
+            write_extent_header(pool, cur, DiskLoc::NULL, taken, table)?;
             return Ok(cur);
         }
         (prev, cur) = (cur, next);
@@ -198,16 +219,33 @@ fn write_extent_header(
     pool.write(ext, &b)
 }
 
-/// Gives the table a new tail extent with room for `need` bytes: twice the previous one's
-/// size, within [`FIRST_EXTENT`]..[`MAX_EXTENT`] (MMAPv1 grew extents the same way).
-fn grow(pool: &mut Pool, h: &mut Header, d: &mut Details, need: u32) -> Result<()> {
-    let doubled = if d.tail_len == 0 {
+/// The size of the extent a table whose tail extent is `tail_len` bytes (0: none yet) asks
+/// for to hold a record of `need` bytes: twice the previous one's size, within
+/// [`FIRST_EXTENT`]..[`MAX_EXTENT`] (MMAPv1 grew extents the same way), and room for the record.
+pub fn next_extent_len(tail_len: u32, need: u32) -> u32 {
+    let doubled = if tail_len == 0 {
         FIRST_EXTENT
     } else {
-        (d.tail_len.saturating_mul(2)).min(MAX_EXTENT)
+        (tail_len.saturating_mul(2)).min(MAX_EXTENT)
     };
     let min = (need + EXTENT_HEADER).div_ceil(PAGE as u32) * PAGE as u32;
-    let len = doubled.max(min);
+    doubled.max(min)
+}
+
+/// The lengths of the free extents, in the order `alloc_extent` tries them.
+pub fn free_extent_lens(pool: &mut Pool, h: &Header) -> Result<Vec<u32>> {
+    let mut lens = Vec::new();
+    let mut cur = h.free_extents;
+    while !cur.is_null() {
+        lens.push(extent_len(pool, cur)?);
+        cur = DiskLoc::decode(&pool.read(cur, 8)?);
+    }
+    Ok(lens)
+}
+
+/// Gives the table a new tail extent with room for `need` bytes ([`next_extent_len`]).
+fn grow(pool: &mut Pool, h: &mut Header, d: &mut Details, need: u32) -> Result<()> {
+    let len = next_extent_len(d.tail_len, need);
     let ext = alloc_extent(pool, h, len, d.id)?;
     let len = extent_len(pool, ext)?;
     if d.tail_extent.is_null() {

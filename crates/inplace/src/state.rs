@@ -2,7 +2,7 @@
 //! sequence of batches and the kept versions; and the operations on them a batch is made of.
 
 use crate::btree::Tree;
-use crate::loc::{size_class, DiskLoc, RECORD_HEADER};
+use crate::loc::{class_size, size_class, DiskLoc, RECORD_HEADER};
 use crate::pool::Pool;
 use crate::space::{self, Details, Header, CATALOG_DETAILS, DETAILS_LEN};
 use crate::versions::History;
@@ -28,6 +28,10 @@ pub struct Counters {
     pub moves: u64,
     pub inserts: u64,
     pub deletes: u64,
+    /// Bytes of the records allocated since the engine opened (by inserts and moves), and of
+    /// the values they were allocated for: their ratio is the power-of-two padding.
+    pub record_bytes_allocated: u64,
+    pub value_bytes_allocated: u64,
 }
 
 pub struct State {
@@ -41,8 +45,8 @@ pub struct State {
 }
 
 impl State {
-    /// A new database: the header and the catalog's empty tree.
-    pub fn format(mut pool: Pool) -> Result<State> {
+    /// A new database: the header and the catalog's empty tree; `history` keeps versions.
+    pub fn format(mut pool: Pool, history: History) -> Result<State> {
         let mut header = space::format(&mut pool)?;
         let mut details = Details::new(CATALOG);
         Tree {
@@ -51,7 +55,7 @@ impl State {
             details: &mut details,
         }
         .create()?;
-        let mut st = State::with(pool, header.clone(), details)?;
+        let mut st = State::with(pool, header.clone(), details, history);
         st.stored_header = Header {
             file_count: 0,
             ..header
@@ -60,11 +64,12 @@ impl State {
         Ok(st)
     }
 
-    /// An existing database: the header, the catalog and every table's details.
-    pub fn load(mut pool: Pool) -> Result<State> {
+    /// An existing database: the header, the catalog and every table's details; `history`
+    /// keeps versions.
+    pub fn load(mut pool: Pool, history: History) -> Result<State> {
         let header = Header::decode(&pool.read(DiskLoc::new(0, 0), 32)?)?;
         let details = Details::decode(&pool.read(CATALOG_DETAILS, DETAILS_LEN)?);
-        let mut st = State::with(pool, header, details)?;
+        let mut st = State::with(pool, header, details, history);
         let mut entries = Vec::new();
         st.tree(CATALOG)?.range(
             std::ops::Bound::Unbounded,
@@ -94,7 +99,7 @@ impl State {
         Ok(st)
     }
 
-    fn with(pool: Pool, header: Header, catalog: Details) -> Result<State> {
+    fn with(pool: Pool, header: Header, catalog: Details, history: History) -> State {
         let mut tables = HashMap::new();
         tables.insert(
             CATALOG,
@@ -106,15 +111,15 @@ impl State {
                 details_dirty: true,
             },
         );
-        Ok(State {
+        State {
             pool,
             stored_header: header.clone(),
             header,
             tables,
             seq: 0,
-            history: History::default(),
+            history,
             counters: Counters::default(),
-        })
+        }
     }
 
     /// The tree of a table.
@@ -184,6 +189,8 @@ impl State {
         let tree = self.tree(table)?;
         let loc = space::alloc_record(tree.pool, tree.header, tree.details, class)?;
         space::write_record(&mut self.pool, loc, value)?;
+        self.counters.record_bytes_allocated += u64::from(class_size(class));
+        self.counters.value_bytes_allocated += value.len() as u64;
         Ok(loc)
     }
 

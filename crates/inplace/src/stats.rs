@@ -4,7 +4,7 @@ use crate::db::Inner;
 use crate::state::CATALOG;
 
 pub(crate) fn stats(inner: &Inner) -> serde_json::Value {
-    let st = inner.state.lock();
+    let st = inner.state();
     let (checkpoints, pages_written) = inner.checkpoints();
     let c = st.counters;
     let tables: Vec<_> = st
@@ -28,12 +28,15 @@ pub(crate) fn stats(inner: &Inner) -> serde_json::Value {
         "recordMoves": c.moves,
         "inserts": c.inserts,
         "deletes": c.deletes,
+        "recordBytesAllocated": c.record_bytes_allocated,
+        "valueBytesAllocated": c.value_bytes_allocated,
         "dirtyBytes": st.pool.dirty_bytes(),
         "writeBacks": checkpoints,
         "pagesWrittenBack": pages_written,
         "keptVersions": st.history.kept(),
-        "liveSnapshots": inner.live.lock().values().sum::<usize>(),
-        "journalDurableBatch": inner.journal.as_ref().map(|j| j.durable_seq()),
-        "flash": inner.io.flash_stats(),
+        "keptVersionBytes": st.history.bytes(),
+        "liveSnapshots": inner.live_snapshots(),
+        "journalDurableBatch": inner.durable_batch(),
+        "flash": inner.io().flash_stats(),
     })
 }

@@ -3,6 +3,8 @@
 mod crash;
 mod model;
 mod parts;
+mod snapshots;
+mod trace;
 
 use crate::InPlaceEngine;
 use engine::{EngineConfig, KvEngine, TableConfig, TableId, WriteBatch, WriteOptions};

@@ -28,7 +28,8 @@ pub enum Kind {
     WriteShares,
     /// File offset over time per file kind, coloured by stream (seed 000 Fig. 3).
     IoPattern,
-    /// Insert time, cold/warm reads and disk use per block compressor (seed 001 §10.6).
+    /// Startup, insert, shutdown, disk use and cold/warm reads per block compressor, and on
+    /// the in-place engine (`engines: [wiredTiger, mmapv1]`) beside them (seed 001 §10.3).
     Compression,
     /// The stream experiment at several scales: how each headline figure moves with the
     /// database, the device and the run (the converged scale).
@@ -39,6 +40,9 @@ pub enum Kind {
     /// A real WiredTiger under the LD_PRELOAD shim, replayed through every policy beside
     /// flashdoc's engine on the same YCSB workload (realwt.rs).
     RealWiredTiger,
+    /// The copy-on-write engine against the in-place one (MMAPv1's design), every policy on
+    /// each, across `device_fills` (inplace_cow.rs).
+    InPlaceVsCow,
 }
 
 /// A workload by the seeds' names.
@@ -350,6 +354,16 @@ pub struct Experiment {
     pub leaf_kb: Vec<u32>,
     #[serde(default = "no_compression")]
     pub compressors: Vec<String>,
+    /// The storage engines: `wiredTiger` (flashdoc's copy-on-write engine, which every other
+    /// setting here configures) and `mmapv1` (the in-place engine, crates/inplace). The
+    /// in-place engine runs in `compression` experiments only, once per workload, cache and
+    /// seed: it has no compressor, allocation, leaf size or dirty budget to vary
+    /// (crates/lab/src/chapter10.rs).
+    #[serde(
+        default = "copy_on_write_only",
+        skip_serializing_if = "is_copy_on_write_only"
+    )]
+    pub engines: Vec<String>,
     /// The block manager's allocation for table pages: `best` (WiredTiger's default, the
     /// engine the seeds measured) and/or `sweep` (flashdoc's flash-aware co-design, which
     /// reuses freed space in the order it was written; see engine::AllocPolicy::Sweep).
@@ -437,6 +451,13 @@ pub struct Experiment {
     /// skew is held. At most the smallest scale's node count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linkbench_id_classes: Option<u64>,
+    /// `in-place-vs-cow`: the storage designs compared (`copy-on-write`, `in-place`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub designs: Vec<String>,
+    /// `in-place-vs-cow`: the device fills each engine run is replayed at, each the peak of
+    /// the pages its files occupy over the trace ÷ the device's logical capacity.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_fills: Vec<f64>,
     pub scale: String,
 }
 
@@ -468,6 +489,31 @@ impl Experiment {
 
 fn no_compression() -> Vec<String> {
     vec!["none".into()]
+}
+
+/// The designs an inplace-vs-cow experiment compares (`crate::inplace_cow`), in report order:
+/// flashdoc's copy-on-write engine with flash mode's settings, and the in-place engine.
+pub const DESIGNS: [&str; 2] = ["copy-on-write", "in-place"];
+/// The copy-on-write design's allocation under flash mode.
+pub const COW_ALLOCATION: &str = "sweep";
+/// An inplace-vs-cow experiment's device fills, from the seeds' own (about 20 %) to the study's fullest (90 %).
+pub const DEVICE_FILLS: [f64; 5] = [0.2, 0.4, 0.6, 0.8, 0.9];
+/// The policies each design of an inplace-vs-cow experiment is replayed with: none, the seeds', ours, and the oracle.
+pub const DESIGN_POLICIES: [&str; 6] =
+    ["none", "file", "dsm", "boundary", SHIPPED_POLICY, "oracle"];
+
+/// flashdoc's copy-on-write engine, by mongod's name for the engine it follows.
+pub const COPY_ON_WRITE: &str = "wiredTiger";
+/// The in-place engine in MMAPv1's design.
+pub const IN_PLACE: &str = "mmapv1";
+const ENGINES: [&str; 2] = [COPY_ON_WRITE, IN_PLACE];
+
+fn copy_on_write_only() -> Vec<String> {
+    vec![COPY_ON_WRITE.into()]
+}
+
+fn is_copy_on_write_only(engines: &[String]) -> bool {
+    engines == [COPY_ON_WRITE]
 }
 
 fn one() -> f64 {
@@ -615,8 +661,28 @@ pub fn builtins() -> Vec<Experiment> {
     let base = builtin_defaults();
     let mut all = stream_builtins(&base);
     all.extend(figure_builtins(&base));
+    all.push(inplace_vs_cow_builtin(&base));
     all.extend(other_engine_builtins(base));
     all
+}
+
+/// The built-in experiment: the five stream workloads, both designs, six policies, five fills,
+/// two of the scoring seeds, at the quick scale (parameters frozen before the run).
+fn inplace_vs_cow_builtin(base: &Experiment) -> Experiment {
+    Experiment {
+        name: "inplace-vs-cow".into(),
+        title: "In place against out of place on flash, across device fills".into(),
+        kind: Kind::InPlaceVsCow,
+        description: "The five stream workloads on the copy-on-write engine with flash mode's engine settings (sweep allocation, 50/80 dirty budget) and on the in-place engine in MMAPv1's design (power-of-two records updated in place, bucket B-tree, page-image journal; crates/inplace), at equal cache and equal operations per checkpoint; each trace replayed through none, file, dsm, boundary, flash mode's policy and the oracle on an 8-stream device (7 % over-provisioning, greedy GC, the seeds' conditions: file system made on the device, no TRIM, no discard, reads included) that the engine's files fill to 20, 40, 60, 80 and 90 % at their peak. The 2026 study \"How to Write to SSDs\" (PVLDB 19) measured an in-place B-tree's device WAF rising from 2.33 at 18 % fill to 4.72 at 90 %, where an out-of-place design with placement held 1.07.".into(),
+        policies: DESIGN_POLICIES.iter().map(|p| p.to_string()).collect(),
+        allocations: vec![COW_ALLOCATION.into()],
+        dirty_pct: BTreeMap::from([(COW_ALLOCATION.to_string(), FLASH_MODE_DIRTY_PCT)]),
+        trims: vec![TrimSpec::off()],
+        seeds: SCORING_SEEDS[..2].to_vec(),
+        designs: DESIGNS.iter().map(|d| d.to_string()).collect(),
+        device_fills: DEVICE_FILLS.to_vec(),
+        ..base.clone()
+    }
 }
 
 /// What every built-in experiment shares unless it says otherwise: `streams` at the quick
@@ -633,6 +699,7 @@ fn builtin_defaults() -> Experiment {
         cache_shares: vec![r.cache_share],
         leaf_kb: vec![32],
         compressors: no_compression(),
+        engines: copy_on_write_only(),
         allocations: both_engines(),
         sweep_reserve_pct: sweep_reserve_pct(),
         dirty_pct: codesign_dirty_pct(),
@@ -651,6 +718,8 @@ fn builtin_defaults() -> Experiment {
         linkbench_degree_cap: None,
         ycsb_key_classes: None,
         linkbench_id_classes: None,
+        designs: Vec::new(),
+        device_fills: Vec::new(),
         scale: "quick".into(),
     }
 }
@@ -768,12 +837,13 @@ fn figure_builtins(base: &Experiment) -> Vec<Experiment> {
         },
         Experiment {
             name: "compression".into(),
-            title: "Block compressors".into(),
+            title: "Block compressors, and MMAPv1 beside them".into(),
             kind: Kind::Compression,
-            description: "Insert time, cold and warm read time and disk use for none, snappy, zlib and zstd, with the chapter's document shape: four typed fields, an array of eight four-field subdocuments and eight four-field subdocuments (seed 001 §10.3, Tables 10.3–10.5).".into(),
+            description: "Startup, insert job, shutdown, disk use, and cold and warm read passes for WiredTiger's block compressors none, snappy, zlib and zstd on flashdoc's copy-on-write engine, and for the in-place engine in MMAPv1's design, with the chapter's document shape (four typed fields, an array of eight four-field subdocuments and eight four-field subdocuments) and its configurations: no journal compression, prefix compression with a block compressor, a cache that holds the data (seed 001 §10.3, Tables 10.3–10.5).".into(),
             workloads: s(&["chapter10"]),
             policies: s(&["none"]),
             compressors: s(&["none", "snappy", "zlib", "zstd"]),
+            engines: s(&[COPY_ON_WRITE, IN_PLACE]),
             allocations: best_fit(),
             seeds: vec![1],
             ..base.clone()
@@ -834,6 +904,8 @@ impl Experiment {
         }
         self.check_classes()?;
         self.check_names()?;
+        self.check_engines()?;
+        self.check_designs()?;
         self.check_trims()?;
         self.check_engine()?;
         self.check_ssds()?;
@@ -899,6 +971,72 @@ impl Experiment {
                     placement::policy::POLICY_NAMES.join(", ")
                 );
             }
+        }
+        Ok(())
+    }
+
+    /// Every engine is one the lab runs, once; the in-place engine only where the lab drives
+    /// it (the compression experiment's workload).
+    fn check_engines(&self) -> anyhow::Result<()> {
+        use anyhow::bail;
+        let name = &self.name;
+        if self.engines.is_empty() {
+            bail!(
+                "experiment {name}: engines must name at least one of {}",
+                ENGINES.join(", ")
+            );
+        }
+        for (i, e) in self.engines.iter().enumerate() {
+            if !ENGINES.contains(&e.as_str()) {
+                bail!(
+                    "experiment {name}: unknown engine '{e}' (one of {})",
+                    ENGINES.join(", ")
+                );
+            }
+            if self.engines[..i].contains(e) {
+                bail!("experiment {name}: engines names '{e}' twice");
+            }
+        }
+        if self.engines.iter().any(|e| e == IN_PLACE) && self.kind != Kind::Compression {
+            bail!(
+                "experiment {name}: the {IN_PLACE} engine runs in compression experiments only (kind: compression); the lab does not drive it through {:?} workloads",
+                self.kind
+            );
+        }
+        Ok(())
+    }
+
+    /// What an `inplace-vs-cow` experiment must hold (and no other may set).
+    fn check_designs(&self) -> anyhow::Result<()> {
+        let e = self;
+        let name = &e.name;
+        if e.kind != Kind::InPlaceVsCow {
+            if !e.designs.is_empty() || !e.device_fills.is_empty() {
+                anyhow::bail!("experiment {name}: designs and device_fills belong to an inplace-vs-cow experiment");
+            }
+            return Ok(());
+        }
+        if e.designs.is_empty() || e.device_fills.is_empty() {
+            anyhow::bail!("experiment {name}: needs designs and device_fills");
+        }
+        for d in &e.designs {
+            if !DESIGNS.contains(&d.as_str()) {
+                anyhow::bail!(
+                    "experiment {name}: unknown design '{d}' (one of {})",
+                    DESIGNS.join(", ")
+                );
+            }
+        }
+        if let Some(f) = e.device_fills.iter().find(|f| !(**f > 0.0 && **f < 1.0)) {
+            anyhow::bail!("experiment {name}: a device fill must be in (0, 1), not {f}");
+        }
+        if e.allocations != [COW_ALLOCATION] || e.leaf_kb.len() != 1 || e.cache_shares.len() != 1 {
+            anyhow::bail!("experiment {name}: the copy-on-write design runs the sweep allocation, one leaf size and one cache share");
+        }
+        if e.trims.iter().any(|t| t.batch.is_some() || t.discard) || e.ssds.len() != 1 {
+            anyhow::bail!(
+                "experiment {name}: the in-place engine has no TRIM; one device, TRIM and discard off"
+            );
         }
         Ok(())
     }
@@ -1330,6 +1468,46 @@ mod tests {
             e.validate().unwrap();
             assert_eq!(e.budgets_of("sweep"), vec![ENGINE_DIRTY_PCT], "{dir}");
         }
+    }
+
+    /// Seed 001 §10.3 compares WiredTiger's compressors with MMAPv1: the experiment runs the
+    /// in-place engine beside every compressor, and only it may.
+    #[test]
+    fn the_compression_experiment_runs_mmapv1_beside_every_compressor() {
+        let e = find("compression").unwrap();
+        assert_eq!(e.engines, [COPY_ON_WRITE, IN_PLACE]);
+        assert_eq!(e.compressors, ["none", "snappy", "zlib", "zstd"]);
+        assert_eq!(e.workloads, ["chapter10"]);
+        let yaml = serde_yaml::to_string(&e).unwrap();
+        assert!(
+            yaml.contains("- mmapv1"),
+            "`lab show compression` lists it: {yaml}"
+        );
+        // Every other experiment runs the copy-on-write engine only, and says nothing of it.
+        for other in builtins().into_iter().filter(|x| x.name != "compression") {
+            assert_eq!(other.engines, [COPY_ON_WRITE], "{}", other.name);
+            assert!(!serde_yaml::to_string(&other).unwrap().contains("engines"));
+        }
+        let streams = find("streams").unwrap();
+        for (engines, why) in [
+            (vec![IN_PLACE], "compression experiments only"),
+            (vec!["rocksdb"], "unknown engine"),
+            (vec![COPY_ON_WRITE, COPY_ON_WRITE], "twice"),
+            (vec![], "at least one"),
+        ] {
+            let bad = Experiment {
+                engines: s(&engines),
+                ..streams.clone()
+            };
+            let err = bad.validate().expect_err(why).to_string();
+            assert!(err.contains(why), "{why}: {err}");
+        }
+        Experiment {
+            engines: s(&[IN_PLACE]),
+            ..e
+        }
+        .validate()
+        .unwrap();
     }
 
     #[test]

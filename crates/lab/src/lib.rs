@@ -1,9 +1,11 @@
 //! flashdoc's lab: experiments that run workloads on the engine, replay their I/O through the
 //! placement policies on the simulated SSD, and publish the results as files, plots and a
 //! report beside the seeds' published numbers.
+pub mod chapter10;
 pub mod experiment;
 pub mod hass;
 pub mod hass_spec;
+pub mod inplace_cow;
 pub mod io_pattern;
 pub mod plot;
 pub mod realwt;
@@ -59,6 +61,9 @@ pub fn run_experiment(
     if exp.kind == experiment::Kind::RealWiredTiger {
         return realwt::run(exp, scale, out, quiet);
     }
+    if exp.kind == experiment::Kind::InPlaceVsCow {
+        return inplace_cow::run(exp, scale, out, quiet);
+    }
     let reference = compare.map(load_reference).transpose()?;
     let lab = run::Lab::new(out, exp, scale, quiet)?;
     let points = lab.run_all()?;
@@ -85,7 +90,7 @@ pub fn rewrite_report(dir: &Path, compare: Option<&Path>) -> Result<PathBuf> {
         .with_context(|| format!("the experiment of {}", file.display()))?;
     if matches!(
         exp.kind,
-        experiment::Kind::Hass | experiment::Kind::RealWiredTiger
+        experiment::Kind::Hass | experiment::Kind::RealWiredTiger | experiment::Kind::InPlaceVsCow
     ) {
         anyhow::bail!(
             "{}: experiment '{}' writes its report while it runs; rerun it with `flashdoc lab run`",

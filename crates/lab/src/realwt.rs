@@ -222,6 +222,7 @@ fn wiredtiger_run(
     let shares = run::write_shares(&trace, end_of_load_event)?;
     let r = EngineRun {
         trace_version: run::TRACE_VERSION,
+        engine: crate::experiment::COPY_ON_WRITE.into(),
         key: key.clone(),
         workload: workload.to_string(),
         seed,

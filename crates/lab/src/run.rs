@@ -8,8 +8,12 @@
 //! on flash, not what the engine writes), so one engine run serves every policy and every
 //! device, and all policies see exactly the same writes.
 
+mod in_place;
+pub use in_place::{IN_PLACE_ALLOCATION, IN_PLACE_DIRTY_PCT};
+
 use crate::experiment::{
-    Experiment, ScaleSpec, SsdSpec, TrimSpec, ENGINE_DIRTY_PCT, JOURNAL_FILE_SHARE,
+    Experiment, Kind, ScaleSpec, SsdSpec, TrimSpec, COPY_ON_WRITE, ENGINE_DIRTY_PCT,
+    JOURNAL_FILE_SHARE,
 };
 use anyhow::{anyhow, bail, Context, Result};
 use docdb::{DocDb, DocDbConfig};
@@ -35,6 +39,9 @@ pub struct EngineRun {
     /// [`TRACE_VERSION`] of the code that made the run (1 before versions were kept).
     #[serde(default = "first_trace_version")]
     pub trace_version: u32,
+    /// The storage engine (`experiment::COPY_ON_WRITE` unless `mmapv1`, the in-place one).
+    #[serde(default = "copy_on_write", skip_serializing_if = "is_copy_on_write")]
+    pub engine: String,
     pub workload: String,
     /// Workload seed.
     pub seed: u64,
@@ -136,6 +143,14 @@ impl LeafChanges {
 
 fn engine_dirty_pct() -> [u8; 2] {
     ENGINE_DIRTY_PCT
+}
+
+fn copy_on_write() -> String {
+    COPY_ON_WRITE.into()
+}
+
+fn is_copy_on_write(engine: &str) -> bool {
+    engine == COPY_ON_WRITE
 }
 
 /// What begins a run phase's checkpoints.
@@ -335,10 +350,32 @@ pub struct Point {
 }
 
 /// Counts events on their way to the trace file (the end-of-load index is taken from it).
-struct CountingTrace {
+pub(crate) struct CountingTrace {
     inner: TraceObserver,
     count: AtomicU64,
     checkpoints: AtomicU64,
+}
+
+impl CountingTrace {
+    pub(crate) fn create(trace: &Path) -> Result<CountingTrace> {
+        Ok(CountingTrace {
+            inner: TraceObserver::create(trace)
+                .with_context(|| format!("creating {}", trace.display()))?,
+            count: AtomicU64::new(0),
+            checkpoints: AtomicU64::new(0),
+        })
+    }
+    /// Events so far.
+    pub(crate) fn events(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+    /// Checkpoints committed so far.
+    pub(crate) fn checkpoints(&self) -> u64 {
+        self.checkpoints.load(Ordering::Relaxed)
+    }
+    pub(crate) fn flush_trace(&self) {
+        self.inner.flush();
+    }
 }
 
 impl Observer for CountingTrace {
@@ -364,7 +401,7 @@ pub struct Lab {
     running: parking_lot::Mutex<BTreeMap<String, Arc<parking_lot::Mutex<()>>>>,
 }
 
-fn slug(s: &str) -> String {
+pub(crate) fn slug(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
@@ -443,14 +480,17 @@ impl Lab {
     /// The engine runs behind the points, in `engine_work` order (after `run_all`): not the
     /// reference runs only matched against, nor runs of other settings in the same directory.
     pub fn engine_runs(&self) -> Result<Vec<EngineRun>> {
-        self.engine_work()
+        let mut runs = self
+            .engine_work()
             .iter()
             .map(|w| {
                 let key = self.engine_key(w);
                 saved_run(&self.out.join("points").join(format!("engine-{key}.json")))
                     .ok_or_else(|| anyhow!("engine run {key} is not saved"))
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        runs.extend(in_place::saved_runs(self)?);
+        Ok(runs)
     }
 
     /// The scales the experiment runs at.
@@ -466,6 +506,9 @@ impl Lab {
     fn engine_work(&self) -> Vec<EngineWork> {
         let e = &self.exp;
         let mut v = Vec::new();
+        if !e.engines.iter().any(|x| x == COPY_ON_WRITE) {
+            return v;
+        }
         for scale in self.scales() {
             for w in &e.workloads {
                 for &cache_share in &e.cache_shares {
@@ -507,11 +550,19 @@ impl Lab {
     pub fn run_all(&self) -> Result<Vec<Point>> {
         let e = &self.exp;
         let work = self.engine_work();
-        let replay_total = work.len() * e.policies.len() * e.trims.len() * e.ssds.len();
+        let runs = work.len() + in_place::in_place_work(e).len();
+        let replay_total = runs * e.policies.len() * e.trims.len() * e.ssds.len();
         let bar = self.bar(replay_total as u64, "points");
         let order = schedule(&work);
         let scheduled: Vec<&EngineWork> = order.iter().map(|&i| &work[i]).collect();
-        let results = in_parallel(&scheduled, |w| self.engine_points(w, &bar));
+        // The compression experiment measures the host: its engine runs go one at a time.
+        let workers = if e.kind == Kind::Compression {
+            1
+        } else {
+            cores()
+        };
+        let results = in_parallel(workers, &scheduled, |w| self.engine_points(w, &bar));
+        let in_place = in_place::in_place_points(self, &bar);
         bar.finish_and_clear();
         // Back into `engine_work` order. After an error the items not begun are `None`, and
         // the error is returned.
@@ -523,6 +574,7 @@ impl Lab {
                 points.extend(r?);
             }
         }
+        points.extend(in_place?);
         Ok(points)
     }
 
@@ -565,7 +617,7 @@ impl Lab {
         bar: &ProgressBar,
     ) -> Result<Vec<DeviceRun>> {
         // Items are begun in order, so a `None` (not begun) only follows an error.
-        let runs = in_parallel(jobs, |&(policy, trim, ssd)| {
+        let runs = in_parallel(cores(), jobs, |&(policy, trim, ssd)| {
             let d = self.replay(run, policy, trim, ssd);
             bar.inc(1);
             d
@@ -669,7 +721,14 @@ impl Lab {
                 _ => {}
             }
         }
-        let d = replay_run(run, policy, trim, ssd, &self.exp)?;
+        let d = replay_run(
+            run,
+            policy,
+            trim,
+            ssd,
+            &self.exp,
+            replay_capacity_bytes(run, ssd),
+        )?;
         std::fs::write(&saved, serde_json::to_string_pretty(&d)?)?;
         Ok(d)
     }
@@ -685,17 +744,20 @@ fn schedule(work: &[EngineWork]) -> Vec<usize> {
     order
 }
 
-/// `f` of every item, on as many threads as the machine has cores, in `items` order. After
+/// The machine's cores.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// `f` of every item, on `workers` threads (at most one per item), in `items` order. After
 /// a failure no item is begun (each finished step is saved, so a resumed run keeps the
 /// others'); the items not begun are `None`.
 fn in_parallel<T: Sync, R: Send>(
+    workers: usize,
     items: &[T],
     f: impl Fn(&T) -> Result<R> + Sync,
 ) -> Vec<Option<Result<R>>> {
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(items.len())
-        .max(1);
+    let workers = workers.min(items.len()).max(1);
     let next = AtomicU64::new(0);
     let results: Vec<parking_lot::Mutex<Option<Result<R>>>> = items
         .iter()
@@ -807,26 +869,29 @@ pub fn run_engine(
     };
     let work = new_work_dir(out, key)?;
     let trace = out.join("traces").join(format!("{key}.trace"));
-    let obs = Arc::new(CountingTrace {
-        inner: TraceObserver::create(&trace)
-            .with_context(|| format!("creating {}", trace.display()))?,
-        count: AtomicU64::new(0),
-        checkpoints: AtomicU64::new(0),
-    });
-    let cfg = engine_config(&work, w, exp, scale, obs.clone())?;
+    let obs = Arc::new(CountingTrace::create(&trace)?);
+    let mut cfg = engine_config(&work, w, exp, scale, obs.clone())?;
+    let chapter10 = w.workload == "chapter10";
+    if chapter10 {
+        crate::chapter10::configure(&mut cfg);
+    }
     let reopen_cfg = cfg.clone();
     let direct_io = cfg.engine.direct_io.to_string();
     let db_dir = work.join("db");
+    let opening = Instant::now();
     let db = DocDb::open(cfg).map_err(|e| anyhow!("opening the lab database: {e}"))?;
+    let startup_s = opening.elapsed().as_secs_f64();
     let mut extra = BTreeMap::new();
     let mut at_end_of_load = None;
     let mut end_of_load = |db: &Arc<DocDb>| -> Result<u64> {
         at_end_of_load = Some(EndOfLoad::take(db, exp, w, journal_checkpoint_bytes)?);
         Ok(obs.count.load(Ordering::Relaxed))
     };
-    let (load, run, eol) = if w.workload == "chapter10" {
-        let load = chapter10_insert(&db, scale.chapter10_docs)?;
-        let eol = end_of_load(&db)?;
+    let mut inserted = None;
+    let (load, run, eol) = if chapter10 {
+        let i = crate::chapter10::insert(&db, scale.chapter10_docs)?;
+        let (load, eol) = (i.phase.clone(), end_of_load(&db)?);
+        inserted = Some(i);
         (load, PhaseResult::default(), eol)
     } else {
         drive(
@@ -839,37 +904,34 @@ pub fn run_engine(
     };
     let at_end_of_load =
         at_end_of_load.ok_or_else(|| anyhow!("the workload never reached its end of load"))?;
-    let intervals = {
-        let (journal0, checkpoints0, appended0) = at_end_of_load.journal;
-        let (journal1, checkpoints1, appended1) = last_checkpoint_in_journal(&db)?;
-        let ops: u64 = run.metrics.values().map(|m| m.operations).sum();
-        RunIntervals {
-            journal_bytes: journal1 - journal0,
-            checkpoints: checkpoints1 - checkpoints0,
-            journal_bytes_per_op: (appended1 - appended0) / ops.max(1),
-        }
-    };
+    let intervals = run_intervals(&db, at_end_of_load.journal, &run)?;
     let leaf_changes = Some(LeafChanges::from_stats(&db)?.since(at_end_of_load.leaf_changes));
+    let closing = Instant::now();
     db.shutdown()
         .map_err(|e| anyhow!("shutting the lab database down: {e}"))?;
+    let shutdown_s = closing.elapsed().as_secs_f64();
     drop(db);
-    if w.workload == "chapter10" {
-        extra = chapter10_reads(reopen_cfg, scale.chapter10_docs)?;
-        extra.insert("insert_s".into(), load.runtime_ms / 1e3);
+    if let Some(inserted) = &inserted {
+        extra = crate::chapter10::measurements(
+            [startup_s, load.runtime_ms / 1e3, shutdown_s],
+            inserted,
+            crate::chapter10::disk_use(&db_dir, &|_| true)?,
+            crate::chapter10::reads(reopen_cfg, scale.chapter10_docs)?,
+        );
     }
     obs.flush();
+    if chapter10 {
+        extra.extend(chapter10_written(&trace)?);
+    }
     // The whole database is on disk after a clean shutdown; size it from its files.
     let db_bytes = table_bytes(&db_dir)?;
     let shares = write_shares(&trace, eol)?;
     let events = obs.count.load(Ordering::Relaxed);
-    let _ = std::fs::remove_dir_all(&work);
-    if let Some(parent) = work.parent() {
-        // Removed only when empty (another run may share it).
-        let _ = std::fs::remove_dir(parent);
-    }
+    remove_work_dir(&work);
     Ok(EngineRun {
         key: key.to_string(),
         trace_version: TRACE_VERSION,
+        engine: COPY_ON_WRITE.into(),
         workload: w.workload.clone(),
         seed: w.seed,
         cache_share: w.cache_share,
@@ -1016,6 +1078,43 @@ impl EndOfLoad {
 
 /// The journal's bytes appended when the last checkpoint began, the checkpoints completed, and
 /// the journal's bytes appended so far.
+/// What the traced part of the run (the insert job and its shutdown) wrote: bytes to the
+/// journal and to the data files (every other file kind).
+pub(crate) fn chapter10_written(trace: &Path) -> Result<BTreeMap<String, f64>> {
+    let shares = write_shares(trace, 0)?;
+    let journal = shares.by_file.get("journal").copied().unwrap_or(0);
+    let all: u64 = shares.by_file.values().sum();
+    Ok(BTreeMap::from([
+        ("written_journal_bytes".to_string(), journal as f64),
+        ("written_data_bytes".to_string(), (all - journal) as f64),
+    ]))
+}
+
+/// The run phase's journal bytes, checkpoints and journal bytes per operation, from the
+/// journal's figures at the end of the load (`at_load_end`) and now.
+fn run_intervals(
+    db: &DocDb,
+    at_load_end: (u64, u64, u64),
+    run: &PhaseResult,
+) -> Result<RunIntervals> {
+    let (journal0, checkpoints0, appended0) = at_load_end;
+    let (journal1, checkpoints1, appended1) = last_checkpoint_in_journal(db)?;
+    let ops: u64 = run.metrics.values().map(|m| m.operations).sum();
+    Ok(RunIntervals {
+        journal_bytes: journal1 - journal0,
+        checkpoints: checkpoints1 - checkpoints0,
+        journal_bytes_per_op: (appended1 - appended0) / ops.max(1),
+    })
+}
+
+/// Removes a run's work directory, and its parent when that is empty (another run may share it).
+fn remove_work_dir(work: &Path) {
+    let _ = std::fs::remove_dir_all(work);
+    if let Some(parent) = work.parent() {
+        let _ = std::fs::remove_dir(parent);
+    }
+}
+
 fn last_checkpoint_in_journal(db: &DocDb) -> Result<(u64, u64, u64)> {
     let stats = db.engine().stats();
     let get = |path: &str| {
@@ -1123,84 +1222,6 @@ fn remove_stale_work_dirs(shm: &Path) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
-}
-
-/// The chapter's read job (seed 001 §10.3.2): restart, then fetch every document 12 times;
-/// the first pass is cold (nothing cached), the rest warm.
-fn chapter10_reads(mut cfg: DocDbConfig, n: u64) -> Result<BTreeMap<String, f64>> {
-    cfg.engine.observer = None;
-    let db = DocDb::open(cfg).map_err(|e| anyhow!("reopening the lab database: {e}"))?;
-    let mut passes = Vec::new();
-    for _ in 0..12 {
-        let t = Instant::now();
-        let got = db
-            .find("bench", "benchmark", &docdb::FindQuery::default())
-            .map_err(|e| anyhow!("{e}"))?
-            .count();
-        if got as u64 != n {
-            bail!("read pass returned {got} documents, expected {n}");
-        }
-        passes.push(t.elapsed().as_secs_f64());
-    }
-    db.shutdown().map_err(|e| anyhow!("{e}"))?;
-    let mut extra = BTreeMap::new();
-    extra.insert("cold_read_s".into(), passes[0]);
-    extra.insert("warm_read_s".into(), passes[1..].iter().sum::<f64>() / 11.0);
-    Ok(extra)
-}
-
-/// Inserts `n` documents of the chapter's shape (seed 001 §10.3.2) one by one, then
-/// checkpoints. Returns the insert phase.
-fn chapter10_insert(db: &Arc<DocDb>, n: u64) -> Result<PhaseResult> {
-    use bson::{doc, Bson, DateTime, Document};
-    use rand::Rng;
-    let mut rng = workload::rng(10);
-    let fields = |rng: &mut workload::Rng| {
-        let r: f64 = rng.gen();
-        let int = (1e8 * r).floor() as i64;
-        // JavaScript's Math.floor(1e64 * r).toString(36): about 40 base-36 digits.
-        let s: String = (0..40)
-            .map(|_| char::from_digit(rng.gen_range(0..36), 36).unwrap())
-            .collect();
-        (DateTime::from_millis((1.5e12 * r) as i64), int, s, int % 2)
-    };
-    let started = Instant::now();
-    for _ in 0..n {
-        let (d, i, s, b) = fields(&mut rng);
-        let mut docu =
-            doc! {"random_date": d, "random_int": i, "random_string": s, "random_bool": b};
-        let mut arr = Vec::new();
-        for k in 0..16 {
-            let (d, i, s, b) = fields(&mut rng);
-            let sub: Document =
-                doc! {"date_field": d, "int_field": i, "string_field": s, "bool_field": b};
-            if k < 8 {
-                arr.push(Bson::Document(sub));
-            } else {
-                docu.insert(format!("sub{k}"), sub);
-            }
-        }
-        docu.insert("arr", arr);
-        let out = db.insert(
-            "bench",
-            "benchmark",
-            vec![docu],
-            docdb::WriteOpts::default(),
-        );
-        if let Some(e) = out.write_errors.first() {
-            bail!("insert failed: {}", e.error);
-        }
-    }
-    db.engine().checkpoint().map_err(|e| anyhow!("{e}"))?;
-    let elapsed = started.elapsed();
-    let load = PhaseResult {
-        phase: "load".into(),
-        runtime_ms: elapsed.as_secs_f64() * 1e3,
-        operations: n,
-        throughput_ops_sec: n as f64 / elapsed.as_secs_f64().max(1e-9),
-        ..PhaseResult::default()
-    };
-    Ok(load)
 }
 
 /// How a workload's clients run.
@@ -1410,19 +1431,20 @@ fn replay_device(logical_pages: u64, ssd: &SsdSpec) -> Result<ssd::SsdConfig> {
     Ok(dev)
 }
 
-fn replay_run(
+/// One replay of `run` on a device of `capacity_bytes` (whole 4 KB pages).
+pub(crate) fn replay_run(
     run: &EngineRun,
     policy: &str,
     trim: &TrimSpec,
     ssd: &SsdSpec,
     exp: &Experiment,
+    capacity_bytes: u64,
 ) -> Result<DeviceRun> {
     let started = Instant::now();
     let pc = PlacementConfig {
         streams: ssd.streams,
         ..PlacementConfig::default()
     };
-    let capacity_bytes = replay_capacity_bytes(run, ssd);
     let logical_pages = capacity_bytes / ssd::PAGE_BYTES;
     let dev = replay_device(logical_pages, ssd)?;
     let when = TrimWhen::parse(&trim.when).map_err(|e| anyhow!(e))?;

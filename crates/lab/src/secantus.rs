@@ -434,6 +434,7 @@ pub(crate) fn secantus_run(
     extra.insert("lab_checkpoints".into(), lab_checkpoints as f64);
     let r = EngineRun {
         trace_version: run::TRACE_VERSION,
+        engine: crate::experiment::COPY_ON_WRITE.into(),
         key,
         workload: w.workload,
         seed,

@@ -9,7 +9,32 @@
 //! checkpoint, 40 s later (to 42 MB). A checkpoint right after the burst (the `fsync` command)
 //! brought it back at once. So when a burst of connections has closed, the housekeeping task
 //! asks for a checkpoint: it moves the records the gone threads allocated into the
-//! checkpointing thread's pages, and theirs empty and are purged.
+//! checkpointing thread's pages, and theirs empty. Then it has the allocator return the emptied
+//! pages at once ([`return_freed_pages`]): mimalloc gives a freed page back to the system only
+//! when some thread next frees, abandons or collects a page, and when the checkpoint comes after
+//! the last connection has gone nothing may do that for a minute (3.3x idle in the load test,
+//! docs/server.md, "Connections and memory").
+
+use std::sync::OnceLock;
+
+/// How the process's allocator gives back, now, the pages freed since it last did (set by the
+/// binary that chose the allocator: `crates/cli` for mimalloc).
+static RETURN_FREED_PAGES: OnceLock<fn()> = OnceLock::new();
+
+/// Tells the server how to make the allocator return its freed pages to the system at once
+/// (the first call wins). Without it, [`return_freed_pages`] does nothing: the allocator
+/// returns them on its own schedule.
+pub fn set_return_freed_pages(release: fn()) {
+    let _ = RETURN_FREED_PAGES.set(release);
+}
+
+/// Has the allocator return the pages freed so far, if the binary said how (see
+/// [`set_return_freed_pages`]).
+pub fn return_freed_pages() {
+    if let Some(release) = RETURN_FREED_PAGES.get() {
+        release();
+    }
+}
 
 /// The fewest connections that must have closed since the peak before a checkpoint is asked
 /// for: a handful of clients coming and going is ordinary traffic, and the timed checkpoint
@@ -18,6 +43,15 @@ pub const MIN_CLOSED: i64 = 64;
 
 /// Fewer closes than this in one tick mean the burst's closing is over.
 const SETTLED_CLOSES: i64 = 8;
+
+/// A burst of connections that has closed, as [`BurstWatch`] saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClosedBurst {
+    /// The most connections open since the previous burst.
+    pub peak: i64,
+    /// The connections open now.
+    pub open: i64,
+}
 
 /// Watches the number of open connections, one reading per housekeeping tick (with the most
 /// that were open since the previous one, so a burst shorter than a tick is seen), for a burst
@@ -32,21 +66,25 @@ pub struct BurstWatch {
 
 impl BurstWatch {
     /// Takes this tick's number of open connections and the most open since the previous
-    /// tick; true when a burst has closed: at least [`MIN_CLOSED`] connections and at least
+    /// tick; a burst when one has closed: at least [`MIN_CLOSED`] connections and at least
     /// half of the peak closed, and fewer than [`SETTLED_CLOSES`] closed since the previous
     /// tick (the closing is over, so the checkpoint does not run amid it; a few connections
     /// that keep coming and going, as hostile or health-check clients do, must not put it off
     /// for ever).
-    pub fn closed_burst(&mut self, open: i64, most: i64) -> bool {
+    pub fn closed_burst(&mut self, open: i64, most: i64) -> Option<ClosedBurst> {
         let settled = self.last - open < SETTLED_CLOSES;
         self.last = open;
         self.peak = self.peak.max(most).max(open);
         let closed = self.peak - open;
         if settled && closed >= MIN_CLOSED && open <= self.peak / 2 {
+            let burst = ClosedBurst {
+                peak: self.peak,
+                open,
+            };
             self.peak = open;
-            return true;
+            return Some(burst);
         }
-        false
+        None
     }
 }
 
@@ -55,7 +93,9 @@ mod tests {
     use super::*;
 
     fn readings(watch: &mut BurstWatch, open: &[i64]) -> Vec<bool> {
-        open.iter().map(|&n| watch.closed_burst(n, n)).collect()
+        open.iter()
+            .map(|&n| watch.closed_burst(n, n).is_some())
+            .collect()
     }
 
     #[test]
@@ -99,9 +139,12 @@ mod tests {
     #[test]
     fn a_burst_within_one_tick_is_seen() {
         let mut w = BurstWatch::default();
-        assert!(!w.closed_burst(1, 1));
-        assert!(w.closed_burst(1, 201));
-        assert!(!w.closed_burst(1, 1));
+        assert_eq!(w.closed_burst(1, 1), None);
+        assert_eq!(
+            w.closed_burst(1, 201),
+            Some(ClosedBurst { peak: 201, open: 1 })
+        );
+        assert_eq!(w.closed_burst(1, 1), None);
     }
 
     #[test]

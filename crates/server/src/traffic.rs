@@ -107,13 +107,26 @@ impl Traffic {
     }
 }
 
-/// The process's memory in MB, as mongod's `mem` section (`/proc/self/statm`).
-pub fn memory() -> Document {
+/// The process's virtual and resident sizes in pages, and the page's size in bytes
+/// (`/proc/self/statm`).
+fn statm() -> (Option<i64>, Option<i64>, i64) {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
     let mut pages = statm.split_whitespace().map(|v| v.parse::<i64>().ok());
     let (virt, resident) = (pages.next().flatten(), pages.next().flatten());
     // SAFETY: sysconf reads a constant.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as i64;
+    (virt, resident, page)
+}
+
+/// The process's resident memory in MB (-1 where `/proc` cannot tell), for the log.
+pub fn resident_mb() -> i64 {
+    let (_, resident, page) = statm();
+    resident.map_or(-1, |r| (r * page) >> 20)
+}
+
+/// The process's memory in MB, as mongod's `mem` section (`/proc/self/statm`).
+pub fn memory() -> Document {
+    let (virt, resident, page) = statm();
     let mb = |p: i64| (p * page) >> 20;
     match (virt, resident) {
         (Some(v), Some(r)) => doc! {

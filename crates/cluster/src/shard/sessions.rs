@@ -14,7 +14,7 @@ use super::{with_op, CollMeta, OpContext, ShardNode};
 use bson::{doc, Bson, Document};
 use docdb::scope::with_ownership;
 use docdb::{DocDb, DocError, DocResult};
-use engine::{Direction, KvEngine, TableConfig, TableId, WriteBatch};
+use engine::{Direction, KvEngine, TableId, WriteBatch};
 use server::hook::CommandCall;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -71,7 +71,7 @@ impl Sessions {
         let table = match engine.table_id(TABLE) {
             Some(t) => t,
             None => engine
-                .create_table(TABLE, &TableConfig::collection())
+                .create_table(TABLE, &db.internal_table_config())
                 .map_err(docdb::storage_error)?,
         };
         Ok(Sessions { engine, table })

@@ -4,16 +4,19 @@
 //! ```text
 //! flashdoc-docdb-powerloss [--seed S] [--seeds N] [--cycles N] [--steps N] [--lineage N]
 //!                          [--mutation none|metadata-fsync|dir-fsync] [--work DIR]
+//!                          [--engine wiredTiger|mmapv1]
 //! ```
 //!
 //! Runs seeds S..S+N, `--cycles` cycles each (defaults: seed 1, 1 seed, 100 cycles, 60 steps,
-//! lineage 10, work dir under the system's temporary directory). Exits 1 at the first failure,
+//! lineage 10, work dir under the system's temporary directory, the copy-on-write engine
+//! `wiredTiger`; `mmapv1` is the in-place engine). Exits 1 at the first failure,
 //! printing the seed and the cycle that reproduce it.
 
 #[path = "powerloss/crashloop.rs"]
 mod crashloop;
 
 use engine::io::{CrashOdds, Mutation};
+use engine::EngineKind;
 
 fn parse(args: &[String]) -> Result<(crashloop::Settings, u64, std::path::PathBuf), String> {
     let mut s = crashloop::Settings {
@@ -23,6 +26,7 @@ fn parse(args: &[String]) -> Result<(crashloop::Settings, u64, std::path::PathBu
         lineage: 10,
         mutation: Mutation::None,
         odds: CrashOdds::default(),
+        engine: EngineKind::Disk,
     };
     let mut seeds = 1;
     let mut work = std::env::temp_dir().join("flashdoc-docdb-powerloss");
@@ -41,6 +45,13 @@ fn parse(args: &[String]) -> Result<(crashloop::Settings, u64, std::path::PathBu
             "--steps" => s.steps = num()? as usize,
             "--lineage" => s.lineage = num()?,
             "--work" => work = value.into(),
+            "--engine" => {
+                s.engine = match value.as_str() {
+                    "wiredTiger" => EngineKind::Disk,
+                    "mmapv1" => EngineKind::Mmapv1,
+                    _ => return Err(format!("unknown engine {value} (wiredTiger or mmapv1)")),
+                }
+            }
             "--mutation" => {
                 s.mutation = match value.as_str() {
                     "none" => Mutation::None,
@@ -85,6 +96,7 @@ fn main() {
         }
     }
     println!(
-        "total: {cycles} cycles, {ops} operations, {acked} acknowledged durable, 0 lost, 0 corrupt"
+        "total ({}): {cycles} cycles, {ops} operations, {acked} acknowledged durable, 0 lost, 0 corrupt",
+        docdb::config::engine_kind_name(settings.engine)
     );
 }

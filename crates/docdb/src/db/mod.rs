@@ -332,6 +332,19 @@ fn sort_unique_bson(v: &mut Vec<Bson>) {
     v.dedup_by(|a, b| compare_bson(a, b) == Ordering::Equal);
 }
 
+/// The configuration of a table the server keeps for itself (the catalog, a shard's session
+/// records) on an engine of `kind`: a collection table's defaults, uncompressed on the in-place
+/// engine, which stores records uncompressed and refuses a table asking for a compressor.
+pub fn internal_table_config(kind: engine::EngineKind) -> TableConfig {
+    match kind {
+        engine::EngineKind::Mmapv1 => TableConfig {
+            compressor: engine::Compressor::None,
+            ..TableConfig::collection()
+        },
+        _ => TableConfig::collection(),
+    }
+}
+
 impl DocDb {
     pub fn open(cfg: DocDbConfig) -> DocResult<Arc<DocDb>> {
         let engine: Arc<dyn engine::KvEngine> = match cfg.engine_kind {
@@ -341,14 +354,7 @@ impl DocDb {
             }
             kind => engine::open_engine(kind, cfg.engine.clone()).map_err(storage_error)?,
         };
-        let catalog_cfg = match cfg.engine_kind {
-            // It stores records uncompressed and refuses a table asking for a compressor.
-            engine::EngineKind::Mmapv1 => TableConfig {
-                compressor: engine::Compressor::None,
-                ..TableConfig::collection()
-            },
-            _ => TableConfig::collection(),
-        };
+        let catalog_cfg = internal_table_config(cfg.engine_kind);
         let catalog_table = match engine.table_id(CATALOG_TABLE) {
             Some(t) => t,
             None => engine
@@ -446,6 +452,12 @@ impl DocDb {
 
     pub fn engine(&self) -> &Arc<dyn KvEngine> {
         &self.engine
+    }
+
+    /// [`internal_table_config`] for this database's engine: what a table kept beside the
+    /// collections (a shard's session records) is created with.
+    pub fn internal_table_config(&self) -> TableConfig {
+        internal_table_config(self.cfg.engine_kind)
     }
 
     pub fn config(&self) -> &DocDbConfig {

@@ -1,9 +1,9 @@
 //! The journal under a failed sync (for good) and a full disk (stalled, then resumed), with the
 //! fault-injecting backend.
 
+use super::test_support::{self, journal_dir, replay_payloads};
 use super::*;
 use crate::io::{Fault, FaultOp, FaultyFiles, FlashConfig};
-use std::path::PathBuf;
 use std::time::Duration;
 
 fn faulty_io() -> (Arc<Io>, Arc<FaultyFiles>) {
@@ -14,19 +14,9 @@ fn faulty_io() -> (Arc<Io>, Arc<FaultyFiles>) {
 
 fn config(dir: &Path) -> JournalConfig {
     JournalConfig {
-        dir: dir.to_path_buf(),
-        file_max: 4 << 20,
         commit_interval: Duration::from_millis(20),
-        compressor: JournalCompressor::None,
-        preallocate: true,
-        block_aligned: false,
+        ..test_support::config(dir, 4 << 20, JournalCompressor::None)
     }
-}
-
-fn journal_dir() -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("journal");
-    (tmp, dir)
 }
 
 fn fault(op: FaultOp, skip: u64, times: u64, errno: i32) -> Fault {
@@ -37,16 +27,6 @@ fn fault(op: FaultOp, skip: u64, times: u64, errno: i32) -> Fault {
         times,
         errno,
     }
-}
-
-fn replayed(dir: &Path) -> (Vec<Vec<u8>>, ReplayOutcome) {
-    let mut got = Vec::new();
-    let outcome = replay(dir, Lsn::default(), |_, p| {
-        got.push(p.to_vec());
-        Ok(())
-    })
-    .unwrap();
-    (got, outcome)
 }
 
 #[test]
@@ -73,7 +53,7 @@ fn a_failed_sync_is_never_retried_and_refuses_every_later_record() {
         assert!(io.write_failure().is_some());
         assert!(j.close().is_err());
         drop(j);
-        let (got, outcome) = replayed(&dir);
+        let (got, outcome) = replay_payloads(&dir);
         assert_eq!(got[0], b"acknowledged");
         assert!(
             got.len() <= 2 && !got.iter().any(|p| p == b"after"),
@@ -134,7 +114,7 @@ fn a_flush_cut_by_a_full_disk_is_a_torn_tail_then_resumes() {
     assert!(io.write_failure().is_none());
     // As after a crash now: the acknowledged record, then at most the whole records of the
     // first slot, then a torn one — a tail, not corruption.
-    let (got, outcome) = replayed(&dir);
+    let (got, outcome) = replay_payloads(&dir);
     assert_eq!(got[0], b"acknowledged");
     assert!(got.len() <= 3, "only records the first slot holds whole");
     assert_eq!(&got[1..], &big[..got.len() - 1]);
@@ -147,7 +127,7 @@ fn a_flush_cut_by_a_full_disk_is_a_torn_tail_then_resumes() {
     j.sync_to(after).unwrap();
     j.close().unwrap();
     drop(j);
-    let (got, outcome) = replayed(&dir);
+    let (got, outcome) = replay_payloads(&dir);
     let mut want = vec![b"acknowledged".to_vec()];
     want.extend(big);
     want.push(b"after".to_vec());
@@ -176,7 +156,7 @@ fn a_new_file_that_a_full_disk_refuses_is_removed_and_made_again() {
     j.sync_to(second).unwrap();
     j.close().unwrap();
     drop(j);
-    let (got, outcome) = replayed(&dir);
+    let (got, outcome) = replay_payloads(&dir);
     assert_eq!(got, vec![vec![7u8; 40_000], vec![8u8; 40_000]]);
     assert!(outcome.torn_tail.is_none(), "{:?}", outcome.torn_tail);
 }

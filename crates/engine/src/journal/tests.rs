@@ -1,4 +1,5 @@
 use super::format::{file_name, padded_len, FILE_HEADER_SIZE, RECORD_HEADER_SIZE};
+use super::test_support::{config, journal_dir, replay_all};
 use super::*;
 use crate::io::Io;
 use placement::CollectingObserver;
@@ -6,28 +7,10 @@ use placement::{Event, FileId, FileKind, PageKind};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::Duration;
-
-fn config(dir: &Path, file_max: u64, compressor: JournalCompressor) -> JournalConfig {
-    JournalConfig {
-        dir: dir.to_path_buf(),
-        file_max,
-        commit_interval: Duration::from_millis(100),
-        compressor,
-        preallocate: true,
-        block_aligned: false,
-    }
-}
 
 fn no_events() -> Arc<Io> {
     Arc::new(Io::quiet())
-}
-
-fn journal_dir() -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("journal");
-    (tmp, dir)
 }
 
 /// A mix of payloads: empty, tiny, around the compression threshold, compressible text and
@@ -52,16 +35,6 @@ fn payloads(rng: &mut StdRng, count: usize, max_len: usize) -> Vec<Vec<u8>> {
             }
         })
         .collect()
-}
-
-fn replay_all(dir: &Path, from: Lsn) -> (Vec<(Lsn, Vec<u8>)>, ReplayOutcome) {
-    let mut got = Vec::new();
-    let outcome = replay(dir, from, |lsn, p| {
-        got.push((lsn, p.to_vec()));
-        Ok(())
-    })
-    .unwrap();
-    (got, outcome)
 }
 
 /// Appends all payloads, syncs, closes; returns the LSNs.

@@ -3,26 +3,12 @@
 //! [`format::REC_FLUSH_START`] marks, and the journal under the power-loss backend.
 
 use super::format::{check_record_header, file_name, HeaderCheck, RECORD_HEADER_SIZE};
+use super::test_support::{self, journal_dir, replay_payloads};
 use super::*;
 use crate::io::{CrashOdds, Mutation, PowerLossFiles};
-use std::path::PathBuf;
-use std::time::Duration;
 
 fn config(dir: &Path) -> JournalConfig {
-    JournalConfig {
-        dir: dir.to_path_buf(),
-        file_max: 1 << 20,
-        commit_interval: Duration::from_millis(100),
-        compressor: JournalCompressor::None,
-        preallocate: true,
-        block_aligned: false,
-    }
-}
-
-fn journal_dir() -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("journal");
-    (tmp, dir)
+    test_support::config(dir, 1 << 20, JournalCompressor::None)
 }
 
 /// Payloads of `len` bytes with no zero byte, so that only a lost sector reads as zeros.
@@ -56,16 +42,6 @@ fn write_flushes(
     (groups, all)
 }
 
-fn replay_all(dir: &Path) -> (Vec<Vec<u8>>, ReplayOutcome) {
-    let mut got = Vec::new();
-    let outcome = replay(dir, Lsn::default(), |_, p| {
-        got.push(p.to_vec());
-        Ok(())
-    })
-    .unwrap();
-    (got, outcome)
-}
-
 /// Zeros the 512-byte sector after the one holding the header of the record at `lsn` (the
 /// sector a crash lost: the preallocated file's zeros show through).
 fn lose_sector_after_header(dir: &Path, lsn: Lsn) {
@@ -85,7 +61,7 @@ fn a_sector_lost_inside_the_last_flush_is_its_torn_tail() {
     let (_tmp, dir) = journal_dir();
     let (groups, all) = write_flushes(&dir, 2, 4, 1500);
     lose_sector_after_header(&dir, groups[1][0]);
-    let (got, outcome) = replay_all(&dir);
+    let (got, outcome) = replay_payloads(&dir);
     assert_eq!(outcome.corruption, None, "{outcome:?}");
     assert_eq!(
         got,
@@ -105,7 +81,7 @@ fn a_sector_lost_in_a_synced_flush_is_corruption() {
     let (_tmp, dir) = journal_dir();
     let (groups, all) = write_flushes(&dir, 3, 4, 1500);
     lose_sector_after_header(&dir, groups[1][0]);
-    let (got, outcome) = replay_all(&dir);
+    let (got, outcome) = replay_payloads(&dir);
     assert_eq!(got, all[..4]);
     let c = outcome.corruption.expect("corruption");
     assert_eq!(c.offset, groups[1][0].offset as u64);
@@ -131,7 +107,7 @@ fn damage_in_the_last_flush_that_is_no_tear_is_corruption() {
     let mut bytes = original.clone();
     bytes[at.offset as usize + 700] ^= 0x04;
     std::fs::write(&path, &bytes).unwrap();
-    let c = replay_all(&dir).1.corruption.expect("a flipped byte");
+    let c = replay_payloads(&dir).1.corruption.expect("a flipped byte");
     assert_eq!(c.offset, at.offset as u64);
     assert!(c.why.contains("every 512-byte sector"), "{c:?}");
 
@@ -141,7 +117,7 @@ fn damage_in_the_last_flush_that_is_no_tear_is_corruption() {
     bytes[at_len..at_len + 4].copy_from_slice(&(stored + RECORD_HEADER_SIZE as u32).to_le_bytes());
     bytes[at_len + 12..at_len + 16].copy_from_slice(&stored.to_le_bytes());
     std::fs::write(&path, &bytes).unwrap();
-    let c = replay_all(&dir)
+    let c = replay_payloads(&dir)
         .1
         .corruption
         .expect("a damaged length word");
@@ -150,7 +126,10 @@ fn damage_in_the_last_flush_that_is_no_tear_is_corruption() {
     let mut bytes = original;
     bytes[at.offset as usize + 10] = 1;
     std::fs::write(&path, &bytes).unwrap();
-    let c = replay_all(&dir).1.corruption.expect("a damaged header");
+    let c = replay_payloads(&dir)
+        .1
+        .corruption
+        .expect("a damaged header");
     assert!(c.why.contains("header is damaged"), "{c:?}");
 }
 
@@ -220,7 +199,7 @@ fn the_flusher_marks_the_first_record_written_after_each_sync() {
     let files_first: Vec<Lsn> = firsts.clone();
     assert!(files_first.iter().all(|l| marked.contains(l)), "{marked:?}");
     assert_eq!(marked.len(), firsts.len(), "{marked:?} {firsts:?}");
-    let (got, outcome) = replay_all(&dir);
+    let (got, outcome) = replay_payloads(&dir);
     assert_eq!(got, all);
     assert_eq!(outcome.torn_tail, None);
 }
@@ -236,7 +215,7 @@ fn a_version_1_journal_is_read() {
     let crc = crc32c::crc32c(&bytes[..124]);
     bytes[124..128].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&path, &bytes).unwrap();
-    let (got, outcome) = replay_all(&dir);
+    let (got, outcome) = replay_payloads(&dir);
     assert_eq!((got, outcome.torn_tail), (all, None));
 }
 
@@ -296,7 +275,7 @@ fn a_flush_cut_by_power_loss_is_never_corruption() {
     for seed in 0..300 {
         let img = tempfile::tempdir().unwrap();
         pl.materialise(seed, img.path()).unwrap();
-        let (got, outcome) = replay_all(&img.path().join("journal"));
+        let (got, outcome) = replay_payloads(&img.path().join("journal"));
         assert_eq!(outcome.corruption, None, "seed {seed}: {outcome:?}");
         assert!(
             got.len() >= 12,

@@ -180,9 +180,9 @@ fn a_compacted_table_keeps_its_entries_and_shrinks() {
     assert!(est.bytes_after < est.bytes_before / 2, "{est:?}");
     let stats = e.compact_table(t).unwrap();
     assert!(stats.bytes_after < stats.bytes_before / 2, "{stats:?}");
-    let off = est.bytes_after.abs_diff(stats.bytes_after);
-    assert!(
-        off <= stats.bytes_after / 10 + 65536,
+    // The estimate is the copy's own allocations, step by step: exact.
+    assert_eq!(
+        est.bytes_after, stats.bytes_after,
         "estimate {est:?}, compact {stats:?}"
     );
     let all: Vec<_> = e.scan_all(t).unwrap().map(Result::unwrap).collect();
@@ -205,6 +205,44 @@ fn a_compacted_table_keeps_its_entries_and_shrinks() {
     assert_eq!(e.scan_all(t).unwrap().count(), 300);
     assert_eq!(e.get(t, b"000010").unwrap(), Some(vec![7; 300]));
     e.close().unwrap();
+}
+
+/// A table filled with 3 000 entries of `value` bytes, then nine in ten of them deleted.
+fn fill_and_thin(e: &InPlaceEngine, t: TableId, value: usize) {
+    for i in 0..3000u32 {
+        e.put(t, format!("{i:06}").as_bytes(), &vec![7; value])
+            .unwrap();
+    }
+    for i in (0..3000u32).filter(|i| i % 10 != 0) {
+        e.delete(t, format!("{i:06}").as_bytes()).unwrap();
+    }
+}
+
+/// docdb compacts a collection's tables one after another, and its dry run estimates them all
+/// first: the extents the first compaction frees are there for the second's copy. A free
+/// extent is split to the size the copy asks for, so the estimate made before still holds
+/// (each extent at most a first extent larger than asked). Before, the copy took a freed
+/// extent whole and the estimate was 17 % off in test_compact.py.
+#[test]
+fn estimates_made_before_another_tables_compaction_still_hold() {
+    let d = tempfile::tempdir().unwrap();
+    let e = open(d.path());
+    let big = e.create_table("big", &table_cfg()).unwrap();
+    let small = e.create_table("small", &table_cfg()).unwrap();
+    fill_and_thin(&e, big, 1000);
+    fill_and_thin(&e, small, 40);
+    let est_big = e.estimate_compaction(big).unwrap();
+    let est_small = e.estimate_compaction(small).unwrap();
+    let done_big = e.compact_table(big).unwrap();
+    let done_small = e.compact_table(small).unwrap();
+    assert_eq!(est_big.bytes_after, done_big.bytes_after);
+    let extents = done_small.bytes_after.div_ceil(64 << 10);
+    assert!(
+        done_small.bytes_after.abs_diff(est_small.bytes_after) < extents * (64 << 10),
+        "estimate {est_small:?}, compact {done_small:?}"
+    );
+    assert_eq!(e.scan_all(small).unwrap().count(), 300);
+    assert_eq!(e.get(big, b"000010").unwrap(), Some(vec![7; 1000]));
 }
 
 #[test]

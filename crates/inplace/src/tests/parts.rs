@@ -79,6 +79,7 @@ fn updates_that_fit_stay_in_place_and_others_move() {
     let d = tempfile::tempdir().unwrap();
     let e = open(d.path());
     let t = e.create_table("t", &table_cfg()).unwrap();
+    let created = e.counters();
     e.put(t, b"k", &[1; 100]).unwrap(); // a 128-byte record
     e.put(t, b"k", &[2; 120]).unwrap(); // grows into its padding
     e.put(t, b"k", &[3; 10]).unwrap(); // shrinks in place
@@ -89,6 +90,16 @@ fn updates_that_fit_stay_in_place_and_others_move() {
     // instead of growing the extent.
     e.put(t, b"j", &[5; 100]).unwrap();
     let before = e.counters();
+    // Records allocated after the table's: k's 128 and 256 bytes (the move) and j's 128, for
+    // values of 100, 200 and 100 bytes; the updates in place allocated none.
+    assert_eq!(
+        before.record_bytes_allocated - created.record_bytes_allocated,
+        128 + 256 + 128
+    );
+    assert_eq!(
+        before.value_bytes_allocated - created.value_bytes_allocated,
+        100 + 200 + 100
+    );
     assert_eq!(e.get(t, b"k").unwrap(), Some(vec![4; 200]));
     assert_eq!(e.get(t, b"j").unwrap(), Some(vec![5; 100]));
     assert_eq!(
@@ -210,4 +221,14 @@ fn flash_modes_settings_it_lacks_are_reported_not_applicable() {
         assert_eq!(j[k], "n/a", "{k}: {j}");
     }
     assert_eq!(j["placement"], engine::SHIPPED_POLICY);
+}
+
+#[test]
+#[should_panic(expected = "a change in a data file the header does not count")]
+fn removing_a_data_file_with_a_change_in_it_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let (mut pool, _) = pool(d.path());
+    pool.create_file(1).unwrap();
+    pool.write(DiskLoc::new(1, 0), b"changed").unwrap();
+    pool.remove_files_from(1).unwrap();
 }

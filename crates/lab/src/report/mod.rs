@@ -2,6 +2,7 @@
 //! the model that produced them, and a reading of each result. Written as `report.md` (plots
 //! as files beside it) and a self-contained `report.html` (plots inlined).
 
+mod compression;
 mod condition;
 mod credit;
 mod scale;
@@ -248,11 +249,14 @@ pub fn write(
         Kind::Trim => sections::trim(&mut r, out, points)?,
         Kind::WriteShares => shares_section(&mut r, out, runs)?,
         Kind::IoPattern => io_section(&mut r, out)?,
-        Kind::Compression => compression_section(&mut r, out, runs)?,
+        Kind::Compression => compression::section(&mut r, out, runs)?,
         Kind::Scale => scale::section(&mut r, out, exp, points)?,
         Kind::Hass => unreachable!("hass experiments write their own report (hass.rs)"),
         Kind::RealWiredTiger => {
             unreachable!("real-wiredtiger writes its own report (realwt.rs)")
+        }
+        Kind::InPlaceVsCow => {
+            unreachable!("in-place-vs-cow writes its own report (inplace_cow.rs)")
         }
     }
     if headline_first {
@@ -627,49 +631,6 @@ fn swap_rates(samples: &[(f64, f64, u8)], ckpts: &[f64]) -> Option<(f64, f64, us
         follows as f64 / pairs as f64,
         pairs,
     ))
-}
-
-fn compression_section(r: &mut Report, out: &Path, runs: &[EngineRun]) -> Result<()> {
-    r.h2("Block compressors");
-    let mut rows = Vec::new();
-    let cats: Vec<String> = runs.iter().map(|r| r.compressor.clone()).collect();
-    let mut disk = Vec::new();
-    for run in runs {
-        let g = |k: &str| run.extra.get(k).copied().unwrap_or(0.0);
-        rows.push(vec![
-            run.compressor.clone(),
-            f(g("insert_s"), 2),
-            f(g("cold_read_s"), 3),
-            f(g("warm_read_s"), 3),
-            f(run.db_bytes as f64 / (1 << 20) as f64, 2),
-        ]);
-        disk.push(run.db_bytes as f64 / (1 << 20) as f64);
-    }
-    r.table(
-        &[
-            "compressor",
-            "insert job (s)",
-            "cold read (s)",
-            "warm read (s, mean of 11)",
-            "disk use (MB)",
-        ],
-        rows,
-    );
-    plot::bars(
-        &out.join("compression-disk"),
-        &Bars {
-            title: "Disk use per block compressor",
-            x_label: "block compressor",
-            y_label: "collection + index files (MB)",
-            categories: &cats,
-            series: &[("disk use".to_string(), disk)],
-            reference: None,
-            stacked: false,
-        },
-    )?;
-    r.img("compression-disk.png", "disk use");
-    r.p("Paper (seed 001 Tables 10.3–10.5, 160 000 documents): WiredTiger uncompressed 560.56 MB, snappy 380.27 MB, zlib 326.67 MB; insert job 92 s / 93 s / 104 s; first (cold) read pass 7.37 s / 5.67 s / 5.17 s, later passes about 1.05 s for all. Disk use depends on the data, so compare the ratios: compressed blocks are kept only when they save at least one 4 KB unit, as in WiredTiger.");
-    Ok(())
 }
 
 fn host_section(r: &mut Report, runs: &[EngineRun]) {

@@ -17,7 +17,7 @@ use bson::{doc, Bson, Document};
 use docdb::{AggregateOpts, DeleteStatement, DocDb, DocDbConfig, FindQuery, Interrupt};
 use docdb::{UpdateStatement, WriteOpts};
 use engine::io::{CrashOdds, Mutation, PowerLossFiles};
-use engine::Schedule;
+use engine::{EngineKind, Schedule};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,6 +39,9 @@ pub struct Settings {
     pub lineage: u64,
     pub mutation: Mutation,
     pub odds: CrashOdds,
+    /// The storage engine under the document layer: the copy-on-write one (`Disk`) or the
+    /// in-place one (`Mmapv1`).
+    pub engine: EngineKind,
 }
 
 /// A collection as the model holds it.
@@ -312,14 +315,26 @@ fn perform(db: &DocDb, op: &Op) -> Result<(), String> {
 
 /// The engine settings of every open: the inline schedule (no threads: the operations, and so
 /// the crash points, are a function of the seed), small journal files and frequent checkpoints.
-pub fn config(dir: &Path, backend: Option<Arc<PowerLossFiles>>) -> DocDbConfig {
+pub fn config(dir: &Path, backend: Option<Arc<PowerLossFiles>>, engine: EngineKind) -> DocDbConfig {
     let mut cfg = DocDbConfig::disk(dir);
+    cfg.engine_kind = engine;
     cfg.engine.cache_size = 2 << 20;
     cfg.engine.schedule = Schedule::Inline;
     cfg.engine.checkpoint_interval = None;
     cfg.engine.checkpoint_written_bytes = Some(96 << 10);
     if let Some(j) = cfg.engine.journal.as_mut() {
         j.file_max = engine::config::MIN_FILE_MAX;
+    }
+    if engine == EngineKind::Mmapv1 {
+        // It stores records uncompressed (as the server configures it).
+        cfg.collection_table.compressor = engine::Compressor::None;
+        cfg.index_table.compressor = engine::Compressor::None;
+        // The in-place engine has no inline schedule: its group committer is a thread. With an
+        // interval no cycle lasts, it commits only when a `j: true` writer waits for it (the
+        // writer blocked meanwhile), so the crash points stay a function of the seed.
+        if let Some(j) = cfg.engine.journal.as_mut() {
+            j.commit_interval = std::time::Duration::from_secs(3600);
+        }
     }
     cfg.engine.backend = backend.map(|b| b as Arc<dyn engine::io::Backend>);
     cfg.uuid_seed = Some(1);
@@ -523,7 +538,7 @@ pub fn run(s: &Settings, work: &Path) -> Result<Report, String> {
         pl.adopt(&["flashdoc.lock"])
             .map_err(|e| fail(e.to_string()))?;
         pl.crash_after(rng.gen_range(1..=est_ops));
-        let ran = match DocDb::open(config(&live, Some(pl.clone()))) {
+        let ran = match DocDb::open(config(&live, Some(pl.clone()), s.engine)) {
             Ok(db) => {
                 let ran = run_workload(&db, &pl, &mut rng, &base, s.steps);
                 drop(db);
@@ -548,7 +563,7 @@ pub fn run(s: &Settings, work: &Path) -> Result<Report, String> {
             .map_err(|e| fail(e.to_string()))?;
         let check = cdir.join("check");
         copy_dir(&img, &check).map_err(|e| fail(e.to_string()))?;
-        let db = DocDb::open(config(&check, None))
+        let db = DocDb::open(config(&check, None, s.engine))
             .map_err(|e| fail(format!("reopen after the crash: {e:?}")))?;
         let found = observe(&db).map_err(&fail)?;
         drop(db);
