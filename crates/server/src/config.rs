@@ -89,7 +89,14 @@ impl ReplicationSettings {
                 )));
             }
         }
-        self.oplog().map(|_| ())
+        // The file may leave replSetName to `--replSet`; `oplog()`, asked once the flags are
+        // in, refuses a size without a set.
+        match self.oplog_size_mb {
+            Some(mb) => docdb::oplog::OplogSettings::from_mb(mb)
+                .map(drop)
+                .map_err(|e| ConfigError(e.message.clone())),
+            None => Ok(()),
+        }
     }
 }
 
@@ -773,11 +780,11 @@ mod tests {
         assert!(c.replication.oplog().unwrap().is_some());
         let standalone = ServerConfig::default();
         assert!(standalone.replication.oplog().unwrap().is_none());
+        // A size in the file, the set's name from `--replSet`: only a standalone is refused.
+        let sized = ServerConfig::from_yaml("replication:\n  oplogSizeMB: 64\n").unwrap();
+        let e = sized.replication.oplog().unwrap_err();
+        assert!(e.0.contains("needs replication.replSetName"), "{e}");
         for (yaml, want) in [
-            (
-                "replication:\n  oplogSizeMB: 64\n",
-                "needs replication.replSetName",
-            ),
             ("replication:\n  replSetName: a/b\n", "contain no '/'"),
             (
                 "replication:\n  replSetName: rs0\n  oplogSizeMB: 0\n",

@@ -267,12 +267,15 @@ impl ServerState {
                 }
                 last_pass = now;
                 let Some(db) = db.upgrade() else { return };
-                if let Some(rs) = &replset {
-                    if !rs.upgrade().is_some_and(|rs| rs.is_writable_primary()) {
-                        continue;
-                    }
-                }
-                match db.ttl_pass() {
+                let pass = || db.ttl_pass();
+                let passed = match &replset {
+                    None => pass(),
+                    Some(rs) => match rs.upgrade().and_then(|rs| rs.as_primary(pass)) {
+                        Some(passed) => passed,
+                        None => continue,
+                    },
+                };
+                match passed {
                     Ok(0) => {}
                     Ok(n) => crate::log::info(
                         "INDEX",

@@ -27,6 +27,18 @@ pub(crate) fn repl_set_get_config(call: &Call) -> DocResult<Document> {
     crate::replset::commands::get_config(call.state)
 }
 
+pub(crate) fn repl_set_step_down(call: &Call) -> DocResult<Document> {
+    crate::replset::control::step_down(call.state, call.cmd)
+}
+
+pub(crate) fn repl_set_freeze(call: &Call) -> DocResult<Document> {
+    crate::replset::control::freeze(call.state, call.cmd)
+}
+
+pub(crate) fn repl_set_reconfig(call: &Call) -> DocResult<Document> {
+    crate::replset::control::reconfig(call.state, call.cmd)
+}
+
 pub(crate) fn ping(_: &Call) -> DocResult<Document> {
     Ok(doc! {})
 }

@@ -187,9 +187,9 @@ fn run_command(
     match crate::replset::concern::admit(rs, spec, writes, db, cmd) {
         Err(e) => (error_reply(&e), After::Continue),
         Ok(None) => run_here(state, name, db, cmd, conn),
-        Ok(Some((member, ack))) => {
+        Ok(Some((gate, ack))) => {
             let (mut reply, after) = run_here(state, name, db, cmd, conn);
-            crate::replset::concern::acknowledged(rs, &member, ack, &mut reply);
+            crate::replset::concern::acknowledged(rs, gate, ack, &mut reply);
             (reply, after)
         }
     }

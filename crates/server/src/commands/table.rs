@@ -452,6 +452,27 @@ pub(crate) static COMMANDS: &[Command] = &[
         Ns::Server,
     ),
     command(
+        "replSetStepDown",
+        admin::repl_set_step_down,
+        A::ClusterAdmin,
+        Ns::Server,
+    )
+    .fields(&["secondaryCatchUpPeriodSecs", "force"], &[]),
+    command(
+        "replSetFreeze",
+        admin::repl_set_freeze,
+        A::ClusterAdmin,
+        Ns::Server,
+    )
+    .fields(&[], &[]),
+    command(
+        "replSetReconfig",
+        admin::repl_set_reconfig,
+        A::ClusterAdmin,
+        Ns::Server,
+    )
+    .fields(&["force"], &[]),
+    command(
         "getParameter",
         admin::get_parameter_cmd,
         A::ClusterMonitor,

@@ -35,6 +35,9 @@ pub struct Record {
 
 const RECORD_KEY: &[u8] = b"record";
 const TABLE: &str = "repl.applier";
+/// The key of a log entry that carries a new set configuration (`replSetReconfig`) rather
+/// than an oplog entry: `{replSetConfig: <config>}`.
+pub const CONFIG_ENTRY: &str = "replSetConfig";
 
 /// Why the member stopped serving data, once it has (never cleared while the process runs).
 #[derive(Default)]
@@ -69,6 +72,8 @@ pub struct DocApplier {
     pub divergence: Arc<Divergence>,
     /// The highest log index this member proposed as primary (0: none).
     shipped_index: Mutex<u64>,
+    /// Where a configuration entry goes (none in the unit tests).
+    config: Option<Arc<super::SetConfig>>,
 }
 
 fn boxed(e: impl std::fmt::Display) -> BoxError {
@@ -98,6 +103,7 @@ impl DocApplier {
             record: Mutex::new(record),
             divergence,
             shipped_index: Mutex::new(0),
+            config: None,
         };
         let local = ts_u64(applier.oplog_last_ts());
         if local > record.accounted_ts {
@@ -107,6 +113,28 @@ impl DocApplier {
             ));
         }
         Ok(applier)
+    }
+
+    /// Adopts the configuration entries it applies into `config`.
+    pub fn with_config(mut self, config: Arc<super::SetConfig>) -> DocApplier {
+        self.config = Some(config);
+        self
+    }
+
+    fn adopt_config(&self, next: &Document) -> Result<(), BoxError> {
+        let Some(config) = &self.config else {
+            return Ok(());
+        };
+        if config.adopt(next).map_err(|e| boxed(e.message))? {
+            crate::log::info(
+                "REPL",
+                &format!(
+                    "adopted the set's configuration version {}",
+                    super::config_version(next)
+                ),
+            );
+        }
+        Ok(())
     }
 
     fn oplog_last_ts(&self) -> Timestamp {
@@ -125,13 +153,19 @@ impl DocApplier {
             .map_err(boxed)
     }
 
-    /// This member proposed the oplog entry with `ts` at `pos` (as primary).
-    pub fn shipped(&self, pos: LogPosition, ts: Timestamp) -> Result<(), BoxError> {
+    /// This member (as primary) is about to propose the oplog entry with `ts`. Recorded
+    /// before the proposal: the entry may commit and reach `apply` here before the proposal
+    /// returns, and must not then look like a write the set never got.
+    pub fn proposing(&self, ts: Timestamp) -> Result<(), BoxError> {
         let mut r = self.record.lock();
         r.accounted_ts = r.accounted_ts.max(ts_u64(ts));
+        self.save(&r)
+    }
+
+    /// This member proposed an entry at `pos` (as primary).
+    pub fn shipped(&self, pos: LogPosition) {
         let mut shipped = self.shipped_index.lock();
         *shipped = (*shipped).max(pos.index);
-        self.save(&r)
     }
 
     /// Checks that the oplog holds nothing Raft does not account for, when no write of this
@@ -172,8 +206,15 @@ impl Applier for DocApplier {
     fn apply(&self, pos: LogPosition, bytes: &[u8]) -> Result<(), BoxError> {
         let entry = Document::from_reader(bytes).map_err(boxed)?;
         let mut r = self.record.lock();
-        self.apply_entry(&mut r, &entry)?;
-        debug_assert!(r.applied.is_none_or(|a| a.index < pos.index));
+        match entry.get_document(CONFIG_ENTRY) {
+            Ok(next) => self.adopt_config(next)?,
+            Err(_) => self.apply_entry(&mut r, &entry)?,
+        }
+        debug_assert!(
+            r.applied.is_none_or(|a| a.index < pos.index),
+            "entries are applied in log order: {pos} after {:?}",
+            r.applied
+        );
         r.applied = Some(pos);
         self.save(&r)
     }
@@ -251,6 +292,24 @@ mod tests {
     }
 
     #[test]
+    fn a_fresh_member_holds_nothing_the_log_does_not_account_for() {
+        // Opening docdb writes no oplog entry of its own (no internal collection goes through
+        // the write path), so a new member does not start diverged.
+        let db = member();
+        assert!(entries(&db).is_empty());
+        let applier = DocApplier::open(db.clone(), Arc::default()).unwrap();
+        assert!(applier.divergence.reason().is_none());
+        // Nor does the local database, nor a profiler's collection.
+        for (d, c) in [("local", "startup_log"), ("app", "system.profile")] {
+            let out = db.insert(d, c, vec![doc! {"_id": 1}], WriteOpts::default());
+            assert!(out.write_errors.is_empty());
+        }
+        applier.check_accounted();
+        assert!(applier.divergence.reason().is_none());
+        assert!(entries(&db).is_empty());
+    }
+
+    #[test]
     fn a_secondary_applies_each_entry_once() {
         let log = write(&member(), &[1, 2]);
         assert!(log.len() >= 3, "the create and two inserts: {log:?}");
@@ -277,8 +336,10 @@ mod tests {
         let applier = DocApplier::open(primary.clone(), Arc::default()).unwrap();
         let log = write(&primary, &[1, 2]);
         for (i, e) in log.iter().enumerate() {
-            applier.shipped(pos(i as u64 + 1), ts(e)).unwrap();
+            // Committed and applied before the proposal returned: still the primary's own.
+            applier.proposing(ts(e)).unwrap();
             applier.apply(pos(i as u64 + 1), &bytes(e)).unwrap();
+            applier.shipped(pos(i as u64 + 1));
         }
         assert_eq!((count(&primary), entries(&primary)), (2, log.clone()));
         applier.check_accounted();
@@ -290,6 +351,45 @@ mod tests {
         applier.log_truncated(pos(log.len() as u64));
         let why = applier.divergence.reason().expect("diverged");
         assert!(why.contains("never replicated"), "{why}");
+    }
+
+    #[test]
+    fn a_configuration_entry_is_adopted_once_and_only_when_newer() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = |version: i32| doc! {"_id": "rs0", "version": version, "members": []};
+        let config = Arc::new(super::super::SetConfig::new(dir.path().into(), 1, v(2)));
+        let db = member();
+        let applier = DocApplier::open(db.clone(), Arc::default())
+            .unwrap()
+            .with_config(config.clone());
+        let entry = |version: i32| bytes(&doc! {CONFIG_ENTRY: v(version)});
+        applier.apply(pos(1), &entry(1)).unwrap();
+        assert_eq!(
+            super::super::config_version(&config.get()),
+            2,
+            "an older one is not taken"
+        );
+        applier.apply(pos(2), &entry(3)).unwrap();
+        assert_eq!(super::super::config_version(&config.get()), 3);
+        assert!(
+            dir.path().join(super::super::STATE_FILE).exists(),
+            "kept for a restart"
+        );
+        assert_eq!(applier.last_applied(), Some(pos(2)));
+        // Not an oplog entry: nothing is written to the data or the oplog.
+        assert!(entries(&db).is_empty());
+        applier.check_accounted();
+        assert!(applier.divergence.reason().is_none());
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "entries are applied in log order")]
+    fn an_entry_applied_out_of_log_order_trips_the_assertion() {
+        let log = write(&member(), &[1]);
+        let applier = DocApplier::open(member(), Arc::default()).unwrap();
+        applier.apply(pos(5), &bytes(&log[0])).unwrap();
+        applier.apply(pos(4), &bytes(&log[1])).unwrap();
     }
 
     #[test]

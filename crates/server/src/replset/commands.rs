@@ -19,7 +19,7 @@ fn no_replication() -> DocError {
     DocError::with_code(76, "NoReplicationEnabled", "not running with --replSet")
 }
 
-fn not_yet_initialized() -> DocError {
+pub(super) fn not_yet_initialized() -> DocError {
     DocError::with_code(
         94,
         "NotYetInitialized",
@@ -27,7 +27,7 @@ fn not_yet_initialized() -> DocError {
     )
 }
 
-fn replset(state: &ServerState) -> DocResult<&Arc<ReplSet>> {
+pub(super) fn replset(state: &ServerState) -> DocResult<&Arc<ReplSet>> {
     state.replset().ok_or_else(no_replication)
 }
 
@@ -65,17 +65,7 @@ pub fn initiate(state: &ServerState, cmd: &Document) -> DocResult<Document> {
         return Err(invalid(format!("No host described in new configuration with version 1 for replica set {} maps to this node (or more than one does)", rs.name)));
     };
     for other in members.iter().filter(|m| m.id != me.id) {
-        let join = doc! {"_replJoin": rs.name.clone(), "id": other.id as i64, "config": config.clone(), "$db": "admin"};
-        let transport = wire::WireTransport::new(rs.key.clone());
-        let addr = other.addr.clone();
-        let joined = super::run_async(async move {
-            tokio::time::timeout(JOIN_TIMEOUT, transport.command(&addr, &join)).await
-        });
-        match joined {
-            Some(Ok(Ok(_))) => {}
-            Some(Ok(Err(e))) => return Err(quorum_failed(&other.addr, &e.to_string())),
-            Some(Err(_)) | None => return Err(quorum_failed(&other.addr, "no answer in time")),
-        }
+        ask_to_join(rs, other, &config)?;
     }
     let j = rs.start_member(me.id, config)?;
     j.node
@@ -92,11 +82,27 @@ pub fn initiate(state: &ServerState, cmd: &Document) -> DocResult<Document> {
     Ok(doc! {})
 }
 
+/// Has `other` start as its member of the set `config` describes (`_replJoin`): mongod's
+/// quorum check, at initiation and for a member a reconfiguration adds.
+pub(super) fn ask_to_join(rs: &ReplSet, other: &repl::Member, config: &Document) -> DocResult<()> {
+    let join = doc! {"_replJoin": rs.name.clone(), "id": other.id as i64, "config": config.clone(), "$db": "admin"};
+    let transport = wire::WireTransport::new(rs.key.clone());
+    let addr = other.addr.clone();
+    let joined = super::run_async(async move {
+        tokio::time::timeout(JOIN_TIMEOUT, transport.command(&addr, &join)).await
+    });
+    match joined {
+        Some(Ok(Ok(_))) => Ok(()),
+        Some(Ok(Err(e))) => Err(quorum_failed(&other.addr, &e.to_string())),
+        Some(Err(_)) | None => Err(quorum_failed(&other.addr, "no answer in time")),
+    }
+}
+
 fn quorum_failed(host: &str, why: &str) -> DocError {
     DocError::with_code(
         74,
         "NodeNotFound",
-        format!("replSetInitiate quorum check failed because not all proposed set members responded affirmatively: {host} failed with {why}"),
+        format!("quorum check failed because not all proposed set members responded affirmatively: {host} failed with {why}"),
     )
 }
 
@@ -197,7 +203,7 @@ fn write_times(rs: &ReplSet, j: &Joined, status: &Status) -> ((Timestamp, u64), 
 /// `topologyVersion.counter`: changes whenever the member's role or term does.
 fn topology_counter(rs: &ReplSet, status: Option<&Status>) -> i64 {
     let Some(s) = status else { return 0 };
-    let role = match (rs.diverged().is_some(), Joined::is_writable(s), s.role) {
+    let role = match (rs.diverged().is_some(), rs.writable(s), s.role) {
         (true, _, _) => 3,
         (false, true, _) => 2,
         (false, false, Role::Startup) => 0,
@@ -252,15 +258,17 @@ pub fn hello_fields(rs: &ReplSet, cmd: &Document, writable_key: &str, d: &mut Do
         return;
     };
     let diverged = rs.diverged().is_some();
-    let writable = !diverged && Joined::is_writable(&status);
+    let writable = rs.writable(&status);
     d.insert(writable_key, writable);
     d.insert(
         "secondary",
-        !diverged && !writable && status.role != Role::Startup,
+        // A primary draining its log or stepping down is neither, as in mongod.
+        !diverged && !matches!(status.role, Role::Startup | Role::Primary),
     );
     d.insert("setName", rs.name.clone());
-    d.insert("setVersion", j.config.get_i32("version").unwrap_or(1));
-    let members = set_config::members_of(&j.config).unwrap_or_default();
+    let config = j.config.get();
+    d.insert("setVersion", super::config_version(&config));
+    let members = set_config::members_of(&config).unwrap_or_default();
     let hosts: Vec<Bson> = members
         .iter()
         .filter(|m| !m.hidden && m.priority > 0.0)
@@ -281,10 +289,7 @@ pub fn hello_fields(rs: &ReplSet, cmd: &Document, writable_key: &str, d: &mut Do
     {
         d.insert("primary", leader.addr.clone());
     }
-    d.insert(
-        "me",
-        set_config::host_of(&j.config, j.id).unwrap_or_default(),
-    );
+    d.insert("me", set_config::host_of(&config, j.id).unwrap_or_default());
     if writable {
         d.insert(
             "electionId",
@@ -299,7 +304,7 @@ pub fn hello_fields(rs: &ReplSet, cmd: &Document, writable_key: &str, d: &mut Do
 pub fn get_config(state: &ServerState) -> DocResult<Document> {
     let rs = replset(state)?;
     let j = rs.member().ok_or_else(not_yet_initialized)?;
-    let mut config = j.config.clone();
+    let mut config = j.config.get();
     config.insert("term", j.status().term as i64);
     Ok(doc! {"config": config})
 }
@@ -310,7 +315,8 @@ pub fn get_status(state: &ServerState) -> DocResult<Document> {
     let j = rs.member().ok_or_else(not_yet_initialized)?;
     let status = j.status();
     let ((last, t), (majority, mt)) = write_times(rs, &j, &status);
-    let members: Vec<Bson> = set_config::members_of(&j.config)?
+    let config = j.config.get();
+    let members: Vec<Bson> = set_config::members_of(&config)?
         .iter()
         .map(|m| Bson::Document(member_status(rs, &j, &status, m)))
         .collect();
@@ -319,7 +325,7 @@ pub fn get_status(state: &ServerState) -> DocResult<Document> {
         "date": bson::DateTime::now(),
         "myState": my_state(rs, &status),
         "term": status.term as i64,
-        "heartbeatIntervalMillis": j.config.get_document("settings").ok().and_then(|s| s.get_i64("heartbeatIntervalMillis").ok()).unwrap_or(set_config::DEFAULT_HEARTBEAT_MS),
+        "heartbeatIntervalMillis": config.get_document("settings").ok().and_then(|s| s.get_i64("heartbeatIntervalMillis").ok()).unwrap_or(set_config::DEFAULT_HEARTBEAT_MS),
         "optimes": {"lastCommittedOpTime": optime(majority, mt), "appliedOpTime": optime(last, t), "durableOpTime": optime(last, t)},
         "members": members,
     })

@@ -4,7 +4,7 @@
 //! after the local write, `w: "majority"` (the implicit default, as in mongod 5.0+) once a
 //! majority holds it. Any other write concern is refused, never ignored.
 
-use super::{Joined, ReplSet};
+use super::{ReplSet, WriteGate};
 use crate::spec::{Namespace, Spec};
 use bson::{doc, Bson, Document};
 use docdb::{DocError, DocResult};
@@ -88,6 +88,29 @@ pub fn acknowledge(cmd: &Document) -> DocResult<Acknowledge> {
     })
 }
 
+/// The options that make a `create` or `collMod` a view's or a time-series collection's:
+/// docdb keeps those as catalog entries outside the oplog, so no secondary would get them.
+const UNREPLICATED_OPTIONS: &[&str] = &["viewOn", "pipeline", "timeseries"];
+
+/// Refuses a catalog command that would change the primary alone (views and time-series
+/// collections are not replicated yet), rather than let the members silently differ.
+fn refuse_unreplicated(cmd: &Document) -> DocResult<()> {
+    let Some(name) = cmd.keys().next() else {
+        return Ok(());
+    };
+    if !matches!(name.as_str(), "create" | "collMod") {
+        return Ok(());
+    }
+    match UNREPLICATED_OPTIONS.iter().find(|k| cmd.contains_key(**k)) {
+        Some(k) => Err(DocError::with_code(
+            115,
+            "CommandNotSupported",
+            format!("{name} with '{k}': views and time-series collections are not replicated yet by flashdoc's replica sets (docs/replication.md)"),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Whether the client lets a secondary answer (`$readPreference` other than primary).
 fn secondary_ok(cmd: &Document) -> bool {
     cmd.get_document("$readPreference")
@@ -101,15 +124,15 @@ fn touches_data(spec: Option<&Spec>) -> bool {
     spec.is_some_and(|s| !matches!(s.namespace, Namespace::Server | Namespace::Users))
 }
 
-/// The member's checks before a command runs; for a write, the primary it runs on (and how
-/// it is acknowledged).
-pub fn admit(
-    rs: &ReplSet,
+/// The member's checks before a command runs; for a write, its licence on the primary (and
+/// how it is acknowledged).
+pub fn admit<'a>(
+    rs: &'a ReplSet,
     spec: Option<&Spec>,
     writes: bool,
     db: &str,
     cmd: &Document,
-) -> DocResult<Option<(std::sync::Arc<Joined>, Acknowledge)>> {
+) -> DocResult<Option<(WriteGate<'a>, Acknowledge)>> {
     if let Some(why) = rs.diverged() {
         if writes || touches_data(spec) {
             return Err(DocError::with_code(
@@ -119,17 +142,13 @@ pub fn admit(
             ));
         }
     }
-    let joined = rs.member();
-    let status = joined.as_ref().map(|j| j.status());
-    let writable = status.as_ref().is_some_and(Joined::is_writable);
     if writes && db != "local" {
+        refuse_unreplicated(cmd)?;
         let ack = acknowledge(cmd)?;
-        let (Some(j), Some(status), true) = (joined, status, writable) else {
-            return Err(not_writable_primary());
-        };
-        j.begin_term(&rs.db, &status);
-        return Ok(Some((j, ack)));
+        let gate = rs.write_gate().ok_or_else(not_writable_primary)?;
+        return Ok(Some((gate, ack)));
     }
+    let writable = rs.member().is_some_and(|j| rs.writable(&j.status()));
     // A cursor's getMore runs where its first batch was allowed.
     let opens_read = touches_data(spec) && !spec.is_some_and(|s| s.namespace == Namespace::Cursors);
     if !writable && opens_read && db != "local" && !secondary_ok(cmd) {
@@ -145,8 +164,11 @@ pub fn admit(
 /// After a write ran on the primary: proposes its oplog entries and waits as its write
 /// concern asks. A failure to get the write to a majority is the reply's `writeConcernError`
 /// (a timeout) or the command's error (the member's role changed under it).
-pub fn acknowledged(rs: &ReplSet, j: &Joined, ack: Acknowledge, reply: &mut Document) {
+pub fn acknowledged(rs: &ReplSet, gate: WriteGate<'_>, ack: Acknowledge, reply: &mut Document) {
+    let j = gate.joined.clone();
     let shipped = j.ship(&rs.db);
+    // Proposed: a step-down need not wait for the majority's answer.
+    drop(gate);
     let Acknowledge::Majority(timeout) = ack else {
         return;
     };
@@ -194,6 +216,24 @@ mod tests {
         assert_eq!(wc(doc! {"w": -1}).unwrap_err().code, 9);
         assert_eq!(wc(doc! {"wtimeout": -5}).unwrap_err().code, 9);
         assert_eq!(wc(doc! {"x": 1}).unwrap_err().code, 9);
+    }
+
+    #[test]
+    fn views_and_time_series_are_refused_until_they_replicate() {
+        for cmd in [
+            doc! {"create": "v", "viewOn": "c", "pipeline": []},
+            doc! {"create": "t", "timeseries": {"timeField": "at"}},
+            doc! {"collMod": "v", "viewOn": "c", "pipeline": []},
+        ] {
+            assert_eq!(refuse_unreplicated(&cmd).unwrap_err().code, 115, "{cmd}");
+        }
+        for cmd in [
+            doc! {"create": "c", "capped": true, "size": 4096},
+            doc! {"collMod": "c", "validator": {}},
+            doc! {"insert": "c", "pipeline": []},
+        ] {
+            assert!(refuse_unreplicated(&cmd).is_ok(), "{cmd}");
+        }
     }
 
     #[test]

@@ -105,27 +105,36 @@ fn settings(given: Option<&Document>) -> DocResult<Document> {
     )
 }
 
-/// Checks `replSetInitiate`'s configuration and returns it in mongod's full shape (version 1,
-/// defaults filled). `None` (no configuration given) is a set of this member alone.
-pub fn normalize(set_name: &str, given: Option<&Document>, me: &str) -> DocResult<Document> {
-    let alone = doc! {"_id": set_name, "members": [{"_id": 0, "host": me}]};
-    let given = given.unwrap_or(&alone);
-    let mut members = Vec::new();
-    let mut settings_doc = None;
+/// A configuration as given to `replSetInitiate` or `replSetReconfig`, its members checked.
+struct Given<'a> {
+    version: i64,
+    members: Vec<Document>,
+    settings: Option<&'a Document>,
+}
+
+fn parse_given<'a>(set_name: &str, given: &'a Document) -> DocResult<Given<'a>> {
+    let mut out = Given {
+        version: 1,
+        members: Vec::new(),
+        settings: None,
+    };
     for (k, v) in given {
         match (k.as_str(), v) {
             ("_id", Bson::String(id)) if id == set_name => {}
-            ("_id", _) => return Err(invalid(format!("Attempting to initiate a replica set with name {v}, but command line reports {set_name}; rejecting"))),
+            ("_id", _) => return Err(invalid(format!("Attempting to configure a replica set with name {v}, but command line reports {set_name}; rejecting"))),
             ("members", Bson::Array(list)) => {
                 for (n, m) in list.iter().enumerate() {
-                    members.push(member(m, n)?);
+                    out.members.push(member(m, n)?);
                 }
             }
             ("members", _) => return Err(invalid("members must be an array")),
-            ("version", v) if int(v, "version")? >= 1 => {}
+            ("version", v) if int(v, "version")? >= 1 => out.version = int(v, "version")?,
             ("protocolVersion", v) if int(v, "protocolVersion")? == 1 => {}
             ("writeConcernMajorityJournalDefault", Bson::Boolean(true)) => {}
-            ("settings", Bson::Document(s)) => settings_doc = Some(s),
+            ("settings", Bson::Document(s)) => out.settings = Some(s),
+            // What `replSetGetConfig` shows (rs.conf()), given back to `replSetReconfig`:
+            // the term is the set's own, as in mongod.
+            ("term", Bson::Int32(_) | Bson::Int64(_)) => {}
             ("version" | "protocolVersion" | "writeConcernMajorityJournalDefault", _) => {
                 return Err(invalid(format!("{k}: only mongod's default is accepted")))
             }
@@ -135,12 +144,59 @@ pub fn normalize(set_name: &str, given: Option<&Document>, me: &str) -> DocResul
     if !given.contains_key("_id") {
         return Err(invalid("_id (the set's name) is required"));
     }
-    check_members(&members)?;
-    Ok(doc! {
-        "_id": set_name, "version": 1, "term": 0i64, "members": members,
+    check_members(&out.members)?;
+    Ok(out)
+}
+
+fn full_config(
+    set_name: &str,
+    version: i64,
+    members: Vec<Document>,
+    settings: Document,
+) -> Document {
+    doc! {
+        "_id": set_name, "version": version as i32, "term": 0i64, "members": members,
         "protocolVersion": 1i64, "writeConcernMajorityJournalDefault": true,
-        "settings": settings(settings_doc)?,
-    })
+        "settings": settings,
+    }
+}
+
+/// Checks `replSetInitiate`'s configuration and returns it in mongod's full shape (defaults
+/// filled). `None` (no configuration given) is a set of this member alone.
+pub fn normalize(set_name: &str, given: Option<&Document>, me: &str) -> DocResult<Document> {
+    let alone = doc! {"_id": set_name, "members": [{"_id": 0, "host": me}]};
+    let g = parse_given(set_name, given.unwrap_or(&alone))?;
+    let settings = settings(g.settings)?;
+    Ok(full_config(set_name, g.version, g.members, settings))
+}
+
+/// Checks `replSetReconfig`'s configuration against the `current` one: a greater version, the
+/// same settings (changing them is not available yet), and returns it in full shape.
+pub fn reconfigured(set_name: &str, given: &Document, current: &Document) -> DocResult<Document> {
+    let g = parse_given(set_name, given)?;
+    let version = current.get_i32("version").map_or(1, i64::from);
+    if g.version <= version {
+        return Err(DocError::with_code(
+            103,
+            "NewReplicaSetConfigurationIncompatible",
+            format!("New config is rejected: its version {} must be greater than the current version {version}", g.version),
+        ));
+    }
+    let kept = current
+        .get_document("settings")
+        .map_err(|_| invalid("the current configuration has no settings"))?;
+    for (k, v) in g.settings.into_iter().flatten() {
+        let same = kept.get(k).is_some_and(|was| {
+            was == v || matches!((num(was, k), num(v, k)), (Ok(a), Ok(b)) if a == b)
+        });
+        if !same {
+            return Err(invalid(format!(
+                "settings.{k} cannot be changed by replSetReconfig yet (docs/replication.md); it is {}",
+                kept.get(k).map_or_else(|| "unset".to_string(), ToString::to_string)
+            )));
+        }
+    }
+    Ok(full_config(set_name, g.version, g.members, kept.clone()))
 }
 
 fn check_members(members: &[Document]) -> DocResult<()> {
@@ -200,6 +256,66 @@ pub fn members_of(config: &Document) -> DocResult<Vec<Member>> {
         .collect()
 }
 
+/// One step of a reconfiguration on the Raft membership.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    /// A new member: joins as a learner, catches up, then votes if it has `votes: 1`.
+    Add(Member),
+    Remove(u64),
+    /// A new `priority` or `hidden` for a member.
+    Reconfigure(Member),
+}
+
+/// The changes from the `current` configuration to `next` (both checked) on a primary that is
+/// member `me`. What Raft cannot change in place is refused by name: a member's host or votes
+/// (remove it and add it), removing the primary or making it unelectable (step it down
+/// first), and more than one voter added or removed at once (mongod's rule for a reconfig
+/// without `force`).
+pub fn plan_changes(current: &Document, next: &Document, me: u64) -> DocResult<Vec<Change>> {
+    let old = members_of(current)?;
+    let new = members_of(next)?;
+    let mut changes = Vec::new();
+    let mut voters_changed = 0;
+    for m in old.iter().filter(|m| !new.iter().any(|n| n.id == m.id)) {
+        if m.id == me {
+            return Err(invalid(format!(
+                "member {me} is the primary and cannot be removed; step it down first"
+            )));
+        }
+        voters_changed += usize::from(m.votes == 1);
+        changes.push(Change::Remove(m.id));
+    }
+    for n in &new {
+        let Some(m) = old.iter().find(|m| m.id == n.id) else {
+            voters_changed += usize::from(n.votes == 1);
+            changes.push(Change::Add(n.clone()));
+            continue;
+        };
+        if m.addr != n.addr || m.votes != n.votes {
+            return Err(invalid(format!(
+                "member {}: its host and votes cannot change in place (remove it, then add it)",
+                n.id
+            )));
+        }
+        if m.priority != n.priority || m.hidden != n.hidden {
+            if n.id == me && (n.priority == 0.0 || n.hidden) {
+                return Err(invalid(format!(
+                    "member {me} is the primary and must stay electable; step it down first"
+                )));
+            }
+            changes.push(Change::Reconfigure(n.clone()));
+        }
+    }
+    if voters_changed > 1 {
+        return Err(DocError::with_code(
+            103,
+            "NewReplicaSetConfigurationIncompatible",
+            "Non force replica set reconfig can only add or remove at most 1 voting member.",
+        ));
+    }
+    Ok(changes)
+}
+
 /// The host of member `id`.
 pub fn host_of(config: &Document, id: u64) -> Option<String> {
     members_of(config)
@@ -247,6 +363,84 @@ mod tests {
         assert_eq!(n.heartbeat, 2_000);
         let alone = normalize("rs0", None, "me:5").unwrap();
         assert_eq!(host_of(&alone, 0).as_deref(), Some("me:5"));
+    }
+
+    fn three() -> Document {
+        let given = doc! {"_id": "rs0", "members": [{"_id": 0, "host": "a:1"}, {"_id": 1, "host": "b:1"}, {"_id": 2, "host": "c:1"}]};
+        normalize("rs0", Some(&given), "a:1").unwrap()
+    }
+
+    fn next(current: &Document, version: i32, members: Vec<Document>) -> DocResult<Document> {
+        let mut given = current.clone();
+        given.insert("version", version);
+        given.insert("members", members);
+        reconfigured("rs0", &given, current)
+    }
+
+    fn member_doc(id: i32, host: &str) -> Document {
+        doc! {"_id": id, "host": host}
+    }
+
+    #[test]
+    fn a_reconfig_adds_removes_and_changes_one_voter_at_a_time() {
+        let cur = three();
+        let base = || {
+            vec![
+                member_doc(0, "a:1"),
+                member_doc(1, "b:1"),
+                member_doc(2, "c:1"),
+            ]
+        };
+        // rs.conf() given back with a new version and one more member.
+        let mut four = base();
+        four.push(member_doc(3, "d:1"));
+        let added = next(&cur, 2, four.clone()).unwrap();
+        assert_eq!(added.get_i32("version").unwrap(), 2);
+        assert_eq!(
+            added.get_document("settings").unwrap(),
+            cur.get_document("settings").unwrap()
+        );
+        let changes = plan_changes(&cur, &added, 0).unwrap();
+        assert!(matches!(changes.as_slice(), [Change::Add(m)] if m.id == 3 && m.addr == "d:1"));
+        let removed = next(&cur, 2, base()[..2].to_vec()).unwrap();
+        assert_eq!(
+            plan_changes(&cur, &removed, 0).unwrap(),
+            vec![Change::Remove(2)]
+        );
+        let mut passive = base();
+        passive[2].insert("priority", 0);
+        let passive = next(&cur, 2, passive).unwrap();
+        assert!(
+            matches!(plan_changes(&cur, &passive, 0).unwrap().as_slice(), [Change::Reconfigure(m)] if m.id == 2 && m.priority == 0.0)
+        );
+        // Refused by name.
+        assert_eq!(
+            next(&cur, 1, base()).unwrap_err().code,
+            103,
+            "the version must grow"
+        );
+        let mut five = four.clone();
+        five.push(member_doc(4, "e:1"));
+        let two_voters = next(&cur, 2, five).unwrap();
+        assert_eq!(plan_changes(&cur, &two_voters, 0).unwrap_err().code, 103);
+        assert!(plan_changes(&cur, &removed, 2)
+            .unwrap_err()
+            .message
+            .contains("primary"));
+        let mut moved = base();
+        moved[1].insert("host", "x:1");
+        let moved = next(&cur, 2, moved).unwrap();
+        assert!(plan_changes(&cur, &moved, 0)
+            .unwrap_err()
+            .message
+            .contains("cannot change in place"));
+        let mut given = cur.clone();
+        given.insert("version", 2);
+        given.insert("settings", doc! {"electionTimeoutMillis": 5});
+        assert!(reconfigured("rs0", &given, &cur)
+            .unwrap_err()
+            .message
+            .contains("settings.electionTimeoutMillis"));
     }
 
     #[test]

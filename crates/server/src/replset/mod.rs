@@ -9,12 +9,13 @@ pub mod applier;
 pub mod commands;
 pub mod concern;
 pub mod config;
+pub mod control;
 pub mod wire;
 
 use applier::{Divergence, DocApplier};
 use bson::{oid::ObjectId, Document, Timestamp};
 use docdb::{DocDb, DocError, DocResult};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 use repl::{LogPosition, ReplNode, Role, Status};
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -35,10 +36,72 @@ const WATCH_EVERY: Duration = Duration::from_millis(200);
 pub struct Joined {
     pub id: u64,
     /// The set's configuration, as `replSetGetConfig` shows it.
-    pub config: Document,
+    pub config: Arc<SetConfig>,
     pub node: ReplNode,
     pub applier: Arc<DocApplier>,
     shipper: Mutex<Shipper>,
+}
+
+/// The set's configuration on this member: the one it joined with, then each newer one that a
+/// `replSetReconfig` put in the log (the applier adopts it), kept durable in the database
+/// directory with the member's id so a restarted member rejoins as itself.
+pub struct SetConfig {
+    dir: PathBuf,
+    id: u64,
+    current: RwLock<Document>,
+}
+
+/// A configuration's `version`.
+pub fn config_version(config: &Document) -> i32 {
+    config.get_i32("version").unwrap_or(1)
+}
+
+impl SetConfig {
+    fn new(dir: PathBuf, id: u64, config: Document) -> SetConfig {
+        SetConfig {
+            dir,
+            id,
+            current: RwLock::new(config),
+        }
+    }
+
+    /// Makes the current configuration durable (once the member has started on it).
+    fn save(&self) -> DocResult<()> {
+        save_state(&self.dir, self.id, &self.current.read())
+    }
+
+    pub fn get(&self) -> Document {
+        self.current.read().clone()
+    }
+
+    /// Takes `next` if its version is newer (an entry applied again after a restart is not);
+    /// whether it did.
+    pub fn adopt(&self, next: &Document) -> DocResult<bool> {
+        let mut current = self.current.write();
+        if config_version(next) <= config_version(&current) {
+            return Ok(false);
+        }
+        save_state(&self.dir, self.id, next)?;
+        *current = next.clone();
+        Ok(true)
+    }
+}
+
+fn save_state(dir: &std::path::Path, id: u64, config: &Document) -> DocResult<()> {
+    let mut bytes = Vec::new();
+    bson::doc! {"id": id as i64, "config": config.clone()}
+        .to_writer(&mut bytes)
+        .map_err(repl_err)?;
+    let tmp = dir.join(format!("{STATE_FILE}.tmp"));
+    let write = || -> std::io::Result<()> {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, dir.join(STATE_FILE))?;
+        std::fs::File::open(dir)?.sync_all()
+    };
+    write().map_err(repl_err)
 }
 
 /// The primary's proposer: the oplog entries after `after` are not yet in the Raft log.
@@ -80,6 +143,19 @@ pub struct ReplSet {
     stop: Arc<AtomicBool>,
     /// Serializes initiation and joining (each starts the Raft member once).
     starting: Mutex<()>,
+    /// Held shared by every write from its admission until its oplog entries are proposed
+    /// (`WriteGate`), and exclusively by a step-down while it waits for those under way.
+    gate: RwLock<()>,
+    /// A step-down is under way: writes are refused (NotWritablePrimary), as in mongod.
+    stepping_down: AtomicBool,
+}
+
+/// A write's licence, from its admission until its oplog entries are proposed: a step-down
+/// waits for every licence out before it hands the set over, so no write of this primary is
+/// left in its oplog unproposed.
+pub struct WriteGate<'a> {
+    pub joined: Arc<Joined>,
+    _open: RwLockReadGuard<'a, ()>,
 }
 
 fn repl_err(e: impl std::fmt::Display) -> DocError {
@@ -118,6 +194,8 @@ impl ReplSet {
             process_id: ObjectId::new(),
             stop: Arc::default(),
             starting: Mutex::new(()),
+            gate: RwLock::new(()),
+            stepping_down: AtomicBool::new(false),
         });
         if let Some((id, config)) = rs.load_state()? {
             rs.start_member(id, config)
@@ -140,16 +218,78 @@ impl ReplSet {
         self.member.read().clone()
     }
 
-    /// Whether this member may write now; if so, its proposer is ready for this term's writes
-    /// (call it before any local write, as the TTL monitor does).
-    pub fn is_writable_primary(&self) -> bool {
-        let Some(j) = self.member() else { return false };
-        let status = j.status();
-        if self.diverged().is_some() || !Joined::is_writable(&status) {
-            return false;
+    /// Whether this member takes writes in `status`: a writable primary (`Joined::is_writable`)
+    /// that holds nothing unreplicated and is not stepping down.
+    pub fn writable(&self, status: &Status) -> bool {
+        self.diverged().is_none()
+            && !self.stepping_down.load(Ordering::Acquire)
+            && Joined::is_writable(status)
+    }
+
+    /// The licence to write now, if this member is writable; its proposer is then ready for
+    /// this term's writes. Never taken twice on one thread (a waiting step-down would block
+    /// the second).
+    pub fn write_gate(&self) -> Option<WriteGate<'_>> {
+        let open = self.gate.read();
+        let joined = self.member()?;
+        let status = joined.status();
+        if !self.writable(&status) {
+            return None;
         }
-        j.begin_term(&self.db, &status);
-        true
+        joined.begin_term(&self.db, &status);
+        Some(WriteGate {
+            joined,
+            _open: open,
+        })
+    }
+
+    /// Runs `write`, a write made outside any command (the TTL monitor's), as this member's
+    /// primary and proposes its entries; `None` (not run) unless the member is writable.
+    pub fn as_primary<T>(&self, write: impl FnOnce() -> T) -> Option<T> {
+        let gate = self.write_gate()?;
+        let out = write();
+        if let Err(e) = gate.joined.ship(&self.db) {
+            crate::log::warn("REPL", &format!("proposing writes: {}", e.message));
+        }
+        Some(out)
+    }
+
+    /// `replSetStepDown`'s work: refuses new writes, waits for those under way to propose
+    /// their entries, proposes what was written outside commands, then has the Raft member
+    /// hand the set to a caught-up secondary (`ReplNode::step_down`).
+    pub fn step_down(
+        &self,
+        j: &Joined,
+        stay_down: Duration,
+        catch_up: Duration,
+    ) -> DocResult<repl::NodeId> {
+        if self.stepping_down.swap(true, Ordering::AcqRel) {
+            return Err(DocError::with_code(
+                117,
+                "ConflictingOperationInProgress",
+                "a step-down is already in progress",
+            ));
+        }
+        let handed = self.hand_over(j, stay_down, catch_up);
+        self.stepping_down.store(false, Ordering::Release);
+        handed
+    }
+
+    fn hand_over(
+        &self,
+        j: &Joined,
+        stay_down: Duration,
+        catch_up: Duration,
+    ) -> DocResult<repl::NodeId> {
+        // Every write admitted before the flag has proposed its entries once this is free.
+        drop(self.gate.write());
+        if j.status().role != Role::Primary {
+            return Err(control::not_primary_to_step_down());
+        }
+        j.ship(&self.db)?;
+        j.node
+            .run(j.node.step_down(stay_down, catch_up))
+            .map_err(|e| control::step_down_error(&e, catch_up))
     }
 
     /// Why this member refuses reads and writes, if it does.
@@ -187,30 +327,16 @@ impl ReplSet {
         Ok(Some((id as u64, config.clone())))
     }
 
-    fn save_state(&self, id: u64, config: &Document) -> DocResult<()> {
-        let mut bytes = Vec::new();
-        bson::doc! {"id": id as i64, "config": config.clone()}
-            .to_writer(&mut bytes)
-            .map_err(repl_err)?;
-        let tmp = self.dir.join(format!("{STATE_FILE}.tmp"));
-        let write = || -> std::io::Result<()> {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, self.dir.join(STATE_FILE))?;
-            std::fs::File::open(&self.dir)?.sync_all()
-        };
-        write().map_err(repl_err)
-    }
-
     /// Starts this member's Raft node as member `id` of `config` (already checked), and keeps
     /// both durable for a restart. Runs on a thread of its own: starting a node blocks on a
     /// runtime, which a command's thread may already be inside of.
     fn start_member(&self, id: u64, config: Document) -> DocResult<Arc<Joined>> {
         let node_cfg = config::node_config(id, &config)?;
-        let applier =
-            Arc::new(DocApplier::open(self.db.clone(), self.divergence.clone()).map_err(repl_err)?);
+        let set_config = Arc::new(SetConfig::new(self.dir.clone(), id, config));
+        let applier = DocApplier::open(self.db.clone(), self.divergence.clone())
+            .map_err(repl_err)?
+            .with_config(set_config.clone());
+        let applier = Arc::new(applier);
         let (kv, app, transport) = (
             self.db.engine().clone(),
             applier.clone() as Arc<dyn repl::Applier>,
@@ -220,10 +346,10 @@ impl ReplSet {
             .join()
             .map_err(|_| repl_err("the Raft member panicked while starting"))?
             .map_err(repl_err)?;
-        self.save_state(id, &config)?;
+        set_config.save()?;
         let joined = Arc::new(Joined {
             id,
-            config,
+            config: set_config,
             node,
             applier,
             shipper: Mutex::default(),
@@ -298,6 +424,7 @@ impl Joined {
                 let ts = entry.get_timestamp("ts").map_err(repl_err)?;
                 let mut bytes = Vec::new();
                 entry.to_writer(&mut bytes).map_err(repl_err)?;
+                self.applier.proposing(ts).map_err(repl_err)?;
                 let pos = self
                     .node
                     .run(self.node.propose_nowait(bytes))
@@ -307,7 +434,7 @@ impl Joined {
                         ));
                         concern::repl_state_changed(&e.to_string())
                     })?;
-                self.applier.shipped(pos, ts).map_err(repl_err)?;
+                self.applier.shipped(pos);
                 s.after = ts;
                 s.last = Some((pos, ts));
                 s.pending.push_back((pos, ts));
@@ -359,13 +486,7 @@ fn watch(rs: std::sync::Weak<ReplSet>, stop: Arc<AtomicBool>) {
         if rs.diverged().is_some() {
             continue;
         }
-        let status = j.status();
-        if Joined::is_writable(&status) {
-            j.begin_term(&rs.db, &status);
-            if let Err(e) = j.ship(&rs.db) {
-                crate::log::warn("REPL", &format!("proposing writes: {}", e.message));
-            }
-        } else if status.role != Role::Primary {
+        if rs.as_primary(|| ()).is_none() && j.status().role != Role::Primary {
             j.applier.check_accounted();
         }
     }
