@@ -43,14 +43,23 @@ pub struct ServeArgs {
     /// other with it, and it turns authorization on (as mongod's --keyFile).
     #[arg(long = "keyFile", alias = "key-file")]
     key_file: Option<PathBuf>,
+    /// Overrides replication.replSetName: runs as a member of the replica set NAME (opens the
+    /// oplog, replicates through Raft over the members' own ports; `replSetInitiate` on one
+    /// member starts the set).
+    #[arg(long = "replSet", alias = "repl-set", value_name = "NAME")]
+    repl_set: Option<String>,
+    /// Overrides replication.oplogSizeMB: the oplog's cap in megabytes.
+    #[arg(long = "oplogSize", alias = "oplog-size", value_name = "MB")]
+    oplog_size: Option<f64>,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (cfg, sharding) = config(&args)?;
-    let docdb_cfg = cfg
+    let mut docdb_cfg = cfg
         .storage
         .docdb_config()
         .map_err(|e| anyhow::anyhow!("in the configuration: {e}"))?;
+    docdb_cfg.oplog = cfg.replication.oplog()?;
     let db = docdb::DocDb::open(docdb_cfg).map_err(|e| {
         anyhow::anyhow!(
             "opening the database at {}: {e}",
@@ -138,6 +147,12 @@ fn config(
         // As in mongod: members that authenticate each other authorize their clients.
         cfg.security.authorization = server::config::Authorization::Enabled;
     }
+    if let Some(name) = &args.repl_set {
+        cfg.replication.repl_set_name = Some(name.clone());
+    }
+    if let Some(mb) = args.oplog_size {
+        cfg.replication.oplog_size_mb = Some(mb);
+    }
     if args.noscripting {
         cfg.security.javascript_enabled = Some(false);
     }
@@ -150,6 +165,9 @@ fn config(
             .map_err(|e| anyhow::anyhow!("--set-parameter {p}: {e}"))?;
     }
     cfg.validate()?;
+    if sharding.shardsvr && cfg.replication.repl_set_name.is_some() {
+        anyhow::bail!("replication.replSetName with sharding.clusterRole: shardsvr: replica-set shards are not available yet (issue 36); run a shard as a single server");
+    }
     if sharding.shardsvr
         && cfg.security.authorization == server::config::Authorization::Enabled
         && cfg.security.key_file.is_none()

@@ -503,7 +503,7 @@ impl Coll {
     }
 
     /// Writes `batch` with the oplog entry `record` makes, when the database keeps an oplog
-    /// and this collection's database is logged; else just the batch. The outer error:
+    /// and this collection is replicated (`oplog::is_replicated`); else just the batch. The outer error:
     /// nothing was written; the inner: the engine's.
     pub(crate) fn write_logged(
         &self,
@@ -513,7 +513,7 @@ impl Coll {
     ) -> DocResult<engine::Result<()>> {
         let write = |b: &WriteBatch| self.engine.write(b, WriteOptions { sync });
         match self.hooks.oplog() {
-            Some(log) if self.db != crate::oplog::UNLOGGED_DB => {
+            Some(log) if crate::oplog::is_replicated(&self.db, &self.name) => {
                 log.write_logged(batch, record, write)
             }
             _ => Ok(write(batch)),

@@ -58,6 +58,11 @@ pub struct ConnAuth {
     pub conversation: Option<Conversation>,
     /// The client asked to end the exchange right after the server-final message.
     pub skip_empty_exchange: bool,
+    /// A replica-set member's handshake in progress: the nonce this server sent
+    /// (`replset::wire`).
+    pub member_nonce: Option<[u8; 32]>,
+    /// Another member of the set proved it holds the cluster key on this connection.
+    pub member: bool,
 }
 
 impl ConnAuth {

@@ -44,6 +44,60 @@ pub struct ServerConfig {
     pub set_parameter: Parameters,
     pub system_log: SystemLogSettings,
     pub process_management: ProcessSettings,
+    pub replication: ReplicationSettings,
+}
+
+/// mongod's `replication` section: with `replSetName` the server is a replica-set member
+/// (`replset`), keeps an oplog of `oplogSizeMB` megabytes, and replicates through Raft.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase", default)]
+pub struct ReplicationSettings {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repl_set_name: Option<String>,
+    /// The oplog's cap in megabytes (default [`DEFAULT_OPLOG_SIZE_MB`]).
+    #[serde(rename = "oplogSizeMB", skip_serializing_if = "Option::is_none")]
+    pub oplog_size_mb: Option<f64>,
+}
+
+/// The oplog's cap when `replication.oplogSizeMB` is not given. mongod sizes it from the disk
+/// (5 %, at least 990 MB); a fixed gigabyte here, since the disk may be shared.
+pub const DEFAULT_OPLOG_SIZE_MB: f64 = 1024.0;
+
+impl ReplicationSettings {
+    /// The document layer's oplog for a member; `None` for a standalone.
+    pub fn oplog(&self) -> Result<Option<docdb::oplog::OplogSettings>, ConfigError> {
+        if self.repl_set_name.is_none() {
+            if self.oplog_size_mb.is_some() {
+                return Err(ConfigError(
+                    "replication.oplogSizeMB: needs replication.replSetName (a standalone keeps no oplog)".into(),
+                ));
+            }
+            return Ok(None);
+        }
+        let mb = self.oplog_size_mb.unwrap_or(DEFAULT_OPLOG_SIZE_MB);
+        docdb::oplog::OplogSettings::from_mb(mb)
+            .map(Some)
+            .map_err(|e| ConfigError(e.message.clone()))
+    }
+
+    /// Checks `replSetName` as mongod does: not empty, no '/' (which separates a seed list).
+    fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(name) = &self.repl_set_name {
+            if name.is_empty() || name.contains('/') {
+                return Err(ConfigError(format!(
+                    "replication.replSetName: '{name}' must be non-empty and contain no '/'"
+                )));
+            }
+        }
+        // The file may leave replSetName to `--replSet`; `oplog()`, asked once the flags are
+        // in, refuses a size without a set.
+        match self.oplog_size_mb {
+            Some(mb) => docdb::oplog::OplogSettings::from_mb(mb)
+                .map(drop)
+                .map_err(|e| ConfigError(e.message.clone())),
+            None => Ok(()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -317,7 +371,8 @@ const REFUSED_KEYS: &[(&str, &str)] = &[
     ("security.kmip", "encryption at rest (enterprise) is not available"),
     ("security.ldap", "LDAP authentication (enterprise) is not available"),
     ("operationProfiling.filter", "profiler filters are not available; use operationProfiling.slowOpThresholdMs and slowOpSampleRate"),
-    ("replication", "flashdoc serve is a standalone server: replica sets are not available"),
+    ("replication.enableMajorityReadConcern", "majority reads are always available; the option cannot be turned off"),
+    ("replication.secondaryIndexPrefetch", "removed in MongoDB 4.2 (an MMAPv1 option); secondaries apply whole entries"),
     ("auditLog", "auditing (enterprise) is not available"),
     ("snmp", "SNMP (enterprise) is not available"),
     ("storage.oplogMinRetentionHours", "a standalone server keeps no oplog"),
@@ -562,6 +617,7 @@ impl ServerConfig {
             return err(format!("setParameter.{e}"));
         }
         self.validate_process_and_net()?;
+        self.replication.validate()?;
         let tls = &self.net.tls;
         if tls.mode != TlsMode::Disabled && tls.certificate_key_file.is_none() {
             return err(format!(
@@ -717,11 +773,39 @@ mod tests {
     }
 
     #[test]
+    fn the_replication_section_makes_a_member_with_an_oplog() {
+        let c = ServerConfig::from_yaml("replication:\n  replSetName: rs0\n  oplogSizeMB: 64\n")
+            .unwrap();
+        assert_eq!(c.replication.repl_set_name.as_deref(), Some("rs0"));
+        assert!(c.replication.oplog().unwrap().is_some());
+        let standalone = ServerConfig::default();
+        assert!(standalone.replication.oplog().unwrap().is_none());
+        // A size in the file, the set's name from `--replSet`: only a standalone is refused.
+        let sized = ServerConfig::from_yaml("replication:\n  oplogSizeMB: 64\n").unwrap();
+        let e = sized.replication.oplog().unwrap_err();
+        assert!(e.0.contains("needs replication.replSetName"), "{e}");
+        for (yaml, want) in [
+            ("replication:\n  replSetName: a/b\n", "contain no '/'"),
+            (
+                "replication:\n  replSetName: rs0\n  oplogSizeMB: 0\n",
+                "positive",
+            ),
+            (
+                "replication:\n  replSetName: rs0\n  replIndexPrefetch: none\n",
+                "replIndexPrefetch",
+            ),
+        ] {
+            let e = ServerConfig::from_yaml(yaml).unwrap_err();
+            assert!(e.0.contains(want), "{yaml}: {e}");
+        }
+    }
+
+    #[test]
     fn mongod_keys_flashdoc_lacks_are_refused_with_the_reason() {
         for (yaml, want) in [
             (
-                "replication:\n  replSetName: rs0\n",
-                "replication: flashdoc serve is a standalone",
+                "replication:\n  enableMajorityReadConcern: false\n",
+                "replication.enableMajorityReadConcern: majority reads",
             ),
             (
                 "net:\n  tls:\n    CRLFile: /x\n",

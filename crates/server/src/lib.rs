@@ -22,6 +22,7 @@ pub mod limits;
 pub mod log;
 pub mod ops;
 pub mod profile;
+pub mod replset;
 pub mod roles;
 pub mod scram;
 pub mod sessions;
@@ -252,9 +253,17 @@ fn server_state(
     if key.is_some() {
         cfg.security.authorization = Authorization::Enabled;
     }
+    let replset = match &cfg.replication.repl_set_name {
+        Some(name) => Some(
+            replset::ReplSet::open(name, db.clone(), &cfg, key.as_ref())
+                .map_err(std::io::Error::other)?,
+        ),
+        None => None,
+    };
     let mut state = ServerState::new(db, &cfg)
         .with_hook(hook, other_options)
-        .with_internal_key(key);
+        .with_internal_key(key)
+        .with_replset(replset);
     if let Some(users) = users {
         state = state.with_user_store(users);
     }
@@ -342,6 +351,9 @@ pub fn serve_with_users(
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
     conn::wait_for_connection_threads(&state, std::time::Duration::from_secs(2));
     state.stop_background();
+    if let Some(rs) = state.replset() {
+        rs.shutdown();
+    }
     db.shutdown()
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     if let Some(pid) = &cfg.process_management.pid_file_path {

@@ -125,6 +125,8 @@ pub struct ServerState {
     internal_key: Option<crate::keyfile::KeyFile>,
     /// The engine's write failure has been logged (once, at error level).
     write_failure_logged: AtomicBool,
+    /// The replica set this server is a member of (`--replSet`).
+    replset: Option<Arc<crate::replset::ReplSet>>,
 }
 
 impl ServerState {
@@ -156,7 +158,16 @@ impl ServerState {
             internal_key: None,
             db,
             write_failure_logged: AtomicBool::new(false),
+            replset: None,
         }
+    }
+    /// Makes the server a member of `rs`.
+    pub fn with_replset(mut self, rs: Option<Arc<crate::replset::ReplSet>>) -> Self {
+        self.replset = rs;
+        self
+    }
+    pub fn replset(&self) -> Option<&Arc<crate::replset::ReplSet>> {
+        self.replset.as_ref()
     }
     /// Keeps the users in `users` instead of `admin.system.users` (a router's cluster users).
     pub fn with_user_store(mut self, users: Arc<dyn crate::users::UserStore>) -> Self {
@@ -235,6 +246,8 @@ impl ServerState {
     /// expired documents of every TTL index, batch by batch. Started once, by the server.
     pub fn start_ttl_monitor(&self) {
         let db = Arc::downgrade(&self.db);
+        // On a replica set only the primary deletes; its secondaries apply its deletes.
+        let replset = self.replset.as_ref().map(Arc::downgrade);
         let stop = self.stop.clone();
         let params = self.params.clone();
         let mut last_pass = Instant::now();
@@ -254,7 +267,15 @@ impl ServerState {
                 }
                 last_pass = now;
                 let Some(db) = db.upgrade() else { return };
-                match db.ttl_pass() {
+                let pass = || db.ttl_pass();
+                let passed = match &replset {
+                    None => pass(),
+                    Some(rs) => match rs.upgrade().and_then(|rs| rs.as_primary(pass)) {
+                        Some(passed) => passed,
+                        None => continue,
+                    },
+                };
+                match passed {
                     Ok(0) => {}
                     Ok(n) => crate::log::info(
                         "INDEX",

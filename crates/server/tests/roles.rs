@@ -132,9 +132,20 @@ const CLUSTER_MONITOR: &[&str] = &[
     "getLog",
     "getParameter",
     "currentOp",
+    "replSetGetStatus",
+    "replSetGetConfig",
 ];
 /// `clusterAdmin`'s, which only `root` has among the roles flashdoc has.
-const CLUSTER_ADMIN: &[&str] = &["setParameter", "fsync", "shutdown", "killOp"];
+const CLUSTER_ADMIN: &[&str] = &[
+    "setParameter",
+    "fsync",
+    "shutdown",
+    "killOp",
+    "replSetInitiate",
+    "replSetStepDown",
+    "replSetFreeze",
+    "replSetReconfig",
+];
 
 /// Whether `role` (the database roles defined in `app`, the others in `admin`) may run `name`
 /// on `db`.

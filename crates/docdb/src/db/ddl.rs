@@ -252,7 +252,13 @@ impl DocDb {
     pub(super) fn drop_locked(&self, c: &Arc<Coll>) -> DocResult<()> {
         let mut b = WriteBatch::new();
         b.delete(self.catalog_table, c.ns.as_bytes().to_vec());
-        self.write_catalog_logged(&mut b, &c.db, Some(c.uuid), doc! {"drop": &c.name})?;
+        if crate::oplog::is_replicated(&c.db, &c.name) {
+            self.write_catalog_logged(&mut b, &c.db, Some(c.uuid), doc! {"drop": &c.name})?;
+        } else {
+            self.engine
+                .write(&b, WriteOptions { sync: true })
+                .map_err(storage_error)?;
+        }
         self.release_dropped(c)
     }
 

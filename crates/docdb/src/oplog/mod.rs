@@ -30,6 +30,15 @@ pub const OPLOG_NS: &str = "local.oplog.rs";
 pub const OPLOG_TABLE: &str = "oplog-local.oplog.rs";
 /// The database whose writes are never logged (mongod's `local`).
 pub const UNLOGGED_DB: &str = "local";
+/// The collection every database may hold that each member keeps for itself: the profiler's
+/// (a secondary profiles its own reads), never logged, as mongod does not replicate it.
+pub const UNLOGGED_COLL: &str = "system.profile";
+
+/// Whether writes to `db.coll` are logged and replicated (mongod's
+/// `NamespaceString::isReplicated`): not the `local` database, and not `system.profile`.
+pub fn is_replicated(db: &str, coll: &str) -> bool {
+    db != UNLOGGED_DB && coll != UNLOGGED_COLL
+}
 
 /// The oplog of a replica-set member (`replication.oplogSizeMB`).
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -209,6 +209,27 @@ fn writes_to_the_local_database_are_not_logged() {
 }
 
 #[test]
+fn a_databases_profiler_collection_is_not_logged() {
+    // Each member profiles its own operations: a secondary's entries must not reach its
+    // oplog (they would be writes the set never saw), nor the primary's reach secondaries.
+    let db = member(1 << 20);
+    let capped = doc! {"capped": true, "size": 4096};
+    db.create_collection("app", UNLOGGED_COLL, &capped).unwrap();
+    for i in 0..100 {
+        ok(db.insert(
+            "app",
+            UNLOGGED_COLL,
+            vec![doc! {"_id": i, "pad": "p".repeat(64)}],
+            WriteOpts::default(),
+        ));
+    }
+    db.drop_collection("app", UNLOGGED_COLL).unwrap();
+    assert!(entries(&db).is_empty(), "{:?}", entries(&db));
+    assert!(!is_replicated("local", "c") && !is_replicated("app", UNLOGGED_COLL));
+    assert!(is_replicated("app", "c") && is_replicated("admin", "system.users"));
+}
+
+#[test]
 fn the_oplog_keeps_its_size_by_removing_the_oldest_entries() {
     let cap = 16 * 1024;
     let db = member(cap);

@@ -40,6 +40,34 @@ fn mac(key: &[u8], label: &[u8], ns: &[u8], nc: &[u8]) -> Hmac<Sha256> {
     m
 }
 
+/// The handshake's proofs, for a transport that carries the challenge in its own messages (the
+/// server carries them as wire commands on a member's mongo port): the client's is
+/// `HMAC(key, "flashdoc-repl client" ‖ ns ‖ nc)`, the server's the same with the server label.
+pub fn handshake_proof(key: &[u8], server_side: bool, ns: &[u8], nc: &[u8]) -> Vec<u8> {
+    let label = if server_side {
+        SERVER_LABEL
+    } else {
+        CLIENT_LABEL
+    };
+    mac(key, label, ns, nc).finalize().into_bytes().to_vec()
+}
+
+/// Checks a handshake proof in constant time (see [`handshake_proof`]).
+pub fn verify_handshake_proof(
+    key: &[u8],
+    server_side: bool,
+    ns: &[u8],
+    nc: &[u8],
+    proof: &[u8],
+) -> bool {
+    let label = if server_side {
+        SERVER_LABEL
+    } else {
+        CLIENT_LABEL
+    };
+    mac(key, label, ns, nc).verify_slice(proof).is_ok()
+}
+
 async fn write_frame(s: &mut TcpStream, head: u8, body: &[u8]) -> Result<(), TransportError> {
     let len = u32::try_from(body.len() + 1)
         .ok()
@@ -267,6 +295,16 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         panic!("cannot bind {addr} again");
+    }
+
+    #[test]
+    fn handshake_proofs_need_the_key_and_the_side() {
+        let (ns, nc) = ([1u8; 32], [2u8; 32]);
+        let client = handshake_proof(b"key", false, &ns, &nc);
+        assert!(verify_handshake_proof(b"key", false, &ns, &nc, &client));
+        assert!(!verify_handshake_proof(b"other", false, &ns, &nc, &client));
+        assert!(!verify_handshake_proof(b"key", true, &ns, &nc, &client));
+        assert!(!verify_handshake_proof(b"key", false, &nc, &ns, &client));
     }
 
     #[test]

@@ -15,6 +15,30 @@ pub(crate) fn hello(call: &Call) -> DocResult<Document> {
     handshake(call.state, call.name, call.cmd, call.conn)
 }
 
+pub(crate) fn repl_set_initiate(call: &Call) -> DocResult<Document> {
+    crate::replset::commands::initiate(call.state, call.cmd)
+}
+
+pub(crate) fn repl_set_get_status(call: &Call) -> DocResult<Document> {
+    crate::replset::commands::get_status(call.state)
+}
+
+pub(crate) fn repl_set_get_config(call: &Call) -> DocResult<Document> {
+    crate::replset::commands::get_config(call.state)
+}
+
+pub(crate) fn repl_set_step_down(call: &Call) -> DocResult<Document> {
+    crate::replset::control::step_down(call.state, call.cmd)
+}
+
+pub(crate) fn repl_set_freeze(call: &Call) -> DocResult<Document> {
+    crate::replset::control::freeze(call.state, call.cmd)
+}
+
+pub(crate) fn repl_set_reconfig(call: &Call) -> DocResult<Document> {
+    crate::replset::control::reconfig(call.state, call.cmd)
+}
+
 pub(crate) fn ping(_: &Call) -> DocResult<Document> {
     Ok(doc! {})
 }
@@ -135,10 +159,16 @@ fn handshake(
     conn: &ConnInfo,
 ) -> DocResult<Document> {
     let mut d = Document::new();
-    if name == "hello" {
-        d.insert("isWritablePrimary", true);
+    let writable_key = if name == "hello" {
+        "isWritablePrimary"
     } else {
-        d.insert("ismaster", true);
+        "ismaster"
+    };
+    match state.replset() {
+        Some(rs) => crate::replset::commands::hello_fields(rs, cmd, writable_key, &mut d),
+        None => {
+            d.insert(writable_key, true);
+        }
     }
     if cmd.contains_key("helloOk") {
         d.insert("helloOk", true);

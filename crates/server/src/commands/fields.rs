@@ -71,6 +71,7 @@ pub(crate) fn check_generic_fields(
     spec: Option<&Spec>,
     cmd: &Document,
     hook_fields: &[&str],
+    member: bool,
 ) -> DocResult<()> {
     read_concern(cmd)?;
     check_api_version(name, spec, cmd)?;
@@ -83,11 +84,19 @@ pub(crate) fn check_generic_fields(
             "Command {name} does not support writeConcern"
         )));
     }
-    standalone_write_concern(cmd)?;
+    if !member {
+        // A member's write concern is its own (`replset::concern`).
+        standalone_write_concern(cmd)?;
+    }
     if let Some(f) = TRANSACTION_FIELDS
         .iter()
         .find(|f| cmd.contains_key(f) && !hook_fields.contains(f))
     {
+        if member {
+            return Err(DocError::illegal_operation(format!(
+                "retryable writes and transactions are not available yet on flashdoc's replica sets ('{f}' on {name}); connect with retryWrites=false"
+            )));
+        }
         return Err(DocError::illegal_operation(format!(
             "Transaction numbers are only allowed on a replica set member or mongos ('{f}' on {name})"
         )));

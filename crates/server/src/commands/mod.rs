@@ -68,6 +68,10 @@ pub fn run(state: &Arc<ServerState>, cmd: &Document, conn: &ConnInfo) -> (Docume
         }
         None => "admin".to_string(),
     };
+    // A replica set's members authenticate their own commands with the cluster key.
+    if let Some(reply) = crate::replset::commands::internal(state, &name, cmd, conn) {
+        return (reply, After::Continue);
+    }
     let spec = row(state, &name).map(|c| &c.spec);
     let op = spec.map_or(OpKind::Command, |s| s.op);
     state.count_command(&name, op);
@@ -166,8 +170,33 @@ fn meet_fail_points(
     })
 }
 
-/// The hook's reply, or the built-in one amended by the hook.
+/// On a replica-set member, the command as its role allows (`replset::concern`): refused,
+/// or run and, for a write, acknowledged as its write concern asks.
 fn run_command(
+    state: &Arc<ServerState>,
+    name: &str,
+    db: &str,
+    cmd: &Document,
+    conn: &ConnInfo,
+) -> (Document, After) {
+    let Some(rs) = state.replset() else {
+        return run_here(state, name, db, cmd, conn);
+    };
+    let spec = row(state, name).map(|c| &c.spec);
+    let writes = spec.is_some_and(|s| s.write_concern) || fields::pipeline_writes(name, cmd);
+    match crate::replset::concern::admit(rs, spec, writes, db, cmd) {
+        Err(e) => (error_reply(&e), After::Continue),
+        Ok(None) => run_here(state, name, db, cmd, conn),
+        Ok(Some((gate, ack))) => {
+            let (mut reply, after) = run_here(state, name, db, cmd, conn);
+            crate::replset::concern::acknowledged(rs, gate, ack, &mut reply);
+            (reply, after)
+        }
+    }
+}
+
+/// The hook's reply, or the built-in one amended by the hook.
+fn run_here(
     state: &Arc<ServerState>,
     name: &str,
     db: &str,
@@ -300,7 +329,8 @@ fn dispatch(
 ) -> DocResult<(Document, After)> {
     let hook_fields = state.hook().map_or(&[][..], |h| h.command_fields(name));
     let row = row(state, name);
-    fields::check_generic_fields(name, row.map(|c| &c.spec), cmd, hook_fields)?;
+    let member = state.replset().is_some();
+    fields::check_generic_fields(name, row.map(|c| &c.spec), cmd, hook_fields, member)?;
     let Some(row) = row else {
         return Err(no_such_command(name));
     };

@@ -432,6 +432,46 @@ pub(crate) static COMMANDS: &[Command] = &[
         Ns::Server,
     ),
     command("getLog", admin::get_log, A::ClusterMonitor, Ns::Server),
+    // Replica sets (`--replSet`; a standalone answers NoReplicationEnabled, as mongod).
+    command(
+        "replSetInitiate",
+        admin::repl_set_initiate,
+        A::ClusterAdmin,
+        Ns::Server,
+    ),
+    command(
+        "replSetGetStatus",
+        admin::repl_set_get_status,
+        A::ClusterMonitor,
+        Ns::Server,
+    ),
+    command(
+        "replSetGetConfig",
+        admin::repl_set_get_config,
+        A::ClusterMonitor,
+        Ns::Server,
+    ),
+    command(
+        "replSetStepDown",
+        admin::repl_set_step_down,
+        A::ClusterAdmin,
+        Ns::Server,
+    )
+    .fields(&["secondaryCatchUpPeriodSecs", "force"], &[]),
+    command(
+        "replSetFreeze",
+        admin::repl_set_freeze,
+        A::ClusterAdmin,
+        Ns::Server,
+    )
+    .fields(&[], &[]),
+    command(
+        "replSetReconfig",
+        admin::repl_set_reconfig,
+        A::ClusterAdmin,
+        Ns::Server,
+    )
+    .fields(&["force"], &[]),
     command(
         "getParameter",
         admin::get_parameter_cmd,

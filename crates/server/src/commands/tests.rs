@@ -43,6 +43,120 @@ fn the_rows_say_what_the_lists_beside_dispatch_said() {
     assert!(!spec("distinct").api_v1 && spec("find").api_v1);
 }
 
+/// The commands a member treats as writes (the `writes()` flag): a secondary refuses them and
+/// the primary replicates them.
+const WRITES: &[&str] = &[
+    "insert",
+    "update",
+    "delete",
+    "findAndModify",
+    "create",
+    "drop",
+    "dropDatabase",
+    "renameCollection",
+    "createIndexes",
+    "dropIndexes",
+    "collMod",
+    "mapReduce",
+    "createUser",
+    "updateUser",
+    "dropUser",
+    "grantRolesToUser",
+    "revokeRolesFromUser",
+];
+/// Reads (an `aggregate` with `$out`/`$merge` is a write by its pipeline:
+/// `fields::pipeline_writes`), and what each member keeps for itself: its sessions,
+/// cursors, parameters, fail points, profiler level and compaction, and the set's own
+/// commands, which go through Raft rather than the oplog.
+const NOT_WRITES: &[&str] = &[
+    "hello",
+    "isMaster",
+    "ping",
+    "saslStart",
+    "saslContinue",
+    "authenticate",
+    "logout",
+    "buildInfo",
+    "connectionStatus",
+    "whatsmyuri",
+    "listCommands",
+    "endSessions",
+    "startSession",
+    "refreshSessions",
+    "killSessions",
+    "killAllSessions",
+    "commitTransaction",
+    "abortTransaction",
+    "getMore",
+    "killCursors",
+    "find",
+    "count",
+    "distinct",
+    "aggregate",
+    "explain",
+    "listCollections",
+    "listIndexes",
+    "collStats",
+    "dbStats",
+    "validate",
+    "compact",
+    "profile",
+    "usersInfo",
+    "listDatabases",
+    "serverStatus",
+    "hostInfo",
+    "getCmdLineOpts",
+    "getLog",
+    "replSetInitiate",
+    "replSetGetStatus",
+    "replSetGetConfig",
+    "replSetStepDown",
+    "replSetFreeze",
+    "replSetReconfig",
+    "getParameter",
+    "currentOp",
+    "setParameter",
+    "killOp",
+    "fsync",
+    "shutdown",
+    "configureFailPoint",
+    "waitForFailPoint",
+    "sleep",
+    "testVersion2",
+];
+/// On a replica-set member the `writes()` flag decides what a secondary refuses and what the
+/// primary replicates: every command is placed here on purpose, so a new one must be too.
+#[test]
+fn every_command_that_changes_data_the_catalog_or_users_is_a_write() {
+    for c in COMMANDS {
+        let name = c.spec.name;
+        if c.spec.write_concern {
+            assert!(WRITES.contains(&name), "{name} writes: list it in WRITES");
+        } else {
+            assert!(
+                NOT_WRITES.contains(&name),
+                "{name}: a write (.writes()) or in NOT_WRITES?"
+            );
+        }
+    }
+    for n in WRITES.iter().chain(NOT_WRITES) {
+        assert!(lookup(n).is_some(), "{n} is a command");
+    }
+    let agg = |stage: Bson| doc! {"aggregate": "c", "pipeline": [{"$match": {}}, stage]};
+    assert!(super::fields::pipeline_writes(
+        "aggregate",
+        &agg(bson::bson!({"$out": "o"}))
+    ));
+    assert!(super::fields::pipeline_writes(
+        "aggregate",
+        &agg(bson::bson!({"$merge": "o"}))
+    ));
+    assert!(!super::fields::pipeline_writes(
+        "aggregate",
+        &agg(bson::bson!({"$limit": 1}))
+    ));
+}
+
 fn outcome(n: u64, errors: &[usize]) -> WriteOutcome {
     WriteOutcome {
         n,

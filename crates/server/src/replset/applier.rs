@@ -1,0 +1,418 @@
+//! The document layer as Raft's state machine: committed oplog entries applied through
+//! `DocDb::apply_oplog_entry`, skipping those this member already holds (its own writes as
+//! primary, or entries applied before a restart), and the bookkeeping that tells a member
+//! whose data went past what Raft holds (docs/replication.md, "The server's replica set").
+
+use bson::{Document, Timestamp};
+use docdb::DocDb;
+use engine::{KvEngine, TableConfig, TableId, WriteBatch, WriteOptions};
+use parking_lot::Mutex;
+use repl::{Applier, BoxError, LogPosition};
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+/// The oplog's `ts` before any entry.
+pub const ZERO_TS: Timestamp = Timestamp {
+    time: 0,
+    increment: 0,
+};
+
+/// A timestamp as one ordered number (seconds, then the increment).
+pub fn ts_u64(ts: Timestamp) -> u64 {
+    (u64::from(ts.time) << 32) | u64::from(ts.increment)
+}
+
+/// What the applier keeps durable beside the data: the last Raft position applied, and the
+/// newest oplog `ts` Raft accounts for (applied from the log, or proposed to it by this member
+/// as primary). The local oplog never holds more than that unless a write is on its way to
+/// the log; if it does otherwise, the member holds writes no majority may have.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub applied: Option<LogPosition>,
+    pub accounted_ts: u64,
+}
+
+const RECORD_KEY: &[u8] = b"record";
+const TABLE: &str = "repl.applier";
+/// The key of a log entry that carries a new set configuration (`replSetReconfig`) rather
+/// than an oplog entry: `{replSetConfig: <config>}`.
+pub const CONFIG_ENTRY: &str = "replSetConfig";
+
+/// Why the member stopped serving data, once it has (never cleared while the process runs).
+#[derive(Default)]
+pub struct Divergence {
+    reason: Mutex<Option<String>>,
+}
+
+impl Divergence {
+    pub fn reason(&self) -> Option<String> {
+        self.reason.lock().clone()
+    }
+    /// Records the first reason and logs it; later ones add nothing.
+    pub fn diverge(&self, why: String) {
+        let mut r = self.reason.lock();
+        if r.is_none() {
+            crate::log::error(
+                "REPL",
+                &format!("{why}: this member refuses reads and writes until it is resynced (rollback is not available yet; docs/replication.md)"),
+            );
+            *r = Some(why);
+        }
+    }
+}
+
+pub struct DocApplier {
+    db: Arc<DocDb>,
+    kv: Arc<dyn KvEngine>,
+    table: TableId,
+    /// Held across an entry's application and its record, so the divergence check never sees
+    /// an entry in the oplog that the record does not yet account for.
+    record: Mutex<Record>,
+    pub divergence: Arc<Divergence>,
+    /// The highest log index this member proposed as primary (0: none).
+    shipped_index: Mutex<u64>,
+    /// Where a configuration entry goes (none in the unit tests).
+    config: Option<Arc<super::SetConfig>>,
+}
+
+fn boxed(e: impl std::fmt::Display) -> BoxError {
+    e.to_string().into()
+}
+
+impl DocApplier {
+    /// Opens the applier's record in the database's engine; a member whose oplog holds entries
+    /// past what its record accounts for (a primary that crashed between a write and its
+    /// proposal, or before the record caught up) is diverged from the start.
+    pub fn open(db: Arc<DocDb>, divergence: Arc<Divergence>) -> Result<DocApplier, String> {
+        let kv = db.engine().clone();
+        let table = match kv.table_id(TABLE) {
+            Some(t) => t,
+            None => kv
+                .create_table(TABLE, &TableConfig::collection())
+                .map_err(|e| e.to_string())?,
+        };
+        let record: Record = match kv.get(table, RECORD_KEY).map_err(|e| e.to_string())? {
+            Some(b) => serde_json::from_slice(&b).map_err(|e| e.to_string())?,
+            None => Record::default(),
+        };
+        let applier = DocApplier {
+            db,
+            kv,
+            table,
+            record: Mutex::new(record),
+            divergence,
+            shipped_index: Mutex::new(0),
+            config: None,
+        };
+        let local = ts_u64(applier.oplog_last_ts());
+        if local > record.accounted_ts {
+            applier.divergence.diverge(format!(
+                "the oplog holds entries up to {local:#x} that the replicated log does not account for (up to {:#x})",
+                record.accounted_ts
+            ));
+        }
+        Ok(applier)
+    }
+
+    /// Adopts the configuration entries it applies into `config`.
+    pub fn with_config(mut self, config: Arc<super::SetConfig>) -> DocApplier {
+        self.config = Some(config);
+        self
+    }
+
+    fn adopt_config(&self, next: &Document) -> Result<(), BoxError> {
+        let Some(config) = &self.config else {
+            return Ok(());
+        };
+        if config.adopt(next).map_err(|e| boxed(e.message))? {
+            crate::log::info(
+                "REPL",
+                &format!(
+                    "adopted the set's configuration version {}",
+                    super::config_version(next)
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    fn oplog_last_ts(&self) -> Timestamp {
+        self.db.oplog().map_or(ZERO_TS, |o| o.last_ts())
+    }
+
+    fn save(&self, r: &Record) -> Result<(), BoxError> {
+        let mut b = WriteBatch::new();
+        b.put(
+            self.table,
+            RECORD_KEY,
+            serde_json::to_vec(r).map_err(boxed)?,
+        );
+        self.kv
+            .write(&b, WriteOptions { sync: false })
+            .map_err(boxed)
+    }
+
+    /// This member (as primary) is about to propose the oplog entry with `ts`. Recorded
+    /// before the proposal: the entry may commit and reach `apply` here before the proposal
+    /// returns, and must not then look like a write the set never got.
+    pub fn proposing(&self, ts: Timestamp) -> Result<(), BoxError> {
+        let mut r = self.record.lock();
+        r.accounted_ts = r.accounted_ts.max(ts_u64(ts));
+        self.save(&r)
+    }
+
+    /// This member proposed an entry at `pos` (as primary).
+    pub fn shipped(&self, pos: LogPosition) {
+        let mut shipped = self.shipped_index.lock();
+        *shipped = (*shipped).max(pos.index);
+    }
+
+    /// Checks that the oplog holds nothing Raft does not account for, when no write of this
+    /// member's can be on its way to the log (it is not the primary).
+    pub fn check_accounted(&self) {
+        let r = self.record.lock();
+        let local = ts_u64(self.oplog_last_ts());
+        if local > r.accounted_ts {
+            self.divergence.diverge(format!(
+                "this member is no longer primary and its oplog holds writes up to {local:#x} that were never proposed to the set (proposed up to {:#x})",
+                r.accounted_ts
+            ));
+        }
+    }
+
+    fn apply_entry(&self, r: &mut Record, entry: &Document) -> Result<(), BoxError> {
+        let ts = entry.get_timestamp("ts").map_err(boxed)?;
+        let local = self.oplog_last_ts();
+        if ts_u64(ts) > r.accounted_ts && ts_u64(local) > r.accounted_ts {
+            self.divergence.diverge(format!(
+                "an entry of another primary ({ts:?}) arrived while this member's oplog holds writes never proposed to the set (up to {local:?})"
+            ));
+        }
+        if self.divergence.reason().is_some() {
+            return Ok(());
+        }
+        // Already here: this member wrote it as primary, or applied it before a restart.
+        if ts_u64(ts) <= ts_u64(local) {
+            return Ok(());
+        }
+        self.db.apply_oplog_entry(entry).map_err(boxed)?;
+        r.accounted_ts = r.accounted_ts.max(ts_u64(ts));
+        Ok(())
+    }
+}
+
+impl Applier for DocApplier {
+    fn apply(&self, pos: LogPosition, bytes: &[u8]) -> Result<(), BoxError> {
+        let entry = Document::from_reader(bytes).map_err(boxed)?;
+        let mut r = self.record.lock();
+        match entry.get_document(CONFIG_ENTRY) {
+            Ok(next) => self.adopt_config(next)?,
+            Err(_) => self.apply_entry(&mut r, &entry)?,
+        }
+        debug_assert!(
+            r.applied.is_none_or(|a| a.index < pos.index),
+            "entries are applied in log order: {pos} after {:?}",
+            r.applied
+        );
+        r.applied = Some(pos);
+        self.save(&r)
+    }
+
+    fn last_applied(&self) -> Option<LogPosition> {
+        self.record.lock().applied
+    }
+
+    fn snapshot(&self, _out: &mut dyn Write) -> Result<Option<LogPosition>, BoxError> {
+        Err("initial sync from a snapshot is not available yet: members keep the whole log (docs/replication.md)".into())
+    }
+
+    fn install_snapshot(
+        &self,
+        _pos: Option<LogPosition>,
+        _data: &mut dyn Read,
+    ) -> Result<(), BoxError> {
+        Err("initial sync from a snapshot is not available yet: members keep the whole log (docs/replication.md)".into())
+    }
+
+    fn log_truncated(&self, from: LogPosition) {
+        let shipped = *self.shipped_index.lock();
+        if shipped >= from.index {
+            self.divergence.diverge(format!(
+                "entries this member wrote as primary (up to index {shipped}) were never replicated to a majority and were removed from the log from {from} on"
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bson::doc;
+    use docdb::db::WriteOpts;
+    use docdb::oplog::OplogSettings;
+    use docdb::DocDbConfig;
+
+    fn member() -> Arc<DocDb> {
+        let mut cfg = DocDbConfig::in_memory();
+        cfg.oplog = Some(OplogSettings::from_mb(16.0).unwrap());
+        DocDb::open(cfg).unwrap()
+    }
+
+    fn write(db: &DocDb, ids: &[i32]) -> Vec<Document> {
+        let docs = ids.iter().map(|i| doc! {"_id": *i}).collect();
+        let out = db.insert("app", "c", docs, WriteOpts::default());
+        assert!(out.write_errors.is_empty());
+        entries(db)
+    }
+
+    fn entries(db: &DocDb) -> Vec<Document> {
+        db.oplog()
+            .unwrap()
+            .entries_after(ZERO_TS, usize::MAX, usize::MAX)
+            .unwrap()
+    }
+
+    fn bytes(d: &Document) -> Vec<u8> {
+        let mut b = Vec::new();
+        d.to_writer(&mut b).unwrap();
+        b
+    }
+
+    fn count(db: &DocDb) -> usize {
+        db.find("app", "c", &Default::default()).unwrap().count()
+    }
+
+    fn pos(index: u64) -> LogPosition {
+        LogPosition { term: 1, index }
+    }
+
+    fn ts(e: &Document) -> Timestamp {
+        e.get_timestamp("ts").unwrap()
+    }
+
+    #[test]
+    fn a_fresh_member_holds_nothing_the_log_does_not_account_for() {
+        // Opening docdb writes no oplog entry of its own (no internal collection goes through
+        // the write path), so a new member does not start diverged.
+        let db = member();
+        assert!(entries(&db).is_empty());
+        let applier = DocApplier::open(db.clone(), Arc::default()).unwrap();
+        assert!(applier.divergence.reason().is_none());
+        // Nor does the local database, nor a profiler's collection.
+        for (d, c) in [("local", "startup_log"), ("app", "system.profile")] {
+            let out = db.insert(d, c, vec![doc! {"_id": 1}], WriteOpts::default());
+            assert!(out.write_errors.is_empty());
+        }
+        applier.check_accounted();
+        assert!(applier.divergence.reason().is_none());
+        assert!(entries(&db).is_empty());
+    }
+
+    #[test]
+    fn a_secondary_applies_each_entry_once() {
+        let log = write(&member(), &[1, 2]);
+        assert!(log.len() >= 3, "the create and two inserts: {log:?}");
+        let secondary = member();
+        let applier = DocApplier::open(secondary.clone(), Arc::default()).unwrap();
+        for (i, e) in log.iter().enumerate() {
+            applier.apply(pos(i as u64 + 1), &bytes(e)).unwrap();
+        }
+        assert_eq!(count(&secondary), 2);
+        assert_eq!(entries(&secondary), log);
+        // Given again (a restart that lost the record): nothing is applied twice.
+        for (i, e) in log.iter().enumerate() {
+            applier.apply(pos(i as u64 + 10), &bytes(e)).unwrap();
+        }
+        assert_eq!(entries(&secondary), log);
+        assert_eq!(applier.last_applied(), Some(pos(log.len() as u64 + 9)));
+        applier.check_accounted();
+        assert!(applier.divergence.reason().is_none());
+    }
+
+    #[test]
+    fn the_primary_skips_its_own_entries_and_diverges_when_the_log_drops_one() {
+        let primary = member();
+        let applier = DocApplier::open(primary.clone(), Arc::default()).unwrap();
+        let log = write(&primary, &[1, 2]);
+        for (i, e) in log.iter().enumerate() {
+            // Committed and applied before the proposal returned: still the primary's own.
+            applier.proposing(ts(e)).unwrap();
+            applier.apply(pos(i as u64 + 1), &bytes(e)).unwrap();
+            applier.shipped(pos(i as u64 + 1));
+        }
+        assert_eq!((count(&primary), entries(&primary)), (2, log.clone()));
+        applier.check_accounted();
+        applier.log_truncated(pos(log.len() as u64 + 1));
+        assert!(
+            applier.divergence.reason().is_none(),
+            "nothing of ours removed"
+        );
+        applier.log_truncated(pos(log.len() as u64));
+        let why = applier.divergence.reason().expect("diverged");
+        assert!(why.contains("never replicated"), "{why}");
+    }
+
+    #[test]
+    fn a_configuration_entry_is_adopted_once_and_only_when_newer() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = |version: i32| doc! {"_id": "rs0", "version": version, "members": []};
+        let config = Arc::new(super::super::SetConfig::new(dir.path().into(), 1, v(2)));
+        let db = member();
+        let applier = DocApplier::open(db.clone(), Arc::default())
+            .unwrap()
+            .with_config(config.clone());
+        let entry = |version: i32| bytes(&doc! {CONFIG_ENTRY: v(version)});
+        applier.apply(pos(1), &entry(1)).unwrap();
+        assert_eq!(
+            super::super::config_version(&config.get()),
+            2,
+            "an older one is not taken"
+        );
+        applier.apply(pos(2), &entry(3)).unwrap();
+        assert_eq!(super::super::config_version(&config.get()), 3);
+        assert!(
+            dir.path().join(super::super::STATE_FILE).exists(),
+            "kept for a restart"
+        );
+        assert_eq!(applier.last_applied(), Some(pos(2)));
+        // Not an oplog entry: nothing is written to the data or the oplog.
+        assert!(entries(&db).is_empty());
+        applier.check_accounted();
+        assert!(applier.divergence.reason().is_none());
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "entries are applied in log order")]
+    fn an_entry_applied_out_of_log_order_trips_the_assertion() {
+        let log = write(&member(), &[1]);
+        let applier = DocApplier::open(member(), Arc::default()).unwrap();
+        applier.apply(pos(5), &bytes(&log[0])).unwrap();
+        applier.apply(pos(4), &bytes(&log[1])).unwrap();
+    }
+
+    #[test]
+    fn writes_never_proposed_make_the_member_refuse_service() {
+        // At start: the oplog holds entries the record does not account for.
+        let crashed = member();
+        write(&crashed, &[1]);
+        let at_start = DocApplier::open(crashed, Arc::default()).unwrap();
+        assert!(at_start.divergence.reason().is_some());
+        // A deposed primary's unproposed write, then another primary's entry.
+        let deposed = member();
+        let applier = DocApplier::open(deposed.clone(), Arc::default()).unwrap();
+        write(&deposed, &[1]);
+        let other = write(&member(), &[7]);
+        applier.apply(pos(1), &bytes(&other[0])).unwrap();
+        let why = applier.divergence.reason().expect("diverged");
+        assert!(why.contains("another primary"), "{why}");
+        assert_eq!(count(&deposed), 1, "nothing applied once diverged");
+        // The background check finds the same without new entries.
+        let idle = member();
+        let applier = DocApplier::open(idle.clone(), Arc::default()).unwrap();
+        write(&idle, &[1]);
+        applier.check_accounted();
+        assert!(applier.divergence.reason().is_some());
+    }
+}

@@ -1,0 +1,249 @@
+//! What a member's role does to a command: writes only on a writable primary, reads on a
+//! secondary only when the client allows it (`$readPreference` other than primary), nothing
+//! on a member that holds unreplicated writes; and a write's write concern: `w: 1` answers
+//! after the local write, `w: "majority"` (the implicit default, as in mongod 5.0+) once a
+//! majority holds it. Any other write concern is refused, never ignored.
+
+use super::{ReplSet, WriteGate};
+use crate::spec::{Namespace, Spec};
+use bson::{doc, Bson, Document};
+use docdb::{DocError, DocResult};
+use repl::ReplError;
+use std::time::Duration;
+
+/// How long an unbounded `w: "majority"` (no `wtimeout`) waits at most before it reports a
+/// timeout: a write concern without a timeout waits as long as it takes in mongod too, but a
+/// connection thread must come back eventually.
+const MAJORITY_WAIT_LIMIT: Duration = Duration::from_secs(3600);
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Acknowledge {
+    /// `w: 0` or `w: 1`: after the local write.
+    Local,
+    /// `w: "majority"`: once a majority of voters hold the write, waiting at most this long.
+    Majority(Option<Duration>),
+}
+
+pub fn not_writable_primary() -> DocError {
+    DocError::with_code(10107, "NotWritablePrimary", "not primary")
+}
+
+/// The write's fate is unknown to this member because its role changed (mongod's
+/// InterruptedDueToReplStateChange, which drivers retry).
+pub fn repl_state_changed(why: &str) -> DocError {
+    DocError::with_code(
+        11602,
+        "InterruptedDueToReplStateChange",
+        format!("operation was interrupted because the member's role changed: {why}"),
+    )
+}
+
+fn unsupported(msg: String) -> DocError {
+    DocError::with_code(238, "NotImplemented", msg)
+}
+
+/// The command's write concern on a member.
+pub fn acknowledge(cmd: &Document) -> DocResult<Acknowledge> {
+    let Some(wc) = cmd.get("writeConcern") else {
+        return Ok(Acknowledge::Majority(None));
+    };
+    let Bson::Document(wc) = wc else {
+        return Err(DocError::type_mismatch("writeConcern must be an object"));
+    };
+    let mut timeout = None;
+    let mut local = false;
+    for (k, v) in wc {
+        match (k.as_str(), v) {
+            ("w", Bson::String(s)) if s == "majority" => {}
+            ("w", Bson::String(tag)) => {
+                return Err(DocError::with_code(
+                    79,
+                    "UnknownReplWriteConcern",
+                    format!("No write concern mode named '{tag}' found in replica set configuration (tag sets are not available yet)"),
+                ))
+            }
+            ("w", n) => match query::compare::Num::of(n).map(|n| n.as_f64()) {
+                Some(n) if n == 0.0 || n == 1.0 => local = true,
+                Some(n) if n > 1.0 && n.fract() == 0.0 => {
+                    return Err(unsupported(format!("writeConcern w: {n} is not supported yet by flashdoc's replica sets; use w: 1 or w: \"majority\"")))
+                }
+                _ => return Err(DocError::failed_to_parse(format!("writeConcern.w: bad value {n}"))),
+            },
+            ("wtimeout", n) => {
+                let ms = query::compare::Num::of(n)
+                    .map(|n| n.as_f64())
+                    .filter(|ms| *ms >= 0.0)
+                    .ok_or_else(|| DocError::failed_to_parse("writeConcern.wtimeout must be a non-negative number"))?;
+                timeout = (ms > 0.0).then(|| Duration::from_millis(ms as u64));
+            }
+            // Appends to the log are always synced: `j` is always true here.
+            ("j" | "fsync", _) | ("provenance", Bson::String(_)) => {}
+            _ => return Err(DocError::failed_to_parse(format!("writeConcern.{k} is not a write concern field"))),
+        }
+    }
+    Ok(if local {
+        Acknowledge::Local
+    } else {
+        Acknowledge::Majority(timeout)
+    })
+}
+
+/// The options that make a `create` or `collMod` a view's or a time-series collection's:
+/// docdb keeps those as catalog entries outside the oplog, so no secondary would get them.
+const UNREPLICATED_OPTIONS: &[&str] = &["viewOn", "pipeline", "timeseries"];
+
+/// Refuses a catalog command that would change the primary alone (views and time-series
+/// collections are not replicated yet), rather than let the members silently differ.
+fn refuse_unreplicated(cmd: &Document) -> DocResult<()> {
+    let Some(name) = cmd.keys().next() else {
+        return Ok(());
+    };
+    if !matches!(name.as_str(), "create" | "collMod") {
+        return Ok(());
+    }
+    match UNREPLICATED_OPTIONS.iter().find(|k| cmd.contains_key(**k)) {
+        Some(k) => Err(DocError::with_code(
+            115,
+            "CommandNotSupported",
+            format!("{name} with '{k}': views and time-series collections are not replicated yet by flashdoc's replica sets (docs/replication.md)"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Whether the client lets a secondary answer (`$readPreference` other than primary).
+fn secondary_ok(cmd: &Document) -> bool {
+    cmd.get_document("$readPreference")
+        .ok()
+        .and_then(|rp| rp.get_str("mode").ok())
+        .is_some_and(|m| m != "primary")
+}
+
+/// Whether the command reads or writes data (not the server's own state).
+fn touches_data(spec: Option<&Spec>) -> bool {
+    spec.is_some_and(|s| !matches!(s.namespace, Namespace::Server | Namespace::Users))
+}
+
+/// The member's checks before a command runs; for a write, its licence on the primary (and
+/// how it is acknowledged).
+pub fn admit<'a>(
+    rs: &'a ReplSet,
+    spec: Option<&Spec>,
+    writes: bool,
+    db: &str,
+    cmd: &Document,
+) -> DocResult<Option<(WriteGate<'a>, Acknowledge)>> {
+    if let Some(why) = rs.diverged() {
+        if writes || touches_data(spec) {
+            return Err(DocError::with_code(
+                13436,
+                "NotPrimaryOrSecondary",
+                format!("this member holds writes the set does not have and refuses reads and writes until it is resynced: {why}"),
+            ));
+        }
+    }
+    if writes && db != "local" {
+        refuse_unreplicated(cmd)?;
+        let ack = acknowledge(cmd)?;
+        let gate = rs.write_gate().ok_or_else(not_writable_primary)?;
+        return Ok(Some((gate, ack)));
+    }
+    let writable = rs.member().is_some_and(|j| rs.writable(&j.status()));
+    // A cursor's getMore runs where its first batch was allowed.
+    let opens_read = touches_data(spec) && !spec.is_some_and(|s| s.namespace == Namespace::Cursors);
+    if !writable && opens_read && db != "local" && !secondary_ok(cmd) {
+        return Err(DocError::with_code(
+            13435,
+            "NotPrimaryNoSecondaryOk",
+            "not primary and secondaryOk=false",
+        ));
+    }
+    Ok(None)
+}
+
+/// After a write ran on the primary: proposes its oplog entries and waits as its write
+/// concern asks. A failure to get the write to a majority is the reply's `writeConcernError`
+/// (a timeout) or the command's error (the member's role changed under it).
+pub fn acknowledged(rs: &ReplSet, gate: WriteGate<'_>, ack: Acknowledge, reply: &mut Document) {
+    let j = gate.joined.clone();
+    let shipped = j.ship(&rs.db);
+    // Proposed: a step-down need not wait for the majority's answer.
+    drop(gate);
+    let Acknowledge::Majority(timeout) = ack else {
+        return;
+    };
+    let pos = match shipped {
+        Ok(Some(pos)) => pos,
+        Ok(None) => return,
+        Err(e) => {
+            *reply = crate::commands::error_reply(&e);
+            return;
+        }
+    };
+    let wait = timeout.unwrap_or(MAJORITY_WAIT_LIMIT);
+    match j.node.run(j.node.wait_committed(pos, wait)) {
+        Ok(()) => {}
+        Err(ReplError::Timeout(_)) => {
+            reply.insert(
+                "writeConcernError",
+                doc! {"code": 64, "codeName": "WriteConcernTimeout", "errmsg": "waiting for replication timed out", "errInfo": {"wtimeout": true, "writeConcern": {"w": "majority", "wtimeout": wait.as_millis() as i64}}},
+            );
+        }
+        Err(e) => *reply = crate::commands::error_reply(&repl_state_changed(&e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_concerns_are_taken_or_refused_never_ignored() {
+        let wc = |w: Document| acknowledge(&doc! {"insert": "c", "writeConcern": w});
+        assert_eq!(
+            acknowledge(&doc! {"insert": "c"}).unwrap(),
+            Acknowledge::Majority(None)
+        );
+        assert_eq!(wc(doc! {"w": 1}).unwrap(), Acknowledge::Local);
+        assert_eq!(wc(doc! {"w": 0}).unwrap(), Acknowledge::Local);
+        assert_eq!(
+            wc(doc! {"w": "majority", "wtimeout": 250}).unwrap(),
+            Acknowledge::Majority(Some(Duration::from_millis(250)))
+        );
+        assert_eq!(wc(doc! {"j": true}).unwrap(), Acknowledge::Majority(None));
+        assert_eq!(wc(doc! {"w": 2}).unwrap_err().code, 238);
+        assert_eq!(wc(doc! {"w": "dc"}).unwrap_err().code, 79);
+        assert_eq!(wc(doc! {"w": -1}).unwrap_err().code, 9);
+        assert_eq!(wc(doc! {"wtimeout": -5}).unwrap_err().code, 9);
+        assert_eq!(wc(doc! {"x": 1}).unwrap_err().code, 9);
+    }
+
+    #[test]
+    fn views_and_time_series_are_refused_until_they_replicate() {
+        for cmd in [
+            doc! {"create": "v", "viewOn": "c", "pipeline": []},
+            doc! {"create": "t", "timeseries": {"timeField": "at"}},
+            doc! {"collMod": "v", "viewOn": "c", "pipeline": []},
+        ] {
+            assert_eq!(refuse_unreplicated(&cmd).unwrap_err().code, 115, "{cmd}");
+        }
+        for cmd in [
+            doc! {"create": "c", "capped": true, "size": 4096},
+            doc! {"collMod": "c", "validator": {}},
+            doc! {"insert": "c", "pipeline": []},
+        ] {
+            assert!(refuse_unreplicated(&cmd).is_ok(), "{cmd}");
+        }
+    }
+
+    #[test]
+    fn secondaries_answer_reads_only_when_the_client_allows_it() {
+        assert!(!secondary_ok(&doc! {"find": "c"}));
+        assert!(!secondary_ok(
+            &doc! {"find": "c", "$readPreference": {"mode": "primary"}}
+        ));
+        assert!(secondary_ok(
+            &doc! {"find": "c", "$readPreference": {"mode": "secondaryPreferred"}}
+        ));
+    }
+}

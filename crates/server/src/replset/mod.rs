@@ -1,0 +1,493 @@
+//! A replica-set member (`--replSet`, issue 36): docdb with its oplog, a Raft member
+//! (crates/repl) that carries the oplog entries, and the server's side of it: the set's
+//! commands (`commands`), write concern and the member's role in front of every command
+//! (`concern`), members' RPCs over the mongo port (`wire`), and the applier that applies
+//! committed entries on every member (`applier`). docs/replication.md, "The server's replica
+//! set", tells how the pieces meet.
+
+pub mod applier;
+pub mod commands;
+pub mod concern;
+pub mod config;
+pub mod control;
+pub mod wire;
+
+use applier::{Divergence, DocApplier};
+use bson::{oid::ObjectId, Document, Timestamp};
+use docdb::{DocDb, DocError, DocResult};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+use repl::{LogPosition, ReplNode, Role, Status};
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use wire::WireTransport;
+
+/// The file in the database directory that names this member and the set's configuration
+/// once the set is initiated (mongod keeps it in `local.system.replset`).
+const STATE_FILE: &str = "replset.bson";
+
+/// How often the member's background task proposes writes made outside a command (the TTL
+/// monitor's deletes) and checks that a former primary holds nothing unreplicated.
+const WATCH_EVERY: Duration = Duration::from_millis(200);
+
+/// The part of the set that exists once it is initiated: the Raft member and its applier.
+pub struct Joined {
+    pub id: u64,
+    /// The set's configuration, as `replSetGetConfig` shows it.
+    pub config: Arc<SetConfig>,
+    pub node: ReplNode,
+    pub applier: Arc<DocApplier>,
+    shipper: Mutex<Shipper>,
+}
+
+/// The set's configuration on this member: the one it joined with, then each newer one that a
+/// `replSetReconfig` put in the log (the applier adopts it), kept durable in the database
+/// directory with the member's id so a restarted member rejoins as itself.
+pub struct SetConfig {
+    dir: PathBuf,
+    id: u64,
+    current: RwLock<Document>,
+}
+
+/// A configuration's `version`.
+pub fn config_version(config: &Document) -> i32 {
+    config.get_i32("version").unwrap_or(1)
+}
+
+impl SetConfig {
+    fn new(dir: PathBuf, id: u64, config: Document) -> SetConfig {
+        SetConfig {
+            dir,
+            id,
+            current: RwLock::new(config),
+        }
+    }
+
+    /// Makes the current configuration durable (once the member has started on it).
+    fn save(&self) -> DocResult<()> {
+        save_state(&self.dir, self.id, &self.current.read())
+    }
+
+    pub fn get(&self) -> Document {
+        self.current.read().clone()
+    }
+
+    /// Takes `next` if its version is newer (an entry applied again after a restart is not);
+    /// whether it did.
+    pub fn adopt(&self, next: &Document) -> DocResult<bool> {
+        let mut current = self.current.write();
+        if config_version(next) <= config_version(&current) {
+            return Ok(false);
+        }
+        save_state(&self.dir, self.id, next)?;
+        *current = next.clone();
+        Ok(true)
+    }
+}
+
+fn save_state(dir: &std::path::Path, id: u64, config: &Document) -> DocResult<()> {
+    let mut bytes = Vec::new();
+    bson::doc! {"id": id as i64, "config": config.clone()}
+        .to_writer(&mut bytes)
+        .map_err(repl_err)?;
+    let tmp = dir.join(format!("{STATE_FILE}.tmp"));
+    let write = || -> std::io::Result<()> {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, dir.join(STATE_FILE))?;
+        std::fs::File::open(dir)?.sync_all()
+    };
+    write().map_err(repl_err)
+}
+
+/// The primary's proposer: the oplog entries after `after` are not yet in the Raft log.
+struct Shipper {
+    /// The term this member last became primary in (0: never).
+    term: u64,
+    after: Timestamp,
+    /// Proposed entries not yet known committed: (position, ts), oldest first.
+    pending: VecDeque<(LogPosition, Timestamp)>,
+    /// The last entry proposed, and the newest known committed.
+    last: Option<(LogPosition, Timestamp)>,
+    majority: Option<Timestamp>,
+}
+
+impl Default for Shipper {
+    fn default() -> Self {
+        Shipper {
+            term: 0,
+            after: applier::ZERO_TS,
+            pending: VecDeque::new(),
+            last: None,
+            majority: None,
+        }
+    }
+}
+
+pub struct ReplSet {
+    pub name: String,
+    port: u16,
+    bind_ips: Vec<std::net::IpAddr>,
+    db: Arc<DocDb>,
+    dir: PathBuf,
+    key: Option<Arc<[u8]>>,
+    transport: WireTransport,
+    member: RwLock<Option<Arc<Joined>>>,
+    divergence: Arc<Divergence>,
+    /// `topologyVersion.processId`: new for every run of the process.
+    pub process_id: ObjectId,
+    stop: Arc<AtomicBool>,
+    /// Serializes initiation and joining (each starts the Raft member once).
+    starting: Mutex<()>,
+    /// Held shared by every write from its admission until its oplog entries are proposed
+    /// (`WriteGate`), and exclusively by a step-down while it waits for those under way.
+    gate: RwLock<()>,
+    /// A step-down is under way: writes are refused (NotWritablePrimary), as in mongod.
+    stepping_down: AtomicBool,
+}
+
+/// A write's licence, from its admission until its oplog entries are proposed: a step-down
+/// waits for every licence out before it hands the set over, so no write of this primary is
+/// left in its oplog unproposed.
+pub struct WriteGate<'a> {
+    pub joined: Arc<Joined>,
+    _open: RwLockReadGuard<'a, ()>,
+}
+
+fn repl_err(e: impl std::fmt::Display) -> DocError {
+    DocError::with_code(1, "InternalError", format!("replication: {e}"))
+}
+
+impl ReplSet {
+    /// The member for `name` on `db` (opened with an oplog): if the set was initiated before,
+    /// its Raft member starts at once. Call outside any tokio runtime.
+    pub fn open(
+        name: &str,
+        db: Arc<DocDb>,
+        cfg: &crate::config::ServerConfig,
+        key: Option<&crate::keyfile::KeyFile>,
+    ) -> Result<Arc<ReplSet>, String> {
+        if db.oplog().is_none() {
+            return Err("a replica-set member needs the database opened with its oplog".into());
+        }
+        let key: Option<Arc<[u8]>> = key.map(|k| Arc::from(k.password().as_bytes()));
+        let bind_ips = cfg
+            .bind_addrs()
+            .map_err(|e| e.to_string())?
+            .iter()
+            .map(std::net::SocketAddr::ip)
+            .collect();
+        let rs = Arc::new(ReplSet {
+            name: name.to_string(),
+            port: cfg.net.port,
+            bind_ips,
+            dir: cfg.storage.db_path.clone(),
+            transport: WireTransport::new(key.clone()),
+            key,
+            db,
+            member: RwLock::new(None),
+            divergence: Arc::default(),
+            process_id: ObjectId::new(),
+            stop: Arc::default(),
+            starting: Mutex::new(()),
+            gate: RwLock::new(()),
+            stepping_down: AtomicBool::new(false),
+        });
+        if let Some((id, config)) = rs.load_state()? {
+            rs.start_member(id, config)
+                .map_err(|e| format!("restarting the replica-set member: {}", e.message))?;
+        }
+        let watcher = Arc::downgrade(&rs);
+        let stop = rs.stop.clone();
+        std::thread::Builder::new()
+            .name("flashdoc-repl-watch".into())
+            .spawn(move || watch(watcher, stop))
+            .map_err(|e| e.to_string())?;
+        Ok(rs)
+    }
+
+    pub fn key(&self) -> Option<&[u8]> {
+        self.key.as_deref()
+    }
+
+    pub fn member(&self) -> Option<Arc<Joined>> {
+        self.member.read().clone()
+    }
+
+    /// Whether this member takes writes in `status`: a writable primary (`Joined::is_writable`)
+    /// that holds nothing unreplicated and is not stepping down.
+    pub fn writable(&self, status: &Status) -> bool {
+        self.diverged().is_none()
+            && !self.stepping_down.load(Ordering::Acquire)
+            && Joined::is_writable(status)
+    }
+
+    /// The licence to write now, if this member is writable; its proposer is then ready for
+    /// this term's writes. Never taken twice on one thread (a waiting step-down would block
+    /// the second).
+    pub fn write_gate(&self) -> Option<WriteGate<'_>> {
+        let open = self.gate.read();
+        let joined = self.member()?;
+        let status = joined.status();
+        if !self.writable(&status) {
+            return None;
+        }
+        joined.begin_term(&self.db, &status);
+        Some(WriteGate {
+            joined,
+            _open: open,
+        })
+    }
+
+    /// Runs `write`, a write made outside any command (the TTL monitor's), as this member's
+    /// primary and proposes its entries; `None` (not run) unless the member is writable.
+    pub fn as_primary<T>(&self, write: impl FnOnce() -> T) -> Option<T> {
+        let gate = self.write_gate()?;
+        let out = write();
+        if let Err(e) = gate.joined.ship(&self.db) {
+            crate::log::warn("REPL", &format!("proposing writes: {}", e.message));
+        }
+        Some(out)
+    }
+
+    /// `replSetStepDown`'s work: refuses new writes, waits for those under way to propose
+    /// their entries, proposes what was written outside commands, then has the Raft member
+    /// hand the set to a caught-up secondary (`ReplNode::step_down`).
+    pub fn step_down(
+        &self,
+        j: &Joined,
+        stay_down: Duration,
+        catch_up: Duration,
+    ) -> DocResult<repl::NodeId> {
+        if self.stepping_down.swap(true, Ordering::AcqRel) {
+            return Err(DocError::with_code(
+                117,
+                "ConflictingOperationInProgress",
+                "a step-down is already in progress",
+            ));
+        }
+        let handed = self.hand_over(j, stay_down, catch_up);
+        self.stepping_down.store(false, Ordering::Release);
+        handed
+    }
+
+    fn hand_over(
+        &self,
+        j: &Joined,
+        stay_down: Duration,
+        catch_up: Duration,
+    ) -> DocResult<repl::NodeId> {
+        // Every write admitted before the flag has proposed its entries once this is free.
+        drop(self.gate.write());
+        if j.status().role != Role::Primary {
+            return Err(control::not_primary_to_step_down());
+        }
+        j.ship(&self.db)?;
+        j.node
+            .run(j.node.step_down(stay_down, catch_up))
+            .map_err(|e| control::step_down_error(&e, catch_up))
+    }
+
+    /// Why this member refuses reads and writes, if it does.
+    pub fn diverged(&self) -> Option<String> {
+        self.divergence.reason()
+    }
+
+    /// Whether `host` (`name:port`) names this server.
+    pub fn is_me(&self, host: &str) -> bool {
+        let Some((h, port)) = host.rsplit_once(':') else {
+            return false;
+        };
+        if port.parse::<u16>().ok() != Some(self.port) {
+            return false;
+        }
+        let h = h.trim_start_matches('[').trim_end_matches(']');
+        if h == "localhost" || h == crate::build_info::hostname() {
+            return true;
+        }
+        h.parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback() || self.bind_ips.contains(&ip))
+    }
+
+    fn load_state(&self) -> Result<Option<(u64, Document)>, String> {
+        let path = self.dir.join(STATE_FILE);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        let d = Document::from_reader(bytes.as_slice())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let id = d.get_i64("id").map_err(|e| e.to_string())?;
+        let config = d.get_document("config").map_err(|e| e.to_string())?;
+        Ok(Some((id as u64, config.clone())))
+    }
+
+    /// Starts this member's Raft node as member `id` of `config` (already checked), and keeps
+    /// both durable for a restart. Runs on a thread of its own: starting a node blocks on a
+    /// runtime, which a command's thread may already be inside of.
+    fn start_member(&self, id: u64, config: Document) -> DocResult<Arc<Joined>> {
+        let node_cfg = config::node_config(id, &config)?;
+        let set_config = Arc::new(SetConfig::new(self.dir.clone(), id, config));
+        let applier = DocApplier::open(self.db.clone(), self.divergence.clone())
+            .map_err(repl_err)?
+            .with_config(set_config.clone());
+        let applier = Arc::new(applier);
+        let (kv, app, transport) = (
+            self.db.engine().clone(),
+            applier.clone() as Arc<dyn repl::Applier>,
+            Arc::new(self.transport.clone()) as Arc<dyn repl::Transport>,
+        );
+        let node = std::thread::spawn(move || ReplNode::start(&node_cfg, kv, app, transport))
+            .join()
+            .map_err(|_| repl_err("the Raft member panicked while starting"))?
+            .map_err(repl_err)?;
+        set_config.save()?;
+        let joined = Arc::new(Joined {
+            id,
+            config: set_config,
+            node,
+            applier,
+            shipper: Mutex::default(),
+        });
+        *self.member.write() = Some(joined.clone());
+        crate::log::info(
+            "REPL",
+            &format!("member {id} of replica set {} started", self.name),
+        );
+        Ok(joined)
+    }
+
+    /// Stops the Raft member (before the database shuts down). Call outside any runtime.
+    pub fn shutdown(&self) {
+        self.stop.store(true, Ordering::Release);
+        let Some(mut j) = self.member.write().take() else {
+            return;
+        };
+        // A command or the background task may hold it a moment longer.
+        for _ in 0..100 {
+            match Arc::try_unwrap(j) {
+                Ok(joined) => return joined.node.shutdown(),
+                Err(still) => j = still,
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        crate::log::warn("REPL", "the Raft member is still in use at shutdown");
+    }
+}
+
+impl Joined {
+    pub fn status(&self) -> Status {
+        self.node.status()
+    }
+
+    /// The member may take writes: it leads, and has applied every entry before its term
+    /// (mongod's drain mode: a new primary applies what it has before it writes).
+    pub fn is_writable(status: &Status) -> bool {
+        status.role == Role::Primary && status.last_applied.is_some_and(|p| p.term == status.term)
+    }
+
+    /// Readies the proposer for writes in `status.term`, the first time this term: entries
+    /// after the oplog's current end are this primary's own and go to the log.
+    pub fn begin_term(&self, db: &DocDb, status: &Status) {
+        let mut s = self.shipper.lock();
+        if s.term != status.term {
+            if s.term != 0 {
+                // Writes of an earlier term that never reached the log are not this term's.
+                self.applier.check_accounted();
+            }
+            let oplog = db.oplog().expect("a member has an oplog");
+            s.term = status.term;
+            s.after = oplog.last_ts();
+            oplog.set_term(status.term as i64);
+        }
+    }
+
+    /// Proposes the oplog entries written since the last call, in `ts` order, each once it is
+    /// durable in this member's log (`w: 1`); returns the newest entry proposed so far.
+    pub fn ship(&self, db: &DocDb) -> DocResult<Option<LogPosition>> {
+        let mut s = self.shipper.lock();
+        if s.term == 0 {
+            return Ok(None);
+        }
+        let oplog = db.oplog().expect("a member has an oplog");
+        loop {
+            let batch = oplog.entries_after(s.after, 256, 8 << 20)?;
+            if batch.is_empty() {
+                return Ok(s.last.map(|(p, _)| p));
+            }
+            for entry in batch {
+                let ts = entry.get_timestamp("ts").map_err(repl_err)?;
+                let mut bytes = Vec::new();
+                entry.to_writer(&mut bytes).map_err(repl_err)?;
+                self.applier.proposing(ts).map_err(repl_err)?;
+                let pos = self
+                    .node
+                    .run(self.node.propose_nowait(bytes))
+                    .map_err(|e| {
+                        self.applier.divergence.diverge(format!(
+                            "a write at {ts:?} is in this member's oplog but could not be proposed to the set: {e}"
+                        ));
+                        concern::repl_state_changed(&e.to_string())
+                    })?;
+                self.applier.shipped(pos);
+                s.after = ts;
+                s.last = Some((pos, ts));
+                s.pending.push_back((pos, ts));
+            }
+        }
+    }
+
+    /// The `ts` of the newest entry this primary knows a majority holds (`majorityOpTime`).
+    pub fn majority_ts(&self, committed: Option<LogPosition>) -> Option<Timestamp> {
+        let mut s = self.shipper.lock();
+        while let Some(&(pos, ts)) = s.pending.front() {
+            if committed.is_none_or(|c| c.index < pos.index) {
+                break;
+            }
+            s.majority = Some(ts);
+            s.pending.pop_front();
+        }
+        s.majority
+    }
+}
+
+/// Runs `fut` to its end on a runtime of its own, on a thread of its own: a command's thread
+/// may be inside the server's runtime, where blocking on another is not allowed. `None` if
+/// the runtime could not be made.
+pub fn run_async<F>(fut: F) -> Option<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .ok()?;
+        Some(rt.block_on(fut))
+    })
+    .join()
+    .ok()
+    .flatten()
+}
+
+/// The member's background task: proposes what the primary wrote outside commands, and finds
+/// a former primary that holds writes the set never got.
+fn watch(rs: std::sync::Weak<ReplSet>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Acquire) {
+        std::thread::sleep(WATCH_EVERY);
+        let Some(rs) = rs.upgrade() else { return };
+        let Some(j) = rs.member() else { continue };
+        if rs.diverged().is_some() {
+            continue;
+        }
+        if rs.as_primary(|| ()).is_none() && j.status().role != Role::Primary {
+            j.applier.check_accounted();
+        }
+    }
+}

@@ -1,0 +1,427 @@
+"""A three-member replica set of real `flashdoc serve --replSet rs0` processes (issue 36):
+initiation, hello's fields, majority writes read back from every secondary, NotWritablePrimary
+on a secondary for every command that writes data, the catalog or users (and each replicated
+from the primary), a secondary's own profiler kept to itself, replSetStepDown, replSetReconfig
+adding and removing a member, and failover after SIGKILL of the primary (with a frozen
+secondary left out of the election) without losing a majority write."""
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import time
+
+import bson
+import pymongo
+import pytest
+from pymongo.errors import NotPrimaryError, OperationFailure, PyMongoError
+
+from conftest import ROOT, Server
+
+MONGOSH = os.environ.get("FLASHDOC_MONGOSH") or shutil.which("mongosh") or os.path.join(
+    ROOT, "target", "mongosh", "node_modules", ".bin", "mongosh")
+
+SET = "rs0"
+# Elections after 2-3 s of silence: a loaded two-core CI machine keeps heartbeats (every
+# 400 ms) well inside that.
+SETTINGS = {"electionTimeoutMillis": 2000, "heartbeatIntervalMillis": 400}
+
+
+def start_member(d):
+    """A `flashdoc serve --replSet rs0` process on directory `d`, not yet in the set."""
+    conf = os.path.join(d, "flashdoc.conf")
+    with open(conf, "w") as f:
+        f.write(
+            "storage:\n  wiredTiger:\n    engineConfig:\n      cacheSizeGB: 0.25\n"
+            "replication:\n  oplogSizeMB: 64\n"
+        )
+    data = os.path.join(d, "data")
+    os.mkdir(data)
+    started = time.time()
+    server = Server(data, ["-f", conf, "--replSet", SET]).start()
+    assert time.time() - started < 10, "a member listens within seconds"
+    return server
+
+
+@pytest.fixture(scope="module")
+def members(tmp_path_factory):
+    servers = [start_member(tmp_path_factory.mktemp(f"member{i}")) for i in range(3)]
+    yield servers
+    for s in servers:
+        if s.proc.poll() is None:
+            s.stop()
+
+
+def host(s):
+    return f"127.0.0.1:{s.port}"
+
+
+def direct(s, **kw):
+    return pymongo.MongoClient(
+        host(s), directConnection=True, serverSelectionTimeoutMS=10000, **kw
+    )
+
+
+def set_client(servers):
+    seeds = ",".join(host(s) for s in servers)
+    return pymongo.MongoClient(
+        f"mongodb://{seeds}/?replicaSet={SET}&retryWrites=false",
+        serverSelectionTimeoutMS=30000,
+    )
+
+
+def wait_for_primary(servers, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for s in servers:
+            try:
+                with direct(s) as c:
+                    if c.admin.command("hello").get("isWritablePrimary"):
+                        return s
+            except PyMongoError:
+                pass
+        time.sleep(0.2)
+    raise AssertionError("no primary")
+
+
+@pytest.fixture(scope="module")
+def initiated(members):
+    with direct(members[0]) as c:
+        with pytest.raises(OperationFailure) as e:
+            c.admin.command("replSetGetStatus")
+        assert e.value.code == 94  # NotYetInitialized
+        hello = c.admin.command("hello")
+        assert hello["isWritablePrimary"] is False and hello["isreplicaset"] is True
+        config = {
+            "_id": SET,
+            "members": [{"_id": i, "host": host(s)} for i, s in enumerate(members)],
+            "settings": SETTINGS,
+        }
+        c.admin.command("replSetInitiate", config)
+        with pytest.raises(OperationFailure) as e:
+            c.admin.command("replSetInitiate", config)
+        assert e.value.code == 23  # AlreadyInitialized
+    wait_for_primary(members)
+    return members
+
+
+def test_hello_describes_the_set(initiated):
+    primary = wait_for_primary(initiated)
+    hosts = sorted(host(s) for s in initiated)
+    for s in initiated:
+        with direct(s) as c:
+            h = c.admin.command("hello")
+        assert h["setName"] == SET
+        assert sorted(h["hosts"]) == hosts
+        assert h["me"] == host(s)
+        assert h["setVersion"] == 1
+        assert "processId" in h["topologyVersion"]
+        assert "opTime" in h["lastWrite"]
+        if s is primary:
+            assert h["isWritablePrimary"] and not h["secondary"]
+            assert "electionId" in h
+        else:
+            assert h["secondary"] and not h["isWritablePrimary"]
+        assert h.get("primary") in (host(primary), None)
+        # A fresh member holds nothing the log does not account for: none is RECOVERING.
+        with direct(s) as c:
+            assert c.admin.command("replSetGetStatus")["myState"] in (1, 2)
+    with direct(primary) as c:
+        status = c.admin.command("replSetGetStatus")
+        assert status["set"] == SET and status["myState"] == 1
+        assert len(status["members"]) == 3
+        config = c.admin.command("replSetGetConfig")["config"]
+        assert config["_id"] == SET and config["version"] == 1
+
+
+@pytest.mark.skipif(not os.path.exists(MONGOSH), reason="mongosh is not installed "
+                    "(bash scripts/install-mongosh.sh installs it into target/mongosh)")
+def test_rs_status_and_conf_in_mongosh(initiated):
+    primary = wait_for_primary(initiated)
+    js = "EJSON.stringify({s: rs.status(), c: rs.conf()}, null, 0, {relaxed: true})"
+    r = subprocess.run([MONGOSH, f"mongodb://{host(primary)}/admin", "--quiet", "--norc", "--eval", js],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    status, conf = out["s"], out["c"]
+    assert status["set"] == SET and status["myState"] == 1
+    assert sorted(m["name"] for m in status["members"]) == sorted(host(s) for s in initiated)
+    assert [m["stateStr"] for m in status["members"]].count("PRIMARY") == 1
+    assert conf["_id"] == SET and conf["version"] == 1 and len(conf["members"]) == 3
+
+
+def read_from(s, doc_id, timeout=10, coll="rs"):
+    """The document from member `s`, as a secondary read (waiting for it to apply)."""
+    deadline = time.time() + timeout
+    with direct(s, readPreference="secondaryPreferred") as c:
+        while time.time() < deadline:
+            d = c.e2e[coll].find_one({"_id": doc_id})
+            if d is not None:
+                return d
+            time.sleep(0.1)
+    return None
+
+
+def test_majority_writes_reach_every_secondary(initiated):
+    with set_client(initiated) as c:
+        coll = c.e2e.get_collection("rs", write_concern=pymongo.WriteConcern("majority"))
+        ids = [coll.insert_one({"n": i, "pad": "x" * 100}).inserted_id for i in range(20)]
+        coll.update_one({"n": 3}, {"$set": {"touched": True}})
+        w1 = c.e2e.get_collection("rs", write_concern=pymongo.WriteConcern(w=1))
+        w1.insert_one({"_id": "w1"})
+        with pytest.raises(OperationFailure) as e:
+            c.e2e.get_collection("rs", write_concern=pymongo.WriteConcern(w=2)).insert_one({})
+        assert e.value.code == 238  # refused, not ignored
+    primary = wait_for_primary(initiated)
+    for s in initiated:
+        if s is primary:
+            continue
+        for i, doc_id in enumerate(ids):
+            d = read_from(s, doc_id)
+            assert d is not None and d["n"] == i, f"{host(s)} lacks document {i}"
+        assert read_from(s, ids[3])["touched"] is True
+        assert read_from(s, "w1") is not None
+
+
+def test_a_secondary_refuses_writes(initiated):
+    primary = wait_for_primary(initiated)
+    secondary = next(s for s in initiated if s is not primary)
+    with direct(secondary) as c:
+        with pytest.raises(NotPrimaryError) as e:
+            c.e2e.rs.insert_one({"on": "secondary"})
+        assert e.value.details["code"] == 10107
+
+
+def eventually(check, what, timeout=15):
+    """Waits until `check()` is true (a secondary applies committed entries a moment later)."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            if check():
+                return
+        except PyMongoError:
+            pass
+        assert time.time() < deadline, what
+        time.sleep(0.1)
+
+
+# Every command that changes data, the catalog or users, as a secondary must refuse it.
+WRITES = [
+    ("e2e", {"insert": "rs", "documents": [{}]}),
+    ("e2e", {"update": "rs", "updates": [{"q": {}, "u": {"$set": {"x": 1}}}]}),
+    ("e2e", {"delete": "rs", "deletes": [{"q": {}, "limit": 1}]}),
+    ("e2e", {"findAndModify": "rs", "query": {}, "update": {"$set": {"x": 1}}}),
+    ("e2e", {"create": "c2"}),
+    ("e2e", {"drop": "rs"}),
+    ("e2e", {"createIndexes": "rs", "indexes": [{"key": {"n": 1}, "name": "n_1"}]}),
+    ("e2e", {"dropIndexes": "rs", "index": "*"}),
+    ("e2e", {"collMod": "rs", "validator": {}}),
+    ("e2e", {"dropDatabase": 1}),
+    ("admin", {"renameCollection": "e2e.rs", "to": "e2e.rs2"}),
+    ("e2e", {"aggregate": "rs", "pipeline": [{"$out": "out"}], "cursor": {}}),
+    ("e2e", {"aggregate": "rs", "pipeline": [{"$merge": {"into": "merged"}}], "cursor": {}}),
+    ("e2e", {"mapReduce": "rs", "map": "function() { emit(1, 1) }",
+             "reduce": "function(k, v) { return 1 }", "out": "mr"}),
+    ("e2e", {"createUser": "u", "pwd": "p", "roles": []}),
+    ("e2e", {"updateUser": "u", "customData": {}}),
+    ("e2e", {"grantRolesToUser": "u", "roles": ["read"]}),
+    ("e2e", {"revokeRolesFromUser": "u", "roles": ["read"]}),
+    ("e2e", {"dropUser": "u"}),
+]
+
+
+def recv_exactly(sock, n):
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        assert chunk, "the member closed the connection"
+        data += chunk
+    return data
+
+
+def raw_commands(s, commands):
+    """The replies to `commands` ((db, command) pairs) over one plain connection to `s`: a
+    driver would mark the member unknown after each NotWritablePrimary and wait to look again."""
+    replies = []
+    with socket.create_connection(("127.0.0.1", s.port), timeout=10) as sock:
+        for i, (db, cmd) in enumerate(commands):
+            body = bson.encode({**cmd, "$db": db})
+            sock.sendall(struct.pack("<iiiiI", 21 + len(body), i + 1, 0, 2013, 0) + b"\0" + body)
+            length = struct.unpack("<i", recv_exactly(sock, 16)[:4])[0]
+            replies.append(bson.decode(recv_exactly(sock, length - 16)[5:]))
+    return replies
+
+
+def test_every_write_is_refused_on_a_secondary(initiated):
+    primary = wait_for_primary(initiated)
+    secondary = next(s for s in initiated if s is not primary)
+    for (db, cmd), reply in zip(WRITES, raw_commands(secondary, WRITES)):
+        assert reply["ok"] == 0 and reply["code"] == 10107, (db, cmd, reply)
+
+
+def test_catalog_and_user_commands_replicate(initiated):
+    with set_client(initiated) as c:
+        db = c.e2e_catalog
+        db.create_collection("cat", capped=True, size=1 << 20)
+        db.cat.insert_many([{"_id": i, "n": i} for i in range(5)])
+        db.cat.create_index("n", name="n_1")
+        db.command("collMod", "cat", validator={"n": {"$gte": 0}})
+        db.cat.find_one_and_update({"_id": 1}, {"$set": {"found": True}})
+        db.cat.aggregate([{"$match": {}}, {"$out": "outed"}])
+        db.cat.aggregate([{"$match": {}}, {"$merge": {"into": "merged"}}])
+        c.admin.command("renameCollection", "e2e_catalog.outed", to="e2e_catalog.renamed")
+        db.command("createUser", "repl_user", pwd="pw", roles=["read"])
+        db.command("grantRolesToUser", "repl_user", roles=["readWrite"])
+        db.doomed.insert_one({})
+        db.drop_collection("doomed")
+        db.indexed.create_index("a")
+        db.indexed.drop_index("a_1")
+        for cmd in ({"create": "v", "viewOn": "cat", "pipeline": []},
+                    {"create": "ts", "timeseries": {"timeField": "at"}}):
+            with pytest.raises(OperationFailure) as e:
+                db.command(cmd)
+            assert e.value.code == 115, "views and time-series collections do not replicate yet"
+    primary = wait_for_primary(initiated)
+    for s in initiated:
+        if s is primary:
+            continue
+        with direct(s, readPreference="secondaryPreferred") as c:
+            db = c.e2e_catalog
+            eventually(lambda: sorted(db.list_collection_names()) == ["cat", "indexed", "merged", "renamed"],
+                       f"{host(s)} has the primary's collections")
+            eventually(lambda: "readWrite" in str(db.command("usersInfo", "repl_user")["users"]),
+                       f"{host(s)} has the primary's user and its roles")
+            options = next(db.list_collections(filter={"name": "cat"}))["options"]
+            assert options["capped"] is True and options["validator"] == {"n": {"$gte": 0}}
+            assert "n_1" in db.cat.index_information()
+            assert "a_1" not in db.indexed.index_information()
+            assert db.cat.find_one({"_id": 1})["found"] is True
+            assert db.renamed.count_documents({}) == 5 and db.merged.count_documents({}) == 5
+    with set_client(initiated) as c:
+        c.drop_database("e2e_catalog")
+    for s in initiated:
+        with direct(s, readPreference="secondaryPreferred") as c:
+            eventually(lambda: "e2e_catalog" not in c.list_database_names(),
+                       f"{host(s)} dropped the database")
+
+
+def test_a_secondarys_profiler_stays_its_own(initiated):
+    """Each member profiles its own operations; system.profile is never logged, so a
+    secondary's profiler does not put writes in its oplog that the set never saw (which would
+    send it to RECOVERING), and the primary's profile does not reach its secondaries."""
+    primary = wait_for_primary(initiated)
+    secondary = next(s for s in initiated if s is not primary)
+    with direct(secondary, readPreference="secondaryPreferred") as c:
+        c.e2e.command("profile", 2)
+        for _ in range(5):
+            c.e2e.rs.find_one({})
+        c.e2e.command("profile", 0)
+        assert c.e2e.system.profile.count_documents({}) > 0
+    with direct(primary) as c:
+        c.e2e.command("profile", 2)
+        c.e2e.rs.find_one({"marker": "primary only"})
+        c.e2e.command("profile", 0)
+        assert c.e2e.system.profile.count_documents({"command.filter.marker": "primary only"}) == 1
+    with set_client(initiated) as c:
+        c.e2e.rs.insert_one({"_id": "after-profile"})  # the set still takes majority writes
+    assert read_from(secondary, "after-profile") is not None
+    time.sleep(0.5)  # the members' own check runs every 200 ms
+    with direct(secondary, readPreference="secondaryPreferred") as c:
+        assert c.admin.command("replSetGetStatus")["myState"] == 2
+        assert c.e2e.system.profile.count_documents({"command.filter.marker": "primary only"}) == 0
+
+
+def test_step_down_hands_the_primary_over(initiated):
+    old = wait_for_primary(initiated)
+    secondary = next(s for s in initiated if s is not old)
+    with direct(secondary) as c:
+        with pytest.raises(NotPrimaryError) as e:
+            c.admin.command("replSetStepDown", 10)
+        assert e.value.details["code"] == 10107
+    with direct(old) as c:
+        for bad, code in (({"replSetStepDown": 1}, 2),  # shorter than the catch-up period
+                          ({"replSetStepDown": 10, "force": True}, 238),
+                          ({"replSetFreeze": 10}, 95)):  # the primary cannot be frozen
+            with pytest.raises(OperationFailure) as e:
+                c.admin.command(bad)
+            assert e.value.code == code, bad
+        c.admin.command("replSetStepDown", 10, secondaryCatchUpPeriodSecs=5)
+        assert c.admin.command("hello")["isWritablePrimary"] is False
+        with pytest.raises(NotPrimaryError):
+            c.e2e.rs.insert_one({"on": "the stepped-down primary"})
+    new = wait_for_primary(initiated)
+    assert new is not old
+    with set_client(initiated) as c:
+        c.e2e.rs.insert_one({"_id": "after-stepdown"})
+    assert read_from(old, "after-stepdown") is not None, "the old primary follows the new one"
+
+
+def test_reconfig_adds_and_removes_a_member(initiated, tmp_path):
+    fourth = start_member(str(tmp_path))
+    try:
+        primary = wait_for_primary(initiated)
+        with direct(primary) as c:
+            config = c.admin.command("replSetGetConfig")["config"]
+            for bad, code in (({"replSetReconfig": config}, 103),  # the version must grow
+                              ({"replSetReconfig": config, "force": True}, 238)):
+                with pytest.raises(OperationFailure) as e:
+                    c.admin.command(bad)
+                assert e.value.code == code
+            config["version"] += 1
+            config["members"].append({"_id": 3, "host": host(fourth)})
+            c.admin.command("replSetReconfig", config)
+            hello = c.admin.command("hello")
+            assert hello["setVersion"] == config["version"] and host(fourth) in hello["hosts"]
+        # The new member copied the set's writes from the log, and votes.
+        assert read_from(fourth, "after-stepdown") is not None
+        for s in initiated + [fourth]:
+            with direct(s) as c:
+                eventually(lambda: c.admin.command("hello")["setVersion"] == config["version"],
+                           f"{host(s)} adopted the new configuration")
+        with set_client(initiated) as c:
+            c.e2e.rs.insert_one({"_id": "four members"})
+        assert read_from(fourth, "four members") is not None
+        with direct(primary) as c:
+            config["version"] += 1
+            config["members"] = [m for m in config["members"] if m["_id"] != 3]
+            c.admin.command("replSetReconfig", config)
+            assert host(fourth) not in c.admin.command("hello")["hosts"]
+            assert len(c.admin.command("replSetGetStatus")["members"]) == 3
+    finally:
+        fourth.stop()
+
+
+def test_failover_keeps_every_majority_write(initiated):
+    with set_client(initiated) as c:
+        coll = c.e2e.get_collection("fail", write_concern=pymongo.WriteConcern("majority"))
+        acked = []
+        for i in range(30):
+            coll.insert_one({"_id": i})
+            acked.append(i)
+        old = wait_for_primary(initiated)
+        # One secondary frozen, the other unfrozen: only the second may take over (once both
+        # hold every acknowledged write, so the frozen one's vote can go to it).
+        frozen, electable = [s for s in initiated if s is not old]
+        for s in (frozen, electable):
+            assert read_from(s, acked[-1], coll="fail") is not None
+        with direct(frozen) as f:
+            f.admin.command("replSetFreeze", 60)
+        with direct(electable) as e:
+            assert e.admin.command("replSetFreeze", 0)["info"] == "unfreezing"
+        old.kill()
+        killed = time.time()
+        deadline = killed + 30
+        while True:
+            try:
+                coll.insert_one({"_id": "after"})
+                break
+            except PyMongoError:
+                assert time.time() < deadline, "no new primary took a majority write within 30 s"
+                time.sleep(0.2)
+        print(f"new primary took a majority write {time.time() - killed:.1f} s after the kill")
+        rest = [s for s in initiated if s is not old]
+        new = wait_for_primary(rest)
+        assert new is electable, "the frozen member did not campaign"
+        found = {d["_id"] for d in coll.find({})}
+        assert set(acked) | {"after"} <= found
