@@ -1048,3 +1048,59 @@ fn a_table_kept_beside_the_collections_opens_on_every_engine() {
         );
     }
 }
+
+/// collStats' storageSize on the in-place engine is MMAPv1's: the extents the collection's
+/// table holds, used or not. Deletes leave it; `compact` hands the extents back.
+#[test]
+fn storage_size_on_mmapv1_is_the_extents_the_collection_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_disk(dir.path());
+    cfg.engine_kind = engine::EngineKind::Mmapv1;
+    let db = DocDb::open(cfg).unwrap();
+    // Records of 256 bytes (a 222-byte document and its header, padded to a power of two).
+    let docs = (0..2000)
+        .map(|i| doc! {"_id": i, "s": "x".repeat(200)})
+        .collect();
+    assert_eq!(ins(&db, "c", docs).n, 2000);
+    let size = |db: &DocDb| {
+        db.coll_stats("t", "c")
+            .unwrap()
+            .get_i64("storageSize")
+            .unwrap()
+    };
+    let full = size(&db);
+    // Extents double from 64 KiB on a new database: 64 KiB × (2^k - 1), room for the records.
+    let first = 64 << 10;
+    assert!(
+        full % first == 0 && (full / first + 1).count_ones() == 1 && full >= 2000 * 256,
+        "{full}"
+    );
+    let out = db.delete(
+        "t",
+        "c",
+        &[DeleteStatement {
+            q: doc! {"_id": {"$gte": 100}},
+            limit: 0,
+            collation: None,
+            ..Default::default()
+        }],
+        WriteOpts::default(),
+    );
+    assert_eq!(out.n, 1900);
+    assert_eq!(size(&db), full, "deletes free records, not extents");
+    let done = db
+        .compact(
+            "t",
+            "c",
+            docdb::CompactOpts {
+                dry_run: false,
+                free_space_target: 1,
+            },
+        )
+        .unwrap();
+    assert!(done.get_i64("bytesFreed").unwrap() > 0, "{done}");
+    assert_eq!(size(&db), first, "100 records fit the first extent");
+    let db_stats = db.db_stats("t").unwrap();
+    assert!(db_stats.get_f64("storageSize").unwrap() >= first as f64);
+    db.shutdown().unwrap();
+}
