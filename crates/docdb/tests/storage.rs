@@ -1056,6 +1056,11 @@ fn storage_size_on_mmapv1_is_the_extents_the_collection_holds() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = small_disk(dir.path());
     cfg.engine_kind = engine::EngineKind::Mmapv1;
+    // As `storage.engine: mmapv1` makes them: no compression of any kind.
+    for t in [&mut cfg.collection_table, &mut cfg.index_table] {
+        t.compressor = engine::Compressor::None;
+        t.prefix_compression = false;
+    }
     let db = DocDb::open(cfg).unwrap();
     // Records of 256 bytes (a 222-byte document and its header, padded to a power of two).
     let docs = (0..2000)
