@@ -250,7 +250,7 @@ fn a_tables_extent_bytes_count_its_extents_used_or_not() {
     // Doubling extents on a new database: 64 KiB, 128 KiB, 256 KiB, …, room for 200 records
     // of 2 KiB.
     assert!(
-        (full / first + 1).is_power_of_two() && full % first == 0,
+        (full / first + 1).is_power_of_two() && full.is_multiple_of(first),
         "{full}"
     );
     assert!(
