@@ -1109,3 +1109,40 @@ fn storage_size_on_mmapv1_is_the_extents_the_collection_holds() {
     assert!(db_stats.get_f64("storageSize").unwrap() >= first as f64);
     db.shutdown().unwrap();
 }
+
+/// A damaged journal on the in-place engine refuses the open with the engine's own way out,
+/// not `flashdoc repair`'s, which does not handle that engine.
+#[test]
+fn a_damaged_mmapv1_journal_is_refused_without_pointing_at_repair() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_disk(dir.path());
+    cfg.engine_kind = engine::EngineKind::Mmapv1;
+    for t in [&mut cfg.collection_table, &mut cfg.index_table] {
+        t.compressor = engine::Compressor::None;
+        t.prefix_compression = false;
+    }
+    {
+        let db = DocDb::open(cfg.clone()).unwrap();
+        let e = db.engine().clone();
+        let t = e.create_table("kept", &db.internal_table_config()).unwrap();
+        for i in 0..200u32 {
+            e.put(t, &i.to_be_bytes(), &[1; 300]).unwrap();
+            e.sync().unwrap();
+        }
+        // Dropped without a shutdown: the journal is all there is of the writes.
+    }
+    let jdir = dir.path().join("journal");
+    let path = std::fs::read_dir(&jdir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.len() / 3;
+    bytes[at] ^= 0xFF;
+    std::fs::write(&path, &bytes).unwrap();
+    let err = DocDb::open(cfg).err().expect("refused").to_string();
+    assert!(err.contains("not a crash's torn tail"), "{err}");
+    assert!(err.contains("truncate"), "{err}");
+    assert!(!err.contains("flashdoc repair --dbpath"), "{err}");
+}

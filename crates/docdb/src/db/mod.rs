@@ -354,14 +354,26 @@ fn open_storage(cfg: &DocDbConfig) -> DocResult<Storage> {
     match cfg.engine_kind {
         // The in-place engine's crate depends on the engine crate, so it is opened here.
         engine::EngineKind::Mmapv1 => {
-            let e =
-                Arc::new(inplace::InPlaceEngine::open(cfg.engine.clone()).map_err(storage_error)?);
+            let e = Arc::new(
+                inplace::InPlaceEngine::open(cfg.engine.clone()).map_err(in_place_open_error)?,
+            );
             Ok((e.clone(), Some(e)))
         }
         kind => Ok((
             engine::open_engine(kind, cfg.engine.clone()).map_err(storage_error)?,
             None,
         )),
+    }
+}
+
+/// The in-place engine's refusal to open: a damaged journal's message says what to do, and
+/// `flashdoc repair` (which [`storage_error`] names for corrupt data) does not handle it.
+fn in_place_open_error(e: engine::Error) -> DocError {
+    match e {
+        engine::Error::Corrupt { .. } | engine::Error::Checksum { .. } => {
+            DocError::storage_error(format!("storage engine: {e}"))
+        }
+        e => storage_error(e),
     }
 }
 
