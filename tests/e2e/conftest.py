@@ -28,8 +28,6 @@ MMAPV1_LACKS = {
     "wiredTiger keys": "mmapv1 refuses the storage.wiredTiger.* settings but cacheSizeGB",
     "flash settings": "mmapv1 has no allocation policy or dirty budget (serverStatus reports them n/a)",
     "copy-on-write files": "the test damages the copy-on-write engine's journal or table files",
-    "extent sizes": "collStats' storageSize on mmapv1 counts its records' bytes, not the extents "
-                    "they occupy (not yet), so a compaction cannot show in it",
 }
 
 # Tests skipped by name under mmapv1, for files whose tests are parametrized by engine

@@ -8,11 +8,15 @@ import pymongo
 import pytest
 from bson import SON
 
+import conftest
 from conftest import Server
 
 
 def table_bytes(dbpath):
-    return sum(os.path.getsize(f) for f in glob.glob(os.path.join(dbpath, "*.fdb")))
+    """The bytes of the files that hold the tables: the copy-on-write engine's table files, or
+    the in-place engine's data files."""
+    pattern = "mmapv1.*" if conftest.ENGINE == "mmapv1" else "*.fdb"
+    return sum(os.path.getsize(f) for f in glob.glob(os.path.join(dbpath, pattern)))
 
 
 def fill_and_delete_most(db, n=20000):
@@ -40,7 +44,6 @@ def check_intact(db, kept):
     assert v["valid"] and v["nrecords"] == len(kept), v
 
 
-@pytest.mark.mmapv1_lacks("extent sizes")
 def test_compact_shrinks_the_files_and_keeps_every_document_and_index_entry(dbpath):
     s = Server(dbpath).start()
     c = s.client()
@@ -65,7 +68,13 @@ def test_compact_shrinks_the_files_and_keeps_every_document_and_index_entry(dbpa
     assert after["storageSize"] * 3 < stats["storageSize"], (stats["storageSize"], after["storageSize"])
     assert after["totalIndexSize"] <= stats["totalIndexSize"]
     disk_after = table_bytes(dbpath)
-    assert disk_before - disk_after >= 0.9 * r["bytesFreed"], (disk_before, disk_after, r)
+    if conftest.ENGINE == "mmapv1":
+        # MMAPv1's compact hands the old extents to the database's free extent list, for any
+        # table to reuse; its data files never shrink. collStats' storageSize (the extents the
+        # collection holds) is what shrank, above.
+        assert disk_after >= disk_before, (disk_before, disk_after, r)
+    else:
+        assert disk_before - disk_after >= 0.9 * r["bytesFreed"], (disk_before, disk_after, r)
     check_intact(db, kept)
 
     # Writes after the compaction land in the new files.

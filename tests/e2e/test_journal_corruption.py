@@ -1,7 +1,8 @@
 """A flipped byte in the journal is corruption, not a torn tail (issue 34): `serve` refuses to
 start, naming the file, the offset and `flashdoc repair`; the repair recovers every record
 whose checksum verifies and rebuilds the indexes; `serve` then starts with all but the
-documents whose record the damaged byte was in."""
+documents whose record the damaged byte was in. The in-place engine (mmapv1) applies the same
+rule to its own journal; it has no salvage, and its message names the way out instead."""
 import glob
 import os
 import re
@@ -94,6 +95,75 @@ def test_flipped_journal_byte_refuses_to_start_and_repair_recovers(dbpath):
     assert v["valid"], v
     assert coll.count_documents({"n": {"$gte": 0}}) == count
     assert "IXSCAN" in str(coll.find({"n": 2999}).explain())
+    coll.with_options(write_concern=WriteConcern(j=True)).insert_one({"_id": "after"})
+    c.close()
+    assert s.stop() == 0
+
+
+def mmapv1_files(dbpath):
+    """The in-place engine's data files and journal files, with their bytes."""
+    paths = glob.glob(os.path.join(dbpath, "mmapv1.*")) + glob.glob(os.path.join(dbpath, "journal", "*"))
+    return {p: open(p, "rb").read() for p in paths}
+
+
+def test_flipped_journal_byte_on_mmapv1_refuses_to_start_and_changes_nothing(dbpath):
+    """The same rule on the in-place engine (its own journal, `journal/j._N`): a flipped byte
+    in a synced record with synced records after it refuses the start, naming the file and
+    the offset, and changes no file; the way out the message names (the journal cut at the
+    damage) starts with every write before it and none after it."""
+    engine = ["--storageEngine", "mmapv1"]
+    s = Server(dbpath, engine).start()
+    c = s.client()
+    coll = c["dur"]["docs"].with_options(write_concern=WriteConcern(j=True))
+    coll.create_index("n")
+    for i in range(DOCS):
+        coll.insert_one({"_id": i, "n": i, "payload": "x" * 40})
+    c.close()
+    s.kill()
+
+    files = sorted(glob.glob(os.path.join(dbpath, "journal", "j._*")))
+    assert files, "the journal holds the writes"
+    path = max(files, key=os.path.getsize)
+    at = os.path.getsize(path) // 3
+    with open(path, "r+b") as f:
+        f.seek(at)
+        old = f.read(1)
+        f.seek(at)
+        f.write(bytes([old[0] ^ 0xFF]))
+    before = mmapv1_files(dbpath)
+
+    port = Server(dbpath).port
+    started = time.time()
+    r = subprocess.run(
+        serve_argv("--dbpath", dbpath, "--port", str(port), *engine),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    took = time.time() - started
+    out = r.stdout + r.stderr
+    print(out)
+    assert r.returncode != 0, out
+    assert took < 10, f"serve took {took:.1f} s to refuse"
+    assert os.path.basename(path) in out, out
+    m = re.search(r"at offset (\d+)", out)
+    assert m, out
+    named = int(m.group(1))
+    assert named <= at < named + 65536, (named, at, out)
+    assert "a record that verifies follows" in out and "was synced" in out, out
+    assert "torn tail" not in out.split("corrupt")[0], out
+    assert f"truncate {path} to {named} bytes" in out, out
+    assert mmapv1_files(dbpath) == before, "no file was written, truncated or removed"
+
+    os.truncate(path, named)
+    s = Server(dbpath, engine).start()
+    c = s.client()
+    coll = c["dur"]["docs"]
+    present = sorted(d["_id"] for d in coll.find({}, {"_id": 1}))
+    print(f"documents: {DOCS} acknowledged, {len(present)} journaled before the damage")
+    assert 0 < len(present) < DOCS and present == list(range(len(present))), present
+    assert c["dur"].command("validate", "docs")["valid"]
+    assert coll.count_documents({"n": {"$gte": 0}}) == len(present)
     coll.with_options(write_concern=WriteConcern(j=True)).insert_one({"_id": "after"})
     c.close()
     assert s.stop() == 0

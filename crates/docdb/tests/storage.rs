@@ -1048,3 +1048,101 @@ fn a_table_kept_beside_the_collections_opens_on_every_engine() {
         );
     }
 }
+
+/// collStats' storageSize on the in-place engine is MMAPv1's: the extents the collection's
+/// table holds, used or not. Deletes leave it; `compact` hands the extents back.
+#[test]
+fn storage_size_on_mmapv1_is_the_extents_the_collection_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_disk(dir.path());
+    cfg.engine_kind = engine::EngineKind::Mmapv1;
+    // As `storage.engine: mmapv1` makes them: no compression of any kind.
+    for t in [&mut cfg.collection_table, &mut cfg.index_table] {
+        t.compressor = engine::Compressor::None;
+        t.prefix_compression = false;
+    }
+    let db = DocDb::open(cfg).unwrap();
+    // Records of 256 bytes (a 222-byte document and its header, padded to a power of two).
+    let docs = (0..2000)
+        .map(|i| doc! {"_id": i, "s": "x".repeat(200)})
+        .collect();
+    assert_eq!(ins(&db, "c", docs).n, 2000);
+    let size = |db: &DocDb| {
+        db.coll_stats("t", "c")
+            .unwrap()
+            .get_i64("storageSize")
+            .unwrap()
+    };
+    let full = size(&db);
+    // Extents double from 64 KiB on a new database: 64 KiB × (2^k - 1), room for the records.
+    let first = 64 << 10;
+    assert!(
+        full % first == 0 && (full / first + 1).count_ones() == 1 && full >= 2000 * 256,
+        "{full}"
+    );
+    let out = db.delete(
+        "t",
+        "c",
+        &[DeleteStatement {
+            q: doc! {"_id": {"$gte": 100}},
+            limit: 0,
+            collation: None,
+            ..Default::default()
+        }],
+        WriteOpts::default(),
+    );
+    assert_eq!(out.n, 1900);
+    assert_eq!(size(&db), full, "deletes free records, not extents");
+    let done = db
+        .compact(
+            "t",
+            "c",
+            docdb::CompactOpts {
+                dry_run: false,
+                free_space_target: 1,
+            },
+        )
+        .unwrap();
+    assert!(done.get_i64("bytesFreed").unwrap() > 0, "{done}");
+    assert_eq!(size(&db), first, "100 records fit the first extent");
+    let db_stats = db.db_stats("t").unwrap();
+    assert!(db_stats.get_f64("storageSize").unwrap() >= first as f64);
+    db.shutdown().unwrap();
+}
+
+/// A damaged journal on the in-place engine refuses the open with the engine's own way out,
+/// not `flashdoc repair`'s, which does not handle that engine.
+#[test]
+fn a_damaged_mmapv1_journal_is_refused_without_pointing_at_repair() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = small_disk(dir.path());
+    cfg.engine_kind = engine::EngineKind::Mmapv1;
+    for t in [&mut cfg.collection_table, &mut cfg.index_table] {
+        t.compressor = engine::Compressor::None;
+        t.prefix_compression = false;
+    }
+    {
+        let db = DocDb::open(cfg.clone()).unwrap();
+        let e = db.engine().clone();
+        let t = e.create_table("kept", &db.internal_table_config()).unwrap();
+        for i in 0..200u32 {
+            e.put(t, &i.to_be_bytes(), &[1; 300]).unwrap();
+            e.sync().unwrap();
+        }
+        // Dropped without a shutdown: the journal is all there is of the writes.
+    }
+    let jdir = dir.path().join("journal");
+    let path = std::fs::read_dir(&jdir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.len() / 3;
+    bytes[at] ^= 0xFF;
+    std::fs::write(&path, &bytes).unwrap();
+    let err = DocDb::open(cfg).err().expect("refused").to_string();
+    assert!(err.contains("not a crash's torn tail"), "{err}");
+    assert!(err.contains("truncate"), "{err}");
+    assert!(!err.contains("flashdoc repair --dbpath"), "{err}");
+}

@@ -7,22 +7,10 @@
 use crate::btree::{Bucket, Tree, BUCKET_PAYLOAD};
 use crate::db::Inner;
 use crate::loc::{class_size, size_class, DiskLoc};
-use crate::pool::Pool;
 use crate::space::{self, Details, EXTENT_HEADER};
 use crate::state::{State, CATALOG};
 use engine::{CompactStats, Error, Result, TableId};
 use std::ops::Bound;
-
-/// The bytes of a table's extents.
-fn extent_bytes(pool: &mut Pool, d: &Details) -> Result<u64> {
-    let mut total = 0;
-    let mut cur = d.first_extent;
-    while !cur.is_null() {
-        total += u64::from(pool.read_u32(cur.plus(8))?);
-        cur = DiskLoc::decode(&pool.read(cur, 8)?);
-    }
-    Ok(total)
-}
 
 fn entries(st: &mut State, table: TableId) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
     if table == CATALOG || !st.tables.contains_key(&table) {
@@ -46,7 +34,7 @@ pub(crate) fn compact(inner: &Inner, table: TableId) -> Result<CompactStats> {
     let (stats, seq) = inner.batch(|st, _, _| {
         let live = entries(st, table)?;
         let old = st.tables[&table].details.clone();
-        let bytes_before = extent_bytes(&mut st.pool, &old)?;
+        let bytes_before = space::extent_bytes(&mut st.pool, &old)?;
         let mut fresh = Details::new(table);
         let mut tree = Tree {
             pool: &mut st.pool,
@@ -61,7 +49,7 @@ pub(crate) fn compact(inner: &Inner, table: TableId) -> Result<CompactStats> {
             tree.upsert(k, loc)?;
             tree.details.entries += 1;
         }
-        let bytes_after = extent_bytes(&mut st.pool, &fresh)?;
+        let bytes_after = space::extent_bytes(&mut st.pool, &fresh)?;
         space::release_extents(&mut st.pool, &mut st.header, &old)?;
         let t = st.tables.get_mut(&table).expect("checked");
         t.details = fresh;
@@ -184,7 +172,7 @@ pub(crate) fn estimate(inner: &Inner, table: TableId) -> Result<CompactStats> {
     let st = &mut *guard;
     let live = entries(st, table)?;
     let d = st.tables[&table].details.clone();
-    let bytes_before = extent_bytes(&mut st.pool, &d)?;
+    let bytes_before = space::extent_bytes(&mut st.pool, &d)?;
     let free = space::free_extent_lens(&mut st.pool, &st.header)?;
     let bytes_after = copy_extent_bytes(&copy_allocations(&live), free);
     Ok(CompactStats {

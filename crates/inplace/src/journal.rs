@@ -6,8 +6,9 @@
 //! each record holds bytes rather than operations, replaying one twice is harmless.
 //!
 //! Record: `len u32 | crc32c u32 | body`, body `seq u64 | n u32 | n × (file u32, offset u64,
-//! len u32, bytes)`. A record whose length or checksum does not hold ends the journal (the
-//! tail of a commit a crash cut short: nothing in it was acknowledged).
+//! len u32, bytes)`; the checksum covers the body. The top bit of `seq` ([`FLUSH_START`]) marks
+//! the first record of each commit: everything before it in the file was synced before it was
+//! written. Reading back (`replay`) tells a crash's torn tail from corruption by it.
 
 use crate::pool::JournalEntry;
 use engine::io::{FileRole, Io, IoFile, OpenMode};
@@ -23,8 +24,17 @@ pub fn journal_path(dir: &Path, gen: u64) -> PathBuf {
     dir.join(format!("j._{gen}"))
 }
 
+/// The bit of a record's `seq` that marks the first record of a commit. Batch numbers stay
+/// below it (a batch a nanosecond would take 292 years to reach it), and readers from before
+/// the mark ignored `seq`, so they read marked files as before.
+pub const FLUSH_START: u64 = 1 << 63;
+
 /// Encodes one batch's record.
 pub fn encode_record(seq: u64, entries: &[JournalEntry]) -> Vec<u8> {
+    assert!(
+        (seq & FLUSH_START) == 0,
+        "batch {seq} collides with the flush-start mark"
+    );
     let mut body = seq.to_le_bytes().to_vec();
     body.extend_from_slice(&(entries.len() as u32).to_le_bytes());
     for e in entries {
@@ -39,47 +49,23 @@ pub fn encode_record(seq: u64, entries: &[JournalEntry]) -> Vec<u8> {
     rec
 }
 
-/// The records of a journal file's bytes, up to the first that does not hold together.
-pub fn decode_records(bytes: &[u8]) -> Vec<(u64, Vec<JournalEntry>)> {
-    let mut out = Vec::new();
-    let mut at = 0usize;
-    while at + 8 <= bytes.len() {
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
-        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
-        let Some(body) = bytes.get(at + 8..at + 8 + len) else {
-            break;
-        };
-        if len < 12 || crc32c::crc32c(body) != crc {
-            break;
-        }
-        match decode_body(body) {
-            Some(rec) => out.push(rec),
-            None => break,
-        }
-        at += 8 + len;
-    }
-    out
-}
-
-fn decode_body(body: &[u8]) -> Option<(u64, Vec<JournalEntry>)> {
-    let seq = u64::from_le_bytes(body.get(..8)?.try_into().ok()?);
-    let n = u32::from_le_bytes(body.get(8..12)?.try_into().ok()?);
-    let mut at = 12;
-    let mut entries = Vec::new();
-    for _ in 0..n {
-        let h = body.get(at..at + 16)?;
-        let file = u32::from_le_bytes(h[..4].try_into().ok()?);
-        let offset = u64::from_le_bytes(h[4..12].try_into().ok()?);
-        let len = u32::from_le_bytes(h[12..16].try_into().ok()?) as usize;
-        let bytes = body.get(at + 16..at + 16 + len)?.to_vec();
-        entries.push(JournalEntry {
-            file,
-            offset,
-            bytes,
-        });
-        at += 16 + len;
-    }
-    Some((seq, entries))
+/// Marks the record at the start of `records` (a commit's bytes) as the first of its commit,
+/// and checksums it again. The whole record must be there: a mark on a record cut short would
+/// write a checksum that no reader can verify.
+pub fn mark_flush_start(records: &mut [u8]) {
+    let len = records.get(..4).map_or(0, |word| {
+        u32::from_le_bytes(word.try_into().expect("4 bytes")) as usize
+    });
+    assert!(
+        len >= 12 && 8 + len <= records.len(),
+        "marking a record of {len} bytes in {} bytes",
+        records.len()
+    );
+    let body = &mut records[8..8 + len];
+    let seq = u64::from_le_bytes(body[..8].try_into().expect("8 bytes")) | FLUSH_START;
+    body[..8].copy_from_slice(&seq.to_le_bytes());
+    let crc = crc32c::crc32c(body);
+    records[4..8].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// The generations of the journal files in `dir`, oldest first.
@@ -234,7 +220,9 @@ impl Journal {
             if t.pending.is_empty() {
                 return Ok(());
             }
-            let bytes = std::mem::take(&mut t.pending);
+            let mut bytes = std::mem::take(&mut t.pending);
+            // Every commit before this one was synced (or failed the journal for good).
+            mark_flush_start(&mut bytes);
             let offset = t.offset;
             t.offset += bytes.len() as u64;
             (t.file.clone(), offset, bytes, t.pending_seq)
@@ -373,10 +361,65 @@ mod tests {
         j.commit().unwrap();
         j.wait_durable(2).unwrap();
         j.wait_durable(1).unwrap();
-        let records = decode_records(&read_generation(&io, &dir, 1).unwrap());
-        let seqs: Vec<u64> = records.iter().map(|(seq, _)| *seq).collect();
+        let file = crate::replay::read_file(&read_generation(&io, &dir, 1).unwrap());
+        assert_eq!(file.end, crate::replay::End::Clean);
+        let seqs: Vec<u64> = file.records.iter().map(|r| r.seq).collect();
         assert_eq!(seqs, [1, 2], "batch 1 written once, before batch 2");
-        assert_eq!(records[0].1[0].bytes, vec![1; 100]);
+        assert_eq!(file.records[0].entries[0].bytes, vec![1; 100]);
+        // The retried commit's first record is batch 1's, marked once more.
+        assert!(file.records[0].flush_start && !file.records[1].flush_start);
+    }
+
+    #[test]
+    #[should_panic(expected = "collides with the flush-start mark")]
+    fn a_batch_number_with_the_flush_start_bit_is_refused() {
+        encode_record(FLUSH_START | 5, &[entry(1)]);
+    }
+
+    #[test]
+    #[should_panic(expected = "marking a record of")]
+    fn marking_a_record_cut_short_trips_the_assertion() {
+        let rec = encode_record(1, &[entry(1)]);
+        mark_flush_start(&mut rec[..rec.len() - 1].to_vec());
+    }
+
+    #[test]
+    fn each_commit_marks_its_first_record_and_only_that_one() {
+        let io = Arc::new(Io::quiet());
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("journal");
+        let j = Journal::create(io.clone(), &dir, 1, 0, Duration::from_millis(100)).unwrap();
+        for (seq, commit) in [
+            (1, false),
+            (2, false),
+            (3, true),
+            (4, true),
+            (5, false),
+            (6, true),
+        ] {
+            j.append(seq, &[entry(seq as u8)]);
+            if commit {
+                j.commit().unwrap();
+            }
+        }
+        let file = crate::replay::read_file(&read_generation(&io, &dir, 1).unwrap());
+        assert_eq!(file.end, crate::replay::End::Clean);
+        let marks: Vec<(u64, bool)> = file
+            .records
+            .iter()
+            .map(|r| (r.seq, r.flush_start))
+            .collect();
+        assert_eq!(
+            marks,
+            [
+                (1, true),
+                (2, false),
+                (3, false),
+                (4, true),
+                (5, true),
+                (6, false)
+            ]
+        );
     }
 
     #[test]

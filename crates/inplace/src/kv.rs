@@ -13,6 +13,14 @@ use engine::{
 };
 use std::ops::Bound;
 
+impl InPlaceEngine {
+    /// The bytes of the extents table `table` holds, used or not: collStats' `storageSize`
+    /// (and an index's size) as MMAPv1 reported them.
+    pub fn table_extent_bytes(&self, table: TableId) -> Result<u64> {
+        crate::stats::extent_bytes(&self.inner, table)
+    }
+}
+
 impl KvEngine for InPlaceEngine {
     fn create_table(&self, name: &str, cfg: &TableConfig) -> Result<TableId> {
         cfg.validate()?;

@@ -6,7 +6,9 @@
 //! - **Data files** `mmapv1.0`, `mmapv1.1`, … double in size (1 MiB up to 2 GiB; MMAPv1 began
 //!   at 64 MiB) and hold **extents**; each table's extents are chained and grow by doubling
 //!   (`space`). File 0's first page is the database header, which also holds the catalog's
-//!   details.
+//!   details. A table's extents, used or not, are its `storageSize` in collStats, as in
+//!   MMAPv1 ([`InPlaceEngine::table_extent_bytes`]); `compact` copies a table into fresh
+//!   extents and hands the old ones to the free extent list: the data files never shrink.
 //! - **Records** are padded to a power of two (MongoDB 3.0's default allocation,
 //!   `usePowerOf2Sizes`). An update whose value fits its record is rewritten in place; one that
 //!   outgrows it moves to a new record and the old one goes to its table's **free list** for
@@ -44,6 +46,11 @@
 //! a journal (`storage.journal.enabled: false`) a `sync: true` write waits for a write-back,
 //! and a crash during a write-back can tear a page (as MMAPv1 with `--nojournal`).
 //!
+//! Recovery tells a crash's torn tail from corruption by the copy-on-write journal's rule
+//! (`replay`; docs/journal.md, "The in-place engine's journal"): the committer marks each
+//! commit's first record, so a damaged record followed by a marked one was synced, and the
+//! open is refused, naming the file and the offset, before anything is replayed.
+//!
 //! # Snapshots and locking
 //!
 //! The locking granularity is **one lock per database** (the engine), as MMAPv1 2.2–2.8 had
@@ -69,6 +76,7 @@ mod journal;
 mod kv;
 mod loc;
 mod pool;
+mod replay;
 mod space;
 mod state;
 mod stats;

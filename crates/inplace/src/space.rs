@@ -349,6 +349,17 @@ pub fn write_record(pool: &mut Pool, loc: DiskLoc, value: &[u8]) -> Result<()> {
     pool.write(loc.plus(4), &b)
 }
 
+/// The bytes of a table's extents, used or not (MMAPv1's `storageSize`).
+pub fn extent_bytes(pool: &mut Pool, d: &Details) -> Result<u64> {
+    let mut total = 0;
+    let mut cur = d.first_extent;
+    while !cur.is_null() {
+        total += u64::from(extent_len(pool, cur)?);
+        cur = DiskLoc::decode(&pool.read(cur, 8)?);
+    }
+    Ok(total)
+}
+
 /// Hands every extent of a dropped table to the database's free extent list.
 pub fn release_extents(pool: &mut Pool, h: &mut Header, d: &Details) -> Result<()> {
     let mut cur = d.first_extent;

@@ -1,7 +1,10 @@
-//! The engine's statistics (serverStatus' storage section).
+//! The engine's statistics (serverStatus' storage section) and a table's extent bytes
+//! (collStats' `storageSize`).
 
 use crate::db::Inner;
+use crate::space;
 use crate::state::CATALOG;
+use engine::{Result, TableId};
 
 pub(crate) fn stats(inner: &Inner) -> serde_json::Value {
     let st = inner.state();
@@ -39,4 +42,16 @@ pub(crate) fn stats(inner: &Inner) -> serde_json::Value {
         "journalDurableBatch": inner.durable_batch(),
         "flash": inner.io().flash_stats(),
     })
+}
+
+/// The bytes of the extents a user table holds: its records' and its key B-tree buckets'
+/// extents, used or not. Read through the pool (an extent's length is in its header), so it
+/// is not part of [`stats`], which the lab reads during its runs.
+pub(crate) fn extent_bytes(inner: &Inner, table: TableId) -> Result<u64> {
+    inner.check_open()?;
+    let mut guard = inner.state();
+    let st = &mut *guard;
+    inner.user_table(st, table)?;
+    let details = st.tables[&table].details.clone();
+    space::extent_bytes(&mut st.pool, &details)
 }

@@ -279,6 +279,8 @@ pub struct FindQuery {
 
 pub struct DocDb {
     engine: Arc<dyn KvEngine>,
+    /// The same engine when it is the in-place one: collStats asks it for its extents' bytes.
+    in_place: Option<Arc<inplace::InPlaceEngine>>,
     cfg: DocDbConfig,
     catalog_table: TableId,
     colls: RwLock<BTreeMap<String, Arc<Coll>>>,
@@ -345,15 +347,39 @@ pub fn internal_table_config(kind: engine::EngineKind) -> TableConfig {
     }
 }
 
+/// The storage engine `cfg` names, and the in-place engine's own handle when it is that one.
+type Storage = (Arc<dyn KvEngine>, Option<Arc<inplace::InPlaceEngine>>);
+
+fn open_storage(cfg: &DocDbConfig) -> DocResult<Storage> {
+    match cfg.engine_kind {
+        // The in-place engine's crate depends on the engine crate, so it is opened here.
+        engine::EngineKind::Mmapv1 => {
+            let e = Arc::new(
+                inplace::InPlaceEngine::open(cfg.engine.clone()).map_err(in_place_open_error)?,
+            );
+            Ok((e.clone(), Some(e)))
+        }
+        kind => Ok((
+            engine::open_engine(kind, cfg.engine.clone()).map_err(storage_error)?,
+            None,
+        )),
+    }
+}
+
+/// The in-place engine's refusal to open: a damaged journal's message says what to do, and
+/// `flashdoc repair` (which [`storage_error`] names for corrupt data) does not handle it.
+fn in_place_open_error(e: engine::Error) -> DocError {
+    match e {
+        engine::Error::Corrupt { .. } | engine::Error::Checksum { .. } => {
+            DocError::storage_error(format!("storage engine: {e}"))
+        }
+        e => storage_error(e),
+    }
+}
+
 impl DocDb {
     pub fn open(cfg: DocDbConfig) -> DocResult<Arc<DocDb>> {
-        let engine: Arc<dyn engine::KvEngine> = match cfg.engine_kind {
-            // The in-place engine's crate depends on the engine crate, so it is opened here.
-            engine::EngineKind::Mmapv1 => {
-                Arc::new(inplace::InPlaceEngine::open(cfg.engine.clone()).map_err(storage_error)?)
-            }
-            kind => engine::open_engine(kind, cfg.engine.clone()).map_err(storage_error)?,
-        };
+        let (engine, in_place) = open_storage(&cfg)?;
         let catalog_cfg = internal_table_config(cfg.engine_kind);
         let catalog_table = match engine.table_id(CATALOG_TABLE) {
             Some(t) => t,
@@ -434,6 +460,7 @@ impl DocDb {
         }
         Ok(Arc::new_cyclic(|me| DocDb {
             engine,
+            in_place,
             cfg,
             catalog_table,
             colls: RwLock::new(colls),

@@ -136,7 +136,8 @@ impl DocDb {
     }
 
     /// (data bytes, index bytes) on disk for one collection: the table files' sizes on the disk
-    /// engine, the entries' sizes in memory.
+    /// engine, the bytes of the tables' extents on the in-place engine, the entries' sizes in
+    /// memory.
     pub(super) fn coll_storage(&self, c: &Coll) -> DocResult<(u64, u64)> {
         let idents: Vec<(String, TableId)> = {
             let st = c.state.read();
@@ -154,6 +155,10 @@ impl DocDb {
     }
 
     pub(super) fn table_size(&self, name: &str, table: TableId, c: &Coll) -> DocResult<u64> {
+        if let Some(e) = &self.in_place {
+            // MMAPv1's storageSize: the extents the table holds, used or not.
+            return e.table_extent_bytes(table).map_err(storage_error);
+        }
         if let Some(f) = self.table_file(name) {
             if let Ok(m) = std::fs::metadata(&f) {
                 return Ok(m.len());

@@ -232,3 +232,44 @@ fn removing_a_data_file_with_a_change_in_it_is_refused() {
     pool.write(DiskLoc::new(1, 0), b"changed").unwrap();
     pool.remove_files_from(1).unwrap();
 }
+
+/// collStats' `storageSize` on mmapv1: the extents a table holds, used or not. Deletes free
+/// records, not extents; a compaction gives the extents back.
+#[test]
+fn a_tables_extent_bytes_count_its_extents_used_or_not() {
+    let d = tempfile::tempdir().unwrap();
+    let e = open(d.path());
+    let t = e.create_table("t", &table_cfg()).unwrap();
+    let first = u64::from(space::FIRST_EXTENT);
+    // A new table: the first extent, holding its root bucket.
+    assert_eq!(e.table_extent_bytes(t).unwrap(), first);
+    for i in 0..200u32 {
+        e.put(t, &i.to_be_bytes(), &[7; 2000]).unwrap();
+    }
+    let full = e.table_extent_bytes(t).unwrap();
+    // Doubling extents on a new database: 64 KiB, 128 KiB, 256 KiB, …, room for 200 records
+    // of 2 KiB.
+    assert!(
+        (full / first + 1).is_power_of_two() && full.is_multiple_of(first),
+        "{full}"
+    );
+    assert!(
+        full >= 200 * 2048 && full / 2 < 200 * 2048 + first * 2,
+        "{full}"
+    );
+    for i in 10..200u32 {
+        e.delete(t, &i.to_be_bytes()).unwrap();
+    }
+    assert_eq!(
+        e.table_extent_bytes(t).unwrap(),
+        full,
+        "deletes keep the extents"
+    );
+    let done = e.compact_table(t).unwrap();
+    assert_eq!((done.bytes_before, done.bytes_after), (full, first));
+    assert_eq!(e.table_extent_bytes(t).unwrap(), first);
+    assert!(matches!(
+        e.table_extent_bytes(crate::state::CATALOG),
+        Err(engine::Error::NoSuchTable(_))
+    ));
+}
