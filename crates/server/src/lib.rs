@@ -23,6 +23,7 @@ pub mod log;
 pub mod ops;
 pub mod profile;
 pub mod replset;
+pub mod reply;
 pub mod roles;
 pub mod scram;
 pub mod sessions;

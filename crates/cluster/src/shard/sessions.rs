@@ -167,9 +167,9 @@ pub fn run_retryable(
         let stmt = call.cmd.get_i32("stmtId").unwrap_or(0);
         return match node.sessions.lookup(&s, stmt) {
             Ok(Some(rec)) => find_and_modify_reply(call.cmd, &rec)
-                .unwrap_or_else(|e| server::commands::error_reply(&e)),
+                .unwrap_or_else(|e| server::reply::error_reply(&e)),
             Ok(None) => run_one(call.cmd, stmt, "findAndModify"),
-            Err(e) => server::commands::error_reply(&e),
+            Err(e) => server::reply::error_reply(&e),
         };
     }
     let (field, kind) = match call.name {
@@ -196,7 +196,7 @@ pub fn run_retryable(
                 one.remove("stmtIds");
                 run_one(&one, sid, kind)
             }
-            Err(e) => server::commands::error_reply(&e),
+            Err(e) => server::reply::error_reply(&e),
         };
         let failed = merged.add(i, &reply);
         if failed && ordered {

@@ -16,27 +16,27 @@ pub(crate) fn hello(call: &Call) -> DocResult<Document> {
 }
 
 pub(crate) fn repl_set_initiate(call: &Call) -> DocResult<Document> {
-    crate::replset::commands::initiate(call.state, call.cmd)
+    crate::replset::commands::initiate(call.state.replset(), call.cmd)
 }
 
 pub(crate) fn repl_set_get_status(call: &Call) -> DocResult<Document> {
-    crate::replset::commands::get_status(call.state)
+    crate::replset::commands::get_status(call.state.replset())
 }
 
 pub(crate) fn repl_set_get_config(call: &Call) -> DocResult<Document> {
-    crate::replset::commands::get_config(call.state)
+    crate::replset::commands::get_config(call.state.replset())
 }
 
 pub(crate) fn repl_set_step_down(call: &Call) -> DocResult<Document> {
-    crate::replset::control::step_down(call.state, call.cmd)
+    crate::replset::control::step_down(call.state.replset(), call.cmd)
 }
 
 pub(crate) fn repl_set_freeze(call: &Call) -> DocResult<Document> {
-    crate::replset::control::freeze(call.state, call.cmd)
+    crate::replset::control::freeze(call.state.replset(), call.cmd)
 }
 
 pub(crate) fn repl_set_reconfig(call: &Call) -> DocResult<Document> {
-    crate::replset::control::reconfig(call.state, call.cmd)
+    crate::replset::control::reconfig(call.state.replset(), call.cmd)
 }
 
 pub(crate) fn ping(_: &Call) -> DocResult<Document> {

@@ -28,11 +28,12 @@ pub use table::names as command_names;
 
 use crate::config::Authorization;
 use crate::failpoint;
+use crate::reply::error_reply;
 use crate::spec::{Namespace, OpKind, Spec};
 use crate::state::{CommandCall, ConnInfo, ServerState};
 use crate::{access, auth};
 use args::{coll_name, flag, get_i64, max_time};
-use bson::{doc, Bson, Document};
+use bson::{Bson, Document};
 use call::Call;
 use docdb::{DocError, DocResult, Interrupt};
 use std::sync::Arc;
@@ -69,7 +70,7 @@ pub fn run(state: &Arc<ServerState>, cmd: &Document, conn: &ConnInfo) -> (Docume
         None => "admin".to_string(),
     };
     // A replica set's members authenticate their own commands with the cluster key.
-    if let Some(reply) = crate::replset::commands::internal(state, &name, cmd, conn) {
+    if let Some(reply) = crate::replset::commands::internal(state.replset(), &name, cmd, conn) {
         return (reply, After::Continue);
     }
     let spec = row(state, &name).map(|c| &c.spec);
@@ -305,17 +306,6 @@ fn lists_authorized_collections(
         && flag(cmd, "authorizedCollections")?
         && flag(cmd, "nameOnly")?
         && auth::has_privilege_on_db(conn, db, table::actions()))
-}
-
-pub fn error_reply(e: &DocError) -> Document {
-    let mut d =
-        doc! {"ok": 0.0, "errmsg": e.message.clone(), "code": e.code, "codeName": e.code_name};
-    if let Some(extra) = &e.extra {
-        for (k, v) in extra.iter() {
-            d.insert(k.clone(), v.clone());
-        }
-    }
-    d
 }
 
 /// Runs a command's handler from its row, after the checks every command passes: the generic

@@ -5,7 +5,7 @@
 use super::applier::ZERO_TS;
 use super::config::{self as set_config, invalid};
 use super::{wire, Joined, ReplSet};
-use crate::state::{ConnInfo, ServerState};
+use crate::client::ConnInfo;
 use bson::{doc, Bson, Document, Timestamp};
 use docdb::{DocError, DocResult};
 use repl::{LogPosition, Role, Status};
@@ -27,8 +27,9 @@ pub(super) fn not_yet_initialized() -> DocError {
     )
 }
 
-pub(super) fn replset(state: &ServerState) -> DocResult<&Arc<ReplSet>> {
-    state.replset().ok_or_else(no_replication)
+/// The member, or NoReplicationEnabled on a standalone (which passes `None`).
+pub(super) fn replset(member: Option<&Arc<ReplSet>>) -> DocResult<&Arc<ReplSet>> {
+    member.ok_or_else(no_replication)
 }
 
 /// The host this member answers to before the set names it.
@@ -38,8 +39,8 @@ fn default_host(rs: &ReplSet) -> String {
 
 /// `replSetInitiate`: checks the configuration, has every other member accept it
 /// (`_replJoin`, mongod's quorum check), then starts the set from this member.
-pub fn initiate(state: &ServerState, cmd: &Document) -> DocResult<Document> {
-    let rs = replset(state)?;
+pub fn initiate(member: Option<&Arc<ReplSet>>, cmd: &Document) -> DocResult<Document> {
+    let rs = replset(member)?;
     let _starting = rs.starting.lock();
     if rs.member().is_some() {
         return Err(DocError::with_code(
@@ -142,7 +143,7 @@ fn join(rs: &ReplSet, cmd: &Document) -> DocResult<Document> {
 /// The members' own commands, answered before authorization (they authenticate with the
 /// cluster key on the connection); `None` for any other command, or on a standalone.
 pub fn internal(
-    state: &ServerState,
+    member: Option<&Arc<ReplSet>>,
     name: &str,
     cmd: &Document,
     conn: &ConnInfo,
@@ -150,7 +151,7 @@ pub fn internal(
     if !matches!(name, "_replHandshake" | "_replRpc" | "_replJoin") {
         return None;
     }
-    let rs = state.replset()?;
+    let rs = member?;
     let res = match name {
         "_replHandshake" => wire::handshake(rs.key(), cmd, conn),
         _ => wire::check_member(rs.key(), conn).and_then(|()| match name {
@@ -163,7 +164,7 @@ pub fn internal(
             d.insert("ok", 1.0);
             d
         }
-        Err(e) => crate::commands::error_reply(&e),
+        Err(e) => crate::reply::error_reply(&e),
     })
 }
 
@@ -301,8 +302,8 @@ pub fn hello_fields(rs: &ReplSet, cmd: &Document, writable_key: &str, d: &mut Do
 }
 
 /// `replSetGetConfig`.
-pub fn get_config(state: &ServerState) -> DocResult<Document> {
-    let rs = replset(state)?;
+pub fn get_config(member: Option<&Arc<ReplSet>>) -> DocResult<Document> {
+    let rs = replset(member)?;
     let j = rs.member().ok_or_else(not_yet_initialized)?;
     let mut config = j.config.get();
     config.insert("term", j.status().term as i64);
@@ -310,8 +311,8 @@ pub fn get_config(state: &ServerState) -> DocResult<Document> {
 }
 
 /// `replSetGetStatus`.
-pub fn get_status(state: &ServerState) -> DocResult<Document> {
-    let rs = replset(state)?;
+pub fn get_status(member: Option<&Arc<ReplSet>>) -> DocResult<Document> {
+    let rs = replset(member)?;
     let j = rs.member().ok_or_else(not_yet_initialized)?;
     let status = j.status();
     let ((last, t), (majority, mt)) = write_times(rs, &j, &status);

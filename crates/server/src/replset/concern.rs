@@ -176,7 +176,7 @@ pub fn acknowledged(rs: &ReplSet, gate: WriteGate<'_>, ack: Acknowledge, reply: 
         Ok(Some(pos)) => pos,
         Ok(None) => return,
         Err(e) => {
-            *reply = crate::commands::error_reply(&e);
+            *reply = crate::reply::error_reply(&e);
             return;
         }
     };
@@ -189,7 +189,7 @@ pub fn acknowledged(rs: &ReplSet, gate: WriteGate<'_>, ack: Acknowledge, reply: 
                 doc! {"code": 64, "codeName": "WriteConcernTimeout", "errmsg": "waiting for replication timed out", "errInfo": {"wtimeout": true, "writeConcern": {"w": "majority", "wtimeout": wait.as_millis() as i64}}},
             );
         }
-        Err(e) => *reply = crate::commands::error_reply(&repl_state_changed(&e.to_string())),
+        Err(e) => *reply = crate::reply::error_reply(&repl_state_changed(&e.to_string())),
     }
 }
 

@@ -5,10 +5,10 @@ use super::applier::CONFIG_ENTRY;
 use super::commands::{ask_to_join, not_yet_initialized, replset};
 use super::config::{self as set_config, Change};
 use super::{Joined, ReplSet};
-use crate::state::ServerState;
 use bson::{doc, Bson, Document};
 use docdb::{DocError, DocResult};
 use repl::{ReplError, Role};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// mongod's `replSetStepDown` when its value is 0 or not a number.
@@ -99,8 +99,8 @@ fn parse_step_down(cmd: &Document) -> DocResult<StepDownRequest> {
 /// `replSetStepDown`: the primary hands the set to a caught-up secondary and stays out of
 /// elections for the period asked. Connections stay open, as in mongod 4.2+; writes under way
 /// finish first, and later ones answer NotWritablePrimary.
-pub fn step_down(state: &ServerState, cmd: &Document) -> DocResult<Document> {
-    let rs = replset(state)?;
+pub fn step_down(member: Option<&Arc<ReplSet>>, cmd: &Document) -> DocResult<Document> {
+    let rs = replset(member)?;
     let j = rs.member().ok_or_else(not_yet_initialized)?;
     let req = parse_step_down(cmd)?;
     if j.status().role != Role::Primary {
@@ -119,8 +119,8 @@ pub fn step_down(state: &ServerState, cmd: &Document) -> DocResult<Document> {
 
 /// `replSetFreeze`: this member does not campaign for the seconds given (0 unfreezes).
 /// Refused on the primary, as mongod refuses it.
-pub fn freeze(state: &ServerState, cmd: &Document) -> DocResult<Document> {
-    let rs = replset(state)?;
+pub fn freeze(member: Option<&Arc<ReplSet>>, cmd: &Document) -> DocResult<Document> {
+    let rs = replset(member)?;
     let j = rs.member().ok_or_else(not_yet_initialized)?;
     let secs = seconds(
         cmd.get("replSetFreeze").unwrap_or(&Bson::Null),
@@ -150,8 +150,8 @@ pub fn freeze(state: &ServerState, cmd: &Document) -> DocResult<Document> {
 /// version; members added (each asked to join, then caught up as a learner before it votes),
 /// removed, or given a new priority or `hidden`, one voter at a time; then the configuration
 /// itself goes through the log, so every member adopts it.
-pub fn reconfig(state: &ServerState, cmd: &Document) -> DocResult<Document> {
-    let rs = replset(state)?;
+pub fn reconfig(member: Option<&Arc<ReplSet>>, cmd: &Document) -> DocResult<Document> {
+    let rs = replset(member)?;
     let j = rs.member().ok_or_else(not_yet_initialized)?;
     if cmd.get_bool("force").unwrap_or(false) {
         return Err(DocError::with_code(

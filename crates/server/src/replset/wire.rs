@@ -171,7 +171,7 @@ impl Transport for WireTransport {
 pub fn handshake(
     key: Option<&[u8]>,
     cmd: &Document,
-    conn: &crate::state::ConnInfo,
+    conn: &crate::client::ConnInfo,
 ) -> DocResult<Document> {
     let Some(key) = key else {
         return Ok(doc! {"note": "no security.keyFile: members do not authenticate"});
@@ -204,7 +204,7 @@ pub fn handshake(
 
 /// Whether the connection may carry members' commands: always without a key, else once
 /// `_replHandshake` succeeded on it.
-pub fn check_member(key: Option<&[u8]>, conn: &crate::state::ConnInfo) -> DocResult<()> {
+pub fn check_member(key: Option<&[u8]>, conn: &crate::client::ConnInfo) -> DocResult<()> {
     if key.is_none() || conn.auth.lock().member {
         return Ok(());
     }
