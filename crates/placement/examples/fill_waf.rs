@@ -20,15 +20,15 @@
 //!   measured pass (sampled every 2^16 events).
 use placement::policy::PlacementConfig;
 use placement::sim::{
-    apply_to_device, read_events, replay_loaded, scan_events, EventCounts, ReplayConfig,
-    RunLoops, TraceReplay, TrimConfig,
+    apply_to_device, read_events, replay_loaded, scan_events, EventCounts, ReplayConfig, RunLoops,
+    TraceReplay, TrimConfig,
 };
 use placement::{Event, TrimWhen};
 use ssd::replay::FsReplayer;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-/// The lab's `warmup_capacities`, its smallest device and its largest erase block.
+/// The lab's `warmup_capacities` and its smallest device (`inplace_cow::MIN_DEVICE_PAGES`).
 const WARMUP_CAPACITIES: f64 = 24.0;
 const MIN_DEVICE_PAGES: u64 = 1024;
 
@@ -61,15 +61,16 @@ fn settings(args: &[String]) -> Result<Settings, Error> {
             "policy" => s.policy = v.into(),
             "pre" => s.precondition = v.into(),
             "alloc" => s.alloc = ssd::AllocPolicy::parse(v)?,
-            "discard" => s.discard = v == "on",
+            "discard" => {
+                s.discard = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(format!("discard={v:?}: on or off").into()),
+                }
+            }
             "op" => s.op = v.parse()?,
             "ppb" => s.ppb = Some(v.parse()?),
-            "fills" => {
-                s.fills = v
-                    .split(',')
-                    .map(str::parse)
-                    .collect::<Result<_, _>>()?
-            }
+            "fills" => s.fills = v.split(',').map(str::parse).collect::<Result<_, _>>()?,
             _ => return Err(format!("unknown setting {k:?}").into()),
         }
     }
@@ -168,8 +169,12 @@ fn replay_at(
     fill: f64,
     s: &Settings,
 ) -> Result<serde_json::Value, Error> {
-    let end_of_load = run["end_of_load_event"].as_u64().ok_or("no end_of_load_event")?;
-    let run_bytes = run["run_write_bytes"].as_f64().ok_or("no run_write_bytes")?;
+    let end_of_load = run["end_of_load_event"]
+        .as_u64()
+        .ok_or("no end_of_load_event")?;
+    let run_bytes = run["run_write_bytes"]
+        .as_f64()
+        .ok_or("no run_write_bytes")?;
     let pages = ((peak as f64 / fill).ceil() as u64).max(MIN_DEVICE_PAGES);
     let per_pass = run_bytes / (pages * ssd::PAGE_BYTES) as f64;
     let loops = (1.0 + (WARMUP_CAPACITIES / per_pass).ceil()).min(64.0) as u32;
@@ -246,7 +251,9 @@ fn main() -> Result<(), Error> {
     let trace = std::path::Path::new(trace_dir).join(name);
     let events = read_events(&trace)?;
     // `lab::inplace_cow::peak_file_pages`: the load, then the run phase twice.
-    let eol = (run["end_of_load_event"].as_u64().ok_or("no end_of_load_event")? as usize)
+    let eol = (run["end_of_load_event"]
+        .as_u64()
+        .ok_or("no end_of_load_event")? as usize)
         .min(events.len());
     let replayed = events.iter().chain(&events[eol..]);
     let peak = scan_events(replayed.map(Ok::<_, Error>), false)?.peak_file_pages;
