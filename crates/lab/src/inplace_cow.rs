@@ -25,7 +25,9 @@
 //! (MMAPv1's `commitIntervalMs`), and its clean pages leave the pool in hash order, so its
 //! trace's journal writes and reads are not a function of the seed alone; its data pages are.
 
-use crate::experiment::{Experiment, ScaleSpec, COW_ALLOCATION, DESIGNS, FLASH_MODE_DIRTY_PCT};
+use crate::experiment::{
+    Experiment, ScaleSpec, SsdSpec, COW_ALLOCATION, DESIGNS, FLASH_MODE_DIRTY_PCT,
+};
 use crate::run::{self, Clients, DeviceRun, EngineRun, EngineWork, Lab, Point, Sizing};
 use anyhow::{anyhow, Context, Result};
 use docdb::{DocDb, DocDbConfig};
@@ -119,16 +121,17 @@ impl EnginePair {
 fn replays(lab: &Lab, design: &str, r: &EngineRun) -> Result<Vec<Point>> {
     let peak = peak_file_pages(r)?;
     let e = &lab.exp;
-    let ssd = &e.ssds[0];
+    let ssd = &held_block(&e.ssds[0], peak, &e.device_fills);
     let trim = &e.trims[0];
     let mut points = Vec::new();
     for policy in &e.policies {
         for &fill in &e.device_fills {
             let capacity = device_bytes(peak, fill);
             let key = format!(
-                "replay-{}-{policy}-fill{fill}-{}-p{}-w{}",
+                "replay-{}-{policy}-fill{fill}-{}-{}-p{}-w{}",
                 r.key,
                 ssd.label(),
+                trim.label(),
                 e.precondition,
                 e.warmup_capacities
             );
@@ -157,6 +160,23 @@ pub fn device_bytes(peak_file_pages: u64, fill: f64) -> u64 {
     assert!(fill > 0.0 && fill < 1.0, "a fill in (0, 1)");
     let pages = (peak_file_pages as f64 / fill).ceil() as u64;
     pages.max(MIN_DEVICE_PAGES) * ssd::PAGE_BYTES
+}
+
+/// The `ssds` entry with its erase block held across a run's fills: the lab's block
+/// (`run::pages_per_block`, at least 1 024 blocks) for the device of the fullest fill, the
+/// smallest. Left to the lab, the block would shrink with the device (128 pages at 20 % to 32
+/// at 90 % on YCSB), and a smaller block alone lowered `none`'s WAF (docs/placement.md). An
+/// entry that sets its block or block count keeps it.
+pub fn held_block(ssd: &SsdSpec, peak_file_pages: u64, fills: &[f64]) -> SsdSpec {
+    if ssd.pages_per_block.is_some() || ssd.erase_units.is_some() {
+        return ssd.clone();
+    }
+    let fullest = fills.iter().copied().fold(f64::MIN, f64::max);
+    let pages = device_bytes(peak_file_pages, fullest) / ssd::PAGE_BYTES;
+    SsdSpec {
+        pages_per_block: Some(run::pages_per_block(pages)),
+        ..ssd.clone()
+    }
 }
 
 /// The smallest device replayed: 64 erase blocks of 16 pages. Below the stream experiments'

@@ -1,6 +1,6 @@
 //! `inplace-vs-cow` end to end at the tiny scale: both designs replayed at two fills, each
-//! replay on a device its own files fill as asked, the in-place trace announcing its
-//! overwrites, and a report with computed conclusions.
+//! replay on a device its own files fill as asked (with discard, one erase block per run),
+//! the in-place trace announcing its overwrites, and a report with computed conclusions.
 
 use placement::Event;
 
@@ -48,6 +48,22 @@ fn a_tiny_inplace_vs_cow_run_compares_both_designs_at_every_fill() {
     };
     for design in ["sweep", "in-place"] {
         assert!(gib(design, 0.9) < gib(design, 0.5), "{design}");
+    }
+    // Every replay discards what removed files free (the device holds valid what the files
+    // hold), and a run's replays share one erase block, whatever the fill.
+    for p in points {
+        assert_eq!(p["trim"], "off-discard", "{p}");
+        assert!(p["ssd"].as_str().unwrap().contains("-ppb"), "{p}");
+    }
+    for design in ["sweep", "in-place"] {
+        let ssd = |fill: f64| {
+            points
+                .iter()
+                .find(|p| p["allocation"] == design && p["device_fill"] == fill)
+                .unwrap()["ssd"]
+                .clone()
+        };
+        assert_eq!(ssd(0.5), ssd(0.9), "{design}");
     }
     in_place_trace_kills_what_it_overwrites(&doc);
 

@@ -24,10 +24,20 @@ fn the_spec_runs_both_designs_every_fill_and_every_policy() {
         e.budgets_of(COW_ALLOCATION),
         [[flash.eviction_dirty_target, flash.eviction_dirty_trigger]]
     );
-    // At least two scoring seeds, the seeds' device conditions.
+    // At least two scoring seeds; the file system made on the device and discarding what
+    // removed files free (no TRIM of freed extents), so the device holds valid what the files
+    // hold and a fill is what garbage collection finds.
     assert!(e.seeds.len() >= 2 && e.seeds.iter().all(|s| SCORING_SEEDS.contains(s)));
-    assert_eq!(e.trims, [TrimSpec::off()]);
+    assert_eq!(
+        e.trims,
+        [TrimSpec {
+            discard: true,
+            ..TrimSpec::off()
+        }]
+    );
     assert_eq!(e.precondition, "mkfs");
+    // The block is the replays' to hold across the fills (`held_block`).
+    assert!(e.ssds[0].pages_per_block.is_none() && e.ssds[0].erase_units.is_none());
     assert!(e.reads);
 }
 
@@ -44,6 +54,7 @@ fn a_bad_design_or_fill_is_refused_and_no_other_experiment_takes_them() {
     assert!(with(&|x| x.device_fills.clear()).contains("device_fills"));
     assert!(with(&|x| x.allocations = vec!["best".into()]).contains("sweep"));
     assert!(with(&|x| x.trims = vec![TrimSpec::safe(20_000)]).contains("TRIM"));
+    assert!(with(&|x| x.trims.push(TrimSpec::off())).contains("one condition"));
     let mut streams = find("streams-quick").unwrap();
     streams.device_fills = vec![0.5];
     assert!(streams
@@ -75,4 +86,34 @@ fn a_difference_needs_the_seed_ranges_apart() {
     let s = |v: Vec<f64>| Spread::of(v).unwrap();
     assert!(report::apart(&s(vec![1.0, 1.2]), &s(vec![1.3, 1.5])));
     assert!(!report::apart(&s(vec![1.0, 1.4]), &s(vec![1.3, 1.5])));
+}
+
+#[test]
+fn the_block_is_held_at_the_fullest_fills_across_a_runs_fills() {
+    let e = find("inplace-vs-cow").unwrap();
+    let ssd = &e.ssds[0];
+    // 30 000 pages of files: 150 000 pages at 20 % (128-page blocks left to the lab), 33 334
+    // at 90 % (32-page blocks): every fill gets the fullest fill's.
+    assert_eq!(
+        run::pages_per_block(device_bytes(30_000, 0.2) / ssd::PAGE_BYTES),
+        128
+    );
+    let held = held_block(ssd, 30_000, &e.device_fills);
+    assert_eq!(held.pages_per_block, Some(32));
+    assert_eq!(held.label(), format!("{}-ppb32", ssd.label()));
+    // The order of the fills does not matter; a block the entry sets is kept.
+    assert_eq!(
+        held_block(ssd, 30_000, &[0.9, 0.2]).pages_per_block,
+        Some(32)
+    );
+    let set = SsdSpec {
+        pages_per_block: Some(256),
+        ..ssd.clone()
+    };
+    assert_eq!(held_block(&set, 30_000, &e.device_fills), set);
+    let units = SsdSpec {
+        erase_units: Some(2048),
+        ..ssd.clone()
+    };
+    assert_eq!(held_block(&units, 30_000, &e.device_fills), units);
 }
