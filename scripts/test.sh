@@ -38,10 +38,8 @@ if [ ! -x target/venv/bin/python ]; then
 fi
 target/venv/bin/pip install --quiet --disable-pip-version-check pytest pymongo mongoengine
 (cd tests/e2e && FLASHDOC_BIN="$PWD/../../target/debug/flashdoc" ../../target/venv/bin/python -m pytest -q -p no:cacheprovider) 2>&1 | tee target/pytest-output.txt
-echo "== end-to-end tests on the in-place engine (FLASHDOC_ENGINE=mmapv1: every server of these files runs --storageEngine mmapv1)"
-(cd tests/e2e && FLASHDOC_ENGINE=mmapv1 FLASHDOC_BIN="$PWD/../../target/debug/flashdoc" ../../target/venv/bin/python -m pytest -q -p no:cacheprovider \
-  test_crud.py test_durability.py test_compound_indexes.py test_index_types.py test_views.py \
-  test_aggregate_stages.py test_hardening.py) 2>&1 | tee target/pytest-mmapv1-output.txt
+echo "== the end-to-end tests again on the in-place engine (FLASHDOC_ENGINE=mmapv1: every server runs --storageEngine mmapv1; what it refuses by name is marked mmapv1_lacks)"
+(cd tests/e2e && FLASHDOC_ENGINE=mmapv1 FLASHDOC_BIN="$PWD/../../target/debug/flashdoc" ../../target/venv/bin/python -m pytest -q -p no:cacheprovider) 2>&1 | tee target/pytest-mmapv1-output.txt
 echo "== pymongo 4.20.0's own test suite (28 files, unmodified) against flashdoc serve --setParameter enableTestCommands=1"
 bash scripts/pymongo-suite.sh "$PWD/target/debug/flashdoc"
 if [ "${FLASHDOC_DRIVER_SMOKE:-0}" = "1" ]; then

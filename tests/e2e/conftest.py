@@ -28,6 +28,7 @@ MMAPV1_LACKS = {
     "wiredTiger keys": "mmapv1 refuses the storage.wiredTiger.* settings but cacheSizeGB",
     "flash settings": "mmapv1 has no allocation policy or dirty budget (serverStatus reports them n/a)",
     "copy-on-write files": "the test damages the copy-on-write engine's journal or table files",
+    "replica sets": "mmapv1 refuses --replSet by name, as MMAPv1 kept no snapshots for an oplog applier",
 }
 
 # Tests skipped by name under mmapv1, for files whose tests are parametrized by engine

@@ -153,4 +153,4 @@ def test_what_it_cannot_give_is_refused_and_flash_settings_it_lacks_are_na(dbpat
     s.stop()
     r = subprocess.run([BINARY, "serve", "--dbpath", dbpath, "--port", "0", *ENGINE,
                         "--replSet", "rs0"], capture_output=True, text=True, timeout=60)
-    assert r.returncode != 0 and "replSet" in r.stdout + r.stderr
+    assert r.returncode != 0 and "--replSet (replication.replSetName): the mmapv1 engine" in r.stdout + r.stderr, r.stderr

@@ -28,6 +28,10 @@ SET = "rs0"
 SETTINGS = {"electionTimeoutMillis": 2000, "heartbeatIntervalMillis": 400}
 
 
+# Members run the default engine whatever FLASHDOC_ENGINE says; mmapv1 refuses --replSet.
+pytestmark = pytest.mark.mmapv1_lacks("replica sets")
+
+
 def start_member(d):
     """A `flashdoc serve --replSet rs0` process on directory `d`, not yet in the set."""
     conf = os.path.join(d, "flashdoc.conf")

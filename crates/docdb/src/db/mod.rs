@@ -351,6 +351,16 @@ pub fn internal_table_config(kind: engine::EngineKind) -> TableConfig {
 type Storage = (Arc<dyn KvEngine>, Option<Arc<inplace::InPlaceEngine>>);
 
 fn open_storage(cfg: &DocDbConfig) -> DocResult<Storage> {
+    if cfg.engine_kind == engine::EngineKind::Mmapv1 && cfg.oplog.is_some() {
+        // Refused by name before anything is opened: a member must roll back to a majority
+        // point and serve the oplog applier's snapshots, which the in-place engine cannot.
+        return Err(DocError::with_code(
+            72,
+            "InvalidOptions",
+            "--replSet (replication.replSetName): the mmapv1 engine cannot be a replica-set \
+             member (it keeps no stable checkpoint to roll back to); run the set on wiredTiger",
+        ));
+    }
     match cfg.engine_kind {
         // The in-place engine's crate depends on the engine crate, so it is opened here.
         engine::EngineKind::Mmapv1 => {
