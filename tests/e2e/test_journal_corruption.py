@@ -154,6 +154,14 @@ def test_flipped_journal_byte_on_mmapv1_refuses_to_start_and_changes_nothing(dbp
     assert "torn tail" not in out.split("corrupt")[0], out
     assert f"truncate {path} to {named} bytes" in out, out
     assert mmapv1_files(dbpath) == before, "no file was written, truncated or removed"
+    # `flashdoc repair` salvages the copy-on-write engine's files only: refused by name here.
+    conf = os.path.join(os.path.dirname(dbpath), "repair-mmapv1.yaml")
+    with open(conf, "w") as f:
+        f.write("storage:\n  engine: mmapv1\n")
+    r = subprocess.run([BINARY, "repair", "-f", conf, "--dbpath", dbpath],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "storage.engine mmapv1 is not handled" in r.stderr, r.stderr
+    assert mmapv1_files(dbpath) == before, "repair changed a file"
 
     os.truncate(path, named)
     s = Server(dbpath, engine).start()

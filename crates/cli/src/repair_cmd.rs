@@ -32,10 +32,17 @@ pub fn run(args: RepairArgs) -> anyhow::Result<()> {
     let cfg = storage
         .docdb_config()
         .map_err(|e| anyhow::anyhow!("in the configuration: {e}"))?;
-    anyhow::ensure!(
-        cfg.engine_kind == engine::EngineKind::Disk,
-        "storage.engine inMemory keeps nothing on disk: there is nothing to repair"
-    );
+    match cfg.engine_kind {
+        engine::EngineKind::Disk => {}
+        engine::EngineKind::InMemory => {
+            anyhow::bail!("storage.engine inMemory keeps nothing on disk: there is nothing to repair")
+        }
+        engine::EngineKind::Mmapv1 => anyhow::bail!(
+            "flashdoc repair salvages the wiredTiger engine's files; storage.engine mmapv1 is \
+             not handled: a damaged mmapv1 journal is cut at the offset its refusal names \
+             (docs/journal.md)"
+        ),
+    }
     anyhow::ensure!(dir.is_dir(), "dbPath {} is not a directory", dir.display());
     println!("repair: {}", dir.display());
     let (eng, outcome) = engine::DiskEngine::open_salvaging(cfg.engine.clone())
