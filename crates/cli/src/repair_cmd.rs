@@ -35,7 +35,9 @@ pub fn run(args: RepairArgs) -> anyhow::Result<()> {
     match cfg.engine_kind {
         engine::EngineKind::Disk => {}
         engine::EngineKind::InMemory => {
-            anyhow::bail!("storage.engine inMemory keeps nothing on disk: there is nothing to repair")
+            anyhow::bail!(
+                "storage.engine inMemory keeps nothing on disk: there is nothing to repair"
+            )
         }
         engine::EngineKind::Mmapv1 => anyhow::bail!(
             "flashdoc repair salvages the wiredTiger engine's files; storage.engine mmapv1 is \
