@@ -251,10 +251,13 @@ def test_a_missing_time_zone_directory_is_refused(tmp_path):
 
 def test_refused_mongod_keys_name_the_key_and_the_reason(tmp_path):
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(f"storage:\n  dbPath: {tmp_path}\nreplication:\n  replSetName: rs0\n")
-    r = subprocess.run(serve_argv("-f", str(cfg)), capture_output=True, text=True, timeout=60)
+    # replSetName is served since stop 43 (test_replset.py); an MMAPv1-era key stays refused.
+    cfg.write_text(f"storage:\n  dbPath: {tmp_path}\nreplication:\n  secondaryIndexPrefetch: all\n")
+    r = subprocess.run(serve_argv("-f", str(cfg), "--port", "0"), capture_output=True, text=True,
+                       timeout=60)
     assert r.returncode != 0
-    assert "replication: flashdoc serve is a standalone server" in r.stdout + r.stderr
+    assert "replication.secondaryIndexPrefetch" in r.stdout + r.stderr
+    assert "removed in MongoDB 4.2" in r.stdout + r.stderr
 
 
 def test_aggregate_explain_has_mongods_shape(client):
