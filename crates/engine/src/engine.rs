@@ -337,7 +337,10 @@ impl Inner {
     /// Removes table `id`; its file goes once a checkpoint without it is durable.
     fn drop_table(&self, id: TableId) {
         let mut tables = self.catalog.write();
-        if let Some(file) = self.catalog.drop_table(&mut tables, id) {
+        let dropped = self.catalog.drop_table(&mut tables, id);
+        drop(tables);
+        // Handed over with the catalog's latch let go, as `KvEngine::drop_table` does.
+        if let Some(file) = dropped {
             self.checkpointer.dropped(file);
         }
     }
@@ -679,10 +682,15 @@ impl KvEngine for DiskEngine {
             Some(j) => Some(j.append(&record::encode_drop(id))?),
             None => None,
         };
-        if let Some(file) = inner.catalog.drop_table(&mut tables, id) {
+        let dropped = inner.catalog.drop_table(&mut tables, id);
+        drop(tables);
+        // After the catalog's latch is let go: a running checkpoint holds its state until it
+        // ends and reads the catalog before that (`owned_files`), so handing the file over
+        // under the latch deadlocked the two. Waiting here for the checkpoint to end is what
+        // keeps the file until one that began after the drop has committed.
+        if let Some(file) = dropped {
             inner.checkpointer.dropped(file);
         }
-        drop(tables);
         match (&inner.journal, lsn) {
             (Some(j), Some(lsn)) => j.sync_to(lsn),
             _ => inner.checkpoint(),
