@@ -23,6 +23,28 @@ def written_end(path):
     return len(data.rstrip(b"\0"))
 
 
+def refused_start(dbpath, path, engine=()):
+    """Starts `serve` on a damaged journal and checks it refuses within 10 s, naming the
+    damaged file and an offset; returns its output and that offset."""
+    port = Server(dbpath).port
+    started = time.time()
+    r = subprocess.run(
+        serve_argv("--dbpath", dbpath, "--port", str(port), *engine),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    took = time.time() - started
+    out = r.stdout + r.stderr
+    print(out)
+    assert r.returncode != 0, out
+    assert took < 10, f"serve took {took:.1f} s to refuse"
+    assert os.path.basename(path) in out, out
+    m = re.search(r"at offset (\d+)", out)
+    assert m, out
+    return out, int(m.group(1))
+
+
 @pytest.mark.mmapv1_lacks("copy-on-write files")
 def test_flipped_journal_byte_refuses_to_start_and_repair_recovers(dbpath):
     s = Server(dbpath).start()
@@ -47,23 +69,7 @@ def test_flipped_journal_byte_refuses_to_start_and_repair_recovers(dbpath):
     journal_before = {p: open(p, "rb").read() for p in files}
 
     # serve refuses to start, naming the file, the offset and the repair command.
-    port = Server(dbpath).port
-    started = time.time()
-    r = subprocess.run(
-        serve_argv("--dbpath", dbpath, "--port", str(port)),
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    took = time.time() - started
-    out = r.stdout + r.stderr
-    print(out)
-    assert r.returncode != 0, out
-    assert took < 10, f"serve took {took:.1f} s to refuse"
-    assert os.path.basename(path) in out, out
-    m = re.search(r"at offset (\d+)", out)
-    assert m, out
-    named = int(m.group(1))
+    out, named = refused_start(dbpath, path)
     assert named <= at < named + 4096 and named % 128 == 0, (named, at, out)
     assert f"flashdoc repair --dbpath {dbpath}" in out, out
     assert "torn tail" not in out.split("corrupt")[0], out
@@ -132,23 +138,7 @@ def test_flipped_journal_byte_on_mmapv1_refuses_to_start_and_changes_nothing(dbp
         f.write(bytes([old[0] ^ 0xFF]))
     before = mmapv1_files(dbpath)
 
-    port = Server(dbpath).port
-    started = time.time()
-    r = subprocess.run(
-        serve_argv("--dbpath", dbpath, "--port", str(port), *engine),
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    took = time.time() - started
-    out = r.stdout + r.stderr
-    print(out)
-    assert r.returncode != 0, out
-    assert took < 10, f"serve took {took:.1f} s to refuse"
-    assert os.path.basename(path) in out, out
-    m = re.search(r"at offset (\d+)", out)
-    assert m, out
-    named = int(m.group(1))
+    out, named = refused_start(dbpath, path, engine)
     assert named <= at < named + 65536, (named, at, out)
     assert "a record that verifies follows" in out and "was synced" in out, out
     assert "torn tail" not in out.split("corrupt")[0], out

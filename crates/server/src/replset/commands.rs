@@ -37,17 +37,18 @@ fn default_host(rs: &ReplSet) -> String {
     format!("{}:{}", crate::build_info::hostname(), rs.port)
 }
 
+/// AlreadyInitialized (23): this server is a member of a set already.
+fn already_initialized() -> DocError {
+    DocError::with_code(23, "AlreadyInitialized", "already initialized")
+}
+
 /// `replSetInitiate`: checks the configuration, has every other member accept it
 /// (`_replJoin`, mongod's quorum check), then starts the set from this member.
 pub fn initiate(member: Option<&Arc<ReplSet>>, cmd: &Document) -> DocResult<Document> {
     let rs = replset(member)?;
     let _starting = rs.starting.lock();
     if rs.member().is_some() {
-        return Err(DocError::with_code(
-            23,
-            "AlreadyInitialized",
-            "already initialized",
-        ));
+        return Err(already_initialized());
     }
     let given = match cmd.get("replSetInitiate") {
         Some(Bson::Document(d)) if !d.is_empty() => Some(d),
@@ -130,11 +131,7 @@ fn join(rs: &ReplSet, cmd: &Document) -> DocResult<Document> {
     }
     let _starting = rs.starting.lock();
     if rs.member().is_some() {
-        return Err(DocError::with_code(
-            23,
-            "AlreadyInitialized",
-            "already initialized",
-        ));
+        return Err(already_initialized());
     }
     rs.start_member(id, config.clone())?;
     Ok(doc! {})
