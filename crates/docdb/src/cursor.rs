@@ -136,6 +136,16 @@ impl DocCursor {
         }
     }
 
+    /// A tailable cursor over `inner`, which yields nothing at the end of what it can see
+    /// for now and more later (a change stream); `signal` wakes an awaitData getMore, and
+    /// `done` says it will yield nothing ever again.
+    pub fn tailing(inner: DocIter, signal: Arc<TailSignal>, done: Arc<AtomicBool>) -> DocCursor {
+        let mut cursor = DocCursor::new(inner);
+        cursor.tail = Some(signal);
+        cursor.done = Some(done);
+        cursor
+    }
+
     /// A tailable cursor's collection signal: an awaitData getMore reads its generation
     /// before reading and, finding nothing, waits past it.
     pub fn tail_signal(&self) -> Option<&Arc<TailSignal>> {

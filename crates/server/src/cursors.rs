@@ -24,6 +24,8 @@ pub struct CursorEntry {
     /// The users (user, db) authenticated on the connection that opened it; empty when
     /// nobody was.
     pub owner: Vec<(String, String)>,
+    /// A change stream's position (`postBatchResumeToken`).
+    pub resume_token: Option<crate::commands::ResumeToken>,
     last_used: Instant,
 }
 
@@ -37,6 +39,7 @@ impl CursorEntry {
             await_data: false,
             interrupt: docdb::Interrupt::none(),
             owner: Vec::new(),
+            resume_token: None,
             last_used: Instant::now(),
         }
     }

@@ -63,6 +63,7 @@ impl DocDb {
         interrupt.check()?;
         let filter = Matcher::new_with_text(&s.q)?.with_scope(&s.vars);
         let modifier = statement_update(s)?;
+        let _logged_as = crate::oplog::UpdateStyle::of(&modifier).enter();
         if s.multi && modifier.is_replacement() {
             return Err(DocError::failed_to_parse(
                 "multi update is not supported for replacement-style update",
@@ -174,6 +175,9 @@ impl DocDb {
     ) -> DocResult<FindAndModifyOutcome> {
         catalog::validate_coll_name(db, coll)?;
         let modifier = fam_modifier(spec)?.map(|m| m.with_scope(&spec.vars));
+        let _logged_as = modifier
+            .as_ref()
+            .map(|m| crate::oplog::UpdateStyle::of(m).enter());
         let filter = Matcher::new_with_text(&spec.query)?.with_scope(&spec.vars);
         let proj = match &spec.fields {
             Some(p) if !p.is_empty() => Some(Projection::parse(p)?.with_scope(&spec.vars)),

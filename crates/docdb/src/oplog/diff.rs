@@ -11,15 +11,21 @@
 //! or is larger than the new document, the entry is the new document itself (a replacement,
 //! as mongod logs one).
 
+use super::UpdateStyle;
 use bson::{Bson, Document};
 use query::error::{DocError, DocResult};
 
-/// The `o` of an update entry taking `old` to `new`: a `$v: 2` diff, or `new` itself.
-pub fn update_object(old: &Document, new: &Document) -> Document {
+/// The `o` of an update entry taking `old` to `new`, in `style`: a `$v: 2` diff, or `new`
+/// itself.
+pub fn update_object(old: &Document, new: &Document, style: UpdateStyle) -> Document {
+    if style == UpdateStyle::Replacement {
+        return new.clone();
+    }
     let diff = document_diff(old, new);
     let as_diff = bson::doc! {"$v": 2, "diff": diff.clone()};
     let exact = apply_diff(old, &diff).is_ok_and(|applied| same_doc(&applied, new));
-    if exact && encoded_len(&as_diff) < encoded_len(new) {
+    let smaller = encoded_len(&as_diff) < encoded_len(new);
+    if exact && (style == UpdateStyle::Operators || smaller) {
         as_diff
     } else {
         new.clone()
@@ -182,7 +188,7 @@ mod tests {
             doc! {"_id": 1, "n": 5, "gone": "x", "big": "y".repeat(100), "e": {"a": 1, "b": 2}};
         let new =
             doc! {"_id": 1, "n": 6, "big": "y".repeat(100), "e": {"a": 1, "b": 3}, "add": true};
-        let o = update_object(&old, &new);
+        let o = update_object(&old, &new, UpdateStyle::Smaller);
         assert_eq!(
             o,
             doc! {"$v": 2, "diff": {"d": {"gone": false}, "u": {"n": 6}, "i": {"add": true},
@@ -197,12 +203,24 @@ mod tests {
     fn a_reordering_or_small_document_is_logged_whole() {
         let old = doc! {"_id": 1, "a": 1, "b": 2};
         let new = doc! {"_id": 1, "b": 2, "a": 1};
-        assert!(same_doc(&update_object(&old, &new), &new));
+        assert!(same_doc(
+            &update_object(&old, &new, UpdateStyle::Smaller),
+            &new
+        ));
         let small = doc! {"_id": 1, "a": 2};
         assert!(same_doc(
-            &update_object(&doc! {"_id": 1, "a": 1}, &small),
+            &update_object(&doc! {"_id": 1, "a": 1}, &small, UpdateStyle::Smaller),
             &small
         ));
+        // An operator update is logged as a diff however small the document, as mongod
+        // logs it; a replacement whole however large.
+        let op = update_object(&doc! {"_id": 1, "a": 1}, &small, UpdateStyle::Operators);
+        assert_eq!(op, bson::doc! {"$v": 2, "diff": {"u": {"a": 2}}});
+        let big = doc! {"_id": 1, "a": 1, "pad": "p".repeat(100)};
+        let mut changed = big.clone();
+        changed.insert("a", 2);
+        let whole = update_object(&big, &changed, UpdateStyle::Replacement);
+        assert!(same_doc(&whole, &changed));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! commit order is `ts` order and a reader never sees a later entry before an earlier one:
 //! the oplog has no holes.
 
+pub mod change_stream;
 pub mod diff;
 #[cfg(test)]
 mod tests;
@@ -84,6 +85,52 @@ fn ts_from_key(k: &[u8]) -> DocResult<u64> {
     Ok(u64::from_be_bytes(b))
 }
 
+/// How an update's entry records it, as mongod logs each kind of update: change streams
+/// tell an update from a replacement by it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum UpdateStyle {
+    /// A `$`-operator update: a `$v: 2` diff (the document whole only when a diff cannot say
+    /// it, e.g. fields reordered).
+    Operators,
+    /// A replacement-style update: the new document whole.
+    Replacement,
+    /// A pipeline update, or a write outside an update statement: whichever is smaller, as
+    /// mongod logs a pipeline update.
+    Smaller,
+}
+
+thread_local! {
+    static UPDATE_STYLE: std::cell::Cell<UpdateStyle> =
+        const { std::cell::Cell::new(UpdateStyle::Smaller) };
+}
+
+/// The style this thread's updates are logged in until the scope ends.
+pub struct UpdateStyleScope(UpdateStyle);
+
+impl UpdateStyle {
+    /// The style of an update statement's `modifier`.
+    pub fn of(modifier: &query::update::Update) -> UpdateStyle {
+        if modifier.is_replacement() {
+            UpdateStyle::Replacement
+        } else if modifier.is_pipeline() {
+            UpdateStyle::Smaller
+        } else {
+            UpdateStyle::Operators
+        }
+    }
+
+    /// Logs this thread's updates in this style until the returned scope is dropped.
+    pub fn enter(self) -> UpdateStyleScope {
+        UpdateStyleScope(UPDATE_STYLE.with(|s| s.replace(self)))
+    }
+}
+
+impl Drop for UpdateStyleScope {
+    fn drop(&mut self) {
+        UPDATE_STYLE.with(|s| s.set(self.0));
+    }
+}
+
 /// What one write logs, before the oplog gives it `ts`, `t` and `wall`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpRecord {
@@ -105,7 +152,10 @@ impl OpRecord {
         let id_of = |d: &Document| doc! {"_id": d.get("_id").cloned().unwrap_or(Bson::Null)};
         let (op, o, o2) = match (old, new) {
             (None, Some(n)) => ("i", n.clone(), Some(id_of(n))),
-            (Some(was), Some(n)) => ("u", diff::update_object(was, n), Some(id_of(n))),
+            (Some(was), Some(n)) => {
+                let style = UPDATE_STYLE.with(|s| s.get());
+                ("u", diff::update_object(was, n, style), Some(id_of(n)))
+            }
             (Some(was), None) => ("d", id_of(was), None),
             (None, None) => unreachable!("a write stores or removes a document"),
         };
@@ -244,6 +294,8 @@ pub struct Oplog {
     cap_bytes: i64,
     term: AtomicI64,
     tail: Mutex<Tail>,
+    /// Told of every append: a change stream's awaitData getMore sleeps on it.
+    signal: Arc<crate::cursor::TailSignal>,
 }
 
 impl std::fmt::Debug for Oplog {
@@ -277,6 +329,7 @@ impl Oplog {
             cap_bytes: settings.size_bytes,
             term: AtomicI64::new(0),
             tail: Mutex::new(tail),
+            signal: Arc::default(),
         })
     }
 
@@ -438,6 +491,7 @@ impl Oplog {
         if written.is_ok() {
             tail.appended(ts, len, trimmed);
             mark_applied_logged();
+            self.signal.notify_insert();
         }
         Ok(written)
     }

@@ -22,6 +22,19 @@ pub(crate) struct CursorOpts {
     pub tailable: bool,
     pub await_data: bool,
     pub interrupt: Interrupt,
+    /// A change stream's position, sent with every batch as `postBatchResumeToken`.
+    pub resume_token: Option<ResumeToken>,
+}
+
+/// A change stream's resume token, updated as the stream is read.
+pub(crate) type ResumeToken = Arc<parking_lot::Mutex<Document>>;
+
+/// Adds a change stream's `postBatchResumeToken` to a cursor reply.
+pub(crate) fn with_resume_token(mut reply: Document, token: Option<&ResumeToken>) -> Document {
+    if let (Some(t), Ok(cursor)) = (token, reply.get_document_mut("cursor")) {
+        cursor.insert("postBatchResumeToken", t.lock().clone());
+    }
+    reply
 }
 
 /// Fills a batch from the cursor; keeps the cursor for getMore unless it is exhausted (a
@@ -35,6 +48,7 @@ pub(crate) fn cursor_reply(
     field: &str,
 ) -> DocResult<Document> {
     let (batch, exhausted) = fill_batch(&mut cursor, first)?;
+    let token = opts.resume_token.clone();
     let id = if (exhausted && (!opts.tailable || cursor.is_done())) || opts.single {
         0i64
     } else {
@@ -48,6 +62,7 @@ pub(crate) fn cursor_reply(
         entry.no_timeout = opts.no_timeout;
         entry.tailable = opts.tailable;
         entry.await_data = opts.await_data;
+        entry.resume_token = opts.resume_token;
         // Whoever runs the command that opens it owns it (getMore and killCursors check).
         entry.owner = state.ops.current_users();
         // Every kept cursor can be killed, even one opened without an interrupt of its own (a
@@ -69,7 +84,8 @@ pub(crate) fn cursor_reply(
             None => state.cursors().insert(entry),
         }
     };
-    Ok(cursor_document(field, batch, first, id, ns))
+    let reply = cursor_document(field, batch, first, id, ns);
+    Ok(with_resume_token(reply, token.as_ref()))
 }
 
 /// The reply to a command that returns a cursor: `batch` (at most `limit` documents, as asked)

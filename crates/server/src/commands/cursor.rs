@@ -1,7 +1,7 @@
 //! The cursor commands: getMore and killCursors.
 
 use super::args::{batch_size, max_time};
-use super::batch::{cursor_document, fill_batch};
+use super::batch::{cursor_document, fill_batch, with_resume_token};
 use super::call::Call;
 use crate::auth;
 use crate::cursors::Kill;
@@ -122,6 +122,7 @@ fn read_more(state: &ServerState, conn: &ConnInfo, more: &More) -> DocResult<Doc
         }
     };
     let ns = entry.ns.clone();
+    let token = entry.resume_token.clone();
     let out_id = if exhausted && (!entry.tailable || entry.cursor.is_done()) {
         reg.release(id);
         0
@@ -129,7 +130,8 @@ fn read_more(state: &ServerState, conn: &ConnInfo, more: &More) -> DocResult<Doc
         reg.put_back(id, entry);
         id
     };
-    Ok(cursor_document("nextBatch", batch, n, out_id, &ns))
+    let reply = cursor_document("nextBatch", batch, n, out_id, &ns);
+    Ok(with_resume_token(reply, token.as_ref()))
 }
 
 /// Fills a batch; while it is empty, waits for documents inserted into the capped collection

@@ -9,6 +9,7 @@ mod args;
 pub(crate) mod batch;
 mod call;
 mod catalog;
+mod change_stream;
 mod crud;
 mod cursor;
 mod explain;
@@ -23,6 +24,7 @@ mod users;
 mod tests;
 
 pub use crate::build_info::{hostname, VERSION};
+pub(crate) use batch::ResumeToken;
 pub use fields::GENERIC_FIELDS;
 pub use table::names as command_names;
 

@@ -27,6 +27,7 @@ pub(crate) fn find(call: &Call) -> DocResult<Document> {
         tailable: q.tailable,
         await_data: flag(cmd, "awaitData")?,
         interrupt: q.interrupt.clone(),
+        resume_token: None,
     };
     if opts.await_data && !opts.tailable {
         return Err(DocError::failed_to_parse(
@@ -102,17 +103,6 @@ pub(crate) fn aggregate(call: &Call) -> DocResult<Document> {
     let pipeline = get_doc_list(cmd, "pipeline")?
         .ok_or_else(|| DocError::failed_to_parse("aggregate needs a 'pipeline' array"))?;
     check_api_strict_stages(cmd, &pipeline)?;
-    if pipeline
-        .first()
-        .is_some_and(|s| s.contains_key("$changeStream"))
-    {
-        // A standalone has no oplog; mongod answers 40573 whatever the target.
-        return Err(DocError::with_code(
-            40573,
-            "Location40573",
-            "The $changeStream stage is only supported on replica sets",
-        ));
-    }
     let coll = match cmd.get("aggregate") {
         Some(Bson::String(s)) => Some(s.clone()),
         Some(n @ (Bson::Int32(_) | Bson::Int64(_) | Bson::Double(_)))
@@ -143,7 +133,14 @@ pub(crate) fn aggregate(call: &Call) -> DocResult<Document> {
     }
     let cursor_opts = get_doc(cmd, "cursor")?.unwrap_or_default();
     check_fields(cursor_opts.keys(), "cursor", &["batchSize"], &[], &[])?;
-    let first = batch_size(&cursor_opts, "batchSize")?.unwrap_or(DEFAULT_FIRST_BATCH);
+    let asked = batch_size(&cursor_opts, "batchSize")?;
+    if pipeline
+        .first()
+        .is_some_and(|s| s.contains_key("$changeStream"))
+    {
+        return super::change_stream::open(call, coll.as_deref(), &pipeline, asked);
+    }
+    let first = asked.unwrap_or(DEFAULT_FIRST_BATCH);
     // The pipeline runs to its end on this thread: its stages read allowDiskUse from it.
     let disk_use = match cmd.get("allowDiskUse") {
         None => None,

@@ -218,6 +218,13 @@ impl ReplSet {
         self.member.read().clone()
     }
 
+    /// The newest oplog `ts` (as a `u64`) a majority of the set holds, as far as this member
+    /// knows: what a change stream may show. 0 before the set is initiated.
+    pub fn majority_visible_ts(&self) -> u64 {
+        let last = self.db.oplog().map_or(0, |o| applier::ts_u64(o.last_ts()));
+        self.member().map_or(0, |j| j.visible_ts(&j.status(), last))
+    }
+
     /// Whether this member takes writes in `status`: a writable primary (`Joined::is_writable`)
     /// that holds nothing unreplicated and is not stepping down.
     pub fn writable(&self, status: &Status) -> bool {
@@ -439,6 +446,26 @@ impl Joined {
                 s.last = Some((pos, ts));
                 s.pending.push_back((pos, ts));
             }
+        }
+    }
+
+    /// The newest oplog `ts` this member knows a majority holds, given its newest (`last`):
+    /// everything on a secondary, which applies committed entries only; on a primary, every
+    /// entry before the oldest it proposed that is not yet committed, and none it has not
+    /// proposed yet.
+    pub fn visible_ts(&self, status: &Status, last: u64) -> u64 {
+        if status.role != Role::Primary {
+            return last;
+        }
+        self.majority_ts(status.committed);
+        let s = self.shipper.lock();
+        if s.term != status.term {
+            // Not yet primary for writes this term: its oplog holds applied entries only.
+            return last;
+        }
+        match s.pending.front() {
+            Some(&(_, ts)) => applier::ts_u64(ts) - 1,
+            None => applier::ts_u64(s.after),
         }
     }
 

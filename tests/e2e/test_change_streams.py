@@ -1,0 +1,165 @@
+"""Change streams on a three-member replica set (issue 36): pymongo's `watch` on a
+collection, a database and the deployment; the events' shapes (insert, update with its
+updateDescription, replace, delete, drop, rename, dropDatabase, invalidate); resume tokens
+with resumeAfter and startAfter, startAtOperationTime, fullDocument: updateLookup; the stages
+allowed after $changeStream and the resume token kept through them; a stream read from a
+secondary; mongod's refusals."""
+import time
+
+import pytest
+from bson import Timestamp
+from pymongo import ReadPreference
+from pymongo.errors import OperationFailure
+
+from test_replset import direct, initiated, members, set_client, wait_for_primary  # noqa: F401
+
+pytestmark = pytest.mark.mmapv1_lacks("replica sets")
+
+
+@pytest.fixture(scope="module")
+def client(initiated):  # noqa: F811
+    c = set_client(initiated)
+    yield c
+    c.close()
+
+
+def next_events(stream, n, timeout=15):
+    """The next `n` events of `stream` (a change stream), waiting up to `timeout` s."""
+    out, deadline = [], time.time() + timeout
+    while len(out) < n and time.time() < deadline:
+        e = stream.try_next()
+        if e is not None:
+            out.append(e)
+    assert len(out) == n, f"{len(out)} of {n} events: {out}"
+    return out
+
+
+def test_a_collection_stream_shows_each_kind_of_write(client):
+    coll = client.cs.kinds
+    coll.insert_one({"_id": 0})
+    with coll.watch(max_await_time_ms=200) as stream:
+        coll.insert_one({"_id": 1, "a": 1, "e": {"x": 1, "y": 2}})
+        coll.update_one({"_id": 1}, {"$set": {"a": 2, "e.x": 5}, "$unset": {"e.y": ""}})
+        coll.replace_one({"_id": 1}, {"b": 1})
+        coll.delete_one({"_id": 1})
+        ins, upd, rep, dele = next_events(stream, 4)
+    assert [e["operationType"] for e in (ins, upd, rep, dele)] == [
+        "insert", "update", "replace", "delete"]
+    assert ins["ns"] == {"db": "cs", "coll": "kinds"}
+    assert ins["documentKey"] == {"_id": 1}
+    assert ins["fullDocument"] == {"_id": 1, "a": 1, "e": {"x": 1, "y": 2}}
+    assert isinstance(ins["clusterTime"], Timestamp) and "wallTime" in ins
+    assert upd["updateDescription"]["updatedFields"] == {"a": 2, "e.x": 5}
+    assert upd["updateDescription"]["removedFields"] == ["e.y"]
+    assert "fullDocument" not in upd
+    assert rep["fullDocument"] == {"_id": 1, "b": 1}
+    assert dele["documentKey"] == {"_id": 1} and "fullDocument" not in dele
+    # Tokens are opaque, and later events' compare greater (the oplog's order).
+    assert ins["_id"]["_data"] < dele["_id"]["_data"]
+
+
+def test_resume_tokens_and_start_points(client):
+    coll = client.cs.resume
+    with coll.watch(max_await_time_ms=200) as stream:
+        t0 = client.admin.command("hello")["lastWrite"]["majorityOpTime"]["ts"]
+        coll.insert_many([{"_id": i} for i in range(4)])
+        events = next_events(stream, 4)
+        token = stream.resume_token
+    assert token == events[-1]["_id"]
+    with coll.watch(resume_after=events[1]["_id"], max_await_time_ms=200) as again:
+        ids = [e["documentKey"]["_id"] for e in next_events(again, 2)]
+    assert ids == [2, 3]
+    with coll.watch(start_at_operation_time=t0, max_await_time_ms=200) as at:
+        ids = [e["documentKey"]["_id"] for e in next_events(at, 4)]
+    assert ids == [0, 1, 2, 3]
+    # An idle stream's token still moves (postBatchResumeToken), past writes it does not show.
+    with coll.watch([{"$match": {"operationType": "delete"}}], max_await_time_ms=200) as idle:
+        assert idle.try_next() is None
+        before = idle.resume_token
+        coll.insert_one({"_id": 10})
+        deadline = time.time() + 10
+        while idle.resume_token == before and time.time() < deadline:
+            assert idle.try_next() is None
+        assert idle.resume_token != before, "the high-water mark passes the insert"
+
+
+def test_update_lookup_and_stages_after_the_stream(client):
+    coll = client.cs.lookup
+    coll.insert_one({"_id": 1, "n": 0})
+    pipeline = [{"$match": {"operationType": "update"}}, {"$project": {"fullDocument": 1}}]
+    with coll.watch(pipeline, full_document="updateLookup", max_await_time_ms=200) as stream:
+        coll.insert_one({"_id": 2})
+        coll.update_one({"_id": 1}, {"$inc": {"n": 1}})
+        (e,) = next_events(stream, 1)
+    assert set(e) == {"_id", "fullDocument"}
+    assert e["fullDocument"] == {"_id": 1, "n": 1}
+    with pytest.raises(OperationFailure) as err:
+        with coll.watch([{"$project": {"_id": 0}}], max_await_time_ms=200) as stream:
+            coll.insert_one({"_id": 3})
+            next_events(stream, 1)
+    assert err.value.code == 280  # ChangeStreamFatalError: the token was removed
+    with pytest.raises(OperationFailure) as err:
+        coll.watch([{"$group": {"_id": None}}])
+    assert err.value.code == 40602
+
+
+def test_drop_and_rename_invalidate_and_start_after(client):
+    db = client.cs_drop
+    db.a.insert_one({"_id": 0})
+    with db.a.watch(max_await_time_ms=200) as stream:
+        db.a.rename("b")
+        rename, invalidate = next_events(stream, 2)
+        assert not stream.alive
+    assert rename["operationType"] == "rename"
+    assert rename["to"] == {"db": "cs_drop", "coll": "b"}
+    assert invalidate["operationType"] == "invalidate"
+    with pytest.raises(OperationFailure) as err:
+        db.a.watch(resume_after=invalidate["_id"])
+    assert err.value.code == 260
+    db.a.insert_one({"_id": 1})
+    with db.a.watch(start_after=invalidate["_id"], max_await_time_ms=200) as after:
+        (e,) = next_events(after, 1)
+    assert e["operationType"] == "insert" and e["documentKey"] == {"_id": 1}
+    with db.watch(max_await_time_ms=200) as whole:
+        client.drop_database("cs_drop")
+        kinds = [e["operationType"] for e in next_events(whole, 4)]
+    assert kinds == ["drop", "drop", "dropDatabase", "invalidate"]
+
+
+def test_database_and_deployment_streams(client):
+    with client.watch(max_await_time_ms=200) as everything, \
+            client.cs_db.watch(max_await_time_ms=200) as one_db:
+        client.cs_db.x.insert_one({"_id": 1})
+        client.cs_other.y.insert_one({"_id": 1})
+        got = next_events(everything, 2)
+        assert [e["ns"] for e in got] == [
+            {"db": "cs_db", "coll": "x"}, {"db": "cs_other", "coll": "y"}]
+        (e,) = next_events(one_db, 1)
+        assert e["ns"] == {"db": "cs_db", "coll": "x"}
+        assert one_db.try_next() is None
+
+
+def test_a_secondary_serves_a_stream(initiated, client):  # noqa: F811
+    primary = wait_for_primary(initiated)
+    secondary = next(s for s in initiated if s is not primary)
+    with direct(secondary) as c:
+        coll = c.cs.on_secondary.with_options(read_preference=ReadPreference.SECONDARY)
+        with coll.watch(max_await_time_ms=200) as stream:
+            client.cs.on_secondary.insert_one({"_id": 1})
+            (e,) = next_events(stream, 1)
+    assert e["operationType"] == "insert"
+
+
+def test_refusals(client):
+    with pytest.raises(OperationFailure) as err:
+        client.admin.foo.watch()
+    assert err.value.code == 73  # InvalidNamespace
+    with pytest.raises(OperationFailure) as err:
+        client.cs.system.views.watch()
+    assert err.value.code == 73
+    with pytest.raises(OperationFailure) as err:
+        client.cs.c.watch(full_document="required")
+    assert err.value.code == 238
+    with pytest.raises(OperationFailure) as err:
+        client.cs.c.aggregate([{"$changeStream": {"bogus": 1}}])
+    assert err.value.code == 40415
