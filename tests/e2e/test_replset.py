@@ -174,10 +174,18 @@ def test_majority_writes_reach_every_secondary(initiated):
         coll.update_one({"n": 3}, {"$set": {"touched": True}})
         w1 = c.e2e.get_collection("rs", write_concern=pymongo.WriteConcern(w=1))
         w1.insert_one({"_id": "w1"})
+        # w: 3 answers once every member's log holds the write; w: 4 can never be met.
+        all3 = c.e2e.get_collection("rs", write_concern=pymongo.WriteConcern(w=3, wtimeout=30000))
+        all3.insert_one({"_id": "w3"})
         with pytest.raises(OperationFailure) as e:
-            c.e2e.get_collection("rs", write_concern=pymongo.WriteConcern(w=2)).insert_one({})
-        assert e.value.code == 238  # refused, not ignored
+            c.e2e.get_collection("rs", write_concern=pymongo.WriteConcern(w=4)).insert_one({})
+        assert e.value.code == 100  # UnsatisfiableWriteConcern, before the write
+        with pytest.raises(OperationFailure) as e:
+            c.e2e.get_collection("rs", write_concern=pymongo.WriteConcern(w="dc")).insert_one({})
+        assert e.value.code == 79  # no tags in the configuration
     primary = wait_for_primary(initiated)
+    for s in initiated:
+        assert read_from(s, "w3") is not None
     for s in initiated:
         if s is primary:
             continue

@@ -2,7 +2,8 @@
 //! secondary only when the client allows it (`$readPreference` other than primary), nothing
 //! on a member that holds unreplicated writes; and a write's write concern: `w: 1` answers
 //! after the local write, `w: "majority"` (the implicit default, as in mongod 5.0+) once a
-//! majority holds it. Any other write concern is refused, never ignored.
+//! majority holds it, `w: N` once N members' logs hold it. Tag sets are refused (a
+//! configuration has no tags), never ignored.
 
 use super::{ReplSet, WriteGate};
 use crate::spec::{Namespace, Spec};
@@ -22,7 +23,14 @@ pub enum Acknowledge {
     Local,
     /// `w: "majority"`: once a majority of voters hold the write, waiting at most this long.
     Majority(Option<Duration>),
+    /// `w: N` (N > 1): once N members (this one included) hold the write in their logs,
+    /// waiting at most this long. As in mongod, such a write may still be rolled back unless
+    /// those N are a majority.
+    Members(usize, Option<Duration>),
 }
+
+/// How often a `w: N` write looks at the members' progress.
+const MEMBERS_POLL: Duration = Duration::from_millis(5);
 
 pub fn not_writable_primary() -> DocError {
     DocError::with_code(10107, "NotWritablePrimary", "not primary")
@@ -38,10 +46,6 @@ pub fn repl_state_changed(why: &str) -> DocError {
     )
 }
 
-fn unsupported(msg: String) -> DocError {
-    DocError::with_code(238, "NotImplemented", msg)
-}
-
 /// The command's write concern on a member.
 pub fn acknowledge(cmd: &Document) -> DocResult<Acknowledge> {
     let Some(wc) = cmd.get("writeConcern") else {
@@ -51,7 +55,7 @@ pub fn acknowledge(cmd: &Document) -> DocResult<Acknowledge> {
         return Err(DocError::type_mismatch("writeConcern must be an object"));
     };
     let mut timeout = None;
-    let mut local = false;
+    let mut members = None;
     for (k, v) in wc {
         match (k.as_str(), v) {
             ("w", Bson::String(s)) if s == "majority" => {}
@@ -63,9 +67,9 @@ pub fn acknowledge(cmd: &Document) -> DocResult<Acknowledge> {
                 ))
             }
             ("w", n) => match query::compare::Num::of(n).map(|n| n.as_f64()) {
-                Some(n) if n == 0.0 || n == 1.0 => local = true,
-                Some(n) if n > 1.0 && n.fract() == 0.0 => {
-                    return Err(unsupported(format!("writeConcern w: {n} is not supported yet by flashdoc's replica sets; use w: 1 or w: \"majority\"")))
+                // mongod's limit on w: the most members a set may have.
+                Some(n) if (0.0..=50.0).contains(&n) && n.fract() == 0.0 => {
+                    members = Some(n as usize)
                 }
                 _ => return Err(DocError::failed_to_parse(format!("writeConcern.w: bad value {n}"))),
             },
@@ -81,11 +85,27 @@ pub fn acknowledge(cmd: &Document) -> DocResult<Acknowledge> {
             _ => return Err(DocError::failed_to_parse(format!("writeConcern.{k} is not a write concern field"))),
         }
     }
-    Ok(if local {
-        Acknowledge::Local
-    } else {
-        Acknowledge::Majority(timeout)
+    Ok(match members {
+        Some(0 | 1) => Acknowledge::Local,
+        Some(n) => Acknowledge::Members(n, timeout),
+        None => Acknowledge::Majority(timeout),
     })
+}
+
+/// mongod's refusal of a `w: N` the set can never satisfy, before the write runs.
+fn check_satisfiable(rs: &ReplSet, ack: Acknowledge) -> DocResult<()> {
+    let Acknowledge::Members(n, _) = ack else {
+        return Ok(());
+    };
+    let held_by = rs.member().map_or(1, |j| j.status().members.len());
+    if n > held_by {
+        return Err(DocError::with_code(
+            100,
+            "UnsatisfiableWriteConcern",
+            format!("Not enough data-bearing nodes: w: {n} with {held_by} members"),
+        ));
+    }
+    Ok(())
 }
 
 /// The options that make a `create` or `collMod` a view's or a time-series collection's:
@@ -145,6 +165,7 @@ pub fn admit<'a>(
     if writes && db != "local" {
         refuse_unreplicated(cmd)?;
         let ack = acknowledge(cmd)?;
+        check_satisfiable(rs, ack)?;
         let gate = rs.write_gate().ok_or_else(not_writable_primary)?;
         return Ok(Some((gate, ack)));
     }
@@ -169,8 +190,10 @@ pub fn acknowledged(rs: &ReplSet, gate: WriteGate<'_>, ack: Acknowledge, reply: 
     let shipped = j.ship(&rs.db);
     // Proposed: a step-down need not wait for the majority's answer.
     drop(gate);
-    let Acknowledge::Majority(timeout) = ack else {
-        return;
+    let (w, timeout) = match ack {
+        Acknowledge::Local => return,
+        Acknowledge::Majority(t) => (Bson::from("majority"), t),
+        Acknowledge::Members(n, t) => (Bson::Int64(n as i64), t),
     };
     let pos = match shipped {
         Ok(Some(pos)) => pos,
@@ -181,15 +204,50 @@ pub fn acknowledged(rs: &ReplSet, gate: WriteGate<'_>, ack: Acknowledge, reply: 
         }
     };
     let wait = timeout.unwrap_or(MAJORITY_WAIT_LIMIT);
-    match j.node.run(j.node.wait_committed(pos, wait)) {
+    let waited = match ack {
+        Acknowledge::Members(n, _) => wait_members(&j, pos, n, wait),
+        _ => j.node.run(j.node.wait_committed(pos, wait)),
+    };
+    match waited {
         Ok(()) => {}
         Err(ReplError::Timeout(_)) => {
             reply.insert(
                 "writeConcernError",
-                doc! {"code": 64, "codeName": "WriteConcernTimeout", "errmsg": "waiting for replication timed out", "errInfo": {"wtimeout": true, "writeConcern": {"w": "majority", "wtimeout": wait.as_millis() as i64}}},
+                doc! {"code": 64, "codeName": "WriteConcernTimeout", "errmsg": "waiting for replication timed out", "errInfo": {"wtimeout": true, "writeConcern": {"w": w, "wtimeout": wait.as_millis() as i64}}},
             );
         }
         Err(e) => *reply = crate::reply::error_reply(&repl_state_changed(&e.to_string())),
+    }
+}
+
+/// Waits until `n` members' logs hold the entry at `pos`, as the leader sees their progress
+/// (by Raft's log matching, a member whose log matches the leader's at a later index holds
+/// `pos` too); fails if this member stops leading in `pos`'s term, or after `wait`.
+fn wait_members(
+    j: &super::Joined,
+    pos: repl::LogPosition,
+    n: usize,
+    wait: Duration,
+) -> Result<(), ReplError> {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let status = j.status();
+        if status.role != repl::Role::Primary || status.term != pos.term {
+            return Err(ReplError::NotLeader { leader: None });
+        }
+        let holding = status
+            .members
+            .iter()
+            .filter(|m| m.matched.is_some_and(|p| p.index >= pos.index))
+            .count();
+        if holding >= n {
+            return Ok(());
+        }
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return Err(ReplError::Timeout(wait));
+        }
+        std::thread::sleep(MEMBERS_POLL.min(deadline - now));
     }
 }
 
@@ -211,7 +269,11 @@ mod tests {
             Acknowledge::Majority(Some(Duration::from_millis(250)))
         );
         assert_eq!(wc(doc! {"j": true}).unwrap(), Acknowledge::Majority(None));
-        assert_eq!(wc(doc! {"w": 2}).unwrap_err().code, 238);
+        assert_eq!(
+            wc(doc! {"w": 2, "wtimeout": 100}).unwrap(),
+            Acknowledge::Members(2, Some(Duration::from_millis(100)))
+        );
+        assert_eq!(wc(doc! {"w": 51}).unwrap_err().code, 9);
         assert_eq!(wc(doc! {"w": "dc"}).unwrap_err().code, 79);
         assert_eq!(wc(doc! {"w": -1}).unwrap_err().code, 9);
         assert_eq!(wc(doc! {"wtimeout": -5}).unwrap_err().code, 9);
