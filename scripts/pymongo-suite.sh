@@ -3,6 +3,7 @@
 # `flashdoc serve --setParameter enableTestCommands=1` (issue 35).
 #
 #   scripts/pymongo-suite.sh [FLASHDOC_BIN]      (default: target/debug/flashdoc)
+#   REPLSET=1 scripts/pymongo-suite.sh [FLASHDOC_BIN]   against a three-member replica set
 #
 # Installs, once, under ~/.cache/flashdoc/ (or $FLASHDOC_CACHE): a virtual environment with
 # pymongo==4.20.0, pytest and pytest-asyncio, and pymongo 4.20.0's source distribution,
@@ -18,12 +19,16 @@ VERSION=4.20.0
 CACHE=${FLASHDOC_CACHE:-$HOME/.cache/flashdoc}/pymongo-$VERSION
 VENV=$CACHE/venv
 SRC=$CACHE/pymongo-$VERSION
-EXPECTED=$ROOT/tests/pymongo-suite/expected-failures.txt
-OUT=$ROOT/target/pymongo-suite
-FILES="binary bulk change_stream collation collection collection_management command_logging
+# REPLSET=1: against a three-member replica set instead of a standalone, with its own list
+# of expected failures and its own output files.
+REPLSET=${REPLSET:-}
+EXPECTED=$ROOT/tests/pymongo-suite/expected-failures${REPLSET:+-replset}.txt
+OUT=$ROOT/target/pymongo-suite${REPLSET:+-replset}
+# PYMONGO_FILES="change_stream cursor": only these files (the verdict then covers only them).
+FILES=${PYMONGO_FILES:-"binary bulk change_stream collation collection collection_management command_logging
   command_monitoring comment common crud_unified crud_v1 cursor custom_types database decimal128
   examples logger operations raw_bson read_concern read_preferences results run_command
-  transactions_unified versioned_api versioned_api_integration write_concern"
+  transactions_unified versioned_api versioned_api_integration write_concern"}
 
 mkdir -p "$CACHE" "$ROOT/target"
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import pymongo, pytest, pytest_asyncio; assert pymongo.version == '$VERSION'" 2>/dev/null; then
@@ -39,16 +44,43 @@ if [ ! -f "$SRC/test/__init__.py" ]; then
   tar -xzf "$CACHE/sdist/pymongo-$VERSION.tar.gz" -C "$CACHE"
 fi
 
-PORT=$("$VENV/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+free_port() {
+  "$VENV/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
 DB=$(mktemp -d "${TMPDIR:-/tmp}/flashdoc-pymongo.XXXXXX")
-"$BIN" serve --dbpath "$DB" --port "$PORT" --setParameter enableTestCommands=1 >"$OUT.server.log" 2>&1 &
-SERVER=$!
-trap 'kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; rm -rf "$DB"' EXIT
-for _ in $(seq 1 100); do
-  grep -q "waiting for connections" "$OUT.server.log" && break
-  kill -0 "$SERVER" 2>/dev/null || { cat "$OUT.server.log"; echo "flashdoc serve did not start" >&2; exit 1; }
-  sleep 0.1
-done
+SERVERS=()
+trap 'kill "${SERVERS[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$DB"' EXIT
+# start_server N [ARGS...]: a `flashdoc serve` on a free port, data in $DB/N, log in
+# $OUT.server.N.log; sets PORT.
+start_server() {
+  local n=$1; shift
+  PORT=$(free_port)
+  mkdir -p "$DB/$n"
+  "$BIN" serve --dbpath "$DB/$n" --port "$PORT" --setParameter enableTestCommands=1 "$@" \
+    >"$OUT.server.$n.log" 2>&1 &
+  SERVERS+=($!)
+  for _ in $(seq 1 100); do
+    grep -q "waiting for connections" "$OUT.server.$n.log" && return 0
+    kill -0 "${SERVERS[-1]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat "$OUT.server.$n.log"; echo "flashdoc serve did not start" >&2; exit 1
+}
+
+if [ -n "$REPLSET" ]; then
+  # Three members of set rs0 (small caches, as the e2e tests run them), initiated from the
+  # first; the suite connects to the first and finds the set from its hello.
+  PORTS=()
+  printf 'storage:\n  wiredTiger:\n    engineConfig:\n      cacheSizeGB: 0.25\n' >"$DB/member.conf"
+  for n in 0 1 2; do
+    start_server "$n" --replSet rs0 -f "$DB/member.conf"
+    PORTS+=("$PORT")
+  done
+  "$VENV/bin/python" "$ROOT/tests/pymongo-suite/initiate.py" "${PORTS[@]}"
+  PORT=${PORTS[0]}
+else
+  start_server 0
+fi
 
 ARGS=()
 for f in $FILES; do ARGS+=("test/test_$f.py"); done
