@@ -17,6 +17,7 @@ pub mod oplog;
 pub mod partial;
 pub mod planner;
 pub mod scope;
+mod tail;
 pub mod validation;
 pub use config::{DocDbConfig, StorageSettings};
 pub use cursor::DocCursor;

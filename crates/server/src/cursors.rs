@@ -9,6 +9,9 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+/// A change stream's resume token, updated as the stream is read.
+pub type ResumeToken = std::sync::Arc<Mutex<bson::Document>>;
+
 pub struct CursorEntry {
     pub ns: String,
     pub cursor: DocCursor,
@@ -25,7 +28,7 @@ pub struct CursorEntry {
     /// nobody was.
     pub owner: Vec<(String, String)>,
     /// A change stream's position (`postBatchResumeToken`).
-    pub resume_token: Option<crate::commands::ResumeToken>,
+    pub resume_token: Option<ResumeToken>,
     last_used: Instant,
 }
 

@@ -7,7 +7,7 @@
 //! keeps it as a tailable, awaitData cursor. See docs/replication.md, "Change streams".
 
 use super::{ts_of, ts_u64, Oplog};
-use crate::cursor::TailSignal;
+use crate::tail::TailSignal;
 use bson::{doc, Bson, Document, Timestamp};
 use parking_lot::Mutex;
 use query::error::{DocError, DocResult};

@@ -295,7 +295,7 @@ pub struct Oplog {
     term: AtomicI64,
     tail: Mutex<Tail>,
     /// Told of every append: a change stream's awaitData getMore sleeps on it.
-    signal: Arc<crate::cursor::TailSignal>,
+    signal: Arc<crate::tail::TailSignal>,
 }
 
 impl std::fmt::Debug for Oplog {

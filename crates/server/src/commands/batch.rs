@@ -3,7 +3,7 @@
 
 use super::args::{batch_size, get_doc};
 use super::fields::check_fields;
-use crate::cursors::CursorEntry;
+use crate::cursors::{CursorEntry, ResumeToken};
 use crate::state::ServerState;
 use bson::{doc, Bson, Document};
 use docdb::{DocCursor, DocResult, Interrupt};
@@ -25,9 +25,6 @@ pub(crate) struct CursorOpts {
     /// A change stream's position, sent with every batch as `postBatchResumeToken`.
     pub resume_token: Option<ResumeToken>,
 }
-
-/// A change stream's resume token, updated as the stream is read.
-pub(crate) type ResumeToken = Arc<parking_lot::Mutex<Document>>;
 
 /// Adds a change stream's `postBatchResumeToken` to a cursor reply.
 pub(crate) fn with_resume_token(mut reply: Document, token: Option<&ResumeToken>) -> Document {

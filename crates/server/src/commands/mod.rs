@@ -24,7 +24,6 @@ mod users;
 mod tests;
 
 pub use crate::build_info::{hostname, VERSION};
-pub(crate) use batch::ResumeToken;
 pub use fields::GENERIC_FIELDS;
 pub use table::names as command_names;
 
