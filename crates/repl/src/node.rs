@@ -666,6 +666,14 @@ impl ReplNode {
         }
     }
 
+    /// Stops openraft while other handles to this node may still be out (a command waiting
+    /// on it): from here the node writes nothing more to its tables, so another node may be
+    /// started on them (a rollback's restart). The runtime goes with the last handle.
+    pub fn halt(&self) {
+        let raft = self.inner.raft.clone();
+        let _ = self.run(async move { raft.shutdown().await });
+    }
+
     /// Stops the member: openraft, then the runtime. What it wrote durably stays in the engine
     /// for a restart ([`ReplNode::start`] on the same engine).
     pub fn shutdown(mut self) {

@@ -102,6 +102,19 @@ impl StateMachine {
     }
 }
 
+/// Forgets what the state machine applied, while no member runs on `kv`: the next start
+/// applies the committed log again from its first entry, and finds the membership in it (a
+/// rollback rebuilds the applier's state that way; docs/replication.md, "Rollback"). Synced.
+pub fn forget_applied(kv: &dyn engine::KvEngine) -> crate::Result<()> {
+    let Some(meta) = kv.table_id(crate::store::META_TABLE) else {
+        return Ok(());
+    };
+    let mut batch = WriteBatch::new();
+    batch.delete(meta, RECORD_KEY);
+    kv.write(&batch, WriteOptions { sync: true })?;
+    Ok(())
+}
+
 /// Stores a snapshot (metadata and bytes) in the snapshot table, replacing the previous one.
 fn store_snapshot(
     shared: &Shared,

@@ -143,6 +143,39 @@ impl Shared {
     }
 }
 
+/// The data of the log's normal entries after `index`, oldest first, read straight from the
+/// engine while no member runs on it (a rollback finds what of its oplog the log still holds).
+pub fn entries_after(kv: &dyn KvEngine, index: u64) -> crate::Result<Vec<Vec<u8>>> {
+    let Some(log) = kv.table_id(LOG_TABLE) else {
+        return Ok(Vec::new());
+    };
+    let from = Bound::Excluded(index.to_be_bytes().to_vec());
+    let mut out = Vec::new();
+    for kv in kv.scan(log, from, Bound::Unbounded, Direction::Forward)? {
+        let entry: Entry = decode(&kv?.1).map_err(se)?;
+        if let openraft::EntryPayload::Normal(p) = entry.payload {
+            out.push(p.data);
+        }
+    }
+    Ok(out)
+}
+
+/// The last log position purged (the log holds nothing at or before it), read while no
+/// member runs on the engine: a member whose log starts after index 1 cannot rebuild its
+/// state from the log alone.
+pub fn purged_position(kv: &dyn KvEngine) -> crate::Result<Option<LogPosition>> {
+    let Some(meta) = kv.table_id(META_TABLE) else {
+        return Ok(None);
+    };
+    match kv.get(meta, PURGED_KEY)? {
+        None => Ok(None),
+        Some(v) => {
+            let purged: Option<LogId> = decode(&v).map_err(se)?;
+            Ok(purged.map(|p| LogPosition::from_log_id(&p)))
+        }
+    }
+}
+
 /// The log store openraft drives; clones share the same tables (the reader openraft asks for
 /// is a clone).
 #[derive(Clone)]

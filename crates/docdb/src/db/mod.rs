@@ -11,6 +11,7 @@ mod oplog_apply;
 mod pipeline;
 mod read;
 mod repair;
+mod rollback;
 mod statements;
 mod stats;
 mod timeseries;

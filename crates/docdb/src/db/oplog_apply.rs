@@ -147,7 +147,7 @@ impl DocDb {
     }
 
     /// The stored document with this `_id`, if any.
-    fn doc_by_id(&self, c: &Coll, id: &Bson) -> DocResult<Option<Document>> {
+    pub(super) fn doc_by_id(&self, c: &Coll, id: &Bson) -> DocResult<Option<Document>> {
         let q = FindQuery {
             filter: by_id(id),
             hint: Some(Bson::String("_id_".into())),

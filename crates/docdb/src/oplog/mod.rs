@@ -17,7 +17,7 @@ mod tests;
 
 use crate::storage_error;
 use bson::{doc, Bson, Document, Timestamp, Uuid};
-use engine::{Direction, KvEngine, TableConfig, TableId, WriteBatch};
+use engine::{Direction, KvEngine, TableConfig, TableId, WriteBatch, WriteOptions};
 use parking_lot::Mutex;
 use query::error::{DocError, DocResult};
 use std::cell::RefCell;
@@ -346,6 +346,22 @@ impl Oplog {
     /// The `ts` of the newest entry (`Timestamp(0, 0)` when empty).
     pub fn last_ts(&self) -> Timestamp {
         ts_of(self.tail.lock().last)
+    }
+
+    /// Removes every entry and sets the clock back to before the first (a rollback's reset:
+    /// the member rebuilds its oplog from the replicated log). One batch, synced: a crash
+    /// leaves the oplog whole or empty, and running it again finishes it.
+    pub(crate) fn clear(&self) -> DocResult<()> {
+        let mut tail = self.tail.lock();
+        let mut batch = WriteBatch::new();
+        for kv in self.engine.scan_all(self.table).map_err(storage_error)? {
+            batch.delete(self.table, kv.map_err(storage_error)?.0);
+        }
+        self.engine
+            .write(&batch, WriteOptions { sync: true })
+            .map_err(storage_error)?;
+        *tail = Tail::default();
+        Ok(())
     }
 
     /// (entries, bytes) held.

@@ -23,14 +23,26 @@ pub fn ts_u64(ts: Timestamp) -> u64 {
     (u64::from(ts.time) << 32) | u64::from(ts.increment)
 }
 
-/// What the applier keeps durable beside the data: the last Raft position applied, and the
+/// The timestamp of an ordered number ([`ts_u64`]'s inverse).
+pub fn ts_of(v: u64) -> Timestamp {
+    Timestamp {
+        time: (v >> 32) as u32,
+        increment: v as u32,
+    }
+}
+
+/// What the applier keeps durable beside the data: the last Raft position applied, the
 /// newest oplog `ts` Raft accounts for (applied from the log, or proposed to it by this member
-/// as primary). The local oplog never holds more than that unless a write is on its way to
-/// the log; if it does otherwise, the member holds writes no majority may have.
+/// as primary), and the newest `ts` of a committed entry applied (or found here already). The
+/// local oplog never holds more than `accounted_ts` unless a write is on its way to the log;
+/// if it does otherwise, the member holds writes no majority may have. What it holds past
+/// `applied_ts` is this member's own, not yet known committed: a rollback's candidates.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
     pub applied: Option<LogPosition>,
     pub accounted_ts: u64,
+    #[serde(default)]
+    pub applied_ts: u64,
 }
 
 const RECORD_KEY: &[u8] = b"record";
@@ -39,7 +51,7 @@ const TABLE: &str = "repl.applier";
 /// than an oplog entry: `{replSetConfig: <config>}`.
 pub const CONFIG_ENTRY: &str = "replSetConfig";
 
-/// Why the member stopped serving data, once it has (never cleared while the process runs).
+/// Why the member stopped serving data, once it has, until a rollback clears it.
 #[derive(Default)]
 pub struct Divergence {
     reason: Mutex<Option<String>>,
@@ -53,13 +65,30 @@ impl Divergence {
     pub fn diverge(&self, why: String) {
         let mut r = self.reason.lock();
         if r.is_none() {
-            crate::log::error(
+            crate::log::warn(
                 "REPL",
-                &format!("{why}: this member refuses reads and writes until it is resynced (rollback is not available yet; docs/replication.md)"),
+                &format!("{why}: this member refuses reads and writes and rolls back (docs/replication.md, \"Rollback\")"),
             );
             *r = Some(why);
         }
     }
+    /// The member rolled back: it holds nothing the set does not have.
+    pub fn clear(&self) {
+        *self.reason.lock() = None;
+    }
+}
+
+/// Sets the applier's record back to nothing applied, while no member runs on `kv` (a
+/// rollback's reset). Synced.
+pub fn forget(kv: &dyn KvEngine) -> Result<(), String> {
+    let Some(table) = kv.table_id(TABLE) else {
+        return Ok(());
+    };
+    let mut b = WriteBatch::new();
+    let bytes = serde_json::to_vec(&Record::default()).map_err(|e| e.to_string())?;
+    b.put(table, RECORD_KEY, bytes);
+    kv.write(&b, WriteOptions { sync: true })
+        .map_err(|e| e.to_string())
 }
 
 pub struct DocApplier {
@@ -70,8 +99,6 @@ pub struct DocApplier {
     /// an entry in the oplog that the record does not yet account for.
     record: Mutex<Record>,
     pub divergence: Arc<Divergence>,
-    /// The highest log index this member proposed as primary (0: none).
-    shipped_index: Mutex<u64>,
     /// Where a configuration entry goes (none in the unit tests).
     config: Option<Arc<super::SetConfig>>,
 }
@@ -102,7 +129,6 @@ impl DocApplier {
             table,
             record: Mutex::new(record),
             divergence,
-            shipped_index: Mutex::new(0),
             config: None,
         };
         let local = ts_u64(applier.oplog_last_ts());
@@ -162,10 +188,19 @@ impl DocApplier {
         self.save(&r)
     }
 
-    /// This member proposed an entry at `pos` (as primary).
-    pub fn shipped(&self, pos: LogPosition) {
-        let mut shipped = self.shipped_index.lock();
-        *shipped = (*shipped).max(pos.index);
+    /// The durable record as it stands (what a rollback starts from).
+    pub fn record(&self) -> Record {
+        *self.record.lock()
+    }
+
+    /// Whether the oplog holds the entry `entry` itself (by `ts`, then content).
+    fn holds(&self, entry: &Document, ts: Timestamp) -> Result<bool, BoxError> {
+        let Some(oplog) = self.db.oplog() else {
+            return Ok(false);
+        };
+        let before = ts_of(ts_u64(ts).saturating_sub(1));
+        let found = oplog.entries_after(before, 1, usize::MAX).map_err(boxed)?;
+        Ok(found.first() == Some(entry))
     }
 
     /// Checks that the oplog holds nothing Raft does not account for, when no write of this
@@ -181,23 +216,29 @@ impl DocApplier {
         }
     }
 
+    /// Applies one committed oplog entry, unless it is here already. An entry that is not
+    /// this member's own arriving while the oplog holds own entries not yet committed means
+    /// those were not committed before it and never will be: the member diverged (its log
+    /// follows the leader's, so whatever of its own survived came before this entry).
     fn apply_entry(&self, r: &mut Record, entry: &Document) -> Result<(), BoxError> {
         let ts = entry.get_timestamp("ts").map_err(boxed)?;
         let local = self.oplog_last_ts();
-        if ts_u64(ts) > r.accounted_ts && ts_u64(local) > r.accounted_ts {
+        let own_pending = ts_u64(local) > r.applied_ts;
+        let here = ts_u64(ts) <= ts_u64(local) && (!own_pending || self.holds(entry, ts)?);
+        if own_pending && !here && self.divergence.reason().is_none() {
             self.divergence.diverge(format!(
-                "an entry of another primary ({ts:?}) arrived while this member's oplog holds writes never proposed to the set (up to {local:?})"
+                "an entry of another primary ({ts:?}) was committed while this member's oplog holds writes of its own the set never committed (up to {local:?})"
             ));
         }
         if self.divergence.reason().is_some() {
             return Ok(());
         }
         // Already here: this member wrote it as primary, or applied it before a restart.
-        if ts_u64(ts) <= ts_u64(local) {
-            return Ok(());
+        if !here {
+            self.db.apply_oplog_entry(entry).map_err(boxed)?;
         }
-        self.db.apply_oplog_entry(entry).map_err(boxed)?;
         r.accounted_ts = r.accounted_ts.max(ts_u64(ts));
+        r.applied_ts = r.applied_ts.max(ts_u64(ts));
         Ok(())
     }
 }
@@ -236,10 +277,15 @@ impl Applier for DocApplier {
     }
 
     fn log_truncated(&self, from: LogPosition) {
-        let shipped = *self.shipped_index.lock();
-        if shipped >= from.index {
+        // The log's entries from `from` on were never committed; if this member holds writes
+        // of its own not yet committed, some may have gone with them (the rollback finds
+        // which: those the log no longer holds).
+        let r = self.record.lock();
+        let local = ts_u64(self.oplog_last_ts());
+        if local > r.applied_ts {
             self.divergence.diverge(format!(
-                "entries this member wrote as primary (up to index {shipped}) were never replicated to a majority and were removed from the log from {from} on"
+                "the log's entries from {from} on were removed while this member's oplog holds writes of its own up to {local:#x} not yet committed (committed up to {:#x})",
+                r.applied_ts
             ));
         }
     }
@@ -339,18 +385,39 @@ mod tests {
             // Committed and applied before the proposal returned: still the primary's own.
             applier.proposing(ts(e)).unwrap();
             applier.apply(pos(i as u64 + 1), &bytes(e)).unwrap();
-            applier.shipped(pos(i as u64 + 1));
         }
         assert_eq!((count(&primary), entries(&primary)), (2, log.clone()));
         applier.check_accounted();
         applier.log_truncated(pos(log.len() as u64 + 1));
         assert!(
             applier.divergence.reason().is_none(),
-            "nothing of ours removed"
+            "everything of ours is committed"
         );
-        applier.log_truncated(pos(log.len() as u64));
+        // A write proposed but not committed, then the log loses its tail.
+        let more = write(&primary, &[3]);
+        applier.proposing(ts(more.last().unwrap())).unwrap();
+        applier.check_accounted();
+        assert!(applier.divergence.reason().is_none(), "on its way");
+        applier.log_truncated(pos(log.len() as u64 + 1));
         let why = applier.divergence.reason().expect("diverged");
-        assert!(why.contains("never replicated"), "{why}");
+        assert!(why.contains("not yet committed"), "{why}");
+    }
+
+    #[test]
+    fn an_entry_of_another_primary_at_an_earlier_ts_is_not_taken_for_ours() {
+        // A deposed primary whose own write is not committed, and the new primary's entry
+        // with a ts at or before it (clocks): it is not this member's, so the member diverged.
+        let deposed = member();
+        let applier = DocApplier::open(deposed.clone(), Arc::default()).unwrap();
+        let other = write(&member(), &[7]);
+        let own = write(&deposed, &[1]);
+        for e in &own {
+            applier.proposing(ts(e)).unwrap();
+        }
+        assert!(ts_u64(ts(&other[0])) <= ts_u64(ts(own.last().unwrap())));
+        applier.apply(pos(1), &bytes(&other[0])).unwrap();
+        let why = applier.divergence.reason().expect("diverged");
+        assert!(why.contains("another primary"), "{why}");
     }
 
     #[test]
@@ -393,7 +460,9 @@ mod tests {
     }
 
     #[test]
-    fn writes_never_proposed_make_the_member_refuse_service() {
+    fn writes_never_proposed_make_the_member_diverge() {
+        // Diverged, the member rolls back (rollback.rs's tests; the old behaviour was to
+        // refuse service until resynced by hand).
         // At start: the oplog holds entries the record does not account for.
         let crashed = member();
         write(&crashed, &[1]);

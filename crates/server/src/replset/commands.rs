@@ -310,7 +310,12 @@ pub fn get_config(member: Option<&Arc<ReplSet>>) -> DocResult<Document> {
 /// `replSetGetStatus`.
 pub fn get_status(member: Option<&Arc<ReplSet>>) -> DocResult<Document> {
     let rs = replset(member)?;
-    let j = rs.member().ok_or_else(not_yet_initialized)?;
+    let Some(j) = rs.member() else {
+        return match rs.rollback_config() {
+            Some(config) => rollback_status(rs, &config),
+            None => Err(not_yet_initialized()),
+        };
+    };
     let status = j.status();
     let ((last, t), (majority, mt)) = write_times(rs, &j, &status);
     let config = j.config.get();
@@ -329,9 +334,34 @@ pub fn get_status(member: Option<&Arc<ReplSet>>) -> DocResult<Document> {
     })
 }
 
+/// `replSetGetStatus` while a rollback in place has the Raft member stopped: this member in
+/// state 9 (ROLLBACK), the others unknown to it.
+fn rollback_status(rs: &ReplSet, set_config: &super::SetConfig) -> DocResult<Document> {
+    let (me, config) = (Some(set_config.id), set_config.get());
+    let members: Vec<Bson> = set_config::members_of(&config)?
+        .iter()
+        .map(|m| {
+            let (state, name) = if Some(m.id) == me {
+                (9, "ROLLBACK")
+            } else {
+                (6, "UNKNOWN")
+            };
+            Bson::Document(
+                doc! {"_id": m.id as i32, "name": m.addr.clone(), "state": state, "stateStr": name},
+            )
+        })
+        .collect();
+    Ok(
+        doc! {"set": rs.name.clone(), "date": bson::DateTime::now(), "myState": 9, "members": members},
+    )
+}
+
 /// mongod's member state number: 1 primary, 2 secondary, 0 startup, 3 recovering (a member
-/// that holds unreplicated writes).
+/// that holds unreplicated writes), 9 rollback.
 fn my_state(rs: &ReplSet, status: &Status) -> i32 {
+    if rs.rolling_back() {
+        return 9;
+    }
     if rs.diverged().is_some() {
         return 3;
     }
@@ -362,6 +392,7 @@ fn member_status(rs: &ReplSet, j: &Joined, status: &Status, m: &repl::Member) ->
         1 => "PRIMARY",
         2 => "SECONDARY",
         3 => "RECOVERING",
+        9 => "ROLLBACK",
         8 => "(not reachable/healthy)",
         _ => "STARTUP",
     };

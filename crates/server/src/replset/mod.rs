@@ -10,6 +10,7 @@ pub mod commands;
 pub mod concern;
 pub mod config;
 pub mod control;
+pub mod rollback;
 pub mod wire;
 
 use applier::{Divergence, DocApplier};
@@ -29,7 +30,8 @@ use wire::WireTransport;
 const STATE_FILE: &str = "replset.bson";
 
 /// How often the member's background task proposes writes made outside a command (the TTL
-/// monitor's deletes) and checks that a former primary holds nothing unreplicated.
+/// monitor's deletes), checks that a former primary holds nothing unreplicated, and rolls a
+/// diverged member back.
 const WATCH_EVERY: Duration = Duration::from_millis(200);
 
 /// The part of the set that exists once it is initiated: the Raft member and its applier.
@@ -148,6 +150,12 @@ pub struct ReplSet {
     gate: RwLock<()>,
     /// A step-down is under way: writes are refused (NotWritablePrimary), as in mongod.
     stepping_down: AtomicBool,
+    /// A rollback in place is under way (state 9, ROLLBACK): the configuration of the member
+    /// it stopped, which it starts again afterwards.
+    rolling_back: Mutex<Option<Arc<SetConfig>>>,
+    /// A rollback was refused or failed: the member refuses service until it is resynced (or
+    /// restarted, which finishes an interrupted reset).
+    rollback_failed: AtomicBool,
 }
 
 /// A write's licence, from its admission until its oplog entries are proposed: a step-down
@@ -196,7 +204,10 @@ impl ReplSet {
             starting: Mutex::new(()),
             gate: RwLock::new(()),
             stepping_down: AtomicBool::new(false),
+            rolling_back: Mutex::new(None),
+            rollback_failed: AtomicBool::new(false),
         });
+        rollback::finish_interrupted(&rs.db, &rs.dir)?;
         if let Some((id, config)) = rs.load_state()? {
             rs.start_member(id, config)
                 .map_err(|e| format!("restarting the replica-set member: {}", e.message))?;
@@ -299,9 +310,23 @@ impl ReplSet {
             .map_err(|e| control::step_down_error(&e, catch_up))
     }
 
-    /// Why this member refuses reads and writes, if it does.
+    /// Why this member refuses reads and writes, if it does: it holds writes the set does
+    /// not have, or is rolling back.
     pub fn diverged(&self) -> Option<String> {
+        if self.rolling_back() {
+            return Some("this member is rolling back".into());
+        }
         self.divergence.reason()
+    }
+
+    /// Whether a rollback in place is under way (mongod's ROLLBACK state).
+    pub fn rolling_back(&self) -> bool {
+        self.rolling_back.lock().is_some()
+    }
+
+    /// The set's configuration while a rollback in place has the member stopped.
+    pub fn rollback_config(&self) -> Option<Arc<SetConfig>> {
+        self.rolling_back.lock().clone()
     }
 
     /// Whether `host` (`name:port`) names this server.
@@ -340,10 +365,7 @@ impl ReplSet {
     fn start_member(&self, id: u64, config: Document) -> DocResult<Arc<Joined>> {
         let node_cfg = config::node_config(id, &config)?;
         let set_config = Arc::new(SetConfig::new(self.dir.clone(), id, config));
-        let applier = DocApplier::open(self.db.clone(), self.divergence.clone())
-            .map_err(repl_err)?
-            .with_config(set_config.clone());
-        let applier = Arc::new(applier);
+        let applier = Arc::new(self.open_applier()?.with_config(set_config.clone()));
         let (kv, app, transport) = (
             self.db.engine().clone(),
             applier.clone() as Arc<dyn repl::Applier>,
@@ -369,22 +391,82 @@ impl ReplSet {
         Ok(joined)
     }
 
+    /// The applier on this member's data; a member that restarted diverged (its oplog
+    /// holds writes never proposed) rolls back first, before its Raft member starts.
+    fn open_applier(&self) -> DocResult<DocApplier> {
+        let applier =
+            DocApplier::open(self.db.clone(), self.divergence.clone()).map_err(repl_err)?;
+        if self.divergence.reason().is_none() {
+            return Ok(applier);
+        }
+        match rollback::roll_back(&self.db, &self.dir, &applier.record()) {
+            Ok(()) => {
+                self.divergence.clear();
+                DocApplier::open(self.db.clone(), self.divergence.clone()).map_err(repl_err)
+            }
+            Err(why) => {
+                self.refuse_rollback(&why);
+                Ok(applier)
+            }
+        }
+    }
+
+    fn refuse_rollback(&self, why: &str) {
+        self.rollback_failed.store(true, Ordering::Release);
+        crate::log::error(
+            "ROLLBACK",
+            &format!("cannot roll back: {why}; this member refuses reads and writes"),
+        );
+    }
+
+    /// Rolls a diverged member back without the process exiting: stops its Raft member,
+    /// writes are held off (the write gate, exclusively), the rollback runs, and the Raft
+    /// member starts again on the same storage, applying the committed log from its start.
+    fn roll_back_in_place(&self) {
+        if let Some(why) = rollback::refusal(&self.db) {
+            return self.refuse_rollback(&why);
+        }
+        let _writes = self.gate.write();
+        let Some(joined) = self.member.write().take() else {
+            return;
+        };
+        *self.rolling_back.lock() = Some(joined.config.clone());
+        let (id, config) = (joined.id, joined.config.get());
+        joined.node.halt();
+        let record = joined.applier.record();
+        stop_member(joined);
+        match rollback::roll_back(&self.db, &self.dir, &record) {
+            Ok(()) => self.divergence.clear(),
+            Err(why) => self.refuse_rollback(&why),
+        }
+        if !self.stop.load(Ordering::Acquire) && !self.rollback_failed.load(Ordering::Acquire) {
+            if let Err(e) = self.start_member(id, config) {
+                self.refuse_rollback(&format!("restarting the member: {}", e.message));
+            }
+        }
+        *self.rolling_back.lock() = None;
+    }
+
     /// Stops the Raft member (before the database shuts down). Call outside any runtime.
     pub fn shutdown(&self) {
         self.stop.store(true, Ordering::Release);
-        let Some(mut j) = self.member.write().take() else {
-            return;
-        };
-        // A command or the background task may hold it a moment longer.
-        for _ in 0..100 {
-            match Arc::try_unwrap(j) {
-                Ok(joined) => return joined.node.shutdown(),
-                Err(still) => j = still,
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if let Some(j) = self.member.write().take() {
+            stop_member(j);
         }
-        crate::log::warn("REPL", "the Raft member is still in use at shutdown");
     }
+}
+
+/// Shuts the member's Raft node down once no one else holds it: a command or the background
+/// task may hold it a moment longer.
+fn stop_member(mut j: Arc<Joined>) {
+    for _ in 0..100 {
+        match Arc::try_unwrap(j) {
+            Ok(joined) => return joined.node.shutdown(),
+            Err(still) => j = still,
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    crate::log::warn("REPL", "the Raft member is still in use as it stops");
 }
 
 impl Joined {
@@ -441,7 +523,6 @@ impl Joined {
                         ));
                         concern::repl_state_changed(&e.to_string())
                     })?;
-                self.applier.shipped(pos);
                 s.after = ts;
                 s.last = Some((pos, ts));
                 s.pending.push_back((pos, ts));
@@ -503,14 +584,18 @@ where
     .flatten()
 }
 
-/// The member's background task: proposes what the primary wrote outside commands, and finds
-/// a former primary that holds writes the set never got.
+/// The member's background task: proposes what the primary wrote outside commands, finds
+/// a former primary that holds writes the set never got, and rolls a diverged member back.
 fn watch(rs: std::sync::Weak<ReplSet>, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::Acquire) {
         std::thread::sleep(WATCH_EVERY);
         let Some(rs) = rs.upgrade() else { return };
         let Some(j) = rs.member() else { continue };
         if rs.diverged().is_some() {
+            drop(j);
+            if !rs.rollback_failed.load(Ordering::Acquire) {
+                rs.roll_back_in_place();
+            }
             continue;
         }
         if rs.as_primary(|| ()).is_none() && j.status().role != Role::Primary {
