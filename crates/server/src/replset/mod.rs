@@ -10,6 +10,7 @@ pub mod commands;
 pub mod concern;
 pub mod config;
 pub mod control;
+pub mod retry;
 pub mod wire;
 
 use applier::{Divergence, DocApplier};
@@ -148,6 +149,8 @@ pub struct ReplSet {
     gate: RwLock<()>,
     /// A step-down is under way: writes are refused (NotWritablePrimary), as in mongod.
     stepping_down: AtomicBool,
+    /// The sessions whose retryable writes are running (`retry`).
+    pub checkouts: retry::Checkouts,
 }
 
 /// A write's licence, from its admission until its oplog entries are proposed: a step-down
@@ -196,6 +199,7 @@ impl ReplSet {
             starting: Mutex::new(()),
             gate: RwLock::new(()),
             stepping_down: AtomicBool::new(false),
+            checkouts: retry::Checkouts::default(),
         });
         if let Some((id, config)) = rs.load_state()? {
             rs.start_member(id, config)
