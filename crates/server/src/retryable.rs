@@ -288,34 +288,127 @@ impl MergedReplies {
     }
 }
 
+/// Statement `s`'s reply: from its record if `lookup` finds one, else from `run_one`.
+fn answer(
+    kind: WriteKind,
+    s: &Statement,
+    lookup: &mut impl FnMut(i32) -> DocResult<Option<StatementRecord>>,
+    run_one: &mut impl FnMut(&Statement) -> Document,
+) -> Document {
+    match lookup(s.stmt_id) {
+        Ok(Some(rec)) => {
+            recorded_reply(kind, &s.cmd, &rec).unwrap_or_else(|e| crate::reply::error_reply(&e))
+        }
+        Ok(None) => run_one(s),
+        Err(e) => crate::reply::error_reply(&e),
+    }
+}
+
 /// Runs a split retryable write: each statement `lookup` finds a record of is answered from
 /// it; the others go to `run_one` (which runs the one-statement command and records it).
-/// An ordered write stops at its first failed statement.
+/// An ordered write stops at its first failed statement. A command error (`ok: 0`) of the
+/// first statement is the command's, as it would be unsplit (a driver retries on it); one of
+/// a later statement is that statement's write error, after those that ran.
 pub fn run_statements(
     split: &Split,
     mut lookup: impl FnMut(i32) -> DocResult<Option<StatementRecord>>,
     mut run_one: impl FnMut(&Statement) -> Document,
 ) -> Document {
-    let answer = |s: &Statement,
-                  lookup: &mut dyn FnMut(i32) -> DocResult<Option<StatementRecord>>,
-                  run_one: &mut dyn FnMut(&Statement) -> Document| {
-        match lookup(s.stmt_id) {
-            Ok(Some(rec)) => recorded_reply(split.kind, &s.cmd, &rec)
-                .unwrap_or_else(|e| crate::reply::error_reply(&e)),
-            Ok(None) => run_one(s),
-            Err(e) => crate::reply::error_reply(&e),
-        }
-    };
     if let WriteKind::FindAndModify(_) = split.kind {
         let s = &split.statements[0];
-        return answer(s, &mut lookup, &mut run_one);
+        return answer(split.kind, s, &mut lookup, &mut run_one);
     }
     let mut merged = MergedReplies::default();
     for (i, s) in split.statements.iter().enumerate() {
-        let reply = answer(s, &mut lookup, &mut run_one);
+        let reply = answer(split.kind, s, &mut lookup, &mut run_one);
+        if i == 0 && !is_ok(&reply) {
+            return reply;
+        }
         if merged.add(i, &reply) && split.ordered {
             break;
         }
     }
     merged.reply(split.kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(op: &str, image: Option<(RetryImage, Document)>) -> StatementRecord {
+        StatementRecord {
+            txn_number: 1,
+            stmt_id: 0,
+            ts: None,
+            op: op.to_string(),
+            id: Bson::Int32(7),
+            image,
+        }
+    }
+
+    #[test]
+    fn a_command_splits_into_its_statements_without_the_session_fields() {
+        let cmd = doc! {"insert": "c", "documents": [{"_id": 1}, {"_id": 2}], "ordered": false, "txnNumber": 3_i64, "stmtIds": [5, 9]};
+        let split = split("insert", &cmd).unwrap();
+        assert_eq!((split.kind, split.ordered), (WriteKind::Insert, false));
+        let ids: Vec<i32> = split.statements.iter().map(|s| s.stmt_id).collect();
+        assert_eq!(ids, [5, 9]);
+        assert_eq!(
+            split.statements[1].cmd,
+            doc! {"insert": "c", "documents": [{"_id": 2}], "ordered": false}
+        );
+        let fam = doc! {"findAndModify": "c", "remove": true, "new": true, "txnNumber": 3_i64};
+        let split = super::split("findAndModify", &fam).unwrap();
+        assert_eq!(split.kind, WriteKind::FindAndModify(RetryImage::Pre));
+        assert_eq!(split.statements[0].stmt_id, 0);
+    }
+
+    #[test]
+    fn a_reply_is_rebuilt_from_its_record() {
+        let upsert = recorded_reply(WriteKind::Update, &doc! {}, &record("i", None)).unwrap();
+        assert_eq!(
+            upsert.get_array("upserted").unwrap()[0],
+            Bson::Document(doc! {"index": 0, "_id": 7})
+        );
+        let image = doc! {"_id": 7, "a": 1, "b": 2};
+        let rec = record("u", Some((RetryImage::Post, image)));
+        let cmd = doc! {"findAndModify": "c", "fields": {"a": 1}};
+        let fam = recorded_reply(WriteKind::FindAndModify(RetryImage::Post), &cmd, &rec).unwrap();
+        assert_eq!(fam.get_document("value").unwrap(), &doc! {"_id": 7, "a": 1});
+        assert_eq!(
+            fam.get_document("lastErrorObject").unwrap(),
+            &doc! {"n": 1, "updatedExisting": true}
+        );
+    }
+
+    #[test]
+    fn an_ordered_write_stops_at_its_first_failed_statement() {
+        let cmd = doc! {"insert": "c", "documents": [{}, {}, {}], "txnNumber": 1_i64};
+        let split = split("insert", &cmd).unwrap();
+        let dup = doc! {"n": 0, "writeErrors": [{"index": 0, "code": 11000}], "ok": 1.0};
+        let mut ran = Vec::new();
+        let reply = run_statements(
+            &split,
+            |_| Ok(None),
+            |s| {
+                ran.push(s.stmt_id);
+                if s.stmt_id == 1 {
+                    dup.clone()
+                } else {
+                    doc! {"n": 1, "ok": 1.0}
+                }
+            },
+        );
+        assert_eq!(ran, [0, 1]);
+        assert_eq!(
+            reply,
+            doc! {"n": 1, "writeErrors": [{"index": 1, "code": 11000}], "ok": 1.0}
+        );
+        let refused = doc! {"ok": 0.0, "code": 10107, "codeName": "NotWritablePrimary"};
+        let first = run_statements(&split, |_| Ok(None), |_| refused.clone());
+        assert_eq!(
+            first, refused,
+            "the first statement's command error is the command's"
+        );
+    }
 }
