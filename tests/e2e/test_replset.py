@@ -383,11 +383,13 @@ def test_retryable_writes_apply_once_across_a_step_down(initiated):
         db.retry.insert_one({"_id": "driver-retried"})
         db.retry.update_one({"_id": "driver-retried"}, {"$set": {"x": 1}})
         assert db.retry.find_one({"_id": "driver-retried"}) == {"_id": "driver-retried", "x": 1}
+        # The driver may hand these sessions out of its pool, after the writes above gave
+        # them txnNumbers of its own: ours are above those.
         s_insert, s_fam = c.start_session(), c.start_session()
         insert = {"insert": "retry", "documents": [{"_id": 1, "n": 0}, {"_id": 2}],
-                  "txnNumber": bson.Int64(1)}
+                  "txnNumber": bson.Int64(100)}
         fam = {"findAndModify": "retry", "query": {"_id": 1}, "update": {"$inc": {"n": 1}},
-               "new": True, "txnNumber": bson.Int64(1)}
+               "new": True, "txnNumber": bson.Int64(100)}
         first = db.command(dict(insert), session=s_insert)
         assert first["n"] == 2 and "writeErrors" not in first
         value = db.command(dict(fam), session=s_fam)["value"]
