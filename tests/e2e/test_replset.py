@@ -70,7 +70,7 @@ def direct(s, **kw):
 def set_client(servers):
     seeds = ",".join(host(s) for s in servers)
     return pymongo.MongoClient(
-        f"mongodb://{seeds}/?replicaSet={SET}&retryWrites=false",
+        f"mongodb://{seeds}/?replicaSet={SET}",
         serverSelectionTimeoutMS=30000,
     )
 
@@ -367,6 +367,58 @@ def test_step_down_hands_the_primary_over(initiated):
     with set_client(initiated) as c:
         c.e2e.rs.insert_one({"_id": "after-stepdown"})
     assert read_from(old, "after-stepdown") is not None, "the old primary follows the new one"
+
+
+def on_the_primary(command, timeout=15):
+    """`command()`'s result once the client has found the new primary (a command is not
+    retried by the driver as a write is)."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            return command()
+        except (NotPrimaryError, pymongo.errors.AutoReconnect):
+            assert time.time() < deadline, "the client finds the new primary"
+            time.sleep(0.2)
+
+
+def test_retryable_writes_apply_once_across_a_step_down(initiated):
+    """The same insert and findAndModify (one lsid and txnNumber each) sent again answer as
+    the first time without applying again: on the same primary, and on the primary a
+    step-down makes. The set client retries writes (retryWrites=true, the default)."""
+    old = wait_for_primary(initiated)
+    with set_client(initiated) as c:
+        db = c.e2e
+        db.retry.insert_one({"_id": "driver-retried"})
+        db.retry.update_one({"_id": "driver-retried"}, {"$set": {"x": 1}})
+        assert db.retry.find_one({"_id": "driver-retried"}) == {"_id": "driver-retried", "x": 1}
+        # The driver may hand these sessions out of its pool, after the writes above gave
+        # them txnNumbers of its own: ours are above those.
+        s_insert, s_fam = c.start_session(), c.start_session()
+        insert = {"insert": "retry", "documents": [{"_id": 1, "n": 0}, {"_id": 2}],
+                  "txnNumber": bson.Int64(100)}
+        fam = {"findAndModify": "retry", "query": {"_id": 1}, "update": {"$inc": {"n": 1}},
+               "new": True, "txnNumber": bson.Int64(100)}
+        first = db.command(dict(insert), session=s_insert)
+        assert first["n"] == 2 and "writeErrors" not in first
+        value = db.command(dict(fam), session=s_fam)["value"]
+        assert value == {"_id": 1, "n": 1}
+        again = db.command(dict(insert), session=s_insert)
+        assert again["n"] == 2 and "writeErrors" not in again, again
+        assert db.command(dict(fam), session=s_fam)["value"] == value
+        with direct(old) as d:
+            d.admin.command("replSetStepDown", 10, secondaryCatchUpPeriodSecs=5)
+        new = wait_for_primary(initiated)
+        assert new is not old
+        retried = on_the_primary(lambda: db.command(dict(insert), session=s_insert))
+        assert retried["n"] == 2 and "writeErrors" not in retried, retried
+        assert db.command(dict(fam), session=s_fam)["value"] == value
+        assert db.retry.find_one({"_id": 1}) == {"_id": 1, "n": 1}, "applied once"
+        with pytest.raises(OperationFailure) as e:
+            db.command(dict(insert, txnNumber=bson.Int64(0)), session=s_insert)
+        assert e.value.code == 225  # TransactionTooOld
+        with pytest.raises(OperationFailure) as e:
+            db.command({"find": "retry", "txnNumber": bson.Int64(5)}, session=s_insert)
+        assert e.value.code == 20
 
 
 def test_reconfig_adds_and_removes_a_member(initiated, tmp_path):

@@ -319,7 +319,7 @@ impl Coll {
         match command {
             Some(o) => {
                 let record = || crate::oplog::OpRecord::command(&self.db, Some(self.uuid), o);
-                self.write_logged(&mut b, record, true)?
+                self.write_logged(&mut b, record, (None, None), true)?
             }
             None => self.engine.write(&b, WriteOptions { sync: true }),
         }
@@ -494,7 +494,7 @@ impl Coll {
             None => None,
         };
         let record = || crate::oplog::OpRecord::for_write(&self.ns, self.uuid, old, new);
-        let written = self.write_logged(batch, record, sync);
+        let written = self.write_logged(batch, record, (old, new), sync);
         if let Some(t) = token {
             t.finish(matches!(written, Ok(Ok(()))));
         }
@@ -509,12 +509,13 @@ impl Coll {
         &self,
         batch: &mut WriteBatch,
         record: impl FnOnce() -> crate::oplog::OpRecord,
+        images: crate::oplog::Images<'_>,
         sync: bool,
     ) -> DocResult<engine::Result<()>> {
         let write = |b: &WriteBatch| self.engine.write(b, WriteOptions { sync });
         match self.hooks.oplog() {
             Some(log) if crate::oplog::is_replicated(&self.db, &self.name) => {
-                log.write_logged(batch, record, write)
+                log.write_logged(batch, record, images, write)
             }
             _ => Ok(write(batch)),
         }

@@ -24,6 +24,7 @@ pub mod ops;
 pub mod profile;
 pub mod replset;
 pub mod reply;
+pub mod retryable;
 pub mod roles;
 pub mod scram;
 pub mod sessions;

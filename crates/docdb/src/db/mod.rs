@@ -519,7 +519,7 @@ impl DocDb {
         let write = |b: &WriteBatch| self.engine.write(b, WriteOptions { sync: true });
         match self.hooks.oplog() {
             Some(log) if db != crate::oplog::UNLOGGED_DB => {
-                log.write_logged(batch, || OpRecord::command(db, ui, o), write)?
+                log.write_logged(batch, || OpRecord::command(db, ui, o), (None, None), write)?
             }
             _ => write(batch),
         }

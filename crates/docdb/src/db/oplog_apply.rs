@@ -89,11 +89,14 @@ impl Oplog {
         body: impl FnOnce() -> DocResult<()>,
     ) -> DocResult<()> {
         let bytes = encode_doc(entry)?;
-        crate::oplog::applying(ts, bytes, || {
+        // A retryable write's statement: its record joins the batch that logs it.
+        let statement = entry.contains_key("lsid").then(|| entry.clone());
+        crate::oplog::applying(ts, bytes, statement, || {
             body()?;
             if crate::oplog::applied_unlogged() {
                 let write = |b: &WriteBatch| engine.write(b, WriteOptions::default());
-                self.write_logged(&mut WriteBatch::new(), unreachable_record, write)?
+                let images = (None, None);
+                self.write_logged(&mut WriteBatch::new(), unreachable_record, images, write)?
                     .map_err(crate::storage_error)?;
             }
             Ok(())

@@ -12,6 +12,7 @@
 
 pub mod change_stream;
 pub mod diff;
+pub mod sessions;
 #[cfg(test)]
 mod tests;
 
@@ -20,6 +21,7 @@ use bson::{doc, Bson, Document, Timestamp, Uuid};
 use engine::{Direction, KvEngine, TableConfig, TableId, WriteBatch, WriteOptions};
 use parking_lot::Mutex;
 use query::error::{DocError, DocResult};
+pub use sessions::{RetryImage, SessionTable, StatementRecord};
 use std::cell::RefCell;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -29,6 +31,9 @@ use std::sync::Arc;
 pub const OPLOG_NS: &str = "local.oplog.rs";
 /// The engine table holding it (not a `collection-` table: the catalog does not list it).
 pub const OPLOG_TABLE: &str = "oplog-local.oplog.rs";
+/// The engine table of the executed statements of retryable writes (`sessions`), mongod's
+/// `config.transactions`.
+pub const SESSIONS_TABLE: &str = "sessions-config.transactions";
 /// The database whose writes are never logged (mongod's `local`).
 pub const UNLOGGED_DB: &str = "local";
 /// The collection every database may hold that each member keeps for itself: the profiler's
@@ -181,12 +186,24 @@ impl OpRecord {
 }
 
 /// The retryable write a thread's writes belong to: its entries carry `lsid`, `txnNumber` and
-/// a `stmtId` counting up from the first statement's.
+/// a `stmtId` counting up from the first statement's, and each is recorded in the session
+/// table in its entry's batch (`sessions`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RetryableWrite {
     pub lsid: Document,
     pub txn_number: i64,
     pub first_stmt_id: i32,
+    /// A findAndModify's: the image its record keeps (the entries say `needsRetryImage`).
+    pub image: Option<RetryImage>,
+}
+
+/// The session fields of one entry.
+#[derive(Clone, Debug)]
+struct SessionFields {
+    lsid: Document,
+    txn_number: i64,
+    stmt_id: i32,
+    image: Option<RetryImage>,
 }
 
 /// An entry a secondary is applying: its writes log this entry instead of new ones.
@@ -195,6 +212,8 @@ struct Applying {
     bytes: Vec<u8>,
     /// Appended already (by the first write of the application), or not to be appended.
     done: bool,
+    /// The entry, when it is a retryable write's statement (its record joins its batch).
+    statement: Option<Document>,
 }
 
 thread_local! {
@@ -219,13 +238,18 @@ pub fn with_retryable_write<T>(w: RetryableWrite, body: impl FnOnce() -> T) -> T
 }
 
 /// The session fields of the next entry, if the thread is in a retryable write.
-fn next_session_fields() -> Option<(Document, i64, i32)> {
+fn next_session_fields() -> Option<SessionFields> {
     SESSION.with(|s| {
         let mut s = s.borrow_mut();
         let (w, next) = s.as_mut()?;
-        let stmt = *next;
+        let stmt_id = *next;
         *next += 1;
-        Some((w.lsid.clone(), w.txn_number, stmt))
+        Some(SessionFields {
+            lsid: w.lsid.clone(),
+            txn_number: w.txn_number,
+            stmt_id,
+            image: w.image,
+        })
     })
 }
 
@@ -296,7 +320,12 @@ pub struct Oplog {
     tail: Mutex<Tail>,
     /// Told of every append: a change stream's awaitData getMore sleeps on it.
     signal: Arc<crate::tail::TailSignal>,
+    sessions: SessionTable,
 }
+
+/// The document a write replaces and the one it stores, when the write is a document's (for a
+/// findAndModify's retry image).
+pub(crate) type Images<'a> = (Option<&'a Document>, Option<&'a Document>);
 
 impl std::fmt::Debug for Oplog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -323,9 +352,11 @@ impl Oplog {
             tail.count += 1;
             tail.bytes += v.len() as i64;
         }
+        let sessions = SessionTable::open(engine.clone(), SESSIONS_TABLE)?;
         Ok(Oplog {
             engine,
             table,
+            sessions,
             cap_bytes: settings.size_bytes,
             term: AtomicI64::new(0),
             tail: Mutex::new(tail),
@@ -374,6 +405,11 @@ impl Oplog {
         self.cap_bytes
     }
 
+    /// The executed statements of retryable writes.
+    pub fn sessions(&self) -> &SessionTable {
+        &self.sessions
+    }
+
     /// The `ts` of the oldest entry still held, if any: a fetcher that needs an earlier one
     /// has fallen off the oplog.
     pub fn oldest_ts(&self) -> DocResult<Option<Timestamp>> {
@@ -416,13 +452,11 @@ impl Oplog {
     }
 
     /// The entry document of `rec` at `ts`, in mongod's field order.
-    fn entry_doc(&self, rec: OpRecord, ts: u64) -> Document {
+    fn entry_doc(&self, rec: OpRecord, ts: u64, session: Option<&SessionFields>) -> Document {
         let mut d = Document::new();
-        // A command a retryable write makes (an implicit create) is not one of its statements.
-        let session = (rec.op != "c").then(next_session_fields).flatten();
-        if let Some((lsid, txn, _)) = &session {
-            d.insert("lsid", lsid.clone());
-            d.insert("txnNumber", *txn);
+        if let Some(s) = session {
+            d.insert("lsid", s.lsid.clone());
+            d.insert("txnNumber", s.txn_number);
         }
         d.insert("op", rec.op);
         d.insert("ns", rec.ns);
@@ -433,8 +467,11 @@ impl Oplog {
         if let Some(o2) = rec.o2 {
             d.insert("o2", o2);
         }
-        if let Some((_, _, stmt)) = session {
-            d.insert("stmtId", stmt);
+        if let Some(s) = session {
+            d.insert("stmtId", s.stmt_id);
+            if let Some(image) = s.image {
+                d.insert("needsRetryImage", image.name());
+            }
         }
         d.insert("ts", ts_of(ts));
         d.insert("t", self.term());
@@ -470,20 +507,23 @@ impl Oplog {
 
     /// Writes `batch` through `write` with its oplog entry: the one a secondary is applying,
     /// or a new one made of `record` (not called when this thread's application has logged
-    /// its entry already). The outer error: nothing was written; the inner: the engine's.
+    /// its entry already). An entry of a retryable write's statement brings the statement's
+    /// record into the batch (`sessions`; `images`: the write's documents). The outer error:
+    /// nothing was written; the inner: the engine's.
     pub(crate) fn write_logged(
         &self,
         batch: &mut WriteBatch,
         record: impl FnOnce() -> OpRecord,
+        images: Images<'_>,
         write: impl FnOnce(&WriteBatch) -> engine::Result<()>,
     ) -> DocResult<engine::Result<()>> {
         let mut tail = self.tail.lock();
         let applying = APPLYING.with(|a| {
-            a.borrow()
-                .as_ref()
-                .map(|a| (!a.done && a.ts > tail.last).then(|| (a.ts, a.bytes.clone())))
+            a.borrow().as_ref().map(|a| {
+                (!a.done && a.ts > tail.last).then(|| (a.ts, a.bytes.clone(), a.statement.clone()))
+            })
         });
-        let (ts, bytes) = match applying {
+        let (ts, bytes, statement) = match applying {
             // In the oplog already (or logged by an earlier write of this application).
             Some(None) => {
                 mark_applied_logged();
@@ -496,10 +536,21 @@ impl Oplog {
             Some(Some(given)) => given,
             None => {
                 let ts = tail.next_ts(now_secs());
-                let bytes = crate::doc_codec::encode_doc(&self.entry_doc(record(), ts))?;
-                (ts, bytes)
+                let rec = record();
+                // A command a retryable write makes (an implicit create) is not one of its
+                // statements.
+                let session = (rec.op != "c").then(next_session_fields).flatten();
+                let entry = self.entry_doc(rec, ts, session.as_ref());
+                let bytes = crate::doc_codec::encode_doc(&entry)?;
+                (ts, bytes, session.map(|_| entry))
             }
         };
+        if let Some(entry) = &statement {
+            if let Some((lsid, rec)) = StatementRecord::of_entry(entry, images.0, images.1) {
+                self.sessions
+                    .stage(&sessions::session_key(&lsid), &rec, batch)?;
+            }
+        }
         let trimmed = self.stage_trim(&tail, bytes.len(), batch)?;
         let len = bytes.len();
         batch.put(self.table, ts_key(ts_of(ts)).to_vec(), bytes);
@@ -538,7 +589,12 @@ fn now_secs() -> u32 {
 /// Runs `body` as the application of the entry at `ts` (encoded: `bytes`): the writes it
 /// makes log that entry (once, unless the oplog has reached `ts` already) instead of entries of
 /// their own.
-pub(crate) fn applying<T>(ts: u64, bytes: Vec<u8>, body: impl FnOnce() -> T) -> T {
+pub(crate) fn applying<T>(
+    ts: u64,
+    bytes: Vec<u8>,
+    statement: Option<Document>,
+    body: impl FnOnce() -> T,
+) -> T {
     struct Restore;
     impl Drop for Restore {
         fn drop(&mut self) {
@@ -551,6 +607,7 @@ pub(crate) fn applying<T>(ts: u64, bytes: Vec<u8>, body: impl FnOnce() -> T) -> 
                 ts,
                 bytes,
                 done: false,
+                statement,
             })
             .is_some()
     });

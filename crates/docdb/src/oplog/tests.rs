@@ -153,6 +153,7 @@ fn a_retryable_write_logs_its_session_and_statement_ids() {
         lsid: lsid.clone(),
         txn_number: 7,
         first_stmt_id: 3,
+        image: None,
     };
     let docs = vec![doc! {"_id": 1}, doc! {"_id": 2}];
     with_retryable_write(w, || ok(db.insert("app", "c", docs, WriteOpts::default())));
@@ -557,5 +558,130 @@ fn trimming_more_than_the_oplog_holds_is_refused() {
 #[test]
 #[should_panic(expected = "one oplog entry is applied at a time")]
 fn an_application_inside_another_is_refused() {
-    applying(1, Vec::new(), || applying(2, Vec::new(), || ()));
+    applying(1, Vec::new(), None, || applying(2, Vec::new(), None, || ()));
+}
+
+fn retryable(lsid: &Document, txn_number: i64, first_stmt_id: i32) -> RetryableWrite {
+    RetryableWrite {
+        lsid: lsid.clone(),
+        txn_number,
+        first_stmt_id,
+        image: None,
+    }
+}
+
+fn session_of(lsid: &Document) -> Vec<u8> {
+    sessions::session_key(lsid)
+}
+
+#[test]
+fn a_statement_is_recorded_in_its_entrys_batch() {
+    let db = member(1 << 20);
+    let lsid = doc! {"id": Uuid::new()};
+    let docs = vec![doc! {"_id": 1}, doc! {"_id": 2}];
+    with_retryable_write(retryable(&lsid, 7, 3), || {
+        ok(db.insert("app", "c", docs, WriteOpts::default()))
+    });
+    let log = db.oplog().unwrap();
+    let got = entries(&db);
+    for (e, (stmt, id)) in got[1..].iter().zip([(3, 1), (4, 2)]) {
+        let rec = log.sessions().lookup(&session_of(&lsid), 7, stmt).unwrap();
+        let rec = rec.expect("the statement's record");
+        assert_eq!(rec.ts, Some(e.get_timestamp("ts").unwrap()), "{e}");
+        assert_eq!((rec.op.as_str(), &rec.id), ("i", &Bson::Int32(id)));
+        assert_eq!((rec.txn_number, rec.stmt_id, rec.image), (7, stmt, None));
+    }
+    let sessions = log.sessions();
+    assert!(sessions.lookup(&session_of(&lsid), 7, 5).unwrap().is_none());
+    assert!(sessions.lookup(&session_of(&lsid), 6, 3).unwrap().is_none());
+    assert_eq!(sessions.newest_txn(&session_of(&lsid)).unwrap(), Some(7));
+    // A write outside any retryable write records nothing.
+    ok(db.insert("app", "c", vec![doc! {"_id": 3}], WriteOpts::default()));
+    assert_eq!(sessions.newest_txn(&session_of(&lsid)).unwrap(), Some(7));
+}
+
+#[test]
+fn a_secondary_records_the_statements_it_applies_with_their_images() {
+    let primary = member(1 << 20);
+    let lsid = doc! {"id": Uuid::new()};
+    ok(primary.insert(
+        "app",
+        "c",
+        vec![doc! {"_id": 1, "a": 1}],
+        WriteOpts::default(),
+    ));
+    let mut w = retryable(&lsid, 2, 0);
+    w.image = Some(RetryImage::Post);
+    with_retryable_write(w, || {
+        let inc = set(doc! {"_id": 1}, doc! {"$inc": {"a": 1}});
+        ok(primary.update("app", "c", &[inc], WriteOpts::default()))
+    });
+    let log = entries(&primary);
+    assert_eq!(
+        log.last().unwrap().get_str("needsRetryImage"),
+        Ok("postImage")
+    );
+    let secondary = member(1 << 20);
+    apply_all(&secondary, &log);
+    let want = primary
+        .oplog()
+        .unwrap()
+        .sessions()
+        .lookup(&session_of(&lsid), 2, 0);
+    let got = secondary
+        .oplog()
+        .unwrap()
+        .sessions()
+        .lookup(&session_of(&lsid), 2, 0);
+    let got = got.unwrap().expect("the applied statement's record");
+    assert_eq!(Some(got.clone()), want.unwrap());
+    assert_eq!(got.image, Some((RetryImage::Post, doc! {"_id": 1, "a": 2})));
+    assert_eq!(
+        got.ts,
+        Some(log.last().unwrap().get_timestamp("ts").unwrap())
+    );
+    // Applied again (a restart's replay), the entry changes nothing, its record included.
+    apply_all(&secondary, &log);
+    let again = secondary
+        .oplog()
+        .unwrap()
+        .sessions()
+        .lookup(&session_of(&lsid), 2, 0);
+    assert_eq!(again.unwrap(), Some(got));
+}
+
+#[test]
+fn a_newer_txn_number_replaces_the_sessions_records_and_an_older_is_too_old() {
+    let db = member(1 << 20);
+    let lsid = doc! {"id": Uuid::new()};
+    let other = doc! {"id": Uuid::new()};
+    let insert = |id: i32| db.insert("app", "c", vec![doc! {"_id": id}], WriteOpts::default());
+    with_retryable_write(retryable(&lsid, 7, 0), || ok(insert(1)));
+    with_retryable_write(retryable(&other, 1, 0), || ok(insert(2)));
+    with_retryable_write(retryable(&lsid, 8, 0), || ok(insert(3)));
+    let sessions = db.oplog().unwrap().sessions();
+    assert!(sessions.lookup(&session_of(&lsid), 7, 0).unwrap().is_none());
+    assert!(sessions.lookup(&session_of(&lsid), 8, 0).unwrap().is_some());
+    assert!(sessions
+        .lookup(&session_of(&other), 1, 0)
+        .unwrap()
+        .is_some());
+    let before = entries(&db).len();
+    let out = with_retryable_write(retryable(&lsid, 7, 1), || insert(4));
+    assert_eq!(
+        out.write_errors[0].error.code, 225,
+        "{:?}",
+        out.write_errors
+    );
+    assert_eq!(entries(&db).len(), before, "nothing is logged");
+    let found = db.find(
+        "app",
+        "c",
+        &FindQuery {
+            filter: doc! {"_id": 4},
+            ..Default::default()
+        },
+    );
+    assert_eq!(found.unwrap().count(), 0, "nothing is written");
+    assert_eq!(sessions.newest_txn(&session_of(&lsid)).unwrap(), Some(8));
 }

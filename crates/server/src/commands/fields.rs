@@ -26,8 +26,29 @@ pub const GENERIC_FIELDS: &[&str] = &[
 ];
 
 /// Transaction fields: a standalone has neither retryable writes nor transactions, so they are
-/// refused unless a hook implements them (a shard's retryable writes declare `txnNumber`).
-const TRANSACTION_FIELDS: &[&str] = &["txnNumber", "autocommit", "startTransaction"];
+/// refused unless a hook implements them (a shard's retryable writes declare `txnNumber`). A
+/// member takes `txnNumber` on the four retryable write commands (`replset::retry` runs them
+/// statement by statement, and each statement's command reaches here without it); here it is
+/// refused on every other command, and transactions everywhere.
+const TRANSACTION_FIELDS: &[&str] = &["startTransaction", "autocommit", "txnNumber"];
+
+/// Why a member refuses the transaction field `f` on command `name`.
+fn member_refusal(name: &str, f: &str) -> DocError {
+    if f != "txnNumber" {
+        return DocError::illegal_operation(format!(
+            "transactions are not available yet on flashdoc's replica sets ('{f}' on {name})"
+        ));
+    }
+    if crate::retryable::is_retryable_command(name) {
+        // The retryable runner took every such write but those of the local database.
+        return DocError::illegal_operation(format!(
+            "retryable writes are not available on the local database ('txnNumber' on {name})"
+        ));
+    }
+    DocError::illegal_operation(format!(
+        "txnNumber may only be provided for multi-document transactions and retryable write commands, not {name}"
+    ))
+}
 
 /// The Stable API fields: `apiVersion` must be "1"; `apiStrict: true` refuses a command
 /// outside version 1 (APIStrictError, 323; the table says which are in it); `apiDeprecationErrors` has nothing to refuse
@@ -93,9 +114,7 @@ pub(crate) fn check_generic_fields(
         .find(|f| cmd.contains_key(f) && !hook_fields.contains(f))
     {
         if member {
-            return Err(DocError::illegal_operation(format!(
-                "retryable writes and transactions are not available yet on flashdoc's replica sets ('{f}' on {name}); connect with retryWrites=false"
-            )));
+            return Err(member_refusal(name, f));
         }
         return Err(DocError::illegal_operation(format!(
             "Transaction numbers are only allowed on a replica set member or mongos ('{f}' on {name})"

@@ -189,6 +189,13 @@ fn run_command(
     match crate::replset::concern::admit(rs, spec, writes, db, cmd) {
         Err(e) => (error_reply(&e), After::Continue),
         Ok(None) => run_here(state, name, db, cmd, conn),
+        Ok(Some((gate, ack))) if crate::replset::retry::applies(name, cmd) => {
+            let run_one = |one: &Document| run_here(state, name, db, one, conn).0;
+            let retried = crate::replset::retry::run(state.db(), &rs.checkouts, name, cmd, run_one);
+            let mut reply = retried.unwrap_or_else(|e| error_reply(&e));
+            crate::replset::concern::acknowledged(rs, gate, ack, &mut reply);
+            (reply, After::Continue)
+        }
         Ok(Some((gate, ack))) => {
             let (mut reply, after) = run_here(state, name, db, cmd, conn);
             crate::replset::concern::acknowledged(rs, gate, ack, &mut reply);

@@ -11,6 +11,7 @@ pub mod concern;
 pub mod config;
 pub mod control;
 pub mod rollback;
+pub mod retry;
 pub mod wire;
 
 use applier::{Divergence, DocApplier};
@@ -156,6 +157,8 @@ pub struct ReplSet {
     /// A rollback was refused or failed: the member refuses service until it is resynced (or
     /// restarted, which finishes an interrupted reset).
     rollback_failed: AtomicBool,
+    /// The sessions whose retryable writes are running (`retry`).
+    pub checkouts: retry::Checkouts,
 }
 
 /// A write's licence, from its admission until its oplog entries are proposed: a step-down
@@ -206,6 +209,7 @@ impl ReplSet {
             stepping_down: AtomicBool::new(false),
             rolling_back: Mutex::new(None),
             rollback_failed: AtomicBool::new(false),
+            checkouts: retry::Checkouts::default(),
         });
         rollback::finish_interrupted(&rs.db, &rs.dir)?;
         if let Some((id, config)) = rs.load_state()? {
