@@ -388,6 +388,8 @@ impl Oplog {
         for kv in self.engine.scan_all(self.table).map_err(storage_error)? {
             batch.delete(self.table, kv.map_err(storage_error)?.0);
         }
+        // The records come from the entries: applying the log again records them again.
+        self.sessions.stage_clear(&mut batch)?;
         self.engine
             .write(&batch, WriteOptions { sync: true })
             .map_err(storage_error)?;
@@ -523,6 +525,8 @@ impl Oplog {
                 (!a.done && a.ts > tail.last).then(|| (a.ts, a.bytes.clone(), a.statement.clone()))
             })
         });
+        // An entry being applied is committed history: its statement's record never refuses it.
+        let replaying = applying.is_some();
         let (ts, bytes, statement) = match applying {
             // In the oplog already (or logged by an earlier write of this application).
             Some(None) => {
@@ -547,8 +551,12 @@ impl Oplog {
         };
         if let Some(entry) = &statement {
             if let Some((lsid, rec)) = StatementRecord::of_entry(entry, images.0, images.1) {
-                self.sessions
-                    .stage(&sessions::session_key(&lsid), &rec, batch)?;
+                let key = sessions::session_key(&lsid);
+                if replaying {
+                    self.sessions.stage_applied(&key, &rec, batch)?;
+                } else {
+                    self.sessions.stage(&key, &rec, batch)?;
+                }
             }
         }
         let trimmed = self.stage_trim(&tail, bytes.len(), batch)?;

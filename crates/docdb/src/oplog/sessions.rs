@@ -228,6 +228,30 @@ impl SessionTable {
         newest.map(|(k, _)| txn_of_key(session, &k)).transpose()
     }
 
+    /// Stages the record of a statement a member applies from the log (committed history, on
+    /// a secondary or when the log is applied again): as [`SessionTable::stage`], but a record
+    /// older than the session's newest is superseded history and is left out, never refused,
+    /// as mongod's secondaries move `config.transactions` only forward.
+    pub fn stage_applied(
+        &self,
+        session: &[u8],
+        rec: &StatementRecord,
+        batch: &mut WriteBatch,
+    ) -> DocResult<()> {
+        match self.newest_txn(session)? {
+            Some(newest) if newest > rec.txn_number => Ok(()),
+            _ => self.stage(session, rec, batch),
+        }
+    }
+
+    /// Stages the removal of every record (a rollback's reset).
+    pub(crate) fn stage_clear(&self, batch: &mut WriteBatch) -> DocResult<()> {
+        for kv in self.engine.scan_all(self.table).map_err(storage_error)? {
+            batch.delete(self.table, kv.map_err(storage_error)?.0);
+        }
+        Ok(())
+    }
+
     /// Stages `rec` in `batch`, with the removal of the session's records of older
     /// `txnNumber`s. Refused (TransactionTooOld, nothing staged) when the session has a newer
     /// one: the caller holds the lock that orders its writes (the oplog's tail), so the check

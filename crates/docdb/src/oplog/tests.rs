@@ -685,3 +685,45 @@ fn a_newer_txn_number_replaces_the_sessions_records_and_an_older_is_too_old() {
     assert_eq!(found.unwrap().count(), 0, "nothing is written");
     assert_eq!(sessions.newest_txn(&session_of(&lsid)).unwrap(), Some(8));
 }
+
+#[test]
+fn a_statement_applied_from_the_log_is_never_too_old() {
+    // The log is committed history: a member applying a statement older than its session's
+    // newest record leaves that record out instead of refusing the entry (which would stop
+    // the member for good); a client's write is refused as before.
+    let db = member(1 << 20);
+    let lsid = doc! {"id": Uuid::new()};
+    with_retryable_write(retryable(&lsid, 5, 0), || {
+        ok(db.insert("app", "c", vec![doc! {"_id": 1}], WriteOpts::default()))
+    });
+    let sessions = db.oplog().unwrap().sessions();
+    let old = sessions::StatementRecord {
+        txn_number: 4,
+        stmt_id: 0,
+        ts: None,
+        op: "i".into(),
+        id: Bson::Int32(9),
+        image: None,
+    };
+    let key = session_of(&lsid);
+    let mut batch = WriteBatch::new();
+    assert_eq!(
+        sessions.stage(&key, &old, &mut batch).unwrap_err().code,
+        225
+    );
+    sessions.stage_applied(&key, &old, &mut batch).unwrap();
+    assert!(batch.is_empty(), "the older record is left out");
+    assert_eq!(sessions.newest_txn(&key).unwrap(), Some(5));
+}
+
+#[test]
+fn clearing_the_oplog_clears_the_session_records() {
+    let db = member(1 << 20);
+    let lsid = doc! {"id": Uuid::new()};
+    with_retryable_write(retryable(&lsid, 3, 0), || {
+        ok(db.insert("app", "c", vec![doc! {"_id": 1}], WriteOpts::default()))
+    });
+    let log = db.oplog().unwrap();
+    log.clear().unwrap();
+    assert_eq!(log.sessions().newest_txn(&session_of(&lsid)).unwrap(), None);
+}

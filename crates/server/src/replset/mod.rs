@@ -10,8 +10,8 @@ pub mod commands;
 pub mod concern;
 pub mod config;
 pub mod control;
-pub mod rollback;
 pub mod retry;
+pub mod rollback;
 pub mod wire;
 
 use applier::{Divergence, DocApplier};
