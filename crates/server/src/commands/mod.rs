@@ -5,7 +5,7 @@
 //! passes the fail points (`crate::failpoint`) on its way to its handler.
 
 mod admin;
-mod args;
+pub(crate) mod args;
 pub(crate) mod batch;
 mod call;
 mod catalog;
@@ -28,6 +28,7 @@ pub use table::names as command_names;
 
 use crate::config::Authorization;
 use crate::failpoint;
+use crate::replset::concern::Admitted;
 use crate::reply::error_reply;
 use crate::spec::{Namespace, OpKind, Spec};
 use crate::state::{CommandCall, ConnInfo, ServerState};
@@ -172,7 +173,8 @@ fn meet_fail_points(
 }
 
 /// On a replica-set member, the command as its role allows (`replset::concern`): refused,
-/// or run and, for a write, acknowledged as its write concern asks.
+/// or run and, for a write, acknowledged as its write concern asks; for a read, answered
+/// once its read concern holds.
 fn run_command(
     state: &Arc<ServerState>,
     name: &str,
@@ -187,8 +189,12 @@ fn run_command(
     let writes = spec.is_some_and(|s| s.write_concern) || fields::pipeline_writes(name, cmd);
     match crate::replset::concern::admit(rs, spec, writes, db, cmd) {
         Err(e) => (error_reply(&e), After::Continue),
-        Ok(None) => run_here(state, name, db, cmd, conn),
-        Ok(Some((gate, ack))) => {
+        Ok(Admitted::Read(wait)) => {
+            let (mut reply, after) = run_here(state, name, db, cmd, conn);
+            crate::replset::concern::settled(rs, wait, &mut reply);
+            (reply, after)
+        }
+        Ok(Admitted::Write(gate, ack)) => {
             let (mut reply, after) = run_here(state, name, db, cmd, conn);
             crate::replset::concern::acknowledged(rs, gate, ack, &mut reply);
             (reply, after)
