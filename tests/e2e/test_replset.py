@@ -196,7 +196,7 @@ def op_time(s, field="opTime"):
 def test_read_concerns_on_members(initiated):
     primary = wait_for_primary(initiated)
     secondary = next(s for s in initiated if s is not primary)
-    with direct(primary) as c:
+    with direct(primary, retryWrites=False) as c:
         c.e2e.get_collection("rc", write_concern=pymongo.WriteConcern("majority")).insert_one(
             {"_id": 1, "v": "a"})
         for level in ("majority", "linearizable"):
