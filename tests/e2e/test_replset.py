@@ -221,10 +221,11 @@ def test_read_concerns_on_members(initiated):
         majority = c.e2e.get_collection("rc", read_concern=pymongo.read_concern.ReadConcern("majority"),
                                         read_preference=pymongo.ReadPreference.SECONDARY_PREFERRED)
         eventually(lambda: majority.find_one({"_id": 1}) is not None, "a majority read on a secondary")
-        with pytest.raises(OperationFailure) as e:
+        # pymongo raises NotPrimaryError for NotWritablePrimary.
+        with pytest.raises(NotPrimaryError) as e:
             c.e2e.command("find", "rc", readConcern={"level": "linearizable"},
                           read_preference=pymongo.ReadPreference.SECONDARY_PREFERRED)
-        assert e.value.code == 10107 and "linearizable" in str(e.value)
+        assert e.value.details["code"] == 10107 and "linearizable" in str(e.value)
 
 
 def test_an_idle_primary_writes_a_periodic_noop(initiated):
