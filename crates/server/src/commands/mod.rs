@@ -5,7 +5,7 @@
 //! passes the fail points (`crate::failpoint`) on its way to its handler.
 
 mod admin;
-pub(crate) mod args;
+mod args;
 pub(crate) mod batch;
 mod call;
 mod catalog;
@@ -191,7 +191,8 @@ fn run_command(
         Err(e) => (error_reply(&e), After::Continue),
         Ok(Admitted::Read(wait)) => {
             let (mut reply, after) = run_here(state, name, db, cmd, conn);
-            crate::replset::concern::settled(rs, wait, &mut reply);
+            let max_time = max_time(cmd).ok().flatten();
+            crate::replset::concern::settled(rs, wait, max_time, &mut reply);
             (reply, after)
         }
         Ok(Admitted::Write(gate, ack)) => {

@@ -63,7 +63,6 @@ pub struct ReadWait {
     /// term's writes, which the majority may not have yet.
     was_writable: bool,
     started: Instant,
-    max_time: Option<Duration>,
 }
 
 /// A command admitted on a member: a read and what it waits for, or a write's licence and
@@ -236,14 +235,13 @@ pub fn admit<'a>(
         concern,
         was_writable: writable,
         started: Instant::now(),
-        max_time: crate::commands::args::max_time(cmd).ok().flatten(),
     }))
 }
 
-/// After a read ran: waits as its read concern asks; a read that cannot be answered so gets
-/// the reason instead (MaxTimeMSExpired when `maxTimeMS` ran out first, the role change that
-/// stopped it otherwise).
-pub fn settled(rs: &ReplSet, wait: ReadWait, reply: &mut Document) {
+/// After a read ran: waits as its read concern asks, within the command's `maxTimeMS`
+/// (`max_time`); a read that cannot be answered so gets the reason instead (MaxTimeMSExpired
+/// when `maxTimeMS` ran out first, the role change that stopped it otherwise).
+pub fn settled(rs: &ReplSet, wait: ReadWait, max_time: Option<Duration>, reply: &mut Document) {
     let ran = reply
         .get("ok")
         .and_then(query::compare::Num::of)
@@ -251,7 +249,7 @@ pub fn settled(rs: &ReplSet, wait: ReadWait, reply: &mut Document) {
     if wait.concern == ReadConcern::Local || !ran {
         return;
     }
-    if let Err(e) = settle(rs, &wait) {
+    if let Err(e) = settle(rs, &wait, max_time) {
         *reply = crate::reply::error_reply(&e);
     }
 }
@@ -260,7 +258,7 @@ pub fn settled(rs: &ReplSet, wait: ReadWait, reply: &mut Document) {
 /// was not the primary, its data is what it applied, and it applies committed entries only;
 /// on the primary, the entries of its term up to the newest, or (linearizable) up to a no-op
 /// written after the read, which commits only while no other primary has taken writes.
-fn settle(rs: &ReplSet, wait: &ReadWait) -> DocResult<()> {
+fn settle(rs: &ReplSet, wait: &ReadWait, max_time: Option<Duration>) -> DocResult<()> {
     let Some(j) = rs.member() else {
         // Not in a set yet: nothing was ever written here but to `local`.
         return Ok(());
@@ -282,7 +280,7 @@ fn settle(rs: &ReplSet, wait: &ReadWait) -> DocResult<()> {
     let Some(pos) = shipped? else {
         return Ok(());
     };
-    let limit = wait.max_time.map_or(MAJORITY_WAIT_LIMIT, |t| {
+    let limit = max_time.map_or(MAJORITY_WAIT_LIMIT, |t| {
         t.saturating_sub(wait.started.elapsed())
     });
     match j.node.run(j.node.wait_committed(pos, limit)) {
