@@ -28,6 +28,9 @@ FLASHDOC_WIREDTIGER="$wiredtiger" cargo test --quiet -p flashdoc-shim --test wir
 echo "== lab real-wiredtiger at the tiny scale (WiredTiger and SecantusDB under the shim beside flashdoc's engine)"
 secantusd=$(bash scripts/install-secantusdb.sh | tail -n 1)
 FLASHDOC_WIREDTIGER="$wiredtiger" FLASHDOC_SECANTUSD="$secantusd" cargo test --quiet -p lab --test real_wiredtiger -- --ignored 2>&1 | tee -a target/test-output.txt
+echo "== tools/histcheck (the failover test's linearizability checker: Go, porcupine vendored, no network)"
+go=$(command -v go || echo /usr/local/go/bin/go)
+(cd tools/histcheck && GOFLAGS=-mod=vendor GOTOOLCHAIN=local "$go" vet ./... && GOFLAGS=-mod=vendor GOTOOLCHAIN=local "$go" test ./...)
 echo "== end-to-end tests (pytest + pymongo against a real flashdoc serve)"
 if ! command -v openssl >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq openssl >/dev/null   # the TLS tests make a CA

@@ -196,6 +196,61 @@ def test_majority_writes_reach_every_secondary(initiated):
         assert read_from(s, "w1") is not None
 
 
+def op_time(s, field="opTime"):
+    with direct(s) as c:
+        return c.admin.command("hello")["lastWrite"][field]["ts"]
+
+
+def test_read_concerns_on_members(initiated):
+    primary = wait_for_primary(initiated)
+    secondary = next(s for s in initiated if s is not primary)
+    with direct(primary, retryWrites=False) as c:
+        c.e2e.get_collection("rc", write_concern=pymongo.WriteConcern("majority")).insert_one(
+            {"_id": 1, "v": "a"})
+        for level in ("majority", "linearizable"):
+            coll = c.e2e.get_collection("rc", read_concern=pymongo.read_concern.ReadConcern(level))
+            before = op_time(primary)
+            assert coll.find_one({"_id": 1}, max_time_ms=10000)["v"] == "a"
+            if level == "linearizable":
+                # It wrote a no-op after the read and waited for the majority to hold it.
+                assert op_time(primary) > before and op_time(primary, "majorityOpTime") > before
+        for rc, code, named in (({"level": "snapshot"}, 238, "snapshot"),
+                                ({"level": "majority", "afterClusterTime": bson.Timestamp(1, 1)},
+                                 238, "afterClusterTime")):
+            with pytest.raises(OperationFailure) as e:
+                c.e2e.command("find", "rc", readConcern=rc)
+            assert e.value.code == code and named in str(e.value), e.value
+        # A write reads locally; it does not take majority or linearizable read concern.
+        with pytest.raises(OperationFailure) as e:
+            c.e2e.command("update", "rc", updates=[{"q": {"_id": 1}, "u": {"$set": {"v": "b"}}}],
+                          readConcern={"level": "linearizable"})
+        assert e.value.code == 72
+    with direct(secondary) as c:
+        majority = c.e2e.get_collection("rc", read_concern=pymongo.read_concern.ReadConcern("majority"),
+                                        read_preference=pymongo.ReadPreference.SECONDARY_PREFERRED)
+        eventually(lambda: majority.find_one({"_id": 1}) is not None, "a majority read on a secondary")
+        # pymongo raises NotPrimaryError for NotWritablePrimary.
+        with pytest.raises(NotPrimaryError) as e:
+            c.e2e.command("find", "rc", readConcern={"level": "linearizable"},
+                          read_preference=pymongo.ReadPreference.SECONDARY_PREFERRED)
+        assert e.value.details["code"] == 10107 and "linearizable" in str(e.value)
+
+
+def test_an_idle_primary_writes_a_periodic_noop(initiated):
+    primary = wait_for_primary(initiated)
+    before = op_time(primary)
+    for s in initiated:
+        eventually(lambda: op_time(s) >= before, f"{host(s)} caught up")
+    # mongod's periodicNoopIntervalSecs: 10 s without a write, then a no-op that every member
+    # applies and the majority holds.
+    time.sleep(11)
+    after = op_time(primary)
+    assert after > before, "no write, and no no-op either, in 11 s"
+    eventually(lambda: op_time(primary, "majorityOpTime") >= after, "the majority holds the no-op")
+    for s in initiated:
+        eventually(lambda: op_time(s) >= after, f"{host(s)} applied the no-op")
+
+
 def test_a_secondary_refuses_writes(initiated):
     primary = wait_for_primary(initiated)
     secondary = next(s for s in initiated if s is not primary)

@@ -526,6 +526,23 @@ impl DocDb {
         .map_err(storage_error)
     }
 
+    /// Writes a no-op entry (`op: "n"`, `o: msg`) to the oplog and nothing else: what a
+    /// replica set's primary proposes to learn that its term's entries commit (a linearizable
+    /// read, the periodic no-op). Only a database opened with its oplog has one to write to.
+    pub fn log_noop(&self, msg: Document) -> DocResult<()> {
+        let log = self.hooks.oplog().ok_or_else(|| {
+            DocError::illegal_operation("a no-op entry needs a replica-set member's oplog")
+        })?;
+        let write = |b: &WriteBatch| self.engine.write(b, WriteOptions { sync: true });
+        log.write_logged(
+            &mut WriteBatch::new(),
+            || OpRecord::noop(msg),
+            (None, None),
+            write,
+        )?
+        .map_err(storage_error)
+    }
+
     /// Installs (or removes) the hook every document write passes through (see `scope`).
     pub fn set_write_hook(&self, hook: Option<Arc<dyn WriteHook>>) {
         self.hooks.set_write_hook(hook);

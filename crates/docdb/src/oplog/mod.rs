@@ -173,6 +173,18 @@ impl OpRecord {
         }
     }
 
+    /// A no-op entry (`op: "n"`, empty namespace, `o: msg`), as mongod's primary writes to
+    /// learn that its term's entries commit.
+    pub fn noop(msg: Document) -> OpRecord {
+        OpRecord {
+            op: "n",
+            ns: String::new(),
+            ui: None,
+            o: msg,
+            o2: None,
+        }
+    }
+
     /// A command entry (`op: "c"`, namespace `<db>.$cmd`).
     pub fn command(db: &str, ui: Option<Uuid>, o: Document) -> OpRecord {
         OpRecord {

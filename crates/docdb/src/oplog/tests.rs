@@ -198,6 +198,26 @@ fn a_standalone_logs_nothing_and_refuses_application() {
 }
 
 #[test]
+fn a_noop_entry_is_logged_alone_and_applied_as_nothing() {
+    let db = member(1 << 20);
+    db.log_noop(doc! {"msg": "periodic noop"}).unwrap();
+    let logged = entries(&db);
+    assert_eq!(logged.len(), 1);
+    assert_eq!(
+        shape(&logged[0], None),
+        doc! {"op": "n", "ns": "", "o": {"msg": "periodic noop"}}
+    );
+    // A secondary applies it: in its oplog, and no collection appears.
+    let secondary = member(1 << 20);
+    secondary.apply_oplog_entry(&logged[0]).unwrap();
+    assert_eq!(entries(&secondary), logged);
+    assert!(secondary.list_databases().unwrap().is_empty());
+    // A standalone has no oplog to write it to.
+    let standalone = DocDb::open(DocDbConfig::in_memory()).unwrap();
+    assert_eq!(standalone.log_noop(doc! {}).unwrap_err().code, 20);
+}
+
+#[test]
 fn writes_to_the_local_database_are_not_logged() {
     let db = member(1 << 20);
     ok(db.insert(

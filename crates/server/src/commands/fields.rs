@@ -94,7 +94,7 @@ pub(crate) fn check_generic_fields(
     hook_fields: &[&str],
     member: bool,
 ) -> DocResult<()> {
-    read_concern(cmd)?;
+    read_concern(cmd, member)?;
     check_api_version(name, spec, cmd)?;
     max_time(cmd)?;
     if cmd.contains_key("writeConcern")
@@ -197,9 +197,10 @@ pub(crate) fn check_fields<'a>(
 }
 
 /// `readConcern`: `local`, `available` and `majority` read the same on a standalone (every
-/// acknowledged write is the majority's); `snapshot` and `linearizable`, and
-/// `afterClusterTime`, are refused.
-fn read_concern(cmd: &Document) -> DocResult<()> {
+/// acknowledged write is the majority's); a replica-set member also serves `linearizable`
+/// (`replset::concern` waits as each level asks); `snapshot` (and `linearizable` on a
+/// standalone), and `afterClusterTime`, are refused.
+fn read_concern(cmd: &Document, member: bool) -> DocResult<()> {
     let Some(rc) = cmd.get("readConcern") else {
         return Ok(());
     };
@@ -209,7 +210,8 @@ fn read_concern(cmd: &Document) -> DocResult<()> {
     for (k, v) in rc {
         match (k.as_str(), v) {
             ("level", Bson::String(l))
-                if matches!(l.as_str(), "local" | "available" | "majority") => {}
+                if matches!(l.as_str(), "local" | "available" | "majority")
+                    || (member && l == "linearizable") => {}
             ("level", Bson::String(l)) => {
                 return Err(DocError::with_code(
                     238,

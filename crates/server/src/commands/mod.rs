@@ -29,6 +29,7 @@ pub use table::names as command_names;
 
 use crate::config::Authorization;
 use crate::failpoint;
+use crate::replset::concern::Admitted;
 use crate::reply::error_reply;
 use crate::spec::{Namespace, OpKind, Spec};
 use crate::state::{CommandCall, ConnInfo, ServerState};
@@ -173,7 +174,8 @@ fn meet_fail_points(
 }
 
 /// On a replica-set member, the command as its role allows (`replset::concern`): refused,
-/// or run and, for a write, acknowledged as its write concern asks.
+/// or run and, for a write, acknowledged as its write concern asks; for a read, answered
+/// once its read concern holds.
 fn run_command(
     state: &Arc<ServerState>,
     name: &str,
@@ -188,15 +190,20 @@ fn run_command(
     let writes = spec.is_some_and(|s| s.write_concern) || fields::pipeline_writes(name, cmd);
     match crate::replset::concern::admit(rs, spec, writes, db, cmd) {
         Err(e) => (error_reply(&e), After::Continue),
-        Ok(None) => run_here(state, name, db, cmd, conn),
-        Ok(Some((gate, ack))) if crate::replset::retry::applies(name, cmd) => {
+        Ok(Admitted::Read(wait)) => {
+            let (mut reply, after) = run_here(state, name, db, cmd, conn);
+            let max_time = max_time(cmd).ok().flatten();
+            crate::replset::concern::settled(rs, wait, max_time, &mut reply);
+            (reply, after)
+        }
+        Ok(Admitted::Write(gate, ack)) if crate::replset::retry::applies(name, cmd) => {
             let run_one = |one: &Document| run_here(state, name, db, one, conn).0;
             let retried = crate::replset::retry::run(state.db(), &rs.checkouts, name, cmd, run_one);
             let mut reply = retried.unwrap_or_else(|e| error_reply(&e));
             crate::replset::concern::acknowledged(rs, gate, ack, &mut reply);
             (reply, After::Continue)
         }
-        Ok(Some((gate, ack))) => {
+        Ok(Admitted::Write(gate, ack)) => {
             let (mut reply, after) = run_here(state, name, db, cmd, conn);
             crate::replset::concern::acknowledged(rs, gate, ack, &mut reply);
             (reply, after)

@@ -1,16 +1,19 @@
 //! What a member's role does to a command: writes only on a writable primary, reads on a
 //! secondary only when the client allows it (`$readPreference` other than primary), nothing
-//! on a member that holds unreplicated writes; and a write's write concern: `w: 1` answers
+//! on a member that holds unreplicated writes; a write's write concern: `w: 1` answers
 //! after the local write, `w: "majority"` (the implicit default, as in mongod 5.0+) once a
-//! majority holds it, `w: N` once N members' logs hold it. Tag sets are refused (a
-//! configuration has no tags), never ignored.
+//! majority holds it, `w: N` once N members' logs hold it; and a read's read concern:
+//! `local` answers what the member holds, `majority` once a majority holds every entry the
+//! answer may reflect, `linearizable` (the primary only) once a no-op written after the read
+//! is the majority's. Tag sets (a configuration has no tags) and any other write or read
+//! concern are refused, never ignored.
 
 use super::{ReplSet, WriteGate};
 use crate::spec::{Namespace, Spec};
 use bson::{doc, Bson, Document};
 use docdb::{DocError, DocResult};
 use repl::ReplError;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long an unbounded `w: "majority"` (no `wtimeout`) waits at most before it reports a
 /// timeout: a write concern without a timeout waits as long as it takes in mongod too, but a
@@ -31,6 +34,51 @@ pub enum Acknowledge {
 
 /// How often a `w: N` write looks at the members' progress.
 const MEMBERS_POLL: Duration = Duration::from_millis(5);
+
+/// A read's read concern on a member (`readConcern.level`; the other fields and levels are
+/// refused with the generic fields, `commands::fields`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ReadConcern {
+    /// `local`, `available`, or none: what the member holds now.
+    Local,
+    /// Only what a majority holds: the answer is given once the majority holds every entry
+    /// it may reflect.
+    Majority,
+    /// On the writable primary only: the answer reflects every write acknowledged with
+    /// `w: "majority"` before the read began (for a read of one document, as in mongod).
+    Linearizable,
+}
+
+/// The command's read concern level; anything but the levels served here reads as `Local`
+/// here and is refused by the generic fields' check before the command runs.
+pub fn read_concern(cmd: &Document) -> ReadConcern {
+    let level = cmd
+        .get_document("readConcern")
+        .ok()
+        .and_then(|rc| rc.get_str("level").ok());
+    match level {
+        Some("majority") => ReadConcern::Majority,
+        Some("linearizable") => ReadConcern::Linearizable,
+        _ => ReadConcern::Local,
+    }
+}
+
+/// What a read admitted on a member waits for once it has run (`settled`).
+#[derive(Clone, Copy, Debug)]
+pub struct ReadWait {
+    concern: ReadConcern,
+    /// The member was the writable primary when the read began: its answer may hold this
+    /// term's writes, which the majority may not have yet.
+    was_writable: bool,
+    started: Instant,
+}
+
+/// A command admitted on a member: a read and what it waits for, or a write's licence and
+/// how it is acknowledged.
+pub enum Admitted<'a> {
+    Read(ReadWait),
+    Write(WriteGate<'a>, Acknowledge),
+}
 
 pub fn not_writable_primary() -> DocError {
     DocError::with_code(10107, "NotWritablePrimary", "not primary")
@@ -144,30 +192,48 @@ fn touches_data(spec: Option<&Spec>) -> bool {
     spec.is_some_and(|s| !matches!(s.namespace, Namespace::Server | Namespace::Users))
 }
 
+fn diverged_error(why: &str) -> DocError {
+    DocError::with_code(
+        13436,
+        "NotPrimaryOrSecondary",
+        format!("this member holds writes the set does not have and refuses reads and writes until it is resynced: {why}"),
+    )
+}
+
+/// A write's read concern: only `local` (a write reads what it changes on the primary);
+/// mongod takes the others on writes only inside transactions, which members do not have.
+fn refuse_read_concern_on_write(name: &str, concern: ReadConcern) -> DocResult<()> {
+    if concern == ReadConcern::Local {
+        return Ok(());
+    }
+    Err(DocError::invalid_options(format!(
+        "{name} writes: readConcern level {concern:?} is not available on a write outside a transaction, which flashdoc's replica sets do not have"
+    )))
+}
+
 /// The member's checks before a command runs; for a write, its licence on the primary (and
-/// how it is acknowledged).
+/// how it is acknowledged); for a read, what it waits for after it ran.
 pub fn admit<'a>(
     rs: &'a ReplSet,
     spec: Option<&Spec>,
     writes: bool,
     db: &str,
     cmd: &Document,
-) -> DocResult<Option<(WriteGate<'a>, Acknowledge)>> {
+) -> DocResult<Admitted<'a>> {
     if let Some(why) = rs.diverged() {
         if writes || touches_data(spec) {
-            return Err(DocError::with_code(
-                13436,
-                "NotPrimaryOrSecondary",
-                format!("this member holds writes the set does not have and refuses reads and writes until it is resynced: {why}"),
-            ));
+            return Err(diverged_error(&why));
         }
     }
+    let concern = read_concern(cmd);
     if writes && db != "local" {
+        let name = cmd.keys().next().map_or("", String::as_str);
+        refuse_read_concern_on_write(name, concern)?;
         refuse_unreplicated(cmd)?;
         let ack = acknowledge(cmd)?;
         check_satisfiable(rs, ack)?;
         let gate = rs.write_gate().ok_or_else(not_writable_primary)?;
-        return Ok(Some((gate, ack)));
+        return Ok(Admitted::Write(gate, ack));
     }
     let writable = rs.member().is_some_and(|j| rs.writable(&j.status()));
     // A cursor's getMore runs where its first batch was allowed.
@@ -179,7 +245,74 @@ pub fn admit<'a>(
             "not primary and secondaryOk=false",
         ));
     }
-    Ok(None)
+    if concern == ReadConcern::Linearizable && !writable {
+        return Err(DocError::with_code(
+            10107,
+            "NotWritablePrimary",
+            "cannot satisfy linearizable read concern on non-primary node",
+        ));
+    }
+    Ok(Admitted::Read(ReadWait {
+        concern,
+        was_writable: writable,
+        started: Instant::now(),
+    }))
+}
+
+/// After a read ran: waits as its read concern asks, within the command's `maxTimeMS`
+/// (`max_time`); a read that cannot be answered so gets the reason instead (MaxTimeMSExpired
+/// when `maxTimeMS` ran out first, the role change that stopped it otherwise).
+pub fn settled(rs: &ReplSet, wait: ReadWait, max_time: Option<Duration>, reply: &mut Document) {
+    let ran = reply
+        .get("ok")
+        .and_then(query::compare::Num::of)
+        .is_some_and(|n| n.as_f64() == 1.0);
+    if wait.concern == ReadConcern::Local || !ran {
+        return;
+    }
+    if let Err(e) = settle(rs, &wait, max_time) {
+        *reply = crate::reply::error_reply(&e);
+    }
+}
+
+/// Waits until the majority holds every entry a read's answer may reflect: on a member that
+/// was not the primary, its data is what it applied, and it applies committed entries only;
+/// on the primary, the entries of its term up to the newest, or (linearizable) up to a no-op
+/// written after the read, which commits only while no other primary has taken writes.
+fn settle(rs: &ReplSet, wait: &ReadWait, max_time: Option<Duration>) -> DocResult<()> {
+    let Some(j) = rs.member() else {
+        // Not in a set yet: nothing was ever written here but to `local`.
+        return Ok(());
+    };
+    let primary = wait.was_writable || rs.writable(&j.status());
+    if wait.concern == ReadConcern::Majority && !primary {
+        return rs
+            .diverged()
+            .map_or(Ok(()), |why| Err(diverged_error(&why)));
+    }
+    let gate = rs
+        .write_gate()
+        .ok_or_else(|| repl_state_changed("it stopped being the primary during the read"))?;
+    if wait.concern == ReadConcern::Linearizable {
+        rs.db.log_noop(doc! {"msg": "linearizable read"})?;
+    }
+    let shipped = gate.joined.ship(&rs.db);
+    drop(gate);
+    let Some(pos) = shipped? else {
+        return Ok(());
+    };
+    let limit = max_time.map_or(MAJORITY_WAIT_LIMIT, |t| {
+        t.saturating_sub(wait.started.elapsed())
+    });
+    match j.node.run(j.node.wait_committed(pos, limit)) {
+        Ok(()) => Ok(()),
+        Err(ReplError::Timeout(_)) => Err(DocError::with_code(
+            50,
+            "MaxTimeMSExpired",
+            "operation exceeded time limit while waiting for the majority to hold what the read returned",
+        )),
+        Err(e) => Err(repl_state_changed(&e.to_string())),
+    }
 }
 
 /// After a write ran on the primary: proposes its oplog entries and waits as its write
@@ -278,6 +411,25 @@ mod tests {
         assert_eq!(wc(doc! {"w": -1}).unwrap_err().code, 9);
         assert_eq!(wc(doc! {"wtimeout": -5}).unwrap_err().code, 9);
         assert_eq!(wc(doc! {"x": 1}).unwrap_err().code, 9);
+    }
+
+    #[test]
+    fn read_concern_levels_on_a_member() {
+        let rc = |rc: Document| read_concern(&doc! {"find": "c", "readConcern": rc});
+        assert_eq!(read_concern(&doc! {"find": "c"}), ReadConcern::Local);
+        assert_eq!(rc(doc! {"level": "local"}), ReadConcern::Local);
+        assert_eq!(rc(doc! {"level": "available"}), ReadConcern::Local);
+        assert_eq!(rc(doc! {"level": "majority"}), ReadConcern::Majority);
+        assert_eq!(
+            rc(doc! {"level": "linearizable"}),
+            ReadConcern::Linearizable
+        );
+        // Writes read locally; the others levels are refused on them by name.
+        assert!(refuse_read_concern_on_write("update", ReadConcern::Local).is_ok());
+        for c in [ReadConcern::Majority, ReadConcern::Linearizable] {
+            let e = refuse_read_concern_on_write("update", c).unwrap_err();
+            assert_eq!((e.code, e.message.contains("update")), (72, true));
+        }
     }
 
     #[test]

@@ -35,6 +35,11 @@ const STATE_FILE: &str = "replset.bson";
 /// diverged member back.
 const WATCH_EVERY: Duration = Duration::from_millis(200);
 
+/// A primary that wrote nothing for this many seconds writes a no-op (mongod's
+/// `periodicNoopIntervalSecs`, 10 s): the commit point then moves on, so a `w: "majority"`
+/// write whose entry was truncated gets its verdict (docs/replication.md, "Write concern").
+const PERIODIC_NOOP_SECS: u32 = 10;
+
 /// The part of the set that exists once it is initiated: the Raft member and its applier.
 pub struct Joined {
     pub id: u64,
@@ -496,6 +501,9 @@ impl Joined {
             let oplog = db.oplog().expect("a member has an oplog");
             s.term = status.term;
             s.after = oplog.last_ts();
+            // An entry proposed in an earlier term is no longer this primary's newest: the
+            // entries before this term are applied here, hence committed.
+            s.last = None;
             oplog.set_term(status.term as i64);
         }
     }
@@ -602,8 +610,63 @@ fn watch(rs: std::sync::Weak<ReplSet>, stop: Arc<AtomicBool>) {
             }
             continue;
         }
-        if rs.as_primary(|| ()).is_none() && j.status().role != Role::Primary {
+        let idle_noop = || {
+            if let Err(e) = periodic_noop(&rs.db, now_secs()) {
+                crate::log::warn(
+                    "REPL",
+                    &format!("writing the periodic no-op: {}", e.message),
+                );
+            }
+        };
+        if rs.as_primary(idle_noop).is_none() && j.status().role != Role::Primary {
             j.applier.check_accounted();
         }
+    }
+}
+
+fn now_secs() -> u32 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    since.map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX))
+}
+
+/// Writes the periodic no-op (`{msg: "periodic noop"}`, as mongod's) if the oplog's newest
+/// entry is `PERIODIC_NOOP_SECS` old at `now` (seconds); whether it wrote one.
+fn periodic_noop(db: &DocDb, now: u32) -> DocResult<bool> {
+    let oplog = db.oplog().expect("a member has an oplog");
+    if now.saturating_sub(oplog.last_ts().time) < PERIODIC_NOOP_SECS {
+        return Ok(false);
+    }
+    db.log_noop(bson::doc! {"msg": "periodic noop"})?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use docdb::oplog::OplogSettings;
+    use docdb::DocDbConfig;
+
+    #[test]
+    fn an_idle_primary_writes_a_noop_every_interval() {
+        let mut cfg = DocDbConfig::in_memory();
+        cfg.oplog = Some(OplogSettings::from_mb(16.0).unwrap());
+        let db = DocDb::open(cfg).unwrap();
+        let oplog = db.oplog().unwrap().clone();
+        let now = now_secs();
+        // An empty oplog is as idle as can be.
+        assert!(periodic_noop(&db, now).unwrap());
+        let first = oplog.last_ts();
+        // Nothing until the interval has passed since the newest entry (the hybrid clock
+        // runs on the wall clock's seconds).
+        assert!(!periodic_noop(&db, first.time + PERIODIC_NOOP_SECS - 1).unwrap());
+        assert_eq!(oplog.last_ts(), first);
+        assert!(periodic_noop(&db, first.time + PERIODIC_NOOP_SECS).unwrap());
+        let entries = oplog.entries_after(first, 10, 1 << 20).unwrap();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].get_str("op"), Ok("n"));
+        assert_eq!(
+            entries[0].get_document("o").unwrap(),
+            &bson::doc! {"msg": "periodic noop"}
+        );
     }
 }
