@@ -8,7 +8,7 @@
 
 use super::{ts_of, ts_u64, Oplog};
 use crate::tail::TailSignal;
-use bson::{doc, Bson, Document, Timestamp};
+use bson::{doc, Bson, Document};
 use parking_lot::Mutex;
 use query::error::{DocError, DocResult};
 use std::collections::VecDeque;
@@ -597,17 +597,13 @@ impl Iterator for ChangeStream {
     }
 }
 
-/// The position after `ts` as a high-water token (a stream opened there and given nothing).
-pub fn high_water_token(ts: Timestamp) -> Document {
-    token(ts_u64(ts), TokenKind::HighWater)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::db::{DeleteStatement, DocDb, FindQuery, UpdateStatement, WriteOpts, WriteOutcome};
     use crate::oplog::OplogSettings;
     use crate::DocDbConfig;
+    use bson::Timestamp;
 
     fn member() -> Arc<DocDb> {
         let mut cfg = DocDbConfig::in_memory();
