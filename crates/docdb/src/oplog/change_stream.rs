@@ -94,7 +94,7 @@ fn read_token(t: &Bson) -> DocResult<(u64, TokenKind)> {
     .ok_or_else(|| invalid_token(format!("a resume token is {{_data: <string>}}, not {t}")))?;
     let body = data
         .strip_prefix(TOKEN_VERSION)
-        .filter(|b| b.len() == 18)
+        .filter(|b| b.len() == 18 && b.is_ascii())
         .ok_or_else(|| invalid_token(format!("'{data}' is not a resume token of this server")))?;
     let ts = u64::from_str_radix(&body[..16], 16);
     let kind = match u8::from_str_radix(&body[16..], 16) {
@@ -844,6 +844,9 @@ mod tests {
             40674
         );
         assert_eq!(code(doc! {"resumeAfter": {"_data": "00"}}), 260);
+        // Eighteen bytes after the prefix, not eighteen characters: refused, never sliced.
+        let wide = format!("{TOKEN_VERSION}{}", "€".repeat(6));
+        assert_eq!(code(doc! {"resumeAfter": {"_data": wide}}), 260);
         assert_eq!(
             parse(doc! {"startAtOperationTime": t}).unwrap().start,
             Start::At(ts_u64(t))
