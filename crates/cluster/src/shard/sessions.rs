@@ -185,15 +185,19 @@ pub fn run_retryable(
         Err(_) => (0..stmts.len() as i32).collect(),
     };
     let ordered = call.cmd.get_bool("ordered").unwrap_or(true);
+    // The command without its statements: a copy of the whole array per statement made a
+    // bulk write quadratic.
+    let mut base = call.cmd.clone();
+    base.remove(field);
+    base.remove("stmtIds");
     let mut merged = MergedReplies::default();
     for (i, stmt) in stmts.iter().enumerate() {
         let sid = ids.get(i).copied().unwrap_or(i as i32);
         let reply = match node.sessions.lookup(&s, sid) {
             Ok(Some(rec)) => recorded_reply(&rec),
             Ok(None) => {
-                let mut one = call.cmd.clone();
+                let mut one = base.clone();
                 one.insert(field, vec![stmt.clone()]);
-                one.remove("stmtIds");
                 run_one(&one, sid, kind)
             }
             Err(e) => server::reply::error_reply(&e),
