@@ -36,7 +36,27 @@ pub type NodeId = u64;
 pub struct Proposal {
     pub origin: NodeId,
     pub seq: u64,
+    /// Base64 in the log's and the RPCs' JSON: as serde's default array of numbers it was
+    /// about 3.5 bytes per byte, and parsing it number by number led the primary's profile
+    /// under a bulk insert.
+    #[serde(with = "base64_bytes")]
     pub data: Vec<u8>,
+}
+
+mod base64_bytes {
+    use base64::Engine;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(data: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(data))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(text.as_bytes())
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 /// A member as the group's configuration records it: its address, and what of mongod's
@@ -99,5 +119,24 @@ impl LogPosition {
 impl std::fmt::Display for LogPosition {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{{t: {}, i: {}}}", self.term, self.index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_proposals_bytes_travel_as_base64() {
+        let p = Proposal {
+            origin: 2,
+            seq: 7,
+            data: vec![0, 1, 254, 255],
+        };
+        let json = serde_json::to_string(&p).unwrap();
+        assert_eq!(json, r#"{"origin":2,"seq":7,"data":"AAH+/w=="}"#);
+        assert_eq!(serde_json::from_str::<Proposal>(&json).unwrap(), p);
+        let bad = r#"{"origin":2,"seq":7,"data":"not base64!"}"#;
+        assert!(serde_json::from_str::<Proposal>(bad).is_err());
     }
 }
