@@ -196,6 +196,39 @@ def test_majority_writes_reach_every_secondary(initiated):
         assert read_from(s, "w1") is not None
 
 
+def log_index(s):
+    """The Raft log index member `s` holds up to, as its replSetGetStatus reports it."""
+    with direct(s) as c:
+        members = c.admin.command("replSetGetStatus")["members"]
+    return next(m for m in members if m.get("self"))["optime"]["index"]
+
+
+def test_a_bulk_write_goes_to_the_log_in_batches(initiated):
+    # One synced append per document made a 702-document insert take 13 s, held heartbeats
+    # up past the election timeout, and had the old primary roll the documents back. Now the
+    # entries written since the last proposal go to the log together (up to 256 to an entry):
+    # how many per entry depends on how fast the insert runs against an fsync (8-30 seen on
+    # a loaded two-core machine), never one each.
+    primary = wait_for_primary(initiated)
+    before = log_index(primary)
+    n = 3000
+    with set_client(initiated) as c:
+        coll = c.e2e.get_collection("bulk", write_concern=pymongo.WriteConcern("majority"))
+        coll.insert_many([{"_id": i, "pad": "x" * 64} for i in range(n)])
+        assert coll.count_documents({}) == n
+    used = log_index(primary) - before
+    assert 0 < used <= n // 2, f"{n} documents took {used} log entries"
+    for s in initiated:
+        eventually(
+            lambda: direct_count(s, "bulk") == n, f"{host(s)} holds all {n} documents", 30
+        )
+
+
+def direct_count(s, coll):
+    with direct(s, readPreference="secondaryPreferred") as c:
+        return c.e2e[coll].count_documents({})
+
+
 def op_time(s, field="opTime"):
     with direct(s) as c:
         return c.admin.command("hello")["lastWrite"][field]["ts"]

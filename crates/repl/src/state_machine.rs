@@ -202,10 +202,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     {
         let already = self.shared.applier.last_applied();
         let mut out = Vec::new();
-        for entry in entries {
-            self.apply_one(entry, already)?;
-            out.push(());
-        }
+        crate::store::blocking(|| {
+            for entry in entries {
+                self.apply_one(entry, already)?;
+                out.push(());
+            }
+            Ok::<_, StoreErr>(())
+        })?;
         if let Some(applied) = self.record.applied {
             self.shared.advance_committed(applied);
         }

@@ -35,6 +35,21 @@ const COMMITTED_KEY: &[u8] = b"committed";
 const SYNC: WriteOptions = WriteOptions { sync: true };
 const NO_SYNC: WriteOptions = WriteOptions { sync: false };
 
+/// Runs `work`, which blocks (a synced write waits for the journal's fsync; an apply writes
+/// documents), so that the runtime's other tasks are not held up behind it: on a
+/// multi-threaded runtime the worker hands its queue to another thread first. Without this,
+/// a run of synced appends on the member's two worker threads delayed its heartbeats past the
+/// election timeout (docs/replication.md, "A write's entries").
+pub fn blocking<R>(work: impl FnOnce() -> R) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
+    }
+}
+
 /// What the log, the state machine and the node share: the engine and its tables, the applier,
 /// the commit point as it moves, and the proposals waiting to learn their position.
 pub struct Shared {
@@ -323,9 +338,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let mut batch = WriteBatch::new();
         batch.put(self.shared.meta, VOTE_KEY, encode(vote));
         // A granted vote is a promise: durable before the reply goes out.
-        self.shared
-            .kv
-            .write(&batch, SYNC)
+        blocking(|| self.shared.kv.write(&batch, SYNC))
             .map_err(|e| io_err(ErrorSubject::Vote, ErrorVerb::Write, &e))
     }
 
@@ -370,7 +383,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             batch.put(s.log, entry.log_id.index.to_be_bytes(), encode(&entry));
         }
         // An acknowledged append is counted toward the majority: durable first.
-        let res = s.kv.write(&batch, SYNC);
+        let res = blocking(|| s.kv.write(&batch, SYNC));
         callback.log_io_completed(
             res.as_ref()
                 .map(|_| ())
@@ -397,7 +410,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             committed.is_none_or(|c| c.index < log_id.index),
             "truncating the log at {log_id} below the commit point {committed:?}"
         );
-        self.delete_range(Bound::Included(log_id.index), Bound::Unbounded, None, SYNC)?;
+        blocking(|| {
+            self.delete_range(Bound::Included(log_id.index), Bound::Unbounded, None, SYNC)
+        })?;
         if let Some(from) = from {
             self.shared.applier.log_truncated(from);
         }

@@ -117,11 +117,20 @@ struct Shipper {
     /// The term this member last became primary in (0: never).
     term: u64,
     after: Timestamp,
-    /// Proposed entries not yet known committed: (position, ts), oldest first.
-    pending: VecDeque<(LogPosition, Timestamp)>,
+    /// Proposed log entries not yet known committed, oldest first.
+    pending: VecDeque<Proposed>,
     /// The last entry proposed, and the newest known committed.
     last: Option<(LogPosition, Timestamp)>,
     majority: Option<Timestamp>,
+}
+
+/// A log entry the primary proposed: its position, and the `ts` of the first and last oplog
+/// entries it carries.
+#[derive(Clone, Copy)]
+struct Proposed {
+    pos: LogPosition,
+    first: Timestamp,
+    last: Timestamp,
 }
 
 impl Default for Shipper {
@@ -508,8 +517,9 @@ impl Joined {
         }
     }
 
-    /// Proposes the oplog entries written since the last call, in `ts` order, each once it is
-    /// durable in this member's log (`w: 1`); returns the newest entry proposed so far.
+    /// Proposes the oplog entries written since the last call, in `ts` order, up to
+    /// [`applier::BATCH_MAX_ENTRIES`] to a log entry, each once it is durable in this member's
+    /// log (`w: 1`); returns the newest log entry proposed so far.
     pub fn ship(&self, db: &DocDb) -> DocResult<Option<LogPosition>> {
         let mut s = self.shipper.lock();
         if s.term == 0 {
@@ -517,28 +527,34 @@ impl Joined {
         }
         let oplog = db.oplog().expect("a member has an oplog");
         loop {
-            let batch = oplog.entries_after(s.after, 256, 8 << 20)?;
-            if batch.is_empty() {
+            let batch = oplog.entries_after(
+                s.after,
+                applier::BATCH_MAX_ENTRIES,
+                applier::BATCH_MAX_BYTES,
+            )?;
+            let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
                 return Ok(s.last.map(|(p, _)| p));
-            }
-            for entry in batch {
-                let ts = entry.get_timestamp("ts").map_err(repl_err)?;
-                let mut bytes = Vec::new();
-                entry.to_writer(&mut bytes).map_err(repl_err)?;
-                self.applier.proposing(ts).map_err(repl_err)?;
-                let pos = self
-                    .node
-                    .run(self.node.propose_nowait(bytes))
-                    .map_err(|e| {
-                        self.applier.divergence.diverge(format!(
-                            "a write at {ts:?} is in this member's oplog but could not be proposed to the set: {e}"
-                        ));
-                        concern::repl_state_changed(&e.to_string())
-                    })?;
-                s.after = ts;
-                s.last = Some((pos, ts));
-                s.pending.push_back((pos, ts));
-            }
+            };
+            let first = first.get_timestamp("ts").map_err(repl_err)?;
+            let last = last.get_timestamp("ts").map_err(repl_err)?;
+            assert!(
+                applier::ts_u64(s.after) < applier::ts_u64(first),
+                "the proposer moves forward"
+            );
+            let bytes = applier::batch_bytes(&batch).map_err(repl_err)?;
+            self.applier.proposing(last).map_err(repl_err)?;
+            let pos = self
+                .node
+                .run(self.node.propose_nowait(bytes))
+                .map_err(|e| {
+                    self.applier.divergence.diverge(format!(
+                        "writes from {first:?} to {last:?} are in this member's oplog but could not be proposed to the set: {e}"
+                    ));
+                    concern::repl_state_changed(&e.to_string())
+                })?;
+            s.after = last;
+            s.last = Some((pos, last));
+            s.pending.push_back(Proposed { pos, first, last });
         }
     }
 
@@ -557,7 +573,7 @@ impl Joined {
             return last;
         }
         match s.pending.front() {
-            Some(&(_, ts)) => applier::ts_u64(ts) - 1,
+            Some(p) => applier::ts_u64(p.first) - 1,
             None => applier::ts_u64(s.after),
         }
     }
@@ -565,11 +581,11 @@ impl Joined {
     /// The `ts` of the newest entry this primary knows a majority holds (`majorityOpTime`).
     pub fn majority_ts(&self, committed: Option<LogPosition>) -> Option<Timestamp> {
         let mut s = self.shipper.lock();
-        while let Some(&(pos, ts)) = s.pending.front() {
-            if committed.is_none_or(|c| c.index < pos.index) {
+        while let Some(&p) = s.pending.front() {
+            if committed.is_none_or(|c| c.index < p.pos.index) {
                 break;
             }
-            s.majority = Some(ts);
+            s.majority = Some(p.last);
             s.pending.pop_front();
         }
         s.majority

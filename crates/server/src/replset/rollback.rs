@@ -39,6 +39,7 @@ pub fn undone_entries(db: &DocDb, record: &Record) -> Result<Vec<Document>, Stri
         .map_err(|e| e.to_string())?
         .iter()
         .filter_map(|b| Document::from_reader(b.as_slice()).ok())
+        .flat_map(|d| applier::oplog_entries(d).unwrap_or_default())
         .filter_map(|d| d.get_timestamp("ts").ok().map(ts_u64))
         .collect();
     let oplog = db.oplog().ok_or("a member has an oplog")?;
