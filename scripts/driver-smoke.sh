@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Smoke checks of the Java (sync), Go and Node drivers and mongosh through a flashdoc router:
+# Smoke checks of the Java (sync), Go and Node drivers and mongosh through a flashdoc router
+# (or, with --replset, against a three-member replica set):
 # starts a local cluster (`flashdoc cluster up`: etcd, 2 shards, a router), runs each driver's
 # CRUD program against it, stops the cluster. Not part of CI (it downloads the drivers from
 # Maven Central, the Go module proxy and npm); scripts/test.sh runs it when
@@ -10,6 +11,10 @@
 # unauthenticated client must get Unauthorized (13), and every driver connects with a
 # user:password@ URI.
 #
+# --replset (or FLASHDOC_SMOKE_REPLSET=1): instead of a cluster, a three-member replica set
+# (`flashdoc serve --replSet rs0`, initiated by tests/pymongo-suite/initiate.py); every driver
+# connects with mongodb://a,b,c/?replicaSet=rs0 and finds the primary itself.
+#
 # --engine NAME (or FLASHDOC_SMOKE_ENGINE=NAME): every shard runs that storage engine
 # (`cluster up --storageEngine NAME`, e.g. mmapv1, the in-place engine); the script checks each
 # shard's serverStatus names it before the drivers run.
@@ -17,10 +22,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 AUTH="${FLASHDOC_SMOKE_AUTH:-0}"
 ENGINE="${FLASHDOC_SMOKE_ENGINE:-}"
-usage() { echo "usage: $0 [--auth] [--engine wiredTiger|inMemory|mmapv1]" >&2; exit 2; }
+REPLSET="${FLASHDOC_SMOKE_REPLSET:-0}"
+usage() { echo "usage: $0 [--auth] [--engine wiredTiger|inMemory|mmapv1] | --replset" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --auth) AUTH=1 ;;
+    --replset) REPLSET=1 ;;
     --engine) [ $# -ge 2 ] || usage; ENGINE="$2"; shift ;;
     --engine=*) ENGINE="${1#--engine=}" ;;
     *) usage ;;
@@ -31,6 +38,30 @@ done
 cargo build --quiet -p flashdoc
 BIN="$PWD/target/debug/flashdoc"
 DIR="$(mktemp -d /tmp/flashdoc-drivers-XXXXXX)"
+PY="${FLASHDOC_PYTHON:-$PWD/target/venv/bin/python}"
+if [ "$REPLSET" = "1" ] || [ "$AUTH" = "1" ] || [ -n "$ENGINE" ]; then
+  if [ ! -x "$PY" ]; then
+    python3 -m venv target/venv
+    target/venv/bin/pip install --quiet --disable-pip-version-check pymongo
+    PY="$PWD/target/venv/bin/python"
+  fi
+fi
+if [ "$REPLSET" = "1" ]; then
+  { [ "$AUTH" = "1" ] || [ -n "$ENGINE" ]; } && usage
+  port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+  printf 'storage:\n  wiredTiger:\n    engineConfig:\n      cacheSizeGB: 0.25\n' >"$DIR/member.conf"
+  PIDS=(); HOSTS=(); PORTS=()
+  trap 'kill ${PIDS[@]} 2>/dev/null; wait 2>/dev/null; rm -rf "$DIR"' EXIT
+  for n in 0 1 2; do
+    p=$(port); PORTS+=("$p"); HOSTS+=("127.0.0.1:$p"); mkdir -p "$DIR/m$n"
+    "$BIN" serve -f "$DIR/member.conf" --dbpath "$DIR/m$n" --port "$p" --replSet rs0 >"$DIR/m$n.log" 2>&1 &
+    PIDS+=($!)
+  done
+  for n in 0 1 2; do until grep -q "waiting for connections" "$DIR/m$n.log"; do sleep 0.2; done; done
+  "$PY" tests/pymongo-suite/initiate.py "${PORTS[@]}"
+  URI="mongodb://$(IFS=,; echo "${HOSTS[*]}")/?replicaSet=rs0"
+  echo "drivers connect with $URI"
+else
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 UP=("$BIN" cluster up --shards 2 --dir "$DIR/cluster" --port "$PORT")
 if [ "$AUTH" = "1" ]; then
@@ -44,14 +75,9 @@ if [ -n "$ENGINE" ]; then
 fi
 URI=$("${UP[@]}")
 trap '"$BIN" cluster down --dir "$DIR/cluster" >/dev/null; rm -rf "$DIR"' EXIT
+fi
 # pymongo creates the first user, checks the refusals and the shards' engine (scripts/test.sh's
 # venv).
-PY="${FLASHDOC_PYTHON:-$PWD/target/venv/bin/python}"
-if { [ "$AUTH" = "1" ] || [ -n "$ENGINE" ]; } && [ ! -x "$PY" ]; then
-  python3 -m venv target/venv
-  target/venv/bin/pip install --quiet --disable-pip-version-check pymongo
-  PY="$PWD/target/venv/bin/python"
-fi
 if [ "$AUTH" = "1" ]; then
   PWD_SMOKE="smoke-$(head -c 9 /dev/urandom | base64 | tr -d '+/=')"
   "$PY" - "$PORT" "$PWD_SMOKE" <<'PY'

@@ -1,4 +1,5 @@
-// Go driver smoke check through a flashdoc router (scripts/driver-smoke.sh).
+// Go driver smoke check through a flashdoc router, or against a replica set
+// (scripts/driver-smoke.sh [--replset]).
 package main
 
 import (
@@ -10,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/bson"
 	"go.mongodb.org/mongo-driver/mongo"
 	"go.mongodb.org/mongo-driver/mongo/options"
+	"go.mongodb.org/mongo-driver/mongo/readpref"
 )
 
 func check(err error) {
@@ -33,9 +35,15 @@ func main() {
 	check(err)
 	var hello bson.M
 	check(client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello))
-	expect(hello["msg"] == "isdbgrid", "hello says isdbgrid")
-	check(client.Database("admin").RunCommand(ctx, bson.D{{Key: "enableSharding", Value: "gosmoke"}}).Err())
-	check(client.Database("admin").RunCommand(ctx, bson.D{{Key: "shardCollection", Value: "gosmoke.c"}, {Key: "key", Value: bson.D{{Key: "k", Value: "hashed"}}}}).Err())
+	_, isSet := hello["setName"]
+	if isSet {
+		expect(hello["setName"] == "rs0", "hello names set rs0")
+		expect(hello["isWritablePrimary"] == true, "the driver talks to the primary")
+	} else {
+		expect(hello["msg"] == "isdbgrid", "hello says isdbgrid")
+		check(client.Database("admin").RunCommand(ctx, bson.D{{Key: "enableSharding", Value: "gosmoke"}}).Err())
+		check(client.Database("admin").RunCommand(ctx, bson.D{{Key: "shardCollection", Value: "gosmoke.c"}, {Key: "key", Value: bson.D{{Key: "k", Value: "hashed"}}}}).Err())
+	}
 	c := client.Database("gosmoke").Collection("c")
 	docs := []interface{}{}
 	for i := 0; i < 100; i++ {
@@ -55,6 +63,20 @@ func main() {
 	d, err := c.DeleteMany(ctx, bson.D{{Key: "k", Value: bson.D{{Key: "$gte", Value: 90}}}})
 	check(err)
 	expect(d.DeletedCount == 10, "delete many")
+	if isSet {
+		// The majority writes reach a secondary, which the driver reads from when asked.
+		onSecondary := client.Database("gosmoke", options.Database().SetReadPreference(readpref.Secondary())).Collection("c")
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			n, err := onSecondary.CountDocuments(ctx, bson.D{})
+			check(err)
+			if n == 90 {
+				break
+			}
+			expect(time.Now().Before(deadline), "a secondary holds the 90 documents")
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
 	check(client.Disconnect(ctx))
 	fmt.Println("go driver: ok")
 }
