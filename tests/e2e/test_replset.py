@@ -224,6 +224,20 @@ def test_a_bulk_write_goes_to_the_log_in_batches(initiated):
         )
 
 
+def test_a_document_near_the_size_limit_replicates(initiated):
+    # Its oplog entry, base64 in the log's JSON, is larger than one BSON binary may be (16 MB):
+    # the RPC carrying it goes as a document sequence of parts (it once panicked the leader's
+    # replication task, which cost the set its primary).
+    big = {"_id": "big", "pad": "y" * (12 << 20)}
+    with set_client(initiated) as c:
+        coll = c.e2e.get_collection("big", write_concern=pymongo.WriteConcern("majority"))
+        coll.insert_one(big)
+    for s in initiated:
+        eventually(
+            lambda: direct_count(s, "big") == 1, f"{host(s)} holds the large document", 30
+        )
+
+
 def direct_count(s, coll):
     with direct(s, readPreference="secondaryPreferred") as c:
         return c.e2e[coll].count_documents({})

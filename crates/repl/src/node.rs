@@ -39,6 +39,9 @@ pub struct NodeConfig {
     pub threads: usize,
 }
 
+/// Log entries in one AppendEntries (see `raft_config`).
+pub const MAX_PAYLOAD_ENTRIES: u64 = 2;
+
 impl NodeConfig {
     /// Defaults for one machine that may be loaded: elections after 1.5–3 s of silence,
     /// heartbeats every 300 ms.
@@ -63,6 +66,11 @@ impl NodeConfig {
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(self.snapshot_every),
             max_in_snapshot_log_to_keep: self.keep_behind_snapshot,
             install_snapshot_timeout: self.election_timeout.1.max(1000),
+            // openraft bounds an AppendEntries in entries, not bytes. An entry carries up to
+            // 1 MiB of oplog entries, or one larger entry (a document up to 16 MB), so two
+            // keep an RPC within the wire's 48 MB message (base64 in JSON: 4/3); catch-up
+            // still moves up to 512 oplog entries a round trip.
+            max_payload_entries: MAX_PAYLOAD_ENTRIES,
             ..Default::default()
         };
         Ok(Arc::new(

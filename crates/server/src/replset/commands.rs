@@ -167,7 +167,7 @@ pub fn internal(
 
 fn rpc(rs: &ReplSet, cmd: &Document) -> DocResult<Document> {
     let kind = wire::rpc_kind(cmd)?;
-    let body = wire::get_binary(cmd, "body")?.to_vec();
+    let body = wire::rpc_body(cmd)?;
     let j = rs.member().ok_or_else(not_yet_initialized)?;
     let answer = j
         .node

@@ -62,12 +62,22 @@ impl WireTransport {
 
     /// Sends one command (it carries `$db`) and returns its reply; an `ok: 0` reply is an error.
     pub async fn command(&self, addr: &str, cmd: &Document) -> Result<Document, TransportError> {
+        self.command_with(addr, cmd, &[]).await
+    }
+
+    /// `command` with a document sequence of the RPC body's parts.
+    async fn command_with(
+        &self,
+        addr: &str,
+        cmd: &Document,
+        parts: &[Document],
+    ) -> Result<Document, TransportError> {
         let pooled = self.0.pool.lock().get_mut(addr).and_then(Vec::pop);
         let mut s = match pooled {
             Some(s) => s,
             None => self.connect(addr).await?,
         };
-        let reply = self.exchange(&mut s, cmd).await?;
+        let reply = self.exchange_with(&mut s, cmd, parts).await?;
         self.0
             .pool
             .lock()
@@ -107,8 +117,23 @@ impl WireTransport {
         s: &mut TcpStream,
         cmd: &Document,
     ) -> Result<Document, TransportError> {
+        self.exchange_with(s, cmd, &[]).await
+    }
+
+    /// `exchange` with a document sequence `parts` beside the command (OP_MSG's kind 1).
+    async fn exchange_with(
+        &self,
+        s: &mut TcpStream,
+        cmd: &Document,
+        parts: &[Document],
+    ) -> Result<Document, TransportError> {
         let id = self.0.next_id.fetch_add(1, Ordering::Relaxed);
-        s.write_all(&crate::wire::msg_request(cmd, &[], id, 0))
+        let sequences: &[(&str, &[Document])] = if parts.is_empty() {
+            &[]
+        } else {
+            &[(BODY_PARTS, parts)]
+        };
+        s.write_all(&crate::wire::msg_request(cmd, sequences, id, 0))
             .await
             .map_err(io)?;
         let len = s.read_i32_le().await.map_err(io)?;
@@ -157,8 +182,8 @@ impl Transport for WireTransport {
         let this = self.clone();
         let addr = addr.to_string();
         Box::pin(async move {
-            let cmd = doc! {"_replRpc": kind as i32, "body": binary(body), "$db": "admin"};
-            let reply = this.command(&addr, &cmd).await?;
+            let (cmd, parts) = rpc_command(kind, body)?;
+            let reply = this.command_with(&addr, &cmd, &parts).await?;
             get_binary(&reply, "answer")
                 .map(<[u8]>::to_vec)
                 .map_err(|e| TransportError::Codec(e.message))
@@ -215,6 +240,55 @@ pub fn check_member(key: Option<&[u8]>, conn: &crate::client::ConnInfo) -> DocRe
     ))
 }
 
+/// The document sequence that carries an RPC body too large for one BSON value.
+const BODY_PARTS: &str = "bodyParts";
+/// The largest part of an RPC body in one BSON binary (BSON's own limit is 16 MB).
+const RPC_PART_BYTES: usize = 8 << 20;
+/// Room left in a message for the command and the parts' framing.
+const RPC_FRAMING_BYTES: usize = 64 << 10;
+
+/// `_replRpc`'s command for an RPC, and the parts of its body when it is too large for one
+/// BSON binary (a catch-up's AppendEntries may be: openraft bounds it in entries, not bytes),
+/// which travel as a document sequence up to the wire's 48 MB message. A larger body is
+/// refused here rather than failing to encode.
+fn rpc_command(kind: RpcKind, body: Vec<u8>) -> Result<(Document, Vec<Document>), TransportError> {
+    let max = crate::wire::MAX_MESSAGE_SIZE as usize - RPC_FRAMING_BYTES;
+    if body.len() > max {
+        return Err(TransportError::Codec(format!(
+            "an RPC of {} bytes is larger than a message may be ({max})",
+            body.len()
+        )));
+    }
+    let mut cmd = doc! {"_replRpc": kind as i32, "$db": "admin"};
+    if body.len() <= RPC_PART_BYTES {
+        cmd.insert("body", binary(body));
+        return Ok((cmd, Vec::new()));
+    }
+    let parts = body
+        .chunks(RPC_PART_BYTES)
+        .map(|c| doc! {"d": binary(c.to_vec())})
+        .collect();
+    Ok((cmd, parts))
+}
+
+/// An RPC's body from `_replRpc`: its `body`, or its parts joined in order.
+pub fn rpc_body(cmd: &Document) -> DocResult<Vec<u8>> {
+    if cmd.contains_key("body") {
+        return Ok(get_binary(cmd, "body")?.to_vec());
+    }
+    let parts = cmd
+        .get_array(BODY_PARTS)
+        .map_err(|_| DocError::bad_value("_replRpc needs a body or its parts"))?;
+    let mut body = Vec::new();
+    for p in parts {
+        let Bson::Document(d) = p else {
+            return Err(DocError::bad_value("an RPC body part is not a document"));
+        };
+        body.extend_from_slice(get_binary(d, "d")?);
+    }
+    Ok(body)
+}
+
 /// An RPC's kind from `_replRpc`'s value.
 pub fn rpc_kind(cmd: &Document) -> DocResult<RpcKind> {
     cmd.get_i32("_replRpc")
@@ -222,4 +296,46 @@ pub fn rpc_kind(cmd: &Document) -> DocResult<RpcKind> {
         .and_then(|k| u8::try_from(k).ok())
         .and_then(RpcKind::from_byte)
         .ok_or_else(|| DocError::bad_value("_replRpc: unknown RPC kind"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The command as the server sees it: the parts' sequence merged in as an array.
+    fn as_received(kind: RpcKind, body: Vec<u8>) -> Document {
+        let (mut cmd, parts) = rpc_command(kind, body).unwrap();
+        if !parts.is_empty() {
+            cmd.insert(BODY_PARTS, parts);
+        }
+        cmd
+    }
+
+    #[test]
+    fn an_rpc_body_of_any_size_a_message_holds_arrives_whole() {
+        for len in [
+            0,
+            1000,
+            RPC_PART_BYTES,
+            RPC_PART_BYTES + 1,
+            3 * RPC_PART_BYTES + 7,
+        ] {
+            let body: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            let cmd = as_received(RpcKind::AppendEntries, body.clone());
+            assert_eq!(cmd.contains_key(BODY_PARTS), len > RPC_PART_BYTES, "{len}");
+            assert_eq!(rpc_body(&cmd).unwrap(), body, "{len}");
+        }
+    }
+
+    #[test]
+    fn an_rpc_larger_than_a_message_is_refused_not_sent() {
+        let too_big = vec![0; crate::wire::MAX_MESSAGE_SIZE as usize];
+        assert!(matches!(
+            rpc_command(RpcKind::AppendEntries, too_big),
+            Err(TransportError::Codec(_))
+        ));
+        let bad = doc! {"_replRpc": 1, "bodyParts": [1]};
+        assert!(rpc_body(&bad).is_err());
+        assert!(rpc_body(&doc! {"_replRpc": 1}).is_err());
+    }
 }
