@@ -10,7 +10,12 @@ members = [{"_id": i, "host": f"127.0.0.1:{p}"} for i, p in enumerate(ports)]
 with pymongo.MongoClient(f"127.0.0.1:{ports[0]}", directConnection=True) as first:
     first.admin.command("replSetInitiate", {
         "_id": "rs0", "members": members,
-        "settings": {"electionTimeoutMillis": 2000, "heartbeatIntervalMillis": 400}})
+        # mongod's default election timeout (10 s): the suite tests the drivers' view of a
+        # set, not failover, and its bulk tests (100 100 inserts, 8 MB documents) on a debug
+        # build stall a member's storage for seconds, which a 2 s timeout turns into
+        # elections mid-test. Heartbeats stay frequent, so secondaries learn the commit point
+        # soon.
+        "settings": {"electionTimeoutMillis": 10000, "heartbeatIntervalMillis": 400}})
 deadline = time.time() + 60
 while True:
     hellos = []
