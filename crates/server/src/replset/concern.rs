@@ -212,29 +212,25 @@ fn refuse_read_concern_on_write(name: &str, concern: ReadConcern) -> DocResult<(
 }
 
 /// The member's checks before a command runs; for a write, its licence on the primary (and
-/// how it is acknowledged); for a read, what it waits for after it ran.
+/// how it is acknowledged); for a read, what it waits for after it ran, once the member has
+/// what its `afterClusterTime` asks for (waiting at most `max_time`, the command's `maxTimeMS`).
 pub fn admit<'a>(
     rs: &'a ReplSet,
     spec: Option<&Spec>,
     writes: bool,
     db: &str,
     cmd: &Document,
+    max_time: Option<Duration>,
 ) -> DocResult<Admitted<'a>> {
     if let Some(why) = rs.diverged() {
         if writes || touches_data(spec) {
             return Err(diverged_error(&why));
         }
     }
-    let concern = read_concern(cmd);
     if writes && db != "local" {
-        let name = cmd.keys().next().map_or("", String::as_str);
-        refuse_read_concern_on_write(name, concern)?;
-        refuse_unreplicated(cmd)?;
-        let ack = acknowledge(cmd)?;
-        check_satisfiable(rs, ack)?;
-        let gate = rs.write_gate().ok_or_else(not_writable_primary)?;
-        return Ok(Admitted::Write(gate, ack));
+        return admit_write(rs, cmd);
     }
+    let started = Instant::now();
     let writable = rs.member().is_some_and(|j| rs.writable(&j.status()));
     // A cursor's getMore runs where its first batch was allowed.
     let opens_read = touches_data(spec) && !spec.is_some_and(|s| s.namespace == Namespace::Cursors);
@@ -245,6 +241,7 @@ pub fn admit<'a>(
             "not primary and secondaryOk=false",
         ));
     }
+    let concern = read_concern_of(rs, cmd, opens_read)?;
     if concern == ReadConcern::Linearizable && !writable {
         return Err(DocError::with_code(
             10107,
@@ -252,10 +249,67 @@ pub fn admit<'a>(
             "cannot satisfy linearizable read concern on non-primary node",
         ));
     }
+    if let Some(t) = super::causal::after_cluster_time(cmd)? {
+        let deadline = started + max_time.unwrap_or(MAJORITY_WAIT_LIMIT);
+        super::causal::wait_after(rs, t, deadline)?;
+    }
     Ok(Admitted::Read(ReadWait {
         concern,
         was_writable: writable,
-        started: Instant::now(),
+        started,
+    }))
+}
+
+/// A write's checks and its licence on the writable primary.
+fn admit_write<'a>(rs: &'a ReplSet, cmd: &Document) -> DocResult<Admitted<'a>> {
+    let name = cmd.keys().next().map_or("", String::as_str);
+    refuse_read_concern_on_write(name, read_concern(cmd))?;
+    if super::causal::after_cluster_time(cmd)?.is_some() {
+        return Err(DocError::invalid_options(format!(
+            "{name} writes: readConcern afterClusterTime is not available on a write outside a transaction, which flashdoc's replica sets do not have"
+        )));
+    }
+    refuse_unreplicated(cmd)?;
+    let ack = write_concern_of(rs, cmd)?;
+    check_satisfiable(rs, ack)?;
+    let gate = rs.write_gate().ok_or_else(not_writable_primary)?;
+    Ok(Admitted::Write(gate, ack))
+}
+
+/// Whether the command carries a write concern of its own (`writeConcern: {}` is none, as in
+/// mongod).
+fn has_write_concern(cmd: &Document) -> bool {
+    match cmd.get("writeConcern") {
+        None => false,
+        Some(Bson::Document(wc)) => !wc.is_empty(),
+        Some(_) => true,
+    }
+}
+
+/// The write's own write concern, or else the set's default (`setDefaultRWConcern`), or else
+/// the implicit `w: "majority"`.
+fn write_concern_of(rs: &ReplSet, cmd: &Document) -> DocResult<Acknowledge> {
+    if has_write_concern(cmd) {
+        return acknowledge(cmd);
+    }
+    match super::defaults::load(&rs.db)?.write {
+        Some(wc) => acknowledge(&doc! {"writeConcern": wc}),
+        None => Ok(Acknowledge::Majority(None)),
+    }
+}
+
+/// The read's own read concern level, or else, for a read of data (`opens_read`), the set's
+/// default level (`setDefaultRWConcern`), or else `local`.
+fn read_concern_of(rs: &ReplSet, cmd: &Document, opens_read: bool) -> DocResult<ReadConcern> {
+    let has_level = cmd
+        .get_document("readConcern")
+        .is_ok_and(|rc| rc.contains_key("level"));
+    if has_level || !opens_read {
+        return Ok(read_concern(cmd));
+    }
+    let default = super::defaults::load(&rs.db)?.read;
+    Ok(default.map_or(ReadConcern::Local, |rc| {
+        read_concern(&doc! {"readConcern": rc})
     }))
 }
 
