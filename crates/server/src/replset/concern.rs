@@ -228,7 +228,7 @@ pub fn admit<'a>(
         }
     }
     if writes && db != "local" {
-        return admit_write(rs, cmd);
+        return admit_write(rs, cmd, max_time);
     }
     let started = Instant::now();
     let writable = rs.member().is_some_and(|j| rs.writable(&j.status()));
@@ -260,18 +260,27 @@ pub fn admit<'a>(
     }))
 }
 
-/// A write's checks and its licence on the writable primary.
-fn admit_write<'a>(rs: &'a ReplSet, cmd: &Document) -> DocResult<Admitted<'a>> {
+/// A write's checks, its wait for `afterClusterTime` (before its licence: the wait may write a
+/// no-op, which takes one), and its licence on the writable primary.
+fn admit_write<'a>(
+    rs: &'a ReplSet,
+    cmd: &Document,
+    max_time: Option<Duration>,
+) -> DocResult<Admitted<'a>> {
     let name = cmd.keys().next().map_or("", String::as_str);
     refuse_read_concern_on_write(name, read_concern(cmd))?;
-    if super::causal::after_cluster_time(cmd)?.is_some() {
-        return Err(DocError::invalid_options(format!(
-            "{name} writes: readConcern afterClusterTime is not available on a write outside a transaction, which flashdoc's replica sets do not have"
-        )));
-    }
     refuse_unreplicated(cmd)?;
     let ack = write_concern_of(rs, cmd)?;
     check_satisfiable(rs, ack)?;
+    // A causally consistent session's write carries its last operation time too (drivers
+    // send it on every command that takes a read concern, as mongod's writes do).
+    if let Some(t) = super::causal::after_cluster_time(cmd)? {
+        if !rs.member().is_some_and(|j| rs.writable(&j.status())) {
+            return Err(not_writable_primary());
+        }
+        let deadline = Instant::now() + max_time.unwrap_or(MAJORITY_WAIT_LIMIT);
+        super::causal::wait_after(rs, t, deadline)?;
+    }
     let gate = rs.write_gate().ok_or_else(not_writable_primary)?;
     Ok(Admitted::Write(gate, ack))
 }
