@@ -198,7 +198,8 @@ pub fn wait_after(rs: &ReplSet, t: Timestamp, deadline: Instant) -> DocResult<()
             "readConcern afterClusterTime value must not be greater than the current clusterTime. Requested clusterTime: {t}; current clusterTime: {current}"
         )));
     }
-    let mut wrote_noop = false;
+    // Set once the member turns out not to be the writable primary: it waits for the primary.
+    let mut secondary = false;
     while ts_newer(t, op_time(rs)) {
         if let Some(i) = crate::ops::current() {
             i.check()?;
@@ -210,8 +211,8 @@ pub fn wait_after(rs: &ReplSet, t: Timestamp, deadline: Instant) -> DocResult<()
                 format!("operation exceeded time limit while waiting for this member's oplog to reach afterClusterTime {t}"),
             ));
         }
-        if !wrote_noop && now_secs() > t.time {
-            wrote_noop = noop_past(rs)?;
+        if !secondary && now_secs() > t.time {
+            secondary = !noop_past(rs)?;
         }
         std::thread::sleep(POLL);
     }

@@ -11,7 +11,7 @@
 use super::{ReplSet, WriteGate};
 use crate::spec::{Namespace, Spec};
 use bson::{doc, Bson, Document};
-use docdb::{DocError, DocResult};
+use docdb::{DocDb, DocError, DocResult};
 use repl::ReplError;
 use std::time::{Duration, Instant};
 
@@ -241,7 +241,7 @@ pub fn admit<'a>(
             "not primary and secondaryOk=false",
         ));
     }
-    let concern = read_concern_of(rs, cmd, opens_read)?;
+    let concern = read_concern_of(&rs.db, cmd, opens_read)?;
     if concern == ReadConcern::Linearizable && !writable {
         return Err(DocError::with_code(
             10107,
@@ -270,7 +270,7 @@ fn admit_write<'a>(
     let name = cmd.keys().next().map_or("", String::as_str);
     refuse_read_concern_on_write(name, read_concern(cmd))?;
     refuse_unreplicated(cmd)?;
-    let ack = write_concern_of(rs, cmd)?;
+    let ack = write_concern_of(&rs.db, cmd)?;
     check_satisfiable(rs, ack)?;
     // A causally consistent session's write carries its last operation time too (drivers
     // send it on every command that takes a read concern, as mongod's writes do).
@@ -297,11 +297,11 @@ fn has_write_concern(cmd: &Document) -> bool {
 
 /// The write's own write concern, or else the set's default (`setDefaultRWConcern`), or else
 /// the implicit `w: "majority"`.
-fn write_concern_of(rs: &ReplSet, cmd: &Document) -> DocResult<Acknowledge> {
+fn write_concern_of(db: &DocDb, cmd: &Document) -> DocResult<Acknowledge> {
     if has_write_concern(cmd) {
         return acknowledge(cmd);
     }
-    match super::defaults::load(&rs.db)?.write {
+    match super::defaults::load(db)?.write {
         Some(wc) => acknowledge(&doc! {"writeConcern": wc}),
         None => Ok(Acknowledge::Majority(None)),
     }
@@ -309,14 +309,14 @@ fn write_concern_of(rs: &ReplSet, cmd: &Document) -> DocResult<Acknowledge> {
 
 /// The read's own read concern level, or else, for a read of data (`opens_read`), the set's
 /// default level (`setDefaultRWConcern`), or else `local`.
-fn read_concern_of(rs: &ReplSet, cmd: &Document, opens_read: bool) -> DocResult<ReadConcern> {
+fn read_concern_of(db: &DocDb, cmd: &Document, opens_read: bool) -> DocResult<ReadConcern> {
     let has_level = cmd
         .get_document("readConcern")
         .is_ok_and(|rc| rc.contains_key("level"));
     if has_level || !opens_read {
         return Ok(read_concern(cmd));
     }
-    let default = super::defaults::load(&rs.db)?.read;
+    let default = super::defaults::load(db)?.read;
     Ok(default.map_or(ReadConcern::Local, |rc| {
         read_concern(&doc! {"readConcern": rc})
     }))
@@ -493,6 +493,54 @@ mod tests {
             let e = refuse_read_concern_on_write("update", c).unwrap_err();
             assert_eq!((e.code, e.message.contains("update")), (72, true));
         }
+    }
+
+    #[test]
+    fn the_defaults_apply_to_commands_without_their_own_concern() {
+        let db = DocDb::open(docdb::DocDbConfig::in_memory()).unwrap();
+        let insert = doc! {"insert": "c"};
+        let find = doc! {"find": "c"};
+        // Unset: the implicit w: "majority" and local.
+        assert_eq!(
+            write_concern_of(&db, &insert).unwrap(),
+            Acknowledge::Majority(None)
+        );
+        assert_eq!(
+            read_concern_of(&db, &find, true).unwrap(),
+            ReadConcern::Local
+        );
+        super::super::defaults::set_in(
+            &db,
+            doc! {"w": 2, "wtimeout": 50},
+            doc! {"level": "majority"},
+        )
+        .unwrap();
+        let members = Acknowledge::Members(2, Some(Duration::from_millis(50)));
+        assert_eq!(write_concern_of(&db, &insert).unwrap(), members);
+        let empty = doc! {"insert": "c", "writeConcern": {}};
+        assert_eq!(write_concern_of(&db, &empty).unwrap(), members);
+        let own = doc! {"insert": "c", "writeConcern": {"w": 1}};
+        assert_eq!(write_concern_of(&db, &own).unwrap(), Acknowledge::Local);
+        assert_eq!(
+            read_concern_of(&db, &find, true).unwrap(),
+            ReadConcern::Majority
+        );
+        // Not to a read of the server's own state, nor over a read's own level; a read
+        // concern with afterClusterTime alone takes the default level.
+        assert_eq!(
+            read_concern_of(&db, &find, false).unwrap(),
+            ReadConcern::Local
+        );
+        let local = doc! {"find": "c", "readConcern": {"level": "local"}};
+        assert_eq!(
+            read_concern_of(&db, &local, true).unwrap(),
+            ReadConcern::Local
+        );
+        let after = doc! {"find": "c", "readConcern": {"afterClusterTime": bson::Timestamp {time: 1, increment: 1}}};
+        assert_eq!(
+            read_concern_of(&db, &after, true).unwrap(),
+            ReadConcern::Majority
+        );
     }
 
     #[test]

@@ -244,6 +244,18 @@ fn save(db: &DocDb, defaults: &Defaults) -> DocResult<()> {
     }
 }
 
+/// Sets both defaults in `db` directly (what `setDefaultRWConcern` writes), for the tests of
+/// their use.
+#[cfg(test)]
+pub(super) fn set_in(db: &DocDb, write: Document, read: Document) -> DocResult<()> {
+    let defaults = Defaults {
+        read: Some(read),
+        write: Some(write),
+        ..Defaults::default()
+    };
+    save(db, &defaults)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
