@@ -307,3 +307,72 @@ mod tests {
         assert_eq!(ts_max(at(3, 1), at(2, 9)), at(3, 1));
     }
 }
+
+/// The gossip and the wait on a member not yet in a set (its oplog written by hand).
+#[cfg(test)]
+mod member_tests {
+    use super::*;
+    use docdb::oplog::OplogSettings;
+    use docdb::{DocDb, DocDbConfig};
+
+    fn member(dir: &std::path::Path) -> std::sync::Arc<ReplSet> {
+        let mut cfg = DocDbConfig::in_memory();
+        cfg.oplog = Some(OplogSettings::from_mb(16.0).unwrap());
+        let db = DocDb::open(cfg).unwrap();
+        let mut server = crate::config::ServerConfig::default();
+        server.storage.db_path = dir.to_path_buf();
+        let rs = ReplSet::open("rs", db, &server, None).unwrap();
+        rs.db.log_noop(doc! {"msg": "first"}).unwrap();
+        rs
+    }
+
+    fn with_time(t: Timestamp) -> Document {
+        doc! {"ping": 1, "$clusterTime": {"clusterTime": t}}
+    }
+
+    #[test]
+    fn only_a_trusted_gossip_moves_the_cluster_time_and_replies_carry_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let rs = member(dir.path());
+        let op = op_time(&rs);
+        let now = now_secs();
+        let ahead = Timestamp {
+            time: now + 30,
+            increment: 1,
+        };
+        gossip_in(&rs, &with_time(ahead), false, now).unwrap();
+        assert_eq!(cluster_time(&rs), op);
+        gossip_in(&rs, &with_time(ahead), true, now).unwrap();
+        assert_eq!(cluster_time(&rs), ahead);
+        assert_eq!(op_time(&rs), op, "the gossip leaves the oplog alone");
+        let mut reply = doc! {"ok": 1.0};
+        gossip_out(&rs, &mut reply);
+        assert_eq!(reply.get_timestamp("operationTime"), Ok(op));
+        let ct = reply.get_document("$clusterTime").unwrap();
+        assert_eq!(ct.get_timestamp("clusterTime"), Ok(ahead));
+        assert_eq!(
+            ct.get_document("signature").unwrap().get_i64("keyId"),
+            Ok(0)
+        );
+        rs.shutdown();
+    }
+
+    #[test]
+    fn after_cluster_time_is_refused_past_the_cluster_time_and_bounded_in_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let rs = member(dir.path());
+        let op = op_time(&rs);
+        let soon = Instant::now() + Duration::from_millis(100);
+        // What the oplog holds: no wait.
+        wait_after(&rs, op, soon).unwrap();
+        let later = Timestamp {
+            time: op.time + 20,
+            increment: 1,
+        };
+        assert_eq!(wait_after(&rs, later, soon).unwrap_err().code, 72);
+        rs.clock.advance(later);
+        // Not a writable primary: nothing writes past it, so the deadline ends the wait.
+        assert_eq!(wait_after(&rs, later, soon).unwrap_err().code, 50);
+        rs.shutdown();
+    }
+}
