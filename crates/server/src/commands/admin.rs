@@ -40,11 +40,11 @@ pub(crate) fn repl_set_reconfig(call: &Call) -> DocResult<Document> {
 }
 
 pub(crate) fn get_default_rw_concern(call: &Call) -> DocResult<Document> {
-    crate::replset::defaults::get(call.state.replset(), call.db, call.cmd)
+    crate::replset::commands::get_default_rw_concern(call.state.replset(), call.db, call.cmd)
 }
 
 pub(crate) fn set_default_rw_concern(call: &Call) -> DocResult<Document> {
-    crate::replset::defaults::set(call.state.replset(), call.db, call.cmd)
+    crate::replset::commands::set_default_rw_concern(call.state.replset(), call.db, call.cmd)
 }
 
 pub(crate) fn ping(_: &Call) -> DocResult<Document> {

@@ -1,14 +1,12 @@
-//! The set's default read and write concerns (`getDefaultRWConcern`, `setDefaultRWConcern`,
-//! mongod 4.4+): one document, `config.settings` `{_id: "ReadWriteConcernDefaults"}`, as mongod
+//! The set's default read and write concerns (set and read by `getDefaultRWConcern` and
+//! `setDefaultRWConcern`, mongod 4.4+, in `commands`): one document, `config.settings` `{_id: "ReadWriteConcernDefaults"}`, as mongod
 //! keeps it. It is written on the primary like any document, so its oplog entry replicates it
 //! to every member and it survives a restart; every member reads its own copy when a command
 //! needs it (`concern::admit`): a write without `writeConcern` takes the default write concern,
 //! a read of data without a read concern level takes the default level.
 
-use super::ReplSet;
 use bson::{doc, Bson, DateTime, Document, Timestamp};
-use docdb::{DocDb, DocError, DocResult, FindQuery, UpdateStatement, WriteOpts};
-use std::sync::Arc;
+use docdb::{DocDb, DocResult, FindQuery, UpdateStatement, WriteOpts};
 
 const SETTINGS_DB: &str = "config";
 const SETTINGS_COLL: &str = "settings";
@@ -20,8 +18,8 @@ pub struct Defaults {
     pub read: Option<Document>,
     pub write: Option<Document>,
     /// The member's newest oplog `ts` when they were last set (the change's entry follows it).
-    update_op_time: Option<Timestamp>,
-    update_wall: Option<DateTime>,
+    pub(super) update_op_time: Option<Timestamp>,
+    pub(super) update_wall: Option<DateTime>,
 }
 
 /// mongod's implicit defaults (5.0+): `w: "majority"`, read concern `local`.
@@ -66,7 +64,7 @@ impl Defaults {
 
     /// The reply of both commands. This member reads the document on every use, so what it
     /// holds took effect here at `now` (`localUpdateWallClockTime`).
-    fn reply(&self, now: DateTime) -> Document {
+    pub(super) fn reply(&self, now: DateTime) -> Document {
         let source = |set: bool| if set { "global" } else { "implicit" };
         let mut d = doc! {
             "defaultReadConcern": self.read.clone().unwrap_or_else(implicit_read),
@@ -93,140 +91,8 @@ pub fn load(db: &DocDb) -> DocResult<Defaults> {
     Ok(found.map(|d| Defaults::from_stored(&d)).unwrap_or_default())
 }
 
-/// mongod's refusal of both commands on a standalone.
-fn standalone(name: &str) -> DocError {
-    DocError::with_code(
-        51300,
-        "Location51300",
-        format!("'{name}' is not supported on standalone nodes."),
-    )
-}
-
-fn member<'a>(rs: Option<&'a Arc<ReplSet>>, name: &str, db: &str) -> DocResult<&'a Arc<ReplSet>> {
-    let rs = rs.ok_or_else(|| standalone(name))?;
-    if db != "admin" {
-        return Err(DocError::with_code(
-            13,
-            "Unauthorized",
-            format!("{name} may only be run against the admin database."),
-        ));
-    }
-    Ok(rs)
-}
-
-/// `getDefaultRWConcern` (`inMemory`: the member keeps no cache apart from the document, so
-/// both answers are the document's; the reply says `inMemory: true` when asked, as mongod's).
-pub fn get(rs: Option<&Arc<ReplSet>>, db: &str, cmd: &Document) -> DocResult<Document> {
-    let rs = member(rs, "getDefaultRWConcern", db)?;
-    let in_memory = match cmd.get("inMemory") {
-        None => false,
-        Some(Bson::Boolean(b)) => *b,
-        Some(_) => return Err(DocError::type_mismatch("inMemory must be a boolean")),
-    };
-    let mut reply = load(&rs.db)?.reply(DateTime::now());
-    if in_memory {
-        reply.insert("inMemory", true);
-    }
-    Ok(reply)
-}
-
-/// What a `setDefaultRWConcern` changes: `Some(None)` unsets (`{}`), `None` keeps.
-#[derive(Debug, PartialEq)]
-struct Change {
-    read: Option<Option<Document>>,
-    write: Option<Option<Document>>,
-}
-
-fn parse_change(cmd: &Document) -> DocResult<Change> {
-    let read = cmd.get("defaultReadConcern").map(check_read).transpose()?;
-    let write = cmd
-        .get("defaultWriteConcern")
-        .map(check_write)
-        .transpose()?;
-    if read.is_none() && write.is_none() {
-        return Err(DocError::bad_value(
-            "At least one of the 'defaultReadConcern' or 'defaultWriteConcern' fields must be present",
-        ));
-    }
-    Ok(Change { read, write })
-}
-
-/// A default read concern: `{}` (unset) or `{level}` with `local`, `majority` or `available`.
-fn check_read(v: &Bson) -> DocResult<Option<Document>> {
-    let Bson::Document(rc) = v else {
-        return Err(DocError::type_mismatch(
-            "defaultReadConcern must be an object",
-        ));
-    };
-    if rc.is_empty() {
-        return Ok(None);
-    }
-    if let Some(k) = rc.keys().find(|k| *k != "level") {
-        return Err(DocError::bad_value(format!(
-            "A default read concern may only contain 'level', not '{k}'"
-        )));
-    }
-    match rc.get("level") {
-        Some(Bson::String(l)) if matches!(l.as_str(), "local" | "majority" | "available") => {
-            Ok(Some(rc.clone()))
-        }
-        Some(Bson::String(l)) if matches!(l.as_str(), "linearizable" | "snapshot") => {
-            Err(DocError::bad_value(format!(
-                "level: '{l}' is not allowed as a default read concern"
-            )))
-        }
-        Some(Bson::String(l)) => Err(DocError::failed_to_parse(format!(
-            "readConcern level '{l}' is not a read concern level"
-        ))),
-        _ => Err(DocError::type_mismatch(
-            "readConcern.level must be a string",
-        )),
-    }
-}
-
-/// A default write concern: `{}` (unset) or one a command could carry, but not `w: 0`.
-fn check_write(v: &Bson) -> DocResult<Option<Document>> {
-    let Bson::Document(wc) = v else {
-        return Err(DocError::type_mismatch(
-            "defaultWriteConcern must be an object",
-        ));
-    };
-    if wc.is_empty() {
-        return Ok(None);
-    }
-    super::concern::acknowledge(&doc! {"writeConcern": wc.clone()})?;
-    let w0 = wc
-        .get("w")
-        .and_then(query::compare::Num::of)
-        .is_some_and(|n| n.as_f64() == 0.0);
-    if w0 {
-        return Err(DocError::bad_value(
-            "The default write concern cannot be { w: 0 }: an unacknowledged write cannot be the default",
-        ));
-    }
-    Ok(Some(wc.clone()))
-}
-
-/// `setDefaultRWConcern`: on the writable primary (the command is a write, admitted as one),
-/// checks the new defaults and writes the document; the reply is the defaults now.
-pub fn set(rs: Option<&Arc<ReplSet>>, db: &str, cmd: &Document) -> DocResult<Document> {
-    let rs = member(rs, "setDefaultRWConcern", db)?;
-    let change = parse_change(cmd)?;
-    let mut defaults = load(&rs.db)?;
-    if let Some(read) = change.read {
-        defaults.read = read;
-    }
-    if let Some(write) = change.write {
-        defaults.write = write;
-    }
-    defaults.update_op_time = Some(super::causal::cluster_time(rs));
-    let now = DateTime::now();
-    defaults.update_wall = Some(now);
-    save(&rs.db, &defaults)?;
-    Ok(defaults.reply(now))
-}
-
-fn save(db: &DocDb, defaults: &Defaults) -> DocResult<()> {
+/// Writes the defaults (on the primary: the write's oplog entry replicates them).
+pub(super) fn save(db: &DocDb, defaults: &Defaults) -> DocResult<()> {
     let stmt = UpdateStatement {
         q: doc! {"_id": DEFAULTS_ID},
         u: Bson::Document(defaults.to_stored()),
@@ -259,49 +125,6 @@ pub(super) fn set_in(db: &DocDb, write: Document, read: Document) -> DocResult<(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn set_cmd(fields: Document) -> Document {
-        let mut cmd = doc! {"setDefaultRWConcern": 1};
-        cmd.extend(fields);
-        cmd
-    }
-
-    #[test]
-    fn bad_defaults_get_mongods_errors() {
-        let code = |fields: Document| parse_change(&set_cmd(fields)).unwrap_err().code;
-        assert_eq!(code(doc! {}), 2);
-        assert_eq!(code(doc! {"defaultWriteConcern": 1}), 14);
-        assert_eq!(code(doc! {"defaultWriteConcern": {"w": 0}}), 2);
-        assert_eq!(code(doc! {"defaultWriteConcern": {"w": -1}}), 9);
-        assert_eq!(code(doc! {"defaultReadConcern": 1}), 14);
-        assert_eq!(code(doc! {"defaultReadConcern": {"level": "dummy"}}), 9);
-        assert_eq!(
-            code(doc! {"defaultReadConcern": {"level": "linearizable"}}),
-            2
-        );
-        assert_eq!(code(doc! {"defaultReadConcern": {"level": "snapshot"}}), 2);
-        let after = bson::Timestamp {
-            time: 50,
-            increment: 1,
-        };
-        assert_eq!(
-            code(doc! {"defaultReadConcern": {"level": "local", "afterClusterTime": after}}),
-            2
-        );
-    }
-
-    #[test]
-    fn good_defaults_set_keep_or_unset() {
-        let change = parse_change(&set_cmd(doc! {
-            "defaultReadConcern": {"level": "majority"},
-            "defaultWriteConcern": {"w": 1, "j": false},
-        }))
-        .unwrap();
-        assert_eq!(change.read, Some(Some(doc! {"level": "majority"})));
-        assert_eq!(change.write, Some(Some(doc! {"w": 1, "j": false})));
-        let unset = parse_change(&set_cmd(doc! {"defaultReadConcern": {}})).unwrap();
-        assert_eq!((unset.read, unset.write), (Some(None), None));
-    }
 
     #[test]
     fn the_stored_document_reads_back_and_the_reply_names_its_sources() {
