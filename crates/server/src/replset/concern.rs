@@ -5,8 +5,10 @@
 //! majority holds it, `w: N` once N members' logs hold it; and a read's read concern:
 //! `local` answers what the member holds, `majority` once a majority holds every entry the
 //! answer may reflect, `linearizable` (the primary only) once a no-op written after the read
-//! is the majority's. Tag sets (a configuration has no tags) and any other write or read
-//! concern are refused, never ignored.
+//! is the majority's; with `afterClusterTime`, once the member holds that time (`causal`). A
+//! command without its own write concern or read concern level takes the set's default
+//! (`defaults`). Tag sets (a configuration has no tags) and any other write or read concern
+//! are refused, never ignored.
 
 use super::{ReplSet, WriteGate};
 use crate::spec::{Namespace, Spec};
