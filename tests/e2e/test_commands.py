@@ -93,6 +93,7 @@ COMMANDS = [
 
 REPL_SET_COMMANDS = {"replSetInitiate", "replSetGetStatus", "replSetGetConfig", "replSetStepDown",
                      "replSetFreeze", "replSetReconfig"}
+DEFAULT_RW_COMMANDS = {"getDefaultRWConcern", "setDefaultRWConcern"}
 
 
 def generic_fields(name):
@@ -132,7 +133,12 @@ def test_every_command_takes_every_generic_field(server):
     for name in REPL_SET_COMMANDS:
         r = call(s, "admin", {name: 1, **generic_fields(name)})
         assert r["ok"] == 0 and r["code"] == 76, (name, r)
-    assert listed == covered | left_out | REPL_SET_COMMANDS, listed ^ (covered | left_out | REPL_SET_COMMANDS)
+    # And the default read and write concerns 51300, as mongod (test_causal.py runs them).
+    for name in DEFAULT_RW_COMMANDS:
+        r = call(s, "admin", {name: 1, **generic_fields(name)})
+        assert r["ok"] == 0 and r["code"] == 51300, (name, r)
+    members_only = REPL_SET_COMMANDS | DEFAULT_RW_COMMANDS
+    assert listed == covered | left_out | members_only, listed ^ (covered | left_out | members_only)
     for db, cmd in COMMANDS:
         name = next(iter(cmd))
         r = call(s, db, {**cmd, **generic_fields(name)})

@@ -262,8 +262,9 @@ def test_read_concerns_on_members(initiated):
                 # It wrote a no-op after the read and waited for the majority to hold it.
                 assert op_time(primary) > before and op_time(primary, "majorityOpTime") > before
         for rc, code, named in (({"level": "snapshot"}, 238, "snapshot"),
-                                ({"level": "majority", "afterClusterTime": bson.Timestamp(1, 1)},
-                                 238, "afterClusterTime")):
+                                ({"level": "majority",
+                                  "afterOpTime": {"ts": bson.Timestamp(1, 1), "t": 1}},
+                                 238, "afterOpTime")):
             with pytest.raises(OperationFailure) as e:
                 c.e2e.command("find", "rc", readConcern=rc)
             assert e.value.code == code and named in str(e.value), e.value

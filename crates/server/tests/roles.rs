@@ -134,6 +134,7 @@ const CLUSTER_MONITOR: &[&str] = &[
     "currentOp",
     "replSetGetStatus",
     "replSetGetConfig",
+    "getDefaultRWConcern",
 ];
 /// `clusterAdmin`'s, which only `root` has among the roles flashdoc has.
 const CLUSTER_ADMIN: &[&str] = &[
@@ -145,6 +146,7 @@ const CLUSTER_ADMIN: &[&str] = &[
     "replSetStepDown",
     "replSetFreeze",
     "replSetReconfig",
+    "setDefaultRWConcern",
 ];
 
 /// Whether `role` (the database roles defined in `app`, the others in `admin`) may run `name`

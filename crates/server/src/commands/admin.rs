@@ -39,6 +39,14 @@ pub(crate) fn repl_set_reconfig(call: &Call) -> DocResult<Document> {
     crate::replset::control::reconfig(call.state.replset(), call.cmd)
 }
 
+pub(crate) fn get_default_rw_concern(call: &Call) -> DocResult<Document> {
+    crate::replset::commands::get_default_rw_concern(call.state.replset(), call.db, call.cmd)
+}
+
+pub(crate) fn set_default_rw_concern(call: &Call) -> DocResult<Document> {
+    crate::replset::commands::set_default_rw_concern(call.state.replset(), call.db, call.cmd)
+}
+
 pub(crate) fn ping(_: &Call) -> DocResult<Document> {
     Ok(doc! {})
 }

@@ -198,8 +198,9 @@ pub(crate) fn check_fields<'a>(
 
 /// `readConcern`: `local`, `available` and `majority` read the same on a standalone (every
 /// acknowledged write is the majority's); a replica-set member also serves `linearizable`
-/// (`replset::concern` waits as each level asks); `snapshot` (and `linearizable` on a
-/// standalone), and `afterClusterTime`, are refused.
+/// (`replset::concern` waits as each level asks) and `afterClusterTime` with `local` or
+/// `majority` (`replset::causal`, IllegalOperation on a standalone, as mongod); `snapshot` (and
+/// `linearizable` on a standalone) and `afterOpTime` (internal to mongod) are refused.
 fn read_concern(cmd: &Document, member: bool) -> DocResult<()> {
     let Some(rc) = cmd.get("readConcern") else {
         return Ok(());
@@ -218,6 +219,12 @@ fn read_concern(cmd: &Document, member: bool) -> DocResult<()> {
                     "NotImplemented",
                     format!("readConcern level '{l}' is not supported by flashdoc"),
                 ))
+            }
+            ("afterClusterTime", _) if !member => {
+                return Err(crate::replset::causal::standalone_refusal())
+            }
+            ("afterClusterTime", _) => {
+                crate::replset::causal::after_cluster_time(cmd)?;
             }
             _ => {
                 return Err(DocError::with_code(

@@ -87,7 +87,9 @@ pub fn run(state: &Arc<ServerState>, cmd: &Document, conn: &ConnInfo) -> (Docume
         .begin(&name, op, &db, cmd, conn, Interrupt::new(budget));
     // What the command's scans examine, for the profiler.
     let scans = docdb::cursor::watch();
-    let (reply, after) = match guard(state, &name, spec, &db, cmd, conn) {
+    let checked =
+        gossip_in(state, cmd, conn).and_then(|()| guard(state, &name, spec, &db, cmd, conn));
+    let (mut reply, after) = match checked {
         Err(e) => (error_reply(&e), After::Continue),
         Ok(()) => answer(state, &name, &db, cmd, conn),
     };
@@ -111,7 +113,21 @@ pub fn run(state: &Arc<ServerState>, cmd: &Document, conn: &ConnInfo) -> (Docume
     };
     drop(scans);
     state.profiler.record(state.db(), &finished);
+    if let Some(rs) = state.replset() {
+        crate::replset::causal::gossip_out(rs, &mut reply);
+    }
     (reply, after)
+}
+
+/// A member takes the cluster time a command gossips (`$clusterTime`): unsigned, so with
+/// authorization on only from an authenticated connection (`replset::causal`).
+fn gossip_in(state: &ServerState, cmd: &Document, conn: &ConnInfo) -> DocResult<()> {
+    let Some(rs) = state.replset() else {
+        return Ok(());
+    };
+    let trusted = state.config().security.authorization != Authorization::Enabled
+        || !conn.auth.lock().users.is_empty();
+    crate::replset::causal::gossip_in_now(rs, cmd, trusted)
 }
 
 /// The reply to a command that passed the guard: from the fail points, the hook or the
@@ -188,11 +204,11 @@ fn run_command(
     };
     let spec = row(state, name).map(|c| &c.spec);
     let writes = spec.is_some_and(|s| s.write_concern) || fields::pipeline_writes(name, cmd);
-    match crate::replset::concern::admit(rs, spec, writes, db, cmd) {
+    let max_time = max_time(cmd).ok().flatten();
+    match crate::replset::concern::admit(rs, spec, writes, db, cmd, max_time) {
         Err(e) => (error_reply(&e), After::Continue),
         Ok(Admitted::Read(wait)) => {
             let (mut reply, after) = run_here(state, name, db, cmd, conn);
-            let max_time = max_time(cmd).ok().flatten();
             crate::replset::concern::settled(rs, wait, max_time, &mut reply);
             (reply, after)
         }

@@ -473,6 +473,21 @@ pub(crate) static COMMANDS: &[Command] = &[
     )
     .fields(&["force"], &[]),
     command(
+        "getDefaultRWConcern",
+        admin::get_default_rw_concern,
+        A::ClusterMonitor,
+        Ns::Server,
+    )
+    .fields(&["inMemory"], &[]),
+    command(
+        "setDefaultRWConcern",
+        admin::set_default_rw_concern,
+        A::ClusterAdmin,
+        Ns::Server,
+    )
+    .fields(&["defaultReadConcern", "defaultWriteConcern"], &[])
+    .writes(),
+    command(
         "getParameter",
         admin::get_parameter_cmd,
         A::ClusterMonitor,

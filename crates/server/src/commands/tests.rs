@@ -63,6 +63,7 @@ const WRITES: &[&str] = &[
     "dropUser",
     "grantRolesToUser",
     "revokeRolesFromUser",
+    "setDefaultRWConcern",
 ];
 /// Reads (an `aggregate` with `$out`/`$merge` is a write by its pipeline:
 /// `fields::pipeline_writes`), and what each member keeps for itself: its sessions,
@@ -113,6 +114,7 @@ const NOT_WRITES: &[&str] = &[
     "replSetStepDown",
     "replSetFreeze",
     "replSetReconfig",
+    "getDefaultRWConcern",
     "getParameter",
     "currentOp",
     "setParameter",

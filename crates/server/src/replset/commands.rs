@@ -1,12 +1,14 @@
 //! The set's commands: `replSetInitiate`, `replSetGetStatus`, `replSetGetConfig`, the
 //! replica-set fields of `hello`, and the members' internal commands (`_replHandshake`,
-//! `_replRpc`, `_replJoin`).
+//! `_replRpc`, `_replJoin`), and the commands of the default read and write concerns
+//! (`getDefaultRWConcern`, `setDefaultRWConcern`; `defaults` keeps them).
 
 use super::applier::ZERO_TS;
 use super::config::{self as set_config, invalid};
+use super::defaults;
 use super::{wire, Joined, ReplSet};
 use crate::client::ConnInfo;
-use bson::{doc, Bson, Document, Timestamp};
+use bson::{doc, Bson, DateTime, Document, Timestamp};
 use docdb::{DocError, DocResult};
 use repl::{LogPosition, Role, Status};
 use std::sync::Arc;
@@ -413,4 +415,199 @@ fn member_status(rs: &ReplSet, j: &Joined, status: &Status, m: &repl::Member) ->
         );
     }
     d
+}
+
+/// mongod's refusal of both commands on a standalone.
+fn defaults_on_standalone(name: &str) -> DocError {
+    DocError::with_code(
+        51300,
+        "Location51300",
+        format!("'{name}' is not supported on standalone nodes."),
+    )
+}
+
+/// The member a default read or write concern command runs on: 51300 on a standalone,
+/// Unauthorized (13) outside the `admin` database, as mongod.
+fn defaults_member<'a>(
+    rs: Option<&'a Arc<ReplSet>>,
+    name: &str,
+    db: &str,
+) -> DocResult<&'a Arc<ReplSet>> {
+    let rs = rs.ok_or_else(|| defaults_on_standalone(name))?;
+    if db != "admin" {
+        return Err(DocError::with_code(
+            13,
+            "Unauthorized",
+            format!("{name} may only be run against the admin database."),
+        ));
+    }
+    Ok(rs)
+}
+
+/// `getDefaultRWConcern` (`inMemory`: the member keeps no cache apart from the document, so
+/// both answers are the document's; the reply says `inMemory: true` when asked, as mongod's).
+pub fn get_default_rw_concern(
+    rs: Option<&Arc<ReplSet>>,
+    db: &str,
+    cmd: &Document,
+) -> DocResult<Document> {
+    let rs = defaults_member(rs, "getDefaultRWConcern", db)?;
+    let in_memory = match cmd.get("inMemory") {
+        None => false,
+        Some(Bson::Boolean(b)) => *b,
+        Some(_) => return Err(DocError::type_mismatch("inMemory must be a boolean")),
+    };
+    let mut reply = defaults::load(&rs.db)?.reply(DateTime::now());
+    if in_memory {
+        reply.insert("inMemory", true);
+    }
+    Ok(reply)
+}
+
+/// What a `setDefaultRWConcern` changes: `Some(None)` unsets (`{}`), `None` keeps.
+#[derive(Debug, PartialEq)]
+struct Change {
+    read: Option<Option<Document>>,
+    write: Option<Option<Document>>,
+}
+
+fn parse_change(cmd: &Document) -> DocResult<Change> {
+    let read = cmd.get("defaultReadConcern").map(check_read).transpose()?;
+    let write = cmd
+        .get("defaultWriteConcern")
+        .map(check_write)
+        .transpose()?;
+    if read.is_none() && write.is_none() {
+        return Err(DocError::bad_value(
+            "At least one of the 'defaultReadConcern' or 'defaultWriteConcern' fields must be present",
+        ));
+    }
+    Ok(Change { read, write })
+}
+
+/// A default read concern: `{}` (unset) or `{level}` with `local`, `majority` or `available`.
+fn check_read(v: &Bson) -> DocResult<Option<Document>> {
+    let Bson::Document(rc) = v else {
+        return Err(DocError::type_mismatch(
+            "defaultReadConcern must be an object",
+        ));
+    };
+    if rc.is_empty() {
+        return Ok(None);
+    }
+    if let Some(k) = rc.keys().find(|k| *k != "level") {
+        return Err(DocError::bad_value(format!(
+            "A default read concern may only contain 'level', not '{k}'"
+        )));
+    }
+    match rc.get("level") {
+        Some(Bson::String(l)) if matches!(l.as_str(), "local" | "majority" | "available") => {
+            Ok(Some(rc.clone()))
+        }
+        Some(Bson::String(l)) if matches!(l.as_str(), "linearizable" | "snapshot") => {
+            Err(DocError::bad_value(format!(
+                "level: '{l}' is not allowed as a default read concern"
+            )))
+        }
+        Some(Bson::String(l)) => Err(DocError::failed_to_parse(format!(
+            "readConcern level '{l}' is not a read concern level"
+        ))),
+        _ => Err(DocError::type_mismatch(
+            "readConcern.level must be a string",
+        )),
+    }
+}
+
+/// A default write concern: `{}` (unset) or one a command could carry, but not `w: 0`.
+fn check_write(v: &Bson) -> DocResult<Option<Document>> {
+    let Bson::Document(wc) = v else {
+        return Err(DocError::type_mismatch(
+            "defaultWriteConcern must be an object",
+        ));
+    };
+    if wc.is_empty() {
+        return Ok(None);
+    }
+    super::concern::acknowledge(&doc! {"writeConcern": wc.clone()})?;
+    let w0 = wc
+        .get("w")
+        .and_then(query::compare::Num::of)
+        .is_some_and(|n| n.as_f64() == 0.0);
+    if w0 {
+        return Err(DocError::bad_value(
+            "The default write concern cannot be { w: 0 }: an unacknowledged write cannot be the default",
+        ));
+    }
+    Ok(Some(wc.clone()))
+}
+
+/// `setDefaultRWConcern`: on the writable primary (the command is a write, admitted as one),
+/// checks the new defaults and writes the document; the reply is the defaults now.
+pub fn set_default_rw_concern(
+    rs: Option<&Arc<ReplSet>>,
+    db: &str,
+    cmd: &Document,
+) -> DocResult<Document> {
+    let rs = defaults_member(rs, "setDefaultRWConcern", db)?;
+    let change = parse_change(cmd)?;
+    let mut defaults = defaults::load(&rs.db)?;
+    if let Some(read) = change.read {
+        defaults.read = read;
+    }
+    if let Some(write) = change.write {
+        defaults.write = write;
+    }
+    defaults.update_op_time = Some(super::causal::cluster_time(rs));
+    let now = DateTime::now();
+    defaults.update_wall = Some(now);
+    defaults::save(&rs.db, &defaults)?;
+    Ok(defaults.reply(now))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set_cmd(fields: Document) -> Document {
+        let mut cmd = doc! {"setDefaultRWConcern": 1};
+        cmd.extend(fields);
+        cmd
+    }
+
+    #[test]
+    fn bad_defaults_get_mongods_errors() {
+        let code = |fields: Document| parse_change(&set_cmd(fields)).unwrap_err().code;
+        assert_eq!(code(doc! {}), 2);
+        assert_eq!(code(doc! {"defaultWriteConcern": 1}), 14);
+        assert_eq!(code(doc! {"defaultWriteConcern": {"w": 0}}), 2);
+        assert_eq!(code(doc! {"defaultWriteConcern": {"w": -1}}), 9);
+        assert_eq!(code(doc! {"defaultReadConcern": 1}), 14);
+        assert_eq!(code(doc! {"defaultReadConcern": {"level": "dummy"}}), 9);
+        assert_eq!(
+            code(doc! {"defaultReadConcern": {"level": "linearizable"}}),
+            2
+        );
+        assert_eq!(code(doc! {"defaultReadConcern": {"level": "snapshot"}}), 2);
+        let after = bson::Timestamp {
+            time: 50,
+            increment: 1,
+        };
+        assert_eq!(
+            code(doc! {"defaultReadConcern": {"level": "local", "afterClusterTime": after}}),
+            2
+        );
+    }
+
+    #[test]
+    fn good_defaults_set_keep_or_unset() {
+        let change = parse_change(&set_cmd(doc! {
+            "defaultReadConcern": {"level": "majority"},
+            "defaultWriteConcern": {"w": 1, "j": false},
+        }))
+        .unwrap();
+        assert_eq!(change.read, Some(Some(doc! {"level": "majority"})));
+        assert_eq!(change.write, Some(Some(doc! {"w": 1, "j": false})));
+        let unset = parse_change(&set_cmd(doc! {"defaultReadConcern": {}})).unwrap();
+        assert_eq!((unset.read, unset.write), (Some(None), None));
+    }
 }

@@ -5,13 +5,15 @@
 //! majority holds it, `w: N` once N members' logs hold it; and a read's read concern:
 //! `local` answers what the member holds, `majority` once a majority holds every entry the
 //! answer may reflect, `linearizable` (the primary only) once a no-op written after the read
-//! is the majority's. Tag sets (a configuration has no tags) and any other write or read
-//! concern are refused, never ignored.
+//! is the majority's; with `afterClusterTime`, once the member holds that time (`causal`). A
+//! command without its own write concern or read concern level takes the set's default
+//! (`defaults`). Tag sets (a configuration has no tags) and any other write or read concern
+//! are refused, never ignored.
 
 use super::{ReplSet, WriteGate};
 use crate::spec::{Namespace, Spec};
 use bson::{doc, Bson, Document};
-use docdb::{DocError, DocResult};
+use docdb::{DocDb, DocError, DocResult};
 use repl::ReplError;
 use std::time::{Duration, Instant};
 
@@ -212,29 +214,25 @@ fn refuse_read_concern_on_write(name: &str, concern: ReadConcern) -> DocResult<(
 }
 
 /// The member's checks before a command runs; for a write, its licence on the primary (and
-/// how it is acknowledged); for a read, what it waits for after it ran.
+/// how it is acknowledged); for a read, what it waits for after it ran, once the member has
+/// what its `afterClusterTime` asks for (waiting at most `max_time`, the command's `maxTimeMS`).
 pub fn admit<'a>(
     rs: &'a ReplSet,
     spec: Option<&Spec>,
     writes: bool,
     db: &str,
     cmd: &Document,
+    max_time: Option<Duration>,
 ) -> DocResult<Admitted<'a>> {
     if let Some(why) = rs.diverged() {
         if writes || touches_data(spec) {
             return Err(diverged_error(&why));
         }
     }
-    let concern = read_concern(cmd);
     if writes && db != "local" {
-        let name = cmd.keys().next().map_or("", String::as_str);
-        refuse_read_concern_on_write(name, concern)?;
-        refuse_unreplicated(cmd)?;
-        let ack = acknowledge(cmd)?;
-        check_satisfiable(rs, ack)?;
-        let gate = rs.write_gate().ok_or_else(not_writable_primary)?;
-        return Ok(Admitted::Write(gate, ack));
+        return admit_write(rs, cmd, max_time);
     }
+    let started = Instant::now();
     let writable = rs.member().is_some_and(|j| rs.writable(&j.status()));
     // A cursor's getMore runs where its first batch was allowed.
     let opens_read = touches_data(spec) && !spec.is_some_and(|s| s.namespace == Namespace::Cursors);
@@ -245,6 +243,7 @@ pub fn admit<'a>(
             "not primary and secondaryOk=false",
         ));
     }
+    let concern = read_concern_of(&rs.db, cmd, opens_read)?;
     if concern == ReadConcern::Linearizable && !writable {
         return Err(DocError::with_code(
             10107,
@@ -252,10 +251,76 @@ pub fn admit<'a>(
             "cannot satisfy linearizable read concern on non-primary node",
         ));
     }
+    if let Some(t) = super::causal::after_cluster_time(cmd)? {
+        let deadline = started + max_time.unwrap_or(MAJORITY_WAIT_LIMIT);
+        super::causal::wait_after(rs, t, deadline)?;
+    }
     Ok(Admitted::Read(ReadWait {
         concern,
         was_writable: writable,
-        started: Instant::now(),
+        started,
+    }))
+}
+
+/// A write's checks, its wait for `afterClusterTime` (before its licence: the wait may write a
+/// no-op, which takes one), and its licence on the writable primary.
+fn admit_write<'a>(
+    rs: &'a ReplSet,
+    cmd: &Document,
+    max_time: Option<Duration>,
+) -> DocResult<Admitted<'a>> {
+    let name = cmd.keys().next().map_or("", String::as_str);
+    refuse_read_concern_on_write(name, read_concern(cmd))?;
+    refuse_unreplicated(cmd)?;
+    let ack = write_concern_of(&rs.db, cmd)?;
+    check_satisfiable(rs, ack)?;
+    // A causally consistent session's write carries its last operation time too (drivers
+    // send it on every command that takes a read concern, as mongod's writes do).
+    if let Some(t) = super::causal::after_cluster_time(cmd)? {
+        if !rs.member().is_some_and(|j| rs.writable(&j.status())) {
+            return Err(not_writable_primary());
+        }
+        let deadline = Instant::now() + max_time.unwrap_or(MAJORITY_WAIT_LIMIT);
+        super::causal::wait_after(rs, t, deadline)?;
+    }
+    let gate = rs.write_gate().ok_or_else(not_writable_primary)?;
+    Ok(Admitted::Write(gate, ack))
+}
+
+/// Whether the command carries a write concern of its own (`writeConcern: {}` is none, as in
+/// mongod).
+fn has_write_concern(cmd: &Document) -> bool {
+    match cmd.get("writeConcern") {
+        None => false,
+        Some(Bson::Document(wc)) => !wc.is_empty(),
+        Some(_) => true,
+    }
+}
+
+/// The write's own write concern, or else the set's default (`setDefaultRWConcern`), or else
+/// the implicit `w: "majority"`.
+fn write_concern_of(db: &DocDb, cmd: &Document) -> DocResult<Acknowledge> {
+    if has_write_concern(cmd) {
+        return acknowledge(cmd);
+    }
+    match super::defaults::load(db)?.write {
+        Some(wc) => acknowledge(&doc! {"writeConcern": wc}),
+        None => Ok(Acknowledge::Majority(None)),
+    }
+}
+
+/// The read's own read concern level, or else, for a read of data (`opens_read`), the set's
+/// default level (`setDefaultRWConcern`), or else `local`.
+fn read_concern_of(db: &DocDb, cmd: &Document, opens_read: bool) -> DocResult<ReadConcern> {
+    let has_level = cmd
+        .get_document("readConcern")
+        .is_ok_and(|rc| rc.contains_key("level"));
+    if has_level || !opens_read {
+        return Ok(read_concern(cmd));
+    }
+    let default = super::defaults::load(db)?.read;
+    Ok(default.map_or(ReadConcern::Local, |rc| {
+        read_concern(&doc! {"readConcern": rc})
     }))
 }
 
@@ -430,6 +495,54 @@ mod tests {
             let e = refuse_read_concern_on_write("update", c).unwrap_err();
             assert_eq!((e.code, e.message.contains("update")), (72, true));
         }
+    }
+
+    #[test]
+    fn the_defaults_apply_to_commands_without_their_own_concern() {
+        let db = DocDb::open(docdb::DocDbConfig::in_memory()).unwrap();
+        let insert = doc! {"insert": "c"};
+        let find = doc! {"find": "c"};
+        // Unset: the implicit w: "majority" and local.
+        assert_eq!(
+            write_concern_of(&db, &insert).unwrap(),
+            Acknowledge::Majority(None)
+        );
+        assert_eq!(
+            read_concern_of(&db, &find, true).unwrap(),
+            ReadConcern::Local
+        );
+        super::super::defaults::set_in(
+            &db,
+            doc! {"w": 2, "wtimeout": 50},
+            doc! {"level": "majority"},
+        )
+        .unwrap();
+        let members = Acknowledge::Members(2, Some(Duration::from_millis(50)));
+        assert_eq!(write_concern_of(&db, &insert).unwrap(), members);
+        let empty = doc! {"insert": "c", "writeConcern": {}};
+        assert_eq!(write_concern_of(&db, &empty).unwrap(), members);
+        let own = doc! {"insert": "c", "writeConcern": {"w": 1}};
+        assert_eq!(write_concern_of(&db, &own).unwrap(), Acknowledge::Local);
+        assert_eq!(
+            read_concern_of(&db, &find, true).unwrap(),
+            ReadConcern::Majority
+        );
+        // Not to a read of the server's own state, nor over a read's own level; a read
+        // concern with afterClusterTime alone takes the default level.
+        assert_eq!(
+            read_concern_of(&db, &find, false).unwrap(),
+            ReadConcern::Local
+        );
+        let local = doc! {"find": "c", "readConcern": {"level": "local"}};
+        assert_eq!(
+            read_concern_of(&db, &local, true).unwrap(),
+            ReadConcern::Local
+        );
+        let after = doc! {"find": "c", "readConcern": {"afterClusterTime": bson::Timestamp {time: 1, increment: 1}}};
+        assert_eq!(
+            read_concern_of(&db, &after, true).unwrap(),
+            ReadConcern::Majority
+        );
     }
 
     #[test]

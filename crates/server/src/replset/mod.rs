@@ -6,10 +6,12 @@
 //! set", tells how the pieces meet.
 
 pub mod applier;
+pub mod causal;
 pub mod commands;
 pub mod concern;
 pub mod config;
 pub mod control;
+pub mod defaults;
 pub mod retry;
 pub mod rollback;
 pub mod wire;
@@ -173,6 +175,8 @@ pub struct ReplSet {
     rollback_failed: AtomicBool,
     /// The sessions whose retryable writes are running (`retry`).
     pub checkouts: retry::Checkouts,
+    /// The newest cluster time clients gossiped (`causal`).
+    clock: causal::ClusterClock,
 }
 
 /// A write's licence, from its admission until its oplog entries are proposed: a step-down
@@ -224,6 +228,7 @@ impl ReplSet {
             rolling_back: Mutex::new(None),
             rollback_failed: AtomicBool::new(false),
             checkouts: retry::Checkouts::default(),
+            clock: causal::ClusterClock::default(),
         });
         rollback::finish_interrupted(&rs.db, &rs.dir)?;
         if let Some((id, config)) = rs.load_state()? {
