@@ -187,6 +187,10 @@ fn finish_reset(db: &DocDb, dir: &Path) -> Result<(), String> {
             db.install_replicated(&contents).map_err(|e| e.message)?;
             applier::set_record(kv, &Record::at_snapshot(pos, contents.ts()))?;
             repl::state_machine::rewind_to_snapshot(kv).map_err(|e| e.to_string())?;
+            crate::log::warn(
+                "ROLLBACK",
+                &format!("restored this member's last snapshot, at {pos:?} (oplog {:?}); the committed log after it is applied again", contents.ts()),
+            );
         }
         None => {
             db.reset_replicated().map_err(|e| e.message)?;
