@@ -307,12 +307,6 @@ impl DocDb {
         let oplog = self
             .oplog()
             .ok_or_else(|| DocError::illegal_operation("a snapshot is a replica-set member's"))?;
-        assert!(
-            self.colls_snapshot()
-                .iter()
-                .all(|coll| !catalog::split_ns(&coll.ns).is_some_and(|(d, n)| is_replicated(d, n))),
-            "a snapshot is installed on a member without replicated collections"
-        );
         let entries = self.load_tables(c)?;
         let mut batch = WriteBatch::new();
         for (ns, v) in &c.catalog {

@@ -369,6 +369,13 @@ mod tests {
         assert_eq!(host_of(&alone, 0).as_deref(), Some("me:5"));
     }
 
+    #[test]
+    #[should_panic(expected = "a snapshot every 0 entries")]
+    fn a_snapshot_interval_of_zero_trips_the_assertion() {
+        let c = normalize("rs0", None, "me:5").unwrap();
+        let _ = node_config(0, &c, 0);
+    }
+
     fn three() -> Document {
         let given = doc! {"_id": "rs0", "members": [{"_id": 0, "host": "a:1"}, {"_id": 1, "host": "b:1"}, {"_id": 2, "host": "c:1"}]};
         normalize("rs0", Some(&given), "a:1").unwrap()
