@@ -16,7 +16,9 @@ pub trait Applier: Send + Sync + 'static {
     /// The last position applied, durably: after a restart the log resumes after it.
     fn last_applied(&self) -> Option<LogPosition>;
     /// Writes the state as of `last_applied()` to `out` and returns that position. The log
-    /// asks between two `apply` calls, so the state does not move while it is written.
+    /// asks between two `apply` calls, so the state does not move while it is written. An
+    /// error means "not now": the log keeps its entries and asks again after the next
+    /// applied entries (an applier holding writes not yet committed cannot snapshot them).
     fn snapshot(&self, out: &mut dyn Write) -> Result<Option<LogPosition>, BoxError>;
     /// Replaces the whole state with one a snapshot carries, taken at `pos`; afterwards
     /// `last_applied()` is `pos`.

@@ -4,7 +4,7 @@
 
 use crate::store::{decode, encode, io_err, Shared, StoreErr};
 use crate::{Entry, LogId, LogPosition, MemberNode, NodeId, TypeConfig};
-use engine::{WriteBatch, WriteOptions};
+use engine::{TableId, WriteBatch, WriteOptions};
 use openraft::storage::{RaftStateMachine, Snapshot, SnapshotMeta};
 use openraft::{
     EntryPayload, ErrorSubject, ErrorVerb, RaftSnapshotBuilder, StorageError, StoredMembership,
@@ -145,28 +145,78 @@ fn store_snapshot(
     Ok(())
 }
 
-/// The stored snapshot, if there is one.
-fn load_snapshot(shared: &Shared) -> Result<Option<Snapshot<TypeConfig>>, StoreErr> {
+type StoredSnapshot = (SnapshotMeta<NodeId, MemberNode>, Vec<u8>);
+
+/// The snapshot stored in `table` (metadata and bytes), if there is one.
+fn read_stored(
+    kv: &dyn engine::KvEngine,
+    table: TableId,
+) -> Result<Option<StoredSnapshot>, StoreErr> {
     let rerr = |e: &engine::Error| io_err(ErrorSubject::Snapshot(None), ErrorVerb::Read, e);
-    let Some(meta) = shared
-        .kv
-        .get(shared.snapshot, SNAPSHOT_META_KEY)
-        .map_err(|e| rerr(&e))?
-    else {
+    let Some(meta) = kv.get(table, SNAPSHOT_META_KEY).map_err(|e| rerr(&e))? else {
         return Ok(None);
     };
     let meta: SnapshotMeta<NodeId, MemberNode> = decode(&meta)?;
     let mut data = Vec::new();
-    for kv in shared.kv.scan_all(shared.snapshot).map_err(|e| rerr(&e))? {
+    for kv in kv.scan_all(table).map_err(|e| rerr(&e))? {
         let (key, value) = kv.map_err(|e| rerr(&e))?;
         if key.starts_with(b"data") {
             data.extend_from_slice(&value);
         }
     }
-    Ok(Some(Snapshot {
-        meta,
-        snapshot: Box::new(Cursor::new(data)),
+    Ok(Some((meta, data)))
+}
+
+/// The stored snapshot, if there is one.
+fn load_snapshot(shared: &Shared) -> Result<Option<Snapshot<TypeConfig>>, StoreErr> {
+    Ok(
+        read_stored(shared.kv.as_ref(), shared.snapshot)?.map(|(meta, data)| Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        }),
+    )
+}
+
+/// This member's last snapshot (its position and the applier's bytes), read while no member
+/// runs on `kv`: a rollback restores it and applies the committed log after it
+/// (docs/replication.md, "Rollback").
+pub fn stored_snapshot(
+    kv: &dyn engine::KvEngine,
+) -> crate::Result<Option<(Option<LogPosition>, Vec<u8>)>> {
+    let Some(table) = kv.table_id(crate::store::SNAPSHOT_TABLE) else {
+        return Ok(None);
+    };
+    let stored = read_stored(kv, table).map_err(|e| crate::ReplError::Storage(e.to_string()))?;
+    Ok(stored.map(|(meta, data)| {
+        let pos = meta.last_log_id.map(|l| LogPosition::from_log_id(&l));
+        (pos, data)
     }))
+}
+
+/// Sets what the state machine applied back to the stored snapshot's position and
+/// membership, while no member runs on `kv` (a rollback that restored the applier's state from
+/// it): the next start applies the committed log after it. Without a stored snapshot, as
+/// [`forget_applied`]. Synced.
+pub fn rewind_to_snapshot(kv: &dyn engine::KvEngine) -> crate::Result<()> {
+    let (Some(meta_table), Some(snap_table)) = (
+        kv.table_id(crate::store::META_TABLE),
+        kv.table_id(crate::store::SNAPSHOT_TABLE),
+    ) else {
+        return forget_applied(kv);
+    };
+    let stored =
+        read_stored(kv, snap_table).map_err(|e| crate::ReplError::Storage(e.to_string()))?;
+    let Some((meta, _)) = stored else {
+        return forget_applied(kv);
+    };
+    let record = Record {
+        applied: meta.last_log_id,
+        membership: meta.last_membership,
+    };
+    let mut batch = WriteBatch::new();
+    batch.put(meta_table, RECORD_KEY, encode(&record));
+    kv.write(&batch, WriteOptions { sync: true })?;
+    Ok(())
 }
 
 /// A snapshot already taken from the applier (between two applies), waiting to be stored.
@@ -178,12 +228,36 @@ pub struct SnapshotBuilder {
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
-        let data = std::mem::replace(&mut self.data, Ok(Vec::new()))
-            .map_err(|e| sm_err(ErrorVerb::Read, &std::io::Error::other(e)))?;
+        let data = match std::mem::replace(&mut self.data, Ok(Vec::new())) {
+            Ok(data) => data,
+            // The applier could not snapshot now (docs/replication.md, "Snapshots"): openraft
+            // is given the snapshot it has (or none), which is not newer, so it keeps its log
+            // and asks again after the next applied entries. Failing here would stop the
+            // member (openraft treats a failed build as fatal).
+            Err(_) => return Ok(self.unchanged()?),
+        };
         store_snapshot(&self.shared, &self.meta, &data)?;
         Ok(Snapshot {
             meta: self.meta.clone(),
             snapshot: Box::new(Cursor::new(data)),
+        })
+    }
+}
+
+impl SnapshotBuilder {
+    /// The snapshot stored already, or an empty one at no position (openraft takes neither
+    /// for newer than what it has).
+    fn unchanged(&self) -> Result<Snapshot<TypeConfig>, StoreErr> {
+        if let Some(stored) = load_snapshot(&self.shared)? {
+            return Ok(stored);
+        }
+        Ok(Snapshot {
+            meta: SnapshotMeta {
+                last_log_id: None,
+                last_membership: self.meta.last_membership.clone(),
+                snapshot_id: format!("{}-deferred", self.meta.snapshot_id),
+            },
+            snapshot: Box::new(Cursor::new(Vec::new())),
         })
     }
 }

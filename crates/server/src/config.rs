@@ -57,7 +57,15 @@ pub struct ReplicationSettings {
     /// The oplog's cap in megabytes (default [`DEFAULT_OPLOG_SIZE_MB`]).
     #[serde(rename = "oplogSizeMB", skip_serializing_if = "Option::is_none")]
     pub oplog_size_mb: Option<f64>,
+    /// Raft log entries between two snapshots of the member's replicated state (default
+    /// [`DEFAULT_SNAPSHOT_EVERY`]; docs/replication.md, "Snapshots"). mongod has no such
+    /// setting; tests set it small to compact the log early.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_every: Option<u64>,
 }
+
+/// Raft log entries between two snapshots when `replication.snapshotEvery` is not given.
+pub const DEFAULT_SNAPSHOT_EVERY: u64 = 10_000;
 
 /// The oplog's cap when `replication.oplogSizeMB` is not given. mongod sizes it from the disk
 /// (5 %, at least 990 MB); a fixed gigabyte here, since the disk may be shared.
@@ -70,6 +78,11 @@ impl ReplicationSettings {
             if self.oplog_size_mb.is_some() {
                 return Err(ConfigError(
                     "replication.oplogSizeMB: needs replication.replSetName (a standalone keeps no oplog)".into(),
+                ));
+            }
+            if self.snapshot_every.is_some() {
+                return Err(ConfigError(
+                    "replication.snapshotEvery: needs replication.replSetName (a standalone keeps no replicated log)".into(),
                 ));
             }
             return Ok(None);
@@ -89,8 +102,13 @@ impl ReplicationSettings {
                 )));
             }
         }
+        if self.snapshot_every == Some(0) {
+            return Err(ConfigError(
+                "replication.snapshotEvery: must be at least 1".into(),
+            ));
+        }
         // The file may leave replSetName to `--replSet`; `oplog()`, asked once the flags are
-        // in, refuses a size without a set.
+        // in, refuses a size (or a snapshot interval) without a set.
         match self.oplog_size_mb {
             Some(mb) => docdb::oplog::OplogSettings::from_mb(mb)
                 .map(drop)
@@ -770,6 +788,20 @@ mod tests {
         let missing = yaml.replace(&zones.path().display().to_string(), "/nonexistent/zoneinfo");
         let e = ServerConfig::from_yaml(&missing).unwrap_err();
         assert!(e.0.contains("processManagement.timeZoneInfo"), "{e}");
+    }
+
+    #[test]
+    fn the_snapshot_interval_needs_a_set_and_is_positive() {
+        let c = ServerConfig::from_yaml("replication:\n  replSetName: rs0\n  snapshotEvery: 50\n")
+            .unwrap();
+        assert_eq!(c.replication.snapshot_every, Some(50));
+        assert!(c.replication.oplog().unwrap().is_some());
+        let alone = ServerConfig::from_yaml("replication:\n  snapshotEvery: 50\n").unwrap();
+        let e = alone.replication.oplog().unwrap_err();
+        assert!(e.0.contains("needs replication.replSetName"), "{e:?}");
+        let zero =
+            ServerConfig::from_yaml("replication:\n  replSetName: rs0\n  snapshotEvery: 0\n");
+        assert!(zero.unwrap_err().0.contains("at least 1"));
     }
 
     #[test]

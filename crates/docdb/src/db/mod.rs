@@ -12,12 +12,14 @@ mod pipeline;
 mod read;
 mod repair;
 mod rollback;
+mod snapshot;
 mod statements;
 mod stats;
 mod timeseries;
 mod views;
 pub use compact::{CompactOpts, DEFAULT_FREE_SPACE_TARGET_MB};
 pub use repair::{CollectionRepair, IndexRepair};
+pub use snapshot::{ReplicatedSnapshot, SnapshotContents, SNAPSHOT_FORMAT};
 pub use stats::{scaled, COLL_STATS_SIZES, DB_STATS_SIZES};
 pub use views::ViewDef;
 mod write;
@@ -388,6 +390,31 @@ fn in_place_open_error(e: engine::Error) -> DocError {
     }
 }
 
+/// The collection a catalog entry names, on its tables (which exist), ready for use.
+fn open_coll(
+    engine: &Arc<dyn KvEngine>,
+    catalog_table: TableId,
+    e: &CollEntry,
+    table: TableId,
+    hooks: &Arc<Hooks>,
+) -> DocResult<Coll> {
+    let mut idx = Vec::new();
+    for i in &e.indexes {
+        let t = engine.table_id(&i.ident).ok_or_else(|| {
+            DocError::internal_error(format!("catalog names missing table {}", i.ident))
+        })?;
+        idx.push(Arc::new(Index {
+            def: i.def.clone(),
+            ident: i.ident.clone(),
+            table: t,
+            multikey: i.multikey.into(),
+        }));
+    }
+    let c = Coll::new(engine.clone(), catalog_table, e, table, idx, hooks.clone())?;
+    c.prepare()?;
+    Ok(c)
+}
+
 impl DocDb {
     pub fn open(cfg: DocDbConfig) -> DocResult<Arc<DocDb>> {
         let (engine, in_place) = open_storage(&cfg)?;
@@ -443,21 +470,8 @@ impl DocDb {
                 DocError::internal_error(format!("catalog names missing table {}", e.ident))
             })?;
             referenced.insert(e.ident.clone());
-            let mut idx = Vec::new();
-            for i in &e.indexes {
-                let t = engine.table_id(&i.ident).ok_or_else(|| {
-                    DocError::internal_error(format!("catalog names missing table {}", i.ident))
-                })?;
-                referenced.insert(i.ident.clone());
-                idx.push(Arc::new(Index {
-                    def: i.def.clone(),
-                    ident: i.ident.clone(),
-                    table: t,
-                    multikey: i.multikey.into(),
-                }));
-            }
-            let c = Coll::new(engine.clone(), catalog_table, &e, table, idx, hooks.clone())?;
-            c.prepare()?;
+            referenced.extend(e.indexes.iter().map(|i| i.ident.clone()));
+            let c = open_coll(&engine, catalog_table, &e, table, &hooks)?;
             startup_warnings.extend(legacy_collation_warnings(&c, &e));
             colls.insert(e.ns.clone(), Arc::new(c));
         }

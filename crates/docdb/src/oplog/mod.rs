@@ -409,6 +409,44 @@ impl Oplog {
         Ok(())
     }
 
+    /// The newest entry as stored (key and bytes) in the engine snapshot `snap`, if any: a
+    /// snapshot's position (docs/replication.md, "Snapshots").
+    pub(crate) fn last_at(&self, snap: &engine::Snapshot) -> DocResult<Option<(u64, Vec<u8>)>> {
+        let mut scan = self
+            .engine
+            .scan_at(
+                snap,
+                self.table,
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Direction::Reverse,
+            )
+            .map_err(storage_error)?;
+        match scan.next().transpose().map_err(storage_error)? {
+            Some((k, v)) => Ok(Some((ts_from_key(&k)?, v))),
+            None => Ok(None),
+        }
+    }
+
+    /// Starts an empty oplog at a snapshot's last entry (`ts`, its stored bytes), as mongod's
+    /// initial sync starts the oplog at its sync point: the clock goes on from it, and what
+    /// is applied next follows it. Synced.
+    pub(crate) fn start_at(&self, ts: u64, entry: &[u8]) -> DocResult<()> {
+        let mut tail = self.tail.lock();
+        assert_eq!(
+            (tail.count, tail.last),
+            (0, 0),
+            "an oplog starts at a snapshot only when empty"
+        );
+        let mut batch = WriteBatch::new();
+        batch.put(self.table, ts_key(ts_of(ts)).to_vec(), entry.to_vec());
+        self.engine
+            .write(&batch, WriteOptions { sync: true })
+            .map_err(storage_error)?;
+        tail.appended(ts, entry.len(), Trimmed::default());
+        Ok(())
+    }
+
     /// (entries, bytes) held.
     pub fn totals(&self) -> (i64, i64) {
         let t = self.tail.lock();

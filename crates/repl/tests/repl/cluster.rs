@@ -160,6 +160,36 @@ fn snapshotting(id: NodeId) -> NodeConfig {
 }
 
 #[test]
+fn an_applier_that_cannot_snapshot_now_is_asked_again_and_the_member_goes_on() {
+    // A refused snapshot must not stop the member (openraft treats a failed build as
+    // fatal): the log is kept, and the next applied entries ask again.
+    let mut c = Cluster::initiated(3, 3, snapshotting);
+    for a in c.appliers.values() {
+        *a.refuse_snapshots.lock() = 3;
+    }
+    let mut last = LogPosition::default();
+    for i in 0..80u32 {
+        last = c.propose(&i.to_be_bytes(), WAIT);
+    }
+    c.wait_applied(last, WAIT);
+    for a in c.appliers.values() {
+        assert_eq!(*a.refused.lock(), 3, "asked again after each refusal");
+    }
+    c.add_node(4);
+    let leader = c.wait_leader(WAIT);
+    let node = c.node(leader);
+    node.run(node.add_member(&Member::voter(4, "node4")))
+        .expect("add member 4");
+    let more = c.propose(b"after", WAIT);
+    c.wait_applied(more, WAIT);
+    assert!(
+        *c.appliers[&4].installs.lock() >= 1,
+        "the log was compacted once the snapshots were taken"
+    );
+    assert_eq!(c.appliers[&4].entries(), c.appliers[&1].entries());
+}
+
+#[test]
 fn a_new_member_catches_up_from_a_snapshot_then_votes() {
     let mut c = Cluster::initiated(5, 3, snapshotting);
     let mut last = LogPosition::default();

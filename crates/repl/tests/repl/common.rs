@@ -23,6 +23,10 @@ pub struct Recorder {
     /// Every entry `apply` was ever given, never rewritten by a snapshot: the history checker
     /// judges these.
     pub ever: Mutex<Vec<(LogPosition, Vec<u8>)>>,
+    /// Snapshots to refuse before taking one (an applier that cannot snapshot now).
+    pub refuse_snapshots: Mutex<u32>,
+    /// Snapshots refused.
+    pub refused: Mutex<u32>,
 }
 
 impl Recorder {
@@ -45,6 +49,12 @@ impl Applier for Recorder {
         self.applied.lock().last().map(|x| x.0)
     }
     fn snapshot(&self, out: &mut dyn Write) -> Result<Option<LogPosition>, BoxError> {
+        let mut refuse = self.refuse_snapshots.lock();
+        if *refuse > 0 {
+            *refuse -= 1;
+            *self.refused.lock() += 1;
+            return Err("not now".into());
+        }
         let a = self.applied.lock();
         serde_json::to_writer(out, &*a)?;
         Ok(a.last().map(|x| x.0))

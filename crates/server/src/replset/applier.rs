@@ -4,12 +4,14 @@
 //! whose data went past what Raft holds (docs/replication.md, "The server's replica set").
 
 use bson::{Document, Timestamp};
+use docdb::db::SnapshotContents;
 use docdb::DocDb;
 use engine::{KvEngine, TableConfig, TableId, WriteBatch, WriteOptions};
 use parking_lot::Mutex;
 use repl::{Applier, BoxError, LogPosition};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The oplog's `ts` before any entry.
@@ -123,14 +125,48 @@ impl Divergence {
 /// Sets the applier's record back to nothing applied, while no member runs on `kv` (a
 /// rollback's reset). Synced.
 pub fn forget(kv: &dyn KvEngine) -> Result<(), String> {
-    let Some(table) = kv.table_id(TABLE) else {
+    if kv.table_id(TABLE).is_none() {
         return Ok(());
+    }
+    set_record(kv, &Record::default())
+}
+
+/// Writes the applier's record (creating its table on first use). Synced.
+pub fn set_record(kv: &dyn KvEngine, r: &Record) -> Result<(), String> {
+    let table = match kv.table_id(TABLE) {
+        Some(t) => t,
+        None => kv
+            .create_table(TABLE, &TableConfig::collection())
+            .map_err(|e| e.to_string())?,
     };
     let mut b = WriteBatch::new();
-    let bytes = serde_json::to_vec(&Record::default()).map_err(|e| e.to_string())?;
+    let bytes = serde_json::to_vec(r).map_err(|e| e.to_string())?;
     b.put(table, RECORD_KEY, bytes);
     kv.write(&b, WriteOptions { sync: true })
         .map_err(|e| e.to_string())
+}
+
+impl Record {
+    /// The record of a member whose state is a snapshot's: applied up to `pos` in the log,
+    /// `ts` in the oplog, and nothing of its own pending.
+    pub fn at_snapshot(pos: Option<LogPosition>, ts: Timestamp) -> Record {
+        Record {
+            applied: pos,
+            accounted_ts: ts_u64(ts),
+            applied_ts: ts_u64(ts),
+        }
+    }
+}
+
+/// A member's snapshot as the log stores and sends it: the set's configuration as this
+/// member had adopted it (`{replSetConfig: <config>}`, or `{}` without one), then docdb's
+/// replicated state (docdb's `ReplicatedSnapshot`).
+pub fn read_snapshot(data: &mut dyn Read) -> Result<(Option<Document>, SnapshotContents), String> {
+    let head = Document::from_reader(&mut *data)
+        .map_err(|e| format!("the snapshot's configuration record is damaged: {e}"))?;
+    let config = head.get_document(CONFIG_ENTRY).ok().cloned();
+    let contents = SnapshotContents::read(data).map_err(|e| e.message)?;
+    Ok((config, contents))
 }
 
 pub struct DocApplier {
@@ -143,6 +179,9 @@ pub struct DocApplier {
     pub divergence: Arc<Divergence>,
     /// Where a configuration entry goes (none in the unit tests).
     config: Option<Arc<super::SetConfig>>,
+    /// Where an installed snapshot puts its reset's marker (`rollback::MARKER`): the member's
+    /// dbPath (a unit test's own directory).
+    marker_dir: Option<PathBuf>,
 }
 
 fn boxed(e: impl std::fmt::Display) -> BoxError {
@@ -172,6 +211,7 @@ impl DocApplier {
             record: Mutex::new(record),
             divergence,
             config: None,
+            marker_dir: None,
         };
         let local = ts_u64(applier.oplog_last_ts());
         if local > record.accounted_ts {
@@ -186,6 +226,12 @@ impl DocApplier {
     /// Adopts the configuration entries it applies into `config`.
     pub fn with_config(mut self, config: Arc<super::SetConfig>) -> DocApplier {
         self.config = Some(config);
+        self
+    }
+
+    /// Puts an installed snapshot's reset marker in `dir`.
+    pub fn with_marker_dir(mut self, dir: PathBuf) -> DocApplier {
+        self.marker_dir = Some(dir);
         self
     }
 
@@ -310,16 +356,60 @@ impl Applier for DocApplier {
         self.record.lock().applied
     }
 
-    fn snapshot(&self, _out: &mut dyn Write) -> Result<Option<LogPosition>, BoxError> {
-        Err("initial sync from a snapshot is not available yet: members keep the whole log (docs/replication.md)".into())
+    fn snapshot(&self, out: &mut dyn Write) -> Result<Option<LogPosition>, BoxError> {
+        let r = self.record.lock();
+        if let Some(why) = self.divergence.reason() {
+            return Err(format!("no snapshot of a diverged member: {why}").into());
+        }
+        // One engine snapshot: its oplog's newest entry says which writes it holds. Past
+        // `applied_ts` are this member's own, not yet committed (it is the primary): they
+        // must not reach another member, so the log asks again later.
+        let snap = self.db.replicated_snapshot().map_err(boxed)?;
+        let ts = ts_u64(snap.ts());
+        if ts != r.applied_ts {
+            return Err(format!(
+                "the data holds writes up to {ts:#x} not yet committed (committed up to {:#x})",
+                r.applied_ts
+            )
+            .into());
+        }
+        let head = match &self.config {
+            Some(c) => bson::doc! {CONFIG_ENTRY: c.get()},
+            None => Document::new(),
+        };
+        head.to_writer(&mut *out).map_err(boxed)?;
+        snap.write_to(out).map_err(boxed)?;
+        Ok(r.applied)
     }
 
+    /// Initial sync: the state becomes the snapshot's (under the rollback marker, so a crash
+    /// part way is finished at start), the record its position, and the set's configuration
+    /// the one it carries if newer.
     fn install_snapshot(
         &self,
-        _pos: Option<LogPosition>,
-        _data: &mut dyn Read,
+        pos: Option<LogPosition>,
+        data: &mut dyn Read,
     ) -> Result<(), BoxError> {
-        Err("initial sync from a snapshot is not available yet: members keep the whole log (docs/replication.md)".into())
+        let (config, contents) = read_snapshot(data)?;
+        let mut r = self.record.lock();
+        let next = Record::at_snapshot(pos, contents.ts());
+        let dir = self
+            .marker_dir
+            .clone()
+            .ok_or("installing a snapshot needs the member's directory for its marker")?;
+        super::rollback::install(&self.db, &dir, &contents, &next)?;
+        *r = next;
+        if let Some(config) = config {
+            self.adopt_config(&config)?;
+        }
+        crate::log::info(
+            "REPL",
+            &format!(
+                "installed a snapshot of the set's data at {pos:?} (oplog {:?})",
+                contents.ts()
+            ),
+        );
+        Ok(())
     }
 
     fn log_truncated(&self, from: LogPosition) {
@@ -528,6 +618,67 @@ mod tests {
         assert!(entries(&db).is_empty());
         applier.check_accounted();
         assert!(applier.divergence.reason().is_none());
+    }
+
+    fn snapshot_of(applier: &DocApplier) -> Result<(Option<LogPosition>, Vec<u8>), BoxError> {
+        let mut out = Vec::new();
+        let pos = applier.snapshot(&mut out)?;
+        Ok((pos, out))
+    }
+
+    #[test]
+    fn a_secondarys_snapshot_installed_on_a_fresh_member_makes_it_the_same() {
+        let origin = member();
+        let log = write(&origin, &[1, 2, 3]);
+        let secondary = member();
+        let applier = DocApplier::open(secondary.clone(), Arc::default()).unwrap();
+        for (i, e) in log.iter().enumerate() {
+            applier.apply(pos(i as u64 + 1), &bytes(e)).unwrap();
+        }
+        let (at, data) = snapshot_of(&applier).unwrap();
+        assert_eq!(at, Some(pos(log.len() as u64)));
+        let dir = tempfile::tempdir().unwrap();
+        let fresh = member();
+        let joining = DocApplier::open(fresh.clone(), Arc::default())
+            .unwrap()
+            .with_marker_dir(dir.path().into());
+        joining.install_snapshot(at, &mut data.as_slice()).unwrap();
+        assert!(!dir.path().join(super::super::rollback::MARKER).exists());
+        assert_eq!(count(&fresh), 3);
+        assert_eq!(joining.last_applied(), at);
+        assert_eq!(joining.record(), applier.record());
+        let reopened = DocApplier::open(fresh.clone(), Arc::default()).unwrap();
+        assert_eq!(reopened.record(), applier.record(), "durable");
+        assert!(reopened.divergence.reason().is_none());
+        // The log after the snapshot applies on top of it.
+        let more = write(&origin, &[4]);
+        joining
+            .apply(pos(log.len() as u64 + 1), &bytes(more.last().unwrap()))
+            .unwrap();
+        assert_eq!(count(&fresh), 4);
+        // A damaged one is refused and the state stays.
+        let e = joining
+            .install_snapshot(at, &mut &data[..data.len() - 3])
+            .unwrap_err();
+        assert!(e.to_string().contains("damaged"), "{e}");
+        assert_eq!(count(&fresh), 4);
+    }
+
+    #[test]
+    fn the_primary_takes_no_snapshot_while_it_holds_writes_not_yet_committed() {
+        let primary = member();
+        let applier = DocApplier::open(primary.clone(), Arc::default()).unwrap();
+        let log = write(&primary, &[1]);
+        for e in &log {
+            applier.proposing(ts(e)).unwrap();
+        }
+        let e = snapshot_of(&applier).unwrap_err();
+        assert!(e.to_string().contains("not yet committed"), "{e}");
+        for (i, e) in log.iter().enumerate() {
+            applier.apply(pos(i as u64 + 1), &bytes(e)).unwrap();
+        }
+        let (at, _) = snapshot_of(&applier).unwrap();
+        assert_eq!(at, Some(pos(log.len() as u64)), "once they are");
     }
 
     #[test]

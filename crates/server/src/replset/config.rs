@@ -326,10 +326,11 @@ pub fn host_of(config: &Document, id: u64) -> Option<String> {
 }
 
 /// The Raft member's settings for member `id`: elections after `electionTimeoutMillis` to 1.5
-/// times it (mongod adds a random offset too), heartbeats at `heartbeatIntervalMillis`. The
-/// log is never compacted: initial sync from a snapshot is not available yet, so a member that
-/// falls behind catches up from the whole log.
-pub fn node_config(id: u64, config: &Document) -> DocResult<NodeConfig> {
+/// times it (mongod adds a random offset too), heartbeats at `heartbeatIntervalMillis`. A
+/// snapshot of the replicated state every `snapshot_every` entries, and a tenth of that kept
+/// in the log behind it (a member that far behind catches up from the log, further behind
+/// from the snapshot); docs/replication.md, "Snapshots".
+pub fn node_config(id: u64, config: &Document, snapshot_every: u64) -> DocResult<NodeConfig> {
     let host = host_of(config, id).ok_or_else(|| invalid(format!("no member with _id {id}")))?;
     let s = config
         .get_document("settings")
@@ -343,7 +344,9 @@ pub fn node_config(id: u64, config: &Document) -> DocResult<NodeConfig> {
     let mut cfg = NodeConfig::new(id, host);
     cfg.election_timeout = (election, election + election / 2);
     cfg.heartbeat = heartbeat;
-    cfg.snapshot_every = u64::MAX / 4;
+    assert!(snapshot_every > 0, "a snapshot every 0 entries");
+    cfg.snapshot_every = snapshot_every;
+    cfg.keep_behind_snapshot = snapshot_every / 10;
     Ok(cfg)
 }
 
@@ -358,11 +361,19 @@ mod tests {
         let m = members_of(&c).unwrap();
         assert_eq!(m.len(), 2);
         assert_eq!((m[1].id, m[1].addr.as_str(), m[1].votes), (1, "b:2", 1));
-        let n = node_config(1, &c).unwrap();
+        let n = node_config(1, &c, 10_000).unwrap();
         assert_eq!(n.election_timeout, (10_000, 15_000));
         assert_eq!(n.heartbeat, 2_000);
+        assert_eq!((n.snapshot_every, n.keep_behind_snapshot), (10_000, 1_000));
         let alone = normalize("rs0", None, "me:5").unwrap();
         assert_eq!(host_of(&alone, 0).as_deref(), Some("me:5"));
+    }
+
+    #[test]
+    #[should_panic(expected = "a snapshot every 0 entries")]
+    fn a_snapshot_interval_of_zero_trips_the_assertion() {
+        let c = normalize("rs0", None, "me:5").unwrap();
+        let _ = node_config(0, &c, 0);
     }
 
     fn three() -> Document {

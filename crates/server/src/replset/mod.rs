@@ -177,6 +177,8 @@ pub struct ReplSet {
     pub checkouts: retry::Checkouts,
     /// The newest cluster time clients gossiped (`causal`).
     clock: causal::ClusterClock,
+    /// Log entries between two snapshots (`replication.snapshotEvery`).
+    snapshot_every: u64,
 }
 
 /// A write's licence, from its admission until its oplog entries are proposed: a step-down
@@ -229,6 +231,10 @@ impl ReplSet {
             rollback_failed: AtomicBool::new(false),
             checkouts: retry::Checkouts::default(),
             clock: causal::ClusterClock::default(),
+            snapshot_every: cfg
+                .replication
+                .snapshot_every
+                .unwrap_or(crate::config::DEFAULT_SNAPSHOT_EVERY),
         });
         rollback::finish_interrupted(&rs.db, &rs.dir)?;
         if let Some((id, config)) = rs.load_state()? {
@@ -386,9 +392,13 @@ impl ReplSet {
     /// both durable for a restart. Runs on a thread of its own: starting a node blocks on a
     /// runtime, which a command's thread may already be inside of.
     fn start_member(&self, id: u64, config: Document) -> DocResult<Arc<Joined>> {
-        let node_cfg = config::node_config(id, &config)?;
+        let node_cfg = config::node_config(id, &config, self.snapshot_every)?;
         let set_config = Arc::new(SetConfig::new(self.dir.clone(), id, config));
-        let applier = Arc::new(self.open_applier()?.with_config(set_config.clone()));
+        let applier = Arc::new(
+            self.open_applier()?
+                .with_config(set_config.clone())
+                .with_marker_dir(self.dir.clone()),
+        );
         let (kv, app, transport) = (
             self.db.engine().clone(),
             applier.clone() as Arc<dyn repl::Applier>,

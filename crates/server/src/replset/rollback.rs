@@ -1,8 +1,9 @@
 //! Rollback (docs/replication.md, "Rollback"): a member whose oplog holds writes of its own
-//! that the set never committed saves the documents they touched to rollback files, empties
-//! its replicated data and oplog, and forgets what it applied, so that its Raft member applies
-//! the committed log again from its first entry. The stable point is the empty state plus the
-//! committed log: rollback never trusts the data files, so no stable timestamp is needed.
+//! that the set never committed saves the documents they touched to rollback files, restores
+//! its replicated data and oplog from its last snapshot (or empties them, without one), and
+//! sets what it applied back to the snapshot's position, so that its Raft member applies the
+//! committed log after it. The stable point is the last snapshot plus the committed log:
+//! rollback never trusts the data files, so no stable timestamp is needed.
 
 use super::applier::{self, ts_of, ts_u64, Record};
 use bson::spec::BinarySubtype;
@@ -18,15 +19,24 @@ pub const MARKER: &str = "rollback-in-progress";
 /// Where rollback files go, as in mongod 4.4+: `rollback/<collection uuid>/removed.<time>.bson`.
 pub const ROLLBACK_DIR: &str = "rollback";
 
-/// Whether the member can rebuild its data from its log: only if the log still starts at its
-/// first entry (members keep their whole log while snapshots are not built).
+/// Whether the member can rebuild its data: from its last snapshot and the log after it, or
+/// from the whole log when nothing was purged.
 pub fn refusal(db: &DocDb) -> Option<String> {
-    match repl::store::purged_position(db.engine().as_ref()) {
-        Ok(None) => None,
-        Ok(Some(p)) => Some(format!(
-            "the log is purged up to {p}, so this member cannot rebuild its data from it; resync it by hand"
+    let kv = db.engine().as_ref();
+    let purged = match repl::store::purged_position(kv) {
+        Ok(None) => return None,
+        Ok(Some(p)) => p,
+        Err(e) => return Some(format!("reading the log: {e}")),
+    };
+    let snapshot = match repl::state_machine::stored_snapshot(kv) {
+        Ok(s) => s.and_then(|(pos, _)| pos),
+        Err(e) => return Some(format!("reading the last snapshot: {e}")),
+    };
+    match snapshot {
+        Some(s) if s.index >= purged.index => None,
+        _ => Some(format!(
+            "the log is purged up to {purged} and this member has no snapshot at or after it ({snapshot:?}), so it cannot rebuild its data; resync it by hand"
         )),
-        Err(e) => Some(format!("reading the log: {e}")),
     }
 }
 
@@ -142,28 +152,69 @@ pub fn save_documents(db: &DocDb, dir: &Path, undone: &[Document]) -> Result<(),
     Ok(())
 }
 
-/// Empties the replicated data, the oplog, the applier's record and the Raft state machine's,
-/// under the marker: written and synced first, removed last.
-pub fn reset(db: &DocDb, dir: &Path) -> Result<(), String> {
+/// Writes and syncs the marker that says a reset is under way.
+fn mark(dir: &Path) -> Result<(), String> {
     let marker = dir.join(MARKER);
-    let mark = || -> std::io::Result<()> {
+    let write = || -> std::io::Result<()> {
         std::fs::File::create(&marker)?.sync_all()?;
         sync_dir(dir)
     };
-    mark().map_err(|e| format!("{}: {e}", marker.display()))?;
+    write().map_err(|e| format!("{}: {e}", marker.display()))
+}
+
+/// Removes the marker: the reset is complete.
+fn unmark(dir: &Path) -> Result<(), String> {
+    let marker = dir.join(MARKER);
+    let remove = || -> std::io::Result<()> {
+        std::fs::remove_file(&marker)?;
+        sync_dir(dir)
+    };
+    remove().map_err(|e| format!("{}: {e}", marker.display()))
+}
+
+/// Sets the replicated data, the oplog, the applier's record and the Raft state machine's
+/// back to this member's last snapshot (or to empty, without one), under the marker: written
+/// and synced first, removed last.
+pub fn reset(db: &DocDb, dir: &Path) -> Result<(), String> {
+    mark(dir)?;
     finish_reset(db, dir)
 }
 
 fn finish_reset(db: &DocDb, dir: &Path) -> Result<(), String> {
-    db.reset_replicated().map_err(|e| e.message)?;
-    applier::forget(db.engine().as_ref())?;
-    repl::state_machine::forget_applied(db.engine().as_ref()).map_err(|e| e.to_string())?;
-    let marker = dir.join(MARKER);
-    let unmark = || -> std::io::Result<()> {
-        std::fs::remove_file(&marker)?;
-        sync_dir(dir)
-    };
-    unmark().map_err(|e| format!("{}: {e}", marker.display()))
+    let kv = db.engine().as_ref();
+    match repl::state_machine::stored_snapshot(kv).map_err(|e| e.to_string())? {
+        Some((pos, data)) => {
+            let (_, contents) = applier::read_snapshot(&mut data.as_slice())?;
+            db.install_replicated(&contents).map_err(|e| e.message)?;
+            applier::set_record(kv, &Record::at_snapshot(pos, contents.ts()))?;
+            repl::state_machine::rewind_to_snapshot(kv).map_err(|e| e.to_string())?;
+            crate::log::warn(
+                "ROLLBACK",
+                &format!("restored this member's last snapshot, at {pos:?} (oplog {:?}); the committed log after it is applied again", contents.ts()),
+            );
+        }
+        None => {
+            db.reset_replicated().map_err(|e| e.message)?;
+            applier::forget(kv)?;
+            repl::state_machine::forget_applied(kv).map_err(|e| e.to_string())?;
+        }
+    }
+    unmark(dir)
+}
+
+/// Initial sync's install: the replicated state becomes `contents` and the applier's record
+/// `record`, under the marker (a crash part way is finished at start, from the member's own
+/// last snapshot or from empty, and the leader sends its snapshot again).
+pub fn install(
+    db: &DocDb,
+    dir: &Path,
+    contents: &docdb::db::SnapshotContents,
+    record: &Record,
+) -> Result<(), String> {
+    mark(dir)?;
+    db.install_replicated(contents).map_err(|e| e.message)?;
+    applier::set_record(db.engine().as_ref(), record)?;
+    unmark(dir)
 }
 
 /// At start, before anything else of the set: a reset a crash interrupted is finished.
@@ -181,7 +232,8 @@ pub fn finish_interrupted(db: &DocDb, dir: &Path) -> Result<bool, String> {
 }
 
 /// The whole rollback of a member whose Raft node is not running: the rollback files, then
-/// the reset. The node started next applies the committed log from its first entry.
+/// the reset. The node started next applies the committed log after the last snapshot (from
+/// its first entry, without one).
 pub fn roll_back(db: &DocDb, dir: &Path, record: &Record) -> Result<(), String> {
     if let Some(why) = refusal(db) {
         return Err(why);
