@@ -12,9 +12,10 @@ partition), then continued. At the end: every acknowledged token is present and 
 and tools/histcheck (porcupine) finds the registers' history linearizable.
 
 Short form (CI): 3 kills and 1 stop. Long form: FLASHDOC_FAILOVER_KILLS=100, which also writes
-its numbers to docs/results/failover/. A member that comes back holding writes the set never
-got (RECOVERING, while rollback is not built) is resynced by hand: removed from the set, its
-data directory emptied, and added back as a new member.
+its numbers to docs/results/failover/. A restarted member rolls back by itself what the set
+never got; one that still does not come back as SECONDARY (RECOVERING: a rollback refused or
+failed) is resynced by hand — removed from the set, its data directory emptied, added back as
+a new member — and counted in the results (`members_resynced_by_hand`).
 """
 import itertools
 import json
