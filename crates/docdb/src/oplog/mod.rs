@@ -584,6 +584,46 @@ impl Oplog {
     }
 }
 
+impl Oplog {
+    /// Writes a committed transaction's `batch` through `write` with its one entry (`record`,
+    /// an `applyOps` command), in mongod's shape: the session's `lsid` and `txnNumber`, and
+    /// `prevOpTime` null (the transaction's only entry). The outer error: nothing was written;
+    /// the inner: the engine's.
+    pub(crate) fn write_txn(
+        &self,
+        batch: &mut WriteBatch,
+        record: OpRecord,
+        session: Option<&crate::txn::TxnSession>,
+        write: impl FnOnce(&WriteBatch) -> engine::Result<()>,
+    ) -> DocResult<engine::Result<()>> {
+        assert_eq!(record.op, "c", "a transaction logs one command entry");
+        let mut tail = self.tail.lock();
+        let ts = tail.next_ts(now_secs());
+        let mut entry = Document::new();
+        if let Some(s) = session {
+            entry.insert("lsid", s.lsid.clone());
+            entry.insert("txnNumber", s.txn_number);
+        }
+        for (k, v) in self.entry_doc(record, ts, None) {
+            entry.insert(k, v);
+        }
+        entry.insert(
+            "prevOpTime",
+            doc! {"ts": Timestamp { time: 0, increment: 0 }, "t": -1i64},
+        );
+        let bytes = crate::doc_codec::encode_doc(&entry)?;
+        let trimmed = self.stage_trim(&tail, bytes.len(), batch)?;
+        let len = bytes.len();
+        batch.put(self.table, ts_key(ts_of(ts)).to_vec(), bytes);
+        let written = write(batch);
+        if written.is_ok() {
+            tail.appended(ts, len, trimmed);
+            self.signal.notify_insert();
+        }
+        Ok(written)
+    }
+}
+
 /// The entry this thread is applying is in the oplog: its other writes log nothing.
 fn mark_applied_logged() {
     APPLYING.with(|a| {
