@@ -466,7 +466,9 @@ impl Coll {
                 self.ns
             )));
         }
-        let old_size = old.map(|d| encode_doc(d).map(|b| b.len() as i64)).transpose()?;
+        let old_size = old
+            .map(|d| encode_doc(d).map(|b| b.len() as i64))
+            .transpose()?;
         txn.stage(crate::txn::StagedWrite {
             batch,
             record: crate::oplog::OpRecord::for_write(&self.ns, self.uuid, old, new),

@@ -9,11 +9,14 @@ use engine::{
 use std::ops::Bound;
 use std::sync::Arc;
 
+/// A key a transaction wrote, and its value (`None`: deleted).
+pub(super) type OwnEntry = (Vec<u8>, Option<Vec<u8>>);
+
 /// A snapshot's entries merged with a transaction's own writes, both in the scan's order; on
 /// a key both have, the transaction's write wins, and a delete hides the key.
 pub(super) struct Overlay {
     base: std::iter::Peekable<KvCursor>,
-    own: std::iter::Peekable<std::vec::IntoIter<(Vec<u8>, Option<Vec<u8>>)>>,
+    own: std::iter::Peekable<std::vec::IntoIter<OwnEntry>>,
     direction: Direction,
 }
 
@@ -50,11 +53,7 @@ impl Iterator for Overlay {
 }
 
 impl Overlay {
-    pub(super) fn new(
-        base: KvCursor,
-        own: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-        direction: Direction,
-    ) -> Overlay {
+    pub(super) fn new(base: KvCursor, own: Vec<OwnEntry>, direction: Direction) -> Overlay {
         Overlay {
             base: base.peekable(),
             own: own.into_iter().peekable(),
@@ -122,7 +121,12 @@ impl KvEngine for TxnEngine {
             None => self.base.snapshot(),
         }
     }
-    fn get_at(&self, snap: &Snapshot, table: TableId, key: &[u8]) -> engine::Result<Option<Vec<u8>>> {
+    fn get_at(
+        &self,
+        snap: &Snapshot,
+        table: TableId,
+        key: &[u8],
+    ) -> engine::Result<Option<Vec<u8>>> {
         match self.view(snap) {
             Ok(t) if !self.unrouted.contains(&table) => t.get(table, key),
             Ok(t) => self.base.get_at(&t.snap, table, key),

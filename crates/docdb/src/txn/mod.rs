@@ -36,8 +36,8 @@ mod engine_view;
 #[cfg(test)]
 mod tests;
 
-pub use engine_view::TxnEngine;
 use engine_view::Overlay;
+pub use engine_view::TxnEngine;
 
 /// mongod's `transactionLifetimeLimitSeconds` default.
 pub const DEFAULT_LIFETIME_SECS: u64 = 60;
@@ -154,7 +154,11 @@ impl Txns {
 
     /// The open transactions.
     fn open_txns(&self) -> Vec<Arc<Txn>> {
-        self.open.lock().values().filter_map(Weak::upgrade).collect()
+        self.open
+            .lock()
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect()
     }
 
     /// Aborts every open transaction (a stepdown: mongod aborts them, as a new primary will
@@ -229,7 +233,10 @@ impl Txns {
             }
             if expired.is_empty() {
                 for key in keys {
-                    if locks.insert(key.clone(), (txn.id, Arc::downgrade(txn))).is_none() {
+                    if locks
+                        .insert(key.clone(), (txn.id, Arc::downgrade(txn)))
+                        .is_none()
+                    {
                         self.held.fetch_add(1, Ordering::AcqRel);
                     }
                 }
@@ -313,7 +320,10 @@ impl Txn {
         match inner.state() {
             TxnState::Open if Instant::now() < self.deadline => Ok(()),
             TxnState::Open => {
-                self.abort_locked(inner, "the transaction outlived transactionLifetimeLimitSeconds");
+                self.abort_locked(
+                    inner,
+                    "the transaction outlived transactionLifetimeLimitSeconds",
+                );
                 Err(self.aborted_error(inner))
             }
             TxnState::Committed => Err(DocError::with_code(
@@ -361,7 +371,9 @@ impl Txn {
                 .insert((op.table, op.key.clone()), op.value.clone());
         }
         inner.ops.push(w.record);
-        inner.counts.push((w.counts, w.count_delta.0, w.count_delta.1));
+        inner
+            .counts
+            .push((w.counts, w.count_delta.0, w.count_delta.1));
         Ok(())
     }
 
@@ -479,7 +491,7 @@ impl Txn {
         upper: Bound<Vec<u8>>,
         direction: Direction,
     ) -> engine::Result<KvCursor> {
-        let mut own: Vec<(Vec<u8>, Option<Vec<u8>>)> = {
+        let mut own: Vec<engine_view::OwnEntry> = {
             let inner = self.inner.lock();
             let from = match &lower {
                 Bound::Included(k) => Bound::Included((table, k.clone())),

@@ -90,7 +90,10 @@ fn in_txn<T>(t: &Arc<Txn>, body: impl FnOnce() -> DocResult<T>) -> DocResult<T> 
 
 fn assert_conflict(e: &DocError) {
     assert_eq!(e.code, 112, "{e:?}");
-    let labels = e.extra.as_ref().and_then(|x| x.get_array("errorLabels").ok());
+    let labels = e
+        .extra
+        .as_ref()
+        .and_then(|x| x.get_array("errorLabels").ok());
     assert_eq!(
         labels,
         Some(&vec![Bson::String(TRANSIENT_LABEL.into())]),
@@ -113,7 +116,10 @@ fn own_writes_are_seen_inside_and_nothing_outside_until_commit() {
     assert_eq!(all(&db), vec![(1, 10)], "uncommitted writes are private");
     let count = |db: &DocDb| db.count("t", "c", &FindQuery::default()).unwrap();
     assert_eq!(count(&db), 1);
-    assert_eq!(in_txn(&t, || db.count("t", "c", &FindQuery::default())), Ok(2));
+    assert_eq!(
+        in_txn(&t, || db.count("t", "c", &FindQuery::default())),
+        Ok(2)
+    );
     db.commit_txn(&t).unwrap();
     assert_eq!(all(&db), vec![(1, 11), (2, 20)]);
     assert_eq!(count(&db), 2, "the totals follow the commit");
@@ -227,11 +233,10 @@ fn a_cursor_opened_in_a_transaction_keeps_reading_it_on_another_thread() {
         db.find("t", "c", &FindQuery::default())
     })
     .unwrap();
-    let ids: Vec<i32> = std::thread::spawn(move || {
-        cursor.map(|d| d.unwrap().get_i32("_id").unwrap()).collect()
-    })
-    .join()
-    .unwrap();
+    let ids: Vec<i32> =
+        std::thread::spawn(move || cursor.map(|d| d.unwrap().get_i32("_id").unwrap()).collect())
+            .join()
+            .unwrap();
     assert_eq!(ids, vec![1, 3]);
 }
 
@@ -252,9 +257,17 @@ fn the_commit_logs_one_applyops_entry_with_the_session() {
         delete(&db, 2)
     })
     .unwrap();
-    assert_eq!(log.totals().0, before, "nothing is logged before the commit");
+    assert_eq!(
+        log.totals().0,
+        before,
+        "nothing is logged before the commit"
+    );
     db.commit_txn(&t).unwrap();
-    assert_eq!(log.totals().0, before + 1, "one entry for the whole transaction");
+    assert_eq!(
+        log.totals().0,
+        before + 1,
+        "one entry for the whole transaction"
+    );
     let zero = bson::Timestamp {
         time: 0,
         increment: 0,
@@ -266,7 +279,11 @@ fn the_commit_logs_one_applyops_entry_with_the_session() {
     assert_eq!(entry.get_document("lsid").unwrap(), &doc! {"id": 7});
     assert_eq!(entry.get_i64("txnNumber").unwrap(), 3);
     assert!(entry.get_document("prevOpTime").is_ok());
-    let ops = entry.get_document("o").unwrap().get_array("applyOps").unwrap();
+    let ops = entry
+        .get_document("o")
+        .unwrap()
+        .get_array("applyOps")
+        .unwrap();
     let kinds: Vec<&str> = ops
         .iter()
         .map(|o| o.as_document().unwrap().get_str("op").unwrap())
@@ -365,9 +382,7 @@ impl Model {
         }
         let t = &self.txns[i];
         let first = !t.writes.contains_key(&k);
-        if first
-            && (self.held_by_other(Some(i), k) || self.committed.get(&k) != t.snap.get(&k))
-        {
+        if first && (self.held_by_other(Some(i), k) || self.committed.get(&k) != t.snap.get(&k)) {
             self.txns.remove(i);
             return Err(112);
         }
@@ -417,7 +432,11 @@ fn random_write(db: &DocDb, model: &mut Model, rng: &mut StdRng, i: Option<usize
         }
         None => (run(), model.plain_write(k, w, ins)),
     };
-    assert_eq!(got.map_err(|e| e.code), want, "write kind {kind} of {k} in {i:?}");
+    assert_eq!(
+        got.map_err(|e| e.code),
+        want,
+        "write kind {kind} of {k} in {i:?}"
+    );
 }
 
 /// One random step of the interleaving: begin, write, commit or abort.
