@@ -21,7 +21,7 @@ use bson::{doc, Bson, Document, Timestamp, Uuid};
 use engine::{Direction, KvEngine, TableConfig, TableId, WriteBatch, WriteOptions};
 use parking_lot::Mutex;
 use query::error::{DocError, DocResult};
-pub use sessions::{RetryImage, SessionTable, StatementRecord};
+pub use sessions::{RetryImage, SessionTable, StatementRecord, TXN_COMMITTED_STMT};
 use std::cell::RefCell;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -611,6 +611,12 @@ impl Oplog {
             "prevOpTime",
             doc! {"ts": Timestamp { time: 0, increment: 0 }, "t": -1i64},
         );
+        // The session's record says the transaction committed, in the same batch: a retried
+        // commitTransaction is answered from it, on this member or a later primary.
+        if let Some((lsid, rec)) = StatementRecord::of_entry(&entry, None, None) {
+            self.sessions
+                .stage(&sessions::session_key(&lsid), &rec, batch)?;
+        }
         let bytes = crate::doc_codec::encode_doc(&entry)?;
         let trimmed = self.stage_trim(&tail, bytes.len(), batch)?;
         let len = bytes.len();

@@ -438,6 +438,31 @@ impl Txn {
     /// then the write set and (on a replica-set member, when a statement wrote anything) one
     /// `applyOps` oplog entry are applied in one engine batch. A conflict aborts instead.
     pub fn commit(&self, oplog: Option<&Oplog>) -> DocResult<()> {
+        let session = self.session.clone();
+        self.commit_with(
+            WriteOptions { sync: true },
+            |batch, ops, write| match oplog {
+                Some(log) if !ops.is_empty() => {
+                    log.write_txn(batch, applyops_entry(ops), session.as_ref(), write)
+                }
+                _ if batch.is_empty() => Ok(Ok(())),
+                _ => Ok(write(batch)),
+            },
+        )
+    }
+
+    /// Commits through `log`, which writes the write set's batch (given with the statements'
+    /// records and the engine write) with whatever oplog entry it logs. The outer error of
+    /// `log`: nothing was written.
+    pub(crate) fn commit_with(
+        &self,
+        opts: WriteOptions,
+        log: impl FnOnce(
+            &mut WriteBatch,
+            &[OpRecord],
+            &dyn Fn(&WriteBatch) -> engine::Result<()>,
+        ) -> DocResult<engine::Result<()>>,
+    ) -> DocResult<()> {
         let mut inner = self.inner.lock();
         self.check_open(&mut inner)?;
         let _gate = self.txns.gate.write();
@@ -453,16 +478,8 @@ impl Txn {
                 None => batch.delete(*table, key.clone()),
             }
         }
-        let write = |b: &WriteBatch| self.txns.base.write(b, WriteOptions { sync: true });
-        let written = match oplog {
-            Some(log) if !inner.ops.is_empty() => {
-                let entry = applyops_entry(&inner.ops);
-                log.write_txn(&mut batch, entry, self.session.as_ref(), write)?
-            }
-            _ if batch.is_empty() => Ok(()),
-            _ => write(&batch),
-        };
-        written.map_err(storage_error)?;
+        let write = |b: &WriteBatch| self.txns.base.write(b, opts);
+        log(&mut batch, &inner.ops, &write)?.map_err(storage_error)?;
         for (counts, dn, dsize) in &inner.counts {
             if let Some((n, size)) = counts.lock().as_mut() {
                 *n += dn;

@@ -519,3 +519,69 @@ fn check_reads(db: &DocDb, model: &Model) {
         assert_eq!(in_txn(&t.real, || read(db, true, false)).unwrap(), v);
     }
 }
+
+#[test]
+fn a_secondary_applies_the_transaction_entry_whole_and_idempotently() {
+    let primary = open(true);
+    insert(&primary, doc! {"_id": 1, "v": 1i64}).unwrap();
+    let lsid =
+        doc! {"id": bson::Binary { subtype: bson::spec::BinarySubtype::Uuid, bytes: vec![7; 16] }};
+    let session = TxnSession {
+        lsid: lsid.clone(),
+        txn_number: 4,
+    };
+    let t = primary.begin_txn(Some(session)).unwrap();
+    in_txn(&t, || {
+        insert(&primary, doc! {"_id": 2, "v": 2i64})?;
+        set_v(&primary, 1, 10)?;
+        insert(&primary, doc! {"_id": 3, "v": 3i64})?;
+        delete(&primary, 3)
+    })
+    .unwrap();
+    primary.commit_txn(&t).unwrap();
+    let mut cfg = DocDbConfig::in_memory();
+    cfg.oplog = Some(OplogSettings {
+        size_bytes: 1 << 30,
+    });
+    let secondary = DocDb::open(cfg).unwrap();
+    let zero = bson::Timestamp {
+        time: 0,
+        increment: 0,
+    };
+    let entries = primary
+        .oplog()
+        .unwrap()
+        .entries_after(zero, usize::MAX, usize::MAX)
+        .unwrap();
+    for e in &entries {
+        secondary.apply_oplog_entry(e).unwrap();
+    }
+    assert_eq!(all(&secondary), vec![(1, 10), (2, 2)]);
+    assert_eq!(
+        read(&secondary, true, false).unwrap(),
+        vec![(2, 2), (1, 10)]
+    );
+    secondary
+        .apply_oplog_entry(entries.last().unwrap())
+        .unwrap();
+    assert_eq!(
+        all(&secondary),
+        vec![(1, 10), (2, 2)],
+        "applied again: the same"
+    );
+    let key = crate::oplog::sessions::session_key(&lsid);
+    for member in [&primary, &secondary] {
+        let rec = member
+            .oplog()
+            .unwrap()
+            .sessions()
+            .lookup(&key, 4, crate::oplog::TXN_COMMITTED_STMT)
+            .unwrap()
+            .expect("the session records the commit");
+        assert_eq!(rec.op, "c");
+    }
+    assert_eq!(
+        secondary.oplog().unwrap().last_ts(),
+        primary.oplog().unwrap().last_ts()
+    );
+}
