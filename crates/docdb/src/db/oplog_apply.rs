@@ -125,6 +125,9 @@ impl DocDb {
             DocError::illegal_operation("oplog application needs a replica-set member's oplog")
         })?;
         let (ts, e) = parse(entry)?;
+        // A member applying the primary's entries is not primary: any transaction it had
+        // open ended when it stepped down, and would only hold keys the entries write.
+        self.txns().abort_all("this member is no longer primary");
         if catalog::split_ns(e.ns).is_some_and(|(db, _)| db == UNLOGGED_DB) {
             return Err(bad_entry(format!(
                 "an entry of the local database: {}",

@@ -94,7 +94,10 @@ pub(crate) fn check_generic_fields(
     hook_fields: &[&str],
     member: bool,
 ) -> DocResult<()> {
-    read_concern(cmd, member)?;
+    // A member's transaction takes its fields (`replset::txn`), and its first statement may
+    // read at `snapshot`.
+    let in_txn = member && crate::replset::txn::applies(name, cmd);
+    read_concern(cmd, member, in_txn)?;
     check_api_version(name, spec, cmd)?;
     max_time(cmd)?;
     if cmd.contains_key("writeConcern")
@@ -111,7 +114,7 @@ pub(crate) fn check_generic_fields(
     }
     if let Some(f) = TRANSACTION_FIELDS
         .iter()
-        .find(|f| cmd.contains_key(f) && !hook_fields.contains(f))
+        .find(|f| cmd.contains_key(f) && !hook_fields.contains(f) && !in_txn)
     {
         if member {
             return Err(member_refusal(name, f));
@@ -200,7 +203,7 @@ pub(crate) fn check_fields<'a>(
 /// acknowledged write is the majority's); a replica-set member also serves `linearizable`
 /// (`replset::concern` waits as each level asks); `snapshot` (and `linearizable` on a
 /// standalone), and `afterClusterTime`, are refused.
-fn read_concern(cmd: &Document, member: bool) -> DocResult<()> {
+fn read_concern(cmd: &Document, member: bool, in_txn: bool) -> DocResult<()> {
     let Some(rc) = cmd.get("readConcern") else {
         return Ok(());
     };
@@ -211,7 +214,8 @@ fn read_concern(cmd: &Document, member: bool) -> DocResult<()> {
         match (k.as_str(), v) {
             ("level", Bson::String(l))
                 if matches!(l.as_str(), "local" | "available" | "majority")
-                    || (member && l == "linearizable") => {}
+                    || (member && l == "linearizable")
+                    || (in_txn && l == "snapshot") => {}
             ("level", Bson::String(l)) => {
                 return Err(DocError::with_code(
                     238,

@@ -12,6 +12,7 @@ pub mod config;
 pub mod control;
 pub mod retry;
 pub mod rollback;
+pub mod txn;
 pub mod wire;
 
 use applier::{Divergence, DocApplier};
@@ -164,6 +165,8 @@ pub struct ReplSet {
     rollback_failed: AtomicBool,
     /// The sessions whose retryable writes are running (`retry`).
     pub checkouts: retry::Checkouts,
+    /// Each session's multi-document transaction (`txn`).
+    pub txns: txn::SessionTxns,
 }
 
 /// A write's licence, from its admission until its oplog entries are proposed: a step-down
@@ -215,6 +218,7 @@ impl ReplSet {
             rolling_back: Mutex::new(None),
             rollback_failed: AtomicBool::new(false),
             checkouts: retry::Checkouts::default(),
+            txns: txn::SessionTxns::default(),
         });
         rollback::finish_interrupted(&rs.db, &rs.dir)?;
         if let Some((id, config)) = rs.load_state()? {
@@ -297,6 +301,8 @@ impl ReplSet {
                 "a step-down is already in progress",
             ));
         }
+        // A new primary will not know this one's open transactions: they end here.
+        self.db.txns().abort_all("the primary stepped down");
         let handed = self.hand_over(j, stay_down, catch_up);
         self.stepping_down.store(false, Ordering::Release);
         handed
