@@ -27,18 +27,14 @@ pub const GENERIC_FIELDS: &[&str] = &[
 
 /// Transaction fields: a standalone has neither retryable writes nor transactions, so they are
 /// refused unless a hook implements them (a shard's retryable writes declare `txnNumber`). A
-/// member takes `txnNumber` on the four retryable write commands (`replset::retry` runs them
-/// statement by statement, and each statement's command reaches here without it); here it is
-/// refused on every other command, and transactions everywhere.
+/// member takes them all on a transaction's commands (`replset::txn`), and `txnNumber` on the
+/// four retryable write commands (`replset::retry` runs them statement by statement, and each
+/// statement's command reaches here without it); here `txnNumber` is refused on every other
+/// command.
 const TRANSACTION_FIELDS: &[&str] = &["startTransaction", "autocommit", "txnNumber"];
 
-/// Why a member refuses the transaction field `f` on command `name`.
-fn member_refusal(name: &str, f: &str) -> DocError {
-    if f != "txnNumber" {
-        return DocError::illegal_operation(format!(
-            "transactions are not available yet on flashdoc's replica sets ('{f}' on {name})"
-        ));
-    }
+/// Why a member refuses `txnNumber` on command `name` (a command outside a transaction).
+fn member_refusal(name: &str) -> DocError {
     if crate::retryable::is_retryable_command(name) {
         // The retryable runner took every such write but those of the local database.
         return DocError::illegal_operation(format!(
@@ -117,7 +113,7 @@ pub(crate) fn check_generic_fields(
         .find(|f| cmd.contains_key(f) && !hook_fields.contains(f) && !in_txn)
     {
         if member {
-            return Err(member_refusal(name, f));
+            return Err(member_refusal(name));
         }
         return Err(DocError::illegal_operation(format!(
             "Transaction numbers are only allowed on a replica set member or mongos ('{f}' on {name})"

@@ -7,9 +7,9 @@
 //! labelled TransientTransactionError, TransactionTooOld (225), a commit whose write concern
 //! failed labelled UnknownTransactionCommitResult.
 
-use crate::reply::error_reply;
 use crate::replset::concern::{self, Admitted};
 use crate::replset::ReplSet;
+use crate::reply::error_reply;
 use crate::retryable::Session;
 use crate::spec::Spec;
 use bson::{doc, Bson, Document};
@@ -44,10 +44,16 @@ pub fn applies(name: &str, cmd: &Document) -> bool {
         || cmd.contains_key("startTransaction")
 }
 
-/// Each session's newest transaction, with its `txnNumber`.
+/// Each session's newest transaction, by session key.
 #[derive(Default)]
 pub struct SessionTxns {
-    by_session: Mutex<HashMap<Vec<u8>, (i64, Arc<Txn>)>>,
+    by_session: Mutex<HashMap<Vec<u8>, KeptTxn>>,
+}
+
+/// A session's transaction and its `txnNumber`.
+struct KeptTxn {
+    number: i64,
+    txn: Arc<Txn>,
 }
 
 fn invalid(message: impl Into<String>) -> DocError {
@@ -72,7 +78,11 @@ fn parse(cmd: &Document) -> DocResult<TxnFields> {
         None => false,
         Some(Bson::Boolean(true)) => true,
         Some(Bson::Boolean(false)) => return Err(invalid("startTransaction must be true")),
-        Some(_) => return Err(DocError::type_mismatch("startTransaction must be a boolean")),
+        Some(_) => {
+            return Err(DocError::type_mismatch(
+                "startTransaction must be a boolean",
+            ))
+        }
     };
     Ok(TxnFields { session, start })
 }
@@ -109,7 +119,9 @@ fn with_write_concern(
     body: impl FnOnce() -> DocResult<()>,
 ) -> DocResult<Document> {
     let Admitted::Write(gate, ack) = concern::admit(rs, spec, true, db, cmd)? else {
-        return Err(invalid("commitTransaction and abortTransaction run on admin"));
+        return Err(invalid(
+            "commitTransaction and abortTransaction run on admin",
+        ));
     };
     body()?;
     let mut reply = doc! {"ok": 1.0};
@@ -123,14 +135,14 @@ fn with_write_concern(
 /// The session's transaction `number`, if it is the one kept.
 fn kept(rs: &ReplSet, s: &Session) -> Option<Arc<Txn>> {
     match rs.txns.by_session.lock().get(&s.key) {
-        Some((n, t)) if *n == s.txn_number => Some(t.clone()),
+        Some(k) if k.number == s.txn_number => Some(k.txn.clone()),
         _ => None,
     }
 }
 
 /// A newer transaction of the session (kept, or recorded) makes `s`'s too old.
 fn check_not_too_old(rs: &ReplSet, s: &Session) -> DocResult<()> {
-    let kept = rs.txns.by_session.lock().get(&s.key).map(|(n, _)| *n);
+    let kept = rs.txns.by_session.lock().get(&s.key).map(|k| k.number);
     let log = rs.db.oplog().expect("a member has its oplog");
     let recorded = log.sessions().newest_txn(&s.key)?;
     match kept.into_iter().chain(recorded).max() {
@@ -232,22 +244,31 @@ fn begin(rs: &ReplSet, s: &Session, cmd: &Document) -> DocResult<Arc<Txn>> {
     }
     check_not_too_old(rs, s)?;
     let mut sessions = rs.txns.by_session.lock();
-    if let Some((n, old)) = sessions.get(&s.key) {
-        if *n == s.txn_number {
+    if let Some(old) = sessions.get(&s.key) {
+        if old.number == s.txn_number {
             return Err(DocError::with_code(
                 117,
                 "ConflictingOperationInProgress",
-                format!("transaction {n} has already been started on this session"),
+                format!(
+                    "transaction {} has already been started on this session",
+                    old.number
+                ),
             ));
         }
         // Ended already, or left open by the client: a newer one replaces it.
-        let _ = old.abort("a newer transaction started on the session");
+        let _ = old.txn.abort("a newer transaction started on the session");
     }
     let t = rs.db.begin_txn(Some(TxnSession {
         lsid: s.lsid.clone(),
         txn_number: s.txn_number,
     }))?;
-    sessions.insert(s.key.clone(), (s.txn_number, t.clone()));
+    sessions.insert(
+        s.key.clone(),
+        KeptTxn {
+            number: s.txn_number,
+            txn: t.clone(),
+        },
+    );
     Ok(t)
 }
 
