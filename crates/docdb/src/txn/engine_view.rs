@@ -129,7 +129,7 @@ impl KvEngine for TxnEngine {
     ) -> engine::Result<Option<Vec<u8>>> {
         match self.view(snap) {
             Ok(t) if !self.unrouted.contains(&table) => t.get(table, key),
-            Ok(t) => self.base.get_at(&t.snap, table, key),
+            Ok(t) => self.base.get_at(&t.snapshot()?, table, key),
             Err(snap) => self.base.get_at(snap, table, key),
         }
     }
@@ -143,7 +143,9 @@ impl KvEngine for TxnEngine {
     ) -> engine::Result<KvCursor> {
         match self.view(snap) {
             Ok(t) if !self.unrouted.contains(&table) => t.scan(table, lower, upper, direction),
-            Ok(t) => self.base.scan_at(&t.snap, table, lower, upper, direction),
+            Ok(t) => self
+                .base
+                .scan_at(&t.snapshot()?, table, lower, upper, direction),
             Err(snap) => self.base.scan_at(snap, table, lower, upper, direction),
         }
     }

@@ -127,7 +127,7 @@ impl Txns {
         let txn = Arc::new(Txn {
             id,
             txns: self.clone(),
-            snap,
+            snap: Mutex::new(Some(snap)),
             session,
             deadline: started + Duration::from_secs(self.lifetime_secs.load(Ordering::Relaxed)),
             inner: Mutex::new(TxnInner::default()),
@@ -254,6 +254,12 @@ impl Txns {
         ))
     }
 
+    /// Whether transaction `id` holds every one of `keys`.
+    fn holds_all<'k>(&self, id: u64, mut keys: impl Iterator<Item = &'k WriteKey>) -> bool {
+        let locks = self.locks.lock();
+        keys.all(|k| locks.get(k).is_some_and(|(holder, _)| *holder == id))
+    }
+
     /// Releases the keys `txn` holds.
     fn unlock_keys<'k>(&self, id: u64, keys: impl Iterator<Item = &'k WriteKey>) {
         let mut locks = self.locks.lock();
@@ -286,7 +292,9 @@ impl TxnInner {
 pub struct Txn {
     id: u64,
     txns: Arc<Txns>,
-    pub(super) snap: Snapshot,
+    /// The engine snapshot it reads at, dropped when it ends (a session keeps its last
+    /// transaction, which must not pin the versions it read).
+    snap: Mutex<Option<Snapshot>>,
     session: Option<TxnSession>,
     deadline: Instant,
     inner: Mutex<TxnInner>,
@@ -308,6 +316,13 @@ impl Txn {
 
     pub fn session(&self) -> Option<&TxnSession> {
         self.session.as_ref()
+    }
+
+    /// The snapshot it reads at; gone once it has ended (a cursor it opened then fails).
+    pub(super) fn snapshot(&self) -> engine::Result<Snapshot> {
+        self.snap.lock().clone().ok_or_else(|| {
+            engine::Error::SnapshotTooOld(format!("transaction {} has ended", self.id))
+        })
     }
 
     pub fn state(&self) -> TxnState {
@@ -384,7 +399,7 @@ impl Txn {
             let seen = self
                 .txns
                 .base
-                .get_at(&self.snap, *table, key)
+                .get_at(&self.snapshot().map_err(storage_error)?, *table, key)
                 .map_err(storage_error)?;
             if newest != seen {
                 return Err(write_conflict(
@@ -431,6 +446,7 @@ impl Txn {
         inner.writes.clear();
         inner.ops.clear();
         inner.counts.clear();
+        self.snap.lock().take();
         self.txns.open.lock().remove(&self.id);
     }
 
@@ -466,6 +482,13 @@ impl Txn {
         let mut inner = self.inner.lock();
         self.check_open(&mut inner)?;
         let _gate = self.txns.gate.write();
+        // A key of the write set another transaction (or nobody) holds could have been
+        // written since it was checked: applying it would lose that write.
+        assert!(
+            self.txns.holds_all(self.id, inner.writes.keys()),
+            "transaction {} holds every key it commits",
+            self.id
+        );
         let keys: Vec<WriteKey> = inner.writes.keys().cloned().collect();
         if let Err(e) = self.check_unchanged(&keys) {
             self.abort_locked(&mut inner, &e.message);
@@ -496,7 +519,7 @@ impl Txn {
         if let Some(v) = self.inner.lock().writes.get(&(table, key.to_vec())) {
             return Ok(v.clone());
         }
-        self.txns.base.get_at(&self.snap, table, key)
+        self.txns.base.get_at(&self.snapshot()?, table, key)
     }
 
     /// The entries in (lower, upper) as this transaction sees them: its snapshot's, merged
@@ -528,7 +551,7 @@ impl Txn {
         let base = self
             .txns
             .base
-            .scan_at(&self.snap, table, lower, upper, direction)?;
+            .scan_at(&self.snapshot()?, table, lower, upper, direction)?;
         Ok(Box::new(Overlay::new(base, own, direction)))
     }
 }

@@ -124,6 +124,10 @@ fn own_writes_are_seen_inside_and_nothing_outside_until_commit() {
     assert_eq!(all(&db), vec![(1, 11), (2, 20)]);
     assert_eq!(count(&db), 2, "the totals follow the commit");
     assert_eq!(t.state(), TxnState::Committed);
+    assert!(
+        t.snapshot().is_err(),
+        "an ended transaction pins no versions"
+    );
 }
 
 #[test]
@@ -584,4 +588,26 @@ fn a_secondary_applies_the_transaction_entry_whole_and_idempotently() {
         secondary.oplog().unwrap().last_ts(),
         primary.oplog().unwrap().last_ts()
     );
+}
+
+#[test]
+#[should_panic(expected = "holds every key it commits")]
+fn a_commit_refuses_a_key_it_does_not_hold() {
+    let db = open(false);
+    let t = db.begin_txn(None).unwrap();
+    in_txn(&t, || insert(&db, doc! {"_id": 1, "v": 1i64})).unwrap();
+    let keys: Vec<WriteKey> = t.inner.lock().writes.keys().cloned().collect();
+    db.txns().unlock_keys(t.id(), keys.iter());
+    let _ = db.commit_txn(&t);
+}
+
+#[test]
+#[should_panic(expected = "a transaction logs one command entry")]
+fn the_oplog_refuses_a_transaction_entry_that_is_not_a_command() {
+    let db = open(true);
+    let record = OpRecord::noop(doc! {"msg": "not applyOps"});
+    let _ = db
+        .oplog()
+        .unwrap()
+        .write_txn(&mut WriteBatch::new(), record, None, |_| Ok(()));
 }
