@@ -63,6 +63,10 @@ const WRITES: &[&str] = &[
     "dropUser",
     "grantRolesToUser",
     "revokeRolesFromUser",
+    // A transaction's end: its commit writes the transaction's entry, and both take the
+    // write concern (`replset::txn`).
+    "commitTransaction",
+    "abortTransaction",
 ];
 /// Reads (an `aggregate` with `$out`/`$merge` is a write by its pipeline:
 /// `fields::pipeline_writes`), and what each member keeps for itself: its sessions,
@@ -85,8 +89,6 @@ const NOT_WRITES: &[&str] = &[
     "refreshSessions",
     "killSessions",
     "killAllSessions",
-    "commitTransaction",
-    "abortTransaction",
     "getMore",
     "killCursors",
     "find",
