@@ -206,6 +206,12 @@ fn statement(
             "Cannot run '{name}' in a multi-document transaction."
         )));
     }
+    // `$out` and `$merge` create and rename collections: DDL, not transactional.
+    if crate::commands::fields::pipeline_writes(name, cmd) {
+        return Err(txn::not_in_transaction(
+            "$out and $merge are not allowed in a multi-document transaction",
+        ));
+    }
     if cmd.contains_key("writeConcern") {
         return Err(invalid(
             "Cannot set write concern after starting a transaction.",
