@@ -460,6 +460,13 @@ impl Coll {
                 self.ns
             )));
         }
+        if !crate::oplog::is_replicated(&self.db, &self.name) {
+            // Its entries would go to the secondaries, which keep their own `local`.
+            return Err(crate::txn::not_in_transaction(format!(
+                "Cannot write to {} in a multi-document transaction: it is not replicated",
+                self.ns
+            )));
+        }
         if self.hooks.write_hook().is_some() {
             return Err(crate::txn::not_in_transaction(format!(
                 "{}: writes of a sharded collection's shard are not allowed in a transaction",

@@ -586,23 +586,23 @@ impl Oplog {
 
 impl Oplog {
     /// Writes a committed transaction's `batch` through `write` with its one entry (`record`,
-    /// an `applyOps` command), in mongod's shape: the session's `lsid` and `txnNumber`, and
-    /// `prevOpTime` null (the transaction's only entry). The outer error: nothing was written;
+    /// an `applyOps` command), in mongod's shape: the session's `lsid` and `txnNumber`
+    /// (`session`), and `prevOpTime` null (the transaction's only entry). The outer error: nothing was written;
     /// the inner: the engine's.
     pub(crate) fn write_txn(
         &self,
         batch: &mut WriteBatch,
         record: OpRecord,
-        session: Option<&crate::txn::TxnSession>,
+        session: Option<(&Document, i64)>,
         write: impl FnOnce(&WriteBatch) -> engine::Result<()>,
     ) -> DocResult<engine::Result<()>> {
         assert_eq!(record.op, "c", "a transaction logs one command entry");
         let mut tail = self.tail.lock();
         let ts = tail.next_ts(now_secs());
         let mut entry = Document::new();
-        if let Some(s) = session {
-            entry.insert("lsid", s.lsid.clone());
-            entry.insert("txnNumber", s.txn_number);
+        if let Some((lsid, txn_number)) = session {
+            entry.insert("lsid", lsid.clone());
+            entry.insert("txnNumber", txn_number);
         }
         for (k, v) in self.entry_doc(record, ts, None) {
             entry.insert(k, v);

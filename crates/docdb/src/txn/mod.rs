@@ -459,7 +459,8 @@ impl Txn {
             WriteOptions { sync: true },
             |batch, ops, write| match oplog {
                 Some(log) if !ops.is_empty() => {
-                    log.write_txn(batch, applyops_entry(ops), session.as_ref(), write)
+                    let session = session.as_ref().map(|s| (&s.lsid, s.txn_number));
+                    log.write_txn(batch, applyops_entry(ops), session, write)
                 }
                 _ if batch.is_empty() => Ok(Ok(())),
                 _ => Ok(write(batch)),

@@ -328,7 +328,7 @@ fn a_stepdown_aborts_every_open_transaction() {
 }
 
 #[test]
-fn a_capped_collection_refuses_writes_in_a_transaction() {
+fn capped_and_unreplicated_collections_refuse_writes_in_a_transaction() {
     let db = open(false);
     db.create_collection("t", "capped", &doc! {"capped": true, "size": 4096})
         .unwrap();
@@ -338,6 +338,11 @@ fn a_capped_collection_refuses_writes_in_a_transaction() {
     })
     .unwrap_err();
     assert_eq!(e.code, 263, "{e:?}");
+    let e = in_txn(&t, || {
+        first_error(db.insert("local", "c", vec![doc! {"a": 1}], WriteOpts::default()))
+    })
+    .unwrap_err();
+    assert_eq!(e.code, 263, "the local database is not replicated: {e:?}");
 }
 
 /// The model: committed documents, and per open transaction its snapshot and own writes.

@@ -189,7 +189,8 @@ fn run_command(
     let spec = row(state, name).map(|c| &c.spec);
     if crate::replset::txn::applies(name, cmd) {
         let run_one = |one: &Document| run_here(state, name, db, one, conn).0;
-        let reply = crate::replset::txn::run(rs, spec, name, db, cmd, run_one);
+        let out = fields::pipeline_writes(name, cmd);
+        let reply = crate::replset::txn::run(rs, spec, name, db, cmd, out, run_one);
         return (reply, After::Continue);
     }
     let writes = spec.is_some_and(|s| s.write_concern) || fields::pipeline_writes(name, cmd);

@@ -89,20 +89,21 @@ fn parse(cmd: &Document) -> DocResult<TxnFields> {
 
 /// Runs a transaction command on `rs` (its primary): a statement through `run_one` (the
 /// command's built-in, given the command without the transaction fields), or the commit or
-/// abort.
+/// abort. `writes_collections`: an aggregate's `$out` or `$merge`, refused.
 pub fn run(
     rs: &ReplSet,
     spec: Option<&Spec>,
     name: &str,
     db: &str,
     cmd: &Document,
+    writes_collections: bool,
     run_one: impl FnOnce(&Document) -> Document,
 ) -> Document {
     rs.db.txns().reap_expired();
     let result = match name {
         "commitTransaction" => with_write_concern(rs, spec, db, cmd, true, || commit(rs, cmd)),
         "abortTransaction" => with_write_concern(rs, spec, db, cmd, false, || abort(rs, cmd)),
-        _ => statement(rs, name, cmd, run_one),
+        _ => statement(rs, name, cmd, writes_collections, run_one),
     };
     result.unwrap_or_else(|e| error_reply(&e))
 }
@@ -198,6 +199,7 @@ fn statement(
     rs: &ReplSet,
     name: &str,
     cmd: &Document,
+    writes_collections: bool,
     run_one: impl FnOnce(&Document) -> Document,
 ) -> DocResult<Document> {
     let f = parse(cmd)?;
@@ -207,7 +209,7 @@ fn statement(
         )));
     }
     // `$out` and `$merge` create and rename collections: DDL, not transactional.
-    if crate::commands::fields::pipeline_writes(name, cmd) {
+    if writes_collections {
         return Err(txn::not_in_transaction(
             "$out and $merge are not allowed in a multi-document transaction",
         ));
