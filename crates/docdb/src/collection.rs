@@ -109,7 +109,7 @@ pub struct Coll {
     catalog_lock: Mutex<()>,
     hooks: Arc<Hooks>,
     /// (document count, data size in bytes), computed on first use, then maintained.
-    counts: Mutex<Option<(i64, i64)>>,
+    counts: crate::txn::SharedCounts,
     pub capped: Option<Capped>,
     /// Serializes a capped collection's inserts, so RecordId order is insertion order and
     /// the oldest documents are the first ones.
@@ -174,7 +174,7 @@ impl Coll {
             key_locks: (0..KEY_STRIPES).map(|_| Mutex::new(())).collect(),
             catalog_lock: Mutex::new(()),
             hooks,
-            counts: Mutex::new(None),
+            counts: Arc::default(),
             capped: Capped::from_options(&entry.options),
             capped_lock: Mutex::new(()),
             tail: Arc::default(),
@@ -436,8 +436,55 @@ impl Coll {
         }
         let _guards = self.check_unique(st, rid, &staged.unique_checks)?;
         self.note_multikey(st, &staged.multikey)?;
+        if let Some(txn) = crate::txn::current() {
+            return self.stage_in_txn(&txn, &batch, old, new, new_bytes.as_deref());
+        }
         self.commit(&mut batch, old, new, sync)?;
         self.count_write(old, new_bytes.as_deref())
+    }
+
+    /// Stages a document write's batch in the transaction of the thread's statement instead
+    /// of writing it; the totals change when the transaction commits.
+    fn stage_in_txn(
+        &self,
+        txn: &Arc<crate::txn::Txn>,
+        batch: &WriteBatch,
+        old: Option<&Document>,
+        new: Option<&Document>,
+        new_bytes: Option<&[u8]>,
+    ) -> DocResult<()> {
+        if self.capped.is_some() {
+            return Err(crate::txn::not_in_transaction(format!(
+                "Collection '{}' is a capped collection. Writes in transactions are not \
+                 allowed on capped collections.",
+                self.ns
+            )));
+        }
+        if !crate::oplog::is_replicated(&self.db, &self.name) {
+            // Its entries would go to the secondaries, which keep their own `local`.
+            return Err(crate::txn::not_in_transaction(format!(
+                "Cannot write to {} in a multi-document transaction: it is not replicated",
+                self.ns
+            )));
+        }
+        if self.hooks.write_hook().is_some() {
+            return Err(crate::txn::not_in_transaction(format!(
+                "{}: writes of a sharded collection's shard are not allowed in a transaction",
+                self.ns
+            )));
+        }
+        let old_size = old
+            .map(|d| encode_doc(d).map(|b| b.len() as i64))
+            .transpose()?;
+        txn.stage(crate::txn::StagedWrite {
+            batch,
+            record: crate::oplog::OpRecord::for_write(&self.ns, self.uuid, old, new),
+            counts: self.counts.clone(),
+            count_delta: (
+                new.is_some() as i64 - old.is_some() as i64,
+                new_bytes.map_or(0, |b| b.len() as i64) - old_size.unwrap_or(0),
+            ),
+        })
     }
 
     /// Locks the stripes of the unique keys a write adds and checks that no other document
@@ -489,6 +536,12 @@ impl Coll {
         new: Option<&Document>,
         sync: bool,
     ) -> DocResult<()> {
+        // Held until the batch is written, so no transaction commits between its lock check
+        // and the write.
+        let _gate = match self.hooks.txns() {
+            Some(t) => Some(t.plain_write(batch)?),
+            None => None,
+        };
         let token = match self.hooks.write_hook() {
             Some(h) => h.before(&self.ns, old, new, batch)?,
             None => None,
@@ -560,6 +613,8 @@ impl Coll {
             return Ok(c);
         }
         let _excl = self.state.write();
+        // The totals are the committed documents', whatever transaction this thread is in.
+        let _outside = crate::txn::suspend();
         let mut n = 0;
         let mut size = 0;
         for kv in self.engine.scan_all(self.table).map_err(storage_error)? {

@@ -18,6 +18,7 @@ pub mod partial;
 pub mod planner;
 pub mod scope;
 mod tail;
+pub mod txn;
 pub mod validation;
 pub use config::{DocDbConfig, StorageSettings};
 pub use cursor::DocCursor;

@@ -87,17 +87,26 @@ pub struct Hooks {
     write: RwLock<Option<Arc<dyn WriteHook>>>,
     /// A replica-set member's oplog, which logs every write in the write's own batch.
     oplog: Option<Arc<crate::oplog::Oplog>>,
+    /// The open transactions, whose keys a plain document write must not overwrite.
+    txns: Option<Arc<crate::txn::Txns>>,
 }
 
 impl Hooks {
-    pub fn with_oplog(oplog: Option<Arc<crate::oplog::Oplog>>) -> Hooks {
+    pub fn new(
+        oplog: Option<Arc<crate::oplog::Oplog>>,
+        txns: Option<Arc<crate::txn::Txns>>,
+    ) -> Hooks {
         Hooks {
             write: RwLock::default(),
             oplog,
+            txns,
         }
     }
     pub fn oplog(&self) -> Option<&Arc<crate::oplog::Oplog>> {
         self.oplog.as_ref()
+    }
+    pub fn txns(&self) -> Option<&Arc<crate::txn::Txns>> {
+        self.txns.as_ref()
     }
     pub fn set_write_hook(&self, hook: Option<Arc<dyn WriteHook>>) {
         *self.write.write() = hook;

@@ -292,6 +292,8 @@ pub struct DocDb {
     /// Serializes catalog changes (create, drop, rename, index builds and drops).
     ddl: Mutex<()>,
     hooks: Arc<Hooks>,
+    /// The open multi-document transactions (`txn`).
+    txns: Arc<crate::txn::Txns>,
     /// What the server should warn about once it starts (stored collations today's rules
     /// refuse).
     startup_warnings: Vec<String>,
@@ -459,7 +461,12 @@ impl DocDb {
             Some(settings) => Some(Arc::new(Oplog::open(engine.clone(), settings)?)),
             None => None,
         };
-        let hooks = Arc::new(Hooks::with_oplog(oplog));
+        let txns = crate::txn::Txns::new(engine.clone());
+        let hooks = Arc::new(Hooks::new(oplog, Some(txns.clone())));
+        // The collections read through a transaction on the thread of its statements; the
+        // catalog is read as it is now.
+        let engine: Arc<dyn KvEngine> =
+            Arc::new(crate::txn::TxnEngine::new(engine, vec![catalog_table]));
         let mut referenced = HashSet::new();
         let mut startup_warnings = Vec::new();
         referenced.insert(CATALOG_TABLE.to_string());
@@ -492,6 +499,7 @@ impl DocDb {
             views: RwLock::new(views),
             ddl: Mutex::new(()),
             hooks,
+            txns,
             startup_warnings,
             me: me.clone(),
         }))
@@ -514,6 +522,26 @@ impl DocDb {
 
     pub fn config(&self) -> &DocDbConfig {
         &self.cfg
+    }
+
+    /// The database's multi-document transactions.
+    pub fn txns(&self) -> &Arc<crate::txn::Txns> {
+        &self.txns
+    }
+
+    /// Begins a multi-document transaction (its snapshot is taken now); its statements run
+    /// inside [`crate::txn::with_txn`].
+    pub fn begin_txn(
+        &self,
+        session: Option<crate::txn::TxnSession>,
+    ) -> DocResult<Arc<crate::txn::Txn>> {
+        self.txns.begin(session)
+    }
+
+    /// Commits `txn`: its writes, and on a replica-set member its one `applyOps` oplog entry,
+    /// in one engine batch.
+    pub fn commit_txn(&self, txn: &crate::txn::Txn) -> DocResult<()> {
+        txn.commit(self.hooks.oplog().map(|l| &**l))
     }
 
     /// The oplog, when the database was opened as a replica-set member.

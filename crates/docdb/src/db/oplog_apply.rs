@@ -38,8 +38,15 @@ struct Parsed<'a> {
 }
 
 fn parse(entry: &Document) -> DocResult<(u64, Parsed<'_>)> {
+    let ts = entry
+        .get_timestamp("ts")
+        .map_err(|_| bad_entry(format!("field ts missing or mistyped in {entry}")))?;
+    Ok((ts_u64(ts), parse_op(entry)?))
+}
+
+/// An entry's operation fields (an `applyOps` entry's operations have no `ts`).
+fn parse_op(entry: &Document) -> DocResult<Parsed<'_>> {
     let field = |k: &str| bad_entry(format!("field {k} missing or mistyped in {entry}"));
-    let ts = entry.get_timestamp("ts").map_err(|_| field("ts"))?;
     let ui = match entry.get("ui") {
         None => None,
         Some(Bson::Binary(b)) if b.subtype == BinarySubtype::Uuid => {
@@ -55,7 +62,7 @@ fn parse(entry: &Document) -> DocResult<(u64, Parsed<'_>)> {
         o: entry.get_document("o").map_err(|_| field("o"))?,
         o2: entry.get_document("o2").ok(),
     };
-    Ok((ts_u64(ts), parsed))
+    Ok(parsed)
 }
 
 /// The first write error of an outcome, as an error.
@@ -118,6 +125,9 @@ impl DocDb {
             DocError::illegal_operation("oplog application needs a replica-set member's oplog")
         })?;
         let (ts, e) = parse(entry)?;
+        // A member applying the primary's entries is not primary: any transaction it had
+        // open ended when it stepped down, and would only hold keys the entries write.
+        self.txns().abort_all("this member is no longer primary");
         if catalog::split_ns(e.ns).is_some_and(|(db, _)| db == UNLOGGED_DB) {
             return Err(bad_entry(format!(
                 "an entry of the local database: {}",
@@ -247,8 +257,40 @@ impl DocDb {
                 None => Ok(()),
             },
             "dropDatabase" => self.drop_database(db),
+            "applyOps" => self.apply_txn_ops(arg),
             other => Err(bad_entry(format!("unknown command {other}"))),
         }
+    }
+
+    /// A committed transaction's entry: its operations are applied in a transaction of this
+    /// member, committed with the entry in one batch, so this member's readers see all of it
+    /// or none. Each operation is applied as its own entry would be (idempotently).
+    fn apply_txn_ops(&self, ops: &Bson) -> DocResult<()> {
+        let Bson::Array(ops) = ops else {
+            return Err(bad_entry(format!("applyOps of {ops}, not an array")));
+        };
+        let log = self.oplog().cloned().ok_or_else(|| {
+            DocError::illegal_operation("oplog application needs a replica-set member's oplog")
+        })?;
+        let txn = self.begin_txn(None)?;
+        crate::txn::with_txn(&txn, || {
+            for op in ops {
+                let Bson::Document(op) = op else {
+                    return Err(bad_entry(format!("an applyOps operation {op}")));
+                };
+                let e = parse_op(op)?;
+                match e.op {
+                    "i" => self.apply_insert(&e)?,
+                    "u" => self.apply_update(&e)?,
+                    "d" => self.apply_delete(&e)?,
+                    other => return Err(bad_entry(format!("applyOps of op {other}"))),
+                }
+            }
+            Ok(())
+        })?;
+        txn.commit_with(WriteOptions::default(), |batch, _, write| {
+            log.write_logged(batch, unreachable_record, (None, None), write)
+        })
     }
 
     /// Moves the collection at `db.coll`, if any, out of the way (to `tmp.oplog.<uuid>`).

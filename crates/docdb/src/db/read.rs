@@ -170,6 +170,7 @@ impl DocDb {
             && q.skip == 0
             && q.limit.is_none_or_zero()
             && scope::current_ownership().is_none()
+            && crate::txn::current().is_none()
             && self.view(db, coll).is_none()
             && coll != super::views::SYSTEM_VIEWS
         {

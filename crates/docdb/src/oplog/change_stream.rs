@@ -61,6 +61,9 @@ pub enum Start {
     After(u64),
     /// At this `ts` or later (`startAtOperationTime`).
     At(u64),
+    /// After operation `.1` of the transaction whose entry is at `.0` (a token of one of its
+    /// events).
+    AfterTxnOp(u64, u32),
 }
 
 /// A parsed `$changeStream` stage.
@@ -85,8 +88,15 @@ fn token(ts: u64, kind: TokenKind) -> Document {
     doc! {"_data": format!("{TOKEN_VERSION}{ts:016X}{:02X}", kind as u8)}
 }
 
-/// The `ts` and kind a token names.
-fn read_token(t: &Bson) -> DocResult<(u64, TokenKind)> {
+/// The token of the event of operation `op` of the transaction whose entry is at `ts`: the
+/// entry's, followed by the operation's place in it, so the events of one transaction are
+/// ordered and a stream resumes between them.
+fn txn_token(ts: u64, op: u32) -> Document {
+    doc! {"_data": format!("{TOKEN_VERSION}{ts:016X}{:02X}{op:08X}", TokenKind::Event as u8)}
+}
+
+/// The `ts` and kind a token names, and the transaction operation's place when it is one's.
+fn read_token(t: &Bson) -> DocResult<(u64, TokenKind, Option<u32>)> {
     let data = match t {
         Bson::Document(d) => d.get_str("_data").ok(),
         _ => None,
@@ -94,7 +104,7 @@ fn read_token(t: &Bson) -> DocResult<(u64, TokenKind)> {
     .ok_or_else(|| invalid_token(format!("a resume token is {{_data: <string>}}, not {t}")))?;
     let body = data
         .strip_prefix(TOKEN_VERSION)
-        .filter(|b| b.len() == 18 && b.is_ascii())
+        .filter(|b| (b.len() == 18 || b.len() == 26) && b.is_ascii())
         .ok_or_else(|| invalid_token(format!("'{data}' is not a resume token of this server")))?;
     let ts = u64::from_str_radix(&body[..16], 16);
     let kind = match u8::from_str_radix(&body[16..], 16) {
@@ -103,8 +113,13 @@ fn read_token(t: &Bson) -> DocResult<(u64, TokenKind)> {
         Ok(2) => Some(TokenKind::Invalidate),
         _ => None,
     };
-    match (ts, kind) {
-        (Ok(ts), Some(kind)) => Ok((ts, kind)),
+    let op = match body.get(18..) {
+        Some("") => Ok(None),
+        Some(op) => u32::from_str_radix(op, 16).map(Some),
+        None => Ok(None),
+    };
+    match (ts, kind, op) {
+        (Ok(ts), Some(kind), Ok(op)) => Ok((ts, kind, op)),
         _ => Err(invalid_token(format!("'{data}' is not a resume token"))),
     }
 }
@@ -203,7 +218,10 @@ fn pre_images_off(v: &Bson) -> DocResult<()> {
 /// `resumeAfter` / `startAfter`: after the token's entry. Only `startAfter` may start after an
 /// invalidate (the stream then begins after the drop or rename that caused it).
 fn resume_point(option: &str, v: &Bson) -> DocResult<Start> {
-    let (ts, kind) = read_token(v)?;
+    let (ts, kind, op) = read_token(v)?;
+    if let Some(op) = op {
+        return Ok(Start::AfterTxnOp(ts, op));
+    }
     if kind == TokenKind::Invalidate && option == "resumeAfter" {
         return Err(invalid_token(
             "Attempting to resume a change stream using 'resumeAfter' is not allowed from an invalidate notification.",
@@ -252,6 +270,8 @@ pub struct ChangeStream {
     ended: Arc<AtomicBool>,
     /// An entry made an invalidate: nothing after it is read.
     invalidated: bool,
+    /// Resuming inside a transaction: its entry's `ts` and the last operation already shown.
+    skip: Option<(u64, u32)>,
 }
 
 /// What the server keeps beside a change stream's cursor.
@@ -275,7 +295,11 @@ impl ChangeStream {
             // Events after the stream opens, as mongod's start at the current cluster time.
             Start::Now => ts_u64(oplog.last_ts()),
             Start::After(ts) => ts,
-            Start::At(ts) => ts.saturating_sub(1),
+            Start::At(ts) | Start::AfterTxnOp(ts, _) => ts.saturating_sub(1),
+        };
+        let skip = match spec.start {
+            Start::AfterTxnOp(ts, op) => Some((ts, op)),
+            _ => None,
         };
         let resumed = !matches!(spec.start, Start::Now);
         if resumed {
@@ -300,6 +324,7 @@ impl ChangeStream {
             position_ts: after,
             ended,
             invalidated: false,
+            skip,
         };
         Ok((stream, handles))
     }
@@ -323,6 +348,9 @@ impl ChangeStream {
             read = true;
             self.after = ts;
             for event in self.events_of(&entry, ts)? {
+                if self.skip.is_some_and(|s| s.0 == ts) && self.shown(&event) {
+                    continue;
+                }
                 if event.get_str("operationType") == Ok("invalidate") {
                     self.invalidated = true;
                 }
@@ -333,6 +361,16 @@ impl ChangeStream {
             }
         }
         Ok(read)
+    }
+
+    /// Whether a transaction's event was shown before the stream resumed (its operation is at
+    /// or before the resume token's).
+    fn shown(&self, event: &Document) -> bool {
+        let op = event
+            .get("_id")
+            .and_then(|id| read_token(id).ok())
+            .and_then(|t| t.2);
+        matches!((self.skip, op), (Some((_, last)), Some(op)) if op <= last)
     }
 
     /// Runs the stages after `$changeStream` on `event` and queues what they return; the
@@ -359,16 +397,21 @@ impl ChangeStream {
         let Some((db, coll)) = ns.split_once('.') else {
             return Ok(vec![]);
         };
-        if !self.watches_db(db) {
-            return Ok(vec![]);
-        }
         let o = entry
             .get_document("o")
             .map_err(|_| DocError::internal_error(format!("oplog entry without o: {entry}")))?;
         let head = EventHead {
             ts,
             wall: entry.get("wall").cloned(),
+            txn_op: None,
         };
+        // A transaction's entry is on `admin`; its operations name their own collections.
+        if let ("c", Ok(ops)) = (op, o.get_array("applyOps")) {
+            return self.txn_events(&head, entry, ops);
+        }
+        if !self.watches_db(db) {
+            return Ok(vec![]);
+        }
         match op {
             "i" | "u" | "d" if self.watches_coll(coll) => self
                 .document_event(op, &head, (db, coll), entry, o)
@@ -376,6 +419,43 @@ impl ChangeStream {
             "c" => Ok(self.command_events(&head, db, o)),
             _ => Ok(vec![]),
         }
+    }
+
+    /// The events of a committed transaction's entry: one per operation this stream watches,
+    /// in order, each with the transaction's `lsid` and `txnNumber`, as mongod shows them.
+    fn txn_events(
+        &self,
+        head: &EventHead,
+        entry: &Document,
+        ops: &[Bson],
+    ) -> DocResult<Vec<Document>> {
+        let mut out = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            let bad_op = || DocError::internal_error(format!("an applyOps operation {op}"));
+            let op = op.as_document().ok_or_else(bad_op)?;
+            let kind = op.get_str("op").map_err(|_| bad_op())?;
+            let ns = op.get_str("ns").map_err(|_| bad_op())?;
+            let o = op.get_document("o").map_err(|_| bad_op())?;
+            let Some((db, coll)) = ns.split_once('.') else {
+                continue;
+            };
+            if !(self.watches_db(db) && self.watches_coll(coll)) {
+                continue;
+            }
+            let head = EventHead {
+                txn_op: Some(u32::try_from(i).map_err(|_| bad_op())?),
+                ..head.clone()
+            };
+            if let Some(mut e) = self.document_event(kind, &head, (db, coll), op, o)? {
+                for field in ["lsid", "txnNumber"] {
+                    if let Some(v) = entry.get(field) {
+                        e.insert(field, v.clone());
+                    }
+                }
+                out.push(e);
+            }
+        }
+        Ok(out)
     }
 
     fn watches_db(&self, db: &str) -> bool {
@@ -481,9 +561,12 @@ impl ChangeStream {
 }
 
 /// The fields every event of one entry shares.
+#[derive(Clone)]
 struct EventHead {
     ts: u64,
     wall: Option<Bson>,
+    /// The operation's place in its transaction's entry, for a transaction's event.
+    txn_op: Option<u32>,
 }
 
 impl EventHead {
@@ -496,8 +579,12 @@ impl EventHead {
     }
 
     fn with_kind(&self, operation: &str, kind: TokenKind) -> Document {
+        let id = match self.txn_op {
+            Some(op) => txn_token(self.ts, op),
+            None => token(self.ts, kind),
+        };
         let mut e = doc! {
-            "_id": token(self.ts, kind),
+            "_id": id,
             "operationType": operation,
             "clusterTime": ts_of(self.ts),
         };
@@ -729,6 +816,45 @@ mod tests {
         assert_eq!(kinds(&events), ["drop", "invalidate"]);
         assert!(handles.ended.load(Ordering::Acquire));
         assert!(read(&mut s).is_empty(), "nothing after the invalidate");
+    }
+
+    #[test]
+    fn a_transaction_shows_one_event_per_operation_and_resumes_between_them() {
+        let db = member();
+        insert(&db, "c", doc! {"_id": 1});
+        insert(&db, "other", doc! {"_id": 1});
+        let (mut s, _) = open(&db, coll_target(), doc! {});
+        let session = crate::txn::TxnSession {
+            lsid: doc! {"id": 5},
+            txn_number: 2,
+        };
+        let t = db.begin_txn(Some(session)).unwrap();
+        crate::txn::with_txn(&t, || {
+            insert(&db, "c", doc! {"_id": 2});
+            insert(&db, "other", doc! {"_id": 2});
+            update(&db, 1, doc! {"$set": {"a": 1}});
+            Ok(())
+        })
+        .unwrap();
+        assert!(read(&mut s).is_empty(), "nothing before the commit");
+        db.commit_txn(&t).unwrap();
+        insert(&db, "c", doc! {"_id": 3});
+        let events = read(&mut s);
+        assert_eq!(kinds(&events), ["insert", "update", "insert"]);
+        for e in &events[..2] {
+            assert_eq!(e.get_document("lsid").unwrap(), &doc! {"id": 5});
+            assert_eq!(e.get_i64("txnNumber").unwrap(), 2);
+        }
+        let ids: Vec<&Bson> = events.iter().map(|e| e.get("_id").unwrap()).collect();
+        assert!(ids[0] != ids[1], "each operation has its own token");
+        let (mut resumed, _) = open(&db, coll_target(), doc! {"resumeAfter": ids[0].clone()});
+        let again = read(&mut resumed);
+        assert_eq!(
+            kinds(&again),
+            ["update", "insert"],
+            "resumed inside the transaction"
+        );
+        assert_eq!(again[0].get("_id"), Some(ids[1]));
     }
 
     #[test]

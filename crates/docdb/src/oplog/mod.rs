@@ -21,7 +21,7 @@ use bson::{doc, Bson, Document, Timestamp, Uuid};
 use engine::{Direction, KvEngine, TableConfig, TableId, WriteBatch, WriteOptions};
 use parking_lot::Mutex;
 use query::error::{DocError, DocResult};
-pub use sessions::{RetryImage, SessionTable, StatementRecord};
+pub use sessions::{RetryImage, SessionTable, StatementRecord, TXN_COMMITTED_STMT};
 use std::cell::RefCell;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -616,6 +616,52 @@ impl Oplog {
         if written.is_ok() {
             tail.appended(ts, len, trimmed);
             mark_applied_logged();
+            self.signal.notify_insert();
+        }
+        Ok(written)
+    }
+}
+
+impl Oplog {
+    /// Writes a committed transaction's `batch` through `write` with its one entry (`record`,
+    /// an `applyOps` command), in mongod's shape: the session's `lsid` and `txnNumber`
+    /// (`session`), and `prevOpTime` null (the transaction's only entry). The outer error: nothing was written;
+    /// the inner: the engine's.
+    pub(crate) fn write_txn(
+        &self,
+        batch: &mut WriteBatch,
+        record: OpRecord,
+        session: Option<(&Document, i64)>,
+        write: impl FnOnce(&WriteBatch) -> engine::Result<()>,
+    ) -> DocResult<engine::Result<()>> {
+        assert_eq!(record.op, "c", "a transaction logs one command entry");
+        let mut tail = self.tail.lock();
+        let ts = tail.next_ts(now_secs());
+        let mut entry = Document::new();
+        if let Some((lsid, txn_number)) = session {
+            entry.insert("lsid", lsid.clone());
+            entry.insert("txnNumber", txn_number);
+        }
+        for (k, v) in self.entry_doc(record, ts, None) {
+            entry.insert(k, v);
+        }
+        entry.insert(
+            "prevOpTime",
+            doc! {"ts": Timestamp { time: 0, increment: 0 }, "t": -1i64},
+        );
+        // The session's record says the transaction committed, in the same batch: a retried
+        // commitTransaction is answered from it, on this member or a later primary.
+        if let Some((lsid, rec)) = StatementRecord::of_entry(&entry, None, None) {
+            self.sessions
+                .stage(&sessions::session_key(&lsid), &rec, batch)?;
+        }
+        let bytes = crate::doc_codec::encode_doc(&entry)?;
+        let trimmed = self.stage_trim(&tail, bytes.len(), batch)?;
+        let len = bytes.len();
+        batch.put(self.table, ts_key(ts_of(ts)).to_vec(), bytes);
+        let written = write(batch);
+        if written.is_ok() {
+            tail.appended(ts, len, trimmed);
             self.signal.notify_insert();
         }
         Ok(written)

@@ -80,6 +80,10 @@ fn txn_of_key(session: &[u8], key: &[u8]) -> DocResult<i64> {
     Ok((u64::from_be_bytes(bytes) ^ (1 << 63)) as i64)
 }
 
+/// The statement number of a transaction's record (mongod's `config.transactions` entry with
+/// `state: "committed"`): below every statement's, which count up from 0.
+pub const TXN_COMMITTED_STMT: i32 = -1;
+
 /// A statement's record: what a retry's reply is rebuilt from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StatementRecord {
@@ -134,6 +138,19 @@ impl StatementRecord {
     ) -> Option<(Document, StatementRecord)> {
         let lsid = entry.get_document("lsid").ok()?;
         let op = entry.get_str("op").ok()?;
+        if op == "c" {
+            // A committed transaction's one entry: its record says it committed.
+            entry.get_document("o").ok()?.get_array("applyOps").ok()?;
+            let rec = StatementRecord {
+                txn_number: entry.get_i64("txnNumber").ok()?,
+                stmt_id: TXN_COMMITTED_STMT,
+                ts: entry.get_timestamp("ts").ok(),
+                op: op.to_string(),
+                id: Bson::Null,
+                image: None,
+            };
+            return Some((lsid.clone(), rec));
+        }
         let id = match op {
             "d" => entry.get_document("o").ok()?.get("_id")?,
             _ => entry.get_document("o2").ok()?.get("_id")?,

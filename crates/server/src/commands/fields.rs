@@ -27,18 +27,14 @@ pub const GENERIC_FIELDS: &[&str] = &[
 
 /// Transaction fields: a standalone has neither retryable writes nor transactions, so they are
 /// refused unless a hook implements them (a shard's retryable writes declare `txnNumber`). A
-/// member takes `txnNumber` on the four retryable write commands (`replset::retry` runs them
-/// statement by statement, and each statement's command reaches here without it); here it is
-/// refused on every other command, and transactions everywhere.
+/// member takes them all on a transaction's commands (`replset::txn`), and `txnNumber` on the
+/// four retryable write commands (`replset::retry` runs them statement by statement, and each
+/// statement's command reaches here without it); here `txnNumber` is refused on every other
+/// command.
 const TRANSACTION_FIELDS: &[&str] = &["startTransaction", "autocommit", "txnNumber"];
 
-/// Why a member refuses the transaction field `f` on command `name`.
-fn member_refusal(name: &str, f: &str) -> DocError {
-    if f != "txnNumber" {
-        return DocError::illegal_operation(format!(
-            "transactions are not available yet on flashdoc's replica sets ('{f}' on {name})"
-        ));
-    }
+/// Why a member refuses `txnNumber` on command `name` (a command outside a transaction).
+fn member_refusal(name: &str) -> DocError {
     if crate::retryable::is_retryable_command(name) {
         // The retryable runner took every such write but those of the local database.
         return DocError::illegal_operation(format!(
@@ -94,7 +90,10 @@ pub(crate) fn check_generic_fields(
     hook_fields: &[&str],
     member: bool,
 ) -> DocResult<()> {
-    read_concern(cmd, member)?;
+    // A member's transaction takes its fields (`replset::txn`), and its first statement may
+    // read at `snapshot`.
+    let in_txn = member && crate::replset::txn::applies(name, cmd);
+    read_concern(cmd, member, in_txn)?;
     check_api_version(name, spec, cmd)?;
     max_time(cmd)?;
     if cmd.contains_key("writeConcern")
@@ -111,10 +110,10 @@ pub(crate) fn check_generic_fields(
     }
     if let Some(f) = TRANSACTION_FIELDS
         .iter()
-        .find(|f| cmd.contains_key(f) && !hook_fields.contains(f))
+        .find(|f| cmd.contains_key(f) && !hook_fields.contains(f) && !in_txn)
     {
         if member {
-            return Err(member_refusal(name, f));
+            return Err(member_refusal(name));
         }
         return Err(DocError::illegal_operation(format!(
             "Transaction numbers are only allowed on a replica set member or mongos ('{f}' on {name})"
@@ -201,7 +200,7 @@ pub(crate) fn check_fields<'a>(
 /// (`replset::concern` waits as each level asks) and `afterClusterTime` with `local` or
 /// `majority` (`replset::causal`, IllegalOperation on a standalone, as mongod); `snapshot` (and
 /// `linearizable` on a standalone) and `afterOpTime` (internal to mongod) are refused.
-fn read_concern(cmd: &Document, member: bool) -> DocResult<()> {
+fn read_concern(cmd: &Document, member: bool, in_txn: bool) -> DocResult<()> {
     let Some(rc) = cmd.get("readConcern") else {
         return Ok(());
     };
@@ -212,7 +211,8 @@ fn read_concern(cmd: &Document, member: bool) -> DocResult<()> {
         match (k.as_str(), v) {
             ("level", Bson::String(l))
                 if matches!(l.as_str(), "local" | "available" | "majority")
-                    || (member && l == "linearizable") => {}
+                    || (member && l == "linearizable")
+                    || (in_txn && l == "snapshot") => {}
             ("level", Bson::String(l)) => {
                 return Err(DocError::with_code(
                     238,

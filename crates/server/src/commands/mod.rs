@@ -203,6 +203,12 @@ fn run_command(
         return run_here(state, name, db, cmd, conn);
     };
     let spec = row(state, name).map(|c| &c.spec);
+    if crate::replset::txn::applies(name, cmd) {
+        let run_one = |one: &Document| run_here(state, name, db, one, conn).0;
+        let out = fields::pipeline_writes(name, cmd);
+        let reply = crate::replset::txn::run(rs, spec, name, db, cmd, out, run_one);
+        return (reply, After::Continue);
+    }
     let writes = spec.is_some_and(|s| s.write_concern) || fields::pipeline_writes(name, cmd);
     let max_time = max_time(cmd).ok().flatten();
     match crate::replset::concern::admit(rs, spec, writes, db, cmd, max_time) {

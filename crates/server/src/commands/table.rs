@@ -129,6 +129,7 @@ pub(crate) static COMMANDS: &[Command] = &[
         A::Session,
         Ns::Server,
     )
+    .writes()
     .api_v1(),
     command(
         "abortTransaction",
@@ -136,6 +137,7 @@ pub(crate) static COMMANDS: &[Command] = &[
         A::Session,
         Ns::Server,
     )
+    .writes()
     .api_v1(),
     // Reads.
     command("getMore", cursor::get_more, A::Find, Ns::Cursors)

@@ -64,6 +64,10 @@ const WRITES: &[&str] = &[
     "grantRolesToUser",
     "revokeRolesFromUser",
     "setDefaultRWConcern",
+    // A transaction's end: its commit writes the transaction's entry, and both take the
+    // write concern (`replset::txn`).
+    "commitTransaction",
+    "abortTransaction",
 ];
 /// Reads (an `aggregate` with `$out`/`$merge` is a write by its pipeline:
 /// `fields::pipeline_writes`), and what each member keeps for itself: its sessions,
@@ -86,8 +90,6 @@ const NOT_WRITES: &[&str] = &[
     "refreshSessions",
     "killSessions",
     "killAllSessions",
-    "commitTransaction",
-    "abortTransaction",
     "getMore",
     "killCursors",
     "find",

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 /// How long an unbounded `w: "majority"` (no `wtimeout`) waits at most before it reports a
 /// timeout: a write concern without a timeout waits as long as it takes in mongod too, but a
 /// connection thread must come back eventually.
-const MAJORITY_WAIT_LIMIT: Duration = Duration::from_secs(3600);
+pub(crate) const MAJORITY_WAIT_LIMIT: Duration = Duration::from_secs(3600);
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Acknowledge {
@@ -209,7 +209,7 @@ fn refuse_read_concern_on_write(name: &str, concern: ReadConcern) -> DocResult<(
         return Ok(());
     }
     Err(DocError::invalid_options(format!(
-        "{name} writes: readConcern level {concern:?} is not available on a write outside a transaction, which flashdoc's replica sets do not have"
+        "{name} writes: readConcern level {concern:?} is not available on a write outside a transaction"
     )))
 }
 

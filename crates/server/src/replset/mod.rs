@@ -14,6 +14,7 @@ pub mod control;
 pub mod defaults;
 pub mod retry;
 pub mod rollback;
+pub mod txn;
 pub mod wire;
 
 use applier::{Divergence, DocApplier};
@@ -179,6 +180,8 @@ pub struct ReplSet {
     clock: causal::ClusterClock,
     /// Log entries between two snapshots (`replication.snapshotEvery`).
     snapshot_every: u64,
+    /// Each session's multi-document transaction (`txn`).
+    pub txns: txn::SessionTxns,
 }
 
 /// A write's licence, from its admission until its oplog entries are proposed: a step-down
@@ -235,6 +238,7 @@ impl ReplSet {
                 .replication
                 .snapshot_every
                 .unwrap_or(crate::config::DEFAULT_SNAPSHOT_EVERY),
+            txns: txn::SessionTxns::default(),
         });
         rollback::finish_interrupted(&rs.db, &rs.dir)?;
         if let Some((id, config)) = rs.load_state()? {
@@ -317,6 +321,8 @@ impl ReplSet {
                 "a step-down is already in progress",
             ));
         }
+        // A new primary will not know this one's open transactions: they end here.
+        self.db.txns().abort_all("the primary stepped down");
         let handed = self.hand_over(j, stay_down, catch_up);
         self.stepping_down.store(false, Ordering::Release);
         handed
