@@ -25,6 +25,7 @@ REPLSET=${REPLSET:-}
 EXPECTED=$ROOT/tests/pymongo-suite/expected-failures${REPLSET:+-replset}.txt
 OUT=$ROOT/target/pymongo-suite${REPLSET:+-replset}
 # PYMONGO_FILES="change_stream cursor": only these files (the verdict then covers only them).
+# PYMONGO_PYTEST_ARGS="--durations=20": more arguments for pytest.
 FILES=${PYMONGO_FILES:-"binary bulk change_stream collation collection collection_management command_logging
   command_monitoring comment common crud_unified crud_v1 cursor custom_types database decimal128
   examples logger operations raw_bson read_concern read_preferences results run_command
@@ -87,7 +88,7 @@ for f in $FILES; do ARGS+=("test/test_$f.py"); done
 echo "== pymongo suite: ${#ARGS[@]} files against flashdoc on port $PORT"
 start=$(date +%s)
 set +e
-(cd "$SRC" && DB_IP=127.0.0.1 DB_PORT=$PORT "$VENV/bin/python" -m pytest -q -p no:cacheprovider -rA "${ARGS[@]}") >"$OUT.txt" 2>&1
+(cd "$SRC" && DB_IP=127.0.0.1 DB_PORT=$PORT "$VENV/bin/python" -m pytest -q -p no:cacheprovider -rA ${PYMONGO_PYTEST_ARGS:-} "${ARGS[@]}") >"$OUT.txt" 2>&1
 set -e
 elapsed=$(($(date +%s) - start))
 tail -n 1 "$OUT.txt"

@@ -30,7 +30,7 @@ pub struct ClusterClock {
 impl Default for ClusterClock {
     fn default() -> Self {
         ClusterClock {
-            gossiped: Mutex::new(super::applier::ZERO_TS),
+            gossiped: Mutex::new(super::stored::ZERO_TS),
         }
     }
 }

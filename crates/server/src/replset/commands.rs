@@ -3,9 +3,9 @@
 //! `_replRpc`, `_replJoin`), and the commands of the default read and write concerns
 //! (`getDefaultRWConcern`, `setDefaultRWConcern`; `defaults` keeps them).
 
-use super::applier::ZERO_TS;
 use super::config::{self as set_config, invalid};
 use super::defaults;
+use super::stored::ZERO_TS;
 use super::{wire, Joined, ReplSet};
 use crate::client::ConnInfo;
 use bson::{doc, Bson, DateTime, Document, Timestamp};

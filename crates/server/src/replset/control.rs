@@ -1,9 +1,9 @@
 //! The commands that change who leads and who is in the set: `replSetStepDown`,
 //! `replSetFreeze` and `replSetReconfig` (docs/replication.md, "The server's replica set").
 
-use super::applier::CONFIG_ENTRY;
 use super::commands::{ask_to_join, not_yet_initialized, replset};
 use super::config::{self as set_config, Change};
+use super::stored::CONFIG_ENTRY;
 use super::{Joined, ReplSet};
 use bson::{doc, Bson, Document};
 use docdb::{DocError, DocResult};

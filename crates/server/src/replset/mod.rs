@@ -14,6 +14,7 @@ pub mod control;
 pub mod defaults;
 pub mod retry;
 pub mod rollback;
+pub mod stored;
 pub mod txn;
 pub mod wire;
 
@@ -140,7 +141,7 @@ impl Default for Shipper {
     fn default() -> Self {
         Shipper {
             term: 0,
-            after: applier::ZERO_TS,
+            after: stored::ZERO_TS,
             pending: VecDeque::new(),
             last: None,
             majority: None,
@@ -265,7 +266,7 @@ impl ReplSet {
     /// The newest oplog `ts` (as a `u64`) a majority of the set holds, as far as this member
     /// knows: what a change stream may show. 0 before the set is initiated.
     pub fn majority_visible_ts(&self) -> u64 {
-        let last = self.db.oplog().map_or(0, |o| applier::ts_u64(o.last_ts()));
+        let last = self.db.oplog().map_or(0, |o| stored::ts_u64(o.last_ts()));
         self.member().map_or(0, |j| j.visible_ts(&j.status(), last))
     }
 
@@ -539,7 +540,7 @@ impl Joined {
     }
 
     /// Proposes the oplog entries written since the last call, in `ts` order, up to
-    /// [`applier::BATCH_MAX_ENTRIES`] to a log entry, each once it is durable in this member's
+    /// [`stored::BATCH_MAX_ENTRIES`] to a log entry, each once it is durable in this member's
     /// log (`w: 1`); returns the newest log entry proposed so far.
     pub fn ship(&self, db: &DocDb) -> DocResult<Option<LogPosition>> {
         let mut s = self.shipper.lock();
@@ -548,21 +549,18 @@ impl Joined {
         }
         let oplog = db.oplog().expect("a member has an oplog");
         loop {
-            let batch = oplog.entries_after(
-                s.after,
-                applier::BATCH_MAX_ENTRIES,
-                applier::BATCH_MAX_BYTES,
-            )?;
+            let batch =
+                oplog.entries_after(s.after, stored::BATCH_MAX_ENTRIES, stored::BATCH_MAX_BYTES)?;
             let (Some(first), Some(last)) = (batch.first(), batch.last()) else {
                 return Ok(s.last.map(|(p, _)| p));
             };
             let first = first.get_timestamp("ts").map_err(repl_err)?;
             let last = last.get_timestamp("ts").map_err(repl_err)?;
             assert!(
-                applier::ts_u64(s.after) < applier::ts_u64(first),
+                stored::ts_u64(s.after) < stored::ts_u64(first),
                 "the proposer moves forward"
             );
-            let bytes = applier::batch_bytes(&batch).map_err(repl_err)?;
+            let bytes = stored::batch_bytes(&batch).map_err(repl_err)?;
             self.applier.proposing(last).map_err(repl_err)?;
             let pos = self
                 .node
@@ -594,8 +592,8 @@ impl Joined {
             return last;
         }
         match s.pending.front() {
-            Some(p) => applier::ts_u64(p.first) - 1,
-            None => applier::ts_u64(s.after),
+            Some(p) => stored::ts_u64(p.first) - 1,
+            None => stored::ts_u64(s.after),
         }
     }
 

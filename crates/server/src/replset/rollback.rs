@@ -5,7 +5,7 @@
 //! committed log after it. The stable point is the last snapshot plus the committed log:
 //! rollback never trusts the data files, so no stable timestamp is needed.
 
-use super::applier::{self, ts_of, ts_u64, Record};
+use super::stored::{self, ts_of, ts_u64, Record};
 use bson::spec::BinarySubtype;
 use bson::{Bson, Document, Uuid};
 use docdb::DocDb;
@@ -49,7 +49,7 @@ pub fn undone_entries(db: &DocDb, record: &Record) -> Result<Vec<Document>, Stri
         .map_err(|e| e.to_string())?
         .iter()
         .filter_map(|b| Document::from_reader(b.as_slice()).ok())
-        .flat_map(|d| applier::oplog_entries(d).unwrap_or_default())
+        .flat_map(|d| stored::oplog_entries(d).unwrap_or_default())
         .filter_map(|d| d.get_timestamp("ts").ok().map(ts_u64))
         .collect();
     let oplog = db.oplog().ok_or("a member has an oplog")?;
@@ -184,9 +184,9 @@ fn finish_reset(db: &DocDb, dir: &Path) -> Result<(), String> {
     let kv = db.engine().as_ref();
     match repl::state_machine::stored_snapshot(kv).map_err(|e| e.to_string())? {
         Some((pos, data)) => {
-            let (_, contents) = applier::read_snapshot(&mut data.as_slice())?;
+            let (_, contents) = stored::read_snapshot(&mut data.as_slice())?;
             db.install_replicated(&contents).map_err(|e| e.message)?;
-            applier::set_record(kv, &Record::at_snapshot(pos, contents.ts()))?;
+            stored::set_record(kv, &Record::at_snapshot(pos, contents.ts()))?;
             repl::state_machine::rewind_to_snapshot(kv).map_err(|e| e.to_string())?;
             crate::log::warn(
                 "ROLLBACK",
@@ -195,7 +195,7 @@ fn finish_reset(db: &DocDb, dir: &Path) -> Result<(), String> {
         }
         None => {
             db.reset_replicated().map_err(|e| e.message)?;
-            applier::forget(kv)?;
+            stored::forget(kv)?;
             repl::state_machine::forget_applied(kv).map_err(|e| e.to_string())?;
         }
     }
@@ -213,7 +213,7 @@ pub fn install(
 ) -> Result<(), String> {
     mark(dir)?;
     db.install_replicated(contents).map_err(|e| e.message)?;
-    applier::set_record(db.engine().as_ref(), record)?;
+    stored::set_record(db.engine().as_ref(), record)?;
     unmark(dir)
 }
 
@@ -246,7 +246,8 @@ pub fn roll_back(db: &DocDb, dir: &Path, record: &Record) -> Result<(), String> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replset::applier::{DocApplier, ZERO_TS};
+    use crate::replset::applier::DocApplier;
+    use crate::replset::stored::ZERO_TS;
     use bson::doc;
     use docdb::db::WriteOpts;
     use docdb::oplog::OplogSettings;
