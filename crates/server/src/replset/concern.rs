@@ -142,20 +142,17 @@ pub fn acknowledge(cmd: &Document) -> DocResult<Acknowledge> {
     })
 }
 
-/// mongod's refusal of a `w: N` the set can never satisfy, before the write runs.
-fn check_satisfiable(rs: &ReplSet, ack: Acknowledge) -> DocResult<()> {
+/// mongod's answer to a `w: N` the set can never satisfy: the write is applied, and its
+/// write concern fails at once (a `writeConcernError`, which drivers raise as
+/// WriteConcernError), rather than the command being refused.
+fn unsatisfiable(j: &super::Joined, ack: Acknowledge) -> Option<Document> {
     let Acknowledge::Members(n, _) = ack else {
-        return Ok(());
+        return None;
     };
-    let held_by = rs.member().map_or(1, |j| j.status().members.len());
-    if n > held_by {
-        return Err(DocError::with_code(
-            100,
-            "UnsatisfiableWriteConcern",
-            format!("Not enough data-bearing nodes: w: {n} with {held_by} members"),
-        ));
-    }
-    Ok(())
+    let held_by = j.status().members.len();
+    (n > held_by).then(|| {
+        doc! {"code": 100, "codeName": "UnsatisfiableWriteConcern", "errmsg": format!("Not enough data-bearing nodes: w: {n} with {held_by} members")}
+    })
 }
 
 /// The options that make a `create` or `collMod` a view's or a time-series collection's:
@@ -273,7 +270,6 @@ fn admit_write<'a>(
     refuse_read_concern_on_write(name, read_concern(cmd))?;
     refuse_unreplicated(cmd)?;
     let ack = write_concern_of(&rs.db, cmd)?;
-    check_satisfiable(rs, ack)?;
     // A causally consistent session's write carries its last operation time too (drivers
     // send it on every command that takes a read concern, as mongod's writes do).
     if let Some(t) = super::causal::after_cluster_time(cmd)? {
@@ -401,6 +397,10 @@ pub fn acknowledged(rs: &ReplSet, gate: WriteGate<'_>, ack: Acknowledge, reply: 
             return;
         }
     };
+    if let Some(e) = unsatisfiable(&j, ack) {
+        reply.insert("writeConcernError", e);
+        return;
+    }
     let wait = timeout.unwrap_or(MAJORITY_WAIT_LIMIT);
     let waited = match ack {
         Acknowledge::Members(n, _) => wait_members(&j, pos, n, wait),
