@@ -241,6 +241,22 @@ def test_a_document_near_the_size_limit_replicates(initiated):
         )
 
 
+def test_create_indexes_waits_for_its_commit_quorum(initiated):
+    with set_client(initiated) as c:
+        for i, quorum in enumerate(["majority", "votingMembers", 3, 0]):
+            c.e2e.command("createIndexes", "cq", indexes=[{"key": {f"k{i}": 1}, "name": f"k{i}"}],
+                          commitQuorum=quorum)
+        for quorum, code in ((4, 100), ("dc", 79), (-1, 100)):
+            with pytest.raises(OperationFailure) as e:
+                c.e2e.command("createIndexes", "cq", indexes=[{"key": {"z": 1}, "name": "z"}],
+                              commitQuorum=quorum)
+            assert e.value.code == code, (quorum, e.value)
+    # votingMembers: every member held the build's entry before the answer.
+    for s in initiated:
+        with direct(s, readPreference="secondaryPreferred") as c:
+            eventually(lambda: "k1" in c.e2e.cq.index_information(), f"{host(s)} builds k1")
+
+
 def direct_count(s, coll):
     with direct(s, readPreference="secondaryPreferred") as c:
         return c.e2e[coll].count_documents({})

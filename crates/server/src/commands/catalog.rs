@@ -171,8 +171,9 @@ pub(crate) fn create_indexes(call: &Call) -> DocResult<Document> {
     let cmd = call.cmd;
     let dbx = call.dbx();
     let coll = call.coll();
-    if cmd.contains_key("commitQuorum") {
-        // A standalone has no replica set members to wait for (mongod's answer).
+    if cmd.contains_key("commitQuorum") && call.state.replset().is_none() {
+        // A standalone has no replica set members to wait for (mongod's answer); a member
+        // waits for them as `replset::concern` says.
         return Err(DocError::bad_value(
             "Standalones can't specify commitQuorum",
         ));

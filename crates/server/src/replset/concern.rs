@@ -155,6 +155,59 @@ fn unsatisfiable(j: &super::Joined, ack: Acknowledge) -> Option<Document> {
     })
 }
 
+/// `createIndexes`' `commitQuorum` on a member: the index build is done once that many
+/// members hold its entry, as a write concern's wait (mongod waits for them to report the
+/// build ready; here each member builds as it applies the entry, in log order, so holding it
+/// is the closest point the primary sees). Combined with the command's write concern: the
+/// answer waits for whichever needs more members.
+fn with_commit_quorum(rs: &ReplSet, cmd: &Document, ack: Acknowledge) -> DocResult<Acknowledge> {
+    let Some(q) = cmd.get("commitQuorum") else {
+        return Ok(ack);
+    };
+    let voters = rs.member().map_or(1, |j| j.status().members.len());
+    let quorum = match q {
+        Bson::String(s) if s == "majority" => Acknowledge::Majority(None),
+        Bson::String(s) if s == "votingMembers" => Acknowledge::Members(voters, None),
+        Bson::String(s) => {
+            return Err(DocError::with_code(
+                79,
+                "UnknownReplWriteConcern",
+                format!("commitQuorum '{s}' is not a mode this set's configuration has"),
+            ))
+        }
+        v => match v.as_i64().or_else(|| v.as_i32().map(i64::from)) {
+            Some(n) if (0..=voters as i64).contains(&n) => Acknowledge::Members(n as usize, None),
+            Some(n) => {
+                return Err(DocError::with_code(
+                    100,
+                    "UnsatisfiableCommitQuorum",
+                    format!("commitQuorum {n} is more than the set's {voters} voting members"),
+                ))
+            }
+            None => {
+                return Err(DocError::type_mismatch(
+                    "commitQuorum must be a number or a string",
+                ))
+            }
+        },
+    };
+    let needs = |a: &Acknowledge| match a {
+        Acknowledge::Local | Acknowledge::Members(0 | 1, _) => 1,
+        Acknowledge::Majority(_) => voters / 2 + 1,
+        Acknowledge::Members(n, _) => *n,
+    };
+    let timeout = match ack {
+        Acknowledge::Local => None,
+        Acknowledge::Majority(t) | Acknowledge::Members(_, t) => t,
+    };
+    Ok(match quorum {
+        _ if needs(&quorum) <= needs(&ack) => ack,
+        Acknowledge::Majority(_) => Acknowledge::Majority(timeout),
+        Acknowledge::Members(n, _) => Acknowledge::Members(n, timeout),
+        Acknowledge::Local => ack,
+    })
+}
+
 /// The options that make a `create` or `collMod` a view's or a time-series collection's:
 /// docdb keeps those as catalog entries outside the oplog, so no secondary would get them.
 const UNREPLICATED_OPTIONS: &[&str] = &["viewOn", "pipeline", "timeseries"];
@@ -269,7 +322,7 @@ fn admit_write<'a>(
     let name = cmd.keys().next().map_or("", String::as_str);
     refuse_read_concern_on_write(name, read_concern(cmd))?;
     refuse_unreplicated(cmd)?;
-    let ack = write_concern_of(&rs.db, cmd)?;
+    let ack = with_commit_quorum(rs, cmd, write_concern_of(&rs.db, cmd)?)?;
     // A causally consistent session's write carries its last operation time too (drivers
     // send it on every command that takes a read concern, as mongod's writes do).
     if let Some(t) = super::causal::after_cluster_time(cmd)? {
