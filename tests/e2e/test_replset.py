@@ -411,19 +411,22 @@ def test_catalog_and_user_commands_replicate(initiated):
         db.drop_collection("doomed")
         db.indexed.create_index("a")
         db.indexed.drop_index("a_1")
-        for cmd in ({"create": "v", "viewOn": "cat", "pipeline": []},
-                    {"create": "ts", "timeseries": {"timeField": "at"}}):
-            with pytest.raises(OperationFailure) as e:
-                db.command(cmd)
-            assert e.value.code == 115, "views and time-series collections do not replicate yet"
+        db.command({"create": "v", "viewOn": "cat", "pipeline": [{"$match": {"n": {"$gte": 2}}}]})
+        db.command({"collMod": "v", "viewOn": "cat", "pipeline": [{"$match": {"n": {"$gte": 3}}}]})
+        db.command({"create": "gone_view", "viewOn": "cat", "pipeline": []})
+        db.drop_collection("gone_view")
+        with pytest.raises(OperationFailure) as e:
+            db.command({"create": "ts", "timeseries": {"timeField": "at"}})
+        assert e.value.code == 115, "time-series collections do not replicate yet"
     primary = wait_for_primary(initiated)
     for s in initiated:
         if s is primary:
             continue
         with direct(s, readPreference="secondaryPreferred") as c:
             db = c.e2e_catalog
-            eventually(lambda: sorted(db.list_collection_names()) == ["cat", "indexed", "merged", "renamed"],
-                       f"{host(s)} has the primary's collections")
+            eventually(lambda: sorted(db.list_collection_names()) == ["cat", "indexed", "merged", "renamed", "system.views", "v"],
+                       f"{host(s)} has the primary's collections and views")
+            assert sorted(d["_id"] for d in db.v.find()) == [3, 4], "the view as collMod left it"
             eventually(lambda: "readWrite" in str(db.command("usersInfo", "repl_user")["users"]),
                        f"{host(s)} has the primary's user and its roles")
             options = next(db.list_collections(filter={"name": "cat"}))["options"]

@@ -16,6 +16,7 @@
 //! Writes go through the normal write path (indexes maintained, unique keys checked), and each
 //! one logs the applied entry in the secondary's own oplog, in the same batch.
 
+use super::views::ViewDef;
 use super::{DeleteStatement, DocDb, FindQuery, UpdateStatement, WriteOpts, WriteOutcome};
 use crate::catalog;
 use crate::collection::{encode_doc, Coll};
@@ -247,6 +248,10 @@ impl DocDb {
             _ => Err(bad_entry(format!("{name}'s argument is not a name: {arg}"))),
         };
         match name.as_str() {
+            // A view's entries carry no `ui`: a view has no UUID.
+            "create" if rest.contains_key("viewOn") => self.apply_put_view(db, coll()?, &rest),
+            "collMod" if e.ui.is_none() => self.apply_put_view(db, coll()?, &rest),
+            "drop" if e.ui.is_none() => self.apply_drop_view(db, coll()?),
             "create" => self.apply_create(db, coll()?, ui()?, &rest),
             "drop" => self.drop_by_uuid(ui()?),
             "renameCollection" => self.apply_rename(ui()?, &rest),
@@ -315,6 +320,22 @@ impl DocDb {
         self.move_aside(db, coll)?;
         let options = catalog::validate_create_options(options)?;
         self.create_with_uuid(db, coll, options, ui)
+    }
+
+    /// A view's `create` or `collMod`: the view is (re)defined as the entry says, whatever
+    /// was there (replayed, a `create` may find the view the entry made, or a collection a
+    /// later entry drops, which is moved aside as for a collection's `create`).
+    fn apply_put_view(&self, db: &str, name: &str, options: &Document) -> DocResult<()> {
+        let def = ViewDef::parse(options, "create")?;
+        self.move_aside(db, name)?;
+        let _g = self.ddl.lock();
+        self.put_view_locked(db, name, def, "create")
+    }
+
+    /// A view's `drop`; nothing if it is not there (replayed).
+    fn apply_drop_view(&self, db: &str, name: &str) -> DocResult<()> {
+        let _g = self.ddl.lock();
+        self.drop_view_locked(db, name).map(drop)
     }
 
     fn apply_rename(&self, ui: Uuid, o: &Document) -> DocResult<()> {

@@ -397,7 +397,7 @@ impl DocDb {
             pipeline: vec![spec.unpack_stage()],
             collation: None,
         };
-        if let Err(e) = self.put_view_locked(db, name, view) {
+        if let Err(e) = self.put_view_locked(db, name, view, "create") {
             self.drop_locked(&c)?;
             return Err(e);
         }

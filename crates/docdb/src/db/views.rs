@@ -280,12 +280,20 @@ impl DocDb {
                 "Namespace already exists: {ns}"
             )));
         }
-        self.put_view_locked(db, name, def)
+        self.put_view_locked(db, name, def, "create")
     }
 
     /// Checks the view graph with `db.name` defined as `def`, then writes the entry (synced)
-    /// and publishes it. The caller holds `ddl`.
-    pub(super) fn put_view_locked(&self, db: &str, name: &str, def: ViewDef) -> DocResult<()> {
+    /// and publishes it. The caller holds `ddl`. On a replica-set member the entry is logged
+    /// in the same batch as `{verb: name, viewOn, pipeline, collation}` (`create` or
+    /// `collMod`, mongod's oplog form for a view, without `ui`: a view has no UUID).
+    pub(super) fn put_view_locked(
+        &self,
+        db: &str,
+        name: &str,
+        def: ViewDef,
+        verb: &str,
+    ) -> DocResult<()> {
         // A view on a view must share its collation (mongod's 166 wording).
         if let Some(inner) = self.view(db, &def.view_on) {
             if inner.collation != def.collation {
@@ -308,9 +316,9 @@ impl DocDb {
             ns.as_bytes().to_vec(),
             encode_doc(&def.to_entry(&ns))?,
         );
-        self.engine
-            .write(&b, WriteOptions { sync: true })
-            .map_err(storage_error)?;
+        let mut logged = doc! {verb: name};
+        logged.extend(def.options());
+        self.write_catalog_logged(&mut b, db, None, logged)?;
         self.views.write().insert(ns, def);
         Ok(())
     }
@@ -361,9 +369,7 @@ impl DocDb {
         }
         let mut b = WriteBatch::new();
         b.delete(self.catalog_table, ns.as_bytes().to_vec());
-        self.engine
-            .write(&b, WriteOptions { sync: true })
-            .map_err(storage_error)?;
+        self.write_catalog_logged(&mut b, db, None, doc! {"drop": name})?;
         self.views.write().remove(&ns);
         Ok(true)
     }
@@ -389,7 +395,7 @@ impl DocDb {
         })?;
         let mut def = ViewDef::parse(options, "collMod")?;
         def.collation = old.collation;
-        self.put_view_locked(db, name, def)
+        self.put_view_locked(db, name, def, "collMod")
     }
 
     /// `find` on a view: the resolved pipeline, then the filter, sort, skip and limit as

@@ -747,3 +747,43 @@ fn clearing_the_oplog_clears_the_session_records() {
     log.clear().unwrap();
     assert_eq!(log.sessions().newest_txn(&session_of(&lsid)).unwrap(), None);
 }
+
+#[test]
+fn a_views_create_collmod_and_drop_are_logged_by_name_and_applied_twice_alike() {
+    let db = member(1 << 20);
+    db.create_collection("d", "c", &doc! {}).unwrap();
+    let pipeline = vec![doc! {"$match": {"a": 1}}];
+    db.create_collection(
+        "d",
+        "v",
+        &doc! {"viewOn": "c", "pipeline": pipeline.clone()},
+    )
+    .unwrap();
+    db.coll_mod("d", "v", &doc! {"viewOn": "c", "pipeline": []})
+        .unwrap();
+    db.create_collection("d", "w", &doc! {"viewOn": "v", "pipeline": []})
+        .unwrap();
+    db.drop_collection("d", "w").unwrap();
+    let logged = entries(&db);
+    let views: Vec<Document> = logged[1..].iter().map(|e| shape(e, None)).collect();
+    assert!(
+        logged[1..].iter().all(|e| !e.contains_key("ui")),
+        "a view has no UUID"
+    );
+    assert_eq!(
+        views,
+        [
+            doc! {"op": "c", "ns": "d.$cmd", "o": {"create": "v", "viewOn": "c", "pipeline": pipeline}},
+            doc! {"op": "c", "ns": "d.$cmd", "o": {"collMod": "v", "viewOn": "c", "pipeline": []}},
+            doc! {"op": "c", "ns": "d.$cmd", "o": {"create": "w", "viewOn": "v", "pipeline": []}},
+            doc! {"op": "c", "ns": "d.$cmd", "o": {"drop": "w"}},
+        ]
+    );
+    // Applied once, and again from the start (a replay): the primary's views, as they ended.
+    let secondary = member(1 << 20);
+    apply_all(&secondary, &logged);
+    apply_all(&secondary, &logged);
+    assert_eq!(secondary.view("d", "v").map(|v| v.pipeline), Some(vec![]));
+    assert!(secondary.view("d", "w").is_none());
+    assert_eq!(entries(&secondary).len(), logged.len());
+}

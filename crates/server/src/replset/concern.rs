@@ -208,12 +208,12 @@ fn with_commit_quorum(rs: &ReplSet, cmd: &Document, ack: Acknowledge) -> DocResu
     })
 }
 
-/// The options that make a `create` or `collMod` a view's or a time-series collection's:
-/// docdb keeps those as catalog entries outside the oplog, so no secondary would get them.
-const UNREPLICATED_OPTIONS: &[&str] = &["viewOn", "pipeline", "timeseries"];
+/// The options that make a `create` or `collMod` a time-series collection's: its view and
+/// buckets are not replicated as one yet, so no secondary would get it whole.
+const UNREPLICATED_OPTIONS: &[&str] = &["timeseries"];
 
-/// Refuses a catalog command that would change the primary alone (views and time-series
-/// collections are not replicated yet), rather than let the members silently differ.
+/// Refuses a catalog command that would change the primary alone (time-series collections
+/// are not replicated yet), rather than let the members silently differ.
 fn refuse_unreplicated(cmd: &Document) -> DocResult<()> {
     let Some(name) = cmd.keys().next() else {
         return Ok(());
@@ -225,7 +225,7 @@ fn refuse_unreplicated(cmd: &Document) -> DocResult<()> {
         Some(k) => Err(DocError::with_code(
             115,
             "CommandNotSupported",
-            format!("{name} with '{k}': views and time-series collections are not replicated yet by flashdoc's replica sets (docs/replication.md)"),
+            format!("{name} with '{k}': time-series collections are not replicated yet by flashdoc's replica sets (docs/replication.md)"),
         )),
         None => Ok(()),
     }
@@ -599,18 +599,16 @@ mod tests {
     }
 
     #[test]
-    fn views_and_time_series_are_refused_until_they_replicate() {
-        for cmd in [
-            doc! {"create": "v", "viewOn": "c", "pipeline": []},
-            doc! {"create": "t", "timeseries": {"timeField": "at"}},
-            doc! {"collMod": "v", "viewOn": "c", "pipeline": []},
-        ] {
+    fn time_series_are_refused_until_they_replicate() {
+        for cmd in [doc! {"create": "t", "timeseries": {"timeField": "at"}}] {
             assert_eq!(refuse_unreplicated(&cmd).unwrap_err().code, 115, "{cmd}");
         }
         for cmd in [
             doc! {"create": "c", "capped": true, "size": 4096},
             doc! {"collMod": "c", "validator": {}},
             doc! {"insert": "c", "pipeline": []},
+            doc! {"create": "v", "viewOn": "c", "pipeline": []},
+            doc! {"collMod": "v", "viewOn": "c", "pipeline": []},
         ] {
             assert!(refuse_unreplicated(&cmd).is_ok(), "{cmd}");
         }
