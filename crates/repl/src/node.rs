@@ -341,6 +341,52 @@ impl ReplNode {
             inner.committed_at(pos)
         }
     }
+
+    /// Waits until `n` members' logs hold the entry at `pos`, as this leader sees their
+    /// progress (`w: N`), for at most `timeout`; this member counts itself, since it proposed
+    /// `pos` ([`ReplNode::propose_nowait`] returns once it is durable here). By Raft's log
+    /// matching a member whose log matches the leader's at a later index holds `pos` too.
+    /// Fails with `NotLeader` once this member stops leading in `pos`'s term.
+    pub fn wait_held_by(
+        &self,
+        pos: LogPosition,
+        n: usize,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
+        let inner = self.inner.clone();
+        async move {
+            let me = inner.id;
+            let leads = |m: &openraft::RaftMetrics<NodeId, MemberNode>| {
+                m.state == ServerState::Leader && m.current_term == pos.term
+            };
+            let mut metrics = inner.raft.metrics();
+            let settled = async {
+                let m = metrics
+                    .wait_for(|m| !leads(m) || 1 + followers_holding(m, me, pos) >= n)
+                    .await?;
+                Ok::<bool, tokio::sync::watch::error::RecvError>(leads(&m))
+            };
+            match tokio::time::timeout(timeout, settled).await {
+                Err(_) => Err(ReplError::Timeout(timeout)),
+                Ok(Err(_)) => Err(ReplError::Shutdown),
+                Ok(Ok(true)) => Ok(()),
+                Ok(Ok(false)) => Err(ReplError::NotLeader { leader: None }),
+            }
+        }
+    }
+}
+
+/// The other members whose logs, as the leader `me` last heard, hold the entry at `pos`.
+fn followers_holding(
+    m: &openraft::RaftMetrics<NodeId, MemberNode>,
+    me: NodeId,
+    pos: LogPosition,
+) -> usize {
+    m.replication.as_ref().map_or(0, |r| {
+        r.iter()
+            .filter(|(id, l)| **id != me && l.is_some_and(|l| l.index >= pos.index))
+            .count()
+    })
 }
 
 impl Inner {

@@ -34,9 +34,6 @@ pub enum Acknowledge {
     Members(usize, Option<Duration>),
 }
 
-/// How often a `w: N` write looks at the members' progress.
-const MEMBERS_POLL: Duration = Duration::from_millis(5);
-
 /// A read's read concern on a member (`readConcern.level`; the other fields and levels are
 /// refused with the generic fields, `commands::fields`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -456,7 +453,7 @@ pub fn acknowledged(rs: &ReplSet, gate: WriteGate<'_>, ack: Acknowledge, reply: 
     }
     let wait = timeout.unwrap_or(MAJORITY_WAIT_LIMIT);
     let waited = match ack {
-        Acknowledge::Members(n, _) => wait_members(&j, pos, n, wait),
+        Acknowledge::Members(n, _) => j.node.run(j.node.wait_held_by(pos, n, wait)),
         _ => j.node.run(j.node.wait_committed(pos, wait)),
     };
     match waited {
@@ -468,37 +465,6 @@ pub fn acknowledged(rs: &ReplSet, gate: WriteGate<'_>, ack: Acknowledge, reply: 
             );
         }
         Err(e) => *reply = crate::reply::error_reply(&repl_state_changed(&e.to_string())),
-    }
-}
-
-/// Waits until `n` members' logs hold the entry at `pos`, as the leader sees their progress
-/// (by Raft's log matching, a member whose log matches the leader's at a later index holds
-/// `pos` too); fails if this member stops leading in `pos`'s term, or after `wait`.
-fn wait_members(
-    j: &super::Joined,
-    pos: repl::LogPosition,
-    n: usize,
-    wait: Duration,
-) -> Result<(), ReplError> {
-    let deadline = std::time::Instant::now() + wait;
-    loop {
-        let status = j.status();
-        if status.role != repl::Role::Primary || status.term != pos.term {
-            return Err(ReplError::NotLeader { leader: None });
-        }
-        let holding = status
-            .members
-            .iter()
-            .filter(|m| m.matched.is_some_and(|p| p.index >= pos.index))
-            .count();
-        if holding >= n {
-            return Ok(());
-        }
-        let now = std::time::Instant::now();
-        if now >= deadline {
-            return Err(ReplError::Timeout(wait));
-        }
-        std::thread::sleep(MEMBERS_POLL.min(deadline - now));
     }
 }
 

@@ -45,13 +45,20 @@ pub fn refusal(db: &DocDb) -> Option<String> {
 /// uncommitted tail are applied again if they commit).
 pub fn undone_entries(db: &DocDb, record: &Record) -> Result<Vec<Document>, String> {
     let after = record.applied.map_or(0, |p| p.index);
-    let in_log: HashSet<u64> = repl::store::entries_after(db.engine().as_ref(), after)
-        .map_err(|e| e.to_string())?
-        .iter()
-        .filter_map(|b| Document::from_reader(b.as_slice()).ok())
-        .flat_map(|d| stored::oplog_entries(d).unwrap_or_default())
-        .filter_map(|d| d.get_timestamp("ts").ok().map(ts_u64))
-        .collect();
+    // A log entry that does not read as ours is refused, not skipped: skipped, the oplog
+    // entries it holds would count as undone and be rolled back though the log keeps them.
+    let mut in_log = HashSet::new();
+    for bytes in
+        repl::store::entries_after(db.engine().as_ref(), after).map_err(|e| e.to_string())?
+    {
+        let raft_entry = Document::from_reader(bytes.as_slice())
+            .map_err(|e| format!("a log entry after index {after} is not a document: {e}"))?;
+        for e in stored::oplog_entries(raft_entry)? {
+            if let Ok(ts) = e.get_timestamp("ts") {
+                in_log.insert(ts_u64(ts));
+            }
+        }
+    }
     let oplog = db.oplog().ok_or("a member has an oplog")?;
     let own = oplog
         .entries_after(ts_of(record.applied_ts), usize::MAX, usize::MAX)
