@@ -4,16 +4,11 @@ set whose members snapshot their replicated state every few log entries (the tes
 replSetReconfig afterwards starts from the leader's snapshot, then the log, and holds every
 document, index and user; and a deposed primary rolls back from its own snapshot and the log
 after it."""
-import os
-import signal
-import time
-
 import pymongo
 import pytest
-from pymongo.errors import PyMongoError
 
-from conftest import Server
-from test_replset import SET, SETTINGS, direct, host, wait_for_primary
+from test_replset import direct, host, initiate, start_member, stop_all, wait_for_primary
+from test_replset import eventually as replset_eventually
 from test_rollback import check_rolled_back, diverge, elect_without, majority
 
 pytestmark = pytest.mark.mmapv1_lacks("replica sets")
@@ -21,46 +16,20 @@ pytestmark = pytest.mark.mmapv1_lacks("replica sets")
 SNAPSHOT_EVERY = 40
 
 
-def start_member(d):
+def member(d):
     """A member that snapshots every SNAPSHOT_EVERY log entries."""
-    conf = os.path.join(d, "flashdoc.conf")
-    with open(conf, "w") as f:
-        f.write(
-            "storage:\n  wiredTiger:\n    engineConfig:\n      cacheSizeGB: 0.25\n"
-            f"replication:\n  oplogSizeMB: 64\n  snapshotEvery: {SNAPSHOT_EVERY}\n"
-        )
-    data = os.path.join(d, "data")
-    os.mkdir(data)
-    return Server(data, ["-f", conf, "--replSet", SET]).start()
+    return start_member(d, f"  snapshotEvery: {SNAPSHOT_EVERY}\n")
 
 
 @pytest.fixture(scope="module")
 def rs(tmp_path_factory):
-    servers = [start_member(str(tmp_path_factory.mktemp(f"is{i}"))) for i in range(3)]
-    with direct(servers[0]) as c:
-        c.admin.command("replSetInitiate", {
-            "_id": SET,
-            "members": [{"_id": i, "host": host(s)} for i, s in enumerate(servers)],
-            "settings": SETTINGS,
-        })
-    wait_for_primary(servers)
+    servers = initiate([member(str(tmp_path_factory.mktemp(f"is{i}"))) for i in range(3)])
     yield servers
-    for s in servers:
-        if s.proc.poll() is None:
-            s.proc.send_signal(signal.SIGCONT)
-            s.stop()
+    stop_all(servers)
 
 
-def eventually(check, what, timeout=60):
-    deadline = time.time() + timeout
-    while True:
-        try:
-            if check():
-                return
-        except PyMongoError:
-            pass
-        assert time.time() < deadline, what
-        time.sleep(0.3)
+def eventually(check, what):
+    replset_eventually(check, what, timeout=60)
 
 
 def secondary_docs(s, coll="docs"):
@@ -82,7 +51,7 @@ def test_a_member_added_after_compaction_starts_from_a_snapshot(rs, tmp_path):
         c.admin.command("createUser", "reader", pwd="pw", roles=[{"role": "read", "db": "e2e"}])
         users = sorted(u["_id"] for u in c.admin.command("usersInfo", 1)["users"])
         assert "e2e.reader" in users or "admin.reader" in users, users
-    fourth = start_member(str(tmp_path))
+    fourth = member(str(tmp_path))
     try:
         with direct(wait_for_primary(rs)) as c:
             config = c.admin.command("replSetGetConfig")["config"]

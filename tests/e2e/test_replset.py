@@ -7,6 +7,7 @@ secondary left out of the election) without losing a majority write."""
 import json
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -32,13 +33,14 @@ SETTINGS = {"electionTimeoutMillis": 2000, "heartbeatIntervalMillis": 400}
 pytestmark = pytest.mark.mmapv1_lacks("replica sets")
 
 
-def start_member(d):
-    """A `flashdoc serve --replSet rs0` process on directory `d`, not yet in the set."""
+def start_member(d, replication=""):
+    """A `flashdoc serve --replSet rs0` process on directory `d`, not yet in the set;
+    `replication` adds lines to its config file's `replication` section."""
     conf = os.path.join(d, "flashdoc.conf")
     with open(conf, "w") as f:
         f.write(
             "storage:\n  wiredTiger:\n    engineConfig:\n      cacheSizeGB: 0.25\n"
-            "replication:\n  oplogSizeMB: 64\n"
+            "replication:\n  oplogSizeMB: 64\n" + replication
         )
     data = os.path.join(d, "data")
     os.mkdir(data)
@@ -48,13 +50,31 @@ def start_member(d):
     return server
 
 
+def initiate(servers):
+    """Initiates set rs0 of `servers` from the first, and waits for its primary."""
+    with direct(servers[0]) as c:
+        c.admin.command("replSetInitiate", {
+            "_id": SET,
+            "members": [{"_id": i, "host": host(s)} for i, s in enumerate(servers)],
+            "settings": SETTINGS,
+        })
+    wait_for_primary(servers)
+    return servers
+
+
+def stop_all(servers):
+    """Stops the members still running (a test may have left one SIGSTOPped)."""
+    for s in servers:
+        if s.proc.poll() is None:
+            s.proc.send_signal(signal.SIGCONT)
+            s.stop()
+
+
 @pytest.fixture(scope="module")
 def members(tmp_path_factory):
     servers = [start_member(tmp_path_factory.mktemp(f"member{i}")) for i in range(3)]
     yield servers
-    for s in servers:
-        if s.proc.poll() is None:
-            s.stop()
+    stop_all(servers)
 
 
 def host(s):
@@ -328,7 +348,8 @@ def test_a_secondary_refuses_writes(initiated):
 
 
 def eventually(check, what, timeout=15):
-    """Waits until `check()` is true (a secondary applies committed entries a moment later)."""
+    """Waits until `check()` is true (a secondary applies committed entries a moment later);
+    a PyMongoError meanwhile counts as not yet."""
     deadline = time.time() + timeout
     while True:
         try:

@@ -12,26 +12,16 @@ import pymongo
 import pytest
 from pymongo.errors import PyMongoError
 
-from test_replset import SET, SETTINGS, direct, host, start_member, wait_for_primary
+from test_replset import direct, host, initiate, start_member, stop_all, wait_for_primary
 
 pytestmark = pytest.mark.mmapv1_lacks("replica sets")
 
 
 @pytest.fixture(scope="module")
 def rs(tmp_path_factory):
-    servers = [start_member(tmp_path_factory.mktemp(f"rb{i}")) for i in range(3)]
-    with direct(servers[0]) as c:
-        c.admin.command("replSetInitiate", {
-            "_id": SET,
-            "members": [{"_id": i, "host": host(s)} for i, s in enumerate(servers)],
-            "settings": SETTINGS,
-        })
-    wait_for_primary(servers)
+    servers = initiate([start_member(tmp_path_factory.mktemp(f"rb{i}")) for i in range(3)])
     yield servers
-    for s in servers:
-        if s.proc.poll() is None:
-            s.proc.send_signal(signal.SIGCONT)
-            s.stop()
+    stop_all(servers)
 
 
 def majority(primary, coll="rb"):
