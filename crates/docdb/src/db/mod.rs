@@ -658,3 +658,10 @@ impl DocDb {
 
 #[cfg(test)]
 mod tests;
+
+/// A replica-set member's database (a 16 MB oplog) on `cfg`, for tests.
+#[cfg(test)]
+pub(crate) fn test_member(mut cfg: DocDbConfig) -> Arc<DocDb> {
+    cfg.oplog = Some(crate::oplog::OplogSettings::from_mb(16.0).unwrap());
+    DocDb::open(cfg).unwrap()
+}

@@ -64,16 +64,9 @@ impl DocDb {
 #[cfg(test)]
 mod tests {
     use crate::db::WriteOpts;
-    use crate::oplog::OplogSettings;
+    use crate::db::test_member as member;
     use crate::{DocDb, DocDbConfig};
     use bson::{doc, Bson};
-    use std::sync::Arc;
-
-    fn member(cfg: DocDbConfig) -> Arc<DocDb> {
-        let mut cfg = cfg;
-        cfg.oplog = Some(OplogSettings::from_mb(16.0).unwrap());
-        DocDb::open(cfg).unwrap()
-    }
 
     fn insert(db: &DocDb, d: &str, c: &str, id: i32) {
         let out = db.insert(d, c, vec![doc! {"_id": id, "x": id}], WriteOpts::default());

@@ -399,15 +399,10 @@ mod tests {
     use super::*;
     use crate::db::WriteOpts;
     use crate::oplog::sessions::session_key;
-    use crate::oplog::{with_retryable_write, OplogSettings, RetryableWrite};
+    use crate::db::test_member as member;
+    use crate::oplog::{with_retryable_write, RetryableWrite};
     use crate::DocDbConfig;
     use bson::Uuid;
-
-    fn member(cfg: DocDbConfig) -> Arc<DocDb> {
-        let mut cfg = cfg;
-        cfg.oplog = Some(OplogSettings::from_mb(16.0).unwrap());
-        DocDb::open(cfg).unwrap()
-    }
 
     fn insert(db: &DocDb, d: &str, c: &str, docs: Vec<Document>) {
         let out = db.insert(d, c, docs, WriteOpts::default());
