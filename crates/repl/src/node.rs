@@ -342,12 +342,14 @@ impl ReplNode {
         }
     }
 
-    /// Waits until `n` members' logs hold the entry at `pos`, as this leader sees their
-    /// progress (`w: N`), for at most `timeout`; this member counts itself, since it proposed
-    /// `pos` ([`ReplNode::propose_nowait`] returns once it is durable here). By Raft's log
-    /// matching a member whose log matches the leader's at a later index holds `pos` too.
-    /// Fails with `NotLeader` once this member stops leading in `pos`'s term.
-    pub fn wait_held_by(
+    /// Waits until `n` members applied the entry at `pos` (`w: N`: mongod acknowledges once N
+    /// members report an applied optime at or past the write's), for at most `timeout`; this
+    /// member counts once it applied `pos` itself. First the members' logs must hold it (the
+    /// leader's own view of their progress); then their applied positions are asked for, with
+    /// a backoff, until enough have applied it (a follower applies once it learns the commit
+    /// point, with the next append or heartbeat). Fails with `NotLeader` once this member
+    /// stops leading in `pos`'s term.
+    pub fn wait_applied_by(
         &self,
         pos: LogPosition,
         n: usize,
@@ -355,26 +357,91 @@ impl ReplNode {
     ) -> impl Future<Output = Result<()>> + Send + 'static {
         let inner = self.inner.clone();
         async move {
-            let me = inner.id;
-            let leads = |m: &openraft::RaftMetrics<NodeId, MemberNode>| {
-                m.state == ServerState::Leader && m.current_term == pos.term
-            };
-            let mut metrics = inner.raft.metrics();
-            let settled = async {
-                let m = metrics
-                    .wait_for(|m| !leads(m) || 1 + followers_holding(m, me, pos) >= n)
-                    .await?;
-                Ok::<bool, tokio::sync::watch::error::RecvError>(leads(&m))
-            };
-            match tokio::time::timeout(timeout, settled).await {
-                Err(_) => Err(ReplError::Timeout(timeout)),
-                Ok(Err(_)) => Err(ReplError::Shutdown),
-                Ok(Ok(true)) => Ok(()),
-                Ok(Ok(false)) => Err(ReplError::NotLeader { leader: None }),
+            let deadline = Instant::now() + timeout;
+            inner.wait_held_by(pos, n, timeout).await?;
+            let mut backoff = Duration::from_millis(1);
+            loop {
+                if !inner.leads_in(pos.term) {
+                    return Err(ReplError::NotLeader { leader: None });
+                }
+                if inner.members_applied(pos).await >= n {
+                    return Ok(());
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(ReplError::Timeout(timeout));
+                }
+                tokio::time::sleep(backoff.min(deadline - now)).await;
+                backoff = (backoff * 2).min(APPLIED_POLL_MAX);
             }
         }
     }
 }
+
+/// The longest wait between two rounds of asking the members what they applied (`w: N`).
+const APPLIED_POLL_MAX: Duration = Duration::from_millis(20);
+
+impl Inner {
+    fn leads_in(&self, term: u64) -> bool {
+        let m = self.raft.metrics();
+        let m = m.borrow();
+        m.state == ServerState::Leader && m.current_term == term
+    }
+
+    /// Waits until `n` members' logs hold the entry at `pos`, as this leader sees their
+    /// progress; this member counts itself, since it proposed `pos`
+    /// ([`ReplNode::propose_nowait`] returns once it is durable here). By Raft's log matching
+    /// a member whose log matches the leader's at a later index holds `pos` too.
+    async fn wait_held_by(&self, pos: LogPosition, n: usize, timeout: Duration) -> Result<()> {
+        let me = self.id;
+        let leads = |m: &openraft::RaftMetrics<NodeId, MemberNode>| {
+            m.state == ServerState::Leader && m.current_term == pos.term
+        };
+        let mut metrics = self.raft.metrics();
+        let settled = async {
+            let m = metrics
+                .wait_for(|m| !leads(m) || 1 + followers_holding(m, me, pos) >= n)
+                .await?;
+            Ok::<bool, tokio::sync::watch::error::RecvError>(leads(&m))
+        };
+        match tokio::time::timeout(timeout, settled).await {
+            Err(_) => Err(ReplError::Timeout(timeout)),
+            Ok(Err(_)) => Err(ReplError::Shutdown),
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) => Err(ReplError::NotLeader { leader: None }),
+        }
+    }
+
+    /// How many members (this one included) applied the entry at `pos`, asking the others at
+    /// once; a member that does not answer within [`APPLIED_ASK_LIMIT`] counts as not yet.
+    async fn members_applied(&self, pos: LogPosition) -> usize {
+        let m = self.raft.metrics().borrow().clone();
+        let mine = m.last_applied.is_some_and(|l| l.index >= pos.index);
+        let asks: Vec<_> = m
+            .membership_config
+            .membership()
+            .nodes()
+            .filter(|(id, _)| **id != self.id)
+            .map(|(&id, node)| {
+                let (transport, me, addr) = (self.transport.clone(), self.id, node.addr.clone());
+                tokio::spawn(async move {
+                    let ask = crate::transport::applied_index(&*transport, me, id, &addr);
+                    tokio::time::timeout(APPLIED_ASK_LIMIT, ask).await
+                })
+            })
+            .collect();
+        let mut applied = usize::from(mine);
+        for ask in asks {
+            if let Ok(Ok(Ok(Some(index)))) = ask.await {
+                applied += usize::from(index >= pos.index);
+            }
+        }
+        applied
+    }
+}
+
+/// How long a `w: N` write waits for one member's answer about what it applied.
+const APPLIED_ASK_LIMIT: Duration = Duration::from_secs(1);
 
 /// The other members whose logs, as the leader `me` last heard, hold the entry at `pos`.
 fn followers_holding(
@@ -717,6 +784,16 @@ impl ReplNode {
             last_applied: pos(m.last_applied),
             members,
             frozen_for,
+        }
+    }
+
+    /// Why openraft's core stopped on its own, if it did: a failure of the log's storage or
+    /// of the state machine's apply, which openraft treats as fatal. `None` while it runs and
+    /// after a stop that was asked for ([`ReplNode::halt`], [`ReplNode::shutdown`]).
+    pub fn failure(&self) -> Option<String> {
+        match &self.inner.raft.metrics().borrow().running_state {
+            Ok(()) | Err(openraft::error::Fatal::Stopped) => None,
+            Err(e) => Some(e.to_string()),
         }
     }
 

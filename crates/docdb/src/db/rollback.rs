@@ -63,8 +63,8 @@ impl DocDb {
 
 #[cfg(test)]
 mod tests {
-    use crate::db::WriteOpts;
     use crate::db::test_member as member;
+    use crate::db::WriteOpts;
     use crate::{DocDb, DocDbConfig};
     use bson::{doc, Bson};
 

@@ -397,9 +397,9 @@ impl DocDb {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::test_member as member;
     use crate::db::WriteOpts;
     use crate::oplog::sessions::session_key;
-    use crate::db::test_member as member;
     use crate::oplog::{with_retryable_write, RetryableWrite};
     use crate::DocDbConfig;
     use bson::Uuid;

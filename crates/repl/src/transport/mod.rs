@@ -31,6 +31,9 @@ pub enum RpcKind {
     InstallSnapshot = 3,
     /// Start an election now (the target of a step-down, `replSetStepDown`).
     Elect = 4,
+    /// The newest entry the member applied (a `w: N` write waits for N members to apply it,
+    /// as mongod's secondaries report their applied optime upstream).
+    Applied = 5,
 }
 
 impl RpcKind {
@@ -40,6 +43,7 @@ impl RpcKind {
             2 => RpcKind::Vote,
             3 => RpcKind::InstallSnapshot,
             4 => RpcKind::Elect,
+            5 => RpcKind::Applied,
             _ => return None,
         })
     }
@@ -97,6 +101,10 @@ impl RpcHandler for RaftHandler {
                 RpcKind::Elect => {
                     let res = raft.trigger().elect().await.map_err(|e| e.to_string());
                     to_bytes(&res)
+                }
+                RpcKind::Applied => {
+                    let applied = raft.metrics().borrow().last_applied;
+                    to_bytes(&applied.map(|l| l.index))
                 }
             })
         })
@@ -207,4 +215,17 @@ pub async fn request_election(
         .await?;
     let res: Result<(), String> = from_bytes(&answer)?;
     res.map_err(TransportError::Io)
+}
+
+/// The index of the newest entry member `to` applied (`None`: nothing yet).
+pub async fn applied_index(
+    transport: &dyn Transport,
+    from: NodeId,
+    to: NodeId,
+    addr: &str,
+) -> Result<Option<u64>, TransportError> {
+    let answer = transport
+        .call(from, to, addr, RpcKind::Applied, Vec::new())
+        .await?;
+    from_bytes(&answer)
 }

@@ -219,3 +219,29 @@ fn a_new_member_catches_up_from_a_snapshot_then_votes() {
     let s = c.node(c.wait_leader(WAIT)).status();
     assert!(s.members.iter().all(|m| m.id != victim), "{s:?}");
 }
+
+#[test]
+fn w_n_answers_once_n_members_applied_the_entry() {
+    let mut c = Cluster::initiated(11, 3, config);
+    let leader = c.wait_leader(WAIT);
+    let node = c.node(leader);
+    let pos = node.run(node.propose_nowait(b"w3".to_vec())).unwrap();
+    node.run(node.wait_applied_by(pos, 3, WAIT)).unwrap();
+    // Answered: every member has applied it already, with no further wait.
+    for (id, applier) in &c.appliers {
+        let applied = applier.entries().last().map(|e| e.0);
+        assert!(
+            applied.is_some_and(|a| a.index >= pos.index),
+            "member {id}: {applied:?}"
+        );
+    }
+    // With a member down, two can still apply a write; three cannot.
+    let follower = c.ids().into_iter().find(|&id| id != leader).unwrap();
+    c.crash(follower);
+    let node = c.node(leader);
+    let pos = node.run(node.propose_nowait(b"w2".to_vec())).unwrap();
+    node.run(node.wait_applied_by(pos, 2, WAIT)).unwrap();
+    let short = Duration::from_millis(300);
+    let three = node.run(node.wait_applied_by(pos, 3, short));
+    assert!(matches!(three, Err(ReplError::Timeout(_))), "{three:?}");
+}

@@ -453,7 +453,7 @@ pub fn acknowledged(rs: &ReplSet, gate: WriteGate<'_>, ack: Acknowledge, reply: 
     }
     let wait = timeout.unwrap_or(MAJORITY_WAIT_LIMIT);
     let waited = match ack {
-        Acknowledge::Members(n, _) => j.node.run(j.node.wait_held_by(pos, n, wait)),
+        Acknowledge::Members(n, _) => j.node.run(j.node.wait_applied_by(pos, n, wait)),
         _ => j.node.run(j.node.wait_committed(pos, wait)),
     };
     match waited {
@@ -566,9 +566,8 @@ mod tests {
 
     #[test]
     fn time_series_are_refused_until_they_replicate() {
-        for cmd in [doc! {"create": "t", "timeseries": {"timeField": "at"}}] {
-            assert_eq!(refuse_unreplicated(&cmd).unwrap_err().code, 115, "{cmd}");
-        }
+        let cmd = doc! {"create": "t", "timeseries": {"timeField": "at"}};
+        assert_eq!(refuse_unreplicated(&cmd).unwrap_err().code, 115, "{cmd}");
         for cmd in [
             doc! {"create": "c", "capped": true, "size": 4096},
             doc! {"collMod": "c", "validator": {}},

@@ -638,6 +638,9 @@ fn watch(rs: std::sync::Weak<ReplSet>, stop: Arc<AtomicBool>) {
         std::thread::sleep(WATCH_EVERY);
         let Some(rs) = rs.upgrade() else { return };
         let Some(j) = rs.member() else { continue };
+        if let Some(why) = j.node.failure() {
+            fail_stop(&why);
+        }
         if rs.diverged().is_some() {
             drop(j);
             if !rs.rollback_failed.load(Ordering::Acquire) {
@@ -657,6 +660,18 @@ fn watch(rs: std::sync::Weak<ReplSet>, stop: Arc<AtomicBool>) {
             j.applier.check_accounted();
         }
     }
+}
+
+/// The member's replication stopped for good (openraft's core failed): the process exits,
+/// as mongod's `fassert` does, rather than keep serving as a member that no longer takes part
+/// in the set. What it acknowledged is durable; a restart recovers from its tables, and a
+/// failure that recurs then is reported again at once.
+fn fail_stop(why: &str) -> ! {
+    crate::log::error(
+        "REPL",
+        &format!("this member's replication stopped: {why}; exiting so that a restart recovers it"),
+    );
+    std::process::exit(14)
 }
 
 fn now_secs() -> u32 {
