@@ -1,7 +1,8 @@
 //! Fail points, as mongod has them for tests (`configureFailPoint`, served only with
 //! `--setParameter enableTestCommands=1`): `failCommand`, which fails, delays or drops the
 //! connection of the commands it names, and `maxTimeAlwaysTimeOut`, which makes every command
-//! that carries a `maxTimeMS` time out. The dispatcher asks [`FailPoints::on_command`] before
+//! that carries a `maxTimeMS` time out, and `stopReplProducer`, which keeps a replica-set
+//! member from taking new log entries (mongod's stops its oplog fetcher). The dispatcher asks [`FailPoints::on_command`] before
 //! each command; while every fail point is off that is one atomic load.
 
 use bson::{doc, Bson, Document};
@@ -11,9 +12,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The fail points flashdoc has.
-pub const NAMES: &[&str] = &[FAIL_COMMAND, MAX_TIME_ALWAYS_TIME_OUT];
+pub const NAMES: &[&str] = &[FAIL_COMMAND, MAX_TIME_ALWAYS_TIME_OUT, STOP_REPL_PRODUCER];
 const FAIL_COMMAND: &str = "failCommand";
 const MAX_TIME_ALWAYS_TIME_OUT: &str = "maxTimeAlwaysTimeOut";
+pub const STOP_REPL_PRODUCER: &str = "stopReplProducer";
 
 /// When a fail point fires (mongod's `mode`).
 #[derive(Clone, Debug, PartialEq)]
@@ -152,6 +154,23 @@ impl FailPoints {
             );
         }
         out
+    }
+
+    /// Whether the fail point `name` is on now (for the points that take no `data` and fire on
+    /// every occasion they are asked about: `alwaysOn`; `times`, `skip` and a probability
+    /// are counted as for a command). Counts the firing.
+    pub fn fires(&self, name: &str) -> bool {
+        if !self.armed() {
+            return false;
+        }
+        let mut points = self.points.lock();
+        let fired = points
+            .iter_mut()
+            .find(|(n, _)| *n == name)
+            .is_some_and(|(_, a)| a.fire());
+        points.retain(|(_, a)| a.mode != Mode::Off);
+        self.any_on.store(!points.is_empty(), Ordering::Release);
+        fired
     }
 
     /// Times the fail point `name` fired so far (0 when it is off or unknown).

@@ -72,7 +72,9 @@ pub fn run(state: &Arc<ServerState>, cmd: &Document, conn: &ConnInfo) -> (Docume
         None => "admin".to_string(),
     };
     // A replica set's members authenticate their own commands with the cluster key.
-    if let Some(reply) = crate::replset::commands::internal(state.replset(), &name, cmd, conn) {
+    if let Some(reply) =
+        crate::replset::commands::internal(state.replset(), &name, cmd, conn, &state.failpoints)
+    {
         return (reply, After::Continue);
     }
     let spec = row(state, &name).map(|c| &c.spec);

@@ -8,9 +8,10 @@ use super::defaults;
 use super::stored::ZERO_TS;
 use super::{wire, Joined, ReplSet};
 use crate::client::ConnInfo;
+use crate::failpoint::{self, FailPoints};
 use bson::{doc, Bson, DateTime, Document, Timestamp};
 use docdb::{DocError, DocResult};
-use repl::{LogPosition, Role, Status};
+use repl::{LogPosition, Role, RpcKind, Status};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -146,6 +147,7 @@ pub fn internal(
     name: &str,
     cmd: &Document,
     conn: &ConnInfo,
+    failpoints: &FailPoints,
 ) -> Option<Document> {
     if !matches!(name, "_replHandshake" | "_replRpc" | "_replJoin") {
         return None;
@@ -155,7 +157,7 @@ pub fn internal(
         "_replHandshake" => wire::handshake(rs.key(), cmd, conn),
         _ => wire::check_member(rs.key(), conn).and_then(|()| match name {
             "_replJoin" => join(rs, cmd),
-            _ => rpc(rs, cmd),
+            _ => rpc(rs, cmd, failpoints),
         }),
     };
     Some(match res {
@@ -167,15 +169,36 @@ pub fn internal(
     })
 }
 
-fn rpc(rs: &ReplSet, cmd: &Document) -> DocResult<Document> {
+fn rpc(rs: &ReplSet, cmd: &Document, failpoints: &FailPoints) -> DocResult<Document> {
     let kind = wire::rpc_kind(cmd)?;
     let body = wire::rpc_body(cmd)?;
+    if kind == RpcKind::AppendEntries
+        && carries_entries(&body)
+        && failpoints.fires(failpoint::STOP_REPL_PRODUCER)
+    {
+        // The leader sees this member as unreachable for appends, backs off and retries;
+        // heartbeats (no entries) still pass, so no election follows.
+        return Err(DocError::with_code(
+            91,
+            "ShutdownInProgress",
+            "the stopReplProducer fail point holds this member's replication",
+        ));
+    }
     let j = rs.member().ok_or_else(not_yet_initialized)?;
     let answer = j
         .node
         .run(j.node.handler().handle(kind, body))
         .map_err(|e| DocError::with_code(1, "InternalError", e.to_string()))?;
     Ok(doc! {"answer": wire::binary(answer)})
+}
+
+/// Whether an AppendEntries request (openraft's, as JSON) carries entries; a heartbeat
+/// carries none.
+fn carries_entries(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("entries")?.as_array().map(|e| !e.is_empty()))
+        .unwrap_or(true)
 }
 
 fn optime(ts: Timestamp, term: u64) -> Document {
