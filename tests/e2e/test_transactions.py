@@ -263,3 +263,30 @@ def test_a_causal_sessions_snapshot_transaction_waits_for_its_cluster_time(rs):
             coll.insert_one({"_id": "cs2"}, session=s)
     assert coll.find_one({"_id": "cs2"}) == {"_id": "cs2"}
 
+
+def test_transaction_lifetime_limit_aborts_an_idle_transaction(rs):
+    client, coll = rs
+    admin = client.admin
+    got = admin.command("getParameter", 1, transactionLifetimeLimitSeconds=1)
+    assert got["transactionLifetimeLimitSeconds"] == 60
+    with pytest.raises(OperationFailure) as e:
+        admin.command("setParameter", 1, transactionLifetimeLimitSeconds=0)
+    assert e.value.code == 2
+    was = admin.command("setParameter", 1, transactionLifetimeLimitSeconds=1)["was"]
+    assert was["transactionLifetimeLimitSeconds"] == 60
+    try:
+        with client.start_session() as s:
+            s.start_transaction()
+            coll.insert_one({"_id": "old"}, session=s)
+            assert admin.command("serverStatus")["transactions"]["currentOpen"] >= 1
+            # The server's reaper aborts it without a command of the transaction's: poll.
+            deadline = time.time() + 30
+            while admin.command("serverStatus")["transactions"]["currentOpen"] > 0:
+                assert time.time() < deadline, "the reaper aborted the transaction"
+                time.sleep(0.2)
+            with pytest.raises(OperationFailure) as e:
+                s.commit_transaction()
+            assert e.value.code == 251
+    finally:
+        admin.command("setParameter", 1, transactionLifetimeLimitSeconds=60)
+    assert coll.find_one({"_id": "old"}) is None

@@ -271,6 +271,9 @@ pub struct Parameters {
     pub internal_query_max_blocking_sort_memory_usage_bytes: u64,
     /// What an aggregate without `allowDiskUse` gets (true, as mongod 6.0 and later).
     pub allow_disk_use_by_default: bool,
+    /// A multi-document transaction open longer than this is aborted by the server
+    /// (`docdb::txn::Txns::set_lifetime_limit`; a change holds for transactions begun after it).
+    pub transaction_lifetime_limit_seconds: u64,
 }
 
 /// A startup flag as mongod reads it from the configuration file: `true`/`false` or `1`/`0`.
@@ -305,6 +308,7 @@ impl Default for Parameters {
             internal_query_max_blocking_sort_memory_usage_bytes:
                 query::aggregate::budget::DEFAULT_BYTES,
             allow_disk_use_by_default: true,
+            transaction_lifetime_limit_seconds: docdb::txn::DEFAULT_LIFETIME_SECS,
         }
     }
 }
@@ -485,6 +489,7 @@ impl Parameters {
             }
             "idleConnectionTimeoutSecs" => &mut self.idle_connection_timeout_secs,
             "maxCursorsPerConnection" => &mut self.max_cursors_per_connection,
+            "transactionLifetimeLimitSeconds" => &mut self.transaction_lifetime_limit_seconds,
             "internalDocumentSourceGroupMaxMemoryBytes" => {
                 &mut self.internal_document_source_group_max_memory_bytes
             }
@@ -563,6 +568,9 @@ impl Parameters {
         }
         if self.max_cursors_per_connection == 0 {
             return Err("maxCursorsPerConnection must be at least 1".into());
+        }
+        if self.transaction_lifetime_limit_seconds == 0 {
+            return Err("transactionLifetimeLimitSeconds must be greater than or equal to 1".into());
         }
         let budgets = [
             (
