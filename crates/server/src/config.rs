@@ -570,7 +570,9 @@ impl Parameters {
             return Err("maxCursorsPerConnection must be at least 1".into());
         }
         if self.transaction_lifetime_limit_seconds == 0 {
-            return Err("transactionLifetimeLimitSeconds must be greater than or equal to 1".into());
+            return Err(
+                "transactionLifetimeLimitSeconds must be greater than or equal to 1".into(),
+            );
         }
         let budgets = [
             (
@@ -898,5 +900,24 @@ mod tests {
             p.set_value("enableTestCommands", &Bson::Boolean(true), false),
             Err(ParamError::BadValue(m)) if m.contains("only be set at startup")
         ));
+    }
+
+    #[test]
+    fn transaction_lifetime_limit_is_at_least_a_second() {
+        let mut p = Parameters::default();
+        assert_eq!(p.transaction_lifetime_limit_seconds, 60);
+        p.set("transactionLifetimeLimitSeconds", "5").unwrap();
+        assert_eq!(p.transaction_lifetime_limit_seconds, 5);
+        let was = p.set_value("transactionLifetimeLimitSeconds", &Bson::Int32(7), false);
+        assert_eq!(was.unwrap(), Bson::Int64(5));
+        assert!(matches!(
+            p.set("transactionLifetimeLimitSeconds", "0"),
+            Err(ParamError::BadValue(m)) if m.contains("greater than or equal to 1")
+        ));
+        let text = "setParameter: {transactionLifetimeLimitSeconds: 0}\n";
+        assert!(ServerConfig::from_yaml(text).is_err());
+        let text = "setParameter: {transactionLifetimeLimitSeconds: 30}\n";
+        let c = ServerConfig::from_yaml(text).unwrap();
+        assert_eq!(c.set_parameter.transaction_lifetime_limit_seconds, 30);
     }
 }

@@ -60,8 +60,7 @@ fn labels_for(name: &str, cmd: &Document, reply: &Document) -> Vec<&'static str>
         .and_then(|w| code_of(w.get("code")));
     let commit_or_abort = matches!(name, "commitTransaction" | "abortTransaction");
     let in_transaction = cmd.contains_key("autocommit");
-    if in_transaction && code.is_some_and(|c| is_transient(c, wc_code.is_some(), commit_or_abort))
-    {
+    if in_transaction && code.is_some_and(|c| is_transient(c, wc_code.is_some(), commit_or_abort)) {
         return vec![TRANSIENT_LABEL];
     }
     let retriable = |c: Option<i32>| c.is_some_and(|c| RETRIABLE_CODES.contains(&c));
@@ -120,8 +119,14 @@ mod tests {
     fn transient_codes_in_a_statement_and_a_commit() {
         for code in [112, 24, 251, 246] {
             let reply = doc! {"ok": 0.0, "code": code};
-            assert_eq!(labelled("insert", reply.clone()), Some(vec![TRANSIENT_LABEL.into()]));
-            assert_eq!(labelled("commitTransaction", reply), Some(vec![TRANSIENT_LABEL.into()]));
+            assert_eq!(
+                labelled("insert", reply.clone()),
+                Some(vec![TRANSIENT_LABEL.into()])
+            );
+            assert_eq!(
+                labelled("commitTransaction", reply),
+                Some(vec![TRANSIENT_LABEL.into()])
+            );
         }
     }
 
