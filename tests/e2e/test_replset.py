@@ -33,14 +33,14 @@ SETTINGS = {"electionTimeoutMillis": 2000, "heartbeatIntervalMillis": 400}
 pytestmark = pytest.mark.mmapv1_lacks("replica sets")
 
 
-def start_member(d, replication=""):
+def start_member(d, extra_conf=""):
     """A `flashdoc serve --replSet rs0` process on directory `d`, not yet in the set;
-    `replication` adds lines to its config file's `replication` section."""
+    `extra_conf`: more of its configuration file (YAML)."""
     conf = os.path.join(d, "flashdoc.conf")
     with open(conf, "w") as f:
         f.write(
             "storage:\n  wiredTiger:\n    engineConfig:\n      cacheSizeGB: 0.25\n"
-            "replication:\n  oplogSizeMB: 64\n" + replication
+            "replication:\n  oplogSizeMB: 64\n" + extra_conf
         )
     data = os.path.join(d, "data")
     os.mkdir(data)

@@ -11,9 +11,20 @@ from pymongo.errors import NotPrimaryError, OperationFailure
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
-from test_replset import direct, initiated, members, set_client, wait_for_primary  # noqa: F401
+from test_replset import direct, initiated, set_client, start_member, wait_for_primary  # noqa: F401
 
 pytestmark = pytest.mark.mmapv1_lacks("replica sets")
+
+
+@pytest.fixture(scope="module")
+def members(tmp_path_factory):
+    """The set's members, with the test commands (`failCommand`) this file's tests use."""
+    extra = "setParameter:\n  enableTestCommands: 1\n"
+    servers = [start_member(tmp_path_factory.mktemp(f"txn{i}"), extra) for i in range(3)]
+    yield servers
+    for s in servers:
+        if s.proc.poll() is None:
+            s.stop()
 
 
 @pytest.fixture(scope="module")
@@ -169,3 +180,113 @@ def test_a_standalone_refuses_transactions(client):
             )
         assert e.value.code == 20
         assert "only allowed on a replica set member" in str(e.value)
+
+
+def fail_command(client, **data):
+    """Arms `failCommand` once on the primary for the commands `data` names."""
+    client.admin.command("configureFailPoint", "failCommand", mode={"times": 1}, data=data)
+
+
+def test_a_statements_transient_error_is_labelled_as_mongod_labels_it(rs):
+    client, coll = rs
+    for code in (112, 251, 24):
+        fail_command(client, failCommands=["insert"], errorCode=code)
+        with client.start_session() as s:
+            s.start_transaction()
+            with pytest.raises(OperationFailure) as e:
+                coll.insert_one({"_id": "fp"}, session=s)
+            assert e.value.code == code
+            assert e.value.details["errorLabels"] == ["TransientTransactionError"]
+            s.abort_transaction()
+    # Labels the fail point was given are the reply's, and none of the server's.
+    fail_command(client, failCommands=["insert"], errorCode=112, errorLabels=["Given"])
+    with client.start_session() as s:
+        s.start_transaction()
+        with pytest.raises(OperationFailure) as e:
+            coll.insert_one({"_id": "fp"}, session=s)
+        assert e.value.details["errorLabels"] == ["Given"]
+        s.abort_transaction()
+    # Outside a transaction the same error carries no transaction label.
+    fail_command(client, failCommands=["insert"], errorCode=112)
+    with pytest.raises(OperationFailure) as e:
+        coll.insert_one({"_id": "fp"})
+    assert "TransientTransactionError" not in e.value.details.get("errorLabels", [])
+    assert coll.find_one({"_id": "fp"}) is None
+
+
+def test_with_transaction_retries_after_a_transient_commit_error(rs):
+    client, coll = rs
+    client.admin.command(
+        "configureFailPoint", "failCommand", mode={"times": 2},
+        data={"failCommands": ["commitTransaction"], "errorCode": 24},
+    )
+    attempts = []
+
+    def body(s):
+        attempts.append(1)
+        coll.insert_one({"_id": "lt"}, session=s)
+
+    with client.start_session() as s:
+        s.with_transaction(body)
+    assert len(attempts) == 3, "two commits failed with LockTimeout, the third committed"
+    assert coll.find_one({"_id": "lt"}) == {"_id": "lt"}
+
+
+def test_a_commit_on_a_secondary_may_be_retried(rs, initiated):  # noqa: F811
+    primary = wait_for_primary(initiated)
+    secondary = next(m for m in initiated if m is not primary)
+    with direct(secondary) as c:
+        with c.start_session() as s:
+            with pytest.raises(NotPrimaryError) as e:
+                c.admin.command(
+                    "commitTransaction", session=s, txnNumber=1, autocommit=False,
+                )
+            assert e.value.details["code"] == 10107
+            assert e.value.details["errorLabels"] == ["RetryableWriteError"]
+    # The session API adds the driver's UnknownTransactionCommitResult to such a commit.
+    client, coll = rs
+    fail_command(client, failCommands=["commitTransaction"], errorCode=10107)
+    with client.start_session() as s:
+        s.start_transaction()
+        coll.insert_one({"_id": "nwp"}, session=s)
+        s.commit_transaction()  # retried once, as its RetryableWriteError label allows
+    assert coll.find_one({"_id": "nwp"}) == {"_id": "nwp"}
+
+
+def test_a_causal_sessions_snapshot_transaction_waits_for_its_cluster_time(rs):
+    client, coll = rs
+    with client.start_session(causal_consistency=True) as s:
+        coll.insert_one({"_id": "cs"}, session=s)
+        # The first statement carries readConcern {level: snapshot, afterClusterTime}.
+        with s.start_transaction(read_concern=ReadConcern("snapshot")):
+            assert coll.find_one({"_id": "cs"}, session=s) == {"_id": "cs"}
+            coll.insert_one({"_id": "cs2"}, session=s)
+    assert coll.find_one({"_id": "cs2"}) == {"_id": "cs2"}
+
+
+def test_transaction_lifetime_limit_aborts_an_idle_transaction(rs):
+    client, coll = rs
+    admin = client.admin
+    got = admin.command("getParameter", 1, transactionLifetimeLimitSeconds=1)
+    assert got["transactionLifetimeLimitSeconds"] == 60
+    with pytest.raises(OperationFailure) as e:
+        admin.command("setParameter", 1, transactionLifetimeLimitSeconds=0)
+    assert e.value.code == 2
+    was = admin.command("setParameter", 1, transactionLifetimeLimitSeconds=1)["was"]
+    assert was["transactionLifetimeLimitSeconds"] == 60
+    try:
+        with client.start_session() as s:
+            s.start_transaction()
+            coll.insert_one({"_id": "old"}, session=s)
+            assert admin.command("serverStatus")["transactions"]["currentOpen"] >= 1
+            # The server's reaper aborts it without a command of the transaction's: poll.
+            deadline = time.time() + 30
+            while admin.command("serverStatus")["transactions"]["currentOpen"] > 0:
+                assert time.time() < deadline, "the reaper aborted the transaction"
+                time.sleep(0.2)
+            with pytest.raises(OperationFailure) as e:
+                s.commit_transaction()
+            assert e.value.code == 251
+    finally:
+        admin.command("setParameter", 1, transactionLifetimeLimitSeconds=60)
+    assert coll.find_one({"_id": "old"}) is None

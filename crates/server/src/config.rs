@@ -271,6 +271,9 @@ pub struct Parameters {
     pub internal_query_max_blocking_sort_memory_usage_bytes: u64,
     /// What an aggregate without `allowDiskUse` gets (true, as mongod 6.0 and later).
     pub allow_disk_use_by_default: bool,
+    /// A multi-document transaction open longer than this is aborted by the server
+    /// (`docdb::txn::Txns::set_lifetime_limit`; a change holds for transactions begun after it).
+    pub transaction_lifetime_limit_seconds: u64,
 }
 
 /// A startup flag as mongod reads it from the configuration file: `true`/`false` or `1`/`0`.
@@ -305,6 +308,7 @@ impl Default for Parameters {
             internal_query_max_blocking_sort_memory_usage_bytes:
                 query::aggregate::budget::DEFAULT_BYTES,
             allow_disk_use_by_default: true,
+            transaction_lifetime_limit_seconds: docdb::txn::DEFAULT_LIFETIME_SECS,
         }
     }
 }
@@ -485,6 +489,7 @@ impl Parameters {
             }
             "idleConnectionTimeoutSecs" => &mut self.idle_connection_timeout_secs,
             "maxCursorsPerConnection" => &mut self.max_cursors_per_connection,
+            "transactionLifetimeLimitSeconds" => &mut self.transaction_lifetime_limit_seconds,
             "internalDocumentSourceGroupMaxMemoryBytes" => {
                 &mut self.internal_document_source_group_max_memory_bytes
             }
@@ -563,6 +568,11 @@ impl Parameters {
         }
         if self.max_cursors_per_connection == 0 {
             return Err("maxCursorsPerConnection must be at least 1".into());
+        }
+        if self.transaction_lifetime_limit_seconds == 0 {
+            return Err(
+                "transactionLifetimeLimitSeconds must be greater than or equal to 1".into(),
+            );
         }
         let budgets = [
             (
@@ -890,5 +900,24 @@ mod tests {
             p.set_value("enableTestCommands", &Bson::Boolean(true), false),
             Err(ParamError::BadValue(m)) if m.contains("only be set at startup")
         ));
+    }
+
+    #[test]
+    fn transaction_lifetime_limit_is_at_least_a_second() {
+        let mut p = Parameters::default();
+        assert_eq!(p.transaction_lifetime_limit_seconds, 60);
+        p.set("transactionLifetimeLimitSeconds", "5").unwrap();
+        assert_eq!(p.transaction_lifetime_limit_seconds, 5);
+        let was = p.set_value("transactionLifetimeLimitSeconds", &Bson::Int32(7), false);
+        assert_eq!(was.unwrap(), Bson::Int64(5));
+        assert!(matches!(
+            p.set("transactionLifetimeLimitSeconds", "0"),
+            Err(ParamError::BadValue(m)) if m.contains("greater than or equal to 1")
+        ));
+        let text = "setParameter: {transactionLifetimeLimitSeconds: 0}\n";
+        assert!(ServerConfig::from_yaml(text).is_err());
+        let text = "setParameter: {transactionLifetimeLimitSeconds: 30}\n";
+        let c = ServerConfig::from_yaml(text).unwrap();
+        assert_eq!(c.set_parameter.transaction_lifetime_limit_seconds, 30);
     }
 }

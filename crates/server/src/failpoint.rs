@@ -76,6 +76,18 @@ pub enum Action {
     Close,
 }
 
+impl Action {
+    /// Whether the fail point was told the error labels its reply carries (`errorLabels`), so
+    /// the server adds none of its own, as mongod's `failCommand`.
+    pub fn gives_labels(&self) -> bool {
+        match self {
+            Action::Fail(reply) => reply.contains_key("errorLabels"),
+            Action::RunThenWriteConcernError { labels, .. } => labels.is_some(),
+            Action::Run | Action::Close => false,
+        }
+    }
+}
+
 /// The command about to run, as the fail points see it.
 pub struct Command<'a> {
     pub name: &'a str,
@@ -323,8 +335,10 @@ fn code_name(code: i32) -> String {
         175 => "QueryPlanKilled",
         189 => "PrimarySteppedDown",
         237 => "CursorKilled",
+        246 => "SnapshotUnavailable",
         251 => "NoSuchTransaction",
         262 => "ExceededTimeLimit",
+        267 => "PreparedTransactionInProgress",
         279 => "ClientDisconnect",
         280 => "ChangeStreamFatalError",
         286 => "ChangeStreamHistoryLost",

@@ -169,7 +169,8 @@ fn release_closed_connections_memory(state: &ServerState, burst: burst::ClosedBu
     );
 }
 
-/// Once a second: idle cursors time out, a burst of closed connections gets its checkpoint
+/// Once a second: idle cursors time out, transactions past `transactionLifetimeLimitSeconds`
+/// are aborted (mongod's periodic reaper), a burst of closed connections gets its checkpoint
 /// ([`burst`]); every [`TRIM_EVERY`], free memory goes back to the system.
 async fn housekeeping(st: Arc<ServerState>) {
     let mut last_trim = std::time::Instant::now();
@@ -177,6 +178,7 @@ async fn housekeeping(st: Arc<ServerState>) {
     loop {
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         st.cursors().reap(st.cursor_timeout());
+        st.db().txns().reap_expired();
         let open = st
             .connections_current
             .load(std::sync::atomic::Ordering::Relaxed);

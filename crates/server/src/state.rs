@@ -133,7 +133,7 @@ impl ServerState {
     /// The shared state. The TTL monitor is started by whoever serves
     /// ([`ServerState::start_ttl_monitor`]), not by every in-process state.
     pub fn new(db: Arc<DocDb>, config: &ServerConfig) -> Self {
-        ServerState {
+        let state = ServerState {
             cursors: CursorRegistry::default(),
             started: Instant::now(),
             next_conn: AtomicI32::new(1),
@@ -159,7 +159,9 @@ impl ServerState {
             db,
             write_failure_logged: AtomicBool::new(false),
             replset: None,
-        }
+        };
+        state.apply_txn_lifetime(&config.set_parameter);
+        state
     }
     /// Makes the server a member of `rs`.
     pub fn with_replset(mut self, rs: Option<Arc<crate::replset::ReplSet>>) -> Self {
@@ -224,6 +226,7 @@ impl ServerState {
     /// pass at once (a shorter `ttlMonitorSleepSecs` takes effect now, not after the old one).
     pub fn set_params(&self, p: Parameters) {
         crate::limits::apply_budgets(&p);
+        self.apply_txn_lifetime(&p);
         let ttl_changed = {
             let mut cur = self.params.write();
             let changed = cur.ttl_monitor_sleep_secs != p.ttl_monitor_sleep_secs;
@@ -233,6 +236,15 @@ impl ServerState {
         if ttl_changed {
             self.stop.wake();
         }
+    }
+    /// `transactionLifetimeLimitSeconds` for the transactions begun from now on (checked at
+    /// least 1 by `Parameters::check`, as the transactions' layer requires).
+    fn apply_txn_lifetime(&self, p: &Parameters) {
+        let set = self
+            .db
+            .txns()
+            .set_lifetime_limit(p.transaction_lifetime_limit_seconds);
+        debug_assert!(set.is_ok(), "a checked limit is at least 1");
     }
     /// Whether the test commands exist (`enableTestCommands`, fixed at startup).
     pub fn test_commands(&self) -> bool {
@@ -406,6 +418,8 @@ impl ServerState {
             "opcounters": opcounters,
             "metrics": {"commands": per_command, "cursor": {"open": {"total": self.cursors.len() as i64}}},
             "storageEngine": self.storage_engine_status(),
+            // mongod's section; the open ones only (its totals are not kept).
+            "transactions": {"currentOpen": self.db.txns().open_count() as i64},
             "flash": self.db.flash_status(),
             "flashdoc": self.db.storage_stats(),
         }

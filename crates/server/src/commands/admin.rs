@@ -271,6 +271,7 @@ fn parameters(state: &ServerState) -> Document {
         "internalDocumentSourceGraphLookupMaxMemoryBytes": p.internal_document_source_graph_lookup_max_memory_bytes as i64,
         "internalQueryMaxBlockingSortMemoryUsageBytes": p.internal_query_max_blocking_sort_memory_usage_bytes as i64,
         "allowDiskUseByDefault": p.allow_disk_use_by_default,
+        "transactionLifetimeLimitSeconds": p.transaction_lifetime_limit_seconds as i64,
         // Commands without an API version are always served (setting it is refused as an
         // unknown parameter).
         "requireApiVersion": false,

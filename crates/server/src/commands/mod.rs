@@ -141,7 +141,27 @@ fn answer(
     cmd: &Document,
     conn: &ConnInfo,
 ) -> (Document, After) {
-    match meet_fail_points(state, name, cmd, conn) {
+    let action = meet_fail_points(state, name, cmd, conn);
+    let labels_given = action.gives_labels();
+    let (mut reply, after) = act(state, action, name, db, cmd, conn);
+    // A transaction command's error gets mongod's labels, a fail point's error too, unless the
+    // fail point was told which labels to give.
+    if !labels_given && state.replset().is_some() && crate::replset::txn::applies(name, cmd) {
+        crate::replset::labels::label(name, cmd, &mut reply);
+    }
+    (reply, after)
+}
+
+/// The reply the fail points' `action` leads to.
+fn act(
+    state: &Arc<ServerState>,
+    action: failpoint::Action,
+    name: &str,
+    db: &str,
+    cmd: &Document,
+    conn: &ConnInfo,
+) -> (Document, After) {
+    match action {
         failpoint::Action::Run => run_command(state, name, db, cmd, conn),
         failpoint::Action::Fail(reply) => (reply, After::Continue),
         failpoint::Action::Close => {

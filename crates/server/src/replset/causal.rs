@@ -148,7 +148,8 @@ pub fn gossip_out(rs: &ReplSet, reply: &mut Document) {
 }
 
 /// The read concern's `afterClusterTime`, checked: a non-null Timestamp, with level `local`,
-/// `majority` or none (mongod also takes `snapshot`, which is not served here).
+/// `majority` or none, or `snapshot` on a transaction's first statement (the transaction's
+/// snapshot is taken after the wait; a snapshot read outside a transaction is not served).
 pub fn after_cluster_time(cmd: &Document) -> DocResult<Option<Timestamp>> {
     let Ok(rc) = cmd.get_document("readConcern") else {
         return Ok(None);
@@ -170,8 +171,12 @@ pub fn after_cluster_time(cmd: &Document) -> DocResult<Option<Timestamp>> {
     match rc.get("level") {
         None => Ok(Some(t)),
         Some(Bson::String(l)) if l == "local" || l == "majority" => Ok(Some(t)),
+        Some(Bson::String(l)) if l == "snapshot" && cmd.contains_key("startTransaction") => {
+            Ok(Some(t))
+        }
         Some(_) => Err(DocError::invalid_options(
-            "readConcern.afterClusterTime can be set only with level local or majority (snapshot is not served)",
+            "readConcern.afterClusterTime can be set only with level local or majority, or \
+             snapshot in a transaction (a snapshot read outside one is not served)",
         )),
     }
 }
@@ -243,6 +248,9 @@ mod tests {
             increment: 2,
         };
         assert_eq!(after_cluster_time(&doc! {"find": "c"}).unwrap(), None);
+        let snapshot = doc! {"level": "snapshot", "afterClusterTime": t};
+        let first = doc! {"find": "c", "readConcern": snapshot, "startTransaction": true};
+        assert_eq!(after_cluster_time(&first).unwrap(), Some(t));
         assert_eq!(rc(doc! {"level": "majority"}).unwrap(), None);
         assert_eq!(rc(doc! {"afterClusterTime": t}).unwrap(), Some(t));
         assert_eq!(

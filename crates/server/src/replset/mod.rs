@@ -12,6 +12,7 @@ pub mod concern;
 pub mod config;
 pub mod control;
 pub mod defaults;
+pub mod labels;
 pub mod retry;
 pub mod rollback;
 pub mod stored;
