@@ -72,7 +72,9 @@ def stop_all(servers):
 
 @pytest.fixture(scope="module")
 def members(tmp_path_factory):
-    servers = [start_member(tmp_path_factory.mktemp(f"member{i}")) for i in range(3)]
+    # The test commands: the stopReplProducer fail point.
+    extra = "setParameter:\n  enableTestCommands: 1\n"
+    servers = [start_member(tmp_path_factory.mktemp(f"member{i}"), extra) for i in range(3)]
     yield servers
     stop_all(servers)
 
@@ -413,6 +415,32 @@ def test_every_write_is_refused_on_a_secondary(initiated):
     secondary = next(s for s in initiated if s is not primary)
     for (db, cmd), reply in zip(WRITES, raw_commands(secondary, WRITES)):
         assert reply["ok"] == 0 and reply["code"] == 10107, (db, cmd, reply)
+
+
+def test_w_n_waits_for_members_that_applied_the_write(initiated):
+    primary = wait_for_primary(initiated)
+    secondary = next(s for s in initiated if s is not primary)
+    with set_client(initiated) as c:
+        # w: 3 answers once all three applied it: every member reads it back at once.
+        c.e2e.get_collection("wn", write_concern=pymongo.WriteConcern(w=3)).insert_one({"_id": 1})
+        for s in initiated:
+            with direct(s, readPreference="secondaryPreferred") as d:
+                assert d.e2e.wn.find_one({"_id": 1}) is not None, host(s)
+        # A secondary that takes no entries (mongod's stopReplProducer): w: 3 times out with
+        # a writeConcernError, the write itself applied; w: 2 still answers.
+        with direct(secondary) as d:
+            d.admin.command("configureFailPoint", "stopReplProducer", mode="alwaysOn")
+        try:
+            w3 = c.e2e.get_collection("wn", write_concern=pymongo.WriteConcern(w=3, wtimeout=300))
+            with pytest.raises(pymongo.errors.WriteConcernError) as e:
+                w3.insert_one({"_id": 2})
+            assert e.value.code == 64
+            c.e2e.get_collection("wn", write_concern=pymongo.WriteConcern(w=2)).insert_one({"_id": 3})
+        finally:
+            with direct(secondary) as d:
+                d.admin.command("configureFailPoint", "stopReplProducer", mode="off")
+        c.e2e.get_collection("wn", write_concern=pymongo.WriteConcern(w=3)).insert_one({"_id": 4})
+        assert read_from(secondary, 4, coll="wn") is not None
 
 
 def test_catalog_and_user_commands_replicate(initiated):
