@@ -144,9 +144,11 @@ fn answer(
     let action = meet_fail_points(state, name, cmd, conn);
     let labels_given = action.gives_labels();
     let (mut reply, after) = act(state, action, name, db, cmd, conn);
-    // A transaction command's error gets mongod's labels, a fail point's error too, unless the
-    // fail point was told which labels to give.
-    if !labels_given && state.replset().is_some() && crate::replset::txn::applies(name, cmd) {
+    // A transaction command's or a retryable write's error gets mongod's labels, a fail
+    // point's error too, unless the fail point was told which labels to give.
+    let labelled = crate::replset::txn::applies(name, cmd)
+        || crate::replset::labels::is_retryable_write(name, cmd);
+    if !labels_given && state.replset().is_some() && labelled {
         crate::replset::labels::label(name, cmd, &mut reply);
     }
     (reply, after)

@@ -30,6 +30,24 @@ const RETRIABLE_CODES: &[i32] = &[
     6, 7, 89, 91, 189, 262, 134, 9001, 10107, 11600, 11602, 13435, 13436,
 ];
 
+/// The commands a session's `txnNumber` makes retryable outside a transaction (retryable
+/// writes).
+const RETRYABLE_WRITE_COMMANDS: &[&str] = &[
+    "insert",
+    "update",
+    "delete",
+    "findAndModify",
+    "findandmodify",
+];
+
+/// Whether `cmd` is a retryable write: a write command with a `txnNumber`, outside a
+/// transaction (no `autocommit`).
+pub fn is_retryable_write(name: &str, cmd: &Document) -> bool {
+    cmd.contains_key("txnNumber")
+        && !cmd.contains_key("autocommit")
+        && RETRYABLE_WRITE_COMMANDS.contains(&name)
+}
+
 /// Adds the labels mongod gives `reply`, the answer to the transaction command `cmd`
 /// (`name`), to those it carries already; nothing to a reply that succeeded outright.
 pub fn label(name: &str, cmd: &Document, reply: &mut Document) {
@@ -64,7 +82,10 @@ fn labels_for(name: &str, cmd: &Document, reply: &Document) -> Vec<&'static str>
         return vec![TRANSIENT_LABEL];
     }
     let retriable = |c: Option<i32>| c.is_some_and(|c| RETRIABLE_CODES.contains(&c));
-    if in_transaction && commit_or_abort && (retriable(code) || retriable(wc_code)) {
+    // A commit or abort, or a retryable write, that failed the way a retry may mend: the
+    // driver retries it only with this label (from 4.4 servers on).
+    let retryable = (in_transaction && commit_or_abort) || is_retryable_write(name, cmd);
+    if retryable && (retriable(code) || retriable(wc_code)) {
         return vec![RETRYABLE_WRITE_LABEL];
     }
     Vec::new()
@@ -104,6 +125,31 @@ fn code_of(v: Option<&Bson>) -> Option<i32> {
 mod tests {
     use super::*;
     use bson::doc;
+
+    #[test]
+    fn a_retryable_write_that_failed_retriably_is_labelled_and_no_other() {
+        let write = doc! {"insert": "c", "lsid": {"id": 1}, "txnNumber": 3_i64};
+        let mut reply = doc! {"ok": 0.0, "code": 10107, "errmsg": "not primary"};
+        label("insert", &write, &mut reply);
+        assert_eq!(
+            reply.get_array("errorLabels").unwrap(),
+            &vec![Bson::from(RETRYABLE_WRITE_LABEL)]
+        );
+        let mut wce =
+            doc! {"ok": 1.0, "n": 1, "writeConcernError": {"code": 189, "errmsg": "stepped down"}};
+        label("insert", &write, &mut wce);
+        assert!(wce.get_array("errorLabels").is_ok(), "{wce}");
+        // Not retriable (a duplicate key), or not a retryable write (no txnNumber, or a read).
+        let mut dup = doc! {"ok": 0.0, "code": 11000};
+        label("insert", &write, &mut dup);
+        let mut plain = doc! {"ok": 0.0, "code": 10107};
+        label("insert", &doc! {"insert": "c"}, &mut plain);
+        let mut read = doc! {"ok": 0.0, "code": 10107};
+        label("find", &doc! {"find": "c", "txnNumber": 1_i64}, &mut read);
+        for r in [dup, plain, read] {
+            assert!(!r.contains_key("errorLabels"), "{r}");
+        }
+    }
 
     fn txn_cmd(name: &str) -> Document {
         doc! {name: 1, "lsid": {"id": 1}, "txnNumber": 1_i64, "autocommit": false}
