@@ -723,8 +723,8 @@ fn take_default_collation(c: &Coll, def: &mut IndexDef, spec: &Document) -> DocR
 }
 
 /// Whether an index like `def` is built already (same name, key and options); an index that
-/// conflicts with it (same name but not the same, same key under another name, a second text
-/// index) is refused.
+/// conflicts with it (same name but not the same, same key, filter and collation under another
+/// name, a second text index) is refused.
 fn already_built(st: &CollState, def: &IndexDef) -> DocResult<bool> {
     let mut exists = false;
     for i in &st.indexes {
@@ -749,9 +749,12 @@ fn already_built(st: &CollState, def: &IndexDef) -> DocResult<bool> {
                 )));
             }
             exists = true;
-        } else if (same_key && i.def.partial == def.partial) || (i.def.is_text() && def.is_text()) {
-            // One text index per collection, whatever its fields (mongod's rule).
-            // Partial indexes of one key pattern may coexist when their filters differ.
+        } else if (same_key && i.def.partial == def.partial && i.def.collation == def.collation)
+            || (i.def.is_text() && def.is_text())
+        {
+            // One text index per collection, whatever its fields (mongod's rule). Indexes of
+            // one key pattern may coexist when their partial filters or their collations
+            // differ (mongod's "equivalent" indexes are those alike in both).
             return Err(DocError::index_options_conflict(format!(
                 "Index already exists with a different name: {}",
                 i.def.name

@@ -787,3 +787,35 @@ fn a_views_create_collmod_and_drop_are_logged_by_name_and_applied_twice_alike() 
     assert!(secondary.view("d", "w").is_none());
     assert_eq!(entries(&secondary).len(), logged.len());
 }
+
+#[test]
+fn indexes_on_one_key_with_different_collations_apply_on_a_secondary() {
+    let db = member(1 << 20);
+    db.create_collection("d", "c", &doc! {}).unwrap();
+    db.create_indexes(
+        "d",
+        "c",
+        &[
+            doc! {"key": {"f": 1}, "name": "f_1", "collation": {"locale": "en_US"}},
+            doc! {"key": {"f": 1}, "name": "ja", "collation": {"locale": "ja"}},
+            doc! {"key": {"f": 1}, "name": "simple"},
+        ],
+    )
+    .unwrap();
+    db.drop_indexes("d", "c", &Bson::from("f_1")).unwrap();
+    let logged = entries(&db);
+    let secondary = member(1 << 20);
+    apply_all(&secondary, &logged);
+    apply_all(&secondary, &logged);
+    let names = |db: &DocDb| {
+        let mut n: Vec<String> = db
+            .list_indexes("d", "c")
+            .unwrap()
+            .iter()
+            .map(|i| i.get_str("name").unwrap().to_string())
+            .collect();
+        n.sort();
+        n
+    };
+    assert_eq!(names(&secondary), names(&db));
+}
