@@ -443,6 +443,48 @@ def test_w_n_waits_for_members_that_applied_the_write(initiated):
         assert read_from(secondary, 4, coll="wn") is not None
 
 
+def test_tag_sets_name_members_for_write_concern_modes_and_read_preferences(initiated):
+    primary = wait_for_primary(initiated)
+    west = next(s for s in initiated if s is not primary)
+    with direct(primary) as c:
+        config = c.admin.command("replSetGetConfig")["config"]
+        config["version"] += 1
+        for m in config["members"]:
+            m["tags"] = {"dc": "west" if m["host"] == host(west) else "east"}
+        config["settings"]["getLastErrorModes"] = {"twoDCs": {"dc": 2}}
+        bad = dict(config, settings=dict(config["settings"], getLastErrorModes={"threeDCs": {"dc": 3}}))
+        with pytest.raises(OperationFailure) as e:
+            c.admin.command("replSetReconfig", bad)
+        assert e.value.code == 93  # only two dc values exist
+        c.admin.command("replSetReconfig", config)
+    for s in initiated:
+        with direct(s) as d:
+            eventually(lambda: d.admin.command("hello").get("tags") ==
+                       {"dc": "west" if s is west else "east"}, f"{host(s)} reports its tags")
+    with set_client(initiated) as c:
+        two_dcs = c.e2e.get_collection("tags", write_concern=pymongo.WriteConcern(w="twoDCs"))
+        two_dcs.insert_one({"_id": 1})
+        with direct(west, readPreference="secondaryPreferred") as d:
+            assert d.e2e.tags.find_one({"_id": 1}) is not None, "the west member applied it"
+        # A read preference's tag set reaches the west member alone.
+        west_only = c.e2e.get_collection("tags", read_preference=pymongo.read_preferences.Secondary(
+            tag_sets=[{"dc": "west"}]))
+        assert west_only.find_one({"_id": 1}) is not None
+        with direct(west) as d:
+            d.admin.command("configureFailPoint", "stopReplProducer", mode="alwaysOn")
+        try:
+            timed = c.e2e.get_collection("tags", write_concern=pymongo.WriteConcern(w="twoDCs", wtimeout=300))
+            with pytest.raises(pymongo.errors.WriteConcernError) as e:
+                timed.insert_one({"_id": 2})
+            assert e.value.code == 64, "east alone cannot meet twoDCs"
+        finally:
+            with direct(west) as d:
+                d.admin.command("configureFailPoint", "stopReplProducer", mode="off")
+        with pytest.raises(OperationFailure) as e:
+            c.e2e.get_collection("tags", write_concern=pymongo.WriteConcern(w="nope")).insert_one({})
+        assert e.value.code == 79
+
+
 def test_catalog_and_user_commands_replicate(initiated):
     with set_client(initiated) as c:
         db = c.e2e_catalog

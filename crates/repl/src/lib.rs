@@ -17,7 +17,7 @@ pub mod transport;
 
 pub use applier::{Applier, BoxError};
 pub use error::{ReplError, Result};
-pub use node::{Member, NodeConfig, ReplNode};
+pub use node::{Enough, Member, NodeConfig, ReplNode};
 pub use status::{MemberStatus, Role, Status};
 pub use transport::sim::SimNet;
 pub use transport::tcp::{TcpServer, TcpTransport};

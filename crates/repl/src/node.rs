@@ -343,28 +343,39 @@ impl ReplNode {
     }
 
     /// Waits until `n` members applied the entry at `pos` (`w: N`: mongod acknowledges once N
-    /// members report an applied optime at or past the write's), for at most `timeout`; this
-    /// member counts once it applied `pos` itself. First the members' logs must hold it (the
-    /// leader's own view of their progress); then their applied positions are asked for, with
-    /// a backoff, until enough have applied it (a follower applies once it learns the commit
-    /// point, with the next append or heartbeat). Fails with `NotLeader` once this member
-    /// stops leading in `pos`'s term.
+    /// members report an applied optime at or past the write's), for at most `timeout`.
     pub fn wait_applied_by(
         &self,
         pos: LogPosition,
         n: usize,
         timeout: Duration,
     ) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.wait_applied(pos, Arc::new(move |ids: &[NodeId]| ids.len() >= n), timeout)
+    }
+
+    /// Waits until the members that applied the entry at `pos` are `enough` (a `w: N` or a
+    /// tag set's mode), for at most `timeout`; this member counts once it applied `pos`
+    /// itself. First the members whose logs hold it must be enough (the leader's own view of
+    /// their progress); then their applied positions are asked for, with a backoff, until
+    /// those that applied it are (a follower applies once it learns the commit point, with
+    /// the next append or heartbeat). Fails with `NotLeader` once this member stops leading
+    /// in `pos`'s term.
+    pub fn wait_applied(
+        &self,
+        pos: LogPosition,
+        enough: Enough,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
         let inner = self.inner.clone();
         async move {
             let deadline = Instant::now() + timeout;
-            inner.wait_held_by(pos, n, timeout).await?;
+            inner.wait_held(pos, &enough, timeout).await?;
             let mut backoff = Duration::from_millis(1);
             loop {
                 if !inner.leads_in(pos.term) {
                     return Err(ReplError::NotLeader { leader: None });
                 }
-                if inner.members_applied(pos).await >= n {
+                if enough(&inner.members_applied(pos).await) {
                     return Ok(());
                 }
                 let now = Instant::now();
@@ -378,6 +389,10 @@ impl ReplNode {
     }
 }
 
+/// Whether the members named hold (or applied) an entry in the number or the places a write
+/// concern asks for.
+pub type Enough = Arc<dyn Fn(&[NodeId]) -> bool + Send + Sync>;
+
 /// The longest wait between two rounds of asking the members what they applied (`w: N`).
 const APPLIED_POLL_MAX: Duration = Duration::from_millis(20);
 
@@ -388,11 +403,11 @@ impl Inner {
         m.state == ServerState::Leader && m.current_term == term
     }
 
-    /// Waits until `n` members' logs hold the entry at `pos`, as this leader sees their
-    /// progress; this member counts itself, since it proposed `pos`
+    /// Waits until the members whose logs hold the entry at `pos`, as this leader sees their
+    /// progress, are `enough`; this member counts, since it proposed `pos`
     /// ([`ReplNode::propose_nowait`] returns once it is durable here). By Raft's log matching
     /// a member whose log matches the leader's at a later index holds `pos` too.
-    async fn wait_held_by(&self, pos: LogPosition, n: usize, timeout: Duration) -> Result<()> {
+    async fn wait_held(&self, pos: LogPosition, enough: &Enough, timeout: Duration) -> Result<()> {
         let me = self.id;
         let leads = |m: &openraft::RaftMetrics<NodeId, MemberNode>| {
             m.state == ServerState::Leader && m.current_term == pos.term
@@ -400,7 +415,7 @@ impl Inner {
         let mut metrics = self.raft.metrics();
         let settled = async {
             let m = metrics
-                .wait_for(|m| !leads(m) || 1 + followers_holding(m, me, pos) >= n)
+                .wait_for(|m| !leads(m) || enough(&holding(m, me, pos)))
                 .await?;
             Ok::<bool, tokio::sync::watch::error::RecvError>(leads(&m))
         };
@@ -412,11 +427,10 @@ impl Inner {
         }
     }
 
-    /// How many members (this one included) applied the entry at `pos`, asking the others at
+    /// The members (this one included) that applied the entry at `pos`, asking the others at
     /// once; a member that does not answer within [`APPLIED_ASK_LIMIT`] counts as not yet.
-    async fn members_applied(&self, pos: LogPosition) -> usize {
+    async fn members_applied(&self, pos: LogPosition) -> Vec<NodeId> {
         let m = self.raft.metrics().borrow().clone();
-        let mine = m.last_applied.is_some_and(|l| l.index >= pos.index);
         let asks: Vec<_> = m
             .membership_config
             .membership()
@@ -424,16 +438,22 @@ impl Inner {
             .filter(|(id, _)| **id != self.id)
             .map(|(&id, node)| {
                 let (transport, me, addr) = (self.transport.clone(), self.id, node.addr.clone());
-                tokio::spawn(async move {
+                let ask = tokio::spawn(async move {
                     let ask = crate::transport::applied_index(&*transport, me, id, &addr);
                     tokio::time::timeout(APPLIED_ASK_LIMIT, ask).await
-                })
+                });
+                (id, ask)
             })
             .collect();
-        let mut applied = usize::from(mine);
-        for ask in asks {
+        let mut applied = Vec::new();
+        if m.last_applied.is_some_and(|l| l.index >= pos.index) {
+            applied.push(self.id);
+        }
+        for (id, ask) in asks {
             if let Ok(Ok(Ok(Some(index)))) = ask.await {
-                applied += usize::from(index >= pos.index);
+                if index >= pos.index {
+                    applied.push(id);
+                }
             }
         }
         applied
@@ -443,17 +463,18 @@ impl Inner {
 /// How long a `w: N` write waits for one member's answer about what it applied.
 const APPLIED_ASK_LIMIT: Duration = Duration::from_secs(1);
 
-/// The other members whose logs, as the leader `me` last heard, hold the entry at `pos`.
-fn followers_holding(
+/// The members whose logs, as the leader `me` last heard, hold the entry at `pos`: `me`,
+/// which proposed it, and the others that acknowledged it.
+fn holding(
     m: &openraft::RaftMetrics<NodeId, MemberNode>,
     me: NodeId,
     pos: LogPosition,
-) -> usize {
-    m.replication.as_ref().map_or(0, |r| {
-        r.iter()
-            .filter(|(id, l)| **id != me && l.is_some_and(|l| l.index >= pos.index))
-            .count()
-    })
+) -> Vec<NodeId> {
+    let others =
+        m.replication.iter().flatten().filter_map(|(&id, l)| {
+            (id != me && l.is_some_and(|l| l.index >= pos.index)).then_some(id)
+        });
+    std::iter::once(me).chain(others).collect()
 }
 
 impl Inner {

@@ -313,6 +313,10 @@ pub fn hello_fields(rs: &ReplSet, cmd: &Document, writable_key: &str, d: &mut Do
         d.insert("primary", leader.addr.clone());
     }
     d.insert("me", set_config::host_of(&config, j.id).unwrap_or_default());
+    let tags = super::tags::tags_of(&config, j.id);
+    if !tags.is_empty() {
+        d.insert("tags", tags);
+    }
     if writable {
         d.insert(
             "electionId",

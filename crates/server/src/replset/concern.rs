@@ -7,8 +7,8 @@
 //! answer may reflect, `linearizable` (the primary only) once a no-op written after the read
 //! is the majority's; with `afterClusterTime`, once the member holds that time (`causal`). A
 //! command without its own write concern or read concern level takes the set's default
-//! (`defaults`). Tag sets (a configuration has no tags) and any other write or read concern
-//! are refused, never ignored.
+//! (`defaults`). A tag set's mode waits for the members its tags name (`tags`); any other
+//! write or read concern is refused, never ignored.
 
 use super::{ReplSet, WriteGate};
 use crate::spec::{Namespace, Spec};
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 /// connection thread must come back eventually.
 pub(crate) const MAJORITY_WAIT_LIMIT: Duration = Duration::from_secs(3600);
 
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Acknowledge {
     /// `w: 0` or `w: 1`: after the local write.
     Local,
@@ -32,6 +32,9 @@ pub enum Acknowledge {
     /// waiting at most this long. As in mongod, such a write may still be rolled back unless
     /// those N are a majority.
     Members(usize, Option<Duration>),
+    /// `w: "<mode>"` (a tag set's mode, `settings.getLastErrorModes`): once the members that
+    /// applied the write carry the tag values the mode names, waiting at most this long.
+    Tagged(String, Option<Duration>),
 }
 
 /// A read's read concern on a member (`readConcern.level`; the other fields and levels are
@@ -103,34 +106,44 @@ pub fn acknowledge(cmd: &Document) -> DocResult<Acknowledge> {
     };
     let mut timeout = None;
     let mut members = None;
+    let mut mode = None;
     for (k, v) in wc {
         match (k.as_str(), v) {
             ("w", Bson::String(s)) if s == "majority" => {}
-            ("w", Bson::String(tag)) => {
-                return Err(DocError::with_code(
-                    79,
-                    "UnknownReplWriteConcern",
-                    format!("No write concern mode named '{tag}' found in replica set configuration (tag sets are not available yet)"),
-                ))
-            }
+            ("w", Bson::String(name)) => mode = Some(name.clone()),
             ("w", n) => match query::compare::Num::of(n).map(|n| n.as_f64()) {
                 // mongod's limit on w: the most members a set may have.
                 Some(n) if (0.0..=50.0).contains(&n) && n.fract() == 0.0 => {
                     members = Some(n as usize)
                 }
-                _ => return Err(DocError::failed_to_parse(format!("writeConcern.w: bad value {n}"))),
+                _ => {
+                    return Err(DocError::failed_to_parse(format!(
+                        "writeConcern.w: bad value {n}"
+                    )))
+                }
             },
             ("wtimeout", n) => {
                 let ms = query::compare::Num::of(n)
                     .map(|n| n.as_f64())
                     .filter(|ms| *ms >= 0.0)
-                    .ok_or_else(|| DocError::failed_to_parse("writeConcern.wtimeout must be a non-negative number"))?;
+                    .ok_or_else(|| {
+                        DocError::failed_to_parse(
+                            "writeConcern.wtimeout must be a non-negative number",
+                        )
+                    })?;
                 timeout = (ms > 0.0).then(|| Duration::from_millis(ms as u64));
             }
             // Appends to the log are always synced: `j` is always true here.
             ("j" | "fsync", _) | ("provenance", Bson::String(_)) => {}
-            _ => return Err(DocError::failed_to_parse(format!("writeConcern.{k} is not a write concern field"))),
+            _ => {
+                return Err(DocError::failed_to_parse(format!(
+                    "writeConcern.{k} is not a write concern field"
+                )))
+            }
         }
+    }
+    if let Some(mode) = mode {
+        return Ok(Acknowledge::Tagged(mode, timeout));
     }
     Ok(match members {
         Some(0 | 1) => Acknowledge::Local,
@@ -142,8 +155,8 @@ pub fn acknowledge(cmd: &Document) -> DocResult<Acknowledge> {
 /// mongod's answer to a `w: N` the set can never satisfy: the write is applied, and its
 /// write concern fails at once (a `writeConcernError`, which drivers raise as
 /// WriteConcernError), rather than the command being refused.
-fn unsatisfiable(j: &super::Joined, ack: Acknowledge) -> Option<Document> {
-    let Acknowledge::Members(n, _) = ack else {
+fn unsatisfiable(j: &super::Joined, ack: &Acknowledge) -> Option<Document> {
+    let &Acknowledge::Members(n, _) = ack else {
         return None;
     };
     let held_by = j.status().members.len();
@@ -192,16 +205,18 @@ fn with_commit_quorum(rs: &ReplSet, cmd: &Document, ack: Acknowledge) -> DocResu
         Acknowledge::Local | Acknowledge::Members(0 | 1, _) => 1,
         Acknowledge::Majority(_) => voters / 2 + 1,
         Acknowledge::Members(n, _) => *n,
+        // A mode's count is not comparable: the quorum's own wait is taken.
+        Acknowledge::Tagged(..) => 0,
     };
     let timeout = match ack {
         Acknowledge::Local => None,
-        Acknowledge::Majority(t) | Acknowledge::Members(_, t) => t,
+        Acknowledge::Majority(t) | Acknowledge::Members(_, t) | Acknowledge::Tagged(_, t) => t,
     };
     Ok(match quorum {
         _ if needs(&quorum) <= needs(&ack) => ack,
         Acknowledge::Majority(_) => Acknowledge::Majority(timeout),
         Acknowledge::Members(n, _) => Acknowledge::Members(n, timeout),
-        Acknowledge::Local => ack,
+        Acknowledge::Local | Acknowledge::Tagged(..) => ack,
     })
 }
 
@@ -320,6 +335,9 @@ fn admit_write<'a>(
     refuse_read_concern_on_write(name, read_concern(cmd))?;
     refuse_unreplicated(cmd)?;
     let ack = with_commit_quorum(rs, cmd, write_concern_of(&rs.db, cmd)?)?;
+    if let (Acknowledge::Tagged(mode, _), Some(j)) = (&ack, rs.member()) {
+        super::tags::check_mode(&j.config.get(), mode)?;
+    }
     // A causally consistent session's write carries its last operation time too (drivers
     // send it on every command that takes a read concern, as mongod's writes do).
     if let Some(t) = super::causal::after_cluster_time(cmd)? {
@@ -434,10 +452,11 @@ pub fn acknowledged(rs: &ReplSet, gate: WriteGate<'_>, ack: Acknowledge, reply: 
     let shipped = j.ship(&rs.db);
     // Proposed: a step-down need not wait for the majority's answer.
     drop(gate);
-    let (w, timeout) = match ack {
+    let (w, timeout) = match &ack {
         Acknowledge::Local => return,
-        Acknowledge::Majority(t) => (Bson::from("majority"), t),
-        Acknowledge::Members(n, t) => (Bson::Int64(n as i64), t),
+        Acknowledge::Majority(t) => (Bson::from("majority"), *t),
+        Acknowledge::Members(n, t) => (Bson::Int64(*n as i64), *t),
+        Acknowledge::Tagged(mode, t) => (Bson::from(mode.as_str()), *t),
     };
     let pos = match shipped {
         Ok(Some(pos)) => pos,
@@ -447,13 +466,21 @@ pub fn acknowledged(rs: &ReplSet, gate: WriteGate<'_>, ack: Acknowledge, reply: 
             return;
         }
     };
-    if let Some(e) = unsatisfiable(&j, ack) {
+    if let Some(e) = unsatisfiable(&j, &ack) {
         reply.insert("writeConcernError", e);
         return;
     }
     let wait = timeout.unwrap_or(MAJORITY_WAIT_LIMIT);
     let waited = match ack {
         Acknowledge::Members(n, _) => j.node.run(j.node.wait_applied_by(pos, n, wait)),
+        Acknowledge::Tagged(mode, _) => match super::tags::enough(&j.config.get(), &mode) {
+            Ok(enough) => j.node.run(j.node.wait_applied(pos, enough, wait)),
+            // The configuration changed since the write was admitted.
+            Err(e) => {
+                reply.insert("writeConcernError", crate::reply::error_reply(&e));
+                return;
+            }
+        },
         _ => j.node.run(j.node.wait_committed(pos, wait)),
     };
     match waited {
@@ -491,7 +518,11 @@ mod tests {
             Acknowledge::Members(2, Some(Duration::from_millis(100)))
         );
         assert_eq!(wc(doc! {"w": 51}).unwrap_err().code, 9);
-        assert_eq!(wc(doc! {"w": "dc"}).unwrap_err().code, 79);
+        // A mode's name is looked up in the configuration when the write is admitted.
+        assert_eq!(
+            wc(doc! {"w": "dc"}).unwrap(),
+            Acknowledge::Tagged("dc".into(), None)
+        );
         assert_eq!(wc(doc! {"w": -1}).unwrap_err().code, 9);
         assert_eq!(wc(doc! {"wtimeout": -5}).unwrap_err().code, 9);
         assert_eq!(wc(doc! {"x": 1}).unwrap_err().code, 9);

@@ -66,9 +66,11 @@ fn member(m: &Bson, n: usize) -> DocResult<Document> {
             "arbiterOnly" if v.as_bool() == Some(false) => {}
             "arbiterOnly" => return Err(invalid(format!("{}: arbiters are not available: a Raft voter must hold the log (docs/replication.md); use a data-bearing member with priority 0", at(k)))),
             "buildIndexes" if v.as_bool() == Some(true) => {}
-            "tags" if v.as_document().is_some_and(Document::is_empty) => {}
+            "tags" => {
+                out.insert("tags", super::tags::member_tags(v, &at(k))?);
+            }
             "secondaryDelaySecs" if int(v, &at(k)).is_ok_and(|d| d == 0) => {}
-            "buildIndexes" | "tags" | "secondaryDelaySecs" => {
+            "buildIndexes" | "secondaryDelaySecs" => {
                 return Err(invalid(format!("{} is not available yet; only its default is accepted", at(k))))
             }
             _ => return Err(invalid(format!("{}: unknown field", at(k)))),
@@ -81,10 +83,12 @@ fn member(m: &Bson, n: usize) -> DocResult<Document> {
 fn settings(given: Option<&Document>) -> DocResult<Document> {
     let mut election = DEFAULT_ELECTION_TIMEOUT_MS;
     let mut heartbeat = None;
+    let mut modes = Document::new();
     for (k, v) in given.into_iter().flatten() {
         match k.as_str() {
             "electionTimeoutMillis" => election = int(v, "settings.electionTimeoutMillis")?,
             "heartbeatIntervalMillis" => heartbeat = Some(int(v, "settings.heartbeatIntervalMillis")?),
+            "getLastErrorModes" => modes = super::tags::modes(v)?,
             "chainingAllowed" if v.as_bool() == Some(false) => {}
             "chainingAllowed" => return Err(invalid("settings.chainingAllowed: Raft replicates from the primary only; only false is accepted")),
             _ => return Err(invalid(format!("settings.{k} is not available"))),
@@ -101,7 +105,7 @@ fn settings(given: Option<&Document>) -> DocResult<Document> {
         return Err(invalid(format!("settings.heartbeatIntervalMillis ({heartbeat}) must be positive and at most half of electionTimeoutMillis ({election})")));
     }
     Ok(
-        doc! {"chainingAllowed": false, "heartbeatIntervalMillis": heartbeat, "electionTimeoutMillis": election, "replicaSetId": ObjectId::new()},
+        doc! {"chainingAllowed": false, "heartbeatIntervalMillis": heartbeat, "electionTimeoutMillis": election, "getLastErrorModes": modes, "replicaSetId": ObjectId::new()},
     )
 }
 
@@ -167,6 +171,7 @@ pub fn normalize(set_name: &str, given: Option<&Document>, me: &str) -> DocResul
     let alone = doc! {"_id": set_name, "members": [{"_id": 0, "host": me}]};
     let g = parse_given(set_name, given.unwrap_or(&alone))?;
     let settings = settings(g.settings)?;
+    check_modes(&g.members, &settings)?;
     Ok(full_config(set_name, g.version, g.members, settings))
 }
 
@@ -182,9 +187,14 @@ pub fn reconfigured(set_name: &str, given: &Document, current: &Document) -> Doc
             format!("New config is rejected: its version {} must be greater than the current version {version}", g.version),
         ));
     }
-    let kept = current
+    let mut kept = current
         .get_document("settings")
-        .map_err(|_| invalid("the current configuration has no settings"))?;
+        .map_err(|_| invalid("the current configuration has no settings"))?
+        .clone();
+    // The write concern modes are the server's own business, not Raft's: they may change.
+    if let Some(modes) = g.settings.and_then(|s| s.get("getLastErrorModes")) {
+        kept.insert("getLastErrorModes", super::tags::modes(modes)?);
+    }
     for (k, v) in g.settings.into_iter().flatten() {
         let same = kept.get(k).is_some_and(|was| {
             was == v || matches!((num(was, k), num(v, k)), (Ok(a), Ok(b)) if a == b)
@@ -196,7 +206,16 @@ pub fn reconfigured(set_name: &str, given: &Document, current: &Document) -> Doc
             )));
         }
     }
-    Ok(full_config(set_name, g.version, g.members, kept.clone()))
+    check_modes(&g.members, &kept)?;
+    Ok(full_config(set_name, g.version, g.members, kept))
+}
+
+/// The write concern modes of `settings` against the members' tags.
+fn check_modes(members: &[Document], settings: &Document) -> DocResult<()> {
+    match settings.get_document("getLastErrorModes") {
+        Ok(modes) => super::tags::check_modes(members, modes),
+        Err(_) => Ok(()),
+    }
 }
 
 fn check_members(members: &[Document]) -> DocResult<()> {
@@ -479,8 +498,8 @@ mod tests {
             ),
             (doc! {"_id": "rs0", "members": []}, "must not be empty"),
             (
-                doc! {"_id": "rs0", "members": [{"_id": 0, "host": "a:1"}], "settings": {"getLastErrorModes": {}}},
-                "settings.getLastErrorModes",
+                doc! {"_id": "rs0", "members": [{"_id": 0, "host": "a:1"}], "settings": {"getLastErrorModes": {"m": {"dc": 1}}}},
+                "mode m requires 1 different values for the tag dc",
             ),
             (
                 doc! {"_id": "rs0", "members": [{"_id": 0, "host": "a:1"}], "settings": {"electionTimeoutMillis": 1000, "heartbeatIntervalMillis": 900}},

@@ -16,6 +16,7 @@ pub mod labels;
 pub mod retry;
 pub mod rollback;
 pub mod stored;
+pub mod tags;
 pub mod txn;
 pub mod wire;
 
