@@ -81,6 +81,18 @@ fn applier_opts() -> WriteOpts {
     }
 }
 
+/// An update that makes the document `new`: a replacement, or, when `new` has a top-level
+/// field whose name starts with `$` (which a pipeline update may write and a replacement may
+/// not), a pipeline that replaces it with `new` as a literal.
+fn replacement(new: Document) -> Bson {
+    if new.keys().any(|k| k.starts_with('$')) {
+        return Bson::Array(vec![Bson::Document(
+            doc! {"$replaceWith": {"$literal": new}},
+        )]);
+    }
+    Bson::Document(new)
+}
+
 fn by_id(id: &Bson) -> Document {
     doc! {"_id": id.clone()}
 }
@@ -206,7 +218,7 @@ impl DocDb {
         }
         let stmt = UpdateStatement {
             q: by_id(id),
-            u: Bson::Document(new),
+            u: replacement(new),
             hint: Some(Bson::String("_id_".into())),
             ..UpdateStatement::default()
         };

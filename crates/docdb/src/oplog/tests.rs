@@ -819,3 +819,30 @@ fn indexes_on_one_key_with_different_collations_apply_on_a_secondary() {
     };
     assert_eq!(names(&secondary), names(&db));
 }
+
+#[test]
+fn a_document_with_a_top_level_dollar_field_replicates() {
+    let db = member(1 << 20);
+    ok(db.insert(
+        "d",
+        "c",
+        vec![doc! {"_id": 1, "a": 1}],
+        WriteOpts::default(),
+    ));
+    let pipeline = UpdateStatement {
+        q: doc! {"_id": 1},
+        u: Bson::Array(vec![Bson::Document(
+            doc! {"$replaceWith": {"$setField": {"field": {"$literal": "$a"}, "input": "$$ROOT", "value": 2}}},
+        )]),
+        ..UpdateStatement::default()
+    };
+    ok(db.update("d", "c", &[pipeline], WriteOpts::default()));
+    let secondary = member(1 << 20);
+    apply_all(&secondary, &entries(&db));
+    let read = |db: &DocDb| {
+        db.find("d", "c", &FindQuery::default())
+            .unwrap()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(read(&secondary), read(&db));
+}
