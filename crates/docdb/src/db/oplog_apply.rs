@@ -383,15 +383,35 @@ impl DocDb {
         };
         let created = self.create_indexes(&c.db, &c.name, std::slice::from_ref(spec));
         match created {
-            // An index of this name but another spec: one a later entry drops; replaced.
+            // An index of this name but another spec, or one alike under another name: one a
+            // later entry drops (the log is being replayed); replaced.
             Err(err) if err.code == 85 || err.code == 86 => {
-                let name = spec.get("name").cloned().unwrap_or(Bson::Null);
-                self.drop_indexes(&c.db, &c.name, &name)?;
+                for name in self.conflicting_indexes(&c, spec)? {
+                    self.drop_indexes(&c.db, &c.name, &Bson::String(name))?;
+                }
                 self.create_indexes(&c.db, &c.name, std::slice::from_ref(spec))
                     .map(drop)
             }
             other => other.map(drop),
         }
+    }
+
+    /// The indexes of `c` that `spec` conflicts with: the one of its name, and those of its
+    /// key, collation and partial filter under another name.
+    fn conflicting_indexes(&self, c: &Coll, spec: &Document) -> DocResult<Vec<String>> {
+        let alike = |i: &Document, k: &str| i.get(k) == spec.get(k);
+        Ok(self
+            .list_indexes(&c.db, &c.name)?
+            .iter()
+            .filter(|i| {
+                alike(i, "name")
+                    || (alike(i, "key")
+                        && alike(i, "collation")
+                        && alike(i, "partialFilterExpression"))
+            })
+            .filter_map(|i| i.get_str("name").ok().map(str::to_string))
+            .filter(|name| name != "_id_")
+            .collect())
     }
 
     fn apply_drop_indexes(&self, ui: Uuid, o: &Document) -> DocResult<()> {

@@ -846,3 +846,26 @@ fn a_document_with_a_top_level_dollar_field_replicates() {
     };
     assert_eq!(read(&secondary), read(&db));
 }
+
+#[test]
+fn a_replayed_index_that_a_later_one_replaced_under_another_name_applies() {
+    let db = member(1 << 20);
+    db.create_collection("d", "c", &doc! {}).unwrap();
+    db.create_indexes("d", "c", &[doc! {"key": {"f": 1}, "name": "y"}])
+        .unwrap();
+    db.drop_indexes("d", "c", &Bson::from("y")).unwrap();
+    db.create_indexes("d", "c", &[doc! {"key": {"f": 1}, "name": "x"}])
+        .unwrap();
+    let logged = entries(&db);
+    let secondary = member(1 << 20);
+    apply_all(&secondary, &logged);
+    // Replayed from the start: `y` meets `x`, alike under another name, which replaces it.
+    apply_all(&secondary, &logged);
+    let names: Vec<String> = secondary
+        .list_indexes("d", "c")
+        .unwrap()
+        .iter()
+        .map(|i| i.get_str("name").unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["_id_", "x"]);
+}
