@@ -32,7 +32,7 @@ SETTINGS = {"electionTimeoutMillis": 2000, "heartbeatIntervalMillis": 400}
 pytestmark = pytest.mark.mmapv1_lacks("replica sets")
 
 
-def start_member(d):
+def start_member(d, extra_args=()):
     """A `flashdoc serve --replSet rs0` process on directory `d`, not yet in the set."""
     conf = os.path.join(d, "flashdoc.conf")
     with open(conf, "w") as f:
@@ -43,7 +43,7 @@ def start_member(d):
     data = os.path.join(d, "data")
     os.mkdir(data)
     started = time.time()
-    server = Server(data, ["-f", conf, "--replSet", SET]).start()
+    server = Server(data, ["-f", conf, "--replSet", SET, *extra_args]).start()
     assert time.time() - started < 10, "a member listens within seconds"
     return server
 

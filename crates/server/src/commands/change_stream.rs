@@ -124,3 +124,45 @@ fn lookup(call: &Call) -> Lookup {
         db.find(dbname, coll, &q)?.next().transpose()
     })
 }
+
+/// The errors after which a driver resumes a change stream (the change-streams spec's
+/// "Resumable Error", as mongod 4.4+ labels them): network, not-primary, shutdown and
+/// stale-routing errors, `RetryChangeStream` and `FailedToSatisfyReadPreference`.
+const RESUMABLE_CODES: &[i32] = &[
+    6,     // HostUnreachable
+    7,     // HostNotFound
+    63,    // StaleShardVersion
+    89,    // NetworkTimeout
+    91,    // ShutdownInProgress
+    133,   // FailedToSatisfyReadPreference
+    150,   // StaleEpoch
+    189,   // PrimarySteppedDown
+    234,   // RetryChangeStream
+    262,   // ExceededTimeLimit
+    9001,  // SocketException
+    10107, // NotWritablePrimary
+    11600, // InterruptedAtShutdown
+    11602, // InterruptedDueToReplStateChange
+    13388, // StaleConfig
+    13435, // NotPrimaryNoSecondaryOk
+    13436, // NotPrimaryOrSecondary
+];
+
+/// The label mongod puts on a resumable error of a getMore on a change stream's cursor.
+pub(crate) const RESUMABLE_LABEL: &str = "ResumableChangeStreamError";
+
+/// A change stream getMore's error, with `ResumableChangeStreamError` among its
+/// `errorLabels` when a driver may resume after it.
+pub(crate) fn label_get_more_error(mut e: DocError) -> DocError {
+    if !RESUMABLE_CODES.contains(&e.code) {
+        return e;
+    }
+    let extra = e.extra.get_or_insert_with(Default::default);
+    let mut labels = match extra.remove("errorLabels") {
+        Some(Bson::Array(a)) => a,
+        _ => Vec::new(),
+    };
+    labels.push(Bson::String(RESUMABLE_LABEL.into()));
+    extra.insert("errorLabels", labels);
+    e
+}
