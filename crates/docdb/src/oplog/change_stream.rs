@@ -6,7 +6,7 @@
 //! back), and at the end of what it may see it yields nothing, ready to read again: the server
 //! keeps it as a tailable, awaitData cursor. See docs/replication.md, "Change streams".
 
-use super::{ts_of, ts_u64, Oplog};
+use super::{ts_of, ts_u64, Oplog, PRE_IMAGE};
 use crate::tail::TailSignal;
 use bson::{doc, Bson, Document};
 use parking_lot::Mutex;
@@ -41,6 +41,22 @@ pub enum FullDocument {
     Default,
     /// The document as it is when the event is read (mongod's `updateLookup`).
     UpdateLookup,
+    /// The document right after the update (its post-image: the entry's pre-image with the
+    /// update applied), or null when the entry kept none.
+    WhenAvailable,
+    /// The post-image, or an error when the entry kept none.
+    Required,
+}
+
+/// `fullDocumentBeforeChange`: what update, replace and delete events carry of the document
+/// before the change (the entry's pre-image, kept with `changeStreamPreAndPostImages`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BeforeChange {
+    Off,
+    /// The pre-image, or null when the entry kept none.
+    WhenAvailable,
+    /// The pre-image, or an error when the entry kept none.
+    Required,
 }
 
 /// What a token names: an event, or the stream's position where nothing matched (a
@@ -71,6 +87,7 @@ pub enum Start {
 pub struct ChangeStreamSpec {
     pub target: Target,
     pub full_document: FullDocument,
+    pub before_change: BeforeChange,
     pub start: Start,
 }
 
@@ -137,13 +154,14 @@ impl ChangeStreamSpec {
         let mut spec = ChangeStreamSpec {
             target,
             full_document: FullDocument::Default,
+            before_change: BeforeChange::Off,
             start: Start::Now,
         };
         let mut starts = 0;
         for (k, v) in opts {
             match k.as_str() {
                 "fullDocument" => spec.full_document = full_document(v)?,
-                "fullDocumentBeforeChange" => pre_images_off(v)?,
+                "fullDocumentBeforeChange" => spec.before_change = before_change(v)?,
                 "resumeAfter" | "startAfter" => {
                     starts += 1;
                     spec.start = resume_point(k, v)?;
@@ -190,25 +208,19 @@ fn full_document(v: &Bson) -> DocResult<FullDocument> {
     match v.as_str() {
         Some("default") => Ok(FullDocument::Default),
         Some("updateLookup") => Ok(FullDocument::UpdateLookup),
-        Some(m @ ("whenAvailable" | "required")) => Err(bad(
-            238,
-            "NotImplemented",
-            format!("fullDocument: '{m}' needs post-images, which flashdoc does not store yet"),
-        )),
+        Some("whenAvailable") => Ok(FullDocument::WhenAvailable),
+        Some("required") => Ok(FullDocument::Required),
         _ => Err(DocError::bad_value(format!(
             "unrecognized value for fullDocument: {v}"
         ))),
     }
 }
 
-fn pre_images_off(v: &Bson) -> DocResult<()> {
+fn before_change(v: &Bson) -> DocResult<BeforeChange> {
     match v.as_str() {
-        Some("off") => Ok(()),
-        Some("whenAvailable" | "required") => Err(bad(
-            238,
-            "NotImplemented",
-            "fullDocumentBeforeChange needs pre-images, which flashdoc does not store yet",
-        )),
+        Some("off") => Ok(BeforeChange::Off),
+        Some("whenAvailable") => Ok(BeforeChange::WhenAvailable),
+        Some("required") => Ok(BeforeChange::Required),
         _ => Err(DocError::bad_value(format!(
             "unrecognized value for fullDocumentBeforeChange: {v}"
         ))),
@@ -493,22 +505,71 @@ impl ChangeStream {
             _ if is_diff(o) => "update",
             _ => "replace",
         });
-        match op {
-            "i" => e.insert("fullDocument", o.clone()),
-            "u" if !is_diff(o) => e.insert("fullDocument", o.clone()),
-            "u" if self.spec.full_document == FullDocument::UpdateLookup => {
-                let id = key.get("_id").cloned().unwrap_or(Bson::Null);
-                let now = (self.lookup)(db, coll, &id)?;
-                e.insert("fullDocument", now.map_or(Bson::Null, Bson::Document))
-            }
-            _ => None,
+        let pre_image = entry.get_document(PRE_IMAGE).ok();
+        if let Some(full) = self.full_document(op, (db, coll), &key, o, pre_image)? {
+            e.insert("fullDocument", full);
+        }
+        let before = match op {
+            "i" => None,
+            _ => self.before_change(pre_image, &key)?,
         };
         e.insert("ns", ns);
         e.insert("documentKey", key);
         if op == "u" && is_diff(o) {
             e.insert("updateDescription", update_description(o)?);
         }
+        if let Some(before) = before {
+            e.insert("fullDocumentBeforeChange", before);
+        }
         Ok(Some(e))
+    }
+
+    /// An event's `fullDocument`: an insert's or replace's document; for an update, as
+    /// `fullDocument` asks (the document now, or its post-image); none for a delete.
+    fn full_document(
+        &self,
+        op: &str,
+        (db, coll): (&str, &str),
+        key: &Document,
+        o: &Document,
+        pre_image: Option<&Document>,
+    ) -> DocResult<Option<Bson>> {
+        let post_image = || {
+            pre_image
+                .map(|pre| super::diff::apply_update_object(pre, o))
+                .transpose()
+        };
+        Ok(match (op, self.spec.full_document) {
+            ("i", _) => Some(Bson::Document(o.clone())),
+            ("u", _) if !is_diff(o) => Some(Bson::Document(o.clone())),
+            ("u", FullDocument::UpdateLookup) => {
+                let id = key.get("_id").cloned().unwrap_or(Bson::Null);
+                let now = (self.lookup)(db, coll, &id)?;
+                Some(now.map_or(Bson::Null, Bson::Document))
+            }
+            ("u", FullDocument::WhenAvailable) => {
+                Some(post_image()?.map_or(Bson::Null, Bson::Document))
+            }
+            ("u", FullDocument::Required) => match post_image()? {
+                Some(post) => Some(Bson::Document(post)),
+                None => return Err(image_missing("post-image", key)),
+            },
+            _ => None,
+        })
+    }
+
+    /// An update's, replace's or delete's `fullDocumentBeforeChange`, as the stream asks.
+    fn before_change(
+        &self,
+        pre_image: Option<&Document>,
+        key: &Document,
+    ) -> DocResult<Option<Bson>> {
+        match (self.spec.before_change, pre_image) {
+            (BeforeChange::Off, _) => Ok(None),
+            (_, Some(pre)) => Ok(Some(Bson::Document(pre.clone()))),
+            (BeforeChange::WhenAvailable, None) => Ok(Some(Bson::Null)),
+            (BeforeChange::Required, None) => Err(image_missing("pre-image", key)),
+        }
     }
 
     /// drop, rename and dropDatabase events, and the invalidate they cause.
@@ -593,6 +654,19 @@ impl EventHead {
         }
         e
     }
+}
+
+/// mongod's NoMatchingDocument for an image a stream requires and the entry did not keep.
+fn image_missing(image: &str, key: &Document) -> DocError {
+    bad(
+        47,
+        "NoMatchingDocument",
+        format!(
+            "Change stream was configured to require a {image} for all update, delete and \
+             replace events, but the {image} was not found for the event of document {key} \
+             (its collection keeps them with changeStreamPreAndPostImages: {{enabled: true}})"
+        ),
+    )
 }
 
 fn entry_ts(entry: &Document) -> DocResult<u64> {
