@@ -287,3 +287,38 @@ def test_pre_images_in_a_transaction(client):
     assert (update["fullDocumentBeforeChange"], update["fullDocument"]) == (
         {"_id": 1, "n": 0}, {"_id": 1, "n": 1})
     assert delete["fullDocumentBeforeChange"] == {"_id": 1, "n": 1}
+
+
+def test_expanded_events(client):
+    db = client.cs
+    with db.watch(max_await_time_ms=200, show_expanded_events=True) as stream:
+        db.create_collection("expanded")
+        db.expanded.insert_one({"_id": 1})
+        db.expanded.create_index("x", name="x_1")
+        db.command("collMod", "expanded", validationLevel="off")
+        db.expanded.drop_index("x_1")
+        db.create_collection("expanded_target")
+        db.expanded.rename("expanded_target", dropTarget=True)
+        events = next_events(stream, 7)
+    kinds = [e["operationType"] for e in events]
+    assert kinds == ["create", "insert", "createIndexes", "modify", "dropIndexes", "create",
+                     "rename"]
+    create, insert, create_index, modify, drop_index, target, rename = events
+    uuid = insert["collectionUUID"]
+    assert create["collectionUUID"] == uuid and create["ns"] == {"db": "cs", "coll": "expanded"}
+    assert create_index["operationDescription"]["indexes"][0]["name"] == "x_1"
+    assert modify["operationDescription"] == {"validationLevel": "off"}
+    assert drop_index["operationDescription"] == {"indexes": [{"name": "x_1"}]}
+    assert rename["operationDescription"] == {
+        "to": {"db": "cs", "coll": "expanded_target"},
+        "dropTarget": target["collectionUUID"],
+    }
+    # Without the option: none of them, and no collectionUUID.
+    with db.expanded_target.watch(max_await_time_ms=200) as stream:
+        db.expanded_target.create_index("y")
+        db.expanded_target.insert_one({"_id": 2})
+        (e,) = next_events(stream, 1)
+    assert e["operationType"] == "insert" and "collectionUUID" not in e
+    with pytest.raises(OperationFailure) as err:
+        db.c.aggregate([{"$changeStream": {"showExpandedEvents": 1}}])
+    assert err.value.code == 14  # TypeMismatch

@@ -1,6 +1,6 @@
 //! Change streams: the oplog read as a stream of change events, as mongod's `$changeStream`
-//! stage returns them (mongod 6+'s event shapes, without expanded events or pre- and
-//! post-images). The stream reads the oplog after a position, turns each entry that concerns
+//! stage returns them (mongod 6+'s event shapes, expanded events and pre- and post-images
+//! included). The stream reads the oplog after a position, turns each entry that concerns
 //! its target into an event, and ends after an `invalidate`. It sees entries up to a bound the
 //! caller gives (the majority commit point: an event never shows a write that may be rolled
 //! back), and at the end of what it may see it yields nothing, ready to read again: the server
@@ -89,6 +89,9 @@ pub struct ChangeStreamSpec {
     pub full_document: FullDocument,
     pub before_change: BeforeChange,
     pub start: Start,
+    /// `showExpandedEvents`: also `create`, `createIndexes`, `dropIndexes` and `modify`
+    /// events, and `collectionUUID` and `operationDescription` on events (mongod 6).
+    pub expanded: bool,
 }
 
 fn bad(code: i32, name: &'static str, msg: impl Into<String>) -> DocError {
@@ -156,6 +159,7 @@ impl ChangeStreamSpec {
             full_document: FullDocument::Default,
             before_change: BeforeChange::Off,
             start: Start::Now,
+            expanded: false,
         };
         let mut starts = 0;
         for (k, v) in opts {
@@ -176,14 +180,14 @@ impl ChangeStreamSpec {
                     spec.start = Start::At(ts_u64(*ts));
                 }
                 "allChangesForCluster" => cluster_flag(&spec.target, v)?,
-                "showExpandedEvents" if v == &Bson::Boolean(false) => {}
-                "showExpandedEvents" => {
-                    return Err(bad(
-                        238,
-                        "NotImplemented",
-                        "showExpandedEvents is not available on flashdoc's change streams yet",
-                    ))
-                }
+                "showExpandedEvents" => match v {
+                    Bson::Boolean(b) => spec.expanded = *b,
+                    _ => {
+                        return Err(DocError::type_mismatch(
+                            "showExpandedEvents must be a bool",
+                        ))
+                    }
+                },
                 other => {
                     return Err(bad(
                         40415,
@@ -416,6 +420,7 @@ impl ChangeStream {
             ts,
             wall: entry.get("wall").cloned(),
             txn_op: None,
+            collection_uuid: self.uuid_of(entry),
         };
         // A transaction's entry is on `admin`; its operations name their own collections.
         if let ("c", Ok(ops)) = (op, o.get_array("applyOps")) {
@@ -456,6 +461,7 @@ impl ChangeStream {
             }
             let head = EventHead {
                 txn_op: Some(u32::try_from(i).map_err(|_| bad_op())?),
+                collection_uuid: self.uuid_of(op),
                 ..head.clone()
             };
             if let Some(mut e) = self.document_event(kind, &head, (db, coll), op, o)? {
@@ -468,6 +474,11 @@ impl ChangeStream {
             }
         }
         Ok(out)
+    }
+
+    /// The entry's collection UUID (`ui`), when the stream shows expanded events.
+    fn uuid_of(&self, entry: &Document) -> Option<Bson> {
+        entry.get("ui").filter(|_| self.spec.expanded).cloned()
     }
 
     fn watches_db(&self, db: &str) -> bool {
@@ -585,7 +596,9 @@ impl ChangeStream {
                 }
             }
         } else if let (Ok(from), Ok(to)) = (o.get_str("renameCollection"), o.get_str("to")) {
-            out.extend(self.rename_events(head, from, to));
+            out.extend(self.rename_events(head, (from, to), o.get("dropTarget")));
+        } else if let Some(e) = self.expanded_event(head, db, o) {
+            out.push(e);
         } else if o.contains_key("dropDatabase") {
             match &self.spec.target {
                 Target::Collection { .. } => {}
@@ -602,7 +615,12 @@ impl ChangeStream {
         out
     }
 
-    fn rename_events(&self, head: &EventHead, from: &str, to: &str) -> Vec<Document> {
+    fn rename_events(
+        &self,
+        head: &EventHead,
+        (from, to): (&str, &str),
+        drop_target: Option<&Bson>,
+    ) -> Vec<Document> {
         let (Some((fdb, fcoll)), Some((tdb, tcoll))) = (from.split_once('.'), to.split_once('.'))
         else {
             return vec![];
@@ -613,11 +631,56 @@ impl ChangeStream {
         let mut e = head.start("rename");
         e.insert("ns", doc! {"db": fdb, "coll": fcoll});
         e.insert("to", doc! {"db": tdb, "coll": tcoll});
+        if self.spec.expanded {
+            let mut description = doc! {"to": {"db": tdb, "coll": tcoll}};
+            if let Some(target @ Bson::Binary(_)) = drop_target {
+                description.insert("dropTarget", target.clone());
+            }
+            e.insert("operationDescription", description);
+        }
         let mut out = vec![e];
         if matches!(self.spec.target, Target::Collection { .. }) {
             out.push(head.invalidate());
         }
         out
+    }
+}
+
+impl ChangeStream {
+    /// With `showExpandedEvents`, the event of a `create`, `createIndexes`, `dropIndexes` or
+    /// `collMod` entry on a collection the stream watches, its `operationDescription` made of
+    /// the logged command's fields (mongod 6's shapes).
+    fn expanded_event(&self, head: &EventHead, db: &str, o: &Document) -> Option<Document> {
+        let (verb, arg) = o.iter().next()?;
+        let kind = match verb.as_str() {
+            "create" => "create",
+            "createIndexes" => "createIndexes",
+            "dropIndexes" => "dropIndexes",
+            "collMod" => "modify",
+            _ => return None,
+        };
+        let coll = arg.as_str()?;
+        if !self.spec.expanded || !self.watches_coll(coll) {
+            return None;
+        }
+        let rest: Document = o.iter().skip(1).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let description = match kind {
+            "createIndexes" => doc! {"indexes": [rest]},
+            "dropIndexes" => {
+                let names = match rest.get("index") {
+                    Some(Bson::Array(a)) => a.clone(),
+                    Some(one) => vec![one.clone()],
+                    None => vec![],
+                };
+                let specs: Vec<Bson> = names.into_iter().map(|n| doc! {"name": n}.into()).collect();
+                doc! {"indexes": specs}
+            }
+            _ => rest,
+        };
+        let mut e = head.start(kind);
+        e.insert("ns", doc! {"db": db, "coll": coll});
+        e.insert("operationDescription", description);
+        Some(e)
     }
 }
 
@@ -628,6 +691,8 @@ struct EventHead {
     wall: Option<Bson>,
     /// The operation's place in its transaction's entry, for a transaction's event.
     txn_op: Option<u32>,
+    /// The collection's UUID, shown as `collectionUUID` (expanded events only).
+    collection_uuid: Option<Bson>,
 }
 
 impl EventHead {
@@ -651,6 +716,9 @@ impl EventHead {
         };
         if let Some(w) = &self.wall {
             e.insert("wallTime", w.clone());
+        }
+        if let (Some(uuid), TokenKind::Event) = (&self.collection_uuid, kind) {
+            e.insert("collectionUUID", uuid.clone());
         }
         e
     }
