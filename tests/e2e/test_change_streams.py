@@ -322,3 +322,28 @@ def test_expanded_events(client):
     with pytest.raises(OperationFailure) as err:
         db.c.aggregate([{"$changeStream": {"showExpandedEvents": 1}}])
     assert err.value.code == 14  # TypeMismatch
+
+
+def test_disambiguated_paths_with_expanded_events(client):
+    coll = client.cs.ambiguous
+    coll.insert_one({"_id": 1, "a": {"1": 1, "b": 1}})
+    for expanded in (True, False):
+        with coll.watch(max_await_time_ms=200, show_expanded_events=expanded) as stream:
+            coll.update_one({"_id": 1}, {"$inc": {"a.1": 1}, "$unset": {"a.b": 1}})
+            (e,) = next_events(stream, 1)
+        description = e["updateDescription"]
+        assert list(description["updatedFields"]) == ["a.1"]
+        if expanded:
+            assert description["disambiguatedPaths"] == {"a.1": ["a", "1"]}
+        else:
+            assert "disambiguatedPaths" not in description
+        coll.update_one({"_id": 1}, {"$set": {"a.b": 1}})
+
+
+def test_an_unknown_stage_after_the_stream(client):
+    with pytest.raises(OperationFailure) as err:
+        client.cs.c.watch([{"$unsupported": "foo"}])
+    assert err.value.code == 40324  # Unrecognized pipeline stage name
+    with pytest.raises(OperationFailure) as err:
+        client.cs.c.watch([{"$group": {"_id": None}}])
+    assert err.value.code == 40602  # not permitted in a $changeStream pipeline

@@ -527,7 +527,10 @@ impl ChangeStream {
         e.insert("ns", ns);
         e.insert("documentKey", key);
         if op == "u" && is_diff(o) {
-            e.insert("updateDescription", update_description(o)?);
+            e.insert(
+                "updateDescription",
+                update_description(o, self.spec.expanded)?,
+            );
         }
         if let Some(before) = before {
             e.insert("fullDocumentBeforeChange", before);
@@ -749,14 +752,40 @@ fn is_diff(o: &Document) -> bool {
 }
 
 /// An update entry's `$v: 2` diff as an event's `updateDescription`: fields set (dotted paths
-/// into embedded documents) and fields removed.
-fn update_description(o: &Document) -> DocResult<Document> {
+/// into embedded documents) and fields removed; with expanded events, `disambiguatedPaths`.
+fn update_description(o: &Document, expanded: bool) -> DocResult<Document> {
     let diff = o
         .get_document("diff")
         .map_err(|_| DocError::internal_error(format!("update entry without diff: {o}")))?;
     let (mut updated, mut removed) = (Document::new(), Vec::new());
     flatten_diff(diff, "", &mut updated, &mut removed);
-    Ok(doc! {"updatedFields": updated, "removedFields": removed, "truncatedArrays": []})
+    let mut description = doc! {"truncatedArrays": []};
+    if expanded {
+        let paths = updated.keys().map(String::as_str);
+        let paths = paths.chain(removed.iter().filter_map(Bson::as_str));
+        let ambiguous = disambiguated_paths(paths);
+        if !ambiguous.is_empty() {
+            description.insert("disambiguatedPaths", ambiguous);
+        }
+    }
+    let mut out = doc! {"updatedFields": updated, "removedFields": removed};
+    out.extend(description);
+    Ok(out)
+}
+
+/// mongod 6.1's `disambiguatedPaths`: each dotted path with a component a reader could take
+/// for an array index, as its list of components. The diffs set arrays whole, so every
+/// component of a path is a field name (a string), numeric or not.
+fn disambiguated_paths<'a>(paths: impl Iterator<Item = &'a str>) -> Document {
+    let numeric = |c: &str| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit());
+    let mut out = Document::new();
+    for path in paths {
+        if path.split('.').skip(1).any(numeric) {
+            let parts: Vec<Bson> = path.split('.').map(Bson::from).collect();
+            out.insert(path, parts);
+        }
+    }
+    out
 }
 
 fn flatten_diff(diff: &Document, prefix: &str, updated: &mut Document, removed: &mut Vec<Bson>) {
