@@ -347,3 +347,15 @@ def test_an_unknown_stage_after_the_stream(client):
     with pytest.raises(OperationFailure) as err:
         client.cs.c.watch([{"$group": {"_id": None}}])
     assert err.value.code == 40602  # not permitted in a $changeStream pipeline
+
+
+def test_only_majority_read_concern(client):
+    from pymongo.read_concern import ReadConcern
+
+    for level in ("local", "available", "linearizable"):
+        coll = client.cs.c.with_options(read_concern=ReadConcern(level))
+        with pytest.raises(OperationFailure) as err:
+            coll.watch()
+        assert err.value.code == 72  # InvalidOptions
+    with client.cs.c.with_options(read_concern=ReadConcern("majority")).watch():
+        pass

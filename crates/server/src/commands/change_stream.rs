@@ -39,6 +39,7 @@ pub(crate) fn open(
 ) -> DocResult<Document> {
     let (state, db) = (call.state, call.db);
     let rs = state.replset().ok_or_else(not_a_member)?.clone();
+    majority_read_concern_only(call.cmd)?;
     let oplog = call.dbx().oplog().ok_or_else(not_a_member)?.clone();
     let stage = pipeline[0].get("$changeStream").unwrap_or(&Bson::Null);
     let spec = ChangeStreamSpec::parse(stage, target(db, coll, stage)?)?;
@@ -63,6 +64,23 @@ pub(crate) fn open(
         },
         "firstBatch",
     )
+}
+
+/// A stream reads what a majority holds: an explicit read concern other than `majority` is
+/// refused (mongod's InvalidOptions), none is taken as `majority`.
+fn majority_read_concern_only(cmd: &Document) -> DocResult<()> {
+    let level = match cmd.get("readConcern") {
+        Some(Bson::Document(rc)) => rc.get_str("level").ok(),
+        _ => None,
+    };
+    match level {
+        None | Some("majority") => Ok(()),
+        Some(other) => Err(DocError::with_code(
+            72,
+            "InvalidOptions",
+            format!("$changeStream only supports readConcern level majority, not '{other}'"),
+        )),
+    }
 }
 
 /// What the stream watches, with mongod's refusals of internal namespaces.
