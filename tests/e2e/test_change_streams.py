@@ -359,3 +359,27 @@ def test_only_majority_read_concern(client):
         assert err.value.code == 72  # InvalidOptions
     with client.cs.c.with_options(read_concern=ReadConcern("majority")).watch():
         pass
+
+
+def test_array_diffs_truncation_and_indices(initiated, client):  # noqa: F811
+    coll = client.cs.arrays
+    coll.insert_one({"_id": 1, "array": ["foo", {"a": "bar"}, 1, 2, 3], "n": [{"1": 1}]})
+    with coll.watch(max_await_time_ms=200, show_expanded_events=True) as stream:
+        coll.update_one({"_id": 1}, [{"$set": {"array": ["foo", {"a": "bar"}]}}])
+        coll.update_one({"_id": 1}, {"$set": {"n.0.1": 2}, "$push": {"array": 9}})
+        truncated, indexed = next_events(stream, 2)
+    assert truncated["operationType"] == "update"
+    assert truncated["updateDescription"]["truncatedArrays"] == [{"field": "array", "newSize": 2}]
+    assert truncated["updateDescription"]["updatedFields"] == {}
+    description = indexed["updateDescription"]
+    assert description["updatedFields"] == {"n.0.1": 2, "array.2": 9}
+    assert description["disambiguatedPaths"] == {"n.0.1": ["n", 0, "1"], "array.2": ["array", 2]}
+    # The secondaries apply the array diffs to the same document.
+    want = {"_id": 1, "array": ["foo", {"a": "bar"}, 9], "n": [{"1": 2}]}
+    assert coll.find_one() == want
+    for member in initiated:
+        with direct(member) as c:
+            deadline = time.time() + 15
+            while c.cs.arrays.find_one() != want and time.time() < deadline:
+                time.sleep(0.1)
+            assert c.cs.arrays.find_one() == want

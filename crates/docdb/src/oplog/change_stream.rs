@@ -752,59 +752,129 @@ fn is_diff(o: &Document) -> bool {
 }
 
 /// An update entry's `$v: 2` diff as an event's `updateDescription`: fields set (dotted paths
-/// into embedded documents) and fields removed; with expanded events, `disambiguatedPaths`.
+/// into embedded documents and arrays), fields removed, arrays cut short; with expanded
+/// events, `disambiguatedPaths`.
 fn update_description(o: &Document, expanded: bool) -> DocResult<Document> {
     let diff = o
         .get_document("diff")
         .map_err(|_| DocError::internal_error(format!("update entry without diff: {o}")))?;
-    let (mut updated, mut removed) = (Document::new(), Vec::new());
-    flatten_diff(diff, "", &mut updated, &mut removed);
-    let mut description = doc! {"truncatedArrays": []};
-    if expanded {
-        let paths = updated.keys().map(String::as_str);
-        let paths = paths.chain(removed.iter().filter_map(Bson::as_str));
-        let ambiguous = disambiguated_paths(paths);
-        if !ambiguous.is_empty() {
-            description.insert("disambiguatedPaths", ambiguous);
-        }
+    let mut d = Described::default();
+    d.document(diff, &[]);
+    let mut out = doc! {
+        "updatedFields": d.updated,
+        "removedFields": d.removed,
+        "truncatedArrays": d.truncated,
+    };
+    if expanded && !d.ambiguous.is_empty() {
+        out.insert("disambiguatedPaths", d.ambiguous);
     }
-    let mut out = doc! {"updatedFields": updated, "removedFields": removed};
-    out.extend(description);
     Ok(out)
 }
 
-/// mongod 6.1's `disambiguatedPaths`: each dotted path with a component a reader could take
-/// for an array index, as its list of components. The diffs set arrays whole, so every
-/// component of a path is a field name (a string), numeric or not.
-fn disambiguated_paths<'a>(paths: impl Iterator<Item = &'a str>) -> Document {
-    let numeric = |c: &str| !c.is_empty() && c.bytes().all(|b| b.is_ascii_digit());
-    let mut out = Document::new();
-    for path in paths {
-        if path.split('.').skip(1).any(numeric) {
-            let parts: Vec<Bson> = path.split('.').map(Bson::from).collect();
-            out.insert(path, parts);
-        }
-    }
-    out
+/// What a diff says, as an `updateDescription`'s parts.
+#[derive(Default)]
+struct Described {
+    updated: Document,
+    removed: Vec<Bson>,
+    truncated: Vec<Bson>,
+    /// mongod 6.1's `disambiguatedPaths`: each path with an array index or a numeric field
+    /// name, as its components (an index as an integer, a field name as a string).
+    ambiguous: Document,
 }
 
-fn flatten_diff(diff: &Document, prefix: &str, updated: &mut Document, removed: &mut Vec<Bson>) {
-    for (k, v) in diff {
-        match (k.as_str(), v) {
-            ("u" | "i", Bson::Document(fields)) => {
-                for (f, value) in fields {
-                    updated.insert(format!("{prefix}{f}"), value.clone());
+/// One component of a path: a field name or an array index.
+#[derive(Clone)]
+enum Part {
+    Field(String),
+    Index(i32),
+}
+
+impl Described {
+    /// The dotted path of `parts`, noted in `ambiguous` when a reader could misread it.
+    fn path(&mut self, parts: &[Part]) -> String {
+        let text: Vec<String> = parts
+            .iter()
+            .map(|p| match p {
+                Part::Field(f) => f.clone(),
+                Part::Index(i) => i.to_string(),
+            })
+            .collect();
+        let path = text.join(".");
+        let numeric = |f: &str| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit());
+        let unclear = parts.iter().any(|p| match p {
+            Part::Index(_) => true,
+            Part::Field(f) => numeric(f),
+        });
+        if unclear {
+            let components: Vec<Bson> = parts
+                .iter()
+                .map(|p| match p {
+                    Part::Field(f) => Bson::String(f.clone()),
+                    Part::Index(i) => Bson::Int32(*i),
+                })
+                .collect();
+            self.ambiguous.insert(path.clone(), components);
+        }
+        path
+    }
+
+    fn document(&mut self, diff: &Document, at: &[Part]) {
+        for (k, v) in diff {
+            let Bson::Document(inner) = v else { continue };
+            match k.as_str() {
+                "u" | "i" => {
+                    for (f, value) in inner {
+                        let path = self.path(&with(at, Part::Field(f.clone())));
+                        self.updated.insert(path, value.clone());
+                    }
                 }
+                "d" => {
+                    for f in inner.keys() {
+                        let path = self.path(&with(at, Part::Field(f.clone())));
+                        self.removed.push(Bson::String(path));
+                    }
+                }
+                sub if sub.starts_with('s') && sub.len() > 1 => {
+                    self.sub(inner, &with(at, Part::Field(sub[1..].to_string())));
+                }
+                _ => {}
             }
-            ("d", Bson::Document(fields)) => {
-                removed.extend(fields.keys().map(|f| Bson::String(format!("{prefix}{f}"))));
-            }
-            (sub, Bson::Document(inner)) if sub.starts_with('s') && sub.len() > 1 => {
-                flatten_diff(inner, &format!("{prefix}{}.", &sub[1..]), updated, removed);
-            }
-            _ => {}
         }
     }
+
+    fn sub(&mut self, diff: &Document, at: &[Part]) {
+        if super::diff::is_array_diff(diff) {
+            self.array(diff, at);
+        } else {
+            self.document(diff, at);
+        }
+    }
+
+    fn array(&mut self, diff: &Document, at: &[Part]) {
+        if let Some(n) = diff.get("l").and_then(|l| l.as_i64().or(l.as_i32().map(i64::from))) {
+            let field = self.path(at);
+            self.truncated.push(doc! {"field": field, "newSize": n as i32}.into());
+        }
+        for (k, v) in diff {
+            let index = k.get(1..).and_then(|i| i.parse::<i32>().ok());
+            match (k.chars().next(), index, v) {
+                (Some('u'), Some(i), _) => {
+                    let path = self.path(&with(at, Part::Index(i)));
+                    self.updated.insert(path, v.clone());
+                }
+                (Some('s'), Some(i), Bson::Document(inner)) => {
+                    self.sub(inner, &with(at, Part::Index(i)));
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn with(at: &[Part], next: Part) -> Vec<Part> {
+    let mut v = at.to_vec();
+    v.push(next);
+    v
 }
 
 /// A resume point before the oldest entry held cannot be resumed from: the events between
@@ -1128,8 +1198,14 @@ mod tests {
         let parse = |o: Document| ChangeStreamSpec::parse(&Bson::Document(o), coll_target());
         let code = |o: Document| parse(o).unwrap_err().code;
         assert_eq!(code(doc! {"bogus": 1}), 40415);
-        assert_eq!(code(doc! {"fullDocument": "whenAvailable"}), 238);
         assert_eq!(code(doc! {"fullDocument": "sometimes"}), 2);
+        assert_eq!(code(doc! {"fullDocumentBeforeChange": "default"}), 2);
+        assert_eq!(code(doc! {"showExpandedEvents": "yes"}), 14);
+        let images = parse(doc! {"fullDocument": "required", "fullDocumentBeforeChange": "whenAvailable", "showExpandedEvents": true}).unwrap();
+        assert_eq!(
+            (images.full_document, images.before_change, images.expanded),
+            (FullDocument::Required, BeforeChange::WhenAvailable, true)
+        );
         assert_eq!(code(doc! {"allChangesForCluster": true}), 72);
         let t = Timestamp {
             time: 5,
