@@ -508,9 +508,10 @@ fn parse_checkout_failure(data: &Document) -> DocResult<i32> {
         match k.as_str() {
             "errorCode" => {
                 let n = count(k, v)?;
-                code = Some(i32::try_from(n).map_err(|_| {
-                    DocError::bad_value(format!("'errorCode' out of range: {n}"))
-                })?);
+                code =
+                    Some(i32::try_from(n).map_err(|_| {
+                        DocError::bad_value(format!("'errorCode' out of range: {n}"))
+                    })?);
             }
             "closeConnection" if !boolean(k, v)? => {}
             other => {
@@ -754,7 +755,9 @@ mod tests {
         );
         for data in [doc! {}, doc! {"errorCode": 6, "closeConnection": true}] {
             let args = doc! {"mode": "alwaysOn", "data": data};
-            assert!(fp.configure("failGetMoreAfterCursorCheckout", &args).is_err());
+            assert!(fp
+                .configure("failGetMoreAfterCursorCheckout", &args)
+                .is_err());
         }
     }
 

@@ -182,11 +182,7 @@ impl ChangeStreamSpec {
                 "allChangesForCluster" => cluster_flag(&spec.target, v)?,
                 "showExpandedEvents" => match v {
                     Bson::Boolean(b) => spec.expanded = *b,
-                    _ => {
-                        return Err(DocError::type_mismatch(
-                            "showExpandedEvents must be a bool",
-                        ))
-                    }
+                    _ => return Err(DocError::type_mismatch("showExpandedEvents must be a bool")),
                 },
                 other => {
                     return Err(bad(
@@ -666,7 +662,11 @@ impl ChangeStream {
         if !self.spec.expanded || !self.watches_coll(coll) {
             return None;
         }
-        let rest: Document = o.iter().skip(1).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let rest: Document = o
+            .iter()
+            .skip(1)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         let description = match kind {
             "createIndexes" => doc! {"indexes": [rest]},
             "dropIndexes" => {
@@ -851,9 +851,13 @@ impl Described {
     }
 
     fn array(&mut self, diff: &Document, at: &[Part]) {
-        if let Some(n) = diff.get("l").and_then(|l| l.as_i64().or(l.as_i32().map(i64::from))) {
+        if let Some(n) = diff
+            .get("l")
+            .and_then(|l| l.as_i64().or(l.as_i32().map(i64::from)))
+        {
             let field = self.path(at);
-            self.truncated.push(doc! {"field": field, "newSize": n as i32}.into());
+            self.truncated
+                .push(doc! {"field": field, "newSize": n as i32}.into());
         }
         for (k, v) in diff {
             let index = k.get(1..).and_then(|i| i.parse::<i32>().ok());

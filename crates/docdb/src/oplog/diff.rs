@@ -320,7 +320,10 @@ mod tests {
         );
         let applied = apply_update_object(&old, &o).unwrap();
         assert!(same_doc(&applied, &new));
-        assert!(same_doc(&apply_update_object(&applied, &o).unwrap(), &new), "idempotent");
+        assert!(
+            same_doc(&apply_update_object(&applied, &o).unwrap(), &new),
+            "idempotent"
+        );
     }
 
     #[test]

@@ -111,8 +111,13 @@ fn post_stages(rest: Vec<Document>) -> DocResult<Post> {
         if !STAGES_AFTER.contains(&name) {
             // A stage mongod does not know is Unrecognized pipeline stage name (40324)
             // before it is one a change stream does not permit.
-            query::aggregate::validate_pipeline(std::slice::from_ref(stage))
-                .or_else(|e| if e.code == 40324 { Err(e) } else { Ok(()) })?;
+            query::aggregate::validate_pipeline(std::slice::from_ref(stage)).or_else(|e| {
+                if e.code == 40324 {
+                    Err(e)
+                } else {
+                    Ok(())
+                }
+            })?;
             return Err(DocError::with_code(
                 40602,
                 "Location40602",
