@@ -11,20 +11,9 @@ from pymongo.errors import NotPrimaryError, OperationFailure
 from pymongo.read_concern import ReadConcern
 from pymongo.write_concern import WriteConcern
 
-from test_replset import direct, initiated, set_client, start_member, wait_for_primary  # noqa: F401
+from test_replset import direct, initiated, members, set_client, wait_for_primary  # noqa: F401
 
 pytestmark = pytest.mark.mmapv1_lacks("replica sets")
-
-
-@pytest.fixture(scope="module")
-def members(tmp_path_factory):
-    """The set's members, with the test commands (`failCommand`) this file's tests use."""
-    extra = "setParameter:\n  enableTestCommands: 1\n"
-    servers = [start_member(tmp_path_factory.mktemp(f"txn{i}"), extra) for i in range(3)]
-    yield servers
-    for s in servers:
-        if s.proc.poll() is None:
-            s.stop()
 
 
 @pytest.fixture(scope="module")

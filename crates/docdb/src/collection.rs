@@ -26,7 +26,7 @@ use query::error::{DocError, DocResult};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
 const DOC_STRIPES: usize = 64;
@@ -123,6 +123,9 @@ pub struct Coll {
     validator: RwLock<Option<Arc<crate::validation::Validator>>>,
     /// The collection's default collation (`create` option `collation`).
     pub default_collation: Option<Arc<query::collation::Collation>>,
+    /// `changeStreamPreAndPostImages: {enabled: true}`: its updates' and deletes' oplog
+    /// entries keep the document before them (`collMod` switches it).
+    pre_images: std::sync::atomic::AtomicBool,
 }
 
 impl Coll {
@@ -189,6 +192,7 @@ impl Coll {
                 )?,
                 Err(_) => None,
             },
+            pre_images: AtomicBool::new(pre_images_enabled(&entry.options)),
         })
     }
 
@@ -209,6 +213,17 @@ impl Coll {
 
     /// Replaces the validator (`collMod`; the caller holds `state` exclusively, so no write
     /// is between its check and its batch).
+    /// Whether its writes' oplog entries keep pre-images for change streams.
+    pub fn keeps_pre_images(&self) -> bool {
+        self.pre_images.load(Ordering::Acquire)
+    }
+
+    /// Takes `changeStreamPreAndPostImages` from the collection's (new) options.
+    pub fn set_pre_images(&self, options: &Document) {
+        self.pre_images
+            .store(pre_images_enabled(options), Ordering::Release);
+    }
+
     pub fn set_validator(&self, v: Option<crate::validation::Validator>) {
         *self.validator.write() = v.map(Arc::new);
     }
@@ -478,7 +493,12 @@ impl Coll {
             .transpose()?;
         txn.stage(crate::txn::StagedWrite {
             batch,
-            record: crate::oplog::OpRecord::for_write(&self.ns, self.uuid, old, new),
+            record: crate::oplog::OpRecord::for_write(
+                &self.ns,
+                self.uuid,
+                (old, new),
+                self.keeps_pre_images(),
+            ),
             counts: self.counts.clone(),
             count_delta: (
                 new.is_some() as i64 - old.is_some() as i64,
@@ -546,7 +566,10 @@ impl Coll {
             Some(h) => h.before(&self.ns, old, new, batch)?,
             None => None,
         };
-        let record = || crate::oplog::OpRecord::for_write(&self.ns, self.uuid, old, new);
+        let record = || {
+            let pre_images = self.keeps_pre_images();
+            crate::oplog::OpRecord::for_write(&self.ns, self.uuid, (old, new), pre_images)
+        };
         let written = self.write_logged(batch, record, (old, new), sync);
         if let Some(t) = token {
             t.finish(matches!(written, Ok(Ok(()))));
@@ -791,4 +814,12 @@ fn check_id_fields(id: &Bson) -> DocResult<()> {
         }
     }
     Ok(())
+}
+
+/// Whether options (as stored) ask for change streams' pre- and post-images.
+fn pre_images_enabled(options: &Document) -> bool {
+    options
+        .get_document("changeStreamPreAndPostImages")
+        .and_then(|d| d.get_bool("enabled"))
+        .unwrap_or(false)
 }

@@ -1,9 +1,12 @@
 //! Fail points, as mongod has them for tests (`configureFailPoint`, served only with
 //! `--setParameter enableTestCommands=1`): `failCommand`, which fails, delays or drops the
 //! connection of the commands it names, and `maxTimeAlwaysTimeOut`, which makes every command
-//! that carries a `maxTimeMS` time out, and `stopReplProducer`, which keeps a replica-set
-//! member from taking new log entries (mongod's stops its oplog fetcher). The dispatcher asks [`FailPoints::on_command`] before
-//! each command; while every fail point is off that is one atomic load.
+//! that carries a `maxTimeMS` time out; `failGetMoreAfterCursorCheckout`, which fails a
+//! getMore once it holds its cursor (so the error is the cursor's: a change stream's getMore
+//! gets mongod's `ResumableChangeStreamError` label from it); and `stopReplProducer`, which
+//! keeps a replica-set member from taking new log entries (mongod's stops its oplog fetcher).
+//! The dispatcher asks [`FailPoints::on_command`] before each command; while every fail point
+//! is off that is one atomic load.
 
 use bson::{doc, Bson, Document};
 use docdb::{DocError, DocResult};
@@ -12,9 +15,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The fail points flashdoc has.
-pub const NAMES: &[&str] = &[FAIL_COMMAND, MAX_TIME_ALWAYS_TIME_OUT, STOP_REPL_PRODUCER];
+pub const NAMES: &[&str] = &[
+    FAIL_COMMAND,
+    MAX_TIME_ALWAYS_TIME_OUT,
+    FAIL_GET_MORE_AFTER_CHECKOUT,
+    STOP_REPL_PRODUCER,
+];
 const FAIL_COMMAND: &str = "failCommand";
 const MAX_TIME_ALWAYS_TIME_OUT: &str = "maxTimeAlwaysTimeOut";
+const FAIL_GET_MORE_AFTER_CHECKOUT: &str = "failGetMoreAfterCursorCheckout";
 pub const STOP_REPL_PRODUCER: &str = "stopReplProducer";
 
 /// When a fail point fires (mongod's `mode`).
@@ -54,6 +63,8 @@ struct Armed {
     mode: Mode,
     data: Document,
     fail_command: FailCommand,
+    /// `failGetMoreAfterCursorCheckout`'s `errorCode`.
+    checkout_error: i32,
     /// Times it fired (mongod's `timesEntered`, what `configureFailPoint` answers as `count`).
     entered: u64,
     /// Matching commands seen, for `skip`.
@@ -129,6 +140,11 @@ impl FailPoints {
         } else {
             FailCommand::default()
         };
+        let checkout_error = if name == FAIL_GET_MORE_AFTER_CHECKOUT && mode != Mode::Off {
+            parse_checkout_failure(&data)?
+        } else {
+            0
+        };
         let mut points = self.points.lock();
         let entered = points
             .iter()
@@ -140,6 +156,7 @@ impl FailPoints {
                 mode,
                 data,
                 fail_command,
+                checkout_error,
                 entered,
                 seen: 0,
             };
@@ -214,6 +231,8 @@ impl FailPoints {
         for (name, armed) in points.iter_mut() {
             let matches = match *name {
                 MAX_TIME_ALWAYS_TIME_OUT => cmd.has_max_time,
+                // Fired from inside getMore, by `on_get_more_checkout`.
+                FAIL_GET_MORE_AFTER_CHECKOUT => false,
                 _ => armed.fail_command.applies_to(cmd),
             };
             if !matches || !armed.fire() {
@@ -231,6 +250,42 @@ impl FailPoints {
         points.retain(|(_, a)| a.mode != Mode::Off);
         self.any_on.store(!points.is_empty(), Ordering::Release);
         fired
+    }
+}
+
+impl FailPoints {
+    /// The error `failGetMoreAfterCursorCheckout` fails a getMore with, once the getMore
+    /// holds its cursor; fires the fail point (counting `times` and `skip`).
+    pub fn on_get_more_checkout(&self) -> Option<DocError> {
+        if !self.armed() {
+            return None;
+        }
+        let mut points = self.points.lock();
+        let code = points
+            .iter_mut()
+            .find(|(n, _)| *n == FAIL_GET_MORE_AFTER_CHECKOUT)
+            .and_then(|(_, a)| a.fire().then_some(a.checkout_error));
+        points.retain(|(_, a)| a.mode != Mode::Off);
+        self.any_on.store(!points.is_empty(), Ordering::Release);
+        code.map(|code| {
+            coded_error(
+                code,
+                format!("Hit the '{FAIL_GET_MORE_AFTER_CHECKOUT}' failpoint"),
+            )
+        })
+    }
+}
+
+/// An error with mongod's code name for `code` (`Location<code>` for a code it has no name
+/// for, carried as the reply's `codeName`).
+pub fn coded_error(code: i32, message: String) -> DocError {
+    match known_code_name(code) {
+        Some(name) => DocError::with_code(code, name, message),
+        None => {
+            let mut e = DocError::with_code(code, "Location", message);
+            e.extra = Some(Box::new(doc! {"codeName": code_name(code)}));
+            e
+        }
     }
 }
 
@@ -308,6 +363,10 @@ fn error_doc(code: i32, message: &str, labels: Option<Vec<Bson>>) -> Document {
 /// mongod's names of the codes drivers' tests fail commands with (error_codes.yml); any other
 /// is `Location<code>`, as mongod names a code it has no name for.
 fn code_name(code: i32) -> String {
+    known_code_name(code).map_or_else(|| format!("Location{code}"), str::to_string)
+}
+
+fn known_code_name(code: i32) -> Option<&'static str> {
     let known = match code {
         1 => "InternalError",
         2 => "BadValue",
@@ -350,9 +409,13 @@ fn code_name(code: i32) -> String {
         11602 => "InterruptedDueToReplStateChange",
         13435 => "NotPrimaryNoSecondaryOk",
         13436 => "NotPrimaryOrSecondary",
-        _ => return format!("Location{code}"),
+        63 => "StaleShardVersion",
+        150 => "StaleEpoch",
+        234 => "RetryChangeStream",
+        13388 => "StaleConfig",
+        _ => return None,
     };
-    known.to_string()
+    Some(known)
 }
 
 fn mode_doc(m: &Mode) -> Bson {
@@ -469,6 +532,34 @@ pub fn parse_fail_command(data: &Document) -> DocResult<FailCommand> {
         ));
     }
     Ok(fc)
+}
+
+/// `failGetMoreAfterCursorCheckout`'s `data`: the `errorCode` to fail with. `closeConnection`
+/// is taken as drivers' tests send it, `false` only: this fail point answers an error.
+fn parse_checkout_failure(data: &Document) -> DocResult<i32> {
+    let mut code = None;
+    for (k, v) in data {
+        match k.as_str() {
+            "errorCode" => {
+                let n = count(k, v)?;
+                code =
+                    Some(i32::try_from(n).map_err(|_| {
+                        DocError::bad_value(format!("'errorCode' out of range: {n}"))
+                    })?);
+            }
+            "closeConnection" if !boolean(k, v)? => {}
+            other => {
+                return Err(DocError::bad_value(format!(
+                    "{FAIL_GET_MORE_AFTER_CHECKOUT}: unsupported field '{other}' in 'data'"
+                )))
+            }
+        }
+    }
+    code.ok_or_else(|| {
+        DocError::bad_value(format!(
+            "{FAIL_GET_MORE_AFTER_CHECKOUT}: 'data.errorCode' is required"
+        ))
+    })
 }
 
 /// `blockConnection: true` needs `blockTimeMS`; `blockTimeMS` alone blocks nothing in mongod,
@@ -667,6 +758,41 @@ mod tests {
             assert_eq!(e.code, code, "{name} {args}: {e}");
         }
         assert!(fp.describe().is_empty());
+    }
+
+    #[test]
+    fn get_more_checkout_fails_only_getmores_that_hold_their_cursor() {
+        let fp = FailPoints::default();
+        assert!(fp.on_get_more_checkout().is_none());
+        fp.configure(
+            "failGetMoreAfterCursorCheckout",
+            &doc! {"mode": {"times": 1}, "data": {"errorCode": 91, "closeConnection": false}},
+        )
+        .unwrap();
+        let getmore = Command {
+            name: "getMore",
+            ..find()
+        };
+        assert_eq!(fp.on_command(&getmore), Action::Run, "not before checkout");
+        let e = fp.on_get_more_checkout().expect("fires once");
+        assert_eq!((e.code, e.code_name), (91, "ShutdownInProgress"));
+        assert!(fp.on_get_more_checkout().is_none(), "spent");
+        fp.configure(
+            "failGetMoreAfterCursorCheckout",
+            &doc! {"mode": "alwaysOn", "data": {"errorCode": 4242}},
+        )
+        .unwrap();
+        let e = fp.on_get_more_checkout().unwrap();
+        assert_eq!(
+            crate::reply::error_reply(&e).get_str("codeName"),
+            Ok("Location4242")
+        );
+        for data in [doc! {}, doc! {"errorCode": 6, "closeConnection": true}] {
+            let args = doc! {"mode": "alwaysOn", "data": data};
+            assert!(fp
+                .configure("failGetMoreAfterCursorCheckout", &args)
+                .is_err());
+        }
     }
 
     #[test]

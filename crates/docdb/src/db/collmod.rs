@@ -194,6 +194,7 @@ impl DocDb {
         logged.extend(options.clone());
         c.persist_entry_logged(&st, Some(logged))?;
         c.set_validator(validator);
+        c.set_pre_images(&st.options);
         Ok(reply)
     }
 

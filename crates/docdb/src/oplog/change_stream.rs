@@ -1,12 +1,12 @@
 //! Change streams: the oplog read as a stream of change events, as mongod's `$changeStream`
-//! stage returns them (mongod 6+'s event shapes, without expanded events or pre- and
-//! post-images). The stream reads the oplog after a position, turns each entry that concerns
+//! stage returns them (mongod 6+'s event shapes, expanded events and pre- and post-images
+//! included). The stream reads the oplog after a position, turns each entry that concerns
 //! its target into an event, and ends after an `invalidate`. It sees entries up to a bound the
 //! caller gives (the majority commit point: an event never shows a write that may be rolled
 //! back), and at the end of what it may see it yields nothing, ready to read again: the server
 //! keeps it as a tailable, awaitData cursor. See docs/replication.md, "Change streams".
 
-use super::{ts_of, ts_u64, Oplog};
+use super::{ts_of, ts_u64, Oplog, PRE_IMAGE};
 use crate::tail::TailSignal;
 use bson::{doc, Bson, Document};
 use parking_lot::Mutex;
@@ -41,6 +41,22 @@ pub enum FullDocument {
     Default,
     /// The document as it is when the event is read (mongod's `updateLookup`).
     UpdateLookup,
+    /// The document right after the update (its post-image: the entry's pre-image with the
+    /// update applied), or null when the entry kept none.
+    WhenAvailable,
+    /// The post-image, or an error when the entry kept none.
+    Required,
+}
+
+/// `fullDocumentBeforeChange`: what update, replace and delete events carry of the document
+/// before the change (the entry's pre-image, kept with `changeStreamPreAndPostImages`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BeforeChange {
+    Off,
+    /// The pre-image, or null when the entry kept none.
+    WhenAvailable,
+    /// The pre-image, or an error when the entry kept none.
+    Required,
 }
 
 /// What a token names: an event, or the stream's position where nothing matched (a
@@ -71,7 +87,11 @@ pub enum Start {
 pub struct ChangeStreamSpec {
     pub target: Target,
     pub full_document: FullDocument,
+    pub before_change: BeforeChange,
     pub start: Start,
+    /// `showExpandedEvents`: also `create`, `createIndexes`, `dropIndexes` and `modify`
+    /// events, and `collectionUUID` and `operationDescription` on events (mongod 6).
+    pub expanded: bool,
 }
 
 fn bad(code: i32, name: &'static str, msg: impl Into<String>) -> DocError {
@@ -137,13 +157,15 @@ impl ChangeStreamSpec {
         let mut spec = ChangeStreamSpec {
             target,
             full_document: FullDocument::Default,
+            before_change: BeforeChange::Off,
             start: Start::Now,
+            expanded: false,
         };
         let mut starts = 0;
         for (k, v) in opts {
             match k.as_str() {
                 "fullDocument" => spec.full_document = full_document(v)?,
-                "fullDocumentBeforeChange" => pre_images_off(v)?,
+                "fullDocumentBeforeChange" => spec.before_change = before_change(v)?,
                 "resumeAfter" | "startAfter" => {
                     starts += 1;
                     spec.start = resume_point(k, v)?;
@@ -158,14 +180,10 @@ impl ChangeStreamSpec {
                     spec.start = Start::At(ts_u64(*ts));
                 }
                 "allChangesForCluster" => cluster_flag(&spec.target, v)?,
-                "showExpandedEvents" if v == &Bson::Boolean(false) => {}
-                "showExpandedEvents" => {
-                    return Err(bad(
-                        238,
-                        "NotImplemented",
-                        "showExpandedEvents is not available on flashdoc's change streams yet",
-                    ))
-                }
+                "showExpandedEvents" => match v {
+                    Bson::Boolean(b) => spec.expanded = *b,
+                    _ => return Err(DocError::type_mismatch("showExpandedEvents must be a bool")),
+                },
                 other => {
                     return Err(bad(
                         40415,
@@ -190,25 +208,19 @@ fn full_document(v: &Bson) -> DocResult<FullDocument> {
     match v.as_str() {
         Some("default") => Ok(FullDocument::Default),
         Some("updateLookup") => Ok(FullDocument::UpdateLookup),
-        Some(m @ ("whenAvailable" | "required")) => Err(bad(
-            238,
-            "NotImplemented",
-            format!("fullDocument: '{m}' needs post-images, which flashdoc does not store yet"),
-        )),
+        Some("whenAvailable") => Ok(FullDocument::WhenAvailable),
+        Some("required") => Ok(FullDocument::Required),
         _ => Err(DocError::bad_value(format!(
             "unrecognized value for fullDocument: {v}"
         ))),
     }
 }
 
-fn pre_images_off(v: &Bson) -> DocResult<()> {
+fn before_change(v: &Bson) -> DocResult<BeforeChange> {
     match v.as_str() {
-        Some("off") => Ok(()),
-        Some("whenAvailable" | "required") => Err(bad(
-            238,
-            "NotImplemented",
-            "fullDocumentBeforeChange needs pre-images, which flashdoc does not store yet",
-        )),
+        Some("off") => Ok(BeforeChange::Off),
+        Some("whenAvailable") => Ok(BeforeChange::WhenAvailable),
+        Some("required") => Ok(BeforeChange::Required),
         _ => Err(DocError::bad_value(format!(
             "unrecognized value for fullDocumentBeforeChange: {v}"
         ))),
@@ -404,6 +416,7 @@ impl ChangeStream {
             ts,
             wall: entry.get("wall").cloned(),
             txn_op: None,
+            collection_uuid: self.uuid_of(entry),
         };
         // A transaction's entry is on `admin`; its operations name their own collections.
         if let ("c", Ok(ops)) = (op, o.get_array("applyOps")) {
@@ -444,6 +457,7 @@ impl ChangeStream {
             }
             let head = EventHead {
                 txn_op: Some(u32::try_from(i).map_err(|_| bad_op())?),
+                collection_uuid: self.uuid_of(op),
                 ..head.clone()
             };
             if let Some(mut e) = self.document_event(kind, &head, (db, coll), op, o)? {
@@ -456,6 +470,11 @@ impl ChangeStream {
             }
         }
         Ok(out)
+    }
+
+    /// The entry's collection UUID (`ui`), when the stream shows expanded events.
+    fn uuid_of(&self, entry: &Document) -> Option<Bson> {
+        entry.get("ui").filter(|_| self.spec.expanded).cloned()
     }
 
     fn watches_db(&self, db: &str) -> bool {
@@ -493,22 +512,74 @@ impl ChangeStream {
             _ if is_diff(o) => "update",
             _ => "replace",
         });
-        match op {
-            "i" => e.insert("fullDocument", o.clone()),
-            "u" if !is_diff(o) => e.insert("fullDocument", o.clone()),
-            "u" if self.spec.full_document == FullDocument::UpdateLookup => {
-                let id = key.get("_id").cloned().unwrap_or(Bson::Null);
-                let now = (self.lookup)(db, coll, &id)?;
-                e.insert("fullDocument", now.map_or(Bson::Null, Bson::Document))
-            }
-            _ => None,
+        let pre_image = entry.get_document(PRE_IMAGE).ok();
+        if let Some(full) = self.full_document(op, (db, coll), &key, o, pre_image)? {
+            e.insert("fullDocument", full);
+        }
+        let before = match op {
+            "i" => None,
+            _ => self.before_change(pre_image, &key)?,
         };
         e.insert("ns", ns);
         e.insert("documentKey", key);
         if op == "u" && is_diff(o) {
-            e.insert("updateDescription", update_description(o)?);
+            e.insert(
+                "updateDescription",
+                update_description(o, self.spec.expanded)?,
+            );
+        }
+        if let Some(before) = before {
+            e.insert("fullDocumentBeforeChange", before);
         }
         Ok(Some(e))
+    }
+
+    /// An event's `fullDocument`: an insert's or replace's document; for an update, as
+    /// `fullDocument` asks (the document now, or its post-image); none for a delete.
+    fn full_document(
+        &self,
+        op: &str,
+        (db, coll): (&str, &str),
+        key: &Document,
+        o: &Document,
+        pre_image: Option<&Document>,
+    ) -> DocResult<Option<Bson>> {
+        let post_image = || {
+            pre_image
+                .map(|pre| super::diff::apply_update_object(pre, o))
+                .transpose()
+        };
+        Ok(match (op, self.spec.full_document) {
+            ("i", _) => Some(Bson::Document(o.clone())),
+            ("u", _) if !is_diff(o) => Some(Bson::Document(o.clone())),
+            ("u", FullDocument::UpdateLookup) => {
+                let id = key.get("_id").cloned().unwrap_or(Bson::Null);
+                let now = (self.lookup)(db, coll, &id)?;
+                Some(now.map_or(Bson::Null, Bson::Document))
+            }
+            ("u", FullDocument::WhenAvailable) => {
+                Some(post_image()?.map_or(Bson::Null, Bson::Document))
+            }
+            ("u", FullDocument::Required) => match post_image()? {
+                Some(post) => Some(Bson::Document(post)),
+                None => return Err(image_missing("post-image", key)),
+            },
+            _ => None,
+        })
+    }
+
+    /// An update's, replace's or delete's `fullDocumentBeforeChange`, as the stream asks.
+    fn before_change(
+        &self,
+        pre_image: Option<&Document>,
+        key: &Document,
+    ) -> DocResult<Option<Bson>> {
+        match (self.spec.before_change, pre_image) {
+            (BeforeChange::Off, _) => Ok(None),
+            (_, Some(pre)) => Ok(Some(Bson::Document(pre.clone()))),
+            (BeforeChange::WhenAvailable, None) => Ok(Some(Bson::Null)),
+            (BeforeChange::Required, None) => Err(image_missing("pre-image", key)),
+        }
     }
 
     /// drop, rename and dropDatabase events, and the invalidate they cause.
@@ -524,7 +595,9 @@ impl ChangeStream {
                 }
             }
         } else if let (Ok(from), Ok(to)) = (o.get_str("renameCollection"), o.get_str("to")) {
-            out.extend(self.rename_events(head, from, to));
+            out.extend(self.rename_events(head, (from, to), o.get("dropTarget")));
+        } else if let Some(e) = self.expanded_event(head, db, o) {
+            out.push(e);
         } else if o.contains_key("dropDatabase") {
             match &self.spec.target {
                 Target::Collection { .. } => {}
@@ -541,7 +614,12 @@ impl ChangeStream {
         out
     }
 
-    fn rename_events(&self, head: &EventHead, from: &str, to: &str) -> Vec<Document> {
+    fn rename_events(
+        &self,
+        head: &EventHead,
+        (from, to): (&str, &str),
+        drop_target: Option<&Bson>,
+    ) -> Vec<Document> {
         let (Some((fdb, fcoll)), Some((tdb, tcoll))) = (from.split_once('.'), to.split_once('.'))
         else {
             return vec![];
@@ -552,11 +630,60 @@ impl ChangeStream {
         let mut e = head.start("rename");
         e.insert("ns", doc! {"db": fdb, "coll": fcoll});
         e.insert("to", doc! {"db": tdb, "coll": tcoll});
+        if self.spec.expanded {
+            let mut description = doc! {"to": {"db": tdb, "coll": tcoll}};
+            if let Some(target @ Bson::Binary(_)) = drop_target {
+                description.insert("dropTarget", target.clone());
+            }
+            e.insert("operationDescription", description);
+        }
         let mut out = vec![e];
         if matches!(self.spec.target, Target::Collection { .. }) {
             out.push(head.invalidate());
         }
         out
+    }
+}
+
+impl ChangeStream {
+    /// With `showExpandedEvents`, the event of a `create`, `createIndexes`, `dropIndexes` or
+    /// `collMod` entry on a collection the stream watches, its `operationDescription` made of
+    /// the logged command's fields (mongod 6's shapes).
+    fn expanded_event(&self, head: &EventHead, db: &str, o: &Document) -> Option<Document> {
+        let (verb, arg) = o.iter().next()?;
+        let kind = match verb.as_str() {
+            "create" => "create",
+            "createIndexes" => "createIndexes",
+            "dropIndexes" => "dropIndexes",
+            "collMod" => "modify",
+            _ => return None,
+        };
+        let coll = arg.as_str()?;
+        if !self.spec.expanded || !self.watches_coll(coll) {
+            return None;
+        }
+        let rest: Document = o
+            .iter()
+            .skip(1)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let description = match kind {
+            "createIndexes" => doc! {"indexes": [rest]},
+            "dropIndexes" => {
+                let names = match rest.get("index") {
+                    Some(Bson::Array(a)) => a.clone(),
+                    Some(one) => vec![one.clone()],
+                    None => vec![],
+                };
+                let specs: Vec<Bson> = names.into_iter().map(|n| doc! {"name": n}.into()).collect();
+                doc! {"indexes": specs}
+            }
+            _ => rest,
+        };
+        let mut e = head.start(kind);
+        e.insert("ns", doc! {"db": db, "coll": coll});
+        e.insert("operationDescription", description);
+        Some(e)
     }
 }
 
@@ -567,6 +694,8 @@ struct EventHead {
     wall: Option<Bson>,
     /// The operation's place in its transaction's entry, for a transaction's event.
     txn_op: Option<u32>,
+    /// The collection's UUID, shown as `collectionUUID` (expanded events only).
+    collection_uuid: Option<Bson>,
 }
 
 impl EventHead {
@@ -591,8 +720,24 @@ impl EventHead {
         if let Some(w) = &self.wall {
             e.insert("wallTime", w.clone());
         }
+        if let (Some(uuid), TokenKind::Event) = (&self.collection_uuid, kind) {
+            e.insert("collectionUUID", uuid.clone());
+        }
         e
     }
+}
+
+/// mongod's NoMatchingDocument for an image a stream requires and the entry did not keep.
+fn image_missing(image: &str, key: &Document) -> DocError {
+    bad(
+        47,
+        "NoMatchingDocument",
+        format!(
+            "Change stream was configured to require a {image} for all update, delete and \
+             replace events, but the {image} was not found for the event of document {key} \
+             (its collection keeps them with changeStreamPreAndPostImages: {{enabled: true}})"
+        ),
+    )
 }
 
 fn entry_ts(entry: &Document) -> DocResult<u64> {
@@ -607,33 +752,133 @@ fn is_diff(o: &Document) -> bool {
 }
 
 /// An update entry's `$v: 2` diff as an event's `updateDescription`: fields set (dotted paths
-/// into embedded documents) and fields removed.
-fn update_description(o: &Document) -> DocResult<Document> {
+/// into embedded documents and arrays), fields removed, arrays cut short; with expanded
+/// events, `disambiguatedPaths`.
+fn update_description(o: &Document, expanded: bool) -> DocResult<Document> {
     let diff = o
         .get_document("diff")
         .map_err(|_| DocError::internal_error(format!("update entry without diff: {o}")))?;
-    let (mut updated, mut removed) = (Document::new(), Vec::new());
-    flatten_diff(diff, "", &mut updated, &mut removed);
-    Ok(doc! {"updatedFields": updated, "removedFields": removed, "truncatedArrays": []})
+    let mut d = Described::default();
+    d.document(diff, &[]);
+    let mut out = doc! {
+        "updatedFields": d.updated,
+        "removedFields": d.removed,
+        "truncatedArrays": d.truncated,
+    };
+    if expanded && !d.ambiguous.is_empty() {
+        out.insert("disambiguatedPaths", d.ambiguous);
+    }
+    Ok(out)
 }
 
-fn flatten_diff(diff: &Document, prefix: &str, updated: &mut Document, removed: &mut Vec<Bson>) {
-    for (k, v) in diff {
-        match (k.as_str(), v) {
-            ("u" | "i", Bson::Document(fields)) => {
-                for (f, value) in fields {
-                    updated.insert(format!("{prefix}{f}"), value.clone());
+/// What a diff says, as an `updateDescription`'s parts.
+#[derive(Default)]
+struct Described {
+    updated: Document,
+    removed: Vec<Bson>,
+    truncated: Vec<Bson>,
+    /// mongod 6.1's `disambiguatedPaths`: each path with an array index or a numeric field
+    /// name, as its components (an index as an integer, a field name as a string).
+    ambiguous: Document,
+}
+
+/// One component of a path: a field name or an array index.
+#[derive(Clone)]
+enum Part {
+    Field(String),
+    Index(i32),
+}
+
+impl Described {
+    /// The dotted path of `parts`, noted in `ambiguous` when a reader could misread it.
+    fn path(&mut self, parts: &[Part]) -> String {
+        let text: Vec<String> = parts
+            .iter()
+            .map(|p| match p {
+                Part::Field(f) => f.clone(),
+                Part::Index(i) => i.to_string(),
+            })
+            .collect();
+        let path = text.join(".");
+        let numeric = |f: &str| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit());
+        let unclear = parts.iter().any(|p| match p {
+            Part::Index(_) => true,
+            Part::Field(f) => numeric(f),
+        });
+        if unclear {
+            let components: Vec<Bson> = parts
+                .iter()
+                .map(|p| match p {
+                    Part::Field(f) => Bson::String(f.clone()),
+                    Part::Index(i) => Bson::Int32(*i),
+                })
+                .collect();
+            self.ambiguous.insert(path.clone(), components);
+        }
+        path
+    }
+
+    fn document(&mut self, diff: &Document, at: &[Part]) {
+        for (k, v) in diff {
+            let Bson::Document(inner) = v else { continue };
+            match k.as_str() {
+                "u" | "i" => {
+                    for (f, value) in inner {
+                        let path = self.path(&with(at, Part::Field(f.clone())));
+                        self.updated.insert(path, value.clone());
+                    }
                 }
+                "d" => {
+                    for f in inner.keys() {
+                        let path = self.path(&with(at, Part::Field(f.clone())));
+                        self.removed.push(Bson::String(path));
+                    }
+                }
+                sub if sub.starts_with('s') && sub.len() > 1 => {
+                    self.sub(inner, &with(at, Part::Field(sub[1..].to_string())));
+                }
+                _ => {}
             }
-            ("d", Bson::Document(fields)) => {
-                removed.extend(fields.keys().map(|f| Bson::String(format!("{prefix}{f}"))));
-            }
-            (sub, Bson::Document(inner)) if sub.starts_with('s') && sub.len() > 1 => {
-                flatten_diff(inner, &format!("{prefix}{}.", &sub[1..]), updated, removed);
-            }
-            _ => {}
         }
     }
+
+    fn sub(&mut self, diff: &Document, at: &[Part]) {
+        if super::diff::is_array_diff(diff) {
+            self.array(diff, at);
+        } else {
+            self.document(diff, at);
+        }
+    }
+
+    fn array(&mut self, diff: &Document, at: &[Part]) {
+        if let Some(n) = diff
+            .get("l")
+            .and_then(|l| l.as_i64().or(l.as_i32().map(i64::from)))
+        {
+            let field = self.path(at);
+            self.truncated
+                .push(doc! {"field": field, "newSize": n as i32}.into());
+        }
+        for (k, v) in diff {
+            let index = k.get(1..).and_then(|i| i.parse::<i32>().ok());
+            match (k.chars().next(), index, v) {
+                (Some('u'), Some(i), _) => {
+                    let path = self.path(&with(at, Part::Index(i)));
+                    self.updated.insert(path, v.clone());
+                }
+                (Some('s'), Some(i), Bson::Document(inner)) => {
+                    self.sub(inner, &with(at, Part::Index(i)));
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn with(at: &[Part], next: Part) -> Vec<Part> {
+    let mut v = at.to_vec();
+    v.push(next);
+    v
 }
 
 /// A resume point before the oldest entry held cannot be resumed from: the events between
@@ -957,8 +1202,14 @@ mod tests {
         let parse = |o: Document| ChangeStreamSpec::parse(&Bson::Document(o), coll_target());
         let code = |o: Document| parse(o).unwrap_err().code;
         assert_eq!(code(doc! {"bogus": 1}), 40415);
-        assert_eq!(code(doc! {"fullDocument": "whenAvailable"}), 238);
         assert_eq!(code(doc! {"fullDocument": "sometimes"}), 2);
+        assert_eq!(code(doc! {"fullDocumentBeforeChange": "default"}), 2);
+        assert_eq!(code(doc! {"showExpandedEvents": "yes"}), 14);
+        let images = parse(doc! {"fullDocument": "required", "fullDocumentBeforeChange": "whenAvailable", "showExpandedEvents": true}).unwrap();
+        assert_eq!(
+            (images.full_document, images.before_change, images.expanded),
+            (FullDocument::Required, BeforeChange::WhenAvailable, true)
+        );
         assert_eq!(code(doc! {"allChangesForCluster": true}), 72);
         let t = Timestamp {
             time: 5,

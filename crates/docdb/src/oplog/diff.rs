@@ -5,9 +5,11 @@
 //! - `d: {f: false}`: fields removed;
 //! - `u: {f: value}`: fields set in place (appended if missing);
 //! - `i: {f: value}`: fields added, appended in this order (moved to the end if present);
-//! - `s<f>: {...}`: the diff of the embedded document `f`.
+//! - `s<f>: {...}`: the diff of the embedded document `f`, or of the array `f`:
+//!   `{a: true, l: n, u<i>: value, s<i>: {...}}` (`l`: the array cut to `n` elements; `u<i>`:
+//!   element `i` set, appended past the end; `s<i>`: the diff of element `i`).
 //!
-//! Arrays are set whole through `u`. When the diff cannot express the change (fields reordered)
+//! When the diff cannot express the change (fields reordered)
 //! or is larger than the new document, the entry is the new document itself (a replacement,
 //! as mongod logs one).
 
@@ -91,6 +93,9 @@ fn document_diff(old: &Document, new: &Document) -> Document {
             (Some(Bson::Document(was)), Bson::Document(now)) => {
                 sub.insert(format!("s{k}"), document_diff(was, now));
             }
+            (Some(Bson::Array(was)), Bson::Array(now)) => {
+                sub.insert(format!("s{k}"), array_diff(was, now));
+            }
             (Some(_), _) => {
                 updated.insert(k.clone(), v.clone());
             }
@@ -104,6 +109,80 @@ fn document_diff(old: &Document, new: &Document) -> Document {
     }
     diff.extend(sub);
     diff
+}
+
+/// The diff from array `old` to `new`: cut to `new`'s length when it is shorter, each
+/// changed element as its own diff (embedded documents and arrays) or set whole.
+fn array_diff(old: &[Bson], new: &[Bson]) -> Document {
+    let mut diff = bson::doc! {"a": true};
+    if new.len() < old.len() {
+        diff.insert("l", new.len() as i64);
+    }
+    for (i, v) in new.iter().enumerate() {
+        match (old.get(i), v) {
+            (Some(was), _) if same_value(was, v) => {}
+            (Some(Bson::Document(was)), Bson::Document(now)) => {
+                diff.insert(format!("s{i}"), document_diff(was, now));
+            }
+            (Some(Bson::Array(was)), Bson::Array(now)) => {
+                diff.insert(format!("s{i}"), array_diff(was, now));
+            }
+            _ => {
+                diff.insert(format!("u{i}"), v.clone());
+            }
+        }
+    }
+    diff
+}
+
+/// Whether a sub-diff is an array's (`a: true`).
+pub fn is_array_diff(diff: &Document) -> bool {
+    diff.get_bool("a") == Ok(true)
+}
+
+/// `diff` (an array's) applied to `old` (its elements; none when the field was no array).
+fn apply_array_diff(old: &[Bson], diff: &Document) -> DocResult<Vec<Bson>> {
+    let mut out = old.to_vec();
+    if let Some(l) = diff.get("l") {
+        let n = as_int(l)
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| bad_entry(format!("array diff length {l}")))?;
+        out.resize(n, Bson::Null);
+    }
+    for (k, v) in diff {
+        let (kind, index) = k.split_at(1.min(k.len()));
+        if k == "a" || k == "l" {
+            continue;
+        }
+        let i: usize = index
+            .parse()
+            .map_err(|_| bad_entry(format!("array diff field {k}")))?;
+        if out.len() <= i {
+            out.resize(i + 1, Bson::Null);
+        }
+        out[i] = match (kind, v) {
+            ("u", _) => v.clone(),
+            ("s", Bson::Document(sd)) => apply_sub_diff(Some(&out[i]), sd)?,
+            _ => return Err(bad_entry(format!("array diff field {k}: {v}"))),
+        };
+    }
+    Ok(out)
+}
+
+/// A sub-diff (a document's or an array's) applied to the value it names, if any.
+fn apply_sub_diff(old: Option<&Bson>, sd: &Document) -> DocResult<Bson> {
+    if is_array_diff(sd) {
+        let was = match old {
+            Some(Bson::Array(a)) => a.as_slice(),
+            _ => &[],
+        };
+        return Ok(Bson::Array(apply_array_diff(was, sd)?));
+    }
+    let was = match old {
+        Some(Bson::Document(d)) => d.clone(),
+        _ => Document::new(),
+    };
+    Ok(Bson::Document(apply_diff(&was, sd)?))
 }
 
 /// The parts of one document diff, checked.
@@ -151,11 +230,7 @@ pub fn apply_diff(old: &Document, diff: &Document) -> DocResult<Document> {
         if let Some(now) = p.updated.and_then(|u| u.get(k)) {
             out.insert(k.clone(), now.clone());
         } else if let Some(sd) = sub_of(k) {
-            let inner = match v {
-                Bson::Document(d) => apply_diff(d, sd)?,
-                _ => apply_diff(&Document::new(), sd)?,
-            };
-            out.insert(k.clone(), inner);
+            out.insert(k.clone(), apply_sub_diff(Some(v), sd)?);
         } else {
             out.insert(k.clone(), v.clone());
         }
@@ -168,7 +243,7 @@ pub fn apply_diff(old: &Document, diff: &Document) -> DocResult<Document> {
     }
     for (k, sd) in &p.sub {
         if !out.contains_key(*k) && !old.contains_key(*k) {
-            out.insert(k.to_string(), apply_diff(&Document::new(), sd)?);
+            out.insert(k.to_string(), apply_sub_diff(None, sd)?);
         }
     }
     for (k, v) in p.inserted.into_iter().flatten() {
@@ -229,6 +304,26 @@ mod tests {
         let got = apply_diff(&doc! {"_id": 1, "w": 0}, &diff).unwrap();
         assert!(same_doc(&got, &doc! {"_id": 1, "x": 1, "y": {"z": 2}}));
         assert!(same_doc(&apply_diff(&got, &diff).unwrap(), &got));
+    }
+
+    #[test]
+    fn arrays_are_logged_as_array_diffs() {
+        let old = doc! {"_id": 1, "pad": "p".repeat(100), "l": ["foo", {"a": "bar"}, 1, 2, 3], "m": [[1], {"x": 1}]};
+        let new = doc! {"_id": 1, "pad": "p".repeat(100), "l": ["foo", {"a": "bar"}], "m": [[1, 2], {"x": 2}, 7]};
+        let o = update_object(&old, &new, UpdateStyle::Smaller);
+        assert_eq!(
+            o,
+            doc! {"$v": 2, "diff": {
+                "sl": {"a": true, "l": 2_i64},
+                "sm": {"a": true, "s0": {"a": true, "u1": 2}, "s1": {"u": {"x": 2}}, "u2": 7},
+            }}
+        );
+        let applied = apply_update_object(&old, &o).unwrap();
+        assert!(same_doc(&applied, &new));
+        assert!(
+            same_doc(&apply_update_object(&applied, &o).unwrap(), &new),
+            "idempotent"
+        );
     }
 
     #[test]

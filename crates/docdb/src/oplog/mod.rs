@@ -136,6 +136,11 @@ impl Drop for UpdateStyleScope {
     }
 }
 
+/// The field of an update or delete entry that holds the document before it, when its
+/// collection keeps change streams' pre-images (mongod keeps them in a collection of their own,
+/// `config.system.preimages`; in the entry they replicate, and are trimmed, with it).
+pub const PRE_IMAGE: &str = "preImage";
+
 /// What one write logs, before the oplog gives it `ts`, `t` and `wall`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpRecord {
@@ -144,15 +149,19 @@ pub struct OpRecord {
     pub ui: Option<Uuid>,
     pub o: Document,
     pub o2: Option<Document>,
+    /// An update's or delete's document before it, when the collection keeps change streams'
+    /// pre-images (`changeStreamPreAndPostImages`): logged as the entry's `preImage`.
+    pub pre_image: Option<Document>,
 }
 
 impl OpRecord {
-    /// The entry of a document write (insert: `old` none; delete: `new` none).
+    /// The entry of a document write (insert: `old` none; delete: `new` none); with
+    /// `pre_image`, an update's or delete's keeps `old` for change streams.
     pub fn for_write(
         ns: &str,
         ui: Uuid,
-        old: Option<&Document>,
-        new: Option<&Document>,
+        (old, new): (Option<&Document>, Option<&Document>),
+        pre_image: bool,
     ) -> OpRecord {
         let id_of = |d: &Document| doc! {"_id": d.get("_id").cloned().unwrap_or(Bson::Null)};
         let (op, o, o2) = match (old, new) {
@@ -170,6 +179,7 @@ impl OpRecord {
             ui: Some(ui),
             o,
             o2,
+            pre_image: old.filter(|_| pre_image).cloned(),
         }
     }
 
@@ -182,6 +192,7 @@ impl OpRecord {
             ui: None,
             o: msg,
             o2: None,
+            pre_image: None,
         }
     }
 
@@ -193,6 +204,7 @@ impl OpRecord {
             ui,
             o,
             o2: None,
+            pre_image: None,
         }
     }
 }
@@ -518,6 +530,9 @@ impl Oplog {
         d.insert("o", rec.o);
         if let Some(o2) = rec.o2 {
             d.insert("o2", o2);
+        }
+        if let Some(pre) = rec.pre_image {
+            d.insert(PRE_IMAGE, pre);
         }
         if let Some(s) = session {
             d.insert("stmtId", s.stmt_id);

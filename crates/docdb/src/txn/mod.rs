@@ -591,6 +591,9 @@ fn applyops_entry(ops: &[OpRecord]) -> OpRecord {
             if let Some(o2) = &r.o2 {
                 d.insert("o2", o2.clone());
             }
+            if let Some(pre) = &r.pre_image {
+                d.insert(crate::oplog::PRE_IMAGE, pre.clone());
+            }
             d
         })
         .collect();

@@ -39,6 +39,7 @@ pub(crate) fn open(
 ) -> DocResult<Document> {
     let (state, db) = (call.state, call.db);
     let rs = state.replset().ok_or_else(not_a_member)?.clone();
+    majority_read_concern_only(call.cmd)?;
     let oplog = call.dbx().oplog().ok_or_else(not_a_member)?.clone();
     let stage = pipeline[0].get("$changeStream").unwrap_or(&Bson::Null);
     let spec = ChangeStreamSpec::parse(stage, target(db, coll, stage)?)?;
@@ -63,6 +64,23 @@ pub(crate) fn open(
         },
         "firstBatch",
     )
+}
+
+/// A stream reads what a majority holds: an explicit read concern other than `majority` is
+/// refused (mongod's InvalidOptions), none is taken as `majority`.
+fn majority_read_concern_only(cmd: &Document) -> DocResult<()> {
+    let level = match cmd.get("readConcern") {
+        Some(Bson::Document(rc)) => rc.get_str("level").ok(),
+        _ => None,
+    };
+    match level {
+        None | Some("majority") => Ok(()),
+        Some(other) => Err(DocError::with_code(
+            72,
+            "InvalidOptions",
+            format!("$changeStream only supports readConcern level majority, not '{other}'"),
+        )),
+    }
 }
 
 /// What the stream watches, with mongod's refusals of internal namespaces.
@@ -91,6 +109,15 @@ fn post_stages(rest: Vec<Document>) -> DocResult<Post> {
     for stage in &rest {
         let name = stage.keys().next().map(String::as_str).unwrap_or("");
         if !STAGES_AFTER.contains(&name) {
+            // A stage mongod does not know is Unrecognized pipeline stage name (40324)
+            // before it is one a change stream does not permit.
+            query::aggregate::validate_pipeline(std::slice::from_ref(stage)).or_else(|e| {
+                if e.code == 40324 {
+                    Err(e)
+                } else {
+                    Ok(())
+                }
+            })?;
             return Err(DocError::with_code(
                 40602,
                 "Location40602",
@@ -123,4 +150,46 @@ fn lookup(call: &Call) -> Lookup {
         };
         db.find(dbname, coll, &q)?.next().transpose()
     })
+}
+
+/// The errors after which a driver resumes a change stream (the change-streams spec's
+/// "Resumable Error", as mongod 4.4+ labels them): network, not-primary, shutdown and
+/// stale-routing errors, `RetryChangeStream` and `FailedToSatisfyReadPreference`.
+const RESUMABLE_CODES: &[i32] = &[
+    6,     // HostUnreachable
+    7,     // HostNotFound
+    63,    // StaleShardVersion
+    89,    // NetworkTimeout
+    91,    // ShutdownInProgress
+    133,   // FailedToSatisfyReadPreference
+    150,   // StaleEpoch
+    189,   // PrimarySteppedDown
+    234,   // RetryChangeStream
+    262,   // ExceededTimeLimit
+    9001,  // SocketException
+    10107, // NotWritablePrimary
+    11600, // InterruptedAtShutdown
+    11602, // InterruptedDueToReplStateChange
+    13388, // StaleConfig
+    13435, // NotPrimaryNoSecondaryOk
+    13436, // NotPrimaryOrSecondary
+];
+
+/// The label mongod puts on a resumable error of a getMore on a change stream's cursor.
+pub(crate) const RESUMABLE_LABEL: &str = "ResumableChangeStreamError";
+
+/// A change stream getMore's error, with `ResumableChangeStreamError` among its
+/// `errorLabels` when a driver may resume after it.
+pub(crate) fn label_get_more_error(mut e: DocError) -> DocError {
+    if !RESUMABLE_CODES.contains(&e.code) {
+        return e;
+    }
+    let extra = e.extra.get_or_insert_with(Default::default);
+    let mut labels = match extra.remove("errorLabels") {
+        Some(Bson::Array(a)) => a,
+        _ => Vec::new(),
+    };
+    labels.push(Bson::String(RESUMABLE_LABEL.into()));
+    extra.insert("errorLabels", labels);
+    e
 }

@@ -101,6 +101,15 @@ fn read_more(state: &ServerState, conn: &ConnInfo, more: &More) -> DocResult<Doc
             "cannot set maxTimeMS on getMore command for a non-awaitData cursor",
         ));
     }
+    let change_stream = entry.resume_token.is_some();
+    let labelled = |e| match change_stream {
+        true => super::change_stream::label_get_more_error(e),
+        false => e,
+    };
+    if let Some(e) = state.failpoints.on_get_more_checkout() {
+        reg.release(id);
+        return Err(labelled(e));
+    }
     let n = size.unwrap_or(usize::MAX).max(1);
     // killOp on this getMore reaches the cursor's read.
     state.ops.adopt(&entry.interrupt);
@@ -118,7 +127,7 @@ fn read_more(state: &ServerState, conn: &ConnInfo, more: &More) -> DocResult<Doc
         Ok(r) => r,
         Err(e) => {
             reg.release(id);
-            return Err(e);
+            return Err(labelled(e));
         }
     };
     let ns = entry.ns.clone();
