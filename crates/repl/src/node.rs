@@ -333,10 +333,17 @@ impl ReplNode {
         async move {
             let mut committed = inner.shared.committed.subscribe();
             let reached = committed.wait_for(|c| c.is_some_and(|c| c.index >= pos.index));
-            match tokio::time::timeout(timeout, reached).await {
-                Err(_) => return Err(ReplError::Timeout(timeout)),
-                Ok(Err(_)) => return Err(ReplError::Shutdown),
-                Ok(Ok(_)) => {}
+            // A halted member (a rollback restarts the member on a new node) never moves its
+            // commit point again: the wait ends with it.
+            let mut metrics = inner.raft.metrics();
+            let halted = metrics.wait_for(|m| m.running_state.is_err());
+            tokio::select! {
+                r = tokio::time::timeout(timeout, reached) => match r {
+                    Err(_) => return Err(ReplError::Timeout(timeout)),
+                    Ok(Err(_)) => return Err(ReplError::Shutdown),
+                    Ok(Ok(_)) => {}
+                },
+                _ = halted => return Err(ReplError::Shutdown),
             }
             inner.committed_at(pos)
         }

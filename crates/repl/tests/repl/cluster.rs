@@ -245,3 +245,23 @@ fn w_n_answers_once_n_members_applied_the_entry() {
     let three = node.run(node.wait_applied_by(pos, 3, short));
     assert!(matches!(three, Err(ReplError::Timeout(_))), "{three:?}");
 }
+
+#[test]
+fn a_wait_for_the_commit_point_ends_when_the_member_halts() {
+    let mut c = Cluster::initiated(12, 3, config);
+    let leader = c.wait_leader(WAIT);
+    for id in c.ids().into_iter().filter(|&id| id != leader) {
+        c.crash(id);
+    }
+    let node = c.node(leader);
+    let pos = node.run(node.propose_nowait(b"never".to_vec())).unwrap();
+    // A rollback halts the member while a write still waits on it: the wait must not outlive
+    // it (it waited for the full write concern limit before).
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| node.run(node.wait_committed(pos, Duration::from_secs(3600))));
+        std::thread::sleep(Duration::from_millis(100));
+        node.halt();
+        let waited = waiter.join().unwrap();
+        assert!(matches!(waited, Err(ReplError::Shutdown)), "{waited:?}");
+    });
+}
