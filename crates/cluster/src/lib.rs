@@ -19,6 +19,7 @@ pub mod shard;
 pub mod shardkey;
 pub mod split;
 pub mod store;
+pub mod replset_conn;
 pub mod transport;
 pub mod users;
 pub mod version;

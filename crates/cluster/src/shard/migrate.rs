@@ -410,6 +410,10 @@ fn run_donor(
         .cached(ns)
         .map(|m| Arc::downgrade(&m))
         .unwrap_or_default();
+    // The recipient made its copy majority-durable before it confirmed; the donor, still
+    // the primary, makes its own writes so before the owner changes in the store: a donor
+    // deposed meanwhile fails here, and the migration aborts.
+    node.replicate_to_majority()?;
     commit(node, ns, min, max, to, rec_rev)?;
     node.refresh(ns)?;
     node.reset_stats(ns, &key.encode(min));
@@ -761,8 +765,11 @@ fn pull(node: &ShardNode, r: &Recipient) -> DocResult<()> {
         let drained =
             reload.is_empty() && deleted.is_empty() && mods.get_i64("pending").unwrap_or(0) == 0;
         if drained && committing {
-            // Everything received must be durable before the donor commits the new owner.
+            // Everything received must be durable before the donor commits the new owner, and
+            // on a replica set held by a majority: no failover may roll back the copy of a
+            // chunk the store says is here.
             node.db.engine().sync().map_err(docdb::storage_error)?;
+            node.replicate_to_majority()?;
             r.set(RecvState::Done);
             return Ok(());
         }
@@ -900,7 +907,9 @@ impl RangeDeletion {
             &key,
             Bound::Included(lo),
             Bound::Excluded(hi),
-        )
+        )?;
+        // With `waitForDelete`, the caller learns of deletes a failover cannot undo.
+        self.node.replicate_to_majority()
     }
 }
 
@@ -913,6 +922,8 @@ pub fn delete_range(
     hi: Bound<Vec<u8>>,
 ) -> DocResult<()> {
     let (db, coll) = split_ns(ns)?;
+    // A set's secondary deletes only what its primary's oplog tells it to.
+    node.check_primary()?;
     loop {
         let ids: Vec<Bson> =
             match node
