@@ -268,7 +268,7 @@ fn register_donor(
         "from": id.name.clone(), "to": to.clone(), "migrationId": mig_id,
         "started": bson::DateTime::now(),
     };
-    if !id.catalog.begin_migration(ns, &record)? {
+    if !id.catalog.begin_migration(ns, &record)? && !retake_stale_record(id, ns, &record)? {
         return Err(conflicting(format!(
             "another migration of {ns} is in progress"
         )));
@@ -311,6 +311,25 @@ fn register_donor(
     });
     *slot = Some(d.clone());
     Ok(d)
+}
+
+/// A record naming this shard as donor while its donor slot is free (the caller holds it) was
+/// left by a former primary of this shard's set: nothing here runs it, a deposed primary
+/// still running it cannot commit (its majority wait fails, and the commit is conditional on
+/// the record), so it is aborted and the migration registered again. Whether it was.
+fn retake_stale_record(id: &Identity, ns: &str, record: &Document) -> DocResult<bool> {
+    let Some((stale, rev)) = id.catalog.migration(ns)? else {
+        return id.catalog.begin_migration(ns, record);
+    };
+    if stale.get_str("from").ok() != Some(id.name.as_str()) {
+        return Ok(false);
+    }
+    eprintln!(
+        "flashdoc: aborting migration {} of {ns}, left by a former primary of this shard",
+        stale.get_str("migrationId").unwrap_or("?")
+    );
+    id.catalog.abort_migration(ns, rev)?;
+    id.catalog.begin_migration(ns, record)
 }
 
 /// After the commit: deletes the donated range, now or (unless `waitForDelete`) in a thread.
