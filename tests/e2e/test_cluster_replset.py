@@ -161,3 +161,62 @@ def test_crud_migration_and_a_primary_killed(up):
     assert len(present) == len(acknowledged) == 211
     assert coll.find_one({"k": -50})["v"] == 2
     c.close()
+
+
+def alive_members(port, shard):
+    n = 0
+    for m in range(REPLICAS):
+        try:
+            with direct(member_port(port, shard, m)) as c:
+                c.admin.command("ping")
+                n += 1
+        except PyMongoError:
+            pass
+    return n
+
+
+def test_a_migration_whose_donor_primary_is_killed(up):
+    # After the test above, one shard has lost a member: the donor here is the other one, whose
+    # primary is killed while it donates a chunk of 3 000 documents.
+    import threading
+    d, port = up
+    c = pymongo.MongoClient(f"127.0.0.1:{port}", serverSelectionTimeoutMS=20000)
+    healthy = [i for i in range(SHARDS) if alive_members(port, i) == REPLICAS][0]
+    donor, recipient = f"shard{healthy}", f"shard{1 - healthy}"
+    c.admin.command("shardCollection", "rs.m", key={"k": 1})
+    c.admin.command("split", "rs.m", middle={"k": 0})
+    if owner(c, "rs.m", 0) != donor:
+        c.admin.command("moveChunk", "rs.m", find={"k": 0}, to=donor, _waitForDelete=True)
+    coll = c.rs.get_collection("m", write_concern=WriteConcern(w="majority"))
+    coll.insert_many([{"_id": k, "k": k, "pad": "x" * 200} for k in range(3000)])
+    outcome = {}
+
+    def move():
+        try:
+            outcome["reply"] = c.admin.command("moveChunk", "rs.m", find={"k": 0}, to=recipient)
+        except PyMongoError as e:
+            outcome["error"] = e
+
+    mover = threading.Thread(target=move)
+    mover.start()
+    time.sleep(0.3)
+    victim = primary_of(port, healthy)
+    record = json.load(open(os.path.join(d, "cluster.json")))
+    pid = [p["pid"] for p in record["pids"] if p["name"] == f"{donor}-{victim}"][0]
+    os.kill(pid, signal.SIGKILL)
+    mover.join(120)
+    assert not mover.is_alive()
+    print("the moveChunk under the failover:", outcome)
+    # Whatever the migration came to, the chunk has one owner and every document is there
+    # once; the migration can be run (again) to its end.
+    deadline = time.time() + 60
+    while owner(c, "rs.m", 0) != recipient:
+        try:
+            c.admin.command("moveChunk", "rs.m", find={"k": 0}, to=recipient)
+        except PyMongoError as e:
+            assert time.time() < deadline, f"moveChunk after the failover: {e} (first: {outcome})"
+            time.sleep(1)
+    ids = [doc["_id"] for doc in coll.find({}, {"_id": 1})]
+    assert len(ids) == len(set(ids)) == 3000, (len(ids), outcome)
+    assert coll.count_documents({"k": {"$gte": 0}}) == 3000
+    c.close()

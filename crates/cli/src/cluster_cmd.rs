@@ -470,7 +470,9 @@ impl Layout {
             bail!("--shards must be between 1 and 64");
         }
         if self.replicas == 0 || self.replicas > 7 {
-            bail!("--replicas must be between 1 and 7 (a replica set votes with at most 7 members)");
+            bail!(
+                "--replicas must be between 1 and 7 (a replica set votes with at most 7 members)"
+            );
         }
         Ok(())
     }
@@ -541,7 +543,15 @@ fn cluster_up(
         spawn_shards(&exe, &dir, port, layout.shards, &shard_flags, &mut pids)?
     } else {
         let small_cache = storage_engine.is_none_or(|e| e == "wiredTiger");
-        spawn_sets(&exe, &dir, port, layout, &shard_flags, small_cache, &mut pids)?
+        spawn_sets(
+            &exe,
+            &dir,
+            port,
+            layout,
+            &shard_flags,
+            small_cache,
+            &mut pids,
+        )?
     };
     let rlog = dir.join("router.log");
     let mut rargs: Vec<String> = vec![

@@ -14,12 +14,12 @@
 //!   authenticated as the internal user when the cluster has a key file;
 //! - `users`: the cluster's users, in the metadata store, for the router's authentication.
 pub mod meta;
+pub mod replset_conn;
 pub mod router;
 pub mod shard;
 pub mod shardkey;
 pub mod split;
 pub mod store;
-pub mod replset_conn;
 pub mod transport;
 pub mod users;
 pub mod version;

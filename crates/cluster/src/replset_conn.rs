@@ -36,7 +36,11 @@ impl Default for RetryPolicy {
 /// `setName/h1,h2,…` split into the set's name and its seed hosts; `None` for a plain host.
 pub fn parse_set_host(host: &str) -> Option<(&str, Vec<&str>)> {
     let (name, rest) = host.split_once('/')?;
-    let seeds: Vec<&str> = rest.split(',').map(str::trim).filter(|h| !h.is_empty()).collect();
+    let seeds: Vec<&str> = rest
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .collect();
     (!name.is_empty() && !seeds.is_empty()).then_some((name, seeds))
 }
 
@@ -132,14 +136,14 @@ pub fn may_resend(cmd: &Document) -> bool {
     if name == "aggregate" {
         return !writes_out(cmd);
     }
-    let retryable_write = cmd.contains_key("lsid")
+    // A retryable write.
+    cmd.contains_key("lsid")
         && cmd.contains_key("txnNumber")
         && !cmd.contains_key("autocommit")
         && matches!(
             name,
             "insert" | "update" | "delete" | "findAndModify" | "findandmodify"
-        );
-    retryable_write
+        )
 }
 
 fn writes_out(cmd: &Document) -> bool {
@@ -177,7 +181,11 @@ impl SetConn {
         while i < candidates.len() && i < 64 {
             let host = candidates[i].clone();
             i += 1;
-            let hello = match self.inner.connect(&host).call(&doc! {"hello": 1, "$db": "admin"}) {
+            let hello = match self
+                .inner
+                .connect(&host)
+                .call(&doc! {"hello": 1, "$db": "admin"})
+            {
                 Ok(h) if is_ok(&h) => h,
                 Ok(h) => {
                     last = crate::transport::reply_error(&h);
@@ -193,7 +201,10 @@ impl SetConn {
                 return Err(DocError::with_code(
                     96,
                     "OperationFailed",
-                    format!("{host} is not a member of replica set {} (its set: '{set}')", self.name),
+                    format!(
+                        "{host} is not a member of replica set {} (its set: '{set}')",
+                        self.name
+                    ),
                 ));
             }
             if hello.get_bool("isWritablePrimary").unwrap_or(false)

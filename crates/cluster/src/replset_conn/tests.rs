@@ -74,9 +74,13 @@ impl ShardConn for Member {
             Role::InterruptedAfterRunning => {
                 self.ran.fetch_add(1, Ordering::SeqCst);
                 *self.role.lock() = Role::Secondary;
-                Ok(doc! {"ok": 0, "code": 11602, "codeName": "InterruptedDueToReplStateChange", "errmsg": "stepped down"})
+                Ok(
+                    doc! {"ok": 0, "code": 11602, "codeName": "InterruptedDueToReplStateChange", "errmsg": "stepped down"},
+                )
             }
-            _ => Ok(doc! {"ok": 0, "code": 10107, "codeName": "NotWritablePrimary", "errmsg": "not primary"}),
+            _ => Ok(
+                doc! {"ok": 0, "code": 10107, "codeName": "NotWritablePrimary", "errmsg": "not primary"},
+            ),
         }
     }
 }
@@ -224,9 +228,16 @@ fn a_member_of_another_set_is_refused() {
 fn plain_hosts_reach_the_inner_connector() {
     let (_, _, conn) = setup(&[Role::Primary]);
     assert_eq!(
-        conn.connect("h0:1").call(&insert()).unwrap().get_str("host"),
+        conn.connect("h0:1")
+            .call(&insert())
+            .unwrap()
+            .get_str("host"),
         Ok("h0:1")
     );
-    assert!(!may_resend(&doc! {"aggregate": "c", "pipeline": [{"$out": "x"}]}));
-    assert!(may_resend(&doc! {"aggregate": "c", "pipeline": [{"$match": {}}]}));
+    assert!(!may_resend(
+        &doc! {"aggregate": "c", "pipeline": [{"$out": "x"}]}
+    ));
+    assert!(may_resend(
+        &doc! {"aggregate": "c", "pipeline": [{"$match": {}}]}
+    ));
 }
