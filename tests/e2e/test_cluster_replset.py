@@ -59,6 +59,36 @@ def primary_of(port, shard):
     raise AssertionError(f"shard{shard} has no primary")
 
 
+def kill_primary(d, port, shard):
+    """SIGKILLs `shard`'s primary; returns its member index."""
+    victim = primary_of(port, shard)
+    record = json.load(open(os.path.join(d, "cluster.json")))
+    pid = [p["pid"] for p in record["pids"] if p["name"] == f"shard{shard}-{victim}"][0]
+    os.kill(pid, signal.SIGKILL)
+    return victim
+
+
+def restart_member(d, port, shard, m):
+    """Starts member `m` of `shard` again as `cluster up` started it; it rejoins its set."""
+    name = f"shard{shard}-{m}"
+    log = open(os.path.join(d, f"{name}.log"), "a")
+    proc = subprocess.Popen(
+        [BINARY, "serve", "--shardsvr", "--dbpath", os.path.join(d, name),
+         "--port", str(member_port(port, shard, m)), "--replSet", f"shard{shard}",
+         "-f", os.path.join(d, f"{name}.conf")],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    record_path = os.path.join(d, "cluster.json")
+    record = json.load(open(record_path))
+    for p in record["pids"]:
+        if p["name"] == name:
+            p["pid"] = proc.pid
+    json.dump(record, open(record_path, "w"))
+    deadline = time.time() + 60
+    while alive_members(port, shard) < REPLICAS:
+        assert time.time() < deadline, f"{name} did not come back"
+        time.sleep(0.2)
+
+
 def test_shards_are_named_by_their_sets(up):
     d, port = up
     with pymongo.MongoClient(f"127.0.0.1:{port}", serverSelectionTimeoutMS=20000) as c:
@@ -141,10 +171,7 @@ def test_crud_migration_and_a_primary_killed(up):
 
     # Kill the primary of the shard holding k < 0; writes through the router succeed again
     # within 30 s, and every majority-acknowledged write survives.
-    victim = primary_of(port, src_i)
-    record = json.load(open(os.path.join(d, "cluster.json")))
-    pid = [p["pid"] for p in record["pids"] if p["name"] == f"{src}-{victim}"][0]
-    os.kill(pid, signal.SIGKILL)
+    victim = kill_primary(d, port, src_i)
     killed_at = time.time()
     next_id = -1000
     insert_until_acknowledged(coll, {"_id": next_id, "k": next_id}, killed_at + 30)
@@ -161,6 +188,7 @@ def test_crud_migration_and_a_primary_killed(up):
     assert len(present) == len(acknowledged) == 211
     assert coll.find_one({"k": -50})["v"] == 2
     c.close()
+    restart_member(d, port, src_i, victim)
 
 
 def alive_members(port, shard):
@@ -175,44 +203,42 @@ def alive_members(port, shard):
     return n
 
 
-def test_a_migration_whose_donor_primary_is_killed(up):
-    # After the test above, one shard has lost a member: the donor here is the other one, whose
-    # primary is killed while it donates a chunk of 3 000 documents.
+@pytest.mark.parametrize("killed", ["donor", "recipient"])
+def test_a_migration_whose_primary_is_killed(up, killed):
+    """Kills the donor's or the recipient's primary while a chunk of 3 000 documents moves:
+    whatever the first moveChunk came to, the chunk has one owner, every document is there
+    once, and the migration can be run (again) to its end."""
     import threading
     d, port = up
     c = pymongo.MongoClient(f"127.0.0.1:{port}", serverSelectionTimeoutMS=20000)
-    healthy = [i for i in range(SHARDS) if alive_members(port, i) == REPLICAS][0]
-    donor, recipient = f"shard{healthy}", f"shard{1 - healthy}"
-    c.admin.command("shardCollection", "rs.m", key={"k": 1})
-    c.admin.command("split", "rs.m", middle={"k": 0})
-    if owner(c, "rs.m", 0) != donor:
-        c.admin.command("moveChunk", "rs.m", find={"k": 0}, to=donor, _waitForDelete=True)
-    coll = c.rs.get_collection("m", write_concern=WriteConcern(w="majority"))
+    ns = f"rs.m{killed}"
+    coll_name = ns.split(".")[1]
+    c.admin.command("shardCollection", ns, key={"k": 1})
+    c.admin.command("split", ns, middle={"k": 0})
+    donor = owner(c, ns, 0)
+    recipient = "shard1" if donor == "shard0" else "shard0"
+    coll = c.rs.get_collection(coll_name, write_concern=WriteConcern(w="majority"))
     coll.insert_many([{"_id": k, "k": k, "pad": "x" * 200} for k in range(3000)])
     outcome = {}
 
     def move():
         try:
-            outcome["reply"] = c.admin.command("moveChunk", "rs.m", find={"k": 0}, to=recipient)
+            outcome["reply"] = c.admin.command("moveChunk", ns, find={"k": 0}, to=recipient)
         except PyMongoError as e:
             outcome["error"] = e
 
     mover = threading.Thread(target=move)
     mover.start()
     time.sleep(0.3)
-    victim = primary_of(port, healthy)
-    record = json.load(open(os.path.join(d, "cluster.json")))
-    pid = [p["pid"] for p in record["pids"] if p["name"] == f"{donor}-{victim}"][0]
-    os.kill(pid, signal.SIGKILL)
+    shard = int((donor if killed == "donor" else recipient)[-1])
+    victim = kill_primary(d, port, shard)
     mover.join(120)
     assert not mover.is_alive()
-    print("the moveChunk under the failover:", outcome)
-    # Whatever the migration came to, the chunk has one owner and every document is there
-    # once; the migration can be run (again) to its end.
+    print(f"the moveChunk under the {killed}'s failover:", outcome)
     deadline = time.time() + 60
-    while owner(c, "rs.m", 0) != recipient:
+    while owner(c, ns, 0) != recipient:
         try:
-            c.admin.command("moveChunk", "rs.m", find={"k": 0}, to=recipient)
+            c.admin.command("moveChunk", ns, find={"k": 0}, to=recipient)
         except PyMongoError as e:
             assert time.time() < deadline, f"moveChunk after the failover: {e} (first: {outcome})"
             time.sleep(1)
@@ -220,3 +246,4 @@ def test_a_migration_whose_donor_primary_is_killed(up):
     assert len(ids) == len(set(ids)) == 3000, (len(ids), outcome)
     assert coll.count_documents({"k": {"$gte": 0}}) == 3000
     c.close()
+    restart_member(d, port, shard, victim)
