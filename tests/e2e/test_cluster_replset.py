@@ -10,6 +10,7 @@ import time
 
 import pymongo
 import pytest
+from bson import Int64
 from pymongo import WriteConcern
 from pymongo.errors import OperationFailure, PyMongoError
 
@@ -171,6 +172,15 @@ def test_crud_migration_and_a_primary_killed(up):
 
     # Kill the primary of the shard holding k < 0; writes through the router succeed again
     # within 30 s, and every majority-acknowledged write survives.
+    # A retryable write acknowledged before the kill, sent again (same session and
+    # txnNumber) after it: the new primary answers from the set's record, not by inserting.
+    # Its own client: pymongo's pooled sessions of `c` carry its own writes' txnNumbers.
+    own = pymongo.MongoClient(f"127.0.0.1:{port}", serverSelectionTimeoutMS=20000)
+    session = own.start_session()
+    retryable = {"insert": "c", "documents": [{"_id": -2000, "k": -2000}],
+                 "txnNumber": Int64(1), "writeConcern": {"w": "majority"}}
+    assert own.rs.command(dict(retryable), session=session)["n"] == 1
+    acknowledged.add(-2000)
     victim = kill_primary(d, port, src_i)
     killed_at = time.time()
     next_id = -1000
@@ -181,11 +191,15 @@ def test_crud_migration_and_a_primary_killed(up):
     for k in range(-999, -979):
         coll.insert_one({"_id": k, "k": k})
         acknowledged.add(k)
+    again = own.rs.command(dict(retryable), session=session)
+    assert again["n"] == 1 and "writeErrors" not in again, again
+    session.end_session()
+    own.close()
     coll.update_one({"k": -50}, {"$set": {"v": 2}})
     present = {doc["_id"] for doc in coll.find({}, {"_id": 1})}
     missing = acknowledged - present
     assert not missing, sorted(missing)[:10]
-    assert len(present) == len(acknowledged) == 211
+    assert len(present) == len(acknowledged) == 212
     assert coll.find_one({"k": -50})["v"] == 2
     c.close()
     restart_member(d, port, src_i, victim)

@@ -338,6 +338,10 @@ enum ClusterCommand {
         /// 2 s without a primary), initiated and added as `shardK/host1,host2,…`.
         #[arg(long, default_value_t = 1)]
         replicas: usize,
+        /// Test commands (configureFailPoint, …) on the router and every shard, as a test
+        /// suite needs them (serve's `--setParameter enableTestCommands=1`).
+        #[arg(long = "enable-test-commands")]
+        test_commands: bool,
     },
     /// Stop everything `cluster up` started in --dir.
     Down {
@@ -363,6 +367,7 @@ pub fn run_cluster(args: ClusterArgs) -> Result<()> {
             key_file,
             storage_engine,
             replicas,
+            test_commands,
         } => cluster_up(
             Layout { shards, replicas },
             &dir,
@@ -370,6 +375,7 @@ pub fn run_cluster(args: ClusterArgs) -> Result<()> {
             etcd,
             key_file.as_deref(),
             storage_engine.as_deref(),
+            test_commands,
         ),
         ClusterCommand::Down { dir } => cluster_down(&dir),
         ClusterCommand::AddShard { router, shards } => {
@@ -504,6 +510,7 @@ fn cluster_up(
     etcd: Option<String>,
     key_file: Option<&Path>,
     storage_engine: Option<&str>,
+    test_commands: bool,
 ) -> Result<()> {
     layout.check()?;
     // Checked before anything starts; each node checks it again.
@@ -539,6 +546,9 @@ fn cluster_up(
     if let Some(engine) = storage_engine {
         shard_flags.extend(["--storageEngine".into(), engine.into()]);
     }
+    if test_commands {
+        shard_flags.extend(["--setParameter".into(), "enableTestCommands=1".into()]);
+    }
     let (plans, mut started) = if layout.replicas == 1 {
         spawn_shards(&exe, &dir, port, layout.shards, &shard_flags, &mut pids)?
     } else {
@@ -562,6 +572,9 @@ fn cluster_up(
         port.to_string(),
     ];
     rargs.extend(key_args);
+    if test_commands {
+        rargs.push("--enable-test-commands".into());
+    }
     let router = spawn_detached(&exe, &rargs, &rlog)?;
     pids.push(("router".into(), router.id()));
     write_record(&dir, port, &config_db, &pids)?;
@@ -865,6 +878,27 @@ mod tests {
         assert!(err.contains("no room"), "{err}");
         let outside = free_port_outside(&(port..=port)).unwrap();
         assert_ne!(u32::from(outside), port);
+    }
+
+    #[test]
+    fn replica_set_shards_take_consecutive_ports_and_bounded_sizes() {
+        let l = Layout {
+            shards: 2,
+            replicas: 3,
+        };
+        l.check().unwrap();
+        // The router, then shard0's three members, then shard1's.
+        assert_eq!(l.ports(30_000), 30_000..=30_006);
+        for (shards, replicas, want) in [
+            (0, 1, "--shards"),
+            (1, 0, "--replicas"),
+            (1, 8, "--replicas"),
+        ] {
+            let e = Layout { shards, replicas }.check().unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+        }
+        assert!(MEMBER_CONFIG.contains("cacheSizeGB: 0.25"));
+        assert_eq!(set_settings().get_i32("electionTimeoutMillis"), Ok(2000));
     }
 
     #[test]

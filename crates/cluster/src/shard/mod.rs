@@ -18,6 +18,10 @@
 //!   a document's shard key (66) nor insert outside the shard's chunks (13388); a retryable
 //!   write's session record joins the same atomic batch; a running migration records the
 //!   `_id`s it must send again.
+//! - **Replica sets.** On a member of a set (`--shardsvr --replSet`), the internal commands,
+//!   migrations and range deletion run on the primary only, and a migration waits for a
+//!   majority of the set to hold its writes before its points of no return (docs/replication.md,
+//!   "Replica-set shards").
 
 pub mod migrate;
 mod sessions;
