@@ -363,6 +363,11 @@ impl ShardNode {
     pub fn check_primary(&self) -> DocResult<()> {
         match self.replset() {
             Some(rs) => server::replset::concern::check_primary(rs),
+            // A member (its database keeps an oplog) whose set is not known yet: no command
+            // reached it, so it cannot know it is the primary.
+            None if self.db.oplog().is_some() => {
+                Err(server::replset::concern::not_writable_primary())
+            }
             None => Ok(()),
         }
     }
@@ -372,7 +377,7 @@ impl ShardNode {
     pub fn replicate_to_majority(&self) -> DocResult<()> {
         match self.replset() {
             Some(rs) => server::replset::concern::replicate_to_majority(rs, MAJORITY_WAIT),
-            None => Ok(()),
+            None => self.check_primary(),
         }
     }
 
