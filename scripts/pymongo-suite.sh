@@ -4,6 +4,9 @@
 #
 #   scripts/pymongo-suite.sh [FLASHDOC_BIN]      (default: target/debug/flashdoc)
 #   REPLSET=1 scripts/pymongo-suite.sh [FLASHDOC_BIN]   against a three-member replica set
+#   CLUSTER=1 scripts/pymongo-suite.sh [FLASHDOC_BIN]   through the router of a cluster whose
+#     two shards are three-member replica sets (`cluster up --shards 2 --replicas 3`;
+#     CLUSTER_REPLICAS=1: single-server shards, output target/pymongo-suite-cluster1.*)
 #
 # Installs, once, under ~/.cache/flashdoc/ (or $FLASHDOC_CACHE): a virtual environment with
 # pymongo==4.20.0, pytest and pytest-asyncio, and pymongo 4.20.0's source distribution,
@@ -22,8 +25,13 @@ SRC=$CACHE/pymongo-$VERSION
 # REPLSET=1: against a three-member replica set instead of a standalone, with its own list
 # of expected failures and its own output files.
 REPLSET=${REPLSET:-}
-EXPECTED=$ROOT/tests/pymongo-suite/expected-failures${REPLSET:+-replset}.txt
-OUT=$ROOT/target/pymongo-suite${REPLSET:+-replset}
+# CLUSTER=1: through a router, the shards replica sets; its own list and output files.
+CLUSTER=${CLUSTER:-}
+CLUSTER_REPLICAS=${CLUSTER_REPLICAS:-3}
+MODE=${REPLSET:+-replset}${CLUSTER:+-cluster}
+if [ -n "$CLUSTER" ] && [ "$CLUSTER_REPLICAS" != 3 ]; then MODE=$MODE$CLUSTER_REPLICAS; fi
+EXPECTED=$ROOT/tests/pymongo-suite/expected-failures$MODE.txt
+OUT=$ROOT/target/pymongo-suite$MODE
 # PYMONGO_FILES="change_stream cursor": only these files (the verdict then covers only them).
 # PYMONGO_PYTEST_ARGS="--durations=20": more arguments for pytest.
 FILES=${PYMONGO_FILES:-"binary bulk change_stream collation collection collection_management command_logging
@@ -68,7 +76,26 @@ start_server() {
   cat "$OUT.server.$n.log"; echo "flashdoc serve did not start" >&2; exit 1
 }
 
-if [ -n "$REPLSET" ]; then
+if [ -n "$CLUSTER" ]; then
+  # etcd, two shards of CLUSTER_REPLICAS members each and a router on consecutive free ports.
+  PORT=$("$VENV/bin/python" -c '
+import socket, sys
+n = int(sys.argv[1])
+for _ in range(100):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); base = s.getsockname()[1]; s.close()
+    try:
+        held = []
+        for p in range(base, base + n):
+            t = socket.socket(); held.append(t); t.bind(("127.0.0.1", p))
+        print(base); break
+    except OSError:
+        pass
+    finally:
+        for t in held: t.close()' $((1 + 2 * CLUSTER_REPLICAS)))
+  "$BIN" cluster up --shards 2 --replicas "$CLUSTER_REPLICAS" --enable-test-commands --dir "$DB/cluster" \
+    --port "$PORT" >"$OUT.cluster-up.log" 2>&1 || { cat "$OUT.cluster-up.log"; exit 1; }
+  trap '"$BIN" cluster down --dir "$DB/cluster" >/dev/null 2>&1 || true; rm -rf "$DB"' EXIT
+elif [ -n "$REPLSET" ]; then
   # Three members of set rs0 (small caches, as the e2e tests run them), initiated from the
   # first; the suite connects to the first and finds the set from its hello.
   PORTS=()

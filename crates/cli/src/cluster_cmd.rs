@@ -333,6 +333,15 @@ enum ClusterCommand {
         /// --storageEngine); unset, the shards' default engine.
         #[arg(long = "storageEngine", alias = "storage-engine")]
         storage_engine: Option<String>,
+        /// Members per shard. 1 (the default): each shard is one server. More: each shard is
+        /// a replica set `shardK` of that many members (a 0.25 GB cache each, elections after
+        /// 2 s without a primary), initiated and added as `shardK/host1,host2,…`.
+        #[arg(long, default_value_t = 1)]
+        replicas: usize,
+        /// Test commands (configureFailPoint, …) on the router and every shard, as a test
+        /// suite needs them (serve's `--setParameter enableTestCommands=1`).
+        #[arg(long = "enable-test-commands")]
+        test_commands: bool,
     },
     /// Stop everything `cluster up` started in --dir.
     Down {
@@ -357,13 +366,16 @@ pub fn run_cluster(args: ClusterArgs) -> Result<()> {
             etcd,
             key_file,
             storage_engine,
+            replicas,
+            test_commands,
         } => cluster_up(
-            shards,
+            Layout { shards, replicas },
             &dir,
             port,
             etcd,
             key_file.as_deref(),
             storage_engine.as_deref(),
+            test_commands,
         ),
         ClusterCommand::Down { dir } => cluster_down(&dir),
         ClusterCommand::AddShard { router, shards } => {
@@ -451,17 +463,56 @@ fn wait_for_log(
     bail!("{what} did not start in 60 s; see {}", log.display())
 }
 
-fn cluster_up(
+/// How many shards `cluster up` starts, and how many members each has.
+#[derive(Clone, Copy)]
+struct Layout {
     shards: usize,
+    replicas: usize,
+}
+
+impl Layout {
+    fn check(&self) -> Result<()> {
+        if self.shards == 0 || self.shards > 64 {
+            bail!("--shards must be between 1 and 64");
+        }
+        if self.replicas == 0 || self.replicas > 7 {
+            bail!(
+                "--replicas must be between 1 and 7 (a replica set votes with at most 7 members)"
+            );
+        }
+        Ok(())
+    }
+    /// The ports the router (`port`) and every member take, in order.
+    fn ports(&self, port: u16) -> std::ops::RangeInclusive<u32> {
+        u32::from(port)..=u32::from(port) + (self.shards * self.replicas) as u32
+    }
+}
+
+/// One process `cluster up` started and waits for.
+struct Started {
+    name: String,
+    log: PathBuf,
+    child: std::process::Child,
+}
+
+/// A shard `cluster up` adds: its name, its host string for addShard, and (a replica set's)
+/// members' addresses.
+struct ShardPlan {
+    name: String,
+    host: String,
+    members: Vec<String>,
+}
+
+fn cluster_up(
+    layout: Layout,
     dir: &Path,
     port: u16,
     etcd: Option<String>,
     key_file: Option<&Path>,
     storage_engine: Option<&str>,
+    test_commands: bool,
 ) -> Result<()> {
-    if shards == 0 || shards > 64 {
-        bail!("--shards must be between 1 and 64");
-    }
+    layout.check()?;
     // Checked before anything starts; each node checks it again.
     let key = key_file
         .map(KeyFile::read)
@@ -483,7 +534,7 @@ fn cluster_up(
             dir.display()
         );
     }
-    let taken = u32::from(port)..=u32::from(port) + shards as u32;
+    let taken = layout.ports(port);
     check_ports_free(&taken)?;
     let exe = std::env::current_exe()?;
     let mut pids: Vec<(String, u32)> = Vec::new();
@@ -495,7 +546,23 @@ fn cluster_up(
     if let Some(engine) = storage_engine {
         shard_flags.extend(["--storageEngine".into(), engine.into()]);
     }
-    let mut hosts = spawn_shards(&exe, &dir, port, shards, &shard_flags, &mut pids)?;
+    if test_commands {
+        shard_flags.extend(["--setParameter".into(), "enableTestCommands=1".into()]);
+    }
+    let (plans, mut started) = if layout.replicas == 1 {
+        spawn_shards(&exe, &dir, port, layout.shards, &shard_flags, &mut pids)?
+    } else {
+        let small_cache = storage_engine.is_none_or(|e| e == "wiredTiger");
+        spawn_sets(
+            &exe,
+            &dir,
+            port,
+            layout,
+            &shard_flags,
+            small_cache,
+            &mut pids,
+        )?
+    };
     let rlog = dir.join("router.log");
     let mut rargs: Vec<String> = vec![
         "router".into(),
@@ -505,8 +572,39 @@ fn cluster_up(
         port.to_string(),
     ];
     rargs.extend(key_args);
-    let mut router = spawn_detached(&exe, &rargs, &rlog)?;
+    if test_commands {
+        rargs.push("--enable-test-commands".into());
+    }
+    let router = spawn_detached(&exe, &rargs, &rlog)?;
     pids.push(("router".into(), router.id()));
+    write_record(&dir, port, &config_db, &pids)?;
+    started.push(Started {
+        name: "the router".into(),
+        log: rlog,
+        child: router,
+    });
+    for s in &mut started {
+        wait_for_log(&s.log, "waiting for connections", &s.name, &mut s.child)?;
+    }
+    let internal = TcpConnector::with_key(key);
+    for plan in plans.iter().filter(|p| !p.members.is_empty()) {
+        initiate_set(&internal, plan)?;
+    }
+    // As the internal user when the cluster has a key: no cluster user exists yet.
+    let conn = internal.connect(&format!("127.0.0.1:{port}"));
+    for plan in &plans {
+        call_ok(
+            &*conn,
+            &doc! {"addShard": plan.host.clone(), "name": plan.name.clone(), "$db": "admin"},
+        )
+        .map_err(|e| anyhow!("addShard {}: {e}", plan.host))?;
+    }
+    println!("mongodb://127.0.0.1:{port}/");
+    Ok(())
+}
+
+/// `cluster.json`: the router's address, the metadata store, and the processes to stop.
+fn write_record(dir: &Path, port: u16, config_db: &str, pids: &[(String, u32)]) -> Result<()> {
     let record = serde_json::json!({
         "router": format!("mongodb://127.0.0.1:{port}/"),
         "configDB": config_db,
@@ -516,26 +614,11 @@ fn cluster_up(
         dir.join("cluster.json"),
         serde_json::to_string_pretty(&record)?,
     )?;
-    for (name, _, log, child) in &mut hosts {
-        wait_for_log(log, "waiting for connections", name, child)?;
-    }
-    wait_for_log(&rlog, "waiting for connections", "the router", &mut router)?;
-    // As the internal user when the cluster has a key: no cluster user exists yet.
-    let conn = TcpConnector::with_key(key).connect(&format!("127.0.0.1:{port}"));
-    for (name, host, _, _) in &hosts {
-        call_ok(
-            &*conn,
-            &doc! {"addShard": host.clone(), "name": name.clone(), "$db": "admin"},
-        )
-        .map_err(|e| anyhow!("addShard {host}: {e}"))?;
-    }
-    println!("mongodb://127.0.0.1:{port}/");
     Ok(())
 }
 
 /// Starts `shards` shard processes on the ports after `port`, each in its own directory
-/// under `dir` with `flags` added to `serve --shardsvr` (their pids added to `pids`); returns
-/// each one's name, address, log and process, for the caller to wait on.
+/// under `dir` with `flags` added to `serve --shardsvr` (their pids added to `pids`).
 fn spawn_shards(
     exe: &Path,
     dir: &Path,
@@ -543,26 +626,128 @@ fn spawn_shards(
     shards: usize,
     flags: &[String],
     pids: &mut Vec<(String, u32)>,
-) -> Result<Vec<(String, String, PathBuf, std::process::Child)>> {
-    let mut hosts = Vec::new();
+) -> Result<(Vec<ShardPlan>, Vec<Started>)> {
+    let mut plans = Vec::new();
+    let mut started = Vec::new();
     for i in 0..shards {
         let p = port + 1 + i as u16;
-        let log = dir.join(format!("shard{i}.log"));
-        let mut args: Vec<String> = vec![
-            "serve".into(),
-            "--shardsvr".into(),
-            "--dbpath".into(),
-            dir.join(format!("shard{i}")).to_string_lossy().into_owned(),
-            "--port".into(),
-            p.to_string(),
-        ];
-        args.extend(flags.iter().cloned());
-        std::fs::create_dir_all(dir.join(format!("shard{i}")))?;
-        let child = spawn_detached(exe, &args, &log)?;
-        pids.push((format!("shard{i}"), child.id()));
-        hosts.push((format!("shard{i}"), format!("127.0.0.1:{p}"), log, child));
+        let name = format!("shard{i}");
+        let child = spawn_member(exe, dir, &name, p, flags, pids)?;
+        started.push(child);
+        plans.push(ShardPlan {
+            name,
+            host: format!("127.0.0.1:{p}"),
+            members: Vec::new(),
+        });
     }
-    Ok(hosts)
+    Ok((plans, started))
+}
+
+/// Starts one `serve --shardsvr` process named `name` (its directory and log under `dir`).
+fn spawn_member(
+    exe: &Path,
+    dir: &Path,
+    name: &str,
+    port: u16,
+    flags: &[String],
+    pids: &mut Vec<(String, u32)>,
+) -> Result<Started> {
+    let log = dir.join(format!("{name}.log"));
+    let data = dir.join(name);
+    std::fs::create_dir_all(&data)?;
+    let mut args: Vec<String> = vec![
+        "serve".into(),
+        "--shardsvr".into(),
+        "--dbpath".into(),
+        data.to_string_lossy().into_owned(),
+        "--port".into(),
+        port.to_string(),
+    ];
+    args.extend(flags.iter().cloned());
+    let child = spawn_detached(exe, &args, &log)?;
+    pids.push((name.to_string(), child.id()));
+    Ok(Started {
+        name: name.to_string(),
+        log,
+        child,
+    })
+}
+
+/// A replica-set member's configuration: a small cache (several members share the
+/// machine) and a bounded oplog.
+const MEMBER_CONFIG: &str =
+    "storage:\n  wiredTiger:\n    engineConfig:\n      cacheSizeGB: 0.25\nreplication:\n  oplogSizeMB: 64\n";
+
+/// Starts `layout.replicas` members of each shard's replica set `shardK` on the ports after
+/// `port` (members `shardK-M`), each with [`MEMBER_CONFIG`] when `small_cache`.
+fn spawn_sets(
+    exe: &Path,
+    dir: &Path,
+    port: u16,
+    layout: Layout,
+    flags: &[String],
+    small_cache: bool,
+    pids: &mut Vec<(String, u32)>,
+) -> Result<(Vec<ShardPlan>, Vec<Started>)> {
+    let mut plans = Vec::new();
+    let mut started = Vec::new();
+    for i in 0..layout.shards {
+        let set = format!("shard{i}");
+        let mut members = Vec::new();
+        for m in 0..layout.replicas {
+            let p = port + 1 + (i * layout.replicas + m) as u16;
+            let name = format!("{set}-{m}");
+            let mut member_flags = vec!["--replSet".to_string(), set.clone()];
+            if small_cache {
+                let conf = dir.join(format!("{name}.conf"));
+                std::fs::write(&conf, MEMBER_CONFIG)?;
+                member_flags.extend(["-f".into(), conf.to_string_lossy().into_owned()]);
+            }
+            member_flags.extend(flags.iter().cloned());
+            started.push(spawn_member(exe, dir, &name, p, &member_flags, pids)?);
+            members.push(format!("127.0.0.1:{p}"));
+        }
+        plans.push(ShardPlan {
+            host: format!("{set}/{}", members.join(",")),
+            name: set,
+            members,
+        });
+    }
+    Ok((plans, started))
+}
+
+/// Elections after 2 s without a primary, heartbeats every 400 ms: what the replica-set e2e
+/// tests use, which a loaded two-core machine keeps.
+fn set_settings() -> bson::Document {
+    doc! {"electionTimeoutMillis": 2000, "heartbeatIntervalMillis": 400}
+}
+
+/// `replSetInitiate` on the set's first member, then waits (60 s at most) for a primary.
+fn initiate_set(conn: &TcpConnector, plan: &ShardPlan) -> Result<()> {
+    let members: Vec<bson::Bson> = plan
+        .members
+        .iter()
+        .enumerate()
+        .map(|(i, h)| bson::Bson::Document(doc! {"_id": i as i32, "host": h.clone()}))
+        .collect();
+    let config = doc! {"_id": plan.name.clone(), "members": members, "settings": set_settings()};
+    call_ok(
+        &*conn.connect(&plan.members[0]),
+        &doc! {"replSetInitiate": config, "$db": "admin"},
+    )
+    .map_err(|e| anyhow!("replSetInitiate of {}: {e}", plan.name))?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let primary = plan.members.iter().any(|h| {
+            call_ok(&*conn.connect(h), &doc! {"hello": 1, "$db": "admin"})
+                .is_ok_and(|r| r.get_bool("isWritablePrimary").unwrap_or(false))
+        });
+        if primary {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    bail!("replica set {} elected no primary in 60 s", plan.name)
 }
 
 /// Starts a local etcd for the cluster's metadata in `dir` (its pid added to `pids`) and
@@ -693,6 +878,27 @@ mod tests {
         assert!(err.contains("no room"), "{err}");
         let outside = free_port_outside(&(port..=port)).unwrap();
         assert_ne!(u32::from(outside), port);
+    }
+
+    #[test]
+    fn replica_set_shards_take_consecutive_ports_and_bounded_sizes() {
+        let l = Layout {
+            shards: 2,
+            replicas: 3,
+        };
+        l.check().unwrap();
+        // The router, then shard0's three members, then shard1's.
+        assert_eq!(l.ports(30_000), 30_000..=30_006);
+        for (shards, replicas, want) in [
+            (0, 1, "--shards"),
+            (1, 0, "--replicas"),
+            (1, 8, "--replicas"),
+        ] {
+            let e = Layout { shards, replicas }.check().unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+        }
+        assert!(MEMBER_CONFIG.contains("cacheSizeGB: 0.25"));
+        assert_eq!(set_settings().get_i32("electionTimeoutMillis"), Ok(2000));
     }
 
     #[test]

@@ -165,9 +165,6 @@ fn config(
             .map_err(|e| anyhow::anyhow!("--set-parameter {p}: {e}"))?;
     }
     cfg.validate()?;
-    if sharding.shardsvr && cfg.replication.repl_set_name.is_some() {
-        anyhow::bail!("replication.replSetName with sharding.clusterRole: shardsvr: replica-set shards are not available yet (issue 36); run a shard as a single server");
-    }
     if sharding.shardsvr
         && cfg.security.authorization == server::config::Authorization::Enabled
         && cfg.security.key_file.is_none()

@@ -14,6 +14,7 @@
 //!   authenticated as the internal user when the cluster has a key file;
 //! - `users`: the cluster's users, in the metadata store, for the router's authentication.
 pub mod meta;
+pub mod replset_conn;
 pub mod router;
 pub mod shard;
 pub mod shardkey;

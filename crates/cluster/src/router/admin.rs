@@ -372,27 +372,37 @@ pub fn broadcast_admin(r: &Router, cmd: &Document) -> DocResult<Document> {
 // ---------------------------------------------------------------------- shards
 
 pub fn add_shard(r: &Router, cmd: &Document) -> DocResult<Document> {
-    let host = cmd
+    let given = cmd
         .get_str("addShard")
         .or_else(|_| cmd.get_str("addshard"))
         .map_err(|_| DocError::type_mismatch("addShard needs a host string"))?;
-    let host = host
-        .rsplit('/')
-        .next()
-        .unwrap_or(host)
-        .split(',')
-        .next()
-        .unwrap_or(host)
-        .to_string();
+    // A replica set is named as mongod does, `setName/host1,host2,…`, and kept so: the router
+    // reaches whichever member is primary (`replset_conn`).
+    let set = crate::replset_conn::parse_set_host(given);
+    let host = match &set {
+        Some((name, seeds)) => format!("{name}/{}", seeds.join(",")),
+        None if given.contains('/') => {
+            return Err(DocError::bad_value(format!(
+                "addShard {given}: expected host:port or setName/host:port,…"
+            )))
+        }
+        None => given.to_string(),
+    };
     for s in r.catalog.shards()? {
-        if s.get_str("host").ok() == Some(host.as_str()) {
+        let existing = s.get_str("host").unwrap_or_default();
+        let same_set = set.as_ref().is_some_and(|(name, _)| {
+            crate::replset_conn::parse_set_host(existing).is_some_and(|(n, _)| n == *name)
+        });
+        if existing == host || same_set {
             return Ok(doc! {"shardAdded": s.get_str("_id").unwrap_or_default()});
         }
     }
     let existing = r.shard_names()?;
-    let name = match cmd.get_str("name") {
-        Ok(n) => n.to_string(),
-        Err(_) => (0..)
+    let name = match (cmd.get_str("name"), &set) {
+        (Ok(n), _) => n.to_string(),
+        // As mongos: a replica set's shard takes the set's name.
+        (Err(_), Some((set_name, _))) => set_name.to_string(),
+        (Err(_), None) => (0..)
             .map(|i| format!("shard{i:04}"))
             .find(|n| !existing.contains(n))
             .expect("unbounded"),
@@ -401,13 +411,7 @@ pub fn add_shard(r: &Router, cmd: &Document) -> DocResult<Document> {
     let hello = call_ok(&*conn, &doc! {"hello": 1, "$db": "admin"}).map_err(|e| {
         DocError::with_code(96, "OperationFailed", format!("cannot reach {host}: {e}"))
     })?;
-    if hello.get_str("msg") == Ok("isdbgrid") {
-        return Err(DocError::with_code(
-            96,
-            "OperationFailed",
-            format!("{host} is a router, not a shard"),
-        ));
-    }
+    check_shard_hello(&host, set.is_some(), &hello)?;
     call_ok(
         &*conn,
         &doc! {"_addShard": 1, "shardName": name.clone(), "configDB": r.config_db.clone(), "$db": "admin"},
@@ -423,6 +427,23 @@ pub fn add_shard(r: &Router, cmd: &Document) -> DocResult<Document> {
         ));
     }
     Ok(doc! {"shardAdded": name})
+}
+
+/// A shard's `hello`: not a router's, and a replica set's member only when added by its set's
+/// name (a single member added alone would be written to while secondary, or lose its
+/// writes to a rollback).
+fn check_shard_hello(host: &str, as_set: bool, hello: &Document) -> DocResult<()> {
+    let failed = |msg: String| Err(DocError::with_code(96, "OperationFailed", msg));
+    if hello.get_str("msg") == Ok("isdbgrid") {
+        return failed(format!("{host} is a router, not a shard"));
+    }
+    match (as_set, hello.get_str("setName")) {
+        (false, Ok(set)) => failed(format!(
+            "{host} is a member of replica set {set}: add it as {set}/{host}"
+        )),
+        (true, Err(_)) => failed(format!("{host} is not a replica set's member")),
+        _ => Ok(()),
+    }
 }
 
 pub fn list_shards(r: &Router) -> DocResult<Document> {

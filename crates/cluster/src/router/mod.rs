@@ -161,7 +161,11 @@ impl Router {
             me: me.clone(),
             catalog,
             config_db: config_db.to_string(),
-            connector,
+            // Shards named `setName/hosts` are reached at their set's primary.
+            connector: Arc::new(crate::replset_conn::SetAwareConnector::new(
+                connector,
+                crate::replset_conn::RetryPolicy::default(),
+            )),
             tables: RwLock::new(HashMap::new()),
             databases: RwLock::new(HashMap::new()),
             conns: RwLock::new(HashMap::new()),

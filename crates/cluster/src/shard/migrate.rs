@@ -268,7 +268,7 @@ fn register_donor(
         "from": id.name.clone(), "to": to.clone(), "migrationId": mig_id,
         "started": bson::DateTime::now(),
     };
-    if !id.catalog.begin_migration(ns, &record)? {
+    if !id.catalog.begin_migration(ns, &record)? && !retake_stale_record(id, ns, &record)? {
         return Err(conflicting(format!(
             "another migration of {ns} is in progress"
         )));
@@ -311,6 +311,25 @@ fn register_donor(
     });
     *slot = Some(d.clone());
     Ok(d)
+}
+
+/// A record naming this shard as donor while its donor slot is free (the caller holds it) was
+/// left by a former primary of this shard's set: nothing here runs it, a deposed primary
+/// still running it cannot commit (its majority wait fails, and the commit is conditional on
+/// the record), so it is aborted and the migration registered again. Whether it was.
+fn retake_stale_record(id: &Identity, ns: &str, record: &Document) -> DocResult<bool> {
+    let Some((stale, rev)) = id.catalog.migration(ns)? else {
+        return id.catalog.begin_migration(ns, record);
+    };
+    if stale.get_str("from").ok() != Some(id.name.as_str()) {
+        return Ok(false);
+    }
+    eprintln!(
+        "flashdoc: aborting migration {} of {ns}, left by a former primary of this shard",
+        stale.get_str("migrationId").unwrap_or("?")
+    );
+    id.catalog.abort_migration(ns, rev)?;
+    id.catalog.begin_migration(ns, record)
 }
 
 /// After the commit: deletes the donated range, now or (unless `waitForDelete`) in a thread.
@@ -410,6 +429,10 @@ fn run_donor(
         .cached(ns)
         .map(|m| Arc::downgrade(&m))
         .unwrap_or_default();
+    // The recipient made its copy majority-durable before it confirmed; the donor, still
+    // the primary, makes its own writes so before the owner changes in the store: a donor
+    // deposed meanwhile fails here, and the migration aborts.
+    node.replicate_to_majority()?;
     commit(node, ns, min, max, to, rec_rev)?;
     node.refresh(ns)?;
     node.reset_stats(ns, &key.encode(min));
@@ -761,8 +784,11 @@ fn pull(node: &ShardNode, r: &Recipient) -> DocResult<()> {
         let drained =
             reload.is_empty() && deleted.is_empty() && mods.get_i64("pending").unwrap_or(0) == 0;
         if drained && committing {
-            // Everything received must be durable before the donor commits the new owner.
+            // Everything received must be durable before the donor commits the new owner, and
+            // on a replica set held by a majority: no failover may roll back the copy of a
+            // chunk the store says is here.
             node.db.engine().sync().map_err(docdb::storage_error)?;
+            node.replicate_to_majority()?;
             r.set(RecvState::Done);
             return Ok(());
         }
@@ -900,7 +926,9 @@ impl RangeDeletion {
             &key,
             Bound::Included(lo),
             Bound::Excluded(hi),
-        )
+        )?;
+        // With `waitForDelete`, the caller learns of deletes a failover cannot undo.
+        self.node.replicate_to_majority()
     }
 }
 
@@ -913,6 +941,8 @@ pub fn delete_range(
     hi: Bound<Vec<u8>>,
 ) -> DocResult<()> {
     let (db, coll) = split_ns(ns)?;
+    // A set's secondary deletes only what its primary's oplog tells it to.
+    node.check_primary()?;
     loop {
         let ids: Vec<Bson> =
             match node

@@ -18,6 +18,10 @@
 //!   a document's shard key (66) nor insert outside the shard's chunks (13388); a retryable
 //!   write's session record joins the same atomic batch; a running migration records the
 //!   `_id`s it must send again.
+//! - **Replica sets.** On a member of a set (`--shardsvr --replSet`), the internal commands,
+//!   migrations and range deletion run on the primary only, and a migration waits for a
+//!   majority of the set to hold its writes before its points of no return (docs/replication.md,
+//!   "Replica-set shards").
 
 pub mod migrate;
 mod sessions;
@@ -35,10 +39,11 @@ use docdb::{DocDb, DocError, DocResult, FindQuery, UpdateStatement, WriteOpts};
 use engine::WriteBatch;
 use parking_lot::{Condvar, Mutex, RwLock};
 use server::hook::{CommandCall, CommandHook, HookAccess};
+use server::replset::ReplSet;
 use server::reply::error_reply;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 /// Milliseconds for the load trigger's windows: the system clock, or the lab's simulated one.
@@ -154,6 +159,9 @@ struct GateState {
 /// flight, before giving up.
 const GATE_WAIT: Duration = Duration::from_secs(60);
 
+/// How long a migration waits for a majority of its set to hold its writes.
+const MAJORITY_WAIT: Duration = Duration::from_secs(60);
+
 pub struct GatePass<'a>(&'a Gate);
 
 impl Drop for GatePass<'_> {
@@ -246,6 +254,9 @@ pub struct ShardNode {
     clock: Arc<dyn Clock>,
     connector: Arc<dyn Connector>,
     rng: Mutex<u64>,
+    /// The replica set this node is a member of (`--shardsvr --replSet`), learned from the
+    /// server's state on the first command (the server opens the set after the hook).
+    replset: OnceLock<Option<Arc<ReplSet>>>,
 }
 
 const IDENTITY_DB: &str = "admin";
@@ -277,8 +288,13 @@ impl ShardNode {
             migrations: migrate::Migrations::default(),
             sessions,
             clock,
-            connector,
+            // Other shards named `setName/hosts` are reached at their set's primary.
+            connector: Arc::new(crate::replset_conn::SetAwareConnector::new(
+                connector,
+                crate::replset_conn::RetryPolicy::default(),
+            )),
             rng: Mutex::new(0x9E37_79B9_7F4A_7C15),
+            replset: OnceLock::new(),
         });
         db.set_write_hook(Some(Arc::new(ShardWriteHook(Arc::downgrade(&node)))));
         let stored = db
@@ -293,15 +309,76 @@ impl ShardNode {
             .next()
             .transpose()?;
         if let Some(d) = stored {
-            let name = d.get_str("shardName").unwrap_or_default().to_string();
-            let config_db = d
-                .get_str("configsvrConnectionString")
-                .unwrap_or_default()
-                .to_string();
-            node.set_identity(&name, &config_db)?;
-            node.recover()?;
+            node.adopt_identity(&d)?;
+            // A replica set's member may be a secondary: it writes nothing of its own, and
+            // the set's primary owns the shard's recovery (docs/replication.md, "Replica-set
+            // shards").
+            if db.oplog().is_none() {
+                node.recover()?;
+            }
         }
         Ok(node)
+    }
+
+    fn adopt_identity(&self, stored: &Document) -> DocResult<()> {
+        let name = stored.get_str("shardName").unwrap_or_default().to_string();
+        let config_db = stored
+            .get_str("configsvrConnectionString")
+            .unwrap_or_default()
+            .to_string();
+        self.set_identity(&name, &config_db)
+    }
+
+    /// The identity stored in the database, if any: a set's member that was a secondary when
+    /// `_addShard` ran on the primary has it by replication only.
+    fn stored_identity(&self) -> DocResult<Option<Arc<Identity>>> {
+        let stored = self
+            .db
+            .find(
+                IDENTITY_DB,
+                IDENTITY_COLL,
+                &FindQuery {
+                    filter: doc! {"_id": "shardIdentity"},
+                    ..Default::default()
+                },
+            )?
+            .next()
+            .transpose()?;
+        match stored {
+            Some(d) => {
+                self.adopt_identity(&d)?;
+                Ok(self.identity.read().clone())
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Where this node's writes go: `Some` on a replica set's member.
+    fn replset(&self) -> Option<&Arc<ReplSet>> {
+        self.replset.get().and_then(Option::as_ref)
+    }
+
+    /// Work that writes outside a client's command (migrations, range and orphan deletion)
+    /// runs on the set's primary only: NotWritablePrimary elsewhere.
+    pub fn check_primary(&self) -> DocResult<()> {
+        match self.replset() {
+            Some(rs) => server::replset::concern::check_primary(rs),
+            // A member (its database keeps an oplog) whose set is not known yet: no command
+            // reached it, so it cannot know it is the primary.
+            None if self.db.oplog().is_some() => {
+                Err(server::replset::concern::not_writable_primary())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until a majority of the set holds everything this primary wrote (a migration's
+    /// writes, before its commit to the metadata store); nothing to wait for off a set.
+    pub fn replicate_to_majority(&self) -> DocResult<()> {
+        match self.replset() {
+            Some(rs) => server::replset::concern::replicate_to_majority(rs, MAJORITY_WAIT),
+            None => self.check_primary(),
+        }
     }
 
     pub fn db(&self) -> &Arc<DocDb> {
@@ -318,7 +395,10 @@ impl ShardNode {
     }
 
     fn identity(&self) -> DocResult<Arc<Identity>> {
-        self.identity.read().clone().ok_or_else(|| {
+        if let Some(id) = self.identity.read().clone() {
+            return Ok(id);
+        }
+        self.stored_identity()?.ok_or_else(|| {
             DocError::with_code(
                 193,
                 "ShardingStateNotInitialized",
@@ -769,6 +849,13 @@ impl CommandHook for ShardNode {
     }
 
     fn run(&self, call: &CommandCall<'_>) -> Option<Document> {
+        self.replset.get_or_init(|| call.state.replset().cloned());
+        if INTERNAL_COMMANDS.contains(&call.name) {
+            // Routers and other shards talk to a set's primary; the shard's own steps write.
+            if let Err(e) = self.check_primary() {
+                return Some(error_reply(&e));
+            }
+        }
         let result = match call.name {
             "_addShard" => self.add_shard_identity(call.cmd),
             "splitVector" => splitvector::split_vector(self, call.cmd),

@@ -8,7 +8,10 @@
 //! Records live in the engine table `flashdoc-sessions`, keyed by
 //! `lsid ‖ txnNumber ‖ stmtId`; a newer txnNumber of a session removes the older records in
 //! the same batch (mongod keeps one transaction per session). Not done: records do not move
-//! with a migrated chunk, so a retry that arrives after its document migrated is applied again.
+//! with a migrated chunk, so a retry that arrives after its document migrated is applied again;
+//! on a replica set's member they are the member's own (the engine table is not in the oplog),
+//! and the set's replicated records (server `replset::retry`, which runs first) answer a retry
+//! after a failover.
 
 use super::{with_op, CollMeta, OpContext, ShardNode};
 use bson::{doc, Bson, Document};

@@ -495,6 +495,35 @@ pub fn acknowledged(rs: &ReplSet, gate: WriteGate<'_>, ack: Acknowledge, reply: 
     }
 }
 
+/// For work that writes outside a command's licence (a shard's migration steps): fails with
+/// NotWritablePrimary unless this member is the writable primary now, and readies its
+/// proposer for this term, so that what it writes next is this term's and gets proposed.
+pub fn check_primary(rs: &ReplSet) -> DocResult<()> {
+    rs.write_gate().map(drop).ok_or_else(not_writable_primary)
+}
+
+/// Proposes every oplog entry this primary holds that is not yet proposed (writes made outside
+/// a command) and waits up to `limit` until a majority of the set holds them all: after this,
+/// no failover can roll them back. Fails if the member is not (or stops being) the primary.
+pub fn replicate_to_majority(rs: &ReplSet, limit: Duration) -> DocResult<()> {
+    let gate = rs.write_gate().ok_or_else(not_writable_primary)?;
+    let j = gate.joined.clone();
+    let shipped = j.ship(&rs.db);
+    drop(gate);
+    let Some(pos) = shipped? else {
+        return Ok(());
+    };
+    match j.node.run(j.node.wait_committed(pos, limit)) {
+        Ok(()) => Ok(()),
+        Err(ReplError::Timeout(_)) => Err(DocError::with_code(
+            64,
+            "WriteConcernTimeout",
+            "waiting for a majority of the set to hold this primary's writes timed out",
+        )),
+        Err(e) => Err(repl_state_changed(&e.to_string())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
