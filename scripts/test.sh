@@ -45,6 +45,8 @@ echo "== the end-to-end tests again on the in-place engine (FLASHDOC_ENGINE=mmap
 (cd tests/e2e && FLASHDOC_ENGINE=mmapv1 FLASHDOC_BIN="$PWD/../../target/debug/flashdoc" ../../target/venv/bin/python -m pytest -q -p no:cacheprovider) 2>&1 | tee target/pytest-mmapv1-output.txt
 echo "== pymongo 4.20.0's own test suite (28 files, unmodified) against flashdoc serve --setParameter enableTestCommands=1"
 bash scripts/pymongo-suite.sh "$PWD/target/debug/flashdoc"
+echo "== the same suite against a three-member replica set (REPLSET=1: tests/pymongo-suite/expected-failures-replset.txt)"
+REPLSET=1 bash scripts/pymongo-suite.sh "$PWD/target/debug/flashdoc"
 if [ "${FLASHDOC_DRIVER_SMOKE:-0}" = "1" ]; then
   echo "== driver smoke checks (Java, Go, Node through a router)"
   bash scripts/driver-smoke.sh
@@ -56,3 +58,4 @@ awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i) ~ /^passed/) p += $(
 tail -n 1 target/pytest-output.txt
 tail -n 1 target/pytest-mmapv1-output.txt
 tail -n 1 target/pymongo-suite.txt
+tail -n 1 target/pymongo-suite-replset.txt
