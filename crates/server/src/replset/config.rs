@@ -1,9 +1,11 @@
 //! The replica-set configuration `replSetInitiate` takes and `replSetGetConfig` shows, in
 //! mongod's shape, and what the Raft member is started with from it.
 
+use super::tags::count;
 use bson::{doc, oid::ObjectId, Bson, Document};
 use docdb::{DocError, DocResult};
 use repl::{Member, NodeConfig};
+use std::collections::BTreeSet;
 
 /// mongod's `settings.electionTimeoutMillis` default.
 pub const DEFAULT_ELECTION_TIMEOUT_MS: i64 = 10_000;
@@ -67,7 +69,7 @@ fn member(m: &Bson, n: usize) -> DocResult<Document> {
             "arbiterOnly" => return Err(invalid(format!("{}: arbiters are not available: a Raft voter must hold the log (docs/replication.md); use a data-bearing member with priority 0", at(k)))),
             "buildIndexes" if v.as_bool() == Some(true) => {}
             "tags" => {
-                out.insert("tags", super::tags::member_tags(v, &at(k))?);
+                out.insert("tags", member_tags(v, &at(k))?);
             }
             "secondaryDelaySecs" if int(v, &at(k)).is_ok_and(|d| d == 0) => {}
             "buildIndexes" | "secondaryDelaySecs" => {
@@ -88,7 +90,7 @@ fn settings(given: Option<&Document>) -> DocResult<Document> {
         match k.as_str() {
             "electionTimeoutMillis" => election = int(v, "settings.electionTimeoutMillis")?,
             "heartbeatIntervalMillis" => heartbeat = Some(int(v, "settings.heartbeatIntervalMillis")?),
-            "getLastErrorModes" => modes = super::tags::modes(v)?,
+            "getLastErrorModes" => modes = tag_modes(v)?,
             "chainingAllowed" if v.as_bool() == Some(false) => {}
             "chainingAllowed" => return Err(invalid("settings.chainingAllowed: Raft replicates from the primary only; only false is accepted")),
             _ => return Err(invalid(format!("settings.{k} is not available"))),
@@ -193,7 +195,7 @@ pub fn reconfigured(set_name: &str, given: &Document, current: &Document) -> Doc
         .clone();
     // The write concern modes are the server's own business, not Raft's: they may change.
     if let Some(modes) = g.settings.and_then(|s| s.get("getLastErrorModes")) {
-        kept.insert("getLastErrorModes", super::tags::modes(modes)?);
+        kept.insert("getLastErrorModes", tag_modes(modes)?);
     }
     for (k, v) in g.settings.into_iter().flatten() {
         let same = kept.get(k).is_some_and(|was| {
@@ -210,10 +212,69 @@ pub fn reconfigured(set_name: &str, given: &Document, current: &Document) -> Doc
     Ok(full_config(set_name, g.version, g.members, kept))
 }
 
+/// A member's `tags`: a document of strings.
+fn member_tags(v: &Bson, at: &str) -> DocResult<Document> {
+    let Bson::Document(tags) = v else {
+        return Err(invalid(format!("{at} must be an object")));
+    };
+    if let Some((k, _)) = tags.iter().find(|(_, v)| !matches!(v, Bson::String(_))) {
+        return Err(invalid(format!("{at}.{k} must be a string")));
+    }
+    Ok(tags.clone())
+}
+
+/// `settings.getLastErrorModes`: `{mode: {tag: positive integer}}`.
+fn tag_modes(v: &Bson) -> DocResult<Document> {
+    let Bson::Document(modes) = v else {
+        return Err(invalid("settings.getLastErrorModes must be an object"));
+    };
+    for (mode, spec) in modes {
+        let Bson::Document(spec) = spec else {
+            return Err(invalid(format!(
+                "settings.getLastErrorModes.{mode} must be an object"
+            )));
+        };
+        if spec.is_empty() {
+            return Err(invalid(format!(
+                "settings.getLastErrorModes.{mode} names no tag"
+            )));
+        }
+        for (tag, n) in spec {
+            if count(n).is_none_or(|n| n == 0) {
+                return Err(invalid(format!(
+                    "settings.getLastErrorModes.{mode}.{tag} must be a positive integer"
+                )));
+            }
+        }
+    }
+    Ok(modes.clone())
+}
+
+/// Refuses a mode the members can never meet: a tag it needs more distinct values of than the
+/// members carry (mongod refuses such a configuration).
+fn check_tag_modes(members: &[Document], modes: &Document) -> DocResult<()> {
+    for (mode, spec) in modes {
+        for (tag, n) in spec.as_document().into_iter().flatten() {
+            let n = count(n).unwrap_or(usize::MAX);
+            let values: BTreeSet<&str> = members
+                .iter()
+                .filter_map(|m| m.get_document("tags").ok()?.get_str(tag).ok())
+                .collect();
+            if values.len() < n {
+                return Err(invalid(format!(
+                    "mode {mode} requires {n} different values for the tag {tag}, but only {} exist in the members",
+                    values.len()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The write concern modes of `settings` against the members' tags.
 fn check_modes(members: &[Document], settings: &Document) -> DocResult<()> {
     match settings.get_document("getLastErrorModes") {
-        Ok(modes) => super::tags::check_modes(members, modes),
+        Ok(modes) => check_tag_modes(members, modes),
         Err(_) => Ok(()),
     }
 }
@@ -372,6 +433,34 @@ pub fn node_config(id: u64, config: &Document, snapshot_every: u64) -> DocResult
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn modes_and_tags_are_checked() {
+        let config = doc! {"members": [{"_id": 0, "tags": {"dc": "east", "rack": "a"}}, {"_id": 1, "tags": {"dc": "east", "rack": "b"}}, {"_id": 2, "tags": {"dc": "west"}}]};
+        let members = config
+            .get_array("members")
+            .unwrap()
+            .iter()
+            .filter_map(|m| m.as_document().cloned())
+            .collect::<Vec<_>>();
+        assert!(check_tag_modes(&members, &doc! {"m": {"dc": 2}}).is_ok());
+        assert_eq!(
+            check_tag_modes(&members, &doc! {"m": {"dc": 3}})
+                .unwrap_err()
+                .code,
+            93
+        );
+        assert_eq!(
+            check_tag_modes(&members, &doc! {"m": {"zone": 1}})
+                .unwrap_err()
+                .code,
+            93
+        );
+        assert!(tag_modes(&Bson::Document(doc! {"m": {"dc": 0}})).is_err());
+        assert!(tag_modes(&Bson::Document(doc! {"m": {}})).is_err());
+        assert!(member_tags(&Bson::Document(doc! {"dc": 1}), "members[0].tags").is_err());
+        assert!(member_tags(&Bson::Document(doc! {"dc": "x"}), "members[0].tags").is_ok());
+    }
 
     #[test]
     fn a_minimal_config_gets_mongods_defaults() {
