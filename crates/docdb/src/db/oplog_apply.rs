@@ -191,7 +191,7 @@ impl DocDb {
                 .ok_or_else(|| bad_entry("an insert without _id".into()))?;
         let stmt = UpdateStatement {
             q: by_id(id),
-            u: Bson::Document(e.o.clone()),
+            u: replacement(e.o.clone()),
             upsert: true,
             hint: Some(Bson::String("_id_".into())),
             ..UpdateStatement::default()

@@ -821,7 +821,7 @@ fn indexes_on_one_key_with_different_collations_apply_on_a_secondary() {
 }
 
 #[test]
-fn a_document_with_a_top_level_dollar_field_replicates() {
+fn documents_with_a_top_level_dollar_field_replicate() {
     let db = member(1 << 20);
     ok(db.insert(
         "d",
@@ -837,6 +837,13 @@ fn a_document_with_a_top_level_dollar_field_replicates() {
         ..UpdateStatement::default()
     };
     ok(db.update("d", "c", &[pipeline], WriteOpts::default()));
+    // Inserted with one too (mongod 5.0+ stores such fields as given).
+    ok(db.insert(
+        "d",
+        "c",
+        vec![doc! {"_id": 2, "$b": 1}],
+        WriteOpts::default(),
+    ));
     let secondary = member(1 << 20);
     apply_all(&secondary, &entries(&db));
     let read = |db: &DocDb| {
