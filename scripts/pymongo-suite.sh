@@ -34,6 +34,7 @@ EXPECTED=$ROOT/tests/pymongo-suite/expected-failures$MODE.txt
 OUT=$ROOT/target/pymongo-suite$MODE
 # PYMONGO_FILES="change_stream cursor": only these files (the verdict then covers only them).
 # PYMONGO_PYTEST_ARGS="--durations=20": more arguments for pytest.
+# PYMONGO_FLAKE_BUDGET=N: up to N unlisted failures tolerated (see the verdict below).
 FILES=${PYMONGO_FILES:-"binary bulk change_stream collation collection collection_management command_logging
   command_monitoring comment common crud_unified crud_v1 cursor custom_types database decimal128
   examples logger operations raw_bson read_concern read_preferences results run_command
@@ -122,7 +123,7 @@ tail -n 1 "$OUT.txt"
 
 # The summary, and the verdict against the expected failures.
 "$VENV/bin/python" - "$OUT.txt" "$OUT.json" "$EXPECTED" "$elapsed" <<'EOF'
-import collections, json, re, sys
+import collections, json, os, re, sys
 
 out, summary_path, expected_path, elapsed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 text = open(out).read()
@@ -159,6 +160,12 @@ for t in unexpected:
     print(f"  unexpected: {t}")
 for t in now_pass:
     print(f"  listed as failing but passes (remove it from {expected_path}): {t}")
-if not last or unexpected or now_pass or (ran == 0):
+# PYMONGO_FLAKE_BUDGET=N (the replica-set run): up to N failures the list does not name are
+# tolerated as timing flakes of a three-member set on a loaded machine, and a listed test
+# that passes is reported, not fatal; more than N fail the run.
+budget = int(os.environ.get("PYMONGO_FLAKE_BUDGET", "0"))
+if budget:
+    print(f"  flake budget {budget}: {len(unexpected)} unlisted failures tolerated up to it")
+if not last or ran == 0 or len(unexpected) > budget or (now_pass and not budget):
     sys.exit(1)
 EOF
