@@ -136,14 +136,7 @@ pub fn may_resend(cmd: &Document) -> bool {
     if name == "aggregate" {
         return !writes_out(cmd);
     }
-    // A retryable write.
-    cmd.contains_key("lsid")
-        && cmd.contains_key("txnNumber")
-        && !cmd.contains_key("autocommit")
-        && matches!(
-            name,
-            "insert" | "update" | "delete" | "findAndModify" | "findandmodify"
-        )
+    cmd.contains_key("lsid") && server::replset::labels::is_retryable_write(name, cmd)
 }
 
 fn writes_out(cmd: &Document) -> bool {
