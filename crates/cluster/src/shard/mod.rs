@@ -297,17 +297,7 @@ impl ShardNode {
             replset: OnceLock::new(),
         });
         db.set_write_hook(Some(Arc::new(ShardWriteHook(Arc::downgrade(&node)))));
-        let stored = db
-            .find(
-                IDENTITY_DB,
-                IDENTITY_COLL,
-                &FindQuery {
-                    filter: doc! {"_id": "shardIdentity"},
-                    ..Default::default()
-                },
-            )?
-            .next()
-            .transpose()?;
+        let stored = stored_identity_doc(&db)?;
         if let Some(d) = stored {
             node.adopt_identity(&d)?;
             // A replica set's member may be a secondary: it writes nothing of its own, and
@@ -332,18 +322,7 @@ impl ShardNode {
     /// The identity stored in the database, if any: a set's member that was a secondary when
     /// `_addShard` ran on the primary has it by replication only.
     fn stored_identity(&self) -> DocResult<Option<Arc<Identity>>> {
-        let stored = self
-            .db
-            .find(
-                IDENTITY_DB,
-                IDENTITY_COLL,
-                &FindQuery {
-                    filter: doc! {"_id": "shardIdentity"},
-                    ..Default::default()
-                },
-            )?
-            .next()
-            .transpose()?;
+        let stored = stored_identity_doc(&self.db)?;
         match stored {
             Some(d) => {
                 self.adopt_identity(&d)?;
@@ -958,4 +937,18 @@ fn check_versioned_write(
         )),
         _ => Ok(()),
     }
+}
+
+/// The shard identity document `_addShard` stored (`admin.system.version`), if any.
+fn stored_identity_doc(db: &DocDb) -> DocResult<Option<Document>> {
+    db.find(
+        IDENTITY_DB,
+        IDENTITY_COLL,
+        &FindQuery {
+            filter: doc! {"_id": "shardIdentity"},
+            ..Default::default()
+        },
+    )?
+    .next()
+    .transpose()
 }
